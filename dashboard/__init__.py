@@ -1,0 +1,1 @@
+"""gpufinops: dashboard."""

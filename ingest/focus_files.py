@@ -1,0 +1,189 @@
+"""``focus_files``: FOCUS 1.0–1.2 cost exports as CSV or Parquet, local paths and globs.
+
+The files stream through DuckDB straight into ``cost_line_items`` (no Python row handling), cast
+to the warehouse's exact types: CSV is read with every column as text, so account ids keep their
+leading zeros, and money becomes DECIMAL without passing through a float. A file is a set of
+(billing period) slices: when a file is new or changed, every period it holds is reloaded from all
+the files that hold that period, replacing the old rows in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+import duckdb
+
+from ingest.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from warehouse import schema
+
+log = logging.getLogger(__name__)
+
+FOCUS_COLUMN_NAMES = [name for name, _, _ in schema.FOCUS_12_COLUMNS]
+EXTENSION_NAMES = ["x_InstanceType", "x_GpuModel", "x_GpuCount", "x_Team"]
+DECIMAL_COLUMNS = [name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "Decimal"]
+TIMESTAMP_COLUMNS = [name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "Date/Time"]
+JSON_COLUMNS = [name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "JSON"]
+# An EC2-style instance type inside a charge description ("… Linux g5.4xlarge Instance Hour").
+INSTANCE_TYPE_PATTERN = r"\b([a-z][a-z0-9-]*[0-9][a-z0-9-]*\.[0-9]*x?(?:large|metal|medium|small|micro|nano)[a-z0-9-]*)\b"
+
+
+def _source_relation(path: str) -> str:
+    if file_format(path) == "parquet":
+        return f"read_parquet({sql_literal(path)})"
+    return (f"read_csv({sql_literal(path)}, header = true, all_varchar = true, "
+            f"nullstr = ['NULL', ''], quote = '\"', escape = '\"', auto_detect = true, "
+            f"strict_mode = true)")
+
+
+def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str) -> list[str]:
+    """The file's column names; a clear error for an unreadable, truncated or empty file."""
+    if os.path.getsize(path) == 0:
+        raise IngestError(f"{source}: file {path} is empty")
+    try:
+        rows = con.execute(f"DESCRIBE SELECT * FROM {_source_relation(path)}").fetchall()
+    except duckdb.Error as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise IngestError(f"{source}: file {path} can not be read as {file_format(path)}: {first_line}") from None
+    return [r[0] for r in rows]
+
+
+def _check_columns(source: str, path: str, columns: list[str]) -> None:
+    missing = [c for c in schema.FOCUS_MANDATORY if c not in columns]
+    if missing:
+        raise IngestError(f"{source}: file {path} is missing mandatory FOCUS column(s) {', '.join(missing)}")
+
+
+def _team_expr(tag_keys: tuple[str, ...], columns: list[str]) -> str:
+    parts = []
+    if "x_Team" in columns:
+        parts.append('CAST("x_Team" AS VARCHAR)')
+    if "Tags" in columns:
+        for key in tag_keys:
+            path = '$."' + key.replace('"', '\\"') + '"'
+            parts.append(f"json_extract_string(CAST(\"Tags\" AS JSON), {sql_literal(path)})")
+    return f"COALESCE({', '.join(parts)})" if parts else "NULL"
+
+
+def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...]) -> str:
+    """SELECT over one file producing every cost_line_items column with its warehouse type."""
+    present = set(columns)
+    items = []
+    for field in schema.COST_LINE_ITEMS:
+        name = field.name
+        sql_type = schema.sql_type(field)
+        if name in ("x_Source", "x_IngestRunId", "x_Team", "x_InstanceType", "x_GpuModel", "x_GpuCount"):
+            continue
+        if name in present:
+            items.append(f'CAST("{name}" AS {sql_type}) AS "{name}"')
+        else:
+            items.append(f'CAST(NULL AS {sql_type}) AS "{name}"')
+    instance_type = (f'CAST("x_InstanceType" AS VARCHAR)' if "x_InstanceType" in present else
+                     f"NULLIF(regexp_extract(\"ChargeDescription\", {sql_literal(INSTANCE_TYPE_PATTERN)}, 1), '')")
+    items.append(f"{instance_type} AS x_InstanceType")
+    items.append(('CAST("x_GpuModel" AS VARCHAR)' if "x_GpuModel" in present else "CAST(NULL AS VARCHAR)") + " AS x_GpuModel")
+    items.append(('CAST("x_GpuCount" AS INTEGER)' if "x_GpuCount" in present else "CAST(NULL AS INTEGER)") + " AS x_GpuCount")
+    items.append(f"{_team_expr(tag_keys, columns)} AS x_Team")
+    return f"SELECT {', '.join(items)} FROM {_source_relation(path)}"
+
+
+def _periods(con: duckdb.DuckDBPyConnection, source: str, path: str) -> list[str]:
+    try:
+        rows = con.execute(
+            f'SELECT DISTINCT CAST(CAST("BillingPeriodStart" AS TIMESTAMPTZ) AS VARCHAR) '
+            f"FROM {_source_relation(path)}").fetchall()
+    except duckdb.Error as exc:
+        raise IngestError(f"{source}: file {path}: column BillingPeriodStart is not a valid date/time "
+                          f"({str(exc).strip().splitlines()[0]})") from None
+    if any(r[0] is None for r in rows):
+        raise IngestError(f"{source}: file {path}: column BillingPeriodStart is empty in some rows")
+    return sorted(r[0] for r in rows)
+
+
+def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[str], columns: dict[str, list[str]]) -> str | None:
+    """After a failed load, find the file, column and first bad value (slow path, failures only)."""
+    for path in files:
+        relation = _source_relation(path)
+        for name in columns[path]:
+            if name in DECIMAL_COLUMNS or name in TIMESTAMP_COLUMNS or name in JSON_COLUMNS:
+                target = "JSON" if name in JSON_COLUMNS else schema.sql_type(schema.COST_LINE_ITEMS.field(name))
+                row = con.execute(
+                    f'SELECT count(*), any_value(CAST("{name}" AS VARCHAR)) FROM {relation} '
+                    f'WHERE "{name}" IS NOT NULL AND TRY_CAST("{name}" AS {target}) IS NULL').fetchall()[0]
+                if row[0]:
+                    kind = {"JSON": "valid JSON"}.get(target, "a number" if name in DECIMAL_COLUMNS else "a date/time")
+                    return (f"{source}: file {path}: column {name} has {row[0]} value(s) that are not "
+                            f"{kind}, e.g. {row[1]!r}")
+    return None
+
+
+class FocusFiles:
+    meta = IngestorMeta(
+        name="focus_files",
+        target_table="cost_line_items",
+        key=("x_Source", "BillingPeriodStart", "ChargePeriodStart", "ResourceId", "SkuPriceId",
+             "ChargeCategory", "ChargeDescription"),
+        slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
+        source_column="x_Source",
+        cursor="file fingerprints (size, mtime)",
+        lookback=timedelta(0),
+        default_schedule="15 */6 * * *",
+        required_keys=("path",),
+        optional_keys=("format",),
+        description="FOCUS 1.0–1.2 CSV or Parquet cost exports (local paths and globs)",
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        previous: dict[str, Any] = ctx.state.get("files", {})
+        files = expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
+        if not files:
+            raise IngestError(f"{ctx.source}: no file matches path {ctx.options['path']!r}")
+        changed, removed = changed_files(files, previous)
+        if not changed and not removed:
+            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
+                               skipped_reason="no new or changed files")
+        columns: dict[str, list[str]] = {}
+        periods: dict[str, list[str]] = {}
+        for path in changed:
+            columns[path] = _describe(ctx.con, ctx.source, path)
+            _check_columns(ctx.source, path, columns[path])
+            periods[path] = _periods(ctx.con, ctx.source, path)
+            if not periods[path]:
+                raise IngestError(f"{ctx.source}: file {path} holds no rows")
+        affected = {p for path in changed for p in periods[path]}
+        # periods a changed or removed file held before: rows there may have been withdrawn
+        affected |= {p for path in changed + removed for p in previous.get(path, {}).get("periods", [])}
+        # Unchanged files that share an affected period are re-read so the slice is whole.
+        for path in files:
+            if path not in columns and affected & set(previous.get(path, {}).get("periods", [])):
+                columns[path] = _describe(ctx.con, ctx.source, path)
+                _check_columns(ctx.source, path, columns[path])
+                periods[path] = previous[path]["periods"]
+        read = sorted(columns)
+        if not read:  # only withdrawn files whose periods no other file holds: delete them
+            batch = Batch(table="cost_line_items", data=None, slices=sorted(affected))
+            new_files = {path: previous[path] for path in files}
+            return FetchResult([batch], {"files": new_files, "watermark": ctx.state.get("watermark")},
+                               watermark=ctx.state.get("watermark"))
+        selects = [_file_select(path, columns[path], ctx.team_tag_keys) for path in read]
+        union = " UNION ALL BY NAME ".join(f"({s})" for s in selects)
+        period_list = ", ".join(sql_literal(p) for p in sorted(affected))
+        sql = (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model) AS x_GpuModel, "
+               f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
+               f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+               f"FROM ({union}) u LEFT JOIN (SELECT instance_type, any_value(gpu_model) AS gpu_model, "
+               f"any_value(gpu_count) AS gpu_count FROM instance_types GROUP BY instance_type) it "
+               f"ON it.instance_type = u.x_InstanceType "
+               f"WHERE CAST(u.BillingPeriodStart AS VARCHAR) IN ({period_list})")
+        new_files = {path: {"fp": fingerprint(path), "periods": periods.get(path, previous.get(path, {}).get("periods", []))}
+                     for path in files}
+        watermark = max((p for f in new_files.values() for p in f["periods"]), default=None)
+        batch = Batch(table="cost_line_items", data=sql, slices=sorted(affected),
+                      diagnose=lambda exc: diagnose(ctx.con, ctx.source, read, columns))
+        return FetchResult([batch], {"files": new_files, "watermark": watermark}, watermark=watermark)
+
+
+INGESTORS = [FocusFiles]

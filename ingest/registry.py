@@ -1,0 +1,122 @@
+"""The ingestor registry: each source type declares its metadata once, here or in its module.
+
+Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` description
+(name, target table, key, cursor, restatement lookback, default schedule, config keys). The CLI,
+the config validator, the scheduler and the docs read the registry, so a schedule is defined once.
+A ``Registry`` is a plain object: tests build their own instead of sharing global state.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+import duckdb
+import pyarrow as pa
+
+
+class IngestError(Exception):
+    """Bad input or an unusable source: one sentence naming the source, file or setting at fault."""
+
+
+@dataclass(frozen=True)
+class IngestorMeta:
+    name: str                       # the config `type`
+    target_table: str               # warehouse table the rows land in
+    key: tuple[str, ...]            # columns unique within the table for one source
+    slice_expr: str                 # SQL expression whose values identify a replaced slice
+    source_column: str              # column holding the configured source name
+    cursor: str | None              # incremental cursor (column or state item), None for full loads
+    lookback: timedelta             # restatement window re-read on every run
+    default_schedule: str           # cron (5 fields), overridable per source in config
+    required_keys: tuple[str, ...]  # config keys the source must set
+    optional_keys: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass
+class Batch:
+    """Rows for one table, replacing the (source, slice) pairs listed in ``slices``.
+
+    ``data`` is an Arrow table / record batch reader in the table's schema, or a SQL SELECT that
+    DuckDB runs inside the load transaction (so a large file streams straight into the table).
+    """
+    table: str
+    data: pa.Table | pa.RecordBatchReader | str | None  # None: delete the slices, insert nothing
+    slices: list[Any]
+    params: list[Any] = field(default_factory=list)
+    # Called when the load fails (e.g. a value that does not cast): returns one sentence naming
+    # the file, column and value at fault, or None to report the database's own error.
+    diagnose: Callable[[Exception], str | None] | None = None
+
+
+@dataclass
+class FetchResult:
+    batches: list[Batch]
+    state: dict[str, Any]           # new incremental state, saved in the load's transaction
+    watermark: str | None = None    # human-readable progress mark for the ledger
+    skipped_reason: str | None = None  # set when there was nothing new to load
+
+
+@dataclass
+class IngestContext:
+    source: str                     # configured source name
+    options: dict[str, Any]         # the source's config table
+    con: duckdb.DuckDBPyConnection  # the run's warehouse connection (for reading files via SQL)
+    state: dict[str, Any]           # state saved by the previous successful run
+    run_id: str
+    team_tag_keys: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    full_refresh: bool = False      # ignore saved state: reload everything the source holds
+    base_dir: str | None = None     # relative paths in options are relative to this (the config's folder)
+
+
+class Ingestor(Protocol):
+    meta: ClassVar[IngestorMeta]
+
+    def fetch(self, ctx: IngestContext) -> FetchResult: ...
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._ingestors: dict[str, type[Ingestor]] = {}
+
+    def register(self, cls: type[Ingestor]) -> type[Ingestor]:
+        name = cls.meta.name
+        if name in self._ingestors:
+            raise ValueError(f"ingestor type {name!r} registered twice")
+        self._ingestors[name] = cls
+        return cls
+
+    def get(self, name: str) -> type[Ingestor]:
+        try:
+            return self._ingestors[name]
+        except KeyError:
+            raise KeyError(f"unknown source type {name!r} (known: {', '.join(self.names())})") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._ingestors)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ingestors
+
+    def __iter__(self) -> Iterator[type[Ingestor]]:
+        return iter(self._ingestors[n] for n in self.names())
+
+
+# Modules holding the built-in ingestors; each registers its class with `default_registry()`.
+BUILTIN_MODULES = ("ingest.focus_files", "ingest.nvidia_smi_csv")
+
+
+def default_registry() -> Registry:
+    """A registry of every built-in ingestor (modules imported lazily: no cloud SDK at import)."""
+    registry = Registry()
+    for module_name in BUILTIN_MODULES:
+        module = importlib.import_module(module_name)
+        for cls in module.INGESTORS:
+            registry.register(cls)
+    return registry

@@ -1,0 +1,167 @@
+"""Run one configured source: fetch, replace its slices in one transaction, record the run.
+
+Every run is a row in ``ingest_runs``. A load deletes the (source, slice) pairs it replaces and
+inserts the new rows inside one transaction together with the source's incremental state, so a
+re-run never duplicates, a restated billing period replaces the old one, and a crash (even
+SIGKILL) leaves the previous consistent state for the next run to retry from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, Registry
+from warehouse import db, schema
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    source: str
+    source_type: str
+    status: str          # succeeded | failed | skipped
+    rows: int
+    watermark: str | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _scrub(message: str, secrets: list[str]) -> str:
+    for value in secrets:
+        if value and len(value) >= 4:
+            message = message.replace(value, "***")
+    return message
+
+
+def _error_sentence(source: str, exc: BaseException) -> str:
+    if isinstance(exc, IngestError):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split())
+    return text if text.startswith(source) else f"{source}: {text}"
+
+
+def _close_interrupted_runs(con: duckdb.DuckDBPyConnection, source: str) -> None:
+    """Runs left 'running' by a killed process: we hold the only writer, so none is alive."""
+    con.execute(
+        "UPDATE ingest_runs SET status = 'failed', finished_at = now(), "
+        "error = 'interrupted: the process ended before the run finished' "
+        "WHERE source = ? AND status = 'running'", [source])
+
+
+def _load_state(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
+    rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [source]).fetchall()
+    return json.loads(rows[0][0]) if rows and rows[0][0] else {}
+
+
+def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, source_column: str,
+                  slice_expr: str) -> int:
+    table = schema.TABLES[batch.table]
+    if batch.slices:
+        placeholders = ", ".join("?" for _ in batch.slices)
+        con.execute(f'DELETE FROM {table.name} WHERE "{source_column}" = ? AND ({slice_expr}) IN ({placeholders})',
+                    [source, *batch.slices])
+    if batch.data is None:  # a pure withdrawal: the slices are deleted, nothing replaces them
+        return 0
+    if isinstance(batch.data, str):
+        inserted = con.execute(f"INSERT INTO {table.name} BY NAME {batch.data}", batch.params).fetchall()[0][0]
+    else:
+        data = batch.data
+        if isinstance(data, pa.Table):
+            _check_arrow_schema(data, table)
+        con.register("_gpufinops_batch", data)
+        try:
+            inserted = con.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM _gpufinops_batch").fetchall()[0][0]
+        finally:
+            con.unregister("_gpufinops_batch")
+    return int(inserted)
+
+
+def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
+    expected = {f.name: f.type for f in table.schema}
+    for f in data.schema:
+        if f.name not in expected:
+            raise IngestError(f"column {f.name!r} is not in table {table.name}")
+        if f.type != expected[f.name]:
+            raise IngestError(f"column {f.name!r} has type {f.type}, table {table.name} needs {expected[f.name]}")
+
+
+def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult) -> int:
+    """Replace the batches' slices and save the source's state, all in one transaction."""
+    rows = 0
+    failed_batch = None
+    log.info("%s: loading %d batch(es) into the warehouse", source, len(result.batches))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for batch in result.batches:
+            failed_batch = batch
+            rows += _insert_batch(con, batch, source, meta.source_column, meta.slice_expr)
+        con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
+        con.execute("INSERT INTO ingest_state VALUES (?, ?, ?)",
+                    [source, json.dumps(result.state, sort_keys=True), _now()])
+        con.execute("COMMIT")
+    except BaseException as exc:
+        con.execute("ROLLBACK")
+        if isinstance(exc, duckdb.Error) and failed_batch is not None and failed_batch.diagnose:
+            explained = failed_batch.diagnose(exc)
+            if explained:
+                raise IngestError(explained) from exc
+        raise
+    return rows
+
+
+def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: str, source_type: str,
+               options: dict[str, Any], *, team_tag_keys: tuple[str, ...] = (),
+               since: datetime | None = None, until: datetime | None = None,
+               full_refresh: bool = False, base_dir: str | None = None, memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
+               secrets: list[str] | None = None) -> RunResult:
+    """Run one source end to end; never raises for a bad source, returns a failed RunResult."""
+    ingestor_cls = registry.get(source_type)
+    meta = ingestor_cls.meta
+    run_id = uuid.uuid4().hex
+    secrets = secrets or []
+    with db.writer(Path(warehouse_path), memory_limit=memory_limit) as con:
+        _close_interrupted_runs(con, source)
+        con.execute("INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows) "
+                    "VALUES (?, ?, ?, ?, 'running', 0)", [run_id, source, source_type, _now()])
+        rows = 0
+        watermark = None
+        try:
+            ctx = IngestContext(source=source, options=options, con=con,
+                                state={} if full_refresh else _load_state(con, source),
+                                run_id=run_id, team_tag_keys=team_tag_keys, since=since, until=until,
+                                full_refresh=full_refresh, base_dir=base_dir)
+            result: FetchResult = ingestor_cls().fetch(ctx)
+            watermark = result.watermark
+            if result.skipped_reason is not None and not result.batches:
+                status, error = "skipped", None
+                log.info("%s: skipped, %s", source, result.skipped_reason)
+            else:
+                rows = _load(con, source, meta, result)
+                status, error = "succeeded", None
+        except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
+            status, error, rows = "failed", _scrub(_error_sentence(source, exc), secrets), 0
+            log.debug("ingest %s failed", source, exc_info=True)
+        con.execute("UPDATE ingest_runs SET status = ?, finished_at = ?, rows = ?, watermark = ?, error = ? "
+                    "WHERE run_id = ?", [status, _now(), rows, watermark, error, run_id])
+    return RunResult(run_id, source, source_type, status, rows, watermark, error)

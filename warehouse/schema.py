@@ -1,0 +1,225 @@
+"""The warehouse's column contract: pyarrow schemas, the DDL derived from them, and migrations.
+
+Every table's columns are defined once, here, as a pyarrow schema. The DuckDB DDL is generated from
+the schema, and every ingestor returns data in exactly that schema, so a column can not drift
+between the loader, the tables and the queries. Bump ``SCHEMA_VERSION`` and append a migration when
+a table changes; ``migrate()`` applies the missing ones in order on every start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+# FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
+# Checked against the spec's own column list in tests/test_schema.py.
+FOCUS_12_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("AvailabilityZone", "String", "Recommended"),
+    ("BilledCost", "Decimal", "Mandatory"),
+    ("BillingAccountId", "String", "Mandatory"),
+    ("BillingAccountName", "String", "Mandatory"),
+    ("BillingAccountType", "String", "Conditional"),
+    ("BillingCurrency", "String", "Mandatory"),
+    ("BillingPeriodEnd", "Date/Time", "Mandatory"),
+    ("BillingPeriodStart", "Date/Time", "Mandatory"),
+    ("CapacityReservationId", "String", "Conditional"),
+    ("CapacityReservationStatus", "String", "Conditional"),
+    ("ChargeCategory", "String", "Mandatory"),
+    ("ChargeClass", "String", "Mandatory"),
+    ("ChargeDescription", "String", "Mandatory"),
+    ("ChargeFrequency", "String", "Recommended"),
+    ("ChargePeriodEnd", "Date/Time", "Mandatory"),
+    ("ChargePeriodStart", "Date/Time", "Mandatory"),
+    ("CommitmentDiscountCategory", "String", "Conditional"),
+    ("CommitmentDiscountId", "String", "Conditional"),
+    ("CommitmentDiscountName", "String", "Conditional"),
+    ("CommitmentDiscountQuantity", "Decimal", "Conditional"),
+    ("CommitmentDiscountStatus", "String", "Conditional"),
+    ("CommitmentDiscountType", "String", "Conditional"),
+    ("CommitmentDiscountUnit", "String", "Conditional"),
+    ("ConsumedQuantity", "Decimal", "Conditional"),
+    ("ConsumedUnit", "String", "Conditional"),
+    ("ContractedCost", "Decimal", "Mandatory"),
+    ("ContractedUnitPrice", "Decimal", "Conditional"),
+    ("EffectiveCost", "Decimal", "Mandatory"),
+    ("InvoiceId", "String", "Recommended"),
+    ("InvoiceIssuerName", "String", "Mandatory"),
+    ("ListCost", "Decimal", "Mandatory"),
+    ("ListUnitPrice", "Decimal", "Conditional"),
+    ("PricingCategory", "String", "Conditional"),
+    ("PricingCurrency", "String", "Conditional"),
+    ("PricingCurrencyContractedUnitPrice", "Decimal", "Conditional"),
+    ("PricingCurrencyEffectiveCost", "Decimal", "Conditional"),
+    ("PricingCurrencyListUnitPrice", "Decimal", "Conditional"),
+    ("PricingQuantity", "Decimal", "Mandatory"),
+    ("PricingUnit", "String", "Mandatory"),
+    ("ProviderName", "String", "Mandatory"),
+    ("PublisherName", "String", "Mandatory"),
+    ("RegionId", "String", "Conditional"),
+    ("RegionName", "String", "Conditional"),
+    ("ResourceId", "String", "Conditional"),
+    ("ResourceName", "String", "Conditional"),
+    ("ResourceType", "String", "Conditional"),
+    ("ServiceCategory", "String", "Mandatory"),
+    ("ServiceName", "String", "Mandatory"),
+    ("ServiceSubcategory", "String", "Recommended"),
+    ("SkuId", "String", "Conditional"),
+    ("SkuMeter", "String", "Conditional"),
+    ("SkuPriceDetails", "JSON", "Conditional"),
+    ("SkuPriceId", "String", "Conditional"),
+    ("SubAccountId", "String", "Conditional"),
+    ("SubAccountName", "String", "Conditional"),
+    ("SubAccountType", "String", "Conditional"),
+    ("Tags", "JSON", "Conditional"),
+)
+
+FOCUS_MANDATORY = tuple(name for name, _, level in FOCUS_12_COLUMNS if level == "Mandatory")
+
+# Money and quantities: exact decimals. 15 fractional digits hold every value of the real FOCUS and
+# CUR files (their finest is 15, quantities); 23 integral digits hold any bill.
+DECIMAL = pa.decimal128(38, 15)
+UTC_TS = pa.timestamp("us", tz="UTC")
+JSON_META = {b"sql_type": b"JSON"}
+
+_SPEC_TYPES = {"String": pa.string(), "Decimal": DECIMAL, "Date/Time": UTC_TS, "JSON": pa.string()}
+
+
+def _focus_field(name: str, spec_type: str) -> pa.Field:
+    metadata = JSON_META if spec_type == "JSON" else None
+    return pa.field(name, _SPEC_TYPES[spec_type], nullable=True, metadata=metadata)
+
+
+# x_ extensions (FOCUS's own convention for provider / tool columns).
+COST_EXTENSIONS = (
+    pa.field("x_InstanceType", pa.string()),
+    pa.field("x_GpuModel", pa.string()),
+    pa.field("x_GpuCount", pa.int32()),
+    pa.field("x_Team", pa.string()),
+    pa.field("x_Source", pa.string()),  # the configured source that loaded the row (slice key)
+    pa.field("x_IngestRunId", pa.string()),
+)
+
+COST_LINE_ITEMS = pa.schema(
+    [_focus_field(name, spec_type) for name, spec_type, _ in FOCUS_12_COLUMNS] + list(COST_EXTENSIONS)
+)
+
+SPOT_PRICES = pa.schema([
+    ("provider", pa.string()), ("region", pa.string()), ("zone", pa.string()),
+    ("instance_type", pa.string()), ("product", pa.string()), ("ts", UTC_TS),
+    ("price_usd", pa.decimal128(18, 8)),
+])
+
+INSTANCE_TYPES = pa.schema([
+    ("provider", pa.string()), ("region", pa.string()), ("instance_type", pa.string()),
+    ("gpu_model", pa.string()), ("gpu_count", pa.int32()), ("gpu_memory_gib", pa.float64()),
+    ("vcpus", pa.int32()), ("memory_gib", pa.float64()),
+    ("on_demand_usd_per_hour", pa.decimal128(18, 8)), ("source", pa.string()),
+    ("updated_at", UTC_TS),
+])
+
+GPU_SPECS = pa.schema([
+    ("gpu_model", pa.string()), ("memory_gib", pa.float64()), ("memory_bandwidth_gbps", pa.float64()),
+    ("fp32_tflops", pa.float64()), ("fp16_tflops", pa.float64()), ("bf16_tflops", pa.float64()),
+    ("int8_tops", pa.float64()), ("tdp_w", pa.float64()), ("list_price_usd", pa.decimal128(12, 2)),
+    ("source_url", pa.string()),
+])
+
+GPU_METRICS_HOURLY = pa.schema([
+    ("hour", UTC_TS), ("gpu_uuid", pa.string()), ("gpu_model", pa.string()),
+    ("mig_instance", pa.string()), ("host", pa.string()), ("resource_id", pa.string()),
+    ("team", pa.string()),
+    ("util_mean", pa.float64()), ("util_p95", pa.float64()), ("util_max", pa.float64()),
+    ("mem_used_max_mib", pa.float64()), ("mem_total_mib", pa.float64()),
+    ("sm_active_mean", pa.float64()), ("tensor_active_mean", pa.float64()),
+    ("power_mean_w", pa.float64()), ("samples", pa.int32()),
+    ("source", pa.string()), ("ingest_run_id", pa.string()),
+])
+
+RECOMMENDATIONS = pa.schema([
+    ("id", pa.string()), ("kind", pa.string()), ("team", pa.string()), ("provider", pa.string()),
+    ("resource_id", pa.string()), ("workload", pa.string()),
+    pa.field("current", pa.string(), metadata=JSON_META),
+    pa.field("proposed", pa.string(), metadata=JSON_META),
+    ("monthly_savings_usd", pa.decimal128(18, 2)), ("confidence", pa.float64()), ("risk", pa.string()),
+    pa.field("evidence", pa.string(), metadata=JSON_META),
+    ("created_at", UTC_TS), ("status", pa.string()),
+])
+
+DECISIONS = pa.schema([
+    ("recommendation_id", pa.string()), ("decision", pa.string()), ("reason", pa.string()),
+    ("actor", pa.string()), ("decided_at", UTC_TS),
+])
+
+INGEST_RUNS = pa.schema([
+    ("run_id", pa.string()), ("source", pa.string()), ("source_type", pa.string()),
+    ("started_at", UTC_TS), ("finished_at", UTC_TS), ("status", pa.string()),
+    ("rows", pa.int64()), ("watermark", pa.string()), ("error", pa.string()),
+])
+
+# Per-source incremental state (file fingerprints, cursors), written in the load's transaction.
+INGEST_STATE = pa.schema([
+    ("source", pa.string()), pa.field("state", pa.string(), metadata=JSON_META),
+    ("updated_at", UTC_TS),
+])
+
+RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    schema: pa.Schema
+    order_by: tuple[str, ...] = ()
+
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table("cost_line_items", COST_LINE_ITEMS),
+    Table("spot_prices", SPOT_PRICES),
+    Table("instance_types", INSTANCE_TYPES),
+    Table("gpu_specs", GPU_SPECS),
+    Table("gpu_metrics_hourly", GPU_METRICS_HOURLY),
+    Table("recommendations", RECOMMENDATIONS),
+    Table("decisions", DECISIONS),
+    Table("ingest_runs", INGEST_RUNS),
+    Table("ingest_state", INGEST_STATE),
+)}
+
+
+def sql_type(field: pa.Field) -> str:
+    """The DuckDB type of one arrow field."""
+    if field.metadata and field.metadata.get(b"sql_type"):
+        return field.metadata[b"sql_type"].decode()
+    t = field.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    simple = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
+              pa.bool_(): "BOOLEAN", pa.date32(): "DATE"}
+    if t in simple:
+        return simple[t]
+    raise TypeError(f"no DuckDB type for arrow type {t} of column {field.name}")
+
+
+def create_table_sql(table: Table) -> str:
+    cols = ",\n  ".join(f'"{f.name}" {sql_type(f)}' for f in table.schema)
+    return f"CREATE TABLE IF NOT EXISTS {table.name} (\n  {cols}\n)"
+
+
+def select_list(schema: pa.Schema) -> str:
+    """A SELECT list that casts a relation's same-named columns to the schema's types."""
+    return ", ".join(f'CAST("{f.name}" AS {sql_type(f)}) AS "{f.name}"' for f in schema)
+
+
+def _migration_1() -> list[str]:
+    return [create_table_sql(t) for t in TABLES.values()]
+
+
+# Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
+MIGRATIONS = [_migration_1]
+assert len(MIGRATIONS) == SCHEMA_VERSION
