@@ -1,0 +1,88 @@
+"""One conformance suite for every registered ingestor (like the Meltano SDK's tap tests).
+
+Each ingestor type must have a fixture below that builds real input for it; the suite then checks
+what every source promises: the rows match the table's schema, keys are unique, timestamps are UTC,
+usage costs are non-negative, a second run changes nothing and a full refresh reproduces the rows.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from ingest.registry import default_registry
+from ingest.runner import run_source
+from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
+from warehouse import schema
+
+REGISTRY = default_registry()
+
+
+def focus_files_input(tmp: Path) -> tuple[dict, datetime]:
+    shutil.copy(FOCUS_SAMPLE, tmp / "focus.csv")
+    return {"path": str(tmp / "*.csv")}, datetime(2024, 9, 1, tzinfo=timezone.utc)
+
+
+def nvidia_smi_input(tmp: Path) -> tuple[dict, datetime]:
+    for capture in sorted((DATA / "nvidia-smi").glob("*query-gpu.csv")):
+        shutil.copy(capture, tmp / capture.name.replace("__", "-"))
+    return {"path": str(tmp / "*.csv")}, datetime(2026, 7, 14, 9, tzinfo=timezone.utc)
+
+
+FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
+    "focus_files": focus_files_input,
+    "nvidia_smi_csv": nvidia_smi_input,
+}
+TYPES = REGISTRY.names()
+
+
+def test_every_registered_ingestor_has_a_conformance_fixture():
+    assert sorted(FIXTURES) == TYPES
+
+
+@pytest.mark.parametrize("source_type", TYPES)
+def test_ingestor_conformance(source_type, tmp_path, warehouse):
+    meta = REGISTRY.get(source_type).meta
+    table = schema.TABLES[meta.target_table]
+    inputs = tmp_path / "input"
+    inputs.mkdir()
+    options, earliest = FIXTURES[source_type](inputs)
+
+    first = run_source(REGISTRY, warehouse, "conf", source_type, options)
+    assert first.status == "succeeded", first.error
+    assert first.rows > 0
+    assert query(warehouse, f'SELECT count(*) FROM {table.name} WHERE "{meta.source_column}" = ?', ["conf"])[0][0] \
+        == first.rows
+
+    # the key is unique within the source
+    keys = ", ".join(f'"{k}"' for k in meta.key)
+    dupes = query(warehouse, f"SELECT {keys}, count(*) FROM {table.name} GROUP BY ALL HAVING count(*) > 1")
+    assert dupes == []
+
+    # timestamps are UTC-aware and where the input put them
+    for field in table.schema:
+        if schema.sql_type(field) == "TIMESTAMPTZ":
+            values = [r[0] for r in query(warehouse, f'SELECT "{field.name}" FROM {table.name} '
+                                                     f'WHERE "{field.name}" IS NOT NULL LIMIT 50')]
+            assert all(v.utcoffset().total_seconds() == 0 for v in values), field.name
+    time_column = "ChargePeriodStart" if table.name == "cost_line_items" else "hour"
+    assert query(warehouse, f'SELECT min("{time_column}") FROM {table.name}')[0][0] >= earliest
+
+    if table.name == "cost_line_items":
+        negative = query(warehouse, """SELECT count(*) FROM cost_line_items
+                                       WHERE "ChargeCategory" = 'Usage' AND "BilledCost" < 0""")[0][0]
+        assert negative == 0
+
+    before = table_digest(warehouse, table.name)
+    second = run_source(REGISTRY, warehouse, "conf", source_type, options)
+    assert second.status == "skipped" and table_digest(warehouse, table.name) == before
+
+    run_columns = ("x_IngestRunId", "ingest_run_id")
+    content = table_digest(warehouse, table.name, exclude=run_columns)
+    refreshed = run_source(REGISTRY, warehouse, "conf", source_type, options, full_refresh=True)
+    assert refreshed.status == "succeeded" and refreshed.rows == first.rows
+    assert table_digest(warehouse, table.name, exclude=run_columns) == content
