@@ -1,0 +1,327 @@
+"""``nvidia_smi_csv``: ``nvidia-smi --query-gpu=… --format=csv -l N`` logs, local paths and globs.
+
+Each new or changed log is parsed by DuckDB (every field as text, then trimmed, unit-stripped and
+cast) into a Parquet file of normalised samples beside the warehouse, at
+``<warehouse dir>/samples/<source>/<sha1 of the log's path>.parquet`` (written under a temporary
+name and renamed, so a kill never leaves half a file). The hourly rollup then reads the samples of
+every log that holds one of the touched days, so an hour split across rotated logs rolls up whole,
+and replaces those day slices of ``gpu_metrics_hourly``.
+
+Quirks handled: ``, `` separators; units in headers (``memory.used [MiB]``) and values
+(``433.78 W``); ``[N/A]``, ``N/A``, ``[Not Supported]`` and any other ``[…]`` marker are NULL, never
+zero; the header repeated when nvidia-smi restarts and appends (a changed header splits the log);
+a partly written last line is skipped. nvidia-smi writes timestamps in the host's local time
+without a zone, which a log does not record: they are read as UTC. With MIG enabled, ``--query-gpu``
+reports the parent GPU (utilisation ``[N/A]``): rows have ``mig_instance`` NULL.
+
+The host is the log's ``host`` (or ``hostname``, or the configured ``host_column``) value, else the
+file's name without its ``.csv``/``.log``/``.txt`` extension, rotation number and compression suffix.
+A GPU without a ``uuid`` column is identified as ``<host>:<index>``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import re
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ingest.files import changed_files, expand_paths, fingerprint, sql_literal
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from warehouse.gpu_models import normalize_gpu_model
+
+log = logging.getLogger(__name__)
+
+# Role -> accepted header names (without their " [unit]"), first present wins.
+COLUMNS = {
+    "ts": ("timestamp",), "util": ("utilization.gpu",), "uuid": ("uuid", "gpu_uuid"),
+    "index": ("index",), "name": ("name", "gpu_name"), "mem_used": ("memory.used",),
+    "mem_total": ("memory.total",), "power": ("power.draw", "power.draw.instant", "power.draw.average"),
+    "mig": ("mig.mode.current",), "host": ("host", "hostname"),
+}
+NUMERIC = {"util": "util", "mem_used": "mem_used_mib", "mem_total": "mem_total_mib", "power": "power_w"}
+TIMESTAMP_FORMAT = "'%Y/%m/%d %H:%M:%S.%g'"  # nvidia-smi's own, always with milliseconds
+_UNIT_SUFFIX = r"'\s*(%|MiB|W)$'"
+_HOST_SUFFIX = re.compile(r"\.(?:csv|log|txt|tsv)(?:[.-]\d+)?(?:\.(?:gz|zst|bz2|xz))?$", re.IGNORECASE)
+
+
+def file_host(path: str) -> str:
+    """``node7.csv``, ``node7.csv.1``, ``node7.log.gz`` -> ``node7``; other names are kept whole."""
+    return _HOST_SUFFIX.sub("", Path(path).name) or Path(path).name
+
+
+def _open_lines(path: str):
+    return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+
+
+def _fields(line: bytes) -> list[str]:
+    return [f.strip() for f in line.decode("utf-8", "replace").split(",")]
+
+
+def _header_lines(path: str) -> list[bytes]:
+    """The distinct header lines, in order: the first line and any later one naming utilization.gpu."""
+    with _open_lines(path) as lines:
+        first = next((ln.strip() for ln in lines if ln.strip()), None)
+        headers = [first] if first else []
+        while chunk := lines.read(1 << 23):
+            chunk += lines.readline()  # whole lines only; found by a byte search, not line by line
+            hit = chunk.find(b"utilization.gpu")
+            while hit >= 0:
+                end = chunk.find(b"\n", hit)
+                end = len(chunk) if end < 0 else end
+                line = chunk[chunk.rfind(b"\n", 0, hit) + 1:end].strip()
+                headers += [line] if line not in headers else []
+                hit = chunk.find(b"utilization.gpu", end)
+    return headers
+
+
+def _segments(source: str, path: str, tmp_dir: str) -> list[tuple[str, list[str]]]:
+    """(csv file, header fields) per distinct header; a log whose header changes is split."""
+    headers = _header_lines(path)
+    if not headers:
+        raise IngestError(f"{source}: file {path} is empty (expected an nvidia-smi --format=csv header)")
+    if len(headers) == 1:
+        return [(path, _fields(headers[0]))]
+    log.info("%s: file %s changes its header %d times; reading it in parts", source, path, len(headers) - 1)
+    segments: list[tuple[str, list[str]]] = []
+    out = None
+    with _open_lines(path) as lines:
+        for number, line in enumerate(ln for ln in lines if ln.strip()):
+            is_header = number == 0 or b"utilization.gpu" in line
+            if is_header and (not segments or _fields(line) != segments[-1][1]):
+                if out:
+                    out.close()
+                segments.append((os.path.join(tmp_dir, f"part{len(segments)}.csv"), _fields(line)))
+                out = open(segments[-1][0], "wb")
+            out.write(line.rstrip(b"\r\n") + b"\n")
+    out.close()
+    return segments
+
+
+def _column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
+    """Role -> position in the header; an error naming the file and the missing column."""
+    bases = [re.sub(r"\s*\[[^\]]*\]$", "", f) for f in fields]
+    cols: dict[str, int] = {}
+    for role, names in COLUMNS.items():
+        found = next((name for name in names if name in bases), None)
+        if found is not None:
+            cols[role] = bases.index(found)
+    if host_column:
+        if host_column not in bases:
+            raise IngestError(f"{source}: file {path} has no column {host_column!r} (the configured host_column)")
+        cols["host"] = bases.index(host_column)
+    for role, column in (("ts", "timestamp"), ("util", "utilization.gpu")):
+        if role not in cols:
+            raise IngestError(f"{source}: file {path} has no {column} column (nvidia-smi --query-gpu must "
+                              f"include timestamp, uuid or index, and utilization.gpu)")
+    if "uuid" not in cols and "index" not in cols:
+        raise IngestError(f"{source}: file {path} has no uuid column (nor index) to identify the GPU")
+    return cols
+
+
+def _value(i: int) -> str:
+    """Field i as text, NULL for nvidia-smi's ``[N/A]``-style markers and empty fields."""
+    v = f"trim(c{i})"
+    return f"(CASE WHEN {v} IN ('', 'N/A') OR {v} LIKE '[%]' THEN NULL ELSE {v} END)"
+
+
+def _number(i: int) -> str:
+    return f"regexp_replace({_value(i)}, {_UNIT_SUFFIX}, '')"
+
+
+def _relation(csv_path: str, fields: list[str], cols: dict[str, int]) -> str:
+    """The log's data rows: headers and a partly written (padded) last line left out."""
+    columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(fields)))
+    return (f"(SELECT * FROM read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
+            f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
+            f"strict_mode = false, nullstr = '\x01') WHERE c{len(fields) - 1} IS NOT NULL "
+            f"AND trim(c{cols['util']}) <> {sql_literal(fields[cols['util']])})")
+
+
+def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str) -> str:
+    def text(role: str) -> str:
+        return _value(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+    host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
+    uuid_expr = f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('index')})"
+    items = [f"timezone('UTC', strptime({_value(cols['ts'])}, {TIMESTAMP_FORMAT})) AS ts",
+             f"{uuid_expr} AS gpu_uuid", f"{text('index')} AS gpu_index", f"{text('name')} AS name",
+             f"{host_expr} AS host", f"{text('mig')} AS mig_mode"]
+    items += [f"CAST({_number(cols[role]) if role in cols else 'NULL'} AS DOUBLE) AS {name}"
+              for role, name in NUMERIC.items()]
+    return f"SELECT {', '.join(items)} FROM {_relation(csv_path, fields, cols)}"
+
+
+def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]) -> str | None:
+    """After a failed parse, the column and first value that is neither a number/time nor N/A."""
+    for csv_path, fields, cols in parts:
+        relation = _relation(csv_path, fields, cols)
+        checks = {"ts": f"{_value(cols['ts'])} IS NOT NULL AND try_strptime({_value(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL"}
+        checks |= {role: f"{_value(cols[role])} IS NOT NULL AND TRY_CAST({_number(cols[role])} AS DOUBLE) IS NULL"
+                   for role in NUMERIC if role in cols}
+        for role, bad in checks.items():
+            value = con.execute(f"SELECT any_value(trim(c{cols[role]})) FROM {relation} WHERE {bad}").fetchall()[0][0]
+            if value is not None:
+                kind = "a time (YYYY/MM/DD HH:MM:SS.mmm)" if role == "ts" else "a number or an N/A marker"
+                return f"{source}: file {path}: column {fields[cols[role]]!r} has value {value!r}, which is not {kind}"
+    return None
+
+
+def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
+                host_column: str | None) -> dict[str, Any]:
+    """Write the log's samples to ``out_path``; returns the days (slice values) and last sample time."""
+    tmp_out = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")
+    with tempfile.TemporaryDirectory(prefix="nvsmi-") as tmp_dir:
+        parts = [(csv_path, fields, _column_map(source, path, fields, host_column))
+                 for csv_path, fields in _segments(source, path, tmp_dir)]
+        union = " UNION ALL ".join(_segment_select(p, f, c, file_host(path)) for p, f, c in parts)
+        try:
+            con.execute(f"COPY (SELECT * FROM ({union}) WHERE ts IS NOT NULL) TO {sql_literal(str(tmp_out))} (FORMAT parquet)")
+        except duckdb.Error as exc:
+            tmp_out.unlink(missing_ok=True)
+            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            try:
+                explained = _diagnose(con, source, path, parts)
+            except duckdb.Error:  # unreadable as text at all (e.g. not UTF-8): report the first error
+                explained = None
+            raise IngestError(explained or f"{source}: file {path} can not be read as an nvidia-smi CSV "
+                              f"log: {first_line}") from None
+    days, last, rows = con.execute(
+        f"SELECT list(DISTINCT CAST(date_trunc('day', ts) AS VARCHAR)), "
+        f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})").fetchall()[0]
+    os.replace(tmp_out, out_path)
+    if not rows:
+        log.warning("%s: file %s holds a header but no samples yet", source, path)
+    log.info("%s: parsed %s: %d samples over %d day(s)", source, path, rows, len(days or []))
+    return {"days": sorted(days or []), "last": last}
+
+
+def _values(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+    """A CTE of literal rows (typed VARCHAR); an empty relation when there are none."""
+    if not rows:
+        nulls = ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in columns)
+        return f"{name} AS (SELECT {nulls} WHERE false)"
+    body = ", ".join("(" + ", ".join(sql_literal(str(v)) if v is not None else "NULL" for v in row) + ")"
+                     for row in rows)
+    return f"{name}({', '.join(columns)}) AS (VALUES {body})"
+
+
+def _gpu_models(con: duckdb.DuckDBPyConnection, parquet: str) -> list[tuple[str, str | None]]:
+    names = con.execute(f"SELECT name, max(mem_total_mib) FROM {parquet} WHERE name IS NOT NULL GROUP BY name").fetchall()
+    return [(name, normalize_gpu_model(name, memory)) for name, memory in names]
+
+
+def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
+               run_id: str, resource_map: dict[str, str]) -> str:
+    """Hourly rows of gpu_metrics_hourly for ``days`` from the sample files, attributed to billing."""
+    if not sample_files:
+        return "SELECT * FROM gpu_metrics_hourly WHERE false"
+    parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
+    day_list = ", ".join(sql_literal(d) for d in days)
+    return f"""
+WITH per_ts AS (  -- a sample logged twice (a file loaded twice, overlapping rotated logs) counts once
+  SELECT gpu_uuid, ts, max(name) AS name, max(host) AS host, max(util) AS util, max(mem_used_mib) AS mem_used,
+         max(mem_total_mib) AS mem_total, max(power_w) AS power_w
+  FROM {parquet} WHERE gpu_uuid IS NOT NULL AND CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list})
+  GROUP BY gpu_uuid, ts
+), hourly AS (
+  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, arg_max(name, ts) AS name, arg_max(host, ts) AS host,
+         avg(util) AS util_mean, quantile_cont(util, 0.95) AS util_p95, max(util) AS util_max,
+         max(mem_used) AS mem_used_max_mib, max(mem_total) AS mem_total_mib, avg(power_w) AS power_mean_w,
+         count(*) AS samples
+  FROM per_ts GROUP BY 1, 2
+), {_values("models", ("name", "gpu_model"), _gpu_models(con, parquet))},
+{_values("resource_map", ("host", "resource_id"), sorted(resource_map.items()))},
+billed AS (SELECT DISTINCT "ResourceId" AS resource_id FROM cost_line_items
+           WHERE "ResourceId" IN (SELECT host FROM hourly)),
+attributed AS (
+  SELECT h.*, COALESCE(b.resource_id, m.resource_id) AS resource_id
+  FROM hourly h LEFT JOIN billed b ON b.resource_id = h.host LEFT JOIN resource_map m ON m.host = h.host
+), teams AS (
+  SELECT "ResourceId" AS resource_id,
+         arg_max("x_Team", "ChargePeriodStart") FILTER (WHERE "x_Team" IS NOT NULL) AS team
+  FROM cost_line_items WHERE "ResourceId" IN (SELECT resource_id FROM attributed) GROUP BY 1
+)
+SELECT a.hour, a.gpu_uuid, md.gpu_model, CAST(NULL AS VARCHAR) AS mig_instance, a.host, a.resource_id, t.team,
+       a.util_mean, a.util_p95, a.util_max, a.mem_used_max_mib, a.mem_total_mib,
+       CAST(NULL AS DOUBLE) AS sm_active_mean, CAST(NULL AS DOUBLE) AS tensor_active_mean,
+       a.power_mean_w, CAST(a.samples AS INTEGER) AS samples,
+       {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
+FROM attributed a LEFT JOIN models md ON md.name = a.name LEFT JOIN teams t ON t.resource_id = a.resource_id"""
+
+
+def _samples_dir(ctx: IngestContext) -> Path:
+    row = ctx.con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0]
+    if not row or not row[0]:
+        raise IngestError(f"{ctx.source}: the warehouse is not a file, so raw samples have nowhere to go")
+    folder = Path(row[0]).resolve().parent / "samples" / ctx.source
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _sample_path(folder: Path, path: str) -> Path:
+    return folder / f"{hashlib.sha1(path.encode()).hexdigest()}.parquet"
+
+
+def _resource_map(ctx: IngestContext) -> dict[str, str]:
+    mapping = ctx.options.get("resource_map") or {}
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+        raise IngestError(f"{ctx.source}: resource_map must be a table of host = \"ResourceId\" strings")
+    return mapping
+
+
+class NvidiaSmiCsv:
+    meta = IngestorMeta(
+        name="nvidia_smi_csv",
+        target_table="gpu_metrics_hourly",
+        key=("source", "hour", "gpu_uuid", "mig_instance"),
+        slice_expr="CAST(date_trunc('day', \"hour\") AS VARCHAR)",
+        source_column="source",
+        cursor="file fingerprints (size, mtime)",
+        lookback=timedelta(0),
+        default_schedule="*/15 * * * *",
+        required_keys=("path",),
+        optional_keys=("resource_map", "host_column"),
+        description="nvidia-smi --query-gpu CSV logs (as written by -l N), rolled up hourly per GPU",
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        previous: dict[str, Any] = ctx.state.get("files", {})
+        files = expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
+        if not files:
+            raise IngestError(f"{ctx.source}: no file matches path {ctx.options['path']!r}")
+        changed, removed = changed_files(files, previous)
+        folder = _samples_dir(ctx)  # a log whose samples file went missing is read again
+        changed += [p for p in files if p in previous and p not in changed and not _sample_path(folder, p).exists()]
+        if not changed and not removed:
+            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
+                               skipped_reason="no new or changed files")
+        resource_map = _resource_map(ctx)
+        entries = {path: previous[path] for path in files if path in previous}
+        affected: set[str] = set()
+        for path in changed:
+            fp = fingerprint(path)  # before reading: a log growing meanwhile is read again next run
+            affected |= set(previous.get(path, {}).get("days", []))
+            parsed = _parse_file(ctx.con, ctx.source, path, _sample_path(folder, path), ctx.options.get("host_column"))
+            entries[path] = {"fp": fp, **parsed}
+            affected |= set(parsed["days"])
+        for path in removed:
+            affected |= set(previous[path].get("days", []))
+            _sample_path(folder, path).unlink(missing_ok=True)
+        watermark = max((e["last"] for e in entries.values() if e.get("last")), default=None)
+        state = {"files": entries, "watermark": watermark}
+        if not affected:
+            return FetchResult([], state, watermark=watermark)
+        sample_files = [str(_sample_path(folder, p)) for p, e in sorted(entries.items()) if affected & set(e["days"])]
+        days = sorted(affected)
+        sql = rollup_sql(ctx.con, sample_files, days, ctx.source, ctx.run_id, resource_map)
+        return FetchResult([Batch(table="gpu_metrics_hourly", data=sql, slices=days)], state, watermark=watermark)
+
+
+INGESTORS = [NvidiaSmiCsv]
