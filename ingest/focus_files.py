@@ -120,6 +120,14 @@ def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[str], colu
     return None
 
 
+def _in_range(period_start: str, since: datetime | None, until: datetime | None) -> bool:
+    """Whether a billing period starting at ``period_start`` overlaps [month of since, until)."""
+    start = datetime.fromisoformat(period_start.replace("+00", "+00:00"))
+    if until is not None and start >= until:
+        return False
+    return since is None or start >= since.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
 class FocusFiles:
     meta = IngestorMeta(
         name="focus_files",
@@ -132,7 +140,6 @@ class FocusFiles:
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         required_keys=("path",),
-        optional_keys=("format",),
         description="FOCUS 1.0–1.2 CSV or Parquet cost exports (local paths and globs)",
     )
 
@@ -141,7 +148,9 @@ class FocusFiles:
         files = expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
         if not files:
             raise IngestError(f"{ctx.source}: no file matches path {ctx.options['path']!r}")
-        changed, removed = changed_files(files, previous)
+        ranged = ctx.since is not None or ctx.until is not None
+        # --since/--until reloads the periods in range from every file, leaving the cursor alone
+        changed, removed = (files, []) if ranged else changed_files(files, previous)
         if not changed and not removed:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
                                skipped_reason="no new or changed files")
@@ -156,6 +165,11 @@ class FocusFiles:
         affected = {p for path in changed for p in periods[path]}
         # periods a changed or removed file held before: rows there may have been withdrawn
         affected |= {p for path in changed + removed for p in previous.get(path, {}).get("periods", [])}
+        if ranged:
+            affected = {p for p in affected if _in_range(p, ctx.since, ctx.until)}
+            if not affected:
+                return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
+                                   skipped_reason="no billing period in the requested range")
         # Unchanged files that share an affected period are re-read so the slice is whole.
         for path in files:
             if path not in columns and affected & set(previous.get(path, {}).get("periods", [])):
@@ -183,6 +197,8 @@ class FocusFiles:
         watermark = max((p for f in new_files.values() for p in f["periods"]), default=None)
         batch = Batch(table="cost_line_items", data=sql, slices=sorted(affected),
                       diagnose=lambda exc: diagnose(ctx.con, ctx.source, read, columns))
+        if ranged:
+            return FetchResult([batch], ctx.state, watermark=ctx.state.get("watermark"))
         return FetchResult([batch], {"files": new_files, "watermark": watermark}, watermark=watermark)
 
 

@@ -157,3 +157,23 @@ def test_sources_do_not_touch_each_others_slices(focus_registry, warehouse, tmp_
     load(focus_registry, warehouse, FOCUS_SAMPLE, source="a", full_refresh=True)
     assert query(warehouse, 'SELECT "x_Source", count(*) FROM cost_line_items GROUP BY 1 ORDER BY 1') == \
         [("a", 1000), ("b", 1000)]
+
+
+def test_since_until_reloads_only_the_periods_in_range(focus_registry, warehouse, tmp_path):
+    from datetime import datetime, timezone
+
+    rows, fields = split_sample(tmp_path)
+    export = tmp_path / "export"
+    export.mkdir()
+    write_rows(export / "all.csv", rows, fields)
+    assert load(focus_registry, warehouse, export / "*.csv").rows == 1000
+    state = query(warehouse, "SELECT state FROM ingest_state WHERE source = 'focus'")
+    october = datetime(2024, 10, 1, tzinfo=timezone.utc)
+    result = load(focus_registry, warehouse, export / "*.csv", since=october)
+    assert result.status == "succeeded" and result.rows == 1  # the one October line
+    result = load(focus_registry, warehouse, export / "*.csv", until=october)
+    assert result.status == "succeeded" and result.rows == 999
+    assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == 1000
+    assert query(warehouse, "SELECT state FROM ingest_state WHERE source = 'focus'") == state
+    result = load(focus_registry, warehouse, export / "*.csv", since=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    assert result.status == "skipped"
