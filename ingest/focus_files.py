@@ -58,13 +58,14 @@ def _check_columns(source: str, path: str, columns: list[str]) -> None:
 
 
 def _team_expr(tag_keys: tuple[str, ...], columns: list[str]) -> str:
+    """The team: an explicit x_Team column, else the first configured tag key present in Tags."""
     parts = []
     if "x_Team" in columns:
         parts.append('CAST("x_Team" AS VARCHAR)')
-    if "Tags" in columns:
-        for key in tag_keys:
-            path = '$."' + key.replace('"', '\\"') + '"'
-            parts.append(f"json_extract_string(CAST(\"Tags\" AS JSON), {sql_literal(path)})")
+    if "Tags" in columns and tag_keys:
+        paths = ", ".join(sql_literal('$."' + key.replace('"', '\\"') + '"') for key in tag_keys)
+        # one JSON parse per row for all keys, then the first key that has a value
+        parts.append(f'list_filter(json_extract_string(CAST("Tags" AS VARCHAR), [{paths}]), lambda x: x IS NOT NULL)[1]')
     return f"COALESCE({', '.join(parts)})" if parts else "NULL"
 
 
