@@ -28,7 +28,7 @@ class IngestorMeta:
     target_table: str               # warehouse table the rows land in
     key: tuple[str, ...]            # columns unique within the table for one source
     slice_expr: str                 # SQL expression whose values identify a replaced slice
-    source_column: str              # column holding the configured source name
+    source_column: str | None       # column holding the configured source name (None: a reference table without one)
     cursor: str | None              # incremental cursor (column or state item), None for full loads
     lookback: timedelta             # restatement window re-read on every run
     default_schedule: str           # cron (5 fields), overridable per source in config
@@ -109,7 +109,7 @@ class Registry:
 
 
 # Modules holding the built-in ingestors; each registers its class with `default_registry()`.
-BUILTIN_MODULES = ("ingest.focus_files", "ingest.nvidia_smi_csv")
+BUILTIN_MODULES = ("ingest.focus_files", "ingest.nvidia_smi_csv", "ingest.dcgm_exporter", "ingest.prometheus", "ingest.aws_cur", "ingest.aws_spot_prices", "ingest.aws_pricing", "ingest.aws_spot_advisor")
 
 
 def default_registry() -> Registry:

@@ -79,8 +79,9 @@ def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, sou
     table = schema.TABLES[batch.table]
     if batch.slices:
         placeholders = ", ".join("?" for _ in batch.slices)
-        con.execute(f'DELETE FROM {table.name} WHERE "{source_column}" = ? AND ({slice_expr}) IN ({placeholders})',
-                    [source, *batch.slices])
+        owner = f'"{source_column}" = ? AND ' if source_column else ""  # reference tables have no source column
+        con.execute(f'DELETE FROM {table.name} WHERE {owner}({slice_expr}) IN ({placeholders})',
+                    ([source] if source_column else []) + list(batch.slices))
     if batch.data is None:  # a pure withdrawal: the slices are deleted, nothing replaces them
         return 0
     if isinstance(batch.data, str):

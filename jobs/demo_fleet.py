@@ -3,7 +3,8 @@
 ``generate(home)`` writes, in the providers' native formats, ``days`` of a two-cloud + on-prem
 fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any day)::
 
-    home/exports/aws/focus/focus-YYYY-MM.parquet   AWS FOCUS 1.2 export, one file per billing month
+    home/exports/aws/cur/gpufinops-demo/…          AWS CUR 2.0 Data Export (Parquet + manifest per billing
+                                                   month, the bucket's own layout; see ingest/aws_cur2_format.py)
     home/exports/gcp/focus/focus-YYYY-MM.csv       Google Cloud FOCUS CSV, one file per month
     home/exports/onprem/focus/focus-YYYY-MM.csv    the on-prem cluster's costs as FOCUS CSV
     home/metrics/nvidia-smi/<host>.csv             nvidia-smi --query-gpu=… --format=csv -l 900
@@ -13,7 +14,10 @@ Prices are hard-coded (the demo runs from a fresh clone without ``shared/``); ea
 the reference file it was copied from. Money is ``Decimal`` quantised to 10 fractional digits.
 The on-prem cost of a node-hour is ``gpus × purchase price per GPU / (36 × 730 h)`` plus metered
 power ``(the GPUs' mean power.draw in the hour + 1000 W host) × PUE 1.5 × $0.12/kWh``. Committed usage is billed at
-the committed rate on the usage line (no separate commitment-fee line). Randomness comes only
+the committed rate on the usage line (no separate commitment-fee line), except on AWS where, as in
+a real CUR, a Reserved Instance's hours are ``DiscountedUsage`` lines (billed 0, effective cost the RI
+rate) and the month's ``RIFee`` line bills the RI for every hour of the window (its unused hours are
+its effective cost). Randomness comes only
 from ``random.Random(seed)`` and ``numpy.random.default_rng((seed, machine))``; nothing reads the
 clock, and a file whose bytes would not change is not rewritten.
 """
@@ -22,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import random
 from dataclasses import dataclass, field
@@ -32,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from jobs import demo_aws
+from jobs.demo_aws import aws_reserved_instance as _aws_reserved_instance
 from jobs.demo_workloads import (FLEET, GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec,
                                  gpu_samples, running_hours, sample_stamps, smi_log)
 from warehouse import schema
@@ -335,18 +339,14 @@ def _focus_csv(rows: list[dict]) -> bytes:
     return ("\n".join(out) + "\n").encode()
 
 
-def _focus_parquet(rows: list[dict]) -> bytes:
-    table = pa.table({n: [row.get(n) for row in rows] for n in OUTPUT_SCHEMA.names}, schema=OUTPUT_SCHEMA)
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="snappy")
-    return sink.getvalue()
-
-
 def _write_exports(home: Path, rows_by_provider: dict[str, list[dict]]) -> dict[str, Path]:
     dirs = {}
     for provider, rows in rows_by_provider.items():
+        if provider == "aws":
+            dirs[provider] = demo_aws.write_cur2(home / "exports" / "aws" / "cur", rows)
+            continue
         folder = home / "exports" / provider / "focus"
-        suffix = "parquet" if provider == "aws" else "csv"
+        suffix = "csv"
         folder.mkdir(parents=True, exist_ok=True)
         by_month: dict[str, list[dict]] = {}
         for row in rows:
@@ -356,7 +356,7 @@ def _write_exports(home: Path, rows_by_provider: dict[str, list[dict]]) -> dict[
             if stale.name not in wanted:
                 stale.unlink()
         for month, month_rows in sorted(by_month.items()):
-            data = _focus_parquet(month_rows) if suffix == "parquet" else _focus_csv(month_rows)
+            data = _focus_csv(month_rows)
             _write_if_changed(folder / f"focus-{month}.{suffix}", data)
         dirs[provider] = folder
     return dirs
@@ -418,6 +418,8 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         running = running_hours(m.spec.schedule, clock, rng)
         samples = gpu_samples(m.spec.profile, GPU_HARDWARE[m.gpu_model], m.gpu_count, clock, rng)
         compute, effective = _compute_lines(m, clock, running, rng, samples)
+        if m.spec.provider == "aws" and m.spec.pricing == "committed":
+            compute += _aws_reserved_instance(m, clock, running, compute)
         rows[m.spec.provider] += compute + _daily_lines(m, clock, running, rng)
         log, count = smi_log(m.spec.provider, m.host, m.gpu_model, m.gpu_count, running, samples, stamps, seed)
         _write_if_changed(metrics_dir / f"{m.host}.csv", log)

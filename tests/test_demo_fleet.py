@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ingest.aws_cur2_format import CUR2_SCHEMA
 from jobs.demo_fleet import DEMO_END, generate
 
 DAYS = 7
@@ -61,6 +62,26 @@ def files_of(home: Path) -> dict[str, bytes]:
     return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*")) if p.is_file()}
 
 
+# The AWS export is CUR 2.0: read it independently of ingest/cur_mapping.py (RI hours effective at the RI
+# rate, the RI fee effective for its unused hours, spot by usage type), money from its doubles' text.
+AWS_CUR2_AS_FOCUS = """
+    SELECT 'AWS' AS ProviderName, bill_payer_account_id AS BillingAccountId, line_item_resource_id AS ResourceId,
+           CASE product_product_family WHEN 'Compute Instance' THEN 'Compute' WHEN 'Storage' THEN 'Storage'
+                ELSE 'Networking' END AS ServiceCategory,
+           CASE WHEN line_item_line_item_type = 'DiscountedUsage' THEN 'Committed'
+                WHEN line_item_usage_type LIKE '%SpotUsage%' THEN 'Dynamic'
+                WHEN line_item_line_item_type = 'Usage' THEN 'Standard' END AS PricingCategory,
+           to_json(map_from_entries(list_transform(map_entries(resource_tags),  -- CUR 2.0 keys: user_<tag>
+               lambda e: {{'k': regexp_replace(e.key, '^user_', ''), 'v': e.value}}))) AS Tags,
+           TRY_CAST(product['gpu'] AS INTEGER) AS x_GpuCount,
+           line_item_usage_start_date AS ChargePeriodStart,
+           CAST(pricing_public_on_demand_cost AS VARCHAR) AS ListCost, CAST(line_item_unblended_cost AS VARCHAR) AS BilledCost,
+           CAST(CASE line_item_line_item_type WHEN 'DiscountedUsage' THEN reservation_effective_cost
+                     WHEN 'RIFee' THEN reservation_unused_recurring_fee ELSE line_item_unblended_cost END AS VARCHAR)
+               AS EffectiveCost
+    FROM read_parquet('{home}/exports/aws/cur/*/data/*/*.parquet')"""
+
+
 @pytest.fixture(scope="module")
 def costs(home):
     """Every cost line of the three exports, read with DuckDB: money as exact decimals."""
@@ -69,7 +90,7 @@ def costs(home):
     cols = ('ProviderName, BillingAccountId, ResourceId, ServiceCategory, PricingCategory, Tags, x_GpuCount, '
             'CAST(ChargePeriodStart AS TIMESTAMPTZ) AS start, CAST(ListCost AS DECIMAL(38,10)) AS list_cost, '
             'CAST(BilledCost AS DECIMAL(38,10)) AS billed, CAST(EffectiveCost AS DECIMAL(38,10)) AS effective')
-    aws = f"SELECT {cols} FROM read_parquet('{home}/exports/aws/focus/*.parquet')"
+    aws = f"SELECT {cols} FROM ({AWS_CUR2_AS_FOCUS.format(home=home)})"
     text = (f"SELECT {cols} FROM read_csv(['{home}/exports/gcp/focus/*.csv', '{home}/exports/onprem/focus/*.csv'], "
             f"header = true, all_varchar = true, nullstr = 'NULL', quote = '\"', escape = '\"')")
     con.execute(f"CREATE TABLE costs AS {aws} UNION ALL BY NAME {text}")
@@ -129,10 +150,12 @@ def test_rerun_into_the_same_home_rewrites_nothing(homes):
 
 
 def test_layout_counts_and_totals(home, summary, costs):
-    assert sorted(p.name for p in (home / "exports/aws/focus").iterdir()) == ["focus-2026-10.parquet"]
+    aws = sorted(p.relative_to(home / "exports/aws/cur").as_posix() for p in (home / "exports/aws/cur").rglob("*") if p.is_file())
+    assert aws == ["gpufinops-demo/data/BILLING_PERIOD=2026-10/gpufinops-demo-00001.snappy.parquet",
+                   "gpufinops-demo/metadata/BILLING_PERIOD=2026-10/gpufinops-demo-Manifest.json"]
     assert sorted(p.name for p in (home / "exports/gcp/focus").iterdir()) == ["focus-2026-10.csv"]
     assert sorted(p.name for p in (home / "exports/onprem/focus").iterdir()) == ["focus-2026-10.csv"]
-    assert summary.export_dirs["aws"] == home / "exports/aws/focus"
+    assert summary.export_dirs["aws"] == home / "exports/aws/cur"
     assert 25 <= summary.machines <= 35 and 80 <= summary.gpus <= 120
     logs = sorted(summary.metrics_dir.glob("*.csv"))
     assert len(logs) == summary.machines == len(summary.resource_map)
@@ -246,18 +269,23 @@ def test_focus_csv_text_conventions(home):
     assert '"onprem","onprem"' in onprem and '"On-prem GPU cluster"' in onprem
 
 
-def test_aws_parquet_types_keep_account_ids_and_money_exact(home):
-    table = pq.read_table(home / "exports/aws/focus/focus-2026-10.parquet")
-    assert table.schema.field("BillingAccountId").type == pa.string()
-    assert set(table.column("BillingAccountId").to_pylist()) == {"012345678901"}
-    assert set(table.column("SubAccountId").to_pylist()) <= {"023456789012", "004455667788"}
-    for money in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost"):
-        assert table.schema.field(money).type == pa.decimal128(38, 15)
-    assert table.schema.field("ChargePeriodStart").type == pa.timestamp("us", tz="UTC")
-    first = table.slice(0, 1).to_pylist()[0]
-    assert first["ProviderName"] == "AWS" and first["InvoiceIssuerName"] == "Amazon Web Services, Inc."
-    od = [d for d in table.column("ChargeDescription").to_pylist() if "On Demand" in d]
+def test_aws_cur2_export_keeps_account_ids_and_the_cur2_schema(home):
+    export = home / "exports/aws/cur/gpufinops-demo"
+    table = pq.read_table(next((export / "data").rglob("*.parquet")))
+    assert table.schema == CUR2_SCHEMA
+    assert set(table.column("bill_payer_account_id").to_pylist()) == {"012345678901"}
+    assert set(table.column("line_item_usage_account_id").to_pylist()) <= {"023456789012", "004455667788"}
+    for money in ("line_item_unblended_cost", "pricing_public_on_demand_cost", "reservation_effective_cost"):
+        assert table.schema.field(money).type == pa.float64()
+    assert table.schema.field("resource_tags").type == pa.map_(pa.string(), pa.string())
+    kinds = set(table.column("line_item_line_item_type").to_pylist())
+    assert kinds == {"Usage", "DiscountedUsage", "RIFee"}
+    od = [d for d in table.column("line_item_line_item_description").to_pylist() if "On Demand" in d]
     assert "$21.957642 per On Demand Linux p4d.24xlarge Instance Hour" in od
+    manifest = json.loads(next((export / "metadata").rglob("*-Manifest.json")).read_text())
+    assert manifest["billingPeriod"]["start"] == "2026-10-01T00:00:00.000Z"
+    assert manifest["dataFiles"] == ["s3://acme-billing/cur/gpufinops-demo/data/BILLING_PERIOD=2026-10/"
+                                     "gpufinops-demo-00001.snappy.parquet"]
 
 
 def test_bad_arguments_are_refused(tmp_path):

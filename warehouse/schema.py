@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -165,6 +165,14 @@ INGEST_STATE = pa.schema([
     ("updated_at", UTC_TS),
 ])
 
+# AWS spot advisor interruption-frequency bands (reference for the spot model): band_index 0–4 is
+# "<5%" … ">20%" of spot instances interrupted per month; savings_pct is the saving over on-demand.
+SPOT_INTERRUPTION_BANDS = pa.schema([
+    ("provider", pa.string()), ("region", pa.string()), ("os", pa.string()), ("instance_type", pa.string()),
+    ("band_index", pa.int32()), ("band_label", pa.string()), ("band_max_pct", pa.int32()),
+    ("savings_pct", pa.int32()), ("source", pa.string()), ("updated_at", UTC_TS),
+])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -185,6 +193,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("decisions", DECISIONS),
     Table("ingest_runs", INGEST_RUNS),
     Table("ingest_state", INGEST_STATE),
+    Table("spot_interruption_bands", SPOT_INTERRUPTION_BANDS),
 )}
 
 
@@ -217,9 +226,15 @@ def select_list(schema: pa.Schema) -> str:
 
 
 def _migration_1() -> list[str]:
-    return [create_table_sql(t) for t in TABLES.values()]
+    first = ("cost_line_items", "spot_prices", "instance_types", "gpu_specs", "gpu_metrics_hourly",
+             "recommendations", "decisions", "ingest_runs", "ingest_state")
+    return [create_table_sql(TABLES[name]) for name in first]
+
+
+def _migration_2() -> list[str]:
+    return [create_table_sql(TABLES["spot_interruption_bands"])]
 
 
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1]
+MIGRATIONS = [_migration_1, _migration_2]
 assert len(MIGRATIONS) == SCHEMA_VERSION

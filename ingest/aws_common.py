@@ -1,0 +1,77 @@
+"""boto3 clients for the AWS ingestors: lazy import, timeouts, bounded retries, clean errors.
+
+boto3 is imported only here and only when a client is made, so the dashboard and the local-directory
+mode of ``aws_cur`` never need it. Every client has connect/read timeouts and botocore's
+``standard`` retry mode (exponential backoff with jitter on throttling — ``ThrottlingException``,
+``RequestLimitExceeded``, ``SlowDown``, HTTP 429/503 — and transient errors), bounded by
+``max_attempts``. Errors become one sentence naming the operation and the AWS error code; they
+never carry credentials (botocore does not put them in messages, and the runner scrubs configured
+secrets as well).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ingest.registry import IngestError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 60
+MAX_ATTEMPTS = 5
+
+
+SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3")
+
+
+def quiet_sdk_logs() -> None:
+    """botocore's DEBUG log prints signed request headers: keep the SDK's loggers at WARNING or above."""
+    for name in SDK_LOGGERS:
+        sdk_logger = logging.getLogger(name)
+        if sdk_logger.getEffectiveLevel() < logging.WARNING:
+            sdk_logger.setLevel(logging.WARNING)
+
+
+def client(service: str, source: str, options: dict[str, Any], region: str | None = None,
+           max_attempts: int = MAX_ATTEMPTS) -> Any:
+    """A boto3 client for ``service`` with the source's ``endpoint_url`` and region."""
+    quiet_sdk_logs()
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:  # pragma: no cover - depends on the install
+        raise IngestError(f"{source}: boto3 is not installed: pip install 'gpufinops[aws]'") from None
+    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                    retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", max_attempts))},
+                    user_agent_extra="gpufinops")
+    region = region or options.get("region") or "us-east-1"
+    session = boto3.session.Session()
+    return session.client(service, region_name=region, endpoint_url=options.get("endpoint_url") or None,
+                          config=config)
+
+
+def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
+    """One sentence for a failed AWS call: the operation, the AWS error code and message."""
+    code = message = None
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        error = response.get("Error", {})
+        code, message = error.get("Code"), error.get("Message")
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code is None and status:
+            code = f"HTTP {status}"
+    if code is None and type(exc).__name__ == "ResponseParserError":
+        code = "an unreadable response (the service may be unavailable)"
+    text = f"{code}: {message}" if code and message else (code or f"{type(exc).__name__}: {exc}")
+    return IngestError(f"{source}: {what} failed: {' '.join(str(text).split())}")
+
+
+def is_client_error(exc: BaseException) -> bool:
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, (ClientError, BotoCoreError, ResponseParserError))

@@ -1,0 +1,284 @@
+"""``aws_cur``: AWS billing exports found through their manifests, in S3 or a local copy of the bucket.
+
+Layouts (keys relative to ``bucket``/``prefix``, or to the local ``path``):
+
+* CUR 2.0 and FOCUS Data Exports: ``<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json``
+  listing ``dataFiles`` under ``<export>/data/BILLING_PERIOD=YYYY-MM/`` (Parquet);
+* legacy CUR: ``<report>/<yyyymmdd-yyyymmdd>/<report>-Manifest.json`` (the period's newest delivery)
+  with ``assemblyId`` and ``reportKeys`` (csv.gz or Parquet, slash or snake_case headers).
+
+Each (export, billing period) is one delivery: the newest manifest wins, and a delivery whose
+manifest and data objects are unchanged since the last load is skipped. A new delivery replaces
+every billing period its rows hold (AWS restates a month for weeks), in one transaction. CUR files
+go through :mod:`ingest.cur_mapping`; FOCUS exports through ``focus_files``' own mapping. Files stream
+through DuckDB straight into ``cost_line_items``; S3 objects are downloaded to a scratch folder first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ingest import cur_mapping, focus_files
+from ingest.aws_cur_store import LocalStore, S3Store, StoredObject
+from ingest.files import sql_literal
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("auto", "cur2", "legacy", "focus")
+EXPORT_MANIFEST = re.compile(r"^(?P<anchor>(?:.*/)?[^/]+)/metadata/BILLING_PERIOD=(?P<period>\d{4}-\d{2})/(?:[^/]+/)?[^/]+-Manifest\.json$")
+LEGACY_MANIFEST = re.compile(r"^(?P<anchor>(?:.*/)?[^/]+)/(?P<start>\d{4})(?P<month>\d{2})\d{2}-\d{8}/[^/]+-Manifest\.json$")
+
+
+@dataclass
+class Delivery:
+    group: str                 # "<export or report folder>|YYYY-MM"
+    period: str                # YYYY-MM
+    layout: str                # export | legacy
+    manifest: StoredObject
+    anchor: str
+    next_part: str             # the folder after the anchor in a data key: "data" or the period folder
+    data_keys: list[str] = field(default_factory=list)
+    fingerprint: str = ""
+
+
+def _source_relation(path: Path) -> str:
+    name = path.name.lower()
+    if ".parquet" in name or name.endswith(".pq"):
+        return f"read_parquet({sql_literal(str(path))})"
+    if ".csv" in name:
+        return (f"read_csv({sql_literal(str(path))}, header = true, all_varchar = true, nullstr = [''], "
+                f"quote = '\"', escape = '\"', auto_detect = true, strict_mode = true)")
+    raise IngestError(f"object {path.name}: unknown format (expected .parquet, .csv or .csv.gz)")
+
+
+def _discover(objects: list[StoredObject], fmt: str) -> list[Delivery]:
+    groups: dict[str, Delivery] = {}
+    for obj in objects:
+        m = EXPORT_MANIFEST.match(obj.key) if fmt in ("auto", "cur2", "focus") else None
+        if m:
+            period, layout, next_part = m["period"], "export", "data"
+        else:
+            m = LEGACY_MANIFEST.match(obj.key) if fmt in ("auto", "legacy") else None
+            if not m:
+                continue
+            period, layout = f"{m['start']}-{m['month']}", "legacy"
+            next_part = obj.key[len(m["anchor"]) + 1:].split("/", 1)[0]
+        group = f"{m['anchor']}|{period}"
+        current = groups.get(group)
+        if current is None or (obj.modified, obj.key) > (current.manifest.modified, current.manifest.key):
+            groups[group] = Delivery(group, period, layout, obj, m["anchor"], next_part)
+    return [groups[g] for g in sorted(groups)]
+
+
+def _resolve(raw: str, delivery: Delivery, prefix: str) -> str:
+    """A manifest's data key (full bucket key or s3:// URI) as a key relative to the store's root."""
+    key = raw[5:].split("/", 1)[1] if raw.startswith("s3://") and "/" in raw[5:] else raw
+    key = key.lstrip("/")
+    parts = key.split("/")
+    anchor_name = delivery.anchor.rsplit("/", 1)[-1]
+    for i in range(len(parts) - 1):
+        if parts[i] == anchor_name and parts[i + 1] == delivery.next_part:
+            return "/".join([delivery.anchor, *parts[i + 1:]])
+    if prefix and key.startswith(prefix + "/"):
+        return key[len(prefix) + 1:]
+    return key
+
+
+def _read_manifest(store, delivery: Delivery, index: dict[str, StoredObject], prefix: str) -> None:
+    name = store.name(delivery.manifest.key)
+    try:
+        manifest = json.loads(store.read(delivery.manifest.key))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IngestError(f"{store.source}: manifest {name} is not valid JSON ({exc})") from None
+    keys = manifest.get("dataFiles") or manifest.get("reportKeys") if isinstance(manifest, dict) else None
+    if not keys or not isinstance(keys, list):
+        raise IngestError(f"{store.source}: manifest {name} lists no data files (no dataFiles or reportKeys)")
+    delivery.data_keys = [_resolve(str(k), delivery, prefix) for k in keys]
+    digest = hashlib.sha256(delivery.manifest.tag.encode())
+    for key in delivery.data_keys:
+        digest.update(f"|{key}={index[key].tag if key in index else 'missing'}".encode())
+    delivery.fingerprint = digest.hexdigest()
+
+
+def _in_range(period: str, since: datetime | None, until: datetime | None) -> bool:
+    start = datetime.strptime(period, "%Y-%m").replace(tzinfo=timezone.utc)
+    if until is not None and start >= until:
+        return False
+    return since is None or start >= since.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+@dataclass
+class _File:
+    name: str            # the object's name for messages (s3://… or the local path)
+    path: Path
+    relation: str
+    columns: list[str]
+    types: dict[str, str]
+    dialect: str
+
+
+def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path, fmt: str) -> _File:
+    if path.stat().st_size == 0:
+        raise IngestError(f"{source}: object {name} is empty")
+    try:
+        relation = _source_relation(path)
+    except IngestError as exc:
+        raise IngestError(f"{source}: {str(exc).replace(path.name, name)}") from None
+    kind = "parquet" if "read_parquet" in relation else "csv"
+    try:
+        rows = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0].replace(str(path), name) if str(exc).strip() else type(exc).__name__
+        raise IngestError(f"{source}: object {name} can not be read as {kind}: {first}") from None
+    columns = [r[0] for r in rows]
+    dialect, _, _ = cur_mapping.check_dialect(f"{source}: object {name}", columns, fmt)
+    if dialect == "focus":
+        focus_files._check_columns(source, name, columns)
+    return _File(name, path, relation, columns, {r[0]: r[1] for r in rows}, dialect)
+
+
+def _select(f: _File, tag_keys: tuple[str, ...]) -> str:
+    if f.dialect == "focus":
+        return focus_files._file_select(str(f.path), f.columns, tag_keys)
+    return cur_mapping.cur_select(f.relation, f.columns, f.types, tag_keys)
+
+
+def _periods(con: duckdb.DuckDBPyConnection, source: str, f: _File, tag_keys: tuple[str, ...]) -> list[str]:
+    try:
+        rows = con.execute(f'SELECT DISTINCT CAST("BillingPeriodStart" AS VARCHAR) FROM ({_select(f, tag_keys)})').fetchall()
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0].replace(str(f.path), f.name)
+        raise IngestError(f"{source}: object {f.name}: its billing periods can not be read ({first})") from None
+    if not rows:
+        raise IngestError(f"{source}: object {f.name} holds no rows")
+    if any(r[0] is None for r in rows):
+        raise IngestError(f"{source}: object {f.name}: the billing period start is empty in some rows")
+    return sorted(r[0] for r in rows)
+
+
+def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[_File]) -> str | None:
+    """After a failed load: the object, column and first value that does not cast (failures only)."""
+    for f in files:
+        if f.dialect == "focus":
+            message = focus_files.diagnose(con, source, [str(f.path)], {str(f.path): f.columns})
+            if message:
+                return message.replace(str(f.path), f.name)
+            continue
+        _, names, _ = cur_mapping.canonical_columns(f.columns)
+        for canonical, kind in cur_mapping.FIELDS.items():
+            raw = names.get(canonical)
+            if kind == "s" or raw is None or f.types.get(raw, "VARCHAR").upper() != "VARCHAR":
+                continue
+            target = "DECIMAL(38,15)" if kind == "m" else "TIMESTAMPTZ"
+            col = '"' + raw.replace('"', '""') + '"'
+            count, value = con.execute(f"SELECT count(*), any_value({col}) FROM {f.relation} WHERE {col} IS NOT NULL "
+                                       f"AND {col} <> '' AND TRY_CAST({col} AS {target}) IS NULL").fetchall()[0]
+            if count:
+                what = "a number" if kind == "m" else "a date/time"
+                return f"{source}: object {f.name}: column {raw} has {count} value(s) that are not {what}, e.g. {value!r}"
+    return None
+
+
+class AwsCur:
+    meta = IngestorMeta(
+        name="aws_cur",
+        target_table="cost_line_items",
+        key=("x_Source", "BillingAccountId", "SubAccountId", "BillingPeriodStart", "ChargePeriodStart", "ResourceId", "ResourceName", "SkuPriceId",
+             "ChargeCategory", "ChargeDescription", "CommitmentDiscountId", "PricingCategory", "x_InstanceType"),
+        slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
+        source_column="x_Source",
+        cursor="newest manifest per billing period (manifest and data object versions)",
+        lookback=timedelta(0),
+        default_schedule="30 */6 * * *",
+        required_keys=(),
+        optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts"),
+        description="AWS CUR 2.0, legacy CUR and FOCUS exports via their manifests (S3 bucket or local directory)",
+    )
+
+    def _store(self, ctx: IngestContext) -> tuple[Any, str]:
+        opts = ctx.options
+        if bool(opts.get("path")) == bool(opts.get("bucket")):
+            raise IngestError(f"{ctx.source}: set exactly one of bucket (S3) or path (a local copy of the bucket)")
+        if opts.get("path"):
+            root = Path(str(opts["path"])).expanduser()
+            if ctx.base_dir and not root.is_absolute():
+                root = Path(ctx.base_dir) / root
+            return LocalStore(ctx.source, root), ""
+        return S3Store(ctx.source, opts), str(opts.get("prefix", "")).strip("/")
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        fmt = str(ctx.options.get("format", "auto"))
+        if fmt not in FORMATS:
+            raise IngestError(f"{ctx.source}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+        store, prefix = self._store(ctx)
+        objects = store.list()
+        index = {o.key: o for o in objects}
+        deliveries = _discover(objects, fmt)
+        if not deliveries:
+            raise IngestError(f"{ctx.source}: no export manifest (*-Manifest.json) found under {store.name('')}")
+        ranged = ctx.since is not None or ctx.until is not None
+        if ranged:
+            deliveries = [d for d in deliveries if _in_range(d.period, ctx.since, ctx.until)]
+        for d in deliveries:
+            _read_manifest(store, d, index, prefix)
+        loaded: dict[str, Any] = ctx.state.get("deliveries", {})
+        changed = [d for d in deliveries if ranged or loaded.get(d.group, {}).get("fingerprint") != d.fingerprint]
+        watermark = ctx.state.get("watermark")
+        if not changed:
+            return FetchResult([], ctx.state, watermark=watermark,
+                               skipped_reason="no new delivery" + (" in the requested range" if ranged else ""))
+        scratch = Path(tempfile.mkdtemp(prefix="gpufinops-aws-cur-"))
+        try:
+            return self._load(ctx, store, fmt, changed, loaded, scratch, ranged)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+
+    def _load(self, ctx: IngestContext, store, fmt: str, changed: list[Delivery], loaded: dict[str, Any],
+              scratch: Path, ranged: bool) -> FetchResult:
+        files: list[_File] = []
+        slices: set[str] = set()
+        new_state = dict(loaded)
+        for d in changed:
+            periods: set[str] = set()
+            for key in d.data_keys:
+                path = store.local_file(key, scratch)
+                f = _describe(ctx.con, ctx.source, store.name(key), path, fmt)
+                periods.update(_periods(ctx.con, ctx.source, f, ctx.team_tag_keys))
+                files.append(f)
+            log.info("%s: delivery %s (%s, %d object(s)) holds period(s) %s", ctx.source, d.group, d.layout,
+                     len(d.data_keys), ", ".join(sorted(periods)))
+            slices |= periods | set(loaded.get(d.group, {}).get("slices", []))
+            new_state[d.group] = {"fingerprint": d.fingerprint, "manifest": d.manifest.key, "slices": sorted(periods)}
+        union = " UNION ALL BY NAME ".join(f"({_select(f, ctx.team_tag_keys)})" for f in files)
+        sql = (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model, fam.gpu_model) AS x_GpuModel, "
+               f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
+               f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+               f"FROM ({union}) u LEFT JOIN (SELECT instance_type, any_value(gpu_model) AS gpu_model, "
+               f"any_value(gpu_count) AS gpu_count FROM instance_types WHERE provider = 'aws' GROUP BY instance_type) it "
+               f"ON it.instance_type = u.x_InstanceType "
+               f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
+               f"ON fam.family = split_part(u.x_InstanceType, '.', 1)")
+        batch = Batch(table="cost_line_items", data=sql, slices=sorted(slices),
+                      diagnose=lambda exc: diagnose(ctx.con, ctx.source, files))
+        weakref.finalize(batch, shutil.rmtree, str(scratch), True)  # scratch lives until the load is done
+        if ranged:
+            return FetchResult([batch], ctx.state, watermark=ctx.state.get("watermark"))
+        watermark = max((g.split("|")[-1] for g in new_state), default=None)
+        return FetchResult([batch], {"deliveries": new_state, "watermark": watermark}, watermark=watermark)
+
+
+INGESTORS = [AwsCur]
