@@ -33,9 +33,9 @@ from typing import Any
 
 import duckdb
 
+from ingest import metrics_store
 from ingest.files import changed_files, expand_paths, fingerprint, sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
-from warehouse.gpu_models import normalize_gpu_model
 
 log = logging.getLogger(__name__)
 
@@ -202,21 +202,6 @@ def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path
     return {"days": sorted(days or []), "last": last}
 
 
-def _values(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
-    """A CTE of literal rows (typed VARCHAR); an empty relation when there are none."""
-    if not rows:
-        nulls = ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in columns)
-        return f"{name} AS (SELECT {nulls} WHERE false)"
-    body = ", ".join("(" + ", ".join(sql_literal(str(v)) if v is not None else "NULL" for v in row) + ")"
-                     for row in rows)
-    return f"{name}({', '.join(columns)}) AS (VALUES {body})"
-
-
-def _gpu_models(con: duckdb.DuckDBPyConnection, parquet: str) -> list[tuple[str, str | None]]:
-    names = con.execute(f"SELECT name, max(mem_total_mib) FROM {parquet} WHERE name IS NOT NULL GROUP BY name").fetchall()
-    return [(name, normalize_gpu_model(name, memory)) for name, memory in names]
-
-
 def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
                run_id: str, resource_map: dict[str, str]) -> str:
     """Hourly rows of gpu_metrics_hourly for ``days`` from the sample files, attributed to billing."""
@@ -224,56 +209,17 @@ def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: li
         return "SELECT * FROM gpu_metrics_hourly WHERE false"
     parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
     day_list = ", ".join(sql_literal(d) for d in days)
-    return f"""
-WITH per_ts AS (  -- a sample logged twice (a file loaded twice, overlapping rotated logs) counts once
-  SELECT gpu_uuid, ts, max(name) AS name, max(host) AS host, max(util) AS util, max(mem_used_mib) AS mem_used,
-         max(mem_total_mib) AS mem_total, max(power_w) AS power_w
-  FROM {parquet} WHERE gpu_uuid IS NOT NULL AND CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list})
-  GROUP BY gpu_uuid, ts
-), hourly AS (
-  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, arg_max(name, ts) AS name, arg_max(host, ts) AS host,
-         avg(util) AS util_mean, quantile_cont(util, 0.95) AS util_p95, max(util) AS util_max,
-         max(mem_used) AS mem_used_max_mib, max(mem_total) AS mem_total_mib, avg(power_w) AS power_mean_w,
-         count(*) AS samples
-  FROM per_ts GROUP BY 1, 2
-), {_values("models", ("name", "gpu_model"), _gpu_models(con, parquet))},
-{_values("resource_map", ("host", "resource_id"), sorted(resource_map.items()))},
-billed AS (SELECT DISTINCT "ResourceId" AS resource_id FROM cost_line_items
-           WHERE "ResourceId" IN (SELECT host FROM hourly)),
-attributed AS (
-  SELECT h.*, COALESCE(b.resource_id, m.resource_id) AS resource_id
-  FROM hourly h LEFT JOIN billed b ON b.resource_id = h.host LEFT JOIN resource_map m ON m.host = h.host
-), teams AS (
-  SELECT "ResourceId" AS resource_id,
-         arg_max("x_Team", "ChargePeriodStart") FILTER (WHERE "x_Team" IS NOT NULL) AS team
-  FROM cost_line_items WHERE "ResourceId" IN (SELECT resource_id FROM attributed) GROUP BY 1
-)
-SELECT a.hour, a.gpu_uuid, md.gpu_model, CAST(NULL AS VARCHAR) AS mig_instance, a.host, a.resource_id, t.team,
-       a.util_mean, a.util_p95, a.util_max, a.mem_used_max_mib, a.mem_total_mib,
-       CAST(NULL AS DOUBLE) AS sm_active_mean, CAST(NULL AS DOUBLE) AS tensor_active_mean,
-       a.power_mean_w, CAST(a.samples AS INTEGER) AS samples,
-       {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
-FROM attributed a LEFT JOIN models md ON md.name = a.name LEFT JOIN teams t ON t.resource_id = a.resource_id"""
-
-
-def _samples_dir(ctx: IngestContext) -> Path:
-    row = ctx.con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0]
-    if not row or not row[0]:
-        raise IngestError(f"{ctx.source}: the warehouse is not a file, so raw samples have nowhere to go")
-    folder = Path(row[0]).resolve().parent / "samples" / ctx.source
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    none = "CAST(NULL AS VARCHAR)"
+    samples = (f"(SELECT ts, gpu_uuid, {none} AS mig_instance, name, host, {none} AS resource_hint, "
+               f"{none} AS provider_id, {none} AS namespace, util, CAST(NULL AS DOUBLE) AS gr_active, "
+               f"CAST(NULL AS DOUBLE) AS sm_active, CAST(NULL AS DOUBLE) AS tensor_active, mem_used_mib, "
+               f"CAST(NULL AS DOUBLE) AS mem_free_mib, CAST(NULL AS DOUBLE) AS mem_reserved_mib, mem_total_mib, "
+               f"power_w FROM {parquet} WHERE CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list}))")
+    return metrics_store.rollup_sql(con, samples, source=source, run_id=run_id, resource_map=resource_map)
 
 
 def _sample_path(folder: Path, path: str) -> Path:
     return folder / f"{hashlib.sha1(path.encode()).hexdigest()}.parquet"
-
-
-def _resource_map(ctx: IngestContext) -> dict[str, str]:
-    mapping = ctx.options.get("resource_map") or {}
-    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
-        raise IngestError(f"{ctx.source}: resource_map must be a table of host = \"ResourceId\" strings")
-    return mapping
 
 
 class NvidiaSmiCsv:
@@ -297,12 +243,12 @@ class NvidiaSmiCsv:
         if not files:
             raise IngestError(f"{ctx.source}: no file matches path {ctx.options['path']!r}")
         changed, removed = changed_files(files, previous)
-        folder = _samples_dir(ctx)  # a log whose samples file went missing is read again
+        folder = metrics_store.samples_dir(ctx)  # a log whose samples file went missing is read again
         changed += [p for p in files if p in previous and p not in changed and not _sample_path(folder, p).exists()]
         if not changed and not removed:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
                                skipped_reason="no new or changed files")
-        resource_map = _resource_map(ctx)
+        resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
         entries = {path: previous[path] for path in files if path in previous}
         affected: set[str] = set()
         for path in changed:

@@ -17,6 +17,7 @@ import pytest
 
 from ingest.registry import default_registry
 from ingest.runner import run_source
+from tests import aws_conformance, conformance_utilisation
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 from warehouse import schema
 
@@ -37,6 +38,9 @@ def nvidia_smi_input(tmp: Path) -> tuple[dict, datetime]:
 FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     "focus_files": focus_files_input,
     "nvidia_smi_csv": nvidia_smi_input,
+    "dcgm_exporter": conformance_utilisation.dcgm_exporter_input,
+    "prometheus": conformance_utilisation.prometheus_input,
+    **aws_conformance.FIXTURES,
 }
 TYPES = REGISTRY.names()
 
@@ -50,7 +54,7 @@ def _negative_usage_rows(folder: Path) -> int:
     return count
 
 
-NEGATIVE_USAGE_IN_INPUT = {"focus_files": _negative_usage_rows}
+NEGATIVE_USAGE_IN_INPUT = {"focus_files": _negative_usage_rows, **aws_conformance.NEGATIVE_USAGE}
 
 
 def test_every_registered_ingestor_has_a_conformance_fixture():
@@ -68,8 +72,8 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
     first = run_source(REGISTRY, warehouse, "conf", source_type, options)
     assert first.status == "succeeded", first.error
     assert first.rows > 0
-    assert query(warehouse, f'SELECT count(*) FROM {table.name} WHERE "{meta.source_column}" = ?', ["conf"])[0][0] \
-        == first.rows
+    owned = f'WHERE "{meta.source_column}" = ?' if meta.source_column else ""  # reference tables: no source column
+    assert query(warehouse, f'SELECT count(*) FROM {table.name} {owned}', ["conf"] if owned else [])[0][0] == first.rows
 
     # the key is unique within the source
     keys = ", ".join(f'"{k}"' for k in meta.key)
@@ -82,7 +86,7 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
             values = [r[0] for r in query(warehouse, f'SELECT "{field.name}" FROM {table.name} '
                                                      f'WHERE "{field.name}" IS NOT NULL LIMIT 50')]
             assert all(v.utcoffset().total_seconds() == 0 for v in values), field.name
-    time_column = "ChargePeriodStart" if table.name == "cost_line_items" else "hour"
+    time_column = "ChargePeriodStart" if table.name == "cost_line_items" else aws_conformance.TIME_COLUMNS.get(table.name, "hour")
     assert query(warehouse, f'SELECT min("{time_column}") FROM {table.name}')[0][0] >= earliest
 
     if table.name == "cost_line_items":

@@ -44,7 +44,7 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
     home, _ = demo_home
     db_path = home / "data" / "gpufinops.duckdb"
     statuses = query(db_path, "SELECT source, status FROM ingest_runs ORDER BY source")
-    assert statuses == [("aws_focus", "succeeded"), ("gcp_focus", "succeeded"), ("gpu_metrics", "succeeded"),
+    assert statuses == [("aws_cur", "succeeded"), ("gcp_focus", "succeeded"), ("gpu_metrics", "succeeded"),
                         ("onprem_focus", "succeeded")]
     truth = json.loads((home / "ground_truth.json").read_text())["cost_by_provider_usd"]
     got = dict(query(db_path, 'SELECT "ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY 1'))
@@ -67,3 +67,23 @@ def test_demo_rerun_leaves_row_counts_and_numbers_unchanged(demo_home, tmp_path)
     assert counts(other / "data" / "gpufinops.duckdb") == before
     strip = lambda text: text.replace(str(home), "HOME").replace(str(other), "HOME")  # noqa: E731
     assert strip(out2.getvalue()) == strip(printed)
+
+
+def test_demo_gpu_metrics_come_through_the_dcgm_exporter_path(demo_home):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    home, _ = demo_home
+    db_path = home / "data" / "gpufinops.duckdb"
+    assert query(db_path, "SELECT DISTINCT source_type FROM ingest_runs WHERE source = 'gpu_metrics'") == [("dcgm_exporter",)]
+    expositions = sorted((home / "metrics" / "dcgm").glob("*.prom"))
+    logs = sorted((home / "metrics" / "nvidia-smi").glob("*.csv"))
+    assert [p.stem for p in expositions] == [p.stem for p in logs]
+    smallest = min(expositions, key=lambda p: p.stat().st_size)
+    families = {f.name: f for f in text_string_to_metric_families(smallest.read_text())}  # the library's own parser
+    assert sorted(families) == ["DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL"]
+    util = families["DCGM_FI_DEV_GPU_UTIL"].samples
+    smi_rows = len((home / "metrics" / "nvidia-smi" / f"{smallest.stem}.csv").read_text().splitlines()) - 1
+    assert len(util) == smi_rows and all(s.timestamp is not None and s.labels["Hostname"] == smallest.stem for s in util)
+    samples_per_hour = query(db_path, "SELECT DISTINCT samples FROM gpu_metrics_hourly")
+    assert samples_per_hour == [(4,)]  # every 15 minutes, as the simulated exporter was scraped
+    assert any((home / "data" / "samples" / "gpu_metrics").glob("day=*/*.parquet"))

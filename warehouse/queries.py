@@ -82,10 +82,13 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
         util AS (
             SELECT resource_id, hour, count(DISTINCT gpu_uuid) AS gpus_reporting,
                    max(util_max) AS util_max, avg(util_mean) AS util_mean, max(util_p95) AS util_p95,
-                   max(mem_used_max_mib) AS mem_used_max_mib, max(mem_total_mib) AS mem_total_mib
+                   max(mem_used_max_mib) AS mem_used_max_mib, max(mem_total_mib) AS mem_total_mib,
+                   avg(sm_active_mean) AS sm_active_mean, avg(tensor_active_mean) AS tensor_active_mean,
+                   sum(power_mean_w) AS power_w, string_agg(DISTINCT team, ',' ORDER BY team) AS metric_teams
             FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL GROUP BY 1, 2)
         SELECT cost.*, util.gpus_reporting, util.util_max, util.util_mean, util.util_p95,
-               util.mem_used_max_mib, util.mem_total_mib
+               util.mem_used_max_mib, util.mem_total_mib, util.sm_active_mean, util.tensor_active_mean,
+               util.power_w, util.metric_teams
         FROM cost LEFT JOIN util USING (resource_id, hour)
         ORDER BY resource_id, hour""", params)
 
@@ -93,8 +96,23 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
 def unattributed_gpu_hours(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """GPU-hours measured on hosts that no billed resource claims (fix the resource_map)."""
     return _frame(con, """
-        SELECT source, host, count(*) AS gpu_hours, min(hour) AS first_hour, max(hour) AS last_hour
-        FROM gpu_metrics_hourly WHERE resource_id IS NULL GROUP BY ALL ORDER BY gpu_hours DESC""")
+        SELECT source, host, count(*) AS gpu_hours, count(DISTINCT gpu_uuid) AS gpus,
+               min(hour) AS first_hour, max(hour) AS last_hour
+        FROM gpu_metrics_hourly WHERE resource_id IS NULL GROUP BY source, host ORDER BY gpu_hours DESC, source, host""")
+
+
+def gpu_hours_attribution(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
+                          end: datetime | None = None) -> pl.DataFrame:
+    """Per metrics source: GPU-hours measured, how many were matched to a billed resource and a team,
+    and the unattributed share (0–1). A MIG slice's hour counts as one GPU-hour of its slice."""
+    where, params = _filters(None, start, end, time_col="hour")
+    return _frame(con, f"""
+        SELECT source, count(*) AS gpu_hours,
+               count(*) FILTER (WHERE resource_id IS NOT NULL) AS attributed_gpu_hours,
+               count(*) FILTER (WHERE resource_id IS NULL) AS unattributed_gpu_hours,
+               count(*) FILTER (WHERE team IS NOT NULL) AS team_gpu_hours,
+               count(*) FILTER (WHERE resource_id IS NULL) / count(*) AS unattributed_share
+        FROM gpu_metrics_hourly WHERE {where} GROUP BY source ORDER BY source""", params)
 
 
 def ingest_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

@@ -1,0 +1,375 @@
+"""GPU metric samples beside the warehouse, the hourly rollup and its attribution to billing.
+
+Shared by the utilisation ingestors (``dcgm_exporter``, ``prometheus``, ``nvidia_smi_csv``):
+
+* **The sample store.** Minute samples live as Parquet beside the database, partitioned by day:
+  ``<warehouse dir>/samples/<source>/day=YYYY-MM-DD/<run id>.parquet`` (written under a temporary
+  name, then renamed, so a kill never leaves half a file). A run adds one file per day it touched
+  (one sample per GPU and time in it); a day holding many files is compacted into one. The hours
+  spanned by files added since the last rollup are rolled up again (a day whose files were
+  replaced, whole), so a crash between writing samples and loading them heals itself.
+* **The hourly rollup** (``hourly_sql``): a sample seen twice (a re-scrape, overlapping files)
+  counts once (files whose time ranges overlap are de-duplicated), order does not matter (whole
+  hours are recomputed from every file of their day), and an hour without samples has no row: a
+  gap is unknown, never zero.
+* **Attribution** (``attributed_sql``): each GPU-hour is matched to a billed ``ResourceId`` in
+  this order: (1) an explicit resource label (``resource_label``, default ``instance_id``) whose
+  value is a billed ResourceId; (2) the host: a billed ResourceId equal to it, else the
+  configured ``resource_map``; (3) the Kubernetes node's provider id (``aws:///zone/i-…`` →
+  ``i-…``; ``gce://project/zone/name`` → the Compute Engine resource path) when billed. The team
+  is the configured ``namespace_teams`` entry for the hour's namespace, else the billed resource's
+  latest ``x_Team``. Hours that match nothing keep ``resource_id`` NULL and are counted by
+  ``warehouse.queries.unattributed_gpu_hours``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ingest.files import sql_literal
+from ingest.registry import IngestContext, IngestError
+from warehouse.gpu_models import normalize_gpu_model
+from warehouse.schema import UTC_TS, sql_type
+
+log = logging.getLogger(__name__)
+
+# One row per GPU (or MIG slice) per sample time. Metric columns are NULL when not exported.
+SAMPLE_SCHEMA = pa.schema([
+    ("ts", UTC_TS), ("gpu_uuid", pa.string()), ("mig_instance", pa.string()), ("gpu_index", pa.string()),
+    ("name", pa.string()), ("host", pa.string()), ("resource_hint", pa.string()), ("provider_id", pa.string()),
+    ("namespace", pa.string()), ("pod", pa.string()), ("container", pa.string()),
+    ("util", pa.float64()), ("gr_active", pa.float64()), ("sm_active", pa.float64()),
+    ("tensor_active", pa.float64()), ("fp16_active", pa.float64()), ("fp32_active", pa.float64()),
+    ("dram_active", pa.float64()), ("mem_used_mib", pa.float64()), ("mem_free_mib", pa.float64()),
+    ("mem_reserved_mib", pa.float64()), ("mem_total_mib", pa.float64()), ("power_w", pa.float64()),
+])
+COMPACT_AFTER_FILES = 32
+
+
+# ---- the store -----------------------------------------------------------------------------------
+
+def samples_dir(ctx: IngestContext) -> Path:
+    """``<warehouse dir>/samples/<source>``, created."""
+    row = ctx.con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0]
+    if not row or not row[0]:
+        raise IngestError(f"{ctx.source}: the warehouse is not a file, so raw samples have nowhere to go")
+    folder = Path(row[0]).resolve().parent / "samples" / ctx.source
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _atomic_write(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def write_samples(folder: Path, samples: pa.Table, run_id: str) -> list[str]:
+    """Append ``samples`` (SAMPLE_SCHEMA) to the day partitions; returns the days written."""
+    if samples.num_rows == 0:
+        return []
+    samples = samples.select(SAMPLE_SCHEMA.names).cast(SAMPLE_SCHEMA)
+    day_numbers = pc.divide(samples.column("ts").cast(pa.int64()), 86_400_000_000)  # us since the epoch, UTC
+    samples = samples.append_column("_day", day_numbers).sort_by([("_day", "ascending"), ("ts", "ascending")])
+    runs = pc.run_end_encode(samples.column("_day").combine_chunks())
+    days, start = [], 0
+    for day_number, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+        day = (datetime(1970, 1, 1) + timedelta(days=day_number)).strftime("%Y-%m-%d")
+        day_dir = folder / f"day={day}"
+        day_dir.mkdir(exist_ok=True)
+        _atomic_write(samples.slice(start, end - start).drop_columns(["_day"]), day_dir / f"{run_id}.parquet")
+        days.append(day)
+        start = end
+    return days
+
+
+def day_files(folder: Path, day: str) -> list[str]:
+    return sorted(str(p) for p in (folder / f"day={day}").glob("*.parquet"))
+
+
+def partitions(folder: Path) -> dict[str, list]:
+    """day -> fingerprint (file names and sizes) of every day partition in the store."""
+    out = {}
+    for day_dir in sorted(folder.glob("day=*")):
+        files = sorted(day_dir.glob("*.parquet"))
+        if files:
+            out[day_dir.name[4:]] = [[f.name, f.stat().st_size] for f in files]
+    return out
+
+
+def merge_sql(relation: str) -> str:
+    """One sample per (time, GPU, slice) from ``relation``: a time seen twice keeps each field's largest value."""
+    fields = ", ".join(f"max({name}) AS {name}" for name in SAMPLE_SCHEMA.names[3:])
+    return f"SELECT ts, gpu_uuid, mig_instance, {fields} FROM {relation} GROUP BY ts, gpu_uuid, mig_instance ORDER BY ts"
+
+
+def compact(folder: Path, days: Iterable[str], run_id: str) -> None:
+    """Merge each of ``days`` holding many files into one file, one sample per time and GPU."""
+    for day in days:
+        files = day_files(folder, day)
+        if len(files) <= COMPACT_AFTER_FILES:
+            continue
+        con = duckdb.connect()
+        try:
+            merged = con.sql(merge_sql(f"read_parquet({_list(files)}, hive_partitioning = false)")).to_arrow_table()
+        finally:
+            con.close()
+        _atomic_write(merged.cast(SAMPLE_SCHEMA), folder / f"day={day}" / f"compact-{run_id}.parquet")
+        for path in files:  # the merged file is in place first: a kill here leaves duplicates, not gaps
+            os.unlink(path)
+        log.info("compacted %d sample files of %s into one", len(files), day)
+
+
+def _list(files: list[str]) -> str:
+    return "[" + ", ".join(sql_literal(f) for f in files) + "]"
+
+
+def _time_range(path: str) -> tuple[Any, Any] | None:
+    """(min ts, max ts) of a sample file from its Parquet statistics; None when they are missing."""
+    meta = pq.read_metadata(path)
+    column = meta.schema.names.index("ts")
+    lows, highs = [], []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lows.append(stats.min)
+        highs.append(stats.max)
+    return (min(lows), max(highs)) if lows else None
+
+
+def may_overlap(files: list[str]) -> bool:
+    """Whether two of a day's files may hold the same sample times (each file is unique in itself)."""
+    if len(files) < 2:
+        return False
+    ranges = [_time_range(f) for f in files]
+    if any(r is None for r in ranges):
+        return True
+    ranges.sort()
+    return any(later[0] <= earlier[1] for earlier, later in zip(ranges, ranges[1:]))
+
+
+def _hour_range(start: datetime, end: datetime) -> list[str]:
+    hours, hour = [], start.replace(minute=0, second=0, microsecond=0)
+    while hour <= end:
+        hours.append(hour.strftime("%Y-%m-%dT%H"))
+        hour += timedelta(hours=1)
+    return hours
+
+
+def _whole_day(day: str) -> list[str]:
+    return [f"{day}T{h:02d}" for h in range(24)]
+
+
+def plan_rollup(folder: Path, previous: dict[str, list]) -> tuple[dict[str, list], dict[str, list[str]]]:
+    """(the store's partitions, day -> hours to roll up again) since the partitions in ``previous``.
+
+    A day whose files were only added rolls up the hours its new files span (from their Parquet
+    statistics); a day seen for the first time, or whose files were replaced or removed (a
+    compaction), rolls up whole; a day gone from the store has its hours deleted.
+    """
+    stored = partitions(folder)
+    plan: dict[str, list[str]] = {}
+    for day, files in stored.items():
+        before = {name: size for name, size in previous.get(day) or []}
+        now = {name: size for name, size in files}
+        if before == now:
+            continue
+        if not before or any(now.get(name) != size for name, size in before.items()):
+            plan[day] = _whole_day(day)
+            continue
+        hours: set[str] = set()
+        for name in sorted(set(now) - set(before)):
+            span = _time_range(str(folder / f"day={day}" / name))
+            if span is None:
+                hours = set(_whole_day(day))
+                break
+            hours.update(h for h in _hour_range(*(_utc(t) for t in span)) if h.startswith(day))
+        plan[day] = sorted(hours)
+    for day in set(previous) - set(stored):
+        plan[day] = _whole_day(day)
+    return stored, {day: hours for day, hours in sorted(plan.items()) if hours}
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _runs(hours: list[str]) -> list[tuple[str, str]]:
+    """Sorted hours ('YYYY-MM-DDTHH') as [start, end) runs of consecutive hours."""
+    runs: list[list[datetime]] = []
+    for text in sorted(hours):
+        hour = datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+        if runs and runs[-1][1] == hour:
+            runs[-1][1] = hour + timedelta(hours=1)
+        else:
+            runs.append([hour, hour + timedelta(hours=1)])
+    return [(a.isoformat(), b.isoformat()) for a, b in runs]
+
+
+def store_relation(folder: Path, plan: dict[str, list[str]]) -> tuple[str, list[list[str]]]:
+    """(the samples of the planned hours as a SQL relation, the files of each planned day)."""
+    per_day = [day_files(folder, day) for day in plan]
+    files = [f for day in per_day for f in day]
+    if not files:
+        nothing = ", ".join(f"CAST(NULL AS {sql_type(f)}) AS {f.name}" for f in SAMPLE_SCHEMA)
+        return f"(SELECT {nothing} WHERE false)", per_day
+    relation = f"read_parquet({_list(files)}, union_by_name = true, hive_partitioning = false)"
+    if all(len(hours) == 24 for hours in plan.values()):
+        return relation, per_day  # whole days: every sample of their files
+    ranges = " OR ".join(f"(ts >= TIMESTAMPTZ '{a}' AND ts < TIMESTAMPTZ '{b}')"
+                         for a, b in _runs([h for hours in plan.values() for h in hours]))
+    return f"(SELECT * FROM {relation} WHERE {ranges})", per_day
+
+
+# ---- rollup --------------------------------------------------------------------------------------
+
+_SAMPLE_EXPRS = {  # per-sample figure -> expression over SAMPLE_SCHEMA columns
+    "util": "util", "sm_active": "coalesce(sm_active, gr_active)", "tensor_active": "tensor_active",
+    "mem_used": "mem_used_mib",
+    "mem_total": "coalesce(mem_total_mib, mem_used_mib + mem_free_mib + coalesce(mem_reserved_mib, 0))",
+    "power_w": "power_w",
+}
+_ATTRS = ("name", "host", "resource_hint", "provider_id", "namespace")
+# Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
+# and a re-run must reproduce the stored rows exactly.
+MEAN = "round({}, 9)"
+
+
+def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
+    """CTEs ending in ``hourly``: one row per (hour, gpu_uuid, mig_instance) from a SAMPLE_SCHEMA relation.
+
+    With ``deduplicate``, a sample stored twice (same GPU, slice and time) counts once; without, the
+    caller guarantees the samples are unique (one file per day, unique by construction), which
+    saves a grouping over every sample. mem_total per sample is ``mem_total_mib`` when reported,
+    else used + free + reserved (DCGM). sm_active is DCGM_FI_PROF_SM_ACTIVE, or
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE when SM_ACTIVE is not exported. Attributes (name, host, labels)
+    take the hour's largest value (constant for a GPU in practice); the namespace is the one most of
+    the hour's samples carry.
+    """
+    if deduplicate:
+        figures = ", ".join(f"max({expr}) AS {name}" for name, expr in _SAMPLE_EXPRS.items())
+        attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS)
+        source = (f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
+                  f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),")
+        relation, col = "per_ts", {name: name for name in _SAMPLE_EXPRS}
+    else:
+        source, col = "", dict(_SAMPLE_EXPRS)
+        relation = f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)"
+    return f"""{source}
+hourly AS (
+  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS[:-1])},
+         mode(namespace) AS namespace,
+         {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col['util']}, 0.95) AS util_p95,
+         max({col['util']}) AS util_max, max({col['mem_used']}) AS mem_used_max_mib, max({col['mem_total']}) AS mem_total_mib,
+         {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
+         {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
+         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples
+  FROM {relation} GROUP BY 1, 2, 3
+)"""
+
+
+def _values(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+    """A CTE of literal rows (typed VARCHAR); an empty relation when there are none."""
+    if not rows:
+        nulls = ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in columns)
+        return f"{name} AS (SELECT {nulls} WHERE false)"
+    body = ", ".join("(" + ", ".join(sql_literal(str(v)) if v is not None else "NULL" for v in row) + ")"
+                     for row in rows)
+    return f"{name}({', '.join(columns)}) AS (VALUES {body})"
+
+
+def gpu_model_rows(con: duckdb.DuckDBPyConnection, hourly: str) -> list[tuple[str, str | None]]:
+    """(name as reported, canonical model) for every GPU name in an hourly relation."""
+    names = con.execute(f"SELECT name, max(mem_total_mib) FROM {hourly} WHERE name IS NOT NULL GROUP BY name").fetchall()
+    return [(name, normalize_gpu_model(name, memory)) for name, memory in names]
+
+
+def provider_id_resource(provider_id: str | None) -> str | None:
+    """A Kubernetes node providerID as the ResourceId its cloud bills under (None when unknown)."""
+    if not provider_id:
+        return None
+    if provider_id.startswith("aws://"):
+        return provider_id.rstrip("/").rsplit("/", 1)[-1] or None
+    if provider_id.startswith("gce://"):
+        parts = provider_id[len("gce://"):].strip("/").split("/")
+        if len(parts) == 3:
+            return f"//compute.googleapis.com/projects/{parts[0]}/zones/{parts[1]}/instances/{parts[2]}"
+    return provider_id
+
+
+def attributed_sql(hourly_ctes: str, *, source: str, run_id: str, resource_map: dict[str, str],
+                   namespace_teams: dict[str, str], models: list[tuple[str, str | None]],
+                   provider_ids: Iterable[str]) -> str:
+    """gpu_metrics_hourly rows from ``hourly_ctes`` (a WITH body defining ``hourly``), attributed."""
+    provider_rows = sorted({(p, provider_id_resource(p)) for p in provider_ids if p})
+    return f"""
+WITH {hourly_ctes.strip()},
+{_values("models", ("name", "gpu_model"), models)},
+{_values("resource_map", ("host", "resource_id"), sorted(resource_map.items()))},
+{_values("namespace_teams", ("namespace", "team"), sorted(namespace_teams.items()))},
+{_values("provider_ids", ("provider_id", "resource_id"), provider_rows)},
+candidates AS (
+  SELECT DISTINCT v AS resource_id FROM (
+    SELECT resource_hint AS v FROM hourly UNION ALL SELECT host FROM hourly
+    UNION ALL SELECT resource_id FROM provider_ids) WHERE v IS NOT NULL
+), billed AS (
+  SELECT DISTINCT "ResourceId" AS resource_id FROM cost_line_items
+  WHERE "ResourceId" IN (SELECT resource_id FROM candidates)
+), attributed AS (
+  SELECT h.*, COALESCE(bh.resource_id, bo.resource_id, m.resource_id, bp.resource_id) AS resource_id
+  FROM hourly h
+  LEFT JOIN billed bh ON bh.resource_id = h.resource_hint
+  LEFT JOIN billed bo ON bo.resource_id = h.host
+  LEFT JOIN resource_map m ON m.host = h.host
+  LEFT JOIN provider_ids p ON p.provider_id = h.provider_id
+  LEFT JOIN billed bp ON bp.resource_id = p.resource_id
+), teams AS (
+  SELECT "ResourceId" AS resource_id,
+         arg_max("x_Team", "ChargePeriodStart") FILTER (WHERE "x_Team" IS NOT NULL) AS team
+  FROM cost_line_items WHERE "ResourceId" IN (SELECT resource_id FROM attributed) GROUP BY 1
+)
+SELECT a.hour, a.gpu_uuid, md.gpu_model, a.mig_instance, a.host, a.resource_id, COALESCE(nt.team, t.team) AS team,
+       a.util_mean, a.util_p95, a.util_max, a.mem_used_max_mib, a.mem_total_mib,
+       a.sm_active_mean, a.tensor_active_mean, a.power_mean_w, CAST(a.samples AS INTEGER) AS samples,
+       {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
+FROM attributed a LEFT JOIN models md ON md.name = a.name LEFT JOIN teams t ON t.resource_id = a.resource_id
+LEFT JOIN namespace_teams nt ON nt.namespace = a.namespace"""
+
+
+def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str,
+               resource_map: dict[str, str], namespace_teams: dict[str, str] | None = None,
+               deduplicate: bool = True) -> str:
+    """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
+
+    The hourly rollup is computed once, here, into a temporary table of this connection (the
+    samples are scanned once); the returned SELECT attributes it inside the load's transaction.
+    """
+    table = f"_gpufinops_hourly_{run_id}"
+    con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
+                f"SELECT * FROM hourly")
+    provider_ids = [r[0] for r in con.execute(
+        f"SELECT DISTINCT provider_id FROM {table} WHERE provider_id IS NOT NULL").fetchall()]
+    return attributed_sql(f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id,
+                          resource_map=resource_map, namespace_teams=namespace_teams or {},
+                          models=gpu_model_rows(con, table), provider_ids=provider_ids)
+
+
+# ---- options -------------------------------------------------------------------------------------
+
+def string_table(ctx: IngestContext, key: str, what: str) -> dict[str, str]:
+    mapping = ctx.options.get(key) or {}
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+        raise IngestError(f"{ctx.source}: {key} must be a table of {what} strings")
+    return mapping

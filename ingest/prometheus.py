@@ -1,0 +1,246 @@
+"""``prometheus``: GPU metrics from a Prometheus server's HTTP API, rolled up hourly by Prometheus.
+
+The hourly aggregation is pushed down: one ``/api/v1/query_range`` per figure with an hourly step
+(``avg_over_time``, ``quantile_over_time(0.95, …)``, ``max_over_time``, ``min_over_time``,
+``count_over_time`` over exactly one hour: each evaluation at ``hour end − 1 ms`` covers the samples
+in ``[hour, hour + 1 h)``), so a large fleet comes home as hourly points, not minutes. Two
+dialects are read, both when present: DCGM exporter (``DCGM_FI_*``, with MIG, Kubernetes and
+resource labels as for ``dcgm_exporter``) and nvidia_gpu_exporter (``nvidia_smi_*``: utilisation
+ratio × 100, memory bytes → MiB, the GPU name from ``nvidia_smi_gpu_info``).
+
+Incremental by time: a run covers ``[cursor − lookback_hours, last complete hour)``; the first run
+(or ``--full-refresh``) starts ``backfill_days`` back; ``--since``/``--until`` override both. Each
+hour of the window is a slice replaced whole. A run whose hours come back identical to what is
+stored is recorded as skipped. Series of one GPU-hour (a pod change splits them) are combined
+weighted by their sample counts; their p95 is the largest of theirs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ingest import metrics_store
+from ingest.dcgm_exporter import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, fetch_text
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from warehouse.schema import GPU_METRICS_HOURLY
+
+log = logging.getLogger(__name__)
+
+HOUR_S = 3600
+CHUNK_HOURS = 24 * 7
+# figure -> (PromQL template, {m} = the metric selector, {r} = the range) per dialect
+DCGM_QUERIES = {
+    "util_mean": "avg_over_time(DCGM_FI_DEV_GPU_UTIL{m}[{r}])",
+    "util_p95": "quantile_over_time(0.95, DCGM_FI_DEV_GPU_UTIL{m}[{r}])",
+    "util_max": "max_over_time(DCGM_FI_DEV_GPU_UTIL{m}[{r}])",
+    "samples": "count_over_time(DCGM_FI_DEV_GPU_UTIL{m}[{r}])",
+    "mem_used_max": "max_over_time(DCGM_FI_DEV_FB_USED{m}[{r}])",
+    "mem_free_min": "min_over_time(DCGM_FI_DEV_FB_FREE{m}[{r}])",
+    "mem_reserved_max": "max_over_time(DCGM_FI_DEV_FB_RESERVED{m}[{r}])",
+    "sm_mean": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE{m}[{r}])",
+    "gr_mean": "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{m}[{r}])",
+    "tensor_mean": "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{m}[{r}])",
+    "power_mean": "avg_over_time(DCGM_FI_DEV_POWER_USAGE{m}[{r}])",
+}
+SMI_QUERIES = {
+    "util_mean": "100 * avg_over_time(nvidia_smi_utilization_gpu_ratio{m}[{r}])",
+    "util_p95": "100 * quantile_over_time(0.95, nvidia_smi_utilization_gpu_ratio{m}[{r}])",
+    "util_max": "100 * max_over_time(nvidia_smi_utilization_gpu_ratio{m}[{r}])",
+    "samples": "count_over_time(nvidia_smi_utilization_gpu_ratio{m}[{r}])",
+    "mem_used_max": "max_over_time(nvidia_smi_memory_used_bytes{m}[{r}]) / 1048576",
+    "mem_total_max": "max_over_time(nvidia_smi_memory_total_bytes{m}[{r}]) / 1048576",
+    "power_mean": "avg_over_time(nvidia_smi_power_draw_watts{m}[{r}])",
+    "info": "max_over_time(nvidia_smi_gpu_info{m}[{r}])",
+}
+FIGURES = ("util_mean", "util_p95", "util_max", "samples", "mem_used_max", "mem_free_min", "mem_reserved_max",
+           "mem_total_max", "sm_mean", "gr_mean", "tensor_mean", "power_mean")
+PARTIAL_SCHEMA = pa.schema([("hour", pa.timestamp("s", tz="UTC")), ("gpu_uuid", pa.string()),
+                            ("mig_instance", pa.string()), ("name", pa.string()), ("host", pa.string()),
+                            ("resource_hint", pa.string()), ("provider_id", pa.string()), ("namespace", pa.string())]
+                           + [(f, pa.float64()) for f in FIGURES])
+COMPARED = ("hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_id", "team", "util_mean", "util_p95",
+            "util_max", "mem_used_max_mib", "mem_total_mib", "sm_active_mean", "tensor_active_mean",
+            "power_mean_w", "samples")
+
+
+class PrometheusClient:
+    def __init__(self, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s, self.retries = timeout_s, retries
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        try:
+            body = json.loads(fetch_text(f"{self.url}{path}{query}", timeout_s=self.timeout_s, retries=self.retries))
+        except urllib.error.HTTPError as exc:  # Prometheus explains a bad query in the body
+            try:
+                body = json.loads(exc.read().decode())
+            except ValueError:
+                raise IngestError(f"Prometheus at {self.url} answered {exc.code} to {path}") from None
+        except (OSError, ValueError) as exc:
+            raise IngestError(f"Prometheus at {self.url} is unreachable or answered badly: "
+                              f"{getattr(exc, 'reason', None) or exc}") from None
+        if body.get("status") != "success":
+            raise IngestError(f"Prometheus at {self.url} refused {path}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def range_inclusive(self) -> bool:
+        """Prometheus 2 range selectors include their start; 3 and later exclude it."""
+        version = str(self.get("/api/v1/status/buildinfo").get("version", "2"))
+        return int(version.split(".")[0]) < 3
+
+    def query_range(self, query: str, start_s: float, end_s: float, step_s: int) -> list[dict]:
+        data = self.get("/api/v1/query_range", {"query": query, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}",
+                                                "step": str(step_s)})
+        return data["result"]
+
+
+def _series_key(labels: dict[str, str], dialect: str, options: dict[str, Any]) -> tuple:
+    host = labels.get("Hostname") or labels.get("instance", "").rsplit(":", 1)[0] or None
+    if dialect == "dcgm":
+        mig = f"{labels['GPU_I_PROFILE']}/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else None
+        uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
+        return (uuid, mig, labels.get("modelName"), host, labels.get(options.get("resource_label", "instance_id")),
+                labels.get(options.get("provider_id_label", "provider_id")), labels.get("namespace") or None,
+                labels.get("pod") or None)
+    return (labels.get("uuid"), None, None, host, labels.get(options.get("resource_label", "instance_id")),
+            labels.get(options.get("provider_id_label", "provider_id")), None, None)
+
+
+def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: dict[str, Any]) -> pa.Table:
+    """One row per series and hour in [start, end): the pushed-down hourly figures."""
+    selector = "{" + options["selector"] + "}" if options.get("selector") else ""
+    window = "1h" if not client.range_inclusive() else f"{HOUR_S * 1000 - 1}ms"
+    rows: dict[tuple, dict[str, Any]] = {}
+    names: dict[str, str] = {}
+    first, last = int(start.timestamp()) // HOUR_S, int(end.timestamp()) // HOUR_S
+    for chunk in range(first, last, CHUNK_HOURS):
+        chunk_end = min(chunk + CHUNK_HOURS, last)
+        # evaluated at each hour's end - 1 ms: the range covers [hour, hour + 1 h)
+        eval_start, eval_end = (chunk + 1) * HOUR_S - 0.001, chunk_end * HOUR_S - 0.001
+        for dialect, queries in (("dcgm", DCGM_QUERIES), ("nvidia_smi", SMI_QUERIES)):
+            for figure, template in queries.items():
+                query = template.format(m=selector, r=window)
+                for series in client.query_range(query, eval_start, eval_end, HOUR_S):
+                    labels = series["metric"]
+                    if figure == "info":
+                        if labels.get("uuid") and labels.get("name"):
+                            names[labels["uuid"]] = labels["name"]
+                        continue
+                    key = _series_key(labels, dialect, options)
+                    if key[0] is None:
+                        continue
+                    for stamp, value in series["values"]:
+                        hour = round(float(stamp) + 0.001) - HOUR_S
+                        row = rows.setdefault((hour, *key), {})
+                        row[figure] = float(value)
+    data: dict[str, list] = {name: [] for name in PARTIAL_SCHEMA.names}
+    for (hour, uuid, mig, name, host, hint, provider, namespace, _pod), figures in rows.items():
+        for column, value in zip(PARTIAL_SCHEMA.names[:8], (hour, uuid, mig, name or names.get(uuid), host, hint,
+                                                            provider, namespace)):
+            data[column].append(value)
+        for figure in FIGURES:
+            data[figure].append(figures.get(figure))
+    return pa.table(data, schema=PARTIAL_SCHEMA)
+
+
+HOURLY_FROM_PARTIALS = """
+hourly AS (
+  SELECT CAST(hour AS TIMESTAMPTZ) AS hour, gpu_uuid, mig_instance, max(name) AS name, max(host) AS host,
+         max(resource_hint) AS resource_hint, max(provider_id) AS provider_id,
+         arg_max(namespace, coalesce(samples, 0)) AS namespace,
+         round(sum(util_mean * samples) / nullif(sum(samples) FILTER (WHERE util_mean IS NOT NULL), 0), 9) AS util_mean,
+         max(util_p95) AS util_p95, max(util_max) AS util_max, max(mem_used_max) AS mem_used_max_mib,
+         max(coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0))) AS mem_total_mib,
+         round(sum(coalesce(sm_mean, gr_mean) * samples) / nullif(sum(samples) FILTER (WHERE coalesce(sm_mean, gr_mean) IS NOT NULL), 0), 9) AS sm_active_mean,
+         round(sum(tensor_mean * samples) / nullif(sum(samples) FILTER (WHERE tensor_mean IS NOT NULL), 0), 9) AS tensor_active_mean,
+         round(sum(power_mean * samples) / nullif(sum(samples) FILTER (WHERE power_mean IS NOT NULL), 0), 9) AS power_mean_w,
+         CAST(sum(samples) AS INTEGER) AS samples
+  FROM _prometheus_partials GROUP BY 1, 2, 3
+)"""
+
+
+def _hour(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def _window(ctx: IngestContext, now: datetime) -> tuple[datetime, datetime]:
+    lookback = timedelta(hours=float(ctx.options.get("lookback_hours", 3)))
+    backfill = timedelta(days=float(ctx.options.get("backfill_days", 7)))
+    end = _hour(ctx.until) if ctx.until else _hour(now)  # the current, incomplete hour waits
+    if ctx.since:
+        start = _hour(ctx.since)
+    elif ctx.state.get("cursor") and not ctx.full_refresh:
+        start = _hour(datetime.fromisoformat(ctx.state["cursor"])) - lookback
+    else:
+        start = end - backfill
+    return start, end
+
+
+class Prometheus:
+    meta = IngestorMeta(
+        name="prometheus",
+        target_table="gpu_metrics_hourly",
+        key=("source", "hour", "gpu_uuid", "mig_instance"),
+        slice_expr="strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')",
+        source_column="source",
+        cursor="hour (last complete hour loaded)",
+        lookback=timedelta(hours=3),
+        default_schedule="7 * * * *",
+        required_keys=("url",),
+        optional_keys=("resource_label", "resource_map", "namespace_teams", "provider_id_label", "selector",
+                       "lookback_hours", "backfill_days", "timeout_s", "retries"),
+        description="DCGM / nvidia_smi GPU metrics from a Prometheus server, hourly aggregation pushed down",
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
+        namespace_teams = metrics_store.string_table(ctx, "namespace_teams", 'namespace = "team"')
+        start, end = _window(ctx, datetime.now(timezone.utc))
+        state = {"cursor": end.isoformat()}
+        if end <= start:
+            return FetchResult([], {**ctx.state, **state}, watermark=ctx.state.get("cursor"),
+                               skipped_reason="no complete hour since the last run")
+        client = PrometheusClient(ctx.options["url"], float(ctx.options.get("timeout_s", DEFAULT_TIMEOUT_S)),
+                                  int(ctx.options.get("retries", DEFAULT_RETRIES)))
+        partials = fetch_partials(client, start, end, ctx.options)
+        log.info("%s: %d series-hours from %s to %s", ctx.source, partials.num_rows, start, end)
+        con = ctx.con
+        con.register("_prometheus_partials", partials)
+        provider_ids = {p for p in partials.column("provider_id").to_pylist() if p}
+        sql = metrics_store.attributed_sql(HOURLY_FROM_PARTIALS, source=ctx.source, run_id=ctx.run_id,
+                                           resource_map=resource_map, namespace_teams=namespace_teams,
+                                           models=metrics_store.gpu_model_rows(con, "(SELECT name, coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0)) AS mem_total_mib FROM _prometheus_partials)"), provider_ids=provider_ids)
+        new = con.sql(sql).to_arrow_table()
+        con.unregister("_prometheus_partials")
+        hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
+        watermark = end.isoformat()
+        if not ctx.full_refresh and self._unchanged(con, ctx.source, new, start, end):
+            return FetchResult([], state, watermark=watermark, skipped_reason="no new or changed hours")
+        return FetchResult([Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)],
+                           state, watermark=watermark)
+
+    @staticmethod
+    def _unchanged(con: duckdb.DuckDBPyConnection, source: str, new: pa.Table, start: datetime, end: datetime) -> bool:
+        cols = ", ".join(f'"{c}"' for c in COMPARED)
+        con.register("_prometheus_new", new)
+        try:
+            stored = f"SELECT {cols} FROM gpu_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
+            diff = con.execute(f"SELECT count(*) FROM ((SELECT {cols} FROM _prometheus_new EXCEPT ALL {stored}) "
+                               f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _prometheus_new))",
+                               [source, start, end, source, start, end]).fetchall()[0][0]
+        finally:
+            con.unregister("_prometheus_new")
+        return diff == 0
+
+
+INGESTORS = [Prometheus]
