@@ -26,7 +26,7 @@ test: $(VENV)/.installed-all
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
 
 dashboard: $(VENV)/.installed-all
 	@test -f $(HOME_DIR)/gpufinops.toml || $(MAKE) demo
