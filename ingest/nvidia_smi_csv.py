@@ -17,6 +17,10 @@ reports the parent GPU (utilisation ``[N/A]``): rows have ``mig_instance`` NULL.
 The host is the log's ``host`` (or ``hostname``, or the configured ``host_column``) value, else the
 file's name without its ``.csv``/``.log``/``.txt`` extension, rotation number and compression suffix.
 A GPU without a ``uuid`` column is identified as ``<host>:<index>``.
+
+A ``--query-compute-apps`` log among the matched files (told apart by its header: ``pid`` and
+``used_gpu_memory``) is read by ``ingest.nvidia_smi_apps`` into ``gpu_processes_hourly``, in the
+same run and transaction, its day slices replaced the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -47,6 +52,7 @@ COLUMNS = {
     "mig": ("mig.mode.current",), "host": ("host", "hostname"),
 }
 NUMERIC = {"util": "util", "mem_used": "mem_used_mib", "mem_total": "mem_total_mib", "power": "power_w"}
+GPU_MARKER = b"utilization.gpu"  # a --query-gpu header names it; a data line never does
 TIMESTAMP_FORMAT = "'%Y/%m/%d %H:%M:%S.%g'"  # nvidia-smi's own, always with milliseconds
 _UNIT_SUFFIX = r"'\s*(%|MiB|W)$'"
 _HOST_SUFFIX = re.compile(r"\.(?:csv|log|txt|tsv)(?:[.-]\d+)?(?:\.(?:gz|zst|bz2|xz))?$", re.IGNORECASE)
@@ -61,44 +67,58 @@ def _open_lines(path: str):
     return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
 
 
-def _fields(line: bytes) -> list[str]:
+def header_fields(line: bytes) -> list[str]:
     return [f.strip() for f in line.decode("utf-8", "replace").split(",")]
 
 
-def _header_lines(path: str) -> list[bytes]:
-    """The distinct header lines, in order: the first line and any later one naming utilization.gpu."""
+def base_names(fields: list[str]) -> list[str]:
+    """Header fields without their `` [unit]``: ``memory.used [MiB]`` -> ``memory.used``."""
+    return [re.sub(r"\s*\[[^\]]*\]$", "", f) for f in fields]
+
+
+def header_line(path: str) -> bytes | None:
+    """The log's first non-blank line (its header), stripped; None for an empty file."""
+    with _open_lines(path) as lines:
+        return next((ln.strip() for ln in lines if ln.strip()), None)
+
+
+def _header_lines(path: str, marker: bytes = GPU_MARKER) -> list[bytes]:
+    """The distinct header lines, in order: the first line and any later one holding ``marker``."""
     with _open_lines(path) as lines:
         first = next((ln.strip() for ln in lines if ln.strip()), None)
         headers = [first] if first else []
         while chunk := lines.read(1 << 23):
             chunk += lines.readline()  # whole lines only; found by a byte search, not line by line
-            hit = chunk.find(b"utilization.gpu")
+            hit = chunk.find(marker)
             while hit >= 0:
                 end = chunk.find(b"\n", hit)
                 end = len(chunk) if end < 0 else end
                 line = chunk[chunk.rfind(b"\n", 0, hit) + 1:end].strip()
                 headers += [line] if line not in headers else []
-                hit = chunk.find(b"utilization.gpu", end)
+                hit = chunk.find(marker, end)
     return headers
 
 
-def _segments(source: str, path: str, tmp_dir: str) -> list[tuple[str, list[str]]]:
-    """(csv file, header fields) per distinct header; a log whose header changes is split."""
-    headers = _header_lines(path)
+def split_by_header(source: str, path: str, tmp_dir: str, marker: bytes = GPU_MARKER) -> list[tuple[str, list[str]]]:
+    """(csv file, header fields) per distinct header; a log whose header changes is split.
+
+    ``marker`` is a column name every header holds (and no data line): it finds repeated headers.
+    """
+    headers = _header_lines(path, marker)
     if not headers:
         raise IngestError(f"{source}: file {path} is empty (expected an nvidia-smi --format=csv header)")
     if len(headers) == 1:
-        return [(path, _fields(headers[0]))]
+        return [(path, header_fields(headers[0]))]
     log.info("%s: file %s changes its header %d times; reading it in parts", source, path, len(headers) - 1)
     segments: list[tuple[str, list[str]]] = []
     out = None
     with _open_lines(path) as lines:
         for number, line in enumerate(ln for ln in lines if ln.strip()):
-            is_header = number == 0 or b"utilization.gpu" in line
-            if is_header and (not segments or _fields(line) != segments[-1][1]):
+            is_header = number == 0 or marker in line
+            if is_header and (not segments or header_fields(line) != segments[-1][1]):
                 if out:
                     out.close()
-                segments.append((os.path.join(tmp_dir, f"part{len(segments)}.csv"), _fields(line)))
+                segments.append((os.path.join(tmp_dir, f"part{len(segments)}.csv"), header_fields(line)))
                 out = open(segments[-1][0], "wb")
             out.write(line.rstrip(b"\r\n") + b"\n")
     out.close()
@@ -107,7 +127,7 @@ def _segments(source: str, path: str, tmp_dir: str) -> list[tuple[str, list[str]
 
 def _column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
     """Role -> position in the header; an error naming the file and the missing column."""
-    bases = [re.sub(r"\s*\[[^\]]*\]$", "", f) for f in fields]
+    bases = base_names(fields)
     cols: dict[str, int] = {}
     for role, names in COLUMNS.items():
         found = next((name for name in names if name in bases), None)
@@ -126,34 +146,39 @@ def _column_map(source: str, path: str, fields: list[str], host_column: str | No
     return cols
 
 
-def _value(i: int) -> str:
+def value_sql(i: int) -> str:
     """Field i as text, NULL for nvidia-smi's ``[N/A]``-style markers and empty fields."""
     v = f"trim(c{i})"
     return f"(CASE WHEN {v} IN ('', 'N/A') OR {v} LIKE '[%]' THEN NULL ELSE {v} END)"
 
 
-def _number(i: int) -> str:
-    return f"regexp_replace({_value(i)}, {_UNIT_SUFFIX}, '')"
+def number_sql(i: int) -> str:
+    return f"regexp_replace({value_sql(i)}, {_UNIT_SUFFIX}, '')"
 
 
 def _relation(csv_path: str, fields: list[str], cols: dict[str, int]) -> str:
-    """The log's data rows: headers and a partly written (padded) last line left out."""
+    return data_rows(csv_path, fields, cols["util"])
+
+
+def data_rows(csv_path: str, fields: list[str], header_column: int) -> str:
+    """The log's data rows (c0, c1, … as text): repeated headers (``header_column`` holding its own
+    name) and a partly written (padded) last line left out."""
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(fields)))
     return (f"(SELECT * FROM read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
             f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
             f"strict_mode = false, nullstr = '\x01') WHERE c{len(fields) - 1} IS NOT NULL "
-            f"AND trim(c{cols['util']}) <> {sql_literal(fields[cols['util']])})")
+            f"AND trim(c{header_column}) <> {sql_literal(fields[header_column])})")
 
 
 def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str) -> str:
     def text(role: str) -> str:
-        return _value(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+        return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
     host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
     uuid_expr = f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('index')})"
-    items = [f"timezone('UTC', strptime({_value(cols['ts'])}, {TIMESTAMP_FORMAT})) AS ts",
+    items = [f"timezone('UTC', strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT})) AS ts",
              f"{uuid_expr} AS gpu_uuid", f"{text('index')} AS gpu_index", f"{text('name')} AS name",
              f"{host_expr} AS host", f"{text('mig')} AS mig_mode"]
-    items += [f"CAST({_number(cols[role]) if role in cols else 'NULL'} AS DOUBLE) AS {name}"
+    items += [f"CAST({number_sql(cols[role]) if role in cols else 'NULL'} AS DOUBLE) AS {name}"
               for role, name in NUMERIC.items()]
     return f"SELECT {', '.join(items)} FROM {_relation(csv_path, fields, cols)}"
 
@@ -162,8 +187,8 @@ def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: lis
     """After a failed parse, the column and first value that is neither a number/time nor N/A."""
     for csv_path, fields, cols in parts:
         relation = _relation(csv_path, fields, cols)
-        checks = {"ts": f"{_value(cols['ts'])} IS NOT NULL AND try_strptime({_value(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL"}
-        checks |= {role: f"{_value(cols[role])} IS NOT NULL AND TRY_CAST({_number(cols[role])} AS DOUBLE) IS NULL"
+        checks = {"ts": f"{value_sql(cols['ts'])} IS NOT NULL AND try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL"}
+        checks |= {role: f"{value_sql(cols[role])} IS NOT NULL AND TRY_CAST({number_sql(cols[role])} AS DOUBLE) IS NULL"
                    for role in NUMERIC if role in cols}
         for role, bad in checks.items():
             value = con.execute(f"SELECT any_value(trim(c{cols[role]})) FROM {relation} WHERE {bad}").fetchall()[0][0]
@@ -173,33 +198,42 @@ def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: lis
     return None
 
 
-def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-                host_column: str | None) -> dict[str, Any]:
-    """Write the log's samples to ``out_path``; returns the days (slice values) and last sample time."""
+def write_samples(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path, samples_sql: str,
+                  diagnose: Callable[[], str | None]) -> tuple[dict[str, Any], int]:
+    """Write the rows of ``samples_sql`` (one ``ts`` column) to ``out_path``; returns ({days (slice
+    values), last sample time}, row count). A failure is one sentence from ``diagnose`` if it can."""
     tmp_out = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")
-    with tempfile.TemporaryDirectory(prefix="nvsmi-") as tmp_dir:
-        parts = [(csv_path, fields, _column_map(source, path, fields, host_column))
-                 for csv_path, fields in _segments(source, path, tmp_dir)]
-        union = " UNION ALL ".join(_segment_select(p, f, c, file_host(path)) for p, f, c in parts)
+    try:
+        con.execute(f"COPY (SELECT * FROM ({samples_sql}) WHERE ts IS NOT NULL) TO {sql_literal(str(tmp_out))} "
+                    f"(FORMAT parquet)")
+    except duckdb.Error as exc:
+        tmp_out.unlink(missing_ok=True)
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         try:
-            con.execute(f"COPY (SELECT * FROM ({union}) WHERE ts IS NOT NULL) TO {sql_literal(str(tmp_out))} (FORMAT parquet)")
-        except duckdb.Error as exc:
-            tmp_out.unlink(missing_ok=True)
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            try:
-                explained = _diagnose(con, source, path, parts)
-            except duckdb.Error:  # unreadable as text at all (e.g. not UTF-8): report the first error
-                explained = None
-            raise IngestError(explained or f"{source}: file {path} can not be read as an nvidia-smi CSV "
-                              f"log: {first_line}") from None
+            explained = diagnose()
+        except duckdb.Error:  # unreadable as text at all (e.g. not UTF-8): report the first error
+            explained = None
+        raise IngestError(explained or f"{source}: file {path} can not be read as an nvidia-smi CSV "
+                          f"log: {first_line}") from None
     days, last, rows = con.execute(
         f"SELECT list(DISTINCT CAST(date_trunc('day', ts) AS VARCHAR)), "
         f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})").fetchall()[0]
     os.replace(tmp_out, out_path)
+    log.info("%s: parsed %s: %d samples over %d day(s)", source, path, rows, len(days or []))
+    return {"days": sorted(days or []), "last": last}, rows
+
+
+def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
+                host_column: str | None) -> dict[str, Any]:
+    """Write the log's samples to ``out_path``; returns the days (slice values) and last sample time."""
+    with tempfile.TemporaryDirectory(prefix="nvsmi-") as tmp_dir:
+        parts = [(csv_path, fields, _column_map(source, path, fields, host_column))
+                 for csv_path, fields in split_by_header(source, path, tmp_dir)]
+        union = " UNION ALL ".join(_segment_select(p, f, c, file_host(path)) for p, f, c in parts)
+        parsed, rows = write_samples(con, source, path, out_path, union, lambda: _diagnose(con, source, path, parts))
     if not rows:
         log.warning("%s: file %s holds a header but no samples yet", source, path)
-    log.info("%s: parsed %s: %d samples over %d day(s)", source, path, rows, len(days or []))
-    return {"days": sorted(days or []), "last": last}
+    return parsed
 
 
 def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
@@ -218,8 +252,16 @@ def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: li
     return metrics_store.rollup_sql(con, samples, source=source, run_id=run_id, resource_map=resource_map)
 
 
-def _sample_path(folder: Path, path: str) -> Path:
-    return folder / f"{hashlib.sha1(path.encode()).hexdigest()}.parquet"
+GPU = "query-gpu"  # the kind of a --query-gpu log in the source's state
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    return entry.get("kind", GPU)  # state saved before compute-apps logs were read has no kind
+
+
+def _sample_path(folder: Path, path: str, kind: str = GPU) -> Path:
+    name = f"{hashlib.sha1(path.encode()).hexdigest()}.parquet"
+    return folder / name if kind == GPU else folder / kind / name
 
 
 class NvidiaSmiCsv:
@@ -234,40 +276,55 @@ class NvidiaSmiCsv:
         default_schedule="*/15 * * * *",
         required_keys=("path",),
         optional_keys=("resource_map", "host_column"),
-        description="nvidia-smi --query-gpu CSV logs (as written by -l N), rolled up hourly per GPU",
+        description="nvidia-smi --query-gpu CSV logs (as written by -l N), rolled up hourly per GPU; "
+                    "--query-compute-apps logs among them, hourly per process into gpu_processes_hourly",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
+        from ingest import nvidia_smi_apps as apps  # imported here: it builds on this module's parsing helpers
+
         previous: dict[str, Any] = ctx.state.get("files", {})
         files = expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
         if not files:
             raise IngestError(f"{ctx.source}: no file matches path {ctx.options['path']!r}")
         changed, removed = changed_files(files, previous)
         folder = metrics_store.samples_dir(ctx)  # a log whose samples file went missing is read again
-        changed += [p for p in files if p in previous and p not in changed and not _sample_path(folder, p).exists()]
+        changed += [p for p in files if p in previous and p not in changed
+                    and not _sample_path(folder, p, _kind(previous[p])).exists()]
         if not changed and not removed:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
                                skipped_reason="no new or changed files")
         resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
+        host_column = ctx.options.get("host_column")
         entries = {path: previous[path] for path in files if path in previous}
-        affected: set[str] = set()
+        affected: dict[str, set[str]] = {GPU: set(), apps.KIND: set()}  # log kind -> days to roll up again
         for path in changed:
             fp = fingerprint(path)  # before reading: a log growing meanwhile is read again next run
-            affected |= set(previous.get(path, {}).get("days", []))
-            parsed = _parse_file(ctx.con, ctx.source, path, _sample_path(folder, path), ctx.options.get("host_column"))
-            entries[path] = {"fp": fp, **parsed}
-            affected |= set(parsed["days"])
+            old = previous.get(path, {})
+            affected[_kind(old)] |= set(old.get("days", []))
+            kind = apps.KIND if apps.is_apps_log(path) else GPU
+            parse = apps.parse_file if kind == apps.KIND else _parse_file
+            parsed = parse(ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column)
+            if kind != _kind(old):
+                _sample_path(folder, path, _kind(old)).unlink(missing_ok=True)
+            entries[path] = {"fp": fp, "kind": kind, **parsed}
+            affected[kind] |= set(parsed["days"])
         for path in removed:
-            affected |= set(previous[path].get("days", []))
-            _sample_path(folder, path).unlink(missing_ok=True)
+            affected[_kind(previous[path])] |= set(previous[path].get("days", []))
+            _sample_path(folder, path, _kind(previous[path])).unlink(missing_ok=True)
         watermark = max((e["last"] for e in entries.values() if e.get("last")), default=None)
         state = {"files": entries, "watermark": watermark}
-        if not affected:
-            return FetchResult([], state, watermark=watermark)
-        sample_files = [str(_sample_path(folder, p)) for p, e in sorted(entries.items()) if affected & set(e["days"])]
-        days = sorted(affected)
-        sql = rollup_sql(ctx.con, sample_files, days, ctx.source, ctx.run_id, resource_map)
-        return FetchResult([Batch(table="gpu_metrics_hourly", data=sql, slices=days)], state, watermark=watermark)
+        rollups = {GPU: ("gpu_metrics_hourly", rollup_sql), apps.KIND: (apps.TABLE, apps.rollup_sql)}
+        batches = []
+        for kind, (table, rollup) in rollups.items():
+            if not affected[kind]:
+                continue
+            days = sorted(affected[kind])
+            sample_files = [str(_sample_path(folder, p, kind)) for p, e in sorted(entries.items())
+                            if _kind(e) == kind and affected[kind] & set(e["days"])]
+            sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id, resource_map)
+            batches.append(Batch(table=table, data=sql, slices=days))
+        return FetchResult(batches, state, watermark=watermark)
 
 
 INGESTORS = [NvidiaSmiCsv]

@@ -55,6 +55,8 @@ def test_money_is_exact_decimal(warehouse):
     ("gpu_metrics_hourly", ["hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_id", "team",
                             "util_mean", "util_p95", "util_max", "mem_used_max_mib", "mem_total_mib",
                             "sm_active_mean", "tensor_active_mean", "power_mean_w", "samples"]),
+    ("gpu_processes_hourly", ["hour", "gpu_uuid", "host", "pid", "process_name", "mem_used_max_mib",
+                              "mem_used_mean_mib", "samples", "resource_id", "team", "source", "ingest_run_id"]),
     ("decisions", ["recommendation_id", "decision", "reason", "actor", "decided_at"]),
     ("ingest_runs", ["run_id", "source", "started_at", "finished_at", "status", "rows", "watermark", "error"]),
     ("recommendations", ["id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -138,6 +138,14 @@ GPU_METRICS_HOURLY = pa.schema([
     ("source", pa.string()), ("ingest_run_id", pa.string()),
 ])
 
+# Per-process GPU memory (nvidia-smi --query-compute-apps), hourly per (host, gpu_uuid, pid, process_name).
+GPU_PROCESSES_HOURLY = pa.schema([
+    ("hour", UTC_TS), ("gpu_uuid", pa.string()), ("host", pa.string()), ("pid", pa.int32()),
+    ("process_name", pa.string()), ("mem_used_max_mib", pa.float64()), ("mem_used_mean_mib", pa.float64()),
+    ("samples", pa.int32()), ("resource_id", pa.string()), ("team", pa.string()),
+    ("source", pa.string()), ("ingest_run_id", pa.string()),
+])
+
 RECOMMENDATIONS = pa.schema([
     ("id", pa.string()), ("kind", pa.string()), ("team", pa.string()), ("provider", pa.string()),
     ("resource_id", pa.string()), ("workload", pa.string()),
@@ -194,6 +202,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("ingest_runs", INGEST_RUNS),
     Table("ingest_state", INGEST_STATE),
     Table("spot_interruption_bands", SPOT_INTERRUPTION_BANDS),
+    Table("gpu_processes_hourly", GPU_PROCESSES_HOURLY),
 )}
 
 
@@ -235,6 +244,10 @@ def _migration_2() -> list[str]:
     return [create_table_sql(TABLES["spot_interruption_bands"])]
 
 
+def _migration_3() -> list[str]:
+    return [create_table_sql(TABLES["gpu_processes_hourly"])]
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1, _migration_2]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -1,0 +1,155 @@
+"""Per-process GPU memory from ``nvidia-smi --query-compute-apps=… --format=csv -l N`` logs.
+
+Part of the ``nvidia_smi_csv`` source: a log among the files its ``path`` glob matches whose header
+names ``pid`` and ``used_gpu_memory`` (or ``used_memory``) is a compute-apps log. It is read with the
+``--query-gpu`` log's quirk handling (units in headers and values, ``[N/A]``-style markers as NULL,
+the header repeated or changed when nvidia-smi restarts, a partly written last line skipped,
+timestamps read as UTC, the host from the ``host`` column or the file's name) into a Parquet file of
+samples at ``<warehouse dir>/samples/<source>/compute-apps/<sha1 of the log's path>.parquet``.
+
+Those samples roll up into ``gpu_processes_hourly``: one row per hour, host, GPU, pid and process
+name with the largest and mean used memory (MiB) and the number of samples the process was seen in
+(a sample logged twice counts once; the mean leaves out ``[N/A]`` readings). Rows are attributed to
+a billed resource and team exactly as the host's GPU rows are (``metrics_store.attributed_sql``).
+A log holding only its header (no process was running) is valid and adds no rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ingest import metrics_store
+from ingest.files import sql_literal
+from ingest.nvidia_smi_csv import (TIMESTAMP_FORMAT, base_names, data_rows, file_host, header_fields, header_line,
+                                   number_sql, split_by_header, value_sql, write_samples)
+from ingest.registry import IngestError
+from warehouse.schema import sql_type
+
+log = logging.getLogger(__name__)
+
+KIND = "compute-apps"            # the log's kind in the source's state, and its samples' sub-folder
+TABLE = "gpu_processes_hourly"
+MEMORY_COLUMNS = ("used_gpu_memory", "used_memory")
+# Role -> accepted header names (without their " [unit]"), first present wins.
+COLUMNS = {
+    "ts": ("timestamp",), "uuid": ("gpu_uuid",), "bus_id": ("gpu_bus_id",), "pid": ("pid",),
+    "process": ("process_name",), "mem": MEMORY_COLUMNS, "host": ("host", "hostname"),
+}
+
+
+def is_apps_header(fields: list[str]) -> bool:
+    bases = base_names(fields)
+    return "pid" in bases and any(name in bases for name in MEMORY_COLUMNS)
+
+
+def is_apps_log(path: str) -> bool:
+    """Whether the log at ``path`` is a ``--query-compute-apps`` log, by its header."""
+    header = header_line(path)
+    return header is not None and is_apps_header(header_fields(header))
+
+
+def _column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
+    bases = base_names(fields)
+    cols = {role: bases.index(found) for role, names in COLUMNS.items()
+            if (found := next((name for name in names if name in bases), None)) is not None}
+    if host_column:
+        if host_column not in bases:
+            raise IngestError(f"{source}: file {path} has no column {host_column!r} (the configured host_column)")
+        cols["host"] = bases.index(host_column)
+    missing = [names[0] for role, names in COLUMNS.items() if role in ("ts", "pid", "mem") and role not in cols]
+    if missing:
+        raise IngestError(f"{source}: file {path} has no {' or '.join(missing)} column (nvidia-smi "
+                          f"--query-compute-apps must include timestamp, gpu_uuid, pid and used_gpu_memory)")
+    if "uuid" not in cols and "bus_id" not in cols:
+        raise IngestError(f"{source}: file {path} has no gpu_uuid column (nor gpu_bus_id) to identify the GPU")
+    return cols
+
+
+def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str) -> str:
+    def text(role: str) -> str:
+        return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+    host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
+    items = [f"timezone('UTC', strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT})) AS ts",
+             f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('bus_id')}) AS gpu_uuid",
+             f"{host_expr} AS host", f"CAST({text('pid')} AS INTEGER) AS pid", f"{text('process')} AS process_name",
+             f"CAST({number_sql(cols['mem'])} AS DOUBLE) AS mem_used_mib"]
+    return f"SELECT {', '.join(items)} FROM {data_rows(csv_path, fields, cols['pid'])}"
+
+
+def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str,
+              parts: list[tuple[str, list[str], dict]]) -> str | None:
+    """After a failed parse, the column and first value that is not a time, pid or memory figure."""
+    for csv_path, fields, cols in parts:
+        relation = data_rows(csv_path, fields, cols["pid"])
+        checks = {
+            "ts": (f"try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL",
+                   "a time (YYYY/MM/DD HH:MM:SS.mmm)"),
+            "pid": (f"TRY_CAST({value_sql(cols['pid'])} AS INTEGER) IS NULL", "a process id or an N/A marker"),
+            "mem": (f"TRY_CAST({number_sql(cols['mem'])} AS DOUBLE) IS NULL", "a number or an N/A marker"),
+        }
+        for role, (bad, kind) in checks.items():
+            value = con.execute(f"SELECT any_value(trim(c{cols[role]})) FROM {relation} "
+                                f"WHERE {value_sql(cols[role])} IS NOT NULL AND {bad}").fetchall()[0][0]
+            if value is not None:
+                return f"{source}: file {path}: column {fields[cols[role]]!r} has value {value!r}, which is not {kind}"
+    return None
+
+
+def parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
+               host_column: str | None) -> dict[str, Any]:
+    """Write the compute-apps log's samples to ``out_path``; returns the days (slice values) and last time."""
+    header = header_line(path) or b""
+    marker = next(name.encode() for name in MEMORY_COLUMNS if name.encode() in header)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nvsmi-apps-") as tmp_dir:
+        parts = [(csv_path, fields, _column_map(source, path, fields, host_column))
+                 for csv_path, fields in split_by_header(source, path, tmp_dir, marker)]
+        union = " UNION ALL ".join(_segment_select(p, f, c, file_host(path)) for p, f, c in parts)
+        parsed, rows = write_samples(con, source, path, out_path, union, lambda: _diagnose(con, source, path, parts))
+    if not rows:
+        log.info("%s: file %s lists no GPU processes (idle)", source, path)
+    return parsed
+
+
+def _attribution_samples(processes: str) -> str:
+    """One empty sample (SAMPLE_SCHEMA, every figure NULL, the host as its GPU) per hour and host of
+    the process rows, so the GPU rollup's own attribution resolves their resource and team."""
+    given = {"ts": "hour", "gpu_uuid": "host", "host": "host"}
+    columns = ", ".join(f"{given[f.name]} AS {f.name}" if f.name in given
+                        else f"CAST(NULL AS {sql_type(f)}) AS {f.name}" for f in metrics_store.SAMPLE_SCHEMA)
+    return f"(SELECT {columns} FROM (SELECT DISTINCT hour, host FROM {processes}))"
+
+
+def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
+               run_id: str, resource_map: dict[str, str]) -> str:
+    """Hourly rows of gpu_processes_hourly for ``days`` from the sample files, attributed to billing.
+
+    The hourly figures are computed here into a temporary table of this connection; the returned
+    SELECT attributes them inside the load's transaction.
+    """
+    if not sample_files:
+        return f"SELECT * FROM {TABLE} WHERE false"
+    parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
+    day_list = ", ".join(sql_literal(d) for d in days)
+    table = f"_gpufinops_processes_{run_id}"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {table} AS
+WITH per_ts AS (
+  SELECT ts, host, gpu_uuid, pid, process_name, max(mem_used_mib) AS mem_used_mib FROM {parquet}
+  WHERE gpu_uuid IS NOT NULL AND CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list})
+  GROUP BY ts, host, gpu_uuid, pid, process_name
+)
+SELECT date_trunc('hour', ts) AS hour, host, gpu_uuid, pid, process_name, max(mem_used_mib) AS mem_used_max_mib,
+       {metrics_store.MEAN.format("avg(mem_used_mib)")} AS mem_used_mean_mib, count(*) AS samples
+FROM per_ts GROUP BY 1, 2, 3, 4, 5""")
+    hourly = metrics_store.hourly_sql(_attribution_samples(table), deduplicate=False)
+    attributed = metrics_store.attributed_sql(hourly, source=source, run_id=run_id, resource_map=resource_map,
+                                              namespace_teams={}, models=[], provider_ids=[])
+    return f"""SELECT p.hour, p.gpu_uuid, p.host, p.pid, p.process_name, p.mem_used_max_mib, p.mem_used_mean_mib,
+       CAST(p.samples AS INTEGER) AS samples, a.resource_id, a.team,
+       {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
+FROM {table} p LEFT JOIN ({attributed}) a ON a.hour = p.hour AND a.host = p.host"""
