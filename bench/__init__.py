@@ -1,0 +1,1 @@
+"""Benchmarks: figures (rows/s, seconds, peak RSS) for the heavy paths, run by `make bench`."""
