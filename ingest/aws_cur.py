@@ -205,6 +205,7 @@ class AwsCur:
         default_schedule="30 */6 * * *",
         required_keys=(),
         optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts"),
+        time_range=True,
         description="AWS CUR 2.0, legacy CUR and FOCUS exports via their manifests (S3 bucket or local directory)",
     )
 

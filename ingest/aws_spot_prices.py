@@ -106,6 +106,7 @@ class AwsSpotPrices:
         default_schedule="0 * * * *",
         required_keys=("regions",),
         optional_keys=("instance_types", "endpoint_url", "max_attempts"),
+        time_range=True,
         description="EC2 spot price history (Linux/UNIX) of GPU instance types",
     )
 

@@ -141,6 +141,7 @@ class FocusFiles:
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         required_keys=("path",),
+        time_range=True,
         description="FOCUS 1.0–1.2 CSV or Parquet cost exports (local paths and globs)",
     )
 

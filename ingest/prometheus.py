@@ -199,6 +199,7 @@ class Prometheus:
         required_keys=("url",),
         optional_keys=("resource_label", "resource_map", "namespace_teams", "provider_id_label", "selector",
                        "lookback_hours", "backfill_days", "timeout_s", "retries"),
+        time_range=True,
         description="DCGM / nvidia_smi GPU metrics from a Prometheus server, hourly aggregation pushed down",
     )
 

@@ -35,6 +35,7 @@ class IngestorMeta:
     required_keys: tuple[str, ...]  # config keys the source must set
     optional_keys: tuple[str, ...] = ()
     description: str = ""
+    time_range: bool = False        # honours --since/--until (others load incrementally regardless)
 
 
 @dataclass

@@ -141,6 +141,9 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
     meta = ingestor_cls.meta
     run_id = uuid.uuid4().hex
     secrets = secrets or []
+    if (since or until) and not meta.time_range:
+        log.warning("%s: source type %s has no time range: --since/--until ignored, loading what is new", source,
+                    source_type)
     with db.writer(Path(warehouse_path), memory_limit=memory_limit) as con:
         _close_interrupted_runs(con, source)
         con.execute("INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows) "
