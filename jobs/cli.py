@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"gpufinops: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -121,6 +122,7 @@ def _print_summary(out, fleet, totals, recs, report, planted, config_path) -> No
     later = sorted({p["kind"] for p in planted} - {"idle_gpu"})
     if later:
         print(f"  also planted, for the models still to come: {', '.join(later)}", file=out)
-    print(f"\nNext:\n  gpufinops --config {config_path} recommend\n"
-          f"  gpufinops --config {config_path} sql \"SELECT * FROM ingest_runs\"\n"
-          f"  gpufinops --config {config_path} dashboard     (or: make dashboard)", file=out)
+    exe = os.path.relpath(sys.argv[0]) if Path(sys.argv[0]).name == "gpufinops" else "gpufinops"
+    print(f"\nNext:\n  {exe} --config {config_path} recommend\n"
+          f"  {exe} --config {config_path} sql \"SELECT * FROM ingest_runs\"\n"
+          f"  {exe} --config {config_path} dashboard     (or: make dashboard)", file=out)
