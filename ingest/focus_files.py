@@ -82,7 +82,7 @@ def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...]) -> st
             items.append(f'CAST("{name}" AS {sql_type}) AS "{name}"')
         else:
             items.append(f'CAST(NULL AS {sql_type}) AS "{name}"')
-    instance_type = (f'CAST("x_InstanceType" AS VARCHAR)' if "x_InstanceType" in present else
+    instance_type = ('CAST("x_InstanceType" AS VARCHAR)' if "x_InstanceType" in present else
                      f"NULLIF(regexp_extract(\"ChargeDescription\", {sql_literal(INSTANCE_TYPE_PATTERN)}, 1), '')")
     items.append(f"{instance_type} AS x_InstanceType")
     items.append(('CAST("x_GpuModel" AS VARCHAR)' if "x_GpuModel" in present else "CAST(NULL AS VARCHAR)") + " AS x_GpuModel")

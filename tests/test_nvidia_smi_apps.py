@@ -6,7 +6,6 @@ ingestor's output.
 
 from __future__ import annotations
 
-import csv
 import random
 import shutil
 import statistics
@@ -20,6 +19,7 @@ from ingest.nvidia_smi_csv import NvidiaSmiCsv
 from ingest.registry import Registry
 from ingest.runner import run_source
 from tests.conftest import table_digest
+from tests.test_nvidia_smi_csv import number, parse_ts, read_log  # the same independent log reading
 from warehouse import db
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
@@ -32,29 +32,11 @@ IDLE = [p for p in APPS_CAPTURES if "__idle__" in p.name]
 H100_APPS = CAPTURE_DIR / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01__load__query-compute-apps.csv"
 H100_GPU = DATA / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01__load__query-gpu.csv"
 MEMORY = "used_gpu_memory [MiB]"
-NA_MARKERS = ("[N/A]", "N/A", "[Not Supported]")
 TABLES = ("gpu_metrics_hourly", "gpu_processes_hourly")
 
 
 
 # ---------- helpers -------------------------------------------------------------------------------
-
-def read_log(path: Path) -> list[dict[str, str]]:
-    """The data rows of an nvidia-smi CSV log, keyed by header name (independent of the ingestor)."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f, skipinitialspace=True))
-    header = rows[0]
-    return [dict(zip(header, r)) for r in rows[1:] if r and r != header]
-
-
-def number(text: str) -> float | None:
-    text = text.strip()
-    return None if text in NA_MARKERS else float(text.split()[0])
-
-
-def parse_ts(text: str) -> datetime:
-    return datetime.strptime(text.strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
-
 
 def hour_of(ts: datetime) -> datetime:
     return ts.replace(minute=0, second=0, microsecond=0)
