@@ -27,9 +27,14 @@ class WarehouseBusy(RuntimeError):
     """The warehouse file stayed locked by another process for the whole retry window."""
 
 
+def _literal(text: str) -> str:
+    """A SQL string literal (SET takes no bound parameters)."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
 def _settings(con: duckdb.DuckDBPyConnection, path: Path, memory_limit: str, threads: int | None) -> None:
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute(f"SET memory_limit = {_literal(memory_limit)}")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
 
@@ -64,7 +69,7 @@ def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
     try:
         _settings(con, path, memory_limit, threads)
         tmp = path.parent / ".duckdb_tmp"
-        con.execute(f"SET temp_directory = '{tmp.as_posix()}'")
+        con.execute(f"SET temp_directory = {_literal(tmp.as_posix())}")
         migrate(con)
         reference.refresh_gpu_specs(con)
         yield con
