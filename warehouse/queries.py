@@ -68,6 +68,7 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
     columns are NULL where no metrics arrived for the hour: a gap is unknown, not idle.
     """
     where, params = _filters(team, start, end)
+    util_where, util_params = _filters(None, start, end, time_col="hour")  # only the window's metrics
     return _frame(con, f"""
         WITH cost AS (
             SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
@@ -85,12 +86,12 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
                    max(mem_used_max_mib) AS mem_used_max_mib, max(mem_total_mib) AS mem_total_mib,
                    avg(sm_active_mean) AS sm_active_mean, avg(tensor_active_mean) AS tensor_active_mean,
                    sum(power_mean_w) AS power_w, string_agg(DISTINCT team, ',' ORDER BY team) AS metric_teams
-            FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL GROUP BY 1, 2)
+            FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {util_where} GROUP BY 1, 2)
         SELECT cost.*, util.gpus_reporting, util.util_max, util.util_mean, util.util_p95,
                util.mem_used_max_mib, util.mem_total_mib, util.sm_active_mean, util.tensor_active_mean,
                util.power_w, util.metric_teams
         FROM cost LEFT JOIN util USING (resource_id, hour)
-        ORDER BY resource_id, hour""", params)
+        ORDER BY resource_id, hour""", params + util_params)
 
 
 def unattributed_gpu_hours(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
