@@ -10,6 +10,9 @@ from warehouse import queries, store
 
 MODELS = {"idle_gpu": lambda con: idle.recommend(queries.gpu_resource_hours(con))}
 
+# Stored with each finding; bump a kind's version when its rules or fitted model change meaning.
+MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1"}
+
 
 def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None) -> list[Recommendation]:
     """Run the chosen models (default: all), store their recommendations, return them."""
@@ -20,5 +23,5 @@ def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None) -
     recs: list[Recommendation] = []
     for kind in chosen:
         recs.extend(MODELS[kind](con))
-    store.store_recommendations(con, recs, chosen)
+    store.store_recommendations(con, recs, chosen, MODEL_VERSIONS)
     return recs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -154,6 +154,9 @@ RECOMMENDATIONS = pa.schema([
     ("monthly_savings_usd", pa.decimal128(18, 2)), ("confidence", pa.float64()), ("risk", pa.string()),
     pa.field("evidence", pa.string(), metadata=JSON_META),
     ("created_at", UTC_TS), ("status", pa.string()),
+    # v4: which model version made the finding, and a fingerprint of what a decision was made on
+    # (a dismissed finding reopens only when this changes).
+    ("model_version", pa.string()), ("evidence_hash", pa.string()),
 ])
 
 DECISIONS = pa.schema([
@@ -181,6 +184,47 @@ SPOT_INTERRUPTION_BANDS = pa.schema([
     ("savings_pct", pa.int32()), ("source", pa.string()), ("updated_at", UTC_TS),
 ])
 
+# Cloud price catalogues as published, one row per SKU price tier and region (GCP Cloud Billing
+# Catalog, …). Prices stay in their own currency, exact; a SKU whose unit or currency is not
+# understood is kept with `flag` saying why, never silently converted.
+PRICE_CATALOG = pa.schema([
+    ("provider", pa.string()), ("service_id", pa.string()), ("sku_id", pa.string()),
+    ("description", pa.string()), ("resource_family", pa.string()), ("resource_group", pa.string()),
+    ("usage_type", pa.string()), ("region", pa.string()), ("gpu_model", pa.string()),
+    ("usage_unit", pa.string()), ("currency", pa.string()), ("start_usage_amount", pa.decimal128(38, 15)),
+    ("unit_price", pa.decimal128(38, 15)), ("effective_time", UTC_TS), ("flag", pa.string()),
+    ("source", pa.string()), ("ingest_run_id", pa.string()),
+])
+
+# A machine type's price over time (each row effective from `effective_from` until the next one):
+# on-demand, spot and commitment prices per provider, region and instance/machine type.
+PRICE_HISTORY = pa.schema([
+    ("provider", pa.string()), ("region", pa.string()), ("instance_type", pa.string()),
+    ("pricing", pa.string()),  # on_demand | spot | commit_1y | commit_3y
+    ("effective_from", UTC_TS), ("price", pa.decimal128(18, 8)), ("currency", pa.string()),
+    ("source", pa.string()), ("ingest_run_id", pa.string()),
+])
+
+# The weekly report: one row per (week, recipient) — sent once, even across re-runs and restarts.
+REPORT_DELIVERIES = pa.schema([
+    ("report", pa.string()), ("week", pa.string()), ("recipient", pa.string()), ("status", pa.string()),
+    ("attempts", pa.int32()), ("message_id", pa.string()), ("sent_at", UTC_TS), ("error", pa.string()),
+    ("updated_at", UTC_TS),
+])
+
+# Webhook pushes of new recommendations (signed, retried).
+WEBHOOK_DELIVERIES = pa.schema([
+    ("delivery_id", pa.string()), ("url", pa.string()), ("payload_sha256", pa.string()),
+    ("recommendation_ids", pa.string()), ("status", pa.string()), ("attempts", pa.int32()),
+    ("last_attempt_at", UTC_TS), ("http_status", pa.int32()), ("error", pa.string()),
+])
+
+# Non-ingest jobs the daemon runs (recommend, report, feed push): the same ledger shape as ingest_runs.
+JOB_RUNS = pa.schema([
+    ("run_id", pa.string()), ("job", pa.string()), ("started_at", UTC_TS), ("finished_at", UTC_TS),
+    ("status", pa.string()), ("error", pa.string()),
+])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -203,6 +247,11 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("ingest_state", INGEST_STATE),
     Table("spot_interruption_bands", SPOT_INTERRUPTION_BANDS),
     Table("gpu_processes_hourly", GPU_PROCESSES_HOURLY),
+    Table("price_catalog", PRICE_CATALOG),
+    Table("price_history", PRICE_HISTORY),
+    Table("report_deliveries", REPORT_DELIVERIES),
+    Table("webhook_deliveries", WEBHOOK_DELIVERIES),
+    Table("job_runs", JOB_RUNS),
 )}
 
 
@@ -248,6 +297,15 @@ def _migration_3() -> list[str]:
     return [create_table_sql(TABLES["gpu_processes_hourly"])]
 
 
+def _migration_4() -> list[str]:
+    # Migration 1 creates `recommendations` from the live schema, so on a fresh warehouse the new
+    # columns exist already: IF NOT EXISTS makes this a no-op there and an upgrade elsewhere.
+    new_cols = [f for f in RECOMMENDATIONS if f.name in ("model_version", "evidence_hash")]
+    return ([f'ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in new_cols]
+            + [create_table_sql(TABLES[name]) for name in
+               ("price_catalog", "price_history", "report_deliveries", "webhook_deliveries", "job_runs")])
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -2,39 +2,67 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import duckdb
 
 
-def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], kinds: Iterable[str]) -> int:
+def evidence_fingerprint(rec: dict[str, Any]) -> str:
+    """What a decision was made on: the proposal (without its prices) and the order of magnitude of
+    the savings. A dismissed finding reopens when this changes (the proposal moved, or the savings
+    at least doubled or halved), not on every run's small drift in the numbers."""
+    proposed = {k: v for k, v in (rec.get("proposed") or {}).items() if "cost" not in k and "usd" not in k}
+    savings = float(rec.get("monthly_savings_usd") or 0)
+    bucket = math.floor(math.log2(savings)) if savings >= 1 else 0
+    text = json.dumps([rec.get("kind"), rec.get("resource_id"), rec.get("workload"), proposed, bucket],
+                      sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+_COLUMNS = ("id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
+            "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status",
+            "model_version", "evidence_hash")
+
+
+def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], kinds: Iterable[str],
+                          model_versions: dict[str, str] | None = None) -> int:
     """Replace the open recommendations of ``kinds`` with this run's, in one transaction.
 
-    A finding someone already decided on keeps its status (the id is stable across runs); an open
+    A finding someone already decided on keeps its status (the id is stable across runs) and is
+    refreshed in place; a dismissed one reopens when its evidence fingerprint changes. An open
     finding the models no longer make disappears.
     """
     rows = [{**r.to_dict(), "monthly_savings_usd": r.monthly_savings_usd} for r in recs]  # Decimal kept exact
+    versions = model_versions or {}
     kinds = list(kinds)
     con.execute("BEGIN TRANSACTION")
     try:
-        decided = dict(con.execute(
-            "SELECT id, status FROM recommendations WHERE status <> 'open'").fetchall())
+        decided = {rid: (status, fp) for rid, status, fp in con.execute(
+            "SELECT id, status, evidence_hash FROM recommendations WHERE status <> 'open'").fetchall()}
         con.execute("DELETE FROM recommendations WHERE kind IN (SELECT unnest(?::VARCHAR[])) AND status = 'open'",
                     [kinds])
         for row in rows:
-            status = decided.get(row["id"], "open")
-            if status != "open":
+            fingerprint = evidence_fingerprint(row)
+            status, old_fp = decided.get(row["id"], ("open", None))
+            if status == "dismissed" and old_fp is not None and old_fp != fingerprint:
+                status = "open"  # the evidence changed since it was dismissed: ask again
+            if row["id"] in decided:
                 con.execute("UPDATE recommendations SET monthly_savings_usd = ?, confidence = ?, evidence = ?, "
-                            "current = ?, proposed = ?, risk = ? WHERE id = ?",
+                            "current = ?, proposed = ?, risk = ?, status = ?, model_version = ?, "
+                            "evidence_hash = ? WHERE id = ?",
                             [row["monthly_savings_usd"], row["confidence"], json.dumps(row["evidence"]),
-                             json.dumps(row["current"]), json.dumps(row["proposed"]), row["risk"], row["id"]])
+                             json.dumps(row["current"]), json.dumps(row["proposed"]), row["risk"], status,
+                             versions.get(row["kind"]), fingerprint, row["id"]])
                 continue
-            con.execute("INSERT INTO recommendations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            con.execute(f"INSERT INTO recommendations ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", [
                 row["id"], row["kind"], row["team"], row["provider"], row["resource_id"], row["workload"],
                 json.dumps(row["current"]), json.dumps(row["proposed"]), row["monthly_savings_usd"],
-                row["confidence"], row["risk"], json.dumps(row["evidence"]), row["created_at"], "open"])
+                row["confidence"], row["risk"], json.dumps(row["evidence"]), row["created_at"], "open",
+                versions.get(row["kind"]), fingerprint])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

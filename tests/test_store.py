@@ -1,0 +1,72 @@
+"""Stored recommendations: decisions survive re-runs; a dismissed finding reopens only when its
+evidence changes; an older warehouse upgrades in place."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import duckdb
+
+from models.recommendation import Recommendation
+from warehouse import db, schema, store
+
+
+def rec(savings: str = "100.00", proposed_count: int = 4) -> Recommendation:
+    return Recommendation(id="gpu_count-abc", kind="gpu_count", team="vision", provider="aws",
+                          resource_id="i-1", workload="train", current={"gpu_count": 8},
+                          proposed={"gpu_count": proposed_count, "monthly_cost_usd": 50.0},
+                          monthly_savings_usd=Decimal(savings), confidence=0.9, risk="low", evidence={})
+
+
+def status_of(con) -> tuple[str, str | None]:
+    return con.execute("SELECT status, model_version FROM recommendations WHERE id = 'gpu_count-abc'").fetchall()[0]
+
+
+def test_dismissed_stays_dismissed_until_the_evidence_changes(warehouse):
+    with db.writer(warehouse) as con:
+        store.store_recommendations(con, [rec()], ["gpu_count"], {"gpu_count": "gpu_count/1"})
+        assert status_of(con) == ("open", "gpu_count/1")
+        con.execute("UPDATE recommendations SET status = 'dismissed'")
+        store.store_recommendations(con, [rec("112.40")], ["gpu_count"])  # small drift: still dismissed
+        assert status_of(con)[0] == "dismissed"
+        assert con.execute("SELECT monthly_savings_usd FROM recommendations").fetchall() == [(Decimal("112.40"),)]
+        store.store_recommendations(con, [rec("112.40", proposed_count=2)], ["gpu_count"])  # new proposal
+        assert status_of(con)[0] == "open"
+        con.execute("UPDATE recommendations SET status = 'dismissed'")
+        store.store_recommendations(con, [rec("260.00", proposed_count=2)], ["gpu_count"])  # savings doubled
+        assert status_of(con)[0] == "open"
+
+
+def test_accepted_stays_accepted_and_open_findings_no_longer_made_disappear(warehouse):
+    with db.writer(warehouse) as con:
+        store.store_recommendations(con, [rec()], ["gpu_count"])
+        con.execute("UPDATE recommendations SET status = 'accepted'")
+        store.store_recommendations(con, [rec("900.00", proposed_count=1)], ["gpu_count"])
+        assert status_of(con)[0] == "accepted"
+        con.execute("UPDATE recommendations SET status = 'open'")
+        store.store_recommendations(con, [], ["gpu_count"])
+        assert con.execute("SELECT count(*) FROM recommendations").fetchall() == [(0,)]
+
+
+def test_a_version_3_warehouse_upgrades_in_place(warehouse):
+    warehouse.parent.mkdir(parents=True)
+    con = duckdb.connect(str(warehouse))
+    con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
+    old_recs = schema.TABLES["recommendations"].schema
+    for i, migrate in enumerate(schema.MIGRATIONS[:3], start=1):
+        for statement in migrate():
+            if statement.startswith("CREATE TABLE IF NOT EXISTS recommendations"):
+                # the table as version 3 shipped it, without the v4 columns
+                cols = [f for f in old_recs if f.name not in ("model_version", "evidence_hash")]
+                statement = "CREATE TABLE recommendations (" + ", ".join(
+                    f'"{f.name}" {schema.sql_type(f)}' for f in cols) + ")"
+            con.execute(statement)
+        con.execute("INSERT INTO schema_version VALUES (?, now())", [i])
+    con.execute("INSERT INTO recommendations (id, kind, status) VALUES ('old', 'idle_gpu', 'dismissed')")
+    con.close()
+    with db.writer(warehouse) as con:
+        assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(schema.SCHEMA_VERSION,)]
+        assert con.execute("SELECT id, status, evidence_hash FROM recommendations").fetchall() == \
+            [("old", "dismissed", None)]
+        for table in ("price_catalog", "price_history", "report_deliveries", "webhook_deliveries", "job_runs"):
+            con.execute(f"SELECT count(*) FROM {table}").fetchall()
