@@ -20,7 +20,7 @@ from ingest.registry import Registry
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
 ENV_PREFIX = "GPUFINOPS_"
-TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs"}
+TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard"}
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
 

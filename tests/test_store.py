@@ -70,3 +70,20 @@ def test_a_version_3_warehouse_upgrades_in_place(warehouse):
             [("old", "dismissed", None)]
         for table in ("price_catalog", "price_history", "report_deliveries", "webhook_deliveries", "job_runs"):
             con.execute(f"SELECT count(*) FROM {table}").fetchall()
+
+
+def test_a_decision_is_recorded_with_who_and_why_and_scoped(warehouse):
+    import pytest
+    with db.writer(warehouse) as con:
+        store.store_recommendations(con, [rec()], ["gpu_count"])
+        with pytest.raises(store.UnknownRecommendation):  # outside the caller's teams: as if absent
+            store.record_decision(con, "gpu_count-abc", "accept", "ok", "lead@x", teams=["nlp"])
+        with pytest.raises(store.UnknownRecommendation):
+            store.record_decision(con, "nope", "accept", "ok", "lead@x")
+        with pytest.raises(ValueError):
+            store.record_decision(con, "gpu_count-abc", "maybe", "", "lead@x")
+        assert store.record_decision(con, "gpu_count-abc", "dismiss", "model retiring", "lead@x",
+                                     teams=["vision"]) == "dismissed"
+        assert status_of(con)[0] == "dismissed"
+        assert con.execute("SELECT recommendation_id, decision, reason, actor FROM decisions").fetchall() == \
+            [("gpu_count-abc", "dismiss", "model retiring", "lead@x")]

@@ -68,3 +68,36 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
         con.execute("ROLLBACK")
         raise
     return len(rows)
+
+
+DECISION_STATUS = {"accept": "accepted", "dismiss": "dismissed", "apply": "applied", "reopen": "open"}
+
+
+class UnknownRecommendation(LookupError):
+    pass
+
+
+def record_decision(con: duckdb.DuckDBPyConnection, recommendation_id: str, decision: str, reason: str | None,
+                    actor: str, *, teams: list[str] | None = None) -> str:
+    """Record who decided what on a recommendation, and set its status, in one transaction.
+
+    ``teams`` (None = every team) scopes the caller: a recommendation outside it is reported as
+    unknown, exactly like one that does not exist, so a scoped caller learns nothing of other teams.
+    Returns the new status.
+    """
+    if decision not in DECISION_STATUS:
+        raise ValueError(f"decision must be one of {', '.join(DECISION_STATUS)}, not {decision!r}")
+    status = DECISION_STATUS[decision]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        found = con.execute("SELECT team FROM recommendations WHERE id = ?", [recommendation_id]).fetchall()
+        if not found or (teams is not None and found[0][0] not in teams):
+            raise UnknownRecommendation(f"no recommendation {recommendation_id!r}")
+        con.execute("UPDATE recommendations SET status = ? WHERE id = ?", [status, recommendation_id])
+        con.execute("INSERT INTO decisions VALUES (?, ?, ?, ?, now())",
+                    [recommendation_id, decision, reason or "", actor])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return status
