@@ -192,6 +192,21 @@ def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[_File]) ->
     return None
 
 
+def _enrich(mapped: str, ctx: IngestContext) -> str:
+    """GPU model and count from the instance type (catalogue, else the family), plus source and run id."""
+    return (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model, fam.gpu_model) AS x_GpuModel, "
+            f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
+            f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+            f"FROM ({mapped}) u LEFT JOIN (SELECT instance_type, any_value(gpu_model) AS gpu_model, "
+            f"any_value(gpu_count) AS gpu_count FROM instance_types WHERE provider = 'aws' GROUP BY instance_type) it "
+            f"ON it.instance_type = u.x_InstanceType "
+            f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
+            f"ON fam.family = split_part(u.x_InstanceType, '.', 1)")
+
+
+ENGINES = ("local", "athena")
+
+
 class AwsCur:
     meta = IngestorMeta(
         name="aws_cur",
@@ -204,7 +219,10 @@ class AwsCur:
         lookback=timedelta(0),
         default_schedule="30 */6 * * *",
         required_keys=(),
-        optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts"),
+        optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts",
+                       # engine = "athena": the rollup runs in Athena (ingest/aws_athena.py)
+                       "engine", "database", "table", "workgroup", "output_location", "catalog",
+                       "lookback_months", "poll_interval_s", "query_timeout_s"),
         time_range=True,
         description="AWS CUR 2.0, legacy CUR and FOCUS exports via their manifests (S3 bucket or local directory)",
     )
@@ -221,6 +239,12 @@ class AwsCur:
         return S3Store(ctx.source, opts), str(opts.get("prefix", "")).strip("/")
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
+        engine = str(ctx.options.get("engine", "local"))
+        if engine not in ENGINES:
+            raise IngestError(f"{ctx.source}: engine {engine!r} is not one of {', '.join(ENGINES)}")
+        if engine == "athena":
+            from ingest import aws_athena
+            return aws_athena.fetch(ctx, lambda sql: _enrich(sql, ctx))
         fmt = str(ctx.options.get("format", "auto"))
         if fmt not in FORMATS:
             raise IngestError(f"{ctx.source}: format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -265,14 +289,7 @@ class AwsCur:
             slices |= periods | set(loaded.get(d.group, {}).get("slices", []))
             new_state[d.group] = {"fingerprint": d.fingerprint, "manifest": d.manifest.key, "slices": sorted(periods)}
         union = " UNION ALL BY NAME ".join(f"({_select(f, ctx.team_tag_keys)})" for f in files)
-        sql = (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model, fam.gpu_model) AS x_GpuModel, "
-               f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
-               f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-               f"FROM ({union}) u LEFT JOIN (SELECT instance_type, any_value(gpu_model) AS gpu_model, "
-               f"any_value(gpu_count) AS gpu_count FROM instance_types WHERE provider = 'aws' GROUP BY instance_type) it "
-               f"ON it.instance_type = u.x_InstanceType "
-               f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
-               f"ON fam.family = split_part(u.x_InstanceType, '.', 1)")
+        sql = _enrich(union, ctx)
         batch = Batch(table="cost_line_items", data=sql, slices=sorted(slices),
                       diagnose=lambda exc: diagnose(ctx.con, ctx.source, files))
         weakref.finalize(batch, shutil.rmtree, str(scratch), True)  # scratch lives until the load is done

@@ -187,8 +187,12 @@ def _case(column: str, mapping: dict[str, str], default: str) -> str:
     return f"CASE {column} {whens} ELSE {default} END"
 
 
-def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_keys: tuple[str, ...]) -> str:
-    """SELECT over one CUR file producing the cost_line_items columns (without x_Source / x_IngestRunId)."""
+def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_keys: tuple[str, ...],
+               only: tuple[str, ...] | None = None) -> str:
+    """SELECT over one CUR file producing the cost_line_items columns (without x_Source / x_IngestRunId).
+
+    ``only`` restricts the output to those columns (the push-down rollup needs a few, and must not
+    carry expressions the remote engine need not evaluate)."""
     _, names, tags = canonical_columns(columns)
     inner = [f"{_typed(names.get(name), kind, types)} AS {name}" for name, kind in FIELDS.items()]
     inner += [f"{_product(key, names, types)} AS p_{key}" for key in PRODUCT_ATTRIBUTES]
@@ -270,7 +274,7 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
     }
     items = []
     for field in schema.COST_LINE_ITEMS:
-        if field.name in ("x_Source", "x_IngestRunId"):
+        if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
             continue
         expr = outputs.get(field.name, "NULL")
         items.append(f'CAST({expr} AS {schema.sql_type(field)}) AS "{field.name}"')
