@@ -1,0 +1,203 @@
+"""``gcp_billing_export``: the Cloud Billing usage cost export (standard or detailed), from BigQuery or files.
+
+Sources: the BigQuery table (``project``, ``dataset``, ``table`` — ``gcp_billing_export_v1_*`` or
+``gcp_billing_export_resource_v1_*``; ``endpoint`` for an emulator) or, with ``path``, its extracts
+(JSONL / Parquet / flattened CSV, see :mod:`ingest.gcp_export_files`).
+
+Incremental on ``export_time`` with a restatement lookback: rows for a usage day keep arriving for
+days (credits and corrections come late, with a later ``export_time``). Each run finds the usage
+days that have rows exported since ``watermark − lookback_days`` and fingerprints each such day over
+*all* its rows (row count, newest ``export_time``, total cost); a day whose fingerprint changed is
+re-read whole and replaces its (source, usage day) slice in one transaction. The mapping to FOCUS
+is SQL (:mod:`ingest.gcp_export_mapping`) run by DuckDB over the rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ingest import gcp_common, gcp_export_files
+from ingest.files import expand_paths, fingerprint, sql_literal
+from ingest.gcp_export_mapping import conform_select, focus_select
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOOKBACK_DAYS = 7
+DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+PROJECT_ID = re.compile(r"^[a-z][a-z0-9.:-]{3,62}$")
+DATASET_ID = re.compile(r"^[A-Za-z0-9_]{1,1024}$")
+TABLE_ID = re.compile(r"^[A-Za-z0-9_$-]{1,1024}$")
+# A day's fingerprint over all its rows, for the days holding rows exported after a time (BigQuery SQL,
+# which DuckDB also runs: the same text serves the files and the emulator).
+MARKS_SQL = ("SELECT CAST({day} AS STRING) AS day, COUNT(*) AS row_count, "
+             "CAST(MAX(export_time) AS STRING) AS newest, CAST(SUM(cost) AS STRING) AS total_cost "
+             "FROM {table} WHERE {day} IN (SELECT DISTINCT {day} FROM {table} "
+             "WHERE export_time > {since}) GROUP BY day")
+
+
+def _lookback(ctx: IngestContext) -> timedelta:
+    value = ctx.options.get("lookback_days", DEFAULT_LOOKBACK_DAYS)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise IngestError(f"{ctx.source}: lookback_days must be a number of days ≥ 0 (got {value!r})")
+    return timedelta(days=value)
+
+
+class _Files:
+    """Exported files: every file is read on each changed run (a day may span files)."""
+
+    def __init__(self, ctx: IngestContext):
+        self.ctx = ctx
+        files = [f for f in expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
+                 if f.lower().endswith(gcp_export_files.SUFFIXES)]
+        if not files:
+            raise IngestError(f"{ctx.source}: path {ctx.options['path']!r} matches no export file "
+                              f"({', '.join(gcp_export_files.SUFFIXES)})")
+        self.files = files
+        self.fingerprint = hashlib.sha256(repr([(f, fingerprint(f)) for f in files]).encode()).hexdigest()
+        self._canonical: str | None = None
+
+    def canonical(self) -> str:
+        if self._canonical is None:
+            parts = [conform_select(*gcp_export_files.relation(self.ctx.con, self.ctx.source, f)) for f in self.files]
+            self._canonical = " UNION ALL ".join(f"({p})" for p in parts)
+        return self._canonical
+
+    def marks(self, since: datetime | None) -> dict[str, list]:
+        table = f"({self.canonical()})"
+        sql = MARKS_SQL.format(table=table, day="CAST(usage_start_time AS DATE)",
+                               since="TIMESTAMP '1970-01-01 00:00:00+00'")
+        try:
+            rows = self.ctx.con.execute(sql.replace("AS STRING", "AS VARCHAR")).fetchall()
+        except duckdb.Error as exc:
+            raise IngestError(f"{self.ctx.source}: the export files can not be read: "
+                              f"{str(exc).strip().splitlines()[0]}") from None
+        return {day: [int(n), newest, total] for day, n, newest, total in rows if day}
+
+    def rows(self, days: list[str]) -> str:
+        listed = ", ".join(sql_literal(d) for d in days)
+        return (f"SELECT * FROM ({self.canonical()}) WHERE strftime(timezone('UTC', usage_start_time), '%Y-%m-%d') "
+                f"IN ({listed})")
+
+
+class _BigQuery:
+    """The export table in BigQuery: two queries per changed run (day fingerprints, then the days' rows)."""
+
+    def __init__(self, ctx: IngestContext):
+        opts = ctx.options
+        self.ctx = ctx
+        for key, pattern in (("project", PROJECT_ID), ("dataset", DATASET_ID), ("table", TABLE_ID)):
+            if not isinstance(opts.get(key), str) or not pattern.match(opts[key]):
+                raise IngestError(f"{ctx.source}: {key} {opts.get(key)!r} is not a valid BigQuery {key} id")
+        self.table = f"`{opts['project']}.{opts['dataset']}.{opts['table']}`"
+        self.client = gcp_common.bigquery_client(ctx.source, opts)
+        self.fingerprint = None
+
+    def _query(self, what: str, sql: str, arrow: bool = False) -> Any:
+        def call():
+            job = self.client.query(sql, timeout=gcp_common.TIMEOUT_S)
+            if arrow:
+                return job.to_arrow(create_bqstorage_client=False)
+            return list(job.result(timeout=gcp_common.TIMEOUT_S))
+        return gcp_common.with_retries(self.ctx.source, f"BigQuery {what} on {self.table}", call, self.ctx.options)
+
+    def marks(self, since: datetime | None) -> dict[str, list]:
+        stamp = (since or datetime(1970, 1, 1, tzinfo=timezone.utc)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        sql = MARKS_SQL.format(table=self.table, day="DATE(usage_start_time)", since=f"TIMESTAMP '{stamp}+00'")
+        rows = self._query("day fingerprints", sql)
+        return {r["day"]: [int(r["row_count"]), str(r["newest"]), str(r["total_cost"])] for r in rows if r["day"]}
+
+    def rows(self, days: list[str]) -> str:
+        dates = ", ".join(f"DATE '{d}'" for d in days)
+        arrow = self._query("rows", f"SELECT * FROM {self.table} WHERE DATE(usage_start_time) IN ({dates})", arrow=True)
+        name = "_gcp_bq_" + hashlib.sha256(self.ctx.run_id.encode()).hexdigest()[:16]
+        self.ctx.con.register(name, arrow)
+        return conform_select(name, arrow.schema)
+
+
+class GcpBillingExport:
+    meta = IngestorMeta(
+        name="gcp_billing_export",
+        target_table="cost_line_items",
+        key=("x_Source", "BillingAccountId", "SubAccountId", "ChargePeriodStart", "ChargePeriodEnd", "SkuId",
+             "ResourceId", "RegionId", "AvailabilityZone", "Tags", "ChargeCategory", "ConsumedQuantity",
+             "BilledCost", "EffectiveCost"),
+        slice_expr="strftime(timezone('UTC', \"ChargePeriodStart\"), '%Y-%m-%d')",
+        source_column="x_Source",
+        cursor="export_time (per usage day: row count, newest export_time, total cost)",
+        lookback=timedelta(days=DEFAULT_LOOKBACK_DAYS),
+        default_schedule="15 */6 * * *",
+        required_keys=(),
+        optional_keys=("project", "dataset", "table", "endpoint", "credentials_file", "path", "lookback_days",
+                       "max_attempts", "initial_backoff_s"),
+        description="GCP Cloud Billing usage cost export (standard or detailed) from BigQuery or its file extracts",
+    )
+
+    def _backend(self, ctx: IngestContext):
+        opts = ctx.options
+        bigquery = any(opts.get(k) for k in ("project", "dataset", "table"))
+        if bool(opts.get("path")) == bigquery:
+            raise IngestError(f"{ctx.source}: set either project, dataset and table (BigQuery) or path (exported files)")
+        if opts.get("path"):
+            path = opts["path"]
+            if ctx.base_dir and isinstance(path, str) and not Path(path).expanduser().is_absolute():
+                path = str(Path(ctx.base_dir) / path)
+            ctx.options = {**opts, "path": path}
+            return _Files(ctx)
+        return _BigQuery(ctx)
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        lookback = _lookback(ctx)
+        backend = self._backend(ctx)
+        state = ctx.state
+        if backend.fingerprint is not None and backend.fingerprint == state.get("files") and not ctx.full_refresh:
+            return FetchResult([], state, watermark=state.get("watermark"), skipped_reason="no export file changed")
+        since = None
+        if state.get("watermark") and backend.fingerprint is None:
+            since = datetime.fromisoformat(state["watermark"]) - lookback
+        marks = backend.marks(since)
+        old: dict[str, list] = state.get("days", {})
+        changed = sorted(d for d, m in marks.items() if old.get(d) != m)
+        vanished = sorted(set(old) - set(marks)) if backend.fingerprint is not None else []  # files removed
+        newest = max([m[1] for m in marks.values()] + ([state["watermark"]] if state.get("watermark") else []),
+                     default=None)
+        watermark = _iso(newest) if newest else None
+        new_state = {"days": {**old, **marks}, "watermark": watermark}
+        for day in vanished:
+            new_state["days"].pop(day, None)
+        if backend.fingerprint is not None:
+            new_state["files"] = backend.fingerprint
+        if not changed and not vanished:
+            return FetchResult([], new_state, watermark=watermark, skipped_reason="no usage day changed")
+        bad = [d for d in changed + vanished if not DAY.match(d)]
+        if bad:
+            raise IngestError(f"{ctx.source}: unexpected usage day value {bad[0]!r}")
+        log.info("%s: %d usage day(s) changed (%s … %s), %d withdrawn", ctx.source, len(changed),
+                 changed[0] if changed else "-", changed[-1] if changed else "-", len(vanished))
+        batches = []
+        if changed:
+            mapped = focus_select(backend.rows(changed), ctx.team_tag_keys)
+            sql = (f"SELECT *, {sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+                   f"FROM ({mapped})")
+            batches.append(Batch("cost_line_items", sql, changed))
+        if vanished:
+            batches.append(Batch("cost_line_items", None, vanished))
+        return FetchResult(batches, new_state, watermark=watermark)
+
+
+def _iso(text: str) -> str:
+    """An export_time as printed by DuckDB or BigQuery → ISO-8601 UTC."""
+    value = datetime.fromisoformat(text.replace(" UTC", "+00:00").replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).isoformat()
+
+
+INGESTORS = [GcpBillingExport]

@@ -1,0 +1,117 @@
+"""Google Cloud clients for the GCP ingestors: lazy imports, endpoints, credentials, retries.
+
+The SDKs (google-cloud-bigquery, google-cloud-billing) are imported here and only when a client is
+made, so the dashboard and the file mode of ``gcp_billing_export`` never need them. With an
+``endpoint`` (an emulator or a test server) the client is anonymous unless ``credentials_file`` is
+set; without one it uses Application Default Credentials or ``credentials_file``. Every call is
+retried on 429 / 5xx with exponential backoff, bounded by ``max_attempts``, and its errors become one
+sentence naming the call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ingest.registry import IngestError
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+INITIAL_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+TIMEOUT_S = 120.0
+RETRIED_STATUS = (429, 500, 502, 503, 504)
+T = TypeVar("T")
+
+
+def _credentials(source: str, options: dict[str, Any]) -> Any:
+    path = options.get("credentials_file")
+    if path:
+        try:
+            from google.oauth2 import service_account
+        except ImportError:  # pragma: no cover - depends on the install
+            raise IngestError(f"{source}: google-auth is not installed: pip install 'gpufinops[gcp]'") from None
+        try:
+            return service_account.Credentials.from_service_account_file(str(path))
+        except (OSError, ValueError) as exc:
+            raise IngestError(f"{source}: credentials_file {path} can not be read ({type(exc).__name__})") from None
+    if options.get("endpoint"):
+        from google.auth.credentials import AnonymousCredentials
+        return AnonymousCredentials()
+    return None  # Application Default Credentials
+
+
+def client_options(options: dict[str, Any]) -> Any:
+    from google.api_core.client_options import ClientOptions
+    endpoint = options.get("endpoint")
+    return ClientOptions(api_endpoint=str(endpoint)) if endpoint else None
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of a google-api-core error (or None)."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return code
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if status_of(exc) in RETRIED_STATUS:
+        return True
+    try:
+        import requests
+        return isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout))
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def with_retries(source: str, what: str, call: Callable[[], T], options: dict[str, Any],
+                 sleep: Callable[[float], None] = time.sleep) -> T:
+    """``call()``, retried on 429/5xx/connection errors with exponential backoff; one clear error at the end."""
+    attempts = max(1, int(options.get("max_attempts", MAX_ATTEMPTS)))
+    delay = float(options.get("initial_backoff_s", INITIAL_BACKOFF_S))
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except IngestError:
+            raise
+        except Exception as exc:
+            if attempt < attempts and is_retryable(exc):
+                log.warning("%s: %s: %s (attempt %d of %d), retrying in %.1fs", source, what,
+                            status_of(exc) or type(exc).__name__, attempt, attempts, delay)
+                sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+                continue
+            raise describe_error(source, what, exc) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
+    status = status_of(exc)
+    message = getattr(exc, "message", None) or str(exc)
+    message = " ".join(str(message).split())[:300]
+    prefix = f"HTTP {status}: " if status and not message.startswith(str(status)) else ""
+    return IngestError(f"{source}: {what} failed: {prefix}{message or type(exc).__name__}")
+
+
+def bigquery_client(source: str, options: dict[str, Any]) -> Any:
+    try:
+        from google.cloud import bigquery
+    except ImportError:  # pragma: no cover - depends on the install
+        raise IngestError(f"{source}: google-cloud-bigquery is not installed: pip install 'gpufinops[gcp]'") from None
+    return bigquery.Client(project=str(options["project"]), credentials=_credentials(source, options),
+                           client_options=client_options(options))
+
+
+def catalog_client(source: str, options: dict[str, Any]) -> Any:
+    try:
+        from google.cloud import billing_v1
+    except ImportError:  # pragma: no cover - depends on the install
+        raise IngestError(f"{source}: google-cloud-billing is not installed: pip install 'gpufinops[gcp]'") from None
+    return billing_v1.CloudCatalogClient(transport="rest", credentials=_credentials(source, options),
+                                         client_options=client_options(options))

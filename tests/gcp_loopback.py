@@ -1,0 +1,126 @@
+"""A loopback Cloud Billing Catalog REST server and the GCP conformance fixtures.
+
+The server answers ``GET /v1/services/6F81-5844-456A/skus?pageToken=…`` with the real first page
+(``tests/data/gcp/gcp_compute_skus_page.json``, opencost) and the pages built in the same schema
+(``gcp_gpu_skus_pages.json``), page by page through ``nextPageToken``; it can answer the first
+requests with 429/503, and records every request's path and query.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+GCP_DATA = Path(__file__).parent / "data" / "gcp"
+PRICE_CHANGES = Path(__file__).parent / "data" / "gcp-pricing-cyclenerd" / "gcp_gpu_machine_price_changes.csv"
+SKUS_PATH = "/v1/services/6F81-5844-456A/skus"
+TIME_COLUMNS = {"price_catalog": "effective_time", "price_history": "effective_from"}
+
+
+def sku_pages() -> dict[str, dict]:
+    """pageToken -> page: the real first page, then the built ones."""
+    first = json.loads((GCP_DATA / "gcp_compute_skus_page.json").read_text())
+    built = json.loads((GCP_DATA / "gcp_gpu_skus_pages.json").read_text())["pages"]
+    return {"": first, **built}
+
+
+@dataclass
+class CatalogServer:
+    pages: dict[str, dict]
+    failures: list[int] = field(default_factory=list)  # statuses answered to the first requests, in order
+    requests: list[tuple[str, dict[str, list[str]]]] = field(default_factory=list)
+    url: str = ""
+
+
+def _handler(state: CatalogServer):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # keep test output clean
+            pass
+
+        def _send(self, status: int, body: dict) -> None:
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            parsed = urlparse(self.path)
+            query = parse_qs(parsed.query)
+            state.requests.append((parsed.path, query))
+            if state.failures:
+                status = state.failures.pop(0)
+                self._send(status, {"error": {"code": status, "message": "try again later",
+                                              "status": "RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE"}})
+                return
+            if parsed.path != SKUS_PATH:
+                self._send(404, {"error": {"code": 404, "message": f"no such path {parsed.path}", "status": "NOT_FOUND"}})
+                return
+            token = query.get("pageToken", [""])[0]
+            if token not in state.pages:
+                self._send(400, {"error": {"code": 400, "message": "bad page token", "status": "INVALID_ARGUMENT"}})
+                return
+            self._send(200, state.pages[token])
+    return Handler
+
+
+@contextmanager
+def catalog_server(pages: dict[str, dict] | None = None, failures: list[int] | None = None) -> Iterator[CatalogServer]:
+    state = CatalogServer(pages if pages is not None else sku_pages(), list(failures or []))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# ---- conformance fixtures (tests/test_conformance.py) -------------------------------------------
+
+_SERVERS: list = []  # servers kept alive for the rest of the session (the suite runs the source three times)
+
+
+def gcp_billing_export_input(tmp: Path) -> tuple[dict, datetime]:
+    """Real koku standard/detailed export rows (flattened CSV) read through the files mode."""
+    for name in ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv",
+                 "tmp_example.csv"):
+        shutil.copy(GCP_DATA / name, tmp / name)
+    return {"path": str(tmp / "*.csv")}, datetime(2020, 10, 1, tzinfo=timezone.utc)
+
+
+def gcp_catalog_input(tmp: Path) -> tuple[dict, datetime]:
+    """The catalogue table alone: the suite counts the target table's rows against the run's."""
+    context = catalog_server()
+    server = context.__enter__()
+    _SERVERS.append(context)
+    return {"endpoint": server.url, "currency": "USD", "outputs": ["price_catalog"]}, \
+        datetime(2021, 1, 1, tzinfo=timezone.utc)
+
+
+def gcp_price_history_input(tmp: Path) -> tuple[dict, datetime]:
+    shutil.copy(PRICE_CHANGES, tmp / PRICE_CHANGES.name)
+    return {"path": str(tmp / PRICE_CHANGES.name), "outputs": ["price_history"]}, \
+        datetime(2022, 2, 1, tzinfo=timezone.utc)
+
+
+def negative_usage_none(_: Path) -> int:
+    """The koku rows bill no usage negative (credits are a separate nested column)."""
+    return 0
+
+
+FIXTURES = {"gcp_billing_export": gcp_billing_export_input, "gcp_catalog": gcp_catalog_input,
+            "gcp_price_history": gcp_price_history_input}
+NEGATIVE_USAGE = {"gcp_billing_export": negative_usage_none}
