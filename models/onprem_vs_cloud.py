@@ -1,0 +1,342 @@
+"""onprem_vs_cloud: should this work run on the private cluster or in the cloud?
+
+For each on-prem node group (the cluster level) and each team/workload on it, from the ``onprem``
+source's line items: the cost of an on-prem GPU-hour at the measured utilisation ``u`` (the busy
+share of the hour), and of a *used* GPU-hour (cost / (GPU-hours × u)), against the cheapest cloud
+option for the same work on a GPU that fits it (at least the on-prem GPU's memory and FP16
+throughput; AWS and GCP catalogues, and the prices the bills show):
+
+* pay-per-use options cost ``price per GPU-hour × u`` per on-prem GPU-hour: on-demand, and spot
+  ``× (1 + interruption overhead)`` for work that tolerates interruption;
+* 1- and 3-year commitments cost their price every hour, used or not, like the cluster.
+
+An on-prem GPU-hour costs ``c(u) = F + V·u``: ``F`` is the amortised hardware, facility and
+operations and the idle and host draw; ``V`` the extra energy of a busy GPU (TDP model). The
+**break-even utilisation** against the cheapest pay-per-use price ``p`` is where ``F + V·u = p·u``:
+``u* = F / (p − V)``. Below it the cloud is cheaper (advice: shrink the underused cluster and send
+that work to the cloud); above it the cluster is cheaper (keep it; when it is saturated in peaks,
+burst the peaks to cloud spot instead of buying nodes). A cloud GPU resource billed nearly every
+hour at a utilisation above the break-even of an on-prem GPU that fits its work is steady load:
+repatriate it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from models.recommendation import Recommendation, money, provider_code, stable_id
+from warehouse import queries
+
+HOURS_PER_MONTH = 730
+PAY_PER_USE = ("on_demand", "spot")
+NOT_INTERRUPTIBLE = {"online_inference", "notebook", "interactive"}
+
+
+@dataclass(frozen=True)
+class OnpremVsCloudParams:
+    spot_overhead: Decimal = Decimal("0.15")        # rework, restarts and capacity waits of interrupted spot work
+    burst_saturated_share: float = 0.05             # hours with the group at >= 90 % busy that make peaks worth bursting
+    steady_billed_share: float = 0.9                # share of the window a cloud resource must be billed to be steady
+    min_monthly_savings_usd: Decimal = Decimal("25")
+
+
+def _d(value: Any) -> Decimal:
+    return Decimal(0) if value is None else Decimal(str(value))
+
+
+def used_gpu_hours(row: dict[str, Any]) -> Decimal:
+    """GPU-hours × measured utilisation (the busy share); unmeasured hours count at the measured mean."""
+    if not row["measured_gpu_hours"]:
+        return Decimal(0)
+    return _d(row["util_pct_sum"]) / 100 * row["gpu_hours"] / row["measured_gpu_hours"]
+
+
+@dataclass(frozen=True)
+class OnpremCost:
+    fixed: Decimal        # F: $ per GPU-hour whatever the utilisation
+    variable: Decimal     # V: $ per GPU-hour more at 100 % than at 0 %
+
+    def at(self, util: Decimal) -> Decimal:
+        return self.fixed + self.variable * util
+
+    def break_even(self, price_per_used_hour: Decimal) -> Decimal | None:
+        """u* with F + V·u* = p·u*; None when the cloud price never covers the busy draw (p <= V)."""
+        if price_per_used_hour <= self.variable:
+            return None
+        return self.fixed / (price_per_used_hour - self.variable)
+
+
+def onprem_cost(row: dict[str, Any]) -> OnpremCost:
+    """The group's F and V, from its lines' cost and the cost-model figures in their Tags."""
+    per_kwh = _d(row["pue"]) * _d(row["usd_per_kwh"]) / 1000
+    hours = Decimal(row["gpu_hours"])
+    fixed = ((_d(row["hardware_usd"]) + _d(row["facility_usd"])) / hours
+             + (_d(row["idle_w"]) + _d(row["host_w_per_gpu"])) * per_kwh)
+    return OnpremCost(fixed, (_d(row["tdp_w"]) - _d(row["idle_w"])) * per_kwh)
+
+
+def _interruptible(row: dict[str, Any]) -> bool:
+    """Whether spot fits the work: batch jobs retry, checkpointed training resumes; serving does not."""
+    if row.get("workload") in NOT_INTERRUPTIBLE:
+        return False
+    return row.get("workload") == "batch_inference" or (row.get("checkpointing") or "").lower() != "false"
+
+
+def fitting_offers(offers: pl.DataFrame, memory_gib: float | None, fp16_tflops: float | None) -> list[dict]:
+    """Cloud offers whose GPU has at least this memory and FP16 throughput, priced per GPU-hour."""
+    out = []
+    for o in offers.iter_rows(named=True):
+        if o["memory_gib"] is None or (memory_gib and o["memory_gib"] < memory_gib):
+            continue
+        if fp16_tflops and (o["fp16_tflops"] or 0) < fp16_tflops:
+            continue
+        out.append({**o, "usd_per_gpu_hour": _d(o["usd_per_hour"]) / o["gpu_count"]})
+    return out
+
+
+def price_options(offers: list[dict], util: Decimal, interruptible: bool, overhead: Decimal) -> list[dict]:
+    """Each offer's cost of one on-prem GPU-hour's work at utilisation ``util``, cheapest first."""
+    options = []
+    for o in offers:
+        if o["pricing"] == "spot" and not interruptible:
+            continue
+        per_used = o["usd_per_gpu_hour"] * (1 + overhead if o["pricing"] == "spot" else 1)
+        per_onprem_hour = per_used * util if o["pricing"] in PAY_PER_USE else o["usd_per_gpu_hour"]
+        options.append({"provider": o["provider"], "region": o["region"], "instance_type": o["instance_type"],
+                        "gpu_model": o["gpu_model"], "gpu_count": o["gpu_count"], "pricing": o["pricing"],
+                        "origin": o["origin"], "usd_per_gpu_hour": o["usd_per_gpu_hour"],
+                        "usd_per_used_gpu_hour": per_used if o["pricing"] in PAY_PER_USE else
+                        (o["usd_per_gpu_hour"] / util if util else None),
+                        "usd_per_onprem_gpu_hour": per_onprem_hour})
+    return sorted(options, key=lambda o: (o["usd_per_onprem_gpu_hour"], o["provider"], o["region"],
+                                          o["instance_type"], o["pricing"]))
+
+
+def _label(option: dict) -> str:
+    return f"{option['provider']} {option['instance_type']} {option['pricing']} ({option['region']})"
+
+
+def _pct(value: Decimal | None) -> float | None:
+    return None if value is None else round(float(value * 100), 2)
+
+
+def _burst(row: dict, cost: OnpremCost, spot: dict, gpus_per_node: int) -> tuple[Decimal, Decimal]:
+    """($/month of one node more, busy all its hours; $/month of the same GPUs on spot in the saturated hours)."""
+    node = gpus_per_node * cost.at(Decimal(1)) * HOURS_PER_MONTH
+    share = Decimal(str(row["saturated_hour_share"]))
+    return node, gpus_per_node * spot["usd_per_used_gpu_hour"] * share * HOURS_PER_MONTH
+
+
+def _usd(amount: Decimal, per: Decimal) -> str:
+    return f"${float(amount / per):,.2f}" if per else "n/a (no use measured)"
+
+
+def _group_rows(usage: pl.DataFrame) -> list[dict[str, Any]]:
+    """The cluster level: every team/workload of a node group summed."""
+    if usage.is_empty():
+        return []
+    grouped = usage.group_by("cluster", "node_group").agg(
+        pl.col("region", "gpu_model", "tdp_w", "idle_w", "host_w_per_gpu", "pue", "usd_per_kwh").first(),
+        pl.col("gpu_hours", "measured_gpu_hours", "util_pct_sum", "cost_usd", "hardware_usd", "energy_usd",
+               "facility_usd", "unmeasured_power_gpu_hours").sum(),
+        pl.col("gpus").sum(), pl.col("nodes").sum(), pl.col("first_hour").min(), pl.col("last_hour").max(),
+        pl.col("hourly_util_p95").max(), pl.col("saturated_hour_share").max(),
+        pl.col("power_bases"),   # a list per group: joined below
+    ).sort("cluster", "node_group")
+    return [{**r, "power_bases": ",".join(sorted({b for text in r["power_bases"] if text for b in text.split(",")})),
+             "team": None, "workload": None, "checkpointing": None} for r in grouped.iter_rows(named=True)]
+
+
+def _evidence(row: dict, cost: OnpremCost, util: Decimal, used: Decimal, best: dict, break_even: Decimal | None,
+              pay_best: dict | None, options: list[dict], params: OnpremVsCloudParams) -> dict[str, Any]:
+    hours = Decimal(row["gpu_hours"])
+    fallback = row["unmeasured_power_gpu_hours"] > 0
+    return {
+        "pattern": None, "util_mean_pct": _pct(util), "gpu_hours": row["gpu_hours"],
+        "used_gpu_hours": round(float(used), 4), "measured_gpu_hours": row["measured_gpu_hours"],
+        "onprem_cost_usd": money(_d(row["cost_usd"])),
+        "onprem_cost_per_gpu_hour_usd": round(float(_d(row["cost_usd"]) / hours), 6),
+        "onprem_cost_per_used_gpu_hour_usd": round(float(_d(row["cost_usd"]) / used), 6) if used else None,
+        "fixed_usd_per_gpu_hour": round(float(cost.fixed), 6), "busy_energy_usd_per_gpu_hour": round(float(cost.variable), 6),
+        "cheapest_cloud_option": _label(best), "cloud_cost_per_used_gpu_hour_usd":
+            None if best["usd_per_used_gpu_hour"] is None else round(float(best["usd_per_used_gpu_hour"]), 6),
+        "cloud_cost_per_onprem_gpu_hour_usd": round(float(best["usd_per_onprem_gpu_hour"]), 6),
+        "break_even_utilisation_pct": _pct(break_even),
+        "break_even_vs": None if pay_best is None else _label(pay_best),
+        "spot_interruption_overhead": float(params.spot_overhead),
+        "hourly_util_p95": row["hourly_util_p95"], "saturated_hour_share": row["saturated_hour_share"],
+        "power_basis": row["power_bases"], "tdp_fallback": fallback,
+        "power_note": (f"{row['unmeasured_power_gpu_hours']} of {row['gpu_hours']} GPU-hours had no measured "
+                       f"power: priced by the TDP model (idle draw + (TDP - idle) x utilisation)") if fallback
+        else "power measured (DCGM_FI_DEV_POWER_USAGE / power.draw) in every GPU-hour",
+        "options": [{"option": _label(o), "usd_per_gpu_hour": round(float(o["usd_per_gpu_hour"]), 6),
+                     "usd_per_onprem_gpu_hour": round(float(o["usd_per_onprem_gpu_hour"]), 6), "origin": o["origin"]}
+                    for o in options[:6]],
+        "window_days": round((row["last_hour"] - row["first_hour"]).total_seconds() / 86400 + 1 / 24, 2),
+        "first_hour": row["first_hour"], "last_hour": row["last_hour"],
+    }
+
+
+def _onprem_finding(row: dict, offers: pl.DataFrame, specs: dict, params: OnpremVsCloudParams,
+                    now: datetime | None, summary: bool = False) -> Recommendation | None:
+    """One group's (or one workload's) finding. ``summary``: a cluster-level finding over several
+    workload findings keeps its shrink savings in the evidence only (the workloads' findings count them)."""
+    used = used_gpu_hours(row)
+    if not row["gpu_hours"] or not row["measured_gpu_hours"]:
+        return None
+    util = used / row["gpu_hours"]
+    spec = specs.get(row["gpu_model"], {})
+    options = price_options(fitting_offers(offers, spec.get("memory_gib"), spec.get("fp16_tflops")), util,
+                            _interruptible(row), params.spot_overhead)
+    if not options:
+        return None
+    cost, best = onprem_cost(row), options[0]
+    pay = [o for o in options if o["pricing"] in PAY_PER_USE]
+    pay_best = min(pay, key=lambda o: o["usd_per_used_gpu_hour"]) if pay else None
+    break_even = cost.break_even(pay_best["usd_per_used_gpu_hour"]) if pay_best else None
+    hours = Decimal(row["gpu_hours"])
+    window_hours = Decimal(str((row["last_hour"] - row["first_hour"]).total_seconds() / 3600 + 1))
+    per_month = Decimal(HOURS_PER_MONTH) / window_hours
+    onprem_monthly = _d(row["cost_usd"]) * per_month
+    cloud_monthly = best["usd_per_onprem_gpu_hour"] * hours * per_month
+    evidence = _evidence(row, cost, util, used, best, break_even, pay_best, options, params)
+    gpus_per_node = max(1, row["gpus"] // max(1, row["nodes"]))
+    spot = [o for o in options if o["pricing"] == "spot"]
+    if cloud_monthly < onprem_monthly:
+        pattern, savings = "shrink_cluster", onprem_monthly - cloud_monthly
+        action = (f"shrink the cluster: at {_pct(util)}% utilisation a used GPU-hour costs "
+                  f"{_usd(_d(row['cost_usd']), used)} here vs {_usd(best['usd_per_onprem_gpu_hour'], util)} on "
+                  f"{_label(best)}; break-even at {_pct(break_even)}% utilisation")
+    elif row["team"] is None and spot and (row["saturated_hour_share"] or 0) >= params.burst_saturated_share \
+            and _burst(row, cost, spot[0], gpus_per_node)[0] > _burst(row, cost, spot[0], gpus_per_node)[1]:
+        node_monthly, burst_monthly = _burst(row, cost, spot[0], gpus_per_node)
+        pattern, savings = "burst_to_spot", node_monthly - burst_monthly
+        evidence.update(extra_node_monthly_usd=money(node_monthly), burst_monthly_usd=money(burst_monthly))
+        action = (f"burst peaks to {_label(spot[0])}: saturated {row['saturated_hour_share'] * 100:.1f}% of hours; "
+                  f"a node more would cost ${float(node_monthly):,.0f}/mo, bursting ${float(burst_monthly):,.0f}/mo; "
+                  f"break-even at {_pct(break_even)}% utilisation")
+    else:
+        pattern, savings = "keep_onprem", Decimal(0)
+        action = (f"keep on-prem: {_usd(_d(row['cost_usd']), used)} per used GPU-hour at {_pct(util)}% vs "
+                  f"{_usd(best['usd_per_onprem_gpu_hour'], util)} on {_label(best)}; "
+                  f"break-even at {_pct(break_even)}% utilisation")
+    evidence["pattern"] = pattern
+    savings = money(savings)
+    if summary and pattern == "shrink_cluster":
+        evidence["whole_cluster_monthly_savings_usd"] = savings
+        evidence["savings_note"] = "counted on this node group's workload findings"
+        savings = Decimal(0)
+    current = {"instance_type": row["node_group"], "gpu_model": row["gpu_model"], "gpu_count": row["gpus"],
+               "pricing": "owned", "monthly_cost_usd": money(onprem_monthly)}
+    proposed = {"instance_type": best["instance_type"] if pattern == "shrink_cluster" else row["node_group"],
+                "gpu_model": best["gpu_model"] if pattern == "shrink_cluster" else row["gpu_model"],
+                "gpu_count": row["gpus"], "pricing": best["pricing"] if pattern == "shrink_cluster" else "owned",
+                "provider": best["provider"] if pattern == "shrink_cluster" else "onprem",
+                "monthly_cost_usd": money(onprem_monthly - savings), "action": action}
+    measured_share = row["measured_gpu_hours"] / row["gpu_hours"]
+    confidence = round(min(1.0, measured_share) * min(1.0, evidence["window_days"] / 14) * 0.8, 3)
+    rec = Recommendation(
+        id=stable_id("onprem_vs_cloud", "onprem", row["cluster"], row["node_group"], row["team"], row["workload"]),
+        kind="onprem_vs_cloud", team=row["team"], provider="onprem", resource_id=f"{row['cluster']}/{row['node_group']}",
+        workload=row["workload"] or (None if row["team"] is None else row["team"]), current=current, proposed=proposed,
+        monthly_savings_usd=savings, confidence=confidence,
+        risk="Hardware already bought is sunk until it is resold or redeployed; cloud capacity for large GPUs "
+             "can be short; spot work must checkpoint.", evidence=evidence)
+    if now is not None:
+        rec.created_at = now
+    return rec
+
+
+def _repatriations(resource_hours: pl.DataFrame, groups: list[dict], specs: dict, params: OnpremVsCloudParams,
+                   now: datetime | None) -> list[Recommendation]:
+    """Steady cloud GPU load that an on-prem GPU fitting it would run for less."""
+    if resource_hours.is_empty() or not groups:
+        return []
+    cloud = resource_hours.filter(pl.col("provider") != "onprem").group_by("resource_id").agg(
+        pl.len().alias("billed_hours"), pl.col("effective_cost").sum().alias("cost"),
+        pl.col("util_mean").mean().alias("util_mean"), pl.col("util_mean").count().alias("measured_hours"),
+        pl.col("hour").min().alias("first_hour"), pl.col("hour").max().alias("last_hour"),
+        *[pl.col(c).first() for c in ("provider", "team", "region", "instance_type", "gpu_model", "gpu_count")],
+    ).sort("resource_id")
+    recs = []
+    for r in cloud.iter_rows(named=True):
+        window = (r["last_hour"] - r["first_hour"]).total_seconds() / 3600 + 1
+        if not r["measured_hours"] or not r["gpu_count"] or r["billed_hours"] < params.steady_billed_share * window:
+            continue
+        util = Decimal(str(round(r["util_mean"], 4))) / 100
+        cloud_per_gpu_hour = _d(r["cost"]) / r["billed_hours"] / r["gpu_count"]
+        need = specs.get(r["gpu_model"], {})
+        fits = [g for g in groups if specs.get(g["gpu_model"], {}).get("memory_gib", 0) >= (need.get("memory_gib") or 0)
+                and specs.get(g["gpu_model"], {}).get("fp16_tflops", 0) >= (need.get("fp16_tflops") or 0)]
+        priced = sorted(((onprem_cost(g).at(util), g) for g in fits), key=lambda x: (x[0], x[1]["node_group"]))
+        if not priced:
+            continue
+        onprem_per_gpu_hour, group = priced[0]
+        cost = onprem_cost(group)
+        # the work would cost p·u per hour even if the cloud were paid only while busy: on-prem must beat that
+        break_even = cost.break_even(cloud_per_gpu_hour)
+        if break_even is None or util < break_even or onprem_per_gpu_hour >= cloud_per_gpu_hour:
+            continue
+        savings = money((cloud_per_gpu_hour - onprem_per_gpu_hour) * r["gpu_count"] * HOURS_PER_MONTH)
+        if savings < params.min_monthly_savings_usd:
+            continue
+        provider = provider_code(r["provider"])
+        monthly = money(cloud_per_gpu_hour * r["gpu_count"] * HOURS_PER_MONTH)
+        evidence = {"pattern": "repatriate", "util_mean_pct": _pct(util), "billed_hours": r["billed_hours"],
+                    "window_hours": round(window), "cloud_cost_per_gpu_hour_usd": round(float(cloud_per_gpu_hour), 6),
+                    "onprem_cost_per_gpu_hour_usd": round(float(onprem_per_gpu_hour), 6),
+                    "onprem_option": f"{group['cluster']}/{group['node_group']} ({group['gpu_model']})",
+                    "break_even_utilisation_pct": _pct(break_even),
+                    "fixed_usd_per_gpu_hour": round(float(cost.fixed), 6),
+                    "busy_energy_usd_per_gpu_hour": round(float(cost.variable), 6),
+                    "first_hour": r["first_hour"], "last_hour": r["last_hour"]}
+        action = (f"repatriate steady load to {group['cluster']}/{group['node_group']}: {_pct(util)}% busy, "
+                  f"${float(onprem_per_gpu_hour):.2f} vs ${float(cloud_per_gpu_hour):.2f} per GPU-hour; "
+                  f"break-even at {_pct(break_even)}%")
+        rec = Recommendation(
+            id=stable_id("onprem_vs_cloud", provider, r["resource_id"], "repatriate"), kind="onprem_vs_cloud",
+            team=r["team"], provider=provider, resource_id=r["resource_id"], workload=None,
+            current={"instance_type": r["instance_type"], "gpu_model": r["gpu_model"], "gpu_count": r["gpu_count"],
+                     "pricing": "cloud", "monthly_cost_usd": monthly},
+            proposed={"instance_type": group["node_group"], "gpu_model": group["gpu_model"],
+                      "gpu_count": r["gpu_count"], "pricing": "owned", "provider": "onprem",
+                      "monthly_cost_usd": monthly - savings, "action": action},
+            monthly_savings_usd=savings, confidence=round(min(1.0, r["measured_hours"] / r["billed_hours"]) * 0.7, 3),
+            risk="Needs on-prem capacity (spare or bought: lead time, capex) and the data next to it.",
+            evidence=evidence)
+        if now is not None:
+            rec.created_at = now
+        recs.append(rec)
+    return recs
+
+
+def recommend(usage: pl.DataFrame, offers: pl.DataFrame, specs: dict[str, dict], resource_hours: pl.DataFrame,
+              params: OnpremVsCloudParams = OnpremVsCloudParams(), now: datetime | None = None) -> list[Recommendation]:
+    """Cluster-level and workload-level findings for every on-prem node group, and repatriations."""
+    groups = _group_rows(usage)
+    shared = {(c, g) for c, g, n in usage.group_by("cluster", "node_group").len().iter_rows() if n > 1}
+    recs = [_onprem_finding(row, offers, specs, params, now, summary=(row["cluster"], row["node_group"]) in shared)
+            for row in groups]
+    if shared:  # more than one team/workload on a group: one finding each, besides the cluster's
+        recs += [_onprem_finding(row, offers, specs, params, now) for row in usage.iter_rows(named=True)
+                 if (row["cluster"], row["node_group"]) in shared]
+    recs = [r for r in recs if r is not None] + _repatriations(resource_hours, groups, specs, params, now)
+    return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id))
+
+
+def gpu_specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
+    rows = con.execute("SELECT gpu_model, memory_gib, fp16_tflops FROM gpu_specs").fetchall()
+    return {m: {"memory_gib": mem, "fp16_tflops": fp16} for m, mem, fp16 in rows}
+
+
+def recommend_from_warehouse(con: duckdb.DuckDBPyConnection) -> list[Recommendation]:
+    usage = queries.onprem_gpu_usage(con)
+    if usage.is_empty():
+        return []
+    return recommend(usage, queries.cloud_gpu_offers(con), gpu_specs(con), queries.gpu_resource_hours(con))
