@@ -1,0 +1,62 @@
+"""Stored recommendations as the contract's JSON objects (CONTRACT.md "Recommendation object").
+
+The API, every export and the webhook hand out the same objects: ``current``/``proposed``/
+``evidence`` parsed from their JSON columns, money as JSON numbers, ``created_at`` ISO-8601 UTC.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import polars as pl
+
+FIELDS = ("id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
+          "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status")
+JSON_FIELDS = ("current", "proposed", "evidence")
+STATUSES = ("open", "accepted", "dismissed", "applied")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return aware.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return value
+
+
+def to_object(row: dict[str, Any]) -> dict[str, Any]:
+    """One warehouse row → the contract's object (a malformed JSON column becomes an empty object
+    rather than failing the whole feed)."""
+    out: dict[str, Any] = {}
+    for name in FIELDS:
+        value = row.get(name)
+        if name in JSON_FIELDS:
+            try:
+                value = json.loads(value) if isinstance(value, str) else (value or {})
+            except json.JSONDecodeError:
+                value = {}
+        out[name] = _plain(value)
+    return out
+
+
+def from_frame(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    return [to_object(row) for row in frame.iter_rows(named=True)]
+
+
+def load(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None, kind: str | None = None,
+         status: str | None = None) -> list[dict[str, Any]]:
+    """The stored recommendations matching the filters, largest savings first."""
+    from warehouse import queries
+
+    return from_frame(queries.recommendations(con, kind=kind, team=team, status=status))
+
+
+def actionable(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a scheduler manifest should carry out: findings not dismissed and not applied yet."""
+    return [o for o in objects if o.get("status") in ("open", "accepted")]

@@ -1,0 +1,370 @@
+"""`gpufinops export`: every generated Kueue / Karpenter manifest validates against the real CRD
+schemas (tests/data/k8s-crds, from kubernetes-sigs/kueue and kubernetes-sigs/karpenter), carries the
+recommended spot/on-demand split, and a broken manifest fails the same check.
+
+The recommendations are realistic findings of every kind, stored through `store_recommendations`
+beside hourly GPU cost lines, so the export reads them exactly as it reads a model run's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from models.recommendation import KINDS, Recommendation, stable_id
+from warehouse import db, store
+
+CRDS = Path(__file__).parent / "data" / "k8s-crds"
+CRD_FILES = {("kueue.x-k8s.io", "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
+             ("kueue.x-k8s.io", "ClusterQueue"): "kueue.x-k8s.io_clusterqueues.yaml",
+             ("kueue.x-k8s.io", "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
+             ("karpenter.sh", "NodePool"): "karpenter.sh_nodepools.yaml"}
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# --- the fleet: (team, provider name, region, resource, instance type, GPU model, GPUs, pricing, $/hour)
+FLEET = [
+    ("vision", "AWS", "us-east-1", "i-0vision0001", "p4d.24xlarge", "A100-40GB", 8, "Standard", "21.96"),
+    ("vision", "AWS", "us-east-1", "i-0vision0002", "p4d.24xlarge", "A100-40GB", 8, "Standard", "21.96"),
+    ("vision", "Google Cloud", "us-central1", "vision-serve-1", "a2-highgpu-1g", "A100-40GB", 1, "Standard", "3.67"),
+    *[("vision", "AWS", "us-east-1", f"i-0visionapi0{n}", "g6.xlarge", "L4", 1, "Standard", "0.8048") for n in (1, 2, 3)],
+    ("nlp", "AWS", "us-west-2", "i-0nlp000001", "g5.48xlarge", "A10G", 8, "Standard", "16.288"),
+    ("nlp", "AWS", "us-west-2", "i-0nlp000002", "g5.12xlarge", "A10G", 4, "Dynamic", "2.27"),
+    ("search", "AWS", "us-east-1", "i-0search0001", "p4de.24xlarge", "A100-80GB", 8, "Standard", "27.45"),
+    ("search", "AWS", "us-east-1", "i-0search0002", "p5.48xlarge", "H100-SXM", 8, "Standard", "55.04"),
+]
+HOURS = 48
+START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+CREATED = datetime(2026, 11, 3, 6, tzinfo=timezone.utc)
+
+
+def insert_cost_lines(con) -> None:
+    """HOURS hourly usage lines per resource of FLEET (GPU instances, as an ingestor writes them)."""
+    for team, provider, region, resource, itype, model, gpus, pricing, rate in FLEET:
+        con.execute("""INSERT INTO cost_line_items ("ProviderName", "RegionId", "ResourceId", "x_InstanceType",
+            "x_GpuModel", "x_GpuCount", "PricingCategory", "ChargeCategory", "ServiceName", "ChargePeriodStart",
+            "ChargePeriodEnd", "BilledCost", "EffectiveCost", "ListCost", "BillingCurrency", "x_Team")
+            SELECT ?, ?, ?, ?, ?, ?, ?, 'Usage', 'Compute', h, h + INTERVAL 1 HOUR, ?, ?, ?, 'USD', ?
+            FROM (SELECT unnest(range(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, INTERVAL 1 HOUR)) AS h)""",
+                    [provider, region, resource, itype, model, gpus, pricing, Decimal(rate), Decimal(rate),
+                     Decimal(rate), team, START, START + timedelta(hours=HOURS)])
+
+
+def _rec(kind: str, team: str, provider: str, resource: str | None, workload: str | None, current: dict,
+         proposed: dict, savings: str, evidence: dict, risk: str = "low") -> Recommendation:
+    return Recommendation(id=stable_id(kind, provider, resource, workload), kind=kind, team=team, provider=provider,
+                          resource_id=resource, workload=workload, current=current, proposed=proposed,
+                          monthly_savings_usd=Decimal(savings), confidence=0.8, risk=risk, evidence=evidence,
+                          created_at=CREATED)
+
+
+def realistic_recommendations() -> list[Recommendation]:
+    """One finding of every kind, shaped as the models write them (current/proposed/evidence)."""
+    p4d = {"instance_type": "p4d.24xlarge", "gpu_model": "A100-40GB", "gpu_count": 8, "pricing": "on_demand",
+           "monthly_cost_usd": 16030.80}
+    l4 = {"instance_type": "g6.xlarge", "gpu_model": "L4", "gpu_count": 1, "pricing": "on_demand", "monthly_cost_usd": 587.50}
+    return [
+        _rec("idle_gpu", "vision", "aws", "i-0vision0001", None, p4d,
+             {**p4d, "gpu_count": 0, "state": "stopped", "action": "stop the instance", "monthly_cost_usd": 0.0},
+             "16030.80", {"pattern": "always_idle", "util_p95": 0.4, "mem_max_gib": 0.5, "window_days": 14}),
+        _rec("spot_mix", "vision", "aws", "i-0vision0002", "vision-train", p4d,
+             {**p4d, "pricing": "spot", "spot_share": 1.0, "on_demand_share": 0.0, "monthly_cost_usd": 6412.32},
+             "9618.48", {"checkpointing": True, "latency_critical": False, "replicas": 1,
+                         "interruption_band": "<5%", "spot_ratio": 0.4, "window_days": 14}, risk="medium"),
+        *[_rec("spot_mix", "vision", "aws", f"i-0visionapi0{n}", "vision-api", l4,
+               {**l4, "pricing": "spot_mix", "spot_share": 0.6667, "on_demand_share": 0.3333,
+                "monthly_cost_usd": 355.93}, "231.58",
+               {"checkpointing": False, "latency_critical": True, "replicas": 3, "interruption_band": "5-10%",
+                "spot_ratio": 0.42, "window_days": 14}, risk="medium") for n in (1, 2, 3)],
+        _rec("gpu_type", "vision", "gcp", "vision-serve-1", "vision-serving",
+             {"instance_type": "a2-highgpu-1g", "gpu_model": "A100-40GB", "gpu_count": 1, "pricing": "on_demand",
+              "monthly_cost_usd": 2679.10},
+             {"instance_type": "g2-standard-8", "gpu_model": "L4", "gpu_count": 1, "pricing": "on_demand",
+              "monthly_cost_usd": 623.42},
+             "2055.68", {"util_p95": 21.0, "mem_max_gib": 14.2, "window_days": 14, "fits_on": ["L4", "A10G"]}),
+        _rec("gpu_count", "nlp", "aws", "i-0nlp000001", "nlp-finetune",
+             {"instance_type": "g5.48xlarge", "gpu_model": "A10G", "gpu_count": 8, "pricing": "on_demand",
+              "monthly_cost_usd": 11890.24},
+             {"instance_type": "g5.12xlarge", "gpu_model": "A10G", "gpu_count": 4, "pricing": "on_demand",
+              "monthly_cost_usd": 4135.52},
+             "7754.72", {"util_p95": 38.0, "gpus_busy_p95": 3.2, "window_days": 14}),
+        _rec("commitment", "nlp", "aws", None, None,
+             {"pricing": "on_demand", "monthly_cost_usd": 4135.52},
+             {"pricing": "committed", "term": "1y", "hourly_commitment_usd": 3.9, "monthly_cost_usd": 2847.00},
+             "1288.52", {"baseline_gpu_hours_p10": 2880, "window_days": 60}),
+        _rec("quantization", "search", "aws", "i-0search0001", "search-ranker",
+             {"instance_type": "p4de.24xlarge", "gpu_model": "A100-80GB", "gpu_count": 8, "pricing": "on_demand",
+              "monthly_cost_usd": 20038.50, "precision": "fp16"},
+             {"instance_type": "g6e.12xlarge", "gpu_model": "L40S", "gpu_count": 4, "pricing": "on_demand",
+              "monthly_cost_usd": 7630.00, "precision": "int8"},
+             "12408.50", {"model_params_b": 13, "mem_max_gib": 210.0, "int8_mem_gib": 105.0, "window_days": 14},
+             risk="medium"),
+        _rec("onprem_vs_cloud", "search", "aws", "i-0search0002", "search-embed",
+             {"instance_type": "p5.48xlarge", "gpu_model": "H100-SXM", "gpu_count": 8, "pricing": "on_demand",
+              "monthly_cost_usd": 40179.20},
+             {"provider": "onprem", "instance_type": None, "gpu_model": "H100-SXM", "gpu_count": 8,
+              "pricing": "owned", "monthly_cost_usd": 14212.00},
+             "25967.20", {"util_mean": 71.0, "months_to_break_even": 11.5, "window_days": 60}, risk="high"),
+    ]
+
+
+@pytest.fixture(scope="session")
+def feed_template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("feed") / "gpufinops.duckdb"
+    with db.writer(path) as con:
+        insert_cost_lines(con)
+        store.store_recommendations(con, realistic_recommendations(), KINDS)
+    return path
+
+
+@pytest.fixture
+def feed_warehouse(feed_template: Path, warehouse: Path) -> Path:
+    """A fresh copy per test of a warehouse holding FLEET's cost lines and every kind of finding."""
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(feed_template, warehouse)
+    return warehouse
+
+
+# --- CRD validation ----------------------------------------------------------------------------
+
+def crd_schemas() -> dict[tuple[str, str, str], dict]:
+    """(group/version, kind) → the openAPIV3Schema of every served version of the CRDs."""
+    out = {}
+    for (group, kind), name in CRD_FILES.items():
+        crd = yaml.safe_load((CRDS / name).read_text())
+        assert crd["spec"]["names"]["kind"] == kind
+        for version in crd["spec"]["versions"]:
+            if version["served"]:
+                out[(f"{group}/{version['name']}", kind)] = version["schema"]["openAPIV3Schema"]
+    return out
+
+
+def cel_rules_we_can_trip(doc: dict) -> list[str]:
+    """The CRDs' x-kubernetes-validations (CEL, which jsonschema does not run) that an export could
+    break, checked by hand; plus Kubernetes' name and label-value rules the API server enforces."""
+    errors = []
+    meta = doc.get("metadata", {})
+    if not DNS_SUBDOMAIN.match(meta.get("name", "")) or len(meta.get("name", "")) > 253:
+        errors.append(f"metadata.name {meta.get('name')!r} is not a DNS subdomain")
+    spec = doc.get("spec", {})
+    labels = dict(meta.get("labels") or {})
+    if doc["kind"] == "ResourceFlavor":
+        labels.update(spec.get("nodeLabels") or {})
+    if doc["kind"] == "NodePool":
+        labels.update(spec["template"].get("metadata", {}).get("labels") or {})
+        if "replicas" in spec and "weight" in spec:
+            errors.append("NodePool: weight with replicas")
+        for req in spec["template"]["spec"]["requirements"]:
+            if req["operator"] == "In" and not req.get("values"):
+                errors.append(f"NodePool requirement {req['key']}: In without values")
+            if req["key"] in ("karpenter.sh/nodepool", "kubernetes.io/hostname"):
+                errors.append(f"NodePool requirement on restricted key {req['key']}")
+            errors += [f"value {v!r}" for v in req.get("values", []) if not LABEL_VALUE.match(v) or len(v) > 63]
+    if doc["kind"] == "ClusterQueue":
+        for group in spec.get("resourceGroups", []):
+            for flavor in group["flavors"]:
+                if len(flavor["resources"]) != len(group["coveredResources"]):
+                    errors.append(f"ClusterQueue flavor {flavor['name']}: resources != coveredResources")
+                if "cohortName" not in spec and any("borrowingLimit" in r for r in flavor["resources"]):
+                    errors.append("ClusterQueue: borrowingLimit without a cohort")
+    errors += [f"label value {v!r}" for v in labels.values() if not LABEL_VALUE.match(str(v)) or len(str(v)) > 63]
+    return errors
+
+
+def validate(doc: dict, schemas: dict) -> None:
+    key = (doc["apiVersion"], doc["kind"])
+    assert key in schemas, f"no served CRD version for {key}"
+    jsonschema.validate(doc, schemas[key], cls=jsonschema.Draft7Validator)
+    assert cel_rules_we_can_trip(doc) == []
+
+
+def export(warehouse: Path, fmt: str, team: str | None = None) -> str:
+    import jobs.export as exp
+    with db.reader(warehouse) as con:
+        return exp.render(con, fmt, team=team)
+
+
+def docs_of(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+def test_the_crds_are_the_real_ones_with_their_licenses():
+    for name in CRD_FILES.values():
+        crd = yaml.safe_load((CRDS / name).read_text())
+        assert crd["kind"] == "CustomResourceDefinition" and crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    for license_file in ("LICENSE-kueue", "LICENSE-karpenter"):
+        assert "Apache License" in (CRDS / license_file).read_text()
+    assert len(crd_schemas()) == 7  # Kueue v1beta1 + v1beta2 of three kinds, Karpenter v1 NodePool
+
+
+def test_kueue_manifests_validate_and_carry_the_recommended_split(feed_warehouse):
+    schemas = crd_schemas()
+    docs = docs_of(export(feed_warehouse, "kueue"))
+    for doc in docs:
+        validate(doc, schemas)
+    flavors = {d["metadata"]["name"]: d["spec"]["nodeLabels"] for d in docs if d["kind"] == "ResourceFlavor"}
+    queues = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterQueue"}
+    assert set(queues) == {"gpufinops-vision", "gpufinops-nlp", "gpufinops-search"}
+    local = [d for d in docs if d["kind"] == "LocalQueue"]
+    assert {(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in local} == {
+        (t, f"gpufinops-{t}") for t in ("vision", "nlp", "search")}
+
+    def quotas(team):
+        [group] = queues[f"gpufinops-{team}"]["spec"]["resourceGroups"]
+        assert group["coveredResources"] == ["nvidia.com/gpu"]
+        return {f["name"]: f["resources"][0]["nominalQuota"] for f in group["flavors"]}
+
+    # vision on AWS: two p4d (16 A100s); the idle one goes (-8), the training one moves to spot
+    recs = realistic_recommendations()
+    by_kind = {r.kind: r for r in recs}
+    vision_a100 = sum(g for t, p, *_r, m, g, _pc, _c in FLEET if t == "vision" and p == "AWS" and m == "A100-40GB")
+    vq = quotas("vision")
+    assert vq["aws-a100-40gb-spot"] == vision_a100 - by_kind["idle_gpu"].current["gpu_count"]
+    assert "aws-a100-40gb-on-demand" not in vq  # nothing left on on-demand
+    # the three L4 API replicas: two thirds to spot, the rest stays on-demand as the floor
+    api = [r for r in recs if r.workload == "vision-api"]
+    spot_l4 = round(sum(r.proposed["spot_share"] * r.current["gpu_count"] for r in api))
+    assert 0 < spot_l4 < len(api)
+    assert vq["aws-l4-spot"] == spot_l4 and vq["aws-l4-on-demand"] == len(api) - spot_l4
+    assert list(vq)[:2] == ["aws-a100-40gb-spot", "aws-l4-spot"]  # Kueue tries spot flavors first
+    # vision on GCP: the A100 serving node becomes an L4
+    assert vq["gcp-l4-on-demand"] == by_kind["gpu_type"].proposed["gpu_count"]
+    assert vq["gcp-a100-40gb-on-demand"] == 0
+    assert flavors["aws-a100-40gb-spot"]["karpenter.sh/capacity-type"] == "spot"
+    assert flavors["aws-l4-on-demand"]["karpenter.sh/capacity-type"] == "on-demand"
+    assert flavors["gcp-l4-on-demand"]["cloud.google.com/gke-accelerator"] == "nvidia-l4"
+    # nlp: no spot_mix finding, keeps today's split (the g5.12xlarge already on spot); 8 → 4 A10Gs
+    nq = quotas("nlp")
+    nlp_spot = sum(g for t, *_r, g, pc, _c in FLEET if t == "nlp" and pc == "Dynamic")
+    nlp_total = sum(g for t, *_r, g, _pc, _c in FLEET if t == "nlp")
+    assert nq["aws-a10g-spot"] == nlp_spot
+    assert nq["aws-a10g-on-demand"] == nlp_total - nlp_spot - (by_kind["gpu_count"].current["gpu_count"]
+                                                              - by_kind["gpu_count"].proposed["gpu_count"])
+    # search: the quantized ranker moves to 4 L40S; the H100 node moves on-prem
+    sq = quotas("search")
+    assert sq["aws-l40s-on-demand"] == by_kind["quantization"].proposed["gpu_count"]
+    assert sq["onprem-h100-sxm-onprem"] == by_kind["onprem_vs_cloud"].proposed["gpu_count"]
+    assert flavors["onprem-h100-sxm-onprem"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert sq["aws-h100-sxm-on-demand"] == 0 and sq["aws-a100-80gb-on-demand"] == 0
+
+
+def test_karpenter_nodepools_validate_with_capacity_types_instance_types_and_weights(feed_warehouse):
+    schemas = crd_schemas()
+    docs = docs_of(export(feed_warehouse, "karpenter"))
+    assert docs and all(d["kind"] == "NodePool" for d in docs)
+    for doc in docs:
+        validate(doc, schemas)
+    pools = {d["metadata"]["name"]: d["spec"] for d in docs}
+
+    def req(spec, key):
+        return next(r["values"] for r in spec["template"]["spec"]["requirements"] if r["key"] == key)
+
+    spot, on_demand = pools["gpufinops-vision-l4-spot"], pools["gpufinops-vision-l4-on-demand"]
+    assert req(spot, "karpenter.sh/capacity-type") == ["spot"]
+    assert req(on_demand, "karpenter.sh/capacity-type") == ["on-demand"]
+    assert spot["weight"] > on_demand["weight"]  # spot first, on-demand once the spot limit is reached
+    replicas = [r for r in realistic_recommendations() if r.workload == "vision-api"]
+    assert spot["limits"]["nvidia.com/gpu"] + on_demand["limits"]["nvidia.com/gpu"] == len(replicas)
+    assert spot["limits"]["nvidia.com/gpu"] > on_demand["limits"]["nvidia.com/gpu"] > 0
+    assert req(spot, "node.kubernetes.io/instance-type") == ["g6.xlarge"]
+    assert "gpufinops-vision-a100-40gb-on-demand" not in pools  # all of vision's A100 work goes to spot
+    assert req(pools["gpufinops-vision-a100-40gb-spot"], "node.kubernetes.io/instance-type") == ["p4d.24xlarge"]
+    # the recommended instance types lead: nlp's right-sized g5.12xlarge, search's quantized L40S
+    assert req(pools["gpufinops-nlp-a10g-on-demand"], "node.kubernetes.io/instance-type")[0] == "g5.12xlarge"
+    assert req(pools["gpufinops-search-l40s-on-demand"], "node.kubernetes.io/instance-type") == ["g6e.12xlarge"]
+    # GPUs that go away get no NodePool; GCP and on-prem capacity are not Karpenter's
+    assert not any("h100" in name or "a100-80gb" in name for name in pools)
+    assert {name for name in pools if "-l4-" in name} == {"gpufinops-vision-l4-spot", "gpufinops-vision-l4-on-demand"}
+    assert all(p["template"]["metadata"]["labels"]["gpufinops.io/team"] in ("vision", "nlp", "search")
+               for p in pools.values())
+
+
+def test_a_broken_manifest_fails_validation(feed_warehouse):
+    """The check can fail: each breakage below is one the API server would refuse."""
+    schemas = crd_schemas()
+    docs = docs_of(export(feed_warehouse, "kueue")) + docs_of(export(feed_warehouse, "karpenter"))
+    queue = next(d for d in docs if d["kind"] == "ClusterQueue")
+    pool = next(d for d in docs if d["kind"] == "NodePool")
+    flavor = next(d for d in docs if d["kind"] == "ResourceFlavor")
+
+    bad_quota = json.loads(json.dumps(queue))
+    bad_quota["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "eight"
+    no_node_class = json.loads(json.dumps(pool))
+    del no_node_class["spec"]["template"]["spec"]["nodeClassRef"]
+    bad_operator = json.loads(json.dumps(pool))
+    bad_operator["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Equals"
+    heavy = json.loads(json.dumps(pool))
+    heavy["spec"]["weight"] = 101
+    bad_taints = json.loads(json.dumps(flavor))
+    bad_taints["spec"]["nodeTaints"] = [{"key": "nvidia.com/gpu"}]  # no effect
+    for broken in (bad_quota, no_node_class, bad_operator, heavy, bad_taints):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken, schemas)
+    bad_name = json.loads(json.dumps(queue))
+    bad_name["metadata"]["name"] = "Vision_Team"
+    with pytest.raises(AssertionError):
+        validate(bad_name, schemas)
+
+
+def test_team_scoping_skypilot_and_json(feed_warehouse):
+    vision = docs_of(export(feed_warehouse, "kueue", team="vision"))
+    assert {d["metadata"]["name"] for d in vision if d["kind"] == "ClusterQueue"} == {"gpufinops-vision"}
+    assert "nlp" not in export(feed_warehouse, "karpenter", team="vision")
+
+    objects = json.loads(export(feed_warehouse, "json", team="nlp"))
+    assert {o["team"] for o in objects} == {"nlp"}
+    assert {o["kind"] for o in objects} == {"gpu_count", "commitment"}
+    assert all(isinstance(o["monthly_savings_usd"], float) and isinstance(o["proposed"], dict) for o in objects)
+
+    sky = {d["name"]: d["resources"] for d in docs_of(export(feed_warehouse, "skypilot"))}
+    recs = {r.kind: r for r in realistic_recommendations()}
+    assert sky["vision-serving"] == {"accelerators": "L4:1", "instance_type": "g2-standard-8", "cloud": "gcp"}
+    assert sky["vision-train"]["use_spot"] is True and sky["vision-train"]["accelerators"] == "A100:8"
+    api = docs_of(export(feed_warehouse, "skypilot", team="vision"))
+    [service] = [d for d in api if d["name"] == "vision-api"]
+    assert service["resources"]["use_spot"] is True and service["resources"]["accelerators"] == "L4:1"
+    assert service["service"]["replica_policy"]["base_ondemand_fallback_replicas"] == 1  # a third of 3 replicas
+    assert sky["search-ranker"]["accelerators"] == f"L40S:{recs['quantization'].proposed['gpu_count']}"
+    assert sky["search-embed"]["cloud"] == "kubernetes"
+    assert sky["nlp-finetune"]["accelerators"] == "A10G:4"
+    assert "i-0vision0001" not in sky  # switched off: nothing for a task to request
+    from jobs.export import skypilot
+    off_hours = _rec("idle_gpu", "vision", "aws", "i-0visionapi01", None, {"gpu_model": "L4", "gpu_count": 1},
+                     {"gpu_model": "L4", "gpu_count": 1, "state": "scheduled_off_hours"}, "300.00", {}).to_dict()
+    assert skypilot.documents([off_hours]) == []  # a stop schedule changes no task resources
+
+
+def test_dismissed_findings_leave_the_manifests(feed_warehouse):
+    spot_id = next(r.id for r in realistic_recommendations() if r.kind == "spot_mix")
+    with db.writer(feed_warehouse) as con:
+        store.record_decision(con, spot_id, "dismiss", "our jobs do not checkpoint", "test")
+    [queue] = [d for d in docs_of(export(feed_warehouse, "kueue", team="vision")) if d["kind"] == "ClusterQueue"]
+    names = [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]]
+    assert "aws-a100-40gb-spot" not in names
+
+
+def test_export_command_writes_a_file_and_validates(feed_warehouse, tmp_path):
+    out = tmp_path / "kueue.yaml"
+    result = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
+                             "--team", "search", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    schemas = crd_schemas()
+    docs = docs_of(out.read_text())
+    assert {d["kind"] for d in docs} == {"ResourceFlavor", "ClusterQueue", "LocalQueue"}
+    for doc in docs:
+        validate(doc, schemas)
+    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "slurm"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "slurm" in bad.stderr
