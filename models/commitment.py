@@ -1,0 +1,200 @@
+"""commitment: Savings Plans / CUD coverage for the steady GPU baseline, with break-even utilisation.
+
+Per (provider, region, instance type, team), the number of on-demand machines that are billed *and
+busy* in each hour of the lookback (an hour whose GPUs all stay under ``commit_idle_util_pct`` is
+idle_gpu's finding, not a baseline; an hour without metrics counts as used) gives an hourly usage
+series; its low percentile (default p10, rounded down to whole machines) is the baseline a 1-year
+commitment covers. Workloads that spot_mix moves to spot are left out (spot beats a commitment).
+
+Prices, never invented: the commitment's $/h is the catalogue's (``price_history`` commit_1y /
+commit_3y, e.g. the GCP CUD prices loaded by ``gcp_price_history`` / ``gcp_catalog``); where the
+catalogue has none, the rate the fleet's own commitments on the same machine type and region pay
+against list (``cost_line_items`` PricingCategory = 'Committed', e.g. an AWS Reserved Instance or
+Savings Plan). With neither, the group is withheld as unpriced. The saving over the lookback is
+``sum over hours of min(usage, baseline) x on-demand rate - baseline x hours x commitment rate``
+(hours the commitment sits unused cost it), scaled to a month; break-even utilisation is
+commitment rate / on-demand rate, the share of hours the covered capacity must run to pay off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from models import spot_mix
+from models.recommendation import Recommendation, money, provider_code, stable_id
+from warehouse import queries
+
+HOURS_PER_MONTH = 730.5
+CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
+GROUP = ["provider", "region", "instance_type", "team"]
+
+
+@dataclass(frozen=True)
+class CommitmentSettings:
+    """The ``[models]`` keys this model reads (prefixed ``commit_``)."""
+    commit_lookback_days: int = 30
+    commit_min_days: float = 14.0            # less history: withheld (a baseline needs weeks)
+    commit_baseline_percentile: float = 10.0
+    commit_idle_util_pct: float = 5.0
+    commit_min_monthly_savings_usd: float = 25.0
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any] | None) -> CommitmentSettings:
+        values = {}
+        for f in fields(cls):
+            if section and f.name in section:
+                value = section[f.name]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise ValueError(f"[models] {f.name} must be a non-negative number (got {value!r})")
+                values[f.name] = type(getattr(cls, f.name))(value)
+        if values.get("commit_baseline_percentile", 10.0) > 100:
+            raise ValueError("[models] commit_baseline_percentile must be between 0 and 100")
+        return cls(**values)
+
+
+def baseline(usage: np.ndarray, percentile: float) -> int:
+    """Whole machines busy in at least (100 - percentile) % of the hours."""
+    if len(usage) == 0:
+        return 0
+    return int(math.floor(float(np.percentile(usage, percentile, method="lower")) + 1e-9))
+
+
+def savings_over_window(usage: np.ndarray, covered: int, on_demand_rate: float, commit_rate: float) -> float:
+    """On-demand spend the commitment replaces minus what the commitment costs, over the window."""
+    return float(np.minimum(usage, covered).sum()) * on_demand_rate - covered * len(usage) * commit_rate
+
+
+def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None,
+                             ) -> list[Recommendation]:
+    return recommend(con, settings)[0]
+
+
+def recommend(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None,
+              now: datetime | None = None) -> tuple[list[Recommendation], list[dict]]:
+    """(recommendations, withheld) for every group with a steady on-demand baseline."""
+    s = settings if isinstance(settings, CommitmentSettings) else CommitmentSettings.from_config(settings)
+    hours = _usage_hours(con, s)
+    if hours.is_empty():
+        return [], []
+    first, last = hours["hour"].min(), hours["hour"].max()
+    grid = pl.DataFrame({"hour": pl.datetime_range(first, last, "1h", eager=True, time_zone="UTC")})
+    catalogue = {(r["provider"], r["region"], r["instance_type"]): r
+                 for r in queries.commitment_prices(con).iter_rows(named=True)}
+    fleet = {(provider_code(r["provider_name"]), r["region"], r["instance_type"]): r
+             for r in queries.fleet_commitment_ratios(con, start=first).iter_rows(named=True)}
+    recs, withheld = [], []
+    for key, part in hours.group_by(GROUP, maintain_order=True):
+        group = dict(zip(GROUP, key))
+        per_hour = part.group_by("hour").agg(pl.len().alias("machines"))
+        usage = grid.join(per_hour, on="hour", how="left")["machines"].fill_null(0).to_numpy()
+        rec, reason = _assess(group, part, usage, catalogue, fleet, s, now)
+        if rec is not None:
+            recs.append(rec)
+        elif reason is not None:
+            withheld.append({"kind": "commitment", "resource_id": _group_id(group), "reason": reason})
+    return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
+
+
+def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.DataFrame:
+    """Busy on-demand cloud resource-hours over the lookback, without the workloads spot_mix moves."""
+    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
+    if not last or last[0][0] is None:
+        return pl.DataFrame()
+    start = last[0][0] - timedelta(days=s.commit_lookback_days) + timedelta(hours=1)
+    rows = queries.gpu_resource_hours(con, start=start)
+    if rows.is_empty():
+        return rows
+    to_spot = {r.resource_id for r in spot_mix.recommend(con)[0]}
+    rows = rows.with_columns(pl.col("provider").map_elements(provider_code, return_dtype=pl.Utf8))
+    return rows.filter((pl.col("pricing_category") == "Standard") & pl.col("provider").is_in(CLOUD_PROVIDERS)
+                       & ~pl.col("resource_id").is_in(list(to_spot))
+                       & (pl.col("util_max").is_null() | (pl.col("util_max") >= s.commit_idle_util_pct)))
+
+
+def _group_id(group: dict) -> str:
+    """The commitment's scope; the recommendation's resource_id is the group's first resource (sorted)."""
+    return f"commitment/{group['provider']}/{group['region']}/{group['instance_type']}/{group['team']}"
+
+
+def _commit_price(group: dict, on_demand_rate: float, catalogue: dict, fleet: dict) -> dict | None:
+    key = (group["provider"], group["region"], group["instance_type"])
+    cat = catalogue.get(key)
+    if cat and cat["commit_1y_usd"] and cat["on_demand_usd"]:
+        ratio_1y = cat["commit_1y_usd"] / cat["on_demand_usd"]
+        ratio_3y = cat["commit_3y_usd"] / cat["on_demand_usd"] if cat["commit_3y_usd"] else None
+        return {"ratio_1y": ratio_1y, "ratio_3y": ratio_3y, "source": f"catalogue price_history ({cat['source']})",
+                "catalogue": True}
+    seen = fleet.get(key)
+    if seen and 0 < seen["commit_ratio"] < 1:
+        return {"ratio_1y": seen["commit_ratio"], "ratio_3y": None, "catalogue": False,
+                "source": f"the fleet's own {seen['commitment_type'] or 'commitment'} on this type and region "
+                          f"({seen['hours']} h, effective / list)"}
+    return None
+
+
+def _assess(group: dict, part: pl.DataFrame, usage: np.ndarray, catalogue: dict, fleet: dict,
+            s: CommitmentSettings, now: datetime | None) -> tuple[Recommendation | None, str | None]:
+    covered = baseline(usage, s.commit_baseline_percentile)
+    if covered < 1:
+        return None, None                       # no steady baseline: nothing to commit to
+    window_days = len(usage) / 24
+    if window_days < s.commit_min_days:
+        return None, (f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): "
+                      "too short for a 1-year commitment")
+    on_demand_rate = float(part["effective_cost"].cast(pl.Float64).mean())
+    price = _commit_price(group, on_demand_rate, catalogue, fleet)
+    if price is None:
+        return None, (f"unpriced: no commitment price for {group['instance_type']} in {group['region']} "
+                      "(no catalogue commit_1y/commit_3y in price_history and no commitment of the fleet on it)")
+    commit_rate = on_demand_rate * price["ratio_1y"]
+    scale = HOURS_PER_MONTH / len(usage)
+    monthly_savings = money(savings_over_window(usage, covered, on_demand_rate, commit_rate) * scale)
+    if monthly_savings < Decimal(str(s.commit_min_monthly_savings_usd)):
+        return None, None
+    share_covered = float((usage >= covered).mean())
+    confidence = 0.9 * min(1.0, window_days / s.commit_lookback_days) * share_covered * (
+        1.0 if price["catalogue"] else 0.85)
+    gpu_model, gpu_count = part["gpu_model"].drop_nulls().first(), part["gpu_count"].max()
+    busy_hours = part.group_by("resource_id").agg(pl.len().alias("n"))
+    steady = sorted(busy_hours.filter(pl.col("n") >= len(usage) * (1 - s.commit_baseline_percentile / 100))
+                    ["resource_id"].to_list())   # busy in (almost) every hour: what the commitment covers
+    monthly_cost = money(covered * on_demand_rate * HOURS_PER_MONTH)
+    current = {"instance_type": group["instance_type"], "gpu_model": gpu_model, "gpu_count": gpu_count,
+               "machines": covered, "pricing": "on_demand", "monthly_cost_usd": monthly_cost}
+    proposed = {**current, "pricing": "commit_1y", "action": f"commit to {covered} machine(s) for 1 year",
+                "commit_usd_per_hour": round(commit_rate * covered, 6),
+                "monthly_cost_usd": monthly_cost - monthly_savings}
+    evidence = {
+        "window_days": round(window_days, 2), "hours": len(usage),
+        "baseline_percentile": s.commit_baseline_percentile, "baseline_machines": covered,
+        "usage_p50_machines": float(np.percentile(usage, 50)), "usage_max_machines": int(usage.max()),
+        "hours_at_or_above_baseline": round(share_covered, 4), "group": _group_id(group),
+        "resources": sorted(part["resource_id"].unique().to_list()), "steady_resources": steady,
+        "on_demand_usd_per_hour": round(on_demand_rate, 6), "commit_1y_usd_per_hour": round(commit_rate, 6),
+        "break_even_utilisation": round(price["ratio_1y"], 4), "commitment_price_source": price["source"],
+    }
+    if price["ratio_3y"]:
+        rate_3y = on_demand_rate * price["ratio_3y"]
+        evidence["commit_3y_usd_per_hour"] = round(rate_3y, 6)
+        evidence["monthly_savings_3y_usd"] = money(savings_over_window(usage, covered, on_demand_rate, rate_3y) * scale)
+        evidence["break_even_utilisation_3y"] = round(price["ratio_3y"], 4)
+    risk = (f"A 1-year commitment is paid every hour whether used or not: it pays off while the covered "
+            f"{covered} machine(s) run at least {price['ratio_1y']:.0%} of the time. Resolve rightsizing "
+            "findings on these machines first: a commitment fixes the machine type for its term.")
+    rec = Recommendation(
+        id=stable_id("commitment", group["provider"], group["region"], group["instance_type"], group["team"]),
+        kind="commitment", team=group["team"], provider=group["provider"],
+        resource_id=(steady or evidence["resources"])[0],
+        workload=None, current=current, proposed=proposed, monthly_savings_usd=monthly_savings,
+        confidence=round(confidence, 3), risk=risk, evidence=evidence)
+    if now is not None:
+        rec.created_at = now
+    return rec, None

@@ -1,0 +1,136 @@
+"""commitment: the steady baseline, its pricing from the catalogue or the fleet's own commitments,
+break-even utilisation, and the demo's planted truth."""
+
+from __future__ import annotations
+
+import io
+import json
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+from jobs import demo
+from models import commitment
+from tests.conftest import query
+from tests.cost_lines import AWS, GCP, add_machine, add_metrics, add_price, workhours
+from warehouse import db
+
+DAYS = 28
+ALWAYS = range(DAYS * 24)
+OD, C1, C3 = 3.673385, 2.31420704, 1.28591008   # a2-highgpu-1g us-central1 $/h (pricing.yml; CUD $/month / 730)
+
+
+@pytest.fixture
+def con(warehouse):
+    with db.writer(warehouse) as c:
+        yield c
+
+
+def gcp_machine(con, rid: str, hours, team: str = "recsys") -> None:
+    add_machine(con, rid, hours=hours, provider=GCP, region="us-central1", instance_type="a2-highgpu-1g",
+                gpu_count=1, rate=OD, team=team, tags={"workload": "online_inference"})
+
+
+def gcp_prices(con, with_3y: bool = True) -> None:
+    add_price(con, "gcp", "us-central1", "a2-highgpu-1g", "on_demand", OD)
+    add_price(con, "gcp", "us-central1", "a2-highgpu-1g", "commit_1y", C1)
+    if with_3y:
+        add_price(con, "gcp", "us-central1", "a2-highgpu-1g", "commit_3y", C3)
+
+
+def test_baseline_is_a_low_percentile_in_whole_machines():
+    usage = np.array([3] * 95 + [2] * 5)
+    assert commitment.baseline(usage, 10) == 3          # 5 % of hours at 2: p10 still 3
+    assert commitment.baseline(np.array([3] * 85 + [1] * 15), 10) == 1
+    assert commitment.baseline(np.array([0] * 50 + [4] * 50), 10) == 0
+
+
+def test_savings_charge_the_commitment_for_its_unused_hours():
+    usage = np.array([2, 2, 1, 0])
+    # covered 2: replaces 5 on-demand machine-hours, pays 8 committed machine-hours
+    assert commitment.savings_over_window(usage, 2, 10.0, 6.0) == pytest.approx(5 * 10.0 - 8 * 6.0)
+
+
+def test_steady_machines_are_priced_from_the_catalogue_with_break_even(con):
+    gcp_prices(con)
+    gcp_machine(con, "vm-a", ALWAYS)
+    gcp_machine(con, "vm-b", ALWAYS)
+    gcp_machine(con, "vm-c", workhours(DAYS))                 # not steady: above the baseline
+    recs, withheld = commitment.recommend(con)
+    assert len(recs) == 1 and not withheld
+    r = recs[0]
+    assert r.evidence["group"] == "commitment/gcp/us-central1/a2-highgpu-1g/recsys" and r.resource_id == "vm-a"
+    assert r.evidence["steady_resources"] == ["vm-a", "vm-b"] and r.evidence["resources"] == ["vm-a", "vm-b", "vm-c"]
+    assert r.evidence["baseline_machines"] == 2 and r.proposed["machines"] == 2
+    assert float(r.monthly_savings_usd) == pytest.approx(2 * (OD - C1) * commitment.HOURS_PER_MONTH, abs=0.02)
+    assert r.evidence["break_even_utilisation"] == pytest.approx(C1 / OD, abs=1e-4)
+    assert float(r.evidence["monthly_savings_3y_usd"]) == pytest.approx(2 * (OD - C3) * commitment.HOURS_PER_MONTH,
+                                                                        abs=0.02)
+    assert "catalogue" in r.evidence["commitment_price_source"]
+    assert r.id == commitment.recommend(con)[0][0].id
+
+
+def test_idle_hours_are_not_a_baseline(con):
+    gcp_prices(con)
+    gcp_machine(con, "vm-idle", ALWAYS)
+    add_metrics(con, "vm-idle", hours=ALWAYS, util_max=1.0)
+    gcp_machine(con, "vm-busy", ALWAYS)
+    add_metrics(con, "vm-busy", hours=ALWAYS, util_max=60.0)
+    r = commitment.recommend(con)[0][0]
+    assert r.evidence["baseline_machines"] == 1 and r.evidence["resources"] == ["vm-busy"] and r.resource_id == "vm-busy"
+
+
+def test_without_a_price_the_group_is_withheld_as_unpriced(con):
+    add_machine(con, "i-g5", hours=ALWAYS, instance_type="g5.12xlarge", rate=5.672, team="recsys")
+    recs, withheld = commitment.recommend(con)
+    assert recs == [] and withheld[0]["reason"].startswith("unpriced")
+
+
+def test_the_fleets_own_commitment_rate_prices_a_group_without_catalogue(con):
+    add_machine(con, "i-od", hours=ALWAYS, provider=AWS, instance_type="g4dn.xlarge", rate=0.526, team="platform")
+    add_machine(con, "i-ri", hours=ALWAYS, provider=AWS, instance_type="g4dn.xlarge", rate=0.32612, list_rate=0.526,
+                pricing="Committed", team="platform")
+    r = commitment.recommend(con)[0][0]
+    assert r.evidence["break_even_utilisation"] == pytest.approx(0.62)
+    assert "fleet's own" in r.evidence["commitment_price_source"] and r.confidence < 0.9
+    assert float(r.monthly_savings_usd) == pytest.approx(0.526 * 0.38 * commitment.HOURS_PER_MONTH, abs=0.02)
+
+
+def test_short_history_is_withheld(con):
+    gcp_prices(con)
+    gcp_machine(con, "vm-new", range(5 * 24))
+    recs, withheld = commitment.recommend(con)
+    assert recs == [] and "too short" in withheld[0]["reason"]
+
+
+def test_workloads_moving_to_spot_are_not_committed(con):
+    from tests.cost_lines import add_band
+    add_band(con, "us-east-1", "p4d.24xlarge", 2, 16, 67)
+    add_price(con, "aws", "us-east-1", "p4d.24xlarge", "on_demand", 21.957642)
+    add_price(con, "aws", "us-east-1", "p4d.24xlarge", "commit_1y", 13.6)
+    add_machine(con, "i-train", hours=ALWAYS, tags={"workload": "training", "checkpointing": "true"})
+    assert commitment.recommend(con)[0] == []
+    add_machine(con, "i-serve", hours=ALWAYS, tags={"workload": "online_inference"})
+    assert [r.evidence["resources"] for r in commitment.recommend(con)[0]] == [["i-serve"]]
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("demo-commit")
+    assert demo.run(home, days=21, seed=7, out=io.StringIO()) == 0
+    return home
+
+
+def test_demo_commitments_match_the_planted_truth(demo_home):
+    truth = json.loads((demo_home / "ground_truth.json").read_text())
+    planted = {p["resource_id"]: p for p in truth["commitments"]}
+    assert all(p["kind"] == "commitment" for p in planted.values())
+    assert not [p for p in truth["planted"] if p["kind"] == "commitment"]   # not waste: its own list
+    found = {r[0]: r for r in query(demo_home / "data" / "gpufinops.duckdb",
+                                    "SELECT resource_id, monthly_savings_usd FROM recommendations WHERE kind = 'commitment'")}
+    hits = set(planted) & set(found)
+    assert planted and len(hits) / len(found) >= 0.95 and len(hits) / len(planted) >= 0.95
+    for rid in hits:
+        true = Decimal(planted[rid]["monthly_savings_usd"])
+        assert abs(found[rid][1] - true) <= Decimal("0.10") * true
