@@ -1,0 +1,75 @@
+"""`gpufinops report weekly [--week YYYY-Www] [--team T] [--out FILE] [--send]` (CONTRACT.md)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO
+
+from jobs.config import Config
+from jobs.report import deliver
+from jobs.report.render import Report, render
+from jobs.report.weeks import Week, latest_complete_week, parse_week
+from warehouse import db, queries
+from warehouse.scope import Scope
+
+
+def default_week(cfg: Config, now: datetime | None = None) -> Week:
+    """The last complete week, or the last one the warehouse's data fully covers."""
+    with db.reader(cfg.warehouse_path) as con:
+        totals = queries.cost_totals(con)
+    data_end = totals["last_charge"].max() if not totals.is_empty() else None
+    return latest_complete_week(now or datetime.now(timezone.utc), data_end, cfg.report.tz)
+
+
+def render_for(cfg: Config, week: Week, scope: Scope) -> Report:
+    with db.reader(cfg.warehouse_path) as con:
+        return render(con, week, scope, tz=cfg.report.timezone, dashboard_url=cfg.report.dashboard_url)
+
+
+def _preview_recipient(cfg: Config, scope: Scope) -> str | None:
+    """The configured recipient this preview would go to, for the .eml's To: header."""
+    for recipient in cfg.report.recipients:
+        if recipient.scope.teams == scope.teams:
+            return recipient.email
+    return None
+
+
+def write_report(cfg: Config, week: Week, scope: Scope, out: Path) -> list[Path]:
+    report = render_for(cfg, week, scope)
+    return deliver.write_file(report, out, cfg.report, _preview_recipient(cfg, scope))
+
+
+def weekly(cfg: Config, *, week: str | None, team: str | None, out: str | None, send: bool,
+           stdout: IO[str] = sys.stdout) -> int:
+    try:
+        chosen = parse_week(week) if week else default_week(cfg)
+    except ValueError as exc:
+        print(f"gpufinops: --week: {exc}", file=sys.stderr)
+        return 2
+    if send and team:
+        print("gpufinops: --send mails every configured recipient their own teams; --team is for previews",
+              file=sys.stderr)
+        return 2
+    scope = Scope("lead", (team,), actor="cli") if team else Scope("finance", actor="cli")
+    if out:
+        for path in write_report(cfg, chosen, scope, Path(out)):
+            print(f"wrote {path}", file=stdout)
+    elif not send:
+        stdout.write(render_for(cfg, chosen, scope).text)
+    if not send:
+        return 0
+    if not cfg.report.recipients:
+        print("gpufinops: --send: no [[report.recipients]] in the config", file=sys.stderr)
+        return 2
+    outcome = deliver.send_weekly(cfg, chosen)
+    for email in outcome.sent:
+        print(f"{email:<40} sent", file=stdout)
+    for email in outcome.already_sent:
+        print(f"{email:<40} already sent for {chosen}", file=stdout)
+    for email in outcome.unknown:
+        print(f"{email:<40} unknown (a send ended mid-transaction; not resent)", file=stdout)
+    for email in outcome.failed:
+        print(f"{email:<40} failed (see report_deliveries; retried on the next run)", file=stdout)
+    return 1 if outcome.failed else 0

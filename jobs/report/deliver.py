@@ -1,0 +1,235 @@
+"""Deliver the weekly report: SMTP once per (week, recipient), recorded in ``report_deliveries``.
+
+The ledger row walks ``failed`` (retryable) → ``sending`` → ``sent``. A recipient whose row is
+``sent`` is never mailed again, so a re-run or a restarted daemon mails only whoever is left.
+``sending`` is written only after the server accepted sender and recipient, just before DATA; a row
+still ``sending`` later means the process died (or the connection dropped) while the server was
+taking the message, which it may have queued: that recipient is not mailed again automatically
+(at most once; the row says so). A refusal (4xx/5xx) is ``failed``, retried with backoff within the
+run and again by the next run. Credentials come from the environment variables the config names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import smtplib
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from jobs.config import Config, ConfigError
+from jobs.report import mime
+from jobs.report.render import Report, render
+from jobs.report.settings import Recipient, ReportSettings
+from jobs.report.weeks import Week
+from warehouse import db, queries
+
+log = logging.getLogger("gpufinops.report")
+
+REPORT = "weekly"
+
+
+@dataclass
+class Outcome:
+    week: Week
+    sent: list[str] = field(default_factory=list)
+    already_sent: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)    # left 'sending': may have been delivered
+    interrupted: bool = False
+
+
+class SendFailed(RuntimeError):
+    """The server refused (or never took) the message: safe to retry."""
+
+
+class StateUnknown(RuntimeError):
+    """The connection ended while the server was taking the message: not retried."""
+
+
+@contextlib.contextmanager
+def _delivery_lock(cfg: Config, timeout_s: float = 600.0) -> Iterator[None]:
+    """One delivery at a time per warehouse (the daemon and a `report weekly --send` by hand)."""
+    path = cfg.warehouse_path.parent / f"{cfg.warehouse_path.name}.report.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"another report delivery holds {path}") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def ledger(cfg: Config, week: Week) -> dict[str, dict]:
+    """recipient (lower-case) → its report_deliveries row for this week."""
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:  # writer: migrates a v3 file
+        frame = queries.report_delivery_status(con, REPORT, str(week))
+    return {row["recipient"].lower(): row for row in frame.iter_rows(named=True)}
+
+
+def _record(cfg: Config, week: Week, recipient: str, status: str, *, attempt: bool = False,
+            message_id: str | None = None, error: str | None = None) -> None:
+    """Upsert one recipient's row (no key index on the table: update, else insert, in one transaction)."""
+    key = [REPORT, str(week), recipient.lower()]
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+        con.execute("BEGIN TRANSACTION")
+        found = con.execute("SELECT count(*) FROM report_deliveries WHERE report = ? AND week = ? AND recipient = ?",
+                            key).fetchall()[0][0]
+        if not found:
+            con.execute("INSERT INTO report_deliveries VALUES (?, ?, ?, ?, 0, NULL, NULL, NULL, ?)",
+                        [*key, status, _now()]).fetchall()
+        con.execute("""UPDATE report_deliveries SET status = ?, attempts = attempts + ?,
+                              message_id = coalesce(?, message_id), error = ?,
+                              sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END, updated_at = ?
+                       WHERE report = ? AND week = ? AND recipient = ?""",
+                    [status, 1 if attempt else 0, message_id, error, status, _now(), _now(), *key]).fetchall()
+        con.execute("COMMIT")
+
+
+def _scrub(text: str, settings: ReportSettings) -> str:
+    try:
+        secrets = [v for v in (settings.credentials() or ()) if v and len(v) >= 4]
+    except ConfigError:  # credentials missing: nothing to scrub
+        secrets = []
+    for value in secrets:
+        text = text.replace(value, "***")
+    return " ".join(text.split())[:1000]
+
+
+def smtp_send(settings: ReportSettings, recipient: str, payload: bytes, on_accepting) -> None:
+    """One SMTP transaction; ``on_accepting`` runs after RCPT is accepted, just before DATA."""
+    try:
+        smtp = smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=settings.smtp_timeout_seconds)
+    except OSError as exc:
+        raise SendFailed(f"cannot connect to {settings.smtp_host}:{settings.smtp_port}: {exc}") from exc
+    try:
+        smtp.ehlo()
+        if settings.smtp_starttls:
+            smtp.starttls(context=ssl.create_default_context())
+            smtp.ehlo()
+        credentials = settings.credentials()
+        if credentials:
+            smtp.login(*credentials)
+        code, reply = smtp.mail(_address(settings.sender))
+        if code != 250:
+            raise SendFailed(f"sender refused: {code} {reply.decode(errors='replace')}")
+        code, reply = smtp.rcpt(recipient)
+        if code not in (250, 251):
+            raise SendFailed(f"recipient refused: {code} {reply.decode(errors='replace')}")
+        on_accepting()
+        try:
+            code, reply = smtp.data(payload)
+        except smtplib.SMTPDataError as exc:  # DATA itself refused: nothing was sent
+            raise SendFailed(f"message refused: {exc.smtp_code} {exc.smtp_error.decode(errors='replace')}") from exc
+        except (smtplib.SMTPServerDisconnected, OSError) as exc:
+            raise StateUnknown(f"connection lost while the server took the message: {exc}") from exc
+        if code != 250:  # the server answered after the message: it did not take it
+            raise SendFailed(f"message refused: {code} {reply.decode(errors='replace')}")
+    except smtplib.SMTPException as exc:
+        raise SendFailed(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            smtp.quit()
+
+
+def _address(sender: str) -> str:
+    return sender.split("<")[-1].rstrip(">").strip() if "<" in sender else sender
+
+
+def _send_one(cfg: Config, week: Week, recipient: Recipient, report: Report, outcome: Outcome,
+              stop: threading.Event) -> None:
+    settings: ReportSettings = cfg.report
+    message = mime.build(report, settings.sender, recipient.email)
+    payload = message.as_bytes()
+    delay = settings.retry_backoff_seconds
+    for attempt in range(1, settings.send_attempts + 1):
+        reached_data: list[bool] = []
+
+        def accepting() -> None:
+            _record(cfg, week, recipient.email, "sending", attempt=True)
+            reached_data.append(True)
+        try:
+            smtp_send(settings, recipient.email, payload, accepting)
+        except StateUnknown as exc:
+            _record(cfg, week, recipient.email, "sending",
+                    error=f"state unknown, not resent automatically: {_scrub(str(exc), settings)}")
+            outcome.unknown.append(recipient.email)
+            return
+        except SendFailed as exc:
+            error = _scrub(str(exc), settings)
+            _record(cfg, week, recipient.email, "failed", attempt=not reached_data, error=error)
+            log.warning("weekly report %s to %s: attempt %d failed: %s", week, recipient.email, attempt, error)
+            if attempt == settings.send_attempts or stop.wait(delay):
+                outcome.failed.append(recipient.email)
+                outcome.interrupted = stop.is_set()
+                return
+            delay *= 2
+            continue
+        _record(cfg, week, recipient.email, "sent", message_id=message["Message-ID"])
+        outcome.sent.append(recipient.email)
+        log.info("weekly report %s sent to %s", week, recipient.email)
+        return
+
+
+def send_weekly(cfg: Config, week: Week, *, stop: threading.Event | None = None,
+                now: datetime | None = None) -> Outcome:
+    """Mail the week's report to every configured recipient not yet mailed; see the module doc."""
+    stop = stop or threading.Event()
+    settings: ReportSettings = cfg.report
+    outcome = Outcome(week)
+    with _delivery_lock(cfg):
+        done = ledger(cfg, week)
+        pending = []
+        for recipient in settings.recipients:
+            row = done.get(recipient.email.lower())
+            if row and row["status"] == "sent":
+                outcome.already_sent.append(recipient.email)
+            elif row and row["status"] == "sending":
+                log.warning("weekly report %s to %s: a previous send ended mid-transaction; not resent "
+                            "(it may have been delivered)", week, recipient.email)
+                outcome.unknown.append(recipient.email)
+            else:
+                pending.append(recipient)
+        reports: dict[tuple, Report] = {}
+        for recipient in pending:
+            if stop.is_set():
+                outcome.interrupted = True
+                break
+            key = (recipient.role, recipient.teams)
+            if key not in reports:
+                with db.reader(cfg.warehouse_path) as con:
+                    reports[key] = render(con, week, recipient.scope, tz=settings.timezone,
+                                          dashboard_url=settings.dashboard_url, now=now)
+            _send_one(cfg, week, recipient, reports[key], outcome, stop)
+    return outcome
+
+
+def write_file(report: Report, path: Path, settings: ReportSettings, recipient: str | None = None) -> list[Path]:
+    """``--out``: ``.eml`` is the MIME message exactly as mailed; any other name gets the same HTML
+    with its images inlined (opens in a browser) and the CSV attachment written beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".eml":
+        path.write_bytes(mime.build(report, settings.sender, recipient).as_bytes())
+        return [path]
+    csv_path = path.with_name(report.csv_name)
+    path.write_text(report.standalone_html(), encoding="utf-8")
+    csv_path.write_bytes(report.csv_bytes)
+    return [path, csv_path]

@@ -1,0 +1,230 @@
+"""Every number in the weekly report, gathered for one week and one scope.
+
+All figures come from the shared warehouse queries with the scope's team filter, so a lead's
+report cannot contain another team's spend, idle cost, recommendation or forecast. Money stays
+Decimal here; the charts get floats.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import duckdb
+import polars as pl
+
+from jobs.report.weeks import Week, parse_week, week_of
+from warehouse import queries
+from warehouse.scope import Scope
+
+TREND_WEEKS = 8
+TOP_RECOMMENDATIONS = 10
+ZERO = Decimal("0")
+
+
+@dataclass
+class TeamLine:
+    team: str
+    spend: Decimal
+    previous_spend: Decimal
+    gpu_spend: Decimal
+    idle_cost: Decimal
+    open_savings: Decimal
+    comparable: bool = True
+
+    @property
+    def change_pct(self) -> float | None:
+        return _change(self.spend, self.previous_spend) if self.comparable else None
+
+
+@dataclass
+class WeekFigures:
+    week: Week
+    scope: Scope
+    tz: str
+    spend: Decimal = ZERO
+    previous_spend: Decimal = ZERO
+    gpu_spend: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+    idle_gpu_hours: int = 0
+    data_through: datetime | None = None
+    teams: list[TeamLine] = field(default_factory=list)
+    providers: list[dict[str, Any]] = field(default_factory=list)
+    open_recommendations: list[dict[str, Any]] = field(default_factory=list)
+    spend_trend: list[dict[str, Any]] = field(default_factory=list)   # week, provider, usd (float)
+    idle_trend: list[dict[str, Any]] = field(default_factory=list)    # week, team, usd (float)
+    forecast: dict[str, Any] | None = None
+    previous_complete: bool = True   # False: the data starts inside the week before, no fair comparison
+
+    @property
+    def change_pct(self) -> float | None:
+        return _change(self.spend, self.previous_spend) if self.previous_complete else None
+
+    @property
+    def gpu_share_pct(self) -> float | None:
+        return float(self.gpu_spend / self.spend * 100) if self.spend else None
+
+    @property
+    def open_savings(self) -> Decimal:
+        return open_savings(self.open_recommendations)
+
+    @property
+    def top_recommendations(self) -> list[dict[str, Any]]:
+        saving = [r for r in self.open_recommendations if Decimal(str(r["monthly_savings_usd"])) > 0]
+        return saving[:TOP_RECOMMENDATIONS]
+
+    @property
+    def partial(self) -> bool:
+        """The data ends before the week does: its figures are incomplete."""
+        return self.data_through is not None and self.data_through < self.week.end(ZoneInfo(self.tz))
+
+
+def open_savings(recs: list[dict[str, Any]]) -> Decimal:
+    """Monthly savings of open recommendations, each resource counted once at its largest saving:
+    alternatives for one resource (spot, or move it on-prem) cannot both be taken."""
+    best: dict[str, Decimal] = {}
+    for rec in recs:
+        key = rec["resource_id"] or rec["id"]
+        best[key] = max(best.get(key, ZERO), Decimal(str(rec["monthly_savings_usd"])))
+    return sum(best.values(), ZERO)
+
+
+def _change(now: Decimal, before: Decimal) -> float | None:
+    return float((now - before) / before * 100) if before else None
+
+
+def _dec(value: Any) -> Decimal:
+    return ZERO if value is None else Decimal(str(value))
+
+
+def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -> WeekFigures:
+    """The week's figures for one scope (its teams in every number)."""
+    zone = ZoneInfo(tz)
+    teams = scope.team_filter
+    figures = WeekFigures(week, scope, tz)
+    first = week.shift(-(TREND_WEEKS - 1))
+    daily = queries.report_spend_daily(con, team=teams, start=first.start(zone), end=week.end(zone), tz=tz)
+    daily = daily.with_columns(pl.col("day").map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8)
+                               .alias("week"))
+    this, before = str(week), str(week.shift(-1))
+    figures.spend = _dec(daily.filter(pl.col("week") == this)["effective_cost"].sum())
+    figures.previous_spend = _dec(daily.filter(pl.col("week") == before)["effective_cost"].sum())
+    figures.gpu_spend = _dec(daily.filter(pl.col("week") == this)["gpu_cost"].sum())
+    figures.spend_trend = _weekly(daily, "provider", "effective_cost")
+    figures.providers = _providers(daily, this, before)
+    totals = queries.cost_totals(con, team=teams, end=week.end(zone))
+    figures.data_through = totals["last_charge"].max() if not totals.is_empty() else None
+    if not totals.is_empty():  # a week the data only partly covers would read as a dip: leave it out
+        first_day = totals["first_charge"].min().astimezone(zone).date()
+        figures.previous_complete = week.shift(-1).monday >= first_day
+        figures.spend_trend = [r for r in figures.spend_trend
+                               if parse_week(r["week"]).monday >= first_day or r["week"] == this]
+    idle = _idle_hours(con, teams, first.start(zone), week.end(zone), tz)
+    figures.idle_trend = [r for r in _weekly(idle, "team", "effective_cost")
+                          if r["week"] in {t["week"] for t in figures.spend_trend}]
+    this_idle = idle.filter(pl.col("week") == this)
+    figures.idle_cost = _dec(this_idle["effective_cost"].sum())
+    figures.idle_gpu_hours = int(this_idle["gpu_hours"].sum() or 0)
+    figures.open_recommendations = _open_recommendations(con, scope)
+    figures.teams = _team_lines(daily, idle, figures.open_recommendations, this, before)
+    for line in figures.teams:
+        line.comparable = figures.previous_complete
+    if not figures.previous_complete:
+        for row in figures.providers:
+            row["change_pct"] = None
+    figures.forecast = _forecast(con, scope, week.end(zone))
+    return figures
+
+
+def _weekly(frame: pl.DataFrame, by: str, value: str) -> list[dict[str, Any]]:
+    if frame.is_empty():
+        return []
+    rolled = frame.group_by("week", by).agg(pl.col(value).sum().cast(pl.Float64).alias("usd")).sort("week", by)
+    return rolled.select("week", by, "usd").to_dicts()
+
+
+def _providers(daily: pl.DataFrame, this: str, before: str) -> list[dict[str, Any]]:
+    rows = []
+    for provider in sorted(daily["provider"].unique().to_list()):
+        part = daily.filter(pl.col("provider") == provider)
+        spend = _dec(part.filter(pl.col("week") == this)["effective_cost"].sum())
+        previous = _dec(part.filter(pl.col("week") == before)["effective_cost"].sum())
+        rows.append({"provider": provider, "spend": spend, "previous_spend": previous,
+                     "change_pct": _change(spend, previous)})
+    return rows
+
+
+def _idle_hours(con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime,
+                tz: str) -> pl.DataFrame:
+    """Idle GPU resource-hours by the idle model's own rule (threshold and minimum run)."""
+    from models.idle import IdleParams, idle_hours
+
+    hours = queries.gpu_resource_hours(con, team=teams, start=start, end=end)
+    schema = {"week": pl.Utf8, "team": pl.Utf8, "effective_cost": pl.Decimal(38, 15), "gpu_hours": pl.Int64}
+    if hours.is_empty():
+        return pl.DataFrame(schema=schema)
+    idle = idle_hours(hours, IdleParams()).filter(pl.col("idle"))
+    if idle.is_empty():
+        return pl.DataFrame(schema=schema)
+    return idle.with_columns(
+        pl.col("hour").dt.convert_time_zone(tz).dt.date()
+        .map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8).alias("week"),
+        pl.col("gpu_count").fill_null(1).cast(pl.Int64).alias("gpu_hours"),
+    ).group_by("week", "team").agg(pl.col("effective_cost").sum(), pl.col("gpu_hours").sum())
+
+
+def _open_recommendations(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict[str, Any]]:
+    frame = queries.recommendations(con, status="open", team=scope.team_filter)
+    rows = []
+    for row in frame.iter_rows(named=True):
+        if not scope.allows(row["team"]):
+            continue
+        for key in ("current", "proposed", "evidence"):
+            row[key] = json.loads(row[key]) if isinstance(row[key], str) else (row[key] or {})
+        rows.append(row)
+    return rows
+
+
+def _team_lines(daily: pl.DataFrame, idle: pl.DataFrame, recs: list[dict[str, Any]], this: str,
+                before: str) -> list[TeamLine]:
+    names = set(daily["team"].drop_nulls().to_list()) | {r["team"] for r in recs if r["team"]}
+    lines = []
+    for team in sorted(names):
+        part = daily.filter(pl.col("team") == team)
+        lines.append(TeamLine(
+            team=team,
+            spend=_dec(part.filter(pl.col("week") == this)["effective_cost"].sum()),
+            previous_spend=_dec(part.filter(pl.col("week") == before)["effective_cost"].sum()),
+            gpu_spend=_dec(part.filter(pl.col("week") == this)["gpu_cost"].sum()),
+            idle_cost=_dec(idle.filter((pl.col("team") == team) & (pl.col("week") == this))["effective_cost"].sum()),
+            open_savings=open_savings([r for r in recs if r["team"] == team])))
+    unallocated = daily.filter(pl.col("team").is_null())
+    if not unallocated.is_empty():
+        lines.append(TeamLine("(no team tag)",
+                              _dec(unallocated.filter(pl.col("week") == this)["effective_cost"].sum()),
+                              _dec(unallocated.filter(pl.col("week") == before)["effective_cost"].sum()),
+                              _dec(unallocated.filter(pl.col("week") == this)["gpu_cost"].sum()), ZERO, ZERO))
+    return sorted(lines, key=lambda line: -line.spend)
+
+
+def _forecast(con: duckdb.DuckDBPyConnection, scope: Scope, as_of: datetime) -> dict[str, Any] | None:
+    """Spend to the end of the month the week ends in, when the forecast model is installed."""
+    try:
+        from models.forecast import cost_forecast
+    except ImportError:
+        return None
+    frame = cost_forecast(con, teams=scope.team_filter, as_of=as_of)
+    if frame is None or frame.is_empty():
+        return None
+    month = as_of.strftime("%Y-%m")
+    rows = [r for r in frame.iter_rows(named=True)
+            if str(r.get("month"))[:7] == month and scope.allows(r.get("team"))]
+    if not rows:
+        return None
+    total = {key: sum((_dec(r.get(key)) for r in rows), ZERO)
+             for key in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")}
+    return {"month": month, **total}

@@ -1,0 +1,148 @@
+"""The ``[report]`` config section and its ``[[report.recipients]]`` (CONTRACT.md), validated at start-up.
+
+Credentials are never in the file: ``smtp_user_env`` / ``smtp_password_env`` name the environment
+variables that hold them. Without them (or with ``smtp_starttls = false``) mail goes out as plain
+SMTP, for a local relay.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from jobs.config import ConfigError
+from warehouse.scope import Scope
+
+REPORT_KEYS = {"timezone", "sender", "smtp_host", "smtp_port", "smtp_starttls", "smtp_user_env",
+               "smtp_password_env", "smtp_timeout_seconds", "send_attempts", "retry_backoff_seconds",
+               "dashboard_url", "recipients"}
+RECIPIENT_KEYS = {"email", "role", "teams", "name"}
+REPORT_ROLES = ("finance", "lead")
+_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
+
+
+@dataclass(frozen=True)
+class Recipient:
+    email: str
+    role: str
+    teams: tuple[str, ...] | None = None
+    name: str | None = None
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.role, self.teams, actor=self.email)
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    timezone: str = "UTC"
+    sender: str = "gpufinops@localhost"
+    smtp_host: str = "localhost"
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user_env: str | None = None
+    smtp_password_env: str | None = None
+    smtp_timeout_seconds: float = 30.0
+    send_attempts: int = 3                 # per delivery run; a later run retries a failed send again
+    retry_backoff_seconds: float = 30.0    # doubled after each failed attempt
+    dashboard_url: str | None = None
+    recipients: tuple[Recipient, ...] = field(default_factory=tuple)
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(user, password) from the environment, or None for an unauthenticated relay."""
+        if not self.smtp_user_env:
+            return None
+        user = os.environ.get(self.smtp_user_env)
+        password = os.environ.get(self.smtp_password_env or "", "")
+        if not user:
+            raise ConfigError(f"report.smtp_user_env: environment variable {self.smtp_user_env} is not set")
+        return user, password
+
+
+def _typed(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = table[key]
+    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise ConfigError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
+    if not isinstance(value, kind):
+        names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ConfigError(f"{where}.{key}: expected {names}, got {value!r}")
+    return value
+
+
+def _recipient(index: int, table: Any) -> Recipient:
+    where = f"report.recipients[{index}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    for key in table:
+        if key not in RECIPIENT_KEYS:
+            raise ConfigError(f"{where}.{key}: unknown key (allowed: {', '.join(sorted(RECIPIENT_KEYS))})")
+    for key in ("email", "role"):
+        if key not in table:
+            raise ConfigError(f"{where}.{key}: missing required key")
+    email = _typed(table, "email", str, where)
+    if not _EMAIL.match(email):
+        raise ConfigError(f"{where}.email: not an e-mail address: {email!r}")
+    role = _typed(table, "role", str, where)
+    if role not in REPORT_ROLES:
+        raise ConfigError(f"{where}.role: unknown role {role!r} (a report goes to: {', '.join(REPORT_ROLES)})")
+    teams = None
+    if role == "lead":
+        teams = table.get("teams")
+        if not isinstance(teams, list) or not teams or not all(isinstance(t, str) and t for t in teams):
+            raise ConfigError(f"{where}.teams: a lead needs a non-empty list of team names")
+        teams = tuple(teams)
+    elif "teams" in table:
+        raise ConfigError(f"{where}.teams: only a lead has teams (finance sees every team)")
+    name = _typed(table, "name", str, where) if "name" in table else None
+    return Recipient(email.strip(), role, teams, name)
+
+
+def parse(section: Any) -> ReportSettings:
+    """``[report]`` → ReportSettings; every problem is a ConfigError naming the key."""
+    if section is None:
+        return ReportSettings()
+    if not isinstance(section, dict):
+        raise ConfigError("report: must be a table")
+    for key in section:
+        if key not in REPORT_KEYS:
+            raise ConfigError(f"report.{key}: unknown key (allowed: {', '.join(sorted(REPORT_KEYS))})")
+    values: dict[str, Any] = {}
+    for key in ("timezone", "sender", "smtp_host", "smtp_user_env", "smtp_password_env", "dashboard_url"):
+        if key in section:
+            values[key] = _typed(section, key, str, "report")
+    for key in ("smtp_port", "send_attempts"):
+        if key in section:
+            values[key] = _typed(section, key, int, "report")
+            if values[key] < 1:
+                raise ConfigError(f"report.{key}: must be at least 1")
+    for key in ("smtp_timeout_seconds", "retry_backoff_seconds"):
+        if key in section:
+            values[key] = float(_typed(section, key, (int, float), "report"))
+            if values[key] < 0:
+                raise ConfigError(f"report.{key}: must not be negative")
+    if "smtp_starttls" in section:
+        values["smtp_starttls"] = _typed(section, "smtp_starttls", bool, "report")
+    elif "smtp_host" in section:
+        values["smtp_starttls"] = "smtp_user_env" in section  # CONTRACT: credentials ⇒ STARTTLS by default
+    if "sender" in values and not _EMAIL.match(values["sender"].split("<")[-1].rstrip(">").strip()):
+        raise ConfigError(f"report.sender: not an e-mail address: {values['sender']!r}")
+    try:
+        ZoneInfo(values.get("timezone", "UTC"))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"report.timezone: unknown time zone {values.get('timezone')!r}") from None
+    recipients = section.get("recipients", [])
+    if not isinstance(recipients, list):
+        raise ConfigError("report.recipients: must be an array of tables ([[report.recipients]])")
+    parsed = tuple(_recipient(i, r) for i, r in enumerate(recipients))
+    emails = [r.email.lower() for r in parsed]
+    for i, email in enumerate(emails):
+        if email in emails[:i]:
+            raise ConfigError(f"report.recipients[{i}].email: {parsed[i].email} is listed twice")
+    return ReportSettings(**values, recipients=parsed)

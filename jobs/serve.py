@@ -1,0 +1,378 @@
+"""`gpufinops serve`: the scheduler daemon, the only process that starts APScheduler (DESIGN.md).
+
+One job per configured source at its schedule (the ingestor registry's default unless the source
+sets ``schedule``), a daily recommend run, the weekly report and the feed push, each overridable in
+``[jobs]``. Jobs run one at a time in one worker thread (DuckDB allows one writer; a queue is
+simpler than lock juggling), with ``max_instances=1``, coalescing and a misfire grace period. Failed
+ingests are retried with exponential backoff. Ingest runs are recorded in ``ingest_runs`` by the
+ingest runner; every other job in ``job_runs``. A lock file beside the warehouse makes a second
+daemon refuse to start. SIGTERM/SIGINT stop the scheduler: a running job finishes and is recorded;
+a job waiting out a retry backoff is recorded as interrupted. Runs left ``running`` by a killed
+daemon are closed as interrupted on the next start.
+
+Test schedules: ``[jobs] every_seconds = N`` runs every job every N seconds instead of its cron, and
+the ``[jobs]`` crons accept 6 fields (second minute hour day month weekday).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from jobs.config import Config, ConfigError, validate_cron
+
+log = logging.getLogger("gpufinops.serve")
+
+JOBS_KEYS = {"recommend", "report", "feed", "timezone", "misfire_grace_seconds", "ingest_retries",
+             "retry_backoff_seconds", "every_seconds"}
+DEFAULT_RECOMMEND = "0 3 * * *"      # daily, after the night's billing exports have landed
+DEFAULT_REPORT = "0 8 * * 1"         # Monday 08:00 in [report].timezone
+DEFAULT_FEED = "*/30 * * * *"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    recommend: str = DEFAULT_RECOMMEND
+    report: str = DEFAULT_REPORT
+    feed: str = DEFAULT_FEED
+    timezone: str = "UTC"                 # of the recommend and feed crons (the report uses [report].timezone)
+    misfire_grace_seconds: int = 3600
+    ingest_retries: int = 3               # extra attempts after a failed ingest
+    retry_backoff_seconds: float = 60.0   # doubled after each failed attempt
+    every_seconds: int | None = None      # tests/demos: every job on this interval instead of its cron
+
+
+def validate_job_cron(expression: Any, key: str) -> None:
+    """5 fields as everywhere, or 6 (a leading seconds field) for second-level test schedules."""
+    if isinstance(expression, str) and len(expression.split()) == 6:
+        try:
+            _cron_trigger(expression, "UTC")
+        except ValueError as exc:
+            raise ConfigError(f"{key}: invalid cron expression {expression!r}: {exc}") from None
+        return
+    validate_cron(expression, key)
+
+
+def parse_settings(section: Any) -> JobSettings:
+    """``[jobs]`` → JobSettings; every problem is a ConfigError naming the key."""
+    if section is None:
+        return JobSettings()
+    if not isinstance(section, dict):
+        raise ConfigError("jobs: must be a table")
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        if key not in JOBS_KEYS:
+            raise ConfigError(f"jobs.{key}: unknown key (allowed: {', '.join(sorted(JOBS_KEYS))})")
+        where = f"jobs.{key}"
+        if key in ("recommend", "report", "feed"):
+            validate_job_cron(value, where)
+        elif key == "timezone":
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+            try:
+                ZoneInfo(str(value))
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ConfigError(f"{where}: unknown time zone {value!r}") from None
+        elif key in ("misfire_grace_seconds", "ingest_retries", "every_seconds"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "every_seconds" else 0):
+                raise ConfigError(f"{where}: expected a whole number {'>= 1' if key == 'every_seconds' else '>= 0'}, "
+                                  f"got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{where}: expected a number of seconds >= 0, got {value!r}")
+        values[key] = value
+    return JobSettings(**values)
+
+
+_CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def crontab_weekdays(field: str) -> str:
+    """A crontab day-of-week field (0 or 7 = Sunday) in APScheduler 3's terms (0 = Monday!):
+    APScheduler 3's ``from_crontab`` passes the numbers through, so "0 8 * * 1" would fire on Tuesday.
+    Numbers become names; a range starting on Sunday is split ("0-5" → "sun,mon-fri")."""
+    parts = []
+    for part in field.split(","):
+        base, _, step = part.partition("/")
+        if base == "*" and step.isdigit():  # crontab counts the step from Sunday
+            parts.extend(_CRON_DAYS[d] for d in range(0, 7, int(step)))
+            continue
+        bounds = base.split("-")
+        if not all(b.isdigit() for b in bounds):
+            parts.append(part)
+            continue
+        names = [_CRON_DAYS[int(b)] if int(b) < len(_CRON_DAYS) else b for b in bounds]
+        if len(bounds) == 2 and int(bounds[0]) == 0 and int(bounds[1]) > 0 and not step:
+            parts.append(f"sun,mon-{names[1]}")
+            continue
+        parts.append("-".join(names) + (f"/{step}" if step else ""))
+    return ",".join(parts)
+
+
+def _cron_trigger(expression: str, tz: str):
+    """5 fields (crontab) or 6 (a leading seconds field), weekdays as crontab counts them."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    fields = expression.split()
+    second = fields.pop(0) if len(fields) == 6 else "0"
+    minute, hour, day, month, dow = fields
+    return CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month,
+                       day_of_week=crontab_weekdays(dow), timezone=tz)
+
+
+# --- the lock ------------------------------------------------------------------------------------
+
+class AlreadyRunning(RuntimeError):
+    """Another daemon holds the lock for this warehouse."""
+
+
+def lock_path(cfg: Config) -> Path:
+    return cfg.warehouse_path.parent / f"{cfg.warehouse_path.name}.serve.lock"
+
+
+def acquire_lock(path: Path) -> IO[str]:
+    """An exclusive fcntl lock held for the daemon's life (released by the OS if it dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise AlreadyRunning(f"another `gpufinops serve` (pid {holder}) already runs on this warehouse "
+                             f"(lock {path})") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+# --- the ledger (job_runs) -----------------------------------------------------------------------
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def ledger_start(cfg: Config, job: str) -> str:
+    from warehouse import db
+
+    run_id = uuid.uuid4().hex
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+        con.execute("INSERT INTO job_runs VALUES (?, ?, ?, NULL, 'running', NULL)", [run_id, job, _now()]).fetchall()
+    return run_id
+
+
+def ledger_finish(cfg: Config, run_id: str, status: str, error: str | None = None) -> None:
+    from warehouse import db
+
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+        con.execute("UPDATE job_runs SET finished_at = ?, status = ?, error = ? WHERE run_id = ?",
+                    [_now(), status, error, run_id]).fetchall()
+
+
+def close_interrupted_runs(cfg: Config) -> int:
+    """Runs a killed daemon left 'running': we hold the daemon lock, so none of them is alive."""
+    from warehouse import db
+
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+        rows = con.execute("UPDATE job_runs SET status = 'failed', finished_at = now(), "
+                           "error = 'interrupted: the daemon ended before the run finished' "
+                           "WHERE status = 'running'").fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+# --- the jobs ------------------------------------------------------------------------------------
+
+class Interrupted(RuntimeError):
+    """The daemon is stopping: a job waiting to retry gives up."""
+
+
+class Daemon:
+    """The jobs and their shared state (the stop event); the scheduler calls the bound methods."""
+
+    def __init__(self, cfg: Config, settings: JobSettings) -> None:
+        self.cfg = cfg
+        self.settings = settings
+        self.stopping = threading.Event()
+
+    def ingest(self, source: str) -> None:
+        """One source, retried with exponential backoff; every attempt is a row in ingest_runs."""
+        from jobs.ingest_cmd import run_configured
+
+        delay = self.settings.retry_backoff_seconds
+        for attempt in range(self.settings.ingest_retries + 1):
+            result = run_configured(self.cfg, [source])[0]
+            log.info("ingest %s: %s, %d rows (attempt %d)", source, result.status, result.rows, attempt + 1)
+            if result.ok:
+                return
+            if attempt == self.settings.ingest_retries:
+                log.error("ingest %s failed after %d attempt(s): %s", source, attempt + 1, result.error)
+                return
+            log.warning("ingest %s failed (%s); retrying in %.0f s", source, result.error, delay)
+            if self.stopping.wait(delay):
+                log.warning("ingest %s: daemon stopping, retry abandoned", source)
+                return
+            delay *= 2
+
+    def recorded(self, job: str, body: Callable[[], str | None]) -> None:
+        """Run ``body`` as one ledger row in job_runs; its return value 'skipped' marks a skip."""
+        run_id = ledger_start(self.cfg, job)
+        try:
+            outcome = body()
+        except Interrupted as exc:
+            ledger_finish(self.cfg, run_id, "failed", f"interrupted: {exc}")
+            return
+        except Exception as exc:  # recorded, and the daemon goes on with the next job
+            log.exception("job %s failed", job)
+            ledger_finish(self.cfg, run_id, "failed", " ".join(f"{type(exc).__name__}: {exc}".split())[:2000])
+            return
+        ledger_finish(self.cfg, run_id, "skipped" if outcome == "skipped" else "succeeded")
+        log.info("job %s: %s", job, outcome or "succeeded")
+
+    def recommend(self) -> None:
+        def body() -> None:
+            from models.run import run_models
+            from warehouse import db
+
+            with db.writer(self.cfg.warehouse_path, memory_limit=self.cfg.memory_limit) as con:
+                recs = run_models(con, settings=self.cfg.raw.get("models"))
+            log.info("recommend: %d recommendation(s)", len(recs))
+        self.recorded("recommend", body)
+
+    def report(self, week: Any = None) -> None:
+        """The weekly report of ``week`` (default: last week) to every recipient not yet mailed."""
+        def body() -> str | None:
+            from jobs.report import deliver, weeks
+
+            if not self.cfg.report.recipients:
+                return "skipped"
+            due = week or weeks.previous_week(_now(), self.cfg.report.tz)
+            outcome = deliver.send_weekly(self.cfg, due, stop=self.stopping)
+            if outcome.interrupted:
+                raise Interrupted(f"daemon stopping; weekly report {due} sent to {len(outcome.sent)}, "
+                                  "the rest go out on the next run")
+            if outcome.failed:
+                raise RuntimeError(f"weekly report {due}: {len(outcome.failed)} send(s) failed: "
+                                   f"{', '.join(outcome.failed)}")
+            return None
+        self.recorded("report", body)
+
+    def feed(self) -> None:
+        def body() -> str | None:
+            webhook = _webhook_module()
+            if webhook is None:
+                return "skipped"
+            result = webhook.push_new_recommendations(self.cfg)
+            return "skipped" if result is None else None
+        self.recorded("feed", body)
+
+
+def _webhook_module():
+    """jobs.webhook (the feed push) when it is installed, else None."""
+    try:
+        from jobs import webhook
+    except ImportError:
+        return None
+    return webhook
+
+
+def _webhooks_configured(cfg: Config) -> bool:
+    """Whether the config lists any [[api.webhooks]] (the feed module validates and reads them)."""
+    api = cfg.raw.get("api") or {}
+    return bool(isinstance(api, dict) and api.get("webhooks"))
+
+
+def missed_report_week(trigger, tz, now: datetime):
+    """The week whose report was due in the last 7 days (the daemon may have been down then)."""
+    from datetime import timedelta
+
+    from jobs.report.weeks import previous_week
+
+    due = trigger.get_next_fire_time(None, now - timedelta(days=7))
+    return previous_week(due, tz) if due is not None and due <= now else None
+
+
+def build_scheduler(cfg: Config, daemon: Daemon):
+    """A BlockingScheduler with one job per source, recommend, report and (when configured) feed."""
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.blocking import BlockingScheduler
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    s = daemon.settings
+    scheduler = BlockingScheduler(executors={"default": ThreadPoolExecutor(max_workers=1)}, timezone="UTC")
+    common = {"max_instances": 1, "coalesce": True, "misfire_grace_time": s.misfire_grace_seconds}
+
+    def trigger(cron: str, tz: str):
+        return IntervalTrigger(seconds=s.every_seconds) if s.every_seconds else _cron_trigger(cron, tz)
+
+    for name, source in cfg.sources.items():
+        if source.enabled:
+            scheduler.add_job(daemon.ingest, trigger(source.schedule, "UTC"), args=[name], id=f"ingest:{name}",
+                              name=f"ingest {name}", **common)
+    scheduler.add_job(daemon.recommend, trigger(s.recommend, s.timezone), id="recommend", name="recommend", **common)
+    scheduler.add_job(daemon.report, trigger(s.report, cfg.report.timezone), id="report", name="weekly report",
+                      **common)
+    missed = missed_report_week(scheduler.get_job("report").trigger, cfg.report.tz, _now())
+    if missed is not None and not s.every_seconds:
+        # the daemon may have been down at the last report time: on start, send what is missing of
+        # that week's report (the delivery ledger skips whoever has it: nobody is mailed twice)
+        scheduler.add_job(daemon.report, "date", args=[missed], id="report:catch-up",
+                          name=f"weekly report {missed} (catch-up)", **common)
+    if _webhook_module() is not None and _webhooks_configured(cfg):
+        scheduler.add_job(daemon.feed, trigger(s.feed, s.timezone), id="feed", name="feed push", **common)
+    else:
+        log.info("feed push not scheduled: no webhook configured")
+    return scheduler
+
+
+def serve(cfg: Config, *, out: IO[str] = sys.stdout) -> int:
+    """Run the daemon until SIGTERM/SIGINT; exit 1 when another daemon holds the lock."""
+    try:
+        lock = acquire_lock(lock_path(cfg))
+    except AlreadyRunning as exc:
+        print(f"gpufinops serve: {exc}", file=sys.stderr)
+        return 1
+    try:
+        closed = close_interrupted_runs(cfg)
+        if closed:
+            log.warning("closed %d job run(s) left running by a previous daemon as interrupted", closed)
+        daemon = Daemon(cfg, cfg.jobs)
+        scheduler = build_scheduler(cfg, daemon)
+
+        def stop(signum: int, _frame: Any) -> None:
+            log.warning("received %s: stopping after the running job", signal.Signals(signum).name)
+            daemon.stopping.set()
+            scheduler.shutdown(wait=False)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(f"gpufinops serve: {len(scheduler.get_jobs())} job(s) scheduled on {cfg.warehouse_path}", file=out)
+        for job in scheduler.get_jobs():
+            first = job.trigger.get_next_fire_time(None, datetime.now(timezone.utc))
+            print(f"  {job.id:<28} next {first:%Y-%m-%d %H:%M:%S %Z}  {job.trigger}", file=out)
+        out.flush()
+        scheduler.start()  # blocks until stop()
+        _wait_for_running_jobs(scheduler)
+        print("gpufinops serve: stopped", file=out)
+        out.flush()
+        return 0
+    finally:
+        lock.close()
+
+
+def _wait_for_running_jobs(scheduler) -> None:
+    """After shutdown(wait=False) from the signal handler: let the job in progress finish here, in
+    the main thread, so its ledger row is written before the process exits."""
+    for executor in scheduler._executors.values():  # noqa: SLF001 - APScheduler 3 exposes no public join
+        pool = getattr(executor, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)  # queued runs do not start after SIGTERM
