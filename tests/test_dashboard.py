@@ -1,37 +1,361 @@
-"""The dashboard renders the warehouse read-only (Streamlit AppTest), and says when auth is off."""
+"""The dashboard (Streamlit AppTest) on the demo warehouse: every page renders, its figures are the
+warehouse queries' own, a lead sees only its teams everywhere, decisions persist, and an ingest
+writing in a loop neither breaks the dashboard nor is broken by it."""
 
 from __future__ import annotations
 
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
+import polars as pl
+import pyarrow as pa
 import pytest
 
+from dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds, window_start
 from ingest.runner import run_source
-from tests.conftest import FOCUS_SAMPLE
+from tests.conftest import FOCUS_SAMPLE, query
+from warehouse import db, queries
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+PAGES = ("overview", "team", "fleet", "recommendations", "spot", "health")
+LEAD_TEAM = "vision"
+AUTH = {"auth": "oidc", "users": [{"email": "cfo@example.com", "role": "finance"},
+                                  {"email": "lead@example.com", "role": "lead", "teams": [LEAD_TEAM]}],
+        "monthly_budget_usd": 100000, "team_budgets": {LEAD_TEAM: 5000}}
+
+
+@pytest.fixture(scope="module")
+def demo_warehouse(tmp_path_factory) -> Path:
+    """The demo fleet (14 days), built once for the module; tests that write use a copy."""
+    from jobs import demo
+
+    home = tmp_path_factory.mktemp("demo")
+    assert demo.run(home, days=14, out=io.StringIO()) == 0
+    path = home / "data" / "gpufinops.duckdb"
+    _add_spot_prices(path)
+    return path
+
+
+def _add_spot_prices(path: Path) -> None:
+    """Spot price points for a type the demo bills (the demo has no spot source yet)."""
+    with db.writer(path) as con:
+        con.execute("""INSERT INTO spot_prices SELECT 'aws', 'us-east-1', 'us-east-1a', 'p4d.24xlarge', 'Linux/UNIX',
+                       TIMESTAMPTZ '2026-10-18 00:00:00+00' + INTERVAL (i) HOUR, 9.5 + (i % 7) * 0.25
+                       FROM range(0, 336, 6) t(i)""").fetchall()
+        con.execute("""INSERT INTO instance_types VALUES ('aws', 'us-east-1', 'p4d.24xlarge', 'A100-40GB', 8, 40.0,
+                       96, 1152.0, 32.77, 'test', now())""").fetchall()
 
 
 @pytest.fixture
-def app(monkeypatch, warehouse):
+def writable_warehouse(demo_warehouse, tmp_path) -> Path:
+    copy = tmp_path / "wh" / "gpufinops.duckdb"
+    copy.parent.mkdir(parents=True)
+    shutil.copy(demo_warehouse, copy)
+    return copy
+
+
+def make_app(monkeypatch, warehouse: Path, settings: dict | None = None, email: str | None = None):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("GPUFINOPS_DB", str(warehouse))
-    return AppTest.from_file(str(APP), default_timeout=60)
+    monkeypatch.setenv("GPUFINOPS_DASHBOARD", json.dumps(settings or {}))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    if email:
+        at.user = {"is_logged_in": True, "email": email}
+    return at
 
 
-def test_dashboard_shows_spend_from_the_warehouse(app, focus_registry, warehouse):
+def open_page(at, page: str):
+    at.run()
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def chart_tables(at) -> list[pa.Table]:
+    """The data behind every chart on the page (Arrow streams inside the Vega-Lite elements)."""
+    tables = []
+    for chart in at.get("vega_lite_chart"):
+        for dataset in chart.proto.datasets:
+            tables.append(pa.ipc.open_stream(dataset.data.data).read_all())
+    return tables
+
+
+def scoped(con, teams):
+    """The figures the Overview must show, from queries other than the ones the page runs."""
+    as_of = queries.latest_charge_day(con, team=teams)
+    start, end = month_bounds(as_of)
+    totals = queries.cost_totals(con, team=teams, start=start, end=end)
+    recs = queries.recommendations(con, team=teams, status="open")
+    return {"spend": sum((Decimal(str(v)) for v in totals["effective_cost"]), Decimal(0)),
+            "gpu": sum((Decimal(str(v)) for v in totals["gpu_cost"]), Decimal(0)),
+            "identified": sum((Decimal(str(v)) for v in recs["monthly_savings_usd"]), Decimal(0))}
+
+
+# --- every page, demo mode -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_the_demo_banner(monkeypatch, demo_warehouse, page):
+    at = open_page(make_app(monkeypatch, demo_warehouse), page)
+    assert "No authentication is configured" in at.warning[0].value
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value
+
+
+def test_overview_figures_are_the_warehouse_queries(monkeypatch, demo_warehouse):
+    from models.forecast import cost_forecast
+
+    at = open_page(make_app(monkeypatch, demo_warehouse, {"monthly_budget_usd": 100000}), "overview")
+    shown = metrics(at)
+    with db.reader(demo_warehouse) as con:
+        expected = scoped(con, None)
+        as_of = queries.latest_charge_day(con)
+        forecast = cost_forecast(con, as_of=as_of + timedelta(days=1))
+    assert shown["Spend this month"] == money(expected["spend"])
+    assert shown["GPU spend this month"] == money(expected["gpu"])
+    assert shown["Savings identified per month"] == money(expected["identified"])
+    assert expected["identified"] > 0  # the demo's planted idle GPUs
+    month_end = forecast.filter(pl.col("horizon") == "month_end")
+    label = next(k for k in shown if k.startswith("Forecast"))
+    assert shown[label] == money(sum(Decimal(str(v)) for v in month_end["forecast_usd"]))
+    # every chart's money is the day's spend: the provider chart adds up to the window's spend
+    provider_chart = next(t for t in chart_tables(at) if "provider" in t.column_names and "effective_cost" in t.column_names)
+    with db.reader(demo_warehouse) as con:
+        as_of = queries.latest_charge_day(con)
+        window = queries.cost_totals(con, start=min(window_start(as_of, DEFAULT_WINDOW_DAYS), month_bounds(as_of)[0]))
+    assert round(sum(provider_chart.column("effective_cost").to_pylist()), 2) == round(
+        float(sum(Decimal(str(v)) for v in window["effective_cost"])), 2)
+
+
+def test_fleet_and_recommendations_figures(monkeypatch, demo_warehouse):
+    at = open_page(make_app(monkeypatch, demo_warehouse), "fleet")
+    with db.reader(demo_warehouse) as con:
+        as_of = queries.latest_charge_day(con)
+        idle = queries.idle_gpu_cost(con, start=window_start(as_of, DEFAULT_WINDOW_DAYS))
+        recs = queries.recommendations(con, status="open")
+    assert metrics(at)["Idle GPU cost"] == money(sum(Decimal(str(v)) for v in idle["idle_cost"]))
+    at = open_page(make_app(monkeypatch, demo_warehouse), "recommendations")
+    table = at.dataframe[0].value
+    assert list(table["id"]) == recs["id"].to_list()  # sorted by savings, like the query
+    assert [round(v, 2) for v in table["monthly_savings_usd"]] == [float(v) for v in recs["monthly_savings_usd"]]
+    assert len(chart_tables(at)) >= 2  # utilisation and memory of the top finding
+
+
+def test_spot_page_shows_spot_against_on_demand(monkeypatch, demo_warehouse):
+    at = open_page(make_app(monkeypatch, demo_warehouse), "spot")
+    at.selectbox(key="spot_provider").set_value("aws").run()
+    at.selectbox(key="spot_type").set_value("p4d.24xlarge").run()
+    assert not at.exception
+    with db.reader(demo_warehouse) as con:
+        prices = queries.spot_price_history(con, "aws", "p4d.24xlarge")
+    latest = prices.sort("ts").tail(1).row(0, named=True)
+    assert metrics(at)["Latest spot price"] == f"{money(latest['price_usd'])}/h"
+    assert metrics(at)["On-demand"] == "$32.77/h"
+    assert any("price_usd" in t.column_names for t in chart_tables(at))
+
+
+def test_health_page_flags_a_failed_source(monkeypatch, writable_warehouse):
+    with db.writer(writable_warehouse) as con:
+        con.execute("""INSERT INTO ingest_runs VALUES ('r-broken', 'aws_spot', 'aws_spot_prices', now(), now(),
+                       'failed', 0, NULL, 'AccessDenied: ec2:DescribeSpotPriceHistory')""").fetchall()
+    at = open_page(make_app(monkeypatch, writable_warehouse), "health")
+    assert "aws_spot" in at.error[0].value and "Stale or failing" in at.error[0].value
+    table = at.dataframe[0].value
+    assert set(table.loc[table["stale"], "source"]) == {"aws_spot"}
+
+
+def test_dashboard_without_a_warehouse_says_what_to_do(monkeypatch, tmp_path):
+    at = open_page(make_app(monkeypatch, tmp_path / "missing.duckdb"), "overview")
+    assert "does not exist yet" in at.error[0].value
+
+
+def test_dashboard_shows_spend_of_a_focus_sample(monkeypatch, focus_registry, warehouse):
     run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(FOCUS_SAMPLE)})
-    app.run()
-    assert not app.exception
-    assert "No authentication is configured" in app.warning[0].value
-    metrics = {m.label: m.value for m in app.metric}
-    assert metrics["Spend (effective)"] == "$14.98"  # EffectiveCost of the sample: 13.00 + 1.98 + 0.00
-    health = app.dataframe[-1].value
+    at = open_page(make_app(monkeypatch, warehouse), "overview")
+    with db.reader(warehouse) as con:
+        expected = scoped(con, None)
+    assert metrics(at)["Spend this month"] == money(expected["spend"])
+    at.switch_page("pages/health.py").run()
+    health = at.dataframe[0].value
     assert list(health["source"]) == ["focus"] and list(health["last_status"]) == ["succeeded"]
 
 
-def test_dashboard_without_a_warehouse_says_what_to_do(app):
-    app.run()
-    assert not app.exception
-    assert "does not exist yet" in app.error[0].value
+# --- roles -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page):
+    at = open_page(make_app(monkeypatch, demo_warehouse, AUTH, "lead@example.com"), page)
+    assert not at.warning or "No authentication" not in at.warning[0].value
+    assert "lead@example.com (lead)" in at.caption[0].value
+    for table in chart_tables(at):
+        if "team" in table.column_names:
+            assert set(table.column("team").to_pylist()) <= {LEAD_TEAM}, page
+    for frame in at.dataframe:
+        value = frame.value
+        if "team" in value.columns:
+            assert set(value["team"]) <= {LEAD_TEAM}, page
+    if page == "overview":
+        with db.reader(demo_warehouse) as con:
+            expected = scoped(con, [LEAD_TEAM])
+            everyone = scoped(con, None)
+        assert metrics(at)["Spend this month"] == money(expected["spend"]) != money(everyone["spend"])
+        assert metrics(at)["Savings identified per month"] == money(expected["identified"])
+    if page == "team":
+        assert at.selectbox(key="team_pick").options == [LEAD_TEAM]
+    if page == "fleet":
+        assert "finance sees them" in " ".join(c.value for c in at.caption)
+    if page == "recommendations":
+        table = at.dataframe[0].value
+        assert len(table) >= 1 and set(table["team"]) == {LEAD_TEAM}
+
+
+def test_finance_sees_every_team(monkeypatch, demo_warehouse):
+    at = open_page(make_app(monkeypatch, demo_warehouse, AUTH, "CFO@example.com"), "team")
+    with db.reader(demo_warehouse) as con:
+        assert at.selectbox(key="team_pick").options == queries.cost_teams(con)
+    assert len(at.selectbox(key="team_pick").options) > 1
+
+
+@pytest.mark.parametrize("email, shown", [(None, "Sign in"), ("stranger@example.com", "Access denied")])
+def test_no_role_no_data(monkeypatch, demo_warehouse, email, shown):
+    at = make_app(monkeypatch, demo_warehouse, AUTH, email)
+    if email is None:
+        at.user = {"is_logged_in": False}
+    at.run()
+    assert not at.exception
+    texts = [e.value for e in at.error] + [b.label for b in at.button]
+    assert any(shown in t for t in texts)
+    assert not at.metric and not at.dataframe and not at.get("vega_lite_chart")
+
+
+# --- decisions -------------------------------------------------------------------------------------
+
+def test_a_decision_is_recorded_with_who_and_why(monkeypatch, writable_warehouse):
+    at = open_page(make_app(monkeypatch, writable_warehouse, AUTH, "lead@example.com"), "recommendations")
+    rec_id = at.dataframe[0].value["id"].iloc[0]  # the detail opens on the top finding
+    at.radio(key="decision_choice").set_value("Dismiss")
+    at.button[0].click().run()  # no reason: refused
+    assert any("Say why" in e.value for e in at.error)
+    assert query(writable_warehouse, "SELECT count(*) FROM decisions")[0][0] == 0
+    at.radio(key="decision_choice").set_value("Dismiss")
+    at.text_input(key="decision_reason").input("nightly batch, needed for the release")
+    at.button[0].click().run()
+    assert not at.exception and any("Recorded: dismiss" in s.value for s in at.success)
+    rows = query(writable_warehouse, "SELECT d.decision, d.reason, d.actor, r.status, r.team FROM decisions d "
+                 "JOIN recommendations r ON r.id = d.recommendation_id WHERE d.recommendation_id = ?", [rec_id])
+    assert rows == [("dismiss", "nightly batch, needed for the release", "lead@example.com", "dismissed", LEAD_TEAM)]
+
+
+# --- concurrency -----------------------------------------------------------------------------------
+
+INGEST_LOOP = """
+import sys
+from ingest.focus_files import FocusFiles
+from ingest.registry import Registry
+from ingest.runner import run_source
+registry = Registry(); registry.register(FocusFiles)
+for i in range(int(sys.argv[3])):
+    result = run_source(registry, sys.argv[1], "focus", "focus_files", {"path": sys.argv[2]}, full_refresh=True)
+    print("ingest", i, result.status, flush=True)
+"""
+
+
+def test_an_ingest_in_a_loop_and_the_dashboard_do_not_break_each_other(monkeypatch, writable_warehouse):
+    loops = 12
+    writer = subprocess.Popen([sys.executable, "-c", INGEST_LOOP, str(writable_warehouse), str(FOCUS_SAMPLE),
+                               str(loops)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+    renders = 0
+    try:
+        at = make_app(monkeypatch, writable_warehouse)
+        at.run()
+        while writer.poll() is None or renders < len(PAGES):
+            page = PAGES[renders % len(PAGES)]
+            at.switch_page(f"pages/{page}.py").run()
+            assert not at.exception, (page, [e.value for e in at.exception])
+            assert not at.error, (page, [e.value for e in at.error])
+            renders += 1
+    finally:
+        out, err = writer.communicate(timeout=300)
+    assert writer.returncode == 0, err
+    assert out.count(" succeeded") == loops, out
+    assert renders >= len(PAGES)
+    ran = query(writable_warehouse, "SELECT count(*) FROM ingest_runs WHERE source = 'focus' AND status = 'succeeded'")
+    assert ran[0][0] == loops
+
+
+# --- access configuration ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("section, key", [
+    ('auth = "ldap"', "dashboard.auth"),
+    ('auth = "header"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"', "dashboard.header"),
+    ('auth = "oidc"', "dashboard.users"),
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "admin"', "dashboard.users[0].role"),
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "lead"', "dashboard.users[0].teams"),
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "nobody"\nrole = "finance"', "dashboard.users[0].email"),
+    ("monthly_budget_usd = -5", "dashboard.monthly_budget_usd"),
+    ("colour = 'blue'", "dashboard.colour"),
+])
+def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
+    from jobs import config
+    from jobs.config import ConfigError
+
+    path = tmp_path / "gpufinops.toml"
+    path.write_text(f"[dashboard]\n{section}\n")
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        config.load(path, environ={})
+
+
+def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch):
+    from jobs import cli
+
+    path = tmp_path / "gpufinops.toml"
+    path.write_text('[dashboard]\nauth = "header"\nheader = "X-Forwarded-Email"\n'
+                    '[[dashboard.users]]\nemail = "lead@example.com"\nrole = "lead"\nteams = ["vision"]\n')
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+    monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
+    assert cli.main(["--config", str(path), "dashboard", "--port", "8599"]) == 0
+    cmd, env = calls[0]
+    assert json.loads(env["GPUFINOPS_DASHBOARD"])["users"][0]["teams"] == ["vision"]
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"  # header mode: behind the proxy only
+
+
+def test_identity_comes_only_from_the_configured_header():
+    from dashboard import access
+
+    settings = access.settings_from({"auth": "header", "header": "X-Forwarded-Email",
+                                     "users": [{"email": "Lead@Example.com", "role": "lead", "teams": ["vision"]}]})
+    email = access.identity(settings, headers={"X-Forwarded-Email": " lead@example.com "})
+    assert access.scope_for(settings, email).teams == ("vision",)
+    assert access.identity(settings, headers={"X-Forwarded-User": "lead@example.com"}) is None
+    with pytest.raises(access.AccessDenied):
+        access.scope_for(settings, None)
+    with pytest.raises(access.AccessDenied):
+        access.scope_for(settings, "someone@example.com")
+
+
+def test_every_recommendation_kind_has_a_detail_view(monkeypatch, demo_warehouse):
+    at = open_page(make_app(monkeypatch, demo_warehouse), "recommendations")
+    at.multiselect(key="recs_status").set_value(["open", "accepted", "dismissed", "applied"]).run()
+    options = at.selectbox(key="recs_detail").options
+    with db.reader(demo_warehouse) as con:
+        kinds = set(queries.recommendations(con)["kind"])
+    assert len(options) == len(at.dataframe[0].value) and {o.split(" · ")[1] for o in options} == kinds
+    for option in options:
+        at.selectbox(key="recs_detail").set_value(option).run()
+        assert not at.exception, (option, [e.value for e in at.exception])
+        assert at.subheader[0].value.startswith(option.split(" · ")[0])
+        assert len(at.dataframe) >= 3  # the list, current → proposed, the evidence

@@ -1,0 +1,161 @@
+"""What every page shares: who is looking (their Scope), a read-only connection per render, money.
+
+Settings and the warehouse path are read from the environment on every render (the CLI sets them),
+never cached at import, so one Streamlit process (or one AppTest run) always sees the current ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import streamlit as st
+
+from dashboard import access
+from warehouse import db, queries
+from warehouse.scope import Scope
+
+DEFAULT_DB = "data/gpufinops.duckdb"
+MONEY_FORMAT = "dollar"  # st.column_config.NumberColumn preset: $1,234.57
+
+
+@dataclass(frozen=True)
+class PageContext:
+    settings: access.Settings
+    scope: Scope
+
+    @property
+    def teams(self) -> list[str] | None:
+        """The team filter every query of the page gets (None: every team)."""
+        return self.scope.team_filter
+
+
+def db_path() -> Path:
+    return Path(os.environ.get("GPUFINOPS_DB", DEFAULT_DB))
+
+
+READ_RETRY_SECONDS = 20.0  # an ingest holds the file for one load (seconds); wait it out, then say so
+
+
+@contextlib.contextmanager
+def connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection for one render: an ingest may write between two renders.
+
+    While a writer holds the file the open is retried; if it stays locked the page says so and
+    stops cleanly (no exception box), and the next render tries again.
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            con = stack.enter_context(db.reader(db_path(), retry_seconds=READ_RETRY_SECONDS))
+        except db.WarehouseBusy:
+            st.warning("An ingest is writing to the warehouse right now: reload in a few seconds.")
+            st.stop()
+        yield con
+
+
+def _request_identity(settings: access.Settings) -> str | None:
+    headers = dict(st.context.headers) if settings.auth == "header" else None
+    user = st.user.to_dict() if settings.auth == "oidc" else None
+    return access.identity(settings, headers=headers, user=user)
+
+
+def page_context() -> PageContext:
+    """The viewer's scope, or stop the page: a bad config, no login, or an unknown user sees nothing."""
+    try:
+        settings = access.settings_from_env()
+    except ValueError as exc:
+        st.error(f"Dashboard configuration error: {exc}")
+        st.stop()
+    try:
+        scope = access.scope_for(settings, _request_identity(settings))
+    except access.AccessDenied as exc:
+        if settings.auth == "oidc" and not _request_identity(settings):
+            st.info("Sign in to see GPU spend.")
+            st.button("Sign in", on_click=st.login, args=(settings.oidc_provider,) if settings.oidc_provider else ())
+        else:
+            st.error(f"Access denied: {exc}")
+        st.stop()
+    return PageContext(settings, scope)
+
+
+def banner(ctx: PageContext) -> None:
+    """Say plainly who this is and what they see; shout when nobody is authenticated."""
+    if not ctx.settings.authenticated:
+        st.warning("No authentication is configured: this dashboard shows every team (demo mode). "
+                   "Set `[dashboard] auth` to \"oidc\" or \"header\" before sharing it.")
+    else:
+        seen = "every team" if ctx.teams is None else "team(s) " + ", ".join(ctx.teams)
+        st.caption(f"Signed in as {ctx.scope.actor} ({ctx.scope.role}): showing {seen}.")
+
+
+def money(value: Decimal | float | int | None) -> str:
+    """Currency text for any amount: $1,234.57, -$12.00; an unknown amount is an em dash."""
+    if value is None:
+        return "—"
+    amount = float(value)
+    return f"-${-amount:,.2f}" if amount < 0 else f"${amount:,.2f}"
+
+
+def money_frame(frame: pl.DataFrame, *cols: str) -> pl.DataFrame:
+    """Money columns as floats, for charts and on-screen tables only (the warehouse keeps DECIMAL)."""
+    return frame.with_columns([pl.col(c).cast(pl.Float64) for c in cols if c in frame.columns])
+
+
+def total(frame: pl.DataFrame, col: str) -> Decimal:
+    """The exact sum of a DECIMAL column (0 for an empty frame)."""
+    if frame.is_empty():
+        return Decimal(0)
+    value = frame[col].sum()
+    return Decimal(str(value)) if value is not None else Decimal(0)
+
+
+def money_columns(*cols: str) -> dict[str, st.column_config.NumberColumn]:
+    return {c: st.column_config.NumberColumn(format=MONEY_FORMAT) for c in cols}
+
+
+def month_bounds(day: datetime) -> tuple[datetime, datetime]:
+    start = day.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return start, end
+
+
+def window_start(as_of: datetime, days: int) -> datetime:
+    return (as_of - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+WINDOW_CHOICES = (14, 30, 90, 365)
+DEFAULT_WINDOW_DAYS = 30
+
+
+def window_picker(key: str) -> int:
+    """How many days of history the page's charts cover (a fixed choice list: no free text)."""
+    return st.sidebar.selectbox("History (days)", WINDOW_CHOICES, index=WINDOW_CHOICES.index(DEFAULT_WINDOW_DAYS),
+                                key=key)
+
+
+def page_header(title: str) -> PageContext:
+    """Every page starts here: the viewer's scope (or a stop), the auth banner, the title."""
+    ctx = page_context()
+    banner(ctx)
+    st.title(title)
+    return ctx
+
+
+@st.cache_data(ttl=900, max_entries=512, show_spinner=False)
+def _cached_query(_con: duckdb.DuckDBPyConnection, db_file: str, version: tuple, name: str, kwargs: dict):
+    return getattr(queries, name)(_con, **kwargs)
+
+
+def cached_query(con: duckdb.DuckDBPyConnection, name: str, **kwargs):
+    """``queries.<name>(con, **kwargs)``, reused across renders while the warehouse's data version
+    (``queries.dashboard_data_version``) is unchanged: the heavy scans of 10M line items run once per
+    ingest, not once per click. The key holds every argument, the viewer's teams included."""
+    version = queries.dashboard_data_version(con)
+    return _cached_query(con, str(db_path().resolve()), version, name, kwargs)

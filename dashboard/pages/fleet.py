@@ -1,0 +1,62 @@
+"""GPU fleet: utilisation per team × GPU model, idle GPU-hours and their cost, unattributed GPU-hours."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboard import charts
+from dashboard.common import (cached_query, connection, money, money_columns, money_frame, page_header, total,
+                              window_picker, window_start)
+
+IDLE_UTIL_PCT = 5.0
+
+
+def main() -> None:
+    ctx = page_header("GPU fleet")
+    days = window_picker("fleet_days")
+    try:
+        with connection() as con:
+            as_of = cached_query(con, "latest_charge_day", team=ctx.teams)
+            start = window_start(as_of, days) if as_of else None
+            util = cached_query(con, "fleet_utilisation", team=ctx.teams, start=start)
+            idle = cached_query(con, "idle_gpu_cost", team=ctx.teams, start=start, idle_util_pct=IDLE_UTIL_PCT)
+            # hours nobody's bill claims belong to no team: only a viewer of every team sees them
+            unattributed = cached_query(con, "unattributed_gpu_hours") if ctx.teams is None else None
+            attribution = cached_query(con, "gpu_hours_attribution", start=start) if ctx.teams is None else None
+    except FileNotFoundError as exc:
+        st.error(str(exc))
+        return
+    if util.is_empty() and idle.is_empty():
+        st.info("No GPU usage in your scope yet.")
+        return
+    cols = st.columns(3)
+    cols[0].metric("Idle GPU cost", money(total(idle, "idle_cost")),
+                   help=f"billed GPU hours whose measured peak utilisation stayed under {IDLE_UTIL_PCT:.0f}%")
+    cols[1].metric("Idle GPU-hours", f"{int(total(idle, 'idle_gpu_hours')):,}")
+    cols[2].metric("GPU-hours measured", f"{int(util['gpu_hours'].sum() or 0):,}")
+    st.altair_chart(charts.heatmap(util, x="gpu_model", y="team", value="util_mean",
+                                   title="Mean GPU utilisation % (team × GPU model)"), width="stretch")
+    st.subheader("Idle GPUs and their cost")
+    idle_view = money_frame(idle, "idle_cost", "gpu_cost").with_columns(pl.col("idle_gpu_hours").cast(pl.Int64))
+    chart_rows = idle_view.filter(pl.col("idle_cost") > 0).with_columns(
+        (pl.col("team") + " · " + pl.col("gpu_model").fill_null("?")).alias("team · GPU"))
+    if not chart_rows.is_empty():
+        st.altair_chart(charts.bar_usd(chart_rows, x="idle_cost", y="team · GPU", color="team",
+                                       title="Idle GPU cost in the window"), width="stretch")
+    st.dataframe(idle_view, hide_index=True, width="stretch", column_config=money_columns("idle_cost", "gpu_cost"))
+    st.subheader("Unattributed GPU-hours")
+    if unattributed is None:
+        st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
+    elif unattributed.is_empty():
+        st.success("Every measured GPU-hour is matched to a billed resource.")
+    else:
+        st.warning(f"{int(unattributed['gpu_hours'].sum()):,} GPU-hours on hosts no bill claims: "
+                   "map them in the source's `resource_map`.")
+        st.dataframe(unattributed, hide_index=True, width="stretch")
+    if attribution is not None and not attribution.is_empty():
+        st.dataframe(attribution, hide_index=True, width="stretch",
+                     column_config={"unattributed_share": st.column_config.NumberColumn(format="percent")})
+
+
+main()

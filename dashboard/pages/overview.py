@@ -1,0 +1,42 @@
+"""Overview (finance): spend this month vs budget and forecast, where it goes, what was saved."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import spend
+from dashboard.common import connection, page_header, window_picker
+
+
+def budget_for(ctx) -> float | None:
+    """The monthly budget of what the viewer sees: the global one for every team, else their teams'."""
+    settings = ctx.settings
+    if ctx.teams is None:
+        return settings.monthly_budget_usd or (sum(settings.team_budgets.values()) or None)
+    found = [settings.team_budgets[t] for t in ctx.teams if t in settings.team_budgets]
+    return sum(found) if found else None
+
+
+def main() -> None:
+    ctx = page_header("Overview: GPU spend")
+    days = window_picker("overview_days")
+    try:
+        with connection() as con:
+            data = spend.load_current(con, ctx.teams, days)
+    except FileNotFoundError as exc:
+        st.error(str(exc))
+        return
+    if data.as_of is None:
+        st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
+        return
+    st.caption(f"Data up to {data.as_of:%Y-%m-%d}; this month is {data.month_start:%B %Y}.")
+    spend.render_kpis(data, budget_for(ctx))
+    spend.render_charts(data)
+    left, right = st.columns(2)
+    with left:
+        spend.render_forecast(data)
+    with right:
+        spend.render_anomalies(data)
+
+
+main()

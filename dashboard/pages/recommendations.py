@@ -1,0 +1,111 @@
+"""Recommendations: every kind, filterable, sorted by savings; evidence; accept / dismiss; CSV.
+
+Filters are applied to the scoped frame in polars (choices from fixed lists, never SQL). A decision
+is written through ``warehouse.store.record_decision`` on a short-lived writer, scoped to the
+viewer's teams, with the viewer as the actor.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboard import evidence
+from dashboard.common import connection, db_path, money, money_columns, money_frame, page_header, total
+from warehouse import db, queries, store
+
+TABLE_COLUMNS = ("kind", "team", "provider", "resource_id", "workload", "monthly_savings_usd", "confidence",
+                 "risk", "status", "model_version", "created_at", "id")
+NONE = "(none)"  # a finding without a team or provider (fleet-wide) is still listed
+DECISIONS = {"Accept": "accept", "Dismiss": "dismiss", "Mark applied": "apply", "Reopen": "reopen"}
+
+
+def filtered(recs: pl.DataFrame) -> pl.DataFrame:
+    """The sidebar filters applied; choices come from the scoped frame itself."""
+    side = st.sidebar
+    picks = {}
+    for col, default in (("kind", None), ("status", ["open", "accepted"]), ("team", None), ("provider", None)):
+        options = sorted(recs[col].fill_null(NONE).unique().to_list())
+        chosen_default = [d for d in (default or options) if d in options]
+        picks[col] = side.multiselect(col.capitalize(), options, default=chosen_default, key=f"recs_{col}")
+    out = recs
+    for col, chosen in picks.items():
+        out = out.filter(pl.col(col).fill_null(NONE).is_in(chosen))
+    return out.sort(["monthly_savings_usd", "id"], descending=[True, False])
+
+
+def csv_bytes(frame: pl.DataFrame) -> bytes:
+    """The table as CSV: money as its exact decimal text, JSON columns as written."""
+    return frame.with_columns(pl.col("monthly_savings_usd").cast(pl.Utf8)).write_csv().encode()
+
+
+def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
+    try:
+        with db.writer(db_path(), retry_seconds=10) as con:
+            status = store.record_decision(con, rec_id, decision, reason, ctx.scope.actor, teams=ctx.teams)
+    except store.UnknownRecommendation:
+        st.error("That recommendation no longer exists (or is not yours to decide).")
+    except db.WarehouseBusy:
+        st.error("The warehouse is busy with an ingest: try again in a moment.")
+    else:
+        st.success(f"Recorded: {decision} by {ctx.scope.actor}; the recommendation is now {status}.")
+
+
+def decision_form(rec: dict, ctx) -> None:
+    with st.form(f"decide_{rec['id']}", clear_on_submit=True):
+        st.markdown(f"**Decide** (currently *{rec['status']}*)")
+        label = st.radio("Decision", list(DECISIONS), horizontal=True, key="decision_choice")
+        reason = st.text_input("Reason", max_chars=500, key="decision_reason")
+        if st.form_submit_button("Record decision"):
+            if DECISIONS[label] == "dismiss" and not reason.strip():
+                st.error("Say why it is dismissed: the reason is kept with the decision.")
+            else:
+                decide(rec["id"], DECISIONS[label], reason.strip(), ctx)
+
+
+def main() -> None:
+    ctx = page_header("Recommendations")
+    try:
+        with connection() as con:
+            recs = queries.recommendations(con, team=ctx.teams)
+    except FileNotFoundError as exc:
+        st.error(str(exc))
+        return
+    if recs.is_empty():
+        st.info("No recommendations yet: run `gpufinops recommend`.")
+        return
+    shown = filtered(recs)
+    cols = st.columns(3)
+    cols[0].metric("Shown", f"{shown.height} of {recs.height}")
+    cols[1].metric("Monthly savings shown", f"{money(total(shown, 'monthly_savings_usd'))}/month")
+    cols[2].download_button("Download CSV", csv_bytes(shown), file_name="recommendations.csv", mime="text/csv")
+    st.dataframe(money_frame(shown.select(TABLE_COLUMNS), "monthly_savings_usd"), hide_index=True,
+                 width="stretch", column_config={**money_columns("monthly_savings_usd"),
+                                                          "confidence": st.column_config.ProgressColumn(
+                                                              min_value=0.0, max_value=1.0, format="percent")})
+    if shown.is_empty():
+        return
+    labels = {row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team']} · "
+                         f"{row['resource_id'] or row['workload'] or row['id']}" for row in shown.iter_rows(named=True)}
+    if len(set(labels.values())) < len(labels):  # keep every choice distinct
+        labels = {rid: f"{text} · {rid}" for rid, text in labels.items()}
+    by_label = {text: rid for rid, text in labels.items()}
+    chosen = by_label[st.selectbox("Detail", list(by_label), key="recs_detail")]
+    with connection() as con:
+        found = queries.dashboard_recommendation(con, chosen, team=ctx.teams)
+        if found.is_empty():
+            st.error("That recommendation is gone.")
+            return
+        rec = found.row(0, named=True)
+        st.subheader(labels[chosen])
+        st.caption(f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · id {rec['id']}")
+        evidence.render(con, rec)
+    decision_form(rec, ctx)
+    with connection() as con:
+        log = queries.decisions_log(con, team=ctx.teams, recommendation_id=chosen)
+    if not log.is_empty():
+        st.markdown("**Decisions**")
+        st.dataframe(log, hide_index=True, width="stretch")
+
+
+main()

@@ -1,0 +1,52 @@
+"""Team: one team's spend, its GPU fleet and its recommendations (a lead picks among its own teams)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, spend
+from dashboard.common import cached_query, connection, money_columns, money_frame, page_header, window_picker, window_start
+from warehouse import queries
+
+
+def main() -> None:
+    ctx = page_header("Team")
+    days = window_picker("team_days")
+    try:
+        with connection() as con:
+            teams = cached_query(con, "cost_teams", team=ctx.teams)
+            if not teams:
+                st.info("No team has cost data in your scope yet.")
+                return
+            team = st.sidebar.selectbox("Team", teams, key="team_pick")
+            if not ctx.scope.allows(team):  # the options are scoped already; never trust a widget
+                st.error("Access denied.")
+                return
+            data = spend.load_current(con, [team], days)
+            fleet = cached_query(con, "fleet_utilisation", team=[team], start=window_start(data.as_of, days))
+            recs = queries.recommendations(con, team=[team])
+    except FileNotFoundError as exc:
+        st.error(str(exc))
+        return
+    st.header(team)
+    spend.render_kpis(data, ctx.settings.team_budgets.get(team))
+    spend.render_charts(data)
+    spend.render_forecast(data)
+    st.subheader("GPU fleet")
+    if fleet.is_empty():
+        st.info("No GPU metrics for this team in the window.")
+    else:
+        st.altair_chart(charts.heatmap(fleet, x="gpu_model", y="team", value="util_mean",
+                                       title="Mean GPU utilisation %"), width="stretch")
+        st.dataframe(fleet, hide_index=True, width="stretch")
+    st.subheader("Recommendations")
+    if recs.is_empty():
+        st.success("No recommendations for this team.")
+    else:
+        st.dataframe(money_frame(recs.select("kind", "resource_id", "workload", "monthly_savings_usd",
+                                             "confidence", "risk", "status"), "monthly_savings_usd"),
+                     hide_index=True, width="stretch", column_config=money_columns("monthly_savings_usd"))
+        st.caption("Accept or dismiss them on the Recommendations page.")
+
+
+main()

@@ -1,0 +1,181 @@
+"""The spend picture shared by the Overview (every team in scope) and the Team page (one team).
+
+``load`` runs the queries (no Streamlit), ``render`` draws them: the figures shown are the
+queries' own results, formatted, so a test can compare one with the other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import duckdb
+import polars as pl
+import streamlit as st
+
+from dashboard import charts
+from dashboard.common import db_path, money, money_columns, money_frame, month_bounds, total, window_start
+from warehouse import queries
+
+SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
+
+
+@dataclass
+class Spend:
+    as_of: datetime | None
+    month_start: datetime | None
+    month_to_date: Decimal
+    gpu_month_to_date: Decimal
+    daily: pl.DataFrame
+    savings: pl.DataFrame
+    forecast: pl.DataFrame | None      # None: the forecast model is not installed
+    anomalies: pl.DataFrame | None
+
+
+def _forecast(con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: datetime,
+              start: datetime) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """Forecast and anomalies from models.forecast, when that model is present."""
+    try:
+        from models.forecast import cost_anomalies, cost_forecast
+    except ImportError:
+        return None, None
+    # the forecast model's as_of is the first day not known yet: the day after the last day of data
+    return (cost_forecast(con, teams=teams, as_of=as_of + timedelta(days=1)),
+            cost_anomalies(con, teams=teams, start=start, end=as_of + timedelta(days=1)))
+
+
+def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int) -> Spend:
+    as_of = queries.latest_charge_day(con, team=teams)
+    if as_of is None:
+        return Spend(None, None, Decimal(0), Decimal(0), pl.DataFrame(), pl.DataFrame(), None, None)
+    month_start, month_end = month_bounds(as_of)
+    start = min(window_start(as_of, days), month_start)
+    daily = queries.spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
+    mtd = daily.filter(pl.col("day") >= month_start)
+    forecast, anomalies = _forecast(con, teams, as_of, start)
+    return Spend(as_of, month_start, total(mtd, "effective_cost"), total(mtd, "gpu_cost"),
+                 daily, queries.savings_by_status(con, team=teams), forecast, anomalies)
+
+
+@st.cache_data(ttl=900, max_entries=256, show_spinner="Computing spend and forecast …")
+def _load_cached(_con: duckdb.DuckDBPyConnection, db_file: str, version: tuple, teams: tuple[str, ...] | None,
+                 days: int) -> Spend:
+    return load(_con, list(teams) if teams is not None else None, days)
+
+
+def load_current(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int) -> Spend:
+    """``load``, reused across renders while the warehouse's data version is unchanged (an ingest, a
+    model run or a decision changes it). The key holds the viewer's teams: no scope shares a result."""
+    version = queries.dashboard_data_version(con)
+    return _load_cached(con, str(db_path().resolve()), version, tuple(teams) if teams is not None else None, days)
+
+
+def savings_figure(spend: Spend, label: str) -> Decimal:
+    rows = spend.savings.filter(pl.col("status") == SAVINGS_STATUS[label])
+    return total(rows, "monthly_savings_usd")
+
+
+def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | None:
+    """(month, forecast, lower, upper) of the month being forecast, summed over the teams and providers
+    in scope. The month is the one after the last day of data (the next one when the data ends on
+    a month's last day). Summed interval bounds are conservative (wider than the sum's own)."""
+    if spend.forecast is None or spend.forecast.is_empty():
+        return None
+    rows = spend.forecast.filter(pl.col("horizon") == "month_end")
+    if rows.is_empty():
+        return None
+    month = f"{rows['month'].min():%B %Y}"
+    return month, total(rows, "forecast_usd"), total(rows, "lower_usd"), total(rows, "upper_usd")
+
+
+def render_kpis(spend: Spend, budget: float | None) -> None:
+    cols = st.columns(4)
+    delta = None
+    if budget:
+        left = Decimal(str(budget)) - spend.month_to_date
+        delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'} budget {money(budget)}"
+    cols[0].metric("Spend this month", money(spend.month_to_date), delta=delta,
+                   delta_color="normal" if budget is None or spend.month_to_date <= Decimal(str(budget)) else "inverse")
+    fc = forecast_month_end(spend)
+    if fc is None:
+        cols[1].metric("Forecast to month end", "—", help="forecast not available yet")
+    else:
+        cols[1].metric(f"Forecast: {fc[0]}", money(fc[1]), help="80% prediction interval below")
+        cols[1].caption(f"interval {money(fc[2])} – {money(fc[3])}")
+    share = (spend.gpu_month_to_date / spend.month_to_date) if spend.month_to_date else Decimal(0)
+    cols[2].metric("GPU spend this month", money(spend.gpu_month_to_date))
+    cols[2].caption(f"{float(share):.1%} of spend")
+    cols[3].metric("Savings identified per month", money(savings_figure(spend, "identified")),
+                   help="open recommendations")
+    cols = st.columns(4)
+    cols[0].metric("Savings accepted per month", money(savings_figure(spend, "accepted")))
+    cols[1].metric("Savings realised per month", money(savings_figure(spend, "realised")),
+                   help="recommendations marked applied")
+
+
+def render_charts(spend: Spend) -> None:
+    daily = money_frame(spend.daily, "effective_cost", "gpu_cost", "billed_cost")
+    left, right = st.columns(2)
+    by_provider = daily.group_by("day", "provider").agg(pl.col("effective_cost").sum()).sort("day")
+    left.altair_chart(charts.stacked_area(by_provider, x="day", y="effective_cost", color="provider",
+                                          title="Daily spend by provider"), width="stretch")
+    by_team = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
+    right.altair_chart(charts.stacked_area(by_team, x="day", y="effective_cost", color="team",
+                                           title="Daily spend by team"), width="stretch")
+    left, right = st.columns(2)
+    by_service = daily.group_by("service").agg(pl.col("effective_cost").sum()).sort("effective_cost")
+    left.altair_chart(charts.bar_usd(by_service, x="effective_cost", y="service", title="Spend by service"),
+                      width="stretch")
+    share = daily.group_by("day").agg(pl.col("gpu_cost").sum() / pl.col("effective_cost").sum()).rename(
+        {"gpu_cost": "gpu_share"}).sort("day")
+    right.altair_chart(charts.share_line(share, x="day", y="gpu_share", title="GPU share of spend"),
+                       width="stretch")
+
+
+def render_forecast(spend: Spend) -> None:
+    st.subheader("Forecast")
+    if spend.forecast is None:
+        st.info("forecast not available yet (the forecast model is not installed).")
+        return
+    if spend.forecast.is_empty():
+        st.info("Not enough history to forecast yet.")
+        return
+    frame = money_frame(spend.forecast.group_by("horizon").agg(
+        [pl.col(c).sum() for c in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")]),
+        "actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")
+    st.altair_chart(charts.forecast(frame, title="Forecast with interval"), width="stretch")
+
+
+def render_anomalies(spend: Spend) -> None:
+    st.subheader("Anomalies")
+    if spend.anomalies is None:
+        st.info("forecast not available yet: anomaly detection comes with the forecast model.")
+        return
+    if spend.anomalies.is_empty():
+        st.success("No cost anomalies in the window.")
+        return
+    frame = money_frame(spend.anomalies, "cost_usd", "expected_usd", "lower_usd", "upper_usd").with_columns(
+        pl.col("top_line_items").map_elements(_top_items_text, return_dtype=pl.Utf8))
+    st.dataframe(frame.sort("day", descending=True), hide_index=True, width="stretch",
+                 column_config=money_columns("cost_usd", "expected_usd", "lower_usd", "upper_usd"))
+
+
+def _top_items_text(text: str | None) -> str:
+    """The anomaly's top line items, one short line (the JSON is a list of objects)."""
+    try:
+        items = json.loads(text or "[]")
+    except json.JSONDecodeError:
+        return text or ""
+    if not isinstance(items, list):
+        return str(items)
+    parts = []
+    for item in items[:3]:
+        if isinstance(item, dict):
+            label = item.get("resource_id") or item.get("service") or item.get("sku") or "item"
+            amount = next((v for k, v in item.items() if "usd" in k or "cost" in k), None)
+            parts.append(f"{label} {money(amount)}" if amount is not None else str(label))
+        else:
+            parts.append(str(item))
+    return "; ".join(parts)
