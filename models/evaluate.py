@@ -1,0 +1,269 @@
+"""`gpufinops evaluate`: the models' quality, measured.
+
+* Planted ground truth: demo fleets (the default seed, a second seed, a differently sized fleet) are
+  generated in temporary homes, ingested through the real ingestors and analysed by every model; for
+  each kind with ground truth: precision, recall, and the estimated monthly savings against the true
+  figure (what the planted waste costs, priced from the generator's own price tables).
+* The gpu_type throughput regression's held-out error against the spec-ratio baseline.
+* idle_gpu on the real Helios cluster occupancy (tests/data/helios-sensetime): idle GPU-hours the
+  model finds vs idle GPU-hours counted independently from the csv with plain Python.
+* The spot and forecast models' own quality sections, when those modules are installed.
+
+It builds demo fleets, so it imports ``jobs`` lazily (evaluation wires the rooms together).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib
+import io
+import json
+import tempfile
+from collections import defaultdict
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from models.recommendation import Recommendation
+
+DAYS_PER_MONTH = Decimal("30.4375")
+FLEETS = ({"name": "default seed", "seed": 7, "days": 60, "scale": 1},
+          {"name": "second seed", "seed": 23, "days": 60, "scale": 1},
+          {"name": "double fleet, 30 days", "seed": 7, "days": 30, "scale": 2})
+HELIOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "helios-sensetime"
+HEADROOM = Decimal("1.2")
+
+
+def _price_table() -> dict[tuple[str, str, str], Decimal]:
+    """(provider, region, instance type) -> on-demand $/h, from the generator's own tables."""
+    from jobs import demo_fleet
+    prices = {("gcp", region, it): Decimal(p[0]) for (it, region), p in demo_fleet.GCP_PRICES.items()}
+    for region in ("us-east-1", "us-west-2"):
+        prices.update({("aws", region, it): Decimal(p) for it, p in demo_fleet.AWS_ON_DEMAND_USD.items()})
+    return prices
+
+
+def _cheapest(item: dict, region: str, fits) -> Decimal | None:
+    from jobs.demo_workloads import INSTANCE_GPUS
+    prices = _price_table()
+    options = [price for (provider, reg, it), price in prices.items()
+               if provider == item["provider"] and reg == region and INSTANCE_GPUS[it][1] == item["gpu_count"]
+               and fits(INSTANCE_GPUS[it][0])]
+    return min(options) if options else None
+
+
+def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
+    """The true monthly saving of one planted finding (None when the truth names no figure)."""
+    from jobs.demo_workloads import GPU_HARDWARE
+    kind, month = item["kind"], DAYS_PER_MONTH / Decimal(days)
+    if item.get("monthly_savings_usd") is not None:     # the generator priced it (spot_mix, commitment)
+        return Decimal(str(item["monthly_savings_usd"]))
+    if kind == "idle_gpu":
+        return Decimal(item["idle_cost_usd"]) * month
+    if kind == "gpu_count":
+        return Decimal(item["idle_gpu_cost_usd"]) * month
+    current = _price_table().get((item["provider"], region, item["instance_type"]))
+    if kind == "gpu_type":
+        target = _cheapest(item, region, lambda model: model in item["proposed_gpu_models"])
+    elif kind == "quantization":
+        need_mib = Decimal(str(item["mem_used_fp16_estimate_gib"])) * 1024 * HEADROOM
+        target = _cheapest(item, region, lambda model: GPU_HARDWARE[model].memory_total_mib >= need_mib)
+    else:
+        return None
+    if current is None or target is None:
+        return None
+    return Decimal(item["cost_usd"]) * month * (1 - target / current)
+
+
+def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str, dict[str, Any]]:
+    """Per kind with ground truth and a model: precision, recall and the savings error."""
+    regions = {m["resource_id"]: m for m in truth["machines"]}
+    items = truth["planted"] + truth.get("commitments", [])   # commitments: truth, though not waste
+    out = {}
+    for kind in sorted(kinds & {p["kind"] for p in items}):
+        planted = {p["resource_id"]: p for p in items if p["kind"] == kind}
+        members = {rid: p["resource_id"] for p in planted.values() for rid in p.get("resource_ids", [])}
+        found = {members.get(r.resource_id, r.resource_id): r for r in recs if r.kind == kind}
+        hits = set(planted) & set(found)
+        truth_usd, found_usd = Decimal(0), Decimal(0)
+        priced = True
+        for rid in hits:
+            t = truth_savings(planted[rid], truth["days"], planted[rid].get("region") or _region(regions[rid], truth))
+            if t is None:
+                priced = False
+                continue
+            truth_usd += t
+            found_usd += found[rid].monthly_savings_usd
+        out[kind] = {
+            "planted": len(planted), "found": len(found), "hits": len(hits),
+            "precision": len(hits) / len(found) if found else (1.0 if not planted else 0.0),
+            "recall": len(hits) / len(planted) if planted else 1.0,
+            "truth_monthly_savings_usd": float(truth_usd) if priced else None,
+            "found_monthly_savings_usd": float(found_usd) if priced else None,
+            "savings_error": float((found_usd - truth_usd) / truth_usd) if priced and truth_usd else None,
+            "missed": sorted(set(planted) - hits), "extra": sorted(set(found) - hits),
+        }
+    return out
+
+
+def _region(machine: dict, truth: dict) -> str:
+    rid = machine["resource_id"]
+    if machine["provider"] == "gcp":
+        return rid.split("/zones/")[1].split("/")[0].rsplit("-", 1)[0]
+    return _aws_region(machine)
+
+
+def _aws_region(machine: dict) -> str:
+    """ground_truth.json names no region: the fleet's spec with the machine's attributes names its zone."""
+    from jobs.demo_workloads import FLEET
+    for spec in FLEET:
+        if (spec.provider, spec.instance_type, spec.team, spec.workload, spec.pricing) == (
+                machine["provider"], machine["instance_type"], machine["team"], machine["workload"],
+                machine["pricing"]):
+            return spec.zone[:-1] if spec.provider == "aws" else spec.zone
+    return ""
+
+
+def run_fleet(home: Path, seed: int, days: int, scale: int) -> tuple[list[Recommendation], dict, Any]:
+    """Generate, ingest and analyse one demo fleet; (recommendations, ground truth, throughput model)."""
+    from jobs import config as config_mod
+    from jobs import demo, demo_fleet
+    from jobs.demo_workloads import write_dcgm_exports
+    from jobs.ingest_cmd import run_configured
+    from models import features, gpu_type
+    from models.run import run_models
+    from warehouse import db
+
+    fleet = demo_fleet.generate(home, days=days, seed=seed, scale=scale)
+    write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")
+    cfg = config_mod.load(demo.write_config(home, fleet.resource_map))
+    failed = [r for r in run_configured(cfg) if not r.ok]
+    if failed:
+        raise RuntimeError(f"demo ingest failed: {failed[0].source}: {failed[0].error}")
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+        recs = run_models(con)
+        s = features.RightsizingSettings()
+        res = features.resources(con, s)
+        model = gpu_type.fit(gpu_type.observations(res, features.specs(con), s.idle_util_pct))
+    return recs, json.loads(fleet.ground_truth_path.read_text()), model
+
+
+def helios_idle() -> list[dict[str, Any]]:
+    """idle_gpu's run rule on each real Helios virtual cluster vs an independent count.
+
+    Each of the 64 GPUs is a resource; GPU ``i`` is busy in a minute when ``i < running_gpu_num``. The
+    model sees hourly peak utilisation per GPU (polars); the independent count walks the csv rows with
+    plain Python: an hour is idle for GPU ``i`` when no minute ran ``i`` or more GPUs, and idle hours
+    count once they form a run of at least ``min_run_hours`` consecutive hours.
+    """
+    from models import idle
+    params = idle.IdleParams()
+    out = []
+    for path in sorted(HELIOS.glob("*_gpu_occupancy.csv.gz")):
+        with gzip.open(path, "rt", newline="") as f:
+            rows = [(r["time"], int(r["running_gpu_num"]), int(r["total_gpu_num"])) for r in csv.DictReader(f)]
+        gpus = rows[0][2]
+        peak: dict[str, int] = defaultdict(int)
+        for ts, running, _ in rows:
+            peak[ts[:13]] = max(peak[ts[:13]], running)
+        hours = sorted(peak)
+        independent = 0
+        for gpu in range(gpus):
+            run = 0
+            for h in hours + [None]:
+                if h is not None and peak[h] <= gpu:
+                    run += 1
+                    continue
+                independent += run if run >= params.min_run_hours else 0
+                run = 0
+        frame = _helios_frame(rows, gpus)
+        found = int(idle.idle_hours(frame, params)["idle"].sum())
+        out.append({"cluster": path.name.split("_")[0], "gpus": gpus, "hours": len(hours),
+                    "gpu_hours": gpus * len(hours), "idle_gpu_hours_found": found,
+                    "idle_gpu_hours_independent": independent,
+                    "idle_share": round(found / (gpus * len(hours)), 4)})
+    return out
+
+
+def _helios_frame(rows: list[tuple[str, int, int]], gpus: int) -> pl.DataFrame:
+    minutes = pl.DataFrame({"time": [r[0] for r in rows], "running": [r[1] for r in rows]}).with_columns(
+        pl.col("time").str.to_datetime("%Y-%m-%d %H:%M:%S", time_zone="UTC").dt.truncate("1h").alias("hour"))
+    per_gpu = minutes.join(pl.DataFrame({"gpu": list(range(gpus))}), how="cross").with_columns(
+        pl.when(pl.col("gpu") < pl.col("running")).then(100.0).otherwise(0.0).alias("util"))
+    return per_gpu.group_by("gpu", "hour").agg(pl.col("util").max().alias("util_max")).with_columns(
+        pl.format("gpu-{}", pl.col("gpu")).alias("resource_id"))
+
+
+def m2_sections(con=None) -> dict[str, Any]:
+    """The spot and forecast models' own quality figures, when their modules exist."""
+    out: dict[str, Any] = {}
+    for label, module, func, needs_con in (("spot price-ratio forecast", "models.spot_forecast", "quality", False),
+                                           ("spot-mix backtest", "models.spot_mix", "backtest", False),
+                                           ("cost forecast", "models.forecast", "quality", True)):
+        try:
+            fn = getattr(importlib.import_module(module), func)
+        except (ImportError, AttributeError) as exc:
+            out[label] = {"status": f"not available ({exc.__class__.__name__}: {exc})"}
+            continue
+        if needs_con and con is None:
+            out[label] = {"status": "needs a demo warehouse"}
+            continue
+        try:
+            out[label] = fn(con) if needs_con else fn()
+        except Exception as exc:  # a section's failure is reported, the others still run
+            out[label] = {"status": f"failed: {exc.__class__.__name__}: {exc}"}
+    return out
+
+
+def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, helios: bool = True,
+             others: bool = True) -> dict[str, Any]:
+    """Every figure, as plain data (printed by :func:`render`)."""
+    from models.run import MODELS
+    result: dict[str, Any] = {"fleets": [], "generated_at": datetime.now(UTC).isoformat()}
+    with tempfile.TemporaryDirectory(prefix="gpufinops-evaluate-", dir=workdir) as tmp:
+        for n, fleet in enumerate(fleets):
+            home = Path(tmp) / f"fleet-{n}"
+            recs, truth, model = run_fleet(home, fleet["seed"], fleet["days"], fleet["scale"])
+            result["fleets"].append({**fleet, "machines": len(truth["machines"]),
+                                     "kinds": score(recs, truth, set(MODELS)), "throughput_model": model.quality})
+            if others and n == 0:
+                from jobs import config as config_mod
+                from warehouse import db
+                cfg = config_mod.load(home / "gpufinops.toml")
+                with db.reader(cfg.warehouse_path) as con:
+                    result["others"] = m2_sections(con)
+    if helios:
+        result["helios_idle"] = helios_idle()
+    return result
+
+
+def render(result: dict[str, Any]) -> str:
+    out = io.StringIO()
+    for fleet in result["fleets"]:
+        print(f"\n{fleet['name']} (seed {fleet['seed']}, {fleet['days']} days, {fleet['machines']} machines)", file=out)
+        print(f"  {'kind':<13} {'planted':>7} {'found':>5} {'precision':>9} {'recall':>6} "
+              f"{'truth $/mo':>12} {'found $/mo':>12} {'error':>7}", file=out)
+        for kind, k in fleet["kinds"].items():
+            money = (f"{k['truth_monthly_savings_usd']:>12,.2f} {k['found_monthly_savings_usd']:>12,.2f} "
+                     f"{k['savings_error']:>+7.1%}" if k["savings_error"] is not None
+                     else f"{'n/a':>12} {'n/a':>12} {'':>7}")
+            print(f"  {kind:<13} {k['planted']:>7} {k['found']:>5} {k['precision']:>9.2f} {k['recall']:>6.2f} {money}",
+                  file=out)
+        q = fleet["throughput_model"]
+        if q.get("model") == "fleet_regression":
+            print(f"  gpu_type throughput regression, held out by GPU pair ({q['folds']} folds, {q['pairs']} "
+                  f"quantile pairs over {q['gpu_pairs']} GPU pairs): MAE {q['regression_mae_pct']} util points; "
+                  f"spec-ratio baseline {q['baseline_mae_pct']}; no-change {q['identity_mae_pct']}", file=out)
+        else:
+            print(f"  gpu_type throughput model: {q}", file=out)
+    for row in result.get("helios_idle", []):
+        print(f"\nHelios {row['cluster']} ({row['gpus']} GPUs × {row['hours']} h): idle GPU-hours found "
+              f"{row['idle_gpu_hours_found']}, counted independently {row['idle_gpu_hours_independent']} "
+              f"({row['idle_share']:.1%} of GPU-hours)", file=out)
+    for label, section in result.get("others", {}).items():
+        print(f"\n{label}: {json.dumps(section, default=str)}", file=out)
+    return out.getvalue()

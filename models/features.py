@@ -1,0 +1,193 @@
+"""Shared inputs of the rightsizing models (gpu_count, gpu_type, quantization).
+
+The heavy part (per-hour rollups, quantiles over weeks of hourly rows) runs in DuckDB
+(``warehouse.queries.rightsizing_*``); this module turns those small per-resource frames into what
+the models reason about: the lookback window, evidence quality, tags (workload, precision), the
+catalogue of what is offered in each region, and the ``[models]`` settings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import weakref
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from models.recommendation import money
+from warehouse import queries
+
+DAYS_PER_MONTH = Decimal("30.4375")
+CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
+
+
+@dataclass(frozen=True)
+class RightsizingSettings:
+    """The ``[models]`` config section (every key optional; defaults follow AWS Compute Optimizer)."""
+    lookback_days: int = 14                 # window the percentiles are taken over
+    min_days: float = 7.0                   # fewer measured days than this: withheld
+    min_coverage: float = 0.6               # measured / billed hours below this: withheld
+    idle_util_pct: float = 5.0              # p95 below this is idle_gpu's finding, not a resize
+    spare_gpu_util_pct: float = 10.0        # gpu_count: a GPU whose p95 stays under this is spare …
+    spare_gpu_mem_fraction: float = 0.10    # … and holds less than this share of its memory
+    memory_headroom: float = 1.2            # peak memory × this must fit the target GPU
+    max_target_util_pct: float = 60.0       # predicted p95 utilisation on the target must stay under this
+    min_savings_fraction: float = 0.25      # a move must cut the resource's cost by at least this share
+    min_monthly_savings_usd: float = 25.0
+    quantization_precisions: tuple[str, ...] = ("fp16",)   # add "int8"/"fp8" to propose those too
+    inference_workloads: tuple[str, ...] = ("online_inference", "batch_inference", "inference", "serving")
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any] | None) -> RightsizingSettings:
+        """Validated settings from ``cfg.raw["models"]``; a bad value of one of these keys is a clear error."""
+        section = dict(section or {})   # keys of other models (spot, commitment, forecast) are theirs
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in section.items():
+            if key not in known:
+                continue
+            default = getattr(cls, key)
+            if isinstance(default, tuple):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError(f"[models] {key} must be a list of strings (got {value!r})")
+                values[key] = tuple(v.lower() for v in value)
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"[models] {key} must be a non-negative number (got {value!r})")
+            else:
+                values[key] = type(default)(value)
+        if values.get("memory_headroom", 1.0) < 1.0:
+            raise ValueError("[models] memory_headroom must be at least 1.0")
+        return cls(**values)
+
+
+def settings_of(settings: RightsizingSettings | dict | None) -> RightsizingSettings:
+    if isinstance(settings, RightsizingSettings):
+        return settings
+    return RightsizingSettings.from_config(settings)
+
+
+def window_start(con: duckdb.DuckDBPyConnection, lookback_days: int) -> datetime | None:
+    """The lookback ends at the newest GPU usage hour in the warehouse (not the clock: a replayed or
+    delayed export is judged on its own last weeks)."""
+    rows = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
+    last = rows[0][0] if rows else None
+    if last is None:
+        return None
+    return last - timedelta(days=lookback_days) + timedelta(hours=1)
+
+
+def tag(tags_json: str | None, key: str) -> str | None:
+    """A tag's value whether the export wrote it as ``key``, ``user_key`` (CUR 2.0) or ``user:key``."""
+    if not tags_json:
+        return None
+    try:
+        tags = json.loads(tags_json)
+    except ValueError:
+        return None
+    if not isinstance(tags, dict):
+        return None
+    for name in (key, f"user_{key}", f"user:{key}", f"k8s_label_{key}"):
+        if tags.get(name) not in (None, ""):
+            return str(tags[name]).lower()
+    return None
+
+
+# gpu_count, gpu_type and quantization read the same frame in one run: memoised per connection object
+# (jobs open one connection per run, so nothing outlives it) while the fact tables keep their row counts.
+_RESOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def resources(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> pl.DataFrame:
+    """Per-resource frame over the lookback, with window days, coverage, tags and provider code."""
+    start = window_start(con, settings.lookback_days)
+    if start is None:
+        return pl.DataFrame()
+    counts = con.execute("SELECT (SELECT count(*) FROM cost_line_items), (SELECT count(*) FROM gpu_metrics_hourly)"
+                         ).fetchall()[0]
+    key = (start, counts)
+    cached = _RESOURCES.get(con)
+    if cached is None or cached[0] != key:
+        frame = queries.rightsizing_resources(con, start)
+        cached = (key, frame if frame.is_empty() else enrich(frame))
+        _RESOURCES[con] = cached
+    return cached[1]
+
+
+def enrich(frame: pl.DataFrame) -> pl.DataFrame:
+    """Adds window_days, metric coverage, workload/precision tags and the provider code."""
+    from models.recommendation import provider_code
+    return frame.with_columns(
+        ((pl.col("last_hour") - pl.col("first_hour")).dt.total_hours() + 1).truediv(24).alias("window_days"),
+        (pl.col("measured_hours") / pl.col("billed_hours")).alias("coverage"),
+        pl.col("tags").map_elements(lambda t: tag(t, "workload"), return_dtype=pl.Utf8).alias("workload"),
+        pl.col("tags").map_elements(lambda t: tag(t, "precision"), return_dtype=pl.Utf8).alias("precision"),
+        pl.col("provider").map_elements(provider_code, return_dtype=pl.Utf8).alias("provider_code"),
+    )
+
+
+def evidence_problem(row: dict, settings: RightsizingSettings) -> str | None:
+    """Why a resource's evidence is too thin to act on, or None when it is enough."""
+    measured_days = (row["measured_hours"] or 0) / 24
+    if measured_days < settings.min_days:
+        return f"only {measured_days:.1f} measured days (need {settings.min_days:g})"
+    if (row["coverage"] or 0) < settings.min_coverage:
+        return f"metrics cover {row['coverage']:.0%} of billed hours (need {settings.min_coverage:.0%})"
+    return None
+
+
+def confidence(row: dict, settings: RightsizingSettings, base: float) -> float:
+    """Base confidence scaled by how much of the lookback the metrics cover."""
+    days = min(1.0, (row["measured_hours"] or 0) / 24 / settings.lookback_days)
+    return round(base * min(1.0, row["coverage"] or 0) * days, 3)
+
+
+def monthly(cost_usd: Decimal | float, window_days: float) -> Decimal:
+    """A window's cost as a 30.4375-day month."""
+    return Decimal(str(cost_usd)) / Decimal(str(window_days)) * DAYS_PER_MONTH
+
+
+def pricing(category: str | None) -> str:
+    return {"Dynamic": "spot", "Committed": "committed", "Standard": "on_demand"}.get(category or "", "on_demand")
+
+
+def current_config(row: dict, monthly_cost: Decimal) -> dict[str, Any]:
+    return {"instance_type": row["instance_type"], "gpu_model": row["gpu_model"], "gpu_count": row["gpu_count"],
+            "pricing": pricing(row["pricing_category"]), "monthly_cost_usd": money(monthly_cost)}
+
+
+def catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Offers per (provider, region, instance type) with GPU specs; see queries.rightsizing_catalogue."""
+    return queries.rightsizing_catalogue(con)
+
+
+def specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """gpu_specs keyed by GPU model."""
+    frame = pl.from_arrow(con.sql("SELECT * FROM gpu_specs").to_arrow_table())
+    return {row["gpu_model"]: row for row in frame.iter_rows(named=True)}
+
+
+def list_price(offers: pl.DataFrame, provider: str | None, region: str | None,
+               instance_type: str | None) -> Decimal | None:
+    """The on-demand $/h of an instance type in a region, or None when the catalogue lacks it."""
+    if offers.is_empty() or instance_type is None:
+        return None
+    match = offers.filter((pl.col("provider") == provider) & (pl.col("region") == region)
+                          & (pl.col("instance_type") == instance_type))
+    if match.is_empty():
+        return None
+    return Decimal(str(match["on_demand_usd_per_hour"][0]))
+
+
+def peak_throughput(spec: dict[str, Any] | None, precision: str | None) -> float | None:
+    """The GPU's peak dense throughput (TFLOPS/TOPS) at a precision; None when unknown."""
+    if not spec:
+        return None
+    column = {"fp32": "fp32_tflops", "tf32": "fp32_tflops", "bf16": "bf16_tflops", "int8": "int8_tops",
+              "fp8": "int8_tops"}.get(precision or "fp16", "fp16_tflops")
+    value = spec.get(column) or (spec.get("fp16_tflops") if column == "bf16_tflops" else None)
+    return float(value) if value and not math.isnan(float(value)) else None

@@ -1,0 +1,232 @@
+"""gpu_type: move a workload to a cheaper GPU that fits.
+
+A target must pass every rule, none of which is ever relaxed:
+
+* it is offered in the resource's own provider and region (the catalogue: ``instance_types``, else
+  the instance types the bills show there), with the same GPU count and a known price and spec;
+* the workload's peak memory × ``memory_headroom`` fits the target GPU's usable memory;
+* the utilisation the workload would need there, predicted by :class:`ThroughputModel`, stays under
+  ``max_target_util_pct``;
+* it cuts the resource's cost by at least ``min_savings_fraction``.
+
+ThroughputModel is a regression fitted on the fleet's own observations: the same workload class
+(workload and precision tags) measured on different GPU models gives pairs "utilisation quantile on
+GPU A → the same quantile on GPU B", with the two GPUs' peak-throughput and memory-bandwidth ratios
+(and SM/tensor activity where DCGM exports them) as features. It is scored on GPU pairs it did not
+see against the spec-ratio baseline (utilisation × √(FLOPS ratio × bandwidth ratio)); with too few
+observations the baseline itself is used and confidence drops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from models import features
+from models.features import RightsizingSettings
+from models.recommendation import Recommendation, money, stable_id
+
+USABLE_MEMORY = 0.93          # share of a GPU's memory a process gets (driver, ECC, context)
+MIN_PAIRS, MIN_GROUPS = 12, 3
+
+
+def _log_ratio(src: dict | None, tgt: dict | None, precision: str | None) -> tuple[float, float] | None:
+    f_src, f_tgt = features.peak_throughput(src, precision), features.peak_throughput(tgt, precision)
+    b_src, b_tgt = (src or {}).get("memory_bandwidth_gbps"), (tgt or {}).get("memory_bandwidth_gbps")
+    if not (f_src and f_tgt and b_src and b_tgt):
+        return None
+    return math.log(f_src / f_tgt), math.log(float(b_src) / float(b_tgt))
+
+
+def _x(util: float, ratios: tuple[float, float], sm: float | None, tensor: float | None) -> list[float]:
+    sm, tensor = (sm or 0.0), (tensor or 0.0)
+    return [math.log1p(util), ratios[0], ratios[1], tensor * ratios[0], sm * ratios[1]]
+
+
+def baseline(util: float, ratios: tuple[float, float]) -> float:
+    """Spec-ratio scaling: the slower GPU needs proportionally more time (geometric mean of the ratios)."""
+    return util * math.exp((ratios[0] + ratios[1]) / 2)
+
+
+@dataclass
+class ThroughputModel:
+    fitted: Any = None
+    pairs: int = 0
+    groups: int = 0
+    quality: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return "fleet_regression" if self.fitted is not None else "spec_ratio_baseline"
+
+    def predict(self, util: float, ratios: tuple[float, float], sm: float | None = None,
+                tensor: float | None = None) -> float:
+        if self.fitted is None:
+            return baseline(util, ratios)
+        return max(0.0, math.expm1(float(self.fitted.predict(np.array([_x(util, ratios, sm, tensor)]))[0])))
+
+
+def observations(res: pl.DataFrame, specs: dict[str, dict], idle_util_pct: float) -> pl.DataFrame:
+    """Quantile pairs of the same workload class on two GPU models (rows: x, y, ratios, group)."""
+    usable = res.filter(pl.col("util_p95").is_not_null() & (pl.col("util_p95") >= idle_util_pct)
+                        & pl.col("workload").is_not_null() & pl.col("gpu_model").is_not_null())
+    if usable.is_empty():
+        return pl.DataFrame()
+    pooled = usable.with_columns(pl.col("precision").fill_null("any")).group_by(
+        "workload", "precision", "gpu_model").agg(
+        pl.col("util_quantiles").list.to_array(6).alias("q"), pl.col("sm_active_mean").mean().alias("sm"),
+        pl.col("tensor_active_mean").mean().alias("tensor"))
+    rows = []
+    for (workload, precision), grp in pooled.group_by("workload", "precision", maintain_order=True):
+        items = grp.sort("gpu_model").iter_rows(named=True)
+        items = [(r["gpu_model"], np.mean(np.array(r["q"], dtype=float), axis=0), r["sm"], r["tensor"])
+                 for r in items]
+        for src_model, q_src, sm, tensor in items:
+            for tgt_model, q_tgt, _, _ in items:
+                ratios = _log_ratio(specs.get(src_model), specs.get(tgt_model), precision)
+                if src_model == tgt_model or ratios is None:
+                    continue
+                group = "|".join(sorted((src_model, tgt_model)))
+                for x, y in zip(q_src.tolist(), q_tgt.tolist()):
+                    rows.append({"x": x, "y": y, "lf": ratios[0], "lb": ratios[1], "sm": sm, "tensor": tensor,
+                                 "group": group, "workload": workload})
+    return pl.DataFrame(rows)
+
+
+def fit(obs: pl.DataFrame) -> ThroughputModel:
+    """Fit the regression and score it on held-out GPU pairs against the spec-ratio baseline."""
+    from sklearn.linear_model import HuberRegressor
+    from sklearn.model_selection import GroupKFold
+
+    if obs.is_empty() or obs.height < MIN_PAIRS or obs["group"].n_unique() < MIN_GROUPS:
+        return ThroughputModel(pairs=obs.height, groups=0 if obs.is_empty() else obs["group"].n_unique(),
+                               quality={"model": "spec_ratio_baseline", "reason": "too few cross-GPU observations"})
+    rows = obs.iter_rows(named=True)
+    X = np.array([_x(r["x"], (r["lf"], r["lb"]), r["sm"], r["tensor"]) for r in rows])
+    y, x_util = obs["y"].to_numpy(), obs["x"].to_numpy()
+    base = np.array([baseline(r["x"], (r["lf"], r["lb"])) for r in obs.iter_rows(named=True)])
+    groups = obs["group"].to_numpy()
+    folds = min(5, len(set(groups.tolist())))
+    held_out = np.zeros_like(y)
+    for train, test in GroupKFold(n_splits=folds).split(X, y, groups):
+        model = HuberRegressor(max_iter=500).fit(X[train], np.log1p(y[train]))
+        held_out[test] = np.expm1(model.predict(X[test])).clip(0)
+    final = HuberRegressor(max_iter=500).fit(X, np.log1p(y))
+    quality = {
+        "model": "fleet_regression", "pairs": int(obs.height), "gpu_pairs": int(len(set(groups.tolist()))),
+        "folds": folds, "regression_mae_pct": round(float(np.abs(held_out - y).mean()), 2),
+        "baseline_mae_pct": round(float(np.abs(base - y).mean()), 2),
+        "identity_mae_pct": round(float(np.abs(x_util - y).mean()), 2),
+        "coefficients": [round(float(c), 4) for c in final.coef_],
+    }
+    return ThroughputModel(final, int(obs.height), quality["gpu_pairs"], quality)
+
+
+def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
+                             settings: RightsizingSettings | dict | None = None) -> list[Recommendation]:
+    s = features.settings_of(settings)
+    res = features.resources(con, s)
+    if res.is_empty():
+        return []
+    spec = features.specs(con)
+    model = fit(observations(res, spec, s.idle_util_pct))
+    return recommend(res, features.catalogue(con), spec, model, s)[0]
+
+
+def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:
+    """Cloud resources that are measured, not idle and not committed (a commitment is paid anyway)."""
+    return res.filter(pl.col("provider_code").is_in(list(features.CLOUD_PROVIDERS))
+                      & (pl.col("pricing_category").fill_null("Standard") != "Committed")
+                      & pl.col("util_p95").is_not_null() & (pl.col("util_p95") >= s.idle_util_pct))
+
+
+def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,
+              s: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[dict]]:
+    recs, withheld = [], []
+    for row in candidates(res, s).sort("resource_id").iter_rows(named=True):
+        choice = best_target(row, offers, spec, model, s, mem_gib=(row["mem_used_max_mib"] or 0) / 1024,
+                             util=row["util_p95"], precision=row["precision"])
+        if choice is None:
+            continue
+        if choice.get("unpriced"):
+            withheld.append({"kind": "gpu_type", "resource_id": row["resource_id"], "reason": choice["unpriced"]})
+            continue
+        problem = features.evidence_problem(row, s)
+        if problem:
+            withheld.append({"kind": "gpu_type", "resource_id": row["resource_id"], "reason": problem})
+            continue
+        rec = _recommendation(row, choice, model, s)
+        if rec is not None:
+            recs.append(rec)
+    return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
+
+
+def best_target(row: dict, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,
+                s: RightsizingSettings, *, mem_gib: float, util: float, precision: str | None,
+                new_precision: str | None = None, util_factor: float = 1.0) -> dict | None:
+    """The cheapest offer in the region that fits; {"unpriced": reason} when the current config has no
+    price or spec to compare with; None when nothing fits."""
+    current_price = features.list_price(offers, row["provider_code"], row["region"], row["instance_type"])
+    if current_price is None or row["gpu_model"] not in spec:
+        what = "price" if current_price is None else "gpu_specs entry"
+        return {"unpriced": f"unpriced: no catalogue {what} for {row['instance_type']} ({row['gpu_model']}) "
+                            f"in {row['region']}"}
+    pool = offers.filter((pl.col("provider") == row["provider_code"]) & (pl.col("region") == row["region"])
+                         & (pl.col("gpu_count") == row["gpu_count"]) & pl.col("memory_gib").is_not_null()
+                         & (pl.col("on_demand_usd_per_hour") <= float(current_price) * (1 - s.min_savings_fraction)))
+    for offer in pool.sort("on_demand_usd_per_hour", "instance_type").iter_rows(named=True):
+        usable_gib = float(offer["memory_gib"]) * USABLE_MEMORY
+        if mem_gib * s.memory_headroom > usable_gib:
+            continue
+        ratios = _log_ratio(spec[row["gpu_model"]], spec.get(offer["gpu_model"]), new_precision or precision)
+        if ratios is None:
+            continue
+        predicted = model.predict(util * util_factor, ratios, row.get("sm_active_mean"), row.get("tensor_active_mean"))
+        if predicted > s.max_target_util_pct:
+            continue
+        return {"offer": offer, "current_price": current_price, "predicted_util_p95": predicted,
+                "usable_gib": usable_gib, "baseline_util_p95": baseline(util * util_factor, ratios)}
+    return None
+
+
+def _recommendation(row: dict, choice: dict, model: ThroughputModel, s: RightsizingSettings) -> Recommendation | None:
+    offer, price = choice["offer"], choice["current_price"]
+    monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
+    ratio = Decimal(str(offer["on_demand_usd_per_hour"])) / price
+    savings = money(monthly_cost * (1 - ratio))
+    if savings < Decimal(str(s.min_monthly_savings_usd)):
+        return None
+    current = features.current_config(row, monthly_cost)
+    proposed = {**current, "instance_type": offer["instance_type"], "gpu_model": offer["gpu_model"],
+                "monthly_cost_usd": money(monthly_cost * ratio),
+                "action": f"move to {offer['instance_type']} ({offer['gpu_count']}× {offer['gpu_model']})"}
+    base = 0.85 if model.fitted is not None else 0.6
+    headroom = 1 - choice["predicted_util_p95"] / s.max_target_util_pct
+    evidence = {
+        "util_p95": row["util_p95"], "util_mean": row["util_mean"],
+        "mem_max_gib": round((row["mem_used_max_mib"] or 0) / 1024, 2),
+        "mem_needed_gib": round((row["mem_used_max_mib"] or 0) / 1024 * s.memory_headroom, 2),
+        "target_usable_memory_gib": round(choice["usable_gib"], 2),
+        "predicted_target_util_p95": round(choice["predicted_util_p95"], 1),
+        "baseline_target_util_p95": round(choice["baseline_util_p95"], 1),
+        "throughput_model": model.name, "throughput_model_quality": model.quality,
+        "current_usd_per_hour": float(price), "target_usd_per_hour": float(offer["on_demand_usd_per_hour"]),
+        "target_price_source": offer["origin"], "window_days": round(row["window_days"], 2),
+        "measured_hours": row["measured_hours"], "metric_coverage": round(row["coverage"], 4),
+        "sm_active_mean": row["sm_active_mean"], "tensor_active_mean": row["tensor_active_mean"],
+    }
+    risk = (f"Predicted from {model.name.replace('_', ' ')}: benchmark the workload on {offer['gpu_model']} "
+            f"(latency at peak, batch size) before moving; peak memory {evidence['mem_max_gib']} GiB leaves "
+            f"{evidence['target_usable_memory_gib'] - evidence['mem_needed_gib']:.1f} GiB beyond the headroom.")
+    return Recommendation(
+        id=stable_id("gpu_type", row["provider"], row["resource_id"]), kind="gpu_type", team=row["team"],
+        provider=row["provider_code"], resource_id=row["resource_id"], workload=row["workload"],
+        current=current, proposed=proposed, monthly_savings_usd=savings,
+        confidence=features.confidence(row, s, base * (0.8 + 0.2 * max(0.0, headroom))), risk=risk,
+        evidence=evidence)

@@ -1,0 +1,76 @@
+"""`gpufinops evaluate`: the demo's planted waste is found (precision, recall, savings within ±10 %),
+the scoring itself counts misses and false findings, and idle_gpu matches an independent count on
+the real Helios cluster occupancy."""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+
+import pytest
+
+from jobs import cli
+from models import evaluate
+from models.run import MODELS
+
+RIGHTSIZING = {"gpu_count", "gpu_type", "quantization", "idle_gpu"}
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("demo-eval")
+    return evaluate.run_fleet(home, seed=5, days=21, scale=1)
+
+
+def test_planted_waste_is_found_on_a_short_demo_fleet(demo_run):
+    recs, truth, model = demo_run
+    scores = evaluate.score(recs, truth, set(MODELS))
+    assert RIGHTSIZING <= set(scores)
+    for kind in RIGHTSIZING:
+        s = scores[kind]
+        assert s["precision"] >= 0.95 and s["recall"] >= 0.95, (kind, s["missed"], s["extra"])
+        assert s["savings_error"] is not None and abs(s["savings_error"]) <= 0.10, (kind, s)
+    assert model.quality["regression_mae_pct"] < model.quality["baseline_mae_pct"]
+
+
+def test_score_counts_misses_and_false_findings(demo_run):
+    recs, truth, _ = demo_run
+    gpu_type = [r for r in recs if r.kind == "gpu_type"]
+    fake = copy.deepcopy(gpu_type[0])
+    fake.resource_id, fake.monthly_savings_usd = "not-planted", Decimal("10")
+    scores = evaluate.score([r for r in recs if r.kind != "gpu_count"] + [fake], truth, set(MODELS))
+    assert scores["gpu_type"]["precision"] == 0.5 and scores["gpu_type"]["extra"] == ["not-planted"]
+    assert scores["gpu_count"]["recall"] == 0.0 and scores["gpu_count"]["missed"]
+    doubled = copy.deepcopy(gpu_type[0])
+    doubled.monthly_savings_usd *= 2
+    assert evaluate.score([doubled], truth, {"gpu_type"})["gpu_type"]["savings_error"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_idle_on_real_helios_occupancy_matches_an_independent_count():
+    rows = evaluate.helios_idle()
+    assert {r["cluster"] for r in rows} == {"vc3sl", "vchbv"}
+    for r in rows:
+        assert r["idle_gpu_hours_found"] == r["idle_gpu_hours_independent"] > 0
+        assert 0 < r["idle_share"] < 1 and r["gpu_hours"] == 64 * r["hours"]
+
+
+def test_other_models_sections_are_included_when_present_and_reported_when_not(monkeypatch):
+    import types
+
+    def fake_import(name):
+        if name == "models.spot_mix":
+            raise ImportError("no module")
+        if name == "models.spot_forecast":
+            return types.SimpleNamespace(quality=lambda: {"model_mape_pct": 1.0})
+        return types.SimpleNamespace(quality=lambda con: 1 / 0)
+
+    monkeypatch.setattr(evaluate.importlib, "import_module", fake_import)
+    sections = evaluate.m2_sections(object())
+    assert sections["spot price-ratio forecast"] == {"model_mape_pct": 1.0}
+    assert sections["spot-mix backtest"]["status"].startswith("not available")
+    assert sections["cost forecast"]["status"].startswith("failed: ZeroDivisionError")
+
+
+def test_cli_has_the_evaluate_command():
+    args = cli._parser().parse_args(["evaluate", "--quick", "--format", "json"])
+    assert cli.COMMANDS[args.command] is cli.cmd_evaluate and args.quick

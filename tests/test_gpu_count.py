@@ -1,0 +1,102 @@
+"""gpu_count on real DuckDB warehouses: spare GPUs found by per-GPU p95, priced per GPU-hour from the
+line items, a region's instance type proposed, thin evidence withheld, ids stable."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from models import features, gpu_count
+from models.recommendation import KINDS
+from tests.rightsizing_fleet import Machine, build, offer
+
+OFFERS = [offer("g5.xlarge", "A10G", 1, "1.006"), offer("g5.12xlarge", "A10G", 4, "5.672"),
+          offer("g5.48xlarge", "A10G", 8, "16.288"), offer("g5.12xlarge", "A10G", 4, "5.672", region="us-west-2")]
+
+
+def eight(rid: str, busy: int, **kw) -> Machine:
+    return Machine(rid, "g5.48xlarge", "A10G", 8, "16.288", [80.0] * busy + [2.0] * (8 - busy),
+                   [18.0] * busy + [0.3] * (8 - busy), **kw)
+
+
+def recommend(path, machines, offers=OFFERS, settings=None):
+    build(path, machines, offers)
+    with duckdb.connect(str(path), read_only=True) as con:
+        s = features.settings_of(settings)
+        start = features.window_start(con, s.lookback_days)
+        from warehouse import queries
+        return gpu_count.recommend(features.resources(con, s), queries.rightsizing_gpus(con, start),
+                                   features.catalogue(con), s)
+
+
+def test_two_busy_of_eight_is_priced_from_the_line_items(warehouse):
+    recs, withheld = recommend(warehouse, [eight("i-two", 2), eight("i-all", 8), eight("i-none", 0)])
+    assert [r.resource_id for r in recs] == ["i-two"] and withheld == []
+    rec = recs[0]
+    # $16.288/h over 14 days as a 30.4375-day month, 6 of 8 GPUs spare
+    monthly = Decimal("16.288") * 24 * Decimal("30.4375")
+    assert rec.monthly_savings_usd == (monthly * 6 / 8).quantize(Decimal("0.01"))
+    assert rec.current["gpu_count"] == 8 and rec.proposed["gpu_count"] == 2
+    assert rec.proposed["instance_type"] == "g5.12xlarge"   # the smallest A10G type in us-east-1 with ≥ 2
+    assert rec.evidence["busy_gpus"] == 2 and rec.evidence["window_days"] == 14
+    assert rec.kind in KINDS and rec.provider == "aws" and 0.8 <= rec.confidence <= 1.0
+    assert "packed" in rec.risk   # 4 GPUs for a 2-GPU job: the full saving needs packing
+
+
+def test_an_idle_gpu_holding_memory_is_not_spare(warehouse):
+    m = eight("i-shard", 2)
+    m.mem_gib = [18.0] * 8      # every GPU holds a model shard
+    recs, _ = recommend(warehouse, [m])
+    assert recs == []
+
+
+def test_thin_evidence_is_withheld_with_a_reason(warehouse):
+    recs, withheld = recommend(warehouse, [eight("i-short", 2, days=4), eight("i-gappy", 2, measured=0.55)])
+    assert recs == []
+    reasons = {w["resource_id"]: w["reason"] for w in withheld}
+    assert "measured days" in reasons["i-short"] and "cover" in reasons["i-gappy"]
+
+
+def test_proposed_instance_exists_in_the_resources_region(warehouse):
+    m = eight("i-west", 2, region="us-west-2")
+    recs, _ = recommend(warehouse, [m], offers=[offer("g5.xlarge", "A10G", 1, "1.006")])   # us-east-1 only
+    assert len(recs) == 1 and recs[0].proposed["instance_type"] is None
+    assert "No us-west-2 instance type" in recs[0].risk
+
+
+def test_thresholds_are_configurable(warehouse):
+    m = eight("i-light", 2)
+    m.utils = [80.0, 80.0] + [15.0] * 6       # spare under a 20 % threshold, busy under the default 10 %
+    assert recommend(warehouse, [m])[0] == []
+    recs, _ = recommend(warehouse.with_name("b.duckdb"), [m], settings={"spare_gpu_util_pct": 20})
+    assert recs and recs[0].proposed["gpu_count"] == 2
+
+
+def test_ids_are_stable_across_runs(warehouse):
+    first, _ = recommend(warehouse, [eight("i-two", 2)])
+    second, _ = recommend(warehouse.with_name("again.duckdb"), [eight("i-two", 2)])
+    assert first[0].id == second[0].id and first[0].id.startswith("gpu_count-")
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ValueError, match=r"\[models\] lookback_days"):
+        features.RightsizingSettings.from_config({"lookback_days": "two weeks"})
+    with pytest.raises(ValueError, match="memory_headroom"):
+        features.RightsizingSettings.from_config({"memory_headroom": 0.5})
+
+
+def test_recommend_reads_the_models_section_and_rejects_bad_values(warehouse, capsys):
+    from jobs import cli
+    build(warehouse, [eight("i-light", 2)], OFFERS)
+    config = warehouse.parent / "gpufinops.toml"
+    config.write_text(f'[warehouse]\npath = "{warehouse}"\n\n[models]\nmemory_headroom = 0.5\n')
+    assert cli.main(["--config", str(config), "recommend"]) == 2
+    assert "memory_headroom" in capsys.readouterr().err
+    config.write_text(f'[warehouse]\npath = "{warehouse}"\n\n[models]\nspare_gpu_util_pct = 1\n')
+    assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count"]) == 0
+    assert "no recommendations" in capsys.readouterr().out   # 2 % is not spare under a 1 % threshold
+    config.write_text(f'[warehouse]\npath = "{warehouse}"\n')
+    assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count"]) == 0
+    assert "gpu_count 8→2" in capsys.readouterr().out
