@@ -22,7 +22,19 @@ $(VENV)/.installed-all: pyproject.toml $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/gpufinops demo --home $(HOME_DIR)
 
-test: $(VENV)/.installed-all
+# The BigQuery API emulator the GCP billing-export tests run against, in its own venv (it pins
+# protobuf 6); DuckDB's spatial extension is copied from its wheel so the emulator never downloads it.
+BQ_VENV := .venv-bq
+BQ_EXTENSIONS := $(HOME)/.duckdb/extensions/v1.5.5/linux_amd64
+$(BQ_VENV)/.installed:
+	$(PYTHON) -m venv $(BQ_VENV)
+	$(BQ_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BQ_VENV)/bin/python -m pip install --quiet 'bqemulator==1.4.0' 'duckdb==1.5.5' 'duckdb-extension-spatial==1.5.5' 'numpy>=2,<3'
+	mkdir -p $(BQ_EXTENSIONS)
+	cp "$$($(BQ_VENV)/bin/python -c 'import duckdb_extension_spatial as m, pathlib; print(next(pathlib.Path(m.__file__).parent.rglob("spatial.duckdb_extension")))')" $(BQ_EXTENSIONS)/
+	touch $@
+
+test: $(VENV)/.installed-all $(BQ_VENV)/.installed
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed
@@ -33,4 +45,4 @@ dashboard: $(VENV)/.installed-all
 	$(BIN)/gpufinops --config $(HOME_DIR)/gpufinops.toml dashboard
 
 clean:
-	rm -rf $(VENV) $(HOME_DIR) data bench/.cache .pytest_cache
+	rm -rf $(VENV) $(BQ_VENV) $(HOME_DIR) data bench/.cache .pytest_cache

@@ -54,12 +54,36 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--team")
     rec.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
+    evaluate = sub.add_parser("evaluate", help="measure the models on planted demo fleets and real data")
+    evaluate.add_argument("--quick", action="store_true", help="the default-seed fleet only")
+    evaluate.add_argument("--format", choices=("table", "json"), default="table")
+
     sql = sub.add_parser("sql", help="one read-only query on the warehouse")
     sql.add_argument("query")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
 
     dash = sub.add_parser("dashboard", help="the Streamlit dashboard")
     dash.add_argument("--port", type=int, default=8501)
+
+    api = sub.add_parser("api", help="the HTTP API (recommendations, decisions, daily costs)")
+    api.add_argument("--host", default="127.0.0.1")
+    api.add_argument("--port", type=int, default=8000)
+    api.add_argument("--insecure-demo", action="store_true",
+                     help="without [[api.tokens]]: serve every caller with finance scope (demo only)")
+
+    export = sub.add_parser("export", help="recommendations in a scheduler's own format")
+    export.add_argument("format", choices=("json", "kueue", "karpenter", "skypilot"))
+    export.add_argument("--team")
+    export.add_argument("--out", help="write to this file (default: stdout)")
+
+    sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")
+    report = sub.add_parser("report", help="the weekly report (`report weekly`)")
+    report.add_argument("kind", choices=("weekly",))
+    report.add_argument("--week", help="ISO week YYYY-Www (default: the last complete week with data)")
+    report.add_argument("--team", help="preview one team lead's report (default: finance, every team)")
+    report.add_argument("--out", help="FILE.eml: the MIME message as mailed; FILE.html: the HTML with its "
+                                      "images inlined, the CSV written beside it")
+    report.add_argument("--send", action="store_true", help="mail every recipient in [report] (once per week)")
     return p
 
 
@@ -99,8 +123,14 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.kind and args.kind not in MODELS:
         print(f"gpufinops: --kind {args.kind}: no such model (available: {', '.join(MODELS)})", file=sys.stderr)
         return 2
+    from models.features import RightsizingSettings
+    try:
+        RightsizingSettings.from_config(cfg.raw.get("models"))
+    except ValueError as exc:
+        print(f"gpufinops: config error: {exc}", file=sys.stderr)
+        return 2
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        recs = run_models(con, [args.kind] if args.kind else None)
+        recs = run_models(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"))
     if args.team:
         recs = [r for r in recs if r.team == args.team]
     if args.format == "json":
@@ -110,8 +140,22 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         frame = pl.DataFrame([{"id": r.id, "kind": r.kind, "team": r.team, "provider": r.provider,
                                "resource_id": r.resource_id, "monthly_savings_usd": float(r.monthly_savings_usd),
                                "confidence": r.confidence, "action": r.proposed.get("action"),
-                               "pattern": r.evidence.get("pattern")} for r in recs])
+                               "pattern": r.evidence.get("pattern"), "change": _change(r)} for r in recs])
         print(output.render(frame, args.format) if recs else "no recommendations")
+    return 0
+
+
+def _change(rec) -> str:
+    """What a recommendation changes, in a few words (e.g. "gpu_model A100-80GB→L4")."""
+    keys = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
+    return ", ".join(f"{k} {rec.current.get(k)}→{rec.proposed[k]}" for k in keys
+                     if k in rec.proposed and rec.proposed[k] != rec.current.get(k))
+
+
+def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from models import evaluate
+    result = evaluate.evaluate(fleets=evaluate.FLEETS[:1] if args.quick else evaluate.FLEETS)
+    print(json.dumps(result, indent=2, default=str) if args.format == "json" else evaluate.render(result))
     return 0
 
 
@@ -138,13 +182,46 @@ def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     app = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-    env = {**os.environ, "GPUFINOPS_DB": str(cfg.warehouse_path)}
+    section = cfg.raw.get("dashboard", {})  # validated by config_mod.load
+    env = {**os.environ, "GPUFINOPS_DB": str(cfg.warehouse_path), "GPUFINOPS_DASHBOARD": json.dumps(section)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+           "--server.headless", "true", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
+    if section.get("auth") == "header" and "STREAMLIT_SERVER_ADDRESS" not in os.environ:
+        cmd += ["--server.address", "127.0.0.1"]  # a trusted header is only trustworthy behind the proxy
     return subprocess.call(cmd, env=env)
 
 
+def cmd_api(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from jobs import api
+    return api.serve(cfg, host=args.host, port=args.port, insecure_demo=args.insecure_demo)
+
+
+def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    import jobs.export as export
+    from warehouse import db
+
+    with db.reader(cfg.warehouse_path) as con:
+        text = export.render(con, args.format, team=args.team)
+    export.write(text, args.out)
+    return 0
+
+
 COMMANDS = {"ingest": cmd_ingest, "recommend": cmd_recommend, "sql": cmd_sql, "dashboard": cmd_dashboard}
+COMMANDS.update(api=cmd_api, export=cmd_export, evaluate=cmd_evaluate)
+
+
+def cmd_serve(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from jobs import serve
+    logging.getLogger("gpufinops").setLevel(min(logging.getLogger().level, logging.INFO))
+    return serve.serve(cfg)
+
+
+def cmd_report(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from jobs.report import cli as report_cli
+    return report_cli.weekly(cfg, week=args.week, team=args.team, out=args.out, send=args.send)
+
+
+COMMANDS.update(serve=cmd_serve, report=cmd_report)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ class Config:
     sources: dict[str, SourceConfig]
     team_tag_keys: tuple[str, ...]
     raw: dict[str, Any] = field(default_factory=dict)
+    report: Any = None                   # jobs.report.settings.ReportSettings ([report])
+    jobs: Any = None                     # jobs.serve.JobSettings ([jobs])
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -125,6 +127,105 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
     return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)))
 
 
+DASHBOARD_KEYS = {"auth", "header", "oidc_provider", "users", "monthly_budget_usd", "team_budgets", "stale_after_hours"}
+
+
+def validate_dashboard(section: Any) -> None:
+    """[dashboard]: auth = none|oidc|header, the trusted header, [[dashboard.users]] email/role/teams, budgets."""
+    if not isinstance(section, dict):
+        raise ConfigError("dashboard: must be a table")
+    for option in section:
+        if option not in DASHBOARD_KEYS:
+            raise ConfigError(f"dashboard.{option}: unknown key (allowed: {', '.join(sorted(DASHBOARD_KEYS))})")
+    auth = section.get("auth", "none")
+    if auth not in ("none", "oidc", "header"):
+        raise ConfigError(f"dashboard.auth: must be \"none\", \"oidc\" or \"header\", not {auth!r}")
+    if auth == "header" and not (isinstance(section.get("header"), str) and section["header"].strip()):
+        raise ConfigError("dashboard.header: required when dashboard.auth = \"header\" (e.g. \"X-Forwarded-Email\")")
+    users = section.get("users", [])
+    if not isinstance(users, list) or (auth != "none" and not users):
+        raise ConfigError("dashboard.users: a list of [[dashboard.users]] tables is required when auth is on")
+    for i, user in enumerate(users):
+        key = f"dashboard.users[{i}]"
+        if not isinstance(user, dict) or not isinstance(user.get("email"), str) or "@" not in user["email"]:
+            raise ConfigError(f"{key}.email: missing or not an e-mail address")
+        for option in user:
+            if option not in ("email", "role", "teams"):
+                raise ConfigError(f"{key}.{option}: unknown key (allowed: email, role, teams)")
+        if user.get("role") not in ("finance", "lead"):
+            raise ConfigError(f"{key}.role: must be \"finance\" or \"lead\"")
+        teams = user.get("teams")
+        if user["role"] == "lead" and (not isinstance(teams, list) or not teams
+                                       or not all(isinstance(t, str) for t in teams)):
+            raise ConfigError(f"{key}.teams: a lead needs a non-empty list of team names")
+    for option in ("monthly_budget_usd", "stale_after_hours"):
+        if option in section and (isinstance(section[option], bool) or not isinstance(section[option], (int, float))
+                                  or section[option] < 0):
+            raise ConfigError(f"dashboard.{option}: must be a non-negative number")
+    budgets = section.get("team_budgets", {})
+    if not isinstance(budgets, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in budgets.values()):
+        raise ConfigError("dashboard.team_budgets: must be a table of team = non-negative number")
+
+
+API_KEYS = {"tokens", "webhooks"}
+API_TOKEN_KEYS = {"token_env", "role", "teams", "name"}
+API_WEBHOOK_KEYS = {"url", "secret_env", "teams", "kinds", "timeout_s", "max_attempts", "batch_size"}
+
+
+def _env_name(value: Any, key: str) -> None:
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in " =$"):
+        raise ConfigError(f"{key}: missing or not an environment variable name")
+
+
+def _team_list(value: Any, key: str, what: str = "team names") -> None:
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) and t for t in value):
+        raise ConfigError(f"{key}: must be a non-empty list of {what}")
+
+
+def validate_api(section: Any) -> None:
+    """[api]: [[api.tokens]] (token_env, role, teams for a lead, optional name) and [[api.webhooks]]
+    (url, secret_env, optional teams, kinds, timeout_s, max_attempts, batch_size)."""
+    if not isinstance(section, dict):
+        raise ConfigError("api: must be a table")
+    for option in section:
+        if option not in API_KEYS:
+            raise ConfigError(f"api.{option}: unknown key (allowed: {', '.join(sorted(API_KEYS))})")
+    for list_key, allowed in (("tokens", API_TOKEN_KEYS), ("webhooks", API_WEBHOOK_KEYS)):
+        entries = section.get(list_key, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ConfigError(f"api.{list_key}: must be a list of [[api.{list_key}]] tables")
+        for i, entry in enumerate(entries):
+            for option in entry:
+                if option not in allowed:
+                    raise ConfigError(f"api.{list_key}[{i}].{option}: unknown key (allowed: {', '.join(sorted(allowed))})")
+    for i, token in enumerate(section.get("tokens", [])):
+        key = f"api.tokens[{i}]"
+        _env_name(token.get("token_env"), f"{key}.token_env")
+        if token.get("role") not in ("finance", "lead", "scheduler"):
+            raise ConfigError(f"{key}.role: must be \"finance\", \"lead\" or \"scheduler\", not {token.get('role')!r}")
+        if token["role"] == "lead":
+            _team_list(token.get("teams"), f"{key}.teams")
+        elif "teams" in token:
+            raise ConfigError(f"{key}.teams: only a lead token is limited to teams ({token['role']} sees every team)")
+        if "name" in token and not (isinstance(token["name"], str) and token["name"].strip()):
+            raise ConfigError(f"{key}.name: must be a non-empty string")
+    for i, hook in enumerate(section.get("webhooks", [])):
+        key = f"api.webhooks[{i}]"
+        url = hook.get("url")
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise ConfigError(f"{key}.url: missing or not an http(s) URL")
+        _env_name(hook.get("secret_env"), f"{key}.secret_env")
+        if "teams" in hook:
+            _team_list(hook["teams"], f"{key}.teams")
+        if "kinds" in hook:
+            _team_list(hook["kinds"], f"{key}.kinds", "recommendation kinds")
+        for option, low in (("timeout_s", 0.1), ("max_attempts", 1), ("batch_size", 1)):
+            value = hook.get(option)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < low):
+                raise ConfigError(f"{key}.{option}: must be a number of at least {low}")
+
+
 def load(path: str | os.PathLike | None = None, *, db: str | None = None, registry: Registry | None = None,
          environ: dict[str, str] | None = None) -> Config:
     """Read, override and validate the config; raises ConfigError naming the key at fault."""
@@ -159,5 +260,10 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     tag_keys = raw.get("teams", {}).get("tag_keys", list(DEFAULT_TAG_KEYS))
     if not isinstance(tag_keys, list) or not all(isinstance(k, str) for k in tag_keys):
         raise ConfigError("teams.tag_keys: must be a list of strings")
+    validate_dashboard(raw.get("dashboard", {}))
+    validate_api(raw.get("api", {}))
+    from jobs import serve
+    from jobs.report import settings as report_settings
     return Config(config_path, base_dir, warehouse_path, str(warehouse.get("memory_limit", "2GB")),
-                  sources, tuple(tag_keys), raw)
+                  sources, tuple(tag_keys), raw, report=report_settings.parse(raw.get("report")),
+                  jobs=serve.parse_settings(raw.get("jobs")))

@@ -5,15 +5,17 @@ fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any
 
     home/exports/aws/cur/gpufinops-demo/…          AWS CUR 2.0 Data Export (Parquet + manifest per billing
                                                    month, the bucket's own layout; see ingest/aws_cur2_format.py)
-    home/exports/gcp/focus/focus-YYYY-MM.csv       Google Cloud FOCUS CSV, one file per month
-    home/exports/onprem/focus/focus-YYYY-MM.csv    the on-prem cluster's costs as FOCUS CSV
+    home/exports/gcp/billing/<table>-YYYYMM-….json Google Cloud billing export rows (BigQuery JSONL extract,
+                                                   one file per invoice month; see jobs/demo_gcp.py)
     home/metrics/nvidia-smi/<host>.csv             nvidia-smi --query-gpu=… --format=csv -l 900
     home/ground_truth.json                         what was planted, with exact quantities
 
 Prices are hard-coded (the demo runs from a fresh clone without ``shared/``); each table names
 the reference file it was copied from. Money is ``Decimal`` quantised to 10 fractional digits.
-The on-prem cost of a node-hour is ``gpus × purchase price per GPU / (36 × 730 h)`` plus metered
-power ``(the GPUs' mean power.draw in the hour + 1000 W host) × PUE 1.5 × $0.12/kWh``. Committed usage is billed at
+The on-prem cluster is no export: ``gpufinops demo`` configures it as an ``onprem`` source
+(:data:`ONPREM_OPTIONS`, recorded in ground_truth.json), and its ground-truth cost is priced with the
+source's own :func:`ingest.onprem_cost.hourly_gpu_cost` from each GPU's mean utilisation in the hour
+(the demo's DCGM exposition carries no power, so the TDP model). Committed usage is billed at
 the committed rate on the usage line (no separate commitment-fee line), except on AWS where, as in
 a real CUR, a Reserved Instance's hours are ``DiscountedUsage`` lines (billed 0, effective cost the RI
 rate) and the month's ``RIFee`` line bills the RI for every hour of the window (its unused hours are
@@ -28,7 +30,7 @@ import functools
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -36,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from jobs import demo_aws
+from jobs import demo_aws, demo_gcp
 from jobs.demo_aws import aws_reserved_instance as _aws_reserved_instance
 from jobs.demo_workloads import (FLEET, GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec,
                                  gpu_samples, running_hours, sample_stamps, smi_log)
@@ -68,10 +70,35 @@ GCP_PRICES = {
     ("g2-standard-4", "europe-west4"): ("0.742916046", "0.38986", "341.6671049"),
     ("g2-standard-48", "europe-west4"): ("4.205950264", "2.20712", "1934.3166532"),
 }
-# On-prem cost model: purchase price per GPU slot (GPU + its share of the server), amortised over
-# 36 months, plus power. Assumed figures, documented here and in ground_truth.json.
-ONPREM_PRICE_PER_GPU_USD = {"A40": Decimal("12000"), "A100-80GB": Decimal("25000")}
-ONPREM_AMORTISATION_MONTHS, ONPREM_HOST_W, ONPREM_PUE, ONPREM_KWH_USD = 36, 1000, Decimal("1.5"), Decimal("0.12")
+# The on-prem cluster as an `onprem` source (assumed figures; GPU prices default to gpu_specs' list
+# price): cluster-wide keys, and per node type (x_InstanceType) its node price and idle GPU draw.
+ONPREM_SOURCE = "onprem"
+ONPREM_OPTIONS = {"cluster": "dc1", "region": "dc1", "billing_account_name": "Acme datacentre",
+                  "amortisation_months": 36, "pue": Decimal("1.5"), "energy_usd_per_kwh": Decimal("0.12"),
+                  "host_power_w": 1000, "facility_usd_per_node_month": 250, "operations_usd_per_node_month": 400}
+ONPREM_NODE_TYPES = {"onprem-a40x4": {"server_price_usd": 22000, "network_price_usd": 3000, "storage_price_usd": 3000,
+                                      "idle_power_w": 30},
+                     "onprem-a100x8": {"server_price_usd": 60000, "network_price_usd": 12000,
+                                       "storage_price_usd": 8000, "idle_power_w": 60}}
+# AWS Spot Instance Advisor, Linux: (region, type) -> (saving over on-demand "s" %, interruption band "r"),
+# from shared/data/aws-spot-advisor-spotinfo/spot-advisor-data_2025-06.json, with that feed's band ranges.
+# The demo writes them as reference/aws/spot-advisor-data.json (the feed's format) for `aws_spot_advisor`.
+AWS_SPOT_ADVISOR = {
+    ("us-east-1", "p4d.24xlarge"): (67, 2), ("us-east-1", "p4de.24xlarge"): (65, 0), ("us-east-1", "p5.48xlarge"): (52, 4),
+    ("us-east-1", "g5.xlarge"): (59, 4), ("us-east-1", "g5.12xlarge"): (58, 4), ("us-east-1", "g5.48xlarge"): (71, 4),
+    ("us-east-1", "g6.xlarge"): (49, 4), ("us-east-1", "g6.12xlarge"): (59, 4), ("us-east-1", "g4dn.xlarge"): (64, 3),
+    ("us-east-1", "g4dn.12xlarge"): (64, 2),
+    ("us-west-2", "p4d.24xlarge"): (53, 4), ("us-west-2", "p4de.24xlarge"): (67, 3), ("us-west-2", "p5.48xlarge"): (46, 1),
+    ("us-west-2", "g5.xlarge"): (63, 4), ("us-west-2", "g5.12xlarge"): (70, 4), ("us-west-2", "g5.48xlarge"): (72, 4),
+    ("us-west-2", "g6.xlarge"): (47, 4), ("us-west-2", "g6.12xlarge"): (62, 4), ("us-west-2", "g4dn.xlarge"): (64, 4),
+    ("us-west-2", "g4dn.12xlarge"): (63, 2),
+}
+SPOT_ADVISOR_RANGES = [{"index": 0, "label": "<5%", "dots": 0, "max": 5}, {"index": 1, "label": "5-10%", "dots": 1, "max": 11},
+                       {"index": 2, "label": "10-15%", "dots": 2, "max": 16}, {"index": 3, "label": "15-20%", "dots": 3, "max": 22},
+                       {"index": 4, "label": ">20%", "dots": 4, "max": 100}]
+# The spot_mix truth prices an interruption with the spot model's documented defaults (the demo tags no
+# checkpoint interval): half a 60-minute checkpoint interval redone plus a 20-minute restart.
+SPOT_LOST_HOURS_PER_INTERRUPTION = Decimal(30 + 20) / 60
 # Public list prices of the non-GPU lines (AWS / Google Cloud pricing pages).
 STORAGE_USD_PER_GB_MONTH = {"aws": Decimal("0.08"), "gcp": Decimal("0.10")}
 EGRESS_USD_PER_GB = {"aws": Decimal("0.09"), "gcp": Decimal("0.12")}
@@ -118,10 +145,13 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
 
 
-def _build_fleet(seed: int) -> list[Machine]:
+def _build_fleet(seed: int, scale: int = 1) -> list[Machine]:
+    """The fleet's machines; ``scale`` > 1 repeats FLEET that many times (copies' GCP VMs get a ``-N`` suffix)."""
     rnd = random.Random(seed)
     machines, used_ips, node = [], set(), 0
-    for spec in FLEET:
+    for copy, spec in ((c, s) for c in range(scale) for s in FLEET):
+        if copy and spec.name:
+            spec = replace(spec, name=f"{spec.name}-{copy}")
         model, count = INSTANCE_GPUS[spec.instance_type]
         if spec.provider == "aws":
             ip = (rnd.randint(1, 31), rnd.randint(4, 254))
@@ -159,12 +189,59 @@ def _sku(m: Machine) -> str:
     return f"{h[:4]}-{h[4:8]}-{h[8:12]}" if m.spec.provider == "gcp" else h[:16]
 
 
+def onprem_options(machines: list[Machine]) -> dict:
+    """The `onprem` source's config table for these on-prem machines (one node group per node type)."""
+    groups: dict[str, list[Machine]] = {}
+    for m in machines:
+        groups.setdefault(m.spec.instance_type, []).append(m)
+    return {**ONPREM_OPTIONS,
+            "node_groups": [{"name": kind, "nodes": [m.host for m in ms], "gpu_model": ms[0].gpu_model,
+                             "gpus_per_node": ms[0].gpu_count, **ONPREM_NODE_TYPES[kind]} for kind, ms in groups.items()],
+            "node_teams": {m.host: m.spec.team for m in machines},
+            "node_tags": {m.host: {"workload": m.spec.workload, "checkpointing": str(m.spec.checkpointing).lower()}
+                          for m in machines}}
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)  # strings, numbers and booleans are written alike in JSON and TOML
+
+
+def onprem_config_lines(home: Path) -> list[str]:
+    """The `[sources.onprem]` TOML of the cluster ground_truth.json records (none without on-prem machines)."""
+    truth = home / "ground_truth.json"
+    options = json.loads(truth.read_text()).get("onprem_cost_model", {}).get("options") if truth.exists() else None
+    if not options or not options.get("node_groups"):
+        return []
+    head = f"sources.{ONPREM_SOURCE}"
+    lines = [f"[{head}]", 'type = "onprem"']
+    lines += [f"{k} = {_toml_value(v)}" for k, v in options.items() if not isinstance(v, dict) and k != "node_groups"]
+    for key in ("node_teams", "node_tags"):
+        flat = {n: v for n, v in options.get(key, {}).items() if not isinstance(v, dict)}
+        lines += [f"[{head}.{key}]"] * bool(flat) + [f"{json.dumps(n)} = {_toml_value(v)}" for n, v in flat.items()]
+        for node, table in ((n, v) for n, v in options.get(key, {}).items() if isinstance(v, dict)):
+            lines += [f"[{head}.{key}.{json.dumps(node)}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    for group in options["node_groups"]:
+        lines += [f"[[{head}.node_groups]]"] + [f"{k} = {_toml_value(v)}" for k, v in group.items()]
+    return lines + [""]
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_specs() -> dict:
+    from ingest.onprem_cost import specs_from_rows
+    from warehouse.gpu_models import load_gpu_specs
+    return specs_from_rows([(r["gpu_model"], r["tdp_w"], r["list_price_usd"]) for r in load_gpu_specs().to_pylist()])
+
+
 def _onprem_rates(m: Machine, samples: Samples) -> list[Decimal]:
-    """$/node-hour: amortised purchase price + metered power (GPUs' mean power.draw in the hour + host)."""
-    amortised = m.gpu_count * ONPREM_PRICE_PER_GPU_USD[m.gpu_model] / (ONPREM_AMORTISATION_MONTHS * HOURS_PER_MONTH)
-    centiwatts = np.rint(samples.power * 100).astype(np.int64).reshape(-1, SAMPLES_PER_HOUR * m.gpu_count).sum(axis=1)
-    return [_money(amortised + (Decimal(cw) / (100 * SAMPLES_PER_HOUR) + ONPREM_HOST_W) / 1000 * ONPREM_PUE
-                   * ONPREM_KWH_USD) for cw in centiwatts.tolist()]
+    """$/node-hour: the sum of its GPUs' hourly costs, priced as the `onprem` source prices them (the
+    same function, from each GPU's mean utilisation in the hour; no power in the DCGM exposition)."""
+    from ingest.onprem_cost import UTIL_STEP, hourly_gpu_cost, parse_cluster, quantity
+    group = parse_cluster(ONPREM_SOURCE, onprem_options([m]), _gpu_specs()).groups[0]
+    cost = functools.lru_cache(maxsize=None)(lambda util: hourly_gpu_cost(group, util, None).total)
+    means = samples.util.reshape(-1, SAMPLES_PER_HOUR, m.gpu_count).mean(axis=1)
+    return [sum((cost(quantity(float(u), UTIL_STEP)) for u in hour), Decimal(0)) for hour in means.tolist()]
 
 
 def _unit_prices(m: Machine, clock: Clock, rng: np.random.Generator,
@@ -194,8 +271,7 @@ def _unit_prices(m: Machine, clock: Clock, rng: np.random.Generator,
             return listed, [rate] * hours, f"Commitment v1: {spec.instance_type} in {m.region} for 1 Year"
         return listed, listed, f"{spec.instance_type} {where}"
     rates = _onprem_rates(m, samples)
-    return rates, rates, (f"{m.host} node-hour: {m.gpu_count}x {m.gpu_model} amortised over "
-                          f"{ONPREM_AMORTISATION_MONTHS} months + metered power")
+    return rates, rates, f"{m.host} node-hour: {m.gpu_count}x {m.gpu_model} (the onprem source's cost model)"
 
 
 @functools.lru_cache(maxsize=None)
@@ -345,6 +421,9 @@ def _write_exports(home: Path, rows_by_provider: dict[str, list[dict]]) -> dict[
         if provider == "aws":
             dirs[provider] = demo_aws.write_cur2(home / "exports" / "aws" / "cur", rows)
             continue
+        if provider == "gcp":
+            dirs[provider] = demo_gcp.write_billing_export(home / "exports" / "gcp" / "billing", rows)
+            continue
         folder = home / "exports" / provider / "focus"
         suffix = "csv"
         folder.mkdir(parents=True, exist_ok=True)
@@ -395,11 +474,74 @@ def _planted_entry(m: Machine, clock: Clock, running: np.ndarray, samples: Sampl
     elif kind == "quantization":
         entry.update(proposed_precision="fp16", mem_used_fp16_estimate_gib=round(int(mem.max()) / 2048, 2))
     elif kind == "spot_mix":
-        entry.update(proposed_pricing="spot")
+        entry.update(proposed_pricing="spot", **_spot_mix_truth(m, cost, clock))
     return entry
 
 
-def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_END) -> FleetSummary:
+def _spot_mix_truth(m: Machine, cost: Decimal, clock: Clock) -> dict:
+    """The saving of running an always-on on-demand machine on spot: the monthly on-demand cost x
+    (1 - spot ratio x (1 + rework)); spot ratio = 1 - the advisor's saving, rework = the band's upper
+    edge as interruptions a month x the hours lost per interruption / the hours of a month."""
+    saving_pct, band = AWS_SPOT_ADVISOR[(m.region, m.spec.instance_type)]
+    ratio = 1 - Decimal(saving_pct) / 100
+    interruptions = Decimal(SPOT_ADVISOR_RANGES[band]["max"]) / 100
+    hours_per_month = Decimal("730.5")
+    rework = interruptions * SPOT_LOST_HOURS_PER_INTERRUPTION / hours_per_month
+    monthly_cost = cost / Decimal(clock.hours) * hours_per_month
+    return {"spot_ratio": str(ratio), "interruption_band": SPOT_ADVISOR_RANGES[band]["label"],
+            "rework_fraction": str(_money(rework)), "monthly_on_demand_usd": str(_money(monthly_cost)),
+            "monthly_savings_usd": str(_money(monthly_cost * (1 - ratio * (1 + rework))))}
+
+
+def _commitment_truth(steady: list[Machine]) -> list[dict]:
+    """The commitment truth (ground_truth.json "commitments", not waste, so not "planted"): one per
+    (provider, region, machine type, team) of machines billed on-demand every hour and busy every hour
+    (no idle or notebook profile), where a catalogue commitment price
+    exists (GCP 1-year CUD from pricing.yml; the demo has no AWS commitment price: AWS_RI_1Y_RATE is an
+    assumption, so AWS groups are left out). Saving = machines x (on-demand - CUD/730) x 730.5 h."""
+    groups: dict[tuple, list[Machine]] = {}
+    for m in steady:
+        groups.setdefault((m.spec.provider, m.region, m.spec.instance_type, m.spec.team), []).append(m)
+    out = []
+    for (provider, region, instance_type, team), members in sorted(groups.items()):
+        on_demand, _, cud_month = GCP_PRICES[(instance_type, region)]
+        hourly = Decimal(cud_month) / HOURS_PER_MONTH
+        saving = len(members) * (Decimal(on_demand) - hourly) * Decimal("730.5")
+        out.append({"kind": "commitment", "variant": "steady_on_demand_baseline", "provider": provider,
+                    "resource_id": min(m.resource_id for m in members), "team": team,
+                    "group": f"commitment/{provider}/{region}/{instance_type}/{team}",
+                    "region": region, "instance_type": instance_type, "machines": len(members),
+                    "resource_ids": sorted(m.resource_id for m in members), "term": "1y",
+                    "on_demand_usd_per_hour": on_demand, "commit_usd_per_hour": str(_money(hourly)),
+                    "break_even_utilisation": str(_money(hourly / Decimal(on_demand))),
+                    "monthly_savings_usd": str(_money(saving))})
+    return out
+
+
+def _write_price_references(home: Path, clock: Clock) -> None:
+    """The price reference files the demo's config loads: the spot advisor feed (AWS) and a one-revision
+    GCP price file in Cyclenerd's format (the prices the demo bills at, effective from the window start)."""
+    aws = home / "reference" / "aws"
+    aws.mkdir(parents=True, exist_ok=True)
+    advisor: dict = {}
+    for (region, instance_type), (saving, band) in sorted(AWS_SPOT_ADVISOR.items()):
+        advisor.setdefault(region, {"Linux": {}})["Linux"][instance_type] = {"s": saving, "r": band}
+    _write_if_changed(aws / "spot-advisor-data.json",
+                      json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}, indent=1).encode())
+    gcp = home / "reference" / "gcp"
+    gcp.mkdir(parents=True, exist_ok=True)
+    stamp = clock.start.strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    lines = ["commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
+             "month_1y_cud_usd,month_3y_cud_usd,change_kind"]
+    for (instance_type, region), (on_demand, spot, cud_month) in sorted(GCP_PRICES.items()):
+        model, count = INSTANCE_GPUS[instance_type]
+        lines.append(f"demo,{stamp},demo,{instance_type},{model.lower()},{count},{region},{on_demand},{spot},"
+                     f"{cud_month or ''},,first_seen")
+    _write_if_changed(gcp / "gcp_gpu_machine_price_changes.csv", ("\n".join(lines) + "\n").encode())
+
+
+def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_END,
+             scale: int = 1) -> FleetSummary:
     """Write the simulated fleet's exports, nvidia-smi logs and ground truth into ``home``."""
     if days < 7:
         raise ValueError(f"days must be at least 7 (got {days}): the fleet has weekly patterns")
@@ -410,9 +552,9 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
     stamps = sample_stamps(clock)
     metrics_dir = home / "metrics" / "nvidia-smi"
     metrics_dir.mkdir(parents=True, exist_ok=True)
-    machines = _build_fleet(seed)
+    machines = _build_fleet(seed, scale)
     rows: dict[str, list[dict]] = {"aws": [], "gcp": [], "onprem": []}
-    planted, metric_rows, hosts = [], 0, set()
+    planted, metric_rows, hosts, steady = [], 0, set(), []
     for number, m in enumerate(machines):
         rng = np.random.default_rng((seed, number))
         running = running_hours(m.spec.schedule, clock, rng)
@@ -427,13 +569,20 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         hosts.add(f"{m.host}.csv")
         if m.spec.plant:
             planted.append(_planted_entry(m, clock, running, samples, effective))
+        if (m.spec.pricing == "on_demand" and m.spec.schedule == "always" and running.all() and m.spec.provider == "gcp"
+                and m.spec.profile not in ("idle", "notebook") and GCP_PRICES[(m.spec.instance_type, m.region)][2]):
+            steady.append(m)   # commitment ground truth: busy on-demand every hour, with a CUD price
     for stale in metrics_dir.glob("*.csv"):
         if stale.name not in hosts:
             stale.unlink()
     for provider_rows in rows.values():
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
+    onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
-    totals = {p: sum((r["EffectiveCost"] for r in provider_rows), Decimal(0)) for p, provider_rows in rows.items()}
+    _write_price_references(home, clock)
+    commitments = _commitment_truth(steady)   # opportunities on healthy machines, not planted waste
+    totals = {p: sum((r["EffectiveCost"] for r in provider_rows), Decimal(0))
+              for p, provider_rows in {**rows, "onprem": onprem_rows}.items()}
     resource_map = {m.host: m.resource_id for m in machines}
     truth = {
         "generator": "jobs.demo_fleet", "seed": seed, "days": days,
@@ -441,11 +590,11 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         "idle_rule": f"an idle hour is a billed hour in which every GPU shows at most {IDLE_UTIL_PCT} % "
                      f"utilization.gpu in every nvidia-smi sample; idle_cost_usd sums the EffectiveCost of "
                      f"the resource's Compute lines in those hours; idle_gpu_hours = idle_hours x gpu_count",
-        "onprem_cost_model": {"price_per_gpu_usd": {k: str(v) for k, v in ONPREM_PRICE_PER_GPU_USD.items()},
-                              "amortisation_months": ONPREM_AMORTISATION_MONTHS, "hours_per_month": HOURS_PER_MONTH,
-                              "host_w": ONPREM_HOST_W, "pue": str(ONPREM_PUE), "usd_per_kwh": str(ONPREM_KWH_USD),
-                              "power_w": "mean over the hour's samples of the sum of the node's GPUs' "
-                                         "power.draw, plus host_w"},
+        "onprem_cost_model": {"source": ONPREM_SOURCE, "cost_function": "ingest.onprem_cost.hourly_gpu_cost",
+                              "power": "no power in the DCGM exposition: the TDP model from each GPU's mean "
+                                       "utilization.gpu in the hour", "hours_per_month": HOURS_PER_MONTH,
+                              "options": json.loads(json.dumps(onprem_options(
+                                  [m for m in machines if m.spec.provider == "onprem"]), default=float))},
         "cost_by_provider_usd": {p: str(v) for p, v in totals.items()},
         "resource_map": resource_map,
         "machines": [{"host": m.host, "provider": m.spec.provider, "resource_id": m.resource_id,
@@ -453,6 +602,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
                       "team": m.spec.team, "workload": m.spec.workload, "pricing": m.spec.pricing,
                       "planted": m.spec.plant[0] if m.spec.plant else None} for m in machines],
         "planted": planted,
+        "commitments": commitments,
     }
     truth_path = home / "ground_truth.json"
     _write_if_changed(truth_path, (json.dumps(truth, indent=2) + "\n").encode())

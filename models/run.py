@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
+import inspect
+
 import duckdb
 
-from models import idle
+from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, quantization, spot_mix
 from models.recommendation import Recommendation
 from warehouse import queries, store
 
-MODELS = {"idle_gpu": lambda con: idle.recommend(queries.gpu_resource_hours(con))}
+MODELS = {"idle_gpu": lambda con: idle.recommend(queries.gpu_resource_hours(con)),
+          # rightsizing: each also takes the `[models]` config section (models/features.py)
+          "gpu_count": gpu_count.recommend_from_warehouse, "gpu_type": gpu_type.recommend_from_warehouse,
+          "quantization": quantization.recommend_from_warehouse,
+          "onprem_vs_cloud": lambda con: onprem_vs_cloud.recommend_from_warehouse(con),
+          "spot_mix": spot_mix.recommend_from_warehouse, "commitment": commitment.recommend_from_warehouse}
 
 # Stored with each finding; bump a kind's version when its rules or fitted model change meaning.
-MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1"}
+MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1", "gpu_count": "gpu_count/1", "gpu_type": "gpu_type/1",
+                  "quantization": "quantization/1", "onprem_vs_cloud": "onprem_vs_cloud/1",
+                  "spot_mix": "spot_mix/1", "commitment": "commitment/1"}
 
 
-def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None) -> list[Recommendation]:
-    """Run the chosen models (default: all), store their recommendations, return them."""
+def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
+               settings: dict | None = None) -> list[Recommendation]:
+    """Run the chosen models (default: all), store their recommendations, return them.
+    ``settings`` (the `[models]` config section) goes to the models that take it."""
     chosen = kinds or list(MODELS)
     unknown = [k for k in chosen if k not in MODELS]
     if unknown:
         raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(MODELS)})")
     recs: list[Recommendation] = []
     for kind in chosen:
-        recs.extend(MODELS[kind](con))
+        model = MODELS[kind]
+        takes_settings = settings is not None and len(inspect.signature(model).parameters) > 1
+        recs.extend(model(con, settings) if takes_settings else model(con))
     store.store_recommendations(con, recs, chosen, MODEL_VERSIONS)
     return recs

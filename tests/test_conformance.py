@@ -17,7 +17,7 @@ import pytest
 
 from ingest.registry import default_registry
 from ingest.runner import run_source
-from tests import aws_conformance, conformance_utilisation
+from tests import aws_conformance, conformance_utilisation, gcp_loopback, onprem_data
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 from warehouse import schema
 
@@ -41,6 +41,8 @@ FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     "dcgm_exporter": conformance_utilisation.dcgm_exporter_input,
     "prometheus": conformance_utilisation.prometheus_input,
     **aws_conformance.FIXTURES,
+    **gcp_loopback.FIXTURES,
+    "onprem": onprem_data.conformance_input,
 }
 TYPES = REGISTRY.names()
 
@@ -54,7 +56,8 @@ def _negative_usage_rows(folder: Path) -> int:
     return count
 
 
-NEGATIVE_USAGE_IN_INPUT = {"focus_files": _negative_usage_rows, **aws_conformance.NEGATIVE_USAGE}
+NEGATIVE_USAGE_IN_INPUT = {"focus_files": _negative_usage_rows, **aws_conformance.NEGATIVE_USAGE, **gcp_loopback.NEGATIVE_USAGE,
+                           "onprem": lambda _: 0}
 
 
 def test_every_registered_ingestor_has_a_conformance_fixture():
@@ -86,7 +89,7 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
             values = [r[0] for r in query(warehouse, f'SELECT "{field.name}" FROM {table.name} '
                                                      f'WHERE "{field.name}" IS NOT NULL LIMIT 50')]
             assert all(v.utcoffset().total_seconds() == 0 for v in values), field.name
-    time_column = "ChargePeriodStart" if table.name == "cost_line_items" else aws_conformance.TIME_COLUMNS.get(table.name, "hour")
+    time_column = "ChargePeriodStart" if table.name == "cost_line_items" else {**aws_conformance.TIME_COLUMNS, **gcp_loopback.TIME_COLUMNS}.get(table.name, "hour")
     assert query(warehouse, f'SELECT min("{time_column}") FROM {table.name}')[0][0] >= earliest
 
     if table.name == "cost_line_items":

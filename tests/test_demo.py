@@ -44,8 +44,8 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
     home, _ = demo_home
     db_path = home / "data" / "gpufinops.duckdb"
     statuses = query(db_path, "SELECT source, status FROM ingest_runs ORDER BY source")
-    assert statuses == [("aws_cur", "succeeded"), ("gcp_focus", "succeeded"), ("gpu_metrics", "succeeded"),
-                        ("onprem_focus", "succeeded")]
+    assert statuses == [("aws_cur", "succeeded"), ("aws_spot_advisor", "succeeded"), ("gcp_billing", "succeeded"),
+                        ("gcp_prices", "succeeded"), ("gpu_metrics", "succeeded"), ("onprem", "succeeded")]
     truth = json.loads((home / "ground_truth.json").read_text())["cost_by_provider_usd"]
     got = dict(query(db_path, 'SELECT "ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY 1'))
     names = {"aws": "AWS", "gcp": "Google Cloud", "onprem": "onprem"}

@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.aws_cur2_format import CUR2_SCHEMA
+from ingest.gcp_machines import GPU_MACHINE_TYPES
+from jobs.demo_gcp import EXPORT_TABLE
 from jobs.demo_fleet import DEMO_END, generate
 
 DAYS = 7
@@ -82,6 +84,28 @@ AWS_CUR2_AS_FOCUS = """
     FROM read_parquet('{home}/exports/aws/cur/*/data/*/*.parquet')"""
 
 
+# The GCP export is the BigQuery billing export extracted as JSONL: read it independently of
+# ingest/gcp_export_mapping.py (the GPU count from the machine_spec system label), money from its doubles' text.
+GCP_EXPORT_AS_FOCUS = """
+    SELECT 'Google Cloud' AS ProviderName, billing_account_id AS BillingAccountId, resource.name AS ResourceId,
+           CASE WHEN service.description = 'Networking' THEN 'Networking' WHEN sku.description LIKE '%PD Capacity%'
+                THEN 'Storage' ELSE 'Compute' END AS ServiceCategory,
+           CASE WHEN sku.description LIKE 'Commitment v1:%' THEN 'Committed'
+                WHEN sku.description LIKE 'Spot Preemptible%' THEN 'Dynamic' ELSE 'Standard' END AS PricingCategory,
+           to_json(map_from_entries(list_transform(labels, lambda l: {{'k': l.key, 'v': l.value}}))) AS Tags,
+           m.gpus AS x_GpuCount, CAST(replace(usage_start_time, ' UTC', '+00') AS TIMESTAMPTZ) AS ChargePeriodStart,
+           CAST(cost_at_list AS VARCHAR) AS ListCost, CAST(cost AS VARCHAR) AS BilledCost,
+           CAST(cost + coalesce(list_sum(list_transform(credits, lambda c: c.amount)), 0) AS VARCHAR) AS EffectiveCost
+    FROM read_json('{home}/exports/gcp/billing/*.json', format = 'newline_delimited',
+                   columns = {{billing_account_id: 'VARCHAR', resource: 'STRUCT(name VARCHAR)',
+                              service: 'STRUCT(description VARCHAR)', sku: 'STRUCT(description VARCHAR)',
+                              labels: 'STRUCT(key VARCHAR, value VARCHAR)[]',
+                              system_labels: 'STRUCT(key VARCHAR, value VARCHAR)[]', usage_start_time: 'VARCHAR',
+                              cost: 'DOUBLE', cost_at_list: 'DOUBLE', credits: 'STRUCT(amount DOUBLE)[]'}}) e
+    LEFT JOIN (VALUES {gpus}) m(machine, gpus)
+      ON m.machine = list_filter(e.system_labels, lambda l: l.key = 'compute.googleapis.com/machine_spec')[1].value"""
+
+
 @pytest.fixture(scope="module")
 def costs(home):
     """Every cost line of the three exports, read with DuckDB: money as exact decimals."""
@@ -91,9 +115,9 @@ def costs(home):
             'CAST(ChargePeriodStart AS TIMESTAMPTZ) AS start, CAST(ListCost AS DECIMAL(38,10)) AS list_cost, '
             'CAST(BilledCost AS DECIMAL(38,10)) AS billed, CAST(EffectiveCost AS DECIMAL(38,10)) AS effective')
     aws = f"SELECT {cols} FROM ({AWS_CUR2_AS_FOCUS.format(home=home)})"
-    text = (f"SELECT {cols} FROM read_csv(['{home}/exports/gcp/focus/*.csv', '{home}/exports/onprem/focus/*.csv'], "
-            f"header = true, all_varchar = true, nullstr = 'NULL', quote = '\"', escape = '\"')")
-    con.execute(f"CREATE TABLE costs AS {aws} UNION ALL BY NAME {text}")
+    gpus = ", ".join(f"('{t}', {n})" for t, (_, n) in sorted(GPU_MACHINE_TYPES.items()))
+    gcp = f"SELECT {cols} FROM ({GCP_EXPORT_AS_FOCUS.format(home=home, gpus=gpus)})"
+    con.execute(f"CREATE TABLE costs AS {aws} UNION ALL BY NAME {gcp}")
     yield con
     con.close()
 
@@ -137,7 +161,7 @@ def test_same_seed_gives_identical_bytes_and_another_seed_differs(homes):
     for name in a:
         assert a[name] == b[name], f"{name} differs between two runs with the same seed"
     assert a["ground_truth.json"] != c["ground_truth.json"]
-    for folder in ("exports/aws/", "exports/gcp/", "exports/onprem/", "metrics/"):
+    for folder in ("exports/aws/", "exports/gcp/", "metrics/"):
         assert any(a[n] != c.get(n) for n in a if n.startswith(folder)), f"{folder} ignores the seed"
 
 
@@ -153,8 +177,9 @@ def test_layout_counts_and_totals(home, summary, costs):
     aws = sorted(p.relative_to(home / "exports/aws/cur").as_posix() for p in (home / "exports/aws/cur").rglob("*") if p.is_file())
     assert aws == ["gpufinops-demo/data/BILLING_PERIOD=2026-10/gpufinops-demo-00001.snappy.parquet",
                    "gpufinops-demo/metadata/BILLING_PERIOD=2026-10/gpufinops-demo-Manifest.json"]
-    assert sorted(p.name for p in (home / "exports/gcp/focus").iterdir()) == ["focus-2026-10.csv"]
-    assert sorted(p.name for p in (home / "exports/onprem/focus").iterdir()) == ["focus-2026-10.csv"]
+    assert sorted(p.name for p in (home / "exports/gcp/billing").iterdir()) == \
+        [f"{EXPORT_TABLE}-202610-000000000000.json"]
+    assert not (home / "exports/onprem").exists()  # the `onprem` source costs the cluster from its config
     assert summary.export_dirs["aws"] == home / "exports/aws/cur"
     assert 25 <= summary.machines <= 35 and 80 <= summary.gpus <= 120
     logs = sorted(summary.metrics_dir.glob("*.csv"))
@@ -163,8 +188,7 @@ def test_layout_counts_and_totals(home, summary, costs):
     assert summary.metric_rows == sum(len(p.read_text().splitlines()) - 1 for p in logs)
     assert summary.line_items == costs.execute("SELECT count(*) FROM costs").fetchone()[0]
     totals = dict(costs.execute("SELECT ProviderName, sum(effective) FROM costs GROUP BY 1").fetchall())
-    assert totals == {"AWS": summary.cost_by_provider["aws"], "Google Cloud": summary.cost_by_provider["gcp"],
-                      "onprem": summary.cost_by_provider["onprem"]}
+    assert totals == {"AWS": summary.cost_by_provider["aws"], "Google Cloud": summary.cost_by_provider["gcp"]}
     for host, rid in summary.resource_map.items():
         if host.startswith("ip-10-0-"):
             assert re.fullmatch(r"i-0[0-9a-f]{16}", rid)
@@ -231,42 +255,43 @@ def test_planted_patterns_show_in_the_data(summary, truth, costs):
         assert [(json.loads(t)[tag], pc) for t, pc in rows] == [(value, "Standard")]
 
 
-def test_one_row_per_gpu_per_quarter_hour_while_running(summary, costs):
+def test_one_row_per_gpu_per_quarter_hour_while_running(summary, truth, costs):
+    machines = {m["host"]: m for m in truth["machines"]}
     for host, rid in summary.resource_map.items():
         rows = read_smi(summary.metrics_dir / f"{host}.csv")
         per_stamp: dict[datetime, list[int]] = defaultdict(list)
         for stamp, index, *_ in rows:
             per_stamp[stamp].append(index)
-        gpus = costs.execute("SELECT any_value(x_GpuCount) FROM costs WHERE ResourceId = ? "
-                             "AND ServiceCategory = 'Compute'", [rid]).fetchone()[0]
+        if machines[host]["provider"] == "onprem":  # no export: always running, costed by the onprem source
+            gpus = machines[host]["gpu_count"]
+            billed = {DEMO_END - timedelta(hours=h + 1) for h in range(DAYS * 24)}
+        else:
+            gpus = costs.execute("SELECT any_value(x_GpuCount) FROM costs WHERE ResourceId = ? "
+                                 "AND ServiceCategory = 'Compute'", [rid]).fetchone()[0]
+            billed = set(compute_lines(costs, rid))
         assert all(indices == list(range(int(gpus))) for indices in per_stamp.values())
-        billed = set(compute_lines(costs, rid))
         assert {s.replace(minute=0) for s in per_stamp} == billed
         assert len(per_stamp) == 4 * len(billed)
         assert min(billed) >= DEMO_END - timedelta(days=DAYS) and max(billed) < DEMO_END
 
 
-def test_focus_csv_text_conventions(home):
-    text = (home / "exports/gcp/focus/focus-2026-10.csv").read_text()
-    header, first = text.splitlines()[:2]
-    assert header.startswith('"AvailabilityZone","BilledCost","BillingAccountId"') and header.endswith('"x_GpuCount"')
-    assert ",NULL," in first and '"NULL"' not in text
-    with open(home / "exports/gcp/focus/focus-2026-10.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    raw = csv.reader(text.splitlines()[1:2], quoting=csv.QUOTE_NONE, escapechar=None)
-    assert next(raw)[2] == '"01A2B3-C4D5E6-F7A8B9"', "account ids are quoted text"
+def test_gcp_billing_export_rows_are_bigquery_extract_json(home):
+    lines = (home / f"exports/gcp/billing/{EXPORT_TABLE}-202610-000000000000.json").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
     for row in rows:
-        for money in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ListUnitPrice"):
-            assert re.fullmatch(r"\d+\.\d{10}", row[money]), (money, row[money])
-        assert re.fullmatch(r"2026-\d{2}-\d{2}T\d{2}:00:00Z", row["ChargePeriodStart"])
-        assert row["ChargeCategory"] == "Usage" and row["ChargeClass"] == "NULL" and row["BillingCurrency"] == "USD"
-        tags = json.loads(row["Tags"])
+        assert row["billing_account_id"] == "01A2B3-C4D5E6-F7A8B9" and row["invoice"] == {"month": "202610"}
+        assert re.fullmatch(r"2026-\d{2}-\d{2} \d{2}:00:00 UTC", row["usage_start_time"])
+        assert row["export_time"] > row["usage_end_time"] and row["cost_type"] == "regular" and row["credits"] == []
+        assert isinstance(row["cost"], float) and isinstance(row["cost_at_list"], float) and row["currency"] == "USD"
+        assert row["service"]["description"] in ("Compute Engine", "Networking") and row["sku"]["description"]
+        tags = {label["key"]: label["value"] for label in row["labels"]}
         assert {"team", "workload", "checkpointing"} <= tags.keys()
         assert ("precision" in tags) == tags["workload"].endswith("inference")
-        if row["PricingCategory"] == "Dynamic":
-            assert Decimal(row["BilledCost"]) < Decimal(row["ListCost"])
-    onprem = (home / "exports/onprem/focus/focus-2026-10.csv").read_text().splitlines()[1]
-    assert '"onprem","onprem"' in onprem and '"On-prem GPU cluster"' in onprem
+        machine = [label["value"] for label in row["system_labels"] if label["key"] == "compute.googleapis.com/machine_spec"]
+        assert len(machine) == (row["usage"]["pricing_unit"] == "hour")  # compute lines name their machine type
+        if row["sku"]["description"].startswith("Spot Preemptible"):
+            assert row["cost"] < row["cost_at_list"]
+    assert any(row["system_labels"] for row in rows) and any(not row["system_labels"] for row in rows)
 
 
 def test_aws_cur2_export_keeps_account_ids_and_the_cur2_schema(home):
@@ -295,19 +320,33 @@ def test_bad_arguments_are_refused(tmp_path):
         generate(tmp_path, end=datetime(2026, 11, 1))
 
 
-def test_onprem_cost_is_amortisation_plus_metered_power(summary, truth, costs):
+def test_onprem_cost_is_the_onprem_source_model_over_the_logged_utilisation(summary, truth):
+    """The ground truth's on-prem cost, recomputed from the nvidia-smi logs' utilisation with the
+    onprem source's cost model written out: amortised GPU (gpu_specs list price) + node share, the TDP
+    power model (the DCGM exposition carries no power), facility and operations."""
     model = truth["onprem_cost_model"]
-    pue, kwh, host_w = Decimal(model["pue"]), Decimal(model["usd_per_kwh"]), model["host_w"]
-    for machine in (m for m in truth["machines"] if m["provider"] == "onprem"):
-        price = Decimal(model["price_per_gpu_usd"][machine["gpu_model"]])
-        amortised = machine["gpu_count"] * price / (model["amortisation_months"] * model["hours_per_month"])
-        watts: dict[datetime, Decimal] = defaultdict(Decimal)
-        for line in (summary.metrics_dir / f"{machine['host']}.csv").read_text().splitlines()[1:]:
-            fields = line.split(", ")
-            hour = datetime.strptime(fields[0][:13], "%Y/%m/%d %H").replace(tzinfo=UTC)
-            watts[hour] += Decimal(fields[9].removesuffix(" W")) / 4
-        billed = compute_lines(costs, machine["resource_id"])
-        assert set(billed) == set(watts)
-        for hour, cost in billed.items():
-            expected = amortised + (watts[hour] + host_w) / 1000 * pue * kwh
-            assert cost == expected.quantize(Decimal("1E-10")), (machine["host"], hour)
+    options, q = model["options"], Decimal("1E-10")
+    assert model["source"] == "onprem" and model["hours_per_month"] == 730
+    with open(Path(__file__).parent.parent / "warehouse" / "data" / "gpu_specs.csv", newline="") as f:
+        specs = {r["gpu_model"]: r for r in csv.DictReader(f)}
+    per_kwh = Decimal(str(options["pue"])) * Decimal(str(options["energy_usd_per_kwh"])) / 1000
+    node_month = Decimal(options["facility_usd_per_node_month"]) + Decimal(options["operations_usd_per_node_month"])
+    total, hosts = Decimal(0), set()
+    for group in options["node_groups"]:
+        n, spec = group["gpus_per_node"], specs[group["gpu_model"]]
+        tdp, idle = Decimal(spec["tdp_w"]), Decimal(str(group["idle_power_w"]))
+        node_price = sum(Decimal(group[k]) for k in ("server_price_usd", "network_price_usd", "storage_price_usd"))
+        hardware = ((Decimal(spec["list_price_usd"]) + node_price / n) / (options["amortisation_months"] * 730)).quantize(q)
+        facility = (node_month / n / 730).quantize(q)
+        for host in group["nodes"]:
+            hosts.add(host)
+            util: dict[tuple[datetime, int], int] = defaultdict(int)
+            for stamp, index, pct, _, _ in read_smi(summary.metrics_dir / f"{host}.csv"):
+                util[(stamp.replace(minute=0), index)] += pct
+            assert len(util) == DAYS * 24 * n
+            for busy in util.values():
+                watts = idle + (tdp - idle) * (Decimal(busy) / 4).quantize(Decimal("0.01")) / 100
+                energy = ((watts + Decimal(options["host_power_w"]) / n) * per_kwh).quantize(q)
+                total += hardware + energy + facility
+    assert hosts == {m["host"] for m in truth["machines"] if m["provider"] == "onprem"}
+    assert total == Decimal(truth["cost_by_provider_usd"]["onprem"]) == summary.cost_by_provider["onprem"]
