@@ -123,9 +123,9 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.kind and args.kind not in MODELS:
         print(f"gpufinops: --kind {args.kind}: no such model (available: {', '.join(MODELS)})", file=sys.stderr)
         return 2
-    from models.features import RightsizingSettings
+    from models.run import validate_settings
     try:
-        RightsizingSettings.from_config(cfg.raw.get("models"))
+        validate_settings(cfg.raw.get("models"))
     except ValueError as exc:
         print(f"gpufinops: config error: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ commitment rate / on-demand rate, the share of hours the covered capacity must r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -28,7 +28,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models import spot_mix
+from models import features, spot_mix
 from models.recommendation import Recommendation, money, provider_code, stable_id
 from warehouse import queries
 
@@ -48,13 +48,7 @@ class CommitmentSettings:
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> CommitmentSettings:
-        values = {}
-        for f in fields(cls):
-            if section and f.name in section:
-                value = section[f.name]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise ValueError(f"[models] {f.name} must be a non-negative number (got {value!r})")
-                values[f.name] = type(getattr(cls, f.name))(value)
+        values = features.parse_settings(cls, section)
         if values.get("commit_baseline_percentile", 10.0) > 100:
             raise ValueError("[models] commit_baseline_percentile must be between 0 and 100")
         return cls(**values)

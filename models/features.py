@@ -45,24 +45,30 @@ class RightsizingSettings:
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> RightsizingSettings:
         """Validated settings from ``cfg.raw["models"]``; a bad value of one of these keys is a clear error."""
-        section = dict(section or {})   # keys of other models (spot, commitment, forecast) are theirs
-        known = {f.name: f for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in section.items():
-            if key not in known:
-                continue
-            default = getattr(cls, key)
-            if isinstance(default, tuple):
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ValueError(f"[models] {key} must be a list of strings (got {value!r})")
-                values[key] = tuple(v.lower() for v in value)
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"[models] {key} must be a non-negative number (got {value!r})")
-            else:
-                values[key] = type(default)(value)
+        values = parse_settings(cls, section)
         if values.get("memory_headroom", 1.0) < 1.0:
             raise ValueError("[models] memory_headroom must be at least 1.0")
         return cls(**values)
+
+
+def parse_settings(cls, section: dict[str, Any] | None) -> dict[str, Any]:
+    """The values of a settings dataclass's own keys found in the ``[models]`` section, checked:
+    numbers non-negative, lists lists of strings (lower-cased). Keys of other models are theirs."""
+    known = {f.name for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in (section or {}).items():
+        if key not in known:
+            continue
+        default = getattr(cls, key)
+        if isinstance(default, tuple):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"[models] {key} must be a list of strings (got {value!r})")
+            values[key] = tuple(v.lower() for v in value)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"[models] {key} must be a non-negative number (got {value!r})")
+        else:
+            values[key] = type(default)(value)
+    return values
 
 
 def settings_of(settings: RightsizingSettings | dict | None) -> RightsizingSettings:

@@ -23,6 +23,27 @@ MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1", "gpu_count": "gpu_count/1", "gpu_typ
                   "spot_mix": "spot_mix/1", "commitment": "commitment/1"}
 
 
+SETTINGS = ("models.features:RightsizingSettings", "models.spot_mix:SpotMixSettings",
+            "models.commitment:CommitmentSettings")
+
+
+def validate_settings(section: dict | None) -> None:
+    """Check the whole `[models]` section up front: every model's keys, and no key no model reads
+    (a typo would otherwise be ignored silently). Raises ValueError naming the key."""
+    import dataclasses
+    import importlib
+
+    known: set[str] = set()
+    for path in SETTINGS:
+        module, name = path.split(":")
+        cls = getattr(importlib.import_module(module), name)
+        cls.from_config(section)
+        known |= {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(section or {}) - known)
+    if unknown:
+        raise ValueError(f"[models] {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+
+
 def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
                settings: dict | None = None) -> list[Recommendation]:
     """Run the chosen models (default: all), store their recommendations, return them.

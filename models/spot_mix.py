@@ -23,7 +23,7 @@ with zero savings.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -33,7 +33,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models import spot_forecast
+from models import features, spot_forecast
 from models.features import tag
 from models.recommendation import Recommendation, money, provider_code, stable_id
 from warehouse import queries
@@ -62,13 +62,7 @@ class SpotMixSettings:
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> SpotMixSettings:
-        values = {}
-        for f in fields(cls):
-            if section and f.name in section:
-                value = section[f.name]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise ValueError(f"[models] {f.name} must be a non-negative number (got {value!r})")
-                values[f.name] = type(getattr(cls, f.name))(value)
+        values = features.parse_settings(cls, section)
         return cls(**values)
 
 
