@@ -94,6 +94,11 @@ def test_recommend_reads_the_models_section_and_rejects_bad_values(warehouse, ca
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n\n[models]\nmemory_headroom = 0.5\n')
     assert cli.main(["--config", str(config), "recommend"]) == 2
     assert "memory_headroom" in capsys.readouterr().err
+    for bad, named in (("spare_gpu_util = 1", "spare_gpu_util: unknown key"), ("spot_max_share = -1", "spot_max_share"),
+                       ("commit_baseline_percentile = 200", "commit_baseline_percentile")):
+        config.write_text(f'[warehouse]\npath = "{warehouse}"\n\n[models]\n{bad}\n')
+        assert cli.main(["--config", str(config), "recommend"]) == 2  # every model's keys, and typos
+        assert named in capsys.readouterr().err
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n\n[models]\nspare_gpu_util_pct = 1\n')
     assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count"]) == 0
     assert "no recommendations" in capsys.readouterr().out   # 2 % is not spare under a 1 % threshold
