@@ -9,7 +9,9 @@ days (credits and corrections come late, with a later ``export_time``). Each run
 days that have rows exported since ``watermark − lookback_days`` and fingerprints each such day over
 *all* its rows (row count, newest ``export_time``, total cost); a day whose fingerprint changed is
 re-read whole and replaces its (source, usage day) slice in one transaction. The mapping to FOCUS
-is SQL (:mod:`ingest.gcp_export_mapping`) run by DuckDB over the rows.
+is SQL (:mod:`ingest.gcp_export_mapping`) run by DuckDB over the rows — or, with ``push_down = true``
+(BigQuery only), transpiled and run by BigQuery with the hourly rollup, so that only the rollup comes
+home (:mod:`ingest.gcp_pushdown`); the run's ledger note then says what BigQuery billed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from ingest import gcp_common, gcp_export_files
+from ingest import gcp_common, gcp_export_files, gcp_pushdown
 from ingest.files import expand_paths, fingerprint, sql_literal
 from ingest.gcp_export_mapping import conform_select, focus_select
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
@@ -99,13 +101,20 @@ class _BigQuery:
         self.table = f"`{opts['project']}.{opts['dataset']}.{opts['table']}`"
         self.client = gcp_common.bigquery_client(ctx.source, opts)
         self.fingerprint = None
+        self.jobs = self.bytes_processed = self.bytes_billed = 0  # what this run asked BigQuery to do
+        self.rollup_rows: int | None = None
 
     def _query(self, what: str, sql: str, arrow: bool = False) -> Any:
         def call():
             job = self.client.query(sql, timeout=gcp_common.TIMEOUT_S)
             if arrow:
-                return job.to_arrow(create_bqstorage_client=False)
-            return list(job.result(timeout=gcp_common.TIMEOUT_S))
+                result = job.to_arrow(create_bqstorage_client=False)
+            else:
+                result = list(job.result(timeout=gcp_common.TIMEOUT_S))
+            self.jobs += 1
+            self.bytes_processed += int(job.total_bytes_processed or 0)
+            self.bytes_billed += int(job.total_bytes_billed or 0)
+            return result
         return gcp_common.with_retries(self.ctx.source, f"BigQuery {what} on {self.table}", call, self.ctx.options)
 
     def marks(self, since: datetime | None) -> dict[str, list]:
@@ -120,6 +129,11 @@ class _BigQuery:
         name = "_gcp_bq_" + hashlib.sha256(self.ctx.run_id.encode()).hexdigest()[:16]
         self.ctx.con.register(name, arrow)
         return conform_select(name, arrow.schema)
+
+    def rollup(self, days: list[str], tag_keys: tuple[str, ...]) -> str:
+        """push_down: the days' FOCUS rows rolled up in BigQuery (:mod:`ingest.gcp_pushdown`); the result as SQL."""
+        sql, self.rollup_rows = gcp_pushdown.fetch_rollup(self, days, tag_keys)
+        return sql
 
 
 class GcpBillingExport:
@@ -136,7 +150,7 @@ class GcpBillingExport:
         default_schedule="15 */6 * * *",
         required_keys=(),
         optional_keys=("project", "dataset", "table", "endpoint", "credentials_file", "path", "lookback_days",
-                       "max_attempts", "initial_backoff_s"),
+                       "max_attempts", "initial_backoff_s", "push_down"),
         description="GCP Cloud Billing usage cost export (standard or detailed) from BigQuery or its file extracts",
     )
 
@@ -155,7 +169,19 @@ class GcpBillingExport:
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
         lookback = _lookback(ctx)
+        push_down = ctx.options.get("push_down", False)
+        if not isinstance(push_down, bool):
+            raise IngestError(f"{ctx.source}: push_down must be true or false (got {push_down!r})")
+        if push_down and ctx.options.get("path"):
+            raise IngestError(f"{ctx.source}: push_down = true needs the BigQuery table (project, dataset, table), "
+                              "not exported files (path)")
         backend = self._backend(ctx)
+        result = self._fetch(ctx, backend, lookback, push_down)
+        if push_down:  # the ledger says what BigQuery was paid for, skipped runs included
+            result.watermark = gcp_pushdown.ledger_note(result.watermark, backend, backend.rollup_rows)
+        return result
+
+    def _fetch(self, ctx: IngestContext, backend: Any, lookback: timedelta, push_down: bool) -> FetchResult:
         state = ctx.state
         if backend.fingerprint is not None and backend.fingerprint == state.get("files") and not ctx.full_refresh:
             return FetchResult([], state, watermark=state.get("watermark"), skipped_reason="no export file changed")
@@ -183,7 +209,8 @@ class GcpBillingExport:
                  changed[0] if changed else "-", changed[-1] if changed else "-", len(vanished))
         batches = []
         if changed:
-            mapped = focus_select(backend.rows(changed), ctx.team_tag_keys)
+            mapped = (backend.rollup(changed, ctx.team_tag_keys) if push_down
+                      else focus_select(backend.rows(changed), ctx.team_tag_keys))
             sql = (f"SELECT *, {sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
                    f"FROM ({mapped})")
             batches.append(Batch("cost_line_items", sql, changed))

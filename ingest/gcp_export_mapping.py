@@ -166,11 +166,14 @@ def machine_type_values() -> str:
     return ", ".join(f"({sql_literal(t)}, {sql_literal(m)}, {n})" for t, (m, n) in sorted(GPU_MACHINE_TYPES.items()))
 
 
-def focus_select(canonical: str, tag_keys: tuple[str, ...]) -> str:
+def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...] | None = None) -> str:
     """SELECT over canonical export rows producing the cost_line_items columns (without x_Source / x_IngestRunId).
 
     Tags: the row's labels win over its project's labels; system labels keep their own
     ``goog-``/``compute.googleapis.com/`` keys. ``x_Team`` is the first of ``tag_keys`` found in Tags.
+    ``only`` restricts the output to those columns: the BigQuery push-down (:mod:`ingest.gcp_pushdown`)
+    runs this same text, transpiled, for the rollup's columns, and must not carry expressions (the
+    ``Tags`` JSON of a MAP) that BigQuery need not — and can not — evaluate.
     """
     credits = "COALESCE(list_sum(list_transform(credits, lambda c: COALESCE(c.amount, 0))), 0)"
     own_keys = "list_transform(COALESCE(labels, []), lambda l: l.key)"
@@ -242,7 +245,7 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...]) -> str:
     }
     items = []
     for field in schema.COST_LINE_ITEMS:
-        if field.name in ("x_Source", "x_IngestRunId"):
+        if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
             continue
         items.append(f'CAST({outputs.get(field.name, "NULL")} AS {schema.sql_type(field)}) AS "{field.name}"')
     return (f"SELECT {', '.join(items)} FROM ({inner}) r LEFT JOIN (VALUES {machine_type_values()}) "
