@@ -129,12 +129,21 @@ def write_delivery(root: Path, export: str, period: str, tables: Iterable[pa.Tab
     for stale in data_dir.glob("*.parquet"):
         if stale.name not in wanted:
             stale.unlink()
+    return write_manifest(root, export, period, keys, execution_id or str(uuid.UUID(digest.hexdigest()[:32])),
+                          bucket=bucket)
+
+
+def write_manifest(root: Path, export: str, period: str, keys: list[str], execution_id: str, *,
+                   bucket: str = "billing") -> Path:
+    """The period's ``<export>-Manifest.json`` listing ``keys`` (s3:// URIs of its data files)."""
+    meta_dir = root / export / "metadata" / f"BILLING_PERIOD={period}"
+    meta_dir.mkdir(parents=True, exist_ok=True)
     start = datetime.strptime(period, "%Y-%m")
     end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
     manifest = {
         "version": "1.0", "exportName": export,
         "exportArn": f"arn:aws:bcm-data-exports:us-east-1:000000000000:export/{export}",
-        "executionId": execution_id or str(uuid.UUID(digest.hexdigest()[:32])),
+        "executionId": execution_id,
         "billingPeriod": {"start": start.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "end": end.strftime("%Y-%m-%dT%H:%M:%S.000Z")},
         "bucket": bucket, "dataFiles": keys,
         "columns": [{"name": f.name, "type": str(f.type)} for f in CUR2_SCHEMA],
