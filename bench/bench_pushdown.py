@@ -142,40 +142,42 @@ def load_local(root: str, db_path: str) -> dict[str, Any]:
 
 
 def rollup_remote(root: str, out: str) -> dict[str, Any]:
-    """The Athena query's work, done by DuckDB over the same files (the Trino text read back)."""
+    """The Athena query's work, done by DuckDB over the same files (the Trino text read back), its
+    result written as text columns — what GetQueryResults would transfer — to Parquet (streamed)."""
     import duckdb
-    import pyarrow.parquet as pq
 
     from ingest import aws_athena, pushdown
 
     files = sorted(str(p) for p in Path(root).rglob("*.parquet"))
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET memory_limit = '6GB'")
+    con.execute(f"SET temp_directory = '{Path(out).parent / 'pushdown_tmp'}'")
     con.execute("CREATE SCHEMA cur_db")
     con.execute(f"CREATE VIEW cur_db.cur AS SELECT *, '{PERIOD}' AS billing_period FROM read_parquet({files!r})")
     text = aws_athena.rollup_query('"cur_db"', '"cur"', [PERIOD], TAGS)
     back = pushdown.back_to_duckdb(text, "athena")
     cols = con.sql(back).columns
-    as_text = con.sql(f"SELECT {', '.join(f'CAST({chr(34)}{c}{chr(34)} AS VARCHAR) AS {chr(34)}{c}{chr(34)}' for c in cols)} "
-                      f"FROM ({back})").to_arrow_table()
-    pq.write_table(as_text, out)
-    csv_bytes = sum(len(",".join(v or "" for v in row)) + 1 for row in zip(*(c.to_pylist() for c in as_text.columns)))
-    return {"rows": as_text.num_rows, "csv_mib": round(csv_bytes / 2**20, 1)}
+    as_text = ", ".join(f'CAST("{c}" AS VARCHAR) AS "{c}"' for c in cols)
+    con.execute(f"COPY (SELECT {as_text} FROM ({back})) TO '{out}' (FORMAT parquet)")
+    rows = con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0]
+    csv_path = Path(out).with_suffix(".csv")
+    con.execute(f"COPY (SELECT * FROM read_parquet('{out}')) TO '{csv_path}' (HEADER)")
+    csv_mib = round(csv_path.stat().st_size / 2**20, 1)
+    csv_path.unlink()
+    return {"rows": rows, "csv_mib": csv_mib}
 
 
 def load_rollup(rollup: str, db_path: str) -> dict[str, Any]:
     """Load the rollup rows (text, as GetQueryResults returns them) into a warehouse."""
-    import pyarrow.parquet as pq
-
     from ingest import pushdown
     from warehouse import db
 
-    table = pq.read_table(rollup)
     with db.writer(db_path) as con:
-        con.register("athena_result", table)
-        con.execute(f"INSERT INTO cost_line_items BY NAME {pushdown.typed_rollup_select('athena_result')}")
+        con.execute(f"INSERT INTO cost_line_items BY NAME {pushdown.typed_rollup_select(f'read_parquet({chr(39)}{rollup}{chr(39)})')}")
+        rows = con.execute("SELECT count(*) FROM cost_line_items").fetchall()[0][0]
         con.execute("CHECKPOINT")
-    return {"rows": table.num_rows, "db_mib": round(Path(db_path).stat().st_size / 2**20, 1)}
+    return {"rows": rows, "db_mib": round(Path(db_path).stat().st_size / 2**20, 1)}
 
 
 def run(rows: int, results_file: Path | None = RESULTS_FILE) -> int:
