@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, Registry
-from warehouse import db, schema
+from warehouse import db, rollups, schema
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
         for batch in result.batches:
             failed_batch = batch
             rows += _insert_batch(con, batch, source, meta.source_column, meta.slice_expr)
+        failed_batch = None
+        if any(batch.table == "cost_line_items" for batch in result.batches):
+            rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
         con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
         con.execute("INSERT INTO ingest_state VALUES (?, ?, ?)",
                     [source, json.dumps(result.state, sort_keys=True), _now()])

@@ -153,10 +153,10 @@ def recommendations(con: duckdb.DuckDBPyConnection, *, kind: str | None = None,
 # is a bound parameter. Money stays DECIMAL here; the pages cast to float for charts only.
 
 def latest_charge_day(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> datetime | None:
-    """The last day with cost data in scope: "this month" on the dashboard is that day's month."""
-    where, params = _filters(team, None, None)
-    # max() of the raw column, truncated here: date_trunc on TIMESTAMPTZ per row goes through ICU (slow)
-    rows = con.execute(f'SELECT max(c."ChargePeriodStart") FROM cost_line_items c WHERE {where}', params).fetchall()
+    """The last day with cost data in scope: "this month" on the dashboard is that day's month
+    (from the ``cost_daily`` rollup the cost loads keep)."""
+    where, params = _filters(team, None, None, team_col="d.team")
+    rows = con.execute(f'SELECT max(d.last_charge) FROM cost_daily d WHERE {where}', params).fetchall()
     latest = rows[0][0]
     return latest.replace(hour=0, minute=0, second=0, microsecond=0) if latest is not None else None
 
@@ -164,23 +164,19 @@ def latest_charge_day(con: duckdb.DuckDBPyConnection, *, team: str | list[str] |
 def spend_daily(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
                 start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
     """Daily EffectiveCost (and its GPU share) by provider, team and service: the columns of
-    ``cost_daily`` the dashboard draws, bucketed on epoch microseconds (UTC days) rather than per-row
-    ``date_trunc`` on TIMESTAMPTZ, which is several times slower on 10M line items."""
-    where, params = _filters(team, start, end)
+    ``cost_daily`` the dashboard draws, read from the ``cost_daily`` rollup table (UTC days, kept by
+    every cost load) rather than the line items. ``start``/``end`` are UTC day boundaries."""
+    where, params = _filters(team, start, end, team_col="d.team", time_col="d.day")
     return _frame(con, f"""
-        WITH buckets AS (
-            SELECT epoch_us(c."ChargePeriodStart") // 86400000000 AS day_n, c."ProviderName" AS provider,
-                   c."x_Team" AS team, c."ServiceName" AS service, sum(c."EffectiveCost") AS effective_cost,
-                   coalesce(sum(c."EffectiveCost") FILTER (WHERE {GPU_USAGE}), 0) AS gpu_cost
-            FROM cost_line_items c WHERE {where} GROUP BY ALL)
-        SELECT make_timestamptz(day_n * 86400000000) AS day, provider, team, service, effective_cost, gpu_cost
-        FROM buckets ORDER BY day, provider, team, service""", params)
+        SELECT d.day, d.provider, d.team, d.service, sum(d.effective_cost) AS effective_cost,
+               sum(d.gpu_cost) AS gpu_cost
+        FROM cost_daily d WHERE {where} GROUP BY ALL ORDER BY day, provider, team, service""", params)
 
 
 def cost_teams(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> list[str]:
     """The teams that have cost lines (within ``team`` when given), for the dashboard's team picker."""
-    where, params = _filters(team, None, None)
-    rows = con.execute(f'SELECT DISTINCT c."x_Team" FROM cost_line_items c WHERE {where} AND c."x_Team" IS NOT NULL '
+    where, params = _filters(team, None, None, team_col="d.team")
+    rows = con.execute(f'SELECT DISTINCT d.team FROM cost_daily d WHERE {where} AND d.team IS NOT NULL '
                        'ORDER BY 1', params).fetchall()
     return [r[0] for r in rows]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -225,6 +225,14 @@ JOB_RUNS = pa.schema([
     ("status", pa.string()), ("error", pa.string()),
 ])
 
+# Daily cost per source, provider, team and service, kept in step with cost_line_items by every cost
+# load (warehouse/rollups.py): the dashboard's spend pages read days, not millions of line items.
+COST_DAILY = pa.schema([
+    ("day", UTC_TS), ("source", pa.string()), ("provider", pa.string()), ("team", pa.string()),
+    ("service", pa.string()), ("billed_cost", DECIMAL), ("effective_cost", DECIMAL), ("gpu_cost", DECIMAL),
+    ("line_items", pa.int64()), ("last_charge", UTC_TS),
+])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -252,6 +260,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("report_deliveries", REPORT_DELIVERIES),
     Table("webhook_deliveries", WEBHOOK_DELIVERIES),
     Table("job_runs", JOB_RUNS),
+    Table("cost_daily", COST_DAILY),
 )}
 
 
@@ -306,6 +315,11 @@ def _migration_4() -> list[str]:
                ("price_catalog", "price_history", "report_deliveries", "webhook_deliveries", "job_runs")])
 
 
+def _migration_5() -> list[str]:
+    from warehouse import rollups  # the rollup's SQL lives with its refresh
+    return [create_table_sql(TABLES["cost_daily"]), rollups.cost_daily_insert_sql(all_sources=True)]
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
 assert len(MIGRATIONS) == SCHEMA_VERSION

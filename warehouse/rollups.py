@@ -1,0 +1,43 @@
+"""Rollups kept in step with the fact tables, so readers scan days instead of line items.
+
+``cost_daily`` holds cost per UTC day, source, provider, team and service (with the GPU share).
+Every cost load rebuilds its source's rows inside the load's own transaction
+(:func:`refresh_cost_daily`, called by the ingest runner), so the rollup can never disagree with
+``cost_line_items``; the migration that created it filled it from the line items already there.
+Rebuilding a whole source costs one scan of a few narrow columns (about 3 % of the load itself
+on a 10M-line source); days are UTC, bucketed on epoch microseconds (per-row ``date_trunc`` on a
+TIMESTAMPTZ goes through ICU and is several times slower).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+GPU_USAGE = "(\"x_GpuCount\" > 0 OR \"x_GpuModel\" IS NOT NULL)"
+
+
+def cost_daily_insert_sql(*, all_sources: bool = False) -> str:
+    """INSERT of the rollup rows of one source (bound parameter) or, with ``all_sources``, of all."""
+    where = "TRUE" if all_sources else "\"x_Source\" IS NOT DISTINCT FROM ?"
+    return f"""
+        INSERT INTO cost_daily
+        SELECT make_timestamptz(day_n * 86400000000) AS day, source, provider, team, service,
+               billed_cost, effective_cost, gpu_cost, line_items, last_charge
+        FROM (SELECT epoch_us("ChargePeriodStart") // 86400000000 AS day_n, "x_Source" AS source,
+                     "ProviderName" AS provider, "x_Team" AS team, "ServiceName" AS service,
+                     sum("BilledCost") AS billed_cost, sum("EffectiveCost") AS effective_cost,
+                     coalesce(sum("EffectiveCost") FILTER (WHERE {GPU_USAGE}), 0) AS gpu_cost,
+                     count(*) AS line_items, max("ChargePeriodStart") AS last_charge
+              FROM cost_line_items WHERE {where} AND "ChargePeriodStart" IS NOT NULL
+              GROUP BY ALL)"""
+
+
+def refresh_cost_daily(con: duckdb.DuckDBPyConnection, source: str | None = None) -> None:
+    """Rebuild ``cost_daily`` for one source (``None``: every source) from ``cost_line_items``.
+    Runs in the caller's transaction."""
+    if source is None:
+        con.execute("DELETE FROM cost_daily")
+        con.execute(cost_daily_insert_sql(all_sources=True))
+        return
+    con.execute("DELETE FROM cost_daily WHERE source IS NOT DISTINCT FROM ?", [source])
+    con.execute(cost_daily_insert_sql(), [source])
