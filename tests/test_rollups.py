@@ -8,9 +8,9 @@ from tests.conftest import FOCUS_SAMPLE, query
 from tests.test_focus_files import load
 
 PER_DAY = """SELECT make_timestamptz((epoch_us("ChargePeriodStart") // 86400000000) * 86400000000), "x_Source",
-                    "ProviderName", "x_Team", "ServiceName", sum("BilledCost"), sum("EffectiveCost"), count(*)
+                    "ProviderName", "x_Team", "ServiceName", "x_GpuModel", sum("BilledCost"), sum("EffectiveCost"), count(*)
              FROM cost_line_items GROUP BY ALL ORDER BY ALL"""
-ROLLUP = """SELECT day, source, provider, team, service, billed_cost, effective_cost, line_items
+ROLLUP = """SELECT day, source, provider, team, service, gpu_model, billed_cost, effective_cost, line_items
             FROM cost_daily ORDER BY ALL"""
 
 

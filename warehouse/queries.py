@@ -259,6 +259,7 @@ def idle_gpu_cost(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | Non
     only the cost lines of those hours are grouped per resource-hour."""
     where, params = _filters(team, start, end)
     util_where, util_params = _filters(None, start, end, time_col="hour")
+    day_where, day_params = _filters(team, start, end, team_col="d.team", time_col="d.day")
     return _frame(con, f"""
         WITH idle AS (
             SELECT resource_id, epoch_us(hour) // 3600000000 AS hour_n FROM gpu_metrics_hourly
@@ -269,7 +270,9 @@ def idle_gpu_cost(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | Non
                    c."EffectiveCost" AS effective_cost
             FROM cost_line_items c
             WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} AND {where}),
-        totals AS (SELECT team, gpu_model, sum(effective_cost) AS gpu_cost FROM lines GROUP BY ALL),
+        totals AS (  -- from the daily rollup the cost loads keep: the window's GPU usage lines, summed
+            SELECT d.team, d.gpu_model, sum(d.gpu_usage_cost) AS gpu_cost FROM cost_daily d
+            WHERE {day_where} GROUP BY ALL HAVING sum(d.gpu_usage_lines) > 0),
         idle_hours AS (
             SELECT l.team, l.gpu_model, l.resource_id, l.hour_n, max(l.gpu_count) AS gpu_count,
                    sum(l.effective_cost) AS effective_cost
@@ -281,7 +284,7 @@ def idle_gpu_cost(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | Non
                coalesce(i.idle_gpu_hours, 0) AS idle_gpu_hours, coalesce(i.idle_cost, 0) AS idle_cost, t.gpu_cost
         FROM totals t LEFT JOIN idle_totals i ON t.team IS NOT DISTINCT FROM i.team
              AND t.gpu_model IS NOT DISTINCT FROM i.gpu_model
-        ORDER BY idle_cost DESC, t.team, t.gpu_model""", util_params + [idle_util_pct] + params)
+        ORDER BY idle_cost DESC, t.team, t.gpu_model""", util_params + [idle_util_pct] + params + day_params)
 
 
 def spot_series(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

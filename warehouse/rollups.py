@@ -1,6 +1,7 @@
 """Rollups kept in step with the fact tables, so readers scan days instead of line items.
 
-``cost_daily`` holds cost per UTC day, source, provider, team and service (with the GPU share).
+``cost_daily`` holds cost per UTC day, source, provider, team, service and GPU model (with the GPU
+share, and the GPU usage lines of billed resources the fleet view prices idle hours against).
 Every cost load rebuilds its source's rows inside the load's own transaction
 (:func:`refresh_cost_daily`, called by the ingest runner), so the rollup can never disagree with
 ``cost_line_items``; the migration that created it filled it from the line items already there.
@@ -19,14 +20,17 @@ GPU_USAGE = "(\"x_GpuCount\" > 0 OR \"x_GpuModel\" IS NOT NULL)"
 def cost_daily_insert_sql(*, all_sources: bool = False) -> str:
     """INSERT of the rollup rows of one source (bound parameter) or, with ``all_sources``, of all."""
     where = "TRUE" if all_sources else "\"x_Source\" IS NOT DISTINCT FROM ?"
+    gpu_usage = f"{GPU_USAGE} AND \"ChargeCategory\" = 'Usage' AND \"ResourceId\" IS NOT NULL"
     return f"""
         INSERT INTO cost_daily
-        SELECT make_timestamptz(day_n * 86400000000) AS day, source, provider, team, service,
-               billed_cost, effective_cost, gpu_cost, line_items, last_charge
+        SELECT make_timestamptz(day_n * 86400000000) AS day, source, provider, team, service, gpu_model,
+               billed_cost, effective_cost, gpu_cost, gpu_usage_cost, gpu_usage_lines, line_items, last_charge
         FROM (SELECT epoch_us("ChargePeriodStart") // 86400000000 AS day_n, "x_Source" AS source,
-                     "ProviderName" AS provider, "x_Team" AS team, "ServiceName" AS service,
+                     "ProviderName" AS provider, "x_Team" AS team, "ServiceName" AS service, "x_GpuModel" AS gpu_model,
                      sum("BilledCost") AS billed_cost, sum("EffectiveCost") AS effective_cost,
                      coalesce(sum("EffectiveCost") FILTER (WHERE {GPU_USAGE}), 0) AS gpu_cost,
+                     coalesce(sum("EffectiveCost") FILTER (WHERE {gpu_usage}), 0) AS gpu_usage_cost,
+                     count(*) FILTER (WHERE {gpu_usage}) AS gpu_usage_lines,
                      count(*) AS line_items, max("ChargePeriodStart") AS last_charge
               FROM cost_line_items WHERE {where} AND "ChargePeriodStart" IS NOT NULL
               GROUP BY ALL)"""

@@ -229,7 +229,9 @@ JOB_RUNS = pa.schema([
 # load (warehouse/rollups.py): the dashboard's spend pages read days, not millions of line items.
 COST_DAILY = pa.schema([
     ("day", UTC_TS), ("source", pa.string()), ("provider", pa.string()), ("team", pa.string()),
-    ("service", pa.string()), ("billed_cost", DECIMAL), ("effective_cost", DECIMAL), ("gpu_cost", DECIMAL),
+    ("service", pa.string()), ("gpu_model", pa.string()), ("billed_cost", DECIMAL), ("effective_cost", DECIMAL),
+    ("gpu_cost", DECIMAL),  # EffectiveCost of lines with a GPU (any charge category)
+    ("gpu_usage_cost", DECIMAL), ("gpu_usage_lines", pa.int64()),  # GPU usage lines of a billed resource
     ("line_items", pa.int64()), ("last_charge", UTC_TS),
 ])
 
