@@ -153,7 +153,7 @@ def _change(rec) -> str:
 
 
 def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from models import evaluate
+    from jobs import evaluate
     result = evaluate.evaluate(fleets=evaluate.FLEETS[:1] if args.quick else evaluate.FLEETS)
     print(json.dumps(result, indent=2, default=str) if args.format == "json" else evaluate.render(result))
     return 0

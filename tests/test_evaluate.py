@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from jobs import cli
-from models import evaluate
+from jobs import evaluate
 from models.run import MODELS
 
 RIGHTSIZING = {"gpu_count", "gpu_type", "quantization", "idle_gpu"}

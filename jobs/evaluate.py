@@ -9,7 +9,8 @@
   model finds vs idle GPU-hours counted independently from the csv with plain Python.
 * The spot and forecast models' own quality sections, when those modules are installed.
 
-It builds demo fleets, so it imports ``jobs`` lazily (evaluation wires the rooms together).
+It lives in ``jobs`` because it wires the rooms together: it builds demo fleets, ingests them and
+runs the models (``models`` itself never imports ``jobs``).
 """
 
 from __future__ import annotations
