@@ -11,12 +11,8 @@ import ast
 import csv
 import json
 import shutil
-import threading
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,6 +23,7 @@ from ingest.gcp_export_files import read_flat_csv, to_jsonl
 from ingest.registry import Registry
 from ingest.runner import run_source
 from tests.bq_emulator import DATASET, PROJECT, bq_emulator, bq_row  # noqa: F401 (fixture)
+from tests.relay_proxy import RelayProxy
 from tests.conftest import query
 from tests.gcp_loopback import GCP_DATA
 
@@ -151,57 +148,20 @@ def expected_totals_for(rows: list[dict]) -> dict:
     return totals
 
 
-class _Throttle:
+class _Throttle(RelayProxy):
     """A loopback proxy in front of the emulator answering the first requests with 429 / 503."""
 
     def __init__(self, target: str, failures: list[int]):
+        super().__init__(target, timeout=60)
         self.failures, self.seen = list(failures), []
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _relay(self):
-                outer.seen.append(self.command)
-                if outer.failures:
-                    status = outer.failures.pop(0)
-                    body = json.dumps({"error": {"code": status, "message": "slow down",
-                                                 "errors": [{"reason": "rateLimitExceeded"}]}}).encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                request = urllib.request.Request(target + self.path, data=data, headers=headers, method=self.command)
-                try:
-                    with urllib.request.urlopen(request, timeout=60) as r:
-                        status, body, ctype = r.status, r.read(), r.headers.get("Content-Type", "application/json")
-                except urllib.error.HTTPError as e:
-                    status, body, ctype = e.code, e.read(), e.headers.get("Content-Type", "application/json")
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def intercept(self, handler, data):
+        self.seen.append(handler.command)
+        if self.failures:
+            status = self.failures.pop(0)
+            return status, {"error": {"code": status, "message": "slow down",
+                                      "errors": [{"reason": "rateLimitExceeded"}]}}
+        return None
 
 
 def test_bigquery_429_and_503_are_retried(bq_emulator, registry, warehouse):

@@ -25,12 +25,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
@@ -46,6 +42,7 @@ from ingest.gcp_export_mapping import CANONICAL
 from ingest.registry import Registry
 from ingest.runner import run_source
 from tests.bq_emulator import DATASET, PROJECT, bq_emulator, bq_field  # noqa: F401 (fixture)
+from tests.relay_proxy import RelayProxy
 from tests.conftest import query
 from tests.gcp_loopback import GCP_DATA
 
@@ -200,56 +197,26 @@ BYTES_PROCESSED = 52_428_800  # what the proxy says each job processed (the emul
 BYTES_BILLED = 62_914_560      # … and billed (BigQuery bills at least 10 MB per table read)
 
 
-class _BilledProxy:
+class _BilledProxy(RelayProxy):
     """Loopback proxy in front of bqemulator: records each query sent and sets every job's byte statistics."""
 
     def __init__(self, target: str):
+        super().__init__(target)
         self.queries: list[str] = []
         self.fail_rollup = False  # answer the rollup job with BigQuery's 400 for a query it can not run
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def intercept(self, handler, data):
+        if data and handler.command == "POST" and handler.path.split("?")[0].endswith("/jobs"):
+            sent = json.loads(data).get("configuration", {}).get("query", {}).get("query")
+            if sent:
+                self.queries.append(sent)
+            if sent and self.fail_rollup and "`EffectiveCost`" in sent:  # not the fingerprints
+                return 400, {"error": {"code": 400, "message": "Resources exceeded during query execution",
+                                       "errors": [{"reason": "resourcesExceeded"}]}}
+        return None
 
-            def _relay(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(length) if length else None
-                if data and self.command == "POST" and self.path.split("?")[0].endswith("/jobs"):
-                    sent = json.loads(data).get("configuration", {}).get("query", {}).get("query")
-                    if sent:
-                        outer.queries.append(sent)
-                    if sent and outer.fail_rollup and "`EffectiveCost`" in sent:  # not the fingerprints
-                        return outer.refuse(self)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                request = urllib.request.Request(target + self.path, data=data, headers=headers, method=self.command)
-                try:
-                    with urllib.request.urlopen(request, timeout=120) as r:
-                        status, body, ctype = r.status, r.read(), r.headers.get("Content-Type", "application/json")
-                except urllib.error.HTTPError as e:
-                    status, body, ctype = e.code, e.read(), e.headers.get("Content-Type", "application/json")
-                body = outer.with_statistics(body) if "json" in (ctype or "") else body
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @staticmethod
-    def refuse(handler: BaseHTTPRequestHandler) -> None:
-        body = json.dumps({"error": {"code": 400, "message": "Resources exceeded during query execution",
-                                     "errors": [{"reason": "resourcesExceeded"}]}}).encode()
-        handler.send_response(400)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+    def rewrite(self, body: bytes, ctype: str) -> bytes:
+        return self.with_statistics(body) if "json" in (ctype or "") else body
 
     @staticmethod
     def with_statistics(body: bytes) -> bytes:
@@ -263,14 +230,6 @@ class _BilledProxy:
         statistics["totalBytesProcessed"] = str(BYTES_PROCESSED)
         statistics["query"].update(totalBytesProcessed=str(BYTES_PROCESSED), totalBytesBilled=str(BYTES_BILLED))
         return json.dumps(resource).encode()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
