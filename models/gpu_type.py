@@ -129,14 +129,17 @@ def fit(obs: pl.DataFrame) -> ThroughputModel:
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
-                             settings: RightsizingSettings | dict | None = None) -> list[Recommendation]:
+                             settings: RightsizingSettings | dict | None = None, *,
+                             recommend_fn=None) -> list[Recommendation]:
+    """Load the fleet, fit the throughput model on it and recommend (``recommend_fn``: quantization's
+    rules over the same inputs; default gpu_type's)."""
     s = features.settings_of(settings)
     res = features.resources(con, s)
     if res.is_empty():
         return []
     spec = features.specs(con)
     model = fit(observations(res, spec, s.idle_util_pct))
-    return recommend(res, features.catalogue(con), spec, model, s)[0]
+    return (recommend_fn or recommend)(res, features.catalogue(con), spec, model, s)[0]
 
 
 def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:

@@ -29,13 +29,7 @@ BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
                              settings: RightsizingSettings | dict | None = None) -> list[Recommendation]:
-    s = features.settings_of(settings)
-    res = features.resources(con, s)
-    if res.is_empty():
-        return []
-    spec = features.specs(con)
-    model = gpu_type.fit(gpu_type.observations(res, spec, s.idle_util_pct))
-    return recommend(res, features.catalogue(con), spec, model, s)[0]
+    return gpu_type.recommend_from_warehouse(con, settings, recommend_fn=recommend)
 
 
 def current_precision(row: dict) -> tuple[str | None, str]:
