@@ -372,7 +372,16 @@ def serve(cfg: Config, *, out: IO[str] = sys.stdout) -> int:
 def _wait_for_running_jobs(scheduler) -> None:
     """After shutdown(wait=False) from the signal handler: let the job in progress finish here, in
     the main thread, so its ledger row is written before the process exits."""
+    # APScheduler 3's done-callback asks a cancelled future for its exception, which raises, and
+    # concurrent.futures logs that as an ERROR with a traceback: expected here, so kept out of the log.
+    logging.getLogger("concurrent.futures").addFilter(_drop_cancelled_callbacks)
     for executor in scheduler._executors.values():  # noqa: SLF001 - APScheduler 3 exposes no public join
         pool = getattr(executor, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)  # queued runs do not start after SIGTERM
+
+
+def _drop_cancelled_callbacks(record: logging.LogRecord) -> bool:
+    from concurrent.futures import CancelledError
+
+    return not (record.exc_info and isinstance(record.exc_info[1], CancelledError))
