@@ -137,8 +137,7 @@ class ExpositionParser:
         host = labels.get("Hostname") or labels.get("instance", "").rsplit(":", 1)[0] or default_host
         uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
         return (column, uuid, mig, labels.get("gpu"), labels.get("modelName"), host, labels.get(self.resource_label),
-                labels.get(self.provider_id_label), labels.get("namespace") or None, labels.get("pod") or None,
-                labels.get("container") or None)
+                labels.get(self.provider_id_label), *metrics_store.workload_labels(labels))
 
     def parse(self, text: str | bytes, scrape_ms: int, default_host: str, where: str) -> tuple[pa.Table, bool]:
         """(samples, whether every sample carried its own timestamp)."""
@@ -319,15 +318,16 @@ class DcgmExporter:
         stored, plan = metrics_store.plan_rollup(folder, ctx.state.get("days", {}))
         watermark = max(stored, default=None)
         state = {"days": stored, "stamped_bodies": seen, "watermark": watermark}
+        rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
         if not plan:
-            return FetchResult([], state, watermark=watermark, skipped_reason="no new samples")
+            return FetchResult(rules, state, watermark=watermark, skipped_reason="no new samples")
         samples, per_day = metrics_store.store_relation(folder, plan)
         sql = metrics_store.rollup_sql(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
-                                       resource_map=resource_map, namespace_teams=namespace_teams,
                                        deduplicate=any(metrics_store.may_overlap(files) for files in per_day))
         hours = [h for day_hours in plan.values() for h in day_hours]
         log.info("%s: rolling up %d hour(s) of %d day(s)", ctx.source, len(hours), len(plan))
-        return FetchResult([Batch(table="gpu_metrics_hourly", data=sql, slices=hours)], state, watermark=watermark)
+        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=sql, slices=hours)], state,
+                           watermark=watermark)
 
 
 INGESTORS = [DcgmExporter]

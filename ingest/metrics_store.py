@@ -37,7 +37,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ingest.files import sql_literal
-from ingest.registry import IngestContext, IngestError
+from ingest.registry import Batch, IngestContext, IngestError
+from warehouse import attribution
 from warehouse.gpu_models import normalize_gpu_model
 from warehouse.schema import UTC_TS, sql_type
 
@@ -240,7 +241,8 @@ _SAMPLE_EXPRS = {  # per-sample figure -> expression over SAMPLE_SCHEMA columns
     "mem_total": "coalesce(mem_total_mib, mem_used_mib + mem_free_mib + coalesce(mem_reserved_mib, 0))",
     "power_w": "power_w",
 }
-_ATTRS = ("name", "host", "resource_hint", "provider_id", "namespace")
+_ATTRS = ("name", "host", "resource_hint", "provider_id")  # the hour's largest value
+_LABELS = ("namespace", "pod", "container")                   # the value most of the hour's samples carry
 # Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
 # and a re-run must reproduce the stored rows exactly.
 MEAN = "round({}, 9)"
@@ -254,12 +256,12 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     saves a grouping over every sample. mem_total per sample is ``mem_total_mib`` when reported,
     else used + free + reserved (DCGM). sm_active is DCGM_FI_PROF_SM_ACTIVE, or
     DCGM_FI_PROF_GR_ENGINE_ACTIVE when SM_ACTIVE is not exported. Attributes (name, host, labels)
-    take the hour's largest value (constant for a GPU in practice); the namespace is the one most of
-    the hour's samples carry.
+    take the hour's largest value (constant for a GPU in practice); the namespace, pod and container
+    are the ones most of the hour's samples carry.
     """
     if deduplicate:
         figures = ", ".join(f"max({expr}) AS {name}" for name, expr in _SAMPLE_EXPRS.items())
-        attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS)
+        attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS + _LABELS)
         source = (f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
                   f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),")
         relation, col = "per_ts", {name: name for name in _SAMPLE_EXPRS}
@@ -268,8 +270,8 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
         relation = f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)"
     return f"""{source}
 hourly AS (
-  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS[:-1])},
-         mode(namespace) AS namespace,
+  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
+         {", ".join(f"mode({a}) AS {a}" for a in _LABELS)},
          {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col['util']}, 0.95) AS util_p95,
          max({col['util']}) AS util_max, max({col['mem_used']}) AS mem_used_max_mib, max({col['mem_total']}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
@@ -295,8 +297,16 @@ def gpu_model_rows(con: duckdb.DuckDBPyConnection, hourly: str) -> list[tuple[st
     return [(name, normalize_gpu_model(name, memory)) for name, memory in names]
 
 
+def workload_labels(labels: dict[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(namespace, pod, container) of the workload a GPU series belongs to. When Prometheus scraped the
+    exporter, the target's own labels won and the exporter's moved to ``exported_*``: those win here."""
+    return tuple(labels.get(f"exported_{name}") or labels.get(name) or None  # type: ignore[return-value]
+                 for name in ("namespace", "pod", "container"))
+
+
 def provider_id_resource(provider_id: str | None) -> str | None:
-    """A Kubernetes node providerID as the ResourceId its cloud bills under (None when unknown)."""
+    """A Kubernetes node providerID as the ResourceId its cloud bills under (None when unknown).
+    The SQL twin that attribution runs is ``warehouse.attribution.provider_resource_sql``."""
     if not provider_id:
         return None
     if provider_id.startswith("aws://"):
@@ -308,47 +318,39 @@ def provider_id_resource(provider_id: str | None) -> str | None:
     return provider_id
 
 
-def attributed_sql(hourly_ctes: str, *, source: str, run_id: str, resource_map: dict[str, str],
-                   namespace_teams: dict[str, str], models: list[tuple[str, str | None]],
-                   provider_ids: Iterable[str]) -> str:
-    """gpu_metrics_hourly rows from ``hourly_ctes`` (a WITH body defining ``hourly``), attributed."""
-    provider_rows = sorted({(p, provider_id_resource(p)) for p in provider_ids if p})
+def attributed_sql(hourly_ctes: str, *, source: str, run_id: str, models: list[tuple[str, str | None]]) -> str:
+    """gpu_metrics_hourly rows from ``hourly_ctes`` (a WITH body defining ``hourly``) with their hints.
+
+    ``resource_id`` and ``team`` are left NULL here: the runner resolves them from the hints inside
+    the load's transaction (``warehouse.attribution``), as every later cost load does again, so the
+    answer never depends on whether the bill or the metrics arrived first.
+    """
     return f"""
 WITH {hourly_ctes.strip()},
-{_values("models", ("name", "gpu_model"), models)},
-{_values("resource_map", ("host", "resource_id"), sorted(resource_map.items()))},
-{_values("namespace_teams", ("namespace", "team"), sorted(namespace_teams.items()))},
-{_values("provider_ids", ("provider_id", "resource_id"), provider_rows)},
-candidates AS (
-  SELECT DISTINCT v AS resource_id FROM (
-    SELECT resource_hint AS v FROM hourly UNION ALL SELECT host FROM hourly
-    UNION ALL SELECT resource_id FROM provider_ids) WHERE v IS NOT NULL
-), billed AS (
-  SELECT DISTINCT "ResourceId" AS resource_id FROM cost_line_items
-  WHERE "ResourceId" IN (SELECT resource_id FROM candidates)
-), attributed AS (
-  SELECT h.*, COALESCE(bh.resource_id, bo.resource_id, m.resource_id, bp.resource_id) AS resource_id
-  FROM hourly h
-  LEFT JOIN billed bh ON bh.resource_id = h.resource_hint
-  LEFT JOIN billed bo ON bo.resource_id = h.host
-  LEFT JOIN resource_map m ON m.host = h.host
-  LEFT JOIN provider_ids p ON p.provider_id = h.provider_id
-  LEFT JOIN billed bp ON bp.resource_id = p.resource_id
-), teams AS (
-  SELECT "ResourceId" AS resource_id,
-         arg_max("x_Team", "ChargePeriodStart") FILTER (WHERE "x_Team" IS NOT NULL) AS team
-  FROM cost_line_items WHERE "ResourceId" IN (SELECT resource_id FROM attributed) GROUP BY 1
-)
-SELECT a.hour, a.gpu_uuid, md.gpu_model, a.mig_instance, a.host, a.resource_id, COALESCE(nt.team, t.team) AS team,
+{_values("models", ("name", "gpu_model"), models)}
+SELECT a.hour, a.gpu_uuid, md.gpu_model, a.mig_instance, a.host, CAST(NULL AS VARCHAR) AS resource_id,
+       CAST(NULL AS VARCHAR) AS team,
        a.util_mean, a.util_p95, a.util_max, a.mem_used_max_mib, a.mem_total_mib,
        a.sm_active_mean, a.tensor_active_mean, a.power_mean_w, CAST(a.samples AS INTEGER) AS samples,
-       {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
-FROM attributed a LEFT JOIN models md ON md.name = a.name LEFT JOIN teams t ON t.resource_id = a.resource_id
-LEFT JOIN namespace_teams nt ON nt.namespace = a.namespace"""
+       {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id,
+       a.resource_hint, a.provider_id, a.namespace, a.pod, a.container
+FROM hourly a LEFT JOIN models md ON md.name = a.name"""
+
+
+def rules_batches(ctx: IngestContext, resource_map: dict[str, str] | None = None,
+                  namespace_teams: dict[str, str] | None = None) -> list[Batch]:
+    """The source's attribution rules as a batch replacing its ``attribution_rules``; none when unchanged."""
+    rules = attribution.rules_table(ctx.source, resource_map=resource_map, namespace_teams=namespace_teams)
+    if not attribution.rules_changed(ctx.con, ctx.source, rules):
+        return []
+    return [rules_batch(ctx.source, rules)]
+
+
+def rules_batch(source: str, rules: pa.Table) -> Batch:
+    return Batch(table="attribution_rules", data=rules, slices=[source], slice_expr='"source"', source_column="source")
 
 
 def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str,
-               resource_map: dict[str, str], namespace_teams: dict[str, str] | None = None,
                deduplicate: bool = True) -> str:
     """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
 
@@ -359,11 +361,8 @@ def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
                 f"SELECT * FROM hourly")
-    provider_ids = [r[0] for r in con.execute(
-        f"SELECT DISTINCT provider_id FROM {table} WHERE provider_id IS NOT NULL").fetchall()]
     return attributed_sql(f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id,
-                          resource_map=resource_map, namespace_teams=namespace_teams or {},
-                          models=gpu_model_rows(con, table), provider_ids=provider_ids)
+                          models=gpu_model_rows(con, table))
 
 
 # ---- options -------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ samples at ``<warehouse dir>/samples/<source>/compute-apps/<sha1 of the log's pa
 Those samples roll up into ``gpu_processes_hourly``: one row per hour, host, GPU, pid and process
 name with the largest and mean used memory (MiB) and the number of samples the process was seen in
 (a sample logged twice counts once; the mean leaves out ``[N/A]`` readings). Rows are attributed to
-a billed resource and team exactly as the host's GPU rows are (``metrics_store.attributed_sql``).
+a billed resource and team exactly as the host's GPU rows are (``warehouse.attribution``).
 A log holding only its header (no process was running) is valid and adds no rows.
 """
 
@@ -116,40 +116,22 @@ def parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path:
     return parsed
 
 
-def _attribution_samples(processes: str) -> str:
-    """One empty sample (SAMPLE_SCHEMA, every figure NULL, the host as its GPU) per hour and host of
-    the process rows, so the GPU rollup's own attribution resolves their resource and team."""
-    given = {"ts": "hour", "gpu_uuid": "host", "host": "host"}
-    columns = ", ".join(f"{given[f.name]} AS {f.name}" if f.name in given
-                        else f"CAST(NULL AS {sql_type(f)}) AS {f.name}" for f in metrics_store.SAMPLE_SCHEMA)
-    return f"(SELECT {columns} FROM (SELECT DISTINCT hour, host FROM {processes}))"
-
-
 def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
-               run_id: str, resource_map: dict[str, str]) -> str:
-    """Hourly rows of gpu_processes_hourly for ``days`` from the sample files, attributed to billing.
-
-    The hourly figures are computed here into a temporary table of this connection; the returned
-    SELECT attributes them inside the load's transaction.
-    """
+               run_id: str) -> str:
+    """Hourly rows of gpu_processes_hourly for ``days`` from the sample files; the load attributes them
+    to a billed resource and team from their host, exactly as the host's GPU rows are."""
     if not sample_files:
         return f"SELECT * FROM {TABLE} WHERE false"
     parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
     day_list = ", ".join(sql_literal(d) for d in days)
-    table = f"_gpufinops_processes_{run_id}"
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE {table} AS
+    return f"""
 WITH per_ts AS (
   SELECT ts, host, gpu_uuid, pid, process_name, max(mem_used_mib) AS mem_used_mib FROM {parquet}
   WHERE gpu_uuid IS NOT NULL AND CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list})
   GROUP BY ts, host, gpu_uuid, pid, process_name
 )
-SELECT date_trunc('hour', ts) AS hour, host, gpu_uuid, pid, process_name, max(mem_used_mib) AS mem_used_max_mib,
-       {metrics_store.MEAN.format("avg(mem_used_mib)")} AS mem_used_mean_mib, count(*) AS samples
-FROM per_ts GROUP BY 1, 2, 3, 4, 5""")
-    hourly = metrics_store.hourly_sql(_attribution_samples(table), deduplicate=False)
-    attributed = metrics_store.attributed_sql(hourly, source=source, run_id=run_id, resource_map=resource_map,
-                                              namespace_teams={}, models=[], provider_ids=[])
-    return f"""SELECT p.hour, p.gpu_uuid, p.host, p.pid, p.process_name, p.mem_used_max_mib, p.mem_used_mean_mib,
-       CAST(p.samples AS INTEGER) AS samples, a.resource_id, a.team,
+SELECT date_trunc('hour', ts) AS hour, gpu_uuid, host, pid, process_name, max(mem_used_mib) AS mem_used_max_mib,
+       {metrics_store.MEAN.format("avg(mem_used_mib)")} AS mem_used_mean_mib, CAST(count(*) AS INTEGER) AS samples,
+       CAST(NULL AS VARCHAR) AS resource_id, CAST(NULL AS VARCHAR) AS team,
        {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
-FROM {table} p LEFT JOIN ({attributed}) a ON a.hour = p.hour AND a.host = p.host"""
+FROM per_ts GROUP BY 1, 2, 3, 4, 5"""

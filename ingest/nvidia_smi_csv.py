@@ -237,19 +237,20 @@ def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path
 
 
 def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
-               run_id: str, resource_map: dict[str, str]) -> str:
-    """Hourly rows of gpu_metrics_hourly for ``days`` from the sample files, attributed to billing."""
+               run_id: str) -> str:
+    """Hourly rows of gpu_metrics_hourly for ``days`` from the sample files (attributed by the load)."""
     if not sample_files:
         return "SELECT * FROM gpu_metrics_hourly WHERE false"
     parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
     day_list = ", ".join(sql_literal(d) for d in days)
     none = "CAST(NULL AS VARCHAR)"
     samples = (f"(SELECT ts, gpu_uuid, {none} AS mig_instance, name, host, {none} AS resource_hint, "
-               f"{none} AS provider_id, {none} AS namespace, util, CAST(NULL AS DOUBLE) AS gr_active, "
+               f"{none} AS provider_id, {none} AS namespace, {none} AS pod, {none} AS container, util, "
+               f"CAST(NULL AS DOUBLE) AS gr_active, "
                f"CAST(NULL AS DOUBLE) AS sm_active, CAST(NULL AS DOUBLE) AS tensor_active, mem_used_mib, "
                f"CAST(NULL AS DOUBLE) AS mem_free_mib, CAST(NULL AS DOUBLE) AS mem_reserved_mib, mem_total_mib, "
                f"power_w FROM {parquet} WHERE CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list}))")
-    return metrics_store.rollup_sql(con, samples, source=source, run_id=run_id, resource_map=resource_map)
+    return metrics_store.rollup_sql(con, samples, source=source, run_id=run_id)
 
 
 GPU = "query-gpu"  # the kind of a --query-gpu log in the source's state
@@ -291,10 +292,11 @@ class NvidiaSmiCsv:
         folder = metrics_store.samples_dir(ctx)  # a log whose samples file went missing is read again
         changed += [p for p in files if p in previous and p not in changed
                     and not _sample_path(folder, p, _kind(previous[p])).exists()]
-        if not changed and not removed:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
-                               skipped_reason="no new or changed files")
         resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
+        rules = metrics_store.rules_batches(ctx, resource_map)
+        if not changed and not removed:
+            return FetchResult(rules, ctx.state, watermark=ctx.state.get("watermark"),
+                               skipped_reason="no new or changed files")
         host_column = ctx.options.get("host_column")
         entries = {path: previous[path] for path in files if path in previous}
         affected: dict[str, set[str]] = {GPU: set(), apps.KIND: set()}  # log kind -> days to roll up again
@@ -315,14 +317,14 @@ class NvidiaSmiCsv:
         watermark = max((e["last"] for e in entries.values() if e.get("last")), default=None)
         state = {"files": entries, "watermark": watermark}
         rollups = {GPU: ("gpu_metrics_hourly", rollup_sql), apps.KIND: (apps.TABLE, apps.rollup_sql)}
-        batches = []
+        batches = list(rules)
         for kind, (table, rollup) in rollups.items():
             if not affected[kind]:
                 continue
             days = sorted(affected[kind])
             sample_files = [str(_sample_path(folder, p, kind)) for p, e in sorted(entries.items())
                             if _kind(e) == kind and affected[kind] & set(e["days"])]
-            sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id, resource_map)
+            sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id)
             batches.append(Batch(table=table, data=sql, slices=days))
         return FetchResult(batches, state, watermark=watermark)
 

@@ -27,6 +27,7 @@ config changed. A re-run with nothing new is skipped and changes nothing.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 from datetime import UTC, date, datetime, timedelta
@@ -38,8 +39,9 @@ import pyarrow as pa
 
 from ingest.onprem_cost import (CLUSTER_KEYS, UTIL_STEP, WATT_STEP, Cluster, GpuHourCost, NodeGroup,
                                 OnpremConfigError, hourly_gpu_cost, parse_cluster, quantity, specs_from_rows)
+from ingest import metrics_store
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
-from warehouse import schema
+from warehouse import attribution, schema
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +80,13 @@ def metric_days(con: duckdb.DuckDBPyConnection, cluster: Cluster) -> dict[str, t
 
 
 def _gpu_metrics(con: duckdb.DuckDBPyConnection, cluster: Cluster, days: list[str]) -> dict[tuple[str, datetime], list]:
-    """(node, hour) -> [(gpu_uuid, util_mean, power_mean_w, team)] sorted by gpu_uuid."""
+    """(node, hour) -> [(gpu_uuid, util_mean, power_mean_w, team)] sorted by gpu_uuid; the team is the one
+    the scheduler's labels give (the metrics source's namespace_teams), never one derived from a bill."""
     where, params = _metric_filter(cluster)
     rows = con.execute(f"""
         SELECT CASE WHEN list_contains(?::VARCHAR[], host) THEN host ELSE resource_id END AS node, hour, gpu_uuid,
-               avg(util_mean), avg(power_mean_w), min(team)
-        FROM gpu_metrics_hourly
+               avg(util_mean), avg(power_mean_w), min({attribution.label_team_sql("m")})
+        FROM gpu_metrics_hourly m
         WHERE {where} AND {_DAY_SQL.format(col='hour')} IN (SELECT unnest(?::VARCHAR[]))
         GROUP BY ALL ORDER BY 1, 2, 3""", [cluster.nodes(), *params, days]).fetchall()
     out: dict[tuple[str, datetime], list] = {}
@@ -246,6 +249,24 @@ def _days_to_cost(state: dict[str, Any], config: str, fps: dict[str, str], first
     return todo
 
 
+def host_team_rules(ctx: IngestContext, cluster: Cluster) -> list[Batch]:
+    """The cluster's node -> team (node_teams, else the node group's team) as attribution rules, so the
+    nodes' GPU-hours take exactly the team their cost lines do; none when unchanged."""
+    teams = dict(cluster.node_teams)
+    host_teams = {node: teams.get(node, group.team) for group in cluster.groups for node in group.nodes}
+    rules = attribution.rules_table(ctx.source, host_teams={n: t for n, t in host_teams.items() if t})
+    if not attribution.rules_changed(ctx.con, ctx.source, rules):
+        return []
+    return [metrics_store.rules_batch(ctx.source, rules)]
+
+
+def label_rules_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
+    """A digest of every metrics source's namespace -> team rules: the lines' teams follow them."""
+    rows = con.execute("SELECT source, key, value FROM attribution_rules WHERE kind = 'namespace_teams' "
+                       "ORDER BY 1, 2, 3").fetchall()
+    return hashlib.sha1(repr(rows).encode()).hexdigest()[:12]
+
+
 class Onprem:
     meta = IngestorMeta(
         name="onprem",
@@ -265,22 +286,23 @@ class Onprem:
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
         cluster = load_cluster(ctx.con, ctx.source, ctx.options)
+        rules = host_team_rules(ctx, cluster)
         found = metric_days(ctx.con, cluster)
         if not found:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
+            return FetchResult(rules, ctx.state, watermark=ctx.state.get("watermark"),
                                skipped_reason=f"no GPU metrics for the cluster's nodes yet (the cost window follows "
                                               f"gpu_metrics_hourly): {', '.join(cluster.nodes()[:5])}")
         first = min(v[1] for v in found.values())
         last = max(v[2] for v in found.values())
         fps = {d: found[d][0] if d in found else "none" for d in _all_days(first, last)}
-        config = cluster.fingerprint()
+        config = cluster.fingerprint() + ":" + label_rules_fingerprint(ctx.con)
         ranged = ctx.since is not None or ctx.until is not None
         if ranged:  # --since/--until: re-cost the whole days the range touches, leaving the cursor alone
             todo = {d for d in fps if _touches(d, ctx.since, ctx.until)}
         else:
             todo = _days_to_cost(ctx.state, config, fps, first, last)
         if not todo:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
+            return FetchResult(rules, ctx.state, watermark=ctx.state.get("watermark"),
                                skipped_reason="no new GPU metrics and no change to the cluster's config")
         days = sorted(d for d in todo if d in fps)
         metrics = _gpu_metrics(ctx.con, cluster, days) if days else {}
@@ -290,10 +312,10 @@ class Onprem:
         batch = Batch(table="cost_line_items", data=data, slices=sorted(todo))
         watermark = last.isoformat()
         if ranged:
-            return FetchResult([batch], ctx.state, watermark=ctx.state.get("watermark"))
+            return FetchResult(rules + [batch], ctx.state, watermark=ctx.state.get("watermark"))
         state = {"config": config, "days": fps, "first_hour": first.isoformat(), "last_hour": watermark,
                  "watermark": watermark}
-        return FetchResult([batch], state, watermark=watermark)
+        return FetchResult(rules + [batch], state, watermark=watermark)
 
 
 INGESTORS = [Onprem]

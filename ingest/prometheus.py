@@ -65,9 +65,12 @@ FIGURES = ("util_mean", "util_p95", "util_max", "samples", "mem_used_max", "mem_
            "mem_total_max", "sm_mean", "gr_mean", "tensor_mean", "power_mean")
 PARTIAL_SCHEMA = pa.schema([("hour", pa.timestamp("s", tz="UTC")), ("gpu_uuid", pa.string()),
                             ("mig_instance", pa.string()), ("name", pa.string()), ("host", pa.string()),
-                            ("resource_hint", pa.string()), ("provider_id", pa.string()), ("namespace", pa.string())]
+                            ("resource_hint", pa.string()), ("provider_id", pa.string()), ("namespace", pa.string()),
+                            ("pod", pa.string()), ("container", pa.string())]
                            + [(f, pa.float64()) for f in FIGURES])
-COMPARED = ("hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_id", "team", "util_mean", "util_p95",
+# What the source says (the attribution derived from it is re-resolved by every load: not compared).
+COMPARED = ("hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_hint", "provider_id", "namespace",
+            "pod", "container", "util_mean", "util_p95",
             "util_max", "mem_used_max_mib", "mem_total_mib", "sm_active_mean", "tensor_active_mean",
             "power_mean_w", "samples")
 
@@ -110,10 +113,9 @@ def _series_key(labels: dict[str, str], dialect: str, options: dict[str, Any]) -
         mig = f"{labels['GPU_I_PROFILE']}/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else None
         uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
         return (uuid, mig, labels.get("modelName"), host, labels.get(options.get("resource_label", "instance_id")),
-                labels.get(options.get("provider_id_label", "provider_id")), labels.get("namespace") or None,
-                labels.get("pod") or None)
+                labels.get(options.get("provider_id_label", "provider_id")), *metrics_store.workload_labels(labels))
     return (labels.get("uuid"), None, None, host, labels.get(options.get("resource_label", "instance_id")),
-            labels.get(options.get("provider_id_label", "provider_id")), None, None)
+            labels.get(options.get("provider_id_label", "provider_id")), None, None, None)
 
 
 def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: dict[str, Any]) -> pa.Table:
@@ -144,9 +146,9 @@ def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, opt
                         row = rows.setdefault((hour, *key), {})
                         row[figure] = float(value)
     data: dict[str, list] = {name: [] for name in PARTIAL_SCHEMA.names}
-    for (hour, uuid, mig, name, host, hint, provider, namespace, _pod), figures in rows.items():
-        for column, value in zip(PARTIAL_SCHEMA.names[:8], (hour, uuid, mig, name or names.get(uuid), host, hint,
-                                                            provider, namespace)):
+    for (hour, uuid, mig, name, host, hint, provider, namespace, pod, container), figures in rows.items():
+        for column, value in zip(PARTIAL_SCHEMA.names[:10], (hour, uuid, mig, name or names.get(uuid), host, hint,
+                                                             provider, namespace, pod, container)):
             data[column].append(value)
         for figure in FIGURES:
             data[figure].append(figures.get(figure))
@@ -157,7 +159,8 @@ HOURLY_FROM_PARTIALS = """
 hourly AS (
   SELECT CAST(hour AS TIMESTAMPTZ) AS hour, gpu_uuid, mig_instance, max(name) AS name, max(host) AS host,
          max(resource_hint) AS resource_hint, max(provider_id) AS provider_id,
-         arg_max(namespace, coalesce(samples, 0)) AS namespace,
+         arg_max(namespace, coalesce(samples, 0)) AS namespace, arg_max(pod, coalesce(samples, 0)) AS pod,
+         arg_max(container, coalesce(samples, 0)) AS container,
          round(sum(util_mean * samples) / nullif(sum(samples) FILTER (WHERE util_mean IS NOT NULL), 0), 9) AS util_mean,
          max(util_p95) AS util_p95, max(util_max) AS util_max, max(mem_used_max) AS mem_used_max_mib,
          max(coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0))) AS mem_total_mib,
@@ -217,17 +220,16 @@ class Prometheus:
         log.info("%s: %d series-hours from %s to %s", ctx.source, partials.num_rows, start, end)
         con = ctx.con
         con.register("_prometheus_partials", partials)
-        provider_ids = {p for p in partials.column("provider_id").to_pylist() if p}
         sql = metrics_store.attributed_sql(HOURLY_FROM_PARTIALS, source=ctx.source, run_id=ctx.run_id,
-                                           resource_map=resource_map, namespace_teams=namespace_teams,
-                                           models=metrics_store.gpu_model_rows(con, "(SELECT name, coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0)) AS mem_total_mib FROM _prometheus_partials)"), provider_ids=provider_ids)
+                                           models=metrics_store.gpu_model_rows(con, "(SELECT name, coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0)) AS mem_total_mib FROM _prometheus_partials)"))
         new = con.sql(sql).to_arrow_table()
         con.unregister("_prometheus_partials")
         hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
         watermark = end.isoformat()
+        rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
         if not ctx.full_refresh and self._unchanged(con, ctx.source, new, start, end):
-            return FetchResult([], state, watermark=watermark, skipped_reason="no new or changed hours")
-        return FetchResult([Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)],
+            return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
+        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)],
                            state, watermark=watermark)
 
     @staticmethod

@@ -52,6 +52,10 @@ class Batch:
     # Called when the load fails (e.g. a value that does not cast): returns one sentence naming
     # the file, column and value at fault, or None to report the database's own error.
     diagnose: Callable[[Exception], str | None] | None = None
+    # The slice expression and owner column of this batch's table when they are not the ingestor's
+    # own (e.g. a metrics source's attribution_rules batch, sliced by source).
+    slice_expr: str | None = None
+    source_column: str | None = None
 
 
 @dataclass

@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, Registry
-from warehouse import db, rollups, schema
+from warehouse import attribution, db, rollups, schema
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,34 @@ def _load_state(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
 
 
 def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, source_column: str,
-                  slice_expr: str) -> int:
+                  slice_expr: str, touched: attribution.Touched) -> int:
     table = schema.TABLES[batch.table]
+    source_column = batch.source_column or source_column
+    slice_expr = batch.slice_expr or slice_expr
+    placeholders = ", ".join("?" for _ in batch.slices)
+    owner = f'"{source_column}" = ? AND ' if source_column else ""  # reference tables have no source column
+    in_slices = f"{owner}({slice_expr}) IN ({placeholders})"
+    slice_params = ([source] if source_column else []) + list(batch.slices)
+    if table.name == "cost_line_items":  # the resources whose GPU-hours this load may re-attribute
+        touched.cost_sources.add(source)
+        if batch.slices:
+            attribution.capture_cost_ids(con, in_slices, slice_params)
+    elif table.name == "attribution_rules":
+        attribution.capture_rule_hosts(con, source, touched)
     if batch.slices:
-        placeholders = ", ".join("?" for _ in batch.slices)
-        owner = f'"{source_column}" = ? AND ' if source_column else ""  # reference tables have no source column
-        con.execute(f'DELETE FROM {table.name} WHERE {owner}({slice_expr}) IN ({placeholders})',
-                    ([source] if source_column else []) + list(batch.slices))
+        con.execute(f'DELETE FROM {table.name} WHERE {in_slices}', slice_params)
+    inserted = _insert_rows(con, batch, table)
+    if table.name == "cost_line_items":
+        attribution.capture_cost_ids(con, in_slices if batch.slices else f'"{source_column}" = ?',
+                                     slice_params if batch.slices else [source])
+    elif table.name == "attribution_rules":
+        attribution.capture_rule_hosts(con, source, touched)
+    elif table.name in attribution.ATTRIBUTED_TABLES:
+        touched.metric_slices.append((table.name, source, slice_expr, list(batch.slices)))
+    return inserted
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, batch: Batch, table: schema.Table) -> int:
     if batch.data is None:  # a pure withdrawal: the slices are deleted, nothing replaces them
         return 0
     if isinstance(batch.data, str):
@@ -111,15 +132,18 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
     """Replace the batches' slices and save the source's state, all in one transaction."""
     rows = 0
     failed_batch = None
+    touched = attribution.Touched()
     log.info("%s: loading %d batch(es) into the warehouse", source, len(result.batches))
     con.execute("BEGIN TRANSACTION")
     try:
         for batch in result.batches:
             failed_batch = batch
-            rows += _insert_batch(con, batch, source, meta.source_column, meta.slice_expr)
+            inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched)
+            rows += inserted if batch.table != "attribution_rules" else 0  # config, not data
         failed_batch = None
         if any(batch.table == "cost_line_items" for batch in result.batches):
             rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
+        attribution.apply(con, touched)  # GPU-hours follow whichever side arrived: same transaction
         con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
         con.execute("INSERT INTO ingest_state VALUES (?, ?, ?)",
                     [source, json.dumps(result.state, sort_keys=True), _now()])

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from models import features, spot_mix
-from models.recommendation import Recommendation, money, provider_code, stable_id
+from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 from warehouse import queries
 
 HOURS_PER_MONTH = 730.5
@@ -72,7 +72,7 @@ def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | Co
 
 
 def recommend(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None,
-              now: datetime | None = None) -> tuple[list[Recommendation], list[dict]]:
+              now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every group with a steady on-demand baseline."""
     s = settings if isinstance(settings, CommitmentSettings) else CommitmentSettings.from_config(settings)
     hours = _usage_hours(con, s)
@@ -93,7 +93,7 @@ def recommend(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSetting
         if rec is not None:
             recs.append(rec)
         elif reason is not None:
-            withheld.append({"kind": "commitment", "resource_id": _group_id(group), "reason": reason})
+            withheld.append(Withheld.from_detail("commitment", group, reason, resource_id=_group_id(group)))
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
 
 

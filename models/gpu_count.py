@@ -17,36 +17,51 @@ import polars as pl
 
 from models import features
 from models.features import RightsizingSettings
-from models.recommendation import Recommendation, money, stable_id
+from models.recommendation import Recommendation, Withheld, money, stable_id
 from warehouse import queries
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
                              settings: RightsizingSettings | dict | None = None) -> list[Recommendation]:
+    return analyse(con, settings)[0]
+
+
+def analyse(con: duckdb.DuckDBPyConnection,
+            settings: RightsizingSettings | dict | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     s = features.settings_of(settings)
     start = features.window_start(con, s.lookback_days)
     if start is None:
-        return []
+        return [], []
     res = features.resources(con, s)
     gpus = queries.rightsizing_gpus(con, start)
-    return recommend(res, gpus, features.catalogue(con), s)[0]
+    return recommend(res, gpus, features.catalogue(con), s)
 
 
 def recommend(res: pl.DataFrame, gpus: pl.DataFrame, offers: pl.DataFrame,
-              settings: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[dict]]:
-    """(recommendations, withheld) — withheld lists resources with spare GPUs but thin evidence."""
+              settings: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[Withheld]]:
+    """(recommendations, withheld): withheld lists the resources whose GPU count is unknown, whose GPUs
+    did not all report, or whose spare GPUs rest on thin evidence."""
     if res.is_empty() or gpus.is_empty():
         return [], []
     per = _spare_counts(gpus, settings)
+    withheld = [Withheld.of("gpu_count", row, "unknown_gpu_count",
+                            f"no GPU count for {row['instance_type'] or 'its instance type'} on the bill, in the "
+                            f"catalogue or the inventory ({row['gpus_measured']} GPU(s) measured)")
+                for row in res.filter(pl.col("gpu_count").is_null()).join(per, on="resource_id", how="inner")
+                .sort("resource_id").iter_rows(named=True)]
     rows = res.filter(pl.col("gpu_count") > 1).join(per, on="resource_id", how="inner")
-    recs, withheld = [], []
+    recs = []
     for row in rows.sort("resource_id").iter_rows(named=True):
         needed, spare = row["busy_gpus"], row["gpu_count"] - row["busy_gpus"]
-        if spare <= 0 or needed == 0 or row["gpus_measured"] < row["gpu_count"]:
-            continue  # all busy; all idle (idle_gpu); or a GPU never reported (unknown, not spare)
+        if spare <= 0 or needed == 0:
+            continue  # all busy; or all idle (idle_gpu's finding)
+        if row["gpus_measured"] < row["gpu_count"]:  # a GPU never reported: unknown, not spare
+            withheld.append(Withheld.of("gpu_count", row, "incomplete_metrics",
+                                        f"only {row['gpus_measured']} of its {row['gpu_count']} GPUs reported metrics"))
+            continue
         problem = features.evidence_problem(row, settings)
         if problem:
-            withheld.append({"kind": "gpu_count", "resource_id": row["resource_id"], "reason": problem})
+            withheld.append(Withheld.from_detail("gpu_count", row, problem))
             continue
         rec = _recommendation(row, needed, offers, settings)
         if rec is not None:

@@ -30,7 +30,7 @@ import polars as pl
 
 from models import features
 from models.features import RightsizingSettings
-from models.recommendation import Recommendation, money, stable_id
+from models.recommendation import Recommendation, Withheld, money, stable_id
 
 USABLE_MEMORY = 0.93          # share of a GPU's memory a process gets (driver, ECC, context)
 MIN_PAIRS, MIN_GROUPS = 12, 3
@@ -133,13 +133,19 @@ def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
                              recommend_fn=None) -> list[Recommendation]:
     """Load the fleet, fit the throughput model on it and recommend (``recommend_fn``: quantization's
     rules over the same inputs; default gpu_type's)."""
+    return analyse(con, settings, recommend_fn=recommend_fn)[0]
+
+
+def analyse(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None, *,
+            recommend_fn=None) -> tuple[list[Recommendation], list[Withheld]]:
+    """(recommendations, withheld) over the warehouse (see :func:`recommend_from_warehouse`)."""
     s = features.settings_of(settings)
     res = features.resources(con, s)
     if res.is_empty():
-        return []
+        return [], []
     spec = features.specs(con)
     model = fit(observations(res, spec, s.idle_util_pct))
-    return (recommend_fn or recommend)(res, features.catalogue(con), spec, model, s)[0]
+    return (recommend_fn or recommend)(res, features.catalogue(con), spec, model, s)
 
 
 def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:
@@ -150,24 +156,34 @@ def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:
 
 
 def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,
-              s: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[dict]]:
-    recs, withheld = [], []
+              s: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[Withheld]]:
+    recs: list[Recommendation] = []
+    withheld: list[Withheld] = []
     for row in candidates(res, s).sort("resource_id").iter_rows(named=True):
+        if row["gpu_count"] is None:
+            withheld.append(unknown_count("gpu_type", row))
+            continue
         choice = best_target(row, offers, spec, model, s, mem_gib=(row["mem_used_max_mib"] or 0) / 1024,
                              util=row["util_p95"], precision=row["precision"])
         if choice is None:
             continue
         if choice.get("unpriced"):
-            withheld.append({"kind": "gpu_type", "resource_id": row["resource_id"], "reason": choice["unpriced"]})
+            withheld.append(Withheld.from_detail("gpu_type", row, choice["unpriced"]))
             continue
         problem = features.evidence_problem(row, s)
         if problem:
-            withheld.append({"kind": "gpu_type", "resource_id": row["resource_id"], "reason": problem})
+            withheld.append(Withheld.from_detail("gpu_type", row, problem))
             continue
         rec = _recommendation(row, choice, model, s)
         if rec is not None:
             recs.append(rec)
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
+
+
+def unknown_count(kind: str, row: dict) -> Withheld:
+    return Withheld.of(kind, row, "unknown_gpu_count",
+                       f"no GPU count for {row['instance_type'] or 'its instance type'} on the bill, in the catalogue "
+                       f"or the inventory: a target must hold as many GPUs")
 
 
 def best_target(row: dict, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import polars as pl
 
-from models.recommendation import Recommendation, money, provider_code, stable_id
+from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 DAYS_PER_MONTH = Decimal("30.4375")
 
@@ -65,6 +65,24 @@ _ACTIONS = {
     "idle_stretches": ("scale it to zero when idle (autoscaler / idle culler)", "scale_to_zero",
                        "Cold starts add latency when work returns after an idle stretch."),
 }
+
+
+def unmeasured(resource_hours: pl.DataFrame) -> list[Withheld]:
+    """Billed GPU resources with no GPU metrics at all: nothing can be said about their idleness."""
+    if resource_hours.is_empty():
+        return []
+    per = resource_hours.group_by("resource_id").agg(
+        pl.len().alias("billed_hours"), pl.col("gpus_reporting").is_not_null().sum().alias("measured_hours"),
+        *[pl.col(c).first() for c in ("provider", "team", "instance_type")])
+    return [Withheld.of("idle_gpu", row, "thin_evidence",
+                        f"no GPU metrics attributed to it in {row['billed_hours']} billed hours "
+                        f"({row['instance_type'] or 'instance type unknown'})")
+            for row in per.filter(pl.col("measured_hours") == 0).sort("resource_id").iter_rows(named=True)]
+
+
+def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
+            now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+    return recommend(resource_hours, params, now), unmeasured(resource_hours)
 
 
 def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),

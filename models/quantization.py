@@ -22,14 +22,19 @@ import polars as pl
 from models import features, gpu_type
 from models.features import RightsizingSettings
 from models.gpu_type import ThroughputModel
-from models.recommendation import Recommendation, money, stable_id
+from models.recommendation import Recommendation, Withheld, money, stable_id
 
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
                              settings: RightsizingSettings | dict | None = None) -> list[Recommendation]:
-    return gpu_type.recommend_from_warehouse(con, settings, recommend_fn=recommend)
+    return analyse(con, settings)[0]
+
+
+def analyse(con: duckdb.DuckDBPyConnection,
+            settings: RightsizingSettings | dict | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+    return gpu_type.analyse(con, settings, recommend_fn=recommend)
 
 
 def current_precision(row: dict) -> tuple[str | None, str]:
@@ -43,23 +48,27 @@ def current_precision(row: dict) -> tuple[str | None, str]:
 
 
 def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,
-              s: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[dict]]:
-    recs, withheld = [], []
+              s: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[Withheld]]:
+    recs: list[Recommendation] = []
+    withheld: list[Withheld] = []
     inference = gpu_type.candidates(res, s).filter(pl.col("workload").is_in(list(s.inference_workloads)))
     for row in inference.sort("resource_id").iter_rows(named=True):
         precision, source = current_precision(row)
         steps = [p for p in s.quantization_precisions if precision and BITS.get(p, 99) < BITS[precision]]
         if not steps:
             continue
+        if row["gpu_count"] is None:
+            withheld.append(gpu_type.unknown_count("quantization", row))
+            continue
         best = _best_step(row, steps, precision, offers, spec, model, s)
         if best is None:
             continue
         if "unpriced" in best:
-            withheld.append({"kind": "quantization", "resource_id": row["resource_id"], "reason": best["unpriced"]})
+            withheld.append(Withheld.from_detail("quantization", row, best["unpriced"]))
             continue
         problem = features.evidence_problem(row, s)
         if problem:
-            withheld.append({"kind": "quantization", "resource_id": row["resource_id"], "reason": problem})
+            withheld.append(Withheld.from_detail("quantization", row, problem))
             continue
         recs.append(_recommendation(row, best, precision, source, model, s))
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld

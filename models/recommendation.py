@@ -72,3 +72,57 @@ class Recommendation:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=False)
+
+
+# Why a model made no finding on a resource it looked at, and what would let it: every withhold
+# names the missing fact and the source that provides it (README *Withheld findings*).
+WITHHOLD_REASONS = {
+    "thin_evidence": ("GPU metrics for enough of the lookback (days measured, share of billed hours)",
+                      "a utilisation source (dcgm_exporter, prometheus, nvidia_smi_csv) attributed to the resource"),
+    "unpriced": ("a price for the resource's type and region",
+                 "aws_pricing / aws_spot_prices (AWS), gcp_catalog / gcp_price_history (Google Cloud)"),
+    "unknown_gpu_count": ("the number of GPUs of the resource's instance type",
+                          "aws_pricing / gcp_catalog, or a type listed in warehouse/data/gpu_instance_types.csv"),
+    "unknown_gpu_spec": ("the GPU model's memory and throughput", "warehouse/data/gpu_specs.csv"),
+    "incomplete_metrics": ("metrics from every GPU of the resource",
+                           "the utilisation source: export every GPU of the node (DCGM exporter on each GPU)"),
+    "policy": ("nothing: a rule forbids the change for this workload", "the resource's tags"),
+}
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """A resource a model examined and made no finding on, with the reason and the fact it lacked."""
+    kind: str
+    resource_id: str | None
+    reason: str                    # a WITHHOLD_REASONS key
+    detail: str                    # one sentence with the numbers
+    team: str | None = None
+    provider: str | None = None
+    missing: str = ""
+    source_hint: str = ""
+
+    @classmethod
+    def of(cls, kind: str, row: dict[str, Any] | None, reason: str, detail: str,
+           resource_id: str | None = None) -> Withheld:
+        missing, hint = WITHHOLD_REASONS[reason]
+        row = row or {}
+        return cls(kind=kind, resource_id=resource_id or row.get("resource_id"), reason=reason, detail=detail,
+                   team=row.get("team"), provider=row.get("provider_code") or provider_code(row.get("provider")),
+                   missing=missing, source_hint=hint)
+
+    @classmethod
+    def from_detail(cls, kind: str, row: dict[str, Any] | None, detail: str,
+                    resource_id: str | None = None) -> Withheld:
+        """Classify a model's own sentence ("unpriced: …", "only 3.0 measured days …")."""
+        lowered = detail.lower()
+        if lowered.startswith("unpriced"):
+            reason = "unknown_gpu_spec" if "gpu_specs" in lowered else "unpriced"
+        elif lowered.startswith(("only", "metrics cover")):
+            reason = "thin_evidence"
+        else:
+            reason = "policy"
+        return cls.of(kind, row, reason, detail, resource_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

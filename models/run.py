@@ -1,21 +1,22 @@
-"""Run every model over the warehouse and store what they recommend."""
+"""Run every model over the warehouse and store what they recommend and what they withheld."""
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, field
 
 import duckdb
 
 from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, quantization, spot_mix
-from models.recommendation import Recommendation
+from models.recommendation import Recommendation, Withheld
 from warehouse import queries, store
 
-MODELS = {"idle_gpu": lambda con: idle.recommend(queries.gpu_resource_hours(con)),
+# kind -> analyse(con[, settings]) -> (recommendations, withheld)
+MODELS = {"idle_gpu": lambda con: idle.analyse(queries.gpu_resource_hours(con)),
           # rightsizing: each also takes the `[models]` config section (models/features.py)
-          "gpu_count": gpu_count.recommend_from_warehouse, "gpu_type": gpu_type.recommend_from_warehouse,
-          "quantization": quantization.recommend_from_warehouse,
-          "onprem_vs_cloud": lambda con: onprem_vs_cloud.recommend_from_warehouse(con),
-          "spot_mix": spot_mix.recommend_from_warehouse, "commitment": commitment.recommend_from_warehouse}
+          "gpu_count": gpu_count.analyse, "gpu_type": gpu_type.analyse, "quantization": quantization.analyse,
+          "onprem_vs_cloud": lambda con: (onprem_vs_cloud.recommend_from_warehouse(con), []),
+          "spot_mix": spot_mix.recommend, "commitment": commitment.recommend}
 
 # Stored with each finding; bump a kind's version when its rules or fitted model change meaning.
 MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1", "gpu_count": "gpu_count/1", "gpu_type": "gpu_type/1",
@@ -25,6 +26,19 @@ MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1", "gpu_count": "gpu_count/1", "gpu_typ
 
 SETTINGS = ("models.features:RightsizingSettings", "models.spot_mix:SpotMixSettings",
             "models.commitment:CommitmentSettings")
+
+
+@dataclass
+class ModelRun:
+    recommendations: list[Recommendation] = field(default_factory=list)
+    withheld: list[Withheld] = field(default_factory=list)
+
+    def withheld_counts(self) -> dict[str, int]:
+        """reason -> how many resources a model withheld for it, largest first."""
+        counts: dict[str, int] = {}
+        for w in self.withheld:
+            counts[w.reason] = counts.get(w.reason, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def validate_settings(section: dict | None) -> None:
@@ -44,18 +58,26 @@ def validate_settings(section: dict | None) -> None:
         raise ValueError(f"[models] {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
 
 
-def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-               settings: dict | None = None) -> list[Recommendation]:
-    """Run the chosen models (default: all), store their recommendations, return them.
+def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
+            settings: dict | None = None) -> ModelRun:
+    """Run the chosen models (default: all), store their recommendations and withheld findings.
     ``settings`` (the `[models]` config section) goes to the models that take it."""
     chosen = kinds or list(MODELS)
     unknown = [k for k in chosen if k not in MODELS]
     if unknown:
         raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(MODELS)})")
-    recs: list[Recommendation] = []
+    run = ModelRun()
     for kind in chosen:
         model = MODELS[kind]
         takes_settings = settings is not None and len(inspect.signature(model).parameters) > 1
-        recs.extend(model(con, settings) if takes_settings else model(con))
-    store.store_recommendations(con, recs, chosen, MODEL_VERSIONS)
-    return recs
+        recs, withheld = model(con, settings) if takes_settings else model(con)
+        run.recommendations.extend(recs)
+        run.withheld.extend(withheld)
+    store.store_recommendations(con, run.recommendations, chosen, MODEL_VERSIONS, withheld=run.withheld)
+    return run
+
+
+def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
+               settings: dict | None = None) -> list[Recommendation]:
+    """The recommendations of :func:`analyse` (which also stores what was withheld)."""
+    return analyse(con, kinds, settings).recommendations

@@ -35,7 +35,7 @@ import polars as pl
 
 from models import features, spot_forecast
 from models.features import tag
-from models.recommendation import Recommendation, money, provider_code, stable_id
+from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 from warehouse import queries
 
 DAYS_PER_MONTH = 30.4375
@@ -144,7 +144,7 @@ def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | Sp
 
 
 def recommend(con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings | None = None,
-              now: datetime | None = None) -> tuple[list[Recommendation], list[dict]]:
+              now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every GPU workload billed only on-demand over the lookback."""
     s = settings if isinstance(settings, SpotMixSettings) else SpotMixSettings.from_config(settings)
     last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
@@ -170,7 +170,7 @@ def recommend(con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings |
         if rec is not None:
             recs.append(rec)
         elif reason is not None:
-            withheld.append({"kind": "spot_mix", "resource_id": row["resource_id"], "reason": reason})
+            withheld.append(Withheld.from_detail("spot_mix", row, reason))
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
 
 

@@ -84,7 +84,7 @@ def test_idle_hours_are_not_a_baseline(con):
 def test_without_a_price_the_group_is_withheld_as_unpriced(con):
     add_machine(con, "i-g5", hours=ALWAYS, instance_type="g5.12xlarge", rate=5.672, team="recsys")
     recs, withheld = commitment.recommend(con)
-    assert recs == [] and withheld[0]["reason"].startswith("unpriced")
+    assert recs == [] and withheld[0].reason == "unpriced" and withheld[0].detail.startswith("unpriced")
 
 
 def test_the_fleets_own_commitment_rate_prices_a_group_without_catalogue(con):
@@ -101,7 +101,7 @@ def test_short_history_is_withheld(con):
     gcp_prices(con)
     gcp_machine(con, "vm-new", range(5 * 24))
     recs, withheld = commitment.recommend(con)
-    assert recs == [] and "too short" in withheld[0]["reason"]
+    assert recs == [] and "too short" in withheld[0].detail and withheld[0].reason == "thin_evidence"
 
 
 def test_workloads_moving_to_spot_are_not_committed(con):

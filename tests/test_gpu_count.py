@@ -55,7 +55,7 @@ def test_an_idle_gpu_holding_memory_is_not_spare(warehouse):
 def test_thin_evidence_is_withheld_with_a_reason(warehouse):
     recs, withheld = recommend(warehouse, [eight("i-short", 2, days=4), eight("i-gappy", 2, measured=0.55)])
     assert recs == []
-    reasons = {w["resource_id"]: w["reason"] for w in withheld}
+    reasons = {w.resource_id: w.detail for w in withheld}
     assert "measured days" in reasons["i-short"] and "cover" in reasons["i-gappy"]
 
 

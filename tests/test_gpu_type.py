@@ -85,14 +85,14 @@ def test_unpriced_current_config_is_withheld_not_zero(warehouse):
     odd.usd_per_hour = "0"        # no list price on the bill, none in the catalogue
     recs, withheld, _, _ = run(warehouse, [*peers(), odd])
     assert not [r for r in recs if r.resource_id == "odd"]
-    assert any(w["resource_id"] == "odd" and w["reason"].startswith("unpriced") for w in withheld)
+    assert any(w.resource_id == "odd" and w.reason == "unpriced" and w.detail.startswith("unpriced") for w in withheld)
 
 
 def test_thin_evidence_is_withheld(warehouse):
     recs, withheld, _, _ = run(warehouse, [*peers(), vm("new", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17,
                                                          days=3)])
     assert not [r for r in recs if r.resource_id == "new"]
-    assert any(w["resource_id"] == "new" and "measured days" in w["reason"] for w in withheld)
+    assert any(w.resource_id == "new" and w.reason == "thin_evidence" and "measured days" in w.detail for w in withheld)
 
 
 def test_regression_learns_the_fleet_scaling_and_beats_the_baseline():

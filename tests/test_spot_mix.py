@@ -113,15 +113,15 @@ def test_no_spot_price_is_withheld_as_unpriced_never_zero(con):
                 tags={"workload": "training", "checkpointing": "true"})
     recs, withheld = spot_mix.recommend(con)
     assert recs == []
-    assert withheld == [{"kind": "spot_mix", "resource_id": "vm-1", "reason": withheld[0]["reason"]}]
-    assert withheld[0]["reason"].startswith("unpriced")
+    assert [(w.kind, w.resource_id, w.reason) for w in withheld] == [("spot_mix", "vm-1", "unpriced")]
+    assert withheld[0].detail.startswith("unpriced") and "aws_pricing" in withheld[0].source_hint
 
 
 def test_thin_evidence_is_withheld(con):
     add_band(con, "us-east-1", "p4d.24xlarge", 2, 16, 67)
     add_machine(con, "i-new", hours=range(3 * 24), tags={"workload": "training", "checkpointing": "true"})
     recs, withheld = spot_mix.recommend(con)
-    assert recs == [] and "too little evidence" in withheld[0]["reason"]
+    assert recs == [] and "too little evidence" in withheld[0].detail and withheld[0].reason == "thin_evidence"
 
 
 def test_serving_replicas_get_a_partial_share(con):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -136,7 +136,12 @@ GPU_METRICS_HOURLY = pa.schema([
     ("sm_active_mean", pa.float64()), ("tensor_active_mean", pa.float64()),
     ("power_mean_w", pa.float64()), ("samples", pa.int32()),
     ("source", pa.string()), ("ingest_run_id", pa.string()),
+    # v6: the exporter's own hints, kept so that a bill arriving later (or restated) can always be
+    # matched: resource_id / team are derived from them (warehouse/attribution.py).
+    ("resource_hint", pa.string()), ("provider_id", pa.string()), ("namespace", pa.string()),
+    ("pod", pa.string()), ("container", pa.string()),
 ])
+GPU_METRICS_HINTS = ("resource_hint", "provider_id", "namespace", "pod", "container")
 
 # Per-process GPU memory (nvidia-smi --query-compute-apps), hourly per (host, gpu_uuid, pid, process_name).
 GPU_PROCESSES_HOURLY = pa.schema([
@@ -235,6 +240,20 @@ COST_DAILY = pa.schema([
     ("line_items", pa.int64()), ("last_charge", UTC_TS),
 ])
 
+# v6: the attribution rules of each source (a metrics source's resource_map and namespace_teams, an
+# on-prem source's host_teams), kept in the warehouse so that every load resolves with them.
+ATTRIBUTION_RULES = pa.schema([
+    ("source", pa.string()), ("kind", pa.string()), ("key", pa.string()), ("value", pa.string()),
+])
+
+# v6: what each model run examined but did not recommend, why, and which fact / source was missing
+# (replaced per kind by every model run, like the open recommendations).
+WITHHELD_FINDINGS = pa.schema([
+    ("kind", pa.string()), ("resource_id", pa.string()), ("team", pa.string()), ("provider", pa.string()),
+    ("reason", pa.string()), ("detail", pa.string()), ("missing", pa.string()), ("source_hint", pa.string()),
+    ("model_version", pa.string()), ("created_at", UTC_TS),
+])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -263,6 +282,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("webhook_deliveries", WEBHOOK_DELIVERIES),
     Table("job_runs", JOB_RUNS),
     Table("cost_daily", COST_DAILY),
+    Table("attribution_rules", ATTRIBUTION_RULES),
+    Table("withheld_findings", WITHHELD_FINDINGS),
 )}
 
 
@@ -322,6 +343,16 @@ def _migration_5() -> list[str]:
     return [create_table_sql(TABLES["cost_daily"]), rollups.cost_daily_insert_sql(all_sources=True)]
 
 
+def _migration_6() -> list[str]:
+    # GPU-hours keep their exporter's hints; rows loaded before keep their resolved id as the hint,
+    # so they stay matched when their bill is restated.
+    hints = [f for f in GPU_METRICS_HOURLY if f.name in GPU_METRICS_HINTS]
+    return ([f'ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in hints]
+            + ["UPDATE gpu_metrics_hourly SET resource_hint = resource_id "
+               "WHERE resource_hint IS NULL AND resource_id IS NOT NULL",
+               create_table_sql(TABLES["attribution_rules"]), create_table_sql(TABLES["withheld_findings"])])
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6]
 assert len(MIGRATIONS) == SCHEMA_VERSION

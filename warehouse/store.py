@@ -29,7 +29,8 @@ _COLUMNS = ("id", "kind", "team", "provider", "resource_id", "workload", "curren
 
 
 def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], kinds: Iterable[str],
-                          model_versions: dict[str, str] | None = None) -> int:
+                          model_versions: dict[str, str] | None = None, *,
+                          withheld: Iterable[Any] | None = None) -> int:
     """Replace the open recommendations of ``kinds`` with this run's, in one transaction.
 
     A finding someone already decided on keeps its status (the id is stable across runs) and is
@@ -45,6 +46,11 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
             "SELECT id, status, evidence_hash FROM recommendations WHERE status <> 'open'").fetchall()}
         con.execute("DELETE FROM recommendations WHERE kind IN (SELECT unnest(?::VARCHAR[])) AND status = 'open'",
                     [kinds])
+        con.execute("DELETE FROM withheld_findings WHERE kind IN (SELECT unnest(?::VARCHAR[]))", [kinds])
+        for w in withheld or ():
+            con.execute("INSERT INTO withheld_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                        [w.kind, w.resource_id, w.team, w.provider, w.reason, w.detail, w.missing, w.source_hint,
+                         versions.get(w.kind)])
         for row in rows:
             fingerprint = evidence_fingerprint(row)
             status, old_fp = decided.get(row["id"], ("open", None))
