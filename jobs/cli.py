@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--kind")
     rec.add_argument("--team")
     rec.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    rec.add_argument("--show-withheld", action="store_true",
+                     help="also list every resource a model withheld a finding on: why, the missing fact and "
+                          "the source that would provide it")
 
     evaluate = sub.add_parser("evaluate", help="measure the models on planted demo fleets and real data")
     evaluate.add_argument("--quick", action="store_true", help="the default-seed fleet only")
@@ -116,7 +119,7 @@ def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from models.run import MODELS, run_models
+    from models.run import MODELS, analyse
     from jobs import output
     from warehouse import db
 
@@ -130,19 +133,43 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         print(f"gpufinops: config error: {exc}", file=sys.stderr)
         return 2
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        recs = run_models(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"))
+        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"))
+    recs, withheld = run.recommendations, run.withheld
     if args.team:
         recs = [r for r in recs if r.team == args.team]
+        withheld = [w for w in withheld if w.team == args.team]
     if args.format == "json":
         print(json.dumps([r.to_dict() for r in recs], indent=2))
-    else:
-        import polars as pl
-        frame = pl.DataFrame([{"id": r.id, "kind": r.kind, "team": r.team, "provider": r.provider,
-                               "resource_id": r.resource_id, "monthly_savings_usd": float(r.monthly_savings_usd),
-                               "confidence": r.confidence, "action": r.proposed.get("action"),
-                               "pattern": r.evidence.get("pattern"), "change": _change(r)} for r in recs])
-        print(output.render(frame, args.format) if recs else "no recommendations")
+        return 0
+    import polars as pl
+    frame = pl.DataFrame([{"id": r.id, "kind": r.kind, "team": r.team, "provider": r.provider,
+                           "resource_id": r.resource_id, "monthly_savings_usd": float(r.monthly_savings_usd),
+                           "confidence": r.confidence, "action": r.proposed.get("action"),
+                           "pattern": r.evidence.get("pattern"), "change": _change(r)} for r in recs])
+    print(output.render(frame, args.format) if recs else "no recommendations")
+    if args.format == "table":
+        _print_withheld(withheld, args.show_withheld)
     return 0
+
+
+def _print_withheld(withheld: list, show: bool) -> None:
+    """A line per withhold reason and count; with ``show``, every withheld finding."""
+    from jobs import output
+    counts: dict[str, int] = {}
+    for w in withheld:
+        counts[w.reason] = counts.get(w.reason, 0) + 1
+    if not counts:
+        return
+    print()
+    for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"withheld: {n} × {reason.replace('_', ' ')}")
+    if not show:
+        print("  (gpufinops recommend --show-withheld lists each with the missing fact and the source that provides it)")
+        return
+    import polars as pl
+    frame = pl.DataFrame([{"kind": w.kind, "team": w.team, "resource_id": w.resource_id, "reason": w.reason,
+                           "detail": w.detail, "missing": w.missing, "source": w.source_hint} for w in withheld])
+    print(output.render(frame, "table"))
 
 
 def _change(rec) -> str:

@@ -84,8 +84,9 @@ def _line_item(row: dict) -> dict:
         usage_type = f"{prefix}-DataTransfer-Out-Bytes"
     product = {"product_name": row["ServiceName"], "region": region}
     if instance_type:
-        product.update(instance_type=instance_type, gpu=str(row["x_GpuCount"]), operating_system="Linux",
-                       tenancy="Shared")
+        # no `gpu` attribute, as in many real CUR 2.0 product maps: the GPU count comes from the catalogue
+        # (aws_pricing) or, without one, the shipped inventory (warehouse/data/gpu_instance_types.csv)
+        product.update(instance_type=instance_type, operating_system="Linux", tenancy="Shared")
     tags = {f"user_{k}": v for k, v in json.loads(row["Tags"]).items()} if row.get("Tags") else None  # CUR 2.0 keys
     usage_like = kind in ("Usage", "DiscountedUsage")
     return {

@@ -287,6 +287,8 @@ def _base_line(m: Machine) -> dict:
     account_id, account_name, _ = ACCOUNTS[spec.provider]
     sub_id, sub_name = _sub_account(spec.provider, spec.team)
     tags = {"team": spec.team, "workload": spec.workload, "checkpointing": str(spec.checkpointing).lower()}
+    if not spec.team_label:  # one machine nobody tagged: its cost and GPU-hours have no team
+        del tags["team"]
     if spec.precision:
         tags["precision"] = spec.precision
     return {

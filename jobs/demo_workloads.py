@@ -48,6 +48,7 @@ class Spec:
     precision: str | None = None
     plant: tuple[str, str] | None = None    # (kind, variant)
     name: str | None = None                 # GCP VM name
+    team_label: bool = True                 # False: the bill carries no team label (as real accounts do)
 
 
 FLEET: tuple[Spec, ...] = (
@@ -91,7 +92,7 @@ FLEET: tuple[Spec, ...] = (
     Spec("gcp", "g2-standard-4", "us-central1-b", "platform", "online_inference", "on_demand", "always", "online",
          precision="int8", name="platform-embed-serve"),
     Spec("gcp", "a2-highgpu-1g", "us-central1-c", "vision", "batch_inference", "spot", "bursts", "batch",
-         precision="fp16", name="vision-batch-a2"),
+         precision="fp16", name="vision-batch-a2", team_label=False),
     Spec("gcp", "g2-standard-4", "us-central1-a", "vision", "notebook", "on_demand", "workhours", "notebook",
          name="vision-nb-l4"),
     Spec("onprem", "onprem-a40x4", "dc1", "vision", "training", "on_demand", "always", "training", checkpointing=True),

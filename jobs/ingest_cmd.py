@@ -8,7 +8,7 @@ from datetime import datetime
 from ingest.registry import default_registry
 from ingest.runner import RunResult, run_source
 from jobs.config import Config, ConfigError
-from warehouse import db, queries
+from warehouse import db, freshness, queries
 
 
 def run_configured(cfg: Config, names: list[str] | None = None, *, since: datetime | None = None,
@@ -43,15 +43,17 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
 
 
 def list_sources(cfg: Config) -> int:
-    status = {}
+    status, fresh = {}, {}
     if cfg.warehouse_path.exists():
         with db.reader(cfg.warehouse_path) as con:
             status = {row["source"]: row for row in queries.ingest_status(con).iter_rows(named=True)}
-    print(f"{'source':<24} {'type':<16} {'schedule':<16} {'last run':<26} {'status':<10} watermark")
+            fresh = {row["source"]: row for row in freshness.source_freshness(con).iter_rows(named=True)}
+    print(f"{'source':<24} {'type':<16} {'schedule':<16} {'last run':<26} {'status':<10} {'data':<44} watermark")
     for name, source in cfg.sources.items():
-        s = status.get(name, {})
+        s, f = status.get(name, {}), fresh.get(name)
         last = s.get("last_started_at")
+        data = "no run yet" if f is None else (("STALE: " if f["stale"] else "") + f["message"].split(" (expected")[0])
         print(f"{name:<24} {source.type:<16} {source.schedule:<16} "
               f"{last.strftime('%Y-%m-%d %H:%M:%S UTC') if last else 'never':<26} "
-              f"{s.get('last_status') or '-':<10} {s.get('watermark') or '-'}")
+              f"{s.get('last_status') or '-':<10} {data:<44} {s.get('watermark') or '-'}")
     return 0

@@ -90,6 +90,13 @@ WITHHOLD_REASONS = {
 }
 
 
+PROVIDER_PRICE_SOURCES = {
+    "aws": "the aws_pricing source (on-demand), aws_spot_prices (spot); commitments: the fleet's own RI/SP lines",
+    "gcp": "the gcp_catalog source (on-demand, Spot, CUD) or gcp_price_history",
+    "onprem": "the onprem source's node_groups prices",
+}
+
+
 @dataclass(frozen=True)
 class Withheld:
     """A resource a model examined and made no finding on, with the reason and the fact it lacked."""
@@ -107,9 +114,12 @@ class Withheld:
            resource_id: str | None = None) -> Withheld:
         missing, hint = WITHHOLD_REASONS[reason]
         row = row or {}
+        provider = row.get("provider_code") or provider_code(row.get("provider"))
+        if reason in ("unpriced", "unknown_gpu_count") and provider in PROVIDER_PRICE_SOURCES:
+            hint = PROVIDER_PRICE_SOURCES[provider] + (
+                ", or a type listed in warehouse/data/gpu_instance_types.csv" if reason == "unknown_gpu_count" else "")
         return cls(kind=kind, resource_id=resource_id or row.get("resource_id"), reason=reason, detail=detail,
-                   team=row.get("team"), provider=row.get("provider_code") or provider_code(row.get("provider")),
-                   missing=missing, source_hint=hint)
+                   team=row.get("team"), provider=provider, missing=missing, source_hint=hint)
 
     @classmethod
     def from_detail(cls, kind: str, row: dict[str, Any] | None, detail: str,

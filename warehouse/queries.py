@@ -97,12 +97,18 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
         ORDER BY resource_id, hour""", params + util_params)
 
 
-def unattributed_gpu_hours(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """GPU-hours measured on hosts that no billed resource claims (fix the resource_map)."""
-    return _frame(con, """
-        SELECT source, host, count(*) AS gpu_hours, count(DISTINCT gpu_uuid) AS gpus,
+def unattributed_gpu_hours(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
+                           end: datetime | None = None) -> pl.DataFrame:
+    """GPU-hours that no team can be charged for, per source and host: ``missing`` says whether no billed
+    resource claims them (fix the resource_map, or the bill has not arrived) or the resource has no team
+    (tag it, or map its namespace). The fleet page's "(unattributed)" row is exactly these hours."""
+    where, params = _filters(None, start, end, time_col="hour")
+    return _frame(con, f"""
+        SELECT source, host, CASE WHEN resource_id IS NULL THEN 'billed resource' ELSE 'team' END AS missing,
+               any_value(resource_id) AS resource_id, count(*) AS gpu_hours, count(DISTINCT gpu_uuid) AS gpus,
                min(hour) AS first_hour, max(hour) AS last_hour
-        FROM gpu_metrics_hourly WHERE resource_id IS NULL GROUP BY source, host ORDER BY gpu_hours DESC, source, host""")
+        FROM gpu_metrics_hourly WHERE (resource_id IS NULL OR team IS NULL) AND {where}
+        GROUP BY source, host, missing ORDER BY gpu_hours DESC, source, host""", params)
 
 
 def gpu_hours_attribution(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
@@ -117,6 +123,58 @@ def gpu_hours_attribution(con: duckdb.DuckDBPyConnection, *, start: datetime | N
                count(*) FILTER (WHERE team IS NOT NULL) AS team_gpu_hours,
                count(*) FILTER (WHERE resource_id IS NULL) / count(*) AS unattributed_share
         FROM gpu_metrics_hourly WHERE {where} GROUP BY source ORDER BY source""", params)
+
+
+# A resource's GPUs per instance: the catalogue (aws_pricing / gcp_catalog), else the bill, else the
+# shipped inventory (warehouse/data/gpu_instance_types.csv). One definition, used by every query below.
+GPU_INVENTORY = """
+    SELECT instance_type, arg_min(gpu_count, rank) AS gpu_count, arg_min(gpu_model, rank) AS gpu_model,
+           arg_min(origin, rank) AS origin
+    FROM (SELECT instance_type, max(gpu_count) AS gpu_count, any_value(gpu_model) AS gpu_model,
+                 'catalogue' AS origin, 1 AS rank
+          FROM instance_types WHERE gpu_count > 0 GROUP BY 1
+          UNION ALL
+          SELECT instance_type, gpu_count, gpu_model, 'inventory' AS origin, 3 AS rank
+          FROM gpu_instance_reference WHERE accelerator = 'gpu' AND gpu_count > 0)
+    GROUP BY instance_type"""
+
+
+def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Resources whose metrics report a different number of GPUs than their instance type holds.
+
+    Expected: the catalogue's count, else the bill's ``x_GpuCount``, else the inventory's (on-prem: the
+    node's per-GPU lines). Measured: the most distinct whole GPUs reporting in one hour. Neither is
+    preferred silently: a node reporting more GPUs than its type has is mis-attributed metrics, one
+    reporting fewer has GPUs without an exporter (gpu_count withholds it).
+    """
+    return _frame(con, f"""
+        WITH billed AS (
+            SELECT c."ResourceId" AS resource_id, any_value(c."ProviderName") AS provider,
+                   any_value(c."x_InstanceType") AS instance_type, max(c."x_GpuCount") AS bill_gpus,
+                   count(DISTINCT c."ResourceName") FILTER (WHERE c."ProviderName" = 'onprem') AS onprem_gpus
+            FROM cost_line_items c
+            WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} GROUP BY 1),
+        per_hour AS (
+            SELECT resource_id, hour, count(DISTINCT gpu_uuid) AS gpus FROM gpu_metrics_hourly
+            WHERE resource_id IS NOT NULL AND mig_instance IS NULL GROUP BY 1, 2),
+        measured AS (SELECT resource_id, max(gpus) AS measured_gpus, max(hour) AS last_measured_hour
+                     FROM per_hour GROUP BY 1),
+        expected AS (
+            SELECT b.resource_id, b.provider, b.instance_type,
+                   CASE WHEN b.onprem_gpus > 0 THEN b.onprem_gpus
+                        WHEN inv.origin = 'catalogue' THEN inv.gpu_count
+                        ELSE coalesce(b.bill_gpus, inv.gpu_count) END AS expected_gpus,
+                   CASE WHEN b.onprem_gpus > 0 THEN 'on-prem lines' WHEN inv.origin = 'catalogue' THEN 'catalogue'
+                        WHEN b.bill_gpus IS NOT NULL THEN 'bill' WHEN inv.gpu_count IS NOT NULL THEN 'inventory'
+                   END AS expected_from
+            FROM billed b LEFT JOIN ({GPU_INVENTORY}) inv USING (instance_type))
+        SELECT e.resource_id, e.provider, e.instance_type, e.expected_gpus, e.expected_from, m.measured_gpus,
+               CASE WHEN m.measured_gpus > e.expected_gpus THEN 'more GPUs measured than the type has'
+                    ELSE 'fewer GPUs report metrics than the type has' END AS problem,
+               m.last_measured_hour
+        FROM expected e JOIN measured m USING (resource_id)
+        WHERE e.expected_gpus IS NOT NULL AND m.measured_gpus <> e.expected_gpus
+        ORDER BY e.resource_id""")
 
 
 def ingest_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -147,6 +205,27 @@ def recommendations(con: duckdb.DuckDBPyConnection, *, kind: str | None = None,
     return _frame(con, f"""
         SELECT * FROM recommendations WHERE {' AND '.join(clauses)} AND {where_team}
         ORDER BY monthly_savings_usd DESC, id""", params + team_params)
+
+
+def withheld_findings(con: duckdb.DuckDBPyConnection, *, kind: str | None = None,
+                      team: str | list[str] | None = None) -> pl.DataFrame:
+    """What the last model run withheld: per resource and kind, the reason, the missing fact and the
+    source that would provide it. A finding with no team (fleet-wide, or not yet attributed) is
+    shown to a viewer of every team only, like a recommendation without one."""
+    where_team, params = _filters(team, None, None, team_col="team")
+    kind_clause = "kind = ?" if kind else "TRUE"
+    return _frame(con, f"""
+        SELECT kind, team, provider, resource_id, reason, detail, missing, source_hint, model_version, created_at
+        FROM withheld_findings WHERE {kind_clause} AND {where_team}
+        ORDER BY reason, kind, resource_id""", ([kind] if kind else []) + params)
+
+
+def withheld_counts(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> pl.DataFrame:
+    """How many findings the last model run withheld, per reason (largest first)."""
+    where_team, params = _filters(team, None, None, team_col="team")
+    return _frame(con, f"""
+        SELECT reason, count(*) AS findings, string_agg(DISTINCT kind, ', ' ORDER BY kind) AS kinds
+        FROM withheld_findings WHERE {where_team} GROUP BY reason ORDER BY findings DESC, reason""", params)
 
 
 # dashboard: the pages' queries (dashboard/pages/*). Team filters go through `_filters`; every value

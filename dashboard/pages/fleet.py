@@ -22,7 +22,7 @@ def main() -> None:
             util = cached_query(con, "fleet_utilisation", team=ctx.teams, start=start)
             idle = cached_query(con, "idle_gpu_cost", team=ctx.teams, start=start, idle_util_pct=IDLE_UTIL_PCT)
             # hours nobody's bill claims belong to no team: only a viewer of every team sees them
-            unattributed = cached_query(con, "unattributed_gpu_hours") if ctx.teams is None else None
+            unattributed = cached_query(con, "unattributed_gpu_hours", start=start) if ctx.teams is None else None
             attribution = cached_query(con, "gpu_hours_attribution", start=start) if ctx.teams is None else None
     except FileNotFoundError as exc:
         st.error(str(exc))
@@ -49,10 +49,13 @@ def main() -> None:
     if unattributed is None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
     elif unattributed.is_empty():
-        st.success("Every measured GPU-hour is matched to a billed resource.")
+        st.success("Every measured GPU-hour in the window is matched to a billed resource and a team.")
     else:
-        st.warning(f"{int(unattributed['gpu_hours'].sum()):,} GPU-hours on hosts no bill claims: "
-                   "map them in the source's `resource_map`.")
+        no_bill = int(unattributed.filter(pl.col("missing") == "billed resource")["gpu_hours"].sum())
+        no_team = int(unattributed.filter(pl.col("missing") == "team")["gpu_hours"].sum())
+        st.warning(f"{no_bill + no_team:,} GPU-hours in the window belong to no team (the \"(unattributed)\" row "
+                   f"above): {no_bill:,} on hosts no bill claims (map them in the source's `resource_map`, or "
+                   f"the bill has not arrived yet), {no_team:,} on billed resources without a team tag.")
         st.dataframe(unattributed, hide_index=True, width="stretch")
     if attribution is not None and not attribution.is_empty():
         st.dataframe(attribution, hide_index=True, width="stretch",

@@ -1,4 +1,9 @@
-"""Data health: each source's last run, status, freshness and error; a stale source is obvious."""
+"""Data health: how old each source's *data* is (not only its last run), failures, GPU counts that disagree.
+
+A source can succeed every hour and still hold data that stopped weeks ago; so the page leads with
+the newest charge period / metric hour each source holds against its expected lag
+(``warehouse.freshness``), then each source's last run, then facts the sources disagree on.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +13,25 @@ import polars as pl
 import streamlit as st
 
 from dashboard.common import connection, page_header
-from warehouse import queries
+from warehouse import freshness, queries
 
 
-def with_freshness(status: pl.DataFrame, now: datetime, stale_after_hours: float) -> pl.DataFrame:
-    """Hours since each source's last success, and whether it is stale (too old, failed, or never ran)."""
+def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: float) -> pl.DataFrame:
+    """Hours since each source's last success, and whether its runs are failing (too old, failed, never)."""
     age = ((pl.lit(now) - pl.col("last_success_at")).dt.total_seconds() / 3600).round(1)
     return status.with_columns(age.alias("hours_since_success")).with_columns(
         (pl.col("hours_since_success").is_null() | (pl.col("hours_since_success") > stale_after_hours)
-         | (pl.col("last_status") == "failed")).alias("stale"))
+         | (pl.col("last_status") == "failed")).alias("failing"))
 
 
 def main() -> None:
     ctx = page_header("Data health")
+    now = datetime.now(timezone.utc)
     try:
         with connection() as con:
             sources = queries.ingest_status(con)
+            fresh = freshness.source_freshness(con, now)
+            counts = queries.gpu_count_disagreements(con)
             jobs = queries.job_status(con)
     except FileNotFoundError as exc:
         st.error(str(exc))
@@ -31,17 +39,32 @@ def main() -> None:
     if sources.is_empty():
         st.info("No ingest has run yet: `gpufinops ingest`.")
         return
-    limit = ctx.settings.stale_after_hours
-    view = with_freshness(sources, datetime.now(timezone.utc), limit)
-    stale = view.filter(pl.col("stale"))
+    stale = fresh.filter(pl.col("stale"))
     if stale.is_empty():
-        st.success(f"Every source succeeded within the last {limit:g} hours.")
+        st.success("Every source's data is as recent as that kind of data can be.")
     else:
-        st.error(f"Stale or failing: {', '.join(stale['source'].to_list())} "
+        st.error("Stale data: " + "; ".join(f"**{r['source']}** — {r['message']}" for r in stale.iter_rows(named=True)))
+    st.dataframe(fresh.select("source", "source_type", "kind", "stale", "newest_data_at", "age_hours",
+                              "expected_lag_hours", "message"), hide_index=True, width="stretch")
+    limit = ctx.settings.stale_after_hours
+    runs = with_run_health(sources, now, limit)
+    failing = runs.filter(pl.col("failing"))
+    st.subheader("Runs")
+    if failing.is_empty():
+        st.success(f"Every source ran successfully within the last {limit:g} hours.")
+    else:
+        st.error(f"Failing or not running: {', '.join(failing['source'].to_list())} "
                  f"(no success in {limit:g} h, or the last run failed).")
-    st.dataframe(view.select("source", "source_type", "stale", "last_status", "hours_since_success", "last_success_at",
-                             "last_started_at", "last_rows", "watermark", "last_error"),
+    st.dataframe(runs.select("source", "source_type", "failing", "last_status", "hours_since_success",
+                             "last_success_at", "last_started_at", "last_rows", "watermark", "last_error"),
                  hide_index=True, width="stretch")
+    st.subheader("GPU counts")
+    if counts.is_empty():
+        st.caption("Every resource's measured GPUs agree with the GPUs its instance type has.")
+    else:
+        st.warning(f"{counts.height} resource(s) report a different number of GPUs than their instance type has "
+                   "(nothing is resolved silently: check the exporter, the MIG setup or the inventory).")
+        st.dataframe(counts, hide_index=True, width="stretch")
     st.subheader("Jobs")
     if jobs.is_empty():
         st.caption("No scheduled job has run yet (recommend, report, feed).")

@@ -6,6 +6,7 @@ import streamlit as st
 
 from dashboard import spend
 from dashboard.common import connection, page_header, window_picker
+from warehouse import freshness
 
 
 def budget_for(ctx) -> float | None:
@@ -23,13 +24,18 @@ def main() -> None:
     try:
         with connection() as con:
             data = spend.load_current(con, ctx.teams, days)
+            stale = freshness.stale_sources(con)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
     if data.as_of is None:
         st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
         return
-    st.caption(f"Data up to {data.as_of:%Y-%m-%d}; this month is {data.month_start:%B %Y}.")
+    if not stale.is_empty():
+        st.warning(f"Stale data — the figures below describe {data.month_start:%B %Y}, the newest month the "
+                   f"warehouse holds, not today: " + "; ".join(f"{r['source']}: {r['message']}"
+                                                             for r in stale.iter_rows(named=True)))
+    st.caption(f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}.")
     spend.render_kpis(data, budget_for(ctx))
     spend.render_charts(data)
     left, right = st.columns(2)

@@ -63,6 +63,20 @@ def decision_form(rec: dict, ctx) -> None:
                 decide(rec["id"], DECISIONS[label], reason.strip(), ctx)
 
 
+def withheld_list(ctx) -> None:
+    """What the models examined and did not recommend: the reason, the missing fact, its source."""
+    with connection() as con:
+        withheld = queries.withheld_findings(con, team=ctx.teams)
+    if withheld.is_empty():
+        return
+    counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
+    summary = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in counts.iter_rows())
+    with st.expander(f"Withheld: {withheld.height} finding(s) the models could not price or prove ({summary})"):
+        st.dataframe(withheld.select("kind", "team", "resource_id", "reason", "detail", "missing", "source_hint"),
+                     hide_index=True, width="stretch",
+                     column_config={"source_hint": st.column_config.TextColumn("source that provides it")})
+
+
 def main() -> None:
     ctx = page_header("Recommendations")
     try:
@@ -71,6 +85,7 @@ def main() -> None:
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
+    withheld_list(ctx)
     if recs.is_empty():
         st.info("No recommendations yet: run `gpufinops recommend`.")
         return

@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 from jobs.report.weeks import Week, parse_week, week_of
-from warehouse import queries
+from warehouse import freshness, queries
 from warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -59,6 +59,12 @@ class WeekFigures:
     idle_trend: list[dict[str, Any]] = field(default_factory=list)    # week, team, usd (float)
     forecast: dict[str, Any] | None = None
     previous_complete: bool = True   # False: the data starts inside the week before, no fair comparison
+    withheld: list[dict[str, Any]] = field(default_factory=list)      # reason, findings, kinds
+    stale_sources: list[dict[str, Any]] = field(default_factory=list)  # source, message (warehouse.freshness)
+
+    @property
+    def withheld_total(self) -> int:
+        return sum(int(w["findings"]) for w in self.withheld)
 
     @property
     def change_pct(self) -> float | None:
@@ -137,6 +143,8 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
         for row in figures.providers:
             row["change_pct"] = None
     figures.forecast = _forecast(con, scope, week.end(zone))
+    figures.withheld = queries.withheld_counts(con, team=teams).to_dicts()
+    figures.stale_sources = freshness.stale_sources(con).select("source", "message").to_dicts()
     return figures
 
 
