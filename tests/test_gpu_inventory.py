@@ -327,3 +327,15 @@ def test_refresh_replaces_rows_when_the_digest_changes(tmp_path: Path, monkeypat
         assert con.execute("SELECT memory_gib FROM gpu_instance_reference "
                            "WHERE instance_type = 'p5.4xlarge'").fetchone() == (255.0,)
         assert con.execute("SELECT count(*) FROM gpu_instance_reference").fetchone() == (len(loaded),)
+
+
+def test_gcp_export_machine_shapes_agree_with_the_inventory(inventory: dict) -> None:
+    """ingest/gcp_machines.py prices a2/a3/g2 shapes from the same facts: the two must not drift apart."""
+    from ingest.gcp_machines import GPU_MACHINE_TYPES, SHAPES
+
+    for name, shape in SHAPES.items():
+        row = inventory[("gcp", name)]
+        assert (row["gpu_model"], row["gpu_count"], row["vcpus"], row["memory_gib"], row["gpu_memory_gib"]) == (
+            shape.gpu_model, shape.gpu_count, shape.vcpus, shape.memory_gib, shape.gpu_memory_gib), name
+    for name, (model, count) in GPU_MACHINE_TYPES.items():
+        assert (inventory[("gcp", name)]["gpu_model"], inventory[("gcp", name)]["gpu_count"]) == (model, count), name
