@@ -58,11 +58,12 @@ _LEAF_TYPES = {"s": "VARCHAR", "t": "TIMESTAMPTZ", "m": MONEY, "f": "DOUBLE", "k
 
 # sku.description → GPU model (canonical names of warehouse/gpu_models.py). Longest first: the
 # Catalog's GPU SKUs read "[Commitment v1: ]Nvidia [Tesla ]<model> GPU running in …",
-# "… GPU attached to Spot Preemptible VMs running in …" (tests/data/gcp-pricing-cyclenerd/sku_mapping.csv).
+# "… GPU attached to Spot Preemptible VMs running in …" (tests/data/gcp-pricing-cyclenerd/sku_mapping.csv);
+# Google bills the G4 series' RTX PRO 6000 as "RTX 6000 96GB …".
 GPU_SKU_MODELS = (
     ("a100 80gb", "A100-80GB"), ("a100", "A100-40GB"), ("h100 80gb mega", "H100-SXM"), ("h100 80gb", "H100-SXM"),
     ("h100", "H100-SXM"), ("h200", "H200"), ("b200", "B200"), ("l4", "L4"), ("t4", "T4"), ("v100", "V100-16GB"),
-    ("p100", "P100"), ("p4", "P4"), ("k80", "K80"), ("rtx 6000", "RTX 6000"),
+    ("p100", "P100"), ("p4", "P4"), ("k80", "K80"), ("rtx 6000", "RTX-PRO-6000"),
 )
 GPU_SKU_PATTERN = (r"^(?:commitment v1: )?(?:nvidia )?(?:tesla )?("
                    + "|".join(k for k, _ in GPU_SKU_MODELS)

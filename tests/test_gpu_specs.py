@@ -22,8 +22,16 @@ NVIDIA_SMI_CSV_DIR = SHARED_DATA / "nvidia-smi-captures" / "query_gpu_csv"
 GCP_DIR = SHARED_DATA / "gcp-pricing-cyclenerd"
 AWS_FIXTURES_DIR = SHARED_DATA / "aws-ec2-instance-selector-fixtures"
 
-# GPUs that have no tensor cores.
-NO_TENSOR_CORES = {"K80", "P100"}
+# GPUs that have no tensor cores (the AMD V520 has no NVIDIA-style tensor unit either).
+NO_TENSOR_CORES = {"K80", "P100", "P4", "M60", "K520", "Radeon-Pro-V520"}
+# Rows whose public sources give only some figures (GPU_SPECS_SOURCES.md): the memory is known, the
+# other figures stay empty rather than guessed.
+PARTIAL_SPECS = {"K520", "Radeon-Pro-V520", "RTX-PRO-4500"}
+# No public list price: cloud-only or not sold as a part; list_price_usd stays empty.
+NO_PUBLIC_PRICE = {"B200", "B300", "GB200", "GB300", "RTX-PRO-6000", "RTX-PRO-4500", "P4", "M60", "K520",
+                   "Radeon-Pro-V520"}
+# Blackwell Ultra cut dense INT8 far below its FP16 rate (about 0.2 vs 2.25 POPS).
+LOW_INT8 = {"B300", "GB300"}
 
 
 @pytest.fixture(scope="module")
@@ -92,19 +100,34 @@ def test_every_row_cites_an_https_source(specs: dict[str, dict[str, object]]) ->
 
 def test_core_figures_present_and_positive(specs: dict[str, dict[str, object]]) -> None:
     for model, row in specs.items():
-        for column in ("memory_gib", "memory_bandwidth_gbps", "fp32_tflops", "tdp_w"):
+        assert row["memory_gib"] is not None and row["memory_gib"] > 0, model
+        for column in ("memory_bandwidth_gbps", "fp32_tflops", "tdp_w"):
             value = row[column]
+            if model in PARTIAL_SPECS and value is None:
+                continue
             assert value is not None and value > 0, (model, column)
-        assert row["list_price_usd"] is not None and row["list_price_usd"] > 0, model
+        price = row["list_price_usd"]
+        if model in NO_PUBLIC_PRICE:
+            assert price is None, model
+        else:
+            assert price is not None and price > 0, model
+
+
+def test_partial_rows_are_the_documented_ones(specs: dict[str, dict[str, object]]) -> None:
+    partial = {m for m, r in specs.items() if None in (r["memory_bandwidth_gbps"], r["fp32_tflops"], r["tdp_w"])}
+    assert partial == PARTIAL_SPECS
+    sources = (Path(__file__).resolve().parents[1] / "warehouse" / "data" / "GPU_SPECS_SOURCES.md").read_text()
+    for model in PARTIAL_SPECS | NO_PUBLIC_PRICE:
+        assert f"`{model}`" in sources, model
 
 
 def test_tensor_core_gpus_beat_fp32(specs: dict[str, dict[str, object]]) -> None:
     for model, row in specs.items():
-        if model in NO_TENSOR_CORES:
+        if model in NO_TENSOR_CORES or model in PARTIAL_SPECS:
             continue
         assert row["fp16_tflops"] is not None, model
         assert row["fp16_tflops"] >= row["fp32_tflops"], model
-        if row["int8_tops"] is not None:
+        if row["int8_tops"] is not None and model not in LOW_INT8:
             assert row["int8_tops"] >= row["fp16_tflops"], model
 
 
@@ -189,6 +212,31 @@ def test_memory_sizes(specs: dict[str, dict[str, object]]) -> None:
         ("H200", "H200"),
         ("K80", "K80"),
         ("T4g", "T4"),
+        ("M60", "M60"),
+        ("K520", "K520"),
+        ("RTX PRO Server 6000", "RTX-PRO-6000"),
+        ("rtx-pro-server-6000", "RTX-PRO-6000"),
+        ("rtx-pro-4500", "RTX-PRO-4500"),
+        ("B200", "B200"),
+        ("B300", "B300"),
+        ("radeon-pro-v520", "Radeon-Pro-V520"),
+        # Blackwell and the RTX PRO parts, as nvidia-smi, GCP and its billing SKUs name them
+        ("NVIDIA B200", "B200"),
+        ("nvidia-b200", "B200"),
+        ("nvidia-gb200", "GB200"),
+        ("NVIDIA GB200", "GB200"),
+        ("NVIDIA B300 SXM6 AC", "B300"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"),
+        ("nvidia-rtx-pro-6000", "RTX-PRO-6000"),
+        ("nvidia-rtx-pro-6000-vws", "RTX-PRO-6000"),
+        ("RTX 6000 96GB running in Americas", "RTX-PRO-6000"),
+        ("Commitment v1: RTX 6000 96GB in Americas for 1 Year", "RTX-PRO-6000"),
+        ("nvidia-tesla-p4", "P4"),
+        ("nvidia-tesla-p4-vws", "P4"),
+        ("Nvidia Tesla P4 GPU running in Americas", "P4"),
+        ("Tesla M60", "M60"),
+        ("GRID K520", "K520"),
+        ("AMD Radeon Pro V520", "Radeon-Pro-V520"),
         # case and whitespace
         ("  nvidia a10g  ", "A10G"),
         ("TESLA T4", "T4"),
@@ -224,12 +272,12 @@ def test_normalize_blank_is_none(name: str | None) -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("  M60 ", "M60"),
-        ("nvidia-b200", "nvidia-b200"),
+        ("  P40 ", "P40"),
         ("NVIDIA GH200 480GB", "NVIDIA GH200 480GB"),
-        ("nvidia-tesla-p4", "nvidia-tesla-p4"),
-        ("Nvidia Tesla P4 GPU running in Americas", "Nvidia Tesla P4 GPU running in Americas"),
         ("NVIDIA L40", "NVIDIA L40"),
+        # RTX 6000 without "PRO" or 96 GB is the Turing or Ada part, not in the table
+        ("Quadro RTX 6000", "Quadro RTX 6000"),
+        ("NVIDIA RTX 6000 Ada Generation", "NVIDIA RTX 6000 Ada Generation"),
     ],
 )
 def test_normalize_unknown_returns_stripped_input(name: str, expected: str) -> None:
@@ -277,8 +325,9 @@ def test_real_nvidia_smi_names_normalize() -> None:
     assert seen.get("NVIDIA L40S", "L40S") == "L40S"
 
 
-# GCP names for GPUs that gpu_specs.csv deliberately does not cover.
-_GCP_NOT_COVERED = ("b200", "gb200", "rtx", "p4")
+# GCP names for GPUs that gpu_specs.csv deliberately does not cover (none left: B200, GB200, the
+# RTX PRO 6000 and P4 have rows since the instance inventory needed them).
+_GCP_NOT_COVERED: tuple[str, ...] = ()
 
 
 def _gcp_covered(name: str) -> bool:
@@ -339,7 +388,5 @@ def test_real_aws_gpu_info_names_normalize() -> None:
         model = normalize_gpu_model(name, memory_mib=memory)
         if name == "V100":
             assert model == ("V100-32GB" if memory and memory >= 24000 else "V100-16GB")
-        elif name in ("K520", "M60"):  # older GPUs the table does not cover
-            assert model == name
         else:
             assert model in CANONICAL_GPU_MODELS, name

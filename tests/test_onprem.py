@@ -178,7 +178,9 @@ def alibaba_options(types=ALIBABA_MODELS) -> dict:
 
 def _specs():
     with open(hd.SPECS_CSV, newline="") as f:
-        return specs_from_rows([(r["gpu_model"], float(r["tdp_w"]), Decimal(r["list_price_usd"]))
+        # an empty figure (a GPU with no public TDP or list price) is None, as load_gpu_specs gives it
+        return specs_from_rows([(r["gpu_model"], float(r["tdp_w"]) if r["tdp_w"] else None,
+                                 Decimal(r["list_price_usd"]) if r["list_price_usd"] else None)
                                 for r in csv.DictReader(f)])
 
 

@@ -38,6 +38,16 @@ CANONICAL_GPU_MODELS: tuple[str, ...] = (
     "H100-PCIe",
     "H200",
     "K80",
+    "B200",
+    "B300",
+    "GB200",
+    "GB300",
+    "RTX-PRO-6000",
+    "RTX-PRO-4500",
+    "P4",
+    "M60",
+    "K520",
+    "Radeon-Pro-V520",
 )
 
 GPU_SPECS_PATH: Path = Path(__file__).parent / "data" / "gpu_specs.csv"
@@ -47,6 +57,8 @@ GPU_SPECS_SCHEMA: pa.Schema = schema.GPU_SPECS  # the warehouse table's own sche
 # Thresholds for reported names that leave out the memory size ("A100", "V100").
 _A100_80GB_MIN_MIB = 60_000.0
 _V100_32GB_MIN_MIB = 24_000.0
+# "RTX 6000" alone is ambiguous (Quadro RTX 6000 24 GB, RTX 6000 Ada 48 GB); the 96 GB part is the RTX PRO 6000.
+_RTX_PRO_6000_MIN_MIB = 90_000.0
 
 # Vendor and product-line words that carry no model information.
 _NOISE = re.compile(r"^commitment v1:\s*|\b(?:nvidia|tesla)\b[\s-]*")
@@ -84,6 +96,12 @@ def normalize_gpu_model(name: str | None, memory_mib: float | None = None) -> st
     text = _NOISE.sub("", stripped.lower().replace("_", "-"))
     text = _GPU_WORD.sub("", text).strip()
 
+    blackwell = _blackwell_model(text)
+    if blackwell is not None:
+        return blackwell
+    rtx_pro = _rtx_pro_model(text, memory_mib)
+    if rtx_pro is not None:
+        return rtx_pro if rtx_pro != "" else stripped
     if _has(r"\bh200\b", text):
         return "H200"
     if _has(r"\bh100\b", text):
@@ -111,12 +129,40 @@ def normalize_gpu_model(name: str | None, memory_mib: float | None = None) -> st
         (r"\bp100\b", "P100"),
         (r"\bt4g?\b", "T4"),
         (r"\bk80\b", "K80"),
+        (r"\bp4\b", "P4"),
+        (r"\bm60\b", "M60"),
+        (r"\bk520\b", "K520"),
+        (r"\bradeon[\s-]*pro[\s-]*v520\b", "Radeon-Pro-V520"),
     ):
         if _has(pattern, text):
             return model
 
     logger.debug("unrecognised GPU model name %r", stripped)
     return stripped
+
+
+def _blackwell_model(text: str) -> str | None:
+    """B200/B300 and their Grace superchip forms; GB200 is checked first ("gb200" contains "b200")."""
+    for pattern, model in ((r"\bgb200\b", "GB200"), (r"\bgb300\b", "GB300"),
+                           (r"\bb200\b", "B200"), (r"\bb300\b", "B300")):
+        if _has(pattern, text):
+            return model
+    return None
+
+
+def _rtx_pro_model(text: str, memory_mib: float | None) -> str | None:
+    """RTX PRO 6000/4500 (Blackwell); "" for an RTX 6000 that cannot be told from the older parts.
+
+    Matches "RTX PRO 6000 Blackwell Server Edition", AWS's "RTX PRO Server 6000", GCP's
+    "nvidia-rtx-pro-6000" and the billing SKU "RTX 6000 96GB"; returns None when no RTX 6000/4500 is named.
+    """
+    match = re.search(r"\brtx[\s-]*(pro[\s-]*)?(server[\s-]*)?(6000|4500)\b", text)
+    if match is None:
+        return None
+    if match.group(1):
+        return f"RTX-PRO-{match.group(3)}"
+    big = _has(r"\b96\s*gb\b", text) or (memory_mib is not None and memory_mib >= _RTX_PRO_6000_MIN_MIB)
+    return "RTX-PRO-6000" if match.group(3) == "6000" and big else ""
 
 
 def load_gpu_specs(path: Path | None = None) -> pa.Table:

@@ -1,38 +1,167 @@
-"""Reference tables shipped with gpufinops (``gpu_specs``), kept in step with the bundled CSV."""
+"""Reference tables shipped with gpufinops, kept in step with their bundled CSVs.
+
+``gpu_specs`` holds GPU datasheet figures (``data/gpu_specs.csv``); ``gpu_instance_reference`` holds
+what each AWS instance type and Google Cloud machine type carries (``data/gpu_instance_types.csv``,
+sources in ``data/GPU_INSTANCE_TYPES_SOURCES.md``), so a bill without GPU attributes and a first day
+without pricing credentials still resolve GPU model, count and memory. Each table is replaced in one
+transaction, only when its CSV's sha256 changed since the last load (recorded in ``ingest_state``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+from collections.abc import Callable
+from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
-from warehouse.gpu_models import GPU_SPECS_PATH, load_gpu_specs
+from warehouse import schema
+from warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_specs
 
 log = logging.getLogger(__name__)
 
-_STATE_KEY = "_reference:gpu_specs"
+GPU_INSTANCE_TYPES_PATH: Path = Path(__file__).parent / "data" / "gpu_instance_types.csv"
+PROVIDERS = ("aws", "gcp")
+ACCELERATORS = ("gpu", "trainium", "inferentia")
+# GCP N1 rows are an N1 host with attached GPUs: "n1+<accelerator type>x<count>"; their vCPUs and
+# memory come from the n1 machine type the bill names separately, so those two columns stay NULL.
+N1_PREFIX = "n1+"
+
+_GPU_SPECS_STATE = "_reference:gpu_specs"
+_INSTANCE_TYPES_STATE = "_reference:gpu_instance_types"
 
 
 def refresh_gpu_specs(con: duckdb.DuckDBPyConnection) -> bool:
     """Load ``gpu_specs`` when the bundled CSV changed since the last load; returns whether it did."""
-    digest = hashlib.sha256(GPU_SPECS_PATH.read_bytes()).hexdigest()
-    rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [_STATE_KEY]).fetchall()
+    return _refresh(con, "gpu_specs", GPU_SPECS_PATH, load_gpu_specs, _GPU_SPECS_STATE)
+
+
+def refresh_gpu_instance_types(con: duckdb.DuckDBPyConnection) -> bool:
+    """Replace the rows of ``gpu_instance_reference`` when the bundled CSV changed; returns whether it did.
+
+    The CSV is parsed and validated before anything is written: a bad file raises ``ValueError`` and
+    leaves the table and its recorded digest as they were, so the next run retries.
+    """
+    return _refresh(con, "gpu_instance_reference", GPU_INSTANCE_TYPES_PATH,
+                    lambda: load_gpu_instance_types(GPU_INSTANCE_TYPES_PATH), _INSTANCE_TYPES_STATE)
+
+
+def _refresh(con: duckdb.DuckDBPyConnection, table_name: str, path: Path, load: Callable[[], pa.Table],
+             state_key: str) -> bool:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [state_key]).fetchall()
     if rows and json.loads(rows[0][0]).get("sha256") == digest:
         return False
-    specs = load_gpu_specs()
+    table = load()  # validated before the transaction: a bad CSV changes nothing
+    view = f"_{table_name}_csv"
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("DELETE FROM gpu_specs")
-        con.register("_gpu_specs", specs)
-        con.execute("INSERT INTO gpu_specs BY NAME SELECT * FROM _gpu_specs")
-        con.unregister("_gpu_specs")
-        con.execute("DELETE FROM ingest_state WHERE source = ?", [_STATE_KEY])
-        con.execute("INSERT INTO ingest_state VALUES (?, ?, now())", [_STATE_KEY, json.dumps({"sha256": digest})])
+        con.execute(f"DELETE FROM {table_name}")
+        con.register(view, table)
+        con.execute(f"INSERT INTO {table_name} BY NAME SELECT * FROM {view}")
+        con.unregister(view)
+        con.execute("DELETE FROM ingest_state WHERE source = ?", [state_key])
+        con.execute("INSERT INTO ingest_state VALUES (?, ?, now())", [state_key, json.dumps({"sha256": digest})])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    log.info("gpu_specs loaded: %d GPU models", specs.num_rows)
+    log.info("%s loaded: %d rows", table_name, table.num_rows)
     return True
+
+
+def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
+    """Read and validate the GPU instance inventory with explicit column types.
+
+    Args:
+        path: A CSV to read instead of the bundled ``data/gpu_instance_types.csv``.
+
+    Returns:
+        A table with the columns and types of :data:`schema.GPU_INSTANCE_REFERENCE`; empty fields are null.
+
+    Raises:
+        ValueError: One sentence naming the file, row, column and value, when the header differs, a value
+            does not parse, or a row breaks the inventory's rules (see :func:`row_problem`).
+    """
+    csv_path = path if path is not None else GPU_INSTANCE_TYPES_PATH
+    expected = schema.GPU_INSTANCE_REFERENCE
+    try:
+        table = pacsv.read_csv(csv_path, convert_options=pacsv.ConvertOptions(
+            column_types={field.name: field.type for field in expected}, strings_can_be_null=True))
+    except pa.ArrowInvalid as exc:
+        raise ValueError(f"{csv_path}: {exc}") from exc
+    if table.column_names != expected.names:
+        raise ValueError(f"{csv_path}: expected columns {expected.names}, got {table.column_names}")
+    table = table.cast(expected)
+    seen: set[tuple[str, str]] = set()
+    for index, row in enumerate(table.to_pylist()):
+        key = (row["provider"], row["instance_type"])
+        problem = ("instance_type", "a duplicate of an earlier row") if key in seen else row_problem(row)
+        if problem is not None:
+            column, reason = problem
+            raise ValueError(f"{csv_path}: row {index + 2} ({row['provider']} {row['instance_type']}), "
+                             f"column {column}: value {row[column]!r} is {reason}")
+        seen.add(key)
+    log.debug("loaded %d GPU instance types from %s", table.num_rows, csv_path)
+    return table
+
+
+def row_problem(row: dict) -> tuple[str, str] | None:
+    """The first rule one inventory row breaks, as (column, reason), or None for a valid row."""
+    if row["provider"] not in PROVIDERS:
+        return "provider", f"not one of {PROVIDERS}"
+    if not row["instance_type"]:
+        return "instance_type", "empty"
+    if row["accelerator"] not in ACCELERATORS:
+        return "accelerator", f"not one of {ACCELERATORS}"
+    problem = _gpu_problem(row) if row["accelerator"] == "gpu" else _chip_problem(row)
+    if problem is not None:
+        return problem
+    n1 = row["provider"] == "gcp" and row["instance_type"].startswith(N1_PREFIX)
+    for column in ("vcpus", "memory_gib"):
+        if n1 and row[column] is not None:
+            return column, "set on an n1+GPU row (the n1 machine type carries it)"
+        if not n1 and (row[column] is None or row[column] <= 0):
+            return column, "not a positive number"
+    url = row["source_url"] or ""
+    if not url.startswith("https://") or " " in url:
+        return "source_url", "not an https URL"
+    return None
+
+
+def _gpu_problem(row: dict) -> tuple[str, str] | None:
+    if row["gpu_model"] not in CANONICAL_GPU_MODELS:
+        return "gpu_model", "not a canonical GPU model (warehouse/gpu_models.py)"
+    if row["gpu_count"] is None or row["gpu_count"] < 1:
+        return "gpu_count", "not a whole number of GPUs of at least 1"
+    fraction = row["gpu_fraction"]
+    if fraction is None or not 0 < fraction <= 1:
+        return "gpu_fraction", "not in (0, 1]"
+    if fraction < 1 and row["gpu_count"] != 1:
+        return "gpu_count", "not 1 on a fractional-GPU row"
+    if row["gpu_memory_gib"] is None or row["gpu_memory_gib"] <= 0:
+        return "gpu_memory_gib", "not a positive number"
+    for column in ("accelerator_model", "accelerator_count", "accelerator_memory_gib"):
+        if row[column] is not None:
+            return column, "set on a GPU row (accelerator_* describe Trainium/Inferentia chips)"
+    return None
+
+
+def _chip_problem(row: dict) -> tuple[str, str] | None:
+    if row["gpu_count"] != 0:
+        return "gpu_count", "not 0 on a Trainium/Inferentia row (its chips are not GPUs)"
+    for column in ("gpu_model", "gpu_fraction", "gpu_memory_gib"):
+        if row[column] is not None:
+            return column, "set on a Trainium/Inferentia row"
+    if not row["accelerator_model"]:
+        return "accelerator_model", "empty"
+    if row["accelerator_count"] is None or row["accelerator_count"] < 1:
+        return "accelerator_count", "not a whole number of chips of at least 1"
+    memory = row["accelerator_memory_gib"]
+    if memory is not None and memory <= 0:
+        return "accelerator_memory_gib", "not a positive number"
+    return None

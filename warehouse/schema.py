@@ -127,6 +127,18 @@ GPU_SPECS = pa.schema([
     ("source_url", pa.string()),
 ])
 
+# The shipped GPU instance inventory (warehouse/data/gpu_instance_types.csv): what each AWS instance type and
+# GCP machine type carries, independent of the bill. gpu_* describe GPUs (accelerator 'gpu'); accelerator_*
+# describe Trainium/Inferentia chips, which have gpu_count 0. GPU-equivalents = gpu_count * gpu_fraction
+# (a g6f.large is gpu_count 1, gpu_fraction 0.125). vcpus/memory_gib are NULL only for GCP n1+GPU rows.
+GPU_INSTANCE_REFERENCE = pa.schema([
+    ("provider", pa.string()), ("instance_type", pa.string()), ("accelerator", pa.string()),
+    ("gpu_model", pa.string()), ("gpu_count", pa.int32()), ("gpu_fraction", pa.float64()),
+    ("gpu_memory_gib", pa.float64()), ("accelerator_model", pa.string()), ("accelerator_count", pa.int32()),
+    ("accelerator_memory_gib", pa.float64()), ("vcpus", pa.int32()), ("memory_gib", pa.float64()),
+    ("source_url", pa.string()),
+])
+
 GPU_METRICS_HOURLY = pa.schema([
     ("hour", UTC_TS), ("gpu_uuid", pa.string()), ("gpu_model", pa.string()),
     ("mig_instance", pa.string()), ("host", pa.string()), ("resource_id", pa.string()),
