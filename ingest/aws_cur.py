@@ -34,6 +34,7 @@ from ingest import cur_mapping, focus_files
 from ingest.aws_cur_store import LocalStore, S3Store, StoredObject
 from ingest.files import sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from warehouse import reference
 
 log = logging.getLogger(__name__)
 
@@ -193,12 +194,12 @@ def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[_File]) ->
 
 
 def _enrich(mapped: str, ctx: IngestContext) -> str:
-    """GPU model and count from the instance type (catalogue, else the family), plus source and run id."""
+    """GPU model and count the bill leaves out from the instance type (the catalogue, else the shipped
+    inventory, else the family's GPU model), plus source and run id."""
     return (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model, fam.gpu_model) AS x_GpuModel, "
             f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
             f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-            f"FROM ({mapped}) u LEFT JOIN (SELECT instance_type, any_value(gpu_model) AS gpu_model, "
-            f"any_value(gpu_count) AS gpu_count FROM instance_types WHERE provider = 'aws' GROUP BY instance_type) it "
+            f"FROM ({mapped}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
             f"ON it.instance_type = u.x_InstanceType "
             f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
             f"ON fam.family = split_part(u.x_InstanceType, '.', 1)")

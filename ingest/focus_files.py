@@ -18,7 +18,7 @@ import duckdb
 
 from ingest.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
-from warehouse import schema
+from warehouse import reference, schema
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +190,7 @@ class FocusFiles:
         sql = (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model) AS x_GpuModel, "
                f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
                f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-               f"FROM ({union}) u LEFT JOIN (SELECT instance_type, any_value(gpu_model) AS gpu_model, "
-               f"any_value(gpu_count) AS gpu_count FROM instance_types GROUP BY instance_type) it "
+               f"FROM ({union}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
                f"ON it.instance_type = u.x_InstanceType "
                f"WHERE CAST(u.BillingPeriodStart AS VARCHAR) IN ({period_list})")
         new_files = {path: {"fp": fingerprint(path), "periods": periods.get(path, previous.get(path, {}).get("periods", []))}

@@ -19,6 +19,8 @@ row mapping and only rollups come home):
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 
 from ingest.cur_mapping import DOUBLE_TO_DECIMAL
@@ -162,9 +164,23 @@ def _case(expr: str, mapping: dict[str, str], default: str) -> str:
     return f"CASE {expr} {whens} ELSE {default} END"
 
 
+@functools.lru_cache(maxsize=1)
+def gpu_machine_types() -> dict[str, tuple[str, int]]:
+    """Every Compute Engine machine type with GPUs built in: the shipped inventory's GCP rows
+    (warehouse/data/gpu_instance_types.csv: a2, a3, a4, g2, g4, …), with the shapes the catalogue prices
+    (GPU_MACHINE_TYPES) on top. N1 attaches GPUs to any shape, so the bill's n1 machine type says nothing
+    about them (their GPU SKU lines carry the GPU model)."""
+    from warehouse.reference import N1_PREFIX, load_gpu_instance_types
+    rows = load_gpu_instance_types().to_pylist()
+    found = {r["instance_type"]: (r["gpu_model"], r["gpu_count"]) for r in rows
+             if r["provider"] == "gcp" and r["accelerator"] == "gpu" and not r["instance_type"].startswith(N1_PREFIX)}
+    return {**found, **GPU_MACHINE_TYPES}
+
+
 def machine_type_values() -> str:
-    """GPU_MACHINE_TYPES as a SQL VALUES list (machine_type, gpu_model, gpu_count)."""
-    return ", ".join(f"({sql_literal(t)}, {sql_literal(m)}, {n})" for t, (m, n) in sorted(GPU_MACHINE_TYPES.items()))
+    """gpu_machine_types() as a SQL VALUES list (machine_type, gpu_model, gpu_count): a literal, so the
+    same mapping runs in DuckDB and, transpiled, in BigQuery."""
+    return ", ".join(f"({sql_literal(t)}, {sql_literal(m)}, {n})" for t, (m, n) in sorted(gpu_machine_types().items()))
 
 
 def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...] | None = None) -> str:

@@ -306,9 +306,8 @@ def test_refresh_replaces_rows_when_the_digest_changes(tmp_path: Path, monkeypat
     shutil.copyfile(CSV_PATH, csv_copy)
     monkeypatch.setattr(reference, "GPU_INSTANCE_TYPES_PATH", csv_copy)
     with db.writer(tmp_path / "wh.duckdb") as con:
-        # The lead creates this table in a migration; the test creates it from the same schema constant.
-        con.execute(schema.create_table_sql(schema.Table("gpu_instance_reference", schema.GPU_INSTANCE_REFERENCE)))
-        assert reference.refresh_gpu_instance_types(con) is True
+        # every writer connection loads it (migration 6 made the table): the first open did
+        assert reference.refresh_gpu_instance_types(con) is False
         loaded = _reference_rows(con)
         assert len(loaded) == len(CSV_PATH.read_text(encoding="utf-8").splitlines()) - 1
         g6f = con.execute("SELECT gpu_count, gpu_fraction FROM gpu_instance_reference "

@@ -72,6 +72,7 @@ def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
         con.execute(f"SET temp_directory = {_literal(tmp.as_posix())}")
         migrate(con)
         reference.refresh_gpu_specs(con)
+        reference.refresh_gpu_instance_types(con)
         yield con
     finally:
         con.close()

@@ -12,6 +12,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
+from warehouse import reference
+
 GPU_USAGE = "(c.\"x_GpuCount\" > 0 OR c.\"x_GpuModel\" IS NOT NULL)"
 
 
@@ -125,20 +127,6 @@ def gpu_hours_attribution(con: duckdb.DuckDBPyConnection, *, start: datetime | N
         FROM gpu_metrics_hourly WHERE {where} GROUP BY source ORDER BY source""", params)
 
 
-# A resource's GPUs per instance: the catalogue (aws_pricing / gcp_catalog), else the bill, else the
-# shipped inventory (warehouse/data/gpu_instance_types.csv). One definition, used by every query below.
-GPU_INVENTORY = """
-    SELECT instance_type, arg_min(gpu_count, rank) AS gpu_count, arg_min(gpu_model, rank) AS gpu_model,
-           arg_min(origin, rank) AS origin
-    FROM (SELECT instance_type, max(gpu_count) AS gpu_count, any_value(gpu_model) AS gpu_model,
-                 'catalogue' AS origin, 1 AS rank
-          FROM instance_types WHERE gpu_count > 0 GROUP BY 1
-          UNION ALL
-          SELECT instance_type, gpu_count, gpu_model, 'inventory' AS origin, 3 AS rank
-          FROM gpu_instance_reference WHERE accelerator = 'gpu' AND gpu_count > 0)
-    GROUP BY instance_type"""
-
-
 def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Resources whose metrics report a different number of GPUs than their instance type holds.
 
@@ -162,12 +150,11 @@ def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         expected AS (
             SELECT b.resource_id, b.provider, b.instance_type,
                    CASE WHEN b.onprem_gpus > 0 THEN b.onprem_gpus
-                        WHEN inv.origin = 'catalogue' THEN inv.gpu_count
-                        ELSE coalesce(b.bill_gpus, inv.gpu_count) END AS expected_gpus,
+                        ELSE {reference.resolved_gpu_count("b.bill_gpus", "inv")} END AS expected_gpus,
                    CASE WHEN b.onprem_gpus > 0 THEN 'on-prem lines' WHEN inv.origin = 'catalogue' THEN 'catalogue'
                         WHEN b.bill_gpus IS NOT NULL THEN 'bill' WHEN inv.gpu_count IS NOT NULL THEN 'inventory'
                    END AS expected_from
-            FROM billed b LEFT JOIN ({GPU_INVENTORY}) inv USING (instance_type))
+            FROM billed b LEFT JOIN {reference.INSTANCE_GPUS_SQL} inv USING (instance_type))
         SELECT e.resource_id, e.provider, e.instance_type, e.expected_gpus, e.expected_from, m.measured_gpus,
                CASE WHEN m.measured_gpus > e.expected_gpus THEN 'more GPUs measured than the type has'
                     ELSE 'fewer GPUs report metrics than the type has' END AS problem,
@@ -550,17 +537,20 @@ def rightsizing_resources(con: duckdb.DuckDBPyConnection, start: datetime) -> pl
                    max(mem_used_max_mib) AS mem_used_max_mib, max(mem_total_mib) AS mem_total_mib,
                    avg(sm_active_mean) AS sm_active_mean, avg(tensor_active_mean) AS tensor_active_mean
             FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND hour >= ? GROUP BY 1, 2)
-        SELECT cost.resource_id, any_value(provider) AS provider, any_value(team) AS team,
-               any_value(region) AS region, any_value(instance_type) AS instance_type,
-               any_value(gpu_model) AS gpu_model, max(gpu_count) AS gpu_count,
-               mode(pricing_category) AS pricing_category, any_value(tags) AS tags,
+        SELECT cost.resource_id, any_value(cost.provider) AS provider, any_value(cost.team) AS team,
+               any_value(cost.region) AS region, any_value(cost.instance_type) AS instance_type,
+               any_value(cost.gpu_model) AS gpu_model,
+               any_value({reference.resolved_gpu_count("cost.gpu_count", "inv")}) AS gpu_count,
+               mode(cost.pricing_category) AS pricing_category, any_value(cost.tags) AS tags,
                count(*) AS billed_hours, count(util.util_p95) AS measured_hours,
                sum(effective_cost) AS cost_usd, min(cost.hour) AS first_hour, max(cost.hour) AS last_hour,
                quantile_cont(util.util_p95, [0.1, 0.25, 0.5, 0.75, 0.9, 0.95]) AS util_quantiles,
                quantile_cont(util.util_p95, 0.95) AS util_p95, avg(util.util_mean) AS util_mean,
                max(util.mem_used_max_mib) AS mem_used_max_mib, max(util.mem_total_mib) AS mem_total_mib,
                avg(util.sm_active_mean) AS sm_active_mean, avg(util.tensor_active_mean) AS tensor_active_mean
-        FROM cost LEFT JOIN util USING (resource_id, hour)
+        FROM (SELECT resource_id, hour, provider, team, region, instance_type, gpu_model, pricing_category, tags,
+                     effective_cost, max(gpu_count) OVER (PARTITION BY resource_id) AS gpu_count FROM cost) cost
+        LEFT JOIN util USING (resource_id, hour) LEFT JOIN {reference.INSTANCE_GPUS_SQL} inv USING (instance_type)
         GROUP BY cost.resource_id ORDER BY cost.resource_id""", [start, start])
 
 

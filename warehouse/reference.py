@@ -165,3 +165,27 @@ def _chip_problem(row: dict) -> tuple[str, str] | None:
     if memory is not None and memory <= 0:
         return "accelerator_memory_gib", "not a positive number"
     return None
+
+
+# A billed instance type's GPU model and count: the price catalogue's row (aws_pricing, gcp_catalog)
+# when one was loaded, else the shipped inventory (gpu_instance_types.csv). A relation with
+# (instance_type, gpu_model, gpu_count, origin = 'catalogue' | 'inventory'). Loads fill what a bill
+# leaves out from it (COALESCE(bill, this)); the models' queries let a catalogue row win over the bill
+# (resolved_gpu_count), so the answer is the same whichever of the two was loaded first.
+INSTANCE_GPUS_SQL = """(
+    SELECT instance_type, arg_min(gpu_model, rank) AS gpu_model, arg_min(gpu_count, rank) AS gpu_count,
+           arg_min(origin, rank) AS origin
+    FROM (SELECT instance_type, any_value(gpu_model) AS gpu_model, max(gpu_count) AS gpu_count,
+                 'catalogue' AS origin, 1 AS rank
+          FROM instance_types WHERE gpu_count > 0 GROUP BY 1
+          UNION ALL
+          SELECT instance_type, gpu_model, gpu_count, 'inventory' AS origin, 2 AS rank FROM gpu_instance_reference
+          WHERE accelerator = 'gpu' AND gpu_count > 0)
+    GROUP BY instance_type)"""
+
+
+def resolved_gpu_count(bill_count: str, inventory: str) -> str:
+    """SQL: GPUs per instance — the catalogue, else the bill (``bill_count``), else the inventory
+    (``inventory`` is an alias of INSTANCE_GPUS_SQL joined on the instance type)."""
+    return (f"CASE WHEN {inventory}.origin = 'catalogue' THEN {inventory}.gpu_count "
+            f"ELSE COALESCE({bill_count}, {inventory}.gpu_count) END")

@@ -296,6 +296,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("cost_daily", COST_DAILY),
     Table("attribution_rules", ATTRIBUTION_RULES),
     Table("withheld_findings", WITHHELD_FINDINGS),
+    Table("gpu_instance_reference", GPU_INSTANCE_REFERENCE),
 )}
 
 
@@ -362,7 +363,8 @@ def _migration_6() -> list[str]:
     return ([f'ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in hints]
             + ["UPDATE gpu_metrics_hourly SET resource_hint = resource_id "
                "WHERE resource_hint IS NULL AND resource_id IS NOT NULL",
-               create_table_sql(TABLES["attribution_rules"]), create_table_sql(TABLES["withheld_findings"])])
+               create_table_sql(TABLES["attribution_rules"]), create_table_sql(TABLES["withheld_findings"]),
+               create_table_sql(TABLES["gpu_instance_reference"])])
 
 
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.

@@ -85,9 +85,9 @@ def main() -> None:
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
-    withheld_list(ctx)
     if recs.is_empty():
         st.info("No recommendations yet: run `gpufinops recommend`.")
+        withheld_list(ctx)
         return
     shown = filtered(recs)
     cols = st.columns(3)
@@ -98,6 +98,7 @@ def main() -> None:
                  width="stretch", column_config={**money_columns("monthly_savings_usd"),
                                                           "confidence": st.column_config.ProgressColumn(
                                                               min_value=0.0, max_value=1.0, format="percent")})
+    withheld_list(ctx)  # after the list, so what was found comes first
     if shown.is_empty():
         return
     labels = {row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team']} · "
