@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import bench_aws_cur, bench_focus_files, bench_models, bench_rollup
+from bench import bench_aws_cur, bench_export_focus, bench_focus_files, bench_models, bench_rollup
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     status |= bench_focus_files.main(["--quick"] if args.quick else [])
     status |= bench_aws_cur.main(["--quick"] if args.quick else [])
+    status |= bench_export_focus.main(["--quick"] if args.quick else [])
     status |= bench_rollup.main(["--quick"] if args.quick else [])
     status |= bench_models.main(["--quick"] if args.quick else [])
     from bench import bench_dashboard

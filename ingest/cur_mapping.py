@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ingest.files import sql_literal
+from ingest.focus_values import plain_name_sql, service_sql, subcategory_of, unit_sql
 from ingest.registry import IngestError
 from warehouse import schema
 
@@ -42,7 +43,7 @@ FIELDS: dict[str, str] = {
 # product attributes: top-level column product_<key> (legacy, CUR 2.0 for a few) or product[<key>] (CUR 2.0)
 PRODUCT_ATTRIBUTES = {
     "instance_type": ("instance_type",), "region": ("region_code", "region"), "location": ("location",),
-    "family": ("product_family",), "name": ("product_name", "servicename"), "gpu": ("gpu",),
+    "name": ("product_name", "servicename"), "gpu": ("gpu",),
 }
 REQUIRED = ("line_item_line_item_type", "line_item_unblended_cost", "line_item_usage_start_date",
             "bill_billing_period_start_date", "bill_payer_account_id")
@@ -61,21 +62,47 @@ CHARGE_CATEGORY = {
 CHARGE_FREQUENCY = {"Fee": "One-Time", "SavingsPlanUpfrontFee": "One-Time", "Refund": "One-Time",
                     "Credit": "One-Time", "RIFee": "Recurring", "SavingsPlanRecurringFee": "Recurring",
                     "Tax": "Recurring"}
-# lineItem/ProductCode -> FOCUS ServiceCategory (the common services; the product family refines EC2)
-SERVICE_CATEGORY = {
-    "AmazonEC2": "Compute", "AmazonECS": "Compute", "AmazonEKS": "Compute", "AWSLambda": "Compute",
-    "AmazonSageMaker": "AI and Machine Learning", "AmazonBedrock": "AI and Machine Learning",
-    "AmazonS3": "Storage", "AmazonEFS": "Storage", "AmazonFSx": "Storage", "AWSBackup": "Storage",
-    "AmazonRDS": "Databases", "AmazonDynamoDB": "Databases", "AmazonElastiCache": "Databases",
-    "AWSDataTransfer": "Networking", "AmazonVPC": "Networking", "AmazonCloudFront": "Networking",
-    "AmazonRoute53": "Networking", "AWSELB": "Networking", "AmazonCloudWatch": "Management and Governance",
-    "AWSCloudTrail": "Management and Governance", "AWSConfig": "Management and Governance",
-    "AWSSupportBusiness": "Other", "AWSSupportEnterprise": "Other", "AmazonAthena": "Analytics",
-    "AmazonKinesis": "Analytics", "AWSGlue": "Analytics", "AmazonSNS": "Integration", "AWSQueueService": "Integration",
-    "awskms": "Security", "AWSSecretsManager": "Security",
+# AWS services -> (FOCUS ServiceCategory, ServiceSubcategory), by product code and by product name
+# (ServiceName is the product name, else the code): one category and subcategory per ServiceName, as
+# FOCUS 1.2 requires, so EBS volumes and snapshots, billed under "Amazon Elastic Compute Cloud", are
+# Compute / Virtual Machines like the instances (AWS's own FOCUS export splits EC2 into Compute and
+# Storage: tests/data/focus-sample).
+AWS_SERVICES: dict[tuple[str, str], tuple[str, str]] = {
+    ("AmazonEC2", "Amazon Elastic Compute Cloud"): subcategory_of("Compute", "Virtual Machines"),
+    ("AmazonECS", "Amazon Elastic Container Service"): subcategory_of("Compute", "Containers"),
+    ("AmazonEKS", "Amazon Elastic Container Service for Kubernetes"): subcategory_of("Compute", "Containers"),
+    ("AmazonECR", "Amazon EC2 Container Registry (ECR)"): subcategory_of("Compute", "Containers"),
+    ("AWSLambda", "AWS Lambda"): subcategory_of("Compute", "Serverless Compute"),
+    ("AmazonSageMaker", "Amazon SageMaker"): subcategory_of("AI and Machine Learning", "Machine Learning"),
+    ("AmazonBedrock", "Amazon Bedrock"): subcategory_of("AI and Machine Learning", "Generative AI"),
+    ("AmazonS3", "Amazon Simple Storage Service"): subcategory_of("Storage", "Object Storage"),
+    ("AmazonEFS", "Amazon Elastic File System"): subcategory_of("Storage", "File Storage"),
+    ("AmazonFSx", "Amazon FSx"): subcategory_of("Storage", "File Storage"),
+    ("AWSBackup", "AWS Backup"): subcategory_of("Storage", "Backup Storage"),
+    ("AmazonRDS", "Amazon Relational Database Service"): subcategory_of("Databases", "Relational Databases"),
+    ("AmazonDynamoDB", "Amazon DynamoDB"): subcategory_of("Databases", "NoSQL Databases"),
+    ("AmazonElastiCache", "Amazon ElastiCache"): subcategory_of("Databases", "Caching"),
+    ("AWSDataTransfer", "AWS Data Transfer"): subcategory_of("Networking", "Network Connectivity"),
+    ("AmazonVPC", "Amazon Virtual Private Cloud"): subcategory_of("Networking", "Network Infrastructure"),
+    ("AmazonCloudFront", "Amazon CloudFront"): subcategory_of("Networking", "Content Delivery"),
+    ("AmazonRoute53", "Amazon Route 53"): subcategory_of("Networking", "Network Routing"),
+    ("AWSELB", "Elastic Load Balancing"): subcategory_of("Networking", "Application Networking"),
+    ("AmazonCloudWatch", "AmazonCloudWatch"): subcategory_of("Management and Governance", "Observability"),
+    ("AWSCloudTrail", "AWS CloudTrail"): subcategory_of("Management and Governance", "Compliance"),
+    ("AWSConfig", "AWS Config"): subcategory_of("Management and Governance", "Compliance"),
+    ("AWSSupportBusiness", "AWS Support (Business)"): subcategory_of("Management and Governance", "Support"),
+    ("AWSSupportEnterprise", "AWS Support (Enterprise)"): subcategory_of("Management and Governance", "Support"),
+    ("AWSCostExplorer", "AWS Cost Explorer"): subcategory_of("Management and Governance", "Cost Management"),
+    ("AmazonAthena", "Amazon Athena"): subcategory_of("Analytics", "Data Processing"),
+    ("AmazonKinesis", "Amazon Kinesis"): subcategory_of("Analytics", "Streaming Analytics"),
+    ("AWSGlue", "AWS Glue"): subcategory_of("Analytics", "Data Processing"),
+    ("AmazonSNS", "Amazon Simple Notification Service"): subcategory_of("Integration", "Messaging"),
+    ("AWSQueueService", "Amazon Simple Queue Service"): subcategory_of("Integration", "Messaging"),
+    ("awskms", "AWS Key Management Service"): subcategory_of("Security", "Secret Management"),
+    ("AWSSecretsManager", "AWS Secrets Manager"): subcategory_of("Security", "Secret Management"),
 }
-FAMILY_CATEGORY = {"Storage": "Storage", "Storage Snapshot": "Storage", "Data Transfer": "Networking",
-                   "IP Address": "Networking", "NAT Gateway": "Networking", "Load Balancer": "Networking"}
+SERVICES_BY_NAME = {name: pair for (code, name), pair in AWS_SERVICES.items()}
+SERVICES_BY_CODE = {code: pair for (code, name), pair in AWS_SERVICES.items()}
 # AWS GPU instance families -> GPU model (canonical names of warehouse/gpu_models.py), used when
 # instance_types (aws_pricing) has no row for the type.
 GPU_FAMILIES = {
@@ -216,9 +243,11 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
                         f"WHEN {spot} THEN 'Dynamic' WHEN {lt} = 'Usage' THEN 'Standard' END")
     commitment_id = "COALESCE(savings_plan_savings_plan_a_r_n, reservation_reservation_a_r_n)"
     instance = f"COALESCE(p_instance_type, NULLIF(regexp_extract(line_item_usage_type, {sql_literal(USAGE_TYPE_INSTANCE)}, 1), ''))"
-    category = (f"COALESCE({_case('p_family', FAMILY_CATEGORY, 'NULL')}, "
-                f"{_case('line_item_product_code', SERVICE_CATEGORY, 'NULL')}, 'Other')")
+    service = plain_name_sql("COALESCE(p_name, line_item_product_code)")
+    by_code = {part: _case("line_item_product_code", {c: p[part] for c, p in SERVICES_BY_CODE.items()}, "NULL")
+               for part in (0, 1)}
     team = ", ".join(f"map_extract_value(tags_map, {sql_literal(k)})" for k in tag_keys) or "NULL"
+    unit = unit_sql("pricing_unit")
     list_cost = "COALESCE(pricing_public_on_demand_cost, line_item_unblended_cost)"
     outputs = {
         "AvailabilityZone": "line_item_availability_zone",
@@ -242,7 +271,7 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
         "CommitmentDiscountType": "CASE WHEN savings_plan_savings_plan_a_r_n IS NOT NULL THEN 'Savings Plan' "
                                   "WHEN reservation_reservation_a_r_n IS NOT NULL THEN 'Reserved Instance' END",
         "ConsumedQuantity": f"CASE WHEN {lt} IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage') THEN line_item_usage_amount END",
-        "ConsumedUnit": f"CASE WHEN {lt} IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage') THEN pricing_unit END",
+        "ConsumedUnit": f"CASE WHEN {lt} IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage') THEN {unit} END",
         "ContractedCost": f"CASE WHEN {lt} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage') THEN {list_cost} ELSE {billed} END",
         "ContractedUnitPrice": "line_item_unblended_rate",
         "EffectiveCost": effective,
@@ -252,16 +281,17 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
         "ListUnitPrice": "pricing_public_on_demand_rate",
         "PricingCategory": pricing_category,
         "PricingCurrency": "COALESCE(line_item_currency_code, 'USD')",
-        "PricingQuantity": "line_item_usage_amount",
-        "PricingUnit": "pricing_unit",
+        "PricingQuantity": f"CASE WHEN {lt} <> 'Tax' THEN line_item_usage_amount END",  # FOCUS: NULL for tax
+        "PricingUnit": f"CASE WHEN {lt} <> 'Tax' THEN {unit} END",
         "ProviderName": "'AWS'",
         "PublisherName": "COALESCE(line_item_legal_entity, 'Amazon Web Services, Inc.')",
         "RegionId": "p_region",
         "RegionName": "p_location",
         "ResourceId": f"CASE WHEN {split} THEN split_line_item_parent_resource_id ELSE line_item_resource_id END",
         "ResourceName": f"CASE WHEN {split} THEN line_item_resource_id END",
-        "ServiceCategory": category,
-        "ServiceName": "COALESCE(p_name, line_item_product_code)",
+        "ServiceCategory": service_sql(service, SERVICES_BY_NAME, 0, by_code[0]),
+        "ServiceName": service,
+        "ServiceSubcategory": service_sql(service, SERVICES_BY_NAME, 1, by_code[1]),
         "SkuId": "product_sku",
         "SkuPriceId": "COALESCE(pricing_rate_code, pricing_rate_id)",
         "SubAccountId": "line_item_usage_account_id",

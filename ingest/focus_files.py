@@ -80,6 +80,9 @@ def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...]) -> st
             continue
         if name in present:
             items.append(f'CAST("{name}" AS {sql_type}) AS "{name}"')
+        elif name == "ServiceSubcategory" and "ServiceCategory" in present:
+            # FOCUS 1.0/1.1 have no subcategory: the spec's catch-all under the file's own category
+            items.append(f"'Other (' || CAST(\"ServiceCategory\" AS VARCHAR) || ')' AS \"{name}\"")
         else:
             items.append(f'CAST(NULL AS {sql_type}) AS "{name}"')
     instance_type = ('CAST("x_InstanceType" AS VARCHAR)' if "x_InstanceType" in present else

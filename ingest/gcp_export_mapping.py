@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from ingest.cur_mapping import DOUBLE_TO_DECIMAL
 from ingest.files import sql_literal
+from ingest.focus_values import service_sql, subcategory_of, unit_sql
 from ingest.gcp_machines import GPU_MACHINE_TYPES
 from warehouse import schema
 
@@ -74,18 +75,36 @@ SPOT_PATTERN = r"(?i)\b(spot|preemptible)\b"
 COMMITMENT_PATTERN = r"(?i)^commitment\b"
 MACHINE_SPEC_LABEL = "compute.googleapis.com/machine_spec"
 
-# service.description -> FOCUS ServiceCategory; Compute Engine's disk and network SKUs are refined below.
-SERVICE_CATEGORY = {
-    "Compute Engine": "Compute", "Kubernetes Engine": "Compute", "Cloud Run": "Compute", "Cloud Functions": "Compute",
-    "App Engine": "Compute", "Cloud Storage": "Storage", "Filestore": "Storage", "BigQuery": "Analytics",
-    "Cloud Dataflow": "Analytics", "Cloud Pub/Sub": "Integration", "Networking": "Networking",
-    "Cloud DNS": "Networking", "Cloud CDN": "Networking", "Cloud SQL": "Databases", "Cloud Spanner": "Databases",
-    "Vertex AI": "AI and Machine Learning", "Cloud Logging": "Management and Governance",
-    "Cloud Monitoring": "Management and Governance", "Security Command Center": "Security",
-    "Secret Manager": "Security", "Cloud Key Management Service (KMS)": "Security",
+# service.description -> (FOCUS ServiceCategory, ServiceSubcategory): one per ServiceName, as FOCUS 1.2
+# requires, so Compute Engine's disk and image SKUs are Compute / Virtual Machines like its VMs.
+SERVICES: dict[str, tuple[str, str]] = {
+    "Compute Engine": subcategory_of("Compute", "Virtual Machines"),
+    "Kubernetes Engine": subcategory_of("Compute", "Containers"),
+    "Cloud Run": subcategory_of("Compute", "Serverless Compute"),
+    "Cloud Functions": subcategory_of("Compute", "Serverless Compute"),
+    "App Engine": subcategory_of("Web", "Application Platforms"),
+    "Artifact Registry": subcategory_of("Developer Tools", "Developer Platforms"),
+    "Cloud Storage": subcategory_of("Storage", "Object Storage"),
+    "Filestore": subcategory_of("Storage", "File Storage"),
+    "BigQuery": subcategory_of("Databases", "Data Warehouses"),
+    "BigQuery Reservation API": subcategory_of("Databases", "Data Warehouses"),
+    "Cloud Dataflow": subcategory_of("Analytics", "Data Processing"),
+    "Cloud Pub/Sub": subcategory_of("Integration", "Messaging"),
+    "Networking": subcategory_of("Networking", "Network Connectivity"),
+    "Cloud DNS": subcategory_of("Networking", "Network Routing"),
+    "Cloud CDN": subcategory_of("Networking", "Content Delivery"),
+    "Cloud SQL": subcategory_of("Databases", "Relational Databases"),
+    "Cloud Spanner": subcategory_of("Databases", "Relational Databases"),
+    "Vertex AI": subcategory_of("AI and Machine Learning", "AI Platforms"),
+    "Cloud Logging": subcategory_of("Management and Governance", "Observability"),
+    "Cloud Monitoring": subcategory_of("Management and Governance", "Observability"),
+    "Stackdriver Logging": subcategory_of("Management and Governance", "Observability"),
+    "Stackdriver Monitoring": subcategory_of("Management and Governance", "Observability"),
+    "Support": subcategory_of("Management and Governance", "Support"),
+    "Security Command Center": subcategory_of("Security", "Security Posture Management"),
+    "Secret Manager": subcategory_of("Security", "Secret Management"),
+    "Cloud Key Management Service (KMS)": subcategory_of("Security", "Secret Management"),
 }
-STORAGE_SKU = r"(?i)\b(pd capacity|pd snapshot|storage|snapshot|image|hyperdisk)\b"
-NETWORK_SKU = r"(?i)\b(network|egress|ingress|data transfer|ip charge|load balanc\w*)\b"
 # cost_type -> ChargeCategory (focus_converters' conversion_rules_gcp.csv)
 CHARGE_CATEGORY = {"regular": "Usage", "tax": "Tax", "adjustment": "Adjustment", "credit": "Adjustment",
                    "rounding_error": "Adjustment"}
@@ -205,10 +224,6 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
     regular = "COALESCE(cost_type, 'regular') = 'regular'"
     pricing_category = (f"CASE WHEN NOT {regular} THEN NULL WHEN {commitment} THEN 'Committed' "
                         f"WHEN {spot} THEN 'Dynamic' ELSE 'Standard' END")
-    category = (f"CASE WHEN service.description = 'Compute Engine' AND regexp_matches(sku.description, "
-                f"{sql_literal(STORAGE_SKU)}) THEN 'Storage' WHEN regexp_matches(sku.description, "
-                f"{sql_literal(NETWORK_SKU)}) THEN 'Networking' ELSE "
-                f"{_case('service.description', SERVICE_CATEGORY, chr(39) + 'Other' + chr(39))} END")
     month_start = "strptime(invoice.month || '01', '%Y%m%d')"
     team = ", ".join(f"map_extract_value(tags_map, {sql_literal(k)})" for k in tag_keys) or "NULL"
     gpu_model = f"COALESCE({_case('gpu_key', dict(GPU_SKU_MODELS), 'NULL')}, mt.gpu_model)"
@@ -228,11 +243,13 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
         "CommitmentDiscountCategory": f"CASE WHEN {regular} AND {commitment} THEN 'Usage' END",
         "CommitmentDiscountType": f"CASE WHEN {regular} AND {commitment} THEN 'Committed Use Discount' END",
         "ConsumedQuantity": f"CASE WHEN {regular} THEN usage.amount_in_pricing_units END",
-        "ConsumedUnit": f"CASE WHEN {regular} THEN usage.pricing_unit END",
+        "ConsumedUnit": f"CASE WHEN {regular} THEN {unit_sql('usage.pricing_unit')} END",
         "ContractedCost": "cost",
         "ContractedUnitPrice": "price.effective_price",
         "EffectiveCost": "cost + credits_total",
-        "InvoiceIssuerName": "COALESCE(seller_name, 'Google Cloud')",
+        "InvoiceId": "invoice.month",
+        # Google invoices Marketplace purchases too: the seller is their publisher, not the issuer
+        "InvoiceIssuerName": "'Google Cloud'",
         "ListCost": "COALESCE(cost_at_list, cost)",
         # the export has no list rate column: list cost over the quantity in pricing units
         "ListUnitPrice": (f"CASE WHEN {regular} AND usage.amount_in_pricing_units > 0 AND cost_at_list IS NOT NULL THEN "
@@ -240,16 +257,17 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
                                                        "AS DOUBLE)") + " END"),
         "PricingCategory": pricing_category,
         "PricingCurrency": "currency",
-        "PricingQuantity": "usage.amount_in_pricing_units",
-        "PricingUnit": "usage.pricing_unit",
+        "PricingQuantity": "CASE WHEN COALESCE(cost_type, 'regular') <> 'tax' THEN usage.amount_in_pricing_units END",
+        "PricingUnit": f"CASE WHEN COALESCE(cost_type, 'regular') <> 'tax' THEN {unit_sql('usage.pricing_unit')} END",
         "ProviderName": "'Google Cloud'",
-        "PublisherName": "'Google Cloud'",
+        "PublisherName": "COALESCE(seller_name, 'Google Cloud')",
         "RegionId": "COALESCE(location.region, location.location)",
         "RegionName": "location.location",
         "ResourceId": "resource.name",
         "ResourceName": "resource.name",
-        "ServiceCategory": category,
+        "ServiceCategory": service_sql("service.description", SERVICES, 0),
         "ServiceName": "service.description",
+        "ServiceSubcategory": service_sql("service.description", SERVICES, 1),
         "SkuId": "sku.id",
         "SkuPriceId": "sku.id",
         "SubAccountId": "project.id",

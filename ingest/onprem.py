@@ -7,7 +7,10 @@ cluster's metrics window (the first to the last hour in which ``gpu_metrics_hour
 one of its nodes), priced by :func:`ingest.onprem_cost.hourly_gpu_cost` from that hour's measured
 power, else its utilisation (the TDP model), else the idle draw — the line's Tags say which.
 
-FOCUS semantics, per GPU-hour (``ProviderName = 'onprem'``, ``ChargeCategory = 'Usage'``,
+FOCUS semantics, per GPU-hour (``ProviderName = PublisherName = InvoiceIssuerName = 'onprem'``: the
+organisation runs, builds and charges back its own capacity, so no third party is paid through these
+lines; ``InvoiceId`` = ``<cluster>-YYYY-MM``, the month's chargeback statement; ``ServiceCategory``
+Compute / ``Other (Compute)`` (FOCUS 1.2 has no bare-metal subcategory); ``ChargeCategory = 'Usage'``,
 ``PricingCategory = 'Committed'``: owned capacity costs whether used or not; ``ConsumedQuantity`` 1,
 ``ConsumedUnit = 'Hours'``, ``x_GpuCount = 1``, ``ResourceId`` = the node, ``ResourceName`` =
 ``<node>/gpu<slot>``), up to three lines told apart by ``SkuId`` ``<cluster>/<group>/<component>``:
@@ -113,7 +116,7 @@ class _Lines:
     """Column lists of the line items being built (only the columns that vary; the rest are constant)."""
 
     VARYING = ("ChargePeriodStart", "ChargePeriodEnd", "BillingPeriodStart", "BillingPeriodEnd", "ResourceId",
-               "ResourceName", "SkuId", "SkuPriceId", "ChargeDescription", "BilledCost", "EffectiveCost",
+               "ResourceName", "SkuId", "SkuPriceId", "ChargeDescription", "BilledCost", "EffectiveCost", "InvoiceId",
                "x_InstanceType", "x_GpuModel", "x_Team", "Tags")
 
     def __init__(self) -> None:
@@ -132,10 +135,10 @@ class _Lines:
         constant = {
             "BillingAccountId": cluster.billing_account_id, "BillingAccountName": cluster.billing_account_name,
             "BillingCurrency": "USD", "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-            "InvoiceIssuerName": cluster.billing_account_name, "ProviderName": "onprem", "PublisherName": "onprem",
+            "InvoiceIssuerName": "onprem", "ProviderName": "onprem", "PublisherName": "onprem",
             "PricingCategory": "Committed", "PricingUnit": "Hours", "ConsumedUnit": "Hours", "PricingCurrency": "USD",
             "RegionId": cluster.region, "RegionName": cluster.region, "ResourceType": "GPU",
-            "ServiceCategory": "Compute", "ServiceName": cluster.service_name, "ServiceSubcategory": "Bare Metal",
+            "ServiceCategory": "Compute", "ServiceName": cluster.service_name, "ServiceSubcategory": "Other (Compute)",
             "SubAccountId": cluster.name, "SubAccountName": cluster.name, "x_Source": cluster.source,
             "x_IngestRunId": run_id,
         }
@@ -204,6 +207,7 @@ def build_lines(cluster: Cluster, days: list[str], first: datetime, last: dateti
                     tags = {**static_tags, "gpu_slot": str(slot), "gpu_uuid": uuid, "team": team}
                     common = dict(ChargePeriodStart=hour, ChargePeriodEnd=hour + timedelta(hours=1),
                                   BillingPeriodStart=bp_start, BillingPeriodEnd=bp_end, ResourceId=node,
+                                  InvoiceId=f"{cluster.name}-{bp_start:%Y-%m}",
                                   ResourceName=f"{node}/gpu{slot}", x_InstanceType=group.name,
                                   x_GpuModel=group.gpu_model, x_Team=team)
                     energy_tags = {**tags, "cost_component": "energy", "power_basis": cost.power_basis,

@@ -28,7 +28,8 @@ ROLLUP_KEYS = (
     "ProviderName", "BillingAccountId", "BillingAccountName", "SubAccountId", "SubAccountName",
     "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "BillingCurrency",
     "InvoiceIssuerName", "PublisherName", "ChargeCategory", "ChargeClass", "ChargeFrequency",
-    "PricingCategory", "PricingUnit", "ConsumedUnit", "ServiceName", "ServiceCategory", "RegionId",
+    "PricingCategory", "PricingUnit", "ConsumedUnit", "ServiceName", "ServiceCategory", "ServiceSubcategory",
+    "InvoiceId", "RegionId",
     "RegionName", "AvailabilityZone", "ResourceId", "CommitmentDiscountId", "CommitmentDiscountCategory",
     "CommitmentDiscountType", "CommitmentDiscountStatus", "x_InstanceType", "x_GpuModel", "x_GpuCount", "x_Team",
 )

@@ -74,10 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--insecure-demo", action="store_true",
                      help="without [[api.tokens]]: serve every caller with finance scope (demo only)")
 
-    export = sub.add_parser("export", help="recommendations in a scheduler's own format")
-    export.add_argument("format", choices=("json", "kueue", "karpenter", "skypilot"))
+    export = sub.add_parser("export", help="recommendations in a scheduler's own format, or the costs as FOCUS 1.2")
+    export.add_argument("kind", metavar="FORMAT", choices=("json", "kueue", "karpenter", "skypilot", "focus"))
     export.add_argument("--team")
-    export.add_argument("--out", help="write to this file (default: stdout)")
+    export.add_argument("--out", help="write to this file (default: stdout; required for focus)")
+    export.add_argument("--from", dest="from_date", type=_date, help="focus: charges starting on or after this date")
+    export.add_argument("--to", dest="to_date", type=_date, help="focus: charges starting up to this date (inclusive)")
+    export.add_argument("--provider", help="focus: one provider (its ProviderName, or aws | gcp | onprem)")
+    export.add_argument("--format", dest="file_format", choices=("parquet", "csv"),
+                        help="focus: the file format (default: from --out's extension, else parquet)")
 
     sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")
     report = sub.add_parser("report", help="the weekly report (`report weekly`)")
@@ -227,9 +232,38 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     import jobs.export as export
     from warehouse import db
 
+    if args.kind == "focus":
+        return cmd_export_focus(cfg, args)
+    focus_only = [flag for flag, value in (("--from", args.from_date), ("--to", args.to_date),
+                                           ("--provider", args.provider), ("--format", args.file_format)) if value]
+    if focus_only:
+        print(f"gpufinops: export {args.kind}: {', '.join(focus_only)} applies to `export focus` only", file=sys.stderr)
+        return 2
     with db.reader(cfg.warehouse_path) as con:
-        text = export.render(con, args.format, team=args.team)
+        text = export.render(con, args.kind, team=args.team)
     export.write(text, args.out)
+    return 0
+
+
+def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from jobs.export import focus
+    from warehouse import db
+
+    if not args.out or args.team:
+        print("gpufinops: export focus: " + ("--team is not a FOCUS filter (FOCUS rows carry x_Team: filter on it "
+              "where you load them)" if args.team else "--out PATH is required (a Parquet or CSV file)"),
+              file=sys.stderr)
+        return 2
+    fmt = args.file_format or ("csv" if args.out.lower().endswith(".csv") else "parquet")
+    filters = focus.Filters(since=args.from_date, provider=args.provider,
+                            until=None if args.to_date is None else focus.day_after(args.to_date))
+    try:
+        with db.reader(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+            rows = focus.export(con, args.out, fmt, filters)
+    except focus.ExportError as exc:
+        print(f"gpufinops: export focus: {exc}", file=sys.stderr)
+        return 2
+    print(f"export focus: {rows:,} rows of FOCUS 1.2 ({fmt}) written to {args.out}")
     return 0
 
 

@@ -91,6 +91,7 @@ def _line_item(row: dict) -> dict:
     usage_like = kind in ("Usage", "DiscountedUsage")
     return {
         "bill_bill_type": "Anniversary", "bill_billing_entity": "AWS", "bill_invoicing_entity": row["InvoiceIssuerName"],
+        "bill_invoice_id": f"{row['BillingPeriodStart']:%Y%m}{row['BillingAccountId'][-6:]}",  # a closed month's invoice
         "bill_payer_account_id": row["BillingAccountId"], "bill_payer_account_name": row["BillingAccountName"],
         "bill_billing_period_start_date": row["BillingPeriodStart"].replace(tzinfo=None),
         "bill_billing_period_end_date": row["BillingPeriodEnd"].replace(tzinfo=None),

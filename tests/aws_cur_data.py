@@ -25,6 +25,16 @@ SP_ARN = "arn:aws:savingsplans::111122223333:savingsplan/4f1c2a"
 RI_ARN = "arn:aws:ec2:us-east-1:111122223333:reserved-instances/5e7d-9a"
 
 
+DESCRIPTIONS = {
+    "SavingsPlanCoveredUsage": "Compute Savings Plan covered usage, p4d.24xlarge Linux/UNIX instance hour",
+    "SavingsPlanRecurringFee": "1 year No Upfront Compute Savings Plan recurring fee",
+    "DiscountedUsage": "USD 0.0 hourly fee per Linux/UNIX (Amazon VPC), p4d.24xlarge instance",
+    "RIFee": "USD 30.5 hourly fee per Linux/UNIX (Amazon VPC), p4d.24xlarge instance",
+    "Usage": "$0.08 per GB-month of General Purpose SSD (gp3) provisioned storage - US East (N. Virginia)",
+    "Tax": "Tax for product code AmazonEC2",
+}
+
+
 @dataclass
 class Line:
     columns: dict
@@ -43,6 +53,7 @@ def lines(account: str, period: str, scale: Decimal = Decimal(1), split: bool = 
     base = {"bill_payer_account_id": account, "bill_payer_account_name": f"payer {account}",
             "bill_billing_period_start_date": start, "bill_billing_period_end_date": end,
             "bill_billing_entity": "AWS", "bill_invoicing_entity": "Amazon Web Services, Inc.",
+            "bill_invoice_id": f"{period.replace('-', '')}{account[-6:]}",
             "line_item_usage_account_id": "004455667788", "line_item_currency_code": "USD",
             "line_item_legal_entity": "Amazon Web Services, Inc.", "line_item_product_code": "AmazonEC2"}
     out: list[Line] = []
@@ -52,6 +63,8 @@ def lines(account: str, period: str, scale: Decimal = Decimal(1), split: bool = 
         row = {**base, "line_item_line_item_type": kind, "line_item_unblended_cost": float(Decimal(cost) * scale),
                "line_item_usage_start_date": t, "line_item_usage_end_date": t + timedelta(hours=1),
                "identity_line_item_id": f"{account}-{period}-{len(out)}", **cols}
+        # AWS describes every line item; where a case above gives none, a description in AWS's wording
+        row.setdefault("line_item_line_item_description", DESCRIPTIONS.get(kind, kind))
         out.append(Line(row, Decimal(effective) * scale, category, pricing))
 
     gpu = {"product": {"instance_type": "p4d.24xlarge", "region": "us-east-1", "gpu": "8", "product_name": "Amazon Elastic Compute Cloud"},
@@ -93,7 +106,8 @@ def lines(account: str, period: str, scale: Decimal = Decimal(1), split: bool = 
                 **gpu, "line_item_resource_id": f"arn:aws:eks:us-east-1:004455667788:pod/ml/{pod}",
                 "split_line_item_parent_resource_id": "i-0aaa1111bbbb2222c", "split_line_item_split_cost": float(share),
                 "split_line_item_unused_cost": float(unused), "resource_tags": {"k8s_label_team": team}},
-                line_item_usage_type="USE1-BoxUsage:p4d.24xlarge")
+                line_item_usage_type="USE1-BoxUsage:p4d.24xlarge",
+                line_item_line_item_description="$21.957642 per On Demand Linux p4d.24xlarge Instance Hour")
     return out
 
 

@@ -103,8 +103,12 @@ def test_spot_lines_are_dynamic_with_gpu_facts_and_teams(s3, tmp_path, warehouse
     gpu_lines = query(warehouse, """SELECT DISTINCT x_InstanceType, x_GpuModel, x_GpuCount, "RegionId" FROM cost_line_items
                                     WHERE "ResourceId" = 'i-0aaa1111bbbb2222c'""")
     assert gpu_lines == [("p4d.24xlarge", "A100-40GB", 8, "us-east-1")]
-    storage = query(warehouse, """SELECT "ServiceCategory", x_GpuCount, x_Team FROM cost_line_items WHERE "ResourceId" = 'vol-0abc'""")
-    assert storage == [("Storage", None, "research")]
+    storage = query(warehouse, """SELECT "ServiceCategory", "ServiceSubcategory", "PricingUnit", x_GpuCount, x_Team
+                                  FROM cost_line_items WHERE "ResourceId" = 'vol-0abc'""")
+    # FOCUS 1.2: one ServiceCategory per ServiceName, so an EBS volume billed under Amazon Elastic Compute
+    # Cloud is Compute like the instances (it was 'Storage' from the product family before); CUR's GB-Mo
+    # is the UnitFormat's GB-Months
+    assert storage == [("Compute", "Virtual Machines", "GB-Months", None, "research")]
 
 
 def test_restated_month_replaces_and_redelivery_is_skipped(s3, tmp_path, warehouse):

@@ -115,5 +115,7 @@ def test_credits_list_cost_resource_labels_and_team(tmp_path):
     assert tags["team"] == "vision" and tags["env"] == "prod" and tags["goog-k8s-cluster-name"] == "c1"
     assert a100[6:10] == ("vision", "a2-highgpu-4g", "A100-40GB", 4)
     assert core[6:10] == ("platform", "g2-standard-48", "L4", 4)          # project label as the team
-    assert (egress[10], disk[10], a100[10]) == ("Networking", "Storage", "Compute")
+    # FOCUS 1.2: one ServiceCategory per ServiceName, so Compute Engine's egress and disk SKUs are Compute
+    # like its VMs (they were Networking / Storage from the SKU description before)
+    assert (egress[10], disk[10], a100[10]) == ("Compute", "Compute", "Compute")
     assert a100[11].isoformat() == "2026-10-01T00:00:00+00:00" and a100[12] == "Google Cloud"
