@@ -105,3 +105,59 @@ def test_every_arrival_order_gives_the_same_attribution_and_findings(source_type
     assert (spare["current"]["gpu_count"], spare["proposed"]["gpu_count"]) == (4, 1)
     assert spare["team"] == "speech"  # the restated bill's team, not the first delivery's
     assert not any(w["reason"] == "unknown_gpu_count" for w in first["withheld"])
+
+
+def _prom_lines(host: str, gpu: int, namespace: str | None, start, minutes: int) -> list[str]:
+    labels = f'gpu="{gpu}",UUID="GPU-{host}-{gpu}",modelName="NVIDIA A100-SXM4-80GB",Hostname="{host}"'
+    if namespace:
+        labels += f',namespace="{namespace}",pod="p-{gpu}"'
+    out = []
+    for m in range(minutes):
+        ts = int((start + of.timedelta(minutes=m)).timestamp() * 1000)
+        out += [f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 40 {ts}", f"DCGM_FI_DEV_FB_USED{{{labels}}} 1000 {ts}",
+                f"DCGM_FI_DEV_FB_FREE{{{labels}}} 80000 {ts}"]
+    return out
+
+
+def test_onprem_gpu_hours_take_the_team_their_cost_lines_take(tmp_path):
+    """Scheduler label (namespace_teams), else node_teams, else the node group's team: the same for a
+    node's GPU-hours as for its cost lines, although the metrics were loaded before any cost line."""
+    start = of.START
+    (tmp_path / "a.prom").write_text("\n".join(_prom_lines("gpu-a", 0, "ml-serve", start, 120)
+                                               + _prom_lines("gpu-a", 1, None, start, 120)) + "\n")
+    (tmp_path / "b.prom").write_text("\n".join(_prom_lines("gpu-b", 0, None, start, 120)) + "\n")
+    warehouse = tmp_path / "wh" / "gpufinops.duckdb"
+    metrics = run_source(REGISTRY, warehouse, "dcgm", "dcgm_exporter",
+                         {"targets": [str(tmp_path / "*.prom")], "namespace_teams": {"ml-serve": "speech"}})
+    assert metrics.status == "succeeded", metrics.error
+    group = {"name": "hgx", "gpu_model": "A100-80GB", "gpus_per_node": 2, "server_price_usd": 60000, "team": "research"}
+    cluster = {"pue": 1.4, "energy_usd_per_kwh": 0.11, "amortisation_years": 4, "cluster": "dc9",
+               "node_groups": [{**group, "nodes": ["gpu-a", "gpu-b"]}], "node_teams": {"gpu-a": "vision"}}
+    cost = run_source(REGISTRY, warehouse, "dc9", "onprem", cluster)
+    assert cost.status == "succeeded", cost.error
+    hours = dict(query(warehouse, "SELECT gpu_uuid, min(team) FROM gpu_metrics_hourly GROUP BY 1 "
+                                  "HAVING count(DISTINCT team) = 1 AND count(team) = count(*)"))
+    assert hours == {"GPU-gpu-a-0": "speech", "GPU-gpu-a-1": "vision", "GPU-gpu-b-0": "research"}
+    lines = dict(query(warehouse, """SELECT json_extract_string("Tags", '$.gpu_uuid'), min("x_Team")
+                                     FROM cost_line_items WHERE json_extract_string("Tags", '$.gpu_uuid') IS NOT NULL
+                                     GROUP BY 1 HAVING count(DISTINCT "x_Team") = 1"""))
+    assert lines == hours
+    assert query(warehouse, "SELECT count(*) FROM gpu_metrics_hourly WHERE resource_id IS NULL")[0][0] == 0
+
+
+def test_recommend_prints_no_python_warning_and_names_what_it_withheld(tmp_path):
+    """A bill without GPU counts or prices (the first day of a new user): findings or reasons, and no
+    library warning (polars' "Comparisons with None" used to be the only trace) on the terminal."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "fleet"
+    warehouse = folder / "wh" / "gpufinops.duckdb"
+    _feed(warehouse, "dcgm_exporter", ORDERS["metrics, bill, restated bill"], folder, None)
+    run = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(warehouse), "recommend"],
+                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                                                                           "PYTHONWARNINGS": "default"})
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert "gpu_count" in run.stdout and of.SPARE.resource_id in run.stdout
+    assert "withheld:" in run.stdout and "--show-withheld" in run.stdout

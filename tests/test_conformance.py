@@ -108,3 +108,25 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
     refreshed = run_source(REGISTRY, warehouse, "conf", source_type, options, full_refresh=True)
     assert refreshed.status == "succeeded" and refreshed.rows == first.rows
     assert table_digest(warehouse, table.name, exclude=run_columns) == content
+
+
+UTILISATION_TYPES = [t for t in TYPES if REGISTRY.get(t).meta.target_table == "gpu_metrics_hourly"]
+
+
+@pytest.mark.parametrize("source_type", UTILISATION_TYPES)
+def test_arrival_order_does_not_matter(source_type, tmp_path):
+    """Metrics before the bill (the live order) or after it: the same gpu_metrics_hourly, attributed."""
+    outcomes = []
+    for order in (("metrics", "bill"), ("bill", "metrics")):
+        folder = tmp_path / "-".join(order)
+        (folder / "input").mkdir(parents=True)
+        options, _ = FIXTURES[source_type](folder / "input")
+        bills = conformance_utilisation.write_bills(folder / "cur")
+        warehouse = folder / "wh" / "gpufinops.duckdb"
+        for step in order:
+            result = (run_source(REGISTRY, warehouse, "conf", source_type, options) if step == "metrics" else
+                      run_source(REGISTRY, warehouse, "bills", "aws_cur", bills, team_tag_keys=("user_team",)))
+            assert result.status == "succeeded", (step, result.error)
+        outcomes.append((table_digest(warehouse, "gpu_metrics_hourly", exclude=("ingest_run_id",)),
+                         query(warehouse, "SELECT count(resource_id), count(team) FROM gpu_metrics_hourly")[0]))
+    assert outcomes[0] == outcomes[1]
