@@ -114,7 +114,7 @@ def test_no_spot_price_is_withheld_as_unpriced_never_zero(con):
     recs, withheld = spot_mix.recommend(con)
     assert recs == []
     assert [(w.kind, w.resource_id, w.reason) for w in withheld] == [("spot_mix", "vm-1", "unpriced")]
-    assert withheld[0].detail.startswith("unpriced") and "aws_pricing" in withheld[0].source_hint
+    assert withheld[0].detail.startswith("unpriced") and "gcp_catalog" in withheld[0].source_hint  # a GCP machine: its own catalogue
 
 
 def test_thin_evidence_is_withheld(con):
