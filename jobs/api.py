@@ -193,6 +193,23 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: dict[str, s
             raise HTTPException(400, detail="to: before from")
         return _etag_response(request, read(lambda con: _cost_rows(con, teams, start, end)))
 
+    @app.get("/v1/alerts")
+    def list_alerts(request: Request, team: str | None = None, status: str = "open", rule: str | None = None,
+                    scope: Scope = Depends(caller)) -> Response:
+        from jobs.alerts.render import alert_object
+        from models.alerts import ALERT_RULES, STATUSES
+        from warehouse import alerts_queries
+        if not scope.sees_costs:
+            raise HTTPException(403, detail="a scheduler token may not read alerts")
+        if status not in (*STATUSES, "all"):
+            raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(STATUSES)}, all)")
+        if rule is not None and rule not in ALERT_RULES:
+            raise HTTPException(400, detail=f"rule: unknown rule {rule!r} (known: {', '.join(ALERT_RULES)})")
+        teams = _teams_for(scope, team)
+        frame = read(lambda con: alerts_queries.alerts(con, teams=teams, status=None if status == "all" else status,
+                                                       rule=rule))
+        return _etag_response(request, [alert_object(r) for r in frame.to_dicts()])
+
     return app
 
 

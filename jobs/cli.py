@@ -92,6 +92,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", help="FILE.eml: the MIME message as mailed; FILE.html: the HTML with its "
                                       "images inlined, the CSV written beside it")
     report.add_argument("--send", action="store_true", help="mail every recipient in [report] (once per week)")
+
+    alerts = sub.add_parser("alerts", help="budgets, anomalies, idle GPUs, stale data: `alerts run` / `alerts list`")
+    alerts.add_argument("action", choices=("run", "list"))
+    alerts.add_argument("--now", type=_date, help="run: evaluate as of this time (UTC unless an offset is given)")
+    alerts.add_argument("--no-send", action="store_true", help="run: record the alerts, leave their notifications queued")
+    alerts.add_argument("--team", help="list: only alerts of this team")
+    alerts.add_argument("--status", choices=("open", "resolved", "expired", "superseded", "all"), default="open")
+    alerts.add_argument("--rule", help="list: only this rule (budget, budget_forecast, anomaly, idle_burn, stale_data)")
+    alerts.add_argument("--format", choices=("table", "json", "csv"), default="table")
     return p
 
 
@@ -215,7 +224,9 @@ def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
     app = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
     section = cfg.raw.get("dashboard", {})  # validated by config_mod.load
-    env = {**os.environ, "GPUFINOPS_DB": str(cfg.warehouse_path), "GPUFINOPS_DASHBOARD": json.dumps(section)}
+    budgets = [b.to_dict() for b in cfg.alerts.settings.budgets]  # [[budgets]] and the [dashboard] aliases
+    env = {**os.environ, "GPUFINOPS_DB": str(cfg.warehouse_path),
+           "GPUFINOPS_DASHBOARD": json.dumps({**section, "budgets": budgets})}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
     if section.get("auth") == "header" and "STREAMLIT_SERVER_ADDRESS" not in os.environ:
@@ -282,7 +293,14 @@ def cmd_report(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     return report_cli.weekly(cfg, week=args.week, team=args.team, out=args.out, send=args.send)
 
 
-COMMANDS.update(serve=cmd_serve, report=cmd_report)
+def cmd_alerts(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from jobs.alerts import cli as alerts_cli
+    if args.action == "run":
+        return alerts_cli.run(cfg, now=args.now, send=not args.no_send)
+    return alerts_cli.list_alerts(cfg, team=args.team, status=args.status, rule=args.rule, fmt=args.format)
+
+
+COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts)
 
 
 if __name__ == "__main__":

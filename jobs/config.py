@@ -20,7 +20,8 @@ from ingest.registry import Registry
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
 ENV_PREFIX = "GPUFINOPS_"
-TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard"}
+TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard", "budgets",
+                      "alerts"}
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
 
@@ -49,6 +50,7 @@ class Config:
     raw: dict[str, Any] = field(default_factory=dict)
     report: Any = None                   # jobs.report.settings.ReportSettings ([report])
     jobs: Any = None                     # jobs.serve.JobSettings ([jobs])
+    alerts: Any = None                   # jobs.alerts.settings.AlertConfig ([[budgets]], [alerts])
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -263,7 +265,8 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     validate_dashboard(raw.get("dashboard", {}))
     validate_api(raw.get("api", {}))
     from jobs import serve
+    from jobs.alerts import settings as alert_settings
     from jobs.report import settings as report_settings
     return Config(config_path, base_dir, warehouse_path, str(warehouse.get("memory_limit", "2GB")),
                   sources, tuple(tag_keys), raw, report=report_settings.parse(raw.get("report")),
-                  jobs=serve.parse_settings(raw.get("jobs")))
+                  jobs=serve.parse_settings(raw.get("jobs")), alerts=alert_settings.parse(raw))

@@ -37,6 +37,7 @@ JOBS_KEYS = {"recommend", "report", "feed", "timezone", "misfire_grace_seconds",
 DEFAULT_RECOMMEND = "0 3 * * *"      # daily, after the night's billing exports have landed
 DEFAULT_REPORT = "0 8 * * 1"         # Monday 08:00 in [report].timezone
 DEFAULT_FEED = "*/30 * * * *"
+ALERT_TABLES = ("cost_line_items", "gpu_metrics_hourly")   # a load into these re-runs the alert rules
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class Daemon:
             result = run_configured(self.cfg, [source])[0]
             log.info("ingest %s: %s, %d rows (attempt %d)", source, result.status, result.rows, attempt + 1)
             if result.ok:
+                self.after_ingest(source, result.status)
                 return
             if attempt == self.settings.ingest_retries:
                 log.error("ingest %s failed after %d attempt(s): %s", source, attempt + 1, result.error)
@@ -222,6 +224,31 @@ class Daemon:
                 log.warning("ingest %s: daemon stopping, retry abandoned", source)
                 return
             delay *= 2
+
+    def after_ingest(self, source: str, status: str) -> None:
+        """A cost or metrics load changes what the alert rules see: evaluate them right after it."""
+        from ingest.registry import default_registry
+
+        source_type = self.cfg.sources[source].type
+        target = default_registry().get(source_type).meta.target_table
+        if status == "succeeded" and target in ALERT_TABLES:
+            self.alerts(trigger=f"after ingest {source}")
+
+    def alerts(self, trigger: str = "schedule") -> None:
+        """Evaluate the alert rules and deliver what they opened or resolved (jobs/alerts)."""
+        def body() -> str | None:
+            from jobs.alerts import run as alerts_run
+
+            result = alerts_run.run(self.cfg, stop=self.stopping)
+            opened = len(result.changes.get("opened", []))
+            log.info("alerts (%s): %d opened, %d notification(s) sent", trigger, opened, len(result.delivered.sent))
+            if result.delivered.interrupted:
+                raise Interrupted("daemon stopping; the remaining alert notifications go out on the next run")
+            if result.delivered.failed:
+                raise RuntimeError(f"alerts: {len(result.delivered.failed)} delivery(ies) failed: "
+                                   f"{', '.join(result.delivered.failed)}")
+            return None
+        self.recorded("alerts", body)
 
     def recorded(self, job: str, body: Callable[[], str | None]) -> None:
         """Run ``body`` as one ledger row in job_runs; its return value 'skipped' marks a skip."""
@@ -327,6 +354,9 @@ def build_scheduler(cfg: Config, daemon: Daemon):
         # that week's report (the delivery ledger skips whoever has it: nobody is mailed twice)
         scheduler.add_job(daemon.report, "date", args=[missed], id="report:catch-up",
                           name=f"weekly report {missed} (catch-up)", **common)
+    alerts_cron = cfg.alerts.schedule if cfg.alerts is not None else None
+    if alerts_cron:
+        scheduler.add_job(daemon.alerts, trigger(alerts_cron, "UTC"), id="alerts", name="alerts", **common)
     if _webhook_module() is not None and _webhooks_configured(cfg):
         scheduler.add_job(daemon.feed, trigger(s.feed, s.timezone), id="feed", name="feed push", **common)
     else:

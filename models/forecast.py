@@ -138,8 +138,11 @@ def sum_interval_halfwidth(fit: SeriesFit, steps: list[int], z: float = Z80) -> 
 
 # ---- series -------------------------------------------------------------------------------------
 
-def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date | None) -> pl.DataFrame:
-    daily = queries.daily_cost_series(con, teams=teams)
+def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date | None,
+            daily: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The (team, provider) daily series on a gapless grid; ``daily`` (the columns of
+    ``queries.daily_cost_series``) replaces the query, e.g. a budget's own scope of the cost lines."""
+    daily = queries.daily_cost_series(con, teams=teams) if daily is None else daily
     if daily.is_empty():
         return daily.with_columns(pl.lit(None, pl.Utf8).alias("provider"))
     daily = daily.with_columns(pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8)
@@ -168,24 +171,50 @@ def _next_month(d: date) -> date:
 
 
 def cost_forecast(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None,
-                  as_of: datetime | None = None, params: ForecastParams = ForecastParams()) -> pl.DataFrame:
+                  as_of: datetime | None = None, params: ForecastParams = ForecastParams(),
+                  daily: pl.DataFrame | None = None) -> pl.DataFrame:
     """Month-end and next-month cost per (team, provider), with an 80 % prediction interval.
 
     ``as_of`` (default: the day after the last day with cost data) splits known from forecast
     days: the month is ``as_of``'s month; days before it are actuals, the rest are forecast.
-    If the data stops earlier than ``as_of``, the missing days are forecast too.
+    If the data stops earlier than ``as_of``, the missing days are forecast too. ``daily``: a
+    series to forecast instead of the warehouse's (see ``_series``).
     """
-    daily = _series(con, teams, None)
-    columns = {"month": pl.Date, "team": pl.Utf8, "provider": pl.Utf8, "horizon": pl.Utf8,
-               "actual_to_date_usd": pl.Float64, "forecast_usd": pl.Float64, "lower_usd": pl.Float64,
-               "upper_usd": pl.Float64, "history_days": pl.Int64}
-    if daily.is_empty():
-        return pl.DataFrame(schema=columns)
-    data_end = daily["day"].max() + timedelta(days=1)
-    day0 = _as_date(as_of) if as_of is not None else data_end
-    start = min(day0, data_end)                     # first forecast day
+    series = _series(con, teams, None, daily)
+    if series.is_empty():
+        return pl.DataFrame(schema=FORECAST_COLUMNS)
+    day0 = _as_date(as_of) if as_of is not None else series["day"].max() + timedelta(days=1)
     month, next_month = _month_start(day0), _next_month(day0)
-    after = _next_month(next_month)
+    return _window_forecasts(series, day0, [("month_end", month, next_month), ("next_month", next_month,
+                                                                                _next_month(next_month))], params)
+
+
+def period_forecast(con: duckdb.DuckDBPyConnection, *, period_start: date, period_end: date,
+                    as_of: datetime | date | None = None, teams: list[str] | None = None,
+                    params: ForecastParams = ForecastParams(), daily: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Cost of the calendar period [period_start, period_end) per (team, provider): the actual cost
+    of its days before ``as_of`` plus the forecast of the rest, with the 80 % interval (horizon
+    ``period_end``). For a month this is exactly ``cost_forecast``'s ``month_end`` row: the same
+    fit, the same days, the same sum (budgets and the dashboard quote one number)."""
+    series = _series(con, teams, None, daily)
+    if series.is_empty():
+        return pl.DataFrame(schema=FORECAST_COLUMNS)
+    day0 = _as_date(as_of) if as_of is not None else series["day"].max() + timedelta(days=1)
+    return _window_forecasts(series, day0, [("period_end", period_start, period_end)], params)
+
+
+FORECAST_COLUMNS = {"month": pl.Date, "team": pl.Utf8, "provider": pl.Utf8, "horizon": pl.Utf8,
+                    "actual_to_date_usd": pl.Float64, "forecast_usd": pl.Float64, "lower_usd": pl.Float64,
+                    "upper_usd": pl.Float64, "history_days": pl.Int64}
+
+
+def _window_forecasts(daily: pl.DataFrame, day0: date, windows: list[tuple[str, date, date]],
+                      params: ForecastParams) -> pl.DataFrame:
+    """For each (horizon, lo, hi) window and each series: the actual cost of the window's days
+    before the first forecast day plus the forecast of its remaining days, with the interval."""
+    data_end = daily["day"].max() + timedelta(days=1)
+    start = min(day0, data_end)                     # first forecast day
+    after = max(hi for _, _, hi in windows)
     rows = []
     for (team, provider), part in daily.filter(pl.col("day") < start).group_by(
             "team", "provider", maintain_order=True):
@@ -193,11 +222,10 @@ def cost_forecast(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = N
         if len(y) == 0:
             continue
         fit = fit_series(y, days, params)
-        future = [start + timedelta(days=i) for i in range((after - start).days)]
+        future = [start + timedelta(days=i) for i in range(max(0, (after - start).days))]
         preds = {d: max(0.0, fit.level * fit.factors[d.weekday()]) for d in future}
-        actual = float(part.filter(pl.col("day") >= month)["cost_usd"].sum())
-        for horizon, lo, hi, known in (("month_end", month, next_month, actual),
-                                       ("next_month", next_month, after, 0.0)):
+        for horizon, lo, hi in windows:
+            known = float(part.filter((pl.col("day") >= lo) & (pl.col("day") < hi))["cost_usd"].sum())
             steps = [(d - start).days + 1 for d in future if lo <= d < hi]
             mean = sum(preds[start + timedelta(days=s - 1)] for s in steps)
             half = sum_interval_halfwidth(fit, steps)
@@ -205,7 +233,7 @@ def cost_forecast(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = N
                          "actual_to_date_usd": known, "forecast_usd": known + mean,
                          "lower_usd": known + max(0.0, mean - half), "upper_usd": known + mean + half,
                          "history_days": fit.history_days})
-    return pl.DataFrame(rows, schema=columns)
+    return pl.DataFrame(rows, schema=FORECAST_COLUMNS)
 
 
 def _as_date(value: datetime | date) -> date:
@@ -244,13 +272,13 @@ def series_anomalies(y: np.ndarray, days: list[date], params: ForecastParams = F
 
 def cost_anomalies(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None,
                    start: datetime | date | None = None, end: datetime | date | None = None,
-                   params: ForecastParams = ForecastParams()) -> pl.DataFrame:
+                   params: ForecastParams = ForecastParams(), daily: pl.DataFrame | None = None) -> pl.DataFrame:
     """Days in [start, end) whose cost left the expected band, with the line items that moved.
 
     The whole history is used to learn what is normal; ``start``/``end`` only choose which days
     are reported.
     """
-    daily = _series(con, teams, None)
+    daily = _series(con, teams, None, daily)
     if daily.is_empty():
         return pl.DataFrame(schema=ANOMALY_COLUMNS)
     lo = _as_date(start) if start is not None else date.min

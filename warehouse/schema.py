@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -266,6 +266,27 @@ WITHHELD_FINDINGS = pa.schema([
     ("model_version", pa.string()), ("created_at", UTC_TS),
 ])
 
+# v7: alerts (models/alerts.py rules, jobs/alerts delivery): one row per (rule, scope, period, threshold),
+# its state open | resolved | expired | superseded, and what it said when it opened and when it closed.
+ALERTS = pa.schema([
+    ("alert_id", pa.string()), ("rule", pa.string()), ("scope", pa.string()), ("period", pa.string()),
+    ("threshold", pa.string()), ("severity", pa.string()),
+    pa.field("teams", pa.list_(pa.string()), metadata={b"sql_type": b"VARCHAR[]"}),  # [] = no team: finance only
+    ("title", pa.string()), ("summary", pa.string()), ("value_usd", DECIMAL), ("limit_usd", DECIMAL),
+    pa.field("details", pa.string(), metadata=JSON_META), ("status", pa.string()), ("resolution", pa.string()),
+    ("opened_at", UTC_TS), ("evaluated_at", UTC_TS), ("closed_at", UTC_TS),
+])
+
+# The alert delivery ledger: one row per (alert, event, channel, target), written as 'pending' in the
+# transaction that opens or resolves the alert; the alerts of one notification share its id.
+ALERT_DELIVERIES = pa.schema([
+    ("notification_id", pa.string()), ("alert_id", pa.string()), ("event", pa.string()),  # opened | resolved
+    ("channel", pa.string()), ("target", pa.string()),  # email + address | slack / webhook + a hash of the URL
+    ("status", pa.string()),  # pending | sending | sent | failed | cancelled
+    ("attempts", pa.int32()), ("message_id", pa.string()), ("http_status", pa.int32()), ("error", pa.string()),
+    ("created_at", UTC_TS), ("updated_at", UTC_TS), ("sent_at", UTC_TS),
+])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -297,6 +318,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("attribution_rules", ATTRIBUTION_RULES),
     Table("withheld_findings", WITHHELD_FINDINGS),
     Table("gpu_instance_reference", GPU_INSTANCE_REFERENCE),
+    Table("alerts", ALERTS),
+    Table("alert_deliveries", ALERT_DELIVERIES),
 )}
 
 
@@ -367,6 +390,11 @@ def _migration_6() -> list[str]:
                create_table_sql(TABLES["gpu_instance_reference"])])
 
 
+def _migration_7() -> list[str]:
+    return [create_table_sql(TABLES[name]) for name in ("alerts", "alert_deliveries")]
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
+              _migration_7]
 assert len(MIGRATIONS) == SCHEMA_VERSION

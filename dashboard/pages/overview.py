@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import spend
+from dashboard import alerts_view, spend
 from dashboard.common import connection, page_header, window_picker
+from models.budgets import monthly_budget_for
 from warehouse import freshness
 
 
 def budget_for(ctx) -> float | None:
-    """The monthly budget of what the viewer sees: the global one for every team, else their teams'."""
-    settings = ctx.settings
-    if ctx.teams is None:
-        return settings.monthly_budget_usd or (sum(settings.team_budgets.values()) or None)
-    found = [settings.team_budgets[t] for t in ctx.teams if t in settings.team_budgets]
-    return sum(found) if found else None
+    """The monthly budget of what the viewer sees ([[budgets]] and the [dashboard] aliases): the one
+    over every cost line for every team, else the sum of their teams' own budgets."""
+    amount = monthly_budget_for(ctx.settings.budgets, ctx.teams)
+    return float(amount) if amount is not None else None
 
 
 def main() -> None:
@@ -25,6 +24,7 @@ def main() -> None:
         with connection() as con:
             data = spend.load_current(con, ctx.teams, days)
             stale = freshness.stale_sources(con)
+            alerts = alerts_view.open_alerts(con, ctx.teams)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -37,6 +37,7 @@ def main() -> None:
                                                              for r in stale.iter_rows(named=True)))
     st.caption(f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}.")
     spend.render_kpis(data, budget_for(ctx))
+    alerts_view.render(alerts)
     spend.render_charts(data)
     left, right = st.columns(2)
     with left:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, spend
+from dashboard import alerts_view, charts, spend
 from dashboard.common import cached_query, connection, money_columns, money_frame, page_header, window_picker, window_start
+from models.budgets import monthly_budget_for
 from warehouse import queries
 
 
@@ -25,11 +26,14 @@ def main() -> None:
             data = spend.load_current(con, [team], days)
             fleet = cached_query(con, "fleet_utilisation", team=[team], start=window_start(data.as_of, days))
             recs = queries.recommendations(con, team=[team])
+            alerts = alerts_view.open_alerts(con, [team])
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
     st.header(team)
-    spend.render_kpis(data, ctx.settings.team_budgets.get(team))
+    budget = monthly_budget_for(ctx.settings.budgets, [team])
+    spend.render_kpis(data, float(budget) if budget is not None else None)
+    alerts_view.render(alerts, heading=f"Open alerts of {team}")
     spend.render_charts(data)
     spend.render_forecast(data)
     st.subheader("GPU fleet")

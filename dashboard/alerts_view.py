@@ -1,0 +1,32 @@
+"""Open alerts on the Overview and Team pages (read from the ``alerts`` table through
+warehouse.alerts_queries: the rules run in `gpufinops alerts run` / `serve`, never in the dashboard)."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+import streamlit as st
+
+from dashboard.common import money_columns
+from warehouse import alerts_queries
+
+SHOWN = ("severity", "title", "summary", "rule", "period", "value_usd", "limit_usd", "opened_at")
+
+
+def open_alerts(con: duckdb.DuckDBPyConnection, teams: list[str] | None) -> pl.DataFrame:
+    """The open alerts a viewer of ``teams`` may see (None: every alert)."""
+    return alerts_queries.alerts(con, teams=teams, status="open")
+
+
+def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
+    st.subheader(heading)
+    if frame.is_empty():
+        st.success("No open alerts.")
+        return
+    counts = frame.group_by("severity").len()
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.iter_rows(), key=lambda r: ("critical", "warning",
+                                                                                        "info").index(r[0])))
+    st.warning(f"{frame.height} open alert(s): {summary}. `gpufinops alerts list` lists them; "
+               "they resolve on their own when the condition no longer holds.")
+    view = frame.select(*SHOWN).with_columns(pl.col("value_usd").cast(pl.Float64), pl.col("limit_usd").cast(pl.Float64))
+    st.dataframe(view, hide_index=True, width="stretch", column_config=money_columns("value_usd", "limit_usd"))

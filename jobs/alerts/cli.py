@@ -1,0 +1,62 @@
+"""`gpufinops alerts run` and `gpufinops alerts list`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+import polars as pl
+
+from jobs import output
+from jobs.alerts import render
+from jobs.alerts import run as run_mod
+from jobs.config import Config
+from warehouse import alerts_queries, db
+
+LIST_COLUMNS = ("severity", "rule", "scope", "period", "threshold", "teams", "title", "opened_at", "status")
+
+
+def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.stdout) -> int:
+    """Evaluate and deliver; exit 1 when a delivery failed (the next run retries it)."""
+    result = run_mod.run(cfg, now=now, send=send)
+    print(f"alerts as of {result.now:%Y-%m-%d %H:%M} UTC (rules evaluated in {result.evaluate_seconds:.2f} s):", file=out)
+    for outcome in result.outcomes:
+        state = "" if outcome.complete else " (not evaluated)"
+        print(f"  {outcome.rule:<11} {len(outcome.alerts):>4} holding{state}", file=out)
+        for note in outcome.notes:
+            print(f"    note: {note}", file=out)
+    changes = result.changes
+    closed = changes.get("closed", [])
+    print(f"opened {len(changes.get('opened', []))}, still open {len(changes.get('refreshed', []))}, "
+          f"resolved {sum(1 for _, s, _ in closed if s == 'resolved')}, "
+          f"expired/superseded {sum(1 for _, s, _ in closed if s != 'resolved')}; "
+          f"{len(changes.get('notifications', []))} notification(s) planned", file=out)
+    d = result.delivered
+    if send:
+        print(f"delivered: sent {len(d.sent)}, failed {len(d.failed)}, unknown {len(d.unknown)}"
+              + (f", cancelled {len(d.cancelled)}" if d.cancelled else ""), file=out)
+        for label in d.sent:
+            print(f"  sent     {label}", file=out)
+        for label in d.failed:
+            print(f"  failed   {label} (retried by the next run)", file=out)
+        for label in d.unknown:
+            print(f"  unknown  {label} (a run died while it was being delivered: not resent)", file=out)
+    return 0 if result.ok else 1
+
+
+def list_alerts(cfg: Config, *, team: str | None = None, status: str = "open", rule: str | None = None,
+                fmt: str = "table", out=sys.stdout) -> int:
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit):
+        pass  # an older warehouse gets the alert tables
+    with db.reader(cfg.warehouse_path) as con:
+        frame = alerts_queries.alerts(con, teams=[team] if team else None, status=None if status == "all" else status,
+                                      rule=rule)
+    if fmt == "json":
+        print(output.to_json([render.alert_object(r) for r in frame.to_dicts()]), file=out)
+        return 0
+    if frame.is_empty():
+        print(f"no {'' if status == 'all' else status + ' '}alerts", file=out)
+        return 0
+    view = frame.select(*LIST_COLUMNS, "summary").with_columns(pl.col("teams").list.join(","))
+    print(output.render(view if fmt == "csv" else view.drop("summary"), fmt), file=out)
+    return 0
