@@ -222,8 +222,35 @@ def idle_burn_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now:
 
 
 def stale_data_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: datetime) -> RuleOutcome:
-    outcome = RuleOutcome("stale_data", ("stale_data",), complete=False)
-    outcome.notes.append("stale_data: not built yet")
+    """Sources whose newest data is older than that kind of data normally is
+    (``warehouse.freshness.source_freshness``, the function the Data health page reads). One alert
+    per stale episode: its period is when the episode was first seen (an open alert keeps it), so a
+    source that stays late is one alert, not one per ingest; it resolves when the data catches up."""
+    from warehouse.freshness import source_freshness
+
+    outcome = RuleOutcome("stale_data", ("stale_data",))
+    fresh = source_freshness(con, now)
+    if fresh.is_empty():
+        outcome.notes.append("stale_data: no source has run yet")
+        return outcome
+    episodes = {r["scope"]: r["period"] for r in aq.alerts(con, status="open", rule="stale_data").iter_rows(named=True)}
+    since = now.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0).isoformat()
+    for row in fresh.iter_rows(named=True):
+        outcome.context[row["source"]] = row["message"]
+        if not row["stale"]:
+            continue
+        kind = row["kind"]
+        outcome.alerts.append(Alert(
+            "stale_data", row["source"], episodes.get(row["source"], since), f"{row['expected_lag_hours']:g}h",
+            "warning" if kind in ("cost", "metrics") else "info",
+            title=f"Stale {kind} data: {row['source']}",
+            summary=f"{row['source']} ({row['source_type']}): {row['message']}; alerts, budgets and the dashboard "
+                    f"see nothing newer from it.",
+            details={"source": row["source"], "source_type": row["source_type"], "kind": kind,
+                     "newest_data_at": row["newest_data_at"].isoformat() if row["newest_data_at"] else None,
+                     "age_hours": row["age_hours"], "expected_lag_hours": row["expected_lag_hours"],
+                     "last_run_at": row["last_run_at"].isoformat() if row["last_run_at"] else None,
+                     "last_status": row["last_status"]}))
     return outcome
 
 
