@@ -14,32 +14,37 @@ AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
 
 
-def add_spend(path: Path, team: str, first: date, days: int, per_day: float, *, provider: str = AWS,
-              resource: str | None = None, gpu_model: str | None = "A100-40GB", tags: dict | None = None,
-              source: str = "test") -> None:
-    """``days`` days from ``first`` of 24 hourly usage lines costing ``per_day`` a day in all."""
+def spend_lines(con, team: str, first: date, days: int, per_day: float, *, provider: str = AWS,
+                resource: str | None = None, gpu_model: str | None = "A100-40GB", tags: dict | None = None,
+                source: str = "test", weekday_factors: list[float] | None = None) -> None:
+    """``days`` days from ``first`` of 24 hourly usage lines costing ``per_day`` a day (times the
+    weekday's factor, Monday first, when given), then the source's ``cost_daily`` rows, as a load does."""
     start = datetime.combine(first, datetime.min.time(), timezone.utc)
-    with db.writer(path) as con:
-        con.execute(
-            'INSERT INTO cost_line_items ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ResourceId", '
-            '"ProviderName", "x_Team", "x_GpuModel", "x_GpuCount", "ServiceName", "Tags", "EffectiveCost", '
-            '"BilledCost", "ListCost", "x_Source", "SkuId", "ChargeDescription") '
-            "SELECT ?::TIMESTAMPTZ + to_hours(h), ?::TIMESTAMPTZ + to_hours(h + 1), 'Usage', ?, ?, ?, ?, ?, 'EC2', ?, "
-            "?::DECIMAL(38, 15), ?::DECIMAL(38, 15), ?::DECIMAL(38, 15), ?, 'sku-gpu', 'GPU instance hour' "
-            "FROM range(?) t(h)",
-            [start, start, resource or f"i-{team}", provider, team, gpu_model, 8 if gpu_model else None,
-             json.dumps(tags or {"team": team}), per_day / 24, per_day / 24, per_day / 24, source, days * 24])
-        rollups.refresh_cost_daily(con, source)
+    factors = weekday_factors or [1.0] * 7
+    con.execute(
+        'INSERT INTO cost_line_items ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ResourceId", '
+        '"ProviderName", "x_Team", "x_GpuModel", "x_GpuCount", "ServiceName", "Tags", "EffectiveCost", '
+        '"BilledCost", "ListCost", "x_Source", "SkuId", "ChargeDescription") '
+        "SELECT ts, ts + INTERVAL 1 HOUR, 'Usage', ?, ?, ?, ?, ?, 'EC2', ?, cost, cost, cost, ?, 'sku-gpu', "
+        "'GPU instance hour' FROM (SELECT ?::TIMESTAMPTZ + to_hours(h) AS ts, "
+        "CAST(? * (?::DOUBLE[])[isodow(?::TIMESTAMPTZ + to_hours(h))] / 24 AS DECIMAL(38, 15)) AS cost FROM range(?) t(h))",
+        [resource or f"i-{team}", provider, team, gpu_model, 8 if gpu_model else None, json.dumps(tags or {"team": team}),
+         source, start, per_day, factors, start, days * 24])
+    rollups.refresh_cost_daily(con, source)
 
 
-def add_metrics(path: Path, resource: str, team: str, first: datetime, hours: int, util_max: float,
-                gpus: int = 8) -> None:
+def add_spend(path: Path, team: str, first: date, days: int, per_day: float, **kwargs) -> None:
     with db.writer(path) as con:
-        con.execute(
-            "INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, gpu_model, host, resource_id, team, util_mean, util_p95, "
-            "util_max, samples, source) SELECT ?::TIMESTAMPTZ + to_hours(h), ? || '-' || g, 'A100-40GB', ?, ?, ?, ?, ?, "
-            "?, 60, 'metrics' FROM range(?) t(h), range(?) s(g)",
-            [first, f"GPU-{resource}", resource, resource, team, util_max, util_max, util_max, hours, gpus])
+        spend_lines(con, team, first, days, per_day, **kwargs)
+
+
+def metric_rows(con, resource: str, team: str, first: datetime, hours: int, util_max: float, gpus: int = 8,
+                source: str = "metrics") -> None:
+    con.execute(
+        "INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, gpu_model, host, resource_id, team, util_mean, util_p95, "
+        "util_max, samples, source) SELECT ?::TIMESTAMPTZ + to_hours(h), ? || '-' || g, 'A100-40GB', ?, ?, ?, ?, ?, "
+        "?, 60, ? FROM range(?) t(h), range(?) s(g)",
+        [first, f"GPU-{resource}", resource, resource, team, util_max, util_max, util_max, source, hours, gpus])
 
 
 def write_config(tmp_path: Path, *, smtp_port: int = 25, budgets: str = "", alerts: str = "",

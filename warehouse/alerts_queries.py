@@ -161,7 +161,8 @@ def _team_visibility(teams: list[str] | None) -> tuple[str, list]:
 
 def alerts(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None, status: str | None = "open",
            rule: str | None = None) -> pl.DataFrame:
-    """Alerts (open by default; ``status=None``: every state) visible to ``teams``, newest first."""
+    """Alerts (open by default; ``status=None``: every state) visible to ``teams``: the most severe
+    first, then the newest, a budget's highest threshold first."""
     where, params = _team_visibility(teams)
     if status is not None:
         where += " AND a.status = ?"
@@ -173,7 +174,7 @@ def alerts(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None, st
         return _frame(con, f"""
             SELECT a.* FROM alerts a WHERE {where}
             ORDER BY CASE a.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, a.opened_at DESC,
-                     a.alert_id""", params)
+                     a.scope, TRY_CAST(a.threshold AS DOUBLE) DESC NULLS LAST, a.alert_id""", params)
     except duckdb.CatalogException:  # a warehouse older than the alert tables, read-only: no alerts yet
         from warehouse.schema import ALERTS
         return pl.from_arrow(ALERTS.empty_table())
