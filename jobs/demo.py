@@ -53,6 +53,12 @@ def write_config(home: Path, resource_map: dict[str, str]) -> Path:
         'path = "reference/gcp/gcp_gpu_machine_price_changes.csv"', "",
         # the on-prem cluster: an `onprem` cost model over the GPU metrics above (so it comes after them)
         *demo_fleet.onprem_config_lines(home),
+        "",
+        # two budgets: the whole fleet's (with its month-end forecast), and research's, which its idle
+        # A100s overrun; `gpufinops alerts run` evaluates them (the demo runs it once, below)
+        "[[budgets]]", 'name = "fleet"', "amount = 400000", 'period = "month"', "forecast = true", "",
+        "[[budgets]]", 'name = "research-gpu"', "amount = 12000", 'scope = { teams = ["research"] }',
+        "thresholds = [0.5, 0.75, 0.9, 1.0]", "",
     ]
     path = home / "gpufinops.toml"
     path.write_text("\n".join(lines))
@@ -106,6 +112,7 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
     written = write_report(cfg, week, Scope("finance", actor="demo"), home / "reports" / f"weekly-{week}.html")
     print(f"\nWeekly report for {week} (every team): {written[0]}\n  open it in a browser; "
           f"`report weekly --send` mails each [[report.recipients]] their own teams", file=out)
+    _print_alerts(out, cfg, fleet, config_path)
     return 0
 
 
@@ -119,6 +126,32 @@ def _print_calendar(out, end, stale) -> None:
         print(f"  stale  {row['source']:<16} {row['message']}", file=out)
     if stale.is_empty():
         print("  every source's data is current", file=out)
+
+
+def _print_alerts(out, cfg, fleet, config_path) -> None:
+    """Run the alert rules as of the simulated fleet's end (the demo's clock), print what holds."""
+    from datetime import datetime
+
+    from jobs.alerts import run as alerts_run
+    from warehouse import alerts_queries
+
+    end = datetime.fromisoformat(json.loads(fleet.ground_truth_path.read_text())["window_end"].replace("Z", "+00:00"))
+    result = alerts_run.run(cfg, now=end + timedelta(minutes=30))
+    with db.reader(cfg.warehouse_path) as con:
+        frame = alerts_queries.alerts(con)
+    print(f"\nAlerts as of {end + timedelta(minutes=30):%Y-%m-%d %H:%M} UTC (the simulated clock): "
+          f"{frame.height} open", file=out)
+    for row in frame.iter_rows(named=True):
+        summary = row["summary"] if len(row["summary"]) <= 150 else row["summary"][:149] + "…"
+        print(f"  {row['severity'].upper():<8}  {row['title']}\n            {summary}", file=out)
+    for outcome in result.outcomes:
+        if outcome.rule == "budget":
+            for name, state in outcome.context.items():
+                print(f"  budget {name}: {state}", file=out)
+        for note in outcome.notes:
+            print(f"  note: {note}", file=out)
+    exe = os.path.relpath(sys.argv[0]) if Path(sys.argv[0]).name == "gpufinops" else "gpufinops"
+    print(f"  {exe} --config {config_path} alerts list   (the Overview and Team pages show them too)", file=out)
 
 
 def _print_summary(out, fleet, totals, recs, report, planted, config_path) -> None:

@@ -87,3 +87,16 @@ def test_demo_gpu_metrics_come_through_the_dcgm_exporter_path(demo_home):
     samples_per_hour = query(db_path, "SELECT DISTINCT samples FROM gpu_metrics_hourly")
     assert samples_per_hour == [(4,)]  # every 15 minutes, as the simulated exporter was scraped
     assert any((home / "data" / "samples" / "gpu_metrics").glob("day=*/*.parquet"))
+
+
+def test_demo_configures_two_budgets_one_crossed_and_prints_its_alerts(demo_home):
+    home, printed = demo_home
+    db_path = home / "data" / "gpufinops.duckdb"
+    assert "Alerts as of 2026-11-01 00:30 UTC" in printed and "CRITICAL  Budget research-gpu: 100 %" in printed
+    budgets = {scope for (scope,) in query(db_path, "SELECT DISTINCT scope FROM alerts WHERE rule LIKE 'budget%'")}
+    assert budgets == {"research-gpu"} and "budget fleet: $" in printed    # the fleet's budget is not crossed
+    # the idle-GPU burn alerts are the planted always-idle machines, nothing else
+    truth = json.loads((home / "ground_truth.json").read_text())["planted"]
+    always_idle = {p["resource_id"] for p in truth if p["kind"] == "idle_gpu" and p["variant"] == "always_idle"}
+    burning = {r for (r,) in query(db_path, "SELECT scope FROM alerts WHERE rule = 'idle_burn' AND status = 'open'")}
+    assert burning == always_idle and burning
