@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     status |= bench_models.main(["--quick"] if args.quick else [])
     from bench import bench_dashboard
     status |= bench_dashboard.main(["--quick"] if args.quick else [])
+    from bench import bench_alerts
+    status |= bench_alerts.main(["--quick"] if args.quick else [])
     return status
 
 

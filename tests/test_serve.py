@@ -192,7 +192,7 @@ def test_schedules_come_from_the_registry_and_config(tmp_path):
     scheduler = serve.build_scheduler(cfg, serve.Daemon(cfg, cfg.jobs))
     jobs = {job.id: job for job in scheduler.get_jobs()}
     # no [[api.webhooks]]: no feed push
-    assert set(jobs) == {"ingest:focus", "ingest:broken", "recommend", "report", "report:catch-up"}
+    assert set(jobs) == {"ingest:focus", "ingest:broken", "recommend", "report", "report:catch-up", "alerts"}
     assert "hour='4', minute='15', second='0'" in str(jobs["recommend"].trigger)
     # crontab's weekday 1 is Monday (APScheduler 3 counts from Monday = 0: translated, not passed through)
     assert jobs["report"].trigger.get_next_fire_time(None, datetime(2026, 11, 30, 9, tzinfo=timezone.utc)) == \

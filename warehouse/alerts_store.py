@@ -75,8 +75,10 @@ def _upsert(con: duckdb.DuckDBPyConnection, alert: Any, exists: bool, now: datet
                     [alert.id, alert.rule, alert.scope, alert.period, alert.threshold] + values + [now, now])
 
 
-def _existing(con: duckdb.DuckDBPyConnection, alert_ids: list[str], event: str) -> dict[str, set[tuple[str, str]]]:
-    found: dict[str, set[tuple[str, str]]] = defaultdict(set)
+def _existing(con: duckdb.DuckDBPyConnection, alert_ids: list[str], event: str
+              ) -> dict[str, set[tuple[str, str, str]]]:
+    """alert id -> {(channel, target, status)} of its deliveries of ``event``."""
+    found: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
     if alert_ids:
         for alert_id, channel, target, status in con.execute(
                 "SELECT alert_id, channel, target, status FROM alert_deliveries WHERE event = ? "

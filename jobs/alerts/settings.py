@@ -45,7 +45,7 @@ class Channel:
 @dataclass(frozen=True)
 class AlertConfig:
     settings: AlertSettings = field(default_factory=AlertSettings)
-    email: bool = True                 # mail [[report.recipients]] through the [report] SMTP settings
+    email: bool = False                # mail [[report.recipients]] through the [report] SMTP settings
     schedule: str = DEFAULT_SCHEDULE   # `serve`: besides after every cost or metrics ingest
     channels: tuple[Channel, ...] = ()
 
@@ -204,7 +204,9 @@ def parse(raw: dict[str, Any]) -> AlertConfig:
         if any(d not in ("spike", "drop") for d in directions):
             raise ConfigError("alerts.anomaly_directions: each must be \"spike\" or \"drop\"")
         values["anomaly_directions"] = directions
-    email = section.get("email", True)
+    # mail is opted into by configuring alerting: a config that only mails the weekly report (or only
+    # has the [dashboard] budget keys) does not start sending alerts after an upgrade
+    email = section.get("email", "alerts" in raw or bool(raw.get("budgets")))
     if not isinstance(email, bool):
         raise ConfigError("alerts.email: must be true or false")
     schedule = section.get("schedule", DEFAULT_SCHEDULE)
