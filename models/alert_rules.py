@@ -40,8 +40,8 @@ def _threshold_text(threshold: float) -> str:
     return f"{Decimal(str(threshold)).normalize():f}"
 
 
-def _last_complete_day(edge: datetime) -> date:
-    """The data's last day: the day before its edge (an edge at midnight closes that day)."""
+def _data_day(edge: datetime) -> date:
+    """The day the newest cost data falls in (an edge at midnight ends the day before)."""
     return (edge.astimezone(timezone.utc) - timedelta(microseconds=1)).date()
 
 
@@ -63,7 +63,7 @@ def budget_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: da
     names = aq.provider_names(con)
     current = {}
     for budget in settings.budgets:
-        start, end, label = period_bounds(_last_complete_day(edge), budget.period)
+        start, end, label = period_bounds(_data_day(edge), budget.period)
         current[budget.name] = label
         _evaluate_budget(con, budget, settings, now, edge, names, (start, end, label), outcome)
     outcome.live = lambda rule, scope, period: current.get(scope) == period

@@ -46,9 +46,7 @@ def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.
 
 def list_alerts(cfg: Config, *, team: str | None = None, status: str = "open", rule: str | None = None,
                 fmt: str = "table", out=sys.stdout) -> int:
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit):
-        pass  # an older warehouse gets the alert tables
-    with db.reader(cfg.warehouse_path) as con:
+    with db.reader(cfg.warehouse_path) as con:  # an older warehouse without the alert tables lists none
         frame = alerts_queries.alerts(con, teams=[team] if team else None, status=None if status == "all" else status,
                                       rule=rule)
     if fmt == "json":

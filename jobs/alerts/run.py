@@ -79,6 +79,9 @@ def run(cfg: Config, *, now: datetime | None = None, stop: threading.Event | Non
         send: bool = True) -> RunOutcome:
     """Evaluate, record, deliver (``send=False``: record only; the notifications wait in the ledger)."""
     now = now or datetime.now(timezone.utc)
+    if not cfg.warehouse_path.exists():
+        raise FileNotFoundError(f"warehouse {cfg.warehouse_path} does not exist yet: run `gpufinops ingest` "
+                                "or `gpufinops demo` first")
     with _run_lock(cfg):
         _migrate(cfg)
         outcomes, changes, seconds = evaluate_and_record(cfg, now)
