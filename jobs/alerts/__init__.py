@@ -1,0 +1,1 @@
+"""Budgets and alerts: settings ([[budgets]], [alerts]), the run (evaluate, record, deliver), rendering and delivery."""
