@@ -54,6 +54,7 @@ def budget_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: da
     outcome = RuleOutcome("budget", ("budget", "budget_forecast"))
     if not settings.budgets:
         outcome.notes.append("budget: no [[budgets]] configured")
+        outcome.live = lambda rule, scope, period: False   # a removed budget's alerts expire, silently
         return outcome
     edge = aq.data_edge(con, now=now)
     if edge is None:

@@ -277,3 +277,16 @@ def test_a_webhook_killed_mid_post_is_resent_with_the_same_delivery_id(fleet, mo
     ids = [r["headers"]["X-Gpufinops-Delivery"] for r in hook.requests]
     assert len(ids) == 2 and len(set(ids)) == 1           # resent, recognisably the same delivery
     assert query(db_path, "SELECT DISTINCT status FROM alert_deliveries") == [("sent",)]
+
+
+def test_a_missing_channel_secret_is_a_config_error_before_anything_is_sent(fleet, monkeypatch):
+    tmp_path, db_path = fleet
+    monkeypatch.delenv("TEST_SLACK_WEBHOOK_URL", raising=False)
+    recorder = Recorder()
+    with Server(recorder) as port:
+        config = write_config(tmp_path, smtp_port=port, budgets=BUDGETS,
+                              alerts='[[alerts.slack]]\nurl_env = "TEST_SLACK_WEBHOOK_URL"')
+        result = cli(config, "alerts", "run", "--now", "2026-10-15T06:00")
+    assert result.returncode == 2 and "alerts.slack[0].url_env" in result.stderr, result.stderr
+    assert recorder.received == []
+    assert query(db_path, "SELECT DISTINCT status FROM alert_deliveries") == [("pending",)]   # kept for the next run

@@ -112,10 +112,7 @@ def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop:
 def _send_http(cfg: Config, channel: Channel, note: dict, rows: list[dict], out: Delivered,
                stop: threading.Event, environ: dict[str, str], sleep: Callable[[float], None]) -> None:
     label = f"{channel.kind} {channel.target}"
-    env = channel.url_env if channel.kind == "slack" else channel.secret_env
-    secret = environ.get(env or "", "")
-    if not secret:
-        raise ConfigError(f"alerts: {channel.target}: environment variable {env} is not set")
+    secret = environ[channel.url_env if channel.kind == "slack" else channel.secret_env]  # checked up front
     nid = note["notification_id"]
     for number in range(1, channel.max_attempts + 1):
         if channel.kind == "slack":
@@ -157,6 +154,12 @@ def deliver_pending(cfg: Config, *, stop: threading.Event | None = None, environ
         rows = {r["alert_id"]: r for r in alerts_queries.alert_rows(con, ids).to_dicts()} if ids else {}
     channels = {c.target: c for c in cfg.alerts.channels}
     emails = {r.email.lower() for r in cfg.report.recipients} if cfg.alerts.email else set()
+    for target in sorted({n["target"] for n in pending if n["target"] in channels}):
+        channel = channels[target]   # a missing secret is a config error before anything is sent
+        env = channel.url_env if channel.kind == "slack" else channel.secret_env
+        if not environ.get(env or ""):
+            raise ConfigError(f"{channel.key}.{'url_env' if channel.kind == 'slack' else 'secret_env'}: "
+                              f"environment variable {env} is not set")
     for note in pending:
         if stop.is_set():
             out.interrupted = True

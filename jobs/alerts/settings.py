@@ -40,6 +40,7 @@ class Channel:
     secret_env: str | None = None
     max_attempts: int = 5
     timeout_s: float = 10.0
+    key: str = ""                      # where it is configured, e.g. alerts.slack[0]
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def _channel(kind: str, index: int, table: Any) -> Channel:
     return Channel(kind, f"{kind}:{target}", teams, url=url, url_env=env if kind == "slack" else None,
                    secret_env=env if kind == "webhook" else None,
                    max_attempts=int(_number(table.get("max_attempts", 5), f"{where}.max_attempts", low=1, integer=True)),
-                   timeout_s=float(_number(table.get("timeout_s", 10.0), f"{where}.timeout_s", low=0.1)))
+                   timeout_s=float(_number(table.get("timeout_s", 10.0), f"{where}.timeout_s", low=0.1)), key=where)
 
 
 def parse(raw: dict[str, Any]) -> AlertConfig:
