@@ -25,6 +25,7 @@ def main() -> None:
         st.Page(PAGES / "fleet.py", title="GPU fleet", icon=":material/memory:"),
         st.Page(PAGES / "recommendations.py", title="Recommendations", icon=":material/savings:"),
         st.Page(PAGES / "spot.py", title="Spot market", icon=":material/show_chart:"),
+        st.Page(PAGES / "onprem.py", title="On-prem vs cloud", icon=":material/dns:"),
         st.Page(PAGES / "health.py", title="Data health", icon=":material/monitor_heart:"),
     ])
     navigation.run()

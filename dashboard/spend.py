@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.common import db_path, money, money_columns, money_frame, month_bounds, total, window_start
+from models import plans
 from warehouse import queries
 
 SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
@@ -73,8 +74,9 @@ def load_current(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: 
 
 
 def savings_figure(spend: Spend, label: str) -> Decimal:
+    """One number, computed where every other total is (models.plans.total: primary and step objects)."""
     rows = spend.savings.filter(pl.col("status") == SAVINGS_STATUS[label])
-    return total(rows, "monthly_savings_usd")
+    return plans.total(rows.to_dicts())
 
 
 def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | None:

@@ -162,6 +162,25 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: dict[str, s
         teams = _teams_for(scope, team)
         return _etag_response(request, read(lambda con: objects.load(con, team=teams, kind=kind, status=status)))
 
+    @app.get("/v1/savings")
+    def savings(request: Request, team: str | None = None, status: str = "open",
+                scope: Scope = Depends(caller)) -> Response:
+        """The one savings total (models.plans.total) of the caller's recommendations: primary and step
+        objects of each resource's plan; alternatives are counted apart and never added."""
+        from jobs.export import objects
+        from models import plans
+        if status not in objects.STATUSES:
+            raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(objects.STATUSES)})")
+        teams = _teams_for(scope, team)
+
+        def figures(con):
+            recs = objects.load(con, team=teams, status=status)
+            counted = [r for r in recs if plans.counted(r)]
+            return {"status": status, "monthly_savings_usd": float(plans.total(recs)),
+                    "plans": len({r["plan_id"] for r in counted}), "actions": len(counted),
+                    "alternatives": len(recs) - len(counted)}
+        return _etag_response(request, read(figures))
+
     @app.post("/v1/recommendations/{recommendation_id}/decision")
     def decide(recommendation_id: str, body: DecisionIn, scope: Scope = Depends(caller)) -> JSONResponse:
         from jobs.export import objects

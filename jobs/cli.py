@@ -156,12 +156,18 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in recs], indent=2))
         return 0
     import polars as pl
-    frame = pl.DataFrame([{"id": r.id, "kind": r.kind, "team": r.team, "provider": r.provider,
+    from models import plans
+    frame = pl.DataFrame([{"id": r.id, "plan": r.plan, "kind": r.kind, "team": r.team, "provider": r.provider,
                            "resource_id": r.resource_id, "monthly_savings_usd": float(r.monthly_savings_usd),
                            "confidence": r.confidence, "action": r.proposed.get("action"),
-                           "pattern": r.evidence.get("pattern"), "change": _change(r)} for r in recs])
+                           "pattern": r.evidence.get("pattern"), "change": _change(r), "plan_id": r.plan_id}
+                          for r in recs])
     print(output.render(frame, args.format) if recs else "no recommendations")
     if args.format == "table":
+        if recs:
+            counted = [r for r in recs if plans.counted(r)]
+            print(f"\ntotal: ${plans.total(recs):,.2f}/month in {len({r.plan_id for r in counted})} plan(s) "
+                  f"({len(counted)} action(s); {len(recs) - len(counted)} alternative(s), never added)")
         _print_withheld(withheld, args.show_withheld)
     return 0
 

@@ -19,7 +19,8 @@ from typing import Any
 from jobs import config as config_mod
 from jobs.ingest_cmd import run_configured
 from models.recommendation import Recommendation
-from models.run import run_models
+from models import plans
+from models.run import analyse
 from warehouse import db, freshness, queries
 
 log = logging.getLogger(__name__)
@@ -99,13 +100,14 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
     if any(not r.ok for r in results):
         return 1
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        recs = run_models(con)
+        run = analyse(con)
+        recs, comparison = run.recommendations, run.comparison
         totals = queries.cost_totals(con)
         stale = freshness.stale_sources(con)
     _print_calendar(out, demo_fleet.DEMO_END, stale)
     planted = json.loads(fleet.ground_truth_path.read_text())["planted"]
     report = evaluate(recs, planted, {r.kind for r in recs} | {"idle_gpu"})
-    _print_summary(out, fleet, totals, recs, report, planted, config_path)
+    _print_summary(out, fleet, totals, recs, report, planted, config_path, comparison)
     from jobs.report.cli import default_week, write_report  # the weekly report, as finance gets it
     from warehouse.scope import Scope
     week = default_week(cfg)
@@ -154,27 +156,31 @@ def _print_alerts(out, cfg, fleet, config_path) -> None:
     print(f"  {exe} --config {config_path} alerts list   (the Overview and Team pages show them too)", file=out)
 
 
-def _print_summary(out, fleet, totals, recs, report, planted, config_path) -> None:
+def _print_summary(out, fleet, totals, recs, report, planted, config_path, comparison=()) -> None:
     print(f"\nFleet: {fleet.machines} machines, {fleet.gpus} GPUs, {fleet.line_items} cost lines, "
           f"{fleet.metric_rows} nvidia-smi samples", file=out)
     print("\nSpend (EffectiveCost):", file=out)
     for row in totals.iter_rows(named=True):
         share = row["gpu_cost"] / row["effective_cost"] * 100 if row["effective_cost"] else 0
         print(f"  {row['provider']:<14} ${row['effective_cost']:>14,.2f}   GPU share {share:5.1f}%", file=out)
+    counted = [r for r in recs if plans.counted(r)]
+    print(f"\nSavings: ${plans.total(recs):,.2f}/month in {len({r.plan_id for r in counted})} plan(s), one per "
+          f"resource ({len(counted)} action(s); {len(recs) - len(counted)} alternative(s) listed, never added)",
+          file=out)
     others, recs = [r for r in recs if r.kind != "idle_gpu"], [r for r in recs if r.kind == "idle_gpu"]
-    print(f"\nIdle GPUs: {len(recs)} finding(s), ${sum(r.monthly_savings_usd for r in recs):,.2f}/month", file=out)
+    print(f"\nIdle GPUs: {len(recs)} finding(s), ${plans.total(recs):,.2f}/month", file=out)
     for r in recs:
         ev = r.evidence
         print(f"  {r.provider:<7} {r.team or '-':<9} {r.resource_id[-40:]:<40} {ev['pattern']:<15} "
               f"idle {ev['idle_hours']:>5} h of {ev['measured_hours']:>5}  ${r.monthly_savings_usd:>11,.2f}/mo  "
               f"confidence {r.confidence:.2f}", file=out)
     if others:
-        print(f"\nOther findings: {len(others)}, ${sum(r.monthly_savings_usd for r in others):,.2f}/month", file=out)
+        print(f"\nOther findings: {len(others)}, ${plans.total(others):,.2f}/month counted", file=out)
     for r in others:
-        print(f"  {r.kind:<13} {r.provider:<7} {r.team or '-':<9} {r.resource_id[-40:]:<40} "
+        print(f"  {r.kind:<15} {r.plan:<11} {r.provider:<7} {r.team or '-':<9} {r.resource_id[-40:]:<40} "
               f"{r.proposed.get('action') or '-':<42.42} ${r.monthly_savings_usd:>11,.2f}/mo  "
               f"confidence {r.confidence:.2f}", file=out)
-    onprem = [r for r in others if r.kind == "onprem_vs_cloud"]
+    onprem = list(comparison) + [r for r in others if r.kind == "onprem_vs_cloud" and r.provider != "onprem"]
     if onprem:  # the whole sentence: it carries the cost per used GPU-hour and the break-even utilisation
         print("\nOn-prem vs cloud (cost per used GPU-hour, break-even utilisation):", file=out)
     for r in onprem:

@@ -5,7 +5,10 @@ Optimizer); a GPU is spare when that p95 stays under ``spare_gpu_util_pct`` and 
 ``spare_gpu_mem_fraction`` of its memory (an idle GPU holding a model shard is not spare). The
 resource needs its busy GPUs; the spare ones are the saving, priced at the resource's own cost per
 GPU-hour from its line items. A resource with no busy GPU is idle_gpu's finding, not this one.
-The proposed instance type is the region's type of the same GPU with the fewest GPUs ≥ needed.
+Priced as the provider bills (never per GPU of an instance billed whole): the cheapest smaller type of
+the same GPU that holds the busy GPUs, else the cheapest fitting type of another GPU model with fewer
+GPUs, each at the list-price ratio; with neither offered, packing other work onto the spare GPUs, whose
+saving is conditional (an ``alternative`` in the plan, never in a total).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def analyse(con: duckdb.DuckDBPyConnection,
         return [], []
     res = features.resources(con, s)
     gpus = queries.rightsizing_gpus(con, start)
-    return recommend(res, gpus, features.catalogue(con), s)
+    return recommend(res, gpus, queries.rightsizing_catalogue(con, reference=True), s)
 
 
 def recommend(res: pl.DataFrame, gpus: pl.DataFrame, offers: pl.DataFrame,
@@ -80,8 +83,8 @@ def _spare_counts(gpus: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:
         pl.col("mem_used_max_mib").max().alias("gpu_mem_max_mib"))
 
 
-def _instance_for(offers: pl.DataFrame, row: dict, needed: int) -> dict | None:
-    """The region's type of the same GPU with the fewest GPUs that still holds ``needed``."""
+def _same_gpu(offers: pl.DataFrame, row: dict, needed: int) -> dict | None:
+    """The region's cheapest priced type of the same GPU with fewer GPUs that still holds ``needed``."""
     if offers.is_empty():
         return None
     fit = offers.filter((pl.col("provider") == row["provider_code"]) & (pl.col("region") == row["region"])
@@ -89,42 +92,93 @@ def _instance_for(offers: pl.DataFrame, row: dict, needed: int) -> dict | None:
                         & (pl.col("gpu_count") < row["gpu_count"]))
     if fit.is_empty():
         return None
-    return fit.sort("gpu_count", "on_demand_usd_per_hour").row(0, named=True)
+    return fit.sort("on_demand_usd_per_hour", "gpu_count", "instance_type").row(0, named=True)
+
+
+def _other_gpu(offers: pl.DataFrame, row: dict, needed: int, current_price: Decimal,
+               s: RightsizingSettings) -> dict | None:
+    """The cheapest type of another GPU model with fewer GPUs that fits the busy GPUs' work: their peak
+    memory × headroom in each GPU, their utilisation scaled by the spec ratio under the ceiling."""
+    from models.gpu_type import USABLE_MEMORY, _log_ratio, baseline
+
+    src = offers.filter(pl.col("gpu_model") == row["gpu_model"]).head(1)
+    if src.is_empty() or row["busy_util_p95"] is None:
+        return None
+    source = src.row(0, named=True)
+    mem_gib = (row["gpu_mem_max_mib"] or 0) / 1024
+    pool = offers.filter((pl.col("provider") == row["provider_code"]) & (pl.col("region") == row["region"])
+                         & (pl.col("gpu_model") != row["gpu_model"]) & (pl.col("gpu_count") >= needed)
+                         & (pl.col("gpu_count") < row["gpu_count"]) & pl.col("memory_gib").is_not_null()
+                         & (pl.col("on_demand_usd_per_hour") <= float(current_price) * (1 - s.min_savings_fraction)))
+    for offer in pool.sort("on_demand_usd_per_hour", "instance_type").iter_rows(named=True):
+        if mem_gib * s.memory_headroom > float(offer["memory_gib"]) * USABLE_MEMORY:
+            continue
+        ratios = _log_ratio(source, offer, row.get("precision"))
+        if ratios is None:
+            continue
+        predicted = baseline(row["busy_util_p95"] * needed / offer["gpu_count"], ratios)
+        if predicted <= s.max_target_util_pct:
+            return {**offer, "predicted_util_p95": round(predicted, 1)}
+    return None
 
 
 def _recommendation(row: dict, needed: int, offers: pl.DataFrame, s: RightsizingSettings) -> Recommendation | None:
+    """Priced as a provider bills: a smaller type of the same GPU, else a cheaper fitting type of another
+    GPU (the list-price ratio applied to the resource's own cost), else packing other work onto the spare
+    GPUs — a saving only if that work would otherwise run on GPUs paid for elsewhere (conditional)."""
     monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
     per_gpu = monthly_cost / row["gpu_count"]
-    savings = money(per_gpu * (row["gpu_count"] - needed))
-    if savings < Decimal(str(s.min_monthly_savings_usd)):
-        return None
-    target = _instance_for(offers, row, needed)
+    spare = row["gpu_count"] - needed
     current = features.current_config(row, monthly_cost)
-    proposed = {**current, "gpu_count": needed, "instance_type": target["instance_type"] if target else None,
-                "monthly_cost_usd": money(per_gpu * needed),
-                "action": f"run on {needed} of its {row['gpu_count']} GPUs"}
+    current_price = features.list_price(offers, row["provider_code"], row["region"], row["instance_type"])
+    target = _same_gpu(offers, row, needed) if current_price else None
+    route = "smaller_same_gpu" if target else None
+    if target is None and current_price:
+        target = _other_gpu(offers, row, needed, current_price, s)
+        route = "other_gpu" if target else None
     risk = ("Spare GPUs may be reserved for peaks outside the lookback or for a job that has not started yet; "
             "check the job's launch configuration before shrinking it.")
-    if target is None:
-        risk += f" No {row['region']} instance type with fewer {row['gpu_model']} GPUs is in the catalogue: " \
-                f"request {needed} GPUs on a shared cluster instead."
-    elif target["gpu_count"] > needed:
-        risk += (f" The smallest {row['gpu_model']} type in {row['region']} with room for {needed} GPUs has "
-                 f"{target['gpu_count']}: the full saving needs its other GPUs packed with other work.")
+    if target is not None:
+        ratio = Decimal(str(target["on_demand_usd_per_hour"])) / current_price
+        savings = money(monthly_cost * (1 - ratio))
+        proposed = {**current, "instance_type": target["instance_type"], "gpu_model": target["gpu_model"],
+                    "gpu_count": int(target["gpu_count"]), "monthly_cost_usd": money(monthly_cost * ratio),
+                    "action": f"move to {target['instance_type']} ({target['gpu_count']}× {target['gpu_model']}): "
+                              f"{needed} of its {row['gpu_count']} GPUs are busy"}
+        if route == "other_gpu":
+            risk += (f" {target['gpu_model']} is a different GPU: the busy GPUs' utilisation there is predicted by "
+                     f"spec-ratio scaling ({target['predicted_util_p95']}% p95); benchmark before moving.")
+        elif target["gpu_count"] > needed:
+            risk += (f" {target['instance_type']} has {target['gpu_count']} GPUs for the {needed} busy ones: its other "
+                     "GPUs stay free for more work.")
+        conditional = False
+    else:
+        route, conditional = "pack", True
+        savings = money(per_gpu * spare)
+        proposed = {**current, "monthly_cost_usd": money(monthly_cost),
+                    "action": f"pack {spare} GPUs' worth of other work onto it (MIG or time-slicing): only {needed} of "
+                              f"its {row['gpu_count']} GPUs are busy and no smaller or cheaper fitting type is offered "
+                              f"in {row['region']}"}
+        risk += (f" {row['instance_type']} is billed whole: the ${float(savings):,.2f}/month is saved only if work that "
+                 f"would otherwise run on {spare} GPUs you pay for elsewhere moves here (not counted in totals).")
+    if savings < Decimal(str(s.min_monthly_savings_usd)):
+        return None
     base = 0.9 if (row["spare_util_p95_max"] or 0) < s.spare_gpu_util_pct / 2 else 0.75
     evidence = {
         "util_p95": row["util_p95"], "per_gpu_util_p95": row["per_gpu_util_p95"],
-        "busy_gpus": needed, "spare_gpus": row["gpu_count"] - needed, "busy_util_p95": row["busy_util_p95"],
+        "busy_gpus": needed, "spare_gpus": spare, "busy_util_p95": row["busy_util_p95"],
         "spare_util_p95_max": row["spare_util_p95_max"],
         "mem_max_gib": round((row["mem_used_max_mib"] or 0) / 1024, 2),
         "window_days": round(row["window_days"], 2), "lookback_days": s.lookback_days,
         "billed_hours": row["billed_hours"], "measured_hours": row["measured_hours"],
         "metric_coverage": round(row["coverage"], 4), "cost_per_gpu_month_usd": money(per_gpu),
-        "spare_gpu_util_pct": s.spare_gpu_util_pct,
-        "catalogue_instance_gpu_count": target["gpu_count"] if target else None,
+        "spare_gpu_util_pct": s.spare_gpu_util_pct, "route": route, "conditional": conditional,
+        "current_usd_per_hour": float(current_price) if current_price else None,
+        "target_usd_per_hour": float(target["on_demand_usd_per_hour"]) if target else None,
+        "target_price_source": target["origin"] if target else None,
     }
     return Recommendation(
         id=stable_id("gpu_count", row["provider"], row["resource_id"]), kind="gpu_count", team=row["team"],
         provider=row["provider_code"], resource_id=row["resource_id"], workload=row["workload"],
         current=current, proposed=proposed, monthly_savings_usd=savings,
-        confidence=features.confidence(row, s, base), risk=risk, evidence=evidence)
+        confidence=features.confidence(row, s, base * (0.6 if conditional else 1.0)), risk=risk, evidence=evidence)

@@ -30,7 +30,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from models.recommendation import Recommendation, money, provider_code, stable_id
+from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 from warehouse import queries
 
 HOURS_PER_MONTH = 730
@@ -39,11 +39,31 @@ NOT_INTERRUPTIBLE = {"online_inference", "notebook", "interactive"}
 
 
 @dataclass(frozen=True)
+class OnpremSettings:
+    """This model's `[models]` keys (validated with the others by models.run.validate_settings)."""
+    onprem_target_utilisation: float = 0.85   # an on-prem group is full at this busy share
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any] | None) -> OnpremSettings:
+        from models.features import parse_settings
+        values = parse_settings(cls, section)
+        target = values.get("onprem_target_utilisation", cls.onprem_target_utilisation)
+        if not 0 < target <= 1:
+            raise ValueError(f"[models] onprem_target_utilisation must be in (0, 1] (got {target!r})")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class OnpremVsCloudParams:
     spot_overhead: Decimal = Decimal("0.15")        # rework, restarts and capacity waits of interrupted spot work
     burst_saturated_share: float = 0.05             # hours with the group at >= 90 % busy that make peaks worth bursting
     steady_billed_share: float = 0.9                # share of the window a cloud resource must be billed to be steady
     min_monthly_savings_usd: Decimal = Decimal("25")
+    onprem_target_utilisation: float = 0.85         # a group is full at this busy share: repatriations must fit under it
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any] | None) -> OnpremVsCloudParams:
+        return cls(onprem_target_utilisation=OnpremSettings.from_config(section).onprem_target_utilisation)
 
 
 def _d(value: Any) -> Decimal:
@@ -253,81 +273,34 @@ def _onprem_finding(row: dict, offers: pl.DataFrame, specs: dict, params: Onprem
     return rec
 
 
-def _repatriations(resource_hours: pl.DataFrame, groups: list[dict], specs: dict, params: OnpremVsCloudParams,
-                   now: datetime | None) -> list[Recommendation]:
-    """Steady cloud GPU load that an on-prem GPU fitting it would run for less."""
-    if resource_hours.is_empty() or not groups:
-        return []
-    cloud = resource_hours.filter(pl.col("provider") != "onprem").group_by("resource_id").agg(
-        pl.len().alias("billed_hours"), pl.col("effective_cost").sum().alias("cost"),
-        pl.col("util_mean").mean().alias("util_mean"), pl.col("util_mean").count().alias("measured_hours"),
-        pl.col("hour").min().alias("first_hour"), pl.col("hour").max().alias("last_hour"),
-        *[pl.col(c).first() for c in ("provider", "team", "region", "instance_type", "gpu_model", "gpu_count")],
-    ).sort("resource_id")
-    recs = []
-    for r in cloud.iter_rows(named=True):
-        window = (r["last_hour"] - r["first_hour"]).total_seconds() / 3600 + 1
-        if not r["measured_hours"] or not r["gpu_count"] or r["billed_hours"] < params.steady_billed_share * window:
-            continue
-        util = Decimal(str(round(r["util_mean"], 4))) / 100
-        cloud_per_gpu_hour = _d(r["cost"]) / r["billed_hours"] / r["gpu_count"]
-        need = specs.get(r["gpu_model"], {})
-        fits = [g for g in groups if specs.get(g["gpu_model"], {}).get("memory_gib", 0) >= (need.get("memory_gib") or 0)
-                and specs.get(g["gpu_model"], {}).get("fp16_tflops", 0) >= (need.get("fp16_tflops") or 0)]
-        priced = sorted(((onprem_cost(g).at(util), g) for g in fits), key=lambda x: (x[0], x[1]["node_group"]))
-        if not priced:
-            continue
-        onprem_per_gpu_hour, group = priced[0]
-        cost = onprem_cost(group)
-        # the work would cost p·u per hour even if the cloud were paid only while busy: on-prem must beat that
-        break_even = cost.break_even(cloud_per_gpu_hour)
-        if break_even is None or util < break_even or onprem_per_gpu_hour >= cloud_per_gpu_hour:
-            continue
-        savings = money((cloud_per_gpu_hour - onprem_per_gpu_hour) * r["gpu_count"] * HOURS_PER_MONTH)
-        if savings < params.min_monthly_savings_usd:
-            continue
-        provider = provider_code(r["provider"])
-        monthly = money(cloud_per_gpu_hour * r["gpu_count"] * HOURS_PER_MONTH)
-        evidence = {"pattern": "repatriate", "util_mean_pct": _pct(util), "billed_hours": r["billed_hours"],
-                    "window_hours": round(window), "cloud_cost_per_gpu_hour_usd": round(float(cloud_per_gpu_hour), 6),
-                    "onprem_cost_per_gpu_hour_usd": round(float(onprem_per_gpu_hour), 6),
-                    "onprem_option": f"{group['cluster']}/{group['node_group']} ({group['gpu_model']})",
-                    "break_even_utilisation_pct": _pct(break_even),
-                    "fixed_usd_per_gpu_hour": round(float(cost.fixed), 6),
-                    "busy_energy_usd_per_gpu_hour": round(float(cost.variable), 6),
-                    "first_hour": r["first_hour"], "last_hour": r["last_hour"]}
-        action = (f"repatriate steady load to {group['cluster']}/{group['node_group']}: {_pct(util)}% busy, "
-                  f"${float(onprem_per_gpu_hour):.2f} vs ${float(cloud_per_gpu_hour):.2f} per GPU-hour; "
-                  f"break-even at {_pct(break_even)}%")
-        rec = Recommendation(
-            id=stable_id("onprem_vs_cloud", provider, r["resource_id"], "repatriate"), kind="onprem_vs_cloud",
-            team=r["team"], provider=provider, resource_id=r["resource_id"], workload=None,
-            current={"instance_type": r["instance_type"], "gpu_model": r["gpu_model"], "gpu_count": r["gpu_count"],
-                     "pricing": "cloud", "monthly_cost_usd": monthly},
-            proposed={"instance_type": group["node_group"], "gpu_model": group["gpu_model"],
-                      "gpu_count": r["gpu_count"], "pricing": "owned", "provider": "onprem",
-                      "monthly_cost_usd": monthly - savings, "action": action},
-            monthly_savings_usd=savings, confidence=round(min(1.0, r["measured_hours"] / r["billed_hours"]) * 0.7, 3),
-            risk="Needs on-prem capacity (spare or bought: lead time, capex) and the data next to it.",
-            evidence=evidence)
-        if now is not None:
-            rec.created_at = now
-        recs.append(rec)
-    return recs
+def analyse(usage: pl.DataFrame, offers: pl.DataFrame, specs: dict[str, dict], resource_hours: pl.DataFrame,
+            params: OnpremVsCloudParams = OnpremVsCloudParams(), now: datetime | None = None
+            ) -> tuple[list[Recommendation], list[Withheld], list[Recommendation]]:
+    """(recommendations, withheld, comparison) for every on-prem node group and cloud GPU resource.
+
+    The comparison holds every node group's (and workload's) verdict — keep, shrink, burst — with its
+    cost per used GPU-hour and break-even: facts for the on-prem comparison page and report section. Only
+    verdicts that save money are recommendations; repatriations must fit the groups' free capacity.
+    """
+    from models import repatriation
+
+    groups = _group_rows(usage)
+    shared = {(c, g) for c, g, n in usage.group_by("cluster", "node_group").len().iter_rows() if n > 1}
+    found = [_onprem_finding(row, offers, specs, params, now, summary=(row["cluster"], row["node_group"]) in shared)
+             for row in groups]
+    if shared:  # more than one team/workload on a group: one finding each, besides the cluster's
+        found += [_onprem_finding(row, offers, specs, params, now) for row in usage.iter_rows(named=True)
+                  if (row["cluster"], row["node_group"]) in shared]
+    comparison = sorted((r for r in found if r is not None), key=lambda r: (r.resource_id, r.team or "", r.id))
+    recs = [r for r in comparison if r.monthly_savings_usd > 0]
+    moves, withheld = repatriation.allocate(resource_hours, groups, specs, params, now)
+    return sorted(recs + moves, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld, comparison
 
 
 def recommend(usage: pl.DataFrame, offers: pl.DataFrame, specs: dict[str, dict], resource_hours: pl.DataFrame,
               params: OnpremVsCloudParams = OnpremVsCloudParams(), now: datetime | None = None) -> list[Recommendation]:
-    """Cluster-level and workload-level findings for every on-prem node group, and repatriations."""
-    groups = _group_rows(usage)
-    shared = {(c, g) for c, g, n in usage.group_by("cluster", "node_group").len().iter_rows() if n > 1}
-    recs = [_onprem_finding(row, offers, specs, params, now, summary=(row["cluster"], row["node_group"]) in shared)
-            for row in groups]
-    if shared:  # more than one team/workload on a group: one finding each, besides the cluster's
-        recs += [_onprem_finding(row, offers, specs, params, now) for row in usage.iter_rows(named=True)
-                 if (row["cluster"], row["node_group"]) in shared]
-    recs = [r for r in recs if r is not None] + _repatriations(resource_hours, groups, specs, params, now)
-    return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id))
+    """The findings that save money (see :func:`analyse`)."""
+    return analyse(usage, offers, specs, resource_hours, params, now)[0]
 
 
 def gpu_specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
@@ -335,8 +308,14 @@ def gpu_specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
     return {m: {"memory_gib": mem, "fp16_tflops": fp16} for m, mem, fp16 in rows}
 
 
-def recommend_from_warehouse(con: duckdb.DuckDBPyConnection) -> list[Recommendation]:
+def analyse_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | OnpremVsCloudParams | None = None
+                      ) -> tuple[list[Recommendation], list[Withheld], list[Recommendation]]:
+    params = settings if isinstance(settings, OnpremVsCloudParams) else OnpremVsCloudParams.from_config(settings)
     usage = queries.onprem_gpu_usage(con)
     if usage.is_empty():
-        return []
-    return recommend(usage, queries.cloud_gpu_offers(con), gpu_specs(con), queries.gpu_resource_hours(con))
+        return [], [], []
+    return analyse(usage, queries.cloud_gpu_offers(con), gpu_specs(con), queries.gpu_resource_hours(con), params)
+
+
+def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | None = None) -> list[Recommendation]:
+    return analyse_warehouse(con, settings)[0]

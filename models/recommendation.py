@@ -66,6 +66,9 @@ class Recommendation:
     evidence: dict[str, Any]
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     status: str = "open"
+    # One plan per resource (models/plans.py): "primary" | "step" | "alternative", and the id its objects share.
+    plan: str | None = None
+    plan_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(asdict(self))
@@ -87,6 +90,8 @@ WITHHOLD_REASONS = {
     "incomplete_metrics": ("metrics from every GPU of the resource",
                            "the utilisation source: export every GPU of the node (DCGM exporter on each GPU)"),
     "policy": ("nothing: a rule forbids the change for this workload", "the resource's tags"),
+    "capacity": ("free GPUs on the on-prem node group at its target utilisation",
+                 "more nodes in the group, or less load on it ([models] onprem_target_utilisation)"),
 }
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, quantization, spot_mix
+from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, plans, quantization, spot_mix
 from models.recommendation import Recommendation, Withheld
 from warehouse import queries, store
 
@@ -15,7 +15,7 @@ from warehouse import queries, store
 MODELS = {"idle_gpu": lambda con: idle.analyse(queries.gpu_resource_hours(con)),
           # rightsizing: each also takes the `[models]` config section (models/features.py)
           "gpu_count": gpu_count.analyse, "gpu_type": gpu_type.analyse, "quantization": quantization.analyse,
-          "onprem_vs_cloud": lambda con: (onprem_vs_cloud.recommend_from_warehouse(con), []),
+          "onprem_vs_cloud": onprem_vs_cloud.analyse_warehouse,
           "spot_mix": spot_mix.recommend, "commitment": commitment.recommend}
 
 # Stored with each finding; bump a kind's version when its rules or fitted model change meaning.
@@ -25,13 +25,19 @@ MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1", "gpu_count": "gpu_count/1", "gpu_typ
 
 
 SETTINGS = ("models.features:RightsizingSettings", "models.spot_mix:SpotMixSettings",
-            "models.commitment:CommitmentSettings")
+            "models.commitment:CommitmentSettings", "models.onprem_vs_cloud:OnpremSettings")
 
 
 @dataclass
 class ModelRun:
-    recommendations: list[Recommendation] = field(default_factory=list)
+    recommendations: list[Recommendation] = field(default_factory=list)   # reconciled: one plan per resource
     withheld: list[Withheld] = field(default_factory=list)
+    comparison: list[Recommendation] = field(default_factory=list)  # on-prem verdicts: facts, not recommendations
+
+    @property
+    def monthly_savings_usd(self):
+        """The one total (models.plans.total): primary and step objects only."""
+        return plans.total(self.recommendations)
 
     def withheld_counts(self) -> dict[str, int]:
         """reason -> how many resources a model withheld for it, largest first."""
@@ -60,20 +66,30 @@ def validate_settings(section: dict | None) -> None:
 
 def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
             settings: dict | None = None) -> ModelRun:
-    """Run the chosen models (default: all), store their recommendations and withheld findings.
-    ``settings`` (the `[models]` config section) goes to the models that take it."""
+    """Run every model, reconcile their candidates into one plan per resource, store the plans, the
+    withheld findings and the on-prem comparison; return what ``kinds`` (default: all) found.
+
+    Every model runs even when ``kinds`` names one: a plan is about all the candidates on a resource
+    (a step is priced on what the primary leaves), so one kind alone cannot be planned. ``settings``
+    (the `[models]` config section) goes to the models that take it."""
     chosen = kinds or list(MODELS)
     unknown = [k for k in chosen if k not in MODELS]
     if unknown:
         raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(MODELS)})")
     run = ModelRun()
-    for kind in chosen:
-        model = MODELS[kind]
+    for kind, model in MODELS.items():
         takes_settings = settings is not None and len(inspect.signature(model).parameters) > 1
-        recs, withheld = model(con, settings) if takes_settings else model(con)
-        run.recommendations.extend(recs)
-        run.withheld.extend(withheld)
-    store.store_recommendations(con, run.recommendations, chosen, MODEL_VERSIONS, withheld=run.withheld)
+        found = model(con, settings) if takes_settings else model(con)
+        run.recommendations.extend(found[0])
+        run.withheld.extend(found[1])
+        if len(found) > 2:
+            run.comparison.extend(found[2])
+    run.recommendations = plans.reconcile(run.recommendations)
+    store.store_recommendations(con, run.recommendations, list(MODELS), MODEL_VERSIONS, withheld=run.withheld,
+                                comparison=run.comparison)
+    if kinds:
+        run.recommendations = [r for r in run.recommendations if r.kind in chosen]
+        run.withheld = [w for w in run.withheld if w.kind in chosen]
     return run
 
 

@@ -24,7 +24,7 @@ from tests.conftest import FOCUS_SAMPLE, query
 from warehouse import db, freshness, queries
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
-PAGES = ("overview", "team", "fleet", "recommendations", "spot", "health")
+PAGES = ("overview", "team", "fleet", "recommendations", "spot", "onprem", "health")
 LEAD_TEAM = "vision"
 AUTH = {"auth": "oidc", "users": [{"email": "cfo@example.com", "role": "finance"},
                                   {"email": "lead@example.com", "role": "lead", "teams": [LEAD_TEAM]}],
@@ -37,7 +37,9 @@ def demo_warehouse(tmp_path_factory) -> Path:
     from jobs import demo
 
     home = tmp_path_factory.mktemp("demo")
-    assert demo.run(home, days=14, out=io.StringIO()) == 0
+    out = io.StringIO()
+    assert demo.run(home, days=14, out=out) == 0
+    (home / "summary.txt").write_text(out.getvalue())  # what the demo printed (tests read its totals)
     path = home / "data" / "gpufinops.duckdb"
     _add_spot_prices(path)
     return path
@@ -379,3 +381,60 @@ def test_every_recommendation_kind_has_a_detail_view(monkeypatch, demo_warehouse
         assert not at.exception, (option, [e.value for e in at.exception])
         assert at.subheader[0].value.startswith(option.split(" · ")[0])
         assert len(at.dataframe) >= 3  # the list, current → proposed, the evidence
+
+
+def test_every_total_of_the_demo_is_the_same_number(monkeypatch, demo_warehouse, writable_warehouse, tmp_path, capsys):
+    """One number for one thing: the demo summary, `recommend`, the dashboard, the weekly report, the
+    API and the JSON export all give the savings of primary and step objects, each resource once."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from jobs import cli
+    from jobs.api import create_app
+    from jobs.config import load as load_config
+    from jobs.export import objects
+    from jobs.report.figures import collect
+    from jobs.report.weeks import week_of
+    from models import plans
+    from warehouse.scope import Scope
+
+    def dollars(text: str) -> Decimal:
+        return Decimal(text.replace(",", ""))
+
+    printed = (demo_warehouse.parent.parent / "summary.txt").read_text()
+    with db.reader(demo_warehouse) as con:  # the demo's own run, before anything else touched it
+        as_demo_stored = plans.total(objects.load(con, status="open"))
+    assert dollars(re.search(r"Savings: \$([\d,.]+)/month", printed).group(1)) == as_demo_stored
+    assert cli.main(["--db", str(writable_warehouse), "recommend"]) == 0
+    footer = re.search(r"total: \$([\d,.]+)/month", capsys.readouterr().out)
+    figures = {"recommend": dollars(footer.group(1))}
+    at = open_page(make_app(monkeypatch, writable_warehouse), "overview")
+    figures["dashboard"] = dollars(metrics(at)["Savings identified per month"].lstrip("$"))
+    with db.reader(writable_warehouse) as con:
+        stored = objects.load(con, status="open")
+        as_of = queries.latest_charge_day(con)
+        report = collect(con, week_of(as_of), Scope("finance", actor="test"), "UTC")
+    figures["weekly report"] = report.open_savings
+    figures["export json"] = plans.total(stored)
+    cfg_path = tmp_path / "gpufinops.toml"
+    cfg_path.write_text(f'[warehouse]\npath = "{writable_warehouse}"\n')
+    with TestClient(create_app(load_config(str(cfg_path), environ={}), insecure_demo=True, environ={})) as client:
+        figures["api"] = Decimal(str(client.get("/v1/savings").json()["monthly_savings_usd"])).quantize(Decimal("0.01"))
+    assert len(set(figures.values())) == 1, figures
+    assert figures["recommend"] > 0
+    alternatives = [r for r in stored if r["plan"] == "alternative"]
+    assert figures["recommend"] == plans.total(r for r in stored if r["plan"] != "alternative")
+    assert sum(Decimal(str(r["monthly_savings_usd"])) for r in stored) >= figures["recommend"]
+    assert {r["plan"] for r in stored} <= {"primary", "step", "alternative"} and alternatives is not None
+
+
+def test_onprem_page_shows_the_comparison_and_keep_verdicts_are_not_recommendations(monkeypatch, demo_warehouse):
+    at = open_page(make_app(monkeypatch, demo_warehouse), "onprem")
+    table = at.dataframe[0].value
+    with db.reader(demo_warehouse) as con:
+        facts = queries.onprem_comparison(con)
+        recs = queries.recommendations(con)
+    assert len(table) == facts.height > 0 and "keep on-prem" in set(table["verdict"])
+    # keeping the cluster is a fact: never in the recommendation list, its counts or its exports
+    assert recs.filter((recs["kind"] == "onprem_vs_cloud") & (recs["monthly_savings_usd"] == 0)).is_empty()

@@ -26,7 +26,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]
 PAGES = {"overview": ("", "Overview: GPU spend"), "team": ("team", "Team"), "fleet": ("fleet", "GPU fleet"),
          "recommendations": ("recommendations", "Recommendations"), "spot": ("spot", "Spot market"),
-         "health": ("health", "Data health")}
+         "onprem": ("onprem", "On-prem vs cloud"), "health": ("health", "Data health")}
 LEAD_TEAM = "vision"
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")

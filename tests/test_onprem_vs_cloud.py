@@ -64,8 +64,9 @@ def warehouse(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recs(warehouse):
+    """Every node group's and workload's verdict (the on-prem comparison: facts and findings alike)."""
     with db.writer(warehouse) as con:
-        return ovc.recommend_from_warehouse(con)
+        return ovc.analyse_warehouse(con)[2]
 
 
 def gpu_specs() -> dict[str, tuple[Decimal, Decimal]]:
@@ -164,7 +165,7 @@ def test_one_finding_per_workload_with_stable_ids(recs, warehouse):
     speech_util = sum(busy[(g, h)] for g, h in busy if g < 8) / (8 * HOURS * 60)  # node n0: GPUs 0-7
     assert workloads["speech"].evidence["util_mean_pct"] == pytest.approx(speech_util * 100, abs=0.01)
     with db.writer(warehouse) as con:
-        again = ovc.recommend_from_warehouse(con)
+        again = ovc.analyse_warehouse(con)[2]
     assert [r.id for r in again] == [r.id for r in recs] and len({r.id for r in recs}) == len(recs)
     for r in recs:
         assert set(r.to_dict()) >= {"id", "kind", "team", "provider", "resource_id", "current", "proposed",
@@ -179,18 +180,57 @@ def test_offers_query_reads_every_catalogue(warehouse):
     assert origins["spot"] == ["price_history", "spot_prices"] and origins["commit_3y"] == ["price_history"]
 
 
-def test_steady_cloud_load_is_repatriated_when_on_prem_is_cheaper(recs, warehouse):
-    """Two 8-GPU nodes' real occupancy, as if they ran on p3.16xlarge at its on-demand price."""
+def _p3_rows(nodes=(0, 7)) -> tuple[dict, list[dict]]:
     price = next(r for r in price_rows() if r["instance_type"] == "p3.16xlarge" and r["pricing"] == "on_demand")
     busy = hd.busy_minutes("vchbv", hd.START, UNTIL)
     rows = []
-    for node in (0, 7):
+    for node in nodes:
         for hour in sorted({h for _, h in busy}):
             util = sum(busy[(g, hour)] for g in range(8 * node, 8 * node + 8)) * 100 / (60 * 8)
             rows.append({"resource_id": f"i-vchbv{node}", "hour": hour, "provider": "AWS", "team": "vision",
                          "region": "us-east-1", "instance_type": "p3.16xlarge", "gpu_model": "V100-16GB",
                          "gpu_count": 8, "pricing_category": "Standard", "effective_cost": Decimal(price["price"]),
                          "util_mean": util})
+    return price, rows
+
+
+def test_zero_saving_verdicts_are_facts_not_recommendations(warehouse):
+    with db.writer(warehouse) as con:
+        found, _, comparison = ovc.analyse_warehouse(con)
+    assert all(r.monthly_savings_usd > 0 for r in found)
+    keep = [r for r in comparison if r.evidence["pattern"] == "keep_onprem" or r.monthly_savings_usd == 0]
+    assert keep and not {r.id for r in keep} & {r.id for r in found}
+
+
+def test_repatriation_must_fit_the_groups_free_capacity(warehouse):
+    """Moves onto an on-prem group are allocated against its free GPUs at the target utilisation, best
+    saving first; what does not fit is withheld naming the group, never proposed."""
+    from models import repatriation
+
+    _, rows = _p3_rows(nodes=(0, 1, 2, 3, 7))
+    with db.reader(warehouse) as con:
+        usage, offers, specs = queries.onprem_gpu_usage(con), queries.cloud_gpu_offers(con), ovc.gpu_specs(con)
+    groups = ovc._group_rows(usage)
+    for target in (0.3, 0.85, 1.0):
+        params = ovc.OnpremVsCloudParams(onprem_target_utilisation=target)
+        moves, withheld = repatriation.allocate(pl.DataFrame(rows), groups, specs, params)
+        free = {f"{g['cluster']}/{g['node_group']}": repatriation.free_gpus(g, target) for g in groups}
+        taken: dict[str, int] = {}
+        for move in moves:
+            group = move.evidence["onprem_option"].split(" ")[0]
+            taken[group] = taken.get(group, 0) + move.current["gpu_count"]
+        assert all(taken[g] <= free[g] for g in taken), (target, taken, free)
+        candidates = repatriation.candidates(pl.DataFrame(rows), groups, specs, params)
+        assert len(moves) + len(withheld) == len(candidates)
+        assert all(w.reason == "capacity" and "free GPUs" in w.detail for w in withheld)
+        assert [m.monthly_savings_usd for m in moves] == sorted((m.monthly_savings_usd for m in moves), reverse=True)
+        if target == 0.3:  # both groups are busier than 30 %: nothing fits
+            assert moves == [] and len(withheld) == len(candidates) > 0
+
+
+def test_steady_cloud_load_is_repatriated_when_on_prem_is_cheaper(recs, warehouse):
+    """Two 8-GPU nodes' real occupancy, as if they ran on p3.16xlarge at its on-demand price."""
+    price, rows = _p3_rows()
     with db.reader(warehouse) as con:
         usage, offers, specs = queries.onprem_gpu_usage(con), queries.cloud_gpu_offers(con), ovc.gpu_specs(con)
     found = {r.resource_id: r for r in ovc.recommend(usage, offers, specs, pl.DataFrame(rows)) if r.provider == "aws"}

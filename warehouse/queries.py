@@ -207,6 +207,22 @@ def withheld_findings(con: duckdb.DuckDBPyConnection, *, kind: str | None = None
         ORDER BY reason, kind, resource_id""", ([kind] if kind else []) + params)
 
 
+def onprem_comparison(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> pl.DataFrame:
+    """The last model run's on-prem verdict per node group and workload (keep, shrink, burst) with its
+    figures: facts, not recommendations. A group's cluster-wide row (no team) is for every-team viewers."""
+    where_team, params = _filters(team, None, None, team_col="team")
+    return _frame(con, f"""
+        SELECT resource_id AS node_group, team, workload, pattern, action, monthly_savings_usd,
+               CAST(json_extract(evidence, '$.util_mean_pct') AS DOUBLE) AS util_mean_pct,
+               CAST(json_extract(evidence, '$.break_even_utilisation_pct') AS DOUBLE) AS break_even_utilisation_pct,
+               CAST(json_extract(evidence, '$.onprem_cost_per_used_gpu_hour_usd') AS DOUBLE) AS onprem_usd_per_used_gpu_hour,
+               CAST(json_extract(evidence, '$.cloud_cost_per_used_gpu_hour_usd') AS DOUBLE) AS cloud_usd_per_used_gpu_hour,
+               json_extract_string(evidence, '$.cheapest_cloud_option') AS cheapest_cloud_option,
+               CAST(json_extract(evidence, '$.gpu_hours') AS BIGINT) AS gpu_hours, created_at
+        FROM onprem_comparison WHERE {where_team}
+        ORDER BY node_group, team NULLS FIRST, workload""", params)
+
+
 def withheld_counts(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> pl.DataFrame:
     """How many findings the last model run withheld, per reason (largest first)."""
     where_team, params = _filters(team, None, None, team_col="team")
@@ -260,11 +276,12 @@ def dashboard_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
 
 
 def savings_by_status(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> pl.DataFrame:
-    """Monthly savings per recommendation status: open = identified, accepted, applied = realised."""
+    """Every recommendation's status, plan role and monthly savings (open = identified, accepted,
+    applied = realised): totals over them are ``models.plans.total`` (primary and step objects only)."""
     where, params = _filters(team, None, None, team_col="team")
     return _frame(con, f"""
-        SELECT status, count(*) AS findings, sum(monthly_savings_usd) AS monthly_savings_usd
-        FROM recommendations WHERE {where} GROUP BY status ORDER BY status""", params)
+        SELECT status, plan, plan_id, kind, monthly_savings_usd
+        FROM recommendations WHERE {where} ORDER BY status, plan_id, plan""", params)
 
 
 def dashboard_recommendation(con: duckdb.DuckDBPyConnection, recommendation_id: str, *,
@@ -567,12 +584,27 @@ def rightsizing_gpus(con: duckdb.DuckDBPyConnection, start: datetime) -> pl.Data
         WHERE m.hour >= ? GROUP BY 1, 2 ORDER BY 1, 2""", [start, start])
 
 
-def rightsizing_catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = False) -> pl.DataFrame:
     """What can be bought where: the ``instance_types`` catalogue, completed by the GPU instance types
     the bills themselves show on offer in a region, each with its GPU's memory and throughput from
     ``gpu_specs``. A billed type's hourly price is the median over its on-demand resource-hours of the
     hour's summed ListCost (GCP bills GPU, vCPU and RAM as separate SKU lines; AWS one line). A
-    catalogue row wins over a billed one."""
+    catalogue row wins over a billed one. With ``reference``, the AWS GPU types of the shipped inventory
+    are offered in us-east-1 at the shipped list price (karpenter's us-east-1 price list) where neither
+    names them: what a new user without pricing credentials can still be told (origin 'reference')."""
+    extra = ""
+    if reference:
+        con.register("_reference_prices", reference_prices_table())
+        extra = """
+            UNION ALL BY NAME
+            SELECT 'aws' AS provider, p.region, p.instance_type, r.gpu_model, r.gpu_count,
+                   CAST(p.ondemand_usd_per_hour AS DECIMAL(38, 15)) AS on_demand_usd_per_hour, 'reference' AS origin
+            FROM _reference_prices p JOIN gpu_instance_reference r
+                 ON r.provider = 'aws' AND r.instance_type = p.instance_type AND r.accelerator = 'gpu'
+                    AND r.gpu_count > 0 AND coalesce(r.gpu_fraction, 1) = 1
+            WHERE NOT EXISTS (SELECT 1 FROM instance_types i WHERE i.region = p.region
+                              AND i.instance_type = p.instance_type AND i.on_demand_usd_per_hour > 0)
+              AND NOT EXISTS (SELECT 1 FROM billed b WHERE b.region = p.region AND b.instance_type = p.instance_type)"""
     return _frame(con, f"""
         WITH hours AS (
             SELECT lower(c."ProviderName") AS provider_name, c."RegionId" AS region,
@@ -597,10 +629,18 @@ def rightsizing_catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                    region, instance_type, gpu_model, gpu_count,
                    CAST(on_demand_usd_per_hour AS DECIMAL(38, 15)) AS on_demand_usd_per_hour, 'billed' AS origin
             FROM billed b WHERE NOT EXISTS (SELECT 1 FROM instance_types i WHERE i.region = b.region
-                                            AND i.instance_type = b.instance_type AND i.on_demand_usd_per_hour > 0))
+                                            AND i.instance_type = b.instance_type AND i.on_demand_usd_per_hour > 0)
+            {extra})
         SELECT o.*, s.memory_gib, s.memory_bandwidth_gbps, s.fp32_tflops, s.fp16_tflops, s.bf16_tflops, s.int8_tops
         FROM offers o LEFT JOIN gpu_specs s USING (gpu_model)
         ORDER BY provider, region, on_demand_usd_per_hour, instance_type""")
+
+
+def reference_prices_table():
+    """The shipped us-east-1 on-demand list (warehouse/data/aws_ondemand_karpenter.csv) as Arrow."""
+    import pyarrow.csv as pacsv
+    return pacsv.read_csv(reference.KARPENTER_PRICES_PATH, convert_options=pacsv.ConvertOptions(
+        column_types={"region": "string", "instance_type": "string", "ondemand_usd_per_hour": "string"}))
 
 
 # models: spot forecast

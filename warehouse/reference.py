@@ -24,6 +24,7 @@ from warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_
 
 log = logging.getLogger(__name__)
 
+KARPENTER_PRICES_PATH: Path = Path(__file__).parent / "data" / "aws_ondemand_karpenter.csv"
 GPU_INSTANCE_TYPES_PATH: Path = Path(__file__).parent / "data" / "gpu_instance_types.csv"
 PROVIDERS = ("aws", "gcp")
 ACCELERATORS = ("gpu", "trainium", "inferentia")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -174,6 +174,18 @@ RECOMMENDATIONS = pa.schema([
     # v4: which model version made the finding, and a fingerprint of what a decision was made on
     # (a dismissed finding reopens only when this changes).
     ("model_version", pa.string()), ("evidence_hash", pa.string()),
+    # v8: one plan per resource (models/plans.py): primary | step | alternative, and the plan's id
+    ("plan", pa.string()), ("plan_id", pa.string()),
+])
+
+# v8: the on-prem comparison: every node group's (and workload's) verdict of the last model run —
+# keep, shrink, burst — with its cost per used GPU-hour and break-even. Facts, not recommendations.
+ONPREM_COMPARISON = pa.schema([
+    ("id", pa.string()), ("team", pa.string()), ("resource_id", pa.string()), ("workload", pa.string()),
+    ("pattern", pa.string()), ("action", pa.string()),
+    pa.field("current", pa.string(), metadata=JSON_META), pa.field("proposed", pa.string(), metadata=JSON_META),
+    ("monthly_savings_usd", pa.decimal128(18, 2)), ("confidence", pa.float64()),
+    pa.field("evidence", pa.string(), metadata=JSON_META), ("model_version", pa.string()), ("created_at", UTC_TS),
 ])
 
 DECISIONS = pa.schema([
@@ -318,6 +330,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("attribution_rules", ATTRIBUTION_RULES),
     Table("withheld_findings", WITHHELD_FINDINGS),
     Table("gpu_instance_reference", GPU_INSTANCE_REFERENCE),
+    Table("onprem_comparison", ONPREM_COMPARISON),
     Table("alerts", ALERTS),
     Table("alert_deliveries", ALERT_DELIVERIES),
 )}
@@ -394,7 +407,16 @@ def _migration_7() -> list[str]:
     return [create_table_sql(TABLES[name]) for name in ("alerts", "alert_deliveries")]
 
 
+def _migration_8() -> list[str]:
+    plan = [f for f in RECOMMENDATIONS if f.name in ("plan", "plan_id")]
+    return ([f'ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in plan]
+            + [create_table_sql(TABLES["onprem_comparison"]),
+               # zero-saving on-prem verdicts were stored as recommendations before: they are facts now
+               "DELETE FROM recommendations WHERE kind = 'onprem_vs_cloud' AND monthly_savings_usd = 0 "
+               "AND status = 'open'"])
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
 MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
-              _migration_7]
+              _migration_7, _migration_8]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -25,17 +25,18 @@ def evidence_fingerprint(rec: dict[str, Any]) -> str:
 
 _COLUMNS = ("id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
             "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status",
-            "model_version", "evidence_hash")
+            "model_version", "evidence_hash", "plan", "plan_id")
 
 
 def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], kinds: Iterable[str],
                           model_versions: dict[str, str] | None = None, *,
-                          withheld: Iterable[Any] | None = None) -> int:
+                          withheld: Iterable[Any] | None = None, comparison: Iterable[Any] | None = None) -> int:
     """Replace the open recommendations of ``kinds`` with this run's, in one transaction.
 
     A finding someone already decided on keeps its status (the id is stable across runs) and is
     refreshed in place; a dismissed one reopens when its evidence fingerprint changes. An open
-    finding the models no longer make disappears.
+    finding the models no longer make disappears. ``withheld`` replaces the kinds' withheld findings;
+    ``comparison`` (on-prem verdicts, facts) replaces the on-prem comparison when given.
     """
     rows = [{**r.to_dict(), "monthly_savings_usd": r.monthly_savings_usd} for r in recs]  # Decimal kept exact
     versions = model_versions or {}
@@ -51,6 +52,8 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
             con.execute("INSERT INTO withheld_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
                         [w.kind, w.resource_id, w.team, w.provider, w.reason, w.detail, w.missing, w.source_hint,
                          versions.get(w.kind)])
+        if comparison is not None:
+            _store_comparison(con, comparison, versions.get("onprem_vs_cloud"))
         for row in rows:
             fingerprint = evidence_fingerprint(row)
             status, old_fp = decided.get(row["id"], ("open", None))
@@ -59,21 +62,31 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
             if row["id"] in decided:
                 con.execute("UPDATE recommendations SET monthly_savings_usd = ?, confidence = ?, evidence = ?, "
                             "current = ?, proposed = ?, risk = ?, status = ?, model_version = ?, "
-                            "evidence_hash = ? WHERE id = ?",
+                            "evidence_hash = ?, plan = ?, plan_id = ? WHERE id = ?",
                             [row["monthly_savings_usd"], row["confidence"], json.dumps(row["evidence"]),
                              json.dumps(row["current"]), json.dumps(row["proposed"]), row["risk"], status,
-                             versions.get(row["kind"]), fingerprint, row["id"]])
+                             versions.get(row["kind"]), fingerprint, row.get("plan"), row.get("plan_id"), row["id"]])
                 continue
             con.execute(f"INSERT INTO recommendations ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", [
                 row["id"], row["kind"], row["team"], row["provider"], row["resource_id"], row["workload"],
                 json.dumps(row["current"]), json.dumps(row["proposed"]), row["monthly_savings_usd"],
                 row["confidence"], row["risk"], json.dumps(row["evidence"]), row["created_at"], "open",
-                versions.get(row["kind"]), fingerprint])
+                versions.get(row["kind"]), fingerprint, row.get("plan"), row.get("plan_id")])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     return len(rows)
+
+
+def _store_comparison(con: duckdb.DuckDBPyConnection, comparison: Iterable[Any], version: str | None) -> None:
+    con.execute("DELETE FROM onprem_comparison")
+    for rec in comparison:
+        row = rec.to_dict()
+        con.execute("INSERT INTO onprem_comparison VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            row["id"], row["team"], row["resource_id"], row["workload"], row["evidence"].get("pattern"),
+            row["proposed"].get("action"), json.dumps(row["current"]), json.dumps(row["proposed"]),
+            rec.monthly_savings_usd, row["confidence"], json.dumps(row["evidence"]), version, row["created_at"]])
 
 
 DECISION_STATUS = {"accept": "accepted", "dismiss": "dismissed", "apply": "applied", "reopen": "open"}

@@ -11,10 +11,11 @@ import polars as pl
 import streamlit as st
 
 from dashboard import evidence
-from dashboard.common import connection, db_path, money, money_columns, money_frame, page_header, total
+from dashboard.common import connection, db_path, money, money_columns, money_frame, page_header
+from models import plans
 from warehouse import db, queries, store
 
-TABLE_COLUMNS = ("kind", "team", "provider", "resource_id", "workload", "monthly_savings_usd", "confidence",
+TABLE_COLUMNS = ("plan", "kind", "team", "provider", "resource_id", "workload", "monthly_savings_usd", "confidence",
                  "risk", "status", "model_version", "created_at", "id")
 NONE = "(none)"  # a finding without a team or provider (fleet-wide) is still listed
 DECISIONS = {"Accept": "accept", "Dismiss": "dismiss", "Mark applied": "apply", "Reopen": "reopen"}
@@ -92,7 +93,8 @@ def main() -> None:
     shown = filtered(recs)
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")
-    cols[1].metric("Monthly savings shown", f"{money(total(shown, 'monthly_savings_usd'))}/month")
+    cols[1].metric("Monthly savings shown", f"{money(plans.total(shown.to_dicts()))}/month",
+                   help="primary and step objects of each resource's plan; alternatives are shown, never added")
     cols[2].download_button("Download CSV", csv_bytes(shown), file_name="recommendations.csv", mime="text/csv")
     st.dataframe(money_frame(shown.select(TABLE_COLUMNS), "monthly_savings_usd"), hide_index=True,
                  width="stretch", column_config={**money_columns("monthly_savings_usd"),

@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 
 FIELDS = ("id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-          "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status")
+          "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status", "plan", "plan_id")
 JSON_FIELDS = ("current", "proposed", "evidence")
 STATUSES = ("open", "accepted", "dismissed", "applied")
 

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 import polars as pl
 
+from models import plans
 from jobs.report.weeks import Week, parse_week, week_of
 from warehouse import freshness, queries
 from warehouse.scope import Scope
@@ -61,6 +62,7 @@ class WeekFigures:
     previous_complete: bool = True   # False: the data starts inside the week before, no fair comparison
     withheld: list[dict[str, Any]] = field(default_factory=list)      # reason, findings, kinds
     stale_sources: list[dict[str, Any]] = field(default_factory=list)  # source, message (warehouse.freshness)
+    onprem: list[dict[str, Any]] = field(default_factory=list)   # the on-prem comparison: facts, not savings
 
     @property
     def withheld_total(self) -> int:
@@ -79,8 +81,13 @@ class WeekFigures:
         return open_savings(self.open_recommendations)
 
     @property
+    def planned_recommendations(self) -> list[dict[str, Any]]:
+        """The open primary and step objects: what the total counts (alternatives are in the CSV)."""
+        return [r for r in self.open_recommendations if plans.counted(r)]
+
+    @property
     def top_recommendations(self) -> list[dict[str, Any]]:
-        saving = [r for r in self.open_recommendations if Decimal(str(r["monthly_savings_usd"])) > 0]
+        saving = [r for r in self.planned_recommendations if Decimal(str(r["monthly_savings_usd"])) > 0]
         return saving[:TOP_RECOMMENDATIONS]
 
     @property
@@ -90,13 +97,9 @@ class WeekFigures:
 
 
 def open_savings(recs: list[dict[str, Any]]) -> Decimal:
-    """Monthly savings of open recommendations, each resource counted once at its largest saving:
-    alternatives for one resource (spot, or move it on-prem) cannot both be taken."""
-    best: dict[str, Decimal] = {}
-    for rec in recs:
-        key = rec["resource_id"] or rec["id"]
-        best[key] = max(best.get(key, ZERO), Decimal(str(rec["monthly_savings_usd"])))
-    return sum(best.values(), ZERO)
+    """Monthly savings of open recommendations: the one total (models.plans.total), each resource's plan
+    counted once (primary and steps); alternatives for a resource cannot both be taken and never add up."""
+    return plans.total(recs)
 
 
 def _change(now: Decimal, before: Decimal) -> float | None:
@@ -145,6 +148,8 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     figures.forecast = _forecast(con, scope, week.end(zone))
     figures.withheld = queries.withheld_counts(con, team=teams).to_dicts()
     figures.stale_sources = freshness.stale_sources(con).select("source", "message").to_dicts()
+    figures.onprem = [r for r in queries.onprem_comparison(con, team=teams).to_dicts()
+                      if r["team"] is None and teams is None or scope.allows(r["team"])]
     return figures
 
 

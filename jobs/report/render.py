@@ -26,7 +26,7 @@ from warehouse.scope import Scope
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 CSV_COLUMNS = ("id", "kind", "team", "provider", "resource_id", "action", "pattern", "monthly_savings_usd",
-               "current_monthly_cost_usd", "confidence", "risk", "created_at")
+               "current_monthly_cost_usd", "confidence", "risk", "created_at", "plan", "plan_id")
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,8 @@ def _csv(figures: WeekFigures) -> bytes:
                          rec["proposed"].get("action", ""), rec["evidence"].get("pattern", ""),
                          f"{Decimal(str(rec['monthly_savings_usd'])):.2f}",
                          rec["current"].get("monthly_cost_usd", ""), rec["confidence"], rec["risk"] or "",
-                         created.astimezone(timezone.utc).isoformat() if isinstance(created, datetime) else created])
+                         created.astimezone(timezone.utc).isoformat() if isinstance(created, datetime) else created,
+                         rec.get("plan") or "", rec.get("plan_id") or ""])
     return buffer.getvalue().encode()
 
 

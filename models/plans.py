@@ -1,0 +1,117 @@
+"""One plan per resource: the models' candidate actions on one resource reconciled, and the one total.
+
+Each model proposes what it alone sees (release an idle GPU, fewer GPUs, a cheaper GPU, FP16, spot, a
+commitment, a move on-prem). On one resource those candidates interact: a released GPU needs no
+commitment; spot and a commitment and a repatriation are three ways to buy the *same* hours. So the
+candidates of one resource become one plan (``plan_id``, shared by its objects):
+
+* actions fall in three families, applied in this order: **usage** (``idle_gpu``: release, schedule,
+  scale to zero), **rightsize** (``gpu_count``, ``gpu_type``, ``quantization``: exclusive among
+  themselves, the largest saving wins), **purchase** (``spot_mix``, ``commitment``, ``onprem_vs_cloud``
+  repatriation: exclusive among themselves, the largest saving wins);
+* the first action of the plan is ``primary``, the later ones are ``step``s, each priced on the cost
+  the steps before it leave (``monthly_savings_usd`` of a step is its *marginal* saving: its own saving
+  × cost left ÷ the resource's cost — a commitment on the rightsized baseline, spot on the remaining
+  on-demand hours); the standalone figure stays in the evidence;
+* releasing an always-idle resource ends the plan: nothing else applies to a released resource;
+* every other candidate is an ``alternative``: shown with its own saving, never added to a total; so is a
+  candidate whose saving is conditional (``evidence.conditional``: packing other work onto spare GPUs).
+
+:func:`total` is the one place a savings total is computed: the sum over ``primary`` and ``step``
+objects. The CLI, the demo, the dashboard, the weekly report, the API and the exports all call it (or
+its SQL twin ``COUNTED_SQL`` over the stored recommendations).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from models.recommendation import Recommendation, money, stable_id
+
+FAMILIES = {"idle_gpu": "usage", "gpu_count": "rightsize", "gpu_type": "rightsize", "quantization": "rightsize",
+            "spot_mix": "purchase", "commitment": "purchase", "onprem_vs_cloud": "purchase"}
+ORDER = ("usage", "rightsize", "purchase")
+COUNTED = ("primary", "step")
+COUNTED_SQL = "plan IN ('primary', 'step')"  # the same rule over the recommendations table
+ZERO = Decimal(0)
+
+
+def plan_key(rec: Recommendation) -> tuple[str | None, str | None, str | None]:
+    """What one plan is about: the resource; on-prem node-group findings are about one team's work on it."""
+    if rec.provider == "onprem" and rec.kind == "onprem_vs_cloud":
+        return rec.provider, rec.resource_id, rec.workload or rec.team
+    return rec.provider, rec.resource_id or rec.id, None
+
+
+def _cost(rec: Recommendation) -> Decimal:
+    return Decimal(str((rec.current or {}).get("monthly_cost_usd") or 0))
+
+
+def _best(recs: list[Recommendation]) -> Recommendation | None:
+    return max(recs, key=lambda r: (r.monthly_savings_usd, r.id), default=None)
+
+
+def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
+    """The candidates with ``plan``, ``plan_id`` and marginal savings set; order: largest plan first."""
+    groups: dict[tuple, list[Recommendation]] = defaultdict(list)
+    for rec in recs:
+        groups[plan_key(rec)].append(rec)
+    out: list[Recommendation] = []
+    for key, members in groups.items():
+        plan_id = stable_id("plan", *[k or "" for k in key])
+        by_family: dict[str, list[Recommendation]] = defaultdict(list)
+        for rec in members:
+            if not (rec.evidence or {}).get("conditional"):  # e.g. packing: a saving only if other work moves in
+                by_family[FAMILIES.get(rec.kind, "purchase")].append(rec)
+        chain = [b for b in (_best(by_family[f]) for f in ORDER) if b is not None]
+        if chain and chain[0].kind == "idle_gpu" and (chain[0].evidence or {}).get("pattern") == "always_idle":
+            chain = chain[:1]  # a released resource has nothing left to rightsize or buy differently
+        base = max((_cost(r) for r in chain), default=ZERO)
+        left = base
+        chosen = {id(r) for r in chain}
+        for position, rec in enumerate(chain):
+            standalone = rec.monthly_savings_usd
+            rec.evidence = {**(rec.evidence or {}), "standalone_monthly_savings_usd": standalone}
+            if position == 0:
+                rec.plan = "primary"
+            else:
+                rec.plan = "step"
+                share = (left / base) if base > 0 else ZERO
+                rec.monthly_savings_usd = money(max(ZERO, standalone * share))
+                rec.evidence["priced_after"] = [r.id for r in chain[:position]]
+            left = max(ZERO, left - rec.monthly_savings_usd)
+            rec.plan_id = plan_id
+        for rec in members:
+            if id(rec) not in chosen:
+                rec.plan, rec.plan_id = "alternative", plan_id
+                rec.evidence = {**(rec.evidence or {}), "standalone_monthly_savings_usd": rec.monthly_savings_usd,
+                                "instead_of": [r.id for r in chain if FAMILIES.get(r.kind) == FAMILIES.get(rec.kind)]
+                                or [r.id for r in chain[:1]]}
+            out.append(rec)
+    plan_order = {}
+    for rec in out:
+        if rec.plan in COUNTED:
+            plan_order[rec.plan_id] = plan_order.get(rec.plan_id, ZERO) + rec.monthly_savings_usd
+    return sorted(out, key=lambda r: (-plan_order.get(r.plan_id, ZERO), r.plan_id, _ROLE[r.plan],
+                                      -r.monthly_savings_usd, r.id))
+
+
+_ROLE = {"primary": 0, "step": 1, "alternative": 2}
+
+
+def counted(rec: Recommendation | dict[str, Any]) -> bool:
+    plan = rec.get("plan") if isinstance(rec, dict) else rec.plan
+    return plan in COUNTED
+
+
+def total(recs: Iterable[Recommendation | dict[str, Any]]) -> Decimal:
+    """The monthly savings of a set of recommendations: primary and step objects only, each once."""
+    out = ZERO
+    for rec in recs:
+        if counted(rec):
+            value = rec.get("monthly_savings_usd") if isinstance(rec, dict) else rec.monthly_savings_usd
+            out += Decimal(str(value or 0))
+    return money(out)
