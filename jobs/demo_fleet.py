@@ -469,7 +469,8 @@ def _planted_entry(m: Machine, clock: Clock, running: np.ndarray, samples: Sampl
         busy, spare = util[:, :2], util[:, 2:]
         entry.update(busy_gpu_indices=[0, 1], idle_gpu_indices=list(range(2, m.gpu_count)),
                      busy_util_mean_pct=round(float(busy.mean()), 2), idle_util_max_pct=int(spare.max()),
-                     idle_gpu_cost_usd=str(_money(cost * (m.gpu_count - 2) / m.gpu_count)), proposed_gpu_count=2)
+                     idle_gpu_cost_usd=str(_money(cost * (m.gpu_count - 2) / m.gpu_count)), proposed_gpu_count=2,
+                     **_smaller_type_truth(m, cost))
     elif kind == "gpu_type":
         entry.update(mem_total_gib=round(GPU_HARDWARE[m.gpu_model].memory_total_mib / 1024, 2),
                      proposed_gpu_models=["L4", "A10G"])
@@ -478,6 +479,19 @@ def _planted_entry(m: Machine, clock: Clock, running: np.ndarray, samples: Sampl
     elif kind == "spot_mix":
         entry.update(proposed_pricing="spot", **_spot_mix_truth(m, cost, clock))
     return entry
+
+
+def _smaller_type_truth(m: Machine, cost: Decimal) -> dict:
+    """The billable saving of 2 busy GPUs out of N: the cheapest type of the same GPU in the family with
+    fewer GPUs that holds 2 (AWS bills instances whole: no per-GPU saving), from the generator's prices."""
+    family = m.spec.instance_type.split(".")[0]
+    options = sorted((Decimal(price), it) for it, price in AWS_ON_DEMAND_USD.items()
+                     if it.split(".")[0] == family and 2 <= INSTANCE_GPUS[it][1] < m.gpu_count)
+    if not options:
+        return {}
+    price, target = options[0]
+    ratio = price / Decimal(AWS_ON_DEMAND_USD[m.spec.instance_type])
+    return {"proposed_instance_type": target, "window_saving_usd": str(_money(cost * (1 - ratio)))}
 
 
 def _spot_mix_truth(m: Machine, cost: Decimal, clock: Clock) -> dict:

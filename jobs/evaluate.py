@@ -65,8 +65,8 @@ def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
         return Decimal(str(item["monthly_savings_usd"]))
     if kind == "idle_gpu":
         return Decimal(item["idle_cost_usd"]) * month
-    if kind == "gpu_count":
-        return Decimal(item["idle_gpu_cost_usd"]) * month
+    if kind == "gpu_count":  # billed whole: the smaller type's price, not a per-GPU share
+        return Decimal(item["window_saving_usd"]) * month if "window_saving_usd" in item else None
     current = _price_table().get((item["provider"], region, item["instance_type"]))
     if kind == "gpu_type":
         target = _cheapest(item, region, lambda model: model in item["proposed_gpu_models"])
@@ -98,7 +98,9 @@ def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str,
                 priced = False
                 continue
             truth_usd += t
-            found_usd += found[rid].monthly_savings_usd
+            # the model's own figure: a plan's step is re-priced after the steps before it
+            found_usd += Decimal(str(found[rid].evidence.get("standalone_monthly_savings_usd",
+                                                             found[rid].monthly_savings_usd)))
         out[kind] = {
             "planted": len(planted), "found": len(found), "hits": len(hits),
             "precision": len(hits) / len(found) if found else (1.0 if not planted else 0.0),

@@ -86,7 +86,7 @@ def test_an_older_warehouse_gets_the_alert_tables(warehouse):
     warehouse.parent.mkdir(parents=True)
     with duckdb.connect(str(warehouse)) as con:
         con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
-        for version, migration in enumerate(schema.MIGRATIONS[:-1], start=1):
+        for version, migration in enumerate(schema.MIGRATIONS[:6], start=1):  # a version-6 warehouse
             for statement in migration():
                 con.execute(statement)
             con.execute("INSERT INTO schema_version VALUES (?, now())", [version])

@@ -43,6 +43,7 @@ def test_score_counts_misses_and_false_findings(demo_run):
     assert scores["gpu_count"]["recall"] == 0.0 and scores["gpu_count"]["missed"]
     doubled = copy.deepcopy(gpu_type[0])
     doubled.monthly_savings_usd *= 2
+    doubled.evidence = {**doubled.evidence, "standalone_monthly_savings_usd": doubled.monthly_savings_usd}
     assert evaluate.score([doubled], truth, {"gpu_type"})["gpu_type"]["savings_error"] == pytest.approx(1.0, abs=0.01)
 
 
