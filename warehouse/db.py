@@ -93,6 +93,15 @@ def reader(path: str | os.PathLike, *, memory_limit: str = "1GB",
         con.close()
 
 
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK that never hides the error that made it necessary: after a full disk or an
+    invalidated database, "cannot rollback - no transaction is active" would replace the cause."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error as exc:
+        log.debug("rollback after a failure: %s", exc)
+
+
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     rows = con.execute("SELECT max(version) FROM schema_version").fetchall()
@@ -113,7 +122,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             con.execute("INSERT INTO schema_version VALUES (?, now())", [target])
             con.execute("COMMIT")
         except Exception:
-            con.execute("ROLLBACK")
+            rollback(con)
             raise
         log.info("warehouse migrated to schema version %d", target)
     return schema.SCHEMA_VERSION
