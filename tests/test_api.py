@@ -253,7 +253,7 @@ def test_without_tokens_the_api_refuses_unless_insecure_demo(tmp_path, feed_ware
         assert {o["team"] for o in everything} == {r.team for r in realistic_recommendations()}
         assert httpx.get(f"{served.url}/v1/costs/daily").status_code == 200
     with pytest.raises(ConfigError, match=r"api.tokens\[1\].token_env: environment variable GPUFINOPS_TOKEN_VISION"):
-        create_app(make_config(tmp_path, feed_warehouse), environ={"GPUFINOPS_TOKEN_FINANCE": "x"})
+        create_app(make_config(tmp_path, feed_warehouse), environ={"GPUFINOPS_TOKEN_FINANCE": "x" * 32})
 
 
 def test_the_api_command_exits_2_without_tokens(tmp_path, feed_warehouse):
