@@ -160,8 +160,8 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
     except duckdb.Error as exc:
-        if validate.csv_error(str(exc)):
-            raise IngestError(validate.read_error(source, f"object {name}", exc)) from None
+        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(validate.read_error(source, f"object {name}", exc, str(path))) from None
         first = str(exc).strip().splitlines()[0].replace(str(path), name) if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: object {name} can not be read as {kind}: {first}") from None
     columns = [r[0] for r in rows]

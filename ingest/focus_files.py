@@ -50,8 +50,8 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str, name: str 
         header = validate.parquet_header(path) if file_format(path) == "parquet" else validate.csv_header(path)
         rows = con.execute(f"DESCRIBE SELECT * FROM {_source_relation(path)}").fetchall()
     except (duckdb.Error, OSError, ValueError) as exc:
-        if validate.csv_error(str(exc)):
-            raise IngestError(validate.read_error(source, f"file {name}", exc)) from None
+        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(validate.read_error(source, f"file {name}", exc, path)) from None
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: file {name} can not be read as {file_format(path)}: {first_line}") from None
     validate.check_unique_columns(source, f"file {name}", header)

@@ -189,9 +189,36 @@ def csv_error(text: str) -> tuple[str | None, str | None, str] | None:
     return (found.group(1).strip() if found else None), match.group(1), reason.rstrip(".")
 
 
-def read_error(source: str, where: str, exc: BaseException) -> str:
+def csv_fault(path: str) -> tuple[int, str] | None:
+    """(line, what) of the first line a strict CSV reader refuses: an unterminated quote (a file cut
+    short), a line with another number of fields than the header, a byte that is not UTF-8. The
+    slow path, for a file DuckDB's sniffer could not read."""
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", newline="", encoding="utf-8") as f:
+            reader = csv.reader(f, strict=True)
+            width = None
+            for fields in reader:
+                if width is None:
+                    width = len(fields)
+                elif fields and len(fields) != width:
+                    return reader.line_num, f"{len(fields)} fields where the header has {width}"
+    except csv.Error as exc:
+        what = ("a value with an unterminated quote (the file ends inside it: truncated?)"
+                if "unexpected end of data" in str(exc) else str(exc))
+        return reader.line_num, what
+    except UnicodeDecodeError:
+        return 0, "a byte sequence that is not UTF-8 (the file must be UTF-8 encoded)"
+    return None
+
+
+def read_error(source: str, where: str, exc: BaseException, path: str | None = None) -> str:
     """One sentence for an error reading a file (CSV syntax, encoding, truncation, Parquet)."""
     text = str(exc)
+    if path and "Error when sniffing file" in text:
+        fault = csv_fault(path)
+        if fault:
+            return f"{source}: {where} line {fault[0]}: {fault[1]}" if fault[0] else f"{source}: {where}: {fault[1]}"
     parsed = csv_error(text)
     if parsed:
         _, line, reason = parsed

@@ -277,7 +277,8 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     if not isinstance(path_value, str) or not path_value.strip():
         raise ConfigError(f"warehouse.path: must be a file path (a string), not {path_value!r}")
     memory_limit = warehouse.get("memory_limit", "2GB")
-    _validate_memory_limit(memory_limit)
+    if "memory_limit" in warehouse:
+        _validate_memory_limit(memory_limit)
     warehouse_path = Path(path_value).expanduser()
     if not warehouse_path.is_absolute():
         warehouse_path = (Path.cwd() if db else base_dir) / warehouse_path
