@@ -31,6 +31,7 @@ import pytest
 
 from jobs import cli
 from tests import aws_cur_data
+from tests.bq_emulator import bq_emulator  # noqa: F401 (fixture)
 from tests.conftest import FOCUS_SAMPLE, query, table_digest
 from tests.gcp_loopback import GCP_DATA, copy_consistent_csv
 
@@ -651,8 +652,36 @@ def test_config_errors_exit_2_naming_the_key(tmp_path, body, named):
     OUTCOMES["refused (exit 2)"] = OUTCOMES.get("refused (exit 2)", 0) + 1
 
 
-def test_zz_outcome_counts(capsys):
-    """The closing note's figures: how many hostile cases ended how (run with -s to see them)."""
-    with capsys.disabled():
-        print("\nfuzz outcomes:", json.dumps(OUTCOMES, sort_keys=True))
-    assert sum(OUTCOMES.values()) > 0 or not OUTCOMES
+# ---- gcp_billing_export from BigQuery (the bqemulator API server, real google-cloud-bigquery client) ----
+
+def test_bigquery_rows_are_checked_like_files(tmp_path, bq_emulator):
+    from ingest.registry import Registry
+    from ingest.gcp_billing_export import GcpBillingExport
+    from ingest.runner import run_source
+    from tests.gcp_loopback import koku_flat_rows
+    from tests.test_gcp_billing_export import bq_options
+    registry = Registry()
+    registry.register(GcpBillingExport)
+    table = "gcp_billing_export_v1_0000_FUZZ"
+    bq_emulator.create_export_table(table)
+    rows = koku_flat_rows(GCP_FILE)
+    bq_emulator.insert(table, rows)
+    db = tmp_path / "wh.duckdb"
+    assert run_source(registry, db, "gcp", "gcp_billing_export", bq_options(bq_emulator, table)).ok
+    before = table_digest(db, "cost_line_items")
+    late = dict(rows[0], cost=None, export_time="2030-01-01 00:00:00 UTC")  # a late row without its cost
+    bq_emulator.insert(table, [late])
+    result = run_source(registry, db, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
+    assert result.status == "failed" and f"table test-billing.billing.{table} row " in result.error
+    assert "column BilledCost (cost) is empty" in result.error, result.error
+    assert table_digest(db, "cost_line_items") == before
+    OUTCOMES["refused (exit 1)"] = OUTCOMES.get("refused (exit 1)", 0) + 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _outcome_counts(request):
+    """Prints the closing note's figures after the module: how many hostile cases ended how."""
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and OUTCOMES:
+        reporter.write_line(f"fuzz outcomes: {json.dumps(OUTCOMES, sort_keys=True)}")
