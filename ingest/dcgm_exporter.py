@@ -45,7 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ingest import metrics_store, validate
 from ingest.files import check_link
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
-from ingest.validate_metrics import bad_lines
+from ingest.validate_metrics import checked_lines, rejects_table
 
 log = logging.getLogger(__name__)
 
@@ -219,28 +219,14 @@ class ExpositionParser:
 
     def _checked(self, where: str, index: pa.Array, known: list[tuple[int, tuple]], lines: pa.Array,
                  numbers: pa.Array, values: pa.Array, stamps: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-        """The lines of GPU fields that pass the sample checks (finite, in range, a plausible time);
-        a bad one fails the target, or under skip_rows is left out and recorded."""
+        """The lines of GPU fields that pass the sample checks (ingest/validate_metrics.py)."""
         column_of_series = [None] * (max(i for i, _ in known) + 2)
         for i, p in known:
             column_of_series[i] = VALUE_COLUMNS.index(p[0])
         columns = pc.take(pa.array(column_of_series, pa.int32()), pc.fill_null(index, len(column_of_series) - 1))
-        bad, reason = bad_lines(columns, values, stamps, list(VALUE_COLUMNS))
-        if not pc.any(bad).as_py():
-            return index, values, stamps
-        positions = pc.indices_nonzero(bad).to_pylist()
-        if self.on_invalid != validate.SKIP_ROWS:
-            at = positions[0]
-            metric = lines[at].as_py().split("{")[0].split(" ")[0]
-            shown = lines[at].as_py().split()[-2] if stamps[at].is_valid else lines[at].as_py().split()[-1]
-            more = f" ({len(positions)} bad line(s) in all)" if len(positions) > 1 else ""
-            raise IngestError(f"{where}: line {numbers[at].as_py()}: {metric} value {shown!r} {reason[at].as_py()}{more}")
-        for at in positions:
-            text = lines[at].as_py()
-            self.rejects.append({"file": where, "row": numbers[at].as_py(), "column": text.split("{")[0].split(" ")[0],
-                                 "value": text.rsplit("} ", 1)[-1][:200], "reason": reason[at].as_py()})
-        keep = pc.invert(bad)
-        return index.filter(keep), values.filter(keep), stamps.filter(keep)
+        keep = checked_lines(where, self.on_invalid, columns, list(VALUE_COLUMNS), lines, numbers, values, stamps,
+                             self.rejects)
+        return (index, values, stamps) if keep is None else (index.filter(keep), values.filter(keep), stamps.filter(keep))
 
     @staticmethod
     def _pivot(index: pa.Array, values: pa.Array, stamps: pa.Array, known: list[tuple[int, tuple]]) -> pa.Table:
@@ -348,14 +334,6 @@ def _unique(tables: list[pa.Table]) -> pa.Table:
         con.close()
 
 
-def _rejects_table(ctx: IngestContext, rejects: list[dict]) -> pa.Table:
-    from datetime import datetime, timezone
-    from warehouse.schema import INGEST_REJECTS
-    now = datetime.now(timezone.utc)
-    rows = [{"source": ctx.source, "run_id": ctx.run_id, **r, "rejected_at": now} for r in rejects]
-    return pa.Table.from_pylist(rows, schema=INGEST_REJECTS)
-
-
 class DcgmExporter:
     meta = IngestorMeta(
         name="dcgm_exporter",
@@ -406,7 +384,7 @@ class DcgmExporter:
         metrics_store.compact(folder, written, ctx.run_id)
         result = self._rollup(ctx, folder, seen, resource_map, namespace_teams)
         if options["on_invalid"] == validate.SKIP_ROWS:  # each target scraped replaces its previous rejects
-            result.batches.append(validate.rejects_batch(_rejects_table(ctx, rejects) if rejects else None,
+            result.batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None,
                                                          [display_url(t) for t in targets]))
             result.skipped_reason = None if rejects else result.skipped_reason
         return result

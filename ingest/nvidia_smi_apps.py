@@ -26,7 +26,8 @@ import duckdb
 from ingest import metrics_store, validate
 from ingest.files import sql_literal
 from ingest.nvidia_smi_csv import (TIMESTAMP_FORMAT, base_names, data_rows, file_host, header_fields, header_line,
-                                   number_sql, sample_labels, split_by_header, typed_sql, value_sql, write_samples)
+                                   number_sql, sample_labels, split_by_header, typed_sql, value_sql)
+from ingest.validate_metrics import write_samples
 from ingest.registry import IngestError
 from warehouse.schema import sql_type
 

@@ -40,7 +40,7 @@ import duckdb
 
 from ingest import metrics_store, validate
 from ingest.files import changed_files, expand_paths, fingerprint, sql_literal
-from ingest.validate_metrics import sample_checks
+from ingest.validate_metrics import write_samples
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 
 log = logging.getLogger(__name__)
@@ -237,66 +237,6 @@ def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: lis
                 kind = "a time (YYYY/MM/DD HH:MM:SS.mmm)" if role == "ts" else "a number or an N/A marker"
                 return f"{source}: file {path}: column {fields[cols[role]]!r} has value {value!r}, which is not {kind}"
     return None
-
-
-def write_samples(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-                  samples: Callable[[bool], str], labels: dict[str, str], diagnose: Callable[[], str | None],
-                  mode: str = validate.FAIL, run_id: str = "") -> tuple[dict[str, Any], int, str | None]:
-    """Write the checked rows of ``samples(numbered)`` (one ``ts`` column) to ``out_path``; returns
-    ({days (slice values), last sample time}, row count, the SELECT of rejected rows for
-    ``ingest_rejects`` under skip_rows). A failure is one sentence naming the file, line, column and
-    value (``diagnose`` explains a value that does not parse)."""
-    checks = sample_checks(labels)  # over the tolerant, numbered rows (values that did not parse included)
-    parsed_only = sample_checks({k: v for k, v in labels.items() if not k.startswith("__unparsed_")})
-    tmp_out = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")
-    rejects = None
-    try:
-        if mode == validate.SKIP_ROWS:
-            table = f"_gf_samples_{run_id}_{hashlib.sha1(path.encode()).hexdigest()[:12]}"
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT *, ({validate.message_sql(checks)}) IS NOT NULL "
-                        f"AS __bad, {validate._part_of(checks, 'column')} AS __column, {validate._part_of(checks, 'value')} "
-                        f"AS __value, {validate._part_of(checks, 'reason')} AS __reason FROM ({samples(True)}) "
-                        f"WHERE ts IS NOT NULL OR __unparsed_ts IS NOT NULL")
-            kept = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if not r[0].startswith("__")]
-            con.execute(f"COPY (SELECT {', '.join(kept)} FROM {table} WHERE NOT __bad) TO {sql_literal(str(tmp_out))} "
-                        f"(FORMAT parquet)")
-            rejects = (f"SELECT {sql_literal(source)} AS source, {sql_literal(run_id)} AS run_id, {sql_literal(path)} "
-                       f"AS file, CAST(__line AS BIGINT) AS row, __column AS \"column\", __value AS value, "
-                       f"__reason AS reason, now() AS rejected_at FROM {table} WHERE __bad")
-        else:
-            checked = validate.guarded(f"SELECT * FROM ({samples(False)}) WHERE ts IS NOT NULL", 0, parsed_only)
-            con.execute(f"COPY ({checked}) TO {sql_literal(str(tmp_out))} (FORMAT parquet)")
-    except duckdb.Error as exc:
-        tmp_out.unlink(missing_ok=True)
-        raise IngestError(_explain(con, source, path, samples, checks, diagnose, exc)) from None
-    days, last, rows = con.execute(
-        f"SELECT list(DISTINCT CAST(date_trunc('day', ts) AS VARCHAR)), "
-        f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})").fetchall()[0]
-    os.replace(tmp_out, out_path)
-    log.info("%s: parsed %s: %d samples over %d day(s)", source, path, rows, len(days or []))
-    return {"days": sorted(days or []), "last": last}, rows, rejects
-
-
-def _explain(con: duckdb.DuckDBPyConnection, source: str, path: str, samples: Callable[[bool], str],
-             checks: list, diagnose: Callable[[], str | None], exc: duckdb.Error) -> str:
-    """The failure as one sentence: the first bad line (a row check), or the value that does not parse."""
-    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    log.debug("%s: %s: %s", source, path, exc)
-    try:
-        if True:  # the first bad line: a row check, or a value that does not parse
-            found = con.execute(f"SELECT __line, __m FROM (SELECT __line, {validate.message_sql(checks)} AS __m "
-                                f"FROM ({samples(True)}) WHERE ts IS NOT NULL) WHERE __m IS NOT NULL "
-                                f"ORDER BY __line LIMIT 1").fetchall()
-            if found:
-                return f"{source}: file {path} line {found[0][0]}: {found[0][1]}"
-        explained = diagnose()
-    except duckdb.Error as again:  # unreadable as text at all (e.g. not UTF-8): report the first error
-        return validate.read_error(source, f"file {path}", again)
-    if explained:
-        return explained
-    if validate.csv_error(str(exc)):
-        return validate.read_error(source, f"file {path}", exc)
-    return f"{source}: file {path} can not be read as an nvidia-smi CSV log: {first_line}"
 
 
 def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,

@@ -31,7 +31,7 @@ import pyarrow as pa
 from ingest import metrics_store, validate
 from ingest.dcgm_exporter import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
-from ingest.validate_metrics import bad_figure
+from ingest.validate_metrics import bad_figure, rejects_table
 from warehouse.schema import GPU_METRICS_HOURLY
 
 log = logging.getLogger(__name__)
@@ -215,13 +215,6 @@ def _window(ctx: IngestContext, now: datetime) -> tuple[datetime, datetime]:
     return start, end
 
 
-def _rejects_table(ctx: IngestContext, rejects: list[dict]) -> pa.Table:
-    from warehouse.schema import INGEST_REJECTS
-    now = datetime.now(timezone.utc)
-    return pa.Table.from_pylist([{"source": ctx.source, "run_id": ctx.run_id, **r, "rejected_at": now} for r in rejects],
-                                schema=INGEST_REJECTS)
-
-
 class Prometheus:
     meta = IngestorMeta(
         name="prometheus",
@@ -262,7 +255,7 @@ class Prometheus:
         hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
         watermark = end.isoformat()
         rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
-        refused = [validate.rejects_batch(_rejects_table(ctx, rejects), [r["file"] for r in rejects])] if rejects else []
+        refused = [validate.rejects_batch(rejects_table(ctx, rejects), [r["file"] for r in rejects])] if rejects else []
         if not ctx.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end):
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
         return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)]

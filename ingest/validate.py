@@ -104,7 +104,7 @@ class Check:
     reason: str          # SQL text: why it is bad
 
 
-def _txt(expr: str) -> str:
+def text_of(expr: str) -> str:
     return f"COALESCE(CAST({expr} AS VARCHAR), 'NULL')"
 
 
@@ -126,19 +126,19 @@ def cost_checks(origin: dict[str, str], now: datetime | None = None) -> list[Che
     billing_start, billing_end = col("BillingPeriodStart"), col("BillingPeriodEnd")
     for name in ("ChargePeriodStart", "BillingPeriodStart"):
         checks.append(Check(label(name), f"{col(name)} < TIMESTAMPTZ {earliest} OR {col(name)} > TIMESTAMPTZ {latest}",
-                            _txt(col(name)), sql_literal("is not a plausible time (before 2000 or more than a day "
+                            text_of(col(name)), sql_literal("is not a plausible time (before 2000 or more than a day "
                                                          "in the future)")))
     checks += [
-        Check(label("ChargePeriodEnd"), f"{end} < {start}", _txt(end),
-              f"'is before ChargePeriodStart ' || {_txt(start)}"),
-        Check(label("BillingPeriodEnd"), f"{billing_end} <= {billing_start}", _txt(billing_end),
-              f"'is not after BillingPeriodStart ' || {_txt(billing_start)}"),
+        Check(label("ChargePeriodEnd"), f"{end} < {start}", text_of(end),
+              f"'is before ChargePeriodStart ' || {text_of(start)}"),
+        Check(label("BillingPeriodEnd"), f"{billing_end} <= {billing_start}", text_of(billing_end),
+              f"'is not after BillingPeriodStart ' || {text_of(billing_start)}"),
         Check(label("ChargePeriodStart"),
               f"COALESCE(\"ChargeClass\", '') <> 'Correction' AND ({start} < {billing_start} - {tolerance} "
-              f"OR {end} > {billing_end} + {tolerance})", f"{_txt(start)} || ' – ' || {_txt(end)}",
-              f"'lies outside its billing period ' || {_txt(billing_start)} || ' – ' || {_txt(billing_end)} "
+              f"OR {end} > {billing_end} + {tolerance})", f"{text_of(start)} || ' – ' || {text_of(end)}",
+              f"'lies outside its billing period ' || {text_of(billing_start)} || ' – ' || {text_of(billing_end)} "
               f"|| ' (more than {PERIOD_TOLERANCE.days} day; only a Correction may)'"),
-        Check(label("x_GpuCount"), f"\"x_GpuCount\" < 0 OR \"x_GpuCount\" > {MAX_GPUS}", _txt('"x_GpuCount"'),
+        Check(label("x_GpuCount"), f"\"x_GpuCount\" < 0 OR \"x_GpuCount\" > {MAX_GPUS}", text_of('"x_GpuCount"'),
               sql_literal(f"is not a GPU count (0–{MAX_GPUS})")),
     ]
     return checks
@@ -154,7 +154,7 @@ def message_sql(checks: list[Check]) -> str:
     return f"CASE {whens} END"
 
 
-def _part_of(checks: list[Check], what: str) -> str:
+def part_of(checks: list[Check], what: str) -> str:
     pick = {"column": lambda c: sql_literal(c.column), "value": lambda c: c.value, "reason": lambda c: c.reason}[what]
     return "CASE " + " ".join(f"WHEN {c.condition} THEN {pick(c)}" for c in checks) + " END"
 
@@ -300,8 +300,8 @@ def quarantine(con: duckdb.DuckDBPyConnection, ctx: IngestContext, parts: list[P
         mapped = f"_gf_mapped_{ctx.run_id}_{i}"
         try:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {mapped} AS SELECT *, ({message_sql(checks)}) IS NOT NULL "
-                        f"AS __bad, {_part_of(checks, 'column')} AS __column, {_part_of(checks, 'value')} AS __value, "
-                        f"{_part_of(checks, 'reason')} AS __reason FROM ({part.mapped(good_raw, ('__row',))})")
+                        f"AS __bad, {part_of(checks, 'column')} AS __column, {part_of(checks, 'value')} AS __value, "
+                        f"{part_of(checks, 'reason')} AS __reason FROM ({part.mapped(good_raw, ('__row',))})")
         except duckdb.Error as exc:
             raise IngestError(read_error(ctx.source, part.where(), exc)) from None
         goods.append(f"SELECT * EXCLUDE (__row, __bad, __column, __value, __reason) FROM {mapped} WHERE NOT __bad")
