@@ -297,12 +297,17 @@ LEGACY_MUTATIONS = {
 @pytest.mark.parametrize("case", list(LEGACY_MUTATIONS))
 def test_legacy_cur_refuses_a_bad_line(tmp_path, case):
     root = tmp_path / "bucket"
-    aws_cur_data.legacy_layout(root, aws_cur_data.LEGACY_CSV)
-    config = write_config(tmp_path, f'[sources.aws]\ntype = "aws_cur"\npath = "{root}"')
-    good_run(config)
     with open(aws_cur_data.LEGACY_CSV, newline="") as f:
         reader = csv.DictReader(f)
-        header, rows = reader.fieldnames, list(reader)
+        header, rows = reader.fieldnames, list(reader)[:300]  # the real file's first 300 lines: enough, faster
+    base = tmp_path / "base.csv"
+    with open(base, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        w.writerows(rows)
+    aws_cur_data.legacy_layout(root, base)
+    config = write_config(tmp_path, f'[sources.aws]\ntype = "aws_cur"\npath = "{root}"')
+    good_run(config)
     at = random.Random(f"{SEED}-{case}").randrange(len(rows))
     column, value, reason = LEGACY_MUTATIONS[case]
     rows[at][column] = value
@@ -683,5 +688,7 @@ def _outcome_counts(request):
     """Prints the closing note's figures after the module: how many hostile cases ended how."""
     yield
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and OUTCOMES:
-        reporter.write_line(f"fuzz outcomes: {json.dumps(OUTCOMES, sort_keys=True)}")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(f"\nfuzz outcomes: {json.dumps(OUTCOMES, sort_keys=True)}")
