@@ -29,6 +29,7 @@ STRING_OPTIONS = {"path", "targets", "url", "bucket", "prefix", "region", "endpo
                   "dataset", "table", "selector", "host_column", "format", "engine", "database", "workgroup",
                   "output_location", "credentials_file", "resource_label", "provider_id_label", "currency"}
 LIST_OPTIONS = {"path", "targets"}
+ARRAY_SECTIONS = {"budgets"}  # top-level arrays of tables ([[budgets]]); every other section is a table
 
 
 class ConfigError(ValueError):
@@ -266,7 +267,10 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     for section in raw:
         if section not in TOP_LEVEL_SECTIONS:
             raise ConfigError(f"{section}: unknown section (known: {', '.join(sorted(TOP_LEVEL_SECTIONS))})")
-        if not isinstance(raw[section], dict):
+        if section in ARRAY_SECTIONS:
+            if not isinstance(raw[section], list) or not all(isinstance(t, dict) for t in raw[section]):
+                raise ConfigError(f"{section}: must be an array of tables ([[{section}]]), not {raw[section]!r}")
+        elif not isinstance(raw[section], dict):
             raise ConfigError(f"{section}: must be a table ([{section}]), not {raw[section]!r}")
     base_dir = config_path.parent if config_path else Path.cwd()
     warehouse = raw.get("warehouse", {})
