@@ -133,7 +133,8 @@ def test_recommendation_objects_follow_the_contract(api):
     for obj in httpx.get(f"{url}/v1/recommendations", headers=FINANCE).json():
         rec = stored[obj["id"]]
         assert list(obj) == ["id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-                             "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status"]
+                             "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status",
+                             "plan", "plan_id"]  # CONTRACT's addition: one resource's plan
         assert isinstance(obj["monthly_savings_usd"], float)  # money as a JSON number
         assert Decimal(str(obj["monthly_savings_usd"])) == rec.monthly_savings_usd
         assert obj["current"] == rec.to_dict()["current"] and obj["proposed"] == rec.to_dict()["proposed"]
