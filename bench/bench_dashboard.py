@@ -103,7 +103,7 @@ def generate(path: Path, line_items: int) -> None:
             FROM range(35) a(k), range({DAYS * 4}) b(h)""").fetchall()
         con.execute("""
             INSERT INTO ingest_runs SELECT 'run-' || i, 'src-' || (i % 6), 'focus_files', now() - to_hours(i),
-                   now() - to_hours(i), 'succeeded', 1000, NULL, NULL FROM range(500) t(i)""").fetchall()
+                   now() - to_hours(i), 'succeeded', 1000, NULL, NULL, 0 FROM range(500) t(i)""").fetchall()
         rollups.refresh_cost_daily(con)  # what the ingest runner keeps in step with every cost load
         con.execute("CHECKPOINT").fetchall()
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 
-from ingest import cur_mapping, focus_files
+from ingest import cur_mapping, focus_files, validate
 from ingest.aws_cur_store import LocalStore, S3Store, StoredObject
 from ingest.files import sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
@@ -107,11 +107,19 @@ def _read_manifest(store, delivery: Delivery, index: dict[str, StoredObject], pr
     keys = manifest.get("dataFiles") or manifest.get("reportKeys") if isinstance(manifest, dict) else None
     if not keys or not isinstance(keys, list):
         raise IngestError(f"{store.source}: manifest {name} lists no data files (no dataFiles or reportKeys)")
-    delivery.data_keys = [_resolve(str(k), delivery, prefix) for k in keys]
+    delivery.data_keys = [_inside(store.source, name, str(k), _resolve(str(k), delivery, prefix)) for k in keys]
     digest = hashlib.sha256(delivery.manifest.tag.encode())
     for key in delivery.data_keys:
         digest.update(f"|{key}={index[key].tag if key in index else 'missing'}".encode())
     delivery.fingerprint = digest.hexdigest()
+
+
+def _inside(source: str, manifest: str, raw: str, key: str) -> str:
+    """A manifest's data key must stay under the configured prefix or path: no '..' segment."""
+    if ".." in key.replace("\\", "/").split("/") or ".." in raw.replace("\\", "/").split("/"):
+        raise IngestError(f"{source}: manifest {manifest} lists data key {raw!r}, which leaves the configured "
+                          f"prefix/path (a '..' segment); refused")
+    return key
 
 
 def _in_range(period: str, since: datetime | None, until: datetime | None) -> bool:
@@ -130,6 +138,16 @@ class _File:
     types: dict[str, str]
     dialect: str
 
+    def part(self, tag_keys: tuple[str, ...]) -> validate.Part:
+        """The object's rows for validation and loading (ingest/validate.py)."""
+        if self.dialect == "focus":
+            return focus_files.part(str(self.path), self.types, tag_keys, kind="object", name=self.name)
+        return validate.Part("object", self.name, self.relation,
+                             lambda relation, carry: cur_mapping.cur_select(relation, self.columns, self.types, tag_keys,
+                                                                            carry=carry),
+                             [validate.Cast(*c) for c in cur_mapping.casts(self.columns, self.types)],
+                             cur_mapping.origin(self.columns))
+
 
 def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path, fmt: str) -> _File:
     if path.stat().st_size == 0:
@@ -142,55 +160,35 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
     except duckdb.Error as exc:
+        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(validate.read_error(source, f"object {name}", exc, str(path))) from None
         first = str(exc).strip().splitlines()[0].replace(str(path), name) if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: object {name} can not be read as {kind}: {first}") from None
     columns = [r[0] for r in rows]
+    header = validate.parquet_header(str(path)) if kind == "parquet" else validate.csv_header(str(path))
+    validate.check_unique_columns(source, f"object {name}", header)
     dialect, _, _ = cur_mapping.check_dialect(f"{source}: object {name}", columns, fmt)
     if dialect == "focus":
         focus_files._check_columns(source, name, columns)
     return _File(name, path, relation, columns, {r[0]: r[1] for r in rows}, dialect)
 
 
-def _select(f: _File, tag_keys: tuple[str, ...]) -> str:
-    if f.dialect == "focus":
-        return focus_files._file_select(str(f.path), f.columns, tag_keys)
-    return cur_mapping.cur_select(f.relation, f.columns, f.types, tag_keys)
-
-
-def _periods(con: duckdb.DuckDBPyConnection, source: str, f: _File, tag_keys: tuple[str, ...]) -> list[str]:
+def _periods(con: duckdb.DuckDBPyConnection, source: str, f: _File, tag_keys: tuple[str, ...],
+             skip_rows: bool = False) -> list[str]:
+    p = f.part(tag_keys)
+    where = "" if not skip_rows else ' WHERE "BillingPeriodStart" IS NOT NULL'
     try:
-        rows = con.execute(f'SELECT DISTINCT CAST("BillingPeriodStart" AS VARCHAR) FROM ({_select(f, tag_keys)})').fetchall()
+        mapped = p.mapped(p.relation, ()) if not skip_rows else p.mapped(
+            f"(SELECT * FROM {p.relation} WHERE NOT ({' OR '.join(c.bad() for c in p.casts) or 'false'}))", ())
+        rows = con.execute(f'SELECT DISTINCT CAST("BillingPeriodStart" AS VARCHAR) FROM ({mapped}){where}').fetchall()
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0].replace(str(f.path), f.name)
-        raise IngestError(f"{source}: object {f.name}: its billing periods can not be read ({first})") from None
-    if not rows:
+        explained = validate.explain(con, source, [p], [[]], exc)
+        raise IngestError(explained or validate.read_error(source, p.where(), exc).replace(str(f.path), f.name)) from None
+    if not rows and not skip_rows:
         raise IngestError(f"{source}: object {f.name} holds no rows")
     if any(r[0] is None for r in rows):
         raise IngestError(f"{source}: object {f.name}: the billing period start is empty in some rows")
     return sorted(r[0] for r in rows)
-
-
-def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[_File]) -> str | None:
-    """After a failed load: the object, column and first value that does not cast (failures only)."""
-    for f in files:
-        if f.dialect == "focus":
-            message = focus_files.diagnose(con, source, [str(f.path)], {str(f.path): f.columns})
-            if message:
-                return message.replace(str(f.path), f.name)
-            continue
-        _, names, _ = cur_mapping.canonical_columns(f.columns)
-        for canonical, kind in cur_mapping.FIELDS.items():
-            raw = names.get(canonical)
-            if kind == "s" or raw is None or f.types.get(raw, "VARCHAR").upper() != "VARCHAR":
-                continue
-            target = "DECIMAL(38,15)" if kind == "m" else "TIMESTAMPTZ"
-            col = '"' + raw.replace('"', '""') + '"'
-            count, value = con.execute(f"SELECT count(*), any_value({col}) FROM {f.relation} WHERE {col} IS NOT NULL "
-                                       f"AND {col} <> '' AND TRY_CAST({col} AS {target}) IS NULL").fetchall()[0]
-            if count:
-                what = "a number" if kind == "m" else "a date/time"
-                return f"{source}: object {f.name}: column {raw} has {count} value(s) that are not {what}, e.g. {value!r}"
-    return None
 
 
 def _enrich(mapped: str, ctx: IngestContext) -> str:
@@ -220,7 +218,7 @@ class AwsCur:
         lookback=timedelta(0),
         default_schedule="30 */6 * * *",
         required_keys=(),
-        optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts",
+        optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts", "on_invalid",
                        # engine = "athena": the rollup runs in Athena (ingest/aws_athena.py)
                        "engine", "database", "table", "workgroup", "output_location", "catalog",
                        "lookback_months", "poll_interval_s", "query_timeout_s"),
@@ -277,27 +275,28 @@ class AwsCur:
               scratch: Path, ranged: bool) -> FetchResult:
         files: list[_File] = []
         slices: set[str] = set()
+        skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         new_state = dict(loaded)
         for d in changed:
             periods: set[str] = set()
             for key in d.data_keys:
                 path = store.local_file(key, scratch)
                 f = _describe(ctx.con, ctx.source, store.name(key), path, fmt)
-                periods.update(_periods(ctx.con, ctx.source, f, ctx.team_tag_keys))
+                periods.update(_periods(ctx.con, ctx.source, f, ctx.team_tag_keys, skip_rows))
                 files.append(f)
             log.info("%s: delivery %s (%s, %d object(s)) holds period(s) %s", ctx.source, d.group, d.layout,
                      len(d.data_keys), ", ".join(sorted(periods)))
             slices |= periods | set(loaded.get(d.group, {}).get("slices", []))
             new_state[d.group] = {"fingerprint": d.fingerprint, "manifest": d.manifest.key, "slices": sorted(periods)}
-        union = " UNION ALL BY NAME ".join(f"({_select(f, ctx.team_tag_keys)})" for f in files)
-        sql = _enrich(union, ctx)
-        batch = Batch(table="cost_line_items", data=sql, slices=sorted(slices),
-                      diagnose=lambda exc: diagnose(ctx.con, ctx.source, files))
+        sql, rejects, explain = validate.cost_rows(ctx, [f.part(ctx.team_tag_keys) for f in files],
+                                                   lambda union: _enrich(union, ctx))
+        batch = Batch(table="cost_line_items", data=sql, slices=sorted(slices), diagnose=explain)
         weakref.finalize(batch, shutil.rmtree, str(scratch), True)  # scratch lives until the load is done
+        batches = [batch] + ([rejects] if rejects else [])
         if ranged:
-            return FetchResult([batch], ctx.state, watermark=ctx.state.get("watermark"))
+            return FetchResult(batches, ctx.state, watermark=ctx.state.get("watermark"))
         watermark = max((g.split("|")[-1] for g in new_state), default=None)
-        return FetchResult([batch], {"deliveries": new_state, "watermark": watermark}, watermark=watermark)
+        return FetchResult(batches, {"deliveries": new_state, "watermark": watermark}, watermark=watermark)
 
 
 INGESTORS = [AwsCur]

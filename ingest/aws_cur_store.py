@@ -33,6 +33,7 @@ class LocalStore:
         if not root.is_dir():
             raise IngestError(f"{source}: path {str(root)!r} is not a directory")
         self.source, self.root = source, root
+        self.dangling: dict[str, str] = {}   # key -> target of a symlink whose target is missing
 
     def name(self, key: str) -> str:
         return str(self.root / key)
@@ -42,18 +43,30 @@ class LocalStore:
         for dirpath, _, filenames in os.walk(self.root):
             for filename in filenames:
                 path = Path(dirpath) / filename
+                if path.is_symlink() and not path.exists():  # only an error if a manifest needs it
+                    self.dangling[path.relative_to(self.root).as_posix()] = os.readlink(path)
+                    log.warning("%s: %s is a symbolic link to %r, which does not exist", self.source, path,
+                                os.readlink(path))
+                    continue
                 st = path.stat()
                 key = path.relative_to(self.root).as_posix()
                 out.append(StoredObject(key, st.st_size, f"{st.st_size}:{st.st_mtime_ns}", st.st_mtime))
         return sorted(out, key=lambda o: o.key)
 
+    def _dangling(self, key: str) -> None:
+        if key in self.dangling:
+            raise IngestError(f"{self.source}: object {self.name(key)} is a symbolic link to "
+                              f"{self.dangling[key]!r}, which does not exist")
+
     def read(self, key: str) -> bytes:
+        self._dangling(key)
         try:
             return (self.root / key).read_bytes()
         except FileNotFoundError:
             raise IngestError(f"{self.source}: object {self.name(key)} does not exist") from None
 
     def local_file(self, key: str, scratch: Path) -> Path:
+        self._dangling(key)
         path = self.root / key
         if not path.is_file():
             raise IngestError(f"{self.source}: object {self.name(key)} listed in the manifest does not exist")

@@ -215,7 +215,7 @@ def _case(column: str, mapping: dict[str, str], default: str) -> str:
 
 
 def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_keys: tuple[str, ...],
-               only: tuple[str, ...] | None = None) -> str:
+               only: tuple[str, ...] | None = None, carry: tuple[str, ...] = ()) -> str:
     """SELECT over one CUR file producing the cost_line_items columns (without x_Source / x_IngestRunId).
 
     ``only`` restricts the output to those columns (the push-down rollup needs a few, and must not
@@ -224,6 +224,7 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
     inner = [f"{_typed(names.get(name), kind, types)} AS {name}" for name, kind in FIELDS.items()]
     inner += [f"{_product(key, names, types)} AS p_{key}" for key in PRODUCT_ATTRIBUTES]
     inner.append(f"{_tags(names, tags, types)} AS tags_map")
+    inner += [_quote(c) for c in carry]  # passed through unchanged (validation's row numbers)
     lt = "line_item_line_item_type"
     split = "split_line_item_parent_resource_id IS NOT NULL"
     billed = f"CASE WHEN {split} THEN COALESCE(split_line_item_split_cost, 0) + COALESCE(split_line_item_unused_cost, 0) " \
@@ -308,7 +309,39 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
             continue
         expr = outputs.get(field.name, "NULL")
         items.append(f'CAST({expr} AS {schema.sql_type(field)}) AS "{field.name}"')
+    items += [_quote(c) for c in carry]
     return f"SELECT {', '.join(items)} FROM (SELECT {', '.join(inner)} FROM {relation})"
+
+
+# FOCUS column -> the CUR column it is read from (canonical names), for validation messages
+ORIGIN = {"BilledCost": "line_item_unblended_cost", "EffectiveCost": "line_item_unblended_cost",
+          "ListCost": "pricing_public_on_demand_cost", "ChargeCategory": "line_item_line_item_type",
+          "ChargePeriodStart": "line_item_usage_start_date", "ChargePeriodEnd": "line_item_usage_end_date",
+          "BillingPeriodStart": "bill_billing_period_start_date", "BillingPeriodEnd": "bill_billing_period_end_date",
+          "BillingAccountId": "bill_payer_account_id", "ServiceName": "line_item_product_code",
+          "x_GpuCount": "product gpu"}
+
+
+def origin(columns: list[str]) -> dict[str, str]:
+    """FOCUS column -> the column of this file it comes from (its own header spelling)."""
+    _, names, _ = canonical_columns(columns)
+    return {focus: names.get(canonical, canonical) for focus, canonical in ORIGIN.items()}
+
+
+def casts(columns: list[str], types: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(raw column, kind) the mapping parses: money and times held as text, money held as a double."""
+    _, names, _ = canonical_columns(columns)
+    out = []
+    for canonical, kind in FIELDS.items():
+        raw = names.get(canonical)
+        if raw is None or kind == "s":
+            continue
+        source_type = types.get(raw, "VARCHAR").upper()
+        if source_type == "VARCHAR":
+            out.append((_quote(raw), raw, "number" if kind == "m" else "time"))
+        elif kind == "m" and source_type in ("DOUBLE", "FLOAT", "REAL"):
+            out.append((_quote(raw), raw, "finite"))
+    return out
 
 
 def gpu_family_values() -> str:

@@ -42,8 +42,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest import metrics_store
+from ingest import metrics_store, validate
+from ingest.files import check_link
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.validate_metrics import checked_lines, rejects_table
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +79,39 @@ def expand_targets(source: str, targets: Any, base_dir: str | None) -> list[str]
         full = os.path.expanduser(target)
         if base_dir and not os.path.isabs(full):
             full = os.path.join(base_dir, full)
-        matched = sorted(p for p in glob.glob(full) if os.path.isfile(p))
+        for path in glob.glob(full):
+            check_link(source, path)
+        matched = sorted({os.path.realpath(p): p for p in glob.glob(full) if os.path.isfile(p)}.values())
         if not matched:
             raise IngestError(f"{source}: target {target!r} matches no file")
         out += [urllib.parse.urljoin("file:", urllib.request.pathname2url(os.path.abspath(p))) for p in matched]
     return out
+
+
+def display_url(url: str) -> str:
+    """``url`` without its ``user:password@`` (what messages, logs and the ledger show)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _request(url: str) -> urllib.request.Request:
+    """A GET for ``url``; credentials in the URL (``https://user:password@host/…``) become HTTP Basic auth."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {"Accept": "text/plain; version=0.0.4"}
+    if parts.username is not None:
+        import base64
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return urllib.request.Request(url, headers=headers)
 
 
 def fetch_text(url: str, *, timeout_s: float, retries: int) -> str:
@@ -94,8 +124,7 @@ def fetch_bytes(url: str, *, timeout_s: float, retries: int) -> bytes:
     delay = 0.5
     for attempt in range(1, retries + 1):
         try:
-            request = urllib.request.Request(url, headers={"Accept": "text/plain; version=0.0.4"})
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with urllib.request.urlopen(_request(url), timeout=timeout_s) as response:
                 return response.read()
         except urllib.error.HTTPError as exc:
             if exc.code < 500 and exc.code != 429 or attempt == retries:
@@ -103,7 +132,7 @@ def fetch_bytes(url: str, *, timeout_s: float, retries: int) -> bytes:
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             if attempt == retries or url.startswith("file:"):
                 raise
-            log.info("%s: %s; retrying in %.1f s", url, getattr(exc, "reason", exc), delay)
+            log.info("%s: %s; retrying in %.1f s", display_url(url), getattr(exc, "reason", exc), delay)
         time.sleep(delay)
         delay *= 2
     raise AssertionError("unreachable")
@@ -121,9 +150,12 @@ class ExpositionParser:
     seconds (``prometheus_client`` alone reads about 10k samples a second here).
     """
 
-    def __init__(self, resource_label: str = "instance_id", provider_id_label: str = "provider_id") -> None:
+    def __init__(self, resource_label: str = "instance_id", provider_id_label: str = "provider_id",
+                 on_invalid: str = validate.FAIL) -> None:
         self.resource_label = resource_label
         self.provider_id_label = provider_id_label
+        self.on_invalid = on_invalid
+        self.rejects: list[dict[str, Any]] = []   # lines refused under on_invalid = "skip_rows"
 
     def _parse_series(self, series: str, default_host: str) -> tuple | None:
         families = list(text_string_to_metric_families(f"{series} 0\n"))
@@ -141,9 +173,9 @@ class ExpositionParser:
 
     def parse(self, text: str | bytes, scrape_ms: int, default_host: str, where: str) -> tuple[pa.Table, bool]:
         """(samples, whether every sample carried its own timestamp)."""
-        lines = _lines(text)
+        lines, numbers = _lines(text)
         if len(lines) == 0:
-            return metrics_store.SAMPLE_SCHEMA.empty_table(), False
+            raise IngestError(f"{where}: the exposition holds no samples (it is empty or only comments)")
         # "<series> <value> [<timestamp>]": the series ends at the last "} " (values hold no brace)
         braced = pc.split_pattern(lines, pattern="} ", max_splits=1, reverse=True)
         has_labels = pc.equal(pc.list_value_length(braced), 2)
@@ -157,9 +189,9 @@ class ExpositionParser:
         counts = pc.list_value_length(tokens)
         bad = pc.or_(pc.less(counts, 1), pc.greater(counts, 2))
         if pc.any(bad).as_py():
-            line = lines[pc.index(bad, True).as_py()].as_py()
-            raise IngestError(f"{where}: line {_line_number(text, line)} is not Prometheus text exposition "
-                              f"(expected a value and an optional timestamp): {line[:120]!r}")
+            at = pc.index(bad, True).as_py()
+            raise IngestError(f"{where}: line {numbers[at].as_py()} is not Prometheus text exposition "
+                              f"(expected a value and an optional timestamp): {lines[at].as_py()[:120]!r}")
         unique = pc.unique(series)
         parsed = []
         for text_series in unique.to_pylist():
@@ -168,17 +200,33 @@ class ExpositionParser:
             except ValueError as exc:
                 raise IngestError(f"{where}: line {_line_number(text, text_series)} is not Prometheus text "
                                   f"exposition ({exc}): {text_series[:120]!r}") from None
-        try:
-            values = pc.cast(pc.list_element(tokens, 0), pa.float64())
-            stamps = pc.cast(pc.list_element(pc.if_else(pc.equal(counts, 2), tokens,
-                                                        pa.scalar(["", None], pa.list_(pa.string()))), 1), pa.int64())
-        except pa.ArrowInvalid as exc:
-            raise IngestError(f"{where}: a sample value or timestamp is not a number ({exc})") from None
+        value_text = pc.list_element(tokens, 0)
+        stamp_text = pc.list_element(pc.if_else(pc.equal(counts, 2), tokens, pa.scalar(["", None], pa.list_(pa.string()))), 1)
+        values, stamps = _numbers(value_text, pa.float64()), _numbers(stamp_text, pa.int64())
+        for what, typed, raw in (("value", values, value_text), ("timestamp", stamps, stamp_text)):
+            unparsed = pc.and_(pc.is_null(typed), pc.is_valid(raw))
+            if pc.any(unparsed).as_py():
+                at = pc.index(unparsed, True).as_py()
+                raise IngestError(f"{where}: line {numbers[at].as_py()}: the sample {what} {raw[at].as_py()!r} is not a "
+                                  f"number")
         stamped = stamps.null_count == 0
         known = [(i, p) for i, p in enumerate(parsed) if p is not None]
         if not known:
             return metrics_store.SAMPLE_SCHEMA.empty_table(), stamped
-        return self._pivot(pc.index_in(series, value_set=unique), values, pc.fill_null(stamps, scrape_ms), known), stamped
+        index = pc.index_in(series, value_set=unique)
+        index, values, stamps = self._checked(where, index, known, lines, numbers, values, stamps)
+        return self._pivot(index, values, pc.fill_null(stamps, scrape_ms), known), stamped
+
+    def _checked(self, where: str, index: pa.Array, known: list[tuple[int, tuple]], lines: pa.Array,
+                 numbers: pa.Array, values: pa.Array, stamps: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """The lines of GPU fields that pass the sample checks (ingest/validate_metrics.py)."""
+        column_of_series = [None] * (max(i for i, _ in known) + 2)
+        for i, p in known:
+            column_of_series[i] = VALUE_COLUMNS.index(p[0])
+        columns = pc.take(pa.array(column_of_series, pa.int32()), pc.fill_null(index, len(column_of_series) - 1))
+        keep = checked_lines(where, self.on_invalid, columns, list(VALUE_COLUMNS), lines, numbers, values, stamps,
+                             self.rejects)
+        return (index, values, stamps) if keep is None else (index.filter(keep), values.filter(keep), stamps.filter(keep))
 
     @staticmethod
     def _pivot(index: pa.Array, values: pa.Array, stamps: pa.Array, known: list[tuple[int, tuple]]) -> pa.Table:
@@ -196,7 +244,6 @@ class ExpositionParser:
         index = pc.fill_null(index, len(series_key))  # not a GPU field: no key, dropped below
         key_of_line = pc.take(pa.array(series_key + [None], pa.int32()), index)
         column_of_line = pc.take(pa.array(series_column + [None], pa.int32()), index)
-        values = pc.if_else(pc.is_nan(values), pa.scalar(None, pa.float64()), values)
         columns = {"ts": stamps, "key": key_of_line}
         for c, name in enumerate(VALUE_COLUMNS):
             columns[name] = pc.if_else(pc.equal(column_of_line, c), values, pa.scalar(None, pa.float64()))
@@ -213,17 +260,36 @@ class ExpositionParser:
         return pa.table(data).select(metrics_store.SAMPLE_SCHEMA.names).cast(metrics_store.SAMPLE_SCHEMA)
 
 
-def _lines(text: str | bytes) -> pa.Array:
-    """The exposition's sample lines (comments and blank lines left out), read by Arrow's CSV reader."""
+def _numbers(text: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Numbers parsed from text, NULL where a token is not one (Prometheus spells ±Inf as +Inf/-Inf)."""
+    cleaned = pc.replace_substring_regex(text, pattern=r"^\+", replacement="")
+    try:
+        return pc.cast(cleaned, kind)
+    except pa.ArrowInvalid:  # some token is not a number: parse one by one to find it
+        out = []
+        for token in cleaned.to_pylist():
+            try:
+                out.append(None if token is None else (int(token) if kind == pa.int64() else float(token)))
+            except ValueError:
+                out.append(None)
+        return pa.array(out, kind)
+
+
+def _lines(text: str | bytes) -> tuple[pa.Array, pa.Array]:
+    """(the exposition's sample lines, their line numbers): comments and blank lines left out, read
+    by Arrow's CSV reader."""
     data = text.encode() if isinstance(text, str) else text
     if not data.strip():
-        return pa.array([], pa.string())
+        return pa.array([], pa.string()), pa.array([], pa.int64())
     table = pacsv.read_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(column_names=["line"]),
-                           parse_options=pacsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False),
+                           parse_options=pacsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False,
+                                                             ignore_empty_lines=False),
                            convert_options=pacsv.ConvertOptions(column_types={"line": pa.string()},
                                                                 strings_can_be_null=False))
     lines = table.column("line").combine_chunks() if table.num_rows else pa.array([], pa.string())
-    return lines.filter(pc.invert(pc.or_(pc.starts_with(lines, "#"), pc.equal(pc.utf8_trim_whitespace(lines), ""))))
+    numbers = pa.array(range(1, len(lines) + 1), pa.int64())
+    keep = pc.invert(pc.or_(pc.starts_with(lines, "#"), pc.equal(pc.utf8_trim_whitespace(lines), "")))
+    return lines.filter(keep), numbers.filter(keep)
 
 
 def _line_number(text: str | bytes, fragment: str) -> int:
@@ -235,18 +301,18 @@ def _line_number(text: str | bytes, fragment: str) -> int:
 
 # ---- the ingestor --------------------------------------------------------------------------------
 
-def _scrape(url: str, options: dict[str, Any]) -> tuple[str, str, pa.Table | None, bool]:
-    """(url, body digest, samples or None when unchanged, whether samples carry timestamps)."""
+def _scrape(url: str, options: dict[str, Any]) -> tuple[str, str, pa.Table | None, bool, list[dict]]:
+    """(url, body digest, samples or None when unchanged, whether samples carry timestamps, lines refused)."""
     body = fetch_bytes(url, timeout_s=float(options.get("timeout_s", DEFAULT_TIMEOUT_S)),
                        retries=int(options.get("retries", DEFAULT_RETRIES)))
     digest = hashlib.sha1(body).hexdigest()
     if digest in options["_seen"]:
-        return url, digest, None, True
+        return url, digest, None, True, []
     parser = ExpositionParser(options.get("resource_label", "instance_id"),
-                              options.get("provider_id_label", "provider_id"))
+                              options.get("provider_id_label", "provider_id"), options.get("on_invalid", validate.FAIL))
     host = urllib.parse.urlsplit(url).hostname or ""
-    table, stamped = parser.parse(body, int(time.time() * 1000), host, url)
-    return url, digest, table, stamped
+    table, stamped = parser.parse(body, int(time.time() * 1000), host, display_url(url))
+    return url, digest, table, stamped, parser.rejects
 
 
 def _unique(tables: list[pa.Table]) -> pa.Table:
@@ -280,7 +346,7 @@ class DcgmExporter:
         default_schedule="* * * * *",
         required_keys=("targets",),
         optional_keys=("resource_label", "resource_map", "namespace_teams", "provider_id_label",
-                       "timeout_s", "retries"),
+                       "timeout_s", "retries", "on_invalid"),
         description="DCGM exporter /metrics endpoints (Prometheus text format), scraped into hourly GPU rollups",
     )
 
@@ -290,16 +356,20 @@ class DcgmExporter:
         namespace_teams = metrics_store.string_table(ctx, "namespace_teams", 'namespace = "team"')
         folder = metrics_store.samples_dir(ctx)
         seen = dict(ctx.state.get("stamped_bodies", {}))
-        options = {**ctx.options, "_seen": set(seen.values())}
-        failures, new_tables = [], []
+        options = {**ctx.options, "_seen": set(seen.values()), "on_invalid": validate.on_invalid(ctx)}
+        failures, new_tables, rejects = [], [], []
         with ThreadPoolExecutor(max_workers=min(4, len(targets))) as pool:
             futures = [pool.submit(_scrape, url, options) for url in targets]
             for url, future in zip(targets, futures):
                 try:
-                    _, digest, table, stamped = future.result()
-                except (OSError, ValueError, IngestError) as exc:
-                    failures.append(f"{url}: {getattr(exc, 'reason', None) or exc}")
+                    _, digest, table, stamped, refused = future.result()
+                except IngestError as exc:
+                    failures.append(str(exc))
                     continue
+                except (OSError, ValueError) as exc:
+                    failures.append(f"{display_url(url)}: {getattr(exc, 'reason', None) or exc}")
+                    continue
+                rejects += refused
                 if table is not None:
                     new_tables.append(table)
                     if stamped:
@@ -312,7 +382,12 @@ class DcgmExporter:
             raise IngestError(f"{ctx.source}: {len(failures)} of {len(targets)} target(s) failed after retries "
                               f"(the others' samples are stored): {'; '.join(failures)}")
         metrics_store.compact(folder, written, ctx.run_id)
-        return self._rollup(ctx, folder, seen, resource_map, namespace_teams)
+        result = self._rollup(ctx, folder, seen, resource_map, namespace_teams)
+        if options["on_invalid"] == validate.SKIP_ROWS:  # each target scraped replaces its previous rejects
+            result.batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None,
+                                                         [display_url(t) for t in targets]))
+            result.skipped_reason = None if rejects else result.skipped_reason
+        return result
 
     def _rollup(self, ctx: IngestContext, folder, seen, resource_map, namespace_teams) -> FetchResult:
         stored, plan = metrics_store.plan_rollup(folder, ctx.state.get("days", {}))

@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from ingest import validate
 from ingest.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from warehouse import reference, schema
@@ -39,16 +40,47 @@ def _source_relation(path: str) -> str:
             f"strict_mode = true)")
 
 
-def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str) -> list[str]:
-    """The file's column names; a clear error for an unreadable, truncated or empty file."""
+def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str, name: str | None = None) -> dict[str, str]:
+    """The file's columns and their types; a clear error for an unreadable, truncated or empty file,
+    or one that names a column twice."""
+    name = name or path
     if os.path.getsize(path) == 0:
-        raise IngestError(f"{source}: file {path} is empty")
+        raise IngestError(f"{source}: file {name} is empty")
     try:
+        header = validate.parquet_header(path) if file_format(path) == "parquet" else validate.csv_header(path)
         rows = con.execute(f"DESCRIBE SELECT * FROM {_source_relation(path)}").fetchall()
-    except duckdb.Error as exc:
+    except (duckdb.Error, OSError, ValueError) as exc:
+        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(validate.read_error(source, f"file {name}", exc, path)) from None
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise IngestError(f"{source}: file {path} can not be read as {file_format(path)}: {first_line}") from None
-    return [r[0] for r in rows]
+        raise IngestError(f"{source}: file {name} can not be read as {file_format(path)}: {first_line}") from None
+    validate.check_unique_columns(source, f"file {name}", header)
+    return {r[0]: r[1] for r in rows}
+
+
+CAST_KINDS = {**{n: "number" for n in DECIMAL_COLUMNS}, **{n: "time" for n in TIMESTAMP_COLUMNS},
+              **{n: "json" for n in JSON_COLUMNS}, "x_GpuCount": "integer"}
+
+
+def casts(types: dict[str, str]) -> list[validate.Cast]:
+    """What the mapping parses: text columns cast to numbers, times, JSON; doubles that must be finite."""
+    out = []
+    for name, kind in CAST_KINDS.items():
+        source_type = types.get(name, "").upper()
+        if source_type == "VARCHAR" and kind != "json":
+            out.append(validate.Cast(f'"{name}"', name, kind))
+        elif source_type in ("DOUBLE", "FLOAT", "REAL") and kind == "number":
+            out.append(validate.Cast(f'"{name}"', name, "finite"))
+    return out
+
+
+def part(path: str, types: dict[str, str], tag_keys: tuple[str, ...], kind: str = "file",
+         name: str | None = None) -> validate.Part:
+    """One file's rows for validation and loading (ingest/validate.py)."""
+    columns = list(types)
+    return validate.Part(kind, name or path, _source_relation(path),
+                         lambda relation, carry: _file_select(path, columns, tag_keys, relation=relation, carry=carry),
+                         casts(types))
 
 
 def _check_columns(source: str, path: str, columns: list[str]) -> None:
@@ -69,8 +101,10 @@ def _team_expr(tag_keys: tuple[str, ...], columns: list[str]) -> str:
     return f"COALESCE({', '.join(parts)})" if parts else "NULL"
 
 
-def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...]) -> str:
-    """SELECT over one file producing every cost_line_items column with its warehouse type."""
+def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...], *, relation: str | None = None,
+                 carry: tuple[str, ...] = ()) -> str:
+    """SELECT over one file (or ``relation``, its rows) producing every cost_line_items column with its
+    warehouse type, and the ``carry`` columns unchanged."""
     present = set(columns)
     items = []
     for field in schema.COST_LINE_ITEMS:
@@ -91,37 +125,23 @@ def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...]) -> st
     items.append(('CAST("x_GpuModel" AS VARCHAR)' if "x_GpuModel" in present else "CAST(NULL AS VARCHAR)") + " AS x_GpuModel")
     items.append(('CAST("x_GpuCount" AS INTEGER)' if "x_GpuCount" in present else "CAST(NULL AS INTEGER)") + " AS x_GpuCount")
     items.append(f"{_team_expr(tag_keys, columns)} AS x_Team")
-    return f"SELECT {', '.join(items)} FROM {_source_relation(path)}"
+    items += [f'"{c}"' for c in carry]
+    return f"SELECT {', '.join(items)} FROM {relation or _source_relation(path)}"
 
 
-def _periods(con: duckdb.DuckDBPyConnection, source: str, path: str) -> list[str]:
+def billing_periods(con: duckdb.DuckDBPyConnection, source: str, p: validate.Part, skip_rows: bool = False) -> list[str]:
+    """The billing periods a file holds (its slices). With skip_rows, rows whose period is empty or
+    not a time are left to the row checks (they are quarantined, not loaded)."""
+    cast = "TRY_CAST" if skip_rows else "CAST"
     try:
-        rows = con.execute(
-            f'SELECT DISTINCT CAST(CAST("BillingPeriodStart" AS TIMESTAMPTZ) AS VARCHAR) '
-            f"FROM {_source_relation(path)}").fetchall()
+        rows = con.execute(f'SELECT DISTINCT CAST({cast}("BillingPeriodStart" AS TIMESTAMPTZ) AS VARCHAR) '
+                           f"FROM {p.relation}").fetchall()
     except duckdb.Error as exc:
-        raise IngestError(f"{source}: file {path}: column BillingPeriodStart is not a valid date/time "
-                          f"({str(exc).strip().splitlines()[0]})") from None
-    if any(r[0] is None for r in rows):
-        raise IngestError(f"{source}: file {path}: column BillingPeriodStart is empty in some rows")
-    return sorted(r[0] for r in rows)
-
-
-def diagnose(con: duckdb.DuckDBPyConnection, source: str, files: list[str], columns: dict[str, list[str]]) -> str | None:
-    """After a failed load, find the file, column and first bad value (slow path, failures only)."""
-    for path in files:
-        relation = _source_relation(path)
-        for name in columns[path]:
-            if name in DECIMAL_COLUMNS or name in TIMESTAMP_COLUMNS or name in JSON_COLUMNS:
-                target = "JSON" if name in JSON_COLUMNS else schema.sql_type(schema.COST_LINE_ITEMS.field(name))
-                row = con.execute(
-                    f'SELECT count(*), any_value(CAST("{name}" AS VARCHAR)) FROM {relation} '
-                    f'WHERE "{name}" IS NOT NULL AND TRY_CAST("{name}" AS {target}) IS NULL').fetchall()[0]
-                if row[0]:
-                    kind = {"JSON": "valid JSON"}.get(target, "a number" if name in DECIMAL_COLUMNS else "a date/time")
-                    return (f"{source}: file {path}: column {name} has {row[0]} value(s) that are not "
-                            f"{kind}, e.g. {row[1]!r}")
-    return None
+        explained = validate.explain(con, source, [p], [[]], exc)
+        raise IngestError(explained or validate.read_error(source, p.where(), exc)) from None
+    if any(r[0] is None for r in rows) and not skip_rows:
+        raise IngestError(f"{source}: {p.where()}: column BillingPeriodStart is empty in some rows")
+    return sorted(r[0] for r in rows if r[0] is not None)
 
 
 def _in_range(period_start: str, since: datetime | None, until: datetime | None) -> bool:
@@ -144,6 +164,7 @@ class FocusFiles:
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         required_keys=("path",),
+        optional_keys=("on_invalid",),
         time_range=True,
         description="FOCUS 1.0–1.2 CSV or Parquet cost exports (local paths and globs)",
     )
@@ -159,13 +180,15 @@ class FocusFiles:
         if not changed and not removed:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
                                skipped_reason="no new or changed files")
-        columns: dict[str, list[str]] = {}
+        skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
+        columns: dict[str, dict[str, str]] = {}
         periods: dict[str, list[str]] = {}
         for path in changed:
             columns[path] = _describe(ctx.con, ctx.source, path)
-            _check_columns(ctx.source, path, columns[path])
-            periods[path] = _periods(ctx.con, ctx.source, path)
-            if not periods[path]:
+            _check_columns(ctx.source, path, list(columns[path]))
+            periods[path] = billing_periods(ctx.con, ctx.source, part(path, columns[path], ctx.team_tag_keys),
+                                           skip_rows)
+            if not periods[path] and not skip_rows:
                 raise IngestError(f"{ctx.source}: file {path} holds no rows")
         affected = {p for path in changed for p in periods[path]}
         # periods a changed or removed file held before: rows there may have been withdrawn
@@ -179,7 +202,7 @@ class FocusFiles:
         for path in files:
             if path not in columns and affected & set(previous.get(path, {}).get("periods", [])):
                 columns[path] = _describe(ctx.con, ctx.source, path)
-                _check_columns(ctx.source, path, columns[path])
+                _check_columns(ctx.source, path, list(columns[path]))
                 periods[path] = previous[path]["periods"]
         read = sorted(columns)
         if not read:  # only withdrawn files whose periods no other file holds: delete them
@@ -187,23 +210,25 @@ class FocusFiles:
             new_files = {path: previous[path] for path in files}
             return FetchResult([batch], {"files": new_files, "watermark": ctx.state.get("watermark")},
                                watermark=ctx.state.get("watermark"))
-        selects = [_file_select(path, columns[path], ctx.team_tag_keys) for path in read]
-        union = " UNION ALL BY NAME ".join(f"({s})" for s in selects)
         period_list = ", ".join(sql_literal(p) for p in sorted(affected))
-        sql = (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model) AS x_GpuModel, "
-               f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
-               f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-               f"FROM ({union}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
-               f"ON it.instance_type = u.x_InstanceType "
-               f"WHERE CAST(u.BillingPeriodStart AS VARCHAR) IN ({period_list})")
+
+        def enrich(union: str) -> str:
+            return (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model) AS x_GpuModel, "
+                    f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
+                    f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+                    f"FROM ({union}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
+                    f"ON it.instance_type = u.x_InstanceType "
+                    f"WHERE CAST(u.BillingPeriodStart AS VARCHAR) IN ({period_list})")
+        parts = [part(path, columns[path], ctx.team_tag_keys) for path in read]
+        sql, rejects, explain = validate.cost_rows(ctx, parts, enrich)
         new_files = {path: {"fp": fingerprint(path), "periods": periods.get(path, previous.get(path, {}).get("periods", []))}
                      for path in files}
         watermark = max((p for f in new_files.values() for p in f["periods"]), default=None)
-        batch = Batch(table="cost_line_items", data=sql, slices=sorted(affected),
-                      diagnose=lambda exc: diagnose(ctx.con, ctx.source, read, columns))
+        batches = [Batch(table="cost_line_items", data=sql, slices=sorted(affected), diagnose=explain)]
+        batches += [rejects] if rejects else []
         if ranged:
-            return FetchResult([batch], ctx.state, watermark=ctx.state.get("watermark"))
-        return FetchResult([batch], {"files": new_files, "watermark": watermark}, watermark=watermark)
+            return FetchResult(batches, ctx.state, watermark=ctx.state.get("watermark"))
+        return FetchResult(batches, {"files": new_files, "watermark": watermark}, watermark=watermark)
 
 
 INGESTORS = [FocusFiles]

@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from ingest import gcp_common, gcp_export_files, gcp_pushdown
+from ingest import gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdown, validate
 from ingest.files import expand_paths, fingerprint, sql_literal
 from ingest.gcp_export_mapping import conform_select, focus_select
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
@@ -64,29 +64,31 @@ class _Files:
                               f"({', '.join(gcp_export_files.SUFFIXES)})")
         self.files = files
         self.fingerprint = hashlib.sha256(repr([(f, fingerprint(f)) for f in files]).encode()).hexdigest()
-        self._canonical: str | None = None
+        self._relations: list[tuple[str, Any]] | None = None
 
-    def canonical(self) -> str:
-        if self._canonical is None:
-            parts = [conform_select(*gcp_export_files.relation(self.ctx.con, self.ctx.source, f)) for f in self.files]
-            self._canonical = " UNION ALL ".join(f"({p})" for p in parts)
-        return self._canonical
+    def relations(self) -> list[tuple[str, Any]]:
+        if self._relations is None:
+            self._relations = [gcp_export_files.relation(self.ctx.con, self.ctx.source, f) for f in self.files]
+        return self._relations
 
     def marks(self, since: datetime | None) -> dict[str, list]:
-        table = f"({self.canonical()})"
+        tolerant = validate.on_invalid(self.ctx) == validate.SKIP_ROWS  # bad rows are rejected later, not here
+        table = "(" + " UNION ALL ".join(f"({conform_select(r, sch, tolerant=tolerant)})"
+                                         for r, sch in self.relations()) + ")"
         sql = MARKS_SQL.format(table=table, day="CAST(usage_start_time AS DATE)",
                                since="TIMESTAMP '1970-01-01 00:00:00+00'")
         try:
             rows = self.ctx.con.execute(sql.replace("AS STRING", "AS VARCHAR")).fetchall()
         except duckdb.Error as exc:
-            raise IngestError(f"{self.ctx.source}: the export files can not be read: "
+            parts = self.parts([])
+            explained = validate.explain(self.ctx.con, self.ctx.source, parts, [[] for _ in parts], exc)
+            raise IngestError(explained or f"{self.ctx.source}: the export files can not be read: "
                               f"{str(exc).strip().splitlines()[0]}") from None
         return {day: [int(n), newest, total] for day, n, newest, total in rows if day}
 
-    def rows(self, days: list[str]) -> str:
-        listed = ", ".join(sql_literal(d) for d in days)
-        return (f"SELECT * FROM ({self.canonical()}) WHERE strftime(timezone('UTC', usage_start_time), '%Y-%m-%d') "
-                f"IN ({listed})")
+    def parts(self, days: list[str]) -> list[validate.Part]:
+        return [export_part("file", f, rel, sch, days, self.ctx.team_tag_keys, unit="line" if f.endswith(
+            (".json", ".jsonl", ".json.gz", ".jsonl.gz")) else "row") for f, (rel, sch) in zip(self.files, self.relations())]
 
 
 class _BigQuery:
@@ -123,12 +125,12 @@ class _BigQuery:
         rows = self._query("day fingerprints", sql)
         return {r["day"]: [int(r["row_count"]), str(r["newest"]), str(r["total_cost"])] for r in rows if r["day"]}
 
-    def rows(self, days: list[str]) -> str:
+    def parts(self, days: list[str]) -> list[validate.Part]:
         dates = ", ".join(f"DATE '{d}'" for d in days)
         arrow = self._query("rows", f"SELECT * FROM {self.table} WHERE DATE(usage_start_time) IN ({dates})", arrow=True)
         name = "_gcp_bq_" + hashlib.sha256(self.ctx.run_id.encode()).hexdigest()[:16]
         self.ctx.con.register(name, arrow)
-        return conform_select(name, arrow.schema)
+        return [export_part("table", self.table.strip("`"), name, arrow.schema, days, self.ctx.team_tag_keys)]
 
     def rollup(self, days: list[str], tag_keys: tuple[str, ...]) -> str:
         """push_down: the days' FOCUS rows rolled up in BigQuery (:mod:`ingest.gcp_pushdown`); the result as SQL."""
@@ -150,7 +152,7 @@ class GcpBillingExport:
         default_schedule="15 */6 * * *",
         required_keys=(),
         optional_keys=("project", "dataset", "table", "endpoint", "credentials_file", "path", "lookback_days",
-                       "max_attempts", "initial_backoff_s", "push_down"),
+                       "max_attempts", "initial_backoff_s", "push_down", "on_invalid"),
         description="GCP Cloud Billing usage cost export (standard or detailed) from BigQuery or its file extracts",
     )
 
@@ -209,14 +211,32 @@ class GcpBillingExport:
                  changed[0] if changed else "-", changed[-1] if changed else "-", len(vanished))
         batches = []
         if changed:
-            mapped = (backend.rollup(changed, ctx.team_tag_keys) if push_down
-                      else focus_select(backend.rows(changed), ctx.team_tag_keys))
-            sql = (f"SELECT *, {sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-                   f"FROM ({mapped})")
-            batches.append(Batch("cost_line_items", sql, changed))
+            def finish(mapped: str) -> str:
+                return (f"SELECT *, {sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+                        f"FROM ({mapped})")
+            if push_down:
+                batches.append(Batch("cost_line_items", finish(backend.rollup(changed, ctx.team_tag_keys)), changed))
+            else:
+                sql, rejects, explain = validate.cost_rows(ctx, backend.parts(changed), finish)
+                batches.append(Batch("cost_line_items", sql, changed, diagnose=explain))
+                batches += [rejects] if rejects else []
         if vanished:
             batches.append(Batch("cost_line_items", None, vanished))
         return FetchResult(batches, new_state, watermark=watermark)
+
+
+def export_part(kind: str, name: str, relation: str, source_schema, days: list[str], tag_keys: tuple[str, ...],
+                unit: str = "row") -> validate.Part:
+    """One export file's (or BigQuery answer's) rows of ``days``, for validation and loading."""
+    listed = ", ".join(sql_literal(d) for d in days) or "NULL"
+
+    def mapped(rel: str, carry: tuple[str, ...]) -> str:
+        canonical = (f"SELECT * FROM ({conform_select(rel, source_schema, carry)}) "
+                     f"WHERE strftime(timezone('UTC', usage_start_time), '%Y-%m-%d') IN ({listed})")
+        return focus_select(canonical, tag_keys, carry=carry)
+    return validate.Part(kind, name, relation, mapped,
+                         [validate.Cast(*c) for c in gcp_export_mapping.casts(source_schema)],
+                         dict(gcp_export_mapping.ORIGIN), unit)
 
 
 def _iso(text: str) -> str:

@@ -108,9 +108,24 @@ def _nest(row: dict[str, str], source: str, path: str, line: int) -> dict[str, A
 
 def read_flat_csv(source: str, path: str) -> pa.Table:
     """A flattened-CSV export as an Arrow table of the canonical columns (leaves as text: exact)."""
+    try:
+        return _read_flat_csv(source, path)
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{source}: file {path}: a byte sequence that is not UTF-8 at byte {exc.start} of a line "
+                          f"(the file must be UTF-8 encoded)") from None
+    except csv.Error as exc:
+        raise IngestError(f"{source}: file {path} is not valid CSV: {exc}") from None
+
+
+def _read_flat_csv(source: str, path: str) -> pa.Table:
+    from ingest.validate import check_unique_columns
     with _open_text(path) as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
+        if header and header[0].startswith("\ufeff"):
+            header[0] = header[0][1:]
+            reader.fieldnames = header
+        check_unique_columns(source, f"file {path}", header)
         if LEGACY_FILE_EXPORT_COLUMNS <= set(header):
             raise IngestError(f"{source}: file {path} is a Cloud Billing file export (CSV with Account ID, Line Item, "
                               f"Measurement1…), deprecated by Google in 2019 and not supported: export billing data "
@@ -139,6 +154,11 @@ def relation(con: duckdb.DuckDBPyConnection, source: str, path: str) -> tuple[st
         rel = f"read_json({sql_literal(path)}, format = 'newline_delimited', columns = {columns})"
     else:
         rel = f"read_parquet({sql_literal(path)})"
+        from ingest.validate import check_unique_columns, parquet_header
+        try:
+            check_unique_columns(source, f"file {path}", parquet_header(path))
+        except (OSError, ValueError) as exc:  # pyarrow: not a Parquet file, truncated
+            raise IngestError(f"{source}: file {path} can not be read as parquet: {exc}") from None
     try:
         schema = con.sql(f"SELECT * FROM {rel} LIMIT 0").to_arrow_table().schema
     except duckdb.Error as exc:

@@ -127,12 +127,14 @@ def _null(kind) -> str:
     return f"CAST(NULL AS {canonical_type(kind)})"
 
 
-def _leaf(expr: str, kind: str, source: pa.DataType) -> str:
+def _leaf(expr: str, kind: str, source: pa.DataType, tolerant: bool = False) -> str:
+    cast = "TRY_CAST" if tolerant else "CAST"  # tolerant: a bad value is NULL (on_invalid = "skip_rows" rejects it)
     if kind == "m":
         if pa.types.is_floating(source):
-            return DOUBLE_TO_DECIMAL.format(x=expr)
+            converted = DOUBLE_TO_DECIMAL.format(x=expr)
+            return f"CASE WHEN isfinite({expr}) THEN {converted} END" if tolerant else converted
         if pa.types.is_string(source) or pa.types.is_large_string(source):
-            return f"CAST(NULLIF(trim({expr}), '') AS {MONEY})"
+            return f"{cast}(NULLIF(trim({expr}), '') AS {MONEY})"
         return f"CAST({expr} AS {MONEY})"
     if kind == "s":
         return f"NULLIF(CAST({expr} AS VARCHAR), '')"
@@ -147,34 +149,37 @@ def _leaf(expr: str, kind: str, source: pa.DataType) -> str:
         return f"list_transform({expr}, lambda e: {{'key': CAST(e.key AS VARCHAR), 'value': CAST(e.value AS VARCHAR)}})"
     if kind == "t" and (pa.types.is_string(source) or pa.types.is_large_string(source)):
         # BigQuery writes TIMESTAMP to JSON/CSV as "2022-08-01 03:00:00 UTC"
-        return f"CAST(regexp_replace(NULLIF(trim({expr}), ''), ' UTC$', '+00:00') AS TIMESTAMPTZ)"
+        return f"{cast}(regexp_replace(NULLIF(trim({expr}), ''), ' UTC$', '+00:00') AS TIMESTAMPTZ)"
     if kind == "t" and pa.types.is_timestamp(source) and source.tz is None:
         return f"timezone('UTC', {expr})"  # a naive export timestamp is UTC (BigQuery TIMESTAMP is)
     return f"CAST({expr} AS {_LEAF_TYPES[kind]})"
 
 
-def _conform(expr: str, kind, source: pa.DataType | None) -> str:
+def _conform(expr: str, kind, source: pa.DataType | None, tolerant: bool = False) -> str:
     if source is None or pa.types.is_null(source):
         return _null(kind)
     if isinstance(kind, str):
-        return _leaf(expr, kind, source)
+        return _leaf(expr, kind, source, tolerant)
     if isinstance(kind, tuple):
         if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
             return _null(kind)
-        inner = _conform("e", kind[1], source.value_type)
+        inner = _conform("e", kind[1], source.value_type, tolerant)
         return f"list_transform({expr}, lambda e: {inner})"
     if not pa.types.is_struct(source):
         return _null(kind)
     fields = {source.field(i).name: source.field(i).type for i in range(source.num_fields)}
-    parts = ", ".join(f"{_quote(k)} := {_conform(f'{expr}.{_quote(k)}', v, fields.get(k))}" for k, v in kind.items())
+    parts = ", ".join(f"{_quote(k)} := {_conform(f'{expr}.{_quote(k)}', v, fields.get(k), tolerant)}"
+                      for k, v in kind.items())
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({parts}) END"
 
 
-def conform_select(relation: str, source_schema: pa.Schema) -> str:
-    """SELECT over ``relation`` giving exactly the canonical export columns (see the module doc)."""
+def conform_select(relation: str, source_schema: pa.Schema, carry: tuple[str, ...] = (), tolerant: bool = False) -> str:
+    """SELECT over ``relation`` giving exactly the canonical export columns (see the module doc), and
+    the ``carry`` columns unchanged; ``tolerant``: a value that does not parse is NULL."""
     present = {f.name: f.type for f in source_schema}
-    items = [f"CAST({_conform(_quote(name), kind, present.get(name))} AS {canonical_type(kind)}) AS {_quote(name)}"
-             for name, kind in CANONICAL.items()]
+    items = [f"CAST({_conform(_quote(name), kind, present.get(name), tolerant)} AS {canonical_type(kind)}) "
+             f"AS {_quote(name)}" for name, kind in CANONICAL.items()]
+    items += [_quote(c) for c in carry]
     return f"SELECT {', '.join(items)} FROM {relation}"
 
 
@@ -202,7 +207,8 @@ def machine_type_values() -> str:
     return ", ".join(f"({sql_literal(t)}, {sql_literal(m)}, {n})" for t, (m, n) in sorted(gpu_machine_types().items()))
 
 
-def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...] | None = None) -> str:
+def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...] | None = None,
+                 carry: tuple[str, ...] = ()) -> str:
     """SELECT over canonical export rows producing the cost_line_items columns (without x_Source / x_IngestRunId).
 
     Tags: the row's labels win over its project's labels; system labels keep their own
@@ -283,5 +289,53 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
         if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
             continue
         items.append(f'CAST({outputs.get(field.name, "NULL")} AS {schema.sql_type(field)}) AS "{field.name}"')
+    items += [f"r.{_quote(c)}" for c in carry]
     return (f"SELECT {', '.join(items)} FROM ({inner}) r LEFT JOIN (VALUES {machine_type_values()}) "
             f"mt(machine_type_name, gpu_model, gpu_count) ON mt.machine_type_name = r.machine_type")
+
+
+# FOCUS column -> the export column it is read from, for validation messages (ingest/validate.py)
+ORIGIN = {"BilledCost": "cost", "EffectiveCost": "cost", "ListCost": "cost_at_list", "ChargeCategory": "cost_type",
+          "ChargePeriodStart": "usage_start_time", "ChargePeriodEnd": "usage_end_time",
+          "BillingPeriodStart": "invoice.month", "BillingPeriodEnd": "invoice.month",
+          "BillingAccountId": "billing_account_id", "BillingCurrency": "currency", "ServiceName": "service.description"}
+
+
+def casts(source_schema: pa.Schema) -> list[tuple[str, str, str]]:
+    """(SQL over the raw rows, column label, kind) for each money or time leaf the conform step parses:
+    text that must be a number or a time, a double that must be finite (credits[].amount included)."""
+    out: list[tuple[str, str, str]] = []
+
+    def leaf(expr: str, label: str, kind: str, source: pa.DataType, element: str | None = None) -> None:
+        text = pa.types.is_string(source) or pa.types.is_large_string(source)
+        if kind == "t" and text:
+            value, what = f"regexp_replace(trim({{v}}), ' UTC$', '+00:00')", "time"
+        elif kind == "m" and text:
+            value, what = "trim({v})", "number"
+        elif kind == "m" and pa.types.is_floating(source):
+            value, what = "{v}", "finite"
+        else:
+            return
+        if element is None:
+            out.append((value.format(v=expr), label, what))
+            return
+        bad = ({"time": "TRY_CAST({x} AS TIMESTAMPTZ) IS NULL", "number": f"TRY_CAST({{x}} AS {MONEY}) IS NULL",
+                "finite": "NOT isfinite({x})"}[what]).format(x=value.format(v=f"c.{element}"))
+        out.append((f"list_filter({expr}, lambda c: c.{element} IS NOT NULL AND {bad})[1].{element}", label, what))
+
+    for field in source_schema:
+        kind = CANONICAL.get(field.name)
+        if isinstance(kind, str):
+            leaf(_quote(field.name), field.name, kind, field.type)
+        elif isinstance(kind, dict) and pa.types.is_struct(field.type):
+            for i in range(field.type.num_fields):
+                sub = field.type.field(i)
+                if isinstance(kind.get(sub.name), str):
+                    leaf(f"{_quote(field.name)}.{_quote(sub.name)}", f"{field.name}.{sub.name}", kind[sub.name], sub.type)
+        elif isinstance(kind, tuple) and pa.types.is_list(field.type) and pa.types.is_struct(field.type.value_type):
+            struct = field.type.value_type
+            for i in range(struct.num_fields):
+                sub = struct.field(i)
+                if isinstance(kind[1].get(sub.name), str):
+                    leaf(_quote(field.name), f"{field.name}[].{sub.name}", kind[1][sub.name], sub.type, sub.name)
+    return out

@@ -23,10 +23,11 @@ from typing import Any
 
 import duckdb
 
-from ingest import metrics_store
+from ingest import metrics_store, validate
 from ingest.files import sql_literal
 from ingest.nvidia_smi_csv import (TIMESTAMP_FORMAT, base_names, data_rows, file_host, header_fields, header_line,
-                                   number_sql, split_by_header, value_sql, write_samples)
+                                   number_sql, sample_labels, split_by_header, typed_sql, value_sql)
+from ingest.validate_metrics import write_samples
 from ingest.registry import IngestError
 from warehouse.schema import sql_type
 
@@ -70,15 +71,23 @@ def _column_map(source: str, path: str, fields: list[str], host_column: str | No
     return cols
 
 
-def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str) -> str:
+def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
+                    line_offset: int | None = None) -> str:
     def text(role: str) -> str:
         return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+    tolerant = line_offset is not None  # see nvidia_smi_csv._segment_select
     host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
-    items = [f"timezone('UTC', strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT})) AS ts",
+    ts, ts_raw = typed_sql("ts", cols, "ts", tolerant)
+    pid, pid_raw = typed_sql("pid", cols, "integer", tolerant)
+    mem, mem_raw = typed_sql("mem", cols, "number", tolerant)
+    items = [f"{ts} AS ts",
              f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('bus_id')}) AS gpu_uuid",
-             f"{host_expr} AS host", f"CAST({text('pid')} AS INTEGER) AS pid", f"{text('process')} AS process_name",
-             f"CAST({number_sql(cols['mem'])} AS DOUBLE) AS mem_used_mib"]
-    return f"SELECT {', '.join(items)} FROM {data_rows(csv_path, fields, cols['pid'])}"
+             f"{host_expr} AS host", f"CAST({pid} AS INTEGER) AS pid", f"{text('process')} AS process_name",
+             f"CAST({mem} AS DOUBLE) AS mem_used_mib"]
+    if tolerant:
+        items += [f"{ts_raw} AS __unparsed_ts", f"{pid_raw} AS __unparsed_pid", f"{mem_raw} AS __unparsed_mem_used_mib",
+                  "__line"]
+    return f"SELECT {', '.join(items)} FROM {data_rows(csv_path, fields, cols['pid'], line_offset)}"
 
 
 def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str,
@@ -101,19 +110,25 @@ def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str,
 
 
 def parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-               host_column: str | None) -> dict[str, Any]:
-    """Write the compute-apps log's samples to ``out_path``; returns the days (slice values) and last time."""
+               host_column: str | None, mode: str = validate.FAIL, run_id: str = "") -> tuple[dict[str, Any], str | None]:
+    """Write the compute-apps log's samples to ``out_path``; returns (the days (slice values) and last
+    time, the SELECT of its rejected rows under skip_rows)."""
     header = header_line(path) or b""
     marker = next(name.encode() for name in MEMORY_COLUMNS if name.encode() in header)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nvsmi-apps-") as tmp_dir:
-        parts = [(csv_path, fields, _column_map(source, path, fields, host_column))
-                 for csv_path, fields in split_by_header(source, path, tmp_dir, marker)]
-        union = " UNION ALL ".join(_segment_select(p, f, c, file_host(path)) for p, f, c in parts)
-        parsed, rows = write_samples(con, source, path, out_path, union, lambda: _diagnose(con, source, path, parts))
+        parts = [(csv_path, fields, _column_map(source, path, fields, host_column), offset)
+                 for csv_path, fields, offset in split_by_header(source, path, tmp_dir, marker)]
+
+        def samples(numbered: bool) -> str:
+            return " UNION ALL ".join(_segment_select(p, f, c, file_host(path), o if numbered else None)
+                                      for p, f, c, o in parts)
+        labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", "mem": "mem_used_mib", "pid": "pid"})
+        parsed, rows, rejects = write_samples(con, source, path, out_path, samples, labels,
+                                              lambda: _diagnose(con, source, path, [p[:3] for p in parts]), mode, run_id)
     if not rows:
         log.info("%s: file %s lists no GPU processes (idle)", source, path)
-    return parsed
+    return parsed, rejects
 
 
 def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,

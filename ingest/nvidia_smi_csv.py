@@ -38,8 +38,9 @@ from typing import Any
 
 import duckdb
 
-from ingest import metrics_store
+from ingest import metrics_store, validate
 from ingest.files import changed_files, expand_paths, fingerprint, sql_literal
+from ingest.validate_metrics import write_samples
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ def _open_lines(path: str):
 
 
 def header_fields(line: bytes) -> list[str]:
-    return [f.strip() for f in line.decode("utf-8", "replace").split(",")]
+    """The header's fields, a UTF-8 byte order mark (some editors add one) left out."""
+    return [f.strip() for f in line.decode("utf-8", "replace").lstrip("\ufeff").split(",")]
 
 
 def base_names(fields: list[str]) -> list[str]:
@@ -99,18 +101,23 @@ def _header_lines(path: str, marker: bytes = GPU_MARKER) -> list[bytes]:
     return headers
 
 
-def split_by_header(source: str, path: str, tmp_dir: str, marker: bytes = GPU_MARKER) -> list[tuple[str, list[str]]]:
-    """(csv file, header fields) per distinct header; a log whose header changes is split.
+def split_by_header(source: str, path: str, tmp_dir: str,
+                    marker: bytes = GPU_MARKER) -> list[tuple[str, list[str], int]]:
+    """(csv file, header fields, lines of the log before it) per distinct header; a log whose header
+    changes is split. Lines are counted without blank ones, as the CSV reader counts them.
 
     ``marker`` is a column name every header holds (and no data line): it finds repeated headers.
     """
     headers = _header_lines(path, marker)
     if not headers:
         raise IngestError(f"{source}: file {path} is empty (expected an nvidia-smi --format=csv header)")
+    fields = [header_fields(h) for h in headers]
+    for names in fields:
+        validate.check_unique_columns(source, f"file {path}", names)
     if len(headers) == 1:
-        return [(path, header_fields(headers[0]))]
+        return [(path, fields[0], 0)]
     log.info("%s: file %s changes its header %d times; reading it in parts", source, path, len(headers) - 1)
-    segments: list[tuple[str, list[str]]] = []
+    segments: list[tuple[str, list[str], int]] = []
     out = None
     with _open_lines(path) as lines:
         for number, line in enumerate(ln for ln in lines if ln.strip()):
@@ -118,7 +125,7 @@ def split_by_header(source: str, path: str, tmp_dir: str, marker: bytes = GPU_MA
             if is_header and (not segments or header_fields(line) != segments[-1][1]):
                 if out:
                     out.close()
-                segments.append((os.path.join(tmp_dir, f"part{len(segments)}.csv"), header_fields(line)))
+                segments.append((os.path.join(tmp_dir, f"part{len(segments)}.csv"), header_fields(line), number))
                 out = open(segments[-1][0], "wb")
             out.write(line.rstrip(b"\r\n") + b"\n")
     out.close()
@@ -156,31 +163,65 @@ def number_sql(i: int) -> str:
     return f"regexp_replace({value_sql(i)}, {_UNIT_SUFFIX}, '')"
 
 
-def _relation(csv_path: str, fields: list[str], cols: dict[str, int]) -> str:
-    return data_rows(csv_path, fields, cols["util"])
+def _relation(csv_path: str, fields: list[str], cols: dict[str, int], line_offset: int | None = None) -> str:
+    return data_rows(csv_path, fields, cols["util"], line_offset)
 
 
-def data_rows(csv_path: str, fields: list[str], header_column: int) -> str:
+def data_rows(csv_path: str, fields: list[str], header_column: int, line_offset: int | None = None) -> str:
     """The log's data rows (c0, c1, … as text): repeated headers (``header_column`` holding its own
-    name) and a partly written (padded) last line left out."""
+    name) and a partly written (padded) last line left out. With ``line_offset``, each row also
+    holds its line number in the log (``__line``; validation's slow path and skip_rows)."""
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(fields)))
-    return (f"(SELECT * FROM read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
-            f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
-            f"strict_mode = false, nullstr = '\x01') WHERE c{len(fields) - 1} IS NOT NULL "
+    relation = (f"read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
+                f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
+                f"strict_mode = false, nullstr = '\x01')")
+    if line_offset is not None:
+        relation = f"(SELECT *, row_number() OVER () + {int(line_offset)} AS __line FROM {relation})"
+    return (f"(SELECT * FROM {relation} WHERE c{len(fields) - 1} IS NOT NULL "
             f"AND trim(c{header_column}) <> {sql_literal(fields[header_column])})")
 
 
-def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str) -> str:
+def typed_sql(role: str, cols: dict[str, int], kind: str, tolerant: bool) -> tuple[str, str | None]:
+    """(the typed value of ``role``, with ``tolerant`` also the raw text of a value that does not parse)."""
+    raw = value_sql(cols[role])
+    if kind == "ts":
+        typed = f"{'try_strptime' if tolerant else 'strptime'}({raw}, {TIMESTAMP_FORMAT})"
+        return f"timezone('UTC', {typed})", (f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END"
+                                            if tolerant else None)
+    target = "INTEGER" if kind == "integer" else "DOUBLE"
+    value = raw if kind == "integer" else number_sql(cols[role])
+    typed = f"{'TRY_CAST' if tolerant else 'CAST'}({value} AS {target})"
+    return typed, (f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END" if tolerant else None)
+
+
+def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
+                    line_offset: int | None = None) -> str:
+    """The segment's samples; with ``line_offset`` (skip_rows, or finding a bad line) also each
+    sample's line, and values that do not parse as NULL with their text in ``__unparsed_*``."""
     def text(role: str) -> str:
         return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+    tolerant = line_offset is not None
     host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
     uuid_expr = f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('index')})"
-    items = [f"timezone('UTC', strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT})) AS ts",
+    ts, ts_raw = typed_sql("ts", cols, "ts", tolerant)
+    items = [f"{ts} AS ts",
              f"{uuid_expr} AS gpu_uuid", f"{text('index')} AS gpu_index", f"{text('name')} AS name",
              f"{host_expr} AS host", f"{text('mig')} AS mig_mode"]
-    items += [f"CAST({number_sql(cols[role]) if role in cols else 'NULL'} AS DOUBLE) AS {name}"
-              for role, name in NUMERIC.items()]
-    return f"SELECT {', '.join(items)} FROM {_relation(csv_path, fields, cols)}"
+    unparsed = {"ts": ts_raw}
+    for role, name in NUMERIC.items():
+        typed, raw = typed_sql(role, cols, "number", tolerant) if role in cols else ("NULL", None)
+        items.append(f"CAST({typed} AS DOUBLE) AS {name}")
+        unparsed[name] = raw
+    if tolerant:
+        items += [f"{raw or 'CAST(NULL AS VARCHAR)'} AS __unparsed_{name}" for name, raw in unparsed.items()]
+        items.append("__line")
+    return f"SELECT {', '.join(items)} FROM {_relation(csv_path, fields, cols, line_offset)}"
+
+
+def sample_labels(fields: list[str], cols: dict[str, int], roles: dict[str, str]) -> dict[str, str]:
+    """sample column -> the log's header for it (messages), ``__unparsed_*`` columns included."""
+    labels = {column: fields[cols[role]] for role, column in roles.items() if role in cols}
+    return {**labels, **{f"__unparsed_{column}": label for column, label in labels.items()}}
 
 
 def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]) -> str | None:
@@ -198,42 +239,24 @@ def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: lis
     return None
 
 
-def write_samples(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path, samples_sql: str,
-                  diagnose: Callable[[], str | None]) -> tuple[dict[str, Any], int]:
-    """Write the rows of ``samples_sql`` (one ``ts`` column) to ``out_path``; returns ({days (slice
-    values), last sample time}, row count). A failure is one sentence from ``diagnose`` if it can."""
-    tmp_out = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")
-    try:
-        con.execute(f"COPY (SELECT * FROM ({samples_sql}) WHERE ts IS NOT NULL) TO {sql_literal(str(tmp_out))} "
-                    f"(FORMAT parquet)")
-    except duckdb.Error as exc:
-        tmp_out.unlink(missing_ok=True)
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        try:
-            explained = diagnose()
-        except duckdb.Error:  # unreadable as text at all (e.g. not UTF-8): report the first error
-            explained = None
-        raise IngestError(explained or f"{source}: file {path} can not be read as an nvidia-smi CSV "
-                          f"log: {first_line}") from None
-    days, last, rows = con.execute(
-        f"SELECT list(DISTINCT CAST(date_trunc('day', ts) AS VARCHAR)), "
-        f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})").fetchall()[0]
-    os.replace(tmp_out, out_path)
-    log.info("%s: parsed %s: %d samples over %d day(s)", source, path, rows, len(days or []))
-    return {"days": sorted(days or []), "last": last}, rows
-
-
 def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-                host_column: str | None) -> dict[str, Any]:
-    """Write the log's samples to ``out_path``; returns the days (slice values) and last sample time."""
+                host_column: str | None, mode: str = validate.FAIL, run_id: str = "") -> tuple[dict[str, Any], str | None]:
+    """Write the log's samples to ``out_path``; returns (the days (slice values) and last sample
+    time, the SELECT of its rejected rows under skip_rows)."""
     with tempfile.TemporaryDirectory(prefix="nvsmi-") as tmp_dir:
-        parts = [(csv_path, fields, _column_map(source, path, fields, host_column))
-                 for csv_path, fields in split_by_header(source, path, tmp_dir)]
-        union = " UNION ALL ".join(_segment_select(p, f, c, file_host(path)) for p, f, c in parts)
-        parsed, rows = write_samples(con, source, path, out_path, union, lambda: _diagnose(con, source, path, parts))
+        parts = [(csv_path, fields, _column_map(source, path, fields, host_column), offset)
+                 for csv_path, fields, offset in split_by_header(source, path, tmp_dir)]
+
+        def samples(numbered: bool) -> str:
+            return " UNION ALL ".join(_segment_select(p, f, c, file_host(path), o if numbered else None)
+                                      for p, f, c, o in parts)
+        labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", **NUMERIC})
+        parsed, rows, rejects = write_samples(con, source, path, out_path, samples, labels,
+                                              lambda: _diagnose(con, source, path, [p[:3] for p in parts]),
+                                              mode, run_id)
     if not rows:
         log.warning("%s: file %s holds a header but no samples yet", source, path)
-    return parsed
+    return parsed, rejects
 
 
 def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
@@ -276,7 +299,7 @@ class NvidiaSmiCsv:
         lookback=timedelta(0),
         default_schedule="*/15 * * * *",
         required_keys=("path",),
-        optional_keys=("resource_map", "host_column"),
+        optional_keys=("resource_map", "host_column", "on_invalid"),
         description="nvidia-smi --query-gpu CSV logs (as written by -l N), rolled up hourly per GPU; "
                     "--query-compute-apps logs among them, hourly per process into gpu_processes_hourly",
     )
@@ -300,13 +323,17 @@ class NvidiaSmiCsv:
         host_column = ctx.options.get("host_column")
         entries = {path: previous[path] for path in files if path in previous}
         affected: dict[str, set[str]] = {GPU: set(), apps.KIND: set()}  # log kind -> days to roll up again
+        mode = validate.on_invalid(ctx)
+        rejected: list[str] = []
         for path in changed:
             fp = fingerprint(path)  # before reading: a log growing meanwhile is read again next run
             old = previous.get(path, {})
             affected[_kind(old)] |= set(old.get("days", []))
             kind = apps.KIND if apps.is_apps_log(path) else GPU
             parse = apps.parse_file if kind == apps.KIND else _parse_file
-            parsed = parse(ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column)
+            parsed, rejects = parse(ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column, mode,
+                                    ctx.run_id)
+            rejected += [rejects] if rejects else []
             if kind != _kind(old):
                 _sample_path(folder, path, _kind(old)).unlink(missing_ok=True)
             entries[path] = {"fp": fp, "kind": kind, **parsed}
@@ -326,6 +353,9 @@ class NvidiaSmiCsv:
                             if _kind(e) == kind and affected[kind] & set(e["days"])]
             sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id)
             batches.append(Batch(table=table, data=sql, slices=days))
+        if mode == validate.SKIP_ROWS and changed:  # each log read replaces its previous rejects
+            data = " UNION ALL ".join(f"({r})" for r in rejected) if rejected else None
+            batches.append(validate.rejects_batch(data, changed))
         return FetchResult(batches, state, watermark=watermark)
 
 

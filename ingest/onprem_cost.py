@@ -157,6 +157,13 @@ def _decimal(source: str, path: str, value: Any, *, positive: bool = False) -> D
     return number
 
 
+def _fraction(source: str, value: Decimal) -> Decimal:
+    if value > 1:
+        raise OnpremConfigError(f"{_key(source, 'idle_power_fraction')}: must be between 0 and 1 (a share of the "
+                                f"GPU's TDP), not {value}")
+    return value
+
+
 def _optional(source: str, table: dict, path: str, key: str, default: Decimal) -> Decimal:
     return _decimal(source, f"{path}{key}", table[key]) if key in table else default
 
@@ -259,7 +266,8 @@ def parse_cluster(source: str, options: dict[str, Any], specs: dict[str, GpuSpec
         "facility": _optional(source, options, "", "facility_usd_per_node_month", Decimal(0)),
         "operations": _optional(source, options, "", "operations_usd_per_node_month", Decimal(0)),
         "host_power_w": _optional(source, options, "", "host_power_w", Decimal(0)),
-        "idle_power_fraction": _optional(source, options, "", "idle_power_fraction", DEFAULT_IDLE_POWER_FRACTION),
+        "idle_power_fraction": _fraction(source, _optional(source, options, "", "idle_power_fraction",
+                                                           DEFAULT_IDLE_POWER_FRACTION)),
     }
     tables = options["node_groups"]
     if not isinstance(tables, list) or not tables:

@@ -28,9 +28,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ingest import metrics_store
-from ingest.dcgm_exporter import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, fetch_text
+from ingest import metrics_store, validate
+from ingest.dcgm_exporter import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.validate_metrics import bad_figure, rejects_table
 from warehouse.schema import GPU_METRICS_HOURLY
 
 log = logging.getLogger(__name__)
@@ -77,13 +78,14 @@ COMPARED = ("hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_h
 
 class PrometheusClient:
     def __init__(self, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES) -> None:
-        self.url = url.rstrip("/")
+        self.address = url.rstrip("/")   # may hold user:password@ (sent as HTTP Basic auth)
+        self.url = display_url(self.address)  # what messages name
         self.timeout_s, self.retries = timeout_s, retries
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         try:
-            body = json.loads(fetch_text(f"{self.url}{path}{query}", timeout_s=self.timeout_s, retries=self.retries))
+            body = json.loads(fetch_text(f"{self.address}{path}{query}", timeout_s=self.timeout_s, retries=self.retries))
         except urllib.error.HTTPError as exc:  # Prometheus explains a bad query in the body
             try:
                 body = json.loads(exc.read().decode())
@@ -118,8 +120,11 @@ def _series_key(labels: dict[str, str], dialect: str, options: dict[str, Any]) -
             labels.get(options.get("provider_id_label", "provider_id")), None, None, None)
 
 
-def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: dict[str, Any]) -> pa.Table:
-    """One row per series and hour in [start, end): the pushed-down hourly figures."""
+def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: dict[str, Any],
+                   rejects: list[dict] | None = None) -> pa.Table:
+    """One row per series and hour in [start, end): the pushed-down hourly figures. A figure that is
+    not finite or out of range (``NaN``, ``+Inf``, utilisation over 100) fails the run naming the
+    query, series and hour, or with ``rejects`` (skip_rows) drops that series-hour and records it."""
     selector = "{" + options["selector"] + "}" if options.get("selector") else ""
     window = "1h" if not client.range_inclusive() else f"{HOUR_S * 1000 - 1}ms"
     rows: dict[tuple, dict[str, Any]] = {}
@@ -144,15 +149,36 @@ def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, opt
                     for stamp, value in series["values"]:
                         hour = round(float(stamp) + 0.001) - HOUR_S
                         row = rows.setdefault((hour, *key), {})
-                        row[figure] = float(value)
+                        row[figure] = _figure(client, query, figure, key, hour, value, row, rejects)
     data: dict[str, list] = {name: [] for name in PARTIAL_SCHEMA.names}
     for (hour, uuid, mig, name, host, hint, provider, namespace, pod, container), figures in rows.items():
+        if figures.get("_rejected"):
+            continue
         for column, value in zip(PARTIAL_SCHEMA.names[:10], (hour, uuid, mig, name or names.get(uuid), host, hint,
                                                              provider, namespace, pod, container)):
             data[column].append(value)
         for figure in FIGURES:
             data[figure].append(figures.get(figure))
     return pa.table(data, schema=PARTIAL_SCHEMA)
+
+
+def _figure(client: PrometheusClient, query: str, figure: str, key: tuple, hour: int, value: Any,
+            row: dict[str, Any], rejects: list[dict] | None) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    why = bad_figure(figure, number)
+    if why is None:
+        return number
+    when = datetime.fromtimestamp(hour, timezone.utc).isoformat()
+    if rejects is None:
+        raise IngestError(f"Prometheus at {client.url} answered {value!r} for {query} (GPU {key[0]}, hour {when}), "
+                          f"which {why}")
+    rejects.append({"file": f"{client.url} {query}", "row": None, "column": figure, "value": str(value),
+                    "reason": f"{why} (GPU {key[0]}, hour {when})"})
+    row["_rejected"] = True
+    return None
 
 
 HOURLY_FROM_PARTIALS = """
@@ -201,7 +227,7 @@ class Prometheus:
         default_schedule="7 * * * *",
         required_keys=("url",),
         optional_keys=("resource_label", "resource_map", "namespace_teams", "provider_id_label", "selector",
-                       "lookback_hours", "backfill_days", "timeout_s", "retries"),
+                       "lookback_hours", "backfill_days", "timeout_s", "retries", "on_invalid"),
         time_range=True,
         description="DCGM / nvidia_smi GPU metrics from a Prometheus server, hourly aggregation pushed down",
     )
@@ -216,7 +242,9 @@ class Prometheus:
                                skipped_reason="no complete hour since the last run")
         client = PrometheusClient(ctx.options["url"], float(ctx.options.get("timeout_s", DEFAULT_TIMEOUT_S)),
                                   int(ctx.options.get("retries", DEFAULT_RETRIES)))
-        partials = fetch_partials(client, start, end, ctx.options)
+        skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
+        rejects: list[dict] = []
+        partials = fetch_partials(client, start, end, ctx.options, rejects if skip_rows else None)
         log.info("%s: %d series-hours from %s to %s", ctx.source, partials.num_rows, start, end)
         con = ctx.con
         con.register("_prometheus_partials", partials)
@@ -227,10 +255,11 @@ class Prometheus:
         hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
         watermark = end.isoformat()
         rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
-        if not ctx.full_refresh and self._unchanged(con, ctx.source, new, start, end):
+        refused = [validate.rejects_batch(rejects_table(ctx, rejects), [r["file"] for r in rejects])] if rejects else []
+        if not ctx.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end):
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
-        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)],
-                           state, watermark=watermark)
+        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)]
+                           + refused, state, watermark=watermark)
 
     @staticmethod
     def _unchanged(con: duckdb.DuckDBPyConnection, source: str, new: pa.Table, start: datetime, end: datetime) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -35,6 +36,7 @@ class RunResult:
     rows: int
     watermark: str | None
     error: str | None
+    rejected: int = 0    # rows quarantined into ingest_rejects (on_invalid = "skip_rows")
 
     @property
     def ok(self) -> bool:
@@ -45,11 +47,18 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _scrub(message: str, secrets: list[str]) -> str:
+URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"]+:[^/\s@'\"]*@")
+
+
+def scrub(message: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """``message`` without the secret values and without ``user:password@`` in any URL."""
     for value in secrets:
         if value and len(value) >= 4:
             message = message.replace(value, "***")
-    return message
+    return URL_CREDENTIALS.sub("***:***@", message)
+
+
+_scrub = scrub
 
 
 def _error_sentence(source: str, exc: BaseException) -> str:
@@ -128,9 +137,10 @@ def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
             raise IngestError(f"column {f.name!r} has type {f.type}, table {table.name} needs {expected[f.name]}")
 
 
-def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult) -> int:
-    """Replace the batches' slices and save the source's state, all in one transaction."""
-    rows = 0
+def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult) -> tuple[int, int]:
+    """Replace the batches' slices and save the source's state, all in one transaction;
+    returns (rows loaded, rows quarantined)."""
+    rows = rejected = 0
     failed_batch = None
     touched = attribution.Touched()
     log.info("%s: loading %d batch(es) into the warehouse", source, len(result.batches))
@@ -139,7 +149,10 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
         for batch in result.batches:
             failed_batch = batch
             inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched)
-            rows += inserted if batch.table != "attribution_rules" else 0  # config, not data
+            if batch.table == "ingest_rejects":
+                rejected += inserted
+            elif batch.table != "attribution_rules":  # config, not data
+                rows += inserted
         failed_batch = None
         if any(batch.table == "cost_line_items" for batch in result.batches):
             rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
@@ -149,13 +162,15 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
                     [source, json.dumps(result.state, sort_keys=True), _now()])
         con.execute("COMMIT")
     except BaseException as exc:
-        con.execute("ROLLBACK")
+        db.rollback(con)
         if isinstance(exc, duckdb.Error) and failed_batch is not None and failed_batch.diagnose:
             explained = failed_batch.diagnose(exc)
             if explained:
                 raise IngestError(explained) from exc
         raise
-    return rows
+    if rejected:
+        log.warning("%s: %d row(s) failed validation and were quarantined in ingest_rejects", source, rejected)
+    return rows, rejected
 
 
 def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: str, source_type: str,
@@ -173,10 +188,11 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
                     source_type)
     with db.writer(Path(warehouse_path), memory_limit=memory_limit) as con:
         _close_interrupted_runs(con, source)
-        con.execute("INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows) "
-                    "VALUES (?, ?, ?, ?, 'running', 0)", [run_id, source, source_type, _now()])
-        rows = 0
+        con.execute("INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected) "
+                    "VALUES (?, ?, ?, ?, 'running', 0, 0)", [run_id, source, source_type, _now()])
+        rows = rejected = 0
         watermark = None
+        failure: BaseException | None = None
         try:
             ctx = IngestContext(source=source, options=options, con=con,
                                 state={} if full_refresh else _load_state(con, source),
@@ -188,11 +204,17 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
                 status, error = "skipped", None
                 log.info("%s: skipped, %s", source, result.skipped_reason)
             else:
-                rows = _load(con, source, meta, result)
+                rows, rejected = _load(con, source, meta, result)
                 status, error = "succeeded", None
         except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
-            status, error, rows = "failed", _scrub(_error_sentence(source, exc), secrets), 0
+            status, error, rows, rejected = "failed", _scrub(_error_sentence(source, exc), secrets), 0, 0
+            failure = exc
             log.debug("ingest %s failed", source, exc_info=True)
-        con.execute("UPDATE ingest_runs SET status = ?, finished_at = ?, rows = ?, watermark = ?, error = ? "
-                    "WHERE run_id = ?", [status, _now(), rows, watermark, error, run_id])
-    return RunResult(run_id, source, source_type, status, rows, watermark, error)
+        try:
+            con.execute("UPDATE ingest_runs SET status = ?, finished_at = ?, rows = ?, watermark = ?, error = ?, "
+                        "rows_rejected = ? WHERE run_id = ?", [status, _now(), rows, watermark, error, rejected, run_id])
+        except duckdb.Error:
+            if failure is not None and not isinstance(failure, IngestError):
+                raise failure from None  # e.g. a full disk: the cause, not the ledger's own failure
+            raise
+    return RunResult(run_id, source, source_type, status, rows, watermark, error, rejected)

@@ -39,14 +39,29 @@ class ApiToken:
     scope: Scope
 
 
+MIN_TOKEN_LENGTH = 16
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2199, 12, 31)   # the dates a query parameter may name
+
+
 def load_tokens(cfg: Config, environ: dict[str, str] | None = None) -> list[ApiToken]:
-    """The configured tokens; a token whose variable is unset or empty is a config error naming it."""
+    """The configured tokens; a token whose variable is unset, empty, shorter than 16 characters or
+    holding the same value as another token's is a config error naming the variables (never a value):
+    two entries sharing a value would give that value the wider of their scopes."""
     environ = os.environ if environ is None else environ
     tokens = []
+    owners: dict[bytes, str] = {}
     for i, entry in enumerate((cfg.raw.get("api") or {}).get("tokens") or []):
         value = environ.get(entry["token_env"], "")
         if not value:
             raise ConfigError(f"api.tokens[{i}].token_env: environment variable {entry['token_env']} is not set")
+        if len(value) < MIN_TOKEN_LENGTH:
+            raise ConfigError(f"api.tokens[{i}].token_env: the token in {entry['token_env']} is shorter than "
+                              f"{MIN_TOKEN_LENGTH} characters (use e.g. `openssl rand -hex 32`)")
+        digest = hashlib.sha256(value.encode()).digest()
+        if digest in owners:
+            raise ConfigError(f"api.tokens[{i}].token_env: {entry['token_env']} holds the same token as "
+                              f"{owners[digest]}: every token must be different")
+        owners[digest] = entry["token_env"]
         actor = entry.get("name") or f"{entry['role']}:{entry['token_env']}"
         teams = tuple(entry["teams"]) if entry["role"] == "lead" else None
         tokens.append(ApiToken(hashlib.sha256(value.encode()).digest(), Scope(entry["role"], teams, actor)))
@@ -83,9 +98,14 @@ def _day(text: str | None, name: str) -> date | None:
     if text is None:
         return None
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text) if len(text) == 10 else None
     except ValueError:
-        raise HTTPException(400, detail=f"{name}: not a date: {text!r} (expected YYYY-MM-DD)") from None
+        day = None
+    if day is None:
+        raise HTTPException(400, detail=f"{name}: not a date: {text[:40]!r} (expected YYYY-MM-DD)")
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise HTTPException(400, detail=f"{name}: {text} is outside {FIRST_DAY} … {LAST_DAY}")
+    return day
 
 
 def _teams_for(scope: Scope, team: str | None) -> list[str] | None:

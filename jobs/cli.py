@@ -105,24 +105,23 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from jobs import errors
+
     args = _parser().parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    errors.configure_logging(args.verbose)
+    cfg = None
     try:
         if args.command == "demo":
             from jobs import demo
             return demo.run(args.home, days=args.days, seed=args.seed)
         cfg = config_mod.load(args.config, db=args.db)
+        errors.remember_secrets(cfg.secrets())
         return COMMANDS[args.command](cfg, args)
-    except ConfigError as exc:
-        print(f"gpufinops: config error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"gpufinops: {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (Exception, KeyboardInterrupt) as exc:  # the one error funnel (jobs/errors.py)
+        return errors.report(exc, verbose=args.verbose, cfg=cfg)
 
 
 def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
@@ -146,7 +145,7 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gpufinops: config error: {exc}", file=sys.stderr)
         return 2
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
         run = analyse(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"))
     recs, withheld = run.recommendations, run.withheld
     if args.team:
@@ -230,6 +229,7 @@ def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
     app = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
     section = cfg.raw.get("dashboard", {})  # validated by config_mod.load
+    _warn_missing(cfg)
     budgets = [b.to_dict() for b in cfg.alerts.settings.budgets]  # [[budgets]] and the [dashboard] aliases
     env = {**os.environ, "GPUFINOPS_DB": str(cfg.warehouse_path),
            "GPUFINOPS_DASHBOARD": json.dumps({**section, "budgets": budgets})}
@@ -240,8 +240,17 @@ def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     return subprocess.call(cmd, env=env)
 
 
+def _warn_missing(cfg: config_mod.Config) -> None:
+    """The dashboard and the API may start before the first ingest: they never create the warehouse,
+    and say which path they wait for."""
+    if not cfg.warehouse_path.exists():
+        print(f"gpufinops: warning: warehouse {cfg.warehouse_path} (set by {cfg.warehouse_setting}) does not exist "
+              f"yet: pages and answers say so until `gpufinops ingest` creates it", file=sys.stderr)
+
+
 def cmd_api(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from jobs import api
+    _warn_missing(cfg)
     return api.serve(cfg, host=args.host, port=args.port, insecure_demo=args.insecure_demo)
 
 

@@ -24,6 +24,12 @@ TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models"
                       "alerts"}
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
+# source options that are text (a path, URL, name), and those that may also be a list of them
+STRING_OPTIONS = {"path", "targets", "url", "bucket", "prefix", "region", "endpoint_url", "endpoint", "project",
+                  "dataset", "table", "selector", "host_column", "format", "engine", "database", "workgroup",
+                  "output_location", "credentials_file", "resource_label", "provider_id_label", "currency"}
+LIST_OPTIONS = {"path", "targets"}
+ARRAY_SECTIONS = {"budgets"}  # top-level arrays of tables ([[budgets]]); every other section is a table
 
 
 class ConfigError(ValueError):
@@ -51,6 +57,7 @@ class Config:
     report: Any = None                   # jobs.report.settings.ReportSettings ([report])
     jobs: Any = None                     # jobs.serve.JobSettings ([jobs])
     alerts: Any = None                   # jobs.alerts.settings.AlertConfig ([[budgets]], [alerts])
+    warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -125,6 +132,16 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
                               f"(allowed: {', '.join(sorted(allowed))})")
     schedule = table.get("schedule", meta.default_schedule)
     validate_cron(schedule, f"{key}.schedule")
+    for option in STRING_OPTIONS & set(table):
+        value = table[option]
+        listed = option in LIST_OPTIONS and isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+        if not (isinstance(value, str) and value.strip()) and not listed:
+            wanted = "a string or a list of strings" if option in LIST_OPTIONS else "a string"
+            raise ConfigError(f"{key}.{option}: must be {wanted}, not {value!r}")
+    if "on_invalid" in table and table["on_invalid"] not in ("fail", "skip_rows"):
+        raise ConfigError(f"{key}.on_invalid: must be \"fail\" or \"skip_rows\", not {table['on_invalid']!r}")
+    if "enabled" in table and not isinstance(table["enabled"], bool):
+        raise ConfigError(f"{key}.enabled: must be true or false, not {table['enabled']!r}")
     options = {k: v for k, v in table.items() if k not in COMMON_SOURCE_KEYS}
     return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)))
 
@@ -250,14 +267,27 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     for section in raw:
         if section not in TOP_LEVEL_SECTIONS:
             raise ConfigError(f"{section}: unknown section (known: {', '.join(sorted(TOP_LEVEL_SECTIONS))})")
+        if section in ARRAY_SECTIONS:
+            if not isinstance(raw[section], list) or not all(isinstance(t, dict) for t in raw[section]):
+                raise ConfigError(f"{section}: must be an array of tables ([[{section}]]), not {raw[section]!r}")
+        elif not isinstance(raw[section], dict):
+            raise ConfigError(f"{section}: must be a table ([{section}]), not {raw[section]!r}")
     base_dir = config_path.parent if config_path else Path.cwd()
     warehouse = raw.get("warehouse", {})
     for option in warehouse:
         if option not in WAREHOUSE_KEYS:
             raise ConfigError(f"warehouse.{option}: unknown key (allowed: {', '.join(sorted(WAREHOUSE_KEYS))})")
-    warehouse_path = Path(db or warehouse.get("path", DEFAULT_WAREHOUSE)).expanduser()
+    path_value = db or warehouse.get("path", DEFAULT_WAREHOUSE)
+    if not isinstance(path_value, str) or not path_value.strip():
+        raise ConfigError(f"warehouse.path: must be a file path (a string), not {path_value!r}")
+    memory_limit = warehouse.get("memory_limit", "2GB")
+    if "memory_limit" in warehouse:
+        _validate_memory_limit(memory_limit)
+    warehouse_path = Path(path_value).expanduser()
     if not warehouse_path.is_absolute():
         warehouse_path = (Path.cwd() if db else base_dir) / warehouse_path
+    setting = ("--db" if db else "GPUFINOPS_WAREHOUSE__PATH" if "GPUFINOPS_WAREHOUSE__PATH" in environ
+               else f"warehouse.path in {config_path}" if "path" in warehouse else "the default warehouse path")
     sources = {name: _source(name, table, registry) for name, table in raw.get("sources", {}).items()}
     tag_keys = raw.get("teams", {}).get("tag_keys", list(DEFAULT_TAG_KEYS))
     if not isinstance(tag_keys, list) or not all(isinstance(k, str) for k in tag_keys):
@@ -267,6 +297,22 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     from jobs import serve
     from jobs.alerts import settings as alert_settings
     from jobs.report import settings as report_settings
-    return Config(config_path, base_dir, warehouse_path, str(warehouse.get("memory_limit", "2GB")),
+    return Config(config_path, base_dir, warehouse_path, memory_limit,
                   sources, tuple(tag_keys), raw, report=report_settings.parse(raw.get("report")),
-                  jobs=serve.parse_settings(raw.get("jobs")), alerts=alert_settings.parse(raw))
+                  jobs=serve.parse_settings(raw.get("jobs")), alerts=alert_settings.parse(raw),
+                  warehouse_setting=setting)
+
+
+def _validate_memory_limit(value: Any) -> None:
+    """DuckDB's own parser decides (an in-memory connection, a few ms): "2GB", "512MiB", "80%"…"""
+    import duckdb
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"warehouse.memory_limit: must be a memory size such as \"2GB\", not {value!r}")
+    con = duckdb.connect()
+    try:
+        con.execute("SET memory_limit = '" + value.replace("'", "''") + "'")
+    except duckdb.Error as exc:
+        reason = str(exc).splitlines()[0].split("Error: ", 1)[-1]
+        raise ConfigError(f"warehouse.memory_limit: {value!r} is not a memory size such as \"2GB\" ({reason})") from None
+    finally:
+        con.close()

@@ -36,7 +36,8 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
         return 2
     results = run_configured(cfg, names, **kwargs)
     for r in results:
-        print(f"{r.source:<24} {r.status:<10} {r.rows:>10} rows")
+        quarantined = f"  ({r.rejected} rejected, see ingest_rejects)" if r.rejected else ""
+        print(f"{r.source:<24} {r.status:<10} {r.rows:>10} rows{quarantined}")
         if r.error:
             print(f"gpufinops: {r.error}", file=sys.stderr)
     return 1 if any(not r.ok for r in results) else 0

@@ -107,7 +107,7 @@ def _record(cfg: Config, delivery_id: str, url: str, body: bytes, ids: list[str]
                          attempt.http_status if attempt else None, error])
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            db.rollback(con)
             raise
 
 

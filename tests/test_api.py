@@ -133,7 +133,8 @@ def test_recommendation_objects_follow_the_contract(api):
     for obj in httpx.get(f"{url}/v1/recommendations", headers=FINANCE).json():
         rec = stored[obj["id"]]
         assert list(obj) == ["id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-                             "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status", "plan", "plan_id"]  # + the plan (issue 15)
+                             "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status",
+                             "plan", "plan_id"]  # CONTRACT's addition: one resource's plan
         assert isinstance(obj["monthly_savings_usd"], float)  # money as a JSON number
         assert Decimal(str(obj["monthly_savings_usd"])) == rec.monthly_savings_usd
         assert obj["current"] == rec.to_dict()["current"] and obj["proposed"] == rec.to_dict()["proposed"]
@@ -253,7 +254,7 @@ def test_without_tokens_the_api_refuses_unless_insecure_demo(tmp_path, feed_ware
         assert {o["team"] for o in everything} == {r.team for r in realistic_recommendations()}
         assert httpx.get(f"{served.url}/v1/costs/daily").status_code == 200
     with pytest.raises(ConfigError, match=r"api.tokens\[1\].token_env: environment variable GPUFINOPS_TOKEN_VISION"):
-        create_app(make_config(tmp_path, feed_warehouse), environ={"GPUFINOPS_TOKEN_FINANCE": "x"})
+        create_app(make_config(tmp_path, feed_warehouse), environ={"GPUFINOPS_TOKEN_FINANCE": "x" * 32})
 
 
 def test_the_api_command_exits_2_without_tokens(tmp_path, feed_warehouse):

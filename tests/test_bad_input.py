@@ -35,7 +35,7 @@ def bad_non_numeric_cost(path: Path) -> str:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), quoting=csv.QUOTE_ALL)
         w.writeheader()
         w.writerows(rows[:50])
-    return "column EffectiveCost has 1 value(s) that are not a number, e.g. 'twelve dollars'"
+    return "row 8: column EffectiveCost value 'twelve dollars' is not a number"
 
 
 def bad_truncated_parquet(path: Path) -> str:

@@ -192,11 +192,11 @@ def test_parser_reads_labels_with_the_prometheus_client_grammar():
             'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="NVIDIA \\"H100\\" 80GB",Hostname="h{1}",'
             'instance_id="i-1"} 7 1763596800000\n'
             'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="NVIDIA \\"H100\\" 80GB",Hostname="h{1}",'
-            'instance_id="i-1"} NaN 1763596800000\nDCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a"} 0\n')
+            'instance_id="i-1"} 1024 1763596800000\nDCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a"} 0\n')
     table, stamped = ExpositionParser().parse(text, 0, "fallback", "t")
     row = table.to_pylist()
     assert len(row) == 1 and row[0]["name"] == 'NVIDIA "H100" 80GB' and row[0]["host"] == "h{1}"
-    assert row[0]["util"] == 7 and row[0]["mem_used_mib"] is None and row[0]["resource_hint"] == "i-1"
+    assert row[0]["util"] == 7 and row[0]["mem_used_mib"] == 1024 and row[0]["resource_hint"] == "i-1"
     assert not stamped  # the XID line has no timestamp
 
 

@@ -25,7 +25,7 @@ from ingest.runner import run_source
 from tests.bq_emulator import DATASET, PROJECT, bq_emulator, bq_row  # noqa: F401 (fixture)
 from tests.relay_proxy import RelayProxy
 from tests.conftest import query
-from tests.gcp_loopback import GCP_DATA
+from tests.gcp_loopback import GCP_DATA, ends_before_it_starts, koku_flat_rows
 
 KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
 TEAM_KEYS = ("team", "vm_key_proj2")
@@ -41,7 +41,7 @@ def registry() -> Registry:
 def koku_rows() -> list[dict]:
     rows = []
     for name in KOKU:
-        rows += read_flat_csv("test", str(GCP_DATA / name)).to_pylist()
+        rows += koku_flat_rows(name)  # less koku's rows that end before they start (tests/gcp_loopback.py)
     return rows
 
 
@@ -51,6 +51,8 @@ def expected_totals() -> dict[tuple[str, str], tuple[Decimal, Decimal, int]]:
     for name in KOKU:
         with open(GCP_DATA / name, newline="") as f:
             for row in csv.DictReader(f):
+                if ends_before_it_starts(row):
+                    continue
                 key = (row["project.id"], row["usage_start_time"][:10])
                 totals[key][0] += Decimal(row["cost"])
                 totals[key][1] += sum((Decimal(repr(c["amount"])) for c in ast.literal_eval(row["credits"] or "[]")),
@@ -95,7 +97,7 @@ def test_bigquery_export_totals_equal_the_source_rows_per_project_and_day(bq_emu
 def test_late_credits_restate_only_their_day(bq_emulator, registry, warehouse):
     table = "gcp_billing_export_v1_0000_LATE"
     bq_emulator.create_export_table(table)
-    rows = read_flat_csv("test", str(GCP_DATA / "tmp_example.csv")).to_pylist()
+    rows = koku_flat_rows("tmp_example.csv")
     bq_emulator.insert(table, rows)
     first = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
     assert first.status == "succeeded", first.error
@@ -126,7 +128,7 @@ def test_late_credits_restate_only_their_day(bq_emulator, registry, warehouse):
 def test_a_row_exported_before_the_watermark_is_read_within_the_lookback(bq_emulator, registry, warehouse):
     table = "gcp_billing_export_v1_0000_LOOKBACK"
     bq_emulator.create_export_table(table)
-    rows = read_flat_csv("test", str(GCP_DATA / "tmp_example.csv")).to_pylist()
+    rows = koku_flat_rows("tmp_example.csv")
     bq_emulator.insert(table, rows)
     assert run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table)).ok
     straggler = json.loads(json.dumps(rows[0]))

@@ -86,8 +86,9 @@ def test_a_month_of_real_occupancy_rolls_up_to_the_independent_sums(tmp_path, wa
     folder.mkdir(parents=True)
     # a month of samples already in the store, as a scraper would have left them
     metrics_store.write_samples(folder, pa.concat_tables([samples(vc) for vc in VCS]), "backfill")
-    (tmp_path / "empty.prom").write_text("")
-    result = run_source(registry(), warehouse, "helios", "dcgm_exporter", {"targets": str(tmp_path / "empty.prom")})
+    # a target exposing no GPU field (an empty exposition is an error): the run only rolls up the store
+    (tmp_path / "idle.prom").write_text("# TYPE go_goroutines gauge\ngo_goroutines 7\n")
+    result = run_source(registry(), warehouse, "helios", "dcgm_exporter", {"targets": str(tmp_path / "idle.prom")})
     assert result.status == "succeeded", result.error
     assert result.rows == len(VCS) * GPUS * 31 * 24
     for vc in VCS:

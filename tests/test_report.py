@@ -74,6 +74,8 @@ def make_config(demo_home, tmp_path: Path, port: int, *, attempts: int = 3, auth
     db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(home / "data" / "gpufinops.duckdb", db_path)
     auth_lines = ['smtp_user_env = "TEST_SMTP_USER"', 'smtp_password_env = "TEST_SMTP_PASSWORD"'] if auth else []
+    if auth and not starttls:  # the loopback relay speaks plain SMTP: AUTH over it must be allowed explicitly
+        auth_lines.append("smtp_allow_plaintext_auth = true")
     path = tmp_path / "gpufinops.toml"
     path.write_text("\n".join([
         "[warehouse]", f'path = "{db_path}"', "",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +24,43 @@ log = logging.getLogger(__name__)
 DEFAULT_MEMORY_LIMIT = "2GB"
 
 
-class WarehouseBusy(RuntimeError):
+class WarehouseError(RuntimeError):
+    """The warehouse can not be opened or written: one sentence naming its path and the cause.
+    ``usage`` is true when only a different path fixes it (a directory, not a DuckDB file)."""
+
+    def __init__(self, message: str, path: Path, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.path, self.usage = path, usage
+
+
+class WarehouseBusy(WarehouseError):
     """The warehouse file stayed locked by another process for the whole retry window."""
+
+
+class WarehouseMissing(WarehouseError, FileNotFoundError):
+    """A command that only reads found no warehouse at the path (it never creates one)."""
+
+
+def _cause(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.split("Error: ", 1)[-1]
+
+
+def _open_error(path: Path, exc: Exception) -> WarehouseError:
+    """What went wrong opening ``path``, as one sentence (no retry for any of these)."""
+    text = str(exc)
+    if path.is_dir() or "Is a directory" in text:
+        return WarehouseError(f"warehouse {path} is a directory, not a DuckDB file", path, usage=True)
+    if "not a valid DuckDB database file" in text:
+        return WarehouseError(f"warehouse {path} is not a DuckDB database file", path, usage=True)
+    if "newer version of DuckDB" in text or "created with" in text and "version" in text:
+        return WarehouseError(f"warehouse {path} was written by another DuckDB version: {_cause(exc)}", path)
+    for marker in ("Read-only file system", "Permission denied", "Operation not permitted"):
+        if marker in text:
+            return WarehouseError(f"warehouse {path} can not be opened for writing ({marker.lower()})", path)
+    if "No space left" in text or "File too large" in text:
+        return WarehouseError(f"warehouse {path} can not be written: the disk is full ({_cause(exc)})", path)
+    return WarehouseError(f"warehouse {path} can not be opened: {_cause(exc)}", path)
 
 
 def _literal(text: str) -> str:
@@ -34,37 +70,54 @@ def _literal(text: str) -> str:
 
 def _settings(con: duckdb.DuckDBPyConnection, path: Path, memory_limit: str, threads: int | None) -> None:
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f"SET memory_limit = {_literal(memory_limit)}")
+    try:
+        con.execute(f"SET memory_limit = {_literal(memory_limit)}")
+    except duckdb.Error as exc:
+        con.close()
+        raise WarehouseError(f"warehouse.memory_limit {memory_limit!r} is not a memory size (e.g. \"2GB\"): "
+                             f"{_cause(exc)}", path, usage=True) from None
     if threads:
         con.execute(f"SET threads = {int(threads)}")
 
 
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
-    return "lock" in text or "conflicting" in text or "being used" in text
+    return "could not set lock" in text or "conflicting lock" in text or "being used" in text
 
 
 def _open(path: Path, read_only: bool, retry_seconds: float) -> duckdb.DuckDBPyConnection:
+    """A connection; only a lock held by another process is waited for (up to ``retry_seconds``),
+    every other failure is at once one sentence (WarehouseError)."""
     deadline = time.monotonic() + retry_seconds
     delay = 0.05
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:  # another process holds the write lock
-            if not _is_lock_error(exc) or time.monotonic() >= deadline:
-                if _is_lock_error(exc):
-                    raise WarehouseBusy(f"warehouse {path} is locked by another process") from exc
-                raise
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc):
+                raise _open_error(path, exc) from exc
+            if time.monotonic() >= deadline:
+                holder = re.search(r"\(PID (\d+)\)", str(exc))
+                raise WarehouseBusy(f"warehouse {path} is locked by another process"
+                                    + (f" (pid {holder.group(1)})" if holder else "")
+                                    + f"; waited {retry_seconds:g} s", path) from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
 
 @contextlib.contextmanager
 def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-           threads: int | None = None, retry_seconds: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection for one job, migrated to the current schema, closed on exit."""
+           threads: int | None = None, retry_seconds: float = 30.0,
+           create: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection for one job, migrated to the current schema, closed on exit.
+    ``create=False``: a missing warehouse is WarehouseMissing (nothing is created, no folder either)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not create and not path.exists():
+        raise missing(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WarehouseError(f"warehouse {path}: its folder can not be created ({exc.strerror or exc})", path) from exc
     con = _open(path, read_only=False, retry_seconds=retry_seconds)
     try:
         _settings(con, path, memory_limit, threads)
@@ -84,13 +137,27 @@ def reader(path: str | os.PathLike, *, memory_limit: str = "1GB",
     """A read-only connection (dashboard, API, `gpufinops sql`), closed on exit."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"warehouse {path} does not exist yet: run `gpufinops ingest` or `gpufinops demo` first")
+        raise missing(path)
     con = _open(path, read_only=True, retry_seconds=retry_seconds)
     try:
         _settings(con, path, memory_limit, None)
         yield con
     finally:
         con.close()
+
+
+def missing(path: Path) -> WarehouseMissing:
+    return WarehouseMissing(f"warehouse {path} does not exist yet (a command that only reads never creates it): run "
+                            f"`gpufinops ingest` or `gpufinops demo` first", path)
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK that never hides the error that made it necessary: after a full disk or an
+    invalidated database, "cannot rollback - no transaction is active" would replace the cause."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error as exc:
+        log.debug("rollback after a failure: %s", exc)
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
@@ -113,7 +180,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             con.execute("INSERT INTO schema_version VALUES (?, now())", [target])
             con.execute("COMMIT")
         except Exception:
-            con.execute("ROLLBACK")
+            rollback(con)
             raise
         log.info("warehouse migrated to schema version %d", target)
     return schema.SCHEMA_VERSION

@@ -69,7 +69,10 @@ def _refresh(con: duckdb.DuckDBPyConnection, table_name: str, path: Path, load: 
         con.execute("INSERT INTO ingest_state VALUES (?, ?, now())", [state_key, json.dumps({"sha256": digest})])
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        try:  # never mask the cause (a full disk) with "cannot rollback - no transaction is active"
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
         raise
     log.info("%s loaded: %d rows", table_name, table.num_rows)
     return True

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -197,6 +197,7 @@ INGEST_RUNS = pa.schema([
     ("run_id", pa.string()), ("source", pa.string()), ("source_type", pa.string()),
     ("started_at", UTC_TS), ("finished_at", UTC_TS), ("status", pa.string()),
     ("rows", pa.int64()), ("watermark", pa.string()), ("error", pa.string()),
+    ("rows_rejected", pa.int64()),  # rows quarantined into ingest_rejects (on_invalid = "skip_rows"); schema 9
 ])
 
 # Per-source incremental state (file fingerprints, cursors), written in the load's transaction.
@@ -299,6 +300,14 @@ ALERT_DELIVERIES = pa.schema([
     ("created_at", UTC_TS), ("updated_at", UTC_TS), ("sent_at", UTC_TS),
 ])
 
+# v9: rows a source with on_invalid = "skip_rows" refused (ingest/validate.py): one per bad row, the
+# file and row (or line) it came from, the column, its value and why. A re-read of a file replaces
+# that file's rows here, so the table holds what each file's latest read refused.
+INGEST_REJECTS = pa.schema([
+    ("source", pa.string()), ("run_id", pa.string()), ("file", pa.string()), ("row", pa.int64()),
+    ("column", pa.string()), ("value", pa.string()), ("reason", pa.string()), ("rejected_at", UTC_TS),
+])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -333,6 +342,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("onprem_comparison", ONPREM_COMPARISON),
     Table("alerts", ALERTS),
     Table("alert_deliveries", ALERT_DELIVERIES),
+    Table("ingest_rejects", INGEST_REJECTS),
 )}
 
 
@@ -416,7 +426,13 @@ def _migration_8() -> list[str]:
                "AND status = 'open'"])
 
 
+def _migration_9() -> list[str]:
+    # ingest_runs.rows_rejected exists already on a fresh warehouse (migration 1 uses the live schema)
+    return ['ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS "rows_rejected" BIGINT',
+            create_table_sql(TABLES["ingest_rejects"])]
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
 MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
-              _migration_7, _migration_8]
+              _migration_7, _migration_8, _migration_9]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -10,6 +10,8 @@ from typing import Any
 
 import duckdb
 
+from warehouse.db import rollback
+
 
 def evidence_fingerprint(rec: dict[str, Any]) -> str:
     """What a decision was made on: the proposal (without its prices) and the order of magnitude of
@@ -74,7 +76,7 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
                 versions.get(row["kind"]), fingerprint, row.get("plan"), row.get("plan_id")])
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
     return len(rows)
 
@@ -117,6 +119,6 @@ def record_decision(con: duckdb.DuckDBPyConnection, recommendation_id: str, deci
                     [recommendation_id, decision, reason or "", actor])
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
     return status

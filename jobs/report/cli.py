@@ -69,7 +69,13 @@ def weekly(cfg: Config, *, week: str | None, team: str | None, out: str | None, 
     for email in outcome.already_sent:
         print(f"{email:<40} already sent for {chosen}", file=stdout)
     for email in outcome.unknown:
-        print(f"{email:<40} unknown (a send ended mid-transaction; not resent)", file=stdout)
+        print(f"{email:<40} unknown (a send ended mid-transaction; resent after "
+              f"{cfg.report.sending_timeout_minutes:g} min)", file=stdout)
     for email in outcome.failed:
         print(f"{email:<40} failed (see report_deliveries; retried on the next run)", file=stdout)
-    return 1 if outcome.failed else 0
+    unsent = [f"{e} (failed)" for e in outcome.failed] + [f"{e} (unknown)" for e in outcome.unknown]
+    if unsent or outcome.interrupted:
+        print(f"gpufinops: report weekly --send: {len(unsent)} recipient(s) not sent for {chosen}: "
+              f"{', '.join(unsent) or 'interrupted'}", file=sys.stderr)
+        return 1
+    return 0

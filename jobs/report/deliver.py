@@ -3,10 +3,13 @@
 The ledger row walks ``failed`` (retryable) → ``sending`` → ``sent``. A recipient whose row is
 ``sent`` is never mailed again, so a re-run or a restarted daemon mails only whoever is left.
 ``sending`` is written only after the server accepted sender and recipient, just before DATA; a row
-still ``sending`` later means the process died (or the connection dropped) while the server was
-taking the message, which it may have queued: that recipient is not mailed again automatically
-(at most once; the row says so). A refusal (4xx/5xx) is ``failed``, retried with backoff within the
-run and again by the next run. Credentials come from the environment variables the config names.
+still ``sending`` means the process died (or the connection dropped) while the server was taking
+the message, which it may have queued. Such a row younger than ``sending_timeout_minutes`` is left
+alone (unknown); an older one is sent again with the same Message-ID (stable per week, recipient
+and scope), which SMTP servers and mail clients de-duplicate on. A refusal (4xx/5xx) is ``failed``,
+retried with backoff within the run and again by the next run. Credentials come from the
+environment variables the config names; AUTH without TLS is refused unless
+``smtp_allow_plaintext_auth = true`` (then it warns).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from jobs.config import Config, ConfigError
@@ -80,7 +83,7 @@ def _now() -> datetime:
 
 def ledger(cfg: Config, week: Week) -> dict[str, dict]:
     """recipient (lower-case) → its report_deliveries row for this week."""
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:  # writer: migrates a v3 file
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # writer: migrates a v3 file
         frame = queries.report_delivery_status(con, REPORT, str(week))
     return {row["recipient"].lower(): row for row in frame.iter_rows(named=True)}
 
@@ -89,7 +92,7 @@ def _record(cfg: Config, week: Week, recipient: str, status: str, *, attempt: bo
             message_id: str | None = None, error: str | None = None) -> None:
     """Upsert one recipient's row (no key index on the table: update, else insert, in one transaction)."""
     key = [REPORT, str(week), recipient.lower()]
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:
         con.execute("BEGIN TRANSACTION")
         found = con.execute("SELECT count(*) FROM report_deliveries WHERE report = ? AND week = ? AND recipient = ?",
                             key).fetchall()[0][0]
@@ -126,6 +129,12 @@ def smtp_send(settings: ReportSettings, recipient: str, payload: bytes, on_accep
             smtp.starttls(context=ssl.create_default_context())
             smtp.ehlo()
         credentials = settings.credentials()
+        if credentials and not settings.smtp_starttls:
+            if not settings.smtp_allow_plaintext_auth:
+                raise SendFailed(f"refusing to send the SMTP password to {settings.smtp_host}:{settings.smtp_port} "
+                                 f"without TLS (set smtp_starttls = true, or smtp_allow_plaintext_auth = true)")
+            log.warning("SMTP AUTH to %s:%s without TLS (smtp_allow_plaintext_auth = true): the password crosses "
+                        "the network in plain text", settings.smtp_host, settings.smtp_port)
         if credentials:
             smtp.login(*credentials)
         code, reply = smtp.mail(_address(settings.sender))
@@ -164,7 +173,7 @@ def _send_one(cfg: Config, week: Week, recipient: Recipient, report: Report, out
         reached_data: list[bool] = []
 
         def accepting() -> None:
-            _record(cfg, week, recipient.email, "sending", attempt=True)
+            _record(cfg, week, recipient.email, "sending", attempt=True, message_id=message["Message-ID"])
             reached_data.append(True)
         try:
             smtp_send(settings, recipient.email, payload, accepting)
@@ -195,18 +204,24 @@ def send_weekly(cfg: Config, week: Week, *, stop: threading.Event | None = None,
     stop = stop or threading.Event()
     settings: ReportSettings = cfg.report
     outcome = Outcome(week)
+    if not cfg.warehouse_path.exists():
+        raise db.missing(cfg.warehouse_path)
     with _delivery_lock(cfg):
         done = ledger(cfg, week)
         pending = []
+        stale_before = _now() - timedelta(minutes=settings.sending_timeout_minutes)
         for recipient in settings.recipients:
             row = done.get(recipient.email.lower())
             if row and row["status"] == "sent":
                 outcome.already_sent.append(recipient.email)
-            elif row and row["status"] == "sending":
-                log.warning("weekly report %s to %s: a previous send ended mid-transaction; not resent "
-                            "(it may have been delivered)", week, recipient.email)
+            elif row and row["status"] == "sending" and not _older(row, stale_before):
+                log.warning("weekly report %s to %s: a send ended mid-transaction less than %g min ago; not resent "
+                            "yet (it may have been delivered)", week, recipient.email, settings.sending_timeout_minutes)
                 outcome.unknown.append(recipient.email)
             else:
+                if row and row["status"] == "sending":
+                    log.warning("weekly report %s to %s: left 'sending' since %s; sending again with the same "
+                                "Message-ID (servers de-duplicate on it)", week, recipient.email, row.get("updated_at"))
                 pending.append(recipient)
         reports: dict[tuple, Report] = {}
         for recipient in pending:
@@ -220,6 +235,15 @@ def send_weekly(cfg: Config, week: Week, *, stop: threading.Event | None = None,
                                           dashboard_url=settings.dashboard_url, now=now)
             _send_one(cfg, week, recipient, reports[key], outcome, stop)
     return outcome
+
+
+def _older(row: dict, moment: datetime) -> bool:
+    updated = row.get("updated_at")
+    if updated is None:
+        return True
+    if updated.tzinfo is None:
+        updated = updated.replace(tzinfo=timezone.utc)
+    return updated < moment
 
 
 def write_file(report: Report, path: Path, settings: ReportSettings, recipient: str | None = None) -> list[Path]:

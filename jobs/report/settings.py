@@ -18,7 +18,7 @@ from warehouse.scope import Scope
 
 REPORT_KEYS = {"timezone", "sender", "smtp_host", "smtp_port", "smtp_starttls", "smtp_user_env",
                "smtp_password_env", "smtp_timeout_seconds", "send_attempts", "retry_backoff_seconds",
-               "dashboard_url", "recipients"}
+               "dashboard_url", "recipients", "smtp_allow_plaintext_auth", "sending_timeout_minutes"}
 RECIPIENT_KEYS = {"email", "role", "teams", "name"}
 REPORT_ROLES = ("finance", "lead")
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
@@ -50,6 +50,8 @@ class ReportSettings:
     retry_backoff_seconds: float = 30.0    # doubled after each failed attempt
     dashboard_url: str | None = None
     recipients: tuple[Recipient, ...] = field(default_factory=tuple)
+    smtp_allow_plaintext_auth: bool = False  # AUTH without TLS: refused unless this is set (then warned)
+    sending_timeout_minutes: float = 15.0    # a delivery left 'sending' longer is resent (same Message-ID)
 
     @property
     def tz(self) -> ZoneInfo:
@@ -127,6 +129,12 @@ def parse(section: Any) -> ReportSettings:
             values[key] = float(_typed(section, key, (int, float), "report"))
             if values[key] < 0:
                 raise ConfigError(f"report.{key}: must not be negative")
+    if "sending_timeout_minutes" in section:
+        values["sending_timeout_minutes"] = float(_typed(section, "sending_timeout_minutes", (int, float), "report"))
+        if values["sending_timeout_minutes"] <= 0:
+            raise ConfigError("report.sending_timeout_minutes: must be more than 0")
+    if "smtp_allow_plaintext_auth" in section:
+        values["smtp_allow_plaintext_auth"] = _typed(section, "smtp_allow_plaintext_auth", bool, "report")
     if "smtp_starttls" in section:
         values["smtp_starttls"] = _typed(section, "smtp_starttls", bool, "report")
     elif "smtp_host" in section:
@@ -137,6 +145,9 @@ def parse(section: Any) -> ReportSettings:
         ZoneInfo(values.get("timezone", "UTC"))
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"report.timezone: unknown time zone {values.get('timezone')!r}") from None
+    if "smtp_user_env" in values and not values.get("smtp_starttls") and not values.get("smtp_allow_plaintext_auth"):
+        raise ConfigError("report.smtp_starttls: false with smtp_user_env set would send the SMTP password in plain "
+                          "text; set smtp_starttls = true, or smtp_allow_plaintext_auth = true for a trusted relay")
     recipients = section.get("recipients", [])
     if not isinstance(recipients, list):
         raise ConfigError("report.recipients: must be an array of tables ([[report.recipients]])")

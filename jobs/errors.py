@@ -1,0 +1,98 @@
+"""The command line's one error funnel: every failure a user can cause is one sentence, one exit code.
+
+``explain(exc)`` turns an exception into (sentence, exit status): 2 for a usage or config error
+(a bad key, a warehouse path that is a directory or not a DuckDB file, a memory limit DuckDB does
+not understand), 1 for a failed run (a warehouse locked, read-only or on a full disk, a missing
+warehouse for a command that only reads, bad source data). The CLI prints the sentence; the
+traceback only with ``-v``, through the scrubbing log formatter: no secret value and no
+``user:password@`` of a URL reaches stderr at any verbosity.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any
+
+log = logging.getLogger("gpufinops")
+
+URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"]+:[^/\s@'\"]*@")
+_SECRETS: list[str] = []
+
+
+def remember_secrets(values: list[str]) -> None:
+    """The secret values (from the config's ``*_env`` variables) every message is scrubbed of."""
+    _SECRETS[:] = sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)
+
+
+def scrub(text: str) -> str:
+    for value in _SECRETS:
+        text = text.replace(value, "***")
+    return URL_CREDENTIALS.sub("***:***@", text)
+
+
+class ScrubbingFormatter(logging.Formatter):
+    """Formats records (tracebacks included) and scrubs the result."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
+def configure_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ScrubbingFormatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def _disk_full(text: str) -> bool:
+    return any(m in text for m in ("No space left on device", "File too large", "Disk quota exceeded",
+                                   "could not write", "Could not write"))
+
+
+def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
+    """(one sentence, exit status) for a failure the CLI reports."""
+    from jobs.config import ConfigError
+    from warehouse import db
+
+    setting = getattr(cfg, "warehouse_setting", None)
+    if isinstance(exc, ConfigError):
+        return f"config error: {exc}", 2
+    if isinstance(exc, db.WarehouseError):
+        text = str(exc)
+        if setting and (exc.usage or isinstance(exc, db.WarehouseMissing)) and str(exc.path) in text:
+            text = text.replace(str(exc.path), f"{exc.path} (set by {setting})", 1)
+        return text, 2 if exc.usage else 1
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        name = getattr(exc, "filename", None)
+        return (f"{name}: {exc.strerror}" if name and exc.strerror else str(exc)), 1
+    if isinstance(exc, OSError) and exc.errno in (28, 27, 122):  # ENOSPC, EFBIG, EDQUOT
+        return f"{getattr(exc, 'filename', None) or 'a file'} can not be written: {exc.strerror} (the disk is full)", 1
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover
+        duckdb = None
+    if duckdb is not None and isinstance(exc, duckdb.Error):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        path = getattr(cfg, "warehouse_path", None)
+        if _disk_full(str(exc)):
+            return f"the warehouse {path or ''} can not be written: {first} (free disk space and run again)".replace(
+                "warehouse  ", "warehouse "), 1
+        return f"the warehouse {path} failed: {first}" if path else first, 1
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130
+    return f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (run with -v for the traceback)", 1
+
+
+def report(exc: BaseException, *, verbose: int, cfg: Any = None) -> int:
+    """Print the failure as one sentence (and, under -v, its traceback, scrubbed); the exit status."""
+    sentence, status = explain(exc, cfg)
+    if verbose:
+        log.error("traceback of the failure below", exc_info=exc)
+    print(f"gpufinops: {scrub(sentence)}", file=sys.stderr)
+    return status

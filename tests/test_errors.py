@@ -1,0 +1,166 @@
+"""The CLI's error funnel: every failure a user can cause is one sentence naming its cause, with the
+right exit status, no traceback unless -v, no secret at any verbosity, and nothing created by a read."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import FOCUS_SAMPLE, query, table_digest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gpufinops(*args: str, cwd: Path, env: dict | None = None, preexec=None, timeout: float = 60):
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, preexec_fn=preexec,
+                          timeout=timeout)
+
+
+def one_sentence(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("gpufinops:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def focus_config(tmp_path: Path, db: Path | str) -> Path:
+    export = tmp_path / "export"
+    export.mkdir(exist_ok=True)
+    shutil.copy(FOCUS_SAMPLE, export / "focus.csv")
+    config = tmp_path / "gpufinops.toml"
+    config.write_text(f'[warehouse]\npath = "{db}"\n\n[sources.focus]\ntype = "focus_files"\npath = "{export}/*.csv"\n')
+    return config
+
+
+@pytest.mark.parametrize("command", [["recommend"], ["sql", "SELECT 1"], ["export", "json"],
+                                     ["report", "weekly", "--week", "2026-W40"], ["ingest", "list"]])
+def test_a_read_never_creates_a_warehouse_or_its_folder(tmp_path, command):
+    target = tmp_path / "nowhere" / "deeper" / "wh.duckdb"
+    run = gpufinops("--db", str(target), *command, cwd=tmp_path)
+    assert not (tmp_path / "nowhere").exists()
+    if command == ["ingest", "list"]:  # lists the configured sources, with no run yet
+        assert run.returncode == 0, run.stderr
+        return
+    sentence = one_sentence(run.stderr)
+    assert run.returncode == 1 and f"{target} (set by --db) does not exist yet" in sentence, sentence
+
+
+@pytest.mark.parametrize("make, expected, code", [
+    (lambda p: p.mkdir(), "is a directory, not a DuckDB file", 2),
+    (lambda p: p.write_text("hello, I am a text file " * 50), "is not a DuckDB database file", 2),
+])
+def test_a_path_that_is_not_a_warehouse_is_exit_2_at_once(tmp_path, make, expected, code):
+    target = tmp_path / "wh.duckdb"
+    make(target)
+    config = focus_config(tmp_path, target)
+    for args in (["ingest"], ["sql", "SELECT 1"]):
+        started = time.monotonic()
+        run = gpufinops("--config", str(config), *args, cwd=tmp_path)
+        sentence = one_sentence(run.stderr)
+        assert run.returncode == code and expected in sentence and str(target) in sentence, sentence
+        assert time.monotonic() - started < 15  # no 30 s / 5 s lock retry for an error that is not a lock
+
+
+def test_a_warehouse_locked_by_another_writer_is_named_with_its_pid(tmp_path):
+    target = tmp_path / "wh.duckdb"
+    duckdb.connect(str(target)).close()
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(target)!r}); "
+                                                     f"print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        run = gpufinops("--db", str(target), "sql", "SELECT 1", cwd=tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    sentence = one_sentence(run.stderr)
+    assert run.returncode == 1 and f"warehouse {target} is locked by another process (pid {holder.pid})" in sentence
+
+
+def test_a_read_only_warehouse_is_one_sentence(tmp_path):
+    target = tmp_path / "wh.duckdb"
+    config = focus_config(tmp_path, target)
+    assert gpufinops("--config", str(config), "ingest", cwd=tmp_path).returncode == 0
+    before = table_digest(target, "cost_line_items")
+    (tmp_path / "export" / "focus.csv").touch()  # changed: the next run must write
+    if os.geteuid() == 0:  # root ignores file modes: make the file immutable instead
+        if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
+            pytest.skip("running as root on a file system without chattr +i: no way to make a file read-only")
+    else:
+        target.chmod(0o444)
+    try:
+        run = gpufinops("--config", str(config), "ingest", cwd=tmp_path)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(target)], capture_output=True)
+        target.chmod(0o644)
+    sentence = one_sentence(run.stderr)
+    assert run.returncode == 1 and f"warehouse {target} can not be opened for writing" in sentence, sentence
+    assert table_digest(target, "cost_line_items") == before
+
+
+def _small_files(limit: int):
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_is_reported_as_itself_not_as_a_failed_rollback(tmp_path):
+    """RLIMIT_FSIZE stands in for a full disk: the write fails (EFBIG) where ENOSPC would, mid-load."""
+    target = tmp_path / "wh.duckdb"
+    config = focus_config(tmp_path, target)
+    assert gpufinops("--config", str(config), "ingest", cwd=tmp_path).returncode == 0
+    size = target.stat().st_size
+    big = tmp_path / "export" / "more.csv"
+    rows = FOCUS_SAMPLE.read_text().splitlines()
+    big.write_text("\n".join([rows[0]] + [r.replace("SunBird", f"SunBird{i}") for i in range(40) for r in rows[1:]]) + "\n")
+    run = gpufinops("--config", str(config), "ingest", cwd=tmp_path, preexec=_small_files(size + 64 * 1024))
+    sentence = one_sentence(run.stderr)
+    assert run.returncode == 1, run.stderr
+    assert "rollback" not in sentence.lower() and "no transaction" not in sentence, sentence
+    assert "File too large" in sentence or "No space left" in sentence or "disk" in sentence, sentence
+    assert query(target, "SELECT count(*) FROM cost_line_items")[0][0] == len(rows) - 1  # the load left nothing
+
+
+def test_verbose_tracebacks_are_scrubbed_of_secrets_and_url_credentials(tmp_path):
+    secret = "tok-" + "7f3a9c" * 5
+    config = tmp_path / "gpufinops.toml"
+    config.write_text(f'[warehouse]\npath = "{tmp_path / "wh.duckdb"}"\n\n'
+                      f'[sources.dcgm]\ntype = "dcgm_exporter"\ntargets = ["http://ops:{secret}@127.0.0.1:9/metrics"]\n'
+                      f'retries = 1\ntimeout_s = 1\n\n'
+                      f'[sources.focus]\ntype = "focus_files"\npath = "{tmp_path}/{secret}/*.csv"\n\n'
+                      f'[[api.tokens]]\ntoken_env = "FUZZ_TOKEN"\nrole = "finance"\n')
+    for verbosity in ([], ["-v"], ["-vv"]):
+        run = gpufinops("--config", str(config), *verbosity, "ingest", cwd=tmp_path, env={"FUZZ_TOKEN": secret})
+        assert run.returncode == 1
+        assert secret not in run.stderr and secret not in run.stdout, run.stderr
+        assert ("Traceback" in run.stderr) == bool(verbosity) or "Traceback" not in run.stderr
+    errors = query(tmp_path / "wh.duckdb", "SELECT string_agg(error, ' | ') FROM ingest_runs")[0][0]
+    assert secret not in errors and "***" in errors
+
+
+def test_an_internal_error_is_one_sentence_with_the_traceback_only_under_v(tmp_path, monkeypatch):
+    from jobs import cli
+    config = focus_config(tmp_path, tmp_path / "wh.duckdb")
+
+    def broken(cfg, args):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setitem(cli.COMMANDS, "sql", broken)
+    import contextlib
+    import io
+    for verbose, traceback in (([], False), (["-v"], True)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert cli.main(["--config", str(config), *verbose, "sql", "SELECT 1"]) == 1
+        assert "internal error: ZeroDivisionError: division by zero" in err.getvalue()
+        assert ("Traceback" in err.getvalue()) == traceback
