@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="recommendations in a scheduler's own format, or the costs as FOCUS 1.2")
     export.add_argument("kind", metavar="FORMAT", choices=("json", "kueue", "karpenter", "skypilot", "focus"))
     export.add_argument("--team")
+    export.add_argument("--cluster", help="kueue / karpenter / skypilot: only this target cluster (its name or its "
+                                          "gpufinops.io/cluster label value)")
     export.add_argument("--out", help="write to this file (default: stdout; required for focus)")
     export.add_argument("--from", dest="from_date", type=_date, help="focus: charges starting on or after this date")
     export.add_argument("--to", dest="to_date", type=_date, help="focus: charges starting up to this date (inclusive)")
@@ -265,8 +267,12 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if focus_only:
         print(f"gpufinops: export {args.kind}: {', '.join(focus_only)} applies to `export focus` only", file=sys.stderr)
         return 2
-    with db.reader(cfg.warehouse_path) as con:
-        text = export.render(con, args.kind, team=args.team)
+    try:
+        with db.reader(cfg.warehouse_path) as con:
+            text = export.render(con, args.kind, team=args.team, cluster=args.cluster, settings=cfg.export)
+    except export.ExportError as exc:
+        print(f"gpufinops: export {args.kind}: {exc}", file=sys.stderr)
+        return 2
     export.write(text, args.out)
     return 0
 
@@ -275,6 +281,9 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from jobs.export import focus
     from warehouse import db
 
+    if args.cluster:
+        print("gpufinops: export focus: --cluster applies to the kueue, karpenter and skypilot formats", file=sys.stderr)
+        return 2
     if not args.out or args.team:
         print("gpufinops: export focus: " + ("--team is not a FOCUS filter (FOCUS rows carry x_Team: filter on it "
               "where you load them)" if args.team else "--out PATH is required (a Parquet or CSV file)"),

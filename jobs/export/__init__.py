@@ -1,38 +1,152 @@
-"""`gpufinops export {json,kueue,karpenter,skypilot}`: recommendations in a scheduler's own format.
+"""`gpufinops export {json,kueue,karpenter,skypilot}`: each resource's plan in a scheduler's own format.
 
-Everything is read through one read-only connection; the output is text (JSON, or multi-document
-YAML for the Kubernetes and SkyPilot formats) written to a file or stdout by the CLI.
+``json`` is every recommendation object (the API's objects, ``plan`` saying which are alternatives).
+The scheduler formats carry out only the plans (primary and step objects, open or accepted; see
+:mod:`jobs.export.plan`), per target cluster (:mod:`jobs.export.clusters`): one Kueue configuration per
+Kubernetes cluster, Karpenter NodePools for EKS clusters, SkyPilot overrides with shapes the cloud's
+catalogue offers. The output is one multi-document YAML, each cluster's part opened by a
+``# ==== cluster: <name>`` comment (``cluster=`` picks one), under a header stating the plan total
+(``models.plans.total``, the number the dashboard, report and API show).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.export import clusters as clusters_mod
+from jobs.export import inventory as inventory_mod
 from jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
+from jobs.export.settings import ExportSettings
+from models import plans
 
 FORMATS = ("json", "kueue", "karpenter", "skypilot")
+WINDOW_DAYS = 14
 
 
-def render(con, fmt: str, *, team: str | None = None) -> str:
-    """The export in ``fmt`` for one team (None: every team)."""
+class ExportError(ValueError):
+    """A request the warehouse cannot answer (an unknown cluster): the message names what exists."""
+
+
+@dataclass
+class Fleet:
+    """Everything an export reads, through one read-only connection."""
+    objects: list[dict]
+    clusters: clusters_mod.ClusterMap
+    inventory: inventory_mod.Inventory
+    plan: plan.FleetPlan
+
+
+def load(con, *, team: str | None = None, settings: ExportSettings | None = None) -> Fleet:
+    from warehouse import queries
+
+    settings = settings or ExportSettings()
+    recs = objects.load(con, team=team)
+    resources = queries.export_gpu_resources(con, tag_keys=settings.cluster_tag_keys, team=team,
+                                             days=WINDOW_DAYS).to_dicts()
+    hours = queries.export_gpu_hours(con, team=team, days=WINDOW_DAYS)
+    cmap = clusters_mod.ClusterMap(resources, queries.export_onprem_node_groups(con, days=WINDOW_DAYS).to_dicts(),
+                                   queries.export_team_namespaces(con, days=WINDOW_DAYS).to_dicts())
+    inv = inventory_mod.load(con)
+    return Fleet(recs, cmap, inv, plan.build(recs, resources, hours, cmap, inv))
+
+
+def _money(value) -> str:
+    return f"${float(value):,.2f}/month"
+
+
+def _header(fmt: str, fleet: Fleet, team: str | None, shown: list[clusters_mod.Cluster]) -> list[str]:
+    carried = plan.plan_objects(fleet.objects)
+    left_out = [o for o in fleet.objects if o not in carried]
+    scope = f" for team {team}" if team else ""
+    lines = [f"gpufinops export {fmt}{scope}: each resource's plan, per target cluster",
+             f"plan total: {_money(plans.total(carried))} (models.plans.total over {len(carried)} primary/step "
+             f"object(s) of {len(fleet.plan.plans)} plan(s), open or accepted)"]
+    if left_out:
+        alternatives = sum(1 for o in left_out if o.get("plan") == "alternative")
+        lines.append(f"not carried: {len(left_out)} object(s) ({alternatives} alternative(s), never added; "
+                     "the rest dismissed, applied or without a plan)")
+    if any(o.get("plan") is None for o in fleet.objects):
+        lines.append("some recommendations have no plan yet: run `gpufinops recommend` to reconcile them")
+    for c in shown:
+        lines.append(f"cluster {c.name} ({c.kind}): {_money(plans.total(_cluster_objects(fleet, c)))} of it")
+    if len(shown) > 1 and any(p.before.cluster is not p.after.cluster for p in fleet.plan.plans if not p.problem):
+        lines.append("(a plan that moves work between clusters counts in both)")
+    return lines
+
+
+def _cluster_objects(fleet: Fleet, cluster: clusters_mod.Cluster) -> list[dict]:
+    seen: dict[str, dict] = {}
+    for p in fleet.plan.plans_of(cluster):
+        for o in p.objects:
+            seen[o["id"]] = o
+    return list(seen.values())
+
+
+def _section(fmt: str, cluster: clusters_mod.Cluster, fleet: Fleet, settings: ExportSettings):
+    if fmt == "kueue":
+        docs, notes = kueue.cluster_documents(cluster, fleet.plan, fleet.clusters, settings)
+        notes = kueue.capacity_notes(cluster) + notes
+    else:
+        docs, notes = karpenter.cluster_documents(cluster, fleet.plan, fleet.inventory, settings.node_class)
+    return docs, notes
+
+
+def _clusters(fleet: Fleet, wanted: str | None) -> list[clusters_mod.Cluster]:
+    every = [c for c in fleet.clusters.all() if fleet.plan.of_cluster(c)]
+    if wanted is None:
+        return every
+    chosen = [c for c in every if c.matches(wanted)]
+    if not chosen:
+        known = ", ".join(c.name for c in every) or "none"
+        raise ExportError(f"--cluster {wanted!r}: no such cluster in the data (known: {known})")
+    return chosen
+
+
+def render(con, fmt: str, *, team: str | None = None, cluster: str | None = None,
+           settings: ExportSettings | None = None) -> str:
+    """The export in ``fmt`` for one team (None: every team) and one cluster (None: every cluster)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
-    recs = objects.load(con, team=team)
+    settings = settings or ExportSettings()
     if fmt == "json":
-        return json.dumps(recs, indent=2) + "\n"
-    actionable = objects.actionable(recs)
+        if cluster is not None:
+            raise ExportError("--cluster applies to the kueue, karpenter and skypilot formats")
+        return json.dumps(objects.load(con, team=team), indent=2) + "\n"
+    fleet = load(con, team=team, settings=settings)
+    shown = _clusters(fleet, cluster)
     if fmt == "skypilot":
-        docs = skypilot.documents(actionable)
-    else:
-        from warehouse import queries
-        capacity = queries.team_gpu_capacity(con, team=team).to_dicts()
-        pools = plan.build(capacity, actionable)
-        docs = kueue.documents(pools) if fmt == "kueue" else karpenter.documents(pools)
-    if not docs:
-        return f"# gpufinops export {fmt}: nothing to export{' for team ' + team if team else ''}\n"
-    return yamlout.dump_all(docs)
+        return _render_skypilot(fleet, team, shown)
+    out = []
+    for c in shown:
+        if fmt == "karpenter" and c.provider != "aws":
+            out.append(f"# ==== cluster: {c.name} ({c.kind}): no NodePools, Karpenter provisions AWS (EKS) only\n")
+            continue
+        docs, notes = _section(fmt, c, fleet, settings)
+        head = [f"==== cluster: {c.name} ({c.kind}; label {clusters_mod.CLUSTER_LABEL}={c.label})"] + notes
+        if not docs:
+            out.append("".join(f"# {line}\n" for line in head + ["nothing to export for this cluster"]))
+            continue
+        first, comments = docs[0]
+        out.append(yamlout.dump_all([(first, head + comments)] + docs[1:]))
+    for p in fleet.plan.unplaced():
+        out.append(f"# not placed: {', '.join(p.ids)}: {p.problem}\n")
+    return "".join(f"# {line}\n" for line in _header(fmt, fleet, team, shown)) + "".join(out)
+
+
+def _render_skypilot(fleet: Fleet, team: str | None, shown: list[clusters_mod.Cluster]) -> str:
+    tasks, notes = skypilot.documents(fleet.plan, fleet.inventory, {c.label for c in shown})
+    out = []
+    for c in shown:
+        mine = [(doc, comments) for p, doc, comments in tasks if p.after.cluster is c]
+        if mine:
+            first, comments = mine[0]
+            head = [f"==== cluster: {c.name} ({c.kind}; label {clusters_mod.CLUSTER_LABEL}={c.label})"]
+            out.append(yamlout.dump_all([(first, head + comments)] + mine[1:]))
+    head = "".join(f"# {line}\n" for line in _header("skypilot", fleet, team, shown) + notes)
+    return head + ("".join(out) or "# nothing to export: no plan changes a task's resources\n")
 
 
 def write(text: str, out: str | os.PathLike | None) -> None:

@@ -1,62 +1,87 @@
-"""Karpenter NodePools (karpenter.sh/v1) for the AWS GPU pools of the plan.
+"""Karpenter NodePools (karpenter.sh/v1) for the GPU pools of each AWS-backed (EKS) cluster.
 
 Per team, GPU model and capacity type one NodePool: a ``karpenter.sh/capacity-type`` requirement,
-the recommended instance types (``node.kubernetes.io/instance-type``; the GPU name when none is
-known), an ``nvidia.com/gpu`` limit carrying the recommended split, and a weight that makes
+the plan's instance types (``node.kubernetes.io/instance-type``: every type the team's resources of that
+GPU model run on once the plan is applied, known to the shipped inventory; its whole-GPU types of the
+model when none is), an ``nvidia.com/gpu`` limit carrying the plan's split, and a weight that makes
 Karpenter try the team's spot pool first and fall back to on-demand once the spot limit is reached.
-Nodes carry ``gpufinops.io/team`` and an ``nvidia.com/gpu`` NoSchedule taint, so only the team's
-GPU pods (selecting that label, tolerating the taint) land there. Karpenter provisions AWS here;
-other providers' pools are listed in a comment and skipped.
+
+A limit Karpenter can never reach is no limit: Karpenter only launches a node whose GPUs fit in what is
+left of it, so every limit is a whole number of the smallest listed type's GPUs (the plan's GPUs rounded
+up, and the comment says so). Nodes carry ``gpufinops.io/team`` and an ``nvidia.com/gpu`` NoSchedule
+taint, so only the team's GPU pods (selecting that label, tolerating the taint) land there. GKE and
+on-prem clusters get no NodePool: Karpenter provisions AWS capacity here.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from jobs.export.labels import CAPACITY_TYPE, GPU_RESOURCE, aws_gpu_name
-from jobs.export.plan import Pool, slug
+from jobs.export.clusters import Cluster
+from jobs.export.inventory import Inventory
+from jobs.export.labels import CAPACITY_TYPE, GPU_RESOURCE
+from jobs.export.names import UniqueNames, slug
+from jobs.export.plan import FleetPlan, Pool
 
 API_VERSION = "karpenter.sh/v1"
 SPOT_WEIGHT, ON_DEMAND_WEIGHT = 60, 30
-NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 
 
-def node_pool(pool: Pool, spot: bool, gpus: int, node_class: dict[str, str]) -> dict[str, Any]:
-    capacity = "spot" if spot else "on-demand"
-    instance_types = (pool.spot_instance_types + [t for t in pool.instance_types if t not in pool.spot_instance_types]
-                      if spot else pool.instance_types)
-    requirements: list[dict[str, Any]] = [{"key": CAPACITY_TYPE, "operator": "In", "values": [capacity]}]
-    if instance_types:
-        requirements.append({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": instance_types})
-    else:
-        requirements.append({"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In",
-                             "values": [aws_gpu_name(pool.gpu_model)]})
+def instance_types(pool: Pool, capacity: str, inventory: Inventory) -> tuple[list[tuple[str, int]], str]:
+    """(type, GPUs) the NodePool may launch, fewest GPUs first, and where the list comes from."""
+    def known(names: list[str]) -> list[tuple[str, int]]:
+        found = [(n, t.gpus) for n in names if (t := inventory.get("aws", n)) is not None and t.gpu_model == pool.gpu_model]
+        return sorted(found, key=lambda nt: (nt[1], nt[0]))
+    for names, origin in ((pool.types_for(capacity), "the plan"), (list(pool.instance_types), "the plan")):
+        if (found := known(names)):
+            return found, origin
+    fallback = [(t.name, t.gpus) for t in inventory.of_model("aws", pool.gpu_model)]
+    return fallback, "the inventory (the plan names no known type)"
+
+
+def node_pool(cluster: Cluster, pool: Pool, name: str, capacity: str, limit: int, types: list[str],
+              node_class: str) -> dict[str, Any]:
     labels = {"gpufinops.io/team": slug(pool.team), "gpufinops.io/gpu-model": slug(pool.gpu_model)}
+    requirements = [{"key": CAPACITY_TYPE, "operator": "In", "values": [capacity]},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]
     return {"apiVersion": API_VERSION, "kind": "NodePool",
-            "metadata": {"name": slug(f"gpufinops-{pool.team}-{pool.gpu_model}-{capacity}"),
-                         "labels": {"app.kubernetes.io/managed-by": "gpufinops"}},
-            "spec": {"weight": SPOT_WEIGHT if spot else ON_DEMAND_WEIGHT,
-                     "limits": {GPU_RESOURCE: gpus},
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpufinops", **cluster.labels()},
+                         "annotations": cluster.annotations()},
+            "spec": {"weight": SPOT_WEIGHT if capacity == "spot" else ON_DEMAND_WEIGHT,
+                     "limits": {GPU_RESOURCE: limit},
                      "template": {"metadata": {"labels": labels},
-                                  "spec": {"nodeClassRef": dict(node_class), "requirements": requirements,
+                                  "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                            "name": node_class},
+                                           "requirements": requirements,
                                            "taints": [{"key": GPU_RESOURCE, "effect": "NoSchedule"}]}}}}
 
 
-def documents(pools: list[Pool], node_class: dict[str, str] | None = None) -> list[tuple[dict[str, Any], list[str]]]:
-    node_class = node_class or NODE_CLASS
+def cluster_documents(cluster: Cluster, fleet: FleetPlan, inventory: Inventory, node_class: str
+                      ) -> tuple[list[tuple[dict[str, Any], list[str]]], list[str]]:
+    """One EKS cluster's NodePools, and the notes on what it leaves out."""
     docs: list[tuple[dict[str, Any], list[str]]] = []
-    skipped = [p for p in pools if p.provider != "aws"]
-    for pool in pools:
-        if pool.provider != "aws":
+    notes: list[str] = []
+    names = UniqueNames()
+    for pool in (p for p in fleet.of_cluster(cluster) if p.gpus > 0):
+        if pool.team is None:
+            notes.append(f"no team, no NodePool: {pool.gpus} {pool.gpu_model} GPUs (resources without a team)")
             continue
-        ids = ", ".join(pool.recommendation_ids) or "none (today as is)"
-        for spot, gpus in ((True, pool.spot_gpus), (False, pool.on_demand_gpus)):
+        ids = ", ".join(sorted({i for plan in pool.plans for i in plan.ids})) or "none (today as is)"
+        for capacity, gpus in (("spot", pool.spot_gpus), ("on-demand", pool.on_demand_gpus)):
             if gpus <= 0:
                 continue
-            docs.append((node_pool(pool, spot, gpus, node_class),
-                         [f"team {pool.team}: {gpus} {pool.gpu_model} GPUs {'spot' if spot else 'on-demand'} "
-                          f"(today {pool.current_gpus}, {pool.current_spot_gpus} spot); from recommendations: {ids}"]))
-    if skipped and docs:
-        first, notes = docs[0]
-        docs[0] = (first, [f"not AWS, no NodePool: {', '.join(f'{p.team}/{p.provider}/{p.gpu_model}' for p in skipped)}"] + notes)
-    return docs
+            types, origin = instance_types(pool, capacity, inventory)
+            if not types:
+                notes.append(f"team {pool.team}: no AWS instance type carries {pool.gpu_model}: no NodePool for "
+                             f"its {gpus} {capacity} GPUs")
+                continue
+            step = types[0][1]
+            limit = math.ceil(gpus / step) * step
+            comment = [f"team {pool.team}: {gpus} {pool.gpu_model} GPU(s) {capacity} (today {pool.current_gpus}, "
+                       f"{pool.current_spot_gpus} spot); instance types from {origin}; from recommendations: {ids}"]
+            if limit != gpus:
+                comment.append(f"limit {limit}: {gpus} rounded up to whole {types[0][0]} nodes ({step} GPUs each)")
+            name = names(f"gpufinops-{pool.team}-{pool.gpu_model}-{capacity}")
+            docs.append((node_pool(cluster, pool, name, capacity, limit, [t for t, _ in types], node_class), comment))
+    return docs, notes

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from jobs.export.plan import slug
+from jobs.export.inventory import skypilot_name
+from jobs.export.names import slug
 
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -27,7 +28,6 @@ GFD_PRODUCT = {
     "A100-40GB": "NVIDIA-A100-SXM4-40GB", "A100-80GB": "NVIDIA-A100-SXM4-80GB",
     "H100-SXM": "NVIDIA-H100-80GB-HBM3", "H100-PCIe": "NVIDIA-H100-PCIe", "H200": "NVIDIA-H200",
 }
-SKYPILOT_ACCELERATOR = {"V100-16GB": "V100", "A100-40GB": "A100", "H100-SXM": "H100", "H100-PCIe": "H100"}
 
 
 def aws_gpu_name(gpu_model: str) -> str:
@@ -60,4 +60,4 @@ def flavor_labels(provider: str, gpu_model: str, spot: bool) -> dict[str, str]:
 
 
 def skypilot_accelerator(gpu_model: str) -> str:
-    return SKYPILOT_ACCELERATOR.get(gpu_model, gpu_model)
+    return skypilot_name(gpu_model)

@@ -1,198 +1,299 @@
-"""From stored recommendations to a GPU plan per team: how many GPUs of which model, how many on spot.
+"""From the stored plans to GPUs per (cluster, team, GPU model): what the schedulers' formats carry.
 
-The schedulers' formats (Kueue quotas, Karpenter NodePools, SkyPilot resources) all carry the same
-plan. It starts from what each team runs today (peak concurrent billed GPUs per provider and GPU
-model, ``queries.team_gpu_capacity``; where no cost lines exist, the recommendations' ``current``)
-and applies the actionable findings generically by their ``current``/``proposed`` keys:
+Only each resource's plan is carried out (``models.plans``): its ``primary`` and ``step`` objects,
+open or accepted; never an ``alternative`` (an exclusive option shown beside the plan), never a
+conditional saving (packing other work onto spare GPUs), never a dismissed or applied finding.
 
-- a finding that changes ``gpu_count``, ``gpu_model`` or ``provider`` (gpu_count, gpu_type,
-  quantization, onprem_vs_cloud, an always-idle idle_gpu) moves GPUs between pools; per resource
-  only the finding with the largest savings counts, so two findings never both shrink one node;
-- a spot_mix finding sets the pool's spot share: ``proposed.spot_share`` (0–1) of its GPUs, or all
-  of them when ``proposed.pricing`` is ``spot``; a team without one keeps today's share;
-- ``proposed.instance_type`` joins the pool's recommended instance types.
+A resource's plan is applied in order to where it runs today (its cluster, team, GPU model, GPUs and
+spot share, from its cost lines): a release ends it (0 GPUs); a rightsize (gpu_count, gpu_type,
+quantization) sets its GPU model, count and instance type; spot_mix sets its spot share; a repatriation
+moves it to the on-prem cluster and node group it names; a commitment or an off-hours schedule changes
+no capacity. Each (cluster, team, GPU model) pool starts from its peak concurrent billed GPUs over the
+last 14 days of cost data and moves by what the plans take out and put in.
+
+Capacity: an on-prem pool's GPUs never exceed its cluster's node groups of that model (nodes × GPUs per
+node); when the teams' pools together would (peaks at different hours, moves in), every team's share
+is scaled down to fit, largest remainders first, and the manifest says so. A cloud pool holds what the
+plan provisions; on AWS its spot GPUs are whole nodes of its smallest instance type.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
+import polars as pl
+
+from jobs.export.clusters import Cluster, ClusterMap
+from jobs.export.inventory import Inventory
+from models import plans
 from models.recommendation import provider_code
 
-SIZE_KINDS = ("gpu_count", "gpu_type", "quantization", "onprem_vs_cloud", "idle_gpu")
-SPOT_KIND = "spot_mix"
+SIZE_KINDS = ("gpu_count", "gpu_type", "quantization")
+ACTIONABLE = ("open", "accepted")
+
+
+def plan_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects an export carries out: primary and step objects, open or accepted, not conditional."""
+    return [o for o in objects if o.get("status") in ACTIONABLE and plans.counted(o)
+            and not (o.get("evidence") or {}).get("conditional")]
+
+
+def spot_share(proposed: dict[str, Any]) -> float | None:
+    try:
+        share = float(proposed["spot_share"])
+    except (KeyError, TypeError, ValueError):
+        return 1.0 if proposed.get("pricing") == "spot" else None
+    return min(max(share, 0.0), 1.0) if share == share else None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One resource's GPUs: where they run, how many, how much of them on spot."""
+    resource_id: str | None
+    team: str | None
+    cluster: Cluster | None
+    gpu_model: str | None
+    gpus: int
+    spot_share: float = 0.0
+    instance_type: str | None = None
+    released: bool = False
+    schedule: str | None = None      # e.g. scheduled_off_hours: stopped nights and weekends
+    committed: bool = False
+    replicas: int | None = None
+
+
+@dataclass
+class ResourcePlan:
+    """One resource's plan objects (primary first) with the resource before and after them."""
+    objects: list[dict[str, Any]]
+    before: Placement
+    after: Placement
+    problem: str | None = None       # why it cannot be placed on a cluster
+
+    @property
+    def plan_id(self) -> str:
+        return self.objects[0].get("plan_id") or self.objects[0]["id"]
+
+    @property
+    def ids(self) -> list[str]:
+        return [o["id"] for o in self.objects]
+
+    @property
+    def monthly_savings_usd(self) -> Decimal:
+        return plans.total(self.objects)
+
+    @property
+    def resizes(self) -> bool:
+        a, b = self.before, self.after
+        return (a.cluster is not b.cluster or a.gpu_model != b.gpu_model or a.gpus != b.gpus
+                or abs(a.spot_share - b.spot_share) > 1e-9 or a.instance_type != b.instance_type)
+
+
+def _apply(state: Placement, rec: dict[str, Any], clusters: ClusterMap) -> tuple[Placement, str | None]:
+    new = rec.get("proposed") or {}
+    kind = rec["kind"]
+    if kind == "idle_gpu":
+        if new.get("gpu_count") == 0 or new.get("state") == "released":
+            return replace(state, gpus=0, released=True), None
+        return replace(state, schedule=new.get("state")), None
+    if kind in SIZE_KINDS:
+        count = new.get("gpu_count")
+        return replace(state, gpu_model=new.get("gpu_model") or state.gpu_model,
+                       gpus=state.gpus if count is None else int(count),
+                       instance_type=new.get("instance_type") or state.instance_type), None
+    if kind == "spot_mix":
+        share = spot_share(new)
+        replicas = (rec.get("evidence") or {}).get("replicas")
+        return replace(state, spot_share=state.spot_share if share is None else share,
+                       replicas=int(replicas) if isinstance(replicas, (int, float)) else state.replicas), None
+    if kind == "commitment":
+        return replace(state, committed=True), None
+    if kind == "onprem_vs_cloud" and provider_code(new.get("provider")) == "onprem":
+        target = clusters.onprem(new.get("cluster"))
+        count = new.get("gpu_count")
+        moved = replace(state, cluster=target, gpu_model=new.get("gpu_model") or state.gpu_model,
+                        gpus=state.gpus if count is None else int(count), spot_share=0.0,
+                        instance_type=new.get("instance_type"), committed=False)
+        problem = None if target else (f"on-prem cluster {new.get('cluster')!r} has no cost lines in the window: "
+                                       "its capacity is unknown")
+        return moved, problem
+    return state, None
+
+
+def _today(row: dict[str, Any] | None, rec: dict[str, Any], clusters: ClusterMap) -> Placement:
+    if row is not None:
+        gpus = int(row["gpus"] or 0)
+        return Placement(row["resource_id"], rec.get("team") or row["team"], clusters.of_resource[row["resource_id"]],
+                         row["gpu_model"], gpus, (row["spot_gpus"] or 0) / gpus if gpus else 0.0, row["instance_type"])
+    cur = rec.get("current") or {}
+    return Placement(rec.get("resource_id"), rec.get("team"), None, cur.get("gpu_model"),
+                     int(cur.get("gpu_count") or 0), 1.0 if cur.get("pricing") == "spot" else 0.0,
+                     cur.get("instance_type"))
+
+
+def resource_plans(objects: list[dict[str, Any]], resources: dict[str, dict], clusters: ClusterMap
+                   ) -> list[ResourcePlan]:
+    """Every plan among ``objects`` (already filtered by :func:`plan_objects`), largest saving first."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for obj in objects:
+        grouped[obj.get("plan_id") or obj["id"]].append(obj)
+    out = []
+    for members in grouped.values():
+        members.sort(key=lambda o: (o.get("plan") != "primary", len((o.get("evidence") or {}).get("priced_after") or ()),
+                                    o["id"]))
+        first = members[0]
+        before = _today(resources.get(first.get("resource_id") or ""), first, clusters)
+        state, problem = before, None
+        if before.cluster is None:
+            problem = (f"resource {first.get('resource_id')} has no GPU cost lines in the window: its cluster is unknown"
+                       if first.get("resource_id") else "no resource: nothing to place on a cluster")
+        for obj in members:
+            state, issue = _apply(state, obj, clusters)
+            problem = problem or issue
+        out.append(ResourcePlan(members, before, state, problem))
+    return sorted(out, key=lambda p: (-p.monthly_savings_usd, p.plan_id))
 
 
 @dataclass
 class Pool:
-    """GPUs of one model at one provider for one team: today and as recommended."""
-    team: str
-    provider: str
+    """GPUs of one model for one team (None: no team) on one cluster: today and as planned."""
+    cluster: Cluster
+    team: str | None
     gpu_model: str
     current_gpus: int = 0
     current_spot_gpus: int = 0
+    delta_gpus: float = 0.0
+    delta_spot_gpus: float = 0.0
     gpus: int = 0
     spot_gpus: int = 0
-    instance_types: list[str] = field(default_factory=list)       # recommended first
-    spot_instance_types: list[str] = field(default_factory=list)  # proposed for spot capacity
-    recommendation_ids: list[str] = field(default_factory=list)
-    monthly_savings_usd: float = 0.0
-    spot_delta: float = 0.0  # fractional spot GPUs moved by per-resource findings, rounded once at the end
+    capped_from: int | None = None                 # the planned GPUs before the cluster's capacity cut them
+    instance_types: dict[str, set[str]] = field(default_factory=dict)   # type -> {"spot", "on-demand"}
+    plans: list[ResourcePlan] = field(default_factory=list)
 
     @property
     def on_demand_gpus(self) -> int:
-        return max(self.gpus - self.spot_gpus, 0)
+        return self.gpus - self.spot_gpus
 
-    def note(self, rec: dict[str, Any]) -> None:
-        if rec["id"] not in self.recommendation_ids:
-            self.recommendation_ids.append(rec["id"])
-            self.monthly_savings_usd += float(rec.get("monthly_savings_usd") or 0)
+    def add_instance_type(self, name: str | None, share: float) -> None:
+        if name:
+            kinds = self.instance_types.setdefault(name, set())
+            kinds.update(({"spot"} if share > 0 else set()) | ({"on-demand"} if share < 1 else set()))
 
-
-def slug(text: str | None, default: str = "unattributed") -> str:
-    """A Kubernetes name / label value: lower-case alphanumerics and '-', at most 63 characters."""
-    value = re.sub(r"[^a-z0-9]+", "-", (text or "").lower()).strip("-")[:63].strip("-")
-    return value or default
+    def types_for(self, capacity: str) -> list[str]:
+        return sorted(t for t, kinds in self.instance_types.items() if capacity in kinds)
 
 
-def _provider(rec: dict[str, Any], proposed: dict[str, Any] | None = None) -> str | None:
-    """The finding's provider code (aws | gcp | onprem …), or the one it proposes moving to."""
-    return provider_code((proposed or {}).get("provider") or rec.get("provider"))
+@dataclass
+class FleetPlan:
+    pools: list[Pool]
+    plans: list[ResourcePlan]
+
+    def of_cluster(self, cluster: Cluster) -> list[Pool]:
+        return [p for p in self.pools if p.cluster is cluster]
+
+    def plans_of(self, cluster: Cluster) -> list[ResourcePlan]:
+        return [p for p in self.plans if cluster in (p.before.cluster, p.after.cluster)]
+
+    def unplaced(self) -> list[ResourcePlan]:
+        return [p for p in self.plans if p.problem]
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return None if value is None else int(round(float(value)))
-    except (TypeError, ValueError):
-        return None
-
-
-def _share(value: Any) -> float | None:
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        return None
-    return min(max(share, 0.0), 1.0) if share == share else None
-
-
-class Planner:
+class _Pools:
     def __init__(self) -> None:
-        self.pools: dict[tuple[str, str, str], Pool] = {}
+        self.pools: dict[tuple, Pool] = {}
 
-    def pool(self, team: str | None, provider: str | None, gpu_model: str | None) -> Pool:
-        key = (team or "unattributed", provider or "unknown", gpu_model or "unknown")
+    def get(self, cluster: Cluster, team: str | None, gpu_model: str | None) -> Pool:
+        key = (cluster.label, team, gpu_model or "unknown")
         if key not in self.pools:
-            self.pools[key] = Pool(*key)
+            self.pools[key] = Pool(cluster, team, gpu_model or "unknown")
         return self.pools[key]
 
-    def add_capacity(self, rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            pool = self.pool(row["team"], provider_code(row["provider_name"]), row["gpu_model"])
-            pool.current_gpus += int(row["peak_gpus"] or 0)
-            pool.current_spot_gpus += int(row["peak_spot_gpus"] or 0)
-            for itype in row.get("instance_types") or []:
-                if itype not in pool.instance_types:
-                    pool.instance_types.append(itype)
 
-    def add_baseline_from(self, recs: list[dict[str, Any]]) -> None:
-        """Pools no cost line describes: today's size from the findings' ``current`` per resource."""
-        known = set(self.pools)
-        seen: dict[tuple, tuple[int, bool]] = {}
-        for rec in recs:
-            cur = rec.get("current") or {}
-            count = _int(cur.get("gpu_count"))
-            key = (rec.get("team") or "unattributed", _provider(rec) or "unknown", cur.get("gpu_model") or "unknown")
-            if count is None or key in known:
-                continue
-            resource = (key, rec.get("resource_id") or rec.get("workload") or rec["id"])
-            if count >= seen.get(resource, (-1, False))[0]:
-                seen[resource] = (count, cur.get("pricing") == "spot")
-            if cur.get("instance_type"):
-                pool = self.pool(*key)
-                if cur["instance_type"] not in pool.instance_types:
-                    pool.instance_types.append(cur["instance_type"])
-        for (key, _resource), (count, spot) in seen.items():
-            pool = self.pool(*key)
-            pool.current_gpus += count
-            pool.current_spot_gpus += count if spot else 0
-
-    def start(self) -> None:
-        for pool in self.pools.values():
-            pool.gpus, pool.spot_gpus = pool.current_gpus, pool.current_spot_gpus
-
-    def apply_size(self, recs: list[dict[str, Any]]) -> None:
-        best: dict[tuple, dict[str, Any]] = {}
-        for rec in recs:
-            if rec["kind"] not in SIZE_KINDS or not changes_size(rec):
-                continue
-            resource = (rec.get("team"), _provider(rec), rec.get("resource_id") or rec.get("workload") or rec["id"])
-            if resource not in best or (rec.get("monthly_savings_usd") or 0) > (best[resource].get("monthly_savings_usd") or 0):
-                best[resource] = rec
-        for rec in best.values():
-            cur, new = rec.get("current") or {}, rec.get("proposed") or {}
-            old_count = _int(cur.get("gpu_count")) or 0
-            old_pool = self.pool(rec.get("team"), _provider(rec), cur.get("gpu_model"))
-            old_pool.gpus -= old_count
-            if cur.get("pricing") == "spot":
-                old_pool.spot_gpus -= old_count
-            old_pool.note(rec)
-            new_pool = self.pool(rec.get("team"), _provider(rec, new), new.get("gpu_model") or cur.get("gpu_model"))
-            new_count = _int(new.get("gpu_count"))
-            new_count = old_count if new_count is None else new_count
-            new_pool.gpus += new_count
-            if (new.get("pricing") or cur.get("pricing")) == "spot":
-                new_pool.spot_gpus += new_count
-            new_pool.note(rec)
-            if new_count and new.get("instance_type") and new["instance_type"] not in new_pool.instance_types:
-                new_pool.instance_types.insert(0, new["instance_type"])
-
-    def apply_spot(self, recs: list[dict[str, Any]]) -> None:
-        for rec in recs:
-            if rec["kind"] != SPOT_KIND:
-                continue
-            cur, new = rec.get("current") or {}, rec.get("proposed") or {}
-            share = _share(new.get("spot_share"))
-            if share is None and new.get("pricing") == "spot":
-                share = 1.0
-            if share is None:
-                continue
-            model = new.get("gpu_model") or cur.get("gpu_model")
-            pools = [p for p in self.pools.values() if p.team == (rec.get("team") or "unattributed")
-                     and p.provider == (_provider(rec) or "unknown") and (model is None or p.gpu_model == model)]
-            count = _int(new.get("gpu_count")) if new.get("gpu_count") is not None else _int(cur.get("gpu_count"))
-            for pool in pools:
-                if count is None or len(pools) > 1:  # a team-wide finding: the share of the pool
-                    pool.spot_gpus, pool.spot_delta = round(share * pool.gpus), 0.0
-                else:  # one workload's GPUs: move its share, leave the rest of the pool as it is
-                    old_share = _share(cur.get("spot_share"))
-                    old_share = old_share if old_share is not None else (1.0 if cur.get("pricing") == "spot" else 0.0)
-                    pool.spot_delta += share * count - old_share * count
-                pool.note(rec)
-                itype = new.get("instance_type")
-                if itype and itype not in pool.spot_instance_types:
-                    pool.spot_instance_types.append(itype)
-
-    def finish(self) -> list[Pool]:
-        for pool in self.pools.values():
-            pool.gpus = max(pool.gpus, 0)
-            pool.spot_gpus = min(max(round(pool.spot_gpus + pool.spot_delta), 0), pool.gpus)
-        return sorted(self.pools.values(), key=lambda p: (p.team, p.provider, p.gpu_model))
+def _peaks(hours: pl.DataFrame, clusters: ClusterMap) -> pl.DataFrame:
+    labels = {rid: c.label for rid, c in clusters.of_resource.items()}
+    if hours.is_empty():
+        return pl.DataFrame(schema={"cluster": pl.String, "team": pl.String, "gpu_model": pl.String,
+                                    "gpus": pl.Int64, "spot_gpus": pl.Int64})
+    return (hours.with_columns(pl.col("resource_id").replace_strict(labels, default=None).alias("cluster"))
+            .filter(pl.col("cluster").is_not_null())
+            .group_by("cluster", "team", "gpu_model", "hour").agg(pl.col("gpus").sum(), pl.col("spot_gpus").sum())
+            .group_by("cluster", "team", "gpu_model").agg(pl.col("gpus").max(), pl.col("spot_gpus").max()))
 
 
-def changes_size(rec: dict[str, Any]) -> bool:
-    cur, new = rec.get("current") or {}, rec.get("proposed") or {}
-    moved = "provider" in new and _provider(rec, new) != _provider(rec)
-    return moved or any(key in new and new[key] != cur.get(key) for key in ("gpu_count", "gpu_model"))
+def _step(pool: Pool, inventory: Inventory, capacity: str) -> int:
+    """The GPUs of the smallest AWS instance type the pool's ``capacity`` runs on (1 elsewhere)."""
+    if pool.cluster.provider != "aws":
+        return 1
+    sizes = [t.gpus for name in (pool.types_for(capacity) or list(pool.instance_types))
+             if (t := inventory.get("aws", name)) is not None]
+    return min(sizes, default=1)
 
 
-def build(capacity: list[dict[str, Any]], recs: list[dict[str, Any]]) -> list[Pool]:
-    """The recommended pools for every team the capacity rows or the (actionable) findings name."""
-    planner = Planner()
-    planner.add_capacity(capacity)
-    planner.add_baseline_from(recs)
-    planner.start()
-    planner.apply_size(recs)
-    planner.apply_spot(recs)
-    return planner.finish()
+def _finish(pool: Pool, inventory: Inventory) -> None:
+    pool.gpus = max(0, round(pool.current_gpus + pool.delta_gpus))
+    spot = max(0.0, pool.current_spot_gpus + pool.delta_spot_gpus)
+    step = _step(pool, inventory, "spot")
+    pool.spot_gpus = min(pool.gpus, step * round(spot / step))
+
+
+def _fit_onprem(pools: list[Pool]) -> None:
+    """Scale the teams' pools of one on-prem (cluster, model) down to its GPUs, largest remainders first."""
+    capacity = pools[0].cluster.capacity(pools[0].gpu_model) or 0
+    planned = sum(p.gpus for p in pools)
+    if planned <= capacity:
+        return
+    shares = [(p, p.gpus * capacity / planned) for p in pools]
+    fitted = {id(p): math.floor(s) for p, s in shares}
+    left = capacity - sum(fitted.values())
+    for p, s in sorted(shares, key=lambda ps: (-(ps[1] - math.floor(ps[1])), ps[0].team or "")):
+        if left <= 0:
+            break
+        fitted[id(p)] += 1
+        left -= 1
+    for p in pools:
+        p.capped_from, p.gpus = p.gpus, fitted[id(p)]
+        p.spot_gpus = 0
+
+
+def build(objects: list[dict[str, Any]], resources: list[dict], hours: pl.DataFrame, clusters: ClusterMap,
+          inventory: Inventory) -> FleetPlan:
+    """The planned pools of every cluster the cost lines or the plans name."""
+    by_id = {r["resource_id"]: r for r in resources}
+    planned = resource_plans(plan_objects(objects), by_id, clusters)
+    pools = _Pools()
+    for row in _peaks(hours, clusters).iter_rows(named=True):
+        cluster = next(c for c in clusters.all() if c.label == row["cluster"])
+        pool = pools.get(cluster, row["team"], row["gpu_model"])
+        pool.current_gpus, pool.current_spot_gpus = int(row["gpus"]), int(row["spot_gpus"])
+    final = {rid: _today(row, {}, clusters) for rid, row in by_id.items()}
+    for plan in planned:
+        if plan.problem:
+            continue
+        a, b = plan.before, plan.after
+        old, new = pools.get(a.cluster, a.team, a.gpu_model), pools.get(b.cluster, b.team, b.gpu_model)
+        old.delta_gpus -= a.gpus
+        old.delta_spot_gpus -= a.gpus * a.spot_share
+        new.delta_gpus += b.gpus
+        new.delta_spot_gpus += b.gpus * b.spot_share
+        for pool in {id(old): old, id(new): new}.values():
+            pool.plans.append(plan)
+        if a.resource_id:
+            final[a.resource_id] = b
+    for placement in final.values():
+        if placement.cluster is not None and placement.gpus > 0:
+            pools.get(placement.cluster, placement.team, placement.gpu_model).add_instance_type(
+                placement.instance_type, placement.spot_share)
+    for pool in pools.pools.values():
+        _finish(pool, inventory)
+    onprem: dict[tuple, list[Pool]] = defaultdict(list)
+    for pool in pools.pools.values():
+        if pool.cluster.provider == "onprem":
+            onprem[(pool.cluster.label, pool.gpu_model)].append(pool)
+    for group in onprem.values():
+        _fit_onprem(group)
+    ordered = sorted(pools.pools.values(), key=lambda p: (p.cluster.name, p.team or "", p.gpu_model))
+    return FleetPlan(ordered, planned)

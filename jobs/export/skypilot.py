@@ -1,82 +1,131 @@
-"""SkyPilot task resource overrides: per workload, the recommended ``resources`` block.
+"""SkyPilot task resource overrides: per resource plan that changes what a task asks for, its
+``resources`` block (merge it into the workload's task YAML; ``sky launch task.yaml`` reads it).
 
-Merge it into the workload's task YAML (``sky launch task.yaml`` reads ``resources``):
-``accelerators`` ("L4:1") and ``instance_type`` from gpu_type / gpu_count / quantization findings,
-``use_spot`` from spot_mix (a service that keeps part of its replicas on on-demand gets SkyServe's
-``service.replica_policy.base_ondemand_fallback_replicas``), ``cloud`` from the provider. Findings that change no task resources
-(commitments, a resource to switch off) are listed in a comment instead.
+* ``infra``: ``aws/<region>`` or ``gcp/<region>`` where the plan leaves the work, ``k8s`` for an
+  on-prem cluster (the comment names it: add its kubeconfig context as ``k8s/<context>`` when you
+  have several);
+* ``accelerators``: ``NAME:COUNT`` with SkyPilot's accelerator name, and only a shape the cloud's
+  catalogue offers (the shipped inventory's whole-GPU types: AWS has ``A10G:1/4/8`` through g5, no
+  ``A10G:2``): a count it lacks is raised to the smallest shape that holds it, and the comment says so;
+  on Kubernetes the count must fit on one node of the cluster (a pod does not span nodes);
+* ``instance_type``: the plan's type when the catalogue has it with exactly those GPUs (never on
+  Kubernetes, never a GCP N1 host with attached GPUs, which SkyPilot builds from ``accelerators``);
+* ``use_spot`` from the plan's spot share; a service that keeps part of its replicas on-demand gets
+  SkyServe's ``service.replica_policy.base_ondemand_fallback_replicas``.
+
+Task names are unique: the workload's name, else the team and workload, else with the resource's
+own name. A plan that changes no task resource (a commitment, an off-hours schedule, a release) is
+listed in the header instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jobs.export.labels import skypilot_accelerator
-from jobs.export.plan import SIZE_KINDS, SPOT_KIND, changes_size, slug
-from models.recommendation import provider_code
+from jobs.export.inventory import Inventory, skypilot_name
+from jobs.export.names import UniqueNames
+from jobs.export.plan import FleetPlan, Placement, ResourcePlan
 
-CLOUDS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "onprem": "kubernetes"}
-
-
-def _merge(resources: dict[str, Any], service: dict[str, Any], rec: dict[str, Any]) -> bool:
-    """Fold one finding into a workload's resources (and SkyServe replica policy); False when it
-    changes none."""
-    cur, new = rec.get("current") or {}, rec.get("proposed") or {}
-    if rec["kind"] in SIZE_KINDS:
-        if not changes_size(rec):
-            return False  # e.g. a schedule to stop it off-hours: no task resource changes
-        count = new.get("gpu_count", cur.get("gpu_count"))
-        model = new.get("gpu_model") or cur.get("gpu_model")
-        if not count or not model:
-            return False  # switched off, or nothing a task could request
-        resources["accelerators"] = f"{skypilot_accelerator(model)}:{int(count)}"
-        if new.get("instance_type"):
-            resources["instance_type"] = new["instance_type"]
-        provider = provider_code(new.get("provider") or rec.get("provider"))
-        if provider in CLOUDS:
-            resources["cloud"] = CLOUDS[provider]
-        return True
-    if rec["kind"] == SPOT_KIND:
-        share = float(new["spot_share"]) if new.get("spot_share") is not None else (
-            1.0 if new.get("pricing") == "spot" else 0.0)
-        resources["use_spot"] = share > 0
-        replicas = (rec.get("evidence") or {}).get("replicas")
-        if 0 < share < 1 and isinstance(replicas, (int, float)) and replicas > 1:
-            # a service keeps its on-demand share as SkyServe's on-demand fallback replicas
-            service["replica_policy"] = {"base_ondemand_fallback_replicas": max(1, round((1 - share) * replicas))}
-        resources.setdefault("cloud", CLOUDS.get(provider_code(rec.get("provider")) or "", None))
-        if new.get("instance_type"):
-            resources.setdefault("instance_type", new["instance_type"])
-        if "accelerators" not in resources and (new.get("gpu_model") or cur.get("gpu_model")):
-            count = new.get("gpu_count") or cur.get("gpu_count") or 1
-            resources["accelerators"] = f"{skypilot_accelerator(new.get('gpu_model') or cur['gpu_model'])}:{int(count)}"
-        return True
-    return False
+CLOUDS = ("aws", "gcp")
 
 
-def documents(recs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
-    by_workload: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for rec in recs:
-        name = rec.get("workload") or rec.get("resource_id") or rec["id"]
-        by_workload.setdefault((rec.get("team") or "unattributed", name), []).append(rec)
-    docs: list[tuple[dict[str, Any], list[str]]] = []
-    for (team, name), group in sorted(by_workload.items()):
-        # the larger saving decides where two findings set the same field
-        group = sorted(group, key=lambda r: r.get("monthly_savings_usd") or 0)
-        resources: dict[str, Any] = {}
-        service: dict[str, Any] = {}
-        used, unused = [], []
-        for rec in group:
-            (used if _merge(resources, service, rec) else unused).append(rec)
-        notes = [f"team {team}, workload {name}"]
-        notes += [f"{r['id']} ({r['kind']}): saves ${float(r.get('monthly_savings_usd') or 0):,.2f}/month"
-                  for r in reversed(used)]
-        notes += [f"{r['id']} ({r['kind']}): no task resource to change" for r in unused]
-        resources = {k: v for k, v in resources.items() if v is not None}
-        if resources:
-            clash = sum(1 for (_t, other) in by_workload if other == name) > 1
-            doc = {"name": slug(f"{team}-{name}" if clash else name, "task"), "resources": resources}
-            if service:
-                doc["service"] = service
-            docs.append((doc, notes))
-    return docs
+def _short(resource_id: str | None) -> str:
+    return (resource_id or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def accelerators(after: Placement, inventory: Inventory) -> tuple[str | None, str | None, list[str]]:
+    """(NAME:COUNT, instance type, notes) for where the plan leaves a resource, or (None, None, why)."""
+    cluster, count = after.cluster, after.gpus
+    if cluster is None or not after.gpu_model or count <= 0:
+        return None, None, ["released or without GPUs: nothing for a task to request"]
+    if cluster.provider == "onprem":
+        name, per_node = skypilot_name(after.gpu_model), cluster.max_gpus_per_node(after.gpu_model)
+        if count > per_node:
+            return None, None, [f"{name}:{count} does not fit on one {cluster.name} node "
+                                f"({per_node or 'no'} {after.gpu_model} GPUs per node): split the work"]
+        return f"{name}:{count}", None, []
+    if cluster.provider not in CLOUDS:
+        return None, None, [f"SkyPilot has no catalogue here for provider {cluster.provider}"]
+    itype = inventory.get(cluster.provider, after.instance_type)
+    name = itype.skypilot if itype else skypilot_name(after.gpu_model)
+    shapes = sorted(inventory.skypilot_shapes(cluster.provider).get(name, ()))
+    notes = []
+    if count not in shapes:
+        bigger = [n for n in shapes if n >= count]
+        if not bigger:
+            return None, None, [f"{name}:{count} is no {cluster.provider.upper()} shape "
+                                f"(offered: {', '.join(f'{name}:{n}' for n in shapes) or 'none'})"]
+        notes.append(f"{name}:{count} is no {cluster.provider.upper()} shape: asking for {name}:{bigger[0]}, "
+                     "the smallest that holds it")
+        count = bigger[0]
+    keep_type = itype is not None and not itype.attached and itype.gpus == count
+    return f"{name}:{count}", itype.name if keep_type else None, notes
+
+
+def task(plan: ResourcePlan, inventory: Inventory) -> tuple[dict[str, Any] | None, list[str]]:
+    """The task's ``resources`` (and ``service``) for one plan, with the comment lines."""
+    after = plan.after
+    shape, itype, notes = accelerators(after, inventory)
+    if shape is None:
+        return None, notes
+    cluster = after.cluster
+    resources: dict[str, Any] = {"infra": "k8s" if cluster.provider == "onprem" else f"{cluster.provider}/{cluster.region}",
+                                 "accelerators": shape}
+    if itype:
+        resources["instance_type"] = itype
+    doc: dict[str, Any] = {"resources": resources}
+    if cluster.provider != "onprem":
+        resources["use_spot"] = after.spot_share > 0
+        if 0 < after.spot_share < 1 and (after.replicas or 0) > 1:
+            fallback = max(1, round((1 - after.spot_share) * after.replicas))
+            doc["service"] = {"replica_policy": {"base_ondemand_fallback_replicas": fallback}}
+    else:
+        notes.append(f"on-prem cluster {cluster.name}: use its kubeconfig context (infra: k8s/<context>) if you have "
+                     "several")
+    return doc, notes
+
+
+def documents(fleet: FleetPlan, inventory: Inventory, wanted: set[str] | None = None
+              ) -> tuple[list[tuple[ResourcePlan, dict[str, Any], list[str]]], list[str]]:
+    """Every task override (with its plan) whose plan leaves its work on a cluster labelled in ``wanted``
+    (None: any), and the header notes on plans that change no task resource."""
+    candidates, header = [], []
+    for plan in fleet.plans:
+        target = plan.after.cluster or plan.before.cluster
+        kinds = ", ".join(f"{o['id']} ({o['kind']}, {o.get('plan')})" for o in plan.objects)
+        if plan.problem and plan.after.cluster is None:
+            header.append(f"not exported: {kinds}: {plan.problem}")
+            continue
+        if wanted is not None and (target is None or target.label not in wanted):
+            continue
+        if not plan.resizes:
+            header.append(f"no task resource changes: {kinds}")
+            continue
+        doc, notes = task(plan, inventory)
+        if doc is None:
+            header.append(f"no task: {kinds}: {'; '.join(notes)}")
+            continue
+        candidates.append((plan, doc, notes, kinds))
+    merged: dict[tuple, list] = {}
+    for plan, doc, notes, kinds in candidates:   # a service's replicas, planned alike: one task
+        workload = plan.objects[0].get("workload")
+        key = (plan.after.team, workload, repr(doc)) if workload else (plan.plan_id,)
+        merged.setdefault(key, []).append((plan, doc, notes, kinds))
+    groups = list(merged.values())
+    workloads = [g[0][0].objects[0].get("workload") or _short(g[0][0].before.resource_id) for g in groups]
+    teamed = [f"{g[0][0].after.team or g[0][0].before.team or 'no-team'}-{w}" for g, w in zip(groups, workloads)]
+    names, out = UniqueNames(), []
+    for group, workload, with_team in zip(groups, workloads, teamed):
+        plan, doc, notes, _ = group[0]
+        text = workload if workloads.count(workload) == 1 else with_team
+        if teamed.count(with_team) > 1:
+            text = f"{with_team}-{_short(plan.before.resource_id)}"
+        comments = []
+        for member, _doc, _notes, kinds in group:
+            before = member.before
+            where = before.cluster.name if before.cluster else "an unknown cluster"
+            comments += [f"team {member.after.team or before.team or '(none)'}, resource {before.resource_id} "
+                         f"({before.instance_type or '?'} on {where}), plan {member.plan_id}: "
+                         f"${float(member.monthly_savings_usd):,.2f}/month; carries {kinds}"]
+        out.append((plan, {"name": names(text, "task"), **doc}, comments + notes))
+    return out, header
