@@ -383,6 +383,10 @@ def test_team_scoping_skypilot_and_json(feed_warehouse):
     vision = docs_of(export(feed_warehouse, "kueue", team="vision"))
     assert {d["metadata"]["name"] for d in vision if d["kind"] == "ClusterQueue"} == {"gpufinops-vision"}
     assert set(by_cluster(vision)) == {AWS_EAST, GCP_CENTRAL}
+    # a team's share of a full cluster is the same with or without --team: the other teams still count
+    everyone = docs_of(export(feed_warehouse, "kueue", cluster="dc1"))
+    assert quotas(docs_of(export(feed_warehouse, "kueue", "nlp", "dc1")), "gpufinops-nlp") == \
+        quotas(everyone, "gpufinops-nlp") == {"onprem-h100-sxm": 5}
     assert "nlp" not in export(feed_warehouse, "karpenter", team="vision")
 
     objects = json.loads(export(feed_warehouse, "json", team="nlp"))

@@ -897,16 +897,18 @@ def export_gpu_resources(con: duckdb.DuckDBPyConnection, *, tag_keys: list[str] 
     return _frame(con, f"""
         WITH lines AS ({_EXPORT_LINES.format(tag=_cluster_tag_sql(), where=where)}),
         units AS (SELECT resource_id, hour, unit, max(gpus) AS gpus, bool_or(spot) AS spot FROM lines GROUP BY ALL),
-        hourly AS (SELECT resource_id, hour, CAST(sum(gpus) AS BIGINT) AS gpus,
-                          CAST(sum(gpus) FILTER (WHERE spot) AS BIGINT) AS spot_gpus
-                   FROM units GROUP BY ALL)
-        SELECT l.resource_id, arg_max(l.team, l.charged_at) AS team, any_value(l.provider_name) AS provider_name,
-               arg_max(l.region, l.charged_at) AS region, arg_max(l.account, l.charged_at) AS account,
-               arg_max(l.cluster_tag, l.charged_at) FILTER (WHERE l.cluster_tag IS NOT NULL) AS cluster_tag,
-               arg_max(l.instance_type, l.charged_at) AS instance_type, arg_max(l.gpu_model, l.charged_at) AS gpu_model,
-               (SELECT max(h.gpus) FROM hourly h WHERE h.resource_id = l.resource_id) AS gpus,
-               (SELECT coalesce(max(h.spot_gpus), 0) FROM hourly h WHERE h.resource_id = l.resource_id) AS spot_gpus
-        FROM lines l GROUP BY l.resource_id ORDER BY l.resource_id""", [list(tag_keys), days] + params)
+        hourly AS (SELECT resource_id, hour, sum(gpus) AS gpus, sum(gpus) FILTER (WHERE spot) AS spot_gpus
+                   FROM units GROUP BY ALL),
+        peaks AS (SELECT resource_id, CAST(max(gpus) AS BIGINT) AS gpus,
+                         CAST(coalesce(max(spot_gpus), 0) AS BIGINT) AS spot_gpus FROM hourly GROUP BY ALL),
+        latest AS (
+            SELECT resource_id, arg_max(team, charged_at) AS team, any_value(provider_name) AS provider_name,
+                   arg_max(region, charged_at) AS region, arg_max(account, charged_at) AS account,
+                   arg_max(cluster_tag, charged_at) FILTER (WHERE cluster_tag IS NOT NULL) AS cluster_tag,
+                   arg_max(instance_type, charged_at) AS instance_type, arg_max(gpu_model, charged_at) AS gpu_model
+            FROM lines GROUP BY resource_id)
+        SELECT l.*, p.gpus, p.spot_gpus FROM latest l JOIN peaks p USING (resource_id)
+        ORDER BY l.resource_id""", [list(tag_keys), days] + params)
 
 
 def export_gpu_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,

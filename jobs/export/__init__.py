@@ -40,17 +40,20 @@ class Fleet:
 
 
 def load(con, *, team: str | None = None, settings: ExportSettings | None = None) -> Fleet:
+    """The whole fleet's plan (a cluster's capacity is shared by every team), cut to ``team`` when given."""
     from warehouse import queries
 
     settings = settings or ExportSettings()
-    recs = objects.load(con, team=team)
-    resources = queries.export_gpu_resources(con, tag_keys=settings.cluster_tag_keys, team=team,
-                                             days=WINDOW_DAYS).to_dicts()
-    hours = queries.export_gpu_hours(con, team=team, days=WINDOW_DAYS)
+    recs = objects.load(con)
+    resources = queries.export_gpu_resources(con, tag_keys=settings.cluster_tag_keys, days=WINDOW_DAYS).to_dicts()
+    hours = queries.export_gpu_hours(con, days=WINDOW_DAYS)
     cmap = clusters_mod.ClusterMap(resources, queries.export_onprem_node_groups(con, days=WINDOW_DAYS).to_dicts(),
                                    queries.export_team_namespaces(con, days=WINDOW_DAYS).to_dicts())
     inv = inventory_mod.load(con)
-    return Fleet(recs, cmap, inv, plan.build(recs, resources, hours, cmap, inv))
+    fleet_plan = plan.build(recs, resources, hours, cmap, inv)
+    if team is not None:
+        recs, fleet_plan = [r for r in recs if r.get("team") == team], fleet_plan.scoped(team)
+    return Fleet(recs, cmap, inv, fleet_plan)
 
 
 def _money(value) -> str:

@@ -13,7 +13,8 @@ last 14 days of cost data and moves by what the plans take out and put in.
 
 Capacity: an on-prem pool's GPUs never exceed its cluster's node groups of that model (nodes × GPUs per
 node); when the teams' pools together would (peaks at different hours, moves in), every team's share
-is scaled down to fit, largest remainders first, and the manifest says so. A cloud pool holds what the
+is scaled down to fit, largest remainders first, and the manifest says so (GPUs billed to no team get
+no quota and are left out of that sum). A cloud pool holds what the
 plan provisions; on AWS its spot GPUs are whole nodes of its smallest instance type.
 """
 
@@ -201,6 +202,14 @@ class FleetPlan:
     def unplaced(self) -> list[ResourcePlan]:
         return [p for p in self.plans if p.problem]
 
+    def scoped(self, team: str | None) -> "FleetPlan":
+        """One team's pools and plans, cut from the whole fleet's (so a team's on-prem quota is the same
+        with or without ``--team``: the other teams' share of the cluster still counts)."""
+        if team is None:
+            return self
+        return FleetPlan([p for p in self.pools if p.team == team],
+                         [p for p in self.plans if p.objects[0].get("team") == team])
+
 
 class _Pools:
     def __init__(self) -> None:
@@ -265,9 +274,9 @@ def build(objects: list[dict[str, Any]], resources: list[dict], hours: pl.DataFr
     by_id = {r["resource_id"]: r for r in resources}
     planned = resource_plans(plan_objects(objects), by_id, clusters)
     pools = _Pools()
+    by_label = {c.label: c for c in clusters.all()}
     for row in _peaks(hours, clusters).iter_rows(named=True):
-        cluster = next(c for c in clusters.all() if c.label == row["cluster"])
-        pool = pools.get(cluster, row["team"], row["gpu_model"])
+        pool = pools.get(by_label[row["cluster"]], row["team"], row["gpu_model"])
         pool.current_gpus, pool.current_spot_gpus = int(row["gpus"]), int(row["spot_gpus"])
     final = {rid: _today(row, {}, clusters) for rid, row in by_id.items()}
     for plan in planned:
@@ -291,7 +300,7 @@ def build(objects: list[dict[str, Any]], resources: list[dict], hours: pl.DataFr
         _finish(pool, inventory)
     onprem: dict[tuple, list[Pool]] = defaultdict(list)
     for pool in pools.pools.values():
-        if pool.cluster.provider == "onprem":
+        if pool.cluster.provider == "onprem" and pool.team is not None:  # GPUs billed to no team get no quota
             onprem[(pool.cluster.label, pool.gpu_model)].append(pool)
     for group in onprem.values():
         _fit_onprem(group)
