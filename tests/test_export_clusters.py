@@ -21,7 +21,8 @@ from jobs.export import settings as export_settings
 from models import plans
 from models.recommendation import KINDS, Recommendation, stable_id
 from tests import export_checks
-from tests.test_export import crd_schemas, docs_of, validate
+from tests.k8s_crds import crd_schemas, validate
+from tests.test_export import docs_of
 from warehouse import db, store
 
 START = datetime(2026, 10, 1, tzinfo=timezone.utc)

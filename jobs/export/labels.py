@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 
-from jobs.export.inventory import skypilot_name
 from jobs.export.names import slug
 
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
@@ -57,7 +56,3 @@ def flavor_labels(provider: str, gpu_model: str, spot: bool) -> dict[str, str]:
     if spot:
         labels[CAPACITY_TYPE] = "spot"
     return labels
-
-
-def skypilot_accelerator(gpu_model: str) -> str:
-    return skypilot_name(gpu_model)

@@ -7,7 +7,6 @@ The API, every export and the webhook hand out the same objects: ``current``/``p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -56,7 +55,3 @@ def load(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
 
     return from_frame(queries.recommendations(con, kind=kind, team=team, status=status))
 
-
-def actionable(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What a scheduler manifest should carry out: findings not dismissed and not applied yet."""
-    return [o for o in objects if o.get("status") in ("open", "accepted")]
