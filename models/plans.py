@@ -82,6 +82,7 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
                 share = (left / base) if base > 0 else ZERO
                 rec.monthly_savings_usd = money(max(ZERO, standalone * share))
                 rec.evidence["priced_after"] = [r.id for r in chain[:position]]
+                _after(rec, chain[position - 1])
             left = max(ZERO, left - rec.monthly_savings_usd)
             rec.plan_id = plan_id
         for rec in members:
@@ -100,6 +101,25 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
 
 
 _ROLE = {"primary": 0, "step": 1, "alternative": 2}
+SHAPE = ("instance_type", "gpu_model", "gpu_count")
+
+
+def _after(step: Recommendation, before: Recommendation) -> None:
+    """A step applies to what the action before it leaves: spot or a commitment after a rightsize buys the
+    rightsized shape, not the old one (its current and proposed say so)."""
+    if FAMILIES.get(before.kind) != "rightsize" or FAMILIES.get(step.kind) != "purchase":
+        return
+    shape = {k: before.proposed[k] for k in SHAPE if before.proposed.get(k) is not None}
+    if not shape:
+        return
+    step.current = {**step.current, **shape, "monthly_cost_usd": before.proposed.get("monthly_cost_usd",
+                                                                                  step.current.get("monthly_cost_usd"))}
+    if step.proposed.get("provider", step.provider) == step.provider:  # not a move off the cloud
+        step.proposed = {**step.proposed, **shape}
+    action = step.proposed.get("action")
+    if action:
+        step.proposed = {**step.proposed, "action": f"{action}, on {shape.get('instance_type', 'it')} after: "
+                                                   f"{before.proposed.get('action', before.kind)}"}
 
 
 def counted(rec: Recommendation | dict[str, Any]) -> bool:

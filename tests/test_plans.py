@@ -91,3 +91,16 @@ def test_total_reads_dicts_and_objects_alike():
     out = plans.reconcile([rec("spot_mix", "i-6", "10.005"), rec("commitment", "i-6", "5")])
     assert plans.total(out) == plans.total([r.to_dict() | {"monthly_savings_usd": str(r.monthly_savings_usd)}
                                             for r in out]) == Decimal("10.01")
+
+
+def test_a_purchase_step_buys_the_rightsized_shape():
+    q = rec("quantization", "vm-r", "2167", cost="2681")
+    q.proposed = {"instance_type": "g2-standard-4", "gpu_model": "L4", "gpu_count": 1, "monthly_cost_usd": Decimal("514"),
+                  "action": "serve at FP16 on g2-standard-4 (L4)"}
+    c = rec("commitment", "vm-r", "993", cost="2681")
+    c.proposed = {"instance_type": "a2-highgpu-1g", "pricing": "commit_1y", "action": "commit to 1 machine(s) for 1 year"}
+    out = by_id(plans.reconcile([q, c]))
+    step = out["commitment-vm-r-"]
+    assert step.plan == "step" and step.proposed["instance_type"] == "g2-standard-4"
+    assert step.current["instance_type"] == "g2-standard-4" and step.current["monthly_cost_usd"] == Decimal("514")
+    assert "after: serve at FP16" in step.proposed["action"]
