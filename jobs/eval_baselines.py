@@ -36,6 +36,7 @@ class Finding:
     resource_id: str
     monthly_savings_usd: Decimal
     proposed: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
 
 
 def _monthly(cost, hours: int) -> Decimal:

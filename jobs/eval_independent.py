@@ -116,7 +116,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
         model = gpu_type.fit(gpu_type.observations(features.resources(con, s), features.specs(con), s.idle_util_pct))
         specs = features.specs(con)
         baselines = eval_baselines.all_baselines(con)
-    recs = run.recommendations
+    recs = run.recommendations       # every candidate; score() reads each one's standalone saving
     kinds = set(MODELS)
     return {
         "name": f"second generator, seed {seed}", "seed": seed, "days": days, "machines": len(truth["machines"]),
