@@ -1,5 +1,9 @@
 """`gpufinops evaluate`: the models' quality, measured.
 
+* Independent truth (:mod:`jobs.eval_independent`): a second fleet generator with its own laws
+  (:mod:`jobs.eval_fleet`: published MLPerf throughput per GPU, prices that move, partial months, a
+  restated month) over several seeds, each kind scored beside simple baselines; and the throughput
+  predictors on published MLPerf / TensorRT-LLM ratios the generator did not use.
 * Planted ground truth: demo fleets (the default seed, a second seed, a differently sized fleet) are
   generated in temporary homes, ingested through the real ingestors and analysed by every model; for
   each kind with ground truth: precision, recall, and the estimated monthly savings against the true
@@ -35,6 +39,7 @@ DAYS_PER_MONTH = Decimal("30.4375")
 FLEETS = ({"name": "default seed", "seed": 7, "days": 60, "scale": 1},
           {"name": "second seed", "seed": 23, "days": 60, "scale": 1},
           {"name": "double fleet, 30 days", "seed": 7, "days": 30, "scale": 2})
+INDEPENDENT_SEEDS, INDEPENDENT_DAYS = (1, 2, 3), 35
 HELIOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "helios-sensetime"
 HEADROOM = Decimal("1.2")
 
@@ -223,29 +228,43 @@ def m2_sections(con=None) -> dict[str, Any]:
 
 
 def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, helios: bool = True,
-             others: bool = True) -> dict[str, Any]:
+             others: bool = True, independent_seeds: tuple[int, ...] = INDEPENDENT_SEEDS,
+             independent_days: int = INDEPENDENT_DAYS) -> dict[str, Any]:
     """Every figure, as plain data (printed by :func:`render`)."""
+    from jobs import eval_independent
+    from models import features
     from models.run import MODELS
-    result: dict[str, Any] = {"fleets": [], "generated_at": datetime.now(UTC).isoformat()}
+    from warehouse import db
+    result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
     with tempfile.TemporaryDirectory(prefix="gpufinops-evaluate-", dir=workdir) as tmp:
+        for n, seed in enumerate(independent_seeds):
+            result["independent"].append(eval_independent.run_fleet(Path(tmp) / f"independent-{n}", seed,
+                                                                    independent_days))
+        if result["independent"]:
+            result["independent_summary"] = eval_independent.summarise(result["independent"])
         for n, fleet in enumerate(fleets):
             home = Path(tmp) / f"fleet-{n}"
             recs, truth, model = run_fleet(home, fleet["seed"], fleet["days"], fleet["scale"])
-            result["fleets"].append({**fleet, "machines": len(truth["machines"]),
-                                     "kinds": score(recs, truth, set(MODELS)), "throughput_model": model.quality})
-            if others and n == 0:
-                from jobs import config as config_mod
-                from warehouse import db
-                cfg = config_mod.load(home / "gpufinops.toml")
-                with db.reader(cfg.warehouse_path) as con:
+            from jobs import config as config_mod
+            cfg = config_mod.load(home / "gpufinops.toml")
+            with db.reader(cfg.warehouse_path) as con:
+                real = eval_independent.real_ratio_mae(model, features.specs(con))
+                if others and n == 0:
                     result["others"] = m2_sections(con)
+            result["fleets"].append({**fleet, "machines": len(truth["machines"]),
+                                     "kinds": score(recs, truth, set(MODELS)), "throughput_model": model.quality,
+                                     "real_ratios": real})
     if helios:
         result["helios_idle"] = helios_idle()
     return result
 
 
 def render(result: dict[str, Any]) -> str:
+    from jobs import eval_independent
     out = io.StringIO()
+    if result.get("independent"):
+        out.write(eval_independent.render(result["independent"], result["independent_summary"]))
+        print("\nDemo fleets (jobs/demo_fleet.py; truth from the demo's own price tables)", file=out)
     for fleet in result["fleets"]:
         print(f"\n{fleet['name']} (seed {fleet['seed']}, {fleet['days']} days, {fleet['machines']} machines)", file=out)
         print(f"  {'kind':<13} {'planted':>7} {'found':>5} {'precision':>9} {'recall':>6} "
@@ -257,12 +276,14 @@ def render(result: dict[str, Any]) -> str:
             print(f"  {kind:<13} {k['planted']:>7} {k['found']:>5} {k['precision']:>9.2f} {k['recall']:>6.2f} {money}",
                   file=out)
         q = fleet["throughput_model"]
-        if q.get("model") == "fleet_regression":
-            print(f"  gpu_type throughput regression, held out by GPU pair ({q['folds']} folds, {q['pairs']} "
-                  f"quantile pairs over {q['gpu_pairs']} GPU pairs): MAE {q['regression_mae_pct']} util points; "
-                  f"spec-ratio baseline {q['baseline_mae_pct']}; no-change {q['identity_mae_pct']}", file=out)
-        else:
-            print(f"  gpu_type throughput model: {q}", file=out)
+        print(f"  throughput predictors, held out by GPU pair ({q.get('folds')} folds, {q.get('pairs')} quantile pairs "
+              f"over {q.get('gpu_pairs')} GPU pairs): regression {q.get('regression_mae_pct')} util points, spec-ratio "
+              f"{q.get('spec_ratio_mae_pct')}, no-change {q.get('no_change_mae_pct')} -> {q.get('predictor')} used",
+              file=out)
+        real = fleet.get("real_ratios", {}).get("all")
+        if real:
+            print(f"  the same predictors on published ratios ({real['points']} points): "
+                  + ", ".join(f"{n.replace('_baseline', '')} {v}" for n, v in real["mae_pct"].items()), file=out)
     for row in result.get("helios_idle", []):
         print(f"\nHelios {row['cluster']} ({row['gpus']} GPUs × {row['hours']} h): idle GPU-hours found "
               f"{row['idle_gpu_hours_found']}, counted independently {row['idle_gpu_hours_independent']} "

@@ -9,12 +9,20 @@ A target must pass every rule, none of which is ever relaxed:
   ``max_target_util_pct``;
 * it cuts the resource's cost by at least ``min_savings_fraction``.
 
-ThroughputModel is a regression fitted on the fleet's own observations: the same workload class
-(workload and precision tags) measured on different GPU models gives pairs "utilisation quantile on
-GPU A → the same quantile on GPU B", with the two GPUs' peak-throughput and memory-bandwidth ratios
-(and SM/tensor activity where DCGM exports them) as features. It is scored on GPU pairs it did not
-see against the spec-ratio baseline (utilisation × √(FLOPS ratio × bandwidth ratio)); with too few
-observations the baseline itself is used and confidence drops.
+ThroughputModel predicts the utilisation a workload would need on another GPU with one of three
+predictors, whichever has the lowest error on GPU pairs held out of the fit:
+
+* ``fleet_regression``: a regression fitted on the fleet's own observations: the same workload class
+  (workload and precision tags) measured on different GPU models gives pairs "utilisation quantile on
+  GPU A → the same quantile on GPU B", with the two GPUs' peak-throughput and memory-bandwidth ratios
+  (and SM/tensor activity where DCGM exports them) as features; pairs with a side at or above
+  ``SATURATED_PCT`` are left out (a flat-out job is ~95 % busy on any GPU);
+* ``spec_ratio_baseline``: utilisation × √(FLOPS ratio × bandwidth ratio) from the spec sheets;
+* ``no_change_baseline``: the same utilisation on the other GPU.
+
+The regression is used only where it beats both baselines on the held-out pairs (GroupKFold by GPU
+pair); otherwise the better baseline is. With too few observations nothing can be measured: the
+spec-ratio baseline is used and confidence drops.
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ from models.recommendation import Recommendation, Withheld, money, stable_id
 
 USABLE_MEMORY = 0.93          # share of a GPU's memory a process gets (driver, ECC, context)
 MIN_PAIRS, MIN_GROUPS = 12, 3
+# A quantile at or above this on either GPU is saturated: nvidia-smi's utilisation is the share of time a
+# kernel runs, so a flat-out job reads ~95 % on any GPU and says nothing about the throughput ratio.
+SATURATED_PCT = 90.0
 
 
 def _log_ratio(src: dict | None, tgt: dict | None, precision: str | None) -> tuple[float, float] | None:
@@ -54,26 +65,56 @@ def baseline(util: float, ratios: tuple[float, float]) -> float:
     return util * math.exp((ratios[0] + ratios[1]) / 2)
 
 
+REGRESSION, SPEC_RATIO, NO_CHANGE = "fleet_regression", "spec_ratio_baseline", "no_change_baseline"
+PREDICTORS = (REGRESSION, SPEC_RATIO, NO_CHANGE)
+MAE_KEYS = {REGRESSION: "regression_mae_pct", SPEC_RATIO: "spec_ratio_mae_pct", NO_CHANGE: "no_change_mae_pct"}
+
+
+def select_predictor(maes: dict[str, float]) -> str:
+    """The predictor to use from held-out MAEs: the regression only when it beats both baselines,
+    else the better baseline (spec ratio on a tie)."""
+    best_baseline = SPEC_RATIO if maes[SPEC_RATIO] <= maes[NO_CHANGE] else NO_CHANGE
+    return REGRESSION if maes[REGRESSION] < maes[best_baseline] else best_baseline
+
+
 @dataclass
 class ThroughputModel:
     fitted: Any = None
     pairs: int = 0
     groups: int = 0
     quality: dict[str, Any] = field(default_factory=dict)
+    predictor: str = SPEC_RATIO     # which of PREDICTORS :meth:`predict` uses (chosen by :func:`fit`)
 
     @property
     def name(self) -> str:
-        return "fleet_regression" if self.fitted is not None else "spec_ratio_baseline"
+        return self.predictor
+
+    @property
+    def measured(self) -> bool:
+        """Whether the choice rests on held-out errors (enough cross-GPU observations)."""
+        return self.quality.get(MAE_KEYS[REGRESSION]) is not None
+
+    def maes(self) -> dict[str, float | None]:
+        """predictor -> its held-out MAE in utilisation points (None when unmeasured)."""
+        return {p: self.quality.get(key) for p, key in MAE_KEYS.items()}
 
     def predict(self, util: float, ratios: tuple[float, float], sm: float | None = None,
                 tensor: float | None = None) -> float:
-        if self.fitted is None:
-            return baseline(util, ratios)
+        if self.predictor == NO_CHANGE:
+            return util
+        if self.predictor == REGRESSION and self.fitted is not None:
+            return self.regression(util, ratios, sm, tensor)
+        return baseline(util, ratios)
+
+    def regression(self, util: float, ratios: tuple[float, float], sm: float | None = None,
+                   tensor: float | None = None) -> float:
+        """The fitted regression's prediction, whichever predictor is selected (for evaluation)."""
         return max(0.0, math.expm1(float(self.fitted.predict(np.array([_x(util, ratios, sm, tensor)]))[0])))
 
 
 def observations(res: pl.DataFrame, specs: dict[str, dict], idle_util_pct: float) -> pl.DataFrame:
-    """Quantile pairs of the same workload class on two GPU models (rows: x, y, ratios, group)."""
+    """Quantile pairs of the same workload class on two GPU models (rows: x, y, ratios, group); pairs with a
+    saturated side (≥ ``SATURATED_PCT``) are left out."""
     usable = res.filter(pl.col("util_p95").is_not_null() & (pl.col("util_p95") >= idle_util_pct)
                         & pl.col("workload").is_not_null() & pl.col("gpu_model").is_not_null())
     if usable.is_empty():
@@ -94,23 +135,28 @@ def observations(res: pl.DataFrame, specs: dict[str, dict], idle_util_pct: float
                     continue
                 group = "|".join(sorted((src_model, tgt_model)))
                 for x, y in zip(q_src.tolist(), q_tgt.tolist()):
+                    if x >= SATURATED_PCT or y >= SATURATED_PCT:
+                        continue
                     rows.append({"x": x, "y": y, "lf": ratios[0], "lb": ratios[1], "sm": sm, "tensor": tensor,
                                  "group": group, "workload": workload})
     return pl.DataFrame(rows)
 
 
 def fit(obs: pl.DataFrame) -> ThroughputModel:
-    """Fit the regression and score it on held-out GPU pairs against the spec-ratio baseline."""
+    """Fit the regression, score it and both baselines on held-out GPU pairs, and select the predictor
+    with the lowest error (the regression only when it beats both baselines)."""
     from sklearn.linear_model import HuberRegressor
     from sklearn.model_selection import GroupKFold
 
     if obs.is_empty() or obs.height < MIN_PAIRS or obs["group"].n_unique() < MIN_GROUPS:
         return ThroughputModel(pairs=obs.height, groups=0 if obs.is_empty() else obs["group"].n_unique(),
-                               quality={"model": "spec_ratio_baseline", "reason": "too few cross-GPU observations"})
-    rows = obs.iter_rows(named=True)
+                               quality={"predictor": SPEC_RATIO, **dict.fromkeys(MAE_KEYS.values()),
+                                        "reason": f"too few cross-GPU observations to measure the predictors "
+                                                  f"(need {MIN_PAIRS} quantile pairs over {MIN_GROUPS} GPU pairs)"})
+    rows = list(obs.iter_rows(named=True))
     X = np.array([_x(r["x"], (r["lf"], r["lb"]), r["sm"], r["tensor"]) for r in rows])
     y, x_util = obs["y"].to_numpy(), obs["x"].to_numpy()
-    base = np.array([baseline(r["x"], (r["lf"], r["lb"])) for r in obs.iter_rows(named=True)])
+    base = np.array([baseline(r["x"], (r["lf"], r["lb"])) for r in rows])
     groups = obs["group"].to_numpy()
     folds = min(5, len(set(groups.tolist())))
     held_out = np.zeros_like(y)
@@ -118,14 +164,16 @@ def fit(obs: pl.DataFrame) -> ThroughputModel:
         model = HuberRegressor(max_iter=500).fit(X[train], np.log1p(y[train]))
         held_out[test] = np.expm1(model.predict(X[test])).clip(0)
     final = HuberRegressor(max_iter=500).fit(X, np.log1p(y))
+    maes = {REGRESSION: float(np.abs(held_out - y).mean()), SPEC_RATIO: float(np.abs(base - y).mean()),
+            NO_CHANGE: float(np.abs(x_util - y).mean())}
+    predictor = select_predictor(maes)
     quality = {
-        "model": "fleet_regression", "pairs": int(obs.height), "gpu_pairs": int(len(set(groups.tolist()))),
-        "folds": folds, "regression_mae_pct": round(float(np.abs(held_out - y).mean()), 2),
-        "baseline_mae_pct": round(float(np.abs(base - y).mean()), 2),
-        "identity_mae_pct": round(float(np.abs(x_util - y).mean()), 2),
+        "predictor": predictor, "selection": "lowest held-out MAE; the regression only where it beats both baselines",
+        "pairs": int(obs.height), "gpu_pairs": int(len(set(groups.tolist()))), "folds": folds,
+        **{MAE_KEYS[p]: round(v, 2) for p, v in maes.items()},
         "coefficients": [round(float(c), 4) for c in final.coef_],
     }
-    return ThroughputModel(final, int(obs.height), quality["gpu_pairs"], quality)
+    return ThroughputModel(final, int(obs.height), quality["gpu_pairs"], quality, predictor)
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
@@ -225,7 +273,7 @@ def _recommendation(row: dict, choice: dict, model: ThroughputModel, s: Rightsiz
     proposed = {**current, "instance_type": offer["instance_type"], "gpu_model": offer["gpu_model"],
                 "monthly_cost_usd": money(monthly_cost * ratio),
                 "action": f"move to {offer['instance_type']} ({offer['gpu_count']}× {offer['gpu_model']})"}
-    base = 0.85 if model.fitted is not None else 0.6
+    base = 0.85 if model.measured else 0.6
     headroom = 1 - choice["predicted_util_p95"] / s.max_target_util_pct
     evidence = {
         "util_p95": row["util_p95"], "util_mean": row["util_mean"],
@@ -235,6 +283,7 @@ def _recommendation(row: dict, choice: dict, model: ThroughputModel, s: Rightsiz
         "predicted_target_util_p95": round(choice["predicted_util_p95"], 1),
         "baseline_target_util_p95": round(choice["baseline_util_p95"], 1),
         "throughput_model": model.name, "throughput_model_quality": model.quality,
+        "throughput_predictor_mae_pct": model.maes(),
         "current_usd_per_hour": float(price), "target_usd_per_hour": float(offer["on_demand_usd_per_hour"]),
         "target_price_source": offer["origin"], "window_days": round(row["window_days"], 2),
         "measured_hours": row["measured_hours"], "metric_coverage": round(row["coverage"], 4),

@@ -131,7 +131,7 @@ def _recommendation(row: dict, best: dict, precision: str, source: str, model: T
         "precision_source": source, "window_days": round(row["window_days"], 2),
         "measured_hours": row["measured_hours"], "metric_coverage": round(row["coverage"], 4),
         "sm_active_mean": row["sm_active_mean"], "tensor_active_mean": row["tensor_active_mean"],
-        "throughput_model": model.name,
+        "throughput_model": model.name, "throughput_predictor_mae_pct": model.maes(),
     }
     if offer is not None:
         evidence.update(predicted_target_util_p95=round(best["predicted_util_p95"], 1),
@@ -141,7 +141,7 @@ def _recommendation(row: dict, best: dict, precision: str, source: str, model: T
             f"shrink {1 / best['factor']:.0f}×.")
     if BITS[best["step"]] == 8:
         risk += " INT8/FP8 needs calibration and can be slower than FP16 on GPUs without fast INT8 kernels."
-    base = (0.6 if source == "tag" else 0.4) * (0.85 if model.fitted is not None else 0.7)
+    base = (0.6 if source == "tag" else 0.4) * (0.85 if model.measured else 0.7)
     return Recommendation(
         id=stable_id("quantization", row["provider"], row["resource_id"]), kind="quantization", team=row["team"],
         provider=row["provider_code"], resource_id=row["resource_id"], workload=row["workload"],

@@ -47,15 +47,16 @@ def run(path, machines, offers=OFFERS, settings=None):
 def test_small_model_on_a100_80gb_moves_to_l4_in_its_region(warehouse):
     recs, _, model, _ = run(warehouse, [*peers(), vm("llm7b", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17)])
     mine = [r for r in recs if r.resource_id == "llm7b"]
-    assert len(mine) == 1 and model.name == "fleet_regression"
+    assert len(mine) == 1 and model.measured
     rec = mine[0]
     assert rec.proposed["gpu_model"] == "L4" and rec.proposed["instance_type"] == "g2-standard-4"
     monthly = Decimal("5.0688") * 24 * Decimal("30.4375")
     assert rec.monthly_savings_usd == (monthly * (1 - Decimal("0.7068") / Decimal("5.0688"))).quantize(Decimal("0.01"))
     ev = rec.evidence
     assert ev["mem_needed_gib"] <= ev["target_usable_memory_gib"]
-    assert ev["predicted_target_util_p95"] <= 60 and ev["throughput_model"] == "fleet_regression"
-    assert ev["throughput_model_quality"]["regression_mae_pct"] < ev["throughput_model_quality"]["baseline_mae_pct"]
+    assert ev["predicted_target_util_p95"] <= 60 and ev["throughput_model"] == model.name
+    maes = ev["throughput_predictor_mae_pct"]     # the predictor used is named beside all three errors
+    assert set(maes) == set(gpu_type.PREDICTORS) and maes[model.name] == min(maes.values())
     assert rec.id == gpu_type.stable_id("gpu_type", GCP, "llm7b")
 
 
@@ -108,13 +109,53 @@ def test_regression_learns_the_fleet_scaling_and_beats_the_baseline():
                          "group": f"pair{pair}", "workload": "w"})
     model = gpu_type.fit(pl.DataFrame(rows))
     q = model.quality
-    assert model.name == "fleet_regression" and q["regression_mae_pct"] < q["baseline_mae_pct"] / 2
+    assert model.name == "fleet_regression" and q["regression_mae_pct"] < q["spec_ratio_mae_pct"] / 2
+    assert q["regression_mae_pct"] < q["no_change_mae_pct"] and q["predictor"] == "fleet_regression"
     assert model.predict(20, (1.0, 1.0)) == pytest.approx(20 * math.exp(0.5), rel=0.1)
+
+
+def _pairs(law, seed=5) -> pl.DataFrame:
+    """Quantile pairs over 8 GPU pairs whose target utilisation follows ``law(x, lf, lb)``."""
+    rng = random.Random(seed)
+    rows = []
+    for pair in range(8):
+        lf, lb = rng.uniform(-1.2, 1.5), rng.uniform(-1.5, 1.8)
+        rows += [{"x": float(x), "y": law(x, lf, lb), "lf": lf, "lb": lb, "sm": None, "tensor": None,
+                  "group": f"pair{pair}", "workload": "w"} for x in (5, 10, 20, 30, 40, 50)]
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("law, chosen", [
+    (lambda x, lf, lb: float(x), "no_change_baseline"),                              # the demo's law
+    (lambda x, lf, lb: x * math.exp((lf + lb) / 2), "spec_ratio_baseline"),         # the spec sheet's law
+    (lambda x, lf, lb: x * math.exp(0.3 * lf + 0.2 * lb) * (1 + 0.01 * math.sin(x)), "fleet_regression"),
+])
+def test_the_predictor_with_the_lowest_held_out_error_is_used_and_the_regression_only_when_it_beats_both(law, chosen):
+    """Selection: where the regression loses to a baseline on held-out GPU pairs, the better baseline
+    predicts; where it beats both, the regression does."""
+    model = gpu_type.fit(_pairs(law))
+    maes = model.maes()
+    assert model.name == chosen and model.quality["predictor"] == chosen
+    assert maes[chosen] == min(maes.values())
+    if chosen != "fleet_regression":
+        assert maes["fleet_regression"] >= maes[chosen]
+    ratios = (0.7, 0.4)
+    expected = {"no_change_baseline": 20.0, "spec_ratio_baseline": gpu_type.baseline(20, ratios),
+                "fleet_regression": model.regression(20, ratios)}[chosen]
+    assert model.predict(20, ratios) == pytest.approx(expected)
+
+
+def test_selection_rule_prefers_a_baseline_on_a_tie():
+    pick = gpu_type.select_predictor
+    assert pick({"fleet_regression": 3.0, "spec_ratio_baseline": 3.0, "no_change_baseline": 4.0}) == "spec_ratio_baseline"
+    assert pick({"fleet_regression": 3.0, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "no_change_baseline"
+    assert pick({"fleet_regression": 2.9, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "fleet_regression"
 
 
 def test_too_few_observations_fall_back_to_the_spec_ratio_baseline():
     model = gpu_type.fit(pl.DataFrame())
-    assert model.name == "spec_ratio_baseline"
+    assert model.name == "spec_ratio_baseline" and not model.measured
+    assert model.maes() == dict.fromkeys(gpu_type.PREDICTORS) and "too few" in model.quality["reason"]
     assert model.predict(20, (math.log(2), math.log(2))) == pytest.approx(40)
 
 

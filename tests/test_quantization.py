@@ -32,6 +32,8 @@ def test_fp32_serving_moves_to_a_cheaper_gpu_at_fp16(warehouse):
     assert rec.current["precision"] == "fp32" and rec.proposed["precision"] == "fp16"
     assert rec.proposed["gpu_model"] == "L4" and rec.proposed["instance_type"] == "g2-standard-4"
     assert rec.evidence["mem_estimate_gib"] == 15.5 and rec.evidence["precision_source"] == "tag"
+    maes = rec.evidence["throughput_predictor_mae_pct"]   # the predictor used, beside all three errors
+    assert set(maes) == set(gpu_type.PREDICTORS) and maes[rec.evidence["throughput_model"]] == min(maes.values())
     assert "must be validated" in rec.risk and rec.monthly_savings_usd > 0
     assert rec.confidence < 0.7          # a precision change is never a sure thing
 
