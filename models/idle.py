@@ -10,7 +10,7 @@ weekends (schedule it off), or idle in long stretches at any time (scale it to z
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import polars as pl
@@ -29,6 +29,7 @@ class IdleParams:
     work_start_hour: int = 8              # working hours, UTC, weekdays
     work_end_hour: int = 19
     min_monthly_savings_usd: Decimal = Decimal("25")
+    gone_after_hours: int = 24            # a resource not billed in the data's last this many hours is gone
 
 
 def idle_hours(resource_hours: pl.DataFrame, params: IdleParams) -> pl.DataFrame:
@@ -90,6 +91,11 @@ def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
     """One recommendation per resource whose idle GPU-hours are worth acting on."""
     if resource_hours.is_empty():
         return []
+    # a resource no longer billed (terminated) has nothing left to release or schedule
+    end = resource_hours["hour"].max()
+    live = resource_hours.group_by("resource_id").agg(pl.col("hour").max().alias("last"))
+    live = live.filter(pl.col("last") >= end - timedelta(hours=params.gone_after_hours))["resource_id"]
+    resource_hours = resource_hours.filter(pl.col("resource_id").is_in(live.implode()))
     hours = idle_hours(resource_hours, params)
     billed = resource_hours.group_by("resource_id").agg(pl.len().alias("billed_hours"),
                                                         pl.col("effective_cost").sum().alias("billed_cost"))

@@ -66,3 +66,12 @@ def test_ids_are_stable_and_low_savings_dropped():
     assert idle.recommend(data) == []  # $0.02/h idle = $14.61/month: under the $25 floor
     data = frame(hours("i-idle", [1.0] * 48))
     assert idle.recommend(data)[0].id == idle.recommend(data)[0].id
+
+
+def test_a_terminated_resource_has_nothing_to_release():
+    """Idle for 9 days, then terminated 12 days before the data ends: gone, not a finding (found by the
+    independent fleet generator of `gpufinops evaluate`)."""
+    gone = hours("i-gone", [1.0] * (9 * 24))
+    live = hours("i-live", [90.0] * (21 * 24))
+    assert idle.recommend(frame(gone, live)) == []
+    assert [r.resource_id for r in idle.recommend(frame(hours("i-gone", [1.0] * (21 * 24)), live))] == ["i-gone"]
