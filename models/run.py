@@ -19,7 +19,7 @@ MODELS = {"idle_gpu": lambda con: idle.analyse(queries.gpu_resource_hours(con)),
           "spot_mix": spot_mix.recommend, "commitment": commitment.recommend}
 
 # Stored with each finding; bump a kind's version when its rules or fitted model change meaning.
-MODEL_VERSIONS = {"idle_gpu": "idle_gpu/1", "gpu_count": "gpu_count/2", "gpu_type": "gpu_type/2",
+MODEL_VERSIONS = {"idle_gpu": "idle_gpu/2", "gpu_count": "gpu_count/2", "gpu_type": "gpu_type/2",
                   "quantization": "quantization/2", "onprem_vs_cloud": "onprem_vs_cloud/2",
                   "spot_mix": "spot_mix/1", "commitment": "commitment/1"}
 
