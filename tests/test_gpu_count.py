@@ -124,4 +124,4 @@ def test_recommend_reads_the_models_section_and_rejects_bad_values(warehouse, ca
     assert "no recommendations" in capsys.readouterr().out   # 2 % is not spare under a 1 % threshold
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n')
     assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count"]) == 0
-    assert "gpu_count 8→4" in capsys.readouterr().out   # onto a g5.12xlarge, the smallest A10G type that holds 2
+    assert "gpu_count 8 → 4" in capsys.readouterr().out   # onto a g5.12xlarge, the smallest A10G type that holds 2

@@ -1,0 +1,93 @@
+"""The command line's own tables (recommendations, sources, ingest runs), built on ``jobs.output``.
+
+Each function takes plain rows and prints them to fit the terminal; the column specs live here so
+the table a command prints is defined once (``recommend``, ``demo`` and ``ingest`` share them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any
+
+from rich.text import Text
+
+from jobs import output
+from jobs.output import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
+from models.recommendation import flat_row
+
+RECOMMENDATION_COLUMNS = (
+    Col("monthly_savings_usd", "Savings/mo", MONEY),
+    Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("team", "Team", TEXT, no_wrap=True),
+    Col("provider", "Cloud", TEXT, no_wrap=True, hide_below=90),
+    Col("resource_id", "Resource", ID),
+    Col("what", "Action", WRAP),
+    Col("confidence", "Conf.", RATIO, hide_below=90),
+    Col("id", "ID", ID, no_wrap=True, hide_below=130),
+)
+HIDDEN_ID_CAPTION = "IDs (for decisions and the API): a wider terminal, or --format csv / json"
+
+
+def recommendation_rows(recs: Iterable[Any]) -> list[dict[str, Any]]:
+    """Recommendation objects (or their dicts) as table rows: the action, and what it changes below it."""
+    rows = []
+    for rec in recs:
+        flat = flat_row(rec.to_dict() if hasattr(rec, "to_dict") else dict(rec))
+        what = Text(flat["action"] or output.MISSING)
+        detail = ", ".join(p for p in (flat["pattern"], flat["change"]) if p)
+        if detail:
+            what.append(f"\n{detail}", style="dim")
+        rows.append({**flat, "resource_id": flat["resource_id"] or rec_workload(rec) or output.MISSING,
+                     "what": what})
+    return rows
+
+
+def rec_workload(rec: Any) -> str | None:
+    return getattr(rec, "workload", None) if not isinstance(rec, Mapping) else rec.get("workload")
+
+
+def print_recommendations(recs: Sequence[Any], *, out: IO[str] | None = None, width: int | None = None,
+                          title: str | None = None) -> None:
+    width = width or output.terminal_width(out)
+    hidden = [c for c in RECOMMENDATION_COLUMNS if c not in output.shown_columns(RECOMMENDATION_COLUMNS, width)]
+    caption = HIDDEN_ID_CAPTION if any(c.key == "id" for c in hidden) else None
+    output.print_table(recommendation_rows(recs), RECOMMENDATION_COLUMNS, out=out, width=width, title=title,
+                       caption=caption)
+
+
+SOURCE_COLUMNS = (
+    Col("source", "Source", TEXT, no_wrap=True),
+    Col("type", "Type", TEXT, no_wrap=True, hide_below=90),
+    Col("schedule", "Schedule", TEXT, no_wrap=True, hide_below=112),
+    Col("last_run", "Last run", TIME),
+    Col("status", "Status", TEXT, no_wrap=True),
+    Col("data", "Data", WRAP),
+    Col("watermark", "Watermark", WRAP, hide_below=100),
+)
+
+RUN_COLUMNS = (
+    Col("source", "Source", TEXT, no_wrap=True),
+    Col("status", "Status", TEXT, no_wrap=True),
+    Col("rows", "Rows", INT),
+    Col("seconds", "Time", TEXT, no_wrap=True),
+    Col("watermark", "Watermark", WRAP),
+)
+
+
+def run_rows(results: Iterable[Any], seconds: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """Ingest results (``ingest.runner.RunResult``) as rows: one line per source."""
+    seconds = seconds or {}
+    return [{"source": r.source, "status": r.status, "rows": r.rows,
+             "seconds": f"{seconds[r.source]:.1f} s" if r.source in seconds else output.MISSING,
+             "watermark": r.watermark if r.ok else "failed: see the error below"} for r in results]
+
+
+def print_sources(rows: list[dict[str, Any]], *, out: IO[str] | None = None, width: int | None = None) -> None:
+    output.print_table(rows, SOURCE_COLUMNS, out=out, width=width)
+
+
+def print_runs(results: Iterable[Any], seconds: Mapping[str, float] | None = None, *, out: IO[str] | None = None,
+               width: int | None = None, brief: bool = False) -> None:
+    """One line per source; ``brief``: name, status and rows only (output that must not change between runs)."""
+    columns = RUN_COLUMNS[:3] if brief else [c for c in RUN_COLUMNS if seconds is not None or c.key != "seconds"]
+    output.print_table(run_rows(results, seconds), columns, out=out, width=width)
