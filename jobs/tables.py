@@ -91,3 +91,20 @@ def print_runs(results: Iterable[Any], seconds: Mapping[str, float] | None = Non
     """One line per source; ``brief``: name, status and rows only (output that must not change between runs)."""
     columns = RUN_COLUMNS[:3] if brief else [c for c in RUN_COLUMNS if seconds is not None or c.key != "seconds"]
     output.print_table(run_rows(results, seconds), columns, out=out, width=width)
+
+
+WITHHELD_COLUMNS = (
+    Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("team", "Team", TEXT, no_wrap=True),
+    Col("resource_id", "Resource", ID),
+    Col("reason", "Reason", TEXT, no_wrap=True),
+    Col("detail", "Why", WRAP),
+    Col("source_hint", "What would provide it", WRAP, hide_below=110),
+)
+
+
+def print_withheld(withheld: Iterable[Any], *, out: IO[str] | None = None, width: int | None = None) -> None:
+    """Each withheld finding: the model, the resource, the reason, the numbers, and the source to add."""
+    rows = [{"kind": w.kind, "team": w.team, "resource_id": w.resource_id or output.MISSING,
+             "reason": w.reason.replace("_", " "), "detail": w.detail, "source_hint": w.source_hint} for w in withheld]
+    output.print_table(rows, WITHHELD_COLUMNS, out=out, width=width)

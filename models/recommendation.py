@@ -144,8 +144,8 @@ class Withheld:
 # The flat view of a recommendation: the CLI's `recommend --format csv` and the dashboard's CSV
 # download write these columns, from this one function (nested current/proposed/evidence become the
 # few words a reader needs; the JSON format keeps them whole).
-FLAT_COLUMNS = ("id", "kind", "team", "provider", "resource_id", "monthly_savings_usd", "confidence", "action",
-                "pattern", "change")
+FLAT_COLUMNS = ("id", "plan", "kind", "team", "provider", "resource_id", "monthly_savings_usd", "confidence", "action",
+                "pattern", "change", "plan_id")
 CHANGE_KEYS = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
 
 
@@ -173,7 +173,8 @@ def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
 
     current, proposed, evidence = part("current"), part("proposed"), part("evidence")
     savings = rec.get("monthly_savings_usd")
-    return {"id": rec.get("id"), "kind": rec.get("kind"), "team": rec.get("team"), "provider": rec.get("provider"),
+    return {"id": rec.get("id"), "plan": rec.get("plan"), "kind": rec.get("kind"), "team": rec.get("team"),
+            "provider": rec.get("provider"), "plan_id": rec.get("plan_id"),
             "resource_id": rec.get("resource_id"),
             "monthly_savings_usd": money(Decimal(str(savings))) if savings is not None else None,
             "confidence": float(rec["confidence"]) if rec.get("confidence") is not None else None,
