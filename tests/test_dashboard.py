@@ -342,18 +342,33 @@ def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
 
 
 def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch):
-    from jobs import cli
+    from jobs import config, dashboard_cmd
+    from jobs.config import ConfigError
 
     path = tmp_path / "gpufinops.toml"
     path.write_text('[dashboard]\nauth = "header"\nheader = "X-Forwarded-Email"\n'
                     '[[dashboard.users]]\nemail = "lead@example.com"\nrole = "lead"\nteams = ["vision"]\n')
-    calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
-    monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
-    assert cli.main(["--config", str(path), "dashboard", "--port", "8599"]) == 0
-    cmd, env = calls[0]
+    cfg = config.load(path, environ={})
+    cmd, env, listen = dashboard_cmd.command(cfg, 8599, environ={})
     assert json.loads(env["GPUFINOPS_DASHBOARD"])["users"][0]["teams"] == ["vision"]
-    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"  # header mode: behind the proxy only
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1" == listen  # header mode: behind the proxy only
+    with pytest.raises(ConfigError, match="loopback"):
+        dashboard_cmd.command(cfg, 8599, host="0.0.0.0", environ={})
+
+
+@pytest.mark.parametrize("section, host, listen", [
+    ("", None, "127.0.0.1"),                                        # no auth: this machine only
+    ("", "0.0.0.0", "0.0.0.0"),                                     # asked for (and warned about)
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"\n', None, None),  # every interface
+])
+def test_the_dashboard_binds_loopback_unless_sign_in_is_configured(tmp_path, section, host, listen):
+    from jobs import config, dashboard_cmd
+
+    path = tmp_path / "gpufinops.toml"
+    path.write_text(f"[dashboard]\n{section}")
+    cmd, _, chosen = dashboard_cmd.command(config.load(path, environ={}), 8599, host=host, environ={})
+    assert chosen == listen
+    assert ("--server.address" in cmd) == (listen is not None)
 
 
 def test_identity_comes_only_from_the_configured_header():
