@@ -17,9 +17,8 @@ Spec = dict[str, Any]
 
 USD_AXIS = {"format": "$,.0f"}
 USD_FORMAT = "$,.2f"
-DAY = "utcyearmonthdate"
-HOUR = "utcyearmonthdatehours"
-MINUTE = "utcyearmonthdatehoursminutes"
+HOUR_FORMAT = "%Y-%m-%d %H:00"
+MINUTE_FORMAT = "%Y-%m-%d %H:%M"
 DAY_AXIS = {"format": "%b %d", "labelOverlap": True}
 LABEL_LIMIT = 260  # category labels (services, "team · GPU") are not cut at Vega's 180 px default
 
@@ -41,22 +40,38 @@ def _usd_tooltip(field: str, title: str) -> Spec:
     return {"field": field, "type": "quantitative", "format": USD_FORMAT, "title": title}
 
 
-def _day_tooltip(field: str, title: str = "Day") -> Spec:
-    return {"field": field, "type": "temporal", "timeUnit": DAY, "title": title, "format": "%Y-%m-%d"}
+def _time_x(field: str) -> Spec:
+    """A time axis in UTC. No ``timeUnit``: Streamlit runs Vega's expression interpreter (no eval), and
+    a time unit is an expression per data point: on an hourly 60-day series it was most of the chart."""
+    return {"field": field, "type": "temporal", "title": None, "scale": {"type": "utc"}, "axis": DAY_AXIS}
+
+
+def with_time_label(frame: pl.DataFrame, field: str, fmt: str = "%Y-%m-%d") -> pl.DataFrame:
+    """The frame with ``<field>_label``, its time as UTC text for tooltips (formatted here, not per
+    point in the browser)."""
+    value = pl.col(field)
+    if frame.schema[field] == pl.Date:
+        value = value.cast(pl.Datetime("us", "UTC"))
+    elif getattr(frame.schema[field], "time_zone", None):
+        value = value.dt.convert_time_zone("UTC")
+    return frame.with_columns(value.dt.strftime(fmt).alias(f"{field}_label"))
+
+
+def _label_tooltip(field: str, title: str) -> Spec:
+    return {"field": f"{field}_label", "type": "nominal", "title": title}
 
 
 def stacked_area(frame: pl.DataFrame, *, x: str, y: str, color: str, color_title: str,
                  title: str | None = None) -> Spec:
     """Daily spend stacked by a category (provider, team)."""
-    return spec({"daily": frame}, {
-        "data": {"name": "daily"}, "mark": {"type": "area", "tooltip": True},
+    return spec({"daily": with_time_label(frame, x)}, {
+        "data": {"name": "daily"}, "mark": {"type": "area"},
         "encoding": {
-            "x": {"field": x, "type": "temporal", "timeUnit": DAY, "title": None, "axis": DAY_AXIS},
-            "y": {"field": y, "type": "quantitative", "aggregate": "sum", "stack": True, "title": "Spend (USD)",
-                  "axis": USD_AXIS},
+            "x": _time_x(x),
+            "y": {"field": y, "type": "quantitative", "stack": True, "title": "Spend (USD)", "axis": USD_AXIS},
             "color": {"field": color, "type": "nominal", "title": color_title},
-            "tooltip": [_day_tooltip(x), {"field": color, "type": "nominal", "title": color_title},
-                        {**_usd_tooltip(y, "Spend"), "aggregate": "sum"}]}}, title)
+            "tooltip": [_label_tooltip(x, "Day"), {"field": color, "type": "nominal", "title": color_title},
+                        _usd_tooltip(y, "Spend")]}}, title)
 
 
 def bar_usd(frame: pl.DataFrame, *, x: str, y: str, y_title: str, x_title: str = "Spend (USD)",
@@ -74,13 +89,14 @@ def bar_usd(frame: pl.DataFrame, *, x: str, y: str, y_title: str, x_title: str =
 
 def share_line(frame: pl.DataFrame, *, x: str, y: str, y_title: str, title: str | None = None) -> Spec:
     """A share (0–1) per day, as a line over time."""
-    return spec({"share": frame}, {
+    return spec({"share": with_time_label(frame, x)}, {
         "data": {"name": "share"}, "mark": {"type": "line", "point": True},
         "encoding": {
-            "x": {"field": x, "type": "temporal", "timeUnit": DAY, "title": None, "axis": DAY_AXIS},
+            "x": _time_x(x),
             "y": {"field": y, "type": "quantitative", "title": y_title, "axis": {"format": "%"},
                   "scale": {"domain": [0, 1]}},
-            "tooltip": [_day_tooltip(x), {"field": y, "type": "quantitative", "format": ".1%", "title": y_title}]}},
+            "tooltip": [_label_tooltip(x, "Day"), {"field": y, "type": "quantitative", "format": ".1%",
+                                                    "title": y_title}]}},
         title)
 
 
@@ -140,16 +156,14 @@ def utilisation(frame: pl.DataFrame, title: str | None = None) -> Spec:
     long = frame.select("hour", "util_mean", "util_max").unpivot(index="hour", variable_name="measure",
                                                                   value_name="percent") \
         .with_columns(pl.col("measure").replace_strict({"util_mean": "Mean", "util_max": "Peak"}))
-    return spec({"utilisation": long}, {
+    return spec({"utilisation": with_time_label(long, "hour", HOUR_FORMAT)}, {
         "data": {"name": "utilisation"}, "mark": {"type": "line"},
         "encoding": {
-            "x": {"field": "hour", "type": "temporal", "timeUnit": HOUR, "title": None, "axis": DAY_AXIS},
+            "x": _time_x("hour"),
             "y": {"field": "percent", "type": "quantitative", "title": "GPU utilisation (%)",
                   "scale": {"domain": [0, 100]}},
-            "color": {"field": "measure", "type": "nominal", "title": "Per hour"},
-            "tooltip": [{"field": "hour", "type": "temporal", "timeUnit": HOUR, "title": "Hour (UTC)",
-                         "format": "%Y-%m-%d %H:00"},
-                        {"field": "measure", "title": "Measure"},
+            "color": {"field": "measure", "type": "nominal", "title": "Utilisation"},
+            "tooltip": [_label_tooltip("hour", "Hour (UTC)"), {"field": "measure", "title": "Measure"},
                         {"field": "percent", "type": "quantitative", "format": ".1f", "title": "Utilisation %"}]}},
         title)
 
@@ -157,13 +171,12 @@ def utilisation(frame: pl.DataFrame, title: str | None = None) -> Spec:
 def memory(frame: pl.DataFrame, capacities: pl.DataFrame, title: str | None = None) -> Spec:
     """Peak GPU memory used per hour, against the current and proposed GPUs' capacity (dashed)."""
     line = {"data": {"name": "memory"}, "mark": {"type": "line"}, "encoding": {
-        "x": {"field": "hour", "type": "temporal", "timeUnit": HOUR, "title": None, "axis": DAY_AXIS},
+        "x": _time_x("hour"),
         "y": {"field": "mem_used_max_gib", "type": "quantitative", "title": "Memory per GPU (GiB)"},
-        "tooltip": [{"field": "hour", "type": "temporal", "timeUnit": HOUR, "title": "Hour (UTC)",
-                     "format": "%Y-%m-%d %H:00"},
+        "tooltip": [_label_tooltip("hour", "Hour (UTC)"),
                     {"field": "mem_used_max_gib", "type": "quantitative", "format": ".2f", "title": "Peak used (GiB)"}]}}
     layers = [line]
-    datasets = {"memory": frame.select("hour", "mem_used_max_gib")}
+    datasets = {"memory": with_time_label(frame.select("hour", "mem_used_max_gib"), "hour", HOUR_FORMAT)}
     if not capacities.is_empty():
         datasets["capacity"] = capacities
         layers.append({"data": {"name": "capacity"}, "mark": {"type": "rule", "strokeDash": [6, 3]}, "encoding": {
@@ -180,24 +193,20 @@ def spot_prices(frame: pl.DataFrame, until: Any, title: str | None = None) -> Sp
     points = frame.select("ts", "series", "price_usd")
     tails = points.sort("ts").group_by("series", maintain_order=True).last() \
         .filter(pl.col("ts") < until).with_columns(pl.lit(until).cast(points.schema["ts"]).alias("ts"))
-    steps = pl.concat([points, tails.select(points.columns)]).sort("series", "ts")
+    steps = with_time_label(pl.concat([points, tails.select(points.columns)]).sort("series", "ts"), "ts", MINUTE_FORMAT)
+    points = with_time_label(points, "ts", MINUTE_FORMAT)
     layers = [{"data": {"name": "spot"}, "mark": {"type": "line", "interpolate": "step-after"},
                "encoding": {
-                   "x": {"field": "ts", "type": "temporal", "title": None, "scale": {"type": "utc"},
-                         "axis": DAY_AXIS},
+                   "x": _time_x("ts"),
                    "y": {"field": "price_usd", "type": "quantitative", "title": "USD per hour",
                          "axis": {"format": "$,.2f"}},
                    "color": {"field": "series", "type": "nominal", "title": "Spot (zone / region)"},
-                   "tooltip": [{"field": "ts", "type": "temporal", "timeUnit": MINUTE, "title": "From (UTC)",
-                                "format": "%Y-%m-%d %H:%M"},
-                               {"field": "series", "title": "Zone / region"}, _usd_tooltip("price_usd", "Spot per hour")]}},
+                   "tooltip": [_label_tooltip("ts", "From (UTC)"), {"field": "series", "title": "Zone / region"},
+                               _usd_tooltip("price_usd", "Spot per hour")]}},
               {"data": {"name": "spot_changes"}, "mark": {"type": "point", "filled": True},
-               "encoding": {"x": {"field": "ts", "type": "temporal", "scale": {"type": "utc"}},
-                            "y": {"field": "price_usd", "type": "quantitative"},
+               "encoding": {"x": _time_x("ts"), "y": {"field": "price_usd", "type": "quantitative"},
                             "color": {"field": "series", "type": "nominal", "title": "Spot (zone / region)"},
-                            "tooltip": [{"field": "ts", "type": "temporal", "timeUnit": MINUTE, "title": "From (UTC)",
-                                         "format": "%Y-%m-%d %H:%M"},
-                                        {"field": "series", "title": "Zone / region"},
+                            "tooltip": [_label_tooltip("ts", "From (UTC)"), {"field": "series", "title": "Zone / region"},
                                         _usd_tooltip("price_usd", "Spot per hour")]}}]
     datasets = {"spot": steps, "spot_changes": points}
     on_demand = frame.filter(pl.col("on_demand_usd").is_not_null()) if "on_demand_usd" in frame.columns else frame.clear()
@@ -253,10 +262,8 @@ def category_bars(frame: pl.DataFrame, *, category: str, value: str, category_ti
 
 def time_line(frame: pl.DataFrame, *, x: str, y: str, y_title: str, title: str | None = None) -> Spec:
     """One figure over time (an evidence series with timestamps)."""
-    return spec({"series": frame}, {
+    return spec({"series": with_time_label(frame, x, MINUTE_FORMAT)}, {
         "data": {"name": "series"}, "mark": {"type": "line", "point": True},
-        "encoding": {"x": {"field": x, "type": "temporal", "title": None, "scale": {"type": "utc"}, "axis": DAY_AXIS},
-                     "y": {"field": y, "type": "quantitative", "title": y_title},
-                     "tooltip": [{"field": x, "type": "temporal", "timeUnit": MINUTE, "title": "When (UTC)",
-                                  "format": "%Y-%m-%d %H:%M"},
+        "encoding": {"x": _time_x(x), "y": {"field": y, "type": "quantitative", "title": y_title},
+                     "tooltip": [_label_tooltip(x, "When (UTC)"),
                                  {"field": y, "type": "quantitative", "format": ",.2f", "title": y_title}]}}, title)

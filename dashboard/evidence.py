@@ -152,10 +152,12 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
     if rec.get("resource_id"):
         util = queries.resource_utilisation(con, rec["resource_id"])
         if not util.is_empty():
+            shown, hours = downsample(util)
+            per = "per hour" if hours == 1 else f"per {hours} hours"
             left, right = st.columns(2)
-            charts.draw(left, charts.utilisation(util, title="GPU utilisation per hour"))
+            charts.draw(left, charts.utilisation(shown, title=f"GPU utilisation {per}"))
             caps = _capacities(con, current, proposed, util["mem_total_gib"].max())
-            charts.draw(right, charts.memory(util, caps, title="Peak memory per GPU vs capacity"))
+            charts.draw(right, charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
     instance_type = current.get("instance_type") or evidence.get("instance_type")
     if instance_type and rec.get("provider"):
         prices = queries.spot_price_history(con, rec["provider"], instance_type)
@@ -167,6 +169,20 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
         if _is_series(value):
             for chart in evidence_charts(name, value)[:3]:
                 charts.draw(st, chart)
+
+
+MAX_POINTS = 480  # a chart column is ~600 px wide: more points than this are drawn on top of each other
+
+
+def downsample(util: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Hourly utilisation in buckets of whole hours, at most MAX_POINTS of them: the mean of the means,
+    the peak of the peaks (an idle night or a spike survives). Returns the frame and the bucket size."""
+    hours = max(1, -(-util.height // MAX_POINTS))
+    if hours == 1:
+        return util, 1
+    return util.sort("hour").group_by_dynamic("hour", every=f"{hours}h").agg(
+        pl.col("util_mean").mean(), pl.col("util_max").max(), pl.col("mem_used_max_gib").max(),
+        pl.col("mem_total_gib").max()), hours
 
 
 def spot_view(prices: pl.DataFrame) -> pl.DataFrame:

@@ -16,7 +16,7 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts, labels
-from dashboard.common import db_path, money, money_frame, month_bounds, total, window_start
+from dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
 from models import plans
 from warehouse import queries
 
@@ -79,9 +79,8 @@ def load_current(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: 
     """``load``, reused across renders while the warehouse's data version is unchanged (an ingest, a
     model run or a decision changes it); the forecast inside it is refitted only when cost data
     changes (an ingest). The key holds the viewer's teams: no scope shares a result."""
-    version = queries.dashboard_data_version(con)
     cost_version = queries.cost_data_version(con)
-    return _load_cached(con, str(db_path().resolve()), version, cost_version,
+    return _load_cached(con, str(db_path().resolve()), data_version(con), cost_version,
                         tuple(teams) if teams is not None else None, days)
 
 
@@ -129,23 +128,33 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
                    help="recommendations marked applied")
 
 
-def render_charts(spend: Spend) -> None:
+def render_charts(spend: Spend, *, by_team: bool = True) -> None:
+    """Daily spend by provider (and by team, when more than one team is shown), spend by service, the
+    GPU share per day."""
     daily = money_frame(spend.daily, "effective_cost", "gpu_cost", "billed_cost")
-    left, right = st.columns(2)
     by_provider = daily.group_by("day", "provider").agg(pl.col("effective_cost").sum()).sort("day")
-    charts.draw(left, charts.stacked_area(by_provider, x="day", y="effective_cost", color="provider",
-                                          color_title="Provider", title="Daily spend by provider"))
-    by_team = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
-    charts.draw(right, charts.stacked_area(by_team, x="day", y="effective_cost", color="team", color_title="Team",
-                                           title="Daily spend by team"))
-    left, right = st.columns(2)
     by_service = daily.group_by("service").agg(pl.col("effective_cost").sum()).sort("effective_cost")
-    charts.draw(left, charts.bar_usd(by_service, x="effective_cost", y="service", y_title="Service",
-                                     title="Spend by service in the window"))
     share = daily.group_by("day").agg(pl.col("gpu_cost").sum() / pl.col("effective_cost").sum()).rename(
         {"gpu_cost": "gpu_share"}).sort("day")
-    charts.draw(right, charts.share_line(share, x="day", y="gpu_share", y_title="GPU share of spend",
-                                         title="GPU share of spend per day"))
+    provider_chart = charts.stacked_area(by_provider, x="day", y="effective_cost", color="provider",
+                                         color_title="Provider", title="Daily spend by provider")
+    service_chart = charts.bar_usd(by_service, x="effective_cost", y="service", y_title="Service",
+                                   title="Spend by service in the window")
+    share_chart = charts.share_line(share, x="day", y="gpu_share", y_title="GPU share of spend",
+                                    title="GPU share of spend per day")
+    left, right = st.columns(2)
+    charts.draw(left, provider_chart)
+    if by_team:
+        by_team_frame = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
+        charts.draw(right, charts.stacked_area(by_team_frame, x="day", y="effective_cost", color="team",
+                                               color_title="Team", title="Daily spend by team"))
+        left, right = st.columns(2)
+    else:  # one team: a by-team chart would repeat the provider chart's total
+        charts.draw(right, service_chart)
+        charts.draw(st, share_chart)
+        return
+    charts.draw(left, service_chart)
+    charts.draw(right, share_chart)
 
 
 HORIZONS = {"month_end": "{month:%B %Y}", "next_month": "{month:%B %Y}"}
@@ -168,7 +177,19 @@ def render_forecast(spend: Spend) -> None:
     if spend.forecast.is_empty():
         st.info("Not enough history to forecast yet.")
         return
-    charts.draw(st, charts.forecast(forecast_view(spend.forecast), title="Spend per month: forecast, 80% interval"))
+    view = forecast_view(spend.forecast)
+    left, right = st.columns(2)
+    charts.draw(left, charts.forecast(view, title="Spend per month: forecast, 80% interval"))
+    figures = view.select(pl.col("label").alias("month"), "actual_to_date_usd", "forecast_usd",
+                          pl.format("{} – {}", pl.col("lower_usd").map_elements(money, return_dtype=pl.Utf8),
+                                    pl.col("upper_usd").map_elements(money, return_dtype=pl.Utf8)).alias("interval"))
+    right.markdown("**Forecast figures**")
+    labels.table(right, figures, overrides={
+        "month": st.column_config.TextColumn("Month"), "actual_to_date_usd": st.column_config.NumberColumn(
+            "Spent so far", format="dollar"), "forecast_usd": st.column_config.NumberColumn("Forecast", format="dollar"),
+        "interval": st.column_config.TextColumn("80% interval")})
+    right.caption("The month being forecast is the one after the last day of data when that day ends a month. "
+                  "Teams' and providers' intervals are added, so the total's is wider than its own.")
 
 
 ANOMALY_COLUMNS = ("day", "team", "provider", "direction", "cost_usd", "expected_usd", "expected_range",

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import IO
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from ingest import extras
 from jobs import doctor_sources as sources
 from jobs.doctor_sources import FAIL, OK, SKIP, WARN
-from jobs.output import terminal_width
+from jobs.output import emit, terminal_width
 
 STYLES = {OK: "green", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}
 
@@ -190,21 +191,26 @@ def checks(path: str | None, db: str | None, timeout: float):
     yield check_warehouse(cfg)
 
 
-def line(check: Check) -> Text:
-    text = Text()
-    text.append(f"{check.status:<5} ", style=STYLES[check.status])
-    text.append(f"{check.name:<26} ", style="bold")
-    text.append(check.detail)
+def detail(check: Check) -> Text:
+    text = Text(check.detail)
     if check.fix and check.status in (FAIL, WARN):
         text.append(f"  → fix: {check.fix}", style="cyan")
     return text
 
 
 def run(path: str | None, *, db: str | None = None, timeout: float = 10.0, out: IO[str] | None = None) -> int:
-    console = Console(file=out or sys.stdout, width=terminal_width(out), highlight=False, soft_wrap=True)
+    """Print one row per check as it completes (status, what was checked, what was found and its fix);
+    exit 1 if any check failed."""
+    target = out or sys.stdout
+    console = Console(file=target, width=terminal_width(target), highlight=False)
     failed = warned = 0
     for check in checks(path, db, timeout):
-        console.print(line(check))
+        row = Table.grid(padding=(0, 1))
+        row.add_column(width=5, no_wrap=True)
+        row.add_column(width=26, no_wrap=True)
+        row.add_column(overflow="fold")
+        row.add_row(Text(check.status, style=STYLES[check.status]), Text(check.name, style="bold"), detail(check))
+        emit(console, row)
         failed += check.status == FAIL
         warned += check.status == WARN
     console.print(f"\n{failed} check(s) failed, {warned} warning(s)." if failed or warned else "\nEverything checks out.")

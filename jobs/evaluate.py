@@ -223,14 +223,19 @@ def m2_sections(con=None) -> dict[str, Any]:
 
 
 def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, helios: bool = True,
-             others: bool = True) -> dict[str, Any]:
-    """Every figure, as plain data (printed by :func:`render`)."""
+             others: bool = True, step=None) -> dict[str, Any]:
+    """Every figure, as plain data (printed by :func:`render`); ``step`` (a ``jobs.progress.Steps``)
+    shows which fleet or data set is being measured."""
     from models.run import MODELS
     result: dict[str, Any] = {"fleets": [], "generated_at": datetime.now(UTC).isoformat()}
+    show = step.start if step is not None else (lambda _text: None)
+    done = step.done if step is not None else (lambda: None)
     with tempfile.TemporaryDirectory(prefix="gpufinops-evaluate-", dir=workdir) as tmp:
         for n, fleet in enumerate(fleets):
             home = Path(tmp) / f"fleet-{n}"
+            show(f"fleet {n + 1} of {len(fleets)}: {fleet['name']} (simulate, ingest, every model)")
             recs, truth, model = run_fleet(home, fleet["seed"], fleet["days"], fleet["scale"])
+            done()
             result["fleets"].append({**fleet, "machines": len(truth["machines"]),
                                      "kinds": score(recs, truth, set(MODELS)), "throughput_model": model.quality})
             if others and n == 0:
@@ -240,7 +245,9 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
                 with db.reader(cfg.warehouse_path) as con:
                     result["others"] = m2_sections(con)
     if helios:
+        show("idle detection on the real Helios clusters")
         result["helios_idle"] = helios_idle()
+        done()
     return result
 
 

@@ -210,6 +210,7 @@ def shown_columns(columns: Sequence[Col], width: int) -> list[Col]:
 
 
 FLEXIBLE_MIN = {ID: MiddleElided.MIN_WIDTH, WRAP: 16, TEXT: 12}
+ID_WANTED = 44  # a shrinking table gives an id at most this much: past it, the room goes to text
 
 
 def _natural_width(cell: Any) -> int:
@@ -225,6 +226,8 @@ def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[st
     times, ``no_wrap``) keep their natural width; None: let rich decide (the table fits as it is)."""
     natural = [min(max([len(h)] + [_natural_width(row[i]) for row in cells]), c.max_width or 10_000)
                for i, (c, h) in enumerate(zip(columns, header))]
+    if sum(natural) + 3 * (len(columns) - 1) > width:  # it must shrink: ids want no more than ID_WANTED
+        natural = [min(n, ID_WANTED) if c.kind == ID and not c.no_wrap else n for c, n in zip(columns, natural)]
     flexible = [not (c.no_wrap or c.kind in RIGHT_ALIGNED or c.kind == TIME) for c in columns]
     padding = 3 * (len(columns) - 1)  # a space of padding either side of a one-space rule
     room = width - padding - sum(n for n, f in zip(natural, flexible) if not f)
@@ -263,11 +266,14 @@ def print_table(data: pl.DataFrame | Iterable[Mapping[str, Any]], columns: Seque
                 out: IO[str] | None = None, title: str | None = None, caption: str | None = None,
                 width: int | None = None) -> None:
     target = console(out, width=width)
-    rendered = build_table(data, columns, title=title, caption=caption, width=target.width)
+    emit(target, build_table(data, columns, title=title, caption=caption, width=target.width))
+
+
+def emit(target: Console, renderable: Any) -> None:
+    """Print ``renderable`` without the padding rich leaves at the end of every line."""
     with target.capture() as captured:
-        target.print(rendered)
-    lines = captured.get().splitlines()
-    target.file.write("".join(line.rstrip() + "\n" for line in lines))
+        target.print(renderable)
+    target.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def table_text(data: pl.DataFrame | Iterable[Mapping[str, Any]], columns: Sequence[Col], *, width: int,

@@ -3,7 +3,8 @@ step running now and the time it has taken, drawn on stderr with rich.
 
 Drawn only when both stdout and stderr are terminals (a script, a pipe, a CI log or a test sees
 nothing: their output stays exactly what it was) and ``GPUFINOPS_NO_PROGRESS`` is unset. The bar
-is transient: when the run ends it disappears and the command's own output follows.
+is transient: when the run ends it disappears and the command's own output follows; what is
+printed meanwhile (a benchmark's figures) scrolls above it.
 
     with progress.steps(3, "demo") as step:
         step.start("simulating the fleet"); ...; step.done()
@@ -62,7 +63,7 @@ def steps(total: int, label: str, *, stderr: IO[str] | None = None, stdout: IO[s
         return
     console = Console(file=stderr or sys.stderr, highlight=False)
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console, transient=True, redirect_stdout=False,
-                   redirect_stderr=False)
+                   TimeElapsedColumn(), console=console, transient=True, redirect_stdout=True,
+                   redirect_stderr=True)  # both are this terminal: lines printed meanwhile go above the bar
     with bar:
         yield Steps(bar, total, label)

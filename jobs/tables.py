@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any
 
-from rich.text import Text
-
 from jobs import output
 from jobs.output import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
 from models.recommendation import flat_row
@@ -29,16 +27,14 @@ HIDDEN_ID_CAPTION = "IDs (for decisions and the API): a wider terminal, or --for
 
 
 def recommendation_rows(recs: Iterable[Any]) -> list[dict[str, Any]]:
-    """Recommendation objects (or their dicts) as table rows: the action, and what it changes below it."""
+    """Recommendation objects (or their dicts) as table rows. The action is the sentence a reader
+    acts on; what it changes key by key is in the CSV's ``change`` column (here it repeated the
+    action and doubled every row's height)."""
     rows = []
     for rec in recs:
         flat = flat_row(rec.to_dict() if hasattr(rec, "to_dict") else dict(rec))
-        what = Text(flat["action"] or output.MISSING)
-        detail = ", ".join(p for p in (flat["pattern"], flat["change"]) if p)
-        if detail:
-            what.append(f"\n{detail}", style="dim")
         rows.append({**flat, "resource_id": flat["resource_id"] or rec_workload(rec) or output.MISSING,
-                     "what": what})
+                     "what": flat["action"] or flat["change"] or output.MISSING})
     return rows
 
 

@@ -35,7 +35,7 @@ def main() -> None:
     budget = monthly_budget_for(ctx.settings.budgets, [team])
     spend.render_kpis(data, float(budget) if budget is not None else None)
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
-    spend.render_charts(data)
+    spend.render_charts(data, by_team=False)
     spend.render_forecast(data)
     st.subheader("GPU fleet")
     if fleet.is_empty():
