@@ -198,16 +198,27 @@ def detail(check: Check) -> Text:
     return text
 
 
+def _name_width(path: str | None, db: str | None) -> int:
+    """The check-name column: as wide as the longest ``source <name>`` (names are never cut)."""
+    from jobs import config as config_mod
+    try:
+        names = list(config_mod.load(path, db=db).sources)
+    except config_mod.ConfigError:
+        names = []
+    return max([len("credentials aws"), len("extra dashboard")] + [len(f"source {n}") for n in names]) + 1
+
+
 def run(path: str | None, *, db: str | None = None, timeout: float = 10.0, out: IO[str] | None = None) -> int:
     """Print one row per check as it completes (status, what was checked, what was found and its fix);
     exit 1 if any check failed."""
     target = out or sys.stdout
     console = Console(file=target, width=terminal_width(target), highlight=False)
+    name_width = _name_width(path, db)
     failed = warned = 0
     for check in checks(path, db, timeout):
         row = Table.grid(padding=(0, 1))
         row.add_column(width=5, no_wrap=True)
-        row.add_column(width=26, no_wrap=True)
+        row.add_column(width=name_width, no_wrap=True)
         row.add_column(overflow="fold")
         row.add_row(Text(check.status, style=STYLES[check.status]), Text(check.name, style="bold"), detail(check))
         emit(console, row)

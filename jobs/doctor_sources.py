@@ -201,8 +201,9 @@ def dcgm_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Resul
 def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     url = str(source.options["url"]).rstrip("/")
     selector = source.options.get("selector")
-    for metric in GPU_METRICS:
-        query = f"count({metric}{{{selector}}})" if selector else f"count({metric})"
+    for metric in GPU_METRICS:  # series seen in the last day (an instant query sees only the last 5 minutes)
+        series = f"{metric}{{{selector}}}" if selector else metric
+        query = f"count(last_over_time({series}[1d]))"
         target = f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
         try:
             with urllib.request.urlopen(target, timeout=timeout) as response:
@@ -213,8 +214,8 @@ def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
             return FAIL, f"Prometheus {url}: {getattr(exc, 'reason', exc)}", "check the host, port and firewall"
         result = answer.get("data", {}).get("result", [])
         if result:
-            return OK, f"Prometheus {url}: {int(float(result[0]['value'][1])):,} {metric} series", None
-    return WARN, f"Prometheus {url} answers, but holds no {' / '.join(GPU_METRICS)} series" + \
+            return OK, f"Prometheus {url}: {int(float(result[0]['value'][1])):,} {metric} series in the last day", None
+    return WARN, f"Prometheus {url} answers, but has no {' / '.join(GPU_METRICS)} series in the last day" + \
         (f" matching {selector}" if selector else ""), "scrape the DCGM exporters from it (or fix the selector)"
 
 

@@ -50,13 +50,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gcp.add_argument("--bigquery-table", metavar="PROJECT.DATASET.TABLE", help="the BigQuery billing export table")
     gcp.add_argument("--gcp-billing-path", metavar="GLOB", help="the export extracted to JSONL / Parquet / CSV files")
     gcp.add_argument("--gcp-endpoint", metavar="URL", help="a BigQuery API endpoint (an emulator; anonymous credentials)")
+    gcp.add_argument("--gcp-catalog-endpoint", metavar="URL",
+                     help="a Cloud Billing Catalog endpoint (a test server; anonymous credentials)")
     gcp.add_argument("--no-gcp-prices", action="store_true", help="leave out the Cloud Billing Catalog source")
     gpu = init.add_argument_group("GPU metrics")
     gpu.add_argument("--dcgm-target", action="append", metavar="URL", help="a DCGM exporter /metrics URL (repeatable)")
     gpu.add_argument("--prometheus-url", metavar="URL", help="a Prometheus server scraping DCGM or nvidia_smi metrics")
     gpu.add_argument("--nvidia-smi-path", metavar="GLOB", help="nvidia-smi --query-gpu CSV logs")
     other = init.add_argument_group("FOCUS files and on-prem")
-    other.add_argument("--focus-path", metavar="GLOB", help="FOCUS 1.0–1.2 CSV / Parquet files (local or s3://)")
+    other.add_argument("--focus-path", metavar="GLOB", help="FOCUS 1.0–1.2 CSV / Parquet files (local paths)")
     other.add_argument("--onprem-group", action="append", metavar="SPEC",
                        help="an on-prem node group: 'name=hgx nodes=n1,n2 gpu_model=A100-SXM4-80GB gpus_per_node=8 "
                             "server_price_usd=60000' (repeatable)")
@@ -82,6 +84,7 @@ class Choices:
     bigquery_table: str | None = None
     gcp_path: str | None = None
     gcp_endpoint: str | None = None
+    gcp_catalog_endpoint: str | None = None
     gcp_prices: bool = True
     dcgm_targets: list[str] = field(default_factory=list)
     prometheus_url: str | None = None
@@ -121,6 +124,7 @@ def from_flags(args: argparse.Namespace) -> Choices:
                    aws_bucket=args.aws_cur_bucket, aws_prefix=args.aws_cur_prefix, aws_path=args.aws_cur_path,
                    aws_region=args.aws_region, aws_endpoint=args.aws_endpoint_url, aws_prices=not args.no_aws_prices,
                    bigquery_table=args.bigquery_table, gcp_path=args.gcp_billing_path, gcp_endpoint=args.gcp_endpoint,
+                   gcp_catalog_endpoint=args.gcp_catalog_endpoint,
                    gcp_prices=not args.no_gcp_prices, dcgm_targets=list(args.dcgm_target or []),
                    prometheus_url=args.prometheus_url, nvidia_smi_path=args.nvidia_smi_path,
                    focus_path=args.focus_path, onprem_groups=[parse_group(g) for g in args.onprem_group or []],
@@ -146,7 +150,7 @@ def ask(choices: Choices, prompt: Callable[[str], str] = input, out=sys.stdout) 
     choices.dcgm_targets = [t.strip() for t in targets.split(",") if t.strip()]
     choices.prometheus_url = q("Prometheus server URL", choices.prometheus_url or "") or None
     choices.nvidia_smi_path = q("nvidia-smi CSV logs (glob)", choices.nvidia_smi_path or "") or None
-    choices.focus_path = q("FOCUS export files (glob, local or s3://)", choices.focus_path or "") or None
+    choices.focus_path = q("FOCUS export files (glob)", choices.focus_path or "") or None
     if q("On-prem GPU cluster? (y/N)", "n").lower().startswith("y"):
         choices.onprem_pue = float(q("On-prem: PUE (facility power / IT power)", str(choices.onprem_pue)))
         choices.onprem_energy = float(q("On-prem: energy price, USD per kWh", str(choices.onprem_energy)))
@@ -219,8 +223,8 @@ def _gcp_sections(c: Choices) -> list[str]:
     if c.gcp_prices:
         lines += ["# Compute Engine GPU SKUs from the Cloud Billing Catalog (on-demand, Spot, CUD)",
                   "[sources.gcp_prices]", 'type = "gcp_catalog"', 'currency = "USD"']
-        if c.gcp_endpoint:
-            lines.append(f"endpoint = {_s(c.gcp_endpoint)}")
+        if c.gcp_catalog_endpoint:
+            lines.append(f"endpoint = {_s(c.gcp_catalog_endpoint)}   # a test server: anonymous credentials")
         lines.append("")
     return lines
 

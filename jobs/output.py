@@ -147,8 +147,8 @@ def elide_middle(text: str, width: int) -> str:
         return ELLIPSIS[:width]
     tail = width - 1 - (width - 1) // 3
     last_segment = len(text) - text.rstrip("/").rfind("/")
-    if "/" in text and tail < last_segment <= width - 3:
-        tail = last_segment
+    if "/" in text and tail < last_segment:  # the name first: the head shrinks to two characters
+        tail = min(last_segment, width - 3)
     head = width - 1 - tail
     return text[:head] + ELLIPSIS + text[len(text) - tail:]
 
@@ -220,6 +220,12 @@ def _natural_width(cell: Any) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 
 
+def _last_segments(cells: list[list[Any]], index: int) -> int:
+    """Room for the longest last path segment of a column of ids (an instance's name), plus ``…/``."""
+    texts = [row[index].text for row in cells if isinstance(row[index], MiddleElided) and "/" in row[index].text]
+    return max((len(t) - t.rstrip("/").rfind("/") + 3 for t in texts), default=0)
+
+
 def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[str], width: int) -> list[int | None]:
     """Widths for the columns that may shrink (ids, wrapped text) so the table fits ``width``: each
     gets its minimum, then the room left in proportion to what it would like. Fixed columns (numbers,
@@ -234,8 +240,16 @@ def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[st
     wanted = sum(n for n, f in zip(natural, flexible) if f)
     if wanted <= room or not any(flexible):
         return [None] * len(columns)
-    minimum = [min(n, max(len(h), FLEXIBLE_MIN.get(c.kind, 12))) if f else n
-               for c, n, f, h in zip(columns, natural, flexible, header)]
+    minimum = [min(n, max(len(h), FLEXIBLE_MIN.get(c.kind, 12), _last_segments(cells, i) if c.kind == ID else 0))
+               if f else n for i, (c, n, f, h) in enumerate(zip(columns, natural, flexible, header))]
+    over = sum(m for m, f in zip(minimum, flexible) if f) - room
+    while over > 0:  # too narrow for every minimum: take from the widest flexible column, down to its base
+        widest = max((i for i, f in enumerate(flexible) if f), key=lambda i: minimum[i])
+        base = max(len(header[widest]), FLEXIBLE_MIN.get(columns[widest].kind, 12))
+        if minimum[widest] <= base:
+            break
+        minimum[widest] -= 1
+        over -= 1
     spare = max(0, room - sum(m for m, f in zip(minimum, flexible) if f))
     extra = [n - m if f else 0 for n, m, f in zip(natural, minimum, flexible)]
     total_extra = sum(extra) or 1
