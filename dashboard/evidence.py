@@ -9,6 +9,7 @@ type, and any series (a list of points) a model put in its evidence.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import duckdb
@@ -19,6 +20,7 @@ from dashboard import charts, labels
 from dashboard.common import money
 from warehouse import queries
 
+ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|\+00:00)$")
 TIME_KEYS = ("ts", "hour", "day", "date", "month", "time", "timestamp")
 LABEL_KEYS = ("option", "name", "label", "gpu", "instance_type", "region", "resource_id")
 
@@ -62,6 +64,8 @@ def _text(key: str, value: Any) -> str:
         return ", ".join(_text(key, v) for v in value[:12]) + (" …" if len(value) > 12 else "")
     if isinstance(value, dict):
         return "; ".join(f"{labels.label(k)} {_text(k, v)}" for k, v in list(value.items())[:8])[:300]
+    if isinstance(value, str) and ISO_TIME.match(value):  # 2026-09-02T00:00:00Z -> 2026-09-02 00:00 UTC
+        return value[:10] + " " + value[11:16] + " UTC"
     return str(value)
 
 
@@ -143,12 +147,12 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
     if proposed.get("action"):
         st.markdown(f"**Action:** {proposed['action']}")
     left, right = st.columns(2)
+    # static tables: a few rows of text each, drawn as HTML (an interactive grid costs the browser more)
     left.markdown("**Current → proposed**")
-    left.dataframe(comparison(current, proposed), hide_index=True, width="stretch",
-                   column_config={"current": "Current", "proposed": "Proposed"})
+    left.table(comparison(current, proposed).rename({"": " ", "current": "Current", "proposed": "Proposed"}),
+               hide_index=True)
     right.markdown("**Evidence**")
-    right.dataframe(scalar_evidence(evidence), hide_index=True, width="stretch",
-                    column_config={"evidence": "Evidence", "value": "Value"})
+    right.table(scalar_evidence(evidence).rename({"evidence": "Evidence", "value": "Value"}), hide_index=True)
     if rec.get("resource_id"):
         util = queries.resource_utilisation(con, rec["resource_id"])
         if not util.is_empty():
