@@ -240,20 +240,24 @@ def interruption_bands(frame: pl.DataFrame) -> Spec:
 def category_bars(frame: pl.DataFrame, *, category: str, value: str, category_title: str, value_title: str,
                   value_format: str = ",.2f", title: str | None = None, reference: float | None = None,
                   reference_title: str | None = None) -> Spec:
-    """Bars of one figure per category (a GPU, an option), in the frame's order; an optional dashed
-    reference line (e.g. the threshold a GPU must stay under, the on-prem cost to beat)."""
+    """Bars of one figure per category (a GPU, an option), in the frame's order; horizontal when the
+    names are long (they stay readable); an optional dashed reference line (the threshold a GPU must
+    stay under, the on-prem cost to beat)."""
     order = [str(v) for v in frame[category].to_list()]
-    layers = [{"data": {"name": "bars"}, "mark": {"type": "bar"}, "encoding": {
-        "x": {"field": category, "type": "nominal", "title": category_title, "sort": order,
-              "axis": {"labelAngle": 0, "labelLimit": LABEL_LIMIT}},
-        "y": {"field": value, "type": "quantitative", "title": value_title},
-        "tooltip": [{"field": category, "title": category_title},
-                    {"field": value, "type": "quantitative", "format": value_format, "title": value_title}]}}]
+    horizontal = max((len(v) for v in order), default=0) > 12
+    cat = {"field": category, "type": "nominal", "title": None if horizontal else category_title, "sort": order,
+           "axis": {"labelAngle": 0, "labelLimit": LABEL_LIMIT}}
+    val = {"field": value, "type": "quantitative", "title": value_title}
+    tooltip = [{"field": category, "title": category_title},
+               {"field": value, "type": "quantitative", "format": value_format, "title": value_title}]
+    layers = [{"data": {"name": "bars"}, "mark": {"type": "bar"},
+               "encoding": {"x": val, "y": cat, "tooltip": tooltip} if horizontal else
+                           {"x": cat, "y": val, "tooltip": tooltip}}]
     datasets = {"bars": frame.with_columns(pl.col(category).cast(pl.Utf8))}
     if reference is not None:
         datasets["reference"] = pl.DataFrame({"reference": [float(reference)], "label": [reference_title or ""]})
         layers.append({"data": {"name": "reference"}, "mark": {"type": "rule", "strokeDash": [6, 3], "color": "black"},
-                       "encoding": {"y": {"field": "reference", "type": "quantitative"},
+                       "encoding": {("x" if horizontal else "y"): {"field": "reference", "type": "quantitative"},
                                     "tooltip": [{"field": "label", "title": "Reference"},
                                                 {"field": "reference", "type": "quantitative", "format": value_format,
                                                  "title": value_title}]}})

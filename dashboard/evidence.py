@@ -100,7 +100,19 @@ def _element(name: str) -> str:
     return labels.ACRONYMS.get(words[1], words[1]) if words[0] == "per" and len(words) > 1 else "#"
 
 
-def evidence_charts(name: str, value: list) -> list[dict[str, Any]]:
+# A figure in the evidence that a series is read against: (series, column) -> (evidence key, label).
+REFERENCES = {("per_gpu_util_p95", "value"): ("spare_gpu_util_pct", "a GPU under this is spare"),
+              ("options", "usd_per_gpu_hour"): ("onprem_cost_per_used_gpu_hour_usd", "on-prem, per used GPU-hour"),
+              ("options", "usd_per_onprem_gpu_hour"): ("onprem_cost_per_gpu_hour_usd", "on-prem, per GPU-hour")}
+
+
+def _reference(evidence: dict[str, Any], name: str, column: str) -> dict[str, Any]:
+    key, label = REFERENCES.get((name, column), (None, None))
+    value = evidence.get(key) if key else None
+    return {"reference": value, "reference_title": label} if isinstance(value, (int, float)) else {}
+
+
+def evidence_charts(name: str, value: list, evidence: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Charts for one list in the evidence: a per-item list of numbers (``per_gpu_util_p95``) is bars per
     item (GPU 0, GPU 1, …); a list of records with a time is a line over time; records without one
     (on-prem ``options``) are bars per record, labelled by their name."""
@@ -111,7 +123,7 @@ def evidence_charts(name: str, value: list) -> list[dict[str, Any]]:
         figure = labels.label(name.split("_", 2)[2]) if name.startswith("per_") and name.count("_") >= 2 else title
         return [charts.category_bars(frame, category="item", value="value", category_title=item,
                                      value_title=figure + (" (%)" if labels._is_percent_points(name) else ""),
-                                     value_format=",.1f", title=title)]
+                                     value_format=",.1f", title=title, **_reference(evidence or {}, name, "value"))]
     try:
         frame = pl.DataFrame([v for v in value if isinstance(v, dict)], infer_schema_length=None)
     except (TypeError, ValueError, pl.exceptions.PolarsError):
@@ -127,7 +139,8 @@ def evidence_charts(name: str, value: list) -> list[dict[str, Any]]:
         frame = frame.with_row_index("item").with_columns((pl.col("item") + 1).cast(pl.Utf8))
         category = "item"
     return [charts.category_bars(frame, category=category, value=y, category_title=labels.label(category),
-                                 value_title=labels.label(y), title=f"{title}: {labels.label(y)}")
+                                 value_title=labels.label(y), title=f"{title}: {labels.label(y)}",
+                                 **_reference(evidence or {}, name, y))
             for y in numeric]
 
 
@@ -171,7 +184,7 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
                                                title=f"Spot price history: {instance_type}"))
     for name, value in evidence.items():
         if _is_series(value):
-            for chart in evidence_charts(name, value)[:3]:
+            for chart in evidence_charts(name, value, evidence)[:3]:
                 charts.draw(st, chart)
 
 

@@ -51,10 +51,12 @@ LABELS = {
     "Target's usable memory", "predicted_target_util_p95": "Predicted p95 on the target",
     "baseline_target_util_p95": "Spec-ratio estimate of p95", "current_usd_per_hour": "Current per hour",
     "target_usd_per_hour": "Target per hour", "options": "Cloud options", "usd_per_gpu_hour": "USD per GPU-hour",
-    "usd_per_onprem_gpu_hour": "USD per on-prem GPU-hour", "option": "Option",
+    "usd_per_onprem_gpu_hour": "USD per on-prem GPU-hour", "option": "Option", "util_mean_pct": "Mean utilisation",
+    "onprem_option": "On-prem option", "break_even_utilisation_pct": "Break-even utilisation",
 }
 ACRONYMS = {"gpu": "GPU", "usd": "(USD)", "id": "ID", "gib": "GiB", "mib": "MiB", "pct": "%", "p95": "p95", "mae": "MAE",
-            "sm": "SM", "cpu": "CPU", "od": "on-demand"}
+            "sm": "SM", "cpu": "CPU", "od": "on-demand", "onprem": "on-prem", "tdp": "TDP", "util": "utilisation",
+            "mem": "memory"}
 
 
 def label(field: str) -> str:
@@ -72,7 +74,7 @@ def _is_money(field: str) -> bool:
 
 
 def _is_percent_points(field: str) -> bool:  # 0–100
-    return field.startswith("util_") or field.endswith("_pct")
+    return field.startswith("util_") or field.endswith(("_pct", "_util")) or "_util_" in field
 
 
 def _is_fraction(field: str) -> bool:  # 0–1

@@ -16,6 +16,7 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts, labels
+from dashboard.recommendation_list import short_resource
 from dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
 from models import plans
 from warehouse import queries
@@ -224,7 +225,7 @@ def _top_items_text(text: str | None) -> str:
     parts = []
     for item in items[:3]:
         if isinstance(item, dict):
-            label = item.get("resource_id") or item.get("service") or item.get("sku") or "item"
+            label = short_resource(item.get("resource_id")) or item.get("service") or item.get("sku") or "item"
             amount = next((v for k, v in item.items() if "usd" in k or "cost" in k), None)
             parts.append(f"{label} {money(amount)}" if amount is not None else str(label))
         else:

@@ -7,7 +7,7 @@ they depend on the machine (``bench/bench_dashboard_browser.py`` measures them a
 own floor). A second server in trusted-header mode shows a lead only its team, and nothing at all to
 a request without the header; SIGTERM to `gpufinops dashboard` ends its Streamlit child.
 
-Set GPUFINOPS_UPDATE_SCREENSHOT=1 to also refresh docs/dashboard-overview.png (the README's picture).
+`docs/capture_screenshots.py` refreshes the screenshots in docs/screenshots/ (the README's pictures).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import httpx
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[1]
 PAGES = {"overview": ("", "Overview: GPU spend"), "team": ("team", "Team"), "fleet": ("fleet", "GPU fleet"),
          "recommendations": ("recommendations", "Recommendations"), "spot": ("spot", "Spot market"),
          "onprem": ("onprem", "On-prem vs cloud"), "health": ("health", "Data health")}
@@ -164,8 +163,6 @@ def test_every_page_renders_in_a_real_browser(demo_home, browser, tmp_path, caps
             assert shot.stat().st_size > 10_000
             if name == "overview":
                 assert page.locator('[data-testid="stMetric"]').count() >= 4
-                if os.environ.get("GPUFINOPS_UPDATE_SCREENSHOT"):
-                    page.screenshot(path=str(REPO / "docs" / "dashboard-overview.png"))
         for name in PAGES:
             timings[name]["again"] = navigate(page, name)
         for name, (path, _) in PAGES.items():
