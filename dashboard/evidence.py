@@ -59,6 +59,8 @@ def _text(key: str, value: Any) -> str:
             return f"{_number(value)} days"
         if key.endswith("_hours") or key == "hours":
             return f"{_number(value)} h"
+        if key.endswith("_min"):
+            return f"{_number(value)} min"
         return _number(value)
     if isinstance(value, list):
         return ", ".join(_text(key, v) for v in value[:12]) + (" …" if len(value) > 12 else "")

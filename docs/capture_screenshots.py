@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -52,7 +53,9 @@ def terminal_png(name: str, command: str, text: str) -> None:
     console.print(Text.from_ansi(text))
     (OUT / f"{name}.txt").write_text(console.export_text(clear=False))
     svg = console.export_svg(title=command[:90], theme=MONOKAI)
-    (OUT / f"{name}.png").write_bytes(vl_convert.svg_to_png(svg, scale=1.0))
+    from PIL import Image  # Pillow comes with streamlit; a terminal needs few colours
+    image = Image.open(io.BytesIO(vl_convert.svg_to_png(svg, scale=1.0))).convert("RGB")
+    image.quantize(colors=32, method=Image.Quantize.MEDIANCUT).save(OUT / f"{name}.png", optimize=True)
 
 
 @contextlib.contextmanager
