@@ -264,6 +264,20 @@ def category_bars(frame: pl.DataFrame, *, category: str, value: str, category_ti
     return spec(datasets, {"layer": layers}, title)
 
 
+def grouped_bars(frame: pl.DataFrame, *, category: str, group: str, value: str, category_title: str,
+                 group_title: str, value_title: str, title: str | None = None) -> Spec:
+    """Horizontal bars of a money figure per category, one bar per group side by side (on-prem vs cloud)."""
+    return spec({"bars": frame}, {
+        "data": {"name": "bars"}, "mark": {"type": "bar"},
+        "encoding": {
+            "y": {"field": category, "type": "nominal", "title": None, "axis": {"labelLimit": LABEL_LIMIT}},
+            "yOffset": {"field": group, "type": "nominal"},
+            "x": {"field": value, "type": "quantitative", "title": value_title, "axis": {"format": "$,.2f"}},
+            "color": {"field": group, "type": "nominal", "title": group_title},
+            "tooltip": [{"field": category, "title": category_title}, {"field": group, "title": group_title},
+                        _usd_tooltip(value, value_title)]}}, title)
+
+
 def time_line(frame: pl.DataFrame, *, x: str, y: str, y_title: str, title: str | None = None) -> Spec:
     """One figure over time (an evidence series with timestamps)."""
     return spec({"series": with_time_label(frame, x, MINUTE_FORMAT)}, {

@@ -37,6 +37,7 @@ LABELS = {
     "on_demand_usd": "On-demand per hour", "instance_type": "Instance type", "band_label": "Interrupted per month",
     "band_index": "Band", "savings_pct": "Spot saving", "decision": "Decision", "reason": "Reason",
     "actor": "By", "decided_at": "Decided at", "rows": "Rows", "runs": "Runs", "expected_range": "Expected range",
+    "severity": "Severity", "rule": "Rule", "period": "Period", "opened_at": "Opened",
     "newest_data_at": "Newest data", "message": "Freshness", "failing": "Failing", "missing": "Missing",
     # evidence and current / proposed keys
     "util_threshold_pct": "Idle threshold", "mem_max_gib": "Peak memory", "window_days": "Window",

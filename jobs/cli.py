@@ -221,7 +221,11 @@ def _print_withheld(withheld: list, show: bool) -> None:
     for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"withheld: {n} × {reason.replace('_', ' ')}")
     if not show:
-        print("  (gpufinops recommend --show-withheld lists each with the missing fact and the source that provides it)")
+        from rich.padding import Padding
+
+        from jobs import output
+        output.emit(output.console(), Padding("(gpufinops recommend --show-withheld lists each with the missing fact "
+                                              "and the source that provides it)", (0, 0, 0, 2)))  # wrapped, indented
         return
     tables.print_withheld(withheld)
 

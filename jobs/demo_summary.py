@@ -84,7 +84,9 @@ def print_summary(out: IO[str], fleet, results, totals, recs, report, planted, c
             output.print_table([_rec_row(r) for r in listed], FINDING_COLUMNS, out=out, width=width)
     if onprem:  # the whole sentence: it carries the cost per used GPU-hour and the break-even utilisation
         p("\nOn-prem vs cloud (cost per used GPU-hour, break-even utilisation):")
-        output.print_table([_rec_row(r) for r in onprem], ONPREM_COLUMNS, out=out, width=width)
+        facts = {id(r) for r in comparison}  # verdicts, not savings: no saving to show
+        output.print_table([{**_rec_row(r), "monthly_savings_usd": None if id(r) in facts else r.monthly_savings_usd}
+                            for r in onprem], ONPREM_COLUMNS, out=out, width=width)
     _print_truth(out, width, fleet, idle, others, report, planted)
     _print_next(out, config_path)
 

@@ -53,12 +53,12 @@ def print_recommendations(recs: Sequence[Any], *, out: IO[str] | None = None, wi
 
 SOURCE_COLUMNS = (
     Col("source", "Source", TEXT, no_wrap=True),
-    Col("type", "Type", TEXT, no_wrap=True, hide_below=90),
-    Col("schedule", "Schedule", TEXT, no_wrap=True, hide_below=112),
+    Col("type", "Type", TEXT, no_wrap=True, hide_below=110),
+    Col("schedule", "Schedule", TEXT, no_wrap=True, hide_below=150),
     Col("last_run", "Last run", TIME),
     Col("status", "Status", TEXT, no_wrap=True),
     Col("data", "Data", WRAP),
-    Col("watermark", "Watermark", WRAP, hide_below=100),
+    Col("watermark", "Watermark", WRAP, hide_below=130),
 )
 
 RUN_COLUMNS = (

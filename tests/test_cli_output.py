@@ -99,7 +99,7 @@ def test_the_dashboard_download_is_the_cli_csv(demo_home):
 
 def test_ingest_list_is_aligned_and_sql_csv_has_no_blank_line(demo_home):
     config = str(demo_home / "gpufinops.toml")
-    listing = cli("--config", config, "ingest", "list", columns=120)
+    listing = cli("--config", config, "ingest", "list", columns=160)
     assert listing.returncode == 0
     lines = [line for line in listing.stdout.splitlines() if line.strip()]
     header, rows = lines[0], lines[2:]
