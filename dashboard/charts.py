@@ -139,6 +139,8 @@ def heatmap(frame: pl.DataFrame, *, x: str, y: str, value: str, x_title: str, y_
                 "y": {"field": y, "type": "nominal", "title": y_title}}
     tooltip = [{"field": y, "title": y_title}, {"field": x, "title": x_title},
                {"field": value, "type": "quantitative", "format": ".1f", "title": value_title}]
+    if "util_p95" in frame.columns:
+        tooltip.append({"field": "util_p95", "type": "quantitative", "format": ".1f", "title": "p95 utilisation %"})
     if "gpu_hours" in frame.columns:
         tooltip.append({"field": "gpu_hours", "type": "quantitative", "format": ",.0f", "title": "GPU-hours"})
     return spec({"cells": frame}, {"data": {"name": "cells"}, "encoding": encoding, "layer": [

@@ -117,10 +117,9 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
     planted = json.loads(fleet.ground_truth_path.read_text())["planted"]
     report = evaluate(recs, planted, {r.kind for r in recs} | {"idle_gpu"})
     demo_summary.print_summary(out, fleet, results, totals, recs, report, planted, config_path, comparison)
-    print(f"\nWeekly report for {week} (every team): {demo_summary.shown_path(written[0])}\n"
-          f"  open it in a browser; `{demo_summary.exe_name()} --config {demo_summary.shown_path(config_path)} "
-          f"report weekly` prints its text part, `--send` mails it once [report] names a mail server and recipients",
-          file=out)
+    print(f"\nWeekly report for {week} (every team): {demo_summary.shown_path(written[0])} (open it in a browser)\n"
+          f"  {demo_summary.exe_name()} --config {demo_summary.shown_path(config_path)} report weekly\n"
+          f"  prints its text part; `--send` mails it once [report] names a mail server and recipients", file=out)
     _print_alerts(out, cfg, fleet, config_path)
     return 0
 

@@ -43,8 +43,8 @@ def main() -> None:
     else:
         charts.draw(st, charts.heatmap(fleet, x="gpu_model", y="team", value="util_mean", x_title="GPU model",
                                        y_title="Team", value_title="Mean utilisation %",
-                                       title="Mean GPU utilisation % per GPU model"))
-        labels.table(st, fleet)
+                                       title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; "
+                                             "every team on the GPU fleet page)"))
     st.subheader("Recommendations")
     if recs.is_empty():
         st.success("No recommendations for this team.")
