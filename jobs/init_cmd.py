@@ -190,8 +190,10 @@ def _aws_sections(c: Choices) -> list[str]:
     if c.aws_path:
         lines += [f"path = {_s(c.aws_path)}             # a local copy of the export"]
     else:
-        lines += [f"bucket = {_s(c.aws_bucket)}", f"prefix = {_s(c.aws_prefix)}             # the export's key prefix",
-                  f"region = {_s(c.aws_region)}"]
+        lines += [f"bucket = {_s(c.aws_bucket)}"]
+        if c.aws_prefix:  # the export's key prefix (none: the export sits at the bucket's root)
+            lines.append(f"prefix = {_s(c.aws_prefix)}")
+        lines.append(f"region = {_s(c.aws_region)}")
         if c.aws_endpoint:
             lines.append(f"endpoint_url = {_s(c.aws_endpoint)}")
     lines += ['# format = "auto"                # or cur2 | legacy | focus', ""]
