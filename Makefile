@@ -1,10 +1,10 @@
-# gpufinops: `make demo` and `make test` work from a fresh clone with only python3 (3.11+) and make.
+# gpufinops: `make install`, `make demo` and `make test` work from a fresh clone with only python3 (3.11+) and make.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 HOME_DIR ?= demo
 
-.PHONY: demo test bench dashboard clean
+.PHONY: install demo test bench dashboard clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("gpufinops needs Python 3.11+") if sys.version_info < (3, 11) else None'
@@ -15,11 +15,24 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-all: pyproject.toml $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[dashboard,test]'
+# What `make demo` needs for every command its summary prints (the dashboard among them).
+$(VENV)/.installed-dashboard: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[dashboard]'
 	touch $@
 
-demo: $(VENV)/.installed
+# Everything a user of their own clouds needs: the AWS and Google Cloud SDKs and the dashboard.
+$(VENV)/.installed-user: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[aws,gcp,dashboard]'
+	touch $@
+
+$(VENV)/.installed-all: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[aws,gcp,dashboard,test]'
+	touch $@
+
+install: $(VENV)/.installed-user
+	@echo "installed gpufinops with the aws, gcp and dashboard extras: $(BIN)/gpufinops --version"
+
+demo: $(VENV)/.installed-dashboard
 	$(BIN)/gpufinops demo --home $(HOME_DIR)
 
 # The BigQuery API emulator the GCP billing-export tests run against, in its own venv (it pins
@@ -51,7 +64,7 @@ test: $(VENV)/.installed-all $(BQ_VENV)/.installed $(FOCUS_VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.run_all
 
-dashboard: $(VENV)/.installed-all
+dashboard: $(VENV)/.installed-dashboard
 	@test -f $(HOME_DIR)/gpufinops.toml || $(MAKE) demo
 	$(BIN)/gpufinops --config $(HOME_DIR)/gpufinops.toml dashboard
 

@@ -16,16 +16,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     args = parser.parse_args(argv)
+    from bench import bench_alerts, bench_dashboard
+    from jobs import progress
+
+    benches = (bench_focus_files, bench_aws_cur, bench_export_focus, bench_rollup, bench_models, bench_dashboard,
+               bench_alerts)
     status = 0
-    status |= bench_focus_files.main(["--quick"] if args.quick else [])
-    status |= bench_aws_cur.main(["--quick"] if args.quick else [])
-    status |= bench_export_focus.main(["--quick"] if args.quick else [])
-    status |= bench_rollup.main(["--quick"] if args.quick else [])
-    status |= bench_models.main(["--quick"] if args.quick else [])
-    from bench import bench_dashboard
-    status |= bench_dashboard.main(["--quick"] if args.quick else [])
-    from bench import bench_alerts
-    status |= bench_alerts.main(["--quick"] if args.quick else [])
+    with progress.steps(len(benches), "bench") as step:  # on a terminal only; the figures print above it
+        for bench in benches:
+            step.start(bench.__name__.removeprefix("bench."))
+            status |= bench.main(["--quick"] if args.quick else [])
+            step.done()
     return status
 
 

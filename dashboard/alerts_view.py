@@ -7,7 +7,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard.common import money_columns
+from dashboard import labels
 from warehouse import alerts_queries
 
 SHOWN = ("severity", "title", "summary", "rule", "period", "value_usd", "limit_usd", "opened_at")
@@ -29,4 +29,7 @@ def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
     st.warning(f"{frame.height} open alert(s): {summary}. `gpufinops alerts list` lists them; "
                "they resolve on their own when the condition no longer holds.")
     view = frame.select(*SHOWN).with_columns(pl.col("value_usd").cast(pl.Float64), pl.col("limit_usd").cast(pl.Float64))
-    st.dataframe(view, hide_index=True, width="stretch", column_config=money_columns("value_usd", "limit_usd"))
+    labels.table(st, view, overrides={"value_usd": st.column_config.NumberColumn("Value", format="dollar"),
+                                      "limit_usd": st.column_config.NumberColumn("Limit", format="dollar"),
+                                      "title": st.column_config.TextColumn("Alert"),
+                                      "summary": st.column_config.TextColumn("Summary", width="large")})

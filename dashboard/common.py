@@ -57,7 +57,25 @@ def connection() -> Iterator[duckdb.DuckDBPyConnection]:
         except db.WarehouseBusy:
             st.warning("An ingest is writing to the warehouse right now: reload in a few seconds.")
             st.stop()
-        yield con
+        _VERSIONS[id(con)] = None
+        try:
+            yield con
+        finally:
+            _VERSIONS.pop(id(con), None)
+
+
+_VERSIONS: dict[int, tuple | None] = {}  # the data version of each open render connection, read once
+
+
+def data_version(con: duckdb.DuckDBPyConnection) -> tuple:
+    """``queries.dashboard_data_version``, read once per render connection (a render asks for it on every
+    cached query); a connection not opened by ``connection()`` reads it every time."""
+    if id(con) not in _VERSIONS:
+        return queries.dashboard_data_version(con)
+    version = _VERSIONS[id(con)]
+    if version is None:
+        version = _VERSIONS[id(con)] = queries.dashboard_data_version(con)
+    return version
 
 
 def _request_identity(settings: access.Settings) -> str | None:
@@ -157,5 +175,4 @@ def cached_query(con: duckdb.DuckDBPyConnection, name: str, **kwargs):
     """``queries.<name>(con, **kwargs)``, reused across renders while the warehouse's data version
     (``queries.dashboard_data_version``) is unchanged: the heavy scans of 10M line items run once per
     ingest, not once per click. The key holds every argument, the viewer's teams included."""
-    version = queries.dashboard_data_version(con)
-    return _cached_query(con, str(db_path().resolve()), version, name, kwargs)
+    return _cached_query(con, str(db_path().resolve()), data_version(con), name, kwargs)

@@ -9,17 +9,20 @@ type, and any series (a list of points) a model put in its evidence.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard import charts
+from dashboard import charts, labels
 from dashboard.common import money
 from warehouse import queries
 
+ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|\+00:00)$")
 TIME_KEYS = ("ts", "hour", "day", "date", "month", "time", "timestamp")
+LABEL_KEYS = ("option", "name", "label", "gpu", "instance_type", "region", "resource_id")
 
 
 def parse(text: str | None) -> dict[str, Any]:
@@ -30,23 +33,62 @@ def parse(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _number(value: float) -> str:
+    """A figure a reader scans: thousands separators, at most two decimals, no float noise."""
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
 def _text(key: str, value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and ("usd" in key or "cost" in key):
-        return money(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)[:200]
-    return "" if value is None else str(value)
+    """One current / proposed / evidence value as text: money, percent, GiB, hours, or a plain figure."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if "usd" in key or "cost" in key:
+            return money(value) if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+        if labels._is_percent_points(key) or key.endswith("_pct"):
+            return f"{_number(value)}%"
+        if _is_fraction_key(key) and 0 <= value <= 1:
+            return f"{value:.2%}" if 0 < value < 0.01 else f"{value:.1%}".replace(".0%", "%")
+        if key.endswith("_gib"):
+            return f"{_number(value)} GiB"
+        if key.endswith("_days"):
+            return f"{_number(value)} days"
+        if key.endswith("_hours") or key == "hours":
+            return f"{_number(value)} h"
+        if key.endswith("_min"):
+            return f"{_number(value)} min"
+        return _number(value)
+    if isinstance(value, list):
+        return ", ".join(_text(key, v) for v in value[:12]) + (" …" if len(value) > 12 else "")
+    if isinstance(value, dict):
+        return "; ".join(f"{labels.label(k)} {_text(k, v)}" for k, v in list(value.items())[:8])[:300]
+    if isinstance(value, str) and ISO_TIME.match(value):  # 2026-09-02T00:00:00Z -> 2026-09-02 00:00 UTC
+        return value[:10] + " " + value[11:16] + " UTC"
+    return str(value)
+
+
+FRACTION_WORDS = ("fraction", "share", "coverage", "ratio", "overhead", "confidence")
+FRACTION_KEYS = {"break_even_utilisation", "hours_at_or_above_baseline"}
+
+
+def _is_fraction_key(key: str) -> bool:
+    """Evidence figures stored as 0–1 (shown as percent); utilisation ``_pct`` / ``util_`` are 0–100."""
+    return key in FRACTION_KEYS or any(word in key for word in FRACTION_WORDS)
 
 
 def comparison(current: dict[str, Any], proposed: dict[str, Any]) -> pl.DataFrame:
-    keys = list(dict.fromkeys([*current, *proposed]))
-    return pl.DataFrame({"": keys, "current": [_text(k, current.get(k)) for k in keys],
-                         "proposed": [_text(k, proposed.get(k)) for k in keys]}, schema={
-        "": pl.Utf8, "current": pl.Utf8, "proposed": pl.Utf8})
+    keys = [k for k in dict.fromkeys([*current, *proposed]) if k != "action"]
+    return pl.DataFrame({"": [labels.label(k) for k in keys], "current": [_text(k, current.get(k)) for k in keys],
+                         "proposed": [_text(k, proposed.get(k)) if k in proposed else "(unchanged)" for k in keys]},
+                        schema={"": pl.Utf8, "current": pl.Utf8, "proposed": pl.Utf8})
 
 
 def scalar_evidence(evidence: dict[str, Any]) -> pl.DataFrame:
-    rows = [(k, _text(k, v)) for k, v in evidence.items() if not _is_series(v)]
+    rows = [(labels.label(k), _text(k, v)) for k, v in evidence.items() if not _is_series(v)]
     return pl.DataFrame(rows, schema={"evidence": pl.Utf8, "value": pl.Utf8}, orient="row")
 
 
@@ -54,31 +96,54 @@ def _is_series(value: Any) -> bool:
     return isinstance(value, list) and len(value) > 1 and all(isinstance(v, (dict, int, float)) for v in value)
 
 
-def series_frames(evidence: dict[str, Any]) -> list[tuple[str, pl.DataFrame, str, list[str], bool]]:
-    """(name, frame, x, numeric y columns, x is time) for each list-of-points in the evidence."""
-    out = []
-    for name, value in evidence.items():
-        if not _is_series(value):
-            continue
-        if all(isinstance(v, (int, float)) for v in value):
-            out.append((name, pl.DataFrame({"index": list(range(len(value))), name: value}), "index", [name], False))
-            continue
-        try:
-            frame = pl.DataFrame([v for v in value if isinstance(v, dict)], infer_schema_length=None)
-        except (TypeError, ValueError, pl.exceptions.PolarsError):
-            continue
-        x = next((k for k in TIME_KEYS if k in frame.columns), None)
-        numeric = [c for c, t in frame.schema.items() if t.is_numeric() and c != x]
-        if not numeric:
-            continue
-        temporal = x is not None
-        if temporal:
-            frame = frame.with_columns(pl.col(x).cast(pl.Utf8).str.to_datetime(strict=False, time_zone="UTC"))
-        else:
-            x = "index"
-            frame = frame.with_row_index("index")
-        out.append((name, frame, x, numeric, temporal))
-    return out
+def _element(name: str) -> str:
+    """What one entry of a per-item list is: ``per_gpu_util_p95`` → ``GPU``."""
+    words = name.split("_")
+    return labels.ACRONYMS.get(words[1], words[1]) if words[0] == "per" and len(words) > 1 else "#"
+
+
+# A figure in the evidence that a series is read against: (series, column) -> (evidence key, label).
+REFERENCES = {("per_gpu_util_p95", "value"): ("spare_gpu_util_pct", "a GPU under this is spare"),
+              ("options", "usd_per_gpu_hour"): ("onprem_cost_per_used_gpu_hour_usd", "on-prem, per used GPU-hour"),
+              ("options", "usd_per_onprem_gpu_hour"): ("onprem_cost_per_gpu_hour_usd", "on-prem, per GPU-hour")}
+
+
+def _reference(evidence: dict[str, Any], name: str, column: str) -> dict[str, Any]:
+    key, label = REFERENCES.get((name, column), (None, None))
+    value = evidence.get(key) if key else None
+    return {"reference": value, "reference_title": label} if isinstance(value, (int, float)) else {}
+
+
+def evidence_charts(name: str, value: list, evidence: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Charts for one list in the evidence: a per-item list of numbers (``per_gpu_util_p95``) is bars per
+    item (GPU 0, GPU 1, …); a list of records with a time is a line over time; records without one
+    (on-prem ``options``) are bars per record, labelled by their name."""
+    title = labels.label(name)
+    if all(isinstance(v, (int, float)) for v in value):
+        item = _element(name)
+        frame = pl.DataFrame({"item": [f"{item} {i}" for i in range(len(value))], "value": [float(v) for v in value]})
+        figure = labels.label(name.split("_", 2)[2]) if name.startswith("per_") and name.count("_") >= 2 else title
+        return [charts.category_bars(frame, category="item", value="value", category_title=item,
+                                     value_title=figure + (" (%)" if labels._is_percent_points(name) else ""),
+                                     value_format=",.1f", title=title, **_reference(evidence or {}, name, "value"))]
+    try:
+        frame = pl.DataFrame([v for v in value if isinstance(v, dict)], infer_schema_length=None)
+    except (TypeError, ValueError, pl.exceptions.PolarsError):
+        return []
+    time_key = next((k for k in TIME_KEYS if k in frame.columns), None)
+    numeric = [c for c, t in frame.schema.items() if t.is_numeric() and c != time_key][:2]
+    if time_key is not None:
+        frame = frame.with_columns(pl.col(time_key).cast(pl.Utf8).str.to_datetime(strict=False, time_zone="UTC"))
+        return [charts.time_line(frame, x=time_key, y=y, y_title=labels.label(y), title=f"{title}: {labels.label(y)}")
+                for y in numeric]
+    category = next((k for k in LABEL_KEYS if k in frame.columns), None)
+    if category is None:
+        frame = frame.with_row_index("item").with_columns((pl.col("item") + 1).cast(pl.Utf8))
+        category = "item"
+    return [charts.category_bars(frame, category=category, value=y, category_title=labels.label(category),
+                                 value_title=labels.label(y), title=f"{title}: {labels.label(y)}",
+                                 **_reference(evidence or {}, name, y))
+            for y in numeric]
 
 
 def _capacities(con: duckdb.DuckDBPyConnection, current: dict[str, Any], proposed: dict[str, Any],
@@ -94,32 +159,61 @@ def _capacities(con: duckdb.DuckDBPyConnection, current: dict[str, Any], propose
 
 def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
     current, proposed, evidence = parse(rec["current"]), parse(rec["proposed"]), parse(rec["evidence"])
+    if proposed.get("action"):
+        st.markdown(f"**Action:** {proposed['action']}")
     left, right = st.columns(2)
+    # static tables: a few rows of text each, drawn as HTML (an interactive grid costs the browser more)
     left.markdown("**Current → proposed**")
-    left.dataframe(comparison(current, proposed), hide_index=True, width="stretch")
+    left.table(comparison(current, proposed).rename({"": " ", "current": "Current", "proposed": "Proposed"}),
+               hide_index=True)
     right.markdown("**Evidence**")
-    right.dataframe(scalar_evidence(evidence), hide_index=True, width="stretch")
+    right.table(scalar_evidence(evidence).rename({"evidence": "Evidence", "value": "Value"}), hide_index=True)
     if rec.get("resource_id"):
         util = queries.resource_utilisation(con, rec["resource_id"])
         if not util.is_empty():
+            shown, hours = downsample(util)
+            per = "per hour" if hours == 1 else f"per {hours} hours"
             left, right = st.columns(2)
-            left.altair_chart(charts.utilisation(util, title="GPU utilisation over the window"),
-                              width="stretch")
+            charts.draw(left, charts.utilisation(shown, title=f"GPU utilisation {per}"))
             caps = _capacities(con, current, proposed, util["mem_total_gib"].max())
-            right.altair_chart(charts.memory(util, caps, title="Peak memory per GPU vs capacity"),
-                               width="stretch")
+            charts.draw(right, charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
     instance_type = current.get("instance_type") or evidence.get("instance_type")
     if instance_type and rec.get("provider"):
         prices = queries.spot_price_history(con, rec["provider"], instance_type)
         if not prices.is_empty():
-            st.altair_chart(charts.spot_prices(_spot_view(prices), title=f"Spot price history: {instance_type}"),
-                            width="stretch")
-    for name, frame, x, ys, temporal in series_frames(evidence):
-        for y in ys[:3]:
-            st.altair_chart(charts.series(frame, x=x, y=y, title=f"{name}: {y}", temporal=temporal),
-                            width="stretch")
+            view = spot_view(prices)
+            charts.draw(st, charts.spot_prices(view, until=spot_until(view),
+                                               title=f"Spot price history: {instance_type}"))
+    for name, value in evidence.items():
+        if _is_series(value):
+            for chart in evidence_charts(name, value, evidence)[:3]:
+                charts.draw(st, chart)
 
 
-def _spot_view(prices: pl.DataFrame) -> pl.DataFrame:
+MAX_POINTS = 480  # a chart column is ~600 px wide: more points than this are drawn on top of each other
+
+
+def downsample(util: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Hourly utilisation in buckets of whole hours, at most MAX_POINTS of them: the mean of the means,
+    the peak of the peaks (an idle night or a spike survives). Returns the frame and the bucket size."""
+    hours = max(1, -(-util.height // MAX_POINTS))
+    if hours == 1:
+        return util, 1
+    return util.sort("hour").group_by_dynamic("hour", every=f"{hours}h").agg(
+        pl.col("util_mean").mean(), pl.col("util_max").max(), pl.col("mem_used_max_gib").max(),
+        pl.col("mem_total_gib").max()), hours
+
+
+def spot_view(prices: pl.DataFrame) -> pl.DataFrame:
+    """Spot price rows as the chart reads them: floats, one series per zone (or region)."""
     return prices.with_columns(pl.col("price_usd").cast(pl.Float64), pl.col("on_demand_usd").cast(pl.Float64),
-                               pl.coalesce("zone", "region").alias("series"))
+                               pl.when(pl.col("zone").is_null() | (pl.col("zone") == pl.col("region")))
+                               .then(pl.col("region")).otherwise(pl.col("zone")).alias("series"))
+
+
+def spot_until(view: pl.DataFrame):
+    """Where a price series' last step ends: now (a price holds until it changes), at least a day
+    after the last change."""
+    from datetime import datetime, timedelta, timezone
+    last = view["ts"].max()
+    return max(datetime.now(timezone.utc), last + timedelta(days=1))

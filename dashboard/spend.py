@@ -15,8 +15,9 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard import charts
-from dashboard.common import db_path, money, money_columns, money_frame, month_bounds, total, window_start
+from dashboard import charts, labels
+from dashboard.recommendation_list import short_resource
+from dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
 from models import plans
 from warehouse import queries
 
@@ -47,7 +48,7 @@ def _forecast(con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: da
             cost_anomalies(con, teams=teams, start=start, end=as_of + timedelta(days=1)))
 
 
-def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int) -> Spend:
+def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, forecaster=_forecast) -> Spend:
     as_of = queries.latest_charge_day(con, team=teams)
     if as_of is None:
         return Spend(None, None, Decimal(0), Decimal(0), pl.DataFrame(), pl.DataFrame(), None, None)
@@ -55,22 +56,33 @@ def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int) -> 
     start = min(window_start(as_of, days), month_start)
     daily = queries.spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
     mtd = daily.filter(pl.col("day") >= month_start)
-    forecast, anomalies = _forecast(con, teams, as_of, start)
+    forecast, anomalies = forecaster(con, teams, as_of, start)
     return Spend(as_of, month_start, total(mtd, "effective_cost"), total(mtd, "gpu_cost"),
                  daily, queries.savings_by_status(con, team=teams), forecast, anomalies)
 
 
-@st.cache_data(ttl=900, max_entries=256, show_spinner="Computing spend and forecast …")
-def _load_cached(_con: duckdb.DuckDBPyConnection, db_file: str, version: tuple, teams: tuple[str, ...] | None,
-                 days: int) -> Spend:
-    return load(_con, list(teams) if teams is not None else None, days)
+@st.cache_data(ttl=3600, max_entries=256, show_spinner="Fitting the forecast …")
+def _forecast_cached(_con: duckdb.DuckDBPyConnection, db_file: str, cost_version: tuple,
+                     teams: tuple[str, ...] | None, as_of: datetime, start: datetime):
+    return _forecast(_con, list(teams) if teams is not None else None, as_of, start)
+
+
+@st.cache_data(ttl=900, max_entries=256, show_spinner="Computing spend …")
+def _load_cached(_con: duckdb.DuckDBPyConnection, db_file: str, version: tuple, cost_version: tuple,
+                 teams: tuple[str, ...] | None, days: int) -> Spend:
+    def forecaster(con, teams_list, as_of, start):  # the fit depends on cost data only, not on decisions
+        return _forecast_cached(con, db_file, cost_version, tuple(teams_list) if teams_list is not None else None,
+                                as_of, start)
+    return load(_con, list(teams) if teams is not None else None, days, forecaster)
 
 
 def load_current(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int) -> Spend:
     """``load``, reused across renders while the warehouse's data version is unchanged (an ingest, a
-    model run or a decision changes it). The key holds the viewer's teams: no scope shares a result."""
-    version = queries.dashboard_data_version(con)
-    return _load_cached(con, str(db_path().resolve()), version, tuple(teams) if teams is not None else None, days)
+    model run or a decision changes it); the forecast inside it is refitted only when cost data
+    changes (an ingest). The key holds the viewer's teams: no scope shares a result."""
+    cost_version = queries.cost_data_version(con)
+    return _load_cached(con, str(db_path().resolve()), data_version(con), cost_version,
+                        tuple(teams) if teams is not None else None, days)
 
 
 def savings_figure(spend: Spend, label: str) -> Decimal:
@@ -117,23 +129,45 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
                    help="recommendations marked applied")
 
 
-def render_charts(spend: Spend) -> None:
+def render_charts(spend: Spend, *, by_team: bool = True) -> None:
+    """Daily spend by provider (and by team, when more than one team is shown), spend by service, the
+    GPU share per day."""
     daily = money_frame(spend.daily, "effective_cost", "gpu_cost", "billed_cost")
-    left, right = st.columns(2)
     by_provider = daily.group_by("day", "provider").agg(pl.col("effective_cost").sum()).sort("day")
-    left.altair_chart(charts.stacked_area(by_provider, x="day", y="effective_cost", color="provider",
-                                          title="Daily spend by provider"), width="stretch")
-    by_team = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
-    right.altair_chart(charts.stacked_area(by_team, x="day", y="effective_cost", color="team",
-                                           title="Daily spend by team"), width="stretch")
-    left, right = st.columns(2)
     by_service = daily.group_by("service").agg(pl.col("effective_cost").sum()).sort("effective_cost")
-    left.altair_chart(charts.bar_usd(by_service, x="effective_cost", y="service", title="Spend by service"),
-                      width="stretch")
     share = daily.group_by("day").agg(pl.col("gpu_cost").sum() / pl.col("effective_cost").sum()).rename(
         {"gpu_cost": "gpu_share"}).sort("day")
-    right.altair_chart(charts.share_line(share, x="day", y="gpu_share", title="GPU share of spend"),
-                       width="stretch")
+    provider_chart = charts.stacked_area(by_provider, x="day", y="effective_cost", color="provider",
+                                         color_title="Provider", title="Daily spend by provider")
+    service_chart = charts.bar_usd(by_service, x="effective_cost", y="service", y_title="Service",
+                                   title="Spend by service in the window")
+    share_chart = charts.share_line(share, x="day", y="gpu_share", y_title="GPU share of spend",
+                                    title="GPU share of spend per day")
+    left, right = st.columns(2)
+    charts.draw(left, provider_chart)
+    if by_team:
+        by_team_frame = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
+        charts.draw(right, charts.stacked_area(by_team_frame, x="day", y="effective_cost", color="team",
+                                               color_title="Team", title="Daily spend by team"))
+        left, right = st.columns(2)
+    else:  # one team: a by-team chart would repeat the provider chart's total
+        charts.draw(right, service_chart)
+        charts.draw(st, share_chart)
+        return
+    charts.draw(left, service_chart)
+    charts.draw(right, share_chart)
+
+
+HORIZONS = {"month_end": "{month:%B %Y}", "next_month": "{month:%B %Y}"}
+
+
+def forecast_view(forecast: pl.DataFrame) -> pl.DataFrame:
+    """The forecast summed over the teams and providers in scope, one row per forecast month, its
+    label the month's name (``November 2026``)."""
+    frame = money_frame(forecast.group_by("horizon", "month").agg(
+        [pl.col(c).sum() for c in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")]),
+        "actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd").sort("month")
+    return frame.with_columns(pl.col("month").dt.strftime("%B %Y").alias("label"))
 
 
 def render_forecast(spend: Spend) -> None:
@@ -144,10 +178,23 @@ def render_forecast(spend: Spend) -> None:
     if spend.forecast.is_empty():
         st.info("Not enough history to forecast yet.")
         return
-    frame = money_frame(spend.forecast.group_by("horizon").agg(
-        [pl.col(c).sum() for c in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")]),
-        "actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")
-    st.altair_chart(charts.forecast(frame, title="Forecast with interval"), width="stretch")
+    view = forecast_view(spend.forecast)
+    left, right = st.columns(2)
+    charts.draw(left, charts.forecast(view, title="Spend per month: forecast, 80% interval"))
+    figures = view.select(pl.col("label").alias("month"), "actual_to_date_usd", "forecast_usd",
+                          pl.format("{} – {}", pl.col("lower_usd").map_elements(money, return_dtype=pl.Utf8),
+                                    pl.col("upper_usd").map_elements(money, return_dtype=pl.Utf8)).alias("interval"))
+    right.markdown("**Forecast figures**")
+    labels.table(right, figures, overrides={
+        "month": st.column_config.TextColumn("Month"), "actual_to_date_usd": st.column_config.NumberColumn(
+            "Spent so far", format="dollar"), "forecast_usd": st.column_config.NumberColumn("Forecast", format="dollar"),
+        "interval": st.column_config.TextColumn("80% interval")})
+    right.caption("The month being forecast is the one after the last day of data when that day ends a month. "
+                  "Teams' and providers' intervals are added, so the total's is wider than its own.")
+
+
+ANOMALY_COLUMNS = ("day", "team", "provider", "direction", "cost_usd", "expected_usd", "expected_range",
+                   "top_line_items")
 
 
 def render_anomalies(spend: Spend) -> None:
@@ -158,10 +205,13 @@ def render_anomalies(spend: Spend) -> None:
     if spend.anomalies.is_empty():
         st.success("No cost anomalies in the window.")
         return
-    frame = money_frame(spend.anomalies, "cost_usd", "expected_usd", "lower_usd", "upper_usd").with_columns(
-        pl.col("top_line_items").map_elements(_top_items_text, return_dtype=pl.Utf8))
-    st.dataframe(frame.sort("day", descending=True), hide_index=True, width="stretch",
-                 column_config=money_columns("cost_usd", "expected_usd", "lower_usd", "upper_usd"))
+    frame = spend.anomalies.with_columns(
+        pl.col("top_line_items").map_elements(_top_items_text, return_dtype=pl.Utf8),
+        pl.struct("lower_usd", "upper_usd").map_elements(
+            lambda band: f"{money(band['lower_usd'])} – {money(band['upper_usd'])}", return_dtype=pl.Utf8)
+        .alias("expected_range"))
+    labels.table(st, frame.sort("day", descending=True).select([c for c in ANOMALY_COLUMNS if c in frame.columns]),
+                 dates=("day",))
 
 
 def _top_items_text(text: str | None) -> str:
@@ -175,7 +225,7 @@ def _top_items_text(text: str | None) -> str:
     parts = []
     for item in items[:3]:
         if isinstance(item, dict):
-            label = item.get("resource_id") or item.get("service") or item.get("sku") or "item"
+            label = short_resource(item.get("resource_id")) or item.get("service") or item.get("sku") or "item"
             amount = next((v for k, v in item.items() if "usd" in k or "cost" in k), None)
             parts.append(f"{label} {money(amount)}" if amount is not None else str(label))
         else:

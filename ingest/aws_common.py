@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ingest import extras
 from ingest.registry import IngestError
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,8 @@ def client(service: str, source: str, options: dict[str, Any], region: str | Non
     try:
         import boto3
         from botocore.config import Config
-    except ImportError:  # pragma: no cover - depends on the install
-        raise IngestError(f"{source}: boto3 is not installed: pip install 'gpufinops[aws]'") from None
+    except ImportError:  # tests: test_extras.py hides boto3
+        raise IngestError(f"{source}: " + extras.missing_message(f"calling AWS {service}", "boto3", "aws")) from None
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
                     retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", max_attempts))},
                     user_agent_extra="gpufinops")

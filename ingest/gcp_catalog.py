@@ -61,9 +61,9 @@ def _outputs(ctx: IngestContext) -> tuple[str, ...]:
 
 def list_skus(ctx: IngestContext) -> list[Any]:
     """Every SKU of the Compute Engine service, all pages; each page retried on 429/5xx."""
+    client = gcp_common.catalog_client(ctx.source, ctx.options)  # first: a missing SDK is one clear sentence
     from google.cloud.billing_v1 import ListSkusRequest
 
-    client = gcp_common.catalog_client(ctx.source, ctx.options)
     currency = ctx.options.get("currency")
     skus, token = [], ""
     for page in range(MAX_PAGES):

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ingest import extras
 from ingest.registry import IngestError
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,8 @@ def _credentials(source: str, options: dict[str, Any]) -> Any:
     if path:
         try:
             from google.oauth2 import service_account
-        except ImportError:  # pragma: no cover - depends on the install
-            raise IngestError(f"{source}: google-auth is not installed: pip install 'gpufinops[gcp]'") from None
+        except ImportError:
+            raise IngestError(f"{source}: " + extras.missing_message("credentials_file", "google.auth", "gcp")) from None
         try:
             return service_account.Credentials.from_service_account_file(str(path))
         except (OSError, ValueError) as exc:
@@ -102,8 +103,8 @@ def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
 def bigquery_client(source: str, options: dict[str, Any]) -> Any:
     try:
         from google.cloud import bigquery
-    except ImportError:  # pragma: no cover - depends on the install
-        raise IngestError(f"{source}: google-cloud-bigquery is not installed: pip install 'gpufinops[gcp]'") from None
+    except ImportError:  # tests: test_extras.py hides google
+        raise IngestError(f"{source}: " + extras.missing_message("reading BigQuery", "google.cloud.bigquery", "gcp")) from None
     return bigquery.Client(project=str(options["project"]), credentials=_credentials(source, options),
                            client_options=client_options(options))
 
@@ -111,7 +112,7 @@ def bigquery_client(source: str, options: dict[str, Any]) -> Any:
 def catalog_client(source: str, options: dict[str, Any]) -> Any:
     try:
         from google.cloud import billing_v1
-    except ImportError:  # pragma: no cover - depends on the install
-        raise IngestError(f"{source}: google-cloud-billing is not installed: pip install 'gpufinops[gcp]'") from None
+    except ImportError:  # tests: test_extras.py hides google
+        raise IngestError(f"{source}: " + extras.missing_message("the Cloud Billing Catalog", "google.cloud.billing_v1", "gcp")) from None
     return billing_v1.CloudCatalogClient(transport="rest", credentials=_credentials(source, options),
                                          client_options=client_options(options))

@@ -30,56 +30,82 @@ def _date(text: str) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"gpufinops {version('gpufinops')}"
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "gpufinops (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufinops", description="FinOps for GPU fleets.")
-    p.add_argument("--config", help="config file (else $GPUFINOPS_CONFIG, else ./gpufinops.toml)")
-    p.add_argument("--db", help="warehouse path (overrides the config)")
-    p.add_argument("-v", "--verbose", action="count", default=0)
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("--version", action="version", version=_version(), help="print the version and exit")
+    p.add_argument("--config", metavar="PATH", help="config file (else $GPUFINOPS_CONFIG, else ./gpufinops.toml)")
+    p.add_argument("--db", metavar="PATH", help="warehouse path (overrides the config)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v: info, -vv: debug)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="build a demo home with a simulated fleet and run everything on it")
-    demo.add_argument("--home", default="demo")
-    demo.add_argument("--days", type=int, default=60)
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--home", default="demo", metavar="DIR",
+                      help="the demo home: its config, exports, warehouse and report (default: ./demo)")
+    demo.add_argument("--days", type=int, default=60, metavar="N", help="days of fleet history to simulate (default: 60)")
+    demo.add_argument("--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)")
+
+    from jobs import init_cmd
+    init_cmd.add_parser(sub)
+    doctor = sub.add_parser("doctor", help="check the config, installed extras, credentials, each source and the "
+                                           "warehouse; one line per check with its fix")
+    doctor.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="give up on a source that has not answered in this long (default: 10)")
 
     ingest = sub.add_parser("ingest", help="run sources (`ingest list` lists them)")
-    ingest.add_argument("sources", nargs="*", metavar="SOURCE")
-    ingest.add_argument("--since", type=_date)
-    ingest.add_argument("--until", type=_date)
+    ingest.add_argument("sources", nargs="*", metavar="SOURCE", help="configured source names (default: every "
+                                                                     "enabled source), or `list`")
+    ingest.add_argument("--since", type=_date, metavar="DATE",
+                        help="reload from this date or date-time (UTC unless an offset is given) without moving the cursor")
+    ingest.add_argument("--until", type=_date, metavar="DATE", help="reload up to this date or date-time (exclusive)")
     ingest.add_argument("--full-refresh", action="store_true",
                         help="ignore the saved cursor and reload everything the source holds")
 
     rec = sub.add_parser("recommend", help="run the models, store and print recommendations")
-    rec.add_argument("--kind")
-    rec.add_argument("--team")
-    rec.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    rec.add_argument("--kind", metavar="K", help="run only this model (idle_gpu, gpu_count, gpu_type, quantization, "
+                                                 "spot_mix, commitment, onprem_vs_cloud)")
+    rec.add_argument("--team", metavar="T", help="print only this team's recommendations")
+    rec.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                     help="table (default, fits the terminal), json (the recommendation objects) or csv (flat columns)")
     rec.add_argument("--show-withheld", action="store_true",
                      help="also list every resource a model withheld a finding on: why, the missing fact and "
                           "the source that would provide it")
 
     evaluate = sub.add_parser("evaluate", help="measure the models on planted demo fleets and real data")
-    evaluate.add_argument("--quick", action="store_true", help="one seed of each generator (the demo's default seed, the second generator's first seed)")
-    evaluate.add_argument("--format", choices=("table", "json"), default="table")
+    evaluate.add_argument("--quick", action="store_true",
+                          help="one seed of each generator (the demo's default seed, the second generator's first seed)")
+    evaluate.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
 
     sql = sub.add_parser("sql", help="one read-only query on the warehouse")
-    sql.add_argument("query")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("query", help="a SELECT statement (DuckDB SQL; no file access)")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                     help="table (default, fits the terminal), csv or json")
 
     dash = sub.add_parser("dashboard", help="the Streamlit dashboard")
-    dash.add_argument("--port", type=int, default=8501)
+    dash.add_argument("--port", type=int, default=8501, metavar="P", help="port to listen on (default: 8501)")
+    dash.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1; every interface when "
+                                                  "[dashboard] auth = \"oidc\")")
 
     api = sub.add_parser("api", help="the HTTP API (recommendations, decisions, daily costs)")
-    api.add_argument("--host", default="127.0.0.1")
-    api.add_argument("--port", type=int, default=8000)
+    api.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default: 127.0.0.1)")
+    api.add_argument("--port", type=int, default=8000, metavar="P", help="port to listen on (default: 8000)")
     api.add_argument("--insecure-demo", action="store_true",
                      help="without [[api.tokens]]: serve every caller with finance scope (demo only)")
 
     export = sub.add_parser("export", help="recommendations in a scheduler's own format, or the costs as FOCUS 1.2")
-    export.add_argument("kind", metavar="FORMAT", choices=("json", "kueue", "karpenter", "skypilot", "focus"))
-    export.add_argument("--team")
+    export.add_argument("kind", metavar="FORMAT", choices=("json", "kueue", "karpenter", "skypilot", "focus"),
+                        help="json, kueue, karpenter, skypilot (recommendations) or focus (the cost lines)")
+    export.add_argument("--team", metavar="T", help="only this team's recommendations (not for focus)")
     export.add_argument("--cluster", help="kueue / karpenter / skypilot: only this target cluster (its name or its "
                                           "gpufinops.io/cluster label value)")
-    export.add_argument("--out", help="write to this file (default: stdout; required for focus)")
+    export.add_argument("--out", metavar="FILE", help="write to this file (default: stdout; required for focus)")
     export.add_argument("--from", dest="from_date", type=_date, help="focus: charges starting on or after this date")
     export.add_argument("--to", dest="to_date", type=_date, help="focus: charges starting up to this date (inclusive)")
     export.add_argument("--provider", help="focus: one provider (its ProviderName, or aws | gcp | onprem)")
@@ -88,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")
     report = sub.add_parser("report", help="the weekly report (`report weekly`)")
-    report.add_argument("kind", choices=("weekly",))
+    report.add_argument("kind", choices=("weekly",), help="the report to render (weekly)")
     report.add_argument("--week", help="ISO week YYYY-Www (default: the last complete week with data)")
     report.add_argument("--team", help="preview one team lead's report (default: finance, every team)")
     report.add_argument("--out", help="FILE.eml: the MIME message as mailed; FILE.html: the HTML with its "
@@ -96,13 +122,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--send", action="store_true", help="mail every recipient in [report] (once per week)")
 
     alerts = sub.add_parser("alerts", help="budgets, anomalies, idle GPUs, stale data: `alerts run` / `alerts list`")
-    alerts.add_argument("action", choices=("run", "list"))
+    alerts.add_argument("action", choices=("run", "list"), help="run: evaluate every rule and notify; list: the alerts")
     alerts.add_argument("--now", type=_date, help="run: evaluate as of this time (UTC unless an offset is given)")
     alerts.add_argument("--no-send", action="store_true", help="run: record the alerts, leave their notifications queued")
     alerts.add_argument("--team", help="list: only alerts of this team")
-    alerts.add_argument("--status", choices=("open", "resolved", "expired", "superseded", "all"), default="open")
+    alerts.add_argument("--status", choices=("open", "resolved", "expired", "superseded", "all"), default="open",
+                        help="list: alerts in this state (default: open)")
     alerts.add_argument("--rule", help="list: only this rule (budget, budget_forecast, anomaly, idle_burn, stale_data)")
-    alerts.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    alerts.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                        help="list: table (default), json or csv")
     return p
 
 
@@ -116,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from jobs import demo
             return demo.run(args.home, days=args.days, seed=args.seed)
+        if args.command == "init":
+            from jobs import init_cmd
+            return init_cmd.run(args)
+        if args.command == "doctor":
+            from jobs import doctor
+            return doctor.run(args.config, db=args.db, timeout=args.timeout)
         cfg = config_mod.load(args.config, db=args.db)
         errors.remember_secrets(cfg.secrets())
         return COMMANDS[args.command](cfg, args)
@@ -147,8 +181,11 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gpufinops: config error: {exc}", file=sys.stderr)
         return 2
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
-        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"))
+    from jobs import progress
+    with progress.steps(len(MODELS), "recommend") as step, \
+            db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
+        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"),  # every model runs
+                      on_model=lambda kind, done: step.done() if done else step.start(f"model {kind}"))
     recs, withheld = run.recommendations, run.withheld
     if args.team:
         recs = [r for r in recs if r.team == args.team]
@@ -156,26 +193,26 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([r.to_dict() for r in recs], indent=2))
         return 0
-    import polars as pl
+    if args.format == "csv":
+        from models.recommendation import flat_csv
+        output.write(flat_csv([r.to_dict() for r in recs]))
+        return 0
+    from jobs import tables
     from models import plans
-    frame = pl.DataFrame([{"id": r.id, "plan": r.plan, "kind": r.kind, "team": r.team, "provider": r.provider,
-                           "resource_id": r.resource_id, "monthly_savings_usd": float(r.monthly_savings_usd),
-                           "confidence": r.confidence, "action": r.proposed.get("action"),
-                           "pattern": r.evidence.get("pattern"), "change": _change(r), "plan_id": r.plan_id}
-                          for r in recs])
-    print(output.render(frame, args.format) if recs else "no recommendations")
-    if args.format == "table":
-        if recs:
-            counted = [r for r in recs if plans.counted(r)]
-            print(f"\ntotal: ${plans.total(recs):,.2f}/month in {len({r.plan_id for r in counted})} plan(s) "
-                  f"({len(counted)} action(s); {len(recs) - len(counted)} alternative(s), never added)")
-        _print_withheld(withheld, args.show_withheld)
+    if recs:
+        tables.print_recommendations(recs)
+        counted = [r for r in recs if plans.counted(r)]
+        print(f"\ntotal: {output.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s) "
+              f"({len(counted)} action(s); {len(recs) - len(counted)} alternative(s), never added)")
+    else:
+        print("no recommendations")
+    _print_withheld(withheld, args.show_withheld)
     return 0
 
 
 def _print_withheld(withheld: list, show: bool) -> None:
     """A line per withhold reason and count; with ``show``, every withheld finding."""
-    from jobs import output
+    from jobs import tables
     counts: dict[str, int] = {}
     for w in withheld:
         counts[w.reason] = counts.get(w.reason, 0) + 1
@@ -185,25 +222,21 @@ def _print_withheld(withheld: list, show: bool) -> None:
     for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"withheld: {n} × {reason.replace('_', ' ')}")
     if not show:
-        print("  (gpufinops recommend --show-withheld lists each with the missing fact and the source that provides it)")
+        from rich.padding import Padding
+
+        from jobs import output
+        output.emit(output.console(), Padding("(gpufinops recommend --show-withheld lists each with the missing fact "
+                                              "and the source that provides it)", (0, 0, 0, 2)))  # wrapped, indented
         return
-    import polars as pl
-    frame = pl.DataFrame([{"kind": w.kind, "team": w.team, "resource_id": w.resource_id, "reason": w.reason,
-                           "detail": w.detail, "missing": w.missing, "source": w.source_hint} for w in withheld])
-    print(output.render(frame, "table"))
-
-
-def _change(rec) -> str:
-    """What a recommendation changes, in a few words (e.g. "gpu_model A100-80GB→L4")."""
-    keys = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
-    return ", ".join(f"{k} {rec.current.get(k)}→{rec.proposed[k]}" for k in keys
-                     if k in rec.proposed and rec.proposed[k] != rec.current.get(k))
+    tables.print_withheld(withheld)
 
 
 def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import evaluate
-    result = (evaluate.evaluate(fleets=evaluate.FLEETS[:1], independent_seeds=evaluate.INDEPENDENT_SEEDS[:1])
-              if args.quick else evaluate.evaluate())
+    from jobs import evaluate, progress
+    fleets = evaluate.FLEETS[:1] if args.quick else evaluate.FLEETS
+    seeds = evaluate.INDEPENDENT_SEEDS[:1] if args.quick else evaluate.INDEPENDENT_SEEDS
+    with progress.steps(len(seeds) + len(fleets) + 1, "evaluate") as step:
+        result = evaluate.evaluate(fleets=fleets, independent_seeds=seeds, step=step)
     print(json.dumps(result, indent=2, default=str) if args.format == "json" else evaluate.render(result))
     return 0
 
@@ -222,25 +255,14 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         except duckdb.Error as exc:
             print(f"gpufinops: sql: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 1
-    print(output.render(frame, args.format))
+    output.write(output.render(frame, args.format))
     return 0
 
 
 def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    import subprocess
-    from pathlib import Path
-
-    app = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-    section = cfg.raw.get("dashboard", {})  # validated by config_mod.load
+    from jobs import dashboard_cmd
     _warn_missing(cfg)
-    budgets = [b.to_dict() for b in cfg.alerts.settings.budgets]  # [[budgets]] and the [dashboard] aliases
-    env = {**os.environ, "GPUFINOPS_DB": str(cfg.warehouse_path),
-           "GPUFINOPS_DASHBOARD": json.dumps({**section, "budgets": budgets})}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--server.headless", "true", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
-    if section.get("auth") == "header" and "STREAMLIT_SERVER_ADDRESS" not in os.environ:
-        cmd += ["--server.address", "127.0.0.1"]  # a trusted header is only trustworthy behind the proxy
-    return subprocess.call(cmd, env=env)
+    return dashboard_cmd.run(cfg, args.port, args.host)
 
 
 def _warn_missing(cfg: config_mod.Config) -> None:

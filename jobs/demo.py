@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from datetime import timedelta
 from decimal import Decimal
@@ -17,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs import config as config_mod
+from jobs import tables
 from jobs.ingest_cmd import run_configured
 from models.recommendation import Recommendation
-from models import plans
 from models.run import analyse
 from warehouse import db, freshness, queries
 
@@ -83,37 +82,44 @@ def evaluate(recs: list[Recommendation], planted: list[dict[str, Any]], kinds: s
 
 
 def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> int:
-    from jobs import demo_fleet
+    from jobs import demo_fleet, demo_summary, progress
     from jobs.demo_workloads import write_dcgm_exports
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     print(f"gpufinops demo: simulating {days} days of a GPU fleet (seed {seed}) in {home}", file=out)
-    fleet = demo_fleet.generate(home, days=days, seed=seed)
-    write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")  # what each host's exporter served
-    config_path = write_config(home, fleet.resource_map)
-    cfg = config_mod.load(config_path)
-    results = run_configured(cfg)
-    print("\nIngest:", file=out)
-    for r in results:
-        print(f"  {r.source:<16} {r.status:<10} {r.rows:>9} rows{'  ' + r.error if r.error else ''}", file=out)
-    if any(not r.ok for r in results):
-        return 1
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        run = analyse(con)
-        recs, comparison = run.recommendations, run.comparison
-        totals = queries.cost_totals(con)
-        stale = freshness.stale_sources(con)
+    with progress.steps(4, "demo", stdout=out) as step:
+        step.start("simulating the fleet and its exports")
+        fleet = demo_fleet.generate(home, days=days, seed=seed)
+        write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")  # what each host's exporter served
+        config_path = write_config(home, fleet.resource_map)
+        cfg = config_mod.load(config_path)
+        step.done()
+        step.grow(len(cfg.sources))
+        results = run_configured(cfg, step=step)
+        if any(not r.ok for r in results):
+            tables.print_runs(results, out=out, brief=True)
+            return 1
+        step.start("running the models")
+        with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+            run = analyse(con, on_model=lambda kind, done: None if done else step.start(f"model {kind}"))
+            recs, comparison = run.recommendations, run.comparison
+            totals = queries.cost_totals(con)
+            stale = freshness.stale_sources(con)
+        step.done()
+        step.start("writing the weekly report")
+        from jobs.report.cli import default_week, write_report  # the weekly report, as finance gets it
+        from warehouse.scope import Scope
+        week = default_week(cfg)
+        written = write_report(cfg, week, Scope("finance", actor="demo"), home / "reports" / f"weekly-{week}.html")
+        step.done()
     _print_calendar(out, demo_fleet.DEMO_END, stale)
     planted = json.loads(fleet.ground_truth_path.read_text())["planted"]
     report = evaluate(recs, planted, {r.kind for r in recs} | {"idle_gpu"})
-    _print_summary(out, fleet, totals, recs, report, planted, config_path, comparison)
-    from jobs.report.cli import default_week, write_report  # the weekly report, as finance gets it
-    from warehouse.scope import Scope
-    week = default_week(cfg)
-    written = write_report(cfg, week, Scope("finance", actor="demo"), home / "reports" / f"weekly-{week}.html")
-    print(f"\nWeekly report for {week} (every team): {written[0]}\n  open it in a browser; "
-          f"`report weekly --send` mails each [[report.recipients]] their own teams", file=out)
+    demo_summary.print_summary(out, fleet, results, totals, recs, report, planted, config_path, comparison)
+    print(f"\nWeekly report for {week} (every team): {demo_summary.shown_path(written[0])} (open it in a browser)\n"
+          f"  {demo_summary.exe_name()} --config {demo_summary.shown_path(config_path)} report weekly\n"
+          f"  prints its text part; `--send` mails it once [report] names a mail server and recipients", file=out)
     _print_alerts(out, cfg, fleet, config_path)
     return 0
 
@@ -152,54 +158,6 @@ def _print_alerts(out, cfg, fleet, config_path) -> None:
                 print(f"  budget {name}: {state}", file=out)
         for note in outcome.notes:
             print(f"  note: {note}", file=out)
-    exe = os.path.relpath(sys.argv[0]) if Path(sys.argv[0]).name == "gpufinops" else "gpufinops"
-    print(f"  {exe} --config {config_path} alerts list   (the Overview and Team pages show them too)", file=out)
-
-
-def _print_summary(out, fleet, totals, recs, report, planted, config_path, comparison=()) -> None:
-    print(f"\nFleet: {fleet.machines} machines, {fleet.gpus} GPUs, {fleet.line_items} cost lines, "
-          f"{fleet.metric_rows} nvidia-smi samples", file=out)
-    print("\nSpend (EffectiveCost):", file=out)
-    for row in totals.iter_rows(named=True):
-        share = row["gpu_cost"] / row["effective_cost"] * 100 if row["effective_cost"] else 0
-        print(f"  {row['provider']:<14} ${row['effective_cost']:>14,.2f}   GPU share {share:5.1f}%", file=out)
-    counted = [r for r in recs if plans.counted(r)]
-    print(f"\nSavings: ${plans.total(recs):,.2f}/month in {len({r.plan_id for r in counted})} plan(s), one per "
-          f"resource ({len(counted)} action(s); {len(recs) - len(counted)} alternative(s) listed, never added)",
+    from jobs.demo_summary import exe_name, shown_path
+    print(f"  {exe_name()} --config {shown_path(config_path)} alerts list   (the Overview and Team pages show them too)",
           file=out)
-    others, recs = [r for r in recs if r.kind != "idle_gpu"], [r for r in recs if r.kind == "idle_gpu"]
-    print(f"\nIdle GPUs: {len(recs)} finding(s), ${plans.total(recs):,.2f}/month", file=out)
-    for r in recs:
-        ev = r.evidence
-        print(f"  {r.provider:<7} {r.team or '-':<9} {r.resource_id[-40:]:<40} {ev['pattern']:<15} "
-              f"idle {ev['idle_hours']:>5} h of {ev['measured_hours']:>5}  ${r.monthly_savings_usd:>11,.2f}/mo  "
-              f"confidence {r.confidence:.2f}", file=out)
-    if others:
-        print(f"\nOther findings: {len(others)}, ${plans.total(others):,.2f}/month counted", file=out)
-    for r in others:
-        print(f"  {r.kind:<15} {r.plan:<11} {r.provider:<7} {r.team or '-':<9} {r.resource_id[-40:]:<40} "
-              f"{r.proposed.get('action') or '-':<42.42} ${r.monthly_savings_usd:>11,.2f}/mo  "
-              f"confidence {r.confidence:.2f}", file=out)
-    onprem = list(comparison) + [r for r in others if r.kind == "onprem_vs_cloud" and r.provider != "onprem"]
-    if onprem:  # the whole sentence: it carries the cost per used GPU-hour and the break-even utilisation
-        print("\nOn-prem vs cloud (cost per used GPU-hour, break-even utilisation):", file=out)
-    for r in onprem:
-        print(f"  {r.provider:<7} {r.team or '(cluster)':<10} {r.resource_id[-28:]:<28} {r.proposed['action']}", file=out)
-    report = [row for row in report if row["kind"] == "idle_gpu"]
-    found = sum(1 for row in report if row["found"])
-    planted_ids = {row["resource_id"] for row in report}
-    extra = [r for r in recs if r.resource_id not in planted_ids]
-    print(f"\nGround truth ({fleet.ground_truth_path.name}): {found}/{len(report)} planted idle GPUs found, "
-          f"{len(extra)} finding(s) on machines with nothing planted", file=out)
-    for row in report:
-        print(f"  {'found ' if row['found'] else 'MISSED'} {row['variant']:<15} {row['resource_id'][-40:]:<40} "
-              f"truth idle cost ${row['truth_idle_cost_usd']:,.2f}, found ${row['found_idle_cost_usd'] or 0:,.2f}",
-              file=out)
-    later = sorted({p["kind"] for p in planted} - {"idle_gpu"} - {r.kind for r in others})
-    if later:
-        print(f"  also planted, for the models still to come: {', '.join(later)}", file=out)
-    exe = os.path.relpath(sys.argv[0]) if Path(sys.argv[0]).name == "gpufinops" else "gpufinops"
-    print(f"  every kind's precision, recall and savings error: {exe} evaluate", file=out)
-    print(f"\nNext:\n  {exe} --config {config_path} recommend\n"
-          f"  {exe} --config {config_path} sql \"SELECT * FROM ingest_runs\"\n"
-          f"  {exe} --config {config_path} dashboard     (or: make dashboard)", file=out)

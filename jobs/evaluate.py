@@ -229,21 +229,27 @@ def m2_sections(con=None) -> dict[str, Any]:
 
 def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, helios: bool = True,
              others: bool = True, independent_seeds: tuple[int, ...] = INDEPENDENT_SEEDS,
-             independent_days: int = INDEPENDENT_DAYS) -> dict[str, Any]:
-    """Every figure, as plain data (printed by :func:`render`)."""
+             independent_days: int = INDEPENDENT_DAYS, step=None) -> dict[str, Any]:
+    """Every figure, as plain data (printed by :func:`render`); ``step`` (a ``jobs.progress.Steps``)
+    shows which fleet or data set is being measured."""
     from jobs import eval_independent
     from models import features
     from models.run import MODELS
     from warehouse import db
     result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
+    show = step.start if step is not None else (lambda _text: None)
+    done = step.done if step is not None else (lambda: None)
     with tempfile.TemporaryDirectory(prefix="gpufinops-evaluate-", dir=workdir) as tmp:
         for n, seed in enumerate(independent_seeds):
+            show(f"independent fleet {n + 1} of {len(independent_seeds)} (seed {seed}: simulate, ingest, every model)")
             result["independent"].append(eval_independent.run_fleet(Path(tmp) / f"independent-{n}", seed,
                                                                     independent_days))
+            done()
         if result["independent"]:
             result["independent_summary"] = eval_independent.summarise(result["independent"])
         for n, fleet in enumerate(fleets):
             home = Path(tmp) / f"fleet-{n}"
+            show(f"fleet {n + 1} of {len(fleets)}: {fleet['name']} (simulate, ingest, every model)")
             recs, truth, model = run_fleet(home, fleet["seed"], fleet["days"], fleet["scale"])
             from jobs import config as config_mod
             cfg = config_mod.load(home / "gpufinops.toml")
@@ -251,11 +257,14 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
                 real = eval_independent.real_ratio_mae(model, features.specs(con))
                 if others and n == 0:
                     result["others"] = m2_sections(con)
+            done()
             result["fleets"].append({**fleet, "machines": len(truth["machines"]),
                                      "kinds": score(recs, truth, set(MODELS)), "throughput_model": model.quality,
                                      "real_ratios": real})
     if helios:
+        show("idle detection on the real Helios clusters")
         result["helios_idle"] = helios_idle()
+        done()
     return result
 
 

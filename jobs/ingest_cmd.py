@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
+import time
 from datetime import datetime
 
 from ingest.registry import default_registry
 from ingest.runner import RunResult, run_source
+from jobs import progress, tables
 from jobs.config import Config, ConfigError
 from warehouse import db, freshness, queries
 
 
 def run_configured(cfg: Config, names: list[str] | None = None, *, since: datetime | None = None,
-                   until: datetime | None = None, full_refresh: bool = False) -> list[RunResult]:
-    """Run the named sources (default: every enabled one) in config order."""
+                   until: datetime | None = None, full_refresh: bool = False,
+                   step: progress.Steps | None = None, seconds: dict[str, float] | None = None) -> list[RunResult]:
+    """Run the named sources (default: every enabled one) in config order; ``step`` shows each one
+    running, ``seconds`` collects how long each took."""
     unknown = [n for n in names or [] if n not in cfg.sources]
     if unknown:
         raise ConfigError(f"sources.{unknown[0]}: no such source in the config "
@@ -23,10 +27,17 @@ def run_configured(cfg: Config, names: list[str] | None = None, *, since: dateti
     results = []
     for name in chosen:
         source = cfg.sources[name]
+        if step is not None:
+            step.start(f"ingest {name} ({source.type})")
+        started = time.monotonic()
         results.append(run_source(registry, cfg.warehouse_path, name, source.type, source.options,
                                   team_tag_keys=cfg.team_tag_keys, since=since, until=until,
                                   full_refresh=full_refresh, base_dir=str(cfg.base_dir),
                                   memory_limit=cfg.memory_limit, secrets=cfg.secrets()))
+        if seconds is not None:
+            seconds[name] = time.monotonic() - started
+        if step is not None:
+            step.done()
     return results
 
 
@@ -34,13 +45,23 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
     if not cfg.sources:
         print("gpufinops: no sources configured (add [sources.<name>] tables to the config)", file=sys.stderr)
         return 2
-    results = run_configured(cfg, names, **kwargs)
+    results, seconds = run_with_progress(cfg, names, **kwargs)
+    tables.print_runs(results, seconds)
     for r in results:
-        quarantined = f"  ({r.rejected} rejected, see ingest_rejects)" if r.rejected else ""
-        print(f"{r.source:<24} {r.status:<10} {r.rows:>10} rows{quarantined}")
+        if r.rejected:  # quarantined rows (on_invalid = "skip_rows"): where they are
+            print(f"{r.source}: {r.rows} rows  ({r.rejected} rejected, see ingest_rejects)")
         if r.error:
             print(f"gpufinops: {r.error}", file=sys.stderr)
     return 1 if any(not r.ok for r in results) else 0
+
+
+def run_with_progress(cfg: Config, names: list[str] | None = None, **kwargs) -> tuple[list[RunResult], dict[str, float]]:
+    """``run_configured`` under a progress bar (on a terminal only); also how long each source took."""
+    count = len(names or [n for n, s in cfg.sources.items() if s.enabled])
+    seconds: dict[str, float] = {}
+    with progress.steps(count, "ingest") as step:
+        results = run_configured(cfg, names, step=step, seconds=seconds, **kwargs)
+    return results, seconds
 
 
 def list_sources(cfg: Config) -> int:
@@ -49,12 +70,15 @@ def list_sources(cfg: Config) -> int:
         with db.reader(cfg.warehouse_path) as con:
             status = {row["source"]: row for row in queries.ingest_status(con).iter_rows(named=True)}
             fresh = {row["source"]: row for row in freshness.source_freshness(con).iter_rows(named=True)}
-    print(f"{'source':<24} {'type':<16} {'schedule':<16} {'last run':<26} {'status':<10} {'data':<44} watermark")
+    rows = []
     for name, source in cfg.sources.items():
         s, f = status.get(name, {}), fresh.get(name)
-        last = s.get("last_started_at")
         data = "no run yet" if f is None else (("STALE: " if f["stale"] else "") + f["message"].split(" (expected")[0])
-        print(f"{name:<24} {source.type:<16} {source.schedule:<16} "
-              f"{last.strftime('%Y-%m-%d %H:%M:%S UTC') if last else 'never':<26} "
-              f"{s.get('last_status') or '-':<10} {data:<44} {s.get('watermark') or '-'}")
+        rows.append({"source": name, "type": source.type, "schedule": source.schedule,
+                     "last_run": s.get("last_started_at") or "never", "status": s.get("last_status"),
+                     "data": data, "watermark": s.get("watermark")})
+    if not rows:
+        print("no sources configured (add [sources.<name>] tables to the config; `gpufinops init` writes one)")
+        return 0
+    tables.print_sources(rows)
     return 0

@@ -141,3 +141,56 @@ class Withheld:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+# The flat view of a recommendation: the CLI's `recommend --format csv` and the dashboard's CSV
+# download write these columns, from this one function (nested current/proposed/evidence become the
+# few words a reader needs; the JSON format keeps them whole).
+FLAT_COLUMNS = ("id", "plan", "kind", "team", "provider", "resource_id", "monthly_savings_usd", "confidence", "action",
+                "pattern", "change", "plan_id")
+CHANGE_KEYS = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
+
+
+def change_text(current: dict[str, Any], proposed: dict[str, Any]) -> str:
+    """What a recommendation changes, in a few words: ``gpu_model A100-80GB → L4, gpu_count 8 → 2``.
+    A key the proposal leaves open (None) is not a change; a key with no current value reads
+    ``state → released``."""
+    parts = []
+    for key in CHANGE_KEYS:
+        new = proposed.get(key)
+        old = current.get(key)
+        if new is None or new == old:
+            continue
+        parts.append(f"{key} {old} → {new}" if old is not None else f"{key} → {new}")
+    return ", ".join(parts)
+
+
+def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
+    """A recommendation (``to_dict()`` form, or a warehouse row with JSON text) as FLAT_COLUMNS."""
+    def part(name: str) -> dict[str, Any]:
+        value = rec.get(name)
+        if isinstance(value, str):
+            value = json.loads(value or "{}")
+        return value if isinstance(value, dict) else {}
+
+    current, proposed, evidence = part("current"), part("proposed"), part("evidence")
+    savings = rec.get("monthly_savings_usd")
+    return {"id": rec.get("id"), "plan": rec.get("plan"), "kind": rec.get("kind"), "team": rec.get("team"),
+            "provider": rec.get("provider"), "plan_id": rec.get("plan_id"),
+            "resource_id": rec.get("resource_id"),
+            "monthly_savings_usd": money(Decimal(str(savings))) if savings is not None else None,
+            "confidence": float(rec["confidence"]) if rec.get("confidence") is not None else None,
+            "action": proposed.get("action"), "pattern": evidence.get("pattern"),
+            "change": change_text(current, proposed)}
+
+
+def flat_csv(recs: list[dict[str, Any]]) -> str:
+    """Recommendations as flat CSV (FLAT_COLUMNS; money as exact decimal text, unknown values empty)."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(FLAT_COLUMNS)
+    for rec in recs:
+        row = flat_row(rec)
+        writer.writerow(["" if row[c] is None else row[c] for c in FLAT_COLUMNS])
+    return buffer.getvalue()

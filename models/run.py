@@ -65,13 +65,14 @@ def validate_settings(section: dict | None) -> None:
 
 
 def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-            settings: dict | None = None) -> ModelRun:
+            settings: dict | None = None, on_model=None) -> ModelRun:
     """Run every model, reconcile their candidates into one plan per resource, store the plans, the
     withheld findings and the on-prem comparison; return what ``kinds`` (default: all) found.
 
     Every model runs even when ``kinds`` names one: a plan is about all the candidates on a resource
     (a step is priced on what the primary leaves), so one kind alone cannot be planned. ``settings``
-    (the `[models]` config section) goes to the models that take it."""
+    (the `[models]` config section) goes to the models that take it; ``on_model(kind, done)`` is called
+    before (``done`` False) and after (True) each model (a progress display)."""
     chosen = kinds or list(MODELS)
     unknown = [k for k in chosen if k not in MODELS]
     if unknown:
@@ -79,7 +80,11 @@ def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
     run = ModelRun()
     for kind, model in MODELS.items():
         takes_settings = settings is not None and len(inspect.signature(model).parameters) > 1
+        if on_model:
+            on_model(kind, False)
         found = model(con, settings) if takes_settings else model(con)
+        if on_model:
+            on_model(kind, True)
         run.recommendations.extend(found[0])
         run.withheld.extend(found[1])
         if len(found) > 2:
@@ -94,6 +99,6 @@ def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
 
 
 def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-               settings: dict | None = None) -> list[Recommendation]:
+               settings: dict | None = None, on_model=None) -> list[Recommendation]:
     """The recommendations of :func:`analyse` (which also stores what was withheld)."""
-    return analyse(con, kinds, settings).recommendations
+    return analyse(con, kinds, settings, on_model).recommendations

@@ -4,6 +4,9 @@ saving of an instance billed whole), thin evidence withheld, ids stable."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 from decimal import Decimal
 
 import duckdb
@@ -123,5 +126,6 @@ def test_recommend_reads_the_models_section_and_rejects_bad_values(warehouse, ca
     assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count"]) == 0
     assert "no recommendations" in capsys.readouterr().out   # 2 % is not spare under a 1 % threshold
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n')
-    assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count"]) == 0
-    assert "gpu_count 8→4" in capsys.readouterr().out   # onto a g5.12xlarge, the smallest A10G type that holds 2
+    assert cli.main(["--config", str(config), "recommend", "--kind", "gpu_count", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 1 and "gpu_count 8 → 4" in rows[0]["change"]  # onto a g5.12xlarge, the smallest A10G type that holds 2

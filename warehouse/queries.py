@@ -275,6 +275,13 @@ def dashboard_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
     return tuple(str(v) for v in rows[0])
 
 
+def cost_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
+    """The fingerprint of what cost figures (spend, the forecast, anomalies) depend on: the ingest
+    ledger only, so a decision or a model run does not make the dashboard refit the forecast."""
+    rows = con.execute("SELECT max(coalesce(finished_at, started_at)), count(*) FROM ingest_runs").fetchall()
+    return tuple(str(v) for v in rows[0])
+
+
 def savings_by_status(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> pl.DataFrame:
     """Every recommendation's status, plan role and monthly savings (open = identified, accepted,
     applied = realised): totals over them are ``models.plans.total`` (primary and step objects only)."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import charts
-from dashboard.common import (cached_query, connection, money, money_columns, money_frame, page_header, total,
-                              window_picker, window_start)
+from dashboard import charts, labels
+from dashboard.common import cached_query, connection, money, money_frame, page_header, total, window_picker, window_start
 
 IDLE_UTIL_PCT = 5.0
 
@@ -35,16 +34,18 @@ def main() -> None:
                    help=f"billed GPU hours whose measured peak utilisation stayed under {IDLE_UTIL_PCT:.0f}%")
     cols[1].metric("Idle GPU-hours", f"{int(total(idle, 'idle_gpu_hours')):,}")
     cols[2].metric("GPU-hours measured", f"{int(util['gpu_hours'].sum() or 0):,}")
-    st.altair_chart(charts.heatmap(util, x="gpu_model", y="team", value="util_mean",
-                                   title="Mean GPU utilisation % (team × GPU model)"), width="stretch")
+    charts.draw(st, charts.heatmap(util, x="gpu_model", y="team", value="util_mean", x_title="GPU model",
+                                   y_title="Team", value_title="Mean utilisation %",
+                                   title="Mean GPU utilisation % (team × GPU model)"))
     st.subheader("Idle GPUs and their cost")
     idle_view = money_frame(idle, "idle_cost", "gpu_cost").with_columns(pl.col("idle_gpu_hours").cast(pl.Int64))
     chart_rows = idle_view.filter(pl.col("idle_cost") > 0).with_columns(
         (pl.col("team") + " · " + pl.col("gpu_model").fill_null("?")).alias("team · GPU"))
     if not chart_rows.is_empty():
-        st.altair_chart(charts.bar_usd(chart_rows, x="idle_cost", y="team · GPU", color="team",
-                                       title="Idle GPU cost in the window"), width="stretch")
-    st.dataframe(idle_view, hide_index=True, width="stretch", column_config=money_columns("idle_cost", "gpu_cost"))
+        charts.draw(st, charts.bar_usd(chart_rows, x="idle_cost", y="team · GPU", y_title="Team · GPU model",
+                                       x_title="Idle GPU cost (USD)", color="team", color_title="Team",
+                                       title="Idle GPU cost in the window"))
+    labels.table(st, idle_view)
     st.subheader("Unattributed GPU-hours")
     if unattributed is None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
@@ -56,10 +57,9 @@ def main() -> None:
         st.warning(f"{no_bill + no_team:,} GPU-hours in the window belong to no team (the \"(unattributed)\" row "
                    f"above): {no_bill:,} on hosts no bill claims (map them in the source's `resource_map`, or "
                    f"the bill has not arrived yet), {no_team:,} on billed resources without a team tag.")
-        st.dataframe(unattributed, hide_index=True, width="stretch")
+        labels.table(st, unattributed)
     if attribution is not None and not attribution.is_empty():
-        st.dataframe(attribution, hide_index=True, width="stretch",
-                     column_config={"unattributed_share": st.column_config.NumberColumn(format="percent")})
+        labels.table(st, attribution)
 
 
 main()

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import polars as pl
 import streamlit as st
 
+from dashboard import labels
 from dashboard.common import connection, page_header
 from warehouse import freshness, queries
 
@@ -44,8 +45,10 @@ def main() -> None:
         st.success("Every source's data is as recent as that kind of data can be.")
     else:
         st.error("Stale data: " + "; ".join(f"**{r['source']}** — {r['message']}" for r in stale.iter_rows(named=True)))
-    st.dataframe(fresh.select("source", "source_type", "kind", "stale", "newest_data_at", "age_hours",
-                              "expected_lag_hours", "message"), hide_index=True, width="stretch")
+    labels.table(st, fresh.select("source", "source_type", "kind", "stale", "newest_data_at", "age_hours",
+                                  "expected_lag_hours", "message"),
+                 overrides={"age_hours": st.column_config.NumberColumn("Age (hours)", format="%.1f"),
+                            "expected_lag_hours": st.column_config.NumberColumn("Expected lag (hours)", format="%.0f")})
     limit = ctx.settings.stale_after_hours
     runs = with_run_health(sources, now, limit)
     failing = runs.filter(pl.col("failing"))
@@ -55,21 +58,21 @@ def main() -> None:
     else:
         st.error(f"Failing or not running: {', '.join(failing['source'].to_list())} "
                  f"(no success in {limit:g} h, or the last run failed).")
-    st.dataframe(runs.select("source", "source_type", "failing", "last_status", "hours_since_success",
-                             "last_success_at", "last_started_at", "last_rows", "watermark", "last_error"),
-                 hide_index=True, width="stretch")
+    labels.table(st, runs.select("source", "source_type", "failing", "last_status", "hours_since_success",
+                                 "last_success_at", "last_started_at", "last_rows", "watermark", "last_error"),
+                 overrides={"hours_since_success": st.column_config.NumberColumn("Hours since success", format="%.1f")})
     st.subheader("GPU counts")
     if counts.is_empty():
         st.caption("Every resource's measured GPUs agree with the GPUs its instance type has.")
     else:
         st.warning(f"{counts.height} resource(s) report a different number of GPUs than their instance type has "
                    "(nothing is resolved silently: check the exporter, the MIG setup or the inventory).")
-        st.dataframe(counts, hide_index=True, width="stretch")
+        labels.table(st, counts)
     st.subheader("Jobs")
     if jobs.is_empty():
         st.caption("No scheduled job has run yet (recommend, report, feed).")
     else:
-        st.dataframe(jobs, hide_index=True, width="stretch")
+        labels.table(st, jobs)
 
 
 main()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard.common import connection, money_columns, money_frame, page_header
+from dashboard import charts, labels
+from dashboard.common import connection, money_frame, page_header
 from warehouse import queries
 
 PATTERNS = {"keep_onprem": "keep on-prem", "shrink_cluster": "shrink, send the work to the cloud",
@@ -30,19 +31,28 @@ def main() -> None:
     st.caption("Cost per GPU-hour of work actually done (busy share of the hour) on each node group, against "
                "the cheapest cloud GPU that fits the same work; below the break-even utilisation the cloud is "
                "cheaper.")
-    st.dataframe(money_frame(view.select("node_group", "team", "workload", "verdict", "util_mean_pct",
-                                         "break_even_utilisation_pct", "onprem_usd_per_used_gpu_hour",
-                                         "cloud_usd_per_used_gpu_hour", "cheapest_cloud_option",
-                                         "monthly_savings_usd", "gpu_hours", "action"), "monthly_savings_usd"),
-                 hide_index=True, width="stretch",
-                 column_config={**money_columns("monthly_savings_usd"),
-                                "util_mean_pct": st.column_config.NumberColumn("utilisation %", format="%.1f"),
-                                "break_even_utilisation_pct": st.column_config.NumberColumn("break-even %",
-                                                                                            format="%.1f"),
-                                "onprem_usd_per_used_gpu_hour": st.column_config.NumberColumn(
-                                    "on-prem $/used GPU-h", format="$%.2f"),
-                                "cloud_usd_per_used_gpu_hour": st.column_config.NumberColumn(
-                                    "cloud $/used GPU-h", format="$%.2f")})
-
+    bars = money_frame(view, "onprem_usd_per_used_gpu_hour", "cloud_usd_per_used_gpu_hour").select(
+        (pl.col("node_group") + " · " + pl.col("team")).alias("group"),
+        pl.col("onprem_usd_per_used_gpu_hour").alias("On-prem"),
+        pl.col("cloud_usd_per_used_gpu_hour").alias("Cheapest cloud")).unpivot(
+        index="group", variable_name="where", value_name="usd_per_used_gpu_hour")
+    charts.draw(st, charts.grouped_bars(bars, category="group", group="where", value="usd_per_used_gpu_hour",
+                                        category_title="Node group · team", group_title="Cost of",
+                                        value_title="USD per used GPU-hour",
+                                        title="Cost per used GPU-hour: on-prem vs the cheapest cloud option"))
+    labels.table(st, view.select("node_group", "team", "workload", "verdict", "util_mean_pct",
+                                 "break_even_utilisation_pct", "onprem_usd_per_used_gpu_hour",
+                                 "cloud_usd_per_used_gpu_hour", "cheapest_cloud_option", "monthly_savings_usd",
+                                 "gpu_hours", "action"),
+                 overrides={"node_group": st.column_config.TextColumn("Node group"),
+                            "verdict": st.column_config.TextColumn("Verdict"),
+                            "util_mean_pct": st.column_config.NumberColumn("Utilisation", format="%.1f%%"),
+                            "break_even_utilisation_pct": st.column_config.NumberColumn("Break-even", format="%.1f%%"),
+                            "onprem_usd_per_used_gpu_hour": st.column_config.NumberColumn(
+                                "On-prem per used GPU-hour", format="$%.2f"),
+                            "cloud_usd_per_used_gpu_hour": st.column_config.NumberColumn(
+                                "Cloud per used GPU-hour", format="$%.2f"),
+                            "cheapest_cloud_option": st.column_config.TextColumn("Cheapest cloud option"),
+                            "action": st.column_config.TextColumn("Action", width="large")})
 
 main()

@@ -39,11 +39,8 @@ def main() -> None:
     spend.render_kpis(data, budget_for(ctx))
     alerts_view.render(alerts)
     spend.render_charts(data)
-    left, right = st.columns(2)
-    with left:
-        spend.render_forecast(data)
-    with right:
-        spend.render_anomalies(data)
+    spend.render_forecast(data)
+    spend.render_anomalies(data)
 
 
 main()

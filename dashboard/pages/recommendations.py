@@ -10,15 +10,18 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import evidence
-from dashboard.common import connection, db_path, money, money_columns, money_frame, page_header
+from dashboard import evidence, labels
+from dashboard.common import connection, db_path, money, page_header
+from dashboard.recommendation_list import csv_bytes, recommendation_list
 from models import plans
 from warehouse import db, queries, store
 
-TABLE_COLUMNS = ("plan", "kind", "team", "provider", "resource_id", "workload", "monthly_savings_usd", "confidence",
-                 "risk", "status", "model_version", "created_at", "id")
+TABLE_COLUMNS = ("monthly_savings_usd", "plan", "kind", "team", "provider", "resource", "action", "confidence", "status",
+                 "workload", "risk", "change", "model_version", "created_at", "id", "resource_id")
+HIDDEN = ("resource_id",)  # kept in the frame (the CSV, the detail view); the list shows the short name
 NONE = "(none)"  # a finding without a team or provider (fleet-wide) is still listed
 DECISIONS = {"Accept": "accept", "Dismiss": "dismiss", "Mark applied": "apply", "Reopen": "reopen"}
+NOTICE = "recs_notice"  # the last decision's confirmation, shown after the rerun that refreshes the counts
 
 
 def filtered(recs: pl.DataFrame) -> pl.DataFrame:
@@ -35,12 +38,8 @@ def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     return out.sort(["monthly_savings_usd", "id"], descending=[True, False])
 
 
-def csv_bytes(frame: pl.DataFrame) -> bytes:
-    """The table as CSV: money as its exact decimal text, JSON columns as written."""
-    return frame.with_columns(pl.col("monthly_savings_usd").cast(pl.Utf8)).write_csv().encode()
-
-
 def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
+    """Record the decision; on success rerun the page so every count and total shows it at once."""
     try:
         with db.writer(db_path(), retry_seconds=10) as con:
             status = store.record_decision(con, rec_id, decision, reason, ctx.scope.actor, teams=ctx.teams)
@@ -49,7 +48,8 @@ def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
     except db.WarehouseBusy:
         st.error("The warehouse is busy with an ingest: try again in a moment.")
     else:
-        st.success(f"Recorded: {decision} by {ctx.scope.actor}; the recommendation is now {status}.")
+        st.session_state[NOTICE] = f"Recorded: {decision} by {ctx.scope.actor}; the recommendation is now {status}."
+        st.rerun()
 
 
 def decision_form(rec: dict, ctx) -> None:
@@ -73,13 +73,23 @@ def withheld_list(ctx) -> None:
     counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
     summary = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in counts.iter_rows())
     with st.expander(f"Withheld: {withheld.height} finding(s) the models could not price or prove ({summary})"):
-        st.dataframe(withheld.select("kind", "team", "resource_id", "reason", "detail", "missing", "source_hint"),
-                     hide_index=True, width="stretch",
-                     column_config={"source_hint": st.column_config.TextColumn("source that provides it")})
+        labels.table(st, withheld.select("kind", "team", "resource_id", "reason", "detail", "missing", "source_hint"),
+                     overrides={"source_hint": st.column_config.TextColumn("Source that provides it"),
+                                "detail": st.column_config.TextColumn("Why", width="large")})
+
+
+def detail_labels(shown: pl.DataFrame) -> dict[str, str]:
+    labels_by_id = {row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team'] or '(no team)'} · "
+                               f"{row['resource'] or row['id']}" for row in shown.iter_rows(named=True)}
+    if len(set(labels_by_id.values())) < len(labels_by_id):  # keep every choice distinct
+        labels_by_id = {rid: f"{text} · {rid}" for rid, text in labels_by_id.items()}
+    return labels_by_id
 
 
 def main() -> None:
     ctx = page_header("Recommendations")
+    if NOTICE in st.session_state:
+        st.success(st.session_state.pop(NOTICE))
     try:
         with connection() as con:
             recs = queries.recommendations(con, team=ctx.teams)
@@ -90,24 +100,22 @@ def main() -> None:
         st.info("No recommendations yet: run `gpufinops recommend`.")
         withheld_list(ctx)
         return
-    shown = filtered(recs)
+    shown = filtered(recommendation_list(recs))
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")
     cols[1].metric("Monthly savings shown", f"{money(plans.total(shown.to_dicts()))}/month",
                    help="primary and step objects of each resource's plan; alternatives are shown, never added")
-    cols[2].download_button("Download CSV", csv_bytes(shown), file_name="recommendations.csv", mime="text/csv")
-    st.dataframe(money_frame(shown.select(TABLE_COLUMNS), "monthly_savings_usd"), hide_index=True,
-                 width="stretch", column_config={**money_columns("monthly_savings_usd"),
-                                                          "confidence": st.column_config.ProgressColumn(
-                                                              min_value=0.0, max_value=1.0, format="percent")})
+    cols[2].download_button("Download CSV", csv_bytes(shown), file_name="recommendations.csv", mime="text/csv",
+                            help="the columns of `gpufinops recommend --format csv`")
+    labels.table(st, shown.select(TABLE_COLUMNS), hide=HIDDEN, overrides={
+        "confidence": st.column_config.ProgressColumn("Confidence", min_value=0.0, max_value=1.0, format="percent"),
+        "action": st.column_config.TextColumn("Action", width="large"),
+        "resource": st.column_config.TextColumn("Resource", width="medium")})
     withheld_list(ctx)  # after the list, so what was found comes first
     if shown.is_empty():
         return
-    labels = {row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team']} · "
-                         f"{row['resource_id'] or row['workload'] or row['id']}" for row in shown.iter_rows(named=True)}
-    if len(set(labels.values())) < len(labels):  # keep every choice distinct
-        labels = {rid: f"{text} · {rid}" for rid, text in labels.items()}
-    by_label = {text: rid for rid, text in labels.items()}
+    labels_by_id = detail_labels(shown)
+    by_label = {text: rid for rid, text in labels_by_id.items()}
     chosen = by_label[st.selectbox("Detail", list(by_label), key="recs_detail")]
     with connection() as con:
         found = queries.dashboard_recommendation(con, chosen, team=ctx.teams)
@@ -115,15 +123,15 @@ def main() -> None:
             st.error("That recommendation is gone.")
             return
         rec = found.row(0, named=True)
-        st.subheader(labels[chosen])
-        st.caption(f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · id {rec['id']}")
+        st.subheader(labels_by_id[chosen])
+        st.caption(f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · "
+                   f"resource {rec['resource_id'] or '—'} · id {rec['id']}")
         evidence.render(con, rec)
-    decision_form(rec, ctx)
-    with connection() as con:
         log = queries.decisions_log(con, team=ctx.teams, recommendation_id=chosen)
+    decision_form(rec, ctx)
     if not log.is_empty():
         st.markdown("**Decisions**")
-        st.dataframe(log, hide_index=True, width="stretch")
+        labels.table(st, log)
 
 
 main()

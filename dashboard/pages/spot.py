@@ -8,15 +8,10 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import charts
-from dashboard.common import connection, money, money_columns, page_header
+from dashboard import charts, labels
+from dashboard.common import connection, money, page_header
+from dashboard.evidence import spot_until, spot_view
 from warehouse import queries
-
-
-def series_label() -> pl.Expr:
-    """A price series is a zone (or the region when the zone is the region or unknown)."""
-    return (pl.when(pl.col("zone").is_null() | (pl.col("zone") == pl.col("region"))).then(pl.col("region"))
-            .otherwise(pl.col("zone")).alias("series"))
 
 
 def main() -> None:
@@ -42,25 +37,24 @@ def main() -> None:
     if prices is None:
         st.info("No spot price history yet: configure an `aws_spot_prices` or `gcp_catalog` source.")
     else:
-        view = prices.with_columns(pl.col("price_usd").cast(pl.Float64), pl.col("on_demand_usd").cast(pl.Float64),
-                                   series_label())
+        view = spot_view(prices)
         latest = prices.sort("ts").tail(1).row(0, named=True)
         cols = st.columns(3)
         cols[0].metric("Latest spot price", f"{money(latest['price_usd'])}/h")
         cols[1].metric("On-demand", f"{money(latest['on_demand_usd'])}/h" if latest["on_demand_usd"] is not None else "—")
         if latest["on_demand_usd"]:
             cols[2].metric("Spot discount", f"{1 - float(latest['price_usd']) / float(latest['on_demand_usd']):.0%}")
-        st.altair_chart(charts.spot_prices(view, title=f"{instance_type}: spot (lines) vs on-demand (dashed)"),
-                        width="stretch")
-        st.dataframe(view.select("ts", "region", "zone", "price_usd", "on_demand_usd"), hide_index=True,
-                     width="stretch", column_config=money_columns("price_usd", "on_demand_usd"))
+        charts.draw(st, charts.spot_prices(view, until=spot_until(view),
+                                           title=f"{instance_type}: spot price (steps, held until the next change) "
+                                                 "vs on-demand (dashed)"))
+        labels.table(st, view.select("ts", "region", "zone", "price_usd", "on_demand_usd"))
     st.subheader("Interruption frequency")
     if bands.is_empty():
         st.info("No interruption bands yet (the AWS spot advisor data).")
     else:
-        st.altair_chart(charts.interruption_bands(bands), width="stretch")
-        st.dataframe(bands, hide_index=True, width="stretch",
-                     column_config={"savings_pct": st.column_config.NumberColumn(format="%d%%")})
+        charts.draw(st, charts.interruption_bands(bands))
+        labels.table(st, bands, hide=("band_index",),
+                     overrides={"savings_pct": st.column_config.NumberColumn("Spot saving", format="%d%%")})
 
 
 main()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import alerts_view, charts, spend
-from dashboard.common import cached_query, connection, money_columns, money_frame, page_header, window_picker, window_start
+from dashboard import alerts_view, charts, labels, spend
+from dashboard.common import cached_query, connection, page_header, window_picker, window_start
+from dashboard.recommendation_list import recommendation_list
 from models.budgets import monthly_budget_for
 from warehouse import queries
 
@@ -34,22 +35,23 @@ def main() -> None:
     budget = monthly_budget_for(ctx.settings.budgets, [team])
     spend.render_kpis(data, float(budget) if budget is not None else None)
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
-    spend.render_charts(data)
+    spend.render_charts(data, by_team=False)
     spend.render_forecast(data)
     st.subheader("GPU fleet")
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")
     else:
-        st.altair_chart(charts.heatmap(fleet, x="gpu_model", y="team", value="util_mean",
-                                       title="Mean GPU utilisation %"), width="stretch")
-        st.dataframe(fleet, hide_index=True, width="stretch")
+        charts.draw(st, charts.heatmap(fleet, x="gpu_model", y="team", value="util_mean", x_title="GPU model",
+                                       y_title="Team", value_title="Mean utilisation %",
+                                       title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; "
+                                             "every team on the GPU fleet page)"))
     st.subheader("Recommendations")
     if recs.is_empty():
         st.success("No recommendations for this team.")
     else:
-        st.dataframe(money_frame(recs.select("kind", "resource_id", "workload", "monthly_savings_usd",
-                                             "confidence", "risk", "status"), "monthly_savings_usd"),
-                     hide_index=True, width="stretch", column_config=money_columns("monthly_savings_usd"))
+        labels.table(st, recommendation_list(recs).select("monthly_savings_usd", "kind", "resource", "action",
+                                                           "confidence", "status", "resource_id"),
+                     hide=("resource_id",))
         st.caption("Accept or dismiss them on the Recommendations page.")
 
 

@@ -56,5 +56,5 @@ def list_alerts(cfg: Config, *, team: str | None = None, status: str = "open", r
         print(f"no {'' if status == 'all' else status + ' '}alerts", file=out)
         return 0
     view = frame.select(*LIST_COLUMNS, "summary").with_columns(pl.col("teams").list.join(","))
-    print(output.render(view if fmt == "csv" else view.drop("summary"), fmt), file=out)
+    output.write(output.render(view if fmt == "csv" else view.drop("summary"), fmt), out)  # CSV: no blank last line
     return 0

@@ -1,0 +1,137 @@
+"""Human labels and formats for the pages' tables: every column a reader sees has a name they
+understand (``Idle cost``, not ``idle_cost``), money reads ``$1,234.57``, utilisation ``87.0%``, a
+day ``2026-10-31`` (never ``00:00:00``), a time to the minute, and an unknown value is a dash.
+
+The frame keeps its field names (tests and downloads read them); only Streamlit's column
+configuration relabels and formats them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+MISSING = "—"
+
+LABELS = {
+    "team": "Team", "provider": "Provider", "service": "Service", "region": "Region", "zone": "Zone",
+    "source": "Source", "source_type": "Type", "kind": "Kind", "status": "Status", "risk": "Risk",
+    "id": "ID", "resource_id": "Resource ID", "resource": "Resource", "workload": "Workload", "action": "Action",
+    "change": "Change", "pattern": "Pattern", "confidence": "Confidence", "model_version": "Model version",
+    "created_at": "Found at", "monthly_savings_usd": "Savings per month", "gpu_model": "GPU model",
+    "gpu_hours": "GPU-hours", "util_mean": "Mean utilisation", "util_p95": "p95 utilisation",
+    "util_max": "Peak utilisation", "idle_resource_hours": "Idle resource-hours", "idle_gpu_hours": "Idle GPU-hours",
+    "idle_cost": "Idle cost", "gpu_cost": "GPU cost", "effective_cost": "Spend", "billed_cost": "Billed",
+    "attributed_gpu_hours": "Attributed GPU-hours", "unattributed_gpu_hours": "Unattributed GPU-hours",
+    "team_gpu_hours": "GPU-hours with a team", "unattributed_share": "Unattributed share",
+    "host": "Host", "hosts": "Hosts", "first_hour": "First hour", "last_hour": "Last hour",
+    "stale": "Stale", "last_status": "Last status", "hours_since_success": "Hours since success",
+    "last_success_at": "Last success", "last_started_at": "Last run", "last_rows": "Rows (last run)",
+    "watermark": "Watermark", "last_error": "Last error", "job": "Job", "started_at": "Started",
+    "finished_at": "Finished", "error": "Error", "day": "Day", "cost_usd": "Cost", "expected_usd": "Expected",
+    "lower_usd": "Expected from", "upper_usd": "Expected to", "direction": "Direction",
+    "top_line_items": "Line items that moved", "ts": "From (UTC)", "price_usd": "Spot per hour",
+    "on_demand_usd": "On-demand per hour", "instance_type": "Instance type", "band_label": "Interrupted per month",
+    "band_index": "Band", "savings_pct": "Spot saving", "decision": "Decision", "reason": "Reason",
+    "actor": "By", "decided_at": "Decided at", "rows": "Rows", "runs": "Runs", "expected_range": "Expected range",
+    "severity": "Severity", "rule": "Rule", "period": "Period", "opened_at": "Opened",
+    "newest_data_at": "Newest data", "message": "Freshness", "failing": "Failing", "missing": "Missing",
+    # evidence and current / proposed keys
+    "util_threshold_pct": "Idle threshold", "mem_max_gib": "Peak memory", "window_days": "Window",
+    "lookback_days": "Look-back", "billed_hours": "Billed hours", "measured_hours": "Measured hours",
+    "idle_hours": "Idle hours", "idle_fraction": "Idle share of hours", "metric_coverage": "Metric coverage",
+    "idle_cost_usd": "Idle cost in the window", "off_hours_share_of_idle": "Idle time off hours",
+    "gpu_count": "GPU count", "pricing": "Pricing", "monthly_cost_usd": "Cost per month", "state": "State",
+    "precision": "Precision", "busy_gpus": "Busy GPUs", "spare_gpus": "Spare GPUs",
+    "busy_util_p95": "p95 utilisation of the busy GPUs", "spare_util_p95_max": "Highest p95 of a spare GPU",
+    "per_gpu_util_p95": "p95 utilisation per GPU", "cost_per_gpu_month_usd": "Cost per GPU-month",
+    "spare_gpu_util_pct": "Spare below", "mem_needed_gib": "Memory needed", "target_usable_memory_gib":
+    "Target's usable memory", "predicted_target_util_p95": "Predicted p95 on the target",
+    "baseline_target_util_p95": "Spec-ratio estimate of p95", "current_usd_per_hour": "Current per hour",
+    "target_usd_per_hour": "Target per hour", "options": "Cloud options", "usd_per_gpu_hour": "USD per GPU-hour",
+    "usd_per_onprem_gpu_hour": "USD per on-prem GPU-hour", "option": "Option", "util_mean_pct": "Mean utilisation",
+    "onprem_option": "On-prem option", "break_even_utilisation_pct": "Break-even utilisation",
+}
+ACRONYMS = {"gpu": "GPU", "usd": "(USD)", "id": "ID", "gib": "GiB", "mib": "MiB", "pct": "%", "p95": "p95", "mae": "MAE",
+            "sm": "SM", "cpu": "CPU", "od": "on-demand", "onprem": "on-prem", "tdp": "TDP", "util": "utilisation",
+            "mem": "memory"}
+
+
+def label(field: str) -> str:
+    """A column's human name: the table above, else its words (``gpu_hours_x`` → ``GPU hours x``)."""
+    if field in LABELS:
+        return LABELS[field]
+    words = [ACRONYMS.get(w, w) for w in field.split("_") if w]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:] if text else field
+
+
+def _is_money(field: str) -> bool:
+    return field.endswith("_usd") or field in ("idle_cost", "gpu_cost", "effective_cost", "billed_cost") \
+        or field.endswith("_cost")
+
+
+def _is_percent_points(field: str) -> bool:  # 0–100
+    return field.startswith("util_") or field.endswith(("_pct", "_util")) or "_util_" in field
+
+
+def _is_fraction(field: str) -> bool:  # 0–1
+    return field.endswith("_share") or field in ("confidence", "metric_coverage")
+
+
+def column(field: str, dtype: pl.DataType, *, dates: Iterable[str] = ()) -> Any:
+    """Streamlit's column configuration for one field."""
+    name = label(field)
+    if field in dates or dtype == pl.Date:
+        return st.column_config.DateColumn(name, format="YYYY-MM-DD")
+    if dtype.is_temporal():
+        return st.column_config.DatetimeColumn(name, format="YYYY-MM-DD HH:mm", timezone="UTC")
+    if dtype == pl.Boolean:
+        return st.column_config.CheckboxColumn(name)
+    if dtype.is_numeric():
+        if _is_money(field):
+            return st.column_config.NumberColumn(name, format="dollar")
+        if _is_percent_points(field):
+            return st.column_config.NumberColumn(name, format="%.1f%%")
+        if _is_fraction(field):
+            return st.column_config.NumberColumn(name, format="percent")
+        if dtype.is_integer():
+            return st.column_config.NumberColumn(name, format="localized")
+        return st.column_config.NumberColumn(name, format="%.2f")
+    return st.column_config.TextColumn(name)
+
+
+def view(frame: pl.DataFrame, *, dates: Iterable[str] = ()) -> pl.DataFrame:
+    """The frame as shown: DECIMAL money as floats (display only), day columns as dates, missing
+    text as a dash."""
+    dates = set(dates)
+    exprs = []
+    for name, dtype in frame.schema.items():
+        if isinstance(dtype, pl.Decimal):
+            exprs.append(pl.col(name).cast(pl.Float64))
+        elif name in dates and dtype.is_temporal():
+            exprs.append(pl.col(name).cast(pl.Date))
+        elif dtype == pl.Utf8:
+            exprs.append(pl.col(name).fill_null(MISSING))
+    return frame.with_columns(exprs) if exprs else frame
+
+
+def config(frame: pl.DataFrame, *, dates: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> dict:
+    dates = tuple(dates)
+    out = {name: column(name, dtype, dates=dates) for name, dtype in frame.schema.items()}
+    out.update(overrides or {})
+    return out
+
+
+def table(container: Any, frame: pl.DataFrame, *, dates: Iterable[str] = (), hide: Iterable[str] = (),
+          overrides: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    """``st.dataframe`` with human labels and formats for every column (``hide``: kept in the frame,
+    not shown)."""
+    shown = view(frame, dates=dates)
+    hidden = set(hide)
+    order = [c for c in shown.columns if c not in hidden]
+    return container.dataframe(shown, hide_index=True, width="stretch", column_order=order,
+                               column_config=config(shown, dates=dates, overrides=overrides), **kwargs)

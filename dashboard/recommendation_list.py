@@ -1,0 +1,41 @@
+"""The recommendations as a list a reader scans (Team and Recommendations pages) and as the CSV they
+download, which is the CLI's flat CSV (``models.recommendation.flat_csv``: the same columns, the
+same text)."""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from models.recommendation import flat_csv, flat_row
+
+GCP_INSTANCE = re.compile(r"^//compute\.googleapis\.com/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$")
+
+
+def short_resource(resource_id: str | None) -> str | None:
+    """A resource as a person names it: a GCP instance path becomes ``name (project, zone)``;
+    other ids (``i-0abc…``, ``dc1/onprem-a100x8``) are short already."""
+    if not resource_id:
+        return None
+    found = GCP_INSTANCE.match(resource_id)
+    if found:
+        project, zone, name = found.groups()
+        return f"{name} ({project}, {zone})"
+    return resource_id
+
+
+def recommendation_list(recs: pl.DataFrame) -> pl.DataFrame:
+    """``queries.recommendations`` rows plus what a list shows: the action, the change, the pattern
+    and a short resource name (the full ``resource_id`` stays)."""
+    flats = [flat_row(row) for row in recs.select("current", "proposed", "evidence").to_dicts()]
+    extra = pl.DataFrame({"action": [f["action"] for f in flats], "change": [f["change"] for f in flats],
+                          "pattern": [f["pattern"] for f in flats]},
+                         schema={"action": pl.Utf8, "change": pl.Utf8, "pattern": pl.Utf8})
+    resource = [short_resource(r) or w for r, w in zip(recs["resource_id"].to_list(), recs["workload"].to_list())]
+    return pl.concat([recs, extra], how="horizontal").with_columns(pl.Series("resource", resource, dtype=pl.Utf8))
+
+
+def csv_bytes(recs: pl.DataFrame) -> bytes:
+    """The rows as the CLI's ``recommend --format csv`` writes them (flat columns)."""
+    return flat_csv(recs.to_dicts()).encode()

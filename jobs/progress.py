@@ -1,0 +1,69 @@
+"""Progress for the long runs (demo, ingest, recommend, evaluate, bench): a bar over the steps, the
+step running now and the time it has taken, drawn on stderr with rich.
+
+Drawn only when both stdout and stderr are terminals (a script, a pipe, a CI log or a test sees
+nothing: their output stays exactly what it was) and ``GPUFINOPS_NO_PROGRESS`` is unset. The bar
+is transient: when the run ends it disappears and the command's own output follows; what is
+printed meanwhile (a benchmark's figures) scrolls above it.
+
+    with progress.steps(3, "demo") as step:
+        step.start("simulating the fleet"); ...; step.done()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import IO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+
+def enabled(stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> bool:
+    if os.environ.get("GPUFINOPS_NO_PROGRESS"):
+        return False
+    streams = (stdout or sys.stdout, stderr or sys.stderr)
+    try:
+        return all(s.isatty() for s in streams)
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class Steps:
+    """The handle a ``steps`` block gets: ``start(description)`` a step, ``done()`` when it ends."""
+
+    def __init__(self, bar: Progress | None, total: int, label: str) -> None:
+        self._bar = bar
+        self._task = bar.add_task(label, total=total) if bar else None
+        self.label = label
+
+    def start(self, description: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=description)
+
+    def done(self, steps: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, steps)
+
+    def grow(self, steps: int) -> None:
+        """More steps than announced (a run that learns its size as it goes)."""
+        if self._bar is not None:
+            task = self._bar.tasks[self._task]
+            self._bar.update(self._task, total=(task.total or 0) + steps)
+
+
+@contextlib.contextmanager
+def steps(total: int, label: str, *, stderr: IO[str] | None = None, stdout: IO[str] | None = None) -> Iterator[Steps]:
+    """A transient progress bar of ``total`` steps on stderr (a no-op when not on a terminal)."""
+    if not enabled(stdout, stderr):
+        yield Steps(None, total, label)
+        return
+    console = Console(file=stderr or sys.stderr, highlight=False)
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=console, transient=True, redirect_stdout=True,
+                   redirect_stderr=True)  # both are this terminal: lines printed meanwhile go above the bar
+    with bar:
+        yield Steps(bar, total, label)
