@@ -31,6 +31,7 @@ from ingest.files import sql_literal
 MPS_SERVER = "%nvidia-cuda-mps-server%"
 _LABELLED = "(namespace IS NOT NULL OR pod IS NOT NULL OR container IS NOT NULL)"
 _GPU_HOUR = "PARTITION BY hour, gpu_uuid, mig_instance"
+_P_GPU_HOUR = "PARTITION BY p.hour, p.gpu_uuid, p.mig_instance"
 
 
 def _select(source: str, run_id: str) -> str:
@@ -66,9 +67,10 @@ occupied AS (
   FROM labelled GROUP BY 1, 2, 3),
 w AS (
   SELECT p.*, NULL AS pid, CAST(NULL AS VARCHAR) AS process, o.occupied_samples,
-         CASE WHEN bool_or(p.vgpu) OVER ({_GPU_HOUR}) OR sum(p.samples) OVER ({_GPU_HOUR}) > o.occupied_samples
+         CASE WHEN bool_or(p.vgpu) OVER ({_P_GPU_HOUR}) OR sum(p.samples) OVER ({_P_GPU_HOUR}) > o.occupied_samples
               THEN 'timeslice' END AS sharing
-  FROM per p JOIN occupied o USING (hour, gpu_uuid, mig_instance))
+  FROM per p JOIN occupied o ON o.hour = p.hour AND o.gpu_uuid = p.gpu_uuid
+       AND o.mig_instance IS NOT DISTINCT FROM p.mig_instance)
 {_select(source, run_id)}"""
 
 

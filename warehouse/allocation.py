@@ -180,6 +180,28 @@ def apply(con: duckdb.DuckDBPyConnection, touched: attribution.Touched,
     return written
 
 
+def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str | None = None) -> bool:
+    """Store the configured settings; when they changed, reallocate everything in one transaction
+    (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
+    from warehouse import db
+
+    kwargs = {"memory_limit": memory_limit} if memory_limit else {}
+    with db.writer(warehouse_path, **kwargs) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            stored = stored_settings(con)
+            changed = stored != settings and (stored is not None or _has_rows(con))
+            if changed:
+                reallocate_all(con, settings)
+            elif stored != settings:
+                sync_settings(con, settings)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return changed
+
+
 def reallocate_all(con: duckdb.DuckDBPyConnection, settings: AllocationSettings | None = None) -> int:
     """Recompute the whole table (a repair, or after changing the settings outside a load)."""
     settings, _ = sync_settings(con, settings)
