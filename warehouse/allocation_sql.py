@@ -88,7 +88,7 @@ WITH scope AS (SELECT DISTINCT resource_id, day_n FROM {scope}),
 lines AS (
   SELECT c."ResourceId" AS resource_id, {hour.format('c."ChargePeriodStart"')} AS hour_n,
          c."ProviderName" AS provider, c."x_Team" AS team, c."x_GpuCount" AS gpu_count,
-         c."ResourceName" AS resource_name, c."EffectiveCost" AS cost,
+         c."ResourceName" AS resource_name, c."EffectiveCost" AS cost, c."ServiceName" AS service,
          CASE WHEN c."ProviderName" = 'onprem' THEN json_extract_string(c."Tags", '$.gpu_uuid') END AS line_gpu
   FROM cost_line_items c SEMI JOIN scope s ON s.resource_id = c."ResourceId"
        AND s.day_n = {day.format('c."ChargePeriodStart"')}
@@ -106,7 +106,8 @@ wl AS (
   WHERE w.samples > 0),
 days AS (SELECT DISTINCT resource_id, hour_n // 24 AS day_n FROM wl),
 rh AS (
-  SELECT resource_id, hour_n, any_value(provider) AS provider, sum(cost) AS cost,
+  SELECT resource_id, hour_n, any_value(provider) AS provider, arg_max(service, (abs(cost), service)) AS service,
+         sum(cost) AS cost,
          arg_max(team, (abs(cost), team)) AS owner_team, max(gpu_count) AS billed_gpus,
          count(DISTINCT resource_name) FILTER (WHERE provider = 'onprem') AS onprem_gpus,
          bool_or(provider = 'onprem') AS onprem
@@ -210,7 +211,7 @@ teamed AS (
        AND nt.key = p.namespace AND p.basis <> 'unallocated'),
 {_spread_sql() if spread else "final AS (SELECT * FROM teamed)"},
 money AS (
-  SELECT f.*, rh.cost, rh.provider,
+  SELECT f.*, rh.cost, rh.provider, rh.service,
          CAST(round(greatest(f.fraction, 0) * {WEIGHT_SCALE}) AS HUGEINT) AS w,
          CAST(floor(abs(rh.cost)) AS HUGEINT) * {COST_SCALE}
            + CAST((abs(rh.cost) - floor(abs(rh.cost))) * {COST_SCALE} AS HUGEINT) AS units,
@@ -228,7 +229,7 @@ amounts AS (SELECT *, base + CASE WHEN rank <= leftover THEN 1 ELSE 0 END AS amo
 SELECT make_timestamptz(hour_n * {US_PER_HOUR}) AS hour, resource_id, provider, host, gpu_uuid, mig_instance,
        namespace, pod, container, process, team, round(share, 12) AS share,
        (CASE WHEN negative THEN -1 ELSE 1 END) * ({units_to_decimal('amount')}) AS cost_usd,
-       basis, method, source
+       basis, method, source, owner_team, service
 FROM amounts"""
 
 

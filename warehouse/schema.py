@@ -334,6 +334,8 @@ GPU_ALLOCATION_HOURLY = pa.schema([
     ("basis", pa.string()),             # whole | mig | timeslice | mps | unallocated
     ("method", pa.string()),            # how the share was measured: presence | slices | measured | equal | idle | unmeasured | spread
     ("source", pa.string()),            # the metrics source the workload came from
+    ("owner_team", pa.string()),        # the team the bill tags the resource (or on-prem GPU) with
+    ("service", pa.string()),           # the resource's ServiceName on the bill
 ])
 
 # v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
