@@ -112,14 +112,15 @@ class Fleet:
             con.unregister("_fleet_rows")
 
 
-def write_focus_csv(path: Path, lines: list[Line]) -> None:
-    """The lines as a FOCUS 1.2 CSV (every mandatory column) that ``focus_files`` loads."""
+def write_focus_csv(path: Path, lines: list[Line], start: datetime = START) -> None:
+    """The lines as a FOCUS 1.2 CSV (every mandatory column) that ``focus_files`` loads; hours after ``start``."""
+    first = start
     columns = [name for name, _, _ in schema.FOCUS_12_COLUMNS] + ["x_GpuCount", "x_GpuModel", "x_Team"]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         for ln in lines:
-            start = START + timedelta(hours=ln.hour)
+            start = first + timedelta(hours=ln.hour)
             period = start.replace(day=1, hour=0)
             writer.writerow({
                 "BilledCost": ln.cost, "EffectiveCost": ln.cost, "ListCost": ln.cost, "ContractedCost": ln.cost,

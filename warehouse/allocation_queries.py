@@ -141,3 +141,38 @@ def unallocated_by_node(con: duckdb.DuckDBPyConnection, *, team: str | list[str]
         WHERE a.basis = 'unallocated' AND {where}
         GROUP BY a.team, a.resource_id ORDER BY unallocated_cost DESC, a.team, a.resource_id""",
         node_params + params)
+
+
+def workload_hours(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
+                   end: datetime | None = None) -> pl.DataFrame:
+    """Per pod and GPU (or slice) hour: the pod's presence and the memory it held, the GPU's peak
+    utilisation in that hour, the cost allocation charged the pod for it (NULL: not allocated, e.g.
+    no bill yet) and the resource's billing facts (the idle model's allocated-but-idle input)."""
+    where, params = _filters(None, start, end, time_col="w.hour")
+    return _frame(con, f"""
+        WITH alloc AS (
+            SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, container,
+                   sum(cost_usd) AS cost_usd, any_value(team) AS team, any_value(provider) AS provider
+            FROM gpu_allocation_hourly WHERE basis <> 'unallocated' AND pod IS NOT NULL GROUP BY ALL),
+        held AS (
+            SELECT w.hour, g.resource_id, w.gpu_uuid, w.mig_instance, w.namespace, w.pod, w.container, w.source,
+                   w.samples, greatest(coalesce(g.samples, w.samples), w.samples) AS gpu_samples,
+                   w.mem_used_max_mib, w.util_mean AS pod_util_mean, g.util_max AS gpu_util_max,
+                   g.mem_total_mib, g.gpu_model
+            FROM gpu_workloads_hourly w JOIN gpu_metrics_hourly g ON g.source = w.source AND g.hour = w.hour
+                 AND g.gpu_uuid = w.gpu_uuid AND g.mig_instance IS NOT DISTINCT FROM w.mig_instance
+            WHERE w.pod IS NOT NULL AND g.resource_id IS NOT NULL AND {where}),
+        resources AS (
+            SELECT c."ResourceId" AS resource_id, any_value(c."ProviderName") AS provider_name,
+                   any_value(c."x_InstanceType") AS instance_type, max(c."x_GpuCount") AS gpu_count,
+                   mode(c."PricingCategory") AS pricing_category, arg_max(c."x_Team", c."ChargePeriodStart") AS owner_team
+            FROM cost_line_items c WHERE c."ResourceId" IN (SELECT resource_id FROM held)
+              AND c."ChargeCategory" = 'Usage' GROUP BY 1)
+        SELECT h.*, a.cost_usd, coalesce(a.team, r.owner_team) AS team, coalesce(a.provider, r.provider_name) AS provider,
+               r.instance_type, r.gpu_count, r.pricing_category
+        FROM held h
+        LEFT JOIN alloc a ON a.hour = h.hour AND a.resource_id = h.resource_id AND a.gpu_uuid = h.gpu_uuid
+             AND a.mig_instance IS NOT DISTINCT FROM h.mig_instance AND a.namespace IS NOT DISTINCT FROM h.namespace
+             AND a.pod = h.pod AND a.container IS NOT DISTINCT FROM h.container
+        LEFT JOIN resources r ON r.resource_id = h.resource_id
+        ORDER BY h.resource_id, h.namespace, h.pod, h.gpu_uuid, h.mig_instance, h.hour""", params)
