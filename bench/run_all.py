@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import bench_aws_cur, bench_export_focus, bench_focus_files, bench_models, bench_rollup
+from bench import bench_allocation, bench_aws_cur, bench_export_focus, bench_focus_files, bench_models, bench_rollup
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     status |= bench_export_focus.main(["--quick"] if args.quick else [])
     status |= bench_rollup.main(["--quick"] if args.quick else [])
     status |= bench_models.main(["--quick"] if args.quick else [])
+    status |= bench_allocation.main(["--quick"] if args.quick else [])
     from bench import bench_dashboard
     status |= bench_dashboard.main(["--quick"] if args.quick else [])
     from bench import bench_alerts
