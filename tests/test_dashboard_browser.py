@@ -117,6 +117,8 @@ def test_every_page_renders_in_a_real_browser(demo_home, browser, tmp_path):
             assert shot.stat().st_size > 10_000
             if name == "overview":
                 assert page.locator('[data-testid="stMetric"]').count() >= 4
+                # the frontend mounts the charts a moment after the script has finished: wait for them
+                page.locator('[data-testid="stVegaLiteChart"]').nth(3).wait_for(timeout=60_000)
                 assert page.locator('[data-testid="stVegaLiteChart"]').count() >= 4
                 if os.environ.get("GPUFINOPS_UPDATE_SCREENSHOT"):
                     page.screenshot(path=str(REPO / "docs" / "dashboard-overview.png"))
