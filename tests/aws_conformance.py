@@ -67,6 +67,7 @@ def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
     """moto's CloudWatch behind the loopback front (tests/cloudwatch_loopback.py), holding three hours of the
     CloudWatch agent's GPU metrics that ended four hours ago (inside the source's default backfill)."""
     import atexit
+    import logging
 
     from tests.cloudwatch_loopback import cloudwatch
     from tests.test_cloudwatch_gpu import put_agent_metrics
@@ -75,7 +76,11 @@ def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
         os.environ[name] = value
     servers = cloudwatch()
     front, _ = servers.__enter__()
-    atexit.register(servers.__exit__, None, None, None)
+
+    def stop() -> None:  # at exit pytest's log capture is closed: keep moto's request log out of it
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        servers.__exit__(None, None, None)
+    atexit.register(stop)
     start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=7)
     put_agent_metrics(front.url, start)
     return {"region": "us-east-1", "endpoint_url": front.url}, start
