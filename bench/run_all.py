@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import bench_aws_cur, bench_export_focus, bench_focus_files, bench_models, bench_rollup
+from bench import bench_allocation, bench_aws_cur, bench_export_focus, bench_focus_files, bench_models, bench_rollup
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,8 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench import bench_alerts, bench_dashboard
     from jobs import progress
 
-    benches = (bench_focus_files, bench_aws_cur, bench_export_focus, bench_rollup, bench_models, bench_dashboard,
-               bench_alerts)
+    benches = (bench_focus_files, bench_aws_cur, bench_export_focus, bench_rollup, bench_models, bench_allocation,
+               bench_dashboard, bench_alerts)
     status = 0
     with progress.steps(len(benches), "bench") as step:  # on a terminal only; the figures print above it
         for bench in benches:

@@ -19,7 +19,7 @@ from dashboard import charts, labels
 from dashboard.recommendation_list import short_resource
 from dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
 from models import plans
-from warehouse import queries
+from warehouse import allocation_queries, queries
 
 SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
 
@@ -30,10 +30,12 @@ class Spend:
     month_start: datetime | None
     month_to_date: Decimal
     gpu_month_to_date: Decimal
-    daily: pl.DataFrame
+    daily: pl.DataFrame      # per day, provider, team, service: as the teams carry it (allocation_queries)
     savings: pl.DataFrame
     forecast: pl.DataFrame | None      # None: the forecast model is not installed
     anomalies: pl.DataFrame | None
+    allocated_gpu_month_to_date: Decimal = Decimal(0)    # its workloads' share of shared GPUs
+    unallocated_gpu_month_to_date: Decimal = Decimal(0)  # idle capacity of shared GPUs it carries
 
 
 def _forecast(con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: datetime,
@@ -54,11 +56,12 @@ def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, for
         return Spend(None, None, Decimal(0), Decimal(0), pl.DataFrame(), pl.DataFrame(), None, None)
     month_start, month_end = month_bounds(as_of)
     start = min(window_start(as_of, days), month_start)
-    daily = queries.spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
+    daily = allocation_queries.team_spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
     mtd = daily.filter(pl.col("day") >= month_start)
     forecast, anomalies = forecaster(con, teams, as_of, start)
     return Spend(as_of, month_start, total(mtd, "effective_cost"), total(mtd, "gpu_cost"),
-                 daily, queries.savings_by_status(con, team=teams), forecast, anomalies)
+                 daily, queries.savings_by_status(con, team=teams), forecast, anomalies,
+                 total(mtd, "allocated_gpu_cost"), total(mtd, "unallocated_gpu_cost"))
 
 
 @st.cache_data(ttl=3600, max_entries=256, show_spinner="Fitting the forecast …")
@@ -127,12 +130,19 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
     cols[0].metric("Savings accepted per month", money(savings_figure(spend, "accepted")))
     cols[1].metric("Savings realised per month", money(savings_figure(spend, "realised")),
                    help="recommendations marked applied")
+    cols[2].metric("Shared GPUs: allocated this month", money(spend.allocated_gpu_month_to_date),
+                   help="GPU cost of shared nodes charged to the workloads that ran on them (pods, MIG slices, "
+                        "time-sliced and MPS workloads), by measured presence")
+    cols[3].metric("Shared GPUs: unallocated this month", money(spend.unallocated_gpu_month_to_date),
+                   help="idle capacity of shared GPUs (no workload on them), carried by the nodes' teams "
+                        "(or spread over their users: [allocation] unallocated = \"spread\")")
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:
     """Daily spend by provider (and by team, when more than one team is shown), spend by service, the
     GPU share per day."""
-    daily = money_frame(spend.daily, "effective_cost", "gpu_cost", "billed_cost")
+    daily = money_frame(spend.daily, "effective_cost", "gpu_cost", "billed_cost", "allocated_gpu_cost",
+                        "unallocated_gpu_cost", "tagged_cost")
     by_provider = daily.group_by("day", "provider").agg(pl.col("effective_cost").sum()).sort("day")
     by_service = daily.group_by("service").agg(pl.col("effective_cost").sum()).sort("effective_cost")
     share = daily.group_by("day").agg(pl.col("gpu_cost").sum() / pl.col("effective_cost").sum()).rename(

@@ -14,8 +14,11 @@ Fields: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` / ``_FB_FREE`` / `
 0–1); other families are ignored. Labels: ``UUID``, ``gpu``, ``modelName``, ``Hostname`` (else the
 ``instance`` label without its port, else the target's host), MIG ``GPU_I_PROFILE``/``GPU_I_ID``
 (``mig_instance`` = ``"<profile>/<id>"``: each slice is its own row), ``namespace``/``pod``/
-``container``, the configured ``resource_label`` (default ``instance_id``) and
-``provider_id_label`` (default ``provider_id``, a Kubernetes node providerID).
+``container`` (``exported_*`` first; see ``metrics_store.workload_labels``) and ``vgpu`` (set by
+``--kubernetes-virtual-gpus``: the GPU is shared, every sharing pod gets its own copy of the series,
+kept as its own sample row), the configured ``resource_label`` (default ``instance_id``) and
+``provider_id_label`` (default ``provider_id``, a Kubernetes node providerID). Each hour also yields
+its workloads (``gpu_workloads_hourly``, :mod:`ingest.workloads`), in the same load.
 
 A target that still fails after its retries fails the run (naming the target) after the other
 targets' samples are stored; the next run rolls them up.
@@ -42,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest import metrics_store, validate
+from ingest import metrics_store, validate, workloads
 from ingest.files import check_link
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from ingest.validate_metrics import checked_lines, rejects_table
@@ -58,7 +61,7 @@ FIELDS = {  # DCGM field -> sample column
     "DCGM_FI_DEV_POWER_USAGE": "power_w",
 }
 VALUE_COLUMNS = tuple(f.name for f in metrics_store.SAMPLE_SCHEMA if f.type == pa.float64())
-ATTR_COLUMNS = ("gpu_index", "name", "host", "resource_hint", "provider_id", "namespace", "pod", "container")
+ATTR_COLUMNS = ("gpu_index", "name", "host", "resource_hint", "provider_id", "namespace", "pod", "container", "vgpu")
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_RETRIES = 3
 
@@ -169,7 +172,7 @@ class ExpositionParser:
         host = labels.get("Hostname") or labels.get("instance", "").rsplit(":", 1)[0] or default_host
         uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
         return (column, uuid, mig, labels.get("gpu"), labels.get("modelName"), host, labels.get(self.resource_label),
-                labels.get(self.provider_id_label), *metrics_store.workload_labels(labels))
+                labels.get(self.provider_id_label), *metrics_store.workload_labels(labels), labels.get("vgpu") or None)
 
     def parse(self, text: str | bytes, scrape_ms: int, default_host: str, where: str) -> tuple[pa.Table, bool]:
         """(samples, whether every sample carried its own timestamp)."""
@@ -236,7 +239,7 @@ class ExpositionParser:
         series_key = [None] * (max(i for i, _ in known) + 1)
         series_column = [None] * len(series_key)
         for i, p in known:
-            key = (p[1], p[2])
+            key = (p[1], p[2], *p[8:11])  # GPU, slice and workload: pods sharing a GPU keep a row each
             if key not in keys:
                 keys[key] = len(key_attrs)
                 key_attrs.append(p[1:])
@@ -397,11 +400,13 @@ class DcgmExporter:
         if not plan:
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new samples")
         samples, per_day = metrics_store.store_relation(folder, plan)
-        sql = metrics_store.rollup_sql(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
-                                       deduplicate=any(metrics_store.may_overlap(files) for files in per_day))
+        deduplicate = any(metrics_store.needs_dedup(files) for files in per_day)
+        sql = metrics_store.rollup_sql(ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate)
+        running = workloads.rollup(ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate)
         hours = [h for day_hours in plan.values() for h in day_hours]
         log.info("%s: rolling up %d hour(s) of %d day(s)", ctx.source, len(hours), len(plan))
-        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=sql, slices=hours)], state,
+        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=sql, slices=hours),
+                                    Batch(table="gpu_workloads_hourly", data=running, slices=hours)], state,
                            watermark=watermark)
 
 

@@ -53,8 +53,14 @@ SAMPLE_SCHEMA = pa.schema([
     ("tensor_active", pa.float64()), ("fp16_active", pa.float64()), ("fp32_active", pa.float64()),
     ("dram_active", pa.float64()), ("mem_used_mib", pa.float64()), ("mem_free_mib", pa.float64()),
     ("mem_reserved_mib", pa.float64()), ("mem_total_mib", pa.float64()), ("power_w", pa.float64()),
+    # dcgm-exporter's `vgpu` label (--kubernetes-virtual-gpus): the GPU is shared by time-slicing or MPS
+    ("vgpu", pa.string()),
 ])
+WORKLOAD_COLUMNS = ("namespace", "pod", "container")
 COMPACT_AFTER_FILES = 32
+# Parquet key-value metadata of a sample file in which one GPU (or slice) has several rows at one time
+# (one per workload sharing it): the rollup must then group per time (see ``needs_dedup``).
+SHARED_KEY = b"gpufinops.shared"
 
 
 # ---- the store -----------------------------------------------------------------------------------
@@ -71,8 +77,19 @@ def samples_dir(ctx: IngestContext) -> Path:
 
 def _atomic_write(table: pa.Table, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if _shared(table):
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SHARED_KEY: b"1"})
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)
+
+
+def _shared(samples: pa.Table) -> bool:
+    """Whether a GPU (or slice) has more than one row at one time: workloads sharing it (time-slicing)."""
+    if samples.num_rows == 0 or not any(samples.column(c).null_count < samples.num_rows for c in WORKLOAD_COLUMNS):
+        return False  # no workload labels: one row per GPU and time by construction
+    keys = samples.select(["ts", "gpu_uuid", "mig_instance"]).group_by(["ts", "gpu_uuid", "mig_instance"],
+                                                                        use_threads=False).aggregate([])
+    return keys.num_rows < samples.num_rows
 
 
 def write_samples(folder: Path, samples: pa.Table, run_id: str) -> list[str]:
@@ -109,9 +126,11 @@ def partitions(folder: Path) -> dict[str, list]:
 
 
 def merge_sql(relation: str) -> str:
-    """One sample per (time, GPU, slice) from ``relation``: a time seen twice keeps each field's largest value."""
-    fields = ", ".join(f"max({name}) AS {name}" for name in SAMPLE_SCHEMA.names[3:])
-    return f"SELECT ts, gpu_uuid, mig_instance, {fields} FROM {relation} GROUP BY ts, gpu_uuid, mig_instance ORDER BY ts"
+    """One sample per (time, GPU, slice, workload) from ``relation``: a time seen twice keeps each field's
+    largest value; workloads sharing a GPU at one time (time-slicing, MPS) keep a row each."""
+    keys = ("ts", "gpu_uuid", "mig_instance") + WORKLOAD_COLUMNS
+    fields = ", ".join(f"max({name}) AS {name}" if name not in keys else name for name in SAMPLE_SCHEMA.names)
+    return f"SELECT {fields} FROM {relation} GROUP BY {', '.join(keys)} ORDER BY ts"
 
 
 def compact(folder: Path, days: Iterable[str], run_id: str) -> None:
@@ -147,6 +166,12 @@ def _time_range(path: str) -> tuple[Any, Any] | None:
         lows.append(stats.min)
         highs.append(stats.max)
     return (min(lows), max(highs)) if lows else None
+
+
+def needs_dedup(files: list[str]) -> bool:
+    """Whether the rollup of a day's files must group samples per time: files that may hold the same
+    times, or a file where workloads share a GPU (several rows per GPU and time)."""
+    return may_overlap(files) or any((pq.read_metadata(f).metadata or {}).get(SHARED_KEY) == b"1" for f in files)
 
 
 def may_overlap(files: list[str]) -> bool:
@@ -298,10 +323,22 @@ def gpu_model_rows(con: duckdb.DuckDBPyConnection, hourly: str) -> list[tuple[st
 
 
 def workload_labels(labels: dict[str, str]) -> tuple[str | None, str | None, str | None]:
-    """(namespace, pod, container) of the workload a GPU series belongs to. When Prometheus scraped the
-    exporter, the target's own labels won and the exporter's moved to ``exported_*``: those win here."""
-    return tuple(labels.get(f"exported_{name}") or labels.get(name) or None  # type: ignore[return-value]
-                 for name in ("namespace", "pod", "container"))
+    """(namespace, pod, container) of the workload a GPU series belongs to.
+
+    When Prometheus scraped the exporter without ``honor_labels``, the scrape target's own labels
+    (the exporter pod's ``namespace``/``pod``/``container``) won and the exporter's moved to
+    ``exported_*``: those are the workload's. A series without ``exported_*`` that came through such
+    a scrape (it has a ``job`` label) and whose plain labels name the exporter itself (its pod named
+    after the job, or its container the job's or service's name, as the GPU operator's ServiceMonitor
+    makes them) belongs to no workload: the GPU was not allocated.
+    """
+    names = ("namespace", "pod", "container")
+    if any(labels.get(f"exported_{name}") for name in names):
+        return tuple(labels.get(f"exported_{name}") or None for name in names)  # type: ignore[return-value]
+    job, pod, container = labels.get("job"), labels.get("pod") or "", labels.get("container")
+    if job and ((pod and pod.startswith(job)) or container in (job, labels.get("service"))):
+        return None, None, None
+    return tuple(labels.get(name) or None for name in names)  # type: ignore[return-value]
 
 
 def provider_id_resource(provider_id: str | None) -> str | None:

@@ -11,7 +11,9 @@ Those samples roll up into ``gpu_processes_hourly``: one row per hour, host, GPU
 name with the largest and mean used memory (MiB) and the number of samples the process was seen in
 (a sample logged twice counts once; the mean leaves out ``[N/A]`` readings). Rows are attributed to
 a billed resource and team exactly as the host's GPU rows are (``warehouse.attribution``).
-A log holding only its header (no process was running) is valid and adds no rows.
+A log holding only its header (no process was running) is valid and adds no rows. The same samples
+give each process's presence per GPU-hour (``gpu_workloads_hourly``, :mod:`ingest.workloads`), the
+time-slicing input of the shared-GPU chargeback.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from ingest import metrics_store, validate
+from ingest import metrics_store, validate, workloads
 from ingest.files import sql_literal
 from ingest.nvidia_smi_csv import (TIMESTAMP_FORMAT, base_names, data_rows, file_host, header_fields, header_line,
                                    number_sql, sample_labels, split_by_header, typed_sql, value_sql)
@@ -150,3 +152,14 @@ SELECT date_trunc('hour', ts) AS hour, gpu_uuid, host, pid, process_name, max(me
        CAST(NULL AS VARCHAR) AS resource_id, CAST(NULL AS VARCHAR) AS team,
        {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id
 FROM per_ts GROUP BY 1, 2, 3, 4, 5"""
+
+
+def workloads_sql(sample_files: list[str], days: list[str], source: str, run_id: str) -> str:
+    """gpu_workloads_hourly rows for ``days``: each process's presence on its GPU per hour, several
+    processes at one time sharing it by time-slicing (or MPS when its control server is among them)."""
+    if not sample_files:
+        return "SELECT * FROM gpu_workloads_hourly WHERE false"
+    parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
+    day_list = ", ".join(sql_literal(d) for d in days)
+    samples = f"(SELECT * FROM {parquet} WHERE CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list}))"
+    return workloads.apps_sql(samples, source=source, run_id=run_id)

@@ -353,6 +353,9 @@ class NvidiaSmiCsv:
                             if _kind(e) == kind and affected[kind] & set(e["days"])]
             sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id)
             batches.append(Batch(table=table, data=sql, slices=days))
+            if kind == apps.KIND:  # the processes' presence per GPU-hour, for the shared-GPU chargeback
+                batches.append(Batch(table="gpu_workloads_hourly", slices=days,
+                                     data=apps.workloads_sql(sample_files, days, ctx.source, ctx.run_id)))
         if mode == validate.SKIP_ROWS and changed:  # each log read replaces its previous rejects
             data = " UNION ALL ".join(f"({r})" for r in rejected) if rejected else None
             batches.append(validate.rejects_batch(data, changed))

@@ -28,11 +28,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ingest import metrics_store, validate
+from ingest import metrics_store, validate, workloads
 from ingest.dcgm_exporter import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from ingest.validate_metrics import bad_figure, rejects_table
-from warehouse.schema import GPU_METRICS_HOURLY
+from warehouse.schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,14 @@ FIGURES = ("util_mean", "util_p95", "util_max", "samples", "mem_used_max", "mem_
 PARTIAL_SCHEMA = pa.schema([("hour", pa.timestamp("s", tz="UTC")), ("gpu_uuid", pa.string()),
                             ("mig_instance", pa.string()), ("name", pa.string()), ("host", pa.string()),
                             ("resource_hint", pa.string()), ("provider_id", pa.string()), ("namespace", pa.string()),
-                            ("pod", pa.string()), ("container", pa.string())]
+                            ("pod", pa.string()), ("container", pa.string()), ("vgpu", pa.string())]
                            + [(f, pa.float64()) for f in FIGURES])
 # What the source says (the attribution derived from it is re-resolved by every load: not compared).
 COMPARED = ("hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_hint", "provider_id", "namespace",
             "pod", "container", "util_mean", "util_p95",
             "util_max", "mem_used_max_mib", "mem_total_mib", "sm_active_mean", "tensor_active_mean",
             "power_mean_w", "samples")
+WORKLOADS_COMPARED = tuple(c for c in GPU_WORKLOADS_HOURLY.names if c not in ("source", "ingest_run_id"))
 
 
 class PrometheusClient:
@@ -115,9 +116,10 @@ def _series_key(labels: dict[str, str], dialect: str, options: dict[str, Any]) -
         mig = f"{labels['GPU_I_PROFILE']}/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else None
         uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
         return (uuid, mig, labels.get("modelName"), host, labels.get(options.get("resource_label", "instance_id")),
-                labels.get(options.get("provider_id_label", "provider_id")), *metrics_store.workload_labels(labels))
+                labels.get(options.get("provider_id_label", "provider_id")), *metrics_store.workload_labels(labels),
+                labels.get("vgpu") or None)
     return (labels.get("uuid"), None, None, host, labels.get(options.get("resource_label", "instance_id")),
-            labels.get(options.get("provider_id_label", "provider_id")), None, None, None)
+            labels.get(options.get("provider_id_label", "provider_id")), None, None, None, None)
 
 
 def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: dict[str, Any],
@@ -151,11 +153,11 @@ def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, opt
                         row = rows.setdefault((hour, *key), {})
                         row[figure] = _figure(client, query, figure, key, hour, value, row, rejects)
     data: dict[str, list] = {name: [] for name in PARTIAL_SCHEMA.names}
-    for (hour, uuid, mig, name, host, hint, provider, namespace, pod, container), figures in rows.items():
+    for (hour, uuid, mig, name, host, hint, provider, namespace, pod, container, vgpu), figures in rows.items():
         if figures.get("_rejected"):
             continue
-        for column, value in zip(PARTIAL_SCHEMA.names[:10], (hour, uuid, mig, name or names.get(uuid), host, hint,
-                                                             provider, namespace, pod, container)):
+        for column, value in zip(PARTIAL_SCHEMA.names[:11], (hour, uuid, mig, name or names.get(uuid), host, hint,
+                                                             provider, namespace, pod, container, vgpu)):
             data[column].append(value)
         for figure in FIGURES:
             data[figure].append(figures.get(figure))
@@ -251,22 +253,27 @@ class Prometheus:
         sql = metrics_store.attributed_sql(HOURLY_FROM_PARTIALS, source=ctx.source, run_id=ctx.run_id,
                                            models=metrics_store.gpu_model_rows(con, "(SELECT name, coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0)) AS mem_total_mib FROM _prometheus_partials)"))
         new = con.sql(sql).to_arrow_table()
+        running = con.sql(workloads.partials_sql("_prometheus_partials", source=ctx.source, run_id=ctx.run_id)
+                          ).to_arrow_table().cast(GPU_WORKLOADS_HOURLY)
         con.unregister("_prometheus_partials")
         hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
         watermark = end.isoformat()
         rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
         refused = [validate.rejects_batch(rejects_table(ctx, rejects), [r["file"] for r in rejects])] if rejects else []
-        if not ctx.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end):
+        if not ctx.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end) \
+                and self._unchanged(con, ctx.source, running, start, end, "gpu_workloads_hourly", WORKLOADS_COMPARED):
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
-        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours)]
+        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours),
+                                    Batch(table="gpu_workloads_hourly", data=running, slices=hours)]
                            + refused, state, watermark=watermark)
 
     @staticmethod
-    def _unchanged(con: duckdb.DuckDBPyConnection, source: str, new: pa.Table, start: datetime, end: datetime) -> bool:
-        cols = ", ".join(f'"{c}"' for c in COMPARED)
+    def _unchanged(con: duckdb.DuckDBPyConnection, source: str, new: pa.Table, start: datetime, end: datetime,
+                   table: str = "gpu_metrics_hourly", compared: tuple[str, ...] = COMPARED) -> bool:
+        cols = ", ".join(f'"{c}"' for c in compared)
         con.register("_prometheus_new", new)
         try:
-            stored = f"SELECT {cols} FROM gpu_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
+            stored = f"SELECT {cols} FROM {table} WHERE source = ? AND hour >= ? AND hour < ?"
             diff = con.execute(f"SELECT count(*) FROM ((SELECT {cols} FROM _prometheus_new EXCEPT ALL {stored}) "
                                f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _prometheus_new))",
                                [source, start, end, source, start, end]).fetchall()[0][0]

@@ -114,7 +114,7 @@ class Registry:
 
 
 # Modules holding the built-in ingestors; each registers its class with `default_registry()`.
-BUILTIN_MODULES = ("ingest.focus_files", "ingest.nvidia_smi_csv", "ingest.dcgm_exporter", "ingest.prometheus", "ingest.aws_cur", "ingest.aws_spot_prices", "ingest.aws_pricing", "ingest.aws_spot_advisor", "ingest.onprem", "ingest.gcp_billing_export", "ingest.gcp_catalog", "ingest.gcp_price_history")
+BUILTIN_MODULES = ("ingest.focus_files", "ingest.nvidia_smi_csv", "ingest.dcgm_exporter", "ingest.prometheus", "ingest.cloudwatch_gpu", "ingest.aws_cur", "ingest.aws_spot_prices", "ingest.aws_pricing", "ingest.aws_spot_advisor", "ingest.onprem", "ingest.gcp_billing_export", "ingest.gcp_catalog", "ingest.gcp_price_history")
 
 
 def default_registry() -> Registry:

@@ -22,9 +22,14 @@ import duckdb
 import pyarrow as pa
 
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, Registry
-from warehouse import attribution, db, rollups, schema
+from warehouse import allocation, attribution, db, rollups, schema
 
 log = logging.getLogger(__name__)
+
+
+# Batches that are not the source's data: its rules (config), and the workloads seen in the same
+# samples as its GPU-hours (counted once, as GPU-hours).
+UNCOUNTED_TABLES = ("attribution_rules", "gpu_workloads_hourly")
 
 
 @dataclass
@@ -99,11 +104,14 @@ def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, sou
     elif table.name == "attribution_rules":
         attribution.capture_rule_hosts(con, source, touched)
     if batch.slices:
+        allocation.capture(con, table.name, in_slices, slice_params)  # what the old rows paid for / measured
         con.execute(f'DELETE FROM {table.name} WHERE {in_slices}', slice_params)
     inserted = _insert_rows(con, batch, table)
     if table.name == "cost_line_items":
         attribution.capture_cost_ids(con, in_slices if batch.slices else f'"{source_column}" = ?',
                                      slice_params if batch.slices else [source])
+        allocation.capture(con, table.name, in_slices if batch.slices else f'"{source_column}" = ?',
+                           slice_params if batch.slices else [source])
     elif table.name == "attribution_rules":
         attribution.capture_rule_hosts(con, source, touched)
     elif table.name in attribution.ATTRIBUTED_TABLES:
@@ -137,7 +145,8 @@ def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
             raise IngestError(f"column {f.name!r} has type {f.type}, table {table.name} needs {expected[f.name]}")
 
 
-def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult) -> tuple[int, int]:
+def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult,
+          allocation_settings: allocation.AllocationSettings | None = None) -> tuple[int, int]:
     """Replace the batches' slices and save the source's state, all in one transaction;
     returns (rows loaded, rows quarantined)."""
     rows = rejected = 0
@@ -151,12 +160,13 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
             inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched)
             if batch.table == "ingest_rejects":
                 rejected += inserted
-            elif batch.table != "attribution_rules":  # config, not data
+            elif batch.table not in UNCOUNTED_TABLES:
                 rows += inserted
         failed_batch = None
         if any(batch.table == "cost_line_items" for batch in result.batches):
             rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
         attribution.apply(con, touched)  # GPU-hours follow whichever side arrived: same transaction
+        allocation.apply(con, touched, allocation_settings)  # and so does the shared-GPU chargeback
         con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
         con.execute("INSERT INTO ingest_state VALUES (?, ?, ?)",
                     [source, json.dumps(result.state, sort_keys=True), _now()])
@@ -177,7 +187,8 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
                options: dict[str, Any], *, team_tag_keys: tuple[str, ...] = (),
                since: datetime | None = None, until: datetime | None = None,
                full_refresh: bool = False, base_dir: str | None = None, memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
-               secrets: list[str] | None = None) -> RunResult:
+               secrets: list[str] | None = None,
+               allocation_settings: allocation.AllocationSettings | None = None) -> RunResult:
     """Run one source end to end; never raises for a bad source, returns a failed RunResult."""
     ingestor_cls = registry.get(source_type)
     meta = ingestor_cls.meta
@@ -204,7 +215,7 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
                 status, error = "skipped", None
                 log.info("%s: skipped, %s", source, result.skipped_reason)
             else:
-                rows, rejected = _load(con, source, meta, result)
+                rows, rejected = _load(con, source, meta, result, allocation_settings)
                 status, error = "succeeded", None
         except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
             status, error, rows, rejected = "failed", _scrub(_error_sentence(source, exc), secrets), 0, 0

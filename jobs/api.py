@@ -252,18 +252,23 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: dict[str, s
     return app
 
 
+COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost", "unallocated_gpu_cost",
+               "tagged_cost")
+
+
 def _cost_rows(con, teams: list[str] | None, start: date | None, end: date | None) -> list[dict[str, Any]]:
-    """Daily cost rows; ``to`` is inclusive (the whole day), money as numbers."""
-    from warehouse import queries
+    """Daily cost rows as the teams carry them (shared GPUs by allocation: warehouse/allocation_queries.py);
+    ``to`` is inclusive (the whole day), money as numbers."""
+    from warehouse import allocation_queries
     begin = datetime.combine(start, time(), timezone.utc) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), timezone.utc) if end else None
-    frame = queries.cost_daily(con, team=teams, start=begin, end=stop)
+    frame = allocation_queries.report_team_spend_daily(con, team=teams, start=begin, end=stop, tz="UTC")
     rows = []
     for row in frame.iter_rows(named=True):
         day = row["day"]
         rows.append({"day": (day.date() if isinstance(day, datetime) else day).isoformat(),
                      "provider": row["provider"], "team": row["team"], "service": row["service"],
-                     **{k: None if row[k] is None else float(row[k]) for k in ("billed_cost", "effective_cost", "gpu_cost")}})
+                     **{k: None if row[k] is None else float(row[k]) for k in COST_FIELDS}})
     return rows
 
 

@@ -21,7 +21,7 @@ DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
 ENV_PREFIX = "GPUFINOPS_"
 TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard", "budgets",
-                      "alerts", "export"}
+                      "alerts", "export", "allocation"}
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
 # source options that are text (a path, URL, name), and those that may also be a list of them
@@ -59,6 +59,7 @@ class Config:
     alerts: Any = None                   # jobs.alerts.settings.AlertConfig ([[budgets]], [alerts])
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     export: Any = None                   # jobs.export.settings.ExportSettings ([export])
+    allocation: Any = None               # warehouse.allocation.AllocationSettings ([allocation])
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -299,10 +300,16 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
     from jobs.alerts import settings as alert_settings
     from jobs.export import settings as export_settings
     from jobs.report import settings as report_settings
+    from warehouse.allocation import AllocationSettings
+    try:
+        allocation = AllocationSettings.from_config(raw.get("allocation"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return Config(config_path, base_dir, warehouse_path, memory_limit,
                   sources, tuple(tag_keys), raw, report=report_settings.parse(raw.get("report")),
                   jobs=serve.parse_settings(raw.get("jobs")), alerts=alert_settings.parse(raw),
-                  warehouse_setting=setting, export=export_settings.parse(raw.get("export")))
+                  warehouse_setting=setting, export=export_settings.parse(raw.get("export")),
+                  allocation=allocation)
 
 
 def _validate_memory_limit(value: Any) -> None:

@@ -10,7 +10,7 @@ from ingest.registry import default_registry
 from ingest.runner import RunResult, run_source
 from jobs import progress, tables
 from jobs.config import Config, ConfigError
-from warehouse import db, freshness, queries
+from warehouse import allocation, db, freshness, queries
 
 
 def run_configured(cfg: Config, names: list[str] | None = None, *, since: datetime | None = None,
@@ -24,6 +24,8 @@ def run_configured(cfg: Config, names: list[str] | None = None, *, since: dateti
                           f"(configured: {', '.join(cfg.sources) or 'none'})")
     chosen = names or [n for n, s in cfg.sources.items() if s.enabled]
     registry = default_registry()
+    if cfg.allocation is not None:  # a changed [allocation] reallocates now, whether or not a source has news
+        allocation.configure(cfg.warehouse_path, cfg.allocation, memory_limit=cfg.memory_limit)
     results = []
     for name in chosen:
         source = cfg.sources[name]
@@ -33,7 +35,8 @@ def run_configured(cfg: Config, names: list[str] | None = None, *, since: dateti
         results.append(run_source(registry, cfg.warehouse_path, name, source.type, source.options,
                                   team_tag_keys=cfg.team_tag_keys, since=since, until=until,
                                   full_refresh=full_refresh, base_dir=str(cfg.base_dir),
-                                  memory_limit=cfg.memory_limit, secrets=cfg.secrets()))
+                                  memory_limit=cfg.memory_limit, secrets=cfg.secrets(),
+                                  allocation_settings=cfg.allocation))
         if seconds is not None:
             seconds[name] = time.monotonic() - started
         if step is not None:

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from models.recommendation import provider_code
-from warehouse import queries
+from warehouse import allocation_queries, queries
 
 Z80 = 1.2815515655446004          # two-sided 80 % normal quantile
 MAD_TO_SIGMA = 1.4826
@@ -141,8 +141,9 @@ def sum_interval_halfwidth(fit: SeriesFit, steps: list[int], z: float = Z80) -> 
 def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date | None,
             daily: pl.DataFrame | None = None) -> pl.DataFrame:
     """The (team, provider) daily series on a gapless grid; ``daily`` (the columns of
-    ``queries.daily_cost_series``) replaces the query, e.g. a budget's own scope of the cost lines."""
-    daily = queries.daily_cost_series(con, teams=teams) if daily is None else daily
+    ``allocation_queries.team_cost_series``: teams as they carry cost, shared GPUs by allocation) replaces
+    the query, e.g. a budget's own scope of the cost lines."""
+    daily = allocation_queries.team_cost_series(con, teams=teams) if daily is None else daily
     if daily.is_empty():
         return daily.with_columns(pl.lit(None, pl.Utf8).alias("provider"))
     daily = daily.with_columns(pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8)

@@ -5,6 +5,8 @@ hour (EffectiveCost). Only runs of at least ``min_run_hours`` consecutive idle h
 short pause between two jobs is not waste). Hours without metrics are unknown, never idle.
 Resources are told apart by when they idle: always idle (stop or release it), idle nights and
 weekends (schedule it off), or idle in long stretches at any time (scale it to zero when idle).
+On shared nodes a pod that holds an idle GPU's memory is its own finding (``allocated_idle``,
+models/allocated_idle.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from decimal import Decimal
 
 import polars as pl
 
+from models import allocated_idle
 from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 DAYS_PER_MONTH = Decimal("30.4375")
@@ -30,6 +33,8 @@ class IdleParams:
     work_end_hour: int = 19
     min_monthly_savings_usd: Decimal = Decimal("25")
     gone_after_hours: int = 24            # a resource not billed in the data's last this many hours is gone
+    allocated_min_mem_gib: float = 1.0    # allocated_idle: a pod holding at least this much of an idle GPU …
+    allocated_min_presence: float = 0.5   # … for at least this share of the hour's samples
 
 
 def idle_hours(resource_hours: pl.DataFrame, params: IdleParams) -> pl.DataFrame:
@@ -81,9 +86,16 @@ def unmeasured(resource_hours: pl.DataFrame) -> list[Withheld]:
             for row in per.filter(pl.col("measured_hours") == 0).sort("resource_id").iter_rows(named=True)]
 
 
-def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
-            now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
-    return recommend(resource_hours, params, now), unmeasured(resource_hours)
+def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(), now: datetime | None = None,
+            workload_hours: pl.DataFrame | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+    """Idle resources, and (given the pods' hours: allocation_queries.workload_hours) pods that hold an
+    idle GPU (``pattern = "allocated_idle"``, models/allocated_idle.py)."""
+    recs, withheld = recommend(resource_hours, params, now), unmeasured(resource_hours)
+    if workload_hours is not None:
+        pod_recs, pod_withheld = allocated_idle.analyse(workload_hours, params, now)
+        recs = sorted(recs + pod_recs, key=lambda r: (-r.monthly_savings_usd, r.id))
+        withheld += pod_withheld
+    return recs, withheld
 
 
 def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),

@@ -9,10 +9,11 @@ import duckdb
 
 from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, plans, quantization, spot_mix
 from models.recommendation import Recommendation, Withheld
-from warehouse import queries, store
+from warehouse import allocation_queries, queries, store
 
 # kind -> analyse(con[, settings]) -> (recommendations, withheld)
-MODELS = {"idle_gpu": lambda con: idle.analyse(queries.gpu_resource_hours(con)),
+MODELS = {"idle_gpu": lambda con: idle.analyse(queries.gpu_resource_hours(con),
+                                                workload_hours=allocation_queries.workload_hours(con)),
           # rightsizing: each also takes the `[models]` config section (models/features.py)
           "gpu_count": gpu_count.analyse, "gpu_type": gpu_type.analyse, "quantization": quantization.analyse,
           "onprem_vs_cloud": onprem_vs_cloud.analyse_warehouse,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -63,8 +63,31 @@ def aws_spot_advisor_input(tmp: Path) -> tuple[dict, datetime]:
     return {"path": str(tmp / "advisor.json"), "regions": ["us-east-1", "eu-west-1"]}, datetime(2020, 1, 1, tzinfo=timezone.utc)
 
 
+def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
+    """moto's CloudWatch behind the loopback front (tests/cloudwatch_loopback.py), holding three hours of the
+    CloudWatch agent's GPU metrics that ended four hours ago (inside the source's default backfill)."""
+    import atexit
+    import logging
+
+    from tests.cloudwatch_loopback import cloudwatch
+    from tests.test_cloudwatch_gpu import put_agent_metrics
+
+    for name, value in DUMMY_CREDENTIALS.items():
+        os.environ[name] = value
+    servers = cloudwatch()
+    front, _ = servers.__enter__()
+
+    def stop() -> None:  # at exit pytest's log capture is closed: keep moto's request log out of it
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        servers.__exit__(None, None, None)
+    atexit.register(stop)
+    start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=7)
+    put_agent_metrics(front.url, start)
+    return {"region": "us-east-1", "endpoint_url": front.url}, start
+
+
 FIXTURES = {"aws_cur": aws_cur_input, "aws_spot_prices": aws_spot_prices_input, "aws_pricing": aws_pricing_input,
-            "aws_spot_advisor": aws_spot_advisor_input}
+            "aws_spot_advisor": aws_spot_advisor_input, "cloudwatch_gpu": cloudwatch_gpu_input}
 NEGATIVE_USAGE = {"aws_cur": aws_cur_negative_usage}
 # the column each reference table is dated by, for the suite's "timestamps where the input put them"
 TIME_COLUMNS = {"spot_prices": "ts", "instance_types": "updated_at", "spot_interruption_bands": "updated_at"}

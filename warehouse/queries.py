@@ -236,9 +236,12 @@ def withheld_counts(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | N
 
 def latest_charge_day(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> datetime | None:
     """The last day with cost data in scope: "this month" on the dashboard is that day's month
-    (from the ``cost_daily`` rollup the cost loads keep)."""
+    (from the ``cost_daily`` rollup the cost loads keep, and the team's share of shared GPUs)."""
     where, params = _filters(team, None, None, team_col="d.team")
-    rows = con.execute(f'SELECT max(d.last_charge) FROM cost_daily d WHERE {where}', params).fetchall()
+    where_alloc, alloc_params = _filters(team, None, None, team_col="a.team")
+    rows = con.execute(f'SELECT greatest((SELECT max(d.last_charge) FROM cost_daily d WHERE {where}), '
+                       f'(SELECT max(a.hour) FROM gpu_allocation_hourly a WHERE {where_alloc}))',
+                       params + alloc_params).fetchall()
     latest = rows[0][0]
     return latest.replace(hour=0, minute=0, second=0, microsecond=0) if latest is not None else None
 
@@ -256,10 +259,13 @@ def spend_daily(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None 
 
 
 def cost_teams(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> list[str]:
-    """The teams that have cost lines (within ``team`` when given), for the dashboard's team picker."""
+    """The teams that have cost lines or a share of shared GPUs (within ``team`` when given), for the
+    dashboard's team picker."""
     where, params = _filters(team, None, None, team_col="d.team")
+    where_alloc, alloc_params = _filters(team, None, None, team_col="a.team")
     rows = con.execute(f'SELECT DISTINCT d.team FROM cost_daily d WHERE {where} AND d.team IS NOT NULL '
-                       'ORDER BY 1', params).fetchall()
+                       f'UNION SELECT DISTINCT a.team FROM gpu_allocation_hourly a WHERE {where_alloc} '
+                       'AND a.team IS NOT NULL ORDER BY 1', params + alloc_params).fetchall()
     return [r[0] for r in rows]
 
 

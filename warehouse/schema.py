@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
 # Checked against the spec's own column list in tests/test_schema.py.
@@ -308,6 +308,39 @@ INGEST_REJECTS = pa.schema([
     ("column", pa.string()), ("value", pa.string()), ("reason", pa.string()), ("rejected_at", UTC_TS),
 ])
 
+# v10: what ran on each GPU (or MIG slice) in each hour, one row per workload: a Kubernetes pod /
+# namespace / container from the exporter's labels, or a process from nvidia-smi's compute-apps log.
+# Written by the metrics ingestors in the same batch set (and slices) as gpu_metrics_hourly.
+GPU_WORKLOADS_HOURLY = pa.schema([
+    ("hour", UTC_TS), ("gpu_uuid", pa.string()), ("mig_instance", pa.string()), ("host", pa.string()),
+    ("namespace", pa.string()), ("pod", pa.string()), ("container", pa.string()),
+    ("pid", pa.int32()), ("process", pa.string()),
+    ("samples", pa.int32()),            # sample times the workload was seen on the GPU / slice in the hour
+    ("occupied_samples", pa.int32()),   # sample times any workload was on it (NULL: the source can not tell)
+    ("sharing", pa.string()),           # NULL | 'timeslice' | 'mps': what the source says about sharing
+    ("util_mean", pa.float64()), ("sm_active_mean", pa.float64()), ("mem_used_max_mib", pa.float64()),
+    ("source", pa.string()), ("ingest_run_id", pa.string()),
+])
+
+# v10: the GPU part of each billed resource-hour divided among what ran on it (warehouse/allocation.py);
+# the rows of a (resource_id, hour) sum exactly to the EffectiveCost of its GPU usage lines.
+GPU_ALLOCATION_HOURLY = pa.schema([
+    ("hour", UTC_TS), ("resource_id", pa.string()), ("provider", pa.string()), ("host", pa.string()),
+    ("gpu_uuid", pa.string()), ("mig_instance", pa.string()),
+    ("namespace", pa.string()), ("pod", pa.string()), ("container", pa.string()), ("process", pa.string()),
+    ("team", pa.string()),
+    ("share", pa.float64()),            # GPU-hours: the fraction of one GPU for the hour
+    ("cost_usd", DECIMAL),
+    ("basis", pa.string()),             # whole | mig | timeslice | mps | unallocated
+    ("method", pa.string()),            # how the share was measured: presence | slices | measured | equal | idle | unmeasured | spread
+    ("source", pa.string()),            # the metrics source the workload came from
+    ("owner_team", pa.string()),        # the team the bill tags the resource (or on-prem GPU) with
+    ("service", pa.string()),           # the resource's ServiceName on the bill
+])
+
+# v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
+ALLOCATION_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -343,6 +376,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("alerts", ALERTS),
     Table("alert_deliveries", ALERT_DELIVERIES),
     Table("ingest_rejects", INGEST_REJECTS),
+    Table("gpu_workloads_hourly", GPU_WORKLOADS_HOURLY),
+    Table("gpu_allocation_hourly", GPU_ALLOCATION_HOURLY),
+    Table("allocation_settings", ALLOCATION_SETTINGS),
 )}
 
 
@@ -432,7 +468,14 @@ def _migration_9() -> list[str]:
             create_table_sql(TABLES["ingest_rejects"])]
 
 
+def _migration_10() -> list[str]:
+    # Shared-GPU chargeback: per-workload presence and the allocation built from it. Hours loaded
+    # before have no workload rows, so they are not allocated until their metrics are loaded again.
+    return [create_table_sql(TABLES[name]) for name in
+            ("gpu_workloads_hourly", "gpu_allocation_hourly", "allocation_settings")]
+
+
 # Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
 MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
-              _migration_7, _migration_8, _migration_9]
+              _migration_7, _migration_8, _migration_9, _migration_10]
 assert len(MIGRATIONS) == SCHEMA_VERSION

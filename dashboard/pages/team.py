@@ -8,7 +8,7 @@ from dashboard import alerts_view, charts, labels, spend
 from dashboard.common import cached_query, connection, page_header, window_picker, window_start
 from dashboard.recommendation_list import recommendation_list
 from models.budgets import monthly_budget_for
-from warehouse import queries
+from warehouse import allocation_queries, queries
 
 
 def main() -> None:
@@ -25,7 +25,10 @@ def main() -> None:
                 st.error("Access denied.")
                 return
             data = spend.load_current(con, [team], days)
-            fleet = cached_query(con, "fleet_utilisation", team=[team], start=window_start(data.as_of, days))
+            window = window_start(data.as_of, days)
+            fleet = cached_query(con, "fleet_utilisation", team=[team], start=window)
+            shared = allocation_queries.allocation_by_workload(con, team=[team], start=window)
+            idle_nodes = allocation_queries.unallocated_by_node(con, team=[team], start=window)
             recs = queries.recommendations(con, team=[team])
             alerts = alerts_view.open_alerts(con, [team])
     except FileNotFoundError as exc:
@@ -37,6 +40,7 @@ def main() -> None:
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
     spend.render_charts(data, by_team=False)
     spend.render_forecast(data)
+    render_shared(shared, idle_nodes)
     st.subheader("GPU fleet")
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")
@@ -53,6 +57,24 @@ def main() -> None:
                                                            "confidence", "status", "resource_id"),
                      hide=("resource_id",))
         st.caption("Accept or dismiss them on the Recommendations page.")
+
+
+def render_shared(shared, idle_nodes) -> None:
+    """Shared GPUs: what the team's workloads were charged on shared nodes, and the idle capacity it carries."""
+    st.subheader("Shared GPUs")
+    if shared.is_empty() and idle_nodes.is_empty():
+        st.info("No shared-GPU allocation for this team in the window (its GPU resources carry no pods, MIG "
+                "slices or time-sliced workloads, so they stay with their tag's team).")
+        return
+    if not shared.is_empty():
+        st.caption("Allocated: each workload's share of the GPU-hours it held (pods by presence, MIG by slices, "
+                   "time-sliced and MPS workloads by measured activity, else equally).")
+        st.dataframe(money_frame(shared, "cost_usd"), hide_index=True, width="stretch",
+                     column_config=money_columns("cost_usd"))
+    if not idle_nodes.is_empty():
+        st.caption("Unallocated: idle capacity of shared nodes this team carries, per node.")
+        st.dataframe(money_frame(idle_nodes, "unallocated_cost", "node_gpu_cost"), hide_index=True, width="stretch",
+                     column_config=money_columns("unallocated_cost", "node_gpu_cost"))
 
 
 main()

@@ -19,7 +19,7 @@ import polars as pl
 
 from models import plans
 from jobs.report.weeks import Week, parse_week, week_of
-from warehouse import freshness, queries
+from warehouse import allocation_queries, freshness, queries
 from warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -36,6 +36,8 @@ class TeamLine:
     idle_cost: Decimal
     open_savings: Decimal
     comparable: bool = True
+    allocated_gpu: Decimal = ZERO     # its workloads' share of shared GPUs (in spend and gpu_spend)
+    unallocated_gpu: Decimal = ZERO   # idle capacity of shared GPUs it carries (in spend and gpu_spend)
 
     @property
     def change_pct(self) -> float | None:
@@ -52,6 +54,8 @@ class WeekFigures:
     gpu_spend: Decimal = ZERO
     idle_cost: Decimal = ZERO
     idle_gpu_hours: int = 0
+    allocated_gpu: Decimal = ZERO     # shared GPUs: charged to the workloads that ran on them
+    unallocated_gpu: Decimal = ZERO   # shared GPUs: idle capacity (its own line for finance)
     data_through: datetime | None = None
     teams: list[TeamLine] = field(default_factory=list)
     providers: list[dict[str, Any]] = field(default_factory=list)
@@ -116,13 +120,16 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     teams = scope.team_filter
     figures = WeekFigures(week, scope, tz)
     first = week.shift(-(TREND_WEEKS - 1))
-    daily = queries.report_spend_daily(con, team=teams, start=first.start(zone), end=week.end(zone), tz=tz)
+    daily = allocation_queries.report_team_spend_daily(con, team=teams, start=first.start(zone), end=week.end(zone),
+                                                       tz=tz)
     daily = daily.with_columns(pl.col("day").map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8)
                                .alias("week"))
     this, before = str(week), str(week.shift(-1))
     figures.spend = _dec(daily.filter(pl.col("week") == this)["effective_cost"].sum())
     figures.previous_spend = _dec(daily.filter(pl.col("week") == before)["effective_cost"].sum())
     figures.gpu_spend = _dec(daily.filter(pl.col("week") == this)["gpu_cost"].sum())
+    figures.allocated_gpu = _dec(daily.filter(pl.col("week") == this)["allocated_gpu_cost"].sum())
+    figures.unallocated_gpu = _dec(daily.filter(pl.col("week") == this)["unallocated_gpu_cost"].sum())
     figures.spend_trend = _weekly(daily, "provider", "effective_cost")
     figures.providers = _providers(daily, this, before)
     totals = queries.cost_totals(con, team=teams, end=week.end(zone))
@@ -208,13 +215,16 @@ def _team_lines(daily: pl.DataFrame, idle: pl.DataFrame, recs: list[dict[str, An
     lines = []
     for team in sorted(names):
         part = daily.filter(pl.col("team") == team)
+        week_part = part.filter(pl.col("week") == this)
         lines.append(TeamLine(
             team=team,
-            spend=_dec(part.filter(pl.col("week") == this)["effective_cost"].sum()),
+            spend=_dec(week_part["effective_cost"].sum()),
             previous_spend=_dec(part.filter(pl.col("week") == before)["effective_cost"].sum()),
-            gpu_spend=_dec(part.filter(pl.col("week") == this)["gpu_cost"].sum()),
+            gpu_spend=_dec(week_part["gpu_cost"].sum()),
             idle_cost=_dec(idle.filter((pl.col("team") == team) & (pl.col("week") == this))["effective_cost"].sum()),
-            open_savings=open_savings([r for r in recs if r["team"] == team])))
+            open_savings=open_savings([r for r in recs if r["team"] == team]),
+            allocated_gpu=_dec(week_part["allocated_gpu_cost"].sum()),
+            unallocated_gpu=_dec(week_part["unallocated_gpu_cost"].sum())))
     unallocated = daily.filter(pl.col("team").is_null())
     if not unallocated.is_empty():
         lines.append(TeamLine("(no team tag)",

@@ -1,0 +1,243 @@
+"""Chargeback of shared GPUs: ``gpu_allocation_hourly``, kept in step with bills and metrics.
+
+A GPU-hour's cost is divided among what ran on it (Kubernetes pods and namespaces, MIG slices,
+time-sliced or MPS workloads, processes) with the unallocated remainder shown (README *Shared
+GPUs*; the SQL and its conventions are in :mod:`warehouse.allocation_sql`).
+
+Like attribution (:mod:`warehouse.attribution`), the table is a pure function of the warehouse:
+every load that can change it recomputes the (resource, UTC day)s it touches inside its own
+transaction, after attribution has resolved the GPU-hours:
+
+* a cost load: the resource-days of the GPU usage lines it deletes and inserts (captured around the
+  slice replace, so a restated bill also clears what the old lines paid for);
+* a metrics load: the resource-days of the GPU-hours its slices held before and hold after;
+* a change of a source's ``namespace_teams`` rules: every resource-day of that source's GPU-hours;
+* a change of the ``[allocation]`` settings: everything.
+
+Any allocation row of a touched day whose GPU-hour now belongs to another resource (or is gone)
+also has its resource-day recomputed. So the table is the same whatever order bills, restatements
+and metrics arrive in (tests/test_allocation_order.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from warehouse import attribution
+from warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, compute_sql
+
+log = logging.getLogger(__name__)
+
+SCOPE = "_gpufinops_allocation_scope"
+BATCHES, PART = "_gpufinops_allocation_batches", "_gpufinops_allocation_part"
+BATCH_RESOURCE_DAYS = 2000   # resource-days allocated per statement (a 1,000-node fleet: two days)
+UNALLOCATED_CHOICES = ("show", "spread")
+MIG_WEIGHTS = ("compute", "memory", "max")
+SETTINGS_KEYS = ("unallocated", "mig_weight", "mps_hosts")
+
+
+@dataclass(frozen=True)
+class AllocationSettings:
+    """The ``[allocation]`` config section."""
+    unallocated: str = "show"              # show: the resource's team carries its idle share; spread: Koku's rule
+    mig_weight: str = "compute"            # a MIG slice's weight: compute slices, memory slices, or the larger
+    mps_hosts: tuple[str, ...] = field(default_factory=tuple)   # glob patterns of hosts whose sharing is MPS
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any] | None) -> AllocationSettings:
+        """Validated settings; a ValueError names the key and the allowed values."""
+        section = dict(section or {})
+        for key in section:
+            if key not in SETTINGS_KEYS:
+                raise ValueError(f"allocation.{key}: unknown key (allowed: {', '.join(SETTINGS_KEYS)})")
+        unallocated = section.get("unallocated", "show")
+        if unallocated not in UNALLOCATED_CHOICES:
+            raise ValueError(f"allocation.unallocated: must be \"show\" or \"spread\", not {unallocated!r}")
+        mig_weight = section.get("mig_weight", "compute")
+        if mig_weight not in MIG_WEIGHTS:
+            raise ValueError(f"allocation.mig_weight: must be one of {', '.join(MIG_WEIGHTS)}, not {mig_weight!r}")
+        hosts = section.get("mps_hosts", [])
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h and "'" not in h for h in hosts):
+            raise ValueError("allocation.mps_hosts: must be a list of host name patterns (globs, e.g. \"gpu-mps-*\")")
+        return cls(unallocated, mig_weight, tuple(hosts))
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [("mig_weight", self.mig_weight), ("mps_hosts", json.dumps(list(self.mps_hosts))),
+                ("unallocated", self.unallocated)]
+
+    def is_mps_host(self, host: str) -> bool:
+        return any(fnmatch.fnmatchcase(host, pattern) for pattern in self.mps_hosts)
+
+
+def stored_settings(con: duckdb.DuckDBPyConnection) -> AllocationSettings | None:
+    rows = dict(con.execute("SELECT key, value FROM allocation_settings").fetchall())
+    if not rows:
+        return None
+    return AllocationSettings(rows.get("unallocated", "show"), rows.get("mig_weight", "compute"),
+                              tuple(json.loads(rows.get("mps_hosts", "[]"))))
+
+
+def sync_settings(con: duckdb.DuckDBPyConnection, settings: AllocationSettings | None) -> tuple[AllocationSettings, bool]:
+    """(the settings to allocate with, whether they changed). ``None``: keep what the warehouse holds
+    (a load started without the config allocates as the last configured run did)."""
+    stored = stored_settings(con)
+    if settings is None:
+        return stored or AllocationSettings(), False
+    if stored == settings:
+        return settings, False
+    con.execute("DELETE FROM allocation_settings")
+    con.executemany("INSERT INTO allocation_settings VALUES (?, ?)", settings.rows())
+    return settings, stored is not None or _has_rows(con)
+
+
+def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
+    return con.execute("SELECT count(*) FROM (SELECT 1 FROM gpu_allocation_hourly LIMIT 1)").fetchall()[0][0] > 0
+
+
+# ---- the scope of a load -------------------------------------------------------------------------
+
+def _start(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {SCOPE} (resource_id VARCHAR, day_n BIGINT)")
+
+
+def capture(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list) -> None:
+    """Remember the resource-days the rows of ``table`` matching ``where`` bear on (called by the
+    runner before a slice is deleted, and after cost rows are inserted)."""
+    if table == "cost_line_items":
+        _start(con)
+        con.execute(f'INSERT INTO {SCOPE} SELECT DISTINCT c."ResourceId", epoch_us(c."ChargePeriodStart") // {US_PER_DAY} '
+                    f'FROM cost_line_items c WHERE c."ResourceId" IS NOT NULL AND c."ChargeCategory" = \'Usage\' '
+                    f'AND {GPU_USAGE} AND {where}', params)
+    elif table in ("gpu_metrics_hourly", "gpu_workloads_hourly"):
+        _start(con)
+        con.execute(f"INSERT INTO {SCOPE} SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} "
+                    f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}", params)
+
+
+def _capture_metrics(con: duckdb.DuckDBPyConnection, touched: attribution.Touched) -> None:
+    """The resource-days of the GPU-hours a load's metric slices hold now (attribution resolved)."""
+    for table, source, slice_expr, slices in touched.metric_slices:
+        if table != "gpu_metrics_hourly":
+            continue
+        placeholders = ", ".join("?" for _ in slices)
+        where = f"source = ? AND ({slice_expr}) IN ({placeholders})" if slices else "source = ?"
+        capture(con, table, where, [source, *slices])
+    if touched.rule_sources:
+        capture(con, "gpu_metrics_hourly", "list_contains(?::VARCHAR[], source)", [sorted(touched.rule_sources)])
+
+
+def _capture_moved(con: duckdb.DuckDBPyConnection) -> None:
+    """Allocation rows of the scope's days whose GPU-hour no longer belongs to their resource."""
+    con.execute(f"""
+        INSERT INTO {SCOPE}
+        SELECT DISTINCT a.resource_id, epoch_us(a.hour) // {US_PER_DAY} FROM gpu_allocation_hourly a
+        WHERE a.gpu_uuid IS NOT NULL AND epoch_us(a.hour) // {US_PER_DAY} IN (SELECT DISTINCT day_n FROM {SCOPE})
+          AND NOT EXISTS (SELECT 1 FROM gpu_metrics_hourly m
+                          WHERE m.hour = a.hour AND m.gpu_uuid = a.gpu_uuid AND m.resource_id = a.resource_id)""")
+
+
+def _everything(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"DELETE FROM {SCOPE}")
+    con.execute(f"""INSERT INTO {SCOPE}
+        SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL
+        UNION SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} FROM gpu_allocation_hourly""")
+
+
+# ---- recompute -----------------------------------------------------------------------------------
+
+def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> int:
+    """Replace the allocation of every resource-day in the scope table; returns the rows written.
+
+    Resource-days are independent (the spread rule works within one), so they are allocated in batches
+    of ``BATCH_RESOURCE_DAYS`` in day order: memory stays bounded by a batch, and each batch's scans are
+    bounded by its days (the tables' zone maps skip the rest)."""
+    con.execute(f"DELETE FROM gpu_allocation_hourly a WHERE EXISTS (SELECT 1 FROM {SCOPE} s "
+                f"WHERE s.resource_id = a.resource_id AND s.day_n = epoch_us(a.hour) // {US_PER_DAY})")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, day_n, "
+                f"(row_number() OVER (ORDER BY day_n, resource_id) - 1) // {BATCH_RESOURCE_DAYS} AS batch "
+                f"FROM (SELECT DISTINCT resource_id, day_n FROM {SCOPE} WHERE resource_id IS NOT NULL)")
+    bounds = con.execute(f"SELECT batch, min(day_n), max(day_n) FROM {BATCHES} GROUP BY 1 ORDER BY 1").fetchall()
+    written = 0
+    # Row order means nothing to the allocation (its ids are internal, its ties break on content): keeping
+    # insertion order made the statement four times slower (bench/bench_allocation.py).
+    ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        written = _insert_batches(con, settings, bounds)
+    finally:  # (an aborted load's transaction refuses statements: the caller rolls it back and closes)
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
+    for table in (BATCHES, PART):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    return written
+
+
+def _insert_batches(con: duckdb.DuckDBPyConnection, settings: AllocationSettings, bounds: list[tuple]) -> int:
+    written = 0
+    for batch, first_day, last_day in bounds:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT resource_id, day_n FROM {BATCHES} WHERE batch = ?",
+                    [batch])
+        sql = compute_sql(PART, mig_weight=settings.mig_weight, spread=settings.unallocated == "spread",
+                          mps_hosts=list(settings.mps_hosts), days=(first_day, last_day))
+        written += int(con.execute(f"INSERT INTO gpu_allocation_hourly BY NAME {sql}").fetchall()[0][0])
+    return written
+
+
+def apply(con: duckdb.DuckDBPyConnection, touched: attribution.Touched,
+          settings: AllocationSettings | None = None) -> int:
+    """Recompute what a load's changes touch; inside the load's transaction, after attribution."""
+    settings, changed = sync_settings(con, settings)
+    _start(con)
+    if changed:
+        log.info("allocation: [allocation] settings changed: reallocating every resource-day")
+        _everything(con)
+    else:
+        _capture_metrics(con, touched)
+        if not con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {SCOPE} LIMIT 1)").fetchall()[0][0]:
+            con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
+            return 0
+        _capture_moved(con)
+    written = recompute(con, settings)  # a failure aborts the load's transaction, which drops the scope too
+    con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
+    if written:
+        log.info("allocation: %d allocation rows written", written)
+    return written
+
+
+def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str | None = None) -> bool:
+    """Store the configured settings; when they changed, reallocate everything in one transaction
+    (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
+    from warehouse import db
+
+    kwargs = {"memory_limit": memory_limit} if memory_limit else {}
+    with db.writer(warehouse_path, **kwargs) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            stored = stored_settings(con)
+            changed = stored != settings and (stored is not None or _has_rows(con))
+            if changed:
+                reallocate_all(con, settings)
+            elif stored != settings:
+                sync_settings(con, settings)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return changed
+
+
+def reallocate_all(con: duckdb.DuckDBPyConnection, settings: AllocationSettings | None = None) -> int:
+    """Recompute the whole table (a repair, or after changing the settings outside a load)."""
+    settings, _ = sync_settings(con, settings)
+    _start(con)
+    _everything(con)
+    written = recompute(con, settings)
+    con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
+    return written
