@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import alerts_view, charts, labels, spend
-from dashboard.common import cached_query, connection, page_header, window_picker, window_start
+from dashboard.common import (cached_query, connection, money_columns, money_frame, page_header, window_picker,
+                              window_start)
 from dashboard.recommendation_list import recommendation_list
 from models.budgets import monthly_budget_for
 from warehouse import allocation_queries, queries
