@@ -399,15 +399,21 @@ class DcgmExporter:
         rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
         if not plan:
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new samples")
-        samples, per_day = metrics_store.store_relation(folder, plan)
-        deduplicate = any(metrics_store.needs_dedup(files) for files in per_day)
-        sql = metrics_store.rollup_sql(ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate)
-        running = workloads.rollup(ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate)
-        hours = [h for day_hours in plan.values() for h in day_hours]
-        log.info("%s: rolling up %d hour(s) of %d day(s)", ctx.source, len(hours), len(plan))
-        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=sql, slices=hours),
-                                    Batch(table="gpu_workloads_hourly", data=running, slices=hours)], state,
-                           watermark=watermark)
+        batches = list(rules)
+        log.info("%s: rolling up %d hour(s) of %d day(s)", ctx.source, sum(map(len, plan.values())), len(plan))
+        # one day at a time: a month of a large fleet's minute samples in one aggregation spills tens of
+        # GB (the p95 keeps every value of every GPU-hour); a day holds 1/30 of it. All days still load
+        # in one transaction.
+        for n, (day, hours) in enumerate(plan.items()):
+            samples, per_day = metrics_store.store_relation(folder, {day: hours})
+            deduplicate = any(metrics_store.needs_dedup(files) for files in per_day)
+            sql = metrics_store.rollup_sql(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
+                                           deduplicate=deduplicate, part=f"_{n}")
+            running = workloads.rollup(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
+                                       deduplicate=deduplicate, part=f"_{n}")
+            batches += [Batch(table="gpu_metrics_hourly", data=sql, slices=hours),
+                        Batch(table="gpu_workloads_hourly", data=running, slices=hours)]
+        return FetchResult(batches, state, watermark=watermark)
 
 
 INGESTORS = [DcgmExporter]

@@ -388,13 +388,13 @@ def rules_batch(source: str, rules: pa.Table) -> Batch:
 
 
 def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str,
-               deduplicate: bool = True) -> str:
+               deduplicate: bool = True, part: str = "") -> str:
     """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
 
     The hourly rollup is computed once, here, into a temporary table of this connection (the
     samples are scanned once); the returned SELECT attributes it inside the load's transaction.
     """
-    table = f"_gpufinops_hourly_{run_id}"
+    table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
                 f"SELECT * FROM hourly")

@@ -74,10 +74,11 @@ w AS (
 {_select(source, run_id)}"""
 
 
-def rollup(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True) -> str:
+def rollup(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True,
+           part: str = "") -> str:
     """The workload rows, computed now into a temporary table (the samples are read outside the load's
     transaction); returns the SELECT the load inserts."""
-    table = f"_gpufinops_workloads_{run_id}"
+    table = f"_gpufinops_workloads_{run_id}{part}"
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
                 f"{samples_sql(samples, source=source, run_id=run_id, deduplicate=deduplicate)}")
     return f"SELECT * FROM {table}"
