@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOME_DIR ?= demo
 
-.PHONY: install demo test bench dashboard clean
+.PHONY: install demo test check bench dashboard clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("gpufinops needs Python 3.11+") if sys.version_info < (3, 11) else None'
@@ -60,6 +60,12 @@ $(FOCUS_VENV)/.installed:
 
 test: $(VENV)/.installed-all $(BQ_VENV)/.installed $(FOCUS_VENV)/.installed
 	$(BIN)/python -m pytest
+
+# Lint, format and types (configured in pyproject.toml); .ci/run runs it before the tests.
+check: $(VENV)/.installed-all
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.run_all
