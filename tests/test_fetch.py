@@ -1,0 +1,12 @@
+import duckdb
+import pytest
+
+from warehouse.fetch import one, scalar
+
+
+def test_scalar_and_one_read_the_row_and_refuse_none():
+    con = duckdb.connect()
+    assert scalar(con.execute("SELECT count(*) FROM range(3)")) == 3
+    assert one(con.execute("SELECT 1, 'a'")) == (1, "a")
+    with pytest.raises(LookupError, match="the spend total returned no row"):
+        one(con.execute("SELECT 1 WHERE false"), "the spend total")
