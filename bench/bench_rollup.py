@@ -97,12 +97,20 @@ def _registry() -> Registry:
     return registry
 
 
-def rollup_run(home: str, samples: int) -> dict[str, Any]:
+def _scrape_file(home: Path, at: datetime) -> Path:
+    """A one-sample exposition of GPU 0 at ``at``, a minute the store already holds: a scrape that adds
+    nothing new (an empty exposition is refused as a broken target since the validation of issue 16)."""
+    path = home / "no-new-scrape.prom"
+    path.write_text(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",'
+                    f'Hostname="node-0000"}} 0 {int(at.timestamp() * 1000)}\n')
+    return path
+
+
+def rollup_run(home: str, samples: int, at: str) -> dict[str, Any]:
     """One ``dcgm_exporter`` run over the store (runs in the measured child process)."""
-    empty = Path(home) / "no-new-scrape.prom"
-    empty.write_text("")
+    scrape = _scrape_file(Path(home), datetime.fromisoformat(at))
     result = run_source(_registry(), Path(home) / "gpufinops.duckdb", SOURCE, "dcgm_exporter",
-                        {"targets": [str(empty)]})
+                        {"targets": [str(scrape)]})
     if result.status != "succeeded":
         raise RuntimeError(f"rollup run {result.status}: {result.error}")
     return {"rows": samples, "hourly_rows": result.rows}
@@ -129,7 +137,7 @@ def run(gpus: int, days: int) -> int:
     shutil.rmtree(home / ".duckdb_tmp", ignore_errors=True)
     base_samples = gpus * (days * 1440 - 60)
     full = measure_in_subprocess(f"rollup {gpus} GPUs x {days} days", "bench.bench_rollup:rollup_run",
-                                 {"home": str(home), "samples": base_samples})
+                                 {"home": str(home), "samples": base_samples, "at": START.isoformat()})
     report(full, targets=FULL_TARGETS, results_file=RESULTS_FILE)
     status = 0
     if full.get("hourly_rows") != gpus * (days * 24 - 1):
@@ -137,7 +145,8 @@ def run(gpus: int, days: int) -> int:
         status = 1
     add_hour(home, gpus, days)
     incremental = measure_in_subprocess(f"rollup +1 hour, {gpus} GPUs", "bench.bench_rollup:rollup_run",
-                                        {"home": str(home), "samples": gpus * 60})
+                                        {"home": str(home), "samples": gpus * 60,
+                                         "at": (START + timedelta(days=days, hours=-1)).isoformat()})
     report(incremental, targets=INCREMENTAL_TARGETS, results_file=RESULTS_FILE)
     if incremental.get("hourly_rows") != gpus:
         print(f"ERROR: incremental run loaded {incremental.get('hourly_rows')} rows, expected {gpus} (one hour)")
