@@ -48,3 +48,38 @@ def query(db_path: Path, sql: str, params: list | None = None) -> list[tuple]:
     with duckdb.connect(str(db_path), read_only=True) as con:
         con.execute("SET TimeZone = 'UTC'")
         return con.execute(sql, params or []).fetchall()
+
+
+EXIT_GRACE_S = float(os.environ.get("GPUFINOPS_TEST_EXIT_GRACE_S", "120"))
+
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A watchdog for the process's exit, started by pytest's last hook: a test that leaves a
+    non-daemon thread or an atexit hook blocking (a server that never answers its shutdown) would keep
+    `make test` running after the summary until CI's time limit. After EXIT_GRACE_S the watchdog prints
+    every thread's stack (so the culprit is named in the log) and ends the process with the session's
+    own status."""
+    import faulthandler
+    import sys
+    import threading
+    import time
+
+    status = _EXIT_STATUS[-1] if _EXIT_STATUS else 1
+
+    def watchdog() -> None:
+        time.sleep(EXIT_GRACE_S)
+        err = sys.__stderr__
+        if err is not None:
+            print(f"\nthe test process had not exited {EXIT_GRACE_S:g} s after the session ended; its threads:",
+                  file=err, flush=True)
+            faulthandler.dump_traceback(file=err, all_threads=True)
+        os._exit(status)
+
+    threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
