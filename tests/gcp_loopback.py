@@ -8,6 +8,7 @@ requests with 429/503, and records every request's path and query.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import threading
@@ -134,7 +135,11 @@ def gcp_catalog_input(tmp: Path) -> tuple[dict, datetime]:
     """The catalogue table alone: the suite counts the target table's rows against the run's."""
     context = catalog_server()
     server = context.__enter__()
+    # Stopped by atexit, while its daemon thread still runs: left to the garbage collector, the generator's
+    # `finally` ran during interpreter shutdown, after daemon threads had stopped, and `server.shutdown()`
+    # waited forever for a serve_forever that would never return (the hang of the stop-22 CI run).
     _SERVERS.append(context)
+    atexit.register(context.__exit__, None, None, None)
     return {"endpoint": server.url, "currency": "USD", "outputs": ["price_catalog"]}, \
         datetime(2021, 1, 1, tzinfo=timezone.utc)
 
