@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import sys
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -120,7 +121,7 @@ def check_credentials(cfg) -> list[Check]:
     return out
 
 
-def check_source(source, base_dir: Path, timeout: float, no_credentials: set[str] = frozenset()) -> Check:
+def check_source(source, base_dir: Path, timeout: float, no_credentials: Set[str] = frozenset()) -> Check:
     name = f"source {source.name}"
     check = sources.CHECKS.get(source.type)
     if not source.enabled:

@@ -21,7 +21,7 @@ import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import IO, Any
 
@@ -106,7 +106,7 @@ def when(value: datetime | date | str | None) -> str:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             return value.strftime("%Y-%m-%d %H:%M")
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     if isinstance(value, date):
         return value.isoformat()
     return str(value)
@@ -193,7 +193,8 @@ def console(file: IO[str] | None = None, *, stderr: bool = False, width: int | N
 
 
 def _rows(data: pl.DataFrame | Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return data.to_dicts() if isinstance(data, pl.DataFrame) else list(data)
+    rows: Iterable[Mapping[str, Any]] = data.to_dicts() if isinstance(data, pl.DataFrame) else data
+    return list(rows)
 
 
 def _cell(value: Any, col: Col) -> Any:

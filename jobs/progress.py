@@ -19,7 +19,15 @@ from collections.abc import Iterator
 from typing import IO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 
 def enabled(stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> bool:
@@ -36,23 +44,25 @@ class Steps:
     """The handle a ``steps`` block gets: ``start(description)`` a step, ``done()`` when it ends."""
 
     def __init__(self, bar: Progress | None, total: int, label: str) -> None:
-        self._bar = bar
-        self._task = bar.add_task(label, total=total) if bar else None
+        # the bar and this block's task on it; None: not on a terminal
+        self._bar: tuple[Progress, TaskID] | None = (bar, bar.add_task(label, total=total)) if bar else None
         self.label = label
 
     def start(self, description: str) -> None:
         if self._bar is not None:
-            self._bar.update(self._task, description=description)
+            bar, task = self._bar
+            bar.update(task, description=description)
 
     def done(self, steps: int = 1) -> None:
         if self._bar is not None:
-            self._bar.advance(self._task, steps)
+            bar, task = self._bar
+            bar.advance(task, steps)
 
     def grow(self, steps: int) -> None:
         """More steps than announced (a run that learns its size as it goes)."""
         if self._bar is not None:
-            task = self._bar.tasks[self._task]
-            self._bar.update(self._task, total=(task.total or 0) + steps)
+            bar, task = self._bar
+            bar.update(task, total=(bar.tasks[task].total or 0) + steps)
 
 
 @contextlib.contextmanager

@@ -146,8 +146,8 @@ def _render_skypilot(fleet: Fleet, team: str | None, shown: list[clusters_mod.Cl
         mine = [(doc, comments) for p, doc, comments in tasks if p.after.cluster is c]
         if mine:
             first, comments = mine[0]
-            head = [f"==== cluster: {c.name} ({c.kind}; label {clusters_mod.CLUSTER_LABEL}={c.label})"]
-            out.append(yamlout.dump_all([(first, head + comments)] + mine[1:]))
+            banner = [f"==== cluster: {c.name} ({c.kind}; label {clusters_mod.CLUSTER_LABEL}={c.label})"]
+            out.append(yamlout.dump_all([(first, banner + comments)] + mine[1:]))
     head = "".join(f"# {line}\n" for line in _header("skypilot", fleet, team, shown) + notes)
     return head + ("".join(out) or "# nothing to export: no plan changes a task's resources\n")
 

@@ -109,9 +109,9 @@ class ClusterMap:
             cluster.label = _label(cluster.name, taken)
         self.namespaces: dict[tuple[str, str], set[str]] = defaultdict(set)
         for row in namespaces:
-            cluster = self.of_resource.get(row["resource_id"])
-            if cluster is not None and row["team"] and row["namespace"]:
-                self.namespaces[(cluster.label, row["team"])].add(row["namespace"])
+            owner = self.of_resource.get(row["resource_id"])
+            if owner is not None and row["team"] and row["namespace"]:
+                self.namespaces[(owner.label, row["team"])].add(row["namespace"])
 
     @staticmethod
     def _identity(row: dict) -> tuple:

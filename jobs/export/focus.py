@@ -24,6 +24,7 @@ import duckdb
 
 from models.recommendation import provider_code
 from warehouse import schema
+from warehouse.fetch import scalar
 
 FORMATS = ("parquet", "csv")
 FOCUS_COLUMNS = tuple(name for name, _, _ in schema.FOCUS_12_COLUMNS)
@@ -103,7 +104,7 @@ def export(con: duckdb.DuckDBPyConnection, out: str | os.PathLike, fmt: str = "p
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     con.execute("SET preserve_insertion_order = false")  # stream row groups as they come
     try:
-        rows = con.execute(f"COPY ({sql}) TO {_literal(tmp.as_posix())} ({_copy_options(fmt)})").fetchone()[0]
+        rows = scalar(con.execute(f"COPY ({sql}) TO {_literal(tmp.as_posix())} ({_copy_options(fmt)})"), "COPY")
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

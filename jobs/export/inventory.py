@@ -55,7 +55,7 @@ class Inventory:
     types: dict[tuple[str, str], InstanceType] = field(default_factory=dict)
 
     @classmethod
-    def from_rows(cls, rows: list[dict]) -> "Inventory":
+    def from_rows(cls, rows: list[dict]) -> Inventory:
         inv = cls()
         for row in rows:
             if (row.get("gpu_fraction") or 1) < 1 or not row.get("gpu_count") or not row.get("gpu_model") \

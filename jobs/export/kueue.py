@@ -81,14 +81,14 @@ def cluster_documents(cluster: Cluster, fleet: FleetPlan, clusters: ClusterMap,
                 continue
             capacity = _capacity(pool, spot)
             flavors[key] = names(f"{cluster.provider}-{pool.gpu_model}" + ("" if capacity == "onprem" else f"-{capacity}"))
-            spec = {"nodeLabels": flavor_labels(cluster.provider, pool.gpu_model, spot)}
+            flavor_spec = {"nodeLabels": flavor_labels(cluster.provider, pool.gpu_model, spot)}
             meta = _meta(flavors[key], cluster, **{GPU_MODEL_LABEL: slug(pool.gpu_model)})
-            docs.append(({"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta, "spec": spec},
+            docs.append(({"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta, "spec": flavor_spec},
                          [f"{pool.gpu_model} GPUs on {cluster.name}, {capacity}"]))
     cohort = slug(f"gpufinops-{cluster.label}")
     local_names: set[tuple[str, str]] = set()
     locals_: list[tuple[dict[str, Any], list[str]]] = []
-    for team in sorted({p.team for p in pools}):
+    for team in sorted({p.team for p in pools if p.team is not None}):  # the None team left above
         mine = [p for p in pools if p.team == team]
         queue = names(f"gpufinops-{team}")
         quotas = [(flavors[(p.gpu_model, spot)], gpus) for p in mine for spot, gpus in _splits(p)]

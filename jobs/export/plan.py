@@ -202,7 +202,7 @@ class FleetPlan:
     def unplaced(self) -> list[ResourcePlan]:
         return [p for p in self.plans if p.problem]
 
-    def scoped(self, team: str | None) -> "FleetPlan":
+    def scoped(self, team: str | None) -> FleetPlan:
         """One team's pools and plans, cut from the whole fleet's (so a team's on-prem quota is the same
         with or without ``--team``: the other teams' share of the cluster still counts)."""
         if team is None:
@@ -258,7 +258,7 @@ def _fit_onprem(pools: list[Pool]) -> None:
     shares = [(p, p.gpus * capacity / planned) for p in pools]
     fitted = {id(p): math.floor(s) for p, s in shares}
     left = capacity - sum(fitted.values())
-    for p, s in sorted(shares, key=lambda ps: (-(ps[1] - math.floor(ps[1])), ps[0].team or "")):
+    for p, _share in sorted(shares, key=lambda ps: (-(ps[1] - math.floor(ps[1])), ps[0].team or "")):
         if left <= 0:
             break
         fitted[id(p)] += 1
@@ -280,9 +280,9 @@ def build(objects: list[dict[str, Any]], resources: list[dict], hours: pl.DataFr
         pool.current_gpus, pool.current_spot_gpus = int(row["gpus"]), int(row["spot_gpus"])
     final = {rid: _today(row, {}, clusters) for rid, row in by_id.items()}
     for plan in planned:
-        if plan.problem:
-            continue
         a, b = plan.before, plan.after
+        if plan.problem or a.cluster is None or b.cluster is None:  # no problem: both clusters are known
+            continue
         old, new = pools.get(a.cluster, a.team, a.gpu_model), pools.get(b.cluster, b.team, b.gpu_model)
         old.delta_gpus -= a.gpus
         old.delta_spot_gpus -= a.gpus * a.spot_share

@@ -58,17 +58,17 @@ def accelerators(after: Placement, inventory: Inventory) -> tuple[str | None, st
         notes.append(f"{name}:{count} is no {cluster.provider.upper()} shape: asking for {name}:{bigger[0]}, "
                      "the smallest that holds it")
         count = bigger[0]
-    keep_type = itype is not None and not itype.attached and itype.gpus == count
-    return f"{name}:{count}", itype.name if keep_type else None, notes
+    kept_type = itype.name if itype is not None and not itype.attached and itype.gpus == count else None
+    return f"{name}:{count}", kept_type, notes
 
 
 def task(plan: ResourcePlan, inventory: Inventory) -> tuple[dict[str, Any] | None, list[str]]:
     """The task's ``resources`` (and ``service``) for one plan, with the comment lines."""
     after = plan.after
     shape, itype, notes = accelerators(after, inventory)
-    if shape is None:
-        return None, notes
     cluster = after.cluster
+    if shape is None or cluster is None:  # accelerators() gives no shape without a cluster
+        return None, notes
     resources: dict[str, Any] = {"infra": "k8s" if cluster.provider == "onprem" else f"{cluster.provider}/{cluster.region}",
                                  "accelerators": shape}
     if itype:
@@ -76,8 +76,9 @@ def task(plan: ResourcePlan, inventory: Inventory) -> tuple[dict[str, Any] | Non
     doc: dict[str, Any] = {"resources": resources}
     if cluster.provider != "onprem":
         resources["use_spot"] = after.spot_share > 0
-        if 0 < after.spot_share < 1 and (after.replicas or 0) > 1:
-            fallback = max(1, round((1 - after.spot_share) * after.replicas))
+        replicas = after.replicas or 0
+        if 0 < after.spot_share < 1 and replicas > 1:
+            fallback = max(1, round((1 - after.spot_share) * replicas))
             doc["service"] = {"replica_policy": {"base_ondemand_fallback_replicas": fallback}}
     else:
         notes.append(f"on-prem cluster {cluster.name}: use its kubeconfig context (infra: k8s/<context>) if you have "
