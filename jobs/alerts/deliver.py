@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from jobs import webhook as signed
 from jobs.alerts import render
@@ -46,7 +46,7 @@ class Delivered:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def route(cfg: Config) -> Callable[[tuple[str, ...]], list[tuple[str, str]]]:
@@ -84,7 +84,7 @@ def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop:
     for attempt in range(1, settings.send_attempts + 1):
         reached: list[bool] = []
 
-        def accepting() -> None:
+        def accepting(reached: list[bool] = reached) -> None:  # bound now: B023
             _record(cfg, note["notification_id"], "sending", attempt=True)
             reached.append(True)
         try:
@@ -112,13 +112,16 @@ def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop:
 def _send_http(cfg: Config, channel: Channel, note: dict, rows: list[dict], out: Delivered,
                stop: threading.Event, environ: dict[str, str], sleep: Callable[[float], None]) -> None:
     label = f"{channel.kind} {channel.target}"
-    secret = environ[channel.url_env if channel.kind == "slack" else channel.secret_env]  # checked up front
+    secret_env = channel.url_env if channel.kind == "slack" else channel.secret_env
+    assert secret_env is not None  # alerts.settings: a Slack channel has url_env, a webhook secret_env
+    secret = environ[secret_env]  # checked up front
     nid = note["notification_id"]
     for number in range(1, channel.max_attempts + 1):
         if channel.kind == "slack":
             url, body = secret, json.dumps(render.slack(note["event"], rows, cfg.report.dashboard_url)).encode()
             headers = {"Content-Type": "application/json", "User-Agent": "gpufinops-alerts/1"}
         else:
+            assert channel.url is not None  # alerts.settings: a webhook has its url
             url = channel.url
             body = json.dumps(render.webhook(nid, note["event"], rows, _now()), separators=(",", ":")).encode()
             stamp = str(int(time.time()))
@@ -178,6 +181,6 @@ def deliver_pending(cfg: Config, *, stop: threading.Event | None = None, environ
         alert_rows = [rows[a] for a in note["alert_ids"] if a in rows]
         if note["channel"] == "email":
             _send_email(cfg, note, alert_rows, out, stop)
-        else:
+        elif channel is not None:  # always: a target no longer configured was cancelled above
             _send_http(cfg, channel, note, alert_rows, out, stop, environ, sleep)
     return out

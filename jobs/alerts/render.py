@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from email import policy
 from email.message import EmailMessage
@@ -22,7 +22,7 @@ SLACK_HEADER_MAX, SLACK_SECTION_MAX, SLACK_BLOCKS_MAX = 150, 3000, 50
 def alert_object(row: dict[str, Any]) -> dict[str, Any]:
     """An alert as JSON (API, webhook): plain types, money as numbers, times ISO-8601 UTC."""
     def ts(value):
-        return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z") if value is not None else None
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value is not None else None
 
     def num(value):
         return float(value) if isinstance(value, Decimal) else value
@@ -93,7 +93,7 @@ def email(nid: str, event: str, rows: list[dict], sender: str, recipient: str, *
     msg["Subject"] = subject(event, rows)
     msg["From"] = sender
     msg["To"] = recipient
-    msg["Date"] = format_datetime(now or datetime.now(timezone.utc))
+    msg["Date"] = format_datetime(now or datetime.now(UTC))
     msg["Message-ID"] = f"<{nid}@gpufinops>"
     msg["X-Gpufinops-Alerts"] = ",".join(r["alert_id"] for r in rows)
     msg["X-Gpufinops-Event"] = event
@@ -130,5 +130,5 @@ def slack(event: str, rows: list[dict], dashboard_url: str | None = None) -> dic
 def webhook(nid: str, event: str, rows: list[dict], sent_at: datetime) -> dict[str, Any]:
     """The signed webhook's body: ``delivery_id`` is the notification's id (the same on a resend)."""
     return {"event": "alerts", "status": event, "delivery_id": nid,
-            "sent_at": sent_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
+            "sent_at": sent_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
             "alerts": [alert_object(r) for r in rows]}

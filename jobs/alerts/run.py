@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from jobs.alerts import deliver
@@ -78,7 +78,7 @@ def run(cfg: Config, *, now: datetime | None = None, stop: threading.Event | Non
         environ: dict[str, str] | None = None, sleep: Callable[[float], None] = time.sleep,
         send: bool = True) -> RunOutcome:
     """Evaluate, record, deliver (``send=False``: record only; the notifications wait in the ledger)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if not cfg.warehouse_path.exists():
         raise FileNotFoundError(f"warehouse {cfg.warehouse_path} does not exist yet: run `gpufinops ingest` "
                                 "or `gpufinops demo` first")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from jobs.config import Config
 from jobs.report import deliver
@@ -19,8 +19,9 @@ def default_week(cfg: Config, now: datetime | None = None) -> Week:
     """The last complete week, or the last one the warehouse's data fully covers."""
     with db.reader(cfg.warehouse_path) as con:
         totals = queries.cost_totals(con)
-    data_end = totals["last_charge"].max() if not totals.is_empty() else None
-    return latest_complete_week(now or datetime.now(timezone.utc), data_end, cfg.report.tz)
+    # last_charge is a TIMESTAMPTZ column: its max is a datetime
+    data_end = cast(datetime | None, totals["last_charge"].max()) if not totals.is_empty() else None
+    return latest_complete_week(now or datetime.now(UTC), data_end, cfg.report.tz)
 
 
 def render_for(cfg: Config, week: Week, scope: Scope) -> Report:

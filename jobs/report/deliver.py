@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs.config import Config, ConfigError
@@ -78,7 +78,7 @@ def _delivery_lock(cfg: Config, timeout_s: float = 600.0) -> Iterator[None]:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def ledger(cfg: Config, week: Week) -> dict[str, dict]:
@@ -117,6 +117,11 @@ def _scrub(text: str, settings: ReportSettings) -> str:
     return " ".join(text.split())[:1000]
 
 
+def _text(reply: bytes | str) -> str:
+    """An SMTP reply as text (smtplib gives bytes; its exceptions are typed bytes or str)."""
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else reply
+
+
 def smtp_send(settings: ReportSettings, recipient: str, payload: bytes, on_accepting) -> None:
     """One SMTP transaction; ``on_accepting`` runs after RCPT is accepted, just before DATA."""
     try:
@@ -147,7 +152,7 @@ def smtp_send(settings: ReportSettings, recipient: str, payload: bytes, on_accep
         try:
             code, reply = smtp.data(payload)
         except smtplib.SMTPDataError as exc:  # DATA itself refused: nothing was sent
-            raise SendFailed(f"message refused: {exc.smtp_code} {exc.smtp_error.decode(errors='replace')}") from exc
+            raise SendFailed(f"message refused: {exc.smtp_code} {_text(exc.smtp_error)}") from exc
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             raise StateUnknown(f"connection lost while the server took the message: {exc}") from exc
         if code != 250:  # the server answered after the message: it did not take it
@@ -172,7 +177,7 @@ def _send_one(cfg: Config, week: Week, recipient: Recipient, report: Report, out
     for attempt in range(1, settings.send_attempts + 1):
         reached_data: list[bool] = []
 
-        def accepting() -> None:
+        def accepting(reached_data: list[bool] = reached_data) -> None:  # bound now: B023
             _record(cfg, week, recipient.email, "sending", attempt=True, message_id=message["Message-ID"])
             reached_data.append(True)
         try:
@@ -242,7 +247,7 @@ def _older(row: dict, moment: datetime) -> bool:
     if updated is None:
         return True
     if updated.tzinfo is None:
-        updated = updated.replace(tzinfo=timezone.utc)
+        updated = updated.replace(tzinfo=UTC)
     return updated < moment
 
 

@@ -11,14 +11,14 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import duckdb
 import polars as pl
 
-from models import plans
 from jobs.report.weeks import Week, parse_week, week_of
+from models import plans
 from warehouse import allocation_queries, freshness, queries
 from warehouse.scope import Scope
 
@@ -133,9 +133,10 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     figures.spend_trend = _weekly(daily, "provider", "effective_cost")
     figures.providers = _providers(daily, this, before)
     totals = queries.cost_totals(con, team=teams, end=week.end(zone))
-    figures.data_through = totals["last_charge"].max() if not totals.is_empty() else None
+    # last_charge and first_charge are TIMESTAMPTZ columns: their max and min are datetimes
+    figures.data_through = cast(datetime | None, totals["last_charge"].max()) if not totals.is_empty() else None
     if not totals.is_empty():  # a week the data only partly covers would read as a dip: leave it out
-        first_day = totals["first_charge"].min().astimezone(zone).date()
+        first_day = cast(datetime, totals["first_charge"].min()).astimezone(zone).date()
         figures.previous_complete = week.shift(-1).monday >= first_day
         figures.spend_trend = [r for r in figures.spend_trend
                                if parse_week(r["week"]).monday >= first_day or r["week"] == this]
@@ -184,7 +185,8 @@ def _idle_hours(con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: 
     from models.idle import IdleParams, idle_hours
 
     hours = queries.gpu_resource_hours(con, team=teams, start=start, end=end)
-    schema = {"week": pl.Utf8, "team": pl.Utf8, "effective_cost": pl.Decimal(38, 15), "gpu_hours": pl.Int64}
+    # dtype instances, not classes: a dict mixing both is typed dict[str, object]
+    schema = {"week": pl.Utf8(), "team": pl.Utf8(), "effective_cost": pl.Decimal(38, 15), "gpu_hours": pl.Int64()}
     if hours.is_empty():
         return pl.DataFrame(schema=schema)
     idle = idle_hours(hours, IdleParams()).filter(pl.col("idle"))

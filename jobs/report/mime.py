@@ -7,7 +7,7 @@ multipart/related [ text/html, image/png (Content-ID) … ] ], text/csv attachme
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
@@ -28,13 +28,13 @@ def build(report: Report, sender: str, recipient: str | None, *, now: datetime |
     msg["Subject"] = report.subject
     msg["From"] = sender
     msg["To"] = recipient or UNDISCLOSED
-    msg["Date"] = format_datetime(now or datetime.now(timezone.utc))
+    msg["Date"] = format_datetime(now or datetime.now(UTC))
     msg["Message-ID"] = message_id(report, recipient or "preview")
     msg["X-Gpufinops-Week"] = str(report.week)
     msg["X-Gpufinops-Scope"] = "all" if report.scope.teams is None else ",".join(report.scope.teams)
     msg.set_content(report.text)
     msg.add_alternative(report.html, subtype="html")
-    html_part = msg.get_payload()[1]
+    _text_part, html_part = msg.iter_parts()  # multipart/alternative: the text, then the HTML
     for image in report.images:
         html_part.add_related(image.png, maintype="image", subtype="png", cid=f"<{image.cid}>",
                               filename=f"{image.cid.split('@')[0]}.png")

@@ -11,7 +11,7 @@ import base64
 import csv
 import io
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ def _csv(figures: WeekFigures) -> bytes:
                          rec["proposed"].get("action", ""), rec["evidence"].get("pattern", ""),
                          f"{Decimal(str(rec['monthly_savings_usd'])):.2f}",
                          rec["current"].get("monthly_cost_usd", ""), rec["confidence"], rec["risk"] or "",
-                         created.astimezone(timezone.utc).isoformat() if isinstance(created, datetime) else created,
+                         created.astimezone(UTC).isoformat() if isinstance(created, datetime) else created,
                          rec.get("plan") or "", rec.get("plan_id") or ""])
     return buffer.getvalue().encode()
 
@@ -152,10 +152,10 @@ def render(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, *, tz: str 
     recs = _rec_rows(figures)
     images = _images(figures, recs)
     label = scope_label(scope)
-    context = {
+    context: dict[str, Any] = {
         "f": figures, "week": str(week), "scope_label": label, "recs": recs, "images": images,
         "first_day": week.days[0], "last_day": week.days[-1], "tz": tz, "dashboard_url": dashboard_url,
-        "generated_at": (now or datetime.now(timezone.utc)).astimezone(timezone.utc),
+        "generated_at": (now or datetime.now(UTC)).astimezone(UTC),
         "csv_name": f"open-recommendations-{week}.csv",
     }
     env = _environment()

@@ -32,7 +32,7 @@ class Week:
         """The next Monday 00:00 (exclusive)."""
         return datetime.combine(self.monday + timedelta(days=7), time(0), tzinfo=tz)
 
-    def shift(self, weeks: int) -> "Week":
+    def shift(self, weeks: int) -> Week:
         return week_of(self.monday + timedelta(weeks=weeks))
 
     @property
