@@ -62,7 +62,7 @@ def settings_from(section: Mapping[str, Any]) -> Settings:
     # the CLI passes every configured budget (validated by jobs.config) under "budgets"; a dashboard
     # started by hand with only the [dashboard] keys gets their aliases
     budgets = tuple(Budget.from_dict(b) for b in section["budgets"]) if "budgets" in section \
-        else tuple(from_dashboard(section))
+        else tuple(from_dashboard(dict(section)))
     return Settings(auth=auth, header=section.get("header"), oidc_provider=section.get("oidc_provider"),
                     users=users, monthly_budget_usd=float(budget) if budget is not None else None,
                     team_budgets={k: float(v) for k, v in section.get("team_budgets", {}).items()},

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
@@ -21,6 +22,9 @@ import streamlit as st
 from dashboard import access
 from warehouse import db, queries
 from warehouse.scope import Scope
+
+if TYPE_CHECKING:
+    from streamlit.elements.lib.column_types import ColumnConfig  # what st.column_config.*Column returns
 
 DEFAULT_DB = "data/gpufinops.duckdb"
 MONEY_FORMAT = "dollar"  # st.column_config.NumberColumn preset: $1,234.57
@@ -134,7 +138,7 @@ def total(frame: pl.DataFrame, col: str) -> Decimal:
     return Decimal(str(value)) if value is not None else Decimal(0)
 
 
-def money_columns(*cols: str) -> dict[str, st.column_config.NumberColumn]:
+def money_columns(*cols: str) -> dict[str, ColumnConfig]:
     return {c: st.column_config.NumberColumn(format=MONEY_FORMAT) for c in cols}
 
 

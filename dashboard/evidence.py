@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import duckdb
 import polars as pl
@@ -175,7 +176,8 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
             per = "per hour" if hours == 1 else f"per {hours} hours"
             left, right = st.columns(2)
             charts.draw(left, charts.utilisation(shown, title=f"GPU utilisation {per}"))
-            caps = _capacities(con, current, proposed, util["mem_total_gib"].max())
+            # mem_total_gib is a DOUBLE column: its max is a float, or None when every row is NULL
+            caps = _capacities(con, current, proposed, cast(float | None, util["mem_total_gib"].max()))
             charts.draw(right, charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
     instance_type = current.get("instance_type") or evidence.get("instance_type")
     if instance_type and rec.get("provider"):
@@ -211,9 +213,8 @@ def spot_view(prices: pl.DataFrame) -> pl.DataFrame:
                                .then(pl.col("region")).otherwise(pl.col("zone")).alias("series"))
 
 
-def spot_until(view: pl.DataFrame):
+def spot_until(view: pl.DataFrame) -> datetime:
     """Where a price series' last step ends: now (a price holds until it changes), at least a day
     after the last change."""
-    from datetime import datetime, timedelta, timezone
-    last = view["ts"].max()
-    return max(datetime.now(timezone.utc), last + timedelta(days=1))
+    last = cast(datetime, view["ts"].max())  # ts is a TIMESTAMPTZ column of a non-empty frame
+    return max(datetime.now(UTC), last + timedelta(days=1))

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import cast
 
 import duckdb
 import polars as pl
 import streamlit as st
 
 from dashboard import charts, labels
-from dashboard.recommendation_list import short_resource
 from dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
+from dashboard.recommendation_list import short_resource
 from models import plans
 from warehouse import allocation_queries, queries
 
@@ -103,7 +104,8 @@ def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | 
     rows = spend.forecast.filter(pl.col("horizon") == "month_end")
     if rows.is_empty():
         return None
-    month = f"{rows['month'].min():%B %Y}"
+    first = cast(date, rows["month"].min())  # a DATE column of a non-empty frame
+    month = f"{first:%B %Y}"
     return month, total(rows, "forecast_usd"), total(rows, "lower_usd"), total(rows, "upper_usd")
 
 

@@ -6,7 +6,16 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts, labels
-from dashboard.common import cached_query, connection, money, money_frame, page_header, total, window_picker, window_start
+from dashboard.common import (
+    cached_query,
+    connection,
+    money,
+    money_frame,
+    page_header,
+    total,
+    window_picker,
+    window_start,
+)
 
 IDLE_UTIL_PCT = 5.0
 

@@ -7,7 +7,7 @@ the newest charge period / metric hour each source holds against its expected la
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 import streamlit as st
@@ -27,7 +27,7 @@ def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: floa
 
 def main() -> None:
     ctx = page_header("Data health")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     try:
         with connection() as con:
             sources = queries.ingest_status(con)

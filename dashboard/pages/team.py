@@ -5,8 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import alerts_view, charts, labels, spend
-from dashboard.common import (cached_query, connection, money_columns, money_frame, page_header, window_picker,
-                              window_start)
+from dashboard.common import (
+    cached_query,
+    connection,
+    money_columns,
+    money_frame,
+    page_header,
+    window_picker,
+    window_start,
+)
 from dashboard.recommendation_list import recommendation_list
 from models.budgets import monthly_budget_for
 from warehouse import allocation_queries, queries
@@ -26,6 +33,9 @@ def main() -> None:
                 st.error("Access denied.")
                 return
             data = spend.load_current(con, [team], days)
+            if data.as_of is None:  # listed for its cost lines, which a reload removed since
+                st.info(f"No cost data for {team} yet.")
+                return
             window = window_start(data.as_of, days)
             fleet = cached_query(con, "fleet_utilisation", team=[team], start=window)
             shared = allocation_queries.allocation_by_workload(con, team=[team], start=window)
