@@ -41,6 +41,7 @@ RELOAD_TARGET = Target("reload_ratio", "<=", 1.5, "re-delivery ≤ 1.5× first")
 TYPES = [("p4d.24xlarge", 21.957642, 8), ("p5.48xlarge", 55.04, 8), ("g5.xlarge", 1.006, 1),
          ("g5.12xlarge", 5.672, 4), ("g6.xlarge", 0.8048, 1), ("g4dn.xlarge", 0.526, 1), ("m5.large", 0.096, None)]
 TEAMS = ["research", "vision", "nlp", "platform", "ml-prod"]
+NULL_OBJECT = np.array(None, dtype=object)  # np.where's "no ARN": a null in the object array
 
 
 def _maps(entries: list[list[tuple[str, str]]]) -> pa.Array:
@@ -84,9 +85,9 @@ def _chunk(rng: np.random.Generator, n: int, offset: int) -> pa.Table:
         "pricing_unit": pa.array(["Hrs"] * n), "product_instance_type": pa.array(names),
         "product_region_code": pa.array(["us-east-1"] * n), "product_product_family": pa.array(["Compute Instance"] * n),
         "reservation_effective_cost": pa.array(np.where(kind == 2, committed, np.nan), from_pandas=True),
-        "reservation_reservation_a_r_n": pa.array(np.where(kind == 2, "arn:aws:ec2:us-east-1:012345678901:reserved-instances/r1", None)),
+        "reservation_reservation_a_r_n": pa.array(np.where(kind == 2, "arn:aws:ec2:us-east-1:012345678901:reserved-instances/r1", NULL_OBJECT)),
         "savings_plan_savings_plan_effective_cost": pa.array(np.where(kind == 3, committed, np.nan), from_pandas=True),
-        "savings_plan_savings_plan_a_r_n": pa.array(np.where(kind == 3, "arn:aws:savingsplans::012345678901:savingsplan/s1", None)),
+        "savings_plan_savings_plan_a_r_n": pa.array(np.where(kind == 3, "arn:aws:savingsplans::012345678901:savingsplan/s1", NULL_OBJECT)),
         "product": products.take(pa.array(type_idx)), "resource_tags": tags.take(pa.array(resource % len(TEAMS))),
     })
 

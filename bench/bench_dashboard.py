@@ -112,6 +112,8 @@ def _spend_queries(con, team: list[str] | None, days: int = WINDOW_DAYS):
     """The queries of ``dashboard.spend.load`` (Overview and Team), without the forecast model."""
     queries.dashboard_data_version(con)
     as_of = queries.latest_charge_day(con, team=team)
+    if as_of is None:
+        raise RuntimeError("the benchmark warehouse has no cost data in scope")
     queries.spend_daily(con, team=team, start=as_of - timedelta(days=days - 1), end=as_of + timedelta(days=1))
     queries.savings_by_status(con, team=team)
     return as_of

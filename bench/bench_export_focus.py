@@ -75,7 +75,9 @@ def export_focus(db_path: str, out: str) -> dict[str, Any]:
 
 def file_rows(path: str) -> int:
     import duckdb
-    return duckdb.sql(f"SELECT count(*) FROM read_parquet('{path}')").fetchall()[0][0]
+
+    from warehouse.fetch import scalar
+    return scalar(duckdb.execute(f"SELECT count(*) FROM read_parquet('{path}')"))
 
 
 def main(argv: list[str] | None = None) -> int:

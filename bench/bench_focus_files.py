@@ -72,9 +72,10 @@ def _db_bytes(db_path: str) -> int:
 
 def warehouse_rows(db_path: str) -> int:
     from warehouse import db
+    from warehouse.fetch import scalar
 
     with db.reader(db_path) as con:
-        return con.execute("SELECT count(*) FROM cost_line_items WHERE x_Source = ?", [SOURCE]).fetchone()[0]
+        return scalar(con.execute("SELECT count(*) FROM cost_line_items WHERE x_Source = ?", [SOURCE]))
 
 
 def _fresh_warehouse(fmt: str, rows: int, work_dir: Path) -> str:
@@ -102,8 +103,10 @@ def ctas_floor(path: str, db_path: str) -> dict[str, Any]:
 
     relation = getattr(focus_files, "_source_relation", None)
     if relation is None:  # the reader options focus_files used when this benchmark was written
-        relation = (lambda p: f"read_parquet('{p}')" if p.endswith(".parquet") else
-                    f"read_csv('{p}', header = true, all_varchar = true, nullstr = ['NULL', ''], "
+        def relation(p: str) -> str:
+            if p.endswith(".parquet"):
+                return f"read_parquet('{p}')"
+            return (f"read_csv('{p}', header = true, all_varchar = true, nullstr = ['NULL', ''], "
                     f"quote = '\"', escape = '\"', auto_detect = true, strict_mode = true)")
     with db.writer(db_path) as con:
         con.execute(f"CREATE TABLE ctas_floor AS SELECT * FROM {relation(path)}")

@@ -355,9 +355,9 @@ def run(gpus: int, days: int) -> int:
     group = measure_in_subprocess("floor: hourly GROUP BY of samples", "bench.bench_month:floor_group_by",
                                   {"db_path": floor_db, "store": str(home / "store")})
     report(group, results_file=RESULTS_FILE)
-    for order, steps in totals.items():
-        print(f"{'':<34} {order}: CUR load {steps['load_cur'] / ctas['seconds']:.2f}× its CTAS floor, rollup "
-              f"{steps['rollup'] / group['seconds']:.2f}× its GROUP BY floor", flush=True)
+    for order, step_seconds in totals.items():
+        print(f"{'':<34} {order}: CUR load {step_seconds['load_cur'] / ctas['seconds']:.2f}× its CTAS floor, rollup "
+              f"{step_seconds['rollup'] / group['seconds']:.2f}× its GROUP BY floor", flush=True)
     Path(floor_db).unlink(missing_ok=True)
     for db_path in dbs.values():
         shutil.rmtree(db_path.parent, ignore_errors=True)

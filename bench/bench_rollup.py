@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+
 # Imported here, not in the measured call: a figure is the rollup, not the interpreter's imports.
 from ingest.dcgm_exporter import DcgmExporter
 from ingest.registry import Registry

@@ -220,8 +220,8 @@ def measure_in_subprocess(label: str, target: str, kwargs: dict[str, Any] | None
     child_env = dict(os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
     child_env.update(env or {})
-    done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, errors="replace", timeout=timeout_s)
+    done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, errors="replace",
+                          timeout=timeout_s)
     figures = [json.loads(line[len(RESULT_MARKER):]) for line in done.stdout.splitlines()
                if line.startswith(RESULT_MARKER)]
     if done.returncode != 0 or not figures:
