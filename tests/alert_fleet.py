@@ -5,7 +5,7 @@ every cost load does; and a config that mails finance and two leads through a lo
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from warehouse import db, rollups
@@ -19,7 +19,7 @@ def spend_lines(con, team: str, first: date, days: int, per_day: float, *, provi
                 source: str = "test", weekday_factors: list[float] | None = None) -> None:
     """``days`` days from ``first`` of 24 hourly usage lines costing ``per_day`` a day (times the
     weekday's factor, Monday first, when given), then the source's ``cost_daily`` rows, as a load does."""
-    start = datetime.combine(first, datetime.min.time(), timezone.utc)
+    start = datetime.combine(first, datetime.min.time(), UTC)
     factors = weekday_factors or [1.0] * 7
     con.execute(
         'INSERT INTO cost_line_items ("ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ResourceId", '
@@ -87,4 +87,4 @@ rules = ["budget", "anomaly", "idle_burn"]
 
 
 def at(day: date, hour: int = 6) -> datetime:
-    return datetime.combine(day, datetime.min.time(), timezone.utc) + timedelta(hours=hour)
+    return datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=hour)

@@ -15,6 +15,7 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 from tests.aws_loopback import free_port
@@ -67,7 +68,7 @@ class AthenaProxy:
         self.server.server_close()
 
     def _forward(self, method: str, path: str, headers, body: bytes) -> tuple[int, list, bytes]:
-        conn = http.client.HTTPConnection(self.moto.hostname, self.moto.port, timeout=30)
+        conn = http.client.HTTPConnection(self.moto.netloc, timeout=30)  # host:port
         try:
             conn.request(method, path, body=body, headers={k: v for k, v in headers.items()
                                                           if k.lower() not in ("host", "content-length")})
@@ -114,6 +115,7 @@ def set_execution_polls(moto_endpoint: str, polls: int | None) -> None:
     """Make each moto Athena execution stay QUEUED, then RUNNING, for ``polls`` status calls (None: immediate)."""
     import urllib.request
 
+    payload: dict[str, Any]
     if polls is None:
         url, payload = "unset-transition", {"model_name": "athena::execution"}
     else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,7 +34,7 @@ def aws_cur_input(tmp: Path) -> tuple[dict, datetime]:
     periods = {"2026-09": data.lines("111122223333", "2026-09") + data.lines("444455556666", "2026-09", split=True),
                "2026-10": data.lines("111122223333", "2026-10")}
     data.write_cur2(tmp / "bucket", periods)
-    return {"path": str(tmp / "bucket")}, datetime(2026, 9, 1, tzinfo=timezone.utc)
+    return {"path": str(tmp / "bucket")}, datetime(2026, 9, 1, tzinfo=UTC)
 
 
 def aws_cur_negative_usage(folder: Path) -> int:
@@ -50,17 +50,17 @@ def aws_cur_negative_usage(folder: Path) -> int:
 
 def aws_spot_prices_input(tmp: Path) -> tuple[dict, datetime]:
     return ({"regions": ["us-east-1"], "instance_types": ["m5.large"], "endpoint_url": _api_url()},
-            datetime(2021, 1, 1, tzinfo=timezone.utc))
+            datetime(2021, 1, 1, tzinfo=UTC))
 
 
 def aws_pricing_input(tmp: Path) -> tuple[dict, datetime]:
     return ({"regions": ["us-east-1"], "instance_types": ["m5.large"], "endpoint_url": _api_url()},
-            datetime(2021, 1, 1, tzinfo=timezone.utc))
+            datetime(2021, 1, 1, tzinfo=UTC))
 
 
 def aws_spot_advisor_input(tmp: Path) -> tuple[dict, datetime]:
     shutil.copy(data.AWS_DATA / "spot-advisor" / "spot-advisor-data_2021-02.json", tmp / "advisor.json")
-    return {"path": str(tmp / "advisor.json"), "regions": ["us-east-1", "eu-west-1"]}, datetime(2020, 1, 1, tzinfo=timezone.utc)
+    return {"path": str(tmp / "advisor.json"), "regions": ["us-east-1", "eu-west-1"]}, datetime(2020, 1, 1, tzinfo=UTC)
 
 
 def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
@@ -81,7 +81,7 @@ def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         servers.__exit__(None, None, None)
     atexit.register(stop)
-    start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=7)
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=7)
     put_agent_metrics(front.url, start)
     return {"region": "us-east-1", "endpoint_url": front.url}, start
 

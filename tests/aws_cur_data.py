@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from ingest.aws_cur2_format import conform, write_delivery
 from tests.conftest import DATA
@@ -67,7 +68,7 @@ def lines(account: str, period: str, scale: Decimal = Decimal(1), split: bool = 
         row.setdefault("line_item_line_item_description", DESCRIPTIONS.get(kind, kind))
         out.append(Line(row, Decimal(effective) * scale, category, pricing))
 
-    gpu = {"product": {"instance_type": "p4d.24xlarge", "region": "us-east-1", "gpu": "8", "product_name": "Amazon Elastic Compute Cloud"},
+    gpu: dict[str, Any] = {"product": {"instance_type": "p4d.24xlarge", "region": "us-east-1", "gpu": "8", "product_name": "Amazon Elastic Compute Cloud"},
            "product_instance_type": "p4d.24xlarge", "product_region_code": "us-east-1",
            "product_product_family": "Compute Instance", "line_item_resource_id": "i-0aaa1111bbbb2222c",
            "pricing_unit": "Hrs", "line_item_usage_amount": 1.0, "pricing_public_on_demand_cost": 21.957642,

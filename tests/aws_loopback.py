@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
@@ -196,7 +197,7 @@ class AwsApiServer:
         token = params.get("NextToken", [None])[0]
         if action == "DescribeInstanceTypes":
             items, next_token = self._page(self.instance_types, token)
-            value = {"InstanceTypes": items}
+            value: dict[str, Any] = {"InstanceTypes": items}
         elif action == "DescribeSpotPriceHistory":
             wanted = {v[0] for k, v in params.items() if k.startswith("InstanceType.")}
             points = [p for p in self.spot_history if not wanted or p["InstanceType"] in wanted]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-START = datetime(2026, 9, 7, tzinfo=timezone.utc)   # a Monday
+START = datetime(2026, 9, 7, tzinfo=UTC)   # a Monday
 AWS, GCP = "Amazon Web Services, Inc.", "Google Cloud"
 
 

@@ -217,7 +217,7 @@ def _flavor_provider(labels: dict[str, str]) -> set[str]:
 
 
 def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
-                nodepool_limits: dict[tuple[str, str, str], int] | None = None,
+                nodepool_limits: dict[tuple[str | None, str, str], int] | None = None,
                 namespaces: dict[str, set[str]] | None = None) -> list[str]:
     """``capacity``: {(cluster name, GPU model slug): GPUs}; ``nodepool_limits``: {(cluster name, model slug,
     capacity type): GPUs} of the Karpenter export; ``namespaces``: team -> the namespaces it may use."""
@@ -231,11 +231,14 @@ def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
             problems.append(f"ResourceFlavor {doc['metadata']['name']} on {name}: node labels of {sorted(found)} "
                             f"in a {provider} cluster")
     quota: dict[tuple[str, str], int] = defaultdict(int)
-    by_capacity: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    by_capacity: dict[tuple[str, str, str, str | None], int] = defaultdict(int)
     cohorts: dict[str, set[str]] = defaultdict(set)
-    queues = {}
+    queues: dict[tuple[str | None, str], dict] = {}  # (cluster label, name): a LocalQueue's label may be missing
     for doc in (d for d in docs if d.get("kind") == "ClusterQueue"):
         label, name, provider = _cluster(doc)
+        if label is None or name is None:
+            problems.append(f"ClusterQueue {doc['metadata']['name']}: no {CLUSTER} label or {CLUSTER_NAME} annotation")
+            continue
         queues[(label, doc["metadata"]["name"])] = doc
         cohorts[doc["spec"].get("cohortName") or ""].add(label)
         for group in doc["spec"]["resourceGroups"]:
@@ -313,8 +316,8 @@ def check_skypilot(docs: list[dict], types: dict[tuple[str, str], tuple[str, int
     return problems
 
 
-def nodepool_limits(docs: list[dict]) -> dict[tuple[str, str, str], int]:
-    out: dict[tuple[str, str, str], int] = defaultdict(int)
+def nodepool_limits(docs: list[dict]) -> dict[tuple[str | None, str, str], int]:
+    out: dict[tuple[str | None, str, str], int] = defaultdict(int)
     for doc in (d for d in docs if d.get("kind") == "NodePool"):
         _, name, _ = _cluster(doc)
         spec = doc["spec"]

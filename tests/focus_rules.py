@@ -31,6 +31,8 @@ from pathlib import Path
 
 import duckdb
 
+from warehouse.fetch import scalar
+
 RULES_DIR = Path(__file__).parent / "data" / "focus-validator"
 MODEL_PATH = RULES_DIR / "model-1.2.0.1.json"
 ROOT_RULE = "CostAndUsage-D-000-M"
@@ -68,7 +70,7 @@ class Report:
     def failed(self) -> dict[str, Verdict]:
         return {rid: v for rid, v in sorted(self.verdicts.items()) if v.status == "fail"}
 
-    def leaf_failures(self, model: "Model") -> dict[str, Verdict]:
+    def leaf_failures(self, model: Model) -> dict[str, Verdict]:
         """Failed rules that are not composites (a composite fails because a part does)."""
         return {rid: v for rid, v in self.failed().items() if not model.is_rule_composite(rid)}
 
@@ -323,7 +325,7 @@ class Run:
         else:
             where = " AND ".join([f"({self.model.violation(requirement)})", *filters])
             sql = f"SELECT count(*) FROM {self.table} WHERE {where}"
-        return self.con.execute(sql).fetchone()[0]
+        return scalar(self.con.execute(sql), sql)
 
 
 def validate(con: duckdb.DuckDBPyConnection, table: str, criteria: tuple[str, ...] = (),

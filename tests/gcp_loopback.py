@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -113,7 +113,7 @@ def copy_consistent_csv(name: str, target: Path) -> None:
         reader = csv.DictReader(f)
         rows = [r for r in reader if not ends_before_it_starts(r)]
     with open(target, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=reader.fieldnames)
+        writer = csv.DictWriter(f, fieldnames=reader.fieldnames or ())
         writer.writeheader()
         writer.writerows(rows)
 
@@ -128,7 +128,7 @@ def gcp_billing_export_input(tmp: Path) -> tuple[dict, datetime]:
     for name in ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv",
                  "tmp_example.csv"):
         copy_consistent_csv(name, tmp / name)
-    return {"path": str(tmp / "*.csv")}, datetime(2020, 10, 1, tzinfo=timezone.utc)
+    return {"path": str(tmp / "*.csv")}, datetime(2020, 10, 1, tzinfo=UTC)
 
 
 def gcp_catalog_input(tmp: Path) -> tuple[dict, datetime]:
@@ -141,13 +141,13 @@ def gcp_catalog_input(tmp: Path) -> tuple[dict, datetime]:
     _SERVERS.append(context)
     atexit.register(context.__exit__, None, None, None)
     return {"endpoint": server.url, "currency": "USD", "outputs": ["price_catalog"]}, \
-        datetime(2021, 1, 1, tzinfo=timezone.utc)
+        datetime(2021, 1, 1, tzinfo=UTC)
 
 
 def gcp_price_history_input(tmp: Path) -> tuple[dict, datetime]:
     shutil.copy(PRICE_CHANGES, tmp / PRICE_CHANGES.name)
     return {"path": str(tmp / PRICE_CHANGES.name), "outputs": ["price_history"]}, \
-        datetime(2022, 2, 1, tzinfo=timezone.utc)
+        datetime(2022, 2, 1, tzinfo=UTC)
 
 
 def negative_usage_none(_: Path) -> int:

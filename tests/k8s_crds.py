@@ -20,7 +20,7 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def crd_schemas() -> dict[tuple[str, str, str], dict]:
+def crd_schemas() -> dict[tuple[str, str], dict]:
     """(group/version, kind) → the openAPIV3Schema of every served version of the CRDs."""
     out = {}
     for (group, kind), name in CRD_FILES.items():

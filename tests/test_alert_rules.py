@@ -6,7 +6,7 @@ expires and supersedes."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import polars as pl
@@ -19,7 +19,7 @@ from models.forecast import cost_forecast, period_forecast
 from tests.alert_fleet import metric_rows, spend_lines
 from warehouse import alerts_store, db
 
-UTC = timezone.utc
+UTC = UTC
 SEP = date(2026, 9, 1)
 WEEKDAYS = [1.2, 1.2, 1.1, 1.1, 1.0, 0.7, 0.7]
 GCP = "Google Cloud"

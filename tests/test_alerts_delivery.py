@@ -13,6 +13,7 @@ import sys
 import threading
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,7 +239,7 @@ class StallingReceiver(Receiver):
     def __init__(self) -> None:
         super().__init__()
         self.stalled, self.release = threading.Event(), threading.Event()
-        handler = self.server.RequestHandlerClass
+        handler: Any = self.server.RequestHandlerClass  # Receiver's own Handler class: its do_POST is replaced
         original = handler.do_POST
         receiver = self
 

@@ -204,7 +204,7 @@ def test_mps_from_the_host_patterns_and_from_the_mps_server(warehouse):
 def test_onprem_gpus_carry_their_own_lines(warehouse):
     fleet = Fleet()
     for slot, (uuid, cost) in enumerate((("GPU-x", "1.50"), ("GPU-y", "0.90"), (None, "0.60"))):
-        tags = '{"gpu_uuid": "%s"}' % uuid if uuid else "{}"
+        tags = f'{{"gpu_uuid": "{uuid}"}}' if uuid else "{}"
         fleet.lines.append(Line("node7", 0, Decimal(cost), team="research", provider="onprem",
                                 resource_name=f"node7/gpu{slot}", tags=tags))
     fleet.gpu_hours += [GpuHour("node7", 0, "GPU-x", host="node7"), GpuHour("node7", 0, "GPU-y", host="node7")]
@@ -256,7 +256,7 @@ def random_fleet(rng: random.Random) -> Fleet:
                 for slot in range(gpus):
                     cost = Decimal(rng.randint(0, 10 ** 17)) * Decimal("1e-15")
                     fleet.lines.append(Line(rid, hour, cost, provider="onprem", resource_name=f"{rid}/gpu{slot}",
-                                            tags='{"gpu_uuid": "%s-g%d"}' % (rid, slot)))
+                                            tags=f'{{"gpu_uuid": "{rid}-g{slot}"}}'))
             else:
                 for _ in range(rng.randint(1, 3)):  # several lines an hour (e.g. a credit)
                     cost = Decimal(rng.randint(-10 ** 15, 10 ** 18)) * Decimal("1e-15")

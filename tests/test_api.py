@@ -210,7 +210,7 @@ def hold_write_lock(warehouse: Path, seconds: float) -> subprocess.Popen:
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
                                "print('locked', flush=True); time.sleep(float(sys.argv[2])); con.close()",
                                str(warehouse), str(seconds)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     return holder
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -42,7 +42,7 @@ def test_spot_history_loads_every_page_with_zone_and_exact_price(api, warehouse)
     total = query(warehouse, "SELECT sum(price_usd), count(DISTINCT zone), min(ts) FROM spot_prices")[0]
     assert total[0] == sum(Decimal(p["SpotPrice"]) for p in SPOT_FIXTURE)
     assert total[1] == len({p["AvailabilityZone"] for p in SPOT_FIXTURE})
-    assert total[2] == min(datetime.fromisoformat(p["Timestamp"]) for p in SPOT_FIXTURE).astimezone(timezone.utc)
+    assert total[2] == min(datetime.fromisoformat(p["Timestamp"]) for p in SPOT_FIXTURE).astimezone(UTC)
     first = SPOT_FIXTURE[0]
     row = query(warehouse, "SELECT region, zone, instance_type, product, price_usd FROM spot_prices WHERE ts = ? AND zone = ?",
                 [datetime.fromisoformat(first["Timestamp"]), first["AvailabilityZone"]])

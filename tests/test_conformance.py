@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import shutil
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -26,13 +26,13 @@ REGISTRY = default_registry()
 
 def focus_files_input(tmp: Path) -> tuple[dict, datetime]:
     shutil.copy(FOCUS_SAMPLE, tmp / "focus.csv")
-    return {"path": str(tmp / "*.csv")}, datetime(2024, 9, 1, tzinfo=timezone.utc)
+    return {"path": str(tmp / "*.csv")}, datetime(2024, 9, 1, tzinfo=UTC)
 
 
 def nvidia_smi_input(tmp: Path) -> tuple[dict, datetime]:
     for capture in sorted((DATA / "nvidia-smi").glob("*query-gpu.csv")):
         shutil.copy(capture, tmp / capture.name.replace("__", "-"))
-    return {"path": str(tmp / "*.csv")}, datetime(2026, 7, 3, 8, tzinfo=timezone.utc)
+    return {"path": str(tmp / "*.csv")}, datetime(2026, 7, 3, 8, tzinfo=UTC)
 
 
 FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {

@@ -125,7 +125,7 @@ def test_findings_name_the_selected_predictor_and_its_three_errors(scored):
 def test_predictors_are_scored_on_real_ratios_the_generator_never_used(scored):
     real = scored["real_ratios"]
     assert {"mlperf_inference", "mlperf_training", "trtllm", "all"} <= set(real)
-    for suite, r in real.items():
+    for r in real.values():
         assert set(r["mae_pct"]) == set(gpu_type.PREDICTORS) and r["points"] > 0
         assert all(math.isfinite(v) for v in r["mae_pct"].values())
     # published ratios are far from "no change": a T4 is not an H100

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from tests.k8s_crds import crd_schemas, validate
 from tests.test_export import docs_of
 from warehouse import db, store
 
-START = datetime(2026, 10, 1, tzinfo=timezone.utc)
+START = datetime(2026, 10, 1, tzinfo=UTC)
 HOURS = 24
 ACCOUNT, PROJECT = "111122223333", "ml-prod-4821"
 # (resource, provider, region, account, team, instance type, GPU model, GPUs, pricing, tags)

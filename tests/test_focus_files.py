@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import shutil
 from collections import defaultdict
+from datetime import UTC
 from decimal import Decimal
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def write_rows(path: Path, rows: list[dict], fieldnames: list[str]) -> None:
 def split_sample(tmp_path: Path) -> tuple[list[dict], list[str]]:
     with open(FOCUS_SAMPLE, newline="") as f:
         reader = csv.DictReader(f)
-        return list(reader), list(reader.fieldnames)
+        return list(reader), list(reader.fieldnames or ())
 
 
 def test_restated_period_replaces_the_old_rows(focus_registry, warehouse, tmp_path):
@@ -160,7 +161,7 @@ def test_sources_do_not_touch_each_others_slices(focus_registry, warehouse, tmp_
 
 
 def test_since_until_reloads_only_the_periods_in_range(focus_registry, warehouse, tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     rows, fields = split_sample(tmp_path)
     export = tmp_path / "export"
@@ -168,12 +169,12 @@ def test_since_until_reloads_only_the_periods_in_range(focus_registry, warehouse
     write_rows(export / "all.csv", rows, fields)
     assert load(focus_registry, warehouse, export / "*.csv").rows == 1000
     state = query(warehouse, "SELECT state FROM ingest_state WHERE source = 'focus'")
-    october = datetime(2024, 10, 1, tzinfo=timezone.utc)
+    october = datetime(2024, 10, 1, tzinfo=UTC)
     result = load(focus_registry, warehouse, export / "*.csv", since=october)
     assert result.status == "succeeded" and result.rows == 1  # the one October line
     result = load(focus_registry, warehouse, export / "*.csv", until=october)
     assert result.status == "succeeded" and result.rows == 999
     assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == 1000
     assert query(warehouse, "SELECT state FROM ingest_state WHERE source = 'focus'") == state
-    result = load(focus_registry, warehouse, export / "*.csv", since=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    result = load(focus_registry, warehouse, export / "*.csv", since=datetime(2025, 1, 1, tzinfo=UTC))
     assert result.status == "skipped"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from models import forecast
 from warehouse import db
 
-START = datetime(2026, 8, 3, tzinfo=timezone.utc)   # a Monday
+START = datetime(2026, 8, 3, tzinfo=UTC)   # a Monday
 
 
 def insert_lines(con, rows: list[dict]) -> None:
@@ -65,7 +65,7 @@ def test_weekday_profile_is_learnt_and_next_month_is_inside_the_interval(con):
 def test_month_end_adds_actuals_to_date_and_respects_as_of_and_teams(con):
     insert_lines(con, weekly_rows("vision", 63, 100.0, 100.0, 0.0, seed=3)
                  + weekly_rows("nlp", 63, 50.0, 50.0, 0.0, seed=4))
-    as_of = datetime(2026, 9, 15, 12, tzinfo=timezone.utc)
+    as_of = datetime(2026, 9, 15, 12, tzinfo=UTC)
     out = forecast.cost_forecast(con, teams=["vision"], as_of=as_of)
     assert set(out["team"]) == {"vision"}
     row = out.filter(out["horizon"] == "month_end").row(0, named=True)

@@ -96,7 +96,7 @@ def good_run(config: Path) -> None:
 def focus_rows(n: int = 40) -> tuple[list[str], list[dict]]:
     with open(FOCUS_SAMPLE, newline="") as f:
         reader = csv.DictReader(f)
-        return list(reader.fieldnames), [r for r, _ in zip(reader, range(n))]
+        return list(reader.fieldnames or ()), [r for r, _ in zip(reader, range(n))]
 
 
 def write_focus(path: Path, header: list[str], rows: list[dict]) -> None:

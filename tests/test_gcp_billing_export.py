@@ -155,7 +155,8 @@ class _Throttle(RelayProxy):
 
     def __init__(self, target: str, failures: list[int]):
         super().__init__(target, timeout=60)
-        self.failures, self.seen = list(failures), []
+        self.failures = list(failures)
+        self.seen: list[str] = []
 
     def intercept(self, handler, data):
         self.seen.append(handler.command)

@@ -128,6 +128,7 @@ def test_aws_describe_instance_types_gpu_info(inventory: dict, where: str) -> No
         if not item.get("GpuInfo"):
             assert row is None, item["InstanceType"]  # t3.micro: no GPU, not in the inventory
             continue
+        assert row is not None, item["InstanceType"]
         (gpu,) = item["GpuInfo"]["Gpus"]
         memory_mib = gpu["MemoryInfo"]["SizeInMiB"]
         assert row["gpu_count"] == gpu["Count"], item["InstanceType"]

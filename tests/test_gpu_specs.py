@@ -6,6 +6,7 @@ import csv
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -35,7 +36,7 @@ LOW_INT8 = {"B300", "GB300"}
 
 
 @pytest.fixture(scope="module")
-def specs() -> dict[str, dict[str, object]]:
+def specs() -> dict[str, dict[str, Any]]:
     """Rows of the GPU spec table, keyed by gpu_model."""
     table = load_gpu_specs()
     rows = table.to_pylist()
@@ -70,7 +71,7 @@ def test_canonical_models_match_rows_one_to_one() -> None:
     ["T4", "L4", "A10G", "L40S", "V100-16GB", "V100-32GB", "A100-40GB", "A100-80GB",
      "H100-SXM", "H100-PCIe", "H200"],
 )
-def test_required_gpus_present(specs: dict[str, dict[str, object]], model: str) -> None:
+def test_required_gpus_present(specs: dict[str, dict[str, Any]], model: str) -> None:
     assert model in specs
 
 
@@ -83,7 +84,7 @@ def test_required_gpus_present(specs: dict[str, dict[str, object]], model: str) 
     ],
 )
 def test_build_guide_figures(
-    specs: dict[str, dict[str, object]], model: str, memory_gib: float, tdp_w: float, price: Decimal
+    specs: dict[str, dict[str, Any]], model: str, memory_gib: float, tdp_w: float, price: Decimal
 ) -> None:
     row = specs[model]
     assert row["memory_gib"] == memory_gib
@@ -91,14 +92,14 @@ def test_build_guide_figures(
     assert row["list_price_usd"] == price
 
 
-def test_every_row_cites_an_https_source(specs: dict[str, dict[str, object]]) -> None:
+def test_every_row_cites_an_https_source(specs: dict[str, dict[str, Any]]) -> None:
     for model, row in specs.items():
         url = row["source_url"]
         assert isinstance(url, str) and url.startswith("https://"), model
         assert " " not in url, model
 
 
-def test_core_figures_present_and_positive(specs: dict[str, dict[str, object]]) -> None:
+def test_core_figures_present_and_positive(specs: dict[str, dict[str, Any]]) -> None:
     for model, row in specs.items():
         assert row["memory_gib"] is not None and row["memory_gib"] > 0, model
         for column in ("memory_bandwidth_gbps", "fp32_tflops", "tdp_w"):
@@ -113,7 +114,7 @@ def test_core_figures_present_and_positive(specs: dict[str, dict[str, object]]) 
             assert price is not None and price > 0, model
 
 
-def test_partial_rows_are_the_documented_ones(specs: dict[str, dict[str, object]]) -> None:
+def test_partial_rows_are_the_documented_ones(specs: dict[str, dict[str, Any]]) -> None:
     partial = {m for m, r in specs.items() if None in (r["memory_bandwidth_gbps"], r["fp32_tflops"], r["tdp_w"])}
     assert partial == PARTIAL_SPECS
     sources = (Path(__file__).resolve().parents[1] / "warehouse" / "data" / "GPU_SPECS_SOURCES.md").read_text()
@@ -121,7 +122,7 @@ def test_partial_rows_are_the_documented_ones(specs: dict[str, dict[str, object]
         assert f"`{model}`" in sources, model
 
 
-def test_tensor_core_gpus_beat_fp32(specs: dict[str, dict[str, object]]) -> None:
+def test_tensor_core_gpus_beat_fp32(specs: dict[str, dict[str, Any]]) -> None:
     for model, row in specs.items():
         if model in NO_TENSOR_CORES or model in PARTIAL_SPECS:
             continue
@@ -131,14 +132,14 @@ def test_tensor_core_gpus_beat_fp32(specs: dict[str, dict[str, object]]) -> None
             assert row["int8_tops"] >= row["fp16_tflops"], model
 
 
-def test_missing_capabilities_are_null_not_invented(specs: dict[str, dict[str, object]]) -> None:
+def test_missing_capabilities_are_null_not_invented(specs: dict[str, dict[str, Any]]) -> None:
     for model in ("T4", "V100-16GB", "V100-32GB", "P100", "K80"):
         assert specs[model]["bf16_tflops"] is None, model
     for model in ("P100", "K80"):
         assert specs[model]["int8_tops"] is None, model
 
 
-def test_dense_throughput_sanity(specs: dict[str, dict[str, object]]) -> None:
+def test_dense_throughput_sanity(specs: dict[str, dict[str, Any]]) -> None:
     assert specs["H100-SXM"]["fp16_tflops"] == pytest.approx(989, rel=0.05)
     assert specs["H100-SXM"]["bf16_tflops"] == pytest.approx(989, rel=0.05)
     assert specs["A100-40GB"]["fp16_tflops"] == 312.0
@@ -148,7 +149,7 @@ def test_dense_throughput_sanity(specs: dict[str, dict[str, object]]) -> None:
     assert specs["A100-80GB"]["memory_gib"] == 80.0
 
 
-def test_memory_sizes(specs: dict[str, dict[str, object]]) -> None:
+def test_memory_sizes(specs: dict[str, dict[str, Any]]) -> None:
     assert specs["L4"]["memory_gib"] == 24.0
     assert specs["A10G"]["memory_gib"] == 24.0
     assert specs["T4"]["memory_gib"] == 16.0
@@ -284,7 +285,7 @@ def test_normalize_unknown_returns_stripped_input(name: str, expected: str) -> N
     assert normalize_gpu_model(name) == expected
 
 
-def test_normalized_names_are_canonical_rows(specs: dict[str, dict[str, object]]) -> None:
+def test_normalized_names_are_canonical_rows(specs: dict[str, dict[str, Any]]) -> None:
     for name in ("Tesla T4", "nvidia-h200-141gb", "A10G", "NVIDIA H100 NVL"):
         assert normalize_gpu_model(name) in specs
 
@@ -375,7 +376,7 @@ def test_real_aws_gpu_info_names_normalize() -> None:
     folder = AWS_FIXTURES_DIR / "DescribeInstanceTypes"
     if not folder.is_dir():
         pytest.skip(f"AWS fixtures not found at {folder}")
-    gpus: list[dict[str, object]] = []
+    gpus: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")):
         document = json.loads(path.read_text(encoding="utf-8"))
         for instance in document.get("InstanceTypes", []):

@@ -39,7 +39,8 @@ def occupancy(vc: str) -> list[tuple[datetime, int]]:
 
 def independent(vc: str, until: datetime | None = None) -> tuple[dict, dict]:
     """hour -> busy GPU-hours; hour -> GPUs idle for the whole hour (csv module and plain sums)."""
-    busy, peak = defaultdict(int), defaultdict(int)
+    busy: defaultdict[datetime, int] = defaultdict(int)
+    peak: defaultdict[datetime, int] = defaultdict(int)
     for ts, running in occupancy(vc):
         if until and ts >= until:
             continue

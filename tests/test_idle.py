@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import polars as pl
 
 from models import idle
 
-START = datetime(2026, 9, 7, tzinfo=timezone.utc)  # a Monday
+START = datetime(2026, 9, 7, tzinfo=UTC)  # a Monday
 
 
 def hours(resource: str, utils: list[float | None], cost: str = "10.00", gpu_count: int = 8) -> list[dict]:

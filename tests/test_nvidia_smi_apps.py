@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import shutil
 import statistics
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -258,8 +258,8 @@ def test_bad_memory_value_fails_the_run_and_leaves_both_tables(tmp_path: Path, w
     before = digests(warehouse)
     logs = AppsLogBuilder()
     bad = logs.write(tmp_path / "logs" / "bad-node.csv", [
-        logs.line(datetime(2026, 7, 14, 9, 0, 1, tzinfo=timezone.utc), "GPU-z", 1, "python3", 100.0),
-        logs.line(datetime(2026, 7, 14, 9, 0, 2, tzinfo=timezone.utc), "GPU-z", 1, "python3", 100.0)
+        logs.line(datetime(2026, 7, 14, 9, 0, 1, tzinfo=UTC), "GPU-z", 1, "python3", 100.0),
+        logs.line(datetime(2026, 7, 14, 9, 0, 2, tzinfo=UTC), "GPU-z", 1, "python3", 100.0)
         .replace("100 MiB", value)])
     shutil.copy(H100_GPU, tmp_path / "logs" / "new-gpu-node.csv")   # a good new log in the same run
     result = run(warehouse, options)

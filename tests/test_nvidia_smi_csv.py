@@ -13,7 +13,8 @@ import os
 import random
 import shutil
 import statistics
-from datetime import datetime, timedelta, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -52,7 +53,7 @@ def number(text: str) -> float | None:
 
 
 def parse_ts(text: str) -> datetime:
-    return datetime.strptime(text.strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=UTC)
 
 
 def run(warehouse: Path, options: dict, source: str = "smi"):
@@ -117,7 +118,7 @@ def samples(start: datetime, seconds: int, rng: random.Random) -> list[tuple[dat
     return out
 
 
-def expected_hourly(points: list[tuple[datetime, float | None, float, float | None]]) -> dict[datetime, dict]:
+def expected_hourly(points: Sequence[tuple[datetime, float | None, float, float | None]]) -> dict[datetime, dict]:
     """Hourly rollup computed independently: one sample per distinct timestamp."""
     by_hour: dict[datetime, dict[datetime, tuple]] = {}
     for ts, util, mem, power in points:
@@ -180,8 +181,10 @@ def test_hourly_rollup_matches_independent_calculation(tmp_path: Path, warehouse
     rng = random.Random(7)
     logs = LogBuilder()
     real = read_log(H100_LOAD)[0]
-    real_point = (parse_ts(real["timestamp"]), number(real["utilization.gpu [%]"]),
-                  number(real["memory.used [MiB]"]), number(real["power.draw [W]"]))
+    mem_used = number(real["memory.used [MiB]"])
+    assert mem_used is not None  # the real capture's row reads its memory
+    real_point = (parse_ts(real["timestamp"]), number(real["utilization.gpu [%]"]), mem_used,
+                  number(real["power.draw [W]"]))
     day = real_point[0].replace(hour=0, minute=0, second=0, microsecond=0)
     # 08:58–09:03 crosses an hour; 11:00–11:02 follows a gap hour (10:00) with no samples at all.
     points = samples(day + timedelta(hours=8, minutes=58), 300, rng) + samples(day + timedelta(hours=11), 150, rng)
@@ -235,7 +238,7 @@ def test_host_from_file_name(name: str, host: str):
 
 def _two_day_logs(tmp_path: Path, rng: random.Random) -> tuple[LogBuilder, Path, Path, datetime]:
     logs = LogBuilder()
-    day1 = datetime(2026, 7, 14, tzinfo=timezone.utc)
+    day1 = datetime(2026, 7, 14, tzinfo=UTC)
     a = logs.write(tmp_path / "node-a.csv", [logs.line(*p, uuid="GPU-a") for p in samples(day1 + timedelta(hours=9), 120, rng)])
     b = logs.write(tmp_path / "node-b.csv",
                    [logs.line(*p, uuid="GPU-b") for p in samples(day1 + timedelta(days=1, hours=3), 120, rng)])
@@ -298,7 +301,7 @@ def test_removed_file_removes_its_rows_and_samples(tmp_path: Path, warehouse: Pa
 
 def test_rotated_log_split_rolls_up_into_one_row(tmp_path: Path, warehouse: Path):
     logs = LogBuilder()
-    points = samples(datetime(2026, 7, 14, 11, tzinfo=timezone.utc), 600, random.Random(4))
+    points = samples(datetime(2026, 7, 14, 11, tzinfo=UTC), 600, random.Random(4))
     lines = [logs.line(*p) for p in points]
     rotated = logs.write(tmp_path / "node-c.csv.1", lines[:320])  # rotated away, overlapping by 20 samples
     with open(rotated, "rb") as f, gzip.open(f"{rotated}.gz", "wb") as z:   # and compressed, as logrotate does
@@ -308,7 +311,7 @@ def test_rotated_log_split_rolls_up_into_one_row(tmp_path: Path, warehouse: Path
     result = run(warehouse, {"path": str(tmp_path / "node-c.csv*")})
     assert result.status == "succeeded", result.error
     (row,) = rows(warehouse)
-    want = expected_hourly(points)[datetime(2026, 7, 14, 11, tzinfo=timezone.utc)]
+    want = expected_hourly(points)[datetime(2026, 7, 14, 11, tzinfo=UTC)]
     assert row["host"] == "node-c" and row["samples"] == want["samples"] == 600
     assert row["util_p95"] == pytest.approx(want["util_p95"])
     assert row["power_mean_w"] == pytest.approx(want["power_mean_w"])
@@ -327,7 +330,7 @@ def test_attribution_direct_mapped_and_unknown(tmp_path: Path, warehouse: Path):
     _bill(warehouse, "i-0abc123", [("2026-06-01 00:00:00+00", "search"), ("2026-07-01 00:00:00+00", "vision"),
                                    ("2026-07-10 00:00:00+00", None)])
     logs = LogBuilder()
-    start = datetime(2026, 7, 14, 9, tzinfo=timezone.utc)
+    start = datetime(2026, 7, 14, 9, tzinfo=UTC)
     for host, uuid in (("i-0abc123", "GPU-direct"), ("gpu-node-7", "GPU-mapped"), ("mystery", "GPU-unknown")):
         logs.write(tmp_path / f"{host}.csv", [logs.line(*p, uuid=uuid) for p in samples(start, 5, random.Random(5))])
     result = run(warehouse, {"path": str(tmp_path / "*.csv"), "resource_map": {"gpu-node-7": "i-0abc123"}})

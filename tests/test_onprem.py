@@ -110,7 +110,8 @@ def test_a_time_range_recosts_only_the_days_it_touches(loaded, warehouse):
 
 def _failed_with(warehouse, options, key: str, words: str) -> None:
     result = run_source(hd.registry(), warehouse, "earth", "onprem", options)
-    assert result.status == "failed" and key in result.error and words in result.error, result.error
+    assert result.status == "failed" and result.error is not None, result
+    assert key in result.error and words in result.error, result.error
     assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == 0
 
 

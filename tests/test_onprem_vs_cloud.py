@@ -209,7 +209,7 @@ def test_repatriation_must_fit_the_groups_free_capacity(warehouse):
 
     _, rows = _p3_rows(nodes=(0, 1, 2, 3, 7))
     with db.reader(warehouse) as con:
-        usage, offers, specs = queries.onprem_gpu_usage(con), queries.cloud_gpu_offers(con), ovc.gpu_specs(con)
+        usage, specs = queries.onprem_gpu_usage(con), ovc.gpu_specs(con)
     groups = ovc._group_rows(usage)
     for target in (0.3, 0.85, 1.0):
         params = ovc.OnpremVsCloudParams(onprem_target_utilisation=target)

@@ -79,10 +79,10 @@ def local_rollup(con, paths) -> list[tuple]:
     return con.sql(f"SELECT * FROM ({pushdown.rollup_select(mapped)}) ORDER BY ALL").fetchall()
 
 
-def athena_rows(con, dialect: str = "athena") -> tuple[list[str], list[list[str | None]]]:
-    """What the remote engine returns for the pushed-down text: run it (read back by sqlglot) here."""
-    text = aws_athena.rollup_query('"cur_db"', '"cur"', sorted(PERIODS), TAGS) if dialect == "athena" else None
-    back = pushdown.back_to_duckdb(text, dialect)
+def athena_rows(con) -> tuple[list[str], list[list[str | None]]]:
+    """What Athena returns for the pushed-down text: run it (read back by sqlglot) here."""
+    text = aws_athena.rollup_query('"cur_db"', '"cur"', sorted(PERIODS), TAGS)
+    back = pushdown.back_to_duckdb(text, "athena")
     rel = con.sql(back)
     header = rel.columns
     cast = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in header)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -80,7 +80,7 @@ def koku_rows() -> list[dict]:
 
 def _timestamp(text: str) -> datetime:
     value = datetime.fromisoformat(str(text).replace(" UTC", "+00:00").replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def bq_record(row: dict, *, arrow: bool = False) -> dict:

@@ -20,6 +20,7 @@ import sys
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,7 +92,7 @@ def make_config(demo_home, tmp_path: Path, port: int, *, attempts: int = 3, auth
 
 def parts(message) -> dict:
     """What a mail client shows: text, HTML, inline images by Content-ID, attachments by name."""
-    found = {"text": None, "html": None, "images": {}, "attachments": {}, "related": False}
+    found: dict[str, Any] = {"text": None, "html": None, "images": {}, "attachments": {}, "related": False}
     for part in message.walk():
         ctype = part.get_content_type()
         if ctype == "multipart/related":

@@ -9,7 +9,7 @@ intended change, then read the diff.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from warehouse.scope import Scope
 
 SNAPSHOTS = Path(__file__).parent / "data" / "report"
 WEEK = parse_week("2026-W43")
-NOW = datetime(2026, 10, 26, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 10, 26, 8, 0, tzinfo=UTC)
 
 
 def _rec(rid: str, kind: str, team: str | None, resource: str, action: str, saving: str, gpus: int, model: str,
@@ -53,7 +53,7 @@ def figures(*, first_week: bool) -> WeekFigures:
                            TeamLine("research", Decimal("7932"), Decimal("7932"), Decimal("7000"), Decimal("6249"),
                                     Decimal("16040.06"), comparable=not first_week)])
     if first_week:  # data that stops on the Friday: the week is partial, and a source has gone stale
-        f.data_through = datetime(2026, 10, 23, 17, 0, tzinfo=timezone.utc)
+        f.data_through = datetime(2026, 10, 23, 17, 0, tzinfo=UTC)
         f.stale_sources = [{"source": "aws_cur", "message": "newest cost line is 3 days old (expected within 1 day)"}]
     else:
         f.withheld = [{"reason": "thin_evidence", "findings": 2, "kinds": "gpu_count"},

@@ -3,7 +3,7 @@ beats the last-value baseline at the planning horizon on the last 6 months (walk
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from models import spot_forecast as sf
 from warehouse import db
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def synthetic(weeks: int, trend: float, regions: int = 12) -> pl.DataFrame:
