@@ -12,10 +12,11 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse.queries import GPU_USAGE, _frame
+from warehouse.queries.fragments import GPU_USAGE
+from warehouse.queries.fragments import frame as _frame
 
-SERIES_SCHEMA = {"day": pl.Date, "team": pl.Utf8, "provider_name": pl.Utf8, "cost_usd": pl.Float64,
-                 "complete_until": pl.Datetime("us", "UTC")}
+SERIES_SCHEMA = pl.Schema({"day": pl.Date(), "team": pl.Utf8(), "provider_name": pl.Utf8(), "cost_usd": pl.Float64(),
+                 "complete_until": pl.Datetime("us", "UTC")})
 
 
 def data_edge(con: duckdb.DuckDBPyConnection, *, now: datetime | None = None) -> datetime | None:
@@ -38,7 +39,8 @@ def provider_names(con: duckdb.DuckDBPyConnection) -> list[str]:
 def _scope_clauses(teams, provider_names_, gpu_models, tags, *, line_items: bool) -> tuple[str, list]:
     team_col, provider_col, gpu_col = (('"x_Team"', '"ProviderName"', '"x_GpuModel"') if line_items
                                        else ("team", "provider", "gpu_model"))
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[object] = []
     for column, values in ((team_col, teams), (provider_col, provider_names_), (gpu_col, gpu_models)):
         if values is not None:
             clauses.append(f"{column} IN (SELECT unnest(?::VARCHAR[]))")
@@ -184,7 +186,7 @@ def alerts(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None, st
                      a.scope, TRY_CAST(a.threshold AS DOUBLE) DESC NULLS LAST, a.alert_id""", params)
     except duckdb.CatalogException:  # a warehouse older than the alert tables, read-only: no alerts yet
         from warehouse.schema import ALERTS
-        return pl.from_arrow(ALERTS.empty_table())
+        return pl.DataFrame(ALERTS.empty_table())
 
 
 def alert_rows(con: duckdb.DuckDBPyConnection, alert_ids: list[str]) -> pl.DataFrame:

@@ -19,7 +19,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse.queries import _filters, _frame
+from warehouse.queries.fragments import filters as _filters
+from warehouse.queries.fragments import frame as _frame
 
 US_PER_DAY = 86_400_000_000
 
@@ -99,8 +100,8 @@ def team_cost_series(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None 
     daily = report_team_spend_daily(con, team=teams, start=start, end=end, tz="UTC")
     edge = con.execute('SELECT max("ChargePeriodEnd") FILTER (WHERE "ChargePeriodEnd" - "ChargePeriodStart" '
                        '<= INTERVAL 1 DAY) FROM cost_line_items').fetchall()[0][0]
-    schema = {"day": pl.Date, "team": pl.Utf8, "provider_name": pl.Utf8, "cost_usd": pl.Float64,
-              "complete_until": pl.Datetime("us", "UTC")}
+    schema = pl.Schema({"day": pl.Date(), "team": pl.Utf8(), "provider_name": pl.Utf8(), "cost_usd": pl.Float64(),
+                        "complete_until": pl.Datetime("us", "UTC")})
     if daily.is_empty():
         return pl.DataFrame(schema=schema)
     return (daily.group_by("day", "team", "provider")

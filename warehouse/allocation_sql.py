@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GPU_USAGE = "(c.\"x_GpuCount\" > 0 OR c.\"x_GpuModel\" IS NOT NULL)"
+from warehouse.queries.fragments import GPU_USAGE
+
 US_PER_HOUR = 3_600_000_000
 US_PER_DAY = 86_400_000_000
 # A row's fraction of its resource-hour as an integer: 720720 (divisible by every number up to 16: GPU

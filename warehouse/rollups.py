@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import duckdb
 
-GPU_USAGE = "(\"x_GpuCount\" > 0 OR \"x_GpuModel\" IS NOT NULL)"
+from warehouse.queries.fragments import gpu_usage
+
+GPU_USAGE = gpu_usage(None)  # cost_line_items unaliased
 
 
 def cost_daily_insert_sql(*, all_sources: bool = False) -> str:
