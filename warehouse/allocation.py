@@ -216,8 +216,7 @@ def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str
     (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
     from warehouse import db
 
-    kwargs = {"memory_limit": memory_limit} if memory_limit else {}
-    with db.writer(warehouse_path, **kwargs) as con:
+    with db.writer(warehouse_path, memory_limit=memory_limit or db.DEFAULT_MEMORY_LIMIT) as con:
         con.execute("BEGIN TRANSACTION")
         try:
             stored = stored_settings(con)

@@ -43,9 +43,9 @@ SELECT r.source, r.source_type, r.last_run_at, r.last_status, r.last_ok_at,
 FROM runs r LEFT JOIN cost c USING (source) LEFT JOIN metrics m USING (source)
 ORDER BY r.source"""
 
-SCHEMA = {"source": pl.Utf8, "source_type": pl.Utf8, "kind": pl.Utf8, "newest_data_at": pl.Datetime("us", "UTC"),
-          "expected_lag_hours": pl.Float64, "age_hours": pl.Float64, "stale": pl.Boolean,
-          "last_run_at": pl.Datetime("us", "UTC"), "last_status": pl.Utf8, "message": pl.Utf8}
+SCHEMA = pl.Schema({"source": pl.Utf8(), "source_type": pl.Utf8(), "kind": pl.Utf8(), "newest_data_at": pl.Datetime("us", "UTC"),
+          "expected_lag_hours": pl.Float64(), "age_hours": pl.Float64(), "stale": pl.Boolean(),
+          "last_run_at": pl.Datetime("us", "UTC"), "last_status": pl.Utf8(), "message": pl.Utf8()})
 
 
 def _utc(value: datetime | None) -> datetime | None:
