@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 # Numeric libraries beside DuckDB: one thread each (DESIGN.md: a numpy matmul beside DuckDB
 # doubled a query's time). Must be set before numpy / polars are imported.
@@ -16,7 +16,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
 from jobs import config as config_mod  # noqa: E402
-from jobs.config import ConfigError  # noqa: E402
 
 log = logging.getLogger("gpufinops")
 
@@ -27,7 +26,7 @@ def _date(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date: {text!r} (expected YYYY-MM-DD)") from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _version() -> str:
@@ -83,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="one seed of each generator (the demo's default seed, the second generator's first seed)")
     evaluate.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
 
+    sub.add_parser("migrate", help="upgrade the warehouse to this version's schema (every other command does it "
+                                   "at its start too)")
     sql = sub.add_parser("sql", help="one read-only query on the warehouse")
     sql.add_argument("query", help="a SELECT statement (DuckDB SQL; no file access)")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table",
@@ -152,12 +153,30 @@ def main(argv: list[str] | None = None) -> int:
             return doctor.run(args.config, db=args.db, timeout=args.timeout)
         cfg = config_mod.load(args.config, db=args.db)
         errors.remember_secrets(cfg.secrets())
+        if not _reads_only(args):  # migrations and reference data: once, here (warehouse/db.py)
+            from warehouse import db
+            db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
         return COMMANDS[args.command](cfg, args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (Exception, KeyboardInterrupt) as exc:  # the one error funnel (jobs/errors.py)
         return errors.report(exc, verbose=args.verbose, cfg=cfg)
+
+
+def _reads_only(args: argparse.Namespace) -> bool:
+    """`sql` and `alerts list` only read: they never migrate (nor create) the warehouse."""
+    return args.command == "sql" or (args.command == "alerts" and args.action == "list")
+
+
+def cmd_migrate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    """The warehouse at the code's schema (main's prepare did it); says which version it is at."""
+    from warehouse import db
+    version = db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
+    if version is None:
+        raise db.missing(cfg.warehouse_path)
+    print(f"warehouse {cfg.warehouse_path}: schema version {version}")
+    return 0
 
 
 def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
@@ -168,8 +187,8 @@ def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from models.run import MODELS, analyse
     from jobs import output
+    from models.run import MODELS, analyse
     from warehouse import db
 
     if args.kind and args.kind not in MODELS:
@@ -244,6 +263,7 @@ def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     import duckdb
     import polars as pl
+
     from jobs import output
     from warehouse import db
 
@@ -326,7 +346,7 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "recommend": cmd_recommend, "sql": cmd_sql, "dashboard": cmd_dashboard}
-COMMANDS.update(api=cmd_api, export=cmd_export, evaluate=cmd_evaluate)
+COMMANDS.update(api=cmd_api, export=cmd_export, evaluate=cmd_evaluate, migrate=cmd_migrate)
 
 
 def cmd_serve(cfg: config_mod.Config, args: argparse.Namespace) -> int:

@@ -171,7 +171,8 @@ def check_warehouse(cfg) -> Check:
     if version > SCHEMA_VERSION:
         return Check("warehouse", FAIL, f"{path}: schema version {version}, newer than this gpufinops ({SCHEMA_VERSION})",
                      "upgrade gpufinops")
-    upgrade = f" (upgraded to {SCHEMA_VERSION} on the next write)" if version < SCHEMA_VERSION else ""
+    upgrade = (f" (upgraded to {SCHEMA_VERSION} by `{db.UPGRADE_COMMAND}` or the next command's start)"
+               if version < SCHEMA_VERSION else "")
     return Check("warehouse", OK, f"{path}: schema version {version}{upgrade}, {lines:,} cost lines")
 
 

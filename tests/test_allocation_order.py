@@ -192,6 +192,7 @@ def test_a_version_6_warehouse_upgrades_and_allocates_on_its_next_loads(tmp_path
         con.execute("INSERT INTO schema_version VALUES (?, now())", [version])
     con.execute("INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, source) VALUES (?, 'GPU-old', 'old')", [START])
     con.close()
+    db.prepare(warehouse)  # a process's start upgrades it (a writer alone refuses an old warehouse)
     with db.writer(warehouse) as con:
         assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(schema.SCHEMA_VERSION,)]
         assert con.execute("SELECT gpu_uuid FROM gpu_metrics_hourly").fetchall() == [("GPU-old",)]

@@ -3,6 +3,11 @@
 DuckDB allows one writing process. No process holds a connection across idle time: a job opens a
 writer for one load and closes it; the dashboard and the API open read-only connections per request
 and retry briefly while a writer holds the file.
+
+Migrations and the reference refresh (``gpu_specs``, ``gpu_instance_reference``) run once per process,
+at its start: :func:`prepare` (the CLI's main, the dashboard's and the API server's start, ``gpufinops
+migrate``). A writer then only checks the schema version (one SELECT) and refuses a warehouse older than
+the code, naming the command that upgrades it; a brand-new warehouse is built to the head schema.
 """
 
 from __future__ import annotations
@@ -35,6 +40,13 @@ class WarehouseError(RuntimeError):
 
 class WarehouseBusy(WarehouseError):
     """The warehouse file stayed locked by another process for the whole retry window."""
+
+
+class WarehouseOutdated(WarehouseError):
+    """The warehouse's schema is older than the code: ``gpufinops migrate`` (or any command's start) upgrades it."""
+
+
+UPGRADE_COMMAND = "gpufinops migrate"
 
 
 class WarehouseMissing(WarehouseError, FileNotFoundError):
@@ -109,7 +121,7 @@ def _open(path: Path, read_only: bool, retry_seconds: float) -> duckdb.DuckDBPyC
 def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
            threads: int | None = None, retry_seconds: float = 30.0,
            create: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection for one job, migrated to the current schema, closed on exit.
+    """A read-write connection for one job at the current schema (see :func:`check_version`), closed on exit.
     ``create=False``: a missing warehouse is WarehouseMissing (nothing is created, no folder either)."""
     path = Path(path)
     if not create and not path.exists():
@@ -123,9 +135,8 @@ def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
         _settings(con, path, memory_limit, threads)
         tmp = path.parent / ".duckdb_tmp"
         con.execute(f"SET temp_directory = {_literal(tmp.as_posix())}")
-        migrate(con)
-        reference.refresh_gpu_specs(con)
-        reference.refresh_gpu_instance_types(con)
+        if check_version(con, path) == 0:  # a brand-new warehouse: built to the head schema
+            _upgrade(con)
         yield con
     finally:
         con.close()
@@ -158,6 +169,64 @@ def rollback(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("ROLLBACK")
     except duckdb.Error as exc:
         log.debug("rollback after a failure: %s", exc)
+
+
+def prepare(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+            retry_seconds: float = 30.0) -> int | None:
+    """Bring the warehouse at ``path`` to the code's schema and reference data, once, at a process's start.
+
+    Returns the schema version, or None when there is no warehouse yet (nothing is created: the first
+    writer builds it). A warehouse already current is only read (a read-only connection: no write lock,
+    so it works on read-only media and beside a running writer); otherwise a writer migrates it and
+    reloads the reference tables whose bundled CSV changed.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise _open_error(path, IsADirectoryError(f"Is a directory: {path}"))
+    con = _open(path, read_only=True, retry_seconds=retry_seconds)
+    try:
+        current = _stored_version(con) == schema.SCHEMA_VERSION and not reference.stale(con)
+    finally:
+        con.close()
+    if current:
+        return schema.SCHEMA_VERSION
+    con = _open(path, read_only=False, retry_seconds=retry_seconds)
+    try:
+        _settings(con, path, memory_limit, None)
+        return _upgrade(con)
+    finally:
+        con.close()
+
+
+def _upgrade(con: duckdb.DuckDBPyConnection) -> int:
+    version = migrate(con)
+    reference.refresh_gpu_specs(con)
+    reference.refresh_gpu_instance_types(con)
+    return version
+
+
+def _stored_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The warehouse's schema version (0: a new, empty warehouse): one SELECT."""
+    try:
+        rows = con.execute("SELECT max(version) FROM schema_version").fetchall()
+    except duckdb.CatalogException:
+        return 0
+    return int(rows[0][0] or 0)
+
+
+def check_version(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """The warehouse's schema version, refusing one older (WarehouseOutdated) or newer than the code;
+    0 for a new, empty warehouse."""
+    version = _stored_version(con)
+    if version > schema.SCHEMA_VERSION:
+        raise WarehouseError(f"warehouse {path} has schema version {version}, newer than this gpufinops "
+                             f"({schema.SCHEMA_VERSION}): upgrade gpufinops", path)
+    if 0 < version < schema.SCHEMA_VERSION:
+        raise WarehouseOutdated(f"warehouse {path} has schema version {version}, older than this gpufinops "
+                                f"({schema.SCHEMA_VERSION}): run `{UPGRADE_COMMAND}` to upgrade it", path)
+    return version
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:

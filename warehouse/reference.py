@@ -51,11 +51,26 @@ def refresh_gpu_instance_types(con: duckdb.DuckDBPyConnection) -> bool:
                     lambda: load_gpu_instance_types(GPU_INSTANCE_TYPES_PATH), _INSTANCE_TYPES_STATE)
 
 
+def stale(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a reference table lags its bundled CSV (works on a read-only connection)."""
+    return any(not _loaded(con, path, key)[0] for path, key in
+               ((GPU_SPECS_PATH, _GPU_SPECS_STATE), (GPU_INSTANCE_TYPES_PATH, _INSTANCE_TYPES_STATE)))
+
+
+def _loaded(con: duckdb.DuckDBPyConnection, path: Path, state_key: str) -> tuple[bool, str]:
+    """(whether the table holds ``path`` as it is now, the file's digest)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [state_key]).fetchall()
+    except duckdb.CatalogException:  # no warehouse tables yet
+        return False, digest
+    return bool(rows) and json.loads(rows[0][0]).get("sha256") == digest, digest
+
+
 def _refresh(con: duckdb.DuckDBPyConnection, table_name: str, path: Path, load: Callable[[], pa.Table],
              state_key: str) -> bool:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [state_key]).fetchall()
-    if rows and json.loads(rows[0][0]).get("sha256") == digest:
+    loaded, digest = _loaded(con, path, state_key)
+    if loaded:
         return False
     table = load()  # validated before the transaction: a bad CSV changes nothing
     view = f"_{table_name}_csv"

@@ -2,8 +2,10 @@
 
 Every table's columns are defined once, here, as a pyarrow schema. The DuckDB DDL is generated from
 the schema, and every ingestor returns data in exactly that schema, so a column can not drift
-between the loader, the tables and the queries. Bump ``SCHEMA_VERSION`` and append a migration when
-a table changes; ``migrate()`` applies the missing ones in order on every start.
+between the loader, the tables and the queries. When a table changes, append a migration to
+``warehouse/migrations/`` (the shipped ones are frozen: tests/test_migrations.py checks that a warehouse
+migrated from any old version equals a fresh one, and that a fresh one has these schemas' columns);
+``warehouse.db.prepare()`` applies the missing ones once, at a process's start.
 """
 
 from __future__ import annotations
@@ -12,69 +14,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 10
-
-# FOCUS 1.2 columns as the specification lists them: (column id, spec data type, feature level).
-# Checked against the spec's own column list in tests/test_schema.py.
-FOCUS_12_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("AvailabilityZone", "String", "Recommended"),
-    ("BilledCost", "Decimal", "Mandatory"),
-    ("BillingAccountId", "String", "Mandatory"),
-    ("BillingAccountName", "String", "Mandatory"),
-    ("BillingAccountType", "String", "Conditional"),
-    ("BillingCurrency", "String", "Mandatory"),
-    ("BillingPeriodEnd", "Date/Time", "Mandatory"),
-    ("BillingPeriodStart", "Date/Time", "Mandatory"),
-    ("CapacityReservationId", "String", "Conditional"),
-    ("CapacityReservationStatus", "String", "Conditional"),
-    ("ChargeCategory", "String", "Mandatory"),
-    ("ChargeClass", "String", "Mandatory"),
-    ("ChargeDescription", "String", "Mandatory"),
-    ("ChargeFrequency", "String", "Recommended"),
-    ("ChargePeriodEnd", "Date/Time", "Mandatory"),
-    ("ChargePeriodStart", "Date/Time", "Mandatory"),
-    ("CommitmentDiscountCategory", "String", "Conditional"),
-    ("CommitmentDiscountId", "String", "Conditional"),
-    ("CommitmentDiscountName", "String", "Conditional"),
-    ("CommitmentDiscountQuantity", "Decimal", "Conditional"),
-    ("CommitmentDiscountStatus", "String", "Conditional"),
-    ("CommitmentDiscountType", "String", "Conditional"),
-    ("CommitmentDiscountUnit", "String", "Conditional"),
-    ("ConsumedQuantity", "Decimal", "Conditional"),
-    ("ConsumedUnit", "String", "Conditional"),
-    ("ContractedCost", "Decimal", "Mandatory"),
-    ("ContractedUnitPrice", "Decimal", "Conditional"),
-    ("EffectiveCost", "Decimal", "Mandatory"),
-    ("InvoiceId", "String", "Recommended"),
-    ("InvoiceIssuerName", "String", "Mandatory"),
-    ("ListCost", "Decimal", "Mandatory"),
-    ("ListUnitPrice", "Decimal", "Conditional"),
-    ("PricingCategory", "String", "Conditional"),
-    ("PricingCurrency", "String", "Conditional"),
-    ("PricingCurrencyContractedUnitPrice", "Decimal", "Conditional"),
-    ("PricingCurrencyEffectiveCost", "Decimal", "Conditional"),
-    ("PricingCurrencyListUnitPrice", "Decimal", "Conditional"),
-    ("PricingQuantity", "Decimal", "Mandatory"),
-    ("PricingUnit", "String", "Mandatory"),
-    ("ProviderName", "String", "Mandatory"),
-    ("PublisherName", "String", "Mandatory"),
-    ("RegionId", "String", "Conditional"),
-    ("RegionName", "String", "Conditional"),
-    ("ResourceId", "String", "Conditional"),
-    ("ResourceName", "String", "Conditional"),
-    ("ResourceType", "String", "Conditional"),
-    ("ServiceCategory", "String", "Mandatory"),
-    ("ServiceName", "String", "Mandatory"),
-    ("ServiceSubcategory", "String", "Recommended"),
-    ("SkuId", "String", "Conditional"),
-    ("SkuMeter", "String", "Conditional"),
-    ("SkuPriceDetails", "JSON", "Conditional"),
-    ("SkuPriceId", "String", "Conditional"),
-    ("SubAccountId", "String", "Conditional"),
-    ("SubAccountName", "String", "Conditional"),
-    ("SubAccountType", "String", "Conditional"),
-    ("Tags", "JSON", "Conditional"),
-)
+from warehouse.focus_spec import FOCUS_12_COLUMNS as FOCUS_12_COLUMNS
+from warehouse.migrations import MIGRATIONS as MIGRATIONS
+from warehouse.migrations import SCHEMA_VERSION as SCHEMA_VERSION
 
 FOCUS_MANDATORY = tuple(name for name, _, level in FOCUS_12_COLUMNS if level == "Mandatory")
 
@@ -408,74 +350,3 @@ def create_table_sql(table: Table) -> str:
 def select_list(schema: pa.Schema) -> str:
     """A SELECT list that casts a relation's same-named columns to the schema's types."""
     return ", ".join(f'CAST("{f.name}" AS {sql_type(f)}) AS "{f.name}"' for f in schema)
-
-
-def _migration_1() -> list[str]:
-    first = ("cost_line_items", "spot_prices", "instance_types", "gpu_specs", "gpu_metrics_hourly",
-             "recommendations", "decisions", "ingest_runs", "ingest_state")
-    return [create_table_sql(TABLES[name]) for name in first]
-
-
-def _migration_2() -> list[str]:
-    return [create_table_sql(TABLES["spot_interruption_bands"])]
-
-
-def _migration_3() -> list[str]:
-    return [create_table_sql(TABLES["gpu_processes_hourly"])]
-
-
-def _migration_4() -> list[str]:
-    # Migration 1 creates `recommendations` from the live schema, so on a fresh warehouse the new
-    # columns exist already: IF NOT EXISTS makes this a no-op there and an upgrade elsewhere.
-    new_cols = [f for f in RECOMMENDATIONS if f.name in ("model_version", "evidence_hash")]
-    return ([f'ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in new_cols]
-            + [create_table_sql(TABLES[name]) for name in
-               ("price_catalog", "price_history", "report_deliveries", "webhook_deliveries", "job_runs")])
-
-
-def _migration_5() -> list[str]:
-    from warehouse import rollups  # the rollup's SQL lives with its refresh
-    return [create_table_sql(TABLES["cost_daily"]), rollups.cost_daily_insert_sql(all_sources=True)]
-
-
-def _migration_6() -> list[str]:
-    # GPU-hours keep their exporter's hints; rows loaded before keep their resolved id as the hint,
-    # so they stay matched when their bill is restated.
-    hints = [f for f in GPU_METRICS_HOURLY if f.name in GPU_METRICS_HINTS]
-    return ([f'ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in hints]
-            + ["UPDATE gpu_metrics_hourly SET resource_hint = resource_id "
-               "WHERE resource_hint IS NULL AND resource_id IS NOT NULL",
-               create_table_sql(TABLES["attribution_rules"]), create_table_sql(TABLES["withheld_findings"]),
-               create_table_sql(TABLES["gpu_instance_reference"])])
-
-
-def _migration_7() -> list[str]:
-    return [create_table_sql(TABLES[name]) for name in ("alerts", "alert_deliveries")]
-
-
-def _migration_8() -> list[str]:
-    plan = [f for f in RECOMMENDATIONS if f.name in ("plan", "plan_id")]
-    return ([f'ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "{f.name}" {sql_type(f)}' for f in plan]
-            + [create_table_sql(TABLES["onprem_comparison"]),
-               # zero-saving on-prem verdicts were stored as recommendations before: they are facts now
-               "DELETE FROM recommendations WHERE kind = 'onprem_vs_cloud' AND monthly_savings_usd = 0 "
-               "AND status = 'open'"])
-
-
-def _migration_9() -> list[str]:
-    # ingest_runs.rows_rejected exists already on a fresh warehouse (migration 1 uses the live schema)
-    return ['ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS "rows_rejected" BIGINT',
-            create_table_sql(TABLES["ingest_rejects"])]
-
-
-def _migration_10() -> list[str]:
-    # Shared-GPU chargeback: per-workload presence and the allocation built from it. Hours loaded
-    # before have no workload rows, so they are not allocated until their metrics are loaded again.
-    return [create_table_sql(TABLES[name]) for name in
-            ("gpu_workloads_hourly", "gpu_allocation_hourly", "allocation_settings")]
-
-
-# Migrations in order; index i migrates version i to i+1. Never edit one that has shipped.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
-              _migration_7, _migration_8, _migration_9, _migration_10]
-assert len(MIGRATIONS) == SCHEMA_VERSION
