@@ -10,6 +10,7 @@ queries.<name>`` reaches every query.
 
 from __future__ import annotations
 
+from warehouse.queries import fragments
 from warehouse.queries.exports import (
     export_gpu_hours,
     export_gpu_resources,
@@ -78,6 +79,9 @@ from warehouse.queries.spend import (
     report_spend_daily,
     spend_daily,
 )
+
+# The helpers' names before the split (``from warehouse.queries import _frame``), for code not yet moved to fragments.
+_frame, _filters = fragments.frame, fragments.filters
 
 __all__ = [
     "GPU_USAGE", "cloud_gpu_offers", "commitment_prices", "cost_daily", "cost_data_version", "cost_teams",
