@@ -5,8 +5,8 @@ writer for one load and closes it; the dashboard and the API open read-only conn
 and retry briefly while a writer holds the file.
 
 Migrations and the reference refresh (``gpu_specs``, ``gpu_instance_reference``) run once per process,
-at its start: :func:`prepare` (the CLI's main, the dashboard's and the API server's start, ``gpufinops
-migrate``). A writer then only checks the schema version (one SELECT) and refuses a warehouse older than
+at its start: :func:`prepare` (the CLI's main, so every command but ``sql`` and ``alerts list``, the
+API and the daemon included; the Streamlit server's first render; ``gpufinops migrate``). A writer then only checks the schema version (one SELECT) and refuses a warehouse older than
 the code, naming the command that upgrades it; a brand-new warehouse is built to the head schema.
 """
 
