@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ingest.registry import Registry
+from jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
+from jobs.config_checks import validate_cron
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -30,10 +32,6 @@ STRING_OPTIONS = {"path", "targets", "url", "bucket", "prefix", "region", "endpo
                   "output_location", "credentials_file", "resource_label", "provider_id_label", "currency"}
 LIST_OPTIONS = {"path", "targets"}
 ARRAY_SECTIONS = {"budgets"}  # top-level arrays of tables ([[budgets]]); every other section is a table
-
-
-class ConfigError(ValueError):
-    """A bad config: the message names the key."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ class Config:
     team_tag_keys: tuple[str, ...]
     raw: dict[str, Any] = field(default_factory=dict)
     report: Any = None                   # jobs.report.settings.ReportSettings ([report])
-    jobs: Any = None                     # jobs.serve.JobSettings ([jobs])
+    jobs: Any = None                     # jobs.serve_settings.JobSettings ([jobs])
     alerts: Any = None                   # jobs.alerts.settings.AlertConfig ([[budgets]], [alerts])
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     export: Any = None                   # jobs.export.settings.ExportSettings ([export])
@@ -101,17 +99,6 @@ def _apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> None:
             if not isinstance(node, dict):
                 raise ConfigError(f"environment variable {name}: {'.'.join(parts[:-1])} is not a table")
         node[parts[-1]] = _parse_env_value(value)
-
-
-def validate_cron(expression: str, key: str) -> None:
-    from apscheduler.triggers.cron import CronTrigger
-
-    if not isinstance(expression, str) or len(expression.split()) != 5:
-        raise ConfigError(f"{key}: invalid cron expression {expression!r} (expected 5 fields: minute hour day month weekday)")
-    try:
-        CronTrigger.from_crontab(expression, timezone="UTC")
-    except ValueError as exc:
-        raise ConfigError(f"{key}: invalid cron expression {expression!r}: {exc}") from None
 
 
 def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
@@ -296,7 +283,7 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
         raise ConfigError("teams.tag_keys: must be a list of strings")
     validate_dashboard(raw.get("dashboard", {}))
     validate_api(raw.get("api", {}))
-    from jobs import serve
+    from jobs import serve_settings
     from jobs.alerts import settings as alert_settings
     from jobs.export import settings as export_settings
     from jobs.report import settings as report_settings
@@ -307,7 +294,7 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
         raise ConfigError(str(exc)) from None
     return Config(config_path, base_dir, warehouse_path, memory_limit,
                   sources, tuple(tag_keys), raw, report=report_settings.parse(raw.get("report")),
-                  jobs=serve.parse_settings(raw.get("jobs")), alerts=alert_settings.parse(raw),
+                  jobs=serve_settings.parse(raw.get("jobs")), alerts=alert_settings.parse(raw),
                   warehouse_setting=setting, export=export_settings.parse(raw.get("export")),
                   allocation=allocation)
 

@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
 
-from jobs.config import ConfigError, validate_cron
+from jobs.config_checks import ConfigError, validate_cron
 from models import budgets as budgets_mod
 from models.alerts import RULES, AlertSettings
 from models.budgets import Budget, BudgetScope
@@ -168,7 +168,8 @@ def _channel(kind: str, index: int, table: Any) -> Channel:
     name = table.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(f"{where}.name: must be a non-empty string")
-    target = name or (env if kind == "slack" else f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}")
+    webhook_name = f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}" if url is not None else None
+    target = name or webhook_name or env  # a Slack channel is named by its variable (never by its secret URL)
     return Channel(kind, f"{kind}:{target}", teams, url=url, url_env=env if kind == "slack" else None,
                    secret_env=env if kind == "webhook" else None,
                    max_attempts=int(_number(table.get("max_attempts", 5), f"{where}.max_attempts", low=1, integer=True)),
