@@ -7,7 +7,8 @@ import json
 import logging
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import cast
 
 # Numeric libraries beside DuckDB: one thread each (DESIGN.md: a numpy matmul beside DuckDB
 # doubled a query's time). Must be set before numpy / polars are imported.
@@ -16,7 +17,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
 from jobs import config as config_mod  # noqa: E402
-from jobs.config import ConfigError  # noqa: E402
 
 log = logging.getLogger("gpufinops")
 
@@ -27,7 +27,7 @@ def _date(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date: {text!r} (expected YYYY-MM-DD)") from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _version() -> str:
@@ -168,23 +168,17 @@ def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from models.run import MODELS, analyse
     from jobs import output
+    from models.run import MODELS, analyse
     from warehouse import db
 
     if args.kind and args.kind not in MODELS:
         print(f"gpufinops: --kind {args.kind}: no such model (available: {', '.join(MODELS)})", file=sys.stderr)
         return 2
-    from models.run import validate_settings
-    try:
-        validate_settings(cfg.raw.get("models"))
-    except ValueError as exc:
-        print(f"gpufinops: config error: {exc}", file=sys.stderr)
-        return 2
     from jobs import progress
     with progress.steps(len(MODELS), "recommend") as step, \
             db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
-        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"),  # every model runs
+        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.models,  # every model runs
                       on_model=lambda kind, done: step.done() if done else step.start(f"model {kind}"))
     recs, withheld = run.recommendations, run.withheld
     if args.team:
@@ -244,6 +238,7 @@ def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     import duckdb
     import polars as pl
+
     from jobs import output
     from warehouse import db
 
@@ -251,7 +246,8 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         con.execute("SET enable_external_access = false")  # no file reads/writes from user SQL
         con.execute("SET lock_configuration = true")
         try:
-            frame = pl.from_arrow(con.sql(args.query).to_arrow_table())
+            # an Arrow table converts to a DataFrame (only an Arrow array gives a Series)
+            frame = cast(pl.DataFrame, pl.from_arrow(con.sql(args.query).to_arrow_table()))
         except duckdb.Error as exc:
             print(f"gpufinops: sql: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 1

@@ -124,7 +124,7 @@ class Daemon:
             from warehouse import db
 
             with db.writer(self.cfg.warehouse_path, memory_limit=self.cfg.memory_limit) as con:
-                recs = run_models(con, settings=self.cfg.raw.get("models"))
+                recs = run_models(con, settings=self.cfg.models)
             log.info("recommend: %d recommendation(s)", len(recs))
         self.recorded("recommend", body)
 
@@ -163,12 +163,6 @@ def _webhook_module():
     except ImportError:
         return None
     return webhook
-
-
-def _webhooks_configured(cfg: Config) -> bool:
-    """Whether the config lists any [[api.webhooks]] (the feed module validates and reads them)."""
-    api = cfg.raw.get("api") or {}
-    return bool(isinstance(api, dict) and api.get("webhooks"))
 
 
 def missed_report_week(trigger, tz, now: datetime):
@@ -210,7 +204,7 @@ def build_scheduler(cfg: Config, daemon: Daemon):
     alerts_cron = cfg.alerts.schedule if cfg.alerts is not None else None
     if alerts_cron:
         scheduler.add_job(daemon.alerts, trigger(alerts_cron, "UTC"), id="alerts", name="alerts", **common)
-    if _webhook_module() is not None and _webhooks_configured(cfg):
+    if _webhook_module() is not None and cfg.api.webhooks:
         scheduler.add_job(daemon.feed, trigger(s.feed, s.timezone), id="feed", name="feed push", **common)
     else:
         log.info("feed push not scheduled: no webhook configured")
