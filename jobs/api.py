@@ -15,8 +15,9 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -43,28 +44,27 @@ MIN_TOKEN_LENGTH = 16
 FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2199, 12, 31)   # the dates a query parameter may name
 
 
-def load_tokens(cfg: Config, environ: dict[str, str] | None = None) -> list[ApiToken]:
+def load_tokens(cfg: Config, environ: Mapping[str, str] | None = None) -> list[ApiToken]:
     """The configured tokens; a token whose variable is unset, empty, shorter than 16 characters or
     holding the same value as another token's is a config error naming the variables (never a value):
     two entries sharing a value would give that value the wider of their scopes."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     tokens = []
     owners: dict[bytes, str] = {}
-    for i, entry in enumerate((cfg.raw.get("api") or {}).get("tokens") or []):
-        value = environ.get(entry["token_env"], "")
+    for i, entry in enumerate(cfg.api.tokens):
+        value = env.get(entry.token_env, "")
         if not value:
-            raise ConfigError(f"api.tokens[{i}].token_env: environment variable {entry['token_env']} is not set")
+            raise ConfigError(f"api.tokens[{i}].token_env: environment variable {entry.token_env} is not set")
         if len(value) < MIN_TOKEN_LENGTH:
-            raise ConfigError(f"api.tokens[{i}].token_env: the token in {entry['token_env']} is shorter than "
+            raise ConfigError(f"api.tokens[{i}].token_env: the token in {entry.token_env} is shorter than "
                               f"{MIN_TOKEN_LENGTH} characters (use e.g. `openssl rand -hex 32`)")
         digest = hashlib.sha256(value.encode()).digest()
         if digest in owners:
-            raise ConfigError(f"api.tokens[{i}].token_env: {entry['token_env']} holds the same token as "
+            raise ConfigError(f"api.tokens[{i}].token_env: {entry.token_env} holds the same token as "
                               f"{owners[digest]}: every token must be different")
-        owners[digest] = entry["token_env"]
-        actor = entry.get("name") or f"{entry['role']}:{entry['token_env']}"
-        teams = tuple(entry["teams"]) if entry["role"] == "lead" else None
-        tokens.append(ApiToken(hashlib.sha256(value.encode()).digest(), Scope(entry["role"], teams, actor)))
+        owners[digest] = entry.token_env
+        actor = entry.name or f"{entry.role}:{entry.token_env}"
+        tokens.append(ApiToken(digest, Scope(entry.role, entry.teams if entry.role == "lead" else None, actor)))
     return tokens
 
 
@@ -122,7 +122,7 @@ class DecisionIn(BaseModel):
     reason: str = Field(default="", max_length=2000)
 
 
-def create_app(cfg: Config, *, insecure_demo: bool = False, environ: dict[str, str] | None = None,
+def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str, str] | None = None,
                read_retry_s: float = 5.0, write_retry_s: float = 10.0) -> FastAPI:
     """The application; refuses (ConfigError) without tokens unless ``insecure_demo``. While a job
     holds the warehouse, reads wait up to ``read_retry_s`` and decisions ``write_retry_s``, then 503."""
@@ -260,8 +260,8 @@ def _cost_rows(con, teams: list[str] | None, start: date | None, end: date | Non
     """Daily cost rows as the teams carry them (shared GPUs by allocation: warehouse/allocation_queries.py);
     ``to`` is inclusive (the whole day), money as numbers."""
     from warehouse import allocation_queries
-    begin = datetime.combine(start, time(), timezone.utc) if start else None
-    stop = datetime.combine(end + timedelta(days=1), time(), timezone.utc) if end else None
+    begin = datetime.combine(start, time(), UTC) if start else None
+    stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
     frame = allocation_queries.report_team_spend_daily(con, team=teams, start=begin, end=stop, tz="UTC")
     rows = []
     for row in frame.iter_rows(named=True):

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from datetime import UTC, datetime
+from typing import cast
 
 # Numeric libraries beside DuckDB: one thread each (DESIGN.md: a numpy matmul beside DuckDB
 # doubled a query's time). Must be set before numpy / polars are imported.
@@ -194,16 +195,10 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.kind and args.kind not in MODELS:
         print(f"gpufinops: --kind {args.kind}: no such model (available: {', '.join(MODELS)})", file=sys.stderr)
         return 2
-    from models.run import validate_settings
-    try:
-        validate_settings(cfg.raw.get("models"))
-    except ValueError as exc:
-        print(f"gpufinops: config error: {exc}", file=sys.stderr)
-        return 2
     from jobs import progress
     with progress.steps(len(MODELS), "recommend") as step, \
             db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
-        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.raw.get("models"),  # every model runs
+        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.models,  # every model runs
                       on_model=lambda kind, done: step.done() if done else step.start(f"model {kind}"))
     recs, withheld = run.recommendations, run.withheld
     if args.team:
@@ -271,7 +266,8 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         con.execute("SET enable_external_access = false")  # no file reads/writes from user SQL
         con.execute("SET lock_configuration = true")
         try:
-            frame = pl.from_arrow(con.sql(args.query).to_arrow_table())
+            # an Arrow table converts to a DataFrame (only an Arrow array gives a Series)
+            frame = cast(pl.DataFrame, pl.from_arrow(con.sql(args.query).to_arrow_table()))
         except duckdb.Error as exc:
             print(f"gpufinops: sql: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 1

@@ -3,19 +3,42 @@
 Precedence: built-in defaults < the file (``--config``, else ``$GPUFINOPS_CONFIG``, else
 ``./gpufinops.toml`` when present) < ``GPUFINOPS_<SECTION>__<KEY>`` variables (``__`` separates the
 levels, e.g. ``GPUFINOPS_WAREHOUSE__PATH`` or ``GPUFINOPS_SOURCES__AWS__BUCKET``) < ``--db``.
-Every problem is one ``ConfigError`` naming the key at fault; the CLI exits 2 on it. Secrets are
-never in the file: it names the environment variables that hold them (``*_env`` keys).
+Every section is parsed and validated here, once, into a typed frozen settings object on ``Config``
+(``cfg.report``, ``cfg.jobs``, ``cfg.api``, ``cfg.dashboard``, …): every command loads the whole config
+before it runs anything, so a typo in any section (``[models]`` too) stops every command at start-up.
+Every problem is one ``ConfigError`` naming the key at fault, and where it was set (the file or the
+environment variable); the CLI exits 2 on it. Secrets are never in the file: it names the
+environment variables that hold them (``*_env`` keys).
+
+Each section's settings live beside the feature that uses them (``jobs.report.settings``,
+``jobs.serve_settings``, ``jobs.api_settings``, …) and import nothing that imports this loader (their
+``ConfigError`` comes from the leaf ``jobs.config_checks``): the loader imports them, never the daemon
+nor the delivery code. ``[models]`` and ``[allocation]`` belong to the packages that read them
+(``models.run.validate_settings``, ``warehouse.allocation``), which check them here too.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ingest.registry import Registry
+from jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
+from jobs.config_checks import check_table, validate_cron
+
+if TYPE_CHECKING:
+    from jobs.alerts.settings import AlertConfig
+    from jobs.api_settings import ApiSettings
+    from jobs.dashboard_settings import DashboardSettings
+    from jobs.export.settings import ExportSettings
+    from jobs.report.settings import ReportSettings
+    from jobs.serve_settings import JobSettings
+    from warehouse.allocation import AllocationSettings
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -23,6 +46,7 @@ ENV_PREFIX = "GPUFINOPS_"
 TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard", "budgets",
                       "alerts", "export", "allocation"}
 WAREHOUSE_KEYS = {"path", "memory_limit"}
+TEAMS_KEYS = {"tag_keys"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
 # source options that are text (a path, URL, name), and those that may also be a list of them
 STRING_OPTIONS = {"path", "targets", "url", "bucket", "prefix", "region", "endpoint_url", "endpoint", "project",
@@ -30,10 +54,7 @@ STRING_OPTIONS = {"path", "targets", "url", "bucket", "prefix", "region", "endpo
                   "output_location", "credentials_file", "resource_label", "provider_id_label", "currency"}
 LIST_OPTIONS = {"path", "targets"}
 ARRAY_SECTIONS = {"budgets"}  # top-level arrays of tables ([[budgets]]); every other section is a table
-
-
-class ConfigError(ValueError):
-    """A bad config: the message names the key."""
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -45,27 +66,29 @@ class SourceConfig:
     enabled: bool = True
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     path: Path | None                    # the file read, if any
     base_dir: Path                       # relative paths in the file are relative to this
     warehouse_path: Path
     memory_limit: str
     sources: dict[str, SourceConfig]
-    team_tag_keys: tuple[str, ...]
-    raw: dict[str, Any] = field(default_factory=dict)
-    report: Any = None                   # jobs.report.settings.ReportSettings ([report])
-    jobs: Any = None                     # jobs.serve.JobSettings ([jobs])
-    alerts: Any = None                   # jobs.alerts.settings.AlertConfig ([[budgets]], [alerts])
+    team_tag_keys: tuple[str, ...]       # [teams] tag_keys
+    report: ReportSettings               # [report]
+    jobs: JobSettings                    # [jobs]
+    alerts: AlertConfig                  # [[budgets]], [alerts] (and the [dashboard] budget aliases)
+    export: ExportSettings               # [export]
+    allocation: AllocationSettings       # [allocation]
+    api: ApiSettings                     # [api]
+    dashboard: DashboardSettings         # [dashboard]
+    # [models] as written and checked by models.run.validate_settings: each model parses its own settings from it
+    models: dict[str, Any] | None = None
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
-    export: Any = None                   # jobs.export.settings.ExportSettings ([export])
-    allocation: Any = None               # warehouse.allocation.AllocationSettings ([allocation])
+    secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
-        names: list[str] = []
-        _collect_env_names(self.raw, names)
-        return [os.environ[n] for n in names if os.environ.get(n)]
+        return [os.environ[n] for n in self.secret_env_names if os.environ.get(n)]
 
 
 def _collect_env_names(node: Any, out: list[str]) -> None:
@@ -88,7 +111,9 @@ def _parse_env_value(text: str) -> Any:
         return text
 
 
-def _apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> None:
+def _apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> dict[str, str]:
+    """Set every ``GPUFINOPS_<SECTION>__<KEY>`` into ``raw``; returns {dotted key: variable} of those set."""
+    applied: dict[str, str] = {}
     for name, value in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
@@ -101,17 +126,18 @@ def _apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> None:
             if not isinstance(node, dict):
                 raise ConfigError(f"environment variable {name}: {'.'.join(parts[:-1])} is not a table")
         node[parts[-1]] = _parse_env_value(value)
+        applied[".".join(parts)] = name
+    return applied
 
 
-def validate_cron(expression: str, key: str) -> None:
-    from apscheduler.triggers.cron import CronTrigger
-
-    if not isinstance(expression, str) or len(expression.split()) != 5:
-        raise ConfigError(f"{key}: invalid cron expression {expression!r} (expected 5 fields: minute hour day month weekday)")
-    try:
-        CronTrigger.from_crontab(expression, timezone="UTC")
-    except ValueError as exc:
-        raise ConfigError(f"{key}: invalid cron expression {expression!r}: {exc}") from None
+def _origin(message: str, config_path: Path | None, overrides: dict[str, str]) -> str | None:
+    """Where the key a ConfigError names was set: the environment variable that set it, else the file."""
+    named = re.match(r"[^\s:]+", message)
+    key = re.sub(r"\[\d+\]", "", named.group(0)) if named else ""
+    for dotted, variable in overrides.items():
+        if key == dotted or key.startswith(dotted + ".") or dotted.startswith(key + "."):
+            return f"environment variable {variable}"
+    return str(config_path) if config_path else None
 
 
 def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
@@ -148,124 +174,34 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
     return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)))
 
 
-DASHBOARD_KEYS = {"auth", "header", "oidc_provider", "users", "monthly_budget_usd", "team_budgets", "stale_after_hours"}
-
-
-def validate_dashboard(section: Any) -> None:
-    """[dashboard]: auth = none|oidc|header, the trusted header, [[dashboard.users]] email/role/teams, budgets."""
-    if not isinstance(section, dict):
-        raise ConfigError("dashboard: must be a table")
-    for option in section:
-        if option not in DASHBOARD_KEYS:
-            raise ConfigError(f"dashboard.{option}: unknown key (allowed: {', '.join(sorted(DASHBOARD_KEYS))})")
-    auth = section.get("auth", "none")
-    if auth not in ("none", "oidc", "header"):
-        raise ConfigError(f"dashboard.auth: must be \"none\", \"oidc\" or \"header\", not {auth!r}")
-    if auth == "header" and not (isinstance(section.get("header"), str) and section["header"].strip()):
-        raise ConfigError("dashboard.header: required when dashboard.auth = \"header\" (e.g. \"X-Forwarded-Email\")")
-    users = section.get("users", [])
-    if not isinstance(users, list) or (auth != "none" and not users):
-        raise ConfigError("dashboard.users: a list of [[dashboard.users]] tables is required when auth is on")
-    for i, user in enumerate(users):
-        key = f"dashboard.users[{i}]"
-        if not isinstance(user, dict) or not isinstance(user.get("email"), str) or "@" not in user["email"]:
-            raise ConfigError(f"{key}.email: missing or not an e-mail address")
-        for option in user:
-            if option not in ("email", "role", "teams"):
-                raise ConfigError(f"{key}.{option}: unknown key (allowed: email, role, teams)")
-        if user.get("role") not in ("finance", "lead"):
-            raise ConfigError(f"{key}.role: must be \"finance\" or \"lead\"")
-        teams = user.get("teams")
-        if user["role"] == "lead" and (not isinstance(teams, list) or not teams
-                                       or not all(isinstance(t, str) for t in teams)):
-            raise ConfigError(f"{key}.teams: a lead needs a non-empty list of team names")
-    for option in ("monthly_budget_usd", "stale_after_hours"):
-        if option in section and (isinstance(section[option], bool) or not isinstance(section[option], (int, float))
-                                  or section[option] < 0):
-            raise ConfigError(f"dashboard.{option}: must be a non-negative number")
-    budgets = section.get("team_budgets", {})
-    if not isinstance(budgets, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in budgets.values()):
-        raise ConfigError("dashboard.team_budgets: must be a table of team = non-negative number")
-
-
-API_KEYS = {"tokens", "webhooks"}
-API_TOKEN_KEYS = {"token_env", "role", "teams", "name"}
-API_WEBHOOK_KEYS = {"url", "secret_env", "teams", "kinds", "timeout_s", "max_attempts", "batch_size"}
-
-
-def _env_name(value: Any, key: str) -> None:
-    if not isinstance(value, str) or not value.strip() or any(c in value for c in " =$"):
-        raise ConfigError(f"{key}: missing or not an environment variable name")
-
-
-def _team_list(value: Any, key: str, what: str = "team names") -> None:
-    if not isinstance(value, list) or not value or not all(isinstance(t, str) and t for t in value):
-        raise ConfigError(f"{key}: must be a non-empty list of {what}")
-
-
-def validate_api(section: Any) -> None:
-    """[api]: [[api.tokens]] (token_env, role, teams for a lead, optional name) and [[api.webhooks]]
-    (url, secret_env, optional teams, kinds, timeout_s, max_attempts, batch_size)."""
-    if not isinstance(section, dict):
-        raise ConfigError("api: must be a table")
-    for option in section:
-        if option not in API_KEYS:
-            raise ConfigError(f"api.{option}: unknown key (allowed: {', '.join(sorted(API_KEYS))})")
-    for list_key, allowed in (("tokens", API_TOKEN_KEYS), ("webhooks", API_WEBHOOK_KEYS)):
-        entries = section.get(list_key, [])
-        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise ConfigError(f"api.{list_key}: must be a list of [[api.{list_key}]] tables")
-        for i, entry in enumerate(entries):
-            for option in entry:
-                if option not in allowed:
-                    raise ConfigError(f"api.{list_key}[{i}].{option}: unknown key (allowed: {', '.join(sorted(allowed))})")
-    for i, token in enumerate(section.get("tokens", [])):
-        key = f"api.tokens[{i}]"
-        _env_name(token.get("token_env"), f"{key}.token_env")
-        if token.get("role") not in ("finance", "lead", "scheduler"):
-            raise ConfigError(f"{key}.role: must be \"finance\", \"lead\" or \"scheduler\", not {token.get('role')!r}")
-        if token["role"] == "lead":
-            _team_list(token.get("teams"), f"{key}.teams")
-        elif "teams" in token:
-            raise ConfigError(f"{key}.teams: only a lead token is limited to teams ({token['role']} sees every team)")
-        if "name" in token and not (isinstance(token["name"], str) and token["name"].strip()):
-            raise ConfigError(f"{key}.name: must be a non-empty string")
-    for i, hook in enumerate(section.get("webhooks", [])):
-        key = f"api.webhooks[{i}]"
-        url = hook.get("url")
-        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
-            raise ConfigError(f"{key}.url: missing or not an http(s) URL")
-        _env_name(hook.get("secret_env"), f"{key}.secret_env")
-        if "teams" in hook:
-            _team_list(hook["teams"], f"{key}.teams")
-        if "kinds" in hook:
-            _team_list(hook["kinds"], f"{key}.kinds", "recommendation kinds")
-        for option, low in (("timeout_s", 0.1), ("max_attempts", 1), ("batch_size", 1)):
-            value = hook.get(option)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < low):
-                raise ConfigError(f"{key}.{option}: must be a number of at least {low}")
-
-
 def load(path: str | os.PathLike | None = None, *, db: str | None = None, registry: Registry | None = None,
          environ: dict[str, str] | None = None) -> Config:
-    """Read, override and validate the config; raises ConfigError naming the key at fault."""
-    from ingest.registry import default_registry
-
+    """Read, override and validate the whole config; raises ConfigError naming the key at fault (and,
+    in its ``origin``, the file or the environment variable that set it)."""
     environ = dict(os.environ if environ is None else environ)
-    registry = registry or default_registry()
     chosen = path or environ.get("GPUFINOPS_CONFIG") or ("gpufinops.toml" if Path("gpufinops.toml").exists() else None)
-    raw: dict[str, Any] = {}
-    config_path = None
-    if chosen:
-        config_path = Path(chosen).resolve()
-        try:
-            raw = tomllib.loads(config_path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {chosen} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {chosen} is not valid TOML: {exc}") from None
-    _apply_env_overrides(raw, environ)
+    config_path = Path(chosen).resolve() if chosen else None
+    raw = _read(chosen, config_path)
+    overrides = _apply_env_overrides(raw, environ)
+    try:
+        return _parse(raw, config_path, db=db, registry=registry, environ=environ)
+    except ConfigError as exc:
+        exc.origin = _origin(str(exc), config_path, overrides)
+        raise
+
+
+def _read(chosen: str | os.PathLike | None, config_path: Path | None) -> dict[str, Any]:
+    if config_path is None:
+        return {}
+    try:
+        return tomllib.loads(config_path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {chosen} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {chosen} is not valid TOML: {exc}") from None
+
+
+def _check_sections(raw: dict[str, Any]) -> None:
     for section in raw:
         if section not in TOP_LEVEL_SECTIONS:
             raise ConfigError(f"{section}: unknown section (known: {', '.join(sorted(TOP_LEVEL_SECTIONS))})")
@@ -274,42 +210,74 @@ def load(path: str | os.PathLike | None = None, *, db: str | None = None, regist
                 raise ConfigError(f"{section}: must be an array of tables ([[{section}]]), not {raw[section]!r}")
         elif not isinstance(raw[section], dict):
             raise ConfigError(f"{section}: must be a table ([{section}]), not {raw[section]!r}")
-    base_dir = config_path.parent if config_path else Path.cwd()
-    warehouse = raw.get("warehouse", {})
-    for option in warehouse:
-        if option not in WAREHOUSE_KEYS:
-            raise ConfigError(f"warehouse.{option}: unknown key (allowed: {', '.join(sorted(WAREHOUSE_KEYS))})")
-    path_value = db or warehouse.get("path", DEFAULT_WAREHOUSE)
+
+
+def _warehouse(section: dict[str, Any], base_dir: Path, config_path: Path | None, db: str | None,
+               environ: dict[str, str]) -> tuple[Path, str, str]:
+    """``[warehouse]`` (and --db) → (the warehouse path, its memory limit, where the path was set)."""
+    check_table(section, "warehouse", WAREHOUSE_KEYS)
+    path_value = db or section.get("path", DEFAULT_WAREHOUSE)
     if not isinstance(path_value, str) or not path_value.strip():
         raise ConfigError(f"warehouse.path: must be a file path (a string), not {path_value!r}")
-    memory_limit = warehouse.get("memory_limit", "2GB")
-    if "memory_limit" in warehouse:
+    memory_limit = section.get("memory_limit", "2GB")
+    if "memory_limit" in section:
         _validate_memory_limit(memory_limit)
     warehouse_path = Path(path_value).expanduser()
     if not warehouse_path.is_absolute():
         warehouse_path = (Path.cwd() if db else base_dir) / warehouse_path
     setting = ("--db" if db else "GPUFINOPS_WAREHOUSE__PATH" if "GPUFINOPS_WAREHOUSE__PATH" in environ
-               else f"warehouse.path in {config_path}" if "path" in warehouse else "the default warehouse path")
-    sources = {name: _source(name, table, registry) for name, table in raw.get("sources", {}).items()}
-    tag_keys = raw.get("teams", {}).get("tag_keys", list(DEFAULT_TAG_KEYS))
+               else f"warehouse.path in {config_path}" if "path" in section else "the default warehouse path")
+    return warehouse_path, memory_limit, setting
+
+
+def _team_tag_keys(section: dict[str, Any]) -> tuple[str, ...]:
+    check_table(section, "teams", TEAMS_KEYS)
+    tag_keys = section.get("tag_keys", list(DEFAULT_TAG_KEYS))
     if not isinstance(tag_keys, list) or not all(isinstance(k, str) for k in tag_keys):
         raise ConfigError("teams.tag_keys: must be a list of strings")
-    validate_dashboard(raw.get("dashboard", {}))
-    validate_api(raw.get("api", {}))
-    from jobs import serve
+    return tuple(tag_keys)
+
+
+def _owned_by_a_package(parse: Callable[[Any], _T], section: Any, name: str) -> _T:
+    """A section whose settings another package owns (and checks with a ValueError naming the key)."""
+    try:
+        return parse(section)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        text = str(exc)  # the models say "[models] key …": the key as every other section names it
+        raise ConfigError(f"{name}.{text[len(f'[{name}] '):]}" if text.startswith(f"[{name}] ") else text) from None
+
+
+def _parse(raw: dict[str, Any], config_path: Path | None, *, db: str | None, registry: Registry | None,
+           environ: dict[str, str]) -> Config:
+    from ingest.registry import default_registry
+    from jobs import api_settings, dashboard_settings, serve_settings
     from jobs.alerts import settings as alert_settings
     from jobs.export import settings as export_settings
     from jobs.report import settings as report_settings
     from warehouse.allocation import AllocationSettings
-    try:
-        allocation = AllocationSettings.from_config(raw.get("allocation"))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return Config(config_path, base_dir, warehouse_path, memory_limit,
-                  sources, tuple(tag_keys), raw, report=report_settings.parse(raw.get("report")),
-                  jobs=serve.parse_settings(raw.get("jobs")), alerts=alert_settings.parse(raw),
-                  warehouse_setting=setting, export=export_settings.parse(raw.get("export")),
-                  allocation=allocation)
+
+    _check_sections(raw)
+    base_dir = config_path.parent if config_path else Path.cwd()
+    warehouse_path, memory_limit, setting = _warehouse(raw.get("warehouse", {}), base_dir, config_path, db, environ)
+    registry = registry or default_registry()
+    sources = {name: _source(name, table, registry) for name, table in raw.get("sources", {}).items()}
+    tag_keys = _team_tag_keys(raw.get("teams", {}))
+    dashboard = dashboard_settings.parse(raw.get("dashboard"))
+    api = api_settings.parse(raw.get("api"))
+    allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
+    if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
+        from models.run import validate_settings as validate_models
+        _owned_by_a_package(validate_models, raw["models"], "models")
+    names: list[str] = []
+    _collect_env_names(raw, names)
+    return Config(config_path, base_dir, warehouse_path, memory_limit, sources, tag_keys,
+                  report=report_settings.parse(raw.get("report")), jobs=serve_settings.parse(raw.get("jobs")),
+                  alerts=alert_settings.parse(raw.get("budgets"), raw.get("alerts"), dashboard),
+                  export=export_settings.parse(raw.get("export")), allocation=allocation, api=api,
+                  dashboard=dashboard, models=raw.get("models"), warehouse_setting=setting,
+                  secret_env_names=tuple(dict.fromkeys(names)))
 
 
 def _validate_memory_limit(value: Any) -> None:

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from ingest import extras
 from jobs.config import Config, ConfigError
@@ -43,9 +42,8 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def address(section: dict[str, Any], host: str | None, environ: dict[str, str]) -> str | None:
-    """Where the dashboard listens (None: Streamlit's default, every interface)."""
-    auth = section.get("auth", "none")
+def address(auth: str, host: str | None, environ: dict[str, str]) -> str | None:
+    """Where the dashboard listens (None: Streamlit's default, every interface), for ``[dashboard] auth``."""
     chosen = host or environ.get("STREAMLIT_SERVER_ADDRESS") or (None if auth == "oidc" else LOOPBACK)
     if auth == "header" and chosen is not None and not _is_loopback(chosen):
         raise ConfigError(f"dashboard --host {chosen}: with dashboard.auth = \"header\" the dashboard listens on "
@@ -59,11 +57,10 @@ def command(cfg: Config, port: int, host: str | None = None,
             environ: dict[str, str] | None = None) -> tuple[list[str], dict[str, str], str | None]:
     """The child's command line and environment, and the address it listens on."""
     environ = dict(os.environ if environ is None else environ)
-    section = cfg.raw.get("dashboard", {})  # validated by config.load
-    listen = address(section, host, environ)
+    listen = address(cfg.dashboard.auth, host, environ)
     budgets = [b.to_dict() for b in cfg.alerts.settings.budgets]  # [[budgets]] and the [dashboard] aliases
     env = {**environ, "GPUFINOPS_DB": str(cfg.warehouse_path),
-           "GPUFINOPS_DASHBOARD": json.dumps({**section, "budgets": budgets})}
+           "GPUFINOPS_DASHBOARD": json.dumps({**cfg.dashboard.to_section(), "budgets": budgets})}
     cmd = [sys.executable, "-m", "dashboard.server", str(APP), "--server.port", str(port), *STREAMLIT_OPTIONS]
     if listen is not None:
         cmd += ["--server.address", listen]
@@ -82,8 +79,7 @@ def run(cfg: Config, port: int, host: str | None = None) -> int:
         print(f"gpufinops: {extras.missing_message('gpufinops dashboard', 'streamlit', 'dashboard')}", file=sys.stderr)
         return 1
     cmd, env, listen = command(cfg, port, host)
-    auth = cfg.raw.get("dashboard", {}).get("auth", "none")
-    if auth == "none" and (listen is None or not _is_loopback(listen)):
+    if cfg.dashboard.auth == "none" and (listen is None or not _is_loopback(listen)):
         print(f"gpufinops: WARNING: no [dashboard] auth and listening on {listen or 'every interface'}: "
               "anyone who reaches this port sees every team's spend", file=sys.stderr)
     print(f"gpufinops: dashboard on http://{listen or '0.0.0.0'}:{port} (Ctrl-C stops it)", file=sys.stderr)

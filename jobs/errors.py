@@ -57,12 +57,12 @@ def _disk_full(text: str) -> bool:
 
 def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
     """(one sentence, exit status) for a failure the CLI reports."""
-    from jobs.config import ConfigError
+    from jobs.config_checks import ConfigError
     from warehouse import db
 
     setting = getattr(cfg, "warehouse_setting", None)
     if isinstance(exc, ConfigError):
-        return f"config error: {exc}", 2
+        return (f"config error in {exc.origin}: {exc}" if exc.origin else f"config error: {exc}"), 2
     if isinstance(exc, db.WarehouseError):
         text = str(exc)
         if setting and (exc.usage or isinstance(exc, db.WarehouseMissing)) and str(exc.path) in text:
@@ -73,11 +73,9 @@ def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
         return (f"{name}: {exc.strerror}" if name and exc.strerror else str(exc)), 1
     if isinstance(exc, OSError) and exc.errno in (28, 27, 122):  # ENOSPC, EFBIG, EDQUOT
         return f"{getattr(exc, 'filename', None) or 'a file'} can not be written: {exc.strerror} (the disk is full)", 1
-    try:
-        import duckdb
-    except ImportError:  # pragma: no cover
-        duckdb = None
-    if duckdb is not None and isinstance(exc, duckdb.Error):
+    import duckdb
+
+    if isinstance(exc, duckdb.Error):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         path = getattr(cfg, "warehouse_path", None)
         if _disk_full(str(exc)):

@@ -12,183 +12,36 @@ daemon are closed as interrupted on the next start.
 
 Test schedules: ``[jobs] every_seconds = N`` runs every job every N seconds instead of its cron, and
 the ``[jobs]`` crons accept 6 fields (second minute hour day month weekday).
+
+Here: the jobs (``Daemon``), the scheduler and the process's life. The ``[jobs]`` settings and the cron
+triggers are in ``jobs.serve_settings``; the lock and the ``job_runs`` ledger in ``jobs.serve_ledger``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import signal
 import sys
 import threading
-import uuid
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import IO, Any
 
-from jobs.config import Config, ConfigError, validate_cron
+from jobs.config import Config
+from jobs.serve_ledger import (
+    AlreadyRunning,
+    acquire_lock,
+    close_interrupted_runs,
+    ledger_finish,
+    ledger_start,
+    lock_path,
+    now_utc,
+)
+from jobs.serve_settings import JobSettings, cron_trigger
 
 log = logging.getLogger("gpufinops.serve")
 
-JOBS_KEYS = {"recommend", "report", "feed", "timezone", "misfire_grace_seconds", "ingest_retries",
-             "retry_backoff_seconds", "every_seconds"}
-DEFAULT_RECOMMEND = "0 3 * * *"      # daily, after the night's billing exports have landed
-DEFAULT_REPORT = "0 8 * * 1"         # Monday 08:00 in [report].timezone
-DEFAULT_FEED = "*/30 * * * *"
 ALERT_TABLES = ("cost_line_items", "gpu_metrics_hourly")   # a load into these re-runs the alert rules
-
-
-@dataclass(frozen=True)
-class JobSettings:
-    recommend: str = DEFAULT_RECOMMEND
-    report: str = DEFAULT_REPORT
-    feed: str = DEFAULT_FEED
-    timezone: str = "UTC"                 # of the recommend and feed crons (the report uses [report].timezone)
-    misfire_grace_seconds: int = 3600
-    ingest_retries: int = 3               # extra attempts after a failed ingest
-    retry_backoff_seconds: float = 60.0   # doubled after each failed attempt
-    every_seconds: int | None = None      # tests/demos: every job on this interval instead of its cron
-
-
-def validate_job_cron(expression: Any, key: str) -> None:
-    """5 fields as everywhere, or 6 (a leading seconds field) for second-level test schedules."""
-    if isinstance(expression, str) and len(expression.split()) == 6:
-        try:
-            _cron_trigger(expression, "UTC")
-        except ValueError as exc:
-            raise ConfigError(f"{key}: invalid cron expression {expression!r}: {exc}") from None
-        return
-    validate_cron(expression, key)
-
-
-def parse_settings(section: Any) -> JobSettings:
-    """``[jobs]`` → JobSettings; every problem is a ConfigError naming the key."""
-    if section is None:
-        return JobSettings()
-    if not isinstance(section, dict):
-        raise ConfigError("jobs: must be a table")
-    values: dict[str, Any] = {}
-    for key, value in section.items():
-        if key not in JOBS_KEYS:
-            raise ConfigError(f"jobs.{key}: unknown key (allowed: {', '.join(sorted(JOBS_KEYS))})")
-        where = f"jobs.{key}"
-        if key in ("recommend", "report", "feed"):
-            validate_job_cron(value, where)
-        elif key == "timezone":
-            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-            try:
-                ZoneInfo(str(value))
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ConfigError(f"{where}: unknown time zone {value!r}") from None
-        elif key in ("misfire_grace_seconds", "ingest_retries", "every_seconds"):
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "every_seconds" else 0):
-                raise ConfigError(f"{where}: expected a whole number {'>= 1' if key == 'every_seconds' else '>= 0'}, "
-                                  f"got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{where}: expected a number of seconds >= 0, got {value!r}")
-        values[key] = value
-    return JobSettings(**values)
-
-
-_CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
-
-
-def crontab_weekdays(field: str) -> str:
-    """A crontab day-of-week field (0 or 7 = Sunday) in APScheduler 3's terms (0 = Monday!):
-    APScheduler 3's ``from_crontab`` passes the numbers through, so "0 8 * * 1" would fire on Tuesday.
-    Numbers become names; a range starting on Sunday is split ("0-5" → "sun,mon-fri")."""
-    parts = []
-    for part in field.split(","):
-        base, _, step = part.partition("/")
-        if base == "*" and step.isdigit():  # crontab counts the step from Sunday
-            parts.extend(_CRON_DAYS[d] for d in range(0, 7, int(step)))
-            continue
-        bounds = base.split("-")
-        if not all(b.isdigit() for b in bounds):
-            parts.append(part)
-            continue
-        names = [_CRON_DAYS[int(b)] if int(b) < len(_CRON_DAYS) else b for b in bounds]
-        if len(bounds) == 2 and int(bounds[0]) == 0 and int(bounds[1]) > 0 and not step:
-            parts.append(f"sun,mon-{names[1]}")
-            continue
-        parts.append("-".join(names) + (f"/{step}" if step else ""))
-    return ",".join(parts)
-
-
-def _cron_trigger(expression: str, tz: str):
-    """5 fields (crontab) or 6 (a leading seconds field), weekdays as crontab counts them."""
-    from apscheduler.triggers.cron import CronTrigger
-
-    fields = expression.split()
-    second = fields.pop(0) if len(fields) == 6 else "0"
-    minute, hour, day, month, dow = fields
-    return CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month,
-                       day_of_week=crontab_weekdays(dow), timezone=tz)
-
-
-# --- the lock ------------------------------------------------------------------------------------
-
-class AlreadyRunning(RuntimeError):
-    """Another daemon holds the lock for this warehouse."""
-
-
-def lock_path(cfg: Config) -> Path:
-    return cfg.warehouse_path.parent / f"{cfg.warehouse_path.name}.serve.lock"
-
-
-def acquire_lock(path: Path) -> IO[str]:
-    """An exclusive fcntl lock held for the daemon's life (released by the OS if it dies)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "unknown"
-        handle.close()
-        raise AlreadyRunning(f"another `gpufinops serve` (pid {holder}) already runs on this warehouse "
-                             f"(lock {path})") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
-    return handle
-
-
-# --- the ledger (job_runs) -----------------------------------------------------------------------
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def ledger_start(cfg: Config, job: str) -> str:
-    from warehouse import db
-
-    run_id = uuid.uuid4().hex
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        con.execute("INSERT INTO job_runs VALUES (?, ?, ?, NULL, 'running', NULL)", [run_id, job, _now()]).fetchall()
-    return run_id
-
-
-def ledger_finish(cfg: Config, run_id: str, status: str, error: str | None = None) -> None:
-    from warehouse import db
-
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        con.execute("UPDATE job_runs SET finished_at = ?, status = ?, error = ? WHERE run_id = ?",
-                    [_now(), status, error, run_id]).fetchall()
-
-
-def close_interrupted_runs(cfg: Config) -> int:
-    """Runs a killed daemon left 'running': we hold the daemon lock, so none of them is alive."""
-    from warehouse import db
-
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        rows = con.execute("UPDATE job_runs SET status = 'failed', finished_at = now(), "
-                           "error = 'interrupted: the daemon ended before the run finished' "
-                           "WHERE status = 'running'").fetchall()
-    return int(rows[0][0]) if rows else 0
 
 
 # --- the jobs ------------------------------------------------------------------------------------
@@ -271,7 +124,7 @@ class Daemon:
             from warehouse import db
 
             with db.writer(self.cfg.warehouse_path, memory_limit=self.cfg.memory_limit) as con:
-                recs = run_models(con, settings=self.cfg.raw.get("models"))
+                recs = run_models(con, settings=self.cfg.models)
             log.info("recommend: %d recommendation(s)", len(recs))
         self.recorded("recommend", body)
 
@@ -282,7 +135,7 @@ class Daemon:
 
             if not self.cfg.report.recipients:
                 return "skipped"
-            due = week or weeks.previous_week(_now(), self.cfg.report.tz)
+            due = week or weeks.previous_week(now_utc(), self.cfg.report.tz)
             outcome = deliver.send_weekly(self.cfg, due, stop=self.stopping)
             if outcome.interrupted:
                 raise Interrupted(f"daemon stopping; weekly report {due} sent to {len(outcome.sent)}, "
@@ -312,12 +165,6 @@ def _webhook_module():
     return webhook
 
 
-def _webhooks_configured(cfg: Config) -> bool:
-    """Whether the config lists any [[api.webhooks]] (the feed module validates and reads them)."""
-    api = cfg.raw.get("api") or {}
-    return bool(isinstance(api, dict) and api.get("webhooks"))
-
-
 def missed_report_week(trigger, tz, now: datetime):
     """The week whose report was due in the last 7 days (the daemon may have been down then)."""
     from datetime import timedelta
@@ -339,7 +186,7 @@ def build_scheduler(cfg: Config, daemon: Daemon):
     common = {"max_instances": 1, "coalesce": True, "misfire_grace_time": s.misfire_grace_seconds}
 
     def trigger(cron: str, tz: str):
-        return IntervalTrigger(seconds=s.every_seconds) if s.every_seconds else _cron_trigger(cron, tz)
+        return IntervalTrigger(seconds=s.every_seconds) if s.every_seconds else cron_trigger(cron, tz)
 
     for name, source in cfg.sources.items():
         if source.enabled:
@@ -348,7 +195,7 @@ def build_scheduler(cfg: Config, daemon: Daemon):
     scheduler.add_job(daemon.recommend, trigger(s.recommend, s.timezone), id="recommend", name="recommend", **common)
     scheduler.add_job(daemon.report, trigger(s.report, cfg.report.timezone), id="report", name="weekly report",
                       **common)
-    missed = missed_report_week(scheduler.get_job("report").trigger, cfg.report.tz, _now())
+    missed = missed_report_week(scheduler.get_job("report").trigger, cfg.report.tz, now_utc())
     if missed is not None and not s.every_seconds:
         # the daemon may have been down at the last report time: on start, send what is missing of
         # that week's report (the delivery ledger skips whoever has it: nobody is mailed twice)
@@ -357,7 +204,7 @@ def build_scheduler(cfg: Config, daemon: Daemon):
     alerts_cron = cfg.alerts.schedule if cfg.alerts is not None else None
     if alerts_cron:
         scheduler.add_job(daemon.alerts, trigger(alerts_cron, "UTC"), id="alerts", name="alerts", **common)
-    if _webhook_module() is not None and _webhooks_configured(cfg):
+    if _webhook_module() is not None and cfg.api.webhooks:
         scheduler.add_job(daemon.feed, trigger(s.feed, s.timezone), id="feed", name="feed push", **common)
     else:
         log.info("feed push not scheduled: no webhook configured")
@@ -387,7 +234,7 @@ def serve(cfg: Config, *, out: IO[str] = sys.stdout) -> int:
         signal.signal(signal.SIGINT, stop)
         print(f"gpufinops serve: {len(scheduler.get_jobs())} job(s) scheduled on {cfg.warehouse_path}", file=out)
         for job in scheduler.get_jobs():
-            first = job.trigger.get_next_fire_time(None, datetime.now(timezone.utc))
+            first = job.trigger.get_next_fire_time(None, datetime.now(UTC))
             print(f"  {job.id:<28} next {first:%Y-%m-%d %H:%M:%S %Z}  {job.trigger}", file=out)
         out.flush()
         scheduler.start()  # blocks until stop()

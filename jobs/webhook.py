@@ -26,11 +26,12 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from jobs.api_settings import ApiWebhook
 from jobs.config import Config, ConfigError
 
 log = logging.getLogger("gpufinops.webhook")
@@ -39,7 +40,6 @@ SIGNATURE_HEADER = "X-Gpufinops-Signature"
 TIMESTAMP_HEADER = "X-Gpufinops-Timestamp"
 DELIVERY_HEADER = "X-Gpufinops-Delivery"
 RETRY_STATUSES = {408, 429}
-DEFAULTS = {"timeout_s": 10.0, "max_attempts": 5, "batch_size": 200}
 BACKOFF_BASE_S, BACKOFF_MAX_S = 1.0, 60.0
 
 
@@ -111,23 +111,23 @@ def _record(cfg: Config, delivery_id: str, url: str, body: bytes, ids: list[str]
             raise
 
 
-def _deliver(cfg: Config, hook: dict[str, Any], secret: bytes, recs: list[dict[str, Any]],
+def _deliver(cfg: Config, hook: ApiWebhook, secret: bytes, recs: list[dict[str, Any]],
              sleep: Callable[[float], None]) -> bool:
     """One batch to one webhook, with retries; True when the receiver accepted it."""
-    url = hook["url"]
+    url = hook.url
     ids = [r["id"] for r in recs]
     delivery_id = _delivery_id(url, ids)
     body = json.dumps({"event": "recommendations", "delivery_id": delivery_id,
-                       "sent_at": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+                       "sent_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
                        "recommendations": recs}, separators=(",", ":")).encode()
     where = urlsplit(url).netloc  # never log the path or query: some webhook URLs embed a secret
-    max_attempts = int(hook.get("max_attempts", DEFAULTS["max_attempts"]))
+    max_attempts = hook.max_attempts
     for number in range(1, max_attempts + 1):
         timestamp = str(int(time.time()))
         headers = {"Content-Type": "application/json", "User-Agent": "gpufinops-webhook/1",
                    TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: sign(secret, timestamp, body),
                    DELIVERY_HEADER: delivery_id}
-        attempt = _post(url, body, headers, float(hook.get("timeout_s", DEFAULTS["timeout_s"])))
+        attempt = _post(url, body, headers, hook.timeout_s)
         final = attempt.delivered or not attempt.retryable or number == max_attempts
         status = "delivered" if attempt.delivered else ("failed" if final else "retrying")
         _record(cfg, delivery_id, url, body, ids, status, attempt)
@@ -141,24 +141,24 @@ def _deliver(cfg: Config, hook: dict[str, Any], secret: bytes, recs: list[dict[s
     return False
 
 
-def push_new_recommendations(cfg: Config, *, environ: dict[str, str] | None = None,
+def push_new_recommendations(cfg: Config, *, environ: Mapping[str, str] | None = None,
                              sleep: Callable[[float], None] = time.sleep) -> int:
     """Send every configured webhook the recommendations it has not received; returns how many
     recommendations were delivered (summed over webhooks). Raises ConfigError for a missing secret."""
     from jobs.export import objects
     from warehouse import db, queries
 
-    environ = os.environ if environ is None else environ
-    hooks = (cfg.raw.get("api") or {}).get("webhooks") or []
+    env: Mapping[str, str] = os.environ if environ is None else environ
     delivered = 0
-    for i, hook in enumerate(hooks):
-        secret = environ.get(hook["secret_env"], "")
+    for i, hook in enumerate(cfg.api.webhooks):
+        secret = env.get(hook.secret_env, "")
         if not secret:
-            raise ConfigError(f"api.webhooks[{i}].secret_env: environment variable {hook['secret_env']} is not set")
+            raise ConfigError(f"api.webhooks[{i}].secret_env: environment variable {hook.secret_env} is not set")
         with db.reader(cfg.warehouse_path) as con:
             pending = objects.from_frame(queries.undelivered_recommendations(
-                con, hook["url"], team=hook.get("teams"), kinds=hook.get("kinds")))
-        size = int(hook.get("batch_size", DEFAULTS["batch_size"]))
+                con, hook.url, team=None if hook.teams is None else list(hook.teams),
+                kinds=None if hook.kinds is None else list(hook.kinds)))
+        size = hook.batch_size
         for start in range(0, len(pending), size):
             batch = pending[start:start + size]
             if not _deliver(cfg, hook, secret.encode(), batch, sleep):

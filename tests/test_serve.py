@@ -10,14 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from jobs import config as config_mod
-from jobs import serve
+from jobs import serve, serve_settings
 from jobs.config import ConfigError
 from jobs.report.weeks import previous_week
 from tests.conftest import FOCUS_SAMPLE
@@ -148,7 +148,7 @@ def test_daemon_runs_jobs_refuses_a_second_and_stops_on_sigterm(tmp_path, smtp):
     assert len(errors) >= 2 and all("missing mandatory FOCUS column" in e[0] for e in errors)
     assert rows(db_path, "SELECT count(*) FROM ingest_runs WHERE source = 'focus' AND status = 'succeeded'")[0][0] >= 1
     # the report job fired repeatedly, yet each reader got the week's report once
-    week = str(previous_week(datetime.now(timezone.utc), timezone.utc))
+    week = str(previous_week(datetime.now(UTC), UTC))
     assert sorted(r.rcpt_tos[0] for r in recorder.received) == sorted([FINANCE, LEAD])
     assert all(week in r.message["Subject"] for r in recorder.received)
 
@@ -195,8 +195,8 @@ def test_schedules_come_from_the_registry_and_config(tmp_path):
     assert set(jobs) == {"ingest:focus", "ingest:broken", "recommend", "report", "report:catch-up", "alerts"}
     assert "hour='4', minute='15', second='0'" in str(jobs["recommend"].trigger)
     # crontab's weekday 1 is Monday (APScheduler 3 counts from Monday = 0: translated, not passed through)
-    assert jobs["report"].trigger.get_next_fire_time(None, datetime(2026, 11, 30, 9, tzinfo=timezone.utc)) == \
-        datetime(2026, 12, 7, 7, tzinfo=timezone.utc)
+    assert jobs["report"].trigger.get_next_fire_time(None, datetime(2026, 11, 30, 9, tzinfo=UTC)) == \
+        datetime(2026, 12, 7, 7, tzinfo=UTC)
     assert cfg.sources["focus"].schedule.split()[1] in str(jobs["ingest:focus"].trigger)
     assert all(job.max_instances == 1 and job.coalesce and job.misfire_grace_time == 30 for job in jobs.values())
 
@@ -220,23 +220,23 @@ def test_bad_jobs_config_names_the_key(tmp_path, jobs_section, key):
     ("1", "mon"), ("0", "sun"), ("7", "sun"), ("1-5", "mon-fri"), ("0-5", "sun,mon-fri"), ("*", "*"),
     ("*/2", "sun,tue,thu,sat"), ("1,3,5", "mon,wed,fri"), ("sat", "sat")])
 def test_crontab_weekdays_keep_their_crontab_meaning(crontab, expected):
-    assert serve.crontab_weekdays(crontab) == expected
+    assert serve_settings.crontab_weekdays(crontab) == expected
 
 
 def test_a_report_missed_while_the_daemon_was_down_is_caught_up(tmp_path):
-    trigger = serve._cron_trigger("0 8 * * 1", "UTC")
-    monday_late = datetime(2026, 11, 30, 10, tzinfo=timezone.utc)      # Monday 10:00: 08:00 was missed
-    assert str(serve.missed_report_week(trigger, timezone.utc, monday_late)) == "2026-W48"
-    thursday = datetime(2026, 12, 3, 10, tzinfo=timezone.utc)
-    assert str(serve.missed_report_week(trigger, timezone.utc, thursday)) == "2026-W48"
-    monday_early = datetime(2026, 11, 30, 7, tzinfo=timezone.utc)      # before 08:00: last week's run was due
-    assert str(serve.missed_report_week(trigger, timezone.utc, monday_early)) == "2026-W47"
+    trigger = serve_settings.cron_trigger("0 8 * * 1", "UTC")
+    monday_late = datetime(2026, 11, 30, 10, tzinfo=UTC)      # Monday 10:00: 08:00 was missed
+    assert str(serve.missed_report_week(trigger, UTC, monday_late)) == "2026-W48"
+    thursday = datetime(2026, 12, 3, 10, tzinfo=UTC)
+    assert str(serve.missed_report_week(trigger, UTC, thursday)) == "2026-W48"
+    monday_early = datetime(2026, 11, 30, 7, tzinfo=UTC)      # before 08:00: last week's run was due
+    assert str(serve.missed_report_week(trigger, UTC, monday_early)) == "2026-W47"
     config = write_config(tmp_path, 25)
     config.write_text(config.read_text().replace("every_seconds = 2          # test schedule: every job every 2 s", ""))
     cfg = config_mod.load(config)
     jobs = {job.id: job for job in serve.build_scheduler(cfg, serve.Daemon(cfg, cfg.jobs)).get_jobs()}
-    assert jobs["report:catch-up"].args[0] == serve.missed_report_week(jobs["report"].trigger, timezone.utc,
-                                                                       datetime.now(timezone.utc))
+    assert jobs["report:catch-up"].args[0] == serve.missed_report_week(jobs["report"].trigger, UTC,
+                                                                       datetime.now(UTC))
 
 
 def test_the_feed_push_is_scheduled_when_webhooks_are_configured(tmp_path):

@@ -15,7 +15,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
 
-from jobs.config import ConfigError, validate_cron
+from jobs.config_checks import ConfigError, check_table, validate_cron
+from jobs.dashboard_settings import DashboardSettings
 from models import budgets as budgets_mod
 from models.alerts import RULES, AlertSettings
 from models.budgets import Budget, BudgetScope
@@ -131,13 +132,14 @@ def _amount(value: Any, key: str) -> Decimal:
     return amount
 
 
-def parse_budgets(raw: dict[str, Any]) -> tuple[Budget, ...]:
+def parse_budgets(entries: Any, dashboard: DashboardSettings) -> tuple[Budget, ...]:
     """``[[budgets]]`` plus the ``[dashboard]`` aliases (already validated as numbers there)."""
-    entries = raw.get("budgets", [])
+    entries = [] if entries is None else entries
     if not isinstance(entries, list):
         raise ConfigError("budgets: must be an array of tables ([[budgets]])")
     found = [_budget(i, entry) for i, entry in enumerate(entries)]
-    aliases = [b for b in budgets_mod.from_dashboard(raw.get("dashboard") or {}) if b.amount > 0]
+    aliased = {"monthly_budget_usd": dashboard.monthly_budget_usd, "team_budgets": dashboard.team_budgets}
+    aliases = [b for b in budgets_mod.from_dashboard(aliased) if b.amount > 0]
     names: dict[str, str] = {}
     for i, budget in enumerate(found + aliases):
         where = f"budgets[{i}].name" if i < len(found) else budget.origin
@@ -168,22 +170,20 @@ def _channel(kind: str, index: int, table: Any) -> Channel:
     name = table.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(f"{where}.name: must be a non-empty string")
-    target = name or (env if kind == "slack" else f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}")
+    webhook_name = f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}" if url is not None else None
+    target = name or webhook_name or env  # a Slack channel is named by its variable (never by its secret URL)
     return Channel(kind, f"{kind}:{target}", teams, url=url, url_env=env if kind == "slack" else None,
                    secret_env=env if kind == "webhook" else None,
                    max_attempts=int(_number(table.get("max_attempts", 5), f"{where}.max_attempts", low=1, integer=True)),
                    timeout_s=float(_number(table.get("timeout_s", 10.0), f"{where}.timeout_s", low=0.1)), key=where)
 
 
-def parse(raw: dict[str, Any]) -> AlertConfig:
-    """The whole alerting config from the raw TOML (``[[budgets]]``, ``[alerts]``, ``[dashboard]``)."""
-    budgets = parse_budgets(raw)
-    section = raw.get("alerts", {})
-    if not isinstance(section, dict):
-        raise ConfigError("alerts: must be a table")
-    for option in section:
-        if option not in ALERTS_KEYS:
-            raise ConfigError(f"alerts.{option}: unknown key (allowed: {', '.join(sorted(ALERTS_KEYS))})")
+def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> AlertConfig:
+    """The whole alerting config: ``[[budgets]]``, ``[alerts]`` (None when absent) and the ``[dashboard]``
+    budget aliases."""
+    budgets = parse_budgets(budget_entries, dashboard)
+    configured = section is not None or bool(budget_entries)
+    section = check_table({} if section is None else section, "alerts", ALERTS_KEYS)
     values: dict[str, Any] = {}
     if "rules" in section:
         rules = _strings(section["rules"], "alerts.rules", "rule names")
@@ -207,7 +207,7 @@ def parse(raw: dict[str, Any]) -> AlertConfig:
         values["anomaly_directions"] = directions
     # mail is opted into by configuring alerting: a config that only mails the weekly report (or only
     # has the [dashboard] budget keys) does not start sending alerts after an upgrade
-    email = section.get("email", "alerts" in raw or bool(raw.get("budgets")))
+    email = section.get("email", configured)
     if not isinstance(email, bool):
         raise ConfigError("alerts.email: must be true or false")
     schedule = section.get("schedule", DEFAULT_SCHEDULE)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from jobs.config import ConfigError
+from jobs.config_checks import ConfigError
 from warehouse.scope import Scope
 
 REPORT_KEYS = {"timezone", "sender", "smtp_host", "smtp_port", "smtp_starttls", "smtp_user_env",
