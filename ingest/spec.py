@@ -137,11 +137,14 @@ def _is_union(tp: Any) -> bool:
 
 
 def conforms(value: Any, tp: Any) -> bool:
-    """Whether a TOML value fits the annotation ``tp`` (str: a non-blank string; float takes an int)."""
+    """Whether a TOML value fits the annotation ``tp`` (str: a non-blank string; float takes an int;
+    a list may be empty unless it stands for "one or more names", ``str | list[str]``)."""
     origin = get_origin(tp)
     if tp is Any:
         return True
     if _is_union(tp):
+        if value == [] and str in get_args(tp):  # "a name or a list of names" (path, targets): one at least
+            return False
         return any(conforms(value, arg) for arg in get_args(tp))
     if tp is type(None):
         return value is None
@@ -157,7 +160,7 @@ def conforms(value: Any, tp: Any) -> bool:
         return isinstance(value, str) and bool(value.strip())
     if origin in (list, tuple):
         (item, *_rest) = get_args(tp) or (Any,)
-        return isinstance(value, list) and bool(value) and all(conforms(v, item) for v in value)
+        return isinstance(value, list) and all(conforms(v, item) for v in value)
     if origin in (dict, Mapping):
         _, item = get_args(tp) or (str, Any)
         return isinstance(value, dict) and all(isinstance(k, str) and conforms(v, item) for k, v in value.items())

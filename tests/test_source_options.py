@@ -41,6 +41,7 @@ def load(tmp_path: Path, source: str) -> config.Config:
     ('type = "nvidia_smi_csv"\npath = "a"\nresource_map = {h = 1}',
      "sources.x.resource_map: must be a table of strings, not {'h': 1}"),
     ('type = "aws_spot_prices"\nregions = ["us-east-1", 2]', "sources.x.regions: must be a string or a list of strings"),
+    ('type = "focus_files"\npath = []', "sources.x.path: must be a string or a list of strings, not []"),
     ('type = "focus_files"\npath = "a"\non_invalid = "ignore"', 'sources.x.on_invalid: must be "fail" or "skip_rows"'),
     # cross-field rules: the Options' validate()
     ('type = "aws_cur"', "sources.x.path: set exactly one of bucket (S3) or path"),
@@ -85,6 +86,11 @@ def test_a_good_table_parses_into_the_typed_options_with_defaults():
     assert "pw" not in repr(opts)  # a secret option stays out of reprs (and so out of logs)
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.url = "http://other"
+
+
+def test_an_empty_list_means_the_default_where_it_always_did():
+    spot = REGISTRY.get("aws_spot_prices").meta.parse_options({"regions": "us-east-1", "instance_types": []}, "s")
+    assert spot.instance_types == [] and spot.region_names() == ["us-east-1"]  # [] → every GPU type, as before
 
 
 def test_mutable_defaults_are_not_shared_between_sources():
