@@ -60,7 +60,7 @@ def _aws_client(service: str, source: SourceConfig, timeout: float, region: str 
 
 
 def _aws_error(exc: Exception) -> str:
-    error = getattr(exc, "response", {}).get("Error", {}) if hasattr(exc, "response") else {}
+    error = (getattr(exc, "response", None) or {}).get("Error", {})  # a ReadTimeoutError has response = None
     code = error.get("Code")
     return f"{code}: {error.get('Message') or ''}".strip(": ") if code else f"{type(exc).__name__}: {exc}"
 
