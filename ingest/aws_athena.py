@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest import aws_common, cur_mapping, pushdown
-from ingest.aws_cur2_format import CUR2_SCHEMA
+from ingest.aws_cur2_format import CUR2_SCHEMA, period_start
 from ingest.files import sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError
 
@@ -62,15 +62,15 @@ class Athena:
     """One source's Athena session: runs a query to completion and returns its rows as text."""
 
     def __init__(self, ctx: IngestContext):
-        opts = ctx.options
+        opts = ctx.options  # the aws_cur source's AwsCurOptions
         self.source = ctx.source
         self.client = aws_common.client("athena", ctx.source, opts)
-        self.workgroup = opts.get("workgroup")
-        self.output_location = opts.get("output_location")
-        self.catalog = opts.get("catalog", "AwsDataCatalog")
-        self.database = str(opts.get("database", ""))
-        self.poll_interval = float(opts.get("poll_interval_s", 1.0))
-        self.timeout = float(opts.get("query_timeout_s", 1800))
+        self.workgroup: str | None = opts.workgroup
+        self.output_location: str | None = opts.output_location
+        self.catalog: str = opts.catalog
+        self.database = str(opts.database or "")
+        self.poll_interval: float = opts.poll_interval_s
+        self.timeout: float = opts.query_timeout_s
         self.bytes_scanned = 0
         self.queries = 0
 
@@ -140,25 +140,22 @@ class Athena:
 
 
 def _periods_to_load(ctx: IngestContext, available: list[str], loaded: dict[str, list[str]]) -> list[str]:
-    from ingest.aws_cur import _in_range  # the file path's range rule
-
-    if ctx.since is not None or ctx.until is not None:
-        return [p for p in available if _in_range(p, ctx.since, ctx.until)]
-    if ctx.full_refresh or not loaded:
+    if ctx.window.ranged:  # the file path's rule: whole billing periods overlapping the range
+        return [p for p in available if ctx.window.holds_period(period_start(p))]
+    if ctx.window.full_refresh or not loaded:
         return list(available)
-    lookback = int(ctx.options.get("lookback_months", 2))
+    # not the runner's time window: Athena partitions are billing periods, and AWS restates the newest
+    # ones for weeks, so the newest lookback_months periods are re-read besides those never loaded
+    lookback = int(ctx.options.lookback_months)
     newest = sorted(available)[-lookback:] if lookback > 0 else []
     return sorted({p for p in available if p not in loaded} | set(newest))
 
 
 def fetch(ctx: IngestContext, enrich) -> FetchResult:
     """The Athena engine's fetch: ``enrich(sql)`` adds GPU facts, source and run id as the file path does."""
-    opts = ctx.options
-    for key in ("database", "table"):
-        if not opts.get(key):
-            raise IngestError(f"{ctx.source}: engine = \"athena\" needs {key} (the Data Exports CUR 2.0 table in Glue)")
-    database = _ident(str(opts["database"]), f"{ctx.source}: database")
-    table = _ident(str(opts["table"]), f"{ctx.source}: table")
+    opts = ctx.options  # AwsCurOptions.validate(): database and table are set
+    database = _ident(str(opts.database), f"{ctx.source}: database")
+    table = _ident(str(opts.table), f"{ctx.source}: table")
     athena = Athena(ctx)
     _, found = athena.run(f'SELECT DISTINCT {PARTITION} FROM {database}.{table}', "list billing periods")
     available = sorted(r[0] for r in found if r and r[0])
@@ -167,7 +164,7 @@ def fetch(ctx: IngestContext, enrich) -> FetchResult:
     if not periods:
         return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
                            skipped_reason="no billing period in the table" + (" in the requested range" if
-                                                                              ctx.since or ctx.until else ""))
+                                                                              ctx.window.ranged else ""))
     header, rows = athena.run(rollup_query(database, table, periods, ctx.team_tag_keys),
                               f"rollup of {', '.join(periods)}")
     missing = [c for c in pushdown.ROLLUP_COLUMNS if c not in header]
@@ -196,6 +193,6 @@ def fetch(ctx: IngestContext, enrich) -> FetchResult:
     log.info("%s: %s", ctx.source, note)
     batch = Batch(table="cost_line_items", data=enrich(typed), slices=sorted(slices))
     state = {"periods": new_loaded, "watermark": watermark, "engine": "athena"}
-    if ctx.since is not None or ctx.until is not None:
+    if ctx.window.ranged:
         state = {**ctx.state, "periods": {**loaded, **{p: new_loaded[p] for p in periods}}}
     return FetchResult([batch], state, watermark=note)

@@ -12,10 +12,12 @@ secrets as well).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ingest import extras
 from ingest.registry import IngestError
+from ingest.spec import SourceOptions, option
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +37,16 @@ def quiet_sdk_logs() -> None:
             sdk_logger.setLevel(logging.WARNING)
 
 
-def client(service: str, source: str, options: dict[str, Any], region: str | None = None,
-           max_attempts: int = MAX_ATTEMPTS) -> Any:
-    """A boto3 client for ``service`` with the source's ``endpoint_url`` and region."""
+@dataclass(frozen=True, kw_only=True)
+class AwsClientOptions(SourceOptions):
+    """The options of every source calling an AWS API."""
+    endpoint_url: str | None = option(None, "an S3/EC2/… compatible endpoint instead of AWS's (e.g. a local emulator)")
+    max_attempts: int = option(MAX_ATTEMPTS, "attempts per AWS call (botocore's standard retry mode)")
+
+
+def client(service: str, source: str, options: AwsClientOptions, region: str | None = None) -> Any:
+    """A boto3 client for ``service`` with the source's ``endpoint_url``, ``max_attempts`` and region
+    (``region``, else the source's own ``region`` option, else us-east-1)."""
     quiet_sdk_logs()
     try:
         import boto3
@@ -45,11 +54,11 @@ def client(service: str, source: str, options: dict[str, Any], region: str | Non
     except ImportError:  # tests: test_extras.py hides boto3
         raise IngestError(f"{source}: " + extras.missing_message(f"calling AWS {service}", "boto3", "aws")) from None
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
-                    retries={"mode": "standard", "max_attempts": int(options.get("max_attempts", max_attempts))},
+                    retries={"mode": "standard", "max_attempts": options.max_attempts},
                     user_agent_extra="gpufinops")
-    region = region or options.get("region") or "us-east-1"
+    region = region or getattr(options, "region", None) or "us-east-1"
     session = boto3.session.Session()
-    return session.client(service, region_name=region, endpoint_url=options.get("endpoint_url") or None,
+    return session.client(service, region_name=region, endpoint_url=options.endpoint_url,
                           config=config)
 
 

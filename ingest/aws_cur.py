@@ -24,21 +24,22 @@ import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
-from ingest import cur_mapping, focus_files, validate
+from ingest import aws_common, cur_mapping, focus_files, validate
+from ingest.aws_cur2_format import period_start
 from ingest.aws_cur_store import LocalStore, S3Store, StoredObject
 from ingest.files import sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import OnInvalidOptions, OptionProblem, option
 from warehouse import reference
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("auto", "cur2", "legacy", "focus")
 EXPORT_MANIFEST = re.compile(r"^(?P<anchor>(?:.*/)?[^/]+)/metadata/BILLING_PERIOD=(?P<period>\d{4}-\d{2})/(?:[^/]+/)?[^/]+-Manifest\.json$")
 LEGACY_MANIFEST = re.compile(r"^(?P<anchor>(?:.*/)?[^/]+)/(?P<start>\d{4})(?P<month>\d{2})\d{2}-\d{8}/[^/]+-Manifest\.json$")
 
@@ -122,13 +123,6 @@ def _inside(source: str, manifest: str, raw: str, key: str) -> str:
     return key
 
 
-def _in_range(period: str, since: datetime | None, until: datetime | None) -> bool:
-    start = datetime.strptime(period, "%Y-%m").replace(tzinfo=timezone.utc)
-    if until is not None and start >= until:
-        return False
-    return since is None or start >= since.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
 @dataclass
 class _File:
     name: str            # the object's name for messages (s3://… or the local path)
@@ -203,7 +197,33 @@ def _enrich(mapped: str, ctx: IngestContext) -> str:
             f"ON fam.family = split_part(u.x_InstanceType, '.', 1)")
 
 
-ENGINES = ("local", "athena")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsCurOptions(aws_common.AwsClientOptions, OnInvalidOptions):
+    bucket: str | None = option(None, "S3: the bucket the export is delivered to")
+    prefix: str = option("", "S3: the export's prefix in the bucket")
+    region: str = option("us-east-1", "S3: the bucket's region")
+    path: str | None = option(None, "local instead: a directory with the bucket's layout (e.g. made by aws s3 sync)")
+    format: Literal["auto", "cur2", "legacy", "focus"] = option("auto", "the export's format (auto: from its manifest)")
+    # engine = "athena": the rollup runs in Athena over the Glue table (ingest/aws_athena.py)
+    engine: Literal["local", "athena"] = option("local", "where the hourly rollup runs: here, or in Athena")
+    database: str | None = option(None, "Athena: the Glue database of the Data Exports CUR 2.0 table")
+    table: str | None = option(None, "Athena: the CUR 2.0 table")
+    workgroup: str | None = option(None, "Athena: the work group the queries run in")
+    output_location: str | None = option(None, "Athena: the S3 URL query results are written to")
+    catalog: str = option("AwsDataCatalog", "Athena: the data catalog")
+    lookback_months: int = option(2, "Athena: the newest billing periods re-read on every run (restatements)")
+    poll_interval_s: float = option(1.0, "Athena: seconds between polls of a running query")
+    query_timeout_s: float = option(1800.0, "Athena: seconds a query may run")
+
+    def validate(self) -> None:
+        if self.engine == "athena":
+            for key in ("database", "table"):
+                if not getattr(self, key):
+                    raise OptionProblem(key, f'engine = "athena" needs {key} (the Data Exports CUR 2.0 table in Glue)')
+        elif bool(self.path) == bool(self.bucket):
+            raise OptionProblem("path", "set exactly one of bucket (S3) or path (a local copy of the bucket)")
 
 
 class AwsCur:
@@ -217,45 +237,40 @@ class AwsCur:
         cursor="newest manifest per billing period (manifest and data object versions)",
         lookback=timedelta(0),
         default_schedule="30 */6 * * *",
-        required_keys=(),
-        optional_keys=("bucket", "prefix", "region", "endpoint_url", "format", "path", "max_attempts", "on_invalid",
-                       # engine = "athena": the rollup runs in Athena (ingest/aws_athena.py)
-                       "engine", "database", "table", "workgroup", "output_location", "catalog",
-                       "lookback_months", "poll_interval_s", "query_timeout_s"),
+        options=AwsCurOptions,
         time_range=True,
-        description="AWS CUR 2.0, legacy CUR and FOCUS exports via their manifests (S3 bucket or local directory)",
+        description="CUR 2.0 Data Exports (Parquet), legacy CUR (csv.gz / Parquet, `lineItem/UnblendedCost` or "
+                    "`line_item_unblended_cost` headers) and AWS FOCUS 1.0–1.2 Data Exports, found through "
+                    "their manifests in S3 (`bucket`) or a local copy of the bucket (`path`); or rolled up in "
+                    "Athena (`engine = \"athena\"`, below)",
     )
 
     def _store(self, ctx: IngestContext) -> tuple[Any, str]:
-        opts = ctx.options
-        if bool(opts.get("path")) == bool(opts.get("bucket")):
-            raise IngestError(f"{ctx.source}: set exactly one of bucket (S3) or path (a local copy of the bucket)")
-        if opts.get("path"):
-            root = Path(str(opts["path"])).expanduser()
+        opts: AwsCurOptions = ctx.options  # validate(): exactly one of path and bucket
+        if opts.path:
+            root = Path(opts.path).expanduser()
             if ctx.base_dir and not root.is_absolute():
                 root = Path(ctx.base_dir) / root
             return LocalStore(ctx.source, root), ""
-        return S3Store(ctx.source, opts), str(opts.get("prefix", "")).strip("/")
+        return S3Store(ctx.source, opts, str(opts.bucket), opts.prefix), opts.prefix.strip("/")
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        engine = str(ctx.options.get("engine", "local"))
-        if engine not in ENGINES:
-            raise IngestError(f"{ctx.source}: engine {engine!r} is not one of {', '.join(ENGINES)}")
-        if engine == "athena":
+        if ctx.options.engine == "athena":
             from ingest import aws_athena
             return aws_athena.fetch(ctx, lambda sql: _enrich(sql, ctx))
-        fmt = str(ctx.options.get("format", "auto"))
-        if fmt not in FORMATS:
-            raise IngestError(f"{ctx.source}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+        fmt = ctx.options.format
         store, prefix = self._store(ctx)
         objects = store.list()
         index = {o.key: o for o in objects}
         deliveries = _discover(objects, fmt)
         if not deliveries:
             raise IngestError(f"{ctx.source}: no export manifest (*-Manifest.json) found under {store.name('')}")
-        ranged = ctx.since is not None or ctx.until is not None
+        # The cursor is each billing period's newest manifest, not a time: a run reloads every period
+        # whose delivery changed (AWS restates a month for weeks). --since/--until (the runner's
+        # window) reload the whole billing periods they touch instead, leaving the cursor alone.
+        ranged = ctx.window.ranged
         if ranged:
-            deliveries = [d for d in deliveries if _in_range(d.period, ctx.since, ctx.until)]
+            deliveries = [d for d in deliveries if ctx.window.holds_period(period_start(d.period))]
         for d in deliveries:
             _read_manifest(store, d, index, prefix)
         loaded: dict[str, Any] = ctx.state.get("deliveries", {})

@@ -17,7 +17,7 @@ import io
 import json
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -153,3 +153,8 @@ def write_manifest(root: Path, export: str, period: str, keys: list[str], execut
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
+
+
+def period_start(period: str) -> datetime:
+    """The start of a CUR billing period named ``YYYY-MM`` (a manifest's or an Athena partition's)."""
+    return datetime.strptime(period, "%Y-%m").replace(tzinfo=UTC)

@@ -12,7 +12,6 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ingest import aws_common
 from ingest.registry import IngestError
@@ -74,10 +73,10 @@ class LocalStore:
 
 
 class S3Store:
-    def __init__(self, source: str, options: dict[str, Any]) -> None:
+    def __init__(self, source: str, options: aws_common.AwsClientOptions, bucket: str, prefix: str = "") -> None:
         self.source = source
-        self.bucket = options["bucket"]
-        self.prefix = str(options.get("prefix", "")).strip("/")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
         self.client = aws_common.client("s3", source, options)
 
     def _full(self, key: str) -> str:

@@ -15,7 +15,8 @@ import csv
 import hashlib
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest import aws_common
-from ingest.aws_spot_prices import _regions, gpu_instance_types
+from ingest.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from warehouse import schema
 from warehouse.gpu_models import normalize_gpu_model
@@ -37,7 +38,7 @@ PRICING_REGION = "us-east-1"   # the Pricing API's endpoint region
 
 
 def _utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def offline_prices() -> dict[tuple[str, str], tuple[Decimal, datetime]]:
@@ -105,6 +106,11 @@ def _row(region: str, name: str, described: dict | None, attributes: dict, price
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class AwsPricingOptions(AwsRegionsOptions):
+    pass
+
+
 class AwsPricing:
     meta = IngestorMeta(
         name="aws_pricing",
@@ -115,22 +121,24 @@ class AwsPricing:
         cursor="digest of the last catalogue loaded",
         lookback=timedelta(0),
         default_schedule="0 3 * * *",
-        required_keys=("regions",),
-        optional_keys=("instance_types", "endpoint_url", "max_attempts"),
-        description="GPU instance types (DescribeInstanceTypes) with on-demand prices (Pricing GetProducts)",
+        options=AwsPricingOptions,
+        description="EC2 `DescribeInstanceTypes` (GPU types) + Pricing `GetProducts` (Linux, shared tenancy, "
+                    "on-demand)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
+        options: AwsPricingOptions = ctx.options
         offline = offline_prices()
-        pricing = aws_common.client("pricing", ctx.source, ctx.options, region=PRICING_REGION)
+        pricing = aws_common.client("pricing", ctx.source, options, region=PRICING_REGION)
         pricing_down: str | None = None
         rows = []
-        for region in _regions(ctx):
-            ec2 = aws_common.client("ec2", ctx.source, ctx.options, region=region)
+        for region in options.region_names():
+            ec2 = aws_common.client("ec2", ctx.source, options, region=region)
             described = {t["InstanceType"]: t for t in gpu_instance_types(ec2, ctx.source, region)}
-            extra = [t for t in ctx.options.get("instance_types", []) if t not in described]
+            extra = [t for t in options.instance_types or [] if t not in described]
             for name in sorted([*described, *extra]):
-                price, attributes, when, source = None, {}, None, API_SOURCE
+                attributes: dict[str, Any] = {}
+                price, when, source = None, None, API_SOURCE
                 if pricing_down is None:
                     try:
                         price, attributes, when = _api_price(pricing, ctx.source, region, name)
@@ -142,15 +150,15 @@ class AwsPricing:
                     source = OFFLINE_SOURCE
                 rows.append(_row(region, name, described.get(name), attributes, price, source, when))
         if not rows:
-            raise IngestError(f"{ctx.source}: no GPU instance type found in {', '.join(_regions(ctx))}")
+            raise IngestError(f"{ctx.source}: no GPU instance type found in {', '.join(options.region_names())}")
         content = json.dumps([{k: str(v) for k, v in r.items()} for r in rows], sort_keys=True)
         digest = hashlib.sha256(content.encode()).hexdigest()
         offline_count = sum(1 for r in rows if r["source"] == OFFLINE_SOURCE)
         watermark = f"{len(rows)} types, {offline_count} priced offline"
-        if digest == ctx.state.get("digest") and not ctx.full_refresh:
+        if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged")
         table = pa.Table.from_pylist(rows, schema=schema.INSTANCE_TYPES)
-        slices = sorted({f"aws|{r}" for r in _regions(ctx)})
+        slices = sorted({f"aws|{r}" for r in options.region_names()})
         return FetchResult([Batch("instance_types", table, slices)], {"digest": digest, "watermark": watermark},
                            watermark=watermark)
 

@@ -16,7 +16,8 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import SourceOptions, option
 from warehouse import schema
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def _download(source: str, url: str, attempts: int = ATTEMPTS) -> tuple[bytes, d
             with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "gpufinops"}),
                                         timeout=TIMEOUT_S) as response:
                 modified = response.headers.get("Last-Modified")
-                return response.read(), parsedate_to_datetime(modified).astimezone(timezone.utc) if modified else None
+                return response.read(), parsedate_to_datetime(modified).astimezone(UTC) if modified else None
         except urllib.error.HTTPError as exc:
             if exc.code not in RETRY_STATUS or attempt == attempts:
                 raise IngestError(f"{source}: GET {url} failed: HTTP {exc.code}") from None
@@ -81,6 +83,13 @@ def parse(source: str, name: str, data: bytes, regions: list[str] | None, update
     return pa.Table.from_pylist(rows, schema=schema.SPOT_INTERRUPTION_BANDS)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AwsSpotAdvisorOptions(SourceOptions):
+    url: str = option(DEFAULT_URL, "the Spot Instance Advisor feed's URL")
+    path: str | None = option(None, "a local copy of the feed instead of the URL")
+    regions: list[str] | None = option(None, "only these AWS regions (default: every region of the feed)")
+
+
 class AwsSpotAdvisor:
     meta = IngestorMeta(
         name="aws_spot_advisor",
@@ -91,27 +100,28 @@ class AwsSpotAdvisor:
         cursor="digest of the last feed loaded",
         lookback=timedelta(0),
         default_schedule="0 4 * * *",
-        required_keys=(),
-        optional_keys=("url", "path", "regions"),
-        description="AWS Spot Instance Advisor interruption-frequency bands and savings",
+        options=AwsSpotAdvisorOptions,
+        description="AWS Spot Instance Advisor feed (interruption-frequency bands, savings), from its URL or a "
+                    "local copy",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        if ctx.options.get("path"):
-            path = Path(str(ctx.options["path"])).expanduser()
+        options: AwsSpotAdvisorOptions = ctx.options
+        if options.path:
+            path = Path(options.path).expanduser()
             if ctx.base_dir and not path.is_absolute():
                 path = Path(ctx.base_dir) / path
             if not path.is_file():
                 raise IngestError(f"{ctx.source}: path {str(path)!r} does not exist")
             data, name = path.read_bytes(), path.name
-            updated_at = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(microsecond=0)
+            updated_at = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(microsecond=0)
         else:
-            url = str(ctx.options.get("url", DEFAULT_URL))
+            url = options.url
             data, modified = _download(ctx.source, url)
-            name, updated_at = url, modified or datetime.now(timezone.utc).replace(microsecond=0)
-        regions = ctx.options.get("regions")
+            name, updated_at = url, modified or datetime.now(UTC).replace(microsecond=0)
+        regions = options.regions
         digest = hashlib.sha256(data + json.dumps(regions).encode()).hexdigest()
-        if digest == ctx.state.get("digest") and not ctx.full_refresh:
+        if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="feed unchanged")
         table = parse(ctx.source, name, data, regions, updated_at)
         slices = sorted({f"aws|{r}" for r in table.column("region").to_pylist()})

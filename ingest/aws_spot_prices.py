@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 from ingest import aws_common
 from ingest.files import sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import option
 from warehouse import schema
 
 log = logging.getLogger(__name__)
@@ -30,13 +32,20 @@ DEFAULT_HISTORY = timedelta(days=30)   # first run: AWS keeps 90 days; 30 is eno
 TYPES_PER_CALL = 100
 
 
-def _regions(ctx: IngestContext) -> list[str]:
-    regions = ctx.options.get("regions")
-    if isinstance(regions, str):
-        regions = [regions]
-    if not regions or not all(isinstance(r, str) and r for r in regions):
-        raise IngestError(f"{ctx.source}: regions must be a non-empty list of AWS region names")
-    return list(regions)
+@dataclass(frozen=True, kw_only=True)
+class AwsRegionsOptions(aws_common.AwsClientOptions):
+    """The options of a source reading GPU instance types region by region."""
+    regions: str | list[str] = option(doc="the AWS regions to read (a name or a list)")
+    instance_types: list[str] | None = option(
+        None, "instance types to read besides (spot: instead of) every type DescribeInstanceTypes reports with GpuInfo")
+
+    def region_names(self) -> list[str]:
+        return [self.regions] if isinstance(self.regions, str) else list(self.regions)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsSpotPricesOptions(AwsRegionsOptions):
+    pass
 
 
 def gpu_instance_types(ec2: Any, source: str, region: str) -> list[dict]:
@@ -70,7 +79,7 @@ def _history(ec2: Any, source: str, region: str, types: list[str], start: dateti
 def _utc(value: Any) -> datetime:
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _table(region: str, points: list[dict]) -> pa.Table:
@@ -89,7 +98,7 @@ def _table(region: str, points: list[dict]) -> pa.Table:
 
 def _point_keys(data: pa.Table) -> list[str]:
     """The slice key of every point (the meta's slice_expr, computed here)."""
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     columns = [data.column(c).to_pylist() for c in ("provider", "zone", "instance_type", "product", "ts")]
     return [f"{p}|{z}|{t}|{d}|{(ts - epoch) // timedelta(microseconds=1)}" for p, z, t, d, ts in zip(*columns)]
 
@@ -104,24 +113,28 @@ class AwsSpotPrices:
         cursor="newest price timestamp per region",
         lookback=LOOKBACK,
         default_schedule="0 * * * *",
-        required_keys=("regions",),
-        optional_keys=("instance_types", "endpoint_url", "max_attempts"),
+        options=AwsSpotPricesOptions,
         time_range=True,
-        description="EC2 spot price history (Linux/UNIX) of GPU instance types",
+        description="EC2 `DescribeSpotPriceHistory` (Linux/UNIX) of every GPU type `DescribeInstanceTypes` "
+                    "reports with `GpuInfo`",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        until = min(ctx.until, now) if ctx.until else now
+        options: AwsSpotPricesOptions = ctx.options
+        window = ctx.window
+        now = datetime.now(UTC).replace(microsecond=0)
+        until = min(window.until, now) if window.until else now
         marks: dict[str, str] = dict(ctx.state.get("regions", {}))
         tables = []
-        for region in _regions(ctx):
-            ec2 = aws_common.client("ec2", ctx.source, ctx.options, region=region)
-            types = ctx.options.get("instance_types") or [t["InstanceType"] for t in gpu_instance_types(ec2, ctx.source, region)]
+        for region in options.region_names():
+            ec2 = aws_common.client("ec2", ctx.source, options, region=region)
+            types = options.instance_types or [t["InstanceType"] for t in gpu_instance_types(ec2, ctx.source, region)]
             if not types:
                 raise IngestError(f"{ctx.source}: DescribeInstanceTypes in {region} reported no GPU instance type")
-            if ctx.since:
-                start = ctx.since
+            # the cursor is one time per region, not one per source: the runner's window gives the
+            # range (--since) and each region resumes from its own mark minus the lookback
+            if window.ranged and window.since:
+                start = window.since
             elif region in marks:
                 start = datetime.fromisoformat(marks[region]) - LOOKBACK
             else:
@@ -137,7 +150,7 @@ class AwsSpotPrices:
         data = pa.concat_tables(tables)
         watermark = min(marks.values()) if marks else None
         state = {"regions": marks}
-        if ctx.full_refresh:  # replace exactly the points the API returned; older history stays
+        if ctx.window.full_refresh:  # replace exactly the points the API returned; older history stays
             return FetchResult([Batch("spot_prices", data, _point_keys(data))], state, watermark=watermark)
         name = f"_spot_{hashlib.sha256(ctx.run_id.encode()).hexdigest()[:12]}"
         ctx.con.register(name, data)

@@ -18,13 +18,15 @@ publish the GPU's UUID); its ``InstanceId`` is the resource hint attribution mat
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
-from ingest import aws_common, metrics_store
+from ingest import aws_common, metrics_attribution
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import ResourceMapOptions, option
 from warehouse.gpu_models import normalize_gpu_model
 from warehouse.schema import GPU_METRICS_HOURLY
 
@@ -46,20 +48,19 @@ COMPARED = ("hour", "gpu_uuid", "gpu_model", "host", "resource_hint", "util_mean
 
 
 def _hour(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return value.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def _window(ctx: IngestContext, now: datetime) -> tuple[datetime, datetime]:
-    lookback = timedelta(hours=float(ctx.options.get("lookback_hours", 3)))
-    backfill = timedelta(days=float(ctx.options.get("backfill_days", 7)))
-    end = _hour(ctx.until) if ctx.until else _hour(now)  # the current, incomplete hour waits
-    if ctx.since:
-        start = _hour(ctx.since)
-    elif ctx.state.get("cursor") and not ctx.full_refresh:
-        start = _hour(datetime.fromisoformat(ctx.state["cursor"])) - lookback
-    else:
-        start = end - backfill
-    return start, end
+@dataclass(frozen=True, kw_only=True)
+class CloudWatchGpuOptions(ResourceMapOptions, aws_common.AwsClientOptions):
+    region: str = option(doc="the AWS region whose CloudWatch holds the agent's metrics")
+    namespace: str = option(NAMESPACE, "the CloudWatch namespace the agent publishes to")
+    instance_ids: list[str] | None = option(None, "only these EC2 instances (default: every GPU series in the namespace)")
+    lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late datapoints)")
+    backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
+
+    def window_lookback(self, declared: timedelta) -> timedelta:
+        return timedelta(hours=self.lookback_hours)
 
 
 def _call(source: str, what: str, fn, **kwargs) -> dict:
@@ -159,33 +160,30 @@ class CloudWatchGpu:
         cursor="hour (last complete hour loaded)",
         lookback=timedelta(hours=3),
         default_schedule="17 * * * *",
-        required_keys=("region",),
-        optional_keys=("namespace", "instance_ids", "endpoint_url", "lookback_hours", "backfill_days",
-                       "max_attempts", "resource_map"),
+        options=CloudWatchGpuOptions,
         time_range=True,
-        description="CloudWatch agent nvidia_smi_* GPU metrics (CWAgent) via GetMetricData, hourly statistics pushed down",
+        window_cursor="cursor",
+        description="the CloudWatch agent's NVIDIA GPU metrics (`nvidia_smi_*` in `CWAgent`) through "
+                    "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
-        instance_ids = ctx.options.get("instance_ids")
-        if instance_ids is not None and (not isinstance(instance_ids, list)
-                                         or not all(isinstance(i, str) and i for i in instance_ids)):
-            raise IngestError(f"{ctx.source}: instance_ids must be a list of EC2 instance ids")
-        namespace = ctx.options.get("namespace", NAMESPACE)
-        start, end = _window(ctx, datetime.now(timezone.utc))
+        options: CloudWatchGpuOptions = ctx.options
+        resource_map = dict(options.resource_map)
+        instance_ids, namespace = options.instance_ids, options.namespace
+        start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
-        rules = metrics_store.rules_batches(ctx, resource_map)
+        rules = metrics_attribution.rules_batches(ctx, resource_map)
         if end <= start:
             return FetchResult(rules, {**ctx.state, **state}, watermark=ctx.state.get("cursor"),
                                skipped_reason="no complete hour since the last run")
-        cw = aws_common.client("cloudwatch", ctx.source, ctx.options)
+        cw = aws_common.client("cloudwatch", ctx.source, options)
         gpus = list_gpus(cw, ctx.source, namespace, set(instance_ids) if instance_ids else None)
         values = fetch_hourly(cw, ctx.source, gpus, namespace, start, end) if gpus else {}
         new = hourly_table(values, ctx.source, ctx.run_id)
         log.info("%s: %d GPU series, %d GPU-hours from %s to %s", ctx.source, len(gpus), new.num_rows, start, end)
         hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
-        if not ctx.full_refresh and self._unchanged(ctx, new, start, end):
+        if not ctx.window.full_refresh and self._unchanged(ctx, new, start, end):
             return FetchResult(rules, state, watermark=end.isoformat(), skipped_reason="no new or changed hours")
         return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new, slices=hours)], state,
                            watermark=end.isoformat())

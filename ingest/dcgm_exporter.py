@@ -14,7 +14,7 @@ Fields: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` / ``_FB_FREE`` / `
 0–1); other families are ignored. Labels: ``UUID``, ``gpu``, ``modelName``, ``Hostname`` (else the
 ``instance`` label without its port, else the target's host), MIG ``GPU_I_PROFILE``/``GPU_I_ID``
 (``mig_instance`` = ``"<profile>/<id>"``: each slice is its own row), ``namespace``/``pod``/
-``container`` (``exported_*`` first; see ``metrics_store.workload_labels``) and ``vgpu`` (set by
+``container`` (``exported_*`` first; see ``metrics_attribution.workload_labels``) and ``vgpu`` (set by
 ``--kubernetes-virtual-gpus``: the GPU is shared, every sharing pod gets its own copy of the series,
 kept as its own sample row), the configured ``resource_label`` (default ``instance_id``) and
 ``provider_id_label`` (default ``provider_id``, a Kubernetes node providerID). Each hour also yields
@@ -26,16 +26,15 @@ targets' samples are stored; the next run rolls them up.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import io
 import logging
-import os
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -45,9 +44,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest import metrics_store, validate, workloads
-from ingest.files import check_link
+from ingest import metrics_attribution, metrics_store, validate, workloads
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.scrape import display_url, expand_targets, fetch_bytes
+from ingest.spec import ExporterOptions, option
 from ingest.validate_metrics import checked_lines, rejects_table
 
 log = logging.getLogger(__name__)
@@ -62,83 +62,6 @@ FIELDS = {  # DCGM field -> sample column
 }
 VALUE_COLUMNS = tuple(f.name for f in metrics_store.SAMPLE_SCHEMA if f.type == pa.float64())
 ATTR_COLUMNS = ("gpu_index", "name", "host", "resource_hint", "provider_id", "namespace", "pod", "container", "vgpu")
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_RETRIES = 3
-
-
-# ---- fetching ------------------------------------------------------------------------------------
-
-def expand_targets(source: str, targets: Any, base_dir: str | None) -> list[str]:
-    """URLs as given; local paths and globs (relative to the config's folder) as sorted file:// URLs."""
-    if isinstance(targets, str):
-        targets = [targets]
-    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
-        raise IngestError(f"{source}: targets must be a non-empty list of URLs or paths")
-    out: list[str] = []
-    for target in targets:
-        if "://" in target:
-            out.append(target)
-            continue
-        full = os.path.expanduser(target)
-        if base_dir and not os.path.isabs(full):
-            full = os.path.join(base_dir, full)
-        for path in glob.glob(full):
-            check_link(source, path)
-        matched = sorted({os.path.realpath(p): p for p in glob.glob(full) if os.path.isfile(p)}.values())
-        if not matched:
-            raise IngestError(f"{source}: target {target!r} matches no file")
-        out += [urllib.parse.urljoin("file:", urllib.request.pathname2url(os.path.abspath(p))) for p in matched]
-    return out
-
-
-def display_url(url: str) -> str:
-    """``url`` without its ``user:password@`` (what messages, logs and the ledger show)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def _request(url: str) -> urllib.request.Request:
-    """A GET for ``url``; credentials in the URL (``https://user:password@host/…``) become HTTP Basic auth."""
-    parts = urllib.parse.urlsplit(url)
-    headers = {"Accept": "text/plain; version=0.0.4"}
-    if parts.username is not None:
-        import base64
-        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        host = parts.hostname or ""
-        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    return urllib.request.Request(url, headers=headers)
-
-
-def fetch_text(url: str, *, timeout_s: float, retries: int) -> str:
-    """The body of ``url`` as text (see ``fetch_bytes``)."""
-    return fetch_bytes(url, timeout_s=timeout_s, retries=retries).decode("utf-8")
-
-
-def fetch_bytes(url: str, *, timeout_s: float, retries: int) -> bytes:
-    """The body of ``url``; retried with backoff on connection errors, 5xx and 429; raises the last error."""
-    delay = 0.5
-    for attempt in range(1, retries + 1):
-        try:
-            with urllib.request.urlopen(_request(url), timeout=timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500 and exc.code != 429 or attempt == retries:
-                raise
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            if attempt == retries or url.startswith("file:"):
-                raise
-            log.info("%s: %s; retrying in %.1f s", display_url(url), getattr(exc, "reason", exc), delay)
-        time.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
 
 
 # ---- parsing -------------------------------------------------------------------------------------
@@ -172,7 +95,7 @@ class ExpositionParser:
         host = labels.get("Hostname") or labels.get("instance", "").rsplit(":", 1)[0] or default_host
         uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
         return (column, uuid, mig, labels.get("gpu"), labels.get("modelName"), host, labels.get(self.resource_label),
-                labels.get(self.provider_id_label), *metrics_store.workload_labels(labels), labels.get("vgpu") or None)
+                labels.get(self.provider_id_label), *metrics_attribution.workload_labels(labels), labels.get("vgpu") or None)
 
     def parse(self, text: str | bytes, scrape_ms: int, default_host: str, where: str) -> tuple[pa.Table, bool]:
         """(samples, whether every sample carried its own timestamp)."""
@@ -223,7 +146,7 @@ class ExpositionParser:
     def _checked(self, where: str, index: pa.Array, known: list[tuple[int, tuple]], lines: pa.Array,
                  numbers: pa.Array, values: pa.Array, stamps: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
         """The lines of GPU fields that pass the sample checks (ingest/validate_metrics.py)."""
-        column_of_series = [None] * (max(i for i, _ in known) + 2)
+        column_of_series: list[int | None] = [None] * (max(i for i, _ in known) + 2)
         for i, p in known:
             column_of_series[i] = VALUE_COLUMNS.index(p[0])
         columns = pc.take(pa.array(column_of_series, pa.int32()), pc.fill_null(index, len(column_of_series) - 1))
@@ -236,8 +159,8 @@ class ExpositionParser:
         """One row per (time, GPU / slice) with a column per field, by Arrow's hash aggregation."""
         keys: dict[tuple, int] = {}
         key_attrs: list[tuple] = []
-        series_key = [None] * (max(i for i, _ in known) + 1)
-        series_column = [None] * len(series_key)
+        series_key: list[int | None] = [None] * (max(i for i, _ in known) + 1)
+        series_column: list[int | None] = [None] * len(series_key)
         for i, p in known:
             key = (p[1], p[2], *p[8:11])  # GPU, slice and workload: pods sharing a GPU keep a row each
             if key not in keys:
@@ -304,15 +227,13 @@ def _line_number(text: str | bytes, fragment: str) -> int:
 
 # ---- the ingestor --------------------------------------------------------------------------------
 
-def _scrape(url: str, options: dict[str, Any]) -> tuple[str, str, pa.Table | None, bool, list[dict]]:
+def _scrape(url: str, options: DcgmExporterOptions, seen: set[str]) -> tuple[str, str, pa.Table | None, bool, list[dict]]:
     """(url, body digest, samples or None when unchanged, whether samples carry timestamps, lines refused)."""
-    body = fetch_bytes(url, timeout_s=float(options.get("timeout_s", DEFAULT_TIMEOUT_S)),
-                       retries=int(options.get("retries", DEFAULT_RETRIES)))
+    body = fetch_bytes(url, timeout_s=options.timeout_s, retries=options.retries)
     digest = hashlib.sha1(body).hexdigest()
-    if digest in options["_seen"]:
+    if digest in seen:
         return url, digest, None, True, []
-    parser = ExpositionParser(options.get("resource_label", "instance_id"),
-                              options.get("provider_id_label", "provider_id"), options.get("on_invalid", validate.FAIL))
+    parser = ExpositionParser(options.resource_label, options.provider_id_label, options.on_invalid)
     host = urllib.parse.urlsplit(url).hostname or ""
     table, stamped = parser.parse(body, int(time.time() * 1000), host, display_url(url))
     return url, digest, table, stamped, parser.rejects
@@ -337,6 +258,11 @@ def _unique(tables: list[pa.Table]) -> pa.Table:
         con.close()
 
 
+@dataclass(frozen=True, kw_only=True)
+class DcgmExporterOptions(ExporterOptions):
+    targets: str | list[str] = option(doc="exporter URLs, file:// URLs or local paths/globs")
+
+
 class DcgmExporter:
     meta = IngestorMeta(
         name="dcgm_exporter",
@@ -347,22 +273,21 @@ class DcgmExporter:
         cursor="files of the sample store's day partitions",
         lookback=timedelta(0),
         default_schedule="* * * * *",
-        required_keys=("targets",),
-        optional_keys=("resource_label", "resource_map", "namespace_teams", "provider_id_label",
-                       "timeout_s", "retries", "on_invalid"),
-        description="DCGM exporter /metrics endpoints (Prometheus text format), scraped into hourly GPU rollups",
+        options=DcgmExporterOptions,
+        description="DCGM exporter `/metrics` (Prometheus text format): URLs, `file://` URLs or local "
+                    "paths/globs, scraped into a sample store and rolled up hourly",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        targets = expand_targets(ctx.source, ctx.options["targets"], ctx.base_dir)
-        resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
-        namespace_teams = metrics_store.string_table(ctx, "namespace_teams", 'namespace = "team"')
+        options: DcgmExporterOptions = ctx.options
+        targets = expand_targets(ctx.source, options.targets, ctx.base_dir)
+        resource_map, namespace_teams = dict(options.resource_map), dict(options.namespace_teams)
         folder = metrics_store.samples_dir(ctx)
         seen = dict(ctx.state.get("stamped_bodies", {}))
-        options = {**ctx.options, "_seen": set(seen.values()), "on_invalid": validate.on_invalid(ctx)}
+        unchanged = set(seen.values())
         failures, new_tables, rejects = [], [], []
         with ThreadPoolExecutor(max_workers=min(4, len(targets))) as pool:
-            futures = [pool.submit(_scrape, url, options) for url in targets]
+            futures = [pool.submit(_scrape, url, options, unchanged) for url in targets]
             for url, future in zip(targets, futures):
                 try:
                     _, digest, table, stamped, refused = future.result()
@@ -386,7 +311,7 @@ class DcgmExporter:
                               f"(the others' samples are stored): {'; '.join(failures)}")
         metrics_store.compact(folder, written, ctx.run_id)
         result = self._rollup(ctx, folder, seen, resource_map, namespace_teams)
-        if options["on_invalid"] == validate.SKIP_ROWS:  # each target scraped replaces its previous rejects
+        if options.on_invalid == validate.SKIP_ROWS:  # each target scraped replaces its previous rejects
             result.batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None,
                                                          [display_url(t) for t in targets]))
             result.skipped_reason = None if rejects else result.skipped_reason
@@ -396,7 +321,7 @@ class DcgmExporter:
         stored, plan = metrics_store.plan_rollup(folder, ctx.state.get("days", {}))
         watermark = max(stored, default=None)
         state = {"days": stored, "stamped_bodies": seen, "watermark": watermark}
-        rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
+        rules = metrics_attribution.rules_batches(ctx, resource_map, namespace_teams)
         if not plan:
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new samples")
         batches = list(rules)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ import duckdb
 from ingest import validate
 from ingest.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import OnInvalidOptions, option
 from warehouse import reference, schema
 
 log = logging.getLogger(__name__)
@@ -144,12 +146,9 @@ def billing_periods(con: duckdb.DuckDBPyConnection, source: str, p: validate.Par
     return sorted(r[0] for r in rows if r[0] is not None)
 
 
-def _in_range(period_start: str, since: datetime | None, until: datetime | None) -> bool:
-    """Whether a billing period starting at ``period_start`` overlaps [month of since, until)."""
-    start = datetime.fromisoformat(period_start.replace("+00", "+00:00"))
-    if until is not None and start >= until:
-        return False
-    return since is None or start >= since.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+@dataclass(frozen=True, kw_only=True)
+class FocusFilesOptions(OnInvalidOptions):
+    path: str | list[str] = option(doc="a glob or a list of globs of FOCUS CSV (.csv, .csv.gz) or Parquet files")
 
 
 class FocusFiles:
@@ -163,18 +162,18 @@ class FocusFiles:
         cursor="file fingerprints (size, mtime)",
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
-        required_keys=("path",),
-        optional_keys=("on_invalid",),
+        options=FocusFilesOptions,
         time_range=True,
-        description="FOCUS 1.0–1.2 CSV or Parquet cost exports (local paths and globs)",
+        description="FOCUS 1.0–1.2 CSV (`.csv`, `.csv.gz`) or Parquet exports (local paths and globs)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
         previous: dict[str, Any] = ctx.state.get("files", {})
-        files = expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
+        files = expand_paths(ctx.source, ctx.options.path, ctx.base_dir)
         if not files:
-            raise IngestError(f"{ctx.source}: no file matches path {ctx.options['path']!r}")
-        ranged = ctx.since is not None or ctx.until is not None
+            raise IngestError(f"{ctx.source}: no file matches path {ctx.options.path!r}")
+        window = ctx.window
+        ranged = window.ranged  # the cursor is file fingerprints, not a time: a range selects billing periods
         # --since/--until reloads the periods in range from every file, leaving the cursor alone
         changed, removed = (files, []) if ranged else changed_files(files, previous)
         if not changed and not removed:
@@ -194,7 +193,7 @@ class FocusFiles:
         # periods a changed or removed file held before: rows there may have been withdrawn
         affected |= {p for path in changed + removed for p in previous.get(path, {}).get("periods", [])}
         if ranged:
-            affected = {p for p in affected if _in_range(p, ctx.since, ctx.until)}
+            affected = {p for p in affected if window.holds_period(datetime.fromisoformat(p.replace("+00", "+00:00")))}
             if not affected:
                 return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
                                    skipped_reason="no billing period in the requested range")

@@ -16,10 +16,12 @@ home (:mod:`ingest.gcp_pushdown`); the run's ledger note then says what BigQuery
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from ingest import gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdow
 from ingest.files import expand_paths, fingerprint, sql_literal
 from ingest.gcp_export_mapping import conform_select, focus_select
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import OnInvalidOptions, OptionProblem, option
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +48,33 @@ MARKS_SQL = ("SELECT CAST({day} AS STRING) AS day, COUNT(*) AS row_count, "
              "WHERE export_time > {since}) GROUP BY day")
 
 
-def _lookback(ctx: IngestContext) -> timedelta:
-    value = ctx.options.get("lookback_days", DEFAULT_LOOKBACK_DAYS)
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise IngestError(f"{ctx.source}: lookback_days must be a number of days ≥ 0 (got {value!r})")
-    return timedelta(days=value)
+@dataclass(frozen=True, kw_only=True)
+class GcpBillingExportOptions(gcp_common.GcpClientOptions, OnInvalidOptions):
+    project: str | None = option(None, "BigQuery: the project holding the export's dataset")
+    dataset: str | None = option(None, "BigQuery: the export's dataset")
+    table: str | None = option(None, "BigQuery: the export table (gcp_billing_export_v1_… or …_resource_v1_…)")
+    path: str | list[str] | None = option(None, "files instead: a glob (JSONL, Parquet, flattened CSV)")
+    lookback_days: float = option(DEFAULT_LOOKBACK_DAYS, "days of usage re-read before the newest export_time "
+                                                         "(rows for a day keep arriving)")
+    push_down: bool = option(False, "BigQuery only: roll up hourly in BigQuery (see Scale past one machine)")
+
+    def validate(self) -> None:
+        bigquery = any((self.project, self.dataset, self.table))
+        if bool(self.path) == bigquery:
+            raise OptionProblem("path", "set either project, dataset and table (BigQuery) or path (exported files)")
+        if bigquery:
+            for key, pattern in (("project", PROJECT_ID), ("dataset", DATASET_ID), ("table", TABLE_ID)):
+                value = getattr(self, key)
+                if not isinstance(value, str) or not pattern.match(value):
+                    raise OptionProblem(key, f"{value!r} is not a valid BigQuery {key} id")
+        if self.lookback_days < 0:
+            raise OptionProblem("lookback_days", f"must be a number of days ≥ 0, not {self.lookback_days!r}")
+        if self.push_down and self.path:
+            raise OptionProblem("push_down", "push_down = true needs the BigQuery table (project, dataset, table), "
+                                             "not exported files (path)")
+
+    def window_lookback(self, declared: timedelta) -> timedelta:
+        return timedelta(days=self.lookback_days)
 
 
 class _Files:
@@ -57,10 +82,10 @@ class _Files:
 
     def __init__(self, ctx: IngestContext):
         self.ctx = ctx
-        files = [f for f in expand_paths(ctx.source, ctx.options["path"], ctx.base_dir)
+        files = [f for f in expand_paths(ctx.source, ctx.options.path, ctx.base_dir)
                  if f.lower().endswith(gcp_export_files.SUFFIXES)]
         if not files:
-            raise IngestError(f"{ctx.source}: path {ctx.options['path']!r} matches no export file "
+            raise IngestError(f"{ctx.source}: path {ctx.options.path!r} matches no export file "
                               f"({', '.join(gcp_export_files.SUFFIXES)})")
         self.files = files
         self.fingerprint = hashlib.sha256(repr([(f, fingerprint(f)) for f in files]).encode()).hexdigest()
@@ -95,13 +120,10 @@ class _BigQuery:
     """The export table in BigQuery: two queries per changed run (day fingerprints, then the days' rows)."""
 
     def __init__(self, ctx: IngestContext):
-        opts = ctx.options
+        opts: GcpBillingExportOptions = ctx.options  # validate() checked project, dataset and table ids
         self.ctx = ctx
-        for key, pattern in (("project", PROJECT_ID), ("dataset", DATASET_ID), ("table", TABLE_ID)):
-            if not isinstance(opts.get(key), str) or not pattern.match(opts[key]):
-                raise IngestError(f"{ctx.source}: {key} {opts.get(key)!r} is not a valid BigQuery {key} id")
-        self.table = f"`{opts['project']}.{opts['dataset']}.{opts['table']}`"
-        self.client = gcp_common.bigquery_client(ctx.source, opts)
+        self.table = f"`{opts.project}.{opts.dataset}.{opts.table}`"
+        self.client = gcp_common.bigquery_client(ctx.source, opts, str(opts.project))
         self.fingerprint = None
         self.jobs = self.bytes_processed = self.bytes_billed = 0  # what this run asked BigQuery to do
         self.rollup_rows: int | None = None
@@ -120,7 +142,7 @@ class _BigQuery:
         return gcp_common.with_retries(self.ctx.source, f"BigQuery {what} on {self.table}", call, self.ctx.options)
 
     def marks(self, since: datetime | None) -> dict[str, list]:
-        stamp = (since or datetime(1970, 1, 1, tzinfo=timezone.utc)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        stamp = (since or datetime(1970, 1, 1, tzinfo=UTC)).strftime("%Y-%m-%d %H:%M:%S.%f")
         sql = MARKS_SQL.format(table=self.table, day="DATE(usage_start_time)", since=f"TIMESTAMP '{stamp}+00'")
         rows = self._query("day fingerprints", sql)
         return {r["day"]: [int(r["row_count"]), str(r["newest"]), str(r["total_cost"])] for r in rows if r["day"]}
@@ -150,46 +172,37 @@ class GcpBillingExport:
         cursor="export_time (per usage day: row count, newest export_time, total cost)",
         lookback=timedelta(days=DEFAULT_LOOKBACK_DAYS),
         default_schedule="15 */6 * * *",
-        required_keys=(),
-        optional_keys=("project", "dataset", "table", "endpoint", "credentials_file", "path", "lookback_days",
-                       "max_attempts", "initial_backoff_s", "push_down", "on_invalid"),
-        description="GCP Cloud Billing usage cost export (standard or detailed) from BigQuery or its file extracts",
+        options=GcpBillingExportOptions,
+        window_cursor="watermark",
+        description="the BigQuery standard or detailed usage cost export (`project`, `dataset`, `table`), or "
+                    "its extracts (`path`: JSONL, Parquet, flattened CSV)",
     )
 
     def _backend(self, ctx: IngestContext):
-        opts = ctx.options
-        bigquery = any(opts.get(k) for k in ("project", "dataset", "table"))
-        if bool(opts.get("path")) == bigquery:
-            raise IngestError(f"{ctx.source}: set either project, dataset and table (BigQuery) or path (exported files)")
-        if opts.get("path"):
-            path = opts["path"]
+        opts: GcpBillingExportOptions = ctx.options
+        if opts.path:
+            path = opts.path
             if ctx.base_dir and isinstance(path, str) and not Path(path).expanduser().is_absolute():
                 path = str(Path(ctx.base_dir) / path)
-            ctx.options = {**opts, "path": path}
+            ctx.options = dataclasses.replace(opts, path=path)
             return _Files(ctx)
         return _BigQuery(ctx)
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        lookback = _lookback(ctx)
-        push_down = ctx.options.get("push_down", False)
-        if not isinstance(push_down, bool):
-            raise IngestError(f"{ctx.source}: push_down must be true or false (got {push_down!r})")
-        if push_down and ctx.options.get("path"):
-            raise IngestError(f"{ctx.source}: push_down = true needs the BigQuery table (project, dataset, table), "
-                              "not exported files (path)")
+        push_down = ctx.options.push_down
         backend = self._backend(ctx)
-        result = self._fetch(ctx, backend, lookback, push_down)
+        result = self._fetch(ctx, backend, push_down)
         if push_down:  # the ledger says what BigQuery was paid for, skipped runs included
             result.watermark = gcp_pushdown.ledger_note(result.watermark, backend, backend.rollup_rows)
         return result
 
-    def _fetch(self, ctx: IngestContext, backend: Any, lookback: timedelta, push_down: bool) -> FetchResult:
+    def _fetch(self, ctx: IngestContext, backend: Any, push_down: bool) -> FetchResult:
         state = ctx.state
-        if backend.fingerprint is not None and backend.fingerprint == state.get("files") and not ctx.full_refresh:
+        if backend.fingerprint is not None and backend.fingerprint == state.get("files") and not ctx.window.full_refresh:
             return FetchResult([], state, watermark=state.get("watermark"), skipped_reason="no export file changed")
-        since = None
-        if state.get("watermark") and backend.fingerprint is None:
-            since = datetime.fromisoformat(state["watermark"]) - lookback
+        # BigQuery: the days with rows exported since the runner's window start (the watermark minus
+        # lookback_days); exported files carry no export_time index, so every day's marks are read
+        since = ctx.window.since if backend.fingerprint is None else None
         marks = backend.marks(since)
         old: dict[str, list] = state.get("days", {})
         changed = sorted(d for d, m in marks.items() if old.get(d) != m)
@@ -197,9 +210,10 @@ class GcpBillingExport:
         newest = max([m[1] for m in marks.values()] + ([state["watermark"]] if state.get("watermark") else []),
                      default=None)
         watermark = _iso(newest) if newest else None
-        new_state = {"days": {**old, **marks}, "watermark": watermark}
+        days = {**old, **marks}
         for day in vanished:
-            new_state["days"].pop(day, None)
+            days.pop(day, None)
+        new_state: dict[str, Any] = {"days": days, "watermark": watermark}
         if backend.fingerprint is not None:
             new_state["files"] = backend.fingerprint
         if not changed and not vanished:
@@ -243,8 +257,8 @@ def _iso(text: str) -> str:
     """An export_time as printed by DuckDB or BigQuery → ISO-8601 UTC."""
     value = datetime.fromisoformat(text.replace(" UTC", "+00:00").replace("Z", "+00:00"))
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat()
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
 
 
 INGESTORS = [GcpBillingExport]

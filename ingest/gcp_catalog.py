@@ -20,10 +20,12 @@ tables written (default all four).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -32,6 +34,7 @@ import pyarrow as pa
 from ingest import gcp_common
 from ingest.gcp_catalog_parse import COMPUTE_SERVICE, catalog_rows, component_prices, machine_prices, wanted
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import choices_problem, option
 from warehouse import schema
 
 log = logging.getLogger(__name__)
@@ -49,29 +52,34 @@ NEW_HISTORY = ("SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM price_his
                "AND h.effective_from = n.effective_from AND h.currency = n.currency AND h.source = n.source)")
 
 
-def _outputs(ctx: IngestContext) -> tuple[str, ...]:
-    wanted_outputs = ctx.options.get("outputs", list(OUTPUTS))
-    if isinstance(wanted_outputs, str):
-        wanted_outputs = [wanted_outputs]
-    bad = [o for o in wanted_outputs if o not in OUTPUTS]
-    if bad or not wanted_outputs:
-        raise IngestError(f"{ctx.source}: outputs must list some of {', '.join(OUTPUTS)} (got {wanted_outputs!r})")
-    return tuple(wanted_outputs)
+@dataclass(frozen=True, kw_only=True)
+class GcpCatalogOptions(gcp_common.GcpClientOptions):
+    currency: str | None = option(None, "prices in this currency (default: the catalogue's USD)")
+    outputs: str | list[str] = option(list(OUTPUTS), f"the tables to fill, some of {', '.join(OUTPUTS)}")
+
+    def validate(self) -> None:
+        problem = choices_problem("outputs", self.outputs, OUTPUTS)
+        if problem:
+            raise problem
+
+    def output_tables(self) -> tuple[str, ...]:
+        return (self.outputs,) if isinstance(self.outputs, str) else tuple(self.outputs)
 
 
 def list_skus(ctx: IngestContext) -> list[Any]:
     """Every SKU of the Compute Engine service, all pages; each page retried on 429/5xx."""
-    client = gcp_common.catalog_client(ctx.source, ctx.options)  # first: a missing SDK is one clear sentence
+    options: GcpCatalogOptions = ctx.options
+    client = gcp_common.catalog_client(ctx.source, options)  # first: a missing SDK is one clear sentence
     from google.cloud.billing_v1 import ListSkusRequest
 
-    currency = ctx.options.get("currency")
+    currency = options.currency
     skus, token = [], ""
     for page in range(MAX_PAGES):
         request = ListSkusRequest(parent=COMPUTE_SERVICE, page_size=PAGE_SIZE, page_token=token,
                                   **({"currency_code": str(currency)} if currency else {}))
         pager = gcp_common.with_retries(ctx.source, f"Cloud Billing Catalog ListSkus page {page + 1}",
-                                        lambda: client.list_skus(request=request, timeout=gcp_common.TIMEOUT_S,
-                                                                 retry=None), ctx.options)
+                                        functools.partial(client.list_skus, request=request,
+                                                          timeout=gcp_common.TIMEOUT_S, retry=None), options)
         skus += list(pager.skus)
         token = pager.next_page_token
         if not token:
@@ -125,14 +133,14 @@ class GcpCatalog:
         cursor="digest of the last catalogue loaded",
         lookback=timedelta(0),
         default_schedule="0 4 * * *",
-        required_keys=(),
-        optional_keys=("endpoint", "credentials_file", "currency", "outputs", "max_attempts", "initial_backoff_s"),
-        description="Cloud Billing Catalog Compute Engine GPU SKUs (on-demand, Spot, commitments) and GPU machine prices",
+        options=GcpCatalogOptions,
+        description="Cloud Billing Catalog API, Compute Engine GPU SKUs and the vCPU/RAM SKUs of a2, a3, g2 "
+                    "(also `instance_types`, `spot_prices`, `price_history`)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        outputs = _outputs(ctx)
-        currency = str(ctx.options["currency"]).upper() if ctx.options.get("currency") else None
+        outputs = ctx.options.output_tables()
+        currency = ctx.options.currency.upper() if ctx.options.currency else None
         skus = [s for s in list_skus(ctx) if wanted(s)]
         rows = catalog_rows(skus, currency, SOURCE, ctx.run_id)
         if not rows:
@@ -143,7 +151,7 @@ class GcpCatalog:
         flagged = sum(1 for r in rows if r["flag"])
         watermark = (f"{len({r['sku_id'] for r in rows})} SKUs, {len(rows)} prices ({flagged} flagged), "
                      f"{len(machines)} machine prices")
-        unchanged = digest == ctx.state.get("digest") and not ctx.full_refresh
+        unchanged = digest == ctx.state.get("digest") and not ctx.window.full_refresh
         log.info("%s: %s%s", ctx.source, watermark, " (unchanged)" if unchanged else "")
         regions = sorted({f"gcp|{r['region']}" for r in rows})
         batches: list[Batch | None] = []
@@ -152,17 +160,18 @@ class GcpCatalog:
         if "price_history" in outputs:
             batches.append(insert_new(ctx, "price_history", _history_rows(machines, ctx.run_id), NEW_HISTORY))
         if unchanged:  # only re-add price points another source's load removed (gcp_price_history)
-            batches = [b for b in batches if b is not None]
-            if not batches:
+            readded = [b for b in batches if b is not None]
+            if not readded:
                 return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged")
-            return FetchResult(batches, ctx.state, watermark=ctx.state.get("watermark"))
+            return FetchResult(readded, ctx.state, watermark=ctx.state.get("watermark"))
+        loaded = [b for b in batches if b is not None]
         if "price_catalog" in outputs:
-            batches.append(Batch("price_catalog", pa.Table.from_pylist(rows, schema=schema.PRICE_CATALOG), regions))
+            loaded.append(Batch("price_catalog", pa.Table.from_pylist(rows, schema=schema.PRICE_CATALOG), regions))
         if "instance_types" in outputs:
-            batches.append(Batch("instance_types", pa.Table.from_pylist(_instance_rows(machines),
+            loaded.append(Batch("instance_types", pa.Table.from_pylist(_instance_rows(machines),
                                                                         schema=schema.INSTANCE_TYPES), regions))
-        state = {"digest": digest, "watermark": watermark, "loaded_at": datetime.now(timezone.utc).isoformat()}
-        return FetchResult([b for b in batches if b is not None], state, watermark=watermark)
+        state = {"digest": digest, "watermark": watermark, "loaded_at": datetime.now(UTC).isoformat()}
+        return FetchResult(loaded, state, watermark=watermark)
 
 
 INGESTORS = [GcpCatalog]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -52,8 +52,8 @@ def _utc(value: Any) -> datetime | None:
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
     # proto-plus DatetimeWithNanoseconds is a datetime subclass: keep microseconds, drop the subclass
     value = datetime(value.year, value.month, value.day, value.hour, value.minute, value.second,
-                     value.microsecond, tzinfo=value.tzinfo or timezone.utc)
-    return value.astimezone(timezone.utc)
+                     value.microsecond, tzinfo=value.tzinfo or UTC)
+    return value.astimezone(UTC)
 
 
 def component(description: str, group: str) -> str | None:
@@ -138,9 +138,10 @@ def machine_prices(prices: dict[tuple[str, str, str], Price]) -> list[dict]:
     for region in regions:
         for pricing in USAGE_PRICING.values():
             for name, shape in SHAPES.items():
-                parts = [prices.get((region, pricing, shape.gpu_sku)), prices.get((region, pricing, f"{shape.family} core")),
+                found = [prices.get((region, pricing, shape.gpu_sku)), prices.get((region, pricing, f"{shape.family} core")),
                          prices.get((region, pricing, f"{shape.family} ram"))]
-                if None in parts or len({p.currency for p in parts}) != 1:
+                parts = [p for p in found if p is not None]
+                if len(parts) < len(found) or len({p.currency for p in parts}) != 1:
                     continue
                 gpu, core, ram = parts
                 total = gpu.price * shape.gpu_count + core.price * shape.vcpus + ram.price * shape.memory_gib

@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ingest import extras
 from ingest.registry import IngestError
+from ingest.spec import SourceOptions, option
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +30,18 @@ RETRIED_STATUS = (429, 500, 502, 503, 504)
 T = TypeVar("T")
 
 
-def _credentials(source: str, options: dict[str, Any]) -> Any:
-    path = options.get("credentials_file")
+@dataclass(frozen=True, kw_only=True)
+class GcpClientOptions(SourceOptions):
+    """The options of every source calling a Google Cloud API."""
+    endpoint: str | None = option(None, "an API endpoint instead of Google's (an emulator: anonymous credentials)")
+    credentials_file: str | None = option(
+        None, "a service account key file (default: Application Default Credentials)")
+    max_attempts: int = option(MAX_ATTEMPTS, "attempts per API call (429, 5xx and connection errors are retried)")
+    initial_backoff_s: float = option(INITIAL_BACKOFF_S, "the first wait between attempts, seconds (then doubled)")
+
+
+def _credentials(source: str, options: GcpClientOptions) -> Any:
+    path = options.credentials_file
     if path:
         try:
             from google.oauth2 import service_account
@@ -39,15 +51,15 @@ def _credentials(source: str, options: dict[str, Any]) -> Any:
             return service_account.Credentials.from_service_account_file(str(path))
         except (OSError, ValueError) as exc:
             raise IngestError(f"{source}: credentials_file {path} can not be read ({type(exc).__name__})") from None
-    if options.get("endpoint"):
+    if options.endpoint:
         from google.auth.credentials import AnonymousCredentials
         return AnonymousCredentials()
     return None  # Application Default Credentials
 
 
-def client_options(options: dict[str, Any]) -> Any:
+def client_options(options: GcpClientOptions) -> Any:
     from google.api_core.client_options import ClientOptions
-    endpoint = options.get("endpoint")
+    endpoint = options.endpoint
     return ClientOptions(api_endpoint=str(endpoint)) if endpoint else None
 
 
@@ -71,11 +83,11 @@ def is_retryable(exc: BaseException) -> bool:
         return False
 
 
-def with_retries(source: str, what: str, call: Callable[[], T], options: dict[str, Any],
+def with_retries(source: str, what: str, call: Callable[[], T], options: GcpClientOptions,
                  sleep: Callable[[float], None] = time.sleep) -> T:
     """``call()``, retried on 429/5xx/connection errors with exponential backoff; one clear error at the end."""
-    attempts = max(1, int(options.get("max_attempts", MAX_ATTEMPTS)))
-    delay = float(options.get("initial_backoff_s", INITIAL_BACKOFF_S))
+    attempts = max(1, options.max_attempts)
+    delay = options.initial_backoff_s
     for attempt in range(1, attempts + 1):
         try:
             return call()
@@ -100,16 +112,16 @@ def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
     return IngestError(f"{source}: {what} failed: {prefix}{message or type(exc).__name__}")
 
 
-def bigquery_client(source: str, options: dict[str, Any]) -> Any:
+def bigquery_client(source: str, options: GcpClientOptions, project: str) -> Any:
     try:
         from google.cloud import bigquery
     except ImportError:  # tests: test_extras.py hides google
         raise IngestError(f"{source}: " + extras.missing_message("reading BigQuery", "google.cloud.bigquery", "gcp")) from None
-    return bigquery.Client(project=str(options["project"]), credentials=_credentials(source, options),
+    return bigquery.Client(project=project, credentials=_credentials(source, options),
                            client_options=client_options(options))
 
 
-def catalog_client(source: str, options: dict[str, Any]) -> Any:
+def catalog_client(source: str, options: GcpClientOptions) -> Any:
     try:
         from google.cloud import billing_v1
     except ImportError:  # tests: test_extras.py hides google

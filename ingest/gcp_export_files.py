@@ -121,7 +121,7 @@ def _read_flat_csv(source: str, path: str) -> pa.Table:
     from ingest.validate import check_unique_columns
     with _open_text(path) as f:
         reader = csv.DictReader(f)
-        header = reader.fieldnames or []
+        header = list(reader.fieldnames or [])
         if header and header[0].startswith("\ufeff"):
             header[0] = header[0][1:]
             reader.fieldnames = header

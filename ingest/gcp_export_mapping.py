@@ -309,7 +309,7 @@ def casts(source_schema: pa.Schema) -> list[tuple[str, str, str]]:
     def leaf(expr: str, label: str, kind: str, source: pa.DataType, element: str | None = None) -> None:
         text = pa.types.is_string(source) or pa.types.is_large_string(source)
         if kind == "t" and text:
-            value, what = f"regexp_replace(trim({{v}}), ' UTC$', '+00:00')", "time"
+            value, what = "regexp_replace(trim({v}), ' UTC$', '+00:00')", "time"
         elif kind == "m" and text:
             value, what = "trim({v})", "number"
         elif kind == "m" and pa.types.is_floating(source):

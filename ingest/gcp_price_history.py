@@ -20,7 +20,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import logging
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pyarrow as pa
 
 from ingest.files import fingerprint
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import SourceOptions, choices_problem, option
 from warehouse import schema
 
 log = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ def read_changes(path: str, run_id: str) -> tuple[list[dict], list[dict]]:
             raise IngestError(f"file {path}: not a GCP GPU price-change file: missing column(s) {', '.join(missing)}")
         for line, row in enumerate(reader, start=2):
             try:
-                when = datetime.fromisoformat(row["commit_date"]).astimezone(timezone.utc)
+                when = datetime.fromisoformat(row["commit_date"]).astimezone(UTC)
             except ValueError:
                 raise IngestError(f"file {path} line {line}: commit_date {row['commit_date']!r} is not a date") from None
             machine, region = row["machine_type"].strip(), row["region"].strip()
@@ -82,6 +84,17 @@ def read_changes(path: str, run_id: str) -> tuple[list[dict], list[dict]]:
     return history, spot
 
 
+@dataclass(frozen=True, kw_only=True)
+class GcpPriceHistoryOptions(SourceOptions):
+    path: str = option(doc="the price-change CSV (Cyclenerd's format)")
+    outputs: str | list[str] = option(list(OUTPUTS), f"the tables to fill, some of {', '.join(OUTPUTS)}")
+
+    def validate(self) -> None:
+        problem = choices_problem("outputs", self.outputs, OUTPUTS)
+        if problem:
+            raise problem
+
+
 class GcpPriceHistory:
     meta = IngestorMeta(
         name="gcp_price_history",
@@ -92,24 +105,20 @@ class GcpPriceHistory:
         cursor="the file's size and modification time",
         lookback=timedelta(0),
         default_schedule="0 5 * * 1",
-        required_keys=("path",),
-        optional_keys=("outputs",),
-        description="GCP GPU machine price history (Cyclenerd's price-change CSV) into price_history and spot_prices",
+        options=GcpPriceHistoryOptions,
+        description="a GPU machine price-change file (Cyclenerd's format; also `spot_prices`)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        path = Path(str(ctx.options["path"])).expanduser()
+        options: GcpPriceHistoryOptions = ctx.options
+        path = Path(options.path).expanduser()
         if ctx.base_dir and not path.is_absolute():
             path = Path(ctx.base_dir) / path
         if not path.is_file():
             raise IngestError(f"{ctx.source}: path {str(path)!r} does not exist")
-        outputs = ctx.options.get("outputs", list(OUTPUTS))
-        if isinstance(outputs, str):
-            outputs = [outputs]
-        if not outputs or any(o not in OUTPUTS for o in outputs):
-            raise IngestError(f"{ctx.source}: outputs must list some of {', '.join(OUTPUTS)} (got {outputs!r})")
+        outputs = [options.outputs] if isinstance(options.outputs, str) else list(options.outputs)
         mark = hashlib.sha256(repr((str(path), fingerprint(str(path)), sorted(outputs))).encode()).hexdigest()
-        if mark == ctx.state.get("file") and not ctx.full_refresh:
+        if mark == ctx.state.get("file") and not ctx.window.full_refresh:
             return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="file unchanged")
         try:
             history, spot = read_changes(str(path), ctx.run_id)

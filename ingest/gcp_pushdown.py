@@ -91,7 +91,7 @@ def fetch_rollup(backend: Any, days: list[str], tag_keys: tuple[str, ...]) -> tu
     if not {"usage_start_time", "cost"} <= names:
         raise IngestError(f"{ctx.source}: {backend.table} is not a billing export table "
                           f"(it lacks {', '.join(sorted({'usage_start_time', 'cost'} - names))})")
-    sql = rollup_query(opts["project"], opts["dataset"], opts["table"], schema, days, tag_keys,
+    sql = rollup_query(str(opts.project), str(opts.dataset), str(opts.table), schema, days, tag_keys,
                        pinned_decimals=PINNED_DECIMALS)
     result = backend._query("rollup", sql, arrow=True)
     found = {name.lower(): i for i, name in enumerate(result.column_names)}  # BigQuery names are case-insensitive
@@ -113,7 +113,7 @@ def fetch_rollup(backend: Any, days: list[str], tag_keys: tuple[str, ...]) -> tu
 def gcp_table(backend: Any) -> Any:
     """The export table's metadata (its schema: free, no job)."""
     opts = backend.ctx.options
-    table_id = f"{opts['project']}.{opts['dataset']}.{opts['table']}"
+    table_id = f"{opts.project}.{opts.dataset}.{opts.table}"
     return gcp_common.with_retries(backend.ctx.source, f"BigQuery tables.get on {backend.table}",
                                    lambda: backend.client.get_table(table_id), opts)
 

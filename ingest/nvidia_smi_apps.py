@@ -27,11 +27,21 @@ import duckdb
 
 from ingest import metrics_store, validate, workloads
 from ingest.files import sql_literal
-from ingest.nvidia_smi_csv import (TIMESTAMP_FORMAT, base_names, data_rows, file_host, header_fields, header_line,
-                                   number_sql, sample_labels, split_by_header, typed_sql, value_sql)
-from ingest.validate_metrics import write_samples
+from ingest.nvidia_smi_format import (
+    TIMESTAMP_FORMAT,
+    base_names,
+    data_rows,
+    file_host,
+    header_fields,
+    header_line,
+    number_sql,
+    sample_labels,
+    split_by_header,
+    typed_sql,
+    value_sql,
+)
 from ingest.registry import IngestError
-from warehouse.schema import sql_type
+from ingest.validate_metrics import write_samples
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +66,7 @@ def is_apps_log(path: str) -> bool:
     return header is not None and is_apps_header(header_fields(header))
 
 
-def _column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
+def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
     bases = base_names(fields)
     cols = {role: bases.index(found) for role, names in COLUMNS.items()
             if (found := next((name for name in names if name in bases), None)) is not None}
@@ -73,11 +83,11 @@ def _column_map(source: str, path: str, fields: list[str], host_column: str | No
     return cols
 
 
-def _segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
+def segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
                     line_offset: int | None = None) -> str:
     def text(role: str) -> str:
         return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
-    tolerant = line_offset is not None  # see nvidia_smi_csv._segment_select
+    tolerant = line_offset is not None  # see nvidia_smi_format.segment_select
     host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
     ts, ts_raw = typed_sql("ts", cols, "ts", tolerant)
     pid, pid_raw = typed_sql("pid", cols, "integer", tolerant)
@@ -119,11 +129,11 @@ def parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path:
     marker = next(name.encode() for name in MEMORY_COLUMNS if name.encode() in header)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nvsmi-apps-") as tmp_dir:
-        parts = [(csv_path, fields, _column_map(source, path, fields, host_column), offset)
+        parts = [(csv_path, fields, column_map(source, path, fields, host_column), offset)
                  for csv_path, fields, offset in split_by_header(source, path, tmp_dir, marker)]
 
         def samples(numbered: bool) -> str:
-            return " UNION ALL ".join(_segment_select(p, f, c, file_host(path), o if numbered else None)
+            return " UNION ALL ".join(segment_select(p, f, c, file_host(path), o if numbered else None)
                                       for p, f, c, o in parts)
         labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", "mem": "mem_used_mib", "pid": "pid"})
         parsed, rows, rejects = write_samples(con, source, path, out_path, samples, labels,

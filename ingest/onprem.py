@@ -33,6 +33,7 @@ import functools
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -40,23 +41,64 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ingest.onprem_cost import (CLUSTER_KEYS, UTIL_STEP, WATT_STEP, Cluster, GpuHourCost, NodeGroup,
-                                OnpremConfigError, hourly_gpu_cost, parse_cluster, quantity, specs_from_rows)
-from ingest import metrics_store
+from ingest import metrics_attribution
+from ingest.onprem_cost import (
+    UTIL_STEP,
+    WATT_STEP,
+    Cluster,
+    GpuHourCost,
+    NodeGroup,
+    OnpremConfigError,
+    hourly_gpu_cost,
+    parse_cluster,
+    quantity,
+    specs_from_rows,
+)
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.spec import SourceOptions, option
 from warehouse import attribution, schema
 
 log = logging.getLogger(__name__)
 
-REQUIRED_KEYS = ("node_groups", "pue", "energy_usd_per_kwh")
 _DAY_SQL = 'CAST(CAST({col} AS DATE) AS VARCHAR)'
 
 
-def load_cluster(con: duckdb.DuckDBPyConnection, source: str, options: dict[str, Any]) -> Cluster:
+Number = float | str  # an amount: a TOML number, or its exact decimal text ("0.1125")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnpremOptions(SourceOptions):
+    """The cluster's cost model. Types are checked here; amounts, node groups and GPU models (against
+    the warehouse's gpu_specs) by ``onprem_cost.parse_cluster`` when the source runs."""
+    node_groups: list[dict[str, Any]] = option(doc="[[node_groups]]: name, nodes, gpu_model, gpus_per_node, "
+                                                   "server_price_usd, … (below)")
+    pue: Number = option(doc="facility power / IT power (at least 1)")
+    energy_usd_per_kwh: Number = option(doc="the energy price")
+    amortisation_months: Number | None = option(None, "the hardware's amortisation period (or per node group)")
+    amortisation_years: Number | None = option(None, "the same in years")
+    facility_usd_per_node_month: Number | None = option(None, "facility cost per node and month (0)")
+    operations_usd_per_node_month: Number | None = option(None, "operations cost per node and month (0)")
+    host_power_w: Number | None = option(None, "a node's non-GPU draw, W (0)")
+    idle_power_fraction: Number | None = option(None, "an idle GPU's draw as a share of its TDP (0.1)")
+    node_teams: dict[str, str] | None = option(None, "node → team, when the scheduler's labels don't say")
+    node_tags: dict[str, dict[str, Any]] | None = option(None, "node → tags copied into Tags")
+    metrics_source: str | None = option(None, "cost only this utilisation source's GPU-hours")
+    cluster: str | None = option(None, "the cluster's name (default: the source's)")
+    region: str | None = option(None, "RegionId of the lines (default: the cluster's name)")
+    billing_account_id: str | None = option(None, "BillingAccountId of the lines (onprem)")
+    billing_account_name: str | None = option(None, "BillingAccountName of the lines (the cluster's name)")
+    service_name: str | None = option(None, "ServiceName of the lines (On-prem GPU cluster)")
+
+    def cluster_table(self) -> dict[str, Any]:
+        """The keys the config set, as ``parse_cluster`` reads a ``[sources.<name>]`` table."""
+        return {k: v for k, v in self.given().items() if v is not None}
+
+
+def load_cluster(con: duckdb.DuckDBPyConnection, source: str, options: OnpremOptions) -> Cluster:
     """The source's cluster, validated against the warehouse's ``gpu_specs``; IngestError naming the key."""
     rows = con.execute("SELECT gpu_model, tdp_w, list_price_usd FROM gpu_specs").fetchall()
     try:
-        return parse_cluster(source, options, specs_from_rows(rows))
+        return parse_cluster(source, options.cluster_table(), specs_from_rows(rows))
     except OnpremConfigError as exc:
         raise IngestError(f"{source}: config error: {exc}") from None
 
@@ -261,7 +303,7 @@ def host_team_rules(ctx: IngestContext, cluster: Cluster) -> list[Batch]:
     rules = attribution.rules_table(ctx.source, host_teams={n: t for n, t in host_teams.items() if t})
     if not attribution.rules_changed(ctx.con, ctx.source, rules):
         return []
-    return [metrics_store.rules_batch(ctx.source, rules)]
+    return [metrics_attribution.rules_batch(ctx.source, rules)]
 
 
 def label_rules_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
@@ -281,11 +323,11 @@ class Onprem:
         cursor="per-day fingerprints of the cluster's gpu_metrics_hourly rows, and the cluster config's",
         lookback=timedelta(0),
         default_schedule="40 * * * *",  # after the utilisation sources' hourly rollups
-        required_keys=REQUIRED_KEYS,
-        optional_keys=tuple(k for k in CLUSTER_KEYS if k not in REQUIRED_KEYS),
+        options=OnpremOptions,
         time_range=True,
-        description="a private GPU cluster's cost model: hardware price, amortisation, power, PUE, energy "
-                    "price, ops cost; hourly line items per GPU over the cluster's GPU metrics window",
+        description="a private GPU cluster's cost model (hardware price, amortisation, power, PUE, energy price, "
+                    "operations) over its measured GPU-hours (`ProviderName = PublisherName = InvoiceIssuerName = 'onprem'`); "
+                    "see below",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -300,9 +342,9 @@ class Onprem:
         last = max(v[2] for v in found.values())
         fps = {d: found[d][0] if d in found else "none" for d in _all_days(first, last)}
         config = cluster.fingerprint() + ":" + label_rules_fingerprint(ctx.con)
-        ranged = ctx.since is not None or ctx.until is not None
+        ranged = ctx.window.ranged
         if ranged:  # --since/--until: re-cost the whole days the range touches, leaving the cursor alone
-            todo = {d for d in fps if _touches(d, ctx.since, ctx.until)}
+            todo = {d for d in fps if _touches(d, ctx.window.since, ctx.window.until)}
         else:
             todo = _days_to_cost(ctx.state, config, fps, first, last)
         if not todo:

@@ -22,15 +22,17 @@ import logging
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from ingest import metrics_store, validate, workloads
-from ingest.dcgm_exporter import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
+from ingest import metrics_attribution, validate, workloads
 from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from ingest.scrape import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
+from ingest.spec import ExporterOptions, option
 from ingest.validate_metrics import bad_figure, rejects_table
 from warehouse.schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
 
@@ -110,24 +112,24 @@ class PrometheusClient:
         return data["result"]
 
 
-def _series_key(labels: dict[str, str], dialect: str, options: dict[str, Any]) -> tuple:
+def _series_key(labels: dict[str, str], dialect: str, options: PrometheusOptions) -> tuple:
     host = labels.get("Hostname") or labels.get("instance", "").rsplit(":", 1)[0] or None
     if dialect == "dcgm":
         mig = f"{labels['GPU_I_PROFILE']}/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else None
         uuid = labels.get("UUID") or (f"{host}:{labels['gpu']}" if labels.get("gpu") else None)
-        return (uuid, mig, labels.get("modelName"), host, labels.get(options.get("resource_label", "instance_id")),
-                labels.get(options.get("provider_id_label", "provider_id")), *metrics_store.workload_labels(labels),
+        return (uuid, mig, labels.get("modelName"), host, labels.get(options.resource_label),
+                labels.get(options.provider_id_label), *metrics_attribution.workload_labels(labels),
                 labels.get("vgpu") or None)
-    return (labels.get("uuid"), None, None, host, labels.get(options.get("resource_label", "instance_id")),
-            labels.get(options.get("provider_id_label", "provider_id")), None, None, None, None)
+    return (labels.get("uuid"), None, None, host, labels.get(options.resource_label),
+            labels.get(options.provider_id_label), None, None, None, None)
 
 
-def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: dict[str, Any],
+def fetch_partials(client: PrometheusClient, start: datetime, end: datetime, options: PrometheusOptions,
                    rejects: list[dict] | None = None) -> pa.Table:
     """One row per series and hour in [start, end): the pushed-down hourly figures. A figure that is
     not finite or out of range (``NaN``, ``+Inf``, utilisation over 100) fails the run naming the
     query, series and hour, or with ``rejects`` (skip_rows) drops that series-hour and records it."""
-    selector = "{" + options["selector"] + "}" if options.get("selector") else ""
+    selector = "{" + options.selector + "}" if options.selector else ""
     window = "1h" if not client.range_inclusive() else f"{HOUR_S * 1000 - 1}ms"
     rows: dict[tuple, dict[str, Any]] = {}
     names: dict[str, str] = {}
@@ -173,7 +175,7 @@ def _figure(client: PrometheusClient, query: str, figure: str, key: tuple, hour:
     why = bad_figure(figure, number)
     if why is None:
         return number
-    when = datetime.fromtimestamp(hour, timezone.utc).isoformat()
+    when = datetime.fromtimestamp(hour, UTC).isoformat()
     if rejects is None:
         raise IngestError(f"Prometheus at {client.url} answered {value!r} for {query} (GPU {key[0]}, hour {when}), "
                           f"which {why}")
@@ -201,20 +203,19 @@ hourly AS (
 
 
 def _hour(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return value.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def _window(ctx: IngestContext, now: datetime) -> tuple[datetime, datetime]:
-    lookback = timedelta(hours=float(ctx.options.get("lookback_hours", 3)))
-    backfill = timedelta(days=float(ctx.options.get("backfill_days", 7)))
-    end = _hour(ctx.until) if ctx.until else _hour(now)  # the current, incomplete hour waits
-    if ctx.since:
-        start = _hour(ctx.since)
-    elif ctx.state.get("cursor") and not ctx.full_refresh:
-        start = _hour(datetime.fromisoformat(ctx.state["cursor"])) - lookback
-    else:
-        start = end - backfill
-    return start, end
+@dataclass(frozen=True, kw_only=True)
+class PrometheusOptions(ExporterOptions):
+    url: str = option(doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)",
+                      secret=True)
+    selector: str | None = option(None, "PromQL label matchers every series must carry, e.g. cluster=\"prod\"")
+    lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late samples)")
+    backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
+
+    def window_lookback(self, declared: timedelta) -> timedelta:
+        return timedelta(hours=self.lookback_hours)
 
 
 class Prometheus:
@@ -227,40 +228,39 @@ class Prometheus:
         cursor="hour (last complete hour loaded)",
         lookback=timedelta(hours=3),
         default_schedule="7 * * * *",
-        required_keys=("url",),
-        optional_keys=("resource_label", "resource_map", "namespace_teams", "provider_id_label", "selector",
-                       "lookback_hours", "backfill_days", "timeout_s", "retries", "on_invalid"),
+        options=PrometheusOptions,
         time_range=True,
-        description="DCGM / nvidia_smi GPU metrics from a Prometheus server, hourly aggregation pushed down",
+        window_cursor="cursor",
+        description="a Prometheus server's `/api/v1/query_range`, hourly aggregation pushed down; DCGM "
+                    "(`DCGM_FI_*`) and nvidia_gpu_exporter (`nvidia_smi_*`) metrics",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        resource_map = metrics_store.string_table(ctx, "resource_map", 'host = "ResourceId"')
-        namespace_teams = metrics_store.string_table(ctx, "namespace_teams", 'namespace = "team"')
-        start, end = _window(ctx, datetime.now(timezone.utc))
+        options: PrometheusOptions = ctx.options
+        resource_map, namespace_teams = dict(options.resource_map), dict(options.namespace_teams)
+        start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
         if end <= start:
             return FetchResult([], {**ctx.state, **state}, watermark=ctx.state.get("cursor"),
                                skipped_reason="no complete hour since the last run")
-        client = PrometheusClient(ctx.options["url"], float(ctx.options.get("timeout_s", DEFAULT_TIMEOUT_S)),
-                                  int(ctx.options.get("retries", DEFAULT_RETRIES)))
+        client = PrometheusClient(options.url, options.timeout_s, options.retries)
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         rejects: list[dict] = []
-        partials = fetch_partials(client, start, end, ctx.options, rejects if skip_rows else None)
+        partials = fetch_partials(client, start, end, options, rejects if skip_rows else None)
         log.info("%s: %d series-hours from %s to %s", ctx.source, partials.num_rows, start, end)
         con = ctx.con
         con.register("_prometheus_partials", partials)
-        sql = metrics_store.attributed_sql(HOURLY_FROM_PARTIALS, source=ctx.source, run_id=ctx.run_id,
-                                           models=metrics_store.gpu_model_rows(con, "(SELECT name, coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0)) AS mem_total_mib FROM _prometheus_partials)"))
+        sql = metrics_attribution.attributed_sql(HOURLY_FROM_PARTIALS, source=ctx.source, run_id=ctx.run_id,
+                                           models=metrics_attribution.gpu_model_rows(con, "(SELECT name, coalesce(mem_total_max, mem_used_max + mem_free_min + coalesce(mem_reserved_max, 0)) AS mem_total_mib FROM _prometheus_partials)"))
         new = con.sql(sql).to_arrow_table()
         running = con.sql(workloads.partials_sql("_prometheus_partials", source=ctx.source, run_id=ctx.run_id)
                           ).to_arrow_table().cast(GPU_WORKLOADS_HOURLY)
         con.unregister("_prometheus_partials")
         hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
         watermark = end.isoformat()
-        rules = metrics_store.rules_batches(ctx, resource_map, namespace_teams)
+        rules = metrics_attribution.rules_batches(ctx, resource_map, namespace_teams)
         refused = [validate.rejects_batch(rejects_table(ctx, rejects), [r["file"] for r in rejects])] if rejects else []
-        if not ctx.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end) \
+        if not ctx.window.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end) \
                 and self._unchanged(con, ctx.source, running, start, end, "gpu_workloads_hourly", WORKLOADS_COMPARED):
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
         return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours),

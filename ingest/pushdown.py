@@ -73,6 +73,8 @@ def _trino(node: exp.Expression) -> exp.Expression:
 def _template(sql: str, **parts: exp.Expression) -> exp.Expression:
     """A BigQuery snippet whose placeholder columns (``__name__``) are replaced by the given subtrees."""
     tree = sqlglot.parse_one(sql, read="bigquery")
+    if not isinstance(tree, exp.Expression):  # parse_one is typed Expr; a parsed query is an Expression
+        raise TypeError(f"not an expression: {sql}")
     for column in list(tree.find_all(exp.Column)):
         if not column.table and column.name.startswith("__") and column.name.strip("_") in parts:
             column.replace(parts[column.name.strip("_")])

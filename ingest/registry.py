@@ -1,21 +1,25 @@
 """The ingestor registry: each source type declares its metadata once, here or in its module.
 
-Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` description
-(name, target table, key, cursor, restatement lookback, default schedule, config keys). The CLI,
-the config validator, the scheduler and the docs read the registry, so a schedule is defined once.
+Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` spec (name,
+target table, key, cursor, restatement lookback, default schedule, and its typed ``Options``, see
+``ingest.spec``). The code reads it: the config validator checks a source's table against the
+Options; the runner computes each run's ``LoadWindow`` from the cursor, lookback and time range;
+the scheduler takes the default schedule; ``python -m ingest.docs`` prints the README's source table.
 A ``Registry`` is a plain object: tests build their own instead of sharing global state.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
 import duckdb
 import pyarrow as pa
+
+from ingest.spec import SourceOptions
 
 
 class IngestError(Exception):
@@ -30,12 +34,50 @@ class IngestorMeta:
     slice_expr: str                 # SQL expression whose values identify a replaced slice
     source_column: str | None       # column holding the configured source name (None: a reference table without one)
     cursor: str | None              # incremental cursor (column or state item), None for full loads
-    lookback: timedelta             # restatement window re-read on every run
+    lookback: timedelta             # restatement window re-read on every run (an option may override it)
     default_schedule: str           # cron (5 fields), overridable per source in config
-    required_keys: tuple[str, ...]  # config keys the source must set
-    optional_keys: tuple[str, ...] = ()
+    options: type[SourceOptions]    # the config keys: their types, defaults and descriptions
     description: str = ""
     time_range: bool = False        # honours --since/--until (others load incrementally regardless)
+    # The state item holding the time the next load resumes from: the runner starts the window at
+    # it minus the lookback (None: the cursor is not a time, e.g. file fingerprints).
+    window_cursor: str | None = None
+
+    def parse_options(self, table: Mapping[str, Any], where: str, common: frozenset[str] = frozenset()) -> Any:
+        """The source's ``Options`` instance for its config ``table`` (``where``: the table's config key),
+        or OptionError naming the key (see ``SourceOptions.parse``)."""
+        return self.options.parse(table, where, self.name, common)
+
+
+@dataclass(frozen=True)
+class LoadWindow:
+    """The times one run loads, computed once by the runner from the spec and the command line.
+
+    ``ranged``: ``--since``/``--until`` chose the window (a reload that does not move the cursor);
+    else ``since`` is the saved cursor minus the lookback, or None (no cursor yet, a full refresh,
+    or a source whose cursor is not a time): the ingestor loads from its own start (its backfill).
+    """
+    since: datetime | None = None
+    until: datetime | None = None
+    ranged: bool = False
+    full_refresh: bool = False
+
+    def holds_period(self, start: datetime) -> bool:
+        """Whether a billing period starting at ``start`` overlaps [the month of ``since``, ``until``):
+        cost sources reload whole billing periods (a provider restates a month as a whole)."""
+        if self.until is not None and start >= self.until:
+            return False
+        return self.since is None or start >= self.since.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+    def whole_hours(self, now: datetime, backfill: timedelta) -> tuple[datetime, datetime]:
+        """[start, end) in whole UTC hours: to the last complete hour (or ``until``), from ``since``,
+        else ``backfill`` before the end (an hourly metrics source's first run)."""
+        end = _hour(self.until) if self.until else _hour(now)  # the current, incomplete hour waits
+        return (_hour(self.since) if self.since else end - backfill), end
+
+
+def _hour(value: datetime) -> datetime:
+    return value.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 @dataclass
@@ -69,14 +111,12 @@ class FetchResult:
 @dataclass
 class IngestContext:
     source: str                     # configured source name
-    options: dict[str, Any]         # the source's config table
+    options: Any                    # the source's parsed ``Options`` (its ingestor's meta.options)
     con: duckdb.DuckDBPyConnection  # the run's warehouse connection (for reading files via SQL)
     state: dict[str, Any]           # state saved by the previous successful run
     run_id: str
     team_tag_keys: tuple[str, ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-    full_refresh: bool = False      # ignore saved state: reload everything the source holds
+    window: LoadWindow = LoadWindow()  # what to load, computed once by the runner
     base_dir: str | None = None     # relative paths in options are relative to this (the config's folder)
 
 

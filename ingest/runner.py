@@ -14,14 +14,15 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from ingest.registry import Batch, FetchResult, IngestContext, IngestError, Registry
+from ingest.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta, LoadWindow, Registry
+from ingest.spec import OptionError, SourceOptions
 from warehouse import allocation, attribution, db, rollups, schema
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class RunResult:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"]+:[^/\s@'\"]*@")
@@ -72,7 +73,7 @@ def _error_sentence(source: str, exc: BaseException) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}"
     text = " ".join(text.split())
-    return text if text.startswith(source) else f"{source}: {text}"
+    return text if text.startswith((source, f"sources.{source}.")) else f"{source}: {text}"
 
 
 def _close_interrupted_runs(con: duckdb.DuckDBPyConnection, source: str) -> None:
@@ -86,6 +87,34 @@ def _close_interrupted_runs(con: duckdb.DuckDBPyConnection, source: str) -> None
 def _load_state(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
     rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [source]).fetchall()
     return json.loads(rows[0][0]) if rows and rows[0][0] else {}
+
+
+def load_window(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], since: datetime | None,
+                until: datetime | None, full_refresh: bool) -> LoadWindow:
+    """The one window a run loads: ``--since/--until`` when the source honours them; a bound not
+    given is the saved cursor minus the lookback (none under ``--full-refresh`` or before the first
+    load, or when the source's cursor is not a time: the ingestor then starts at its own backfill)."""
+    ranged = meta.time_range and (since is not None or until is not None)
+    if since is None or not ranged:
+        since = _resume_from(meta, options, state, full_refresh)
+    return LoadWindow(since=since, until=until if ranged else None, ranged=ranged, full_refresh=full_refresh)
+
+
+def _resume_from(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], full_refresh: bool) -> datetime | None:
+    resume = state.get(meta.window_cursor) if meta.window_cursor and not full_refresh else None
+    if not resume:
+        return None
+    return datetime.fromisoformat(str(resume)) - options.window_lookback(meta.lookback)
+
+
+def parse_options(meta: IngestorMeta, source: str, options: SourceOptions | dict[str, Any]) -> SourceOptions:
+    """A source's options as its ``Options`` instance (a dict, e.g. from the config or a test, is checked first)."""
+    if isinstance(options, SourceOptions):
+        return options
+    try:
+        return meta.parse_options(options, f"sources.{source}")
+    except OptionError as exc:
+        raise IngestError(str(exc)) from None
 
 
 def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, source_column: str,
@@ -184,7 +213,7 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
 
 
 def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: str, source_type: str,
-               options: dict[str, Any], *, team_tag_keys: tuple[str, ...] = (),
+               options: SourceOptions | dict[str, Any], *, team_tag_keys: tuple[str, ...] = (),
                since: datetime | None = None, until: datetime | None = None,
                full_refresh: bool = False, base_dir: str | None = None, memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
                secrets: list[str] | None = None,
@@ -205,10 +234,11 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
         watermark = None
         failure: BaseException | None = None
         try:
-            ctx = IngestContext(source=source, options=options, con=con,
-                                state={} if full_refresh else _load_state(con, source),
-                                run_id=run_id, team_tag_keys=team_tag_keys, since=since, until=until,
-                                full_refresh=full_refresh, base_dir=base_dir)
+            parsed = parse_options(meta, source, options)
+            state = {} if full_refresh else _load_state(con, source)
+            ctx = IngestContext(source=source, options=parsed, con=con, state=state, run_id=run_id,
+                                team_tag_keys=team_tag_keys, base_dir=base_dir,
+                                window=load_window(meta, parsed, state, since, until, full_refresh))
             result: FetchResult = ingestor_cls().fetch(ctx)
             watermark = result.watermark
             if result.skipped_reason is not None and not result.batches:

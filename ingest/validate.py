@@ -28,7 +28,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 
@@ -39,7 +39,7 @@ FAIL, SKIP_ROWS = "fail", "skip_rows"
 MODES = (FAIL, SKIP_ROWS)
 MARKER = "gpufinops-invalid"
 PERIOD_TOLERANCE = timedelta(days=1)
-EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 FUTURE_SLACK = timedelta(days=1)
 MAX_GPUS = 1024
 # FOCUS 1.2 Mandatory columns that do not allow nulls (tests/data/focus-spec), less ContractedCost:
@@ -51,10 +51,8 @@ REJECTS = "ingest_rejects"
 
 
 def on_invalid(ctx: IngestContext) -> str:
-    mode = ctx.options.get("on_invalid", FAIL)
-    if mode not in MODES:
-        raise IngestError(f"{ctx.source}: on_invalid must be \"fail\" or \"skip_rows\", not {mode!r}")
-    return mode
+    """The source's ``on_invalid`` (its Options type checked it: "fail" or "skip_rows")."""
+    return str(getattr(ctx.options, "on_invalid", FAIL))
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ def text_of(expr: str) -> str:
 
 
 def cost_checks(origin: dict[str, str], now: datetime | None = None) -> list[Check]:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     latest = sql_literal((now + FUTURE_SLACK).isoformat())
     earliest = sql_literal(EARLIEST.isoformat())
     tolerance = f"INTERVAL '{int(PERIOD_TOLERANCE.total_seconds())} seconds'"

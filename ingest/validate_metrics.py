@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def _range_text(low: float, high: float | None) -> str:
 
 
 def latest(now: datetime | None = None) -> datetime:
-    return (now or datetime.now(timezone.utc)) + FUTURE_SLACK
+    return (now or datetime.now(UTC)) + FUTURE_SLACK
 
 
 def sample_checks(labels: dict[str, str], now: datetime | None = None) -> list[Check]:
@@ -200,6 +200,6 @@ def bad_figure(figure: str, value: float) -> str | None:
 def rejects_table(ctx: IngestContext, rejects: list[dict]) -> pa.Table:
     """``ingest_rejects`` rows (file, row, column, value, reason dicts) of this run."""
     from warehouse.schema import INGEST_REJECTS
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return pa.Table.from_pylist([{"source": ctx.source, "run_id": ctx.run_id, **r, "rejected_at": now} for r in rejects],
                                 schema=INGEST_REJECTS)

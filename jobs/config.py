@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ingest.registry import Registry
+from ingest.spec import OptionError
 from jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
 from jobs.config_checks import check_table, validate_cron
 
@@ -48,11 +49,6 @@ TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models"
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 TEAMS_KEYS = {"tag_keys"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
-# source options that are text (a path, URL, name), and those that may also be a list of them
-STRING_OPTIONS = {"path", "targets", "url", "bucket", "prefix", "region", "endpoint_url", "endpoint", "project",
-                  "dataset", "table", "selector", "host_column", "format", "engine", "database", "workgroup",
-                  "output_location", "credentials_file", "resource_label", "provider_id_label", "currency"}
-LIST_OPTIONS = {"path", "targets"}
 ARRAY_SECTIONS = {"budgets"}  # top-level arrays of tables ([[budgets]]); every other section is a table
 _T = TypeVar("_T")
 
@@ -150,24 +146,12 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
     if source_type not in registry:
         raise ConfigError(f"{key}.type: unknown source type {source_type!r} (known: {', '.join(registry.names())})")
     meta = registry.get(source_type).meta
-    for required in meta.required_keys:
-        if required not in table:
-            raise ConfigError(f"{key}.{required}: missing required key for source type {source_type}")
-    allowed = COMMON_SOURCE_KEYS | set(meta.required_keys) | set(meta.optional_keys)
-    for option in table:
-        if option not in allowed:
-            raise ConfigError(f"{key}.{option}: unknown key for source type {source_type} "
-                              f"(allowed: {', '.join(sorted(allowed))})")
+    try:  # keys, types and cross-field rules, all derived from the ingestor's Options
+        meta.parse_options(table, key, frozenset(COMMON_SOURCE_KEYS))
+    except OptionError as exc:
+        raise ConfigError(str(exc)) from None
     schedule = table.get("schedule", meta.default_schedule)
     validate_cron(schedule, f"{key}.schedule")
-    for option in STRING_OPTIONS & set(table):
-        value = table[option]
-        listed = option in LIST_OPTIONS and isinstance(value, list) and value and all(isinstance(v, str) for v in value)
-        if not (isinstance(value, str) and value.strip()) and not listed:
-            wanted = "a string or a list of strings" if option in LIST_OPTIONS else "a string"
-            raise ConfigError(f"{key}.{option}: must be {wanted}, not {value!r}")
-    if "on_invalid" in table and table["on_invalid"] not in ("fail", "skip_rows"):
-        raise ConfigError(f"{key}.on_invalid: must be \"fail\" or \"skip_rows\", not {table['on_invalid']!r}")
     if "enabled" in table and not isinstance(table["enabled"], bool):
         raise ConfigError(f"{key}.enabled: must be true or false, not {table['enabled']!r}")
     options = {k: v for k, v in table.items() if k not in COMMON_SOURCE_KEYS}

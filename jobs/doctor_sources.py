@@ -9,6 +9,7 @@ DCGM exporter and a PromQL query (are GPU metrics there?), and the file globs. E
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -29,8 +30,8 @@ BILLING_EXPORT_COLUMNS = {"billing_account_id", "service", "sku", "usage_start_t
 COMPUTE_SERVICE = "services/6F81-5844-456A"
 
 
-def _paths(pattern: str | list[str], base_dir: Path) -> list[str]:
-    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+def _paths(pattern: str | list[str] | None, base_dir: Path) -> list[str]:
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern or [])
     found: list[str] = []
     for p in patterns:
         full = os.path.expanduser(p)
@@ -59,7 +60,7 @@ def _aws_client(service: str, source: SourceConfig, timeout: float, region: str 
 
 
 def _aws_error(exc: Exception) -> str:
-    error = getattr(exc, "response", {}).get("Error", {}) if hasattr(exc, "response") else {}
+    error = (getattr(exc, "response", None) or {}).get("Error", {})  # a ReadTimeoutError has response = None
     code = error.get("Code")
     return f"{code}: {error.get('Message') or ''}".strip(": ") if code else f"{type(exc).__name__}: {exc}"
 
@@ -119,10 +120,13 @@ def aws_spot_advisor(source: SourceConfig, base_dir: Path, timeout: float) -> Re
 
 # --- Google Cloud ------------------------------------------------------------------------------------
 
-def _gcp_options(source: SourceConfig, base_dir: Path) -> dict[str, Any]:
-    opts = dict(source.options)
-    if opts.get("credentials_file") and not os.path.isabs(str(opts["credentials_file"])):
-        opts["credentials_file"] = str(base_dir / str(opts["credentials_file"]))
+def _gcp_options(source: SourceConfig, base_dir: Path) -> Any:
+    """The source's typed options (config validation checked them), credentials_file beside the config."""
+    from ingest.registry import default_registry
+    meta = default_registry().get(source.type).meta
+    opts = meta.parse_options(dict(source.options), f"sources.{source.name}")
+    if opts.credentials_file and not os.path.isabs(opts.credentials_file):
+        opts = dataclasses.replace(opts, credentials_file=str(base_dir / opts.credentials_file))
     return opts
 
 
@@ -131,8 +135,8 @@ def gcp_billing_export(source: SourceConfig, base_dir: Path, timeout: float) -> 
         return files(source, base_dir)
     from ingest import gcp_common
     opts = _gcp_options(source, base_dir)
-    name = f"{opts['project']}.{opts['dataset']}.{opts['table']}"
-    client = gcp_common.bigquery_client(source.name, opts)
+    name = f"{opts.project}.{opts.dataset}.{opts.table}"
+    client = gcp_common.bigquery_client(source.name, opts, str(opts.project))
     try:
         table = client.get_table(name, timeout=timeout, retry=None)
     except Exception as exc:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest import metrics_store
+from ingest import metrics_attribution, metrics_store
 from ingest.dcgm_exporter import FIELDS, DcgmExporter, ExpositionParser
 from ingest.registry import Registry
 from ingest.runner import run_source
@@ -201,10 +201,10 @@ def test_parser_reads_labels_with_the_prometheus_client_grammar():
 
 
 def test_provider_ids_name_the_billed_resource():
-    assert metrics_store.provider_id_resource("aws:///us-east-1a/i-0fedcba9876543210") == "i-0fedcba9876543210"
-    assert metrics_store.provider_id_resource("gce://ml-prod-4821/us-central1-a/vision-train-a2") == \
+    assert metrics_attribution.provider_id_resource("aws:///us-east-1a/i-0fedcba9876543210") == "i-0fedcba9876543210"
+    assert metrics_attribution.provider_id_resource("gce://ml-prod-4821/us-central1-a/vision-train-a2") == \
         "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-a/instances/vision-train-a2"
-    assert metrics_store.provider_id_resource(None) is None
+    assert metrics_attribution.provider_id_resource(None) is None
 
 
 def test_a_gpu_shared_by_two_namespaces_in_an_hour_goes_to_the_team_with_most_samples(warehouse, exporter):

@@ -21,7 +21,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from ingest.nvidia_smi_csv import NvidiaSmiCsv, file_host
+from ingest.nvidia_smi_csv import NvidiaSmiCsv
+from ingest.nvidia_smi_format import file_host
 from ingest.registry import Registry
 from ingest.runner import run_source
 from warehouse import db

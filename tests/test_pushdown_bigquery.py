@@ -325,4 +325,4 @@ def test_push_down_needs_the_bigquery_table_and_a_boolean(tmp_path, registry, wa
     assert result.status == "failed" and "push_down = true needs the BigQuery table" in result.error
     result = run_source(registry, warehouse, "gcp", "gcp_billing_export",
                         {"project": PROJECT, "dataset": DATASET, "table": "t", "push_down": "yes"})
-    assert result.status == "failed" and "push_down must be true or false" in result.error
+    assert result.status == "failed" and "sources.gcp.push_down: must be true or false" in result.error
