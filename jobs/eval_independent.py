@@ -1,6 +1,6 @@
 """The independent half of ``gpufinops evaluate``: the second fleet and the published throughput ratios.
 
-* :func:`run_fleet` generates a :mod:`jobs.eval_fleet` fleet, ingests it with every ingestor (metrics
+* :func:`run_fleet` generates a :mod:`simulator.eval_fleet` fleet, ingests it with every ingestor (metrics
   first, then bills; then the restated month's second delivery), runs every model, and scores each
   kind against the generator's own truth beside its baselines (:mod:`jobs.eval_baselines`): precision,
   recall, savings error, look-alikes flagged, right target. It also checks that the warehouse holds
@@ -22,13 +22,13 @@ UTIL_LEVELS = (10, 20, 30, 40, 50, 60, 70, 80)     # source utilisations the rea
 
 
 def used_groups() -> set:
-    from jobs import eval_laws
+    from simulator import eval_laws
     return set().union(*(eval_laws.service_throughput(s)[1] for s in eval_laws.SERVICES.values()))
 
 
 def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     """MAE (utilisation points) of each predictor on the real ratios, per suite and overall."""
-    from jobs import eval_benchmarks
+    from simulator import eval_benchmarks
     from models import gpu_type
     errors: dict[str, dict[str, list[float]]] = {}
     pairs = eval_benchmarks.real_pairs(exclude=used_groups())
@@ -91,7 +91,8 @@ def _named(score: dict, names: dict[str, str]) -> dict:
 def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     """Generate, ingest (with the restatement), analyse and score one second-generator fleet."""
     from jobs import config as config_mod
-    from jobs import eval_baselines, eval_fleet
+    from jobs import eval_baselines
+    from simulator import eval_fleet
     from jobs.evaluate import score
     from jobs.ingest_cmd import run_configured
     from models import features, gpu_type
@@ -181,7 +182,7 @@ def _row(label: str, s: dict | None) -> str:
 
 
 def render(fleets: list[dict], summary: dict) -> str:
-    lines = [f"\nSecond generator (jobs/eval_fleet.py: MLPerf throughput laws, prices moving mid-window, partial "
+    lines = [f"\nSecond generator (simulator/eval_fleet.py: MLPerf throughput laws, prices moving mid-window, partial "
              f"months, a restated month), seeds {', '.join(str(f['seed']) for f in fleets)} × {fleets[0]['days']} days, "
              f"{fleets[0]['machines']} machines each; truth from the generator's laws, pooled over the seeds"]
     for f in fleets:

@@ -1,7 +1,7 @@
 """`gpufinops evaluate`: the models' quality, measured.
 
 * Independent truth (:mod:`jobs.eval_independent`): a second fleet generator with its own laws
-  (:mod:`jobs.eval_fleet`: published MLPerf throughput per GPU, prices that move, partial months, a
+  (:mod:`simulator.eval_fleet`: published MLPerf throughput per GPU, prices that move, partial months, a
   restated month) over several seeds, each kind scored beside simple baselines; and the throughput
   predictors on published MLPerf / TensorRT-LLM ratios the generator did not use.
 * Planted ground truth: demo fleets (the default seed, a second seed, a differently sized fleet) are
@@ -46,7 +46,7 @@ HEADROOM = Decimal("1.2")
 
 def _price_table() -> dict[tuple[str, str, str], Decimal]:
     """(provider, region, instance type) -> on-demand $/h, from the generator's own tables."""
-    from jobs import demo_fleet
+    from simulator import demo_fleet
     prices = {("gcp", region, it): Decimal(p[0]) for (it, region), p in demo_fleet.GCP_PRICES.items()}
     for region in ("us-east-1", "us-west-2"):
         prices.update({("aws", region, it): Decimal(p) for it, p in demo_fleet.AWS_ON_DEMAND_USD.items()})
@@ -54,7 +54,7 @@ def _price_table() -> dict[tuple[str, str, str], Decimal]:
 
 
 def _cheapest(item: dict, region: str, fits) -> Decimal | None:
-    from jobs.demo_workloads import INSTANCE_GPUS
+    from simulator.demo_workloads import INSTANCE_GPUS
     prices = _price_table()
     options = [price for (provider, reg, it), price in prices.items()
                if provider == item["provider"] and reg == region and INSTANCE_GPUS[it][1] == item["gpu_count"]
@@ -64,7 +64,7 @@ def _cheapest(item: dict, region: str, fits) -> Decimal | None:
 
 def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
     """The true monthly saving of one planted finding (None when the truth names no figure)."""
-    from jobs.demo_workloads import GPU_HARDWARE
+    from simulator.demo_workloads import GPU_HARDWARE
     kind, month = item["kind"], DAYS_PER_MONTH / Decimal(days)
     if item.get("monthly_savings_usd") is not None:     # the generator priced it (spot_mix, commitment)
         return Decimal(str(item["monthly_savings_usd"]))
@@ -127,7 +127,7 @@ def _region(machine: dict, truth: dict) -> str:
 
 def _aws_region(machine: dict) -> str:
     """ground_truth.json names no region: the fleet's spec with the machine's attributes names its zone."""
-    from jobs.demo_workloads import FLEET
+    from simulator.demo_workloads import FLEET
     for spec in FLEET:
         if (spec.provider, spec.instance_type, spec.team, spec.workload, spec.pricing) == (
                 machine["provider"], machine["instance_type"], machine["team"], machine["workload"],
@@ -139,8 +139,9 @@ def _aws_region(machine: dict) -> str:
 def run_fleet(home: Path, seed: int, days: int, scale: int) -> tuple[list[Recommendation], dict, Any]:
     """Generate, ingest and analyse one demo fleet; (recommendations, ground truth, throughput model)."""
     from jobs import config as config_mod
-    from jobs import demo, demo_fleet
-    from jobs.demo_workloads import write_dcgm_exports
+    from jobs import demo
+    from simulator import demo_fleet
+    from simulator.demo_workloads import write_dcgm_exports
     from jobs.ingest_cmd import run_configured
     from models import features, gpu_type
     from models.run import run_models
@@ -273,7 +274,7 @@ def render(result: dict[str, Any]) -> str:
     out = io.StringIO()
     if result.get("independent"):
         out.write(eval_independent.render(result["independent"], result["independent_summary"]))
-        print("\nDemo fleets (jobs/demo_fleet.py; truth from the demo's own price tables)", file=out)
+        print("\nDemo fleets (simulator/demo_fleet.py; truth from the demo's own price tables)", file=out)
     for fleet in result["fleets"]:
         print(f"\n{fleet['name']} (seed {fleet['seed']}, {fleet['days']} days, {fleet['machines']} machines)", file=out)
         print(f"  {'kind':<13} {'planted':>7} {'found':>5} {'precision':>9} {'recall':>6} "

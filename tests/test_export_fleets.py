@@ -38,8 +38,9 @@ def demo_home(tmp_path_factory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def big_home(tmp_path_factory) -> Path:
-    from jobs import config as config_mod, demo_fleet
-    from jobs.demo_workloads import write_dcgm_exports
+    from jobs import config as config_mod
+    from simulator import demo_fleet
+    from simulator.demo_workloads import write_dcgm_exports
     from jobs.ingest_cmd import run_configured
     from models.run import run_models
 

@@ -62,7 +62,7 @@ def registry() -> Registry:
 @pytest.fixture(scope="module")
 def demo_rows(tmp_path_factory) -> list[dict]:
     """The demo fleet's GCP export rows (a week: GPU VMs with labels, machine types, Spot and on-demand SKUs)."""
-    from jobs import demo_fleet
+    from simulator import demo_fleet
     home = tmp_path_factory.mktemp("demo")
     demo_fleet.generate(home, days=7, seed=7)
     rows = []

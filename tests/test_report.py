@@ -43,8 +43,8 @@ USER, PASSWORD = "reporter", "s3cret-pass-word"
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
     """The demo fleet (planted idle GPUs in several teams), ingested, with the idle model run."""
-    from jobs import demo_fleet
-    from jobs.demo_workloads import write_dcgm_exports
+    from simulator import demo_fleet
+    from simulator.demo_workloads import write_dcgm_exports
     from jobs.ingest_cmd import run_configured
     from models.run import run_models
     from warehouse import db

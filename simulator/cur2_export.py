@@ -1,6 +1,6 @@
 """The demo fleet's AWS bill as a real CUR 2.0 Data Export: Parquet + manifest per billing month.
 
-The simulator (:mod:`jobs.demo_fleet`) builds every cost line as a dict of FOCUS values; here the AWS
+The simulator (:mod:`simulator.demo_fleet`) builds every cost line as a dict of FOCUS values; here the AWS
 lines become CUR 2.0 line items (``line_item_*``, ``pricing_*``, the ``product`` and ``resource_tags``
 maps, Reserved Instance ``DiscountedUsage`` + ``RIFee``) written in the bucket layout AWS delivers
 (``<export>/data|metadata/BILLING_PERIOD=YYYY-MM/``), which ``gpufinops`` reads back with ``aws_cur``

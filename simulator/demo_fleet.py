@@ -6,7 +6,7 @@ fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any
     home/exports/aws/cur/gpufinops-demo/…          AWS CUR 2.0 Data Export (Parquet + manifest per billing
                                                    month, the bucket's own layout; see ingest/aws_cur2_format.py)
     home/exports/gcp/billing/<table>-YYYYMM-….json Google Cloud billing export rows (BigQuery JSONL extract,
-                                                   one file per invoice month; see jobs/demo_gcp.py)
+                                                   one file per invoice month; see simulator/gcp_export.py)
     home/metrics/nvidia-smi/<host>.csv             nvidia-smi --query-gpu=… --format=csv -l 900
     home/ground_truth.json                         what was planted, with exact quantities
 
@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from jobs import demo_aws, demo_gcp
-from jobs.demo_aws import aws_reserved_instance as _aws_reserved_instance
-from jobs.demo_workloads import (FLEET, GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec,
+from simulator import cur2_export, gcp_export
+from simulator.cur2_export import aws_reserved_instance as _aws_reserved_instance
+from simulator.demo_workloads import (FLEET, GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec,
                                  gpu_samples, running_hours, sample_stamps, smi_log)
 from warehouse import schema
 
@@ -421,10 +421,10 @@ def _write_exports(home: Path, rows_by_provider: dict[str, list[dict]]) -> dict[
     dirs = {}
     for provider, rows in rows_by_provider.items():
         if provider == "aws":
-            dirs[provider] = demo_aws.write_cur2(home / "exports" / "aws" / "cur", rows)
+            dirs[provider] = cur2_export.write_cur2(home / "exports" / "aws" / "cur", rows)
             continue
         if provider == "gcp":
-            dirs[provider] = demo_gcp.write_billing_export(home / "exports" / "gcp" / "billing", rows)
+            dirs[provider] = gcp_export.write_billing_export(home / "exports" / "gcp" / "billing", rows)
             continue
         folder = home / "exports" / provider / "focus"
         suffix = "csv"
@@ -601,7 +601,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
               for p, provider_rows in {**rows, "onprem": onprem_rows}.items()}
     resource_map = {m.host: m.resource_id for m in machines}
     truth = {
-        "generator": "jobs.demo_fleet", "seed": seed, "days": days,
+        "generator": "simulator.demo_fleet", "seed": seed, "days": days,
         "window_start": clock.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "window_end": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "idle_rule": f"an idle hour is a billed hour in which every GPU shows at most {IDLE_UTIL_PCT} % "
                      f"utilization.gpu in every nvidia-smi sample; idle_cost_usd sums the EffectiveCost of "

@@ -1,6 +1,6 @@
 """The simulated demo fleet: its machines, GPU hardware, run schedules, utilisation profiles, logs.
 
-Used by :mod:`jobs.demo_fleet`, which prices the fleet and writes its exports. :data:`FLEET` lists
+Used by :mod:`simulator.demo_fleet`, which prices the fleet and writes its exports. :data:`FLEET` lists
 every machine with its workload and, for the machines with planted waste, what was planted. Everything here is a pure function of its arguments and a seeded
 ``numpy.random.Generator``: the same generator state gives the same samples on any day.
 

@@ -1,6 +1,6 @@
 """The demo fleet's Google Cloud bill as a BigQuery billing export extract: nested JSONL per invoice month.
 
-The simulator (:mod:`jobs.demo_fleet`) builds every cost line as a dict of FOCUS values; here the GCP
+The simulator (:mod:`simulator.demo_fleet`) builds every cost line as a dict of FOCUS values; here the GCP
 lines become rows of the detailed usage cost export (``gcp_billing_export_resource_v1_*``) as
 BigQuery's ``NEWLINE_DELIMITED_JSON`` extract writes them to Cloud Storage: nested ``service``,
 ``sku``, ``project``, ``location``, ``resource``, ``usage`` and ``invoice`` records, ``labels`` and

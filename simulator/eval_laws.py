@@ -1,9 +1,9 @@
 """The second fleet generator's laws: catalogue, prices that move, and what each GPU does.
 
-Nothing here is shared with the models or with :mod:`jobs.demo_workloads`' profiles:
+Nothing here is shared with the models or with :mod:`simulator.demo_workloads`' profiles:
 
 * **Throughput** (:func:`service_throughput`): a serving workload's work rate on each GPU model is the
-  published per-GPU throughput of its MLPerf benchmark (:mod:`jobs.eval_benchmarks`); a replica's
+  published per-GPU throughput of its MLPerf benchmark (:mod:`simulator.eval_benchmarks`); a replica's
   utilisation is its request rate ÷ (that throughput × the machine's own efficiency, ±5 %). FP32
   serving runs at half its FP16 throughput (an assumption of this generator: no table measures FP32).
 * **Memory**: weights + activations + a 0.6 GiB CUDA context per GPU; at FP16 the weights and
@@ -23,8 +23,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from jobs import eval_benchmarks
-from jobs.demo_workloads import GPU_HARDWARE, GpuHardware
+from simulator import eval_benchmarks
+from simulator.demo_workloads import GPU_HARDWARE, GpuHardware
 
 SAMPLES_PER_HOUR = 4
 HOURS_PER_MONTH = Decimal("730.5")

@@ -1,11 +1,11 @@
 """A second simulated fleet, with laws of its own, for ``gpufinops evaluate``: the models were never tuned on it.
 
-Where :mod:`jobs.demo_fleet` loads every GPU alike and bills fixed prices, here (laws in
-:mod:`jobs.eval_laws`): the replicas of a service share one request stream, so how busy a replica is
-follows the *published* throughput of its benchmark on its GPU (MLPerf, :mod:`jobs.eval_benchmarks`);
+Where :mod:`simulator.demo_fleet` loads every GPU alike and bills fixed prices, here (laws in
+:mod:`simulator.eval_laws`): the replicas of a service share one request stream, so how busy a replica is
+follows the *published* throughput of its benchmark on its GPU (MLPerf, :mod:`simulator.eval_benchmarks`);
 prices are drawn around the real lists and change mid-window; machines start and stop mid-window; a
 billing month is delivered twice (late hours and a price correction arrive in the restatement); the
-CUR carries no GPU counts; one host exports no metrics. The ground truth (:mod:`jobs.eval_truth`) is
+CUR carries no GPU counts; one host exports no metrics. The ground truth (:mod:`simulator.eval_truth`) is
 derived from these laws for every machine, not from the models' formulas.
 
 ``generate(home, seed, days)`` writes, as the demo does::
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from jobs import demo_aws, eval_laws as laws, eval_truth
-from jobs.eval_exports import (bill_rows, first_delivery, month_bounds, restated, write_config, write_gcp,
+from simulator import cur2_export, eval_laws as laws, eval_truth
+from simulator.eval_exports import (bill_rows, first_delivery, month_bounds, restated, write_config, write_gcp,
                                write_metrics, write_references)
 
 END = datetime(2026, 10, 15, tzinfo=UTC)
@@ -274,7 +274,7 @@ def generate(home: Path, *, seed: int, days: int = 35, end: datetime = END) -> E
         rows[m.box.provider] += bill_rows(m, prices, start)
     month = month_bounds(start)[0]
     final = {p: restated(r, month) for p, r in rows.items()}
-    demo_aws.write_cur2(home / "exports" / "aws" / "cur", first_delivery(rows["aws"], month))
+    cur2_export.write_cur2(home / "exports" / "aws" / "cur", first_delivery(rows["aws"], month))
     write_gcp(home / "exports" / "gcp" / "billing", first_delivery(rows["gcp"], month))
     write_metrics(home, machines, start, seed)
     write_references(home, prices, start)
@@ -286,5 +286,5 @@ def generate(home: Path, *, seed: int, days: int = 35, end: datetime = END) -> E
 
 def restate(fleet: EvalFleet) -> None:
     """The second delivery of the restated month: its late hours and corrected costs."""
-    demo_aws.write_cur2(fleet.home / "exports" / "aws" / "cur", fleet.final_rows["aws"])
+    cur2_export.write_cur2(fleet.home / "exports" / "aws" / "cur", fleet.final_rows["aws"])
     write_gcp(fleet.home / "exports" / "gcp" / "billing", fleet.final_rows["gcp"])
