@@ -84,7 +84,7 @@ def evaluate(recs: list[Recommendation], planted: list[dict[str, Any]], kinds: s
 def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> int:
     from jobs import demo_summary, progress
     from simulator import demo_fleet
-    from simulator.demo_workloads import write_dcgm_exports
+    from simulator.dcgm_export import write_dcgm_exports
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)

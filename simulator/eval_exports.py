@@ -16,15 +16,15 @@ import json
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator import eval_laws as laws, gcp_export
-from simulator.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid, write_dcgm_exposition
-
-if TYPE_CHECKING:
-    from simulator.eval_fleet import Box, Machine
+from simulator import eval_laws as laws
+from simulator import gcp_export
+from simulator.dcgm_export import write_dcgm_exposition
+from simulator.demo_prices import SPOT_ADVISOR_RANGES
+from simulator.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid
+from simulator.eval_machines import Box, Machine
 
 MONEY = Decimal("1E-10")
 REGION_NAMES = {"us-east-1": "US East (N. Virginia)", "us-central1": "Iowa"}
@@ -176,7 +176,6 @@ def write_metrics(home: Path, machines: list[Machine], start: datetime, seed: in
 
 def write_references(home: Path, prices: dict, start: datetime) -> None:
     """The AWS spot advisor feed and Google Cloud price history (one revision per price change)."""
-    from simulator.demo_fleet import SPOT_ADVISOR_RANGES
     advisor = {"us-east-1": {"Linux": {it: {"s": int(o.spot), "r": o.band} for (p, it), o in
                                        sorted(laws.CATALOGUE.items()) if p == "aws"}}}
     aws = home / "reference" / "aws"

@@ -39,7 +39,7 @@ class Offer:
     gpu_model: str
     gpu_count: int
     list_usd: str                 # on-demand $/h
-    spot: str | None = None       # AWS: the advisor's typical saving %, GCP: spot $/h
+    spot: str                     # AWS: the advisor's typical saving %, GCP: spot $/h
     band: int | None = None       # AWS spot advisor interruption band (0 … 4)
     cud_month: str | None = None  # Google Cloud 1-year CUD $/month
 
@@ -172,6 +172,8 @@ def price_laws(hours: int, rng: np.random.Generator) -> dict[tuple[str, str], Pr
             level = (1 - float(offer.spot) / 100) * float(rng.uniform(0.85, 1.25))
             walk = np.exp(np.cumsum(rng.normal(0, 0.02, hours // 6 + 1)))
             ratio = np.clip(level * np.repeat(walk / walk.mean(), 6)[:hours], 0.1, 0.95)
+            if offer.band is None:
+                raise ValueError(f"{instance_type}: an AWS offer needs its spot advisor interruption band")
             lo, hi = BAND_EDGES[offer.band]
             interruptions = float(rng.uniform(lo, hi)) / 100
         else:

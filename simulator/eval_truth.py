@@ -89,7 +89,7 @@ def idle(m) -> dict | None:
 
 
 def _cheaper(m, prices: dict, *, gpu_model: str | None = None, counts=None,
-             min_cut: Decimal = MIN_CUT) -> list[tuple[Decimal, str, object]]:
+             min_cut: Decimal = MIN_CUT) -> list[tuple[Decimal, str, laws.Offer]]:
     """Catalogue types in the machine's provider (one region each) cheaper by ``min_cut``, cheapest first;
     of the same GPU count unless ``gpu_model``/``counts`` choose."""
     current = _list_now(prices, m.box.provider, m.box.instance_type)

@@ -42,7 +42,7 @@ def _project_number(project_id: str) -> str:
 
 def export_row(row: dict) -> dict:
     """One FOCUS-like demo line as a detailed-export row."""
-    unit, pricing_unit, per = UNITS.get(row.get("ConsumedUnit") or row.get("PricingUnit"), ("", "", Decimal(1)))
+    unit, pricing_unit, per = UNITS.get(row.get("ConsumedUnit") or row.get("PricingUnit") or "", ("", "", Decimal(1)))
     quantity = row.get("ConsumedQuantity")
     tags = json.loads(row["Tags"]) if row.get("Tags") else {}
     system = [{"key": MACHINE_SPEC, "value": row["x_InstanceType"]}] if row.get("x_InstanceType") else []

@@ -40,7 +40,7 @@ def demo_home(tmp_path_factory) -> tuple[Path, str]:
 def big_home(tmp_path_factory) -> Path:
     from jobs import config as config_mod
     from simulator import demo_fleet
-    from simulator.demo_workloads import write_dcgm_exports
+    from simulator.dcgm_export import write_dcgm_exports
     from jobs.ingest_cmd import run_configured
     from models.run import run_models
 

@@ -44,7 +44,7 @@ USER, PASSWORD = "reporter", "s3cret-pass-word"
 def demo_home(tmp_path_factory):
     """The demo fleet (planted idle GPUs in several teams), ingested, with the idle model run."""
     from simulator import demo_fleet
-    from simulator.demo_workloads import write_dcgm_exports
+    from simulator.dcgm_export import write_dcgm_exports
     from jobs.ingest_cmd import run_configured
     from models.run import run_models
     from warehouse import db
