@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from jobs.config import ConfigError
 from models.recommendation import KINDS
 from tests.conftest import query
+from tests.feed_fleet import realistic_recommendations
 from tests.test_api import API_TOML, TOKENS, make_config
-from tests.test_export import feed_template, realistic_recommendations  # noqa: F401 (fixture)
 
 VISION = {"Authorization": f"Bearer {TOKENS['GPUFINOPS_TOKEN_VISION']}"}
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from jobs import eval_independent
-from simulator import eval_benchmarks, eval_exports, eval_fleet, eval_laws, eval_truth
 from models import gpu_type
+from simulator import eval_benchmarks, eval_exports, eval_fleet, eval_laws, eval_truth
 
 
 def test_benchmark_tables_give_the_published_medians():

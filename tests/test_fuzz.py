@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import gzip
 import io
 import json
 import os
 import random
 import shutil
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
@@ -31,7 +28,6 @@ import pytest
 
 from jobs import cli
 from tests import aws_cur_data
-from tests.bq_emulator import bq_emulator  # noqa: F401 (fixture)
 from tests.conftest import FOCUS_SAMPLE, query, table_digest
 from tests.gcp_loopback import GCP_DATA, copy_consistent_csv
 
@@ -54,6 +50,7 @@ def _empty_warehouse(target: Path) -> None:
     """A copy of one migrated, empty warehouse (creating and migrating one costs more than a case)."""
     if not _TEMPLATE:
         import tempfile
+
         from warehouse import db
         template = Path(tempfile.mkdtemp(prefix="fuzz-template-")) / "wh.duckdb"
         with db.writer(template):
@@ -660,8 +657,8 @@ def test_config_errors_exit_2_naming_the_key(tmp_path, body, named):
 # ---- gcp_billing_export from BigQuery (the bqemulator API server, real google-cloud-bigquery client) ----
 
 def test_bigquery_rows_are_checked_like_files(tmp_path, bq_emulator):
-    from ingest.registry import Registry
     from ingest.gcp_billing_export import GcpBillingExport
+    from ingest.registry import Registry
     from ingest.runner import run_source
     from tests.gcp_loopback import koku_flat_rows
     from tests.test_gcp_billing_export import bq_options
