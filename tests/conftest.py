@@ -29,6 +29,9 @@ pytest_plugins = ["tests.bq_emulator"]   # the `bq_emulator` fixture (the bqemul
 # A test that uses one of these fixtures or parameters runs an emulator (marked `emulator` for it).
 EMULATOR_FIXTURES = {"bq_emulator"}
 EMULATOR_SOURCE_TYPES = {"prometheus"}   # a parametrised source_type that starts a real Prometheus
+# Module fixtures that build and ingest a demo fleet (20–70 s each in the full run at load average 10 on
+# 2 cores, 2026-12-01): a test that uses one is `slow` (it pays the build, or shares it with its module).
+SLOW_FIXTURES = {"report_demo", "demo_home", "demo_warehouse", "demo_run", "big_home", "exports", "scored"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,8 +39,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(item, "callspec", None)
         source_type = params.params.get("source_type") if params is not None else None
-        if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())) or source_type in EMULATOR_SOURCE_TYPES:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if EMULATOR_FIXTURES & fixtures or source_type in EMULATOR_SOURCE_TYPES:
             item.add_marker(pytest.mark.emulator)
+        if SLOW_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow)
 
 
 def free_port() -> int:

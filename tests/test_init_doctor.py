@@ -100,6 +100,7 @@ def test_init_refuses_a_bad_answer_with_one_sentence(tmp_path, capsys):
     assert "PROJECT.DATASET.TABLE" in capsys.readouterr().err and not (tmp_path / "gpufinops.toml").exists()
 
 
+@pytest.mark.slow
 def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
     import boto3
 
