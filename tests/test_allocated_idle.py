@@ -16,6 +16,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
+
 from ingest.dcgm_exporter import DcgmExporter
 from ingest.focus_files import FocusFiles
 from ingest.prometheus import Prometheus
