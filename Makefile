@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOME_DIR ?= demo
 
-.PHONY: install demo test check bench dashboard clean
+.PHONY: install demo test test-fast check bench dashboard clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("gpufinops needs Python 3.11+") if sys.version_info < (3, 11) else None'
@@ -60,6 +60,11 @@ $(FOCUS_VENV)/.installed:
 
 test: $(VENV)/.installed-all $(BQ_VENV)/.installed $(FOCUS_VENV)/.installed
 	$(BIN)/python -m pytest
+
+# The inner loop: the whole suite but the tests marked `browser` (Chromium), `emulator` (bqemulator,
+# Prometheus, the FOCUS validator) or `slow` (more than ~10 s); markers in pyproject.toml, tests/conftest.py.
+test-fast: $(VENV)/.installed-all
+	$(BIN)/python -m pytest -m "not browser and not emulator and not slow"
 
 # Lint, format and types (configured in pyproject.toml); .ci/run runs it before the tests.
 check: $(VENV)/.installed-all

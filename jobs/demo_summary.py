@@ -78,7 +78,7 @@ def print_summary(out: IO[str], fleet, results, totals, recs, report, planted, c
     onprem = list(comparison) + [r for r in others if r.kind == "onprem_vs_cloud" and r.provider != "onprem"]
     listed = [r for r in others if not (r.kind == "onprem_vs_cloud" and r.provider != "onprem")]
     if others:
-        below = f" (on-prem vs cloud below)" if onprem else ""
+        below = " (on-prem vs cloud below)" if onprem else ""
         p(f"\nOther findings: {len(others)}, {output.money(plans.total(others))}/month counted{below}")
         if listed:
             output.print_table([_rec_row(r) for r in listed], FINDING_COLUMNS, out=out, width=width)

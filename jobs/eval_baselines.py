@@ -16,8 +16,8 @@ A baseline finding is a :class:`Finding` (what :func:`jobs.evaluate.score` reads
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 
 import duckdb

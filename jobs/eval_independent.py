@@ -1,6 +1,6 @@
 """The independent half of ``gpufinops evaluate``: the second fleet and the published throughput ratios.
 
-* :func:`run_fleet` generates a :mod:`jobs.eval_fleet` fleet, ingests it with every ingestor (metrics
+* :func:`run_fleet` generates a :mod:`simulator.eval_fleet` fleet, ingests it with every ingestor (metrics
   first, then bills; then the restated month's second delivery), runs every model, and scores each
   kind against the generator's own truth beside its baselines (:mod:`jobs.eval_baselines`): precision,
   recall, savings error, look-alikes flagged, right target. It also checks that the warehouse holds
@@ -22,14 +22,14 @@ UTIL_LEVELS = (10, 20, 30, 40, 50, 60, 70, 80)     # source utilisations the rea
 
 
 def used_groups() -> set:
-    from jobs import eval_laws
+    from simulator import eval_laws
     return set().union(*(eval_laws.service_throughput(s)[1] for s in eval_laws.SERVICES.values()))
 
 
 def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     """MAE (utilisation points) of each predictor on the real ratios, per suite and overall."""
-    from jobs import eval_benchmarks
     from models import gpu_type
+    from simulator import eval_benchmarks
     errors: dict[str, dict[str, list[float]]] = {}
     pairs = eval_benchmarks.real_pairs(exclude=used_groups())
     for pair in pairs:
@@ -50,7 +50,7 @@ def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     out = {}
     for suite, by in errors.items():
         maes = {name: round(float(np.mean(v)), 2) for name, v in by.items()}
-        out[suite] = {"points": len(next(iter(by.values()))), "mae_pct": maes, "best": min(maes, key=maes.get),
+        out[suite] = {"points": len(next(iter(by.values()))), "mae_pct": maes, "best": min(maes, key=lambda name: maes[name]),
                       "groups": len({(p["group"]) for p in pairs if suite in ("all", p["group"].suite)})}
     return out
 
@@ -79,11 +79,11 @@ def right_targets(recs, truth: dict) -> dict[str, dict[str, int]]:
     return out
 
 
-def _names(truth: dict) -> dict[str, str]:
+def _names(truth: dict) -> dict[str | None, str]:
     return {m["resource_id"]: m["name"] for m in truth["machines"]}
 
 
-def _named(score: dict, names: dict[str, str]) -> dict:
+def _named(score: dict, names: dict[str | None, str]) -> dict:
     return {kind: {**s, "missed": [names.get(r, r) for r in s["missed"]], "extra": [names.get(r, r) for r in s["extra"]]}
             for kind, s in score.items()}
 
@@ -91,11 +91,12 @@ def _named(score: dict, names: dict[str, str]) -> dict:
 def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     """Generate, ingest (with the restatement), analyse and score one second-generator fleet."""
     from jobs import config as config_mod
-    from jobs import eval_baselines, eval_fleet
-    from jobs.evaluate import score
+    from jobs import eval_baselines
+    from jobs.eval_score import score
     from jobs.ingest_cmd import run_configured
     from models import features, gpu_type
     from models.run import MODELS, analyse
+    from simulator import eval_fleet
     from warehouse import db
 
     fleet = eval_fleet.generate(home, seed=seed, days=days)
@@ -142,18 +143,18 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
 
 
 def _pool(scores: list[dict | None]) -> dict[str, Any] | None:
-    scores = [s for s in scores if s]
-    if not scores:
+    present = [s for s in scores if s]
+    if not present:
         return None
-    planted, found, hits = (sum(s[k] for s in scores) for k in ("planted", "found", "hits"))
-    priced = [s for s in scores if s["truth_monthly_savings_usd"] is not None]
+    planted, found, hits = (sum(s[k] for s in present) for k in ("planted", "found", "hits"))
+    priced = [s for s in present if s["truth_monthly_savings_usd"] is not None]
     truth = sum(s["truth_monthly_savings_usd"] for s in priced)
     est = sum(s["found_monthly_savings_usd"] for s in priced)
     return {"planted": planted, "found": found, "hits": hits,
             "precision": hits / found if found else (1.0 if not planted else 0.0),
             "recall": hits / planted if planted else 1.0, "truth_monthly_savings_usd": round(truth, 2),
             "found_monthly_savings_usd": round(est, 2), "savings_error": (est - truth) / truth if truth else None,
-            "extra": sorted({x for s in scores for x in s["extra"]}), "missed": sorted({x for s in scores for x in s["missed"]})}
+            "extra": sorted({x for s in present for x in s["extra"]}), "missed": sorted({x for s in present for x in s["missed"]})}
 
 
 def summarise(fleets: list[dict]) -> dict[str, Any]:
@@ -181,7 +182,7 @@ def _row(label: str, s: dict | None) -> str:
 
 
 def render(fleets: list[dict], summary: dict) -> str:
-    lines = [f"\nSecond generator (jobs/eval_fleet.py: MLPerf throughput laws, prices moving mid-window, partial "
+    lines = [f"\nSecond generator (simulator/eval_fleet.py: MLPerf throughput laws, prices moving mid-window, partial "
              f"months, a restated month), seeds {', '.join(str(f['seed']) for f in fleets)} × {fleets[0]['days']} days, "
              f"{fleets[0]['machines']} machines each; truth from the generator's laws, pooled over the seeds"]
     for f in fleets:

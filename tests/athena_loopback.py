@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.aws_loopback import free_port
+from tests.conftest import free_port
 
 
 class AthenaProxy:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -22,16 +21,13 @@ from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
+from tests.conftest import free_port
+
 FIXTURES = Path(__file__).parent / "data" / "aws" / "ec2-instance-selector"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
                      "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
                      "AWS_DEFAULT_REGION": "us-east-1"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def use_dummy_credentials(monkeypatch) -> None:

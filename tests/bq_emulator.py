@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ingest.gcp_export_mapping import CANONICAL
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BQ_VENV = Path(os.environ.get("GPUFINOPS_BQ_VENV", ROOT / ".venv-bq"))
@@ -33,11 +33,6 @@ PROJECT = "test-billing"
 DATASET = "billing"
 START_TIMEOUT_S = 90
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ensure_spatial_extension() -> None:
@@ -130,7 +125,7 @@ def bq_emulator(tmp_path_factory) -> Iterator[Emulator]:
     if not EXECUTABLE.exists():
         pytest.skip(f"the BigQuery emulator is not installed ({EXECUTABLE}): run `make .venv-bq/.installed`")
     _ensure_spatial_extension()
-    rest, grpc = _free_port(), _free_port()
+    rest, grpc = free_port(), free_port()
     log_path = tmp_path_factory.mktemp("bqemulator") / "emulator.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen([str(EXECUTABLE), "start", "--rest-port", str(rest), "--grpc-port", str(grpc),

@@ -31,7 +31,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.aws_loopback import free_port, moto_s3
+from tests.aws_loopback import moto_s3
+from tests.conftest import free_port
 
 JSON = "application/x-amz-json-1.0"
 

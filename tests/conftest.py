@@ -1,9 +1,17 @@
-"""Shared fixtures: a fresh warehouse per test, registries built per test, the real data files."""
+"""Shared fixtures: a fresh warehouse per test, registries built per test, the real data files, the
+export/API feed warehouse, the weekly report's demo; one ``free_port``; the markers' rules.
+
+Test servers and data builders live in their own modules (``*_loopback.py``, ``*_fixture.py``,
+``*_fleet.py``, ``bq_emulator.py``); a module that provides a fixture is listed in ``pytest_plugins``,
+so no test module imports a fixture. Markers (pyproject.toml): ``browser``, ``emulator``, ``slow``;
+``make test-fast`` deselects all three."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import socket
 from pathlib import Path
 
 import duckdb
@@ -15,6 +23,34 @@ os.environ.setdefault("POLARS_MAX_THREADS", "2")
 DATA = Path(__file__).parent / "data"
 FOCUS_SAMPLE = DATA / "focus-sample" / "focus_sample.csv"
 FOCUS_SPEC_COLUMNS = DATA / "focus-spec" / "focus_columns_v1.0-v1.2.csv"
+
+pytest_plugins = ["tests.bq_emulator"]   # the `bq_emulator` fixture (the bqemulator BigQuery API server)
+
+# A test that uses one of these fixtures or parameters runs an emulator (marked `emulator` for it).
+EMULATOR_FIXTURES = {"bq_emulator"}
+EMULATOR_SOURCE_TYPES = {"prometheus"}   # a parametrised source_type that starts a real Prometheus
+# Module fixtures that build and ingest a demo fleet (20–70 s each in the full run at load average 10 on
+# 2 cores, 2026-12-01): a test that uses one is `slow` (it pays the build, or shares it with its module).
+SLOW_FIXTURES = {"report_demo", "demo_home", "demo_warehouse", "demo_run", "big_home", "exports", "scored"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what a test needs from its fixtures and parameters, so a new test cannot forget the marker."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        source_type = params.params.get("source_type") if params is not None else None
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if EMULATOR_FIXTURES & fixtures or source_type in EMULATOR_SOURCE_TYPES:
+            item.add_marker(pytest.mark.emulator)
+        if SLOW_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (the test server binds it next)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -30,6 +66,51 @@ def focus_registry():
     registry = Registry()
     registry.register(FocusFiles)
     return registry
+
+
+@pytest.fixture(scope="session")
+def feed_template(tmp_path_factory) -> Path:
+    """A warehouse holding tests/feed_fleet.py's cost lines and every kind of finding, built once."""
+    from models import plans
+    from models.recommendation import KINDS
+    from tests.feed_fleet import insert_cost_lines, realistic_recommendations
+    from warehouse import db, store
+
+    path = tmp_path_factory.mktemp("feed") / "gpufinops.duckdb"
+    with db.writer(path) as con:
+        insert_cost_lines(con)
+        store.store_recommendations(con, plans.reconcile(realistic_recommendations()), KINDS)
+    return path
+
+
+@pytest.fixture
+def feed_warehouse(feed_template: Path, warehouse: Path) -> Path:
+    """A fresh copy per test of a warehouse holding FLEET's cost lines and every kind of finding."""
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(feed_template, warehouse)
+    return warehouse
+
+
+@pytest.fixture(scope="session")
+def report_demo(tmp_path_factory) -> tuple[Path, str]:
+    """The demo fleet (21 days, seed 3: planted idle GPUs in several teams), ingested, every model run;
+    the weekly report's tests (test_report, test_report_resend) mail from copies of its warehouse."""
+    from jobs import config as config_mod
+    from jobs import demo
+    from jobs.ingest_cmd import run_configured
+    from models.run import run_models
+    from simulator import demo_fleet
+    from simulator.dcgm_export import write_dcgm_exports
+    from warehouse import db
+
+    home = tmp_path_factory.mktemp("demo")
+    fleet = demo_fleet.generate(home, days=21, seed=3)
+    write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")
+    cfg = config_mod.load(demo.write_config(home, fleet.resource_map))
+    assert all(r.ok for r in run_configured(cfg))
+    with db.writer(cfg.warehouse_path) as con:  # every model: findings of many kinds, some without a team
+        assert any(r.kind == "idle_gpu" for r in run_models(con))
+    return home, ""
 
 
 def table_digest(db_path: Path, table: str, exclude: tuple[str, ...] = ()) -> tuple[int, str]:

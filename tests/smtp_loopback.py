@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import email
-import socket
 import threading
 from dataclasses import dataclass, field
 from email import policy
@@ -17,11 +16,7 @@ from email.message import EmailMessage
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.conftest import free_port
 
 
 @dataclass

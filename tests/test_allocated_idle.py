@@ -16,6 +16,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
+
 from ingest.dcgm_exporter import DcgmExporter
 from ingest.focus_files import FocusFiles
 from ingest.prometheus import Prometheus
@@ -110,6 +112,7 @@ def test_the_vllm_pod_holding_74_gb_of_an_idle_h100_is_found_through_dcgm_export
     assert rows == {"whole": P5_HOURLY / 8 * HOURS, "unallocated": P5_HOURLY * 7 / 8 * HOURS}
 
 
+@pytest.mark.emulator
 @requires_prometheus
 def test_the_same_pod_through_a_real_prometheus(tmp_path, warehouse):
     history = []

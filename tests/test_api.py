@@ -20,9 +20,8 @@ import uvicorn
 
 from jobs import config as config_mod
 from jobs.config import ConfigError
-from tests.test_export import (FLEET, HOURS, START, feed_template, feed_warehouse,  # noqa: F401 (fixtures)
-                               realistic_recommendations)
 from tests.conftest import query
+from tests.feed_fleet import FLEET, HOURS, START, realistic_recommendations
 
 TOKENS = {"GPUFINOPS_TOKEN_FINANCE": secrets.token_urlsafe(24), "GPUFINOPS_TOKEN_VISION": secrets.token_urlsafe(24),
           "GPUFINOPS_TOKEN_SCHEDULER": secrets.token_urlsafe(24)}

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from jobs.config import ConfigError
 from models.recommendation import KINDS
 from tests.conftest import query
+from tests.feed_fleet import realistic_recommendations
 from tests.test_api import API_TOML, TOKENS, make_config
-from tests.test_export import feed_template, realistic_recommendations  # noqa: F401 (fixture)
 
 VISION = {"Authorization": f"Bearer {TOKENS['GPUFINOPS_TOKEN_VISION']}"}
 
@@ -107,6 +107,7 @@ days = st.one_of(st.none(), st.dates().map(str), st.sampled_from(["9999-12-31", 
        status=st.one_of(st.none(), st.sampled_from(["open", "accepted", "dismissed", "applied"]), st.text(max_size=8)),
        start=days, end=days, target=st.integers(min_value=0, max_value=10 ** 6),
        decision=st.sampled_from(["accept", "dismiss", "apply", "", "ACCEPT"]), raw_id=st.text(max_size=40))
+@pytest.mark.slow
 def test_a_lead_token_never_sees_or_changes_another_team(scoped, team, kind, status, start, end, target, decision,
                                                          raw_id):
     client, db, others = scoped

@@ -16,7 +16,6 @@ import contextlib
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.conftest import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 PAGES = {"overview": ("", "Overview: GPU spend"), "team": ("team", "Team"), "fleet": ("fleet", "GPU fleet"),
@@ -41,7 +42,8 @@ BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgr
                 "--disable-dev-shm-usage"]
 LEAD_TEAM = "vision"
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +55,11 @@ def demo_home(tmp_path_factory) -> Path:
     return home
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @contextlib.contextmanager
 def dashboard_server(config: Path, tmp_path: Path) -> Iterator[str]:
     """`gpufinops --config … dashboard --port P` on loopback; yields its URL, stops its process group."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "STREAMLIT_SERVER_ADDRESS": "127.0.0.1", "HOME": str(tmp_path)}
     log = (tmp_path / f"dashboard-{port}.log").open("w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "gpufinops"), "--config", str(config),

@@ -20,8 +20,8 @@ import pytest
 
 from ingest.aws_cur2_format import CUR2_SCHEMA
 from ingest.gcp_machines import GPU_MACHINE_TYPES
-from jobs.demo_gcp import EXPORT_TABLE
-from jobs.demo_fleet import DEMO_END, generate
+from simulator.demo_fleet import DEMO_END, generate
+from simulator.gcp_export import EXPORT_TABLE
 
 DAYS = 7
 IDLE_PCT = 5

@@ -74,6 +74,7 @@ def test_other_models_sections_are_included_when_present_and_reported_when_not(m
     assert sections["cost forecast"]["status"].startswith("failed: ZeroDivisionError")
 
 
+@pytest.mark.slow
 def test_evaluate_prints_the_independent_figures_beside_their_baselines():
     result = evaluate.evaluate(fleets=(), independent_seeds=(2,), independent_days=21, helios=False, others=False)
     (fleet,) = result["independent"]

@@ -13,8 +13,8 @@ import pytest
 
 from jobs.export import inventory as export_inventory
 from tests import export_checks
-from tests.test_export import (AWS_EAST, GCP_CENTRAL, docs_of, export, feed_template,  # noqa: F401 (fixtures)
-                               feed_warehouse)
+from tests.feed_fleet import AWS_EAST, GCP_CENTRAL
+from tests.test_export import docs_of, export
 from warehouse import db
 
 SKYPILOT_GCP = Path(__file__).parent / "data" / "skypilot-catalog" / "gcp.csv"

@@ -38,10 +38,11 @@ def demo_home(tmp_path_factory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def big_home(tmp_path_factory) -> Path:
-    from jobs import config as config_mod, demo_fleet
-    from jobs.demo_workloads import write_dcgm_exports
+    from jobs import config as config_mod
     from jobs.ingest_cmd import run_configured
     from models.run import run_models
+    from simulator import demo_fleet
+    from simulator.dcgm_export import write_dcgm_exports
 
     home = tmp_path_factory.mktemp("big-export")
     fleet = demo_fleet.generate(home, days=10, seed=11, scale=2)

@@ -165,6 +165,7 @@ STRICTER_HERE = {"ChargeFrequency-C-003-M", "ChargeFrequency-C-000-O"}
 REAL_VALIDATOR = Path(os.environ.get("FOCUS_VALIDATOR", Path(__file__).parent.parent / ".venv-focus" / "bin" / "focus-validator"))
 
 
+@pytest.mark.emulator
 @pytest.mark.skipif(not REAL_VALIDATOR.exists(), reason=f"no {REAL_VALIDATOR} (make .venv-focus builds it "
                                                          "where a Python >= 3.12 interpreter exists)")
 @pytest.mark.parametrize("case", ["demo (parquet)", "aws_cur legacy CUR", "focus_files"])

@@ -22,10 +22,10 @@ from ingest.gcp_billing_export import GcpBillingExport
 from ingest.gcp_export_files import read_flat_csv, to_jsonl
 from ingest.registry import Registry
 from ingest.runner import run_source
-from tests.bq_emulator import DATASET, PROJECT, bq_emulator, bq_row  # noqa: F401 (fixture)
-from tests.relay_proxy import RelayProxy
+from tests.bq_emulator import DATASET, PROJECT, bq_row
 from tests.conftest import query
 from tests.gcp_loopback import GCP_DATA, ends_before_it_starts, koku_flat_rows
+from tests.relay_proxy import RelayProxy
 
 KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
 TEAM_KEYS = ("team", "vm_key_proj2")

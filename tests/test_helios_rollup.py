@@ -82,6 +82,7 @@ def check(warehouse, vc: str, busy: dict, idle: dict) -> None:
         assert gpus == GPUS and min_samples == max_samples == 60
 
 
+@pytest.mark.slow
 def test_a_month_of_real_occupancy_rolls_up_to_the_independent_sums(tmp_path, warehouse):
     folder = warehouse.parent / "samples" / "helios"
     folder.mkdir(parents=True)

@@ -7,7 +7,6 @@ scraping it, and nvidia-smi log files. Each check is one line with its fix; exit
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 from jobs import cli, config, doctor, init_cmd
 from tests import gpu_series as gs
 from tests.aws_loopback import moto_s3, use_dummy_credentials
-from tests.bq_emulator import DATASET, PROJECT, bq_emulator  # noqa: F401 (fixture)
+from tests.bq_emulator import DATASET, PROJECT
 from tests.gcp_loopback import catalog_server
 from tests.prometheus_fixture import ExporterServer, PrometheusServer, requires_prometheus
 
@@ -101,6 +100,7 @@ def test_init_refuses_a_bad_answer_with_one_sentence(tmp_path, capsys):
     assert "PROJECT.DATASET.TABLE" in capsys.readouterr().err and not (tmp_path / "gpufinops.toml").exists()
 
 
+@pytest.mark.slow
 def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
     import boto3
 
@@ -143,7 +143,7 @@ def test_doctor_without_credentials_names_the_chain_and_skips_what_needs_them(tm
     assert lines["source aws_cur"].startswith("skip")
 
 
-def test_doctor_checks_the_bigquery_export_and_the_catalogue(tmp_path, quiet_env, bq_emulator):  # noqa: F811
+def test_doctor_checks_the_bigquery_export_and_the_catalogue(tmp_path, quiet_env, bq_emulator):
     table = "gcp_billing_export_resource_v1_DOCTOR"
     bq_emulator.create_export_table(table)
     with catalog_server() as catalog:
@@ -160,6 +160,7 @@ def test_doctor_checks_the_bigquery_export_and_the_catalogue(tmp_path, quiet_env
         assert status == 1 and lines["source gcp_billing"].startswith("FAIL") and "fix: " in lines["source gcp_billing"]
 
 
+@pytest.mark.emulator
 @requires_prometheus
 def test_doctor_checks_dcgm_prometheus_and_nvidia_smi(tmp_path, quiet_env):
     with ExporterServer() as exporter:

@@ -15,11 +15,11 @@ from ingest.prometheus import Prometheus
 from ingest.registry import Registry
 from ingest.runner import run_source
 from tests import gpu_series as gs
-from tests.conftest import table_digest
-from tests.prometheus_fixture import ExporterServer, PrometheusServer, free_port, requires_prometheus
+from tests.conftest import free_port, table_digest
+from tests.prometheus_fixture import ExporterServer, PrometheusServer, requires_prometheus
 from tests.test_dcgm_exporter import check_known_series, hourly
 
-pytestmark = requires_prometheus
+pytestmark = [requires_prometheus, pytest.mark.emulator]
 
 LIVE_UUID = "GPU-9f8e7d6c-0000-1111-2222-333344445555"
 LIVE_BODY = (

@@ -37,14 +37,13 @@ import sqlglot
 
 from ingest import gcp_pushdown, pushdown
 from ingest.gcp_billing_export import GcpBillingExport
-from ingest.gcp_export_files import read_flat_csv
 from ingest.gcp_export_mapping import CANONICAL
 from ingest.registry import Registry
 from ingest.runner import run_source
-from tests.bq_emulator import DATASET, PROJECT, bq_emulator, bq_field  # noqa: F401 (fixture)
-from tests.relay_proxy import RelayProxy
+from tests.bq_emulator import DATASET, PROJECT, bq_field
 from tests.conftest import query
-from tests.gcp_loopback import GCP_DATA, koku_flat_rows
+from tests.gcp_loopback import koku_flat_rows
+from tests.relay_proxy import RelayProxy
 
 KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
 TEAM_KEYS = ("team", "vm_key_proj2")
@@ -62,7 +61,7 @@ def registry() -> Registry:
 @pytest.fixture(scope="module")
 def demo_rows(tmp_path_factory) -> list[dict]:
     """The demo fleet's GCP export rows (a week: GPU VMs with labels, machine types, Spot and on-demand SKUs)."""
-    from jobs import demo_fleet
+    from simulator import demo_fleet
     home = tmp_path_factory.mktemp("demo")
     demo_fleet.generate(home, days=7, seed=7)
     rows = []

@@ -41,25 +41,6 @@ USER, PASSWORD = "reporter", "s3cret-pass-word"
 
 
 @pytest.fixture(scope="module")
-def demo_home(tmp_path_factory):
-    """The demo fleet (planted idle GPUs in several teams), ingested, with the idle model run."""
-    from jobs import demo_fleet
-    from jobs.demo_workloads import write_dcgm_exports
-    from jobs.ingest_cmd import run_configured
-    from models.run import run_models
-    from warehouse import db
-
-    home = tmp_path_factory.mktemp("demo")
-    fleet = demo_fleet.generate(home, days=21, seed=3)
-    write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")
-    cfg = config_mod.load(demo.write_config(home, fleet.resource_map))
-    assert all(r.ok for r in run_configured(cfg))
-    with db.writer(cfg.warehouse_path) as con:  # every model: findings of many kinds, some without a team
-        assert any(r.kind == "idle_gpu" for r in run_models(con))
-    return home, ""
-
-
-@pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("demo_run")
     out = io.StringIO()
@@ -67,10 +48,10 @@ def demo_run(tmp_path_factory):
     return home, out.getvalue()
 
 
-def make_config(demo_home, tmp_path: Path, port: int, *, attempts: int = 3, auth: bool = False,
+def make_config(report_demo, tmp_path: Path, port: int, *, attempts: int = 3, auth: bool = False,
                 starttls: bool = False) -> Path:
     """A copy of the demo warehouse and a config that mails three readers through the test server."""
-    home, _ = demo_home
+    home, _ = report_demo
     db_path = tmp_path / "wh" / "gpufinops.duckdb"
     db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(home / "data" / "gpufinops.duckdb", db_path)
@@ -135,12 +116,12 @@ def cli(config: Path, *args: str, timeout: float = 120) -> subprocess.CompletedP
 
 
 @pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")  # a loopback relay, on purpose
-def test_each_reader_gets_one_mail_with_only_their_teams(demo_home, tmp_path, monkeypatch):
+def test_each_reader_gets_one_mail_with_only_their_teams(report_demo, tmp_path, monkeypatch):
     monkeypatch.setenv("TEST_SMTP_USER", USER)
     monkeypatch.setenv("TEST_SMTP_PASSWORD", PASSWORD)
     recorder = Recorder()
     with Server(recorder, users={USER: PASSWORD}) as port:
-        cfg = config_mod.load(make_config(demo_home, tmp_path, port, auth=True))
+        cfg = config_mod.load(make_config(report_demo, tmp_path, port, auth=True))
         week = default_week(cfg)
         outcome = deliver.send_weekly(cfg, week)
     assert sorted(outcome.sent) == sorted([FINANCE, VISION, RESEARCH]) and not outcome.failed
@@ -173,10 +154,10 @@ def test_each_reader_gets_one_mail_with_only_their_teams(demo_home, tmp_path, mo
     assert not any(PASSWORD in str(row) for row in query(db_path, "SELECT * FROM report_deliveries"))
 
 
-def test_out_eml_is_exactly_what_is_mailed_and_html_previews_it(demo_home, tmp_path):
+def test_out_eml_is_exactly_what_is_mailed_and_html_previews_it(report_demo, tmp_path):
     recorder = Recorder()
     with Server(recorder) as port:
-        config = make_config(demo_home, tmp_path, port)
+        config = make_config(report_demo, tmp_path, port)
         cfg = config_mod.load(config)
         week = default_week(cfg)
         deliver.send_weekly(cfg, week)
@@ -197,10 +178,10 @@ def test_out_eml_is_exactly_what_is_mailed_and_html_previews_it(demo_home, tmp_p
         next(iter(mailed["attachments"].values())).encode()
 
 
-def test_sent_once_across_a_rerun_and_a_restarted_process(demo_home, tmp_path):
+def test_sent_once_across_a_rerun_and_a_restarted_process(report_demo, tmp_path):
     recorder = Recorder()
     with Server(recorder) as port:
-        config = make_config(demo_home, tmp_path, port)
+        config = make_config(report_demo, tmp_path, port)
         cfg = config_mod.load(config)
         week = default_week(cfg)
         first = deliver.send_weekly(cfg, week)
@@ -211,10 +192,10 @@ def test_sent_once_across_a_rerun_and_a_restarted_process(demo_home, tmp_path):
     assert len(recorder.received) == 3
 
 
-def test_a_process_killed_mid_delivery_never_mails_anyone_twice(demo_home, tmp_path):
+def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp_path):
     recorder = Recorder(stall={VISION})  # the server takes VISION's message, then the client dies
     with Server(recorder) as port:
-        config = make_config(demo_home, tmp_path, port)
+        config = make_config(report_demo, tmp_path, port)
         week = str(default_week(config_mod.load(config)))
         env = {**os.environ}
         proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--config", str(config), "report", "weekly",
@@ -235,12 +216,12 @@ def test_a_process_killed_mid_delivery_never_mails_anyone_twice(demo_home, tmp_p
     assert rerun_again.stdout.count("already sent") == 2
 
 
-def test_a_refused_send_is_retried_and_recorded(demo_home, tmp_path):
+def test_a_refused_send_is_retried_and_recorded(report_demo, tmp_path):
     # VISION is refused twice then accepted (3 attempts allowed); RESEARCH is refused on every attempt
     recorder = Recorder(refuse={VISION: ["451 4.3.0 try again later"] * 2,
                                 RESEARCH: ["554 5.7.1 rejected by policy"] * 3})
     with Server(recorder) as port:
-        config = make_config(demo_home, tmp_path, port, attempts=3)
+        config = make_config(report_demo, tmp_path, port, attempts=3)
         cfg = config_mod.load(config)
         week = str(default_week(cfg))
         result = cli(config, "report", "weekly", "--week", week, "--send")
@@ -286,8 +267,8 @@ def test_bad_report_config_names_the_key(tmp_path, section, key):
         config_mod.load(path)
 
 
-def test_bad_week_is_a_usage_error(demo_home, tmp_path):
-    config = make_config(demo_home, tmp_path, 25)
+def test_bad_week_is_a_usage_error(report_demo, tmp_path):
+    config = make_config(report_demo, tmp_path, 25)
     result = cli(config, "report", "weekly", "--week", "2026-W60")
     assert result.returncode == 2 and "2026-W60" in result.stderr
 
@@ -302,7 +283,7 @@ def tls_certificate(tmp_path):
     return cert, key
 
 
-def test_starttls_and_login_from_the_environment(demo_home, tmp_path, tls_certificate, monkeypatch):
+def test_starttls_and_login_from_the_environment(report_demo, tmp_path, tls_certificate, monkeypatch):
     import ssl
     cert, key = tls_certificate
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -312,6 +293,6 @@ def test_starttls_and_login_from_the_environment(demo_home, tmp_path, tls_certif
     monkeypatch.setenv("TEST_SMTP_PASSWORD", PASSWORD)
     recorder = Recorder()
     with Server(recorder, users={USER: PASSWORD}, tls_context=context) as port:
-        cfg = config_mod.load(make_config(demo_home, tmp_path, port, auth=True, starttls=True))
+        cfg = config_mod.load(make_config(report_demo, tmp_path, port, auth=True, starttls=True))
         outcome = deliver.send_weekly(cfg, default_week(cfg))
     assert len(outcome.sent) == 3 and recorder.logins == [USER] * 3 and len(recorder.received) == 3

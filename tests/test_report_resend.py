@@ -12,7 +12,7 @@ from jobs.report import deliver
 from jobs.report.cli import default_week
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
-from tests.test_report import FINANCE, RESEARCH, VISION, cli, demo_home, make_config  # noqa: F401 (fixture)
+from tests.test_report import FINANCE, RESEARCH, VISION, cli, make_config
 
 
 def _age(db_path, week: str, recipient: str, minutes: int) -> None:
@@ -22,10 +22,10 @@ def _age(db_path, week: str, recipient: str, minutes: int) -> None:
                     "WHERE week = ? AND recipient = ?", [minutes, week, recipient])
 
 
-def test_a_delivery_left_sending_is_resent_after_the_timeout_with_the_same_message_id(demo_home, tmp_path):
+def test_a_delivery_left_sending_is_resent_after_the_timeout_with_the_same_message_id(report_demo, tmp_path):
     recorder = Recorder()
     with Server(recorder) as port:
-        config = make_config(demo_home, tmp_path, port)
+        config = make_config(report_demo, tmp_path, port)
         cfg = config_mod.load(config)
         week = str(default_week(cfg))
         assert len(deliver.send_weekly(cfg, default_week(cfg)).sent) == 3
@@ -45,21 +45,21 @@ def test_a_delivery_left_sending_is_resent_after_the_timeout_with_the_same_messa
     assert set(status.values()) == {"sent"}
 
 
-def test_send_exits_1_naming_whoever_is_unsent(demo_home, tmp_path):
+def test_send_exits_1_naming_whoever_is_unsent(report_demo, tmp_path):
     recorder = Recorder(refuse={RESEARCH: ["554 5.7.1 rejected by policy"] * 3})
     with Server(recorder) as port:
-        config = make_config(demo_home, tmp_path, port, attempts=1)
+        config = make_config(report_demo, tmp_path, port, attempts=1)
         result = cli(config, "report", "weekly", "--week", str(default_week(config_mod.load(config))), "--send")
     assert result.returncode == 1
     assert "1 recipient(s) not sent" in result.stderr and f"{RESEARCH} (failed)" in result.stderr, result.stderr
 
 
-def test_smtp_auth_without_tls_is_refused_unless_allowed(demo_home, tmp_path, monkeypatch, caplog):
+def test_smtp_auth_without_tls_is_refused_unless_allowed(report_demo, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("TEST_SMTP_USER", "mailer")
     monkeypatch.setenv("TEST_SMTP_PASSWORD", "pa55-w0rd-secret")
     recorder = Recorder()
     with Server(recorder, users={"mailer": "pa55-w0rd-secret"}) as port:
-        config = make_config(demo_home, tmp_path, port, auth=True)
+        config = make_config(report_demo, tmp_path, port, auth=True)
         text = config.read_text().replace("smtp_allow_plaintext_auth = true\n", "")
         config.write_text(text)
         with pytest.raises(config_mod.ConfigError, match="report.smtp_starttls: false with smtp_user_env set would "

@@ -111,6 +111,7 @@ def smtp():
         yield recorder, port
 
 
+@pytest.mark.slow
 def test_daemon_runs_jobs_refuses_a_second_and_stops_on_sigterm(tmp_path, smtp):
     recorder, port = smtp
     config = write_config(tmp_path, port)

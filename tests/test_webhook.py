@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import config as config_mod, webhook
+from jobs import config as config_mod
+from jobs import webhook
 from jobs.config import ConfigError
 from models.recommendation import KINDS
 from tests.conftest import query
-from tests.test_export import (_rec, feed_template, feed_warehouse,  # noqa: F401 (fixtures)
-                               realistic_recommendations)
+from tests.feed_fleet import _rec, realistic_recommendations
 from warehouse import db, store
 
 SECRET = "whsec-" + "9f3b2c" * 6

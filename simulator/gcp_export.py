@@ -1,6 +1,6 @@
 """The demo fleet's Google Cloud bill as a BigQuery billing export extract: nested JSONL per invoice month.
 
-The simulator (:mod:`jobs.demo_fleet`) builds every cost line as a dict of FOCUS values; here the GCP
+The simulator (:mod:`simulator.demo_fleet`) builds every cost line as a dict of FOCUS values; here the GCP
 lines become rows of the detailed usage cost export (``gcp_billing_export_resource_v1_*``) as
 BigQuery's ``NEWLINE_DELIMITED_JSON`` extract writes them to Cloud Storage: nested ``service``,
 ``sku``, ``project``, ``location``, ``resource``, ``usage`` and ``invoice`` records, ``labels`` and
@@ -42,7 +42,7 @@ def _project_number(project_id: str) -> str:
 
 def export_row(row: dict) -> dict:
     """One FOCUS-like demo line as a detailed-export row."""
-    unit, pricing_unit, per = UNITS.get(row.get("ConsumedUnit") or row.get("PricingUnit"), ("", "", Decimal(1)))
+    unit, pricing_unit, per = UNITS.get(row.get("ConsumedUnit") or row.get("PricingUnit") or "", ("", "", Decimal(1)))
     quantity = row.get("ConsumedQuantity")
     tags = json.loads(row["Tags"]) if row.get("Tags") else {}
     system = [{"key": MACHINE_SPEC, "value": row["x_InstanceType"]}] if row.get("x_InstanceType") else []

@@ -1,6 +1,6 @@
 """The simulated demo fleet: its machines, GPU hardware, run schedules, utilisation profiles, logs.
 
-Used by :mod:`jobs.demo_fleet`, which prices the fleet and writes its exports. :data:`FLEET` lists
+Used by :mod:`simulator.demo_fleet`, which prices the fleet and writes its exports. :data:`FLEET` lists
 every machine with its workload and, for the machines with planted waste, what was planted. Everything here is a pure function of its arguments and a seeded
 ``numpy.random.Generator``: the same generator state gives the same samples on any day.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 
@@ -131,6 +130,7 @@ _BUS_ONPREM = ("07:00.0", "0F:00.0", "47:00.0", "4E:00.0", "87:00.0", "90:00.0",
 
 
 def bus_ids(provider: str, gpu_count: int) -> list[str]:
+    ids: tuple[str, ...]
     if provider == "aws":
         ids = _BUS_AWS_8 if gpu_count > 4 else (_BUS_AWS_SMALL[-1:] if gpu_count == 1 else _BUS_AWS_SMALL)
     elif provider == "gcp":
@@ -319,82 +319,3 @@ def smi_log(provider: str, host: str, gpu_model: str, gpu_count: int, running: n
             lines.append(f"{ts}{prefix[g]}{util[row][g]} %, {mem_util[row][g]} %, {total}, "
                          f"{mem[row][g]} MiB, {power[row][g]:.2f} W")
     return ("\n".join(lines) + "\n").encode(), len(lines) - 1
-
-
-# ---- the DCGM exporter's view of the same samples -------------------------------------------------
-
-# The demo's exporter runs with a counters file (dcgm-exporter -f) of the fields the models read;
-# help texts as dcgm-exporter's default-counters.csv words them. (field, help, nvidia-smi column)
-DCGM_FAMILIES = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 5),
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", None),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 8),
-)
-
-
-def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
-    """Write a host's samples to ``out`` as DCGM exporter's ``/metrics`` serves them, with timestamps.
-
-    The values are the host's nvidia-smi log's, unchanged (``DCGM_FI_DEV_FB_FREE`` = total − used);
-    the labels are the exporter's (``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``,
-    ``Hostname``). A recorded history: each family lists its samples scrape by scrape, in Prometheus
-    text format 0.0.4. DuckDB builds the lines from the log (a 60-day fleet is millions of lines).
-    """
-    import duckdb
-
-    def number(i: int) -> str:
-        return f"split_part(trim(c{i}), ' ', 1)"
-
-    values = {5: number(5), 8: number(8),
-              None: f"CAST(CAST({number(7)} AS INTEGER) - CAST({number(8)} AS INTEGER) AS VARCHAR)"}
-    columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(10))
-    con = duckdb.connect()
-    chunks = []
-    try:
-        con.execute("SET preserve_insertion_order = true")
-        con.execute(f"CREATE TEMP TABLE log AS SELECT *, 'gpu=\"' || trim(c4) || '\",UUID=\"' || trim(c3) || "
-                    f"'\",pci_bus_id=\"' || trim(c2) || '\",device=\"nvidia' || trim(c4) || '\",modelName=\"' || "
-                    f"trim(c1) || '\",Hostname=\"' || $host || '\"}} ' AS labels, "
-                    f"' ' || CAST(epoch_ms(strptime(trim(c0), '%Y/%m/%d %H:%M:%S.%g')) AS VARCHAR) AS ms "
-                    f"FROM read_csv($log, header = false, skip = 1, delim = ',', quote = '', escape = '', "
-                    f"auto_detect = false, columns = {{{columns}}})", {"host": host, "log": str(smi_log)})
-        for number_, (field, help_text, column) in enumerate(DCGM_FAMILIES):
-            part = out.with_name(f".{out.name}.{number_}")
-            target = "'" + str(part).replace("'", "''") + "'"
-            con.execute(f"COPY (SELECT '{field}{{' || labels || {values[column]} || ms FROM log) TO {target} "
-                        f"(FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')")
-            chunks.append(f"# HELP {field} {help_text}\n# TYPE {field} gauge\n".encode() + part.read_bytes())
-            part.unlink()
-    finally:
-        con.close()
-    out.write_bytes(b"".join(chunks))
-
-
-def write_dcgm_exports(smi_dir: Path, out_dir: Path) -> list[Path]:
-    """``out_dir/<host>.prom`` for every ``smi_dir/<host>.csv``; a file is rewritten only when its log changed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for log in sorted(smi_dir.glob("*.csv")):
-        path = out_dir / f"{log.stem}.prom"
-        if not path.exists() or path.stat().st_mtime_ns < log.stat().st_mtime_ns:
-            tmp = path.with_name(f".{path.name}.tmp")
-            write_dcgm_exposition(log, log.stem, tmp)
-            if path.exists() and _same_bytes(tmp, path):
-                tmp.unlink()
-            else:
-                tmp.replace(path)
-        written.append(path)
-    for stale in out_dir.glob("*.prom"):
-        if stale not in written:
-            stale.unlink()
-    return written
-
-
-def _same_bytes(a: Path, b: Path) -> bool:
-    if a.stat().st_size != b.stat().st_size:
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while chunk := fa.read(1 << 22):
-            if chunk != fb.read(1 << 22):
-                return False
-    return True

@@ -1,9 +1,9 @@
 """The second fleet generator's laws: catalogue, prices that move, and what each GPU does.
 
-Nothing here is shared with the models or with :mod:`jobs.demo_workloads`' profiles:
+Nothing here is shared with the models or with :mod:`simulator.demo_workloads`' profiles:
 
 * **Throughput** (:func:`service_throughput`): a serving workload's work rate on each GPU model is the
-  published per-GPU throughput of its MLPerf benchmark (:mod:`jobs.eval_benchmarks`); a replica's
+  published per-GPU throughput of its MLPerf benchmark (:mod:`simulator.eval_benchmarks`); a replica's
   utilisation is its request rate ÷ (that throughput × the machine's own efficiency, ±5 %). FP32
   serving runs at half its FP16 throughput (an assumption of this generator: no table measures FP32).
 * **Memory**: weights + activations + a 0.6 GiB CUDA context per GPU; at FP16 the weights and
@@ -23,8 +23,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from jobs import eval_benchmarks
-from jobs.demo_workloads import GPU_HARDWARE, GpuHardware
+from simulator import eval_benchmarks
+from simulator.demo_workloads import GPU_HARDWARE, GpuHardware
 
 SAMPLES_PER_HOUR = 4
 HOURS_PER_MONTH = Decimal("730.5")
@@ -39,7 +39,7 @@ class Offer:
     gpu_model: str
     gpu_count: int
     list_usd: str                 # on-demand $/h
-    spot: str | None = None       # AWS: the advisor's typical saving %, GCP: spot $/h
+    spot: str                     # AWS: the advisor's typical saving %, GCP: spot $/h
     band: int | None = None       # AWS spot advisor interruption band (0 … 4)
     cud_month: str | None = None  # Google Cloud 1-year CUD $/month
 
@@ -172,6 +172,8 @@ def price_laws(hours: int, rng: np.random.Generator) -> dict[tuple[str, str], Pr
             level = (1 - float(offer.spot) / 100) * float(rng.uniform(0.85, 1.25))
             walk = np.exp(np.cumsum(rng.normal(0, 0.02, hours // 6 + 1)))
             ratio = np.clip(level * np.repeat(walk / walk.mean(), 6)[:hours], 0.1, 0.95)
+            if offer.band is None:
+                raise ValueError(f"{instance_type}: an AWS offer needs its spot advisor interruption band")
             lo, hi = BAND_EDGES[offer.band]
             interruptions = float(rng.uniform(lo, hi)) / 100
         else:

@@ -9,7 +9,7 @@ one group, a workload that keeps GPU A ``u`` % busy needs ``u × T_A / T_B`` % o
 
 Two uses, kept apart so that nothing is scored on what built it:
 
-* :func:`fleet_law` gives :mod:`jobs.eval_fleet` the throughput of one benchmark on every GPU model
+* :func:`fleet_law` gives :mod:`simulator.eval_fleet` the throughput of one benchmark on every GPU model
   the fleet runs (base round, gaps filled from the nearest round through the GPUs both share) and
   names the groups it used;
 * :func:`real_pairs` lists every measured GPU pair of the groups the fleet law did **not** use: the

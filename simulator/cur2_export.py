@@ -1,6 +1,6 @@
 """The demo fleet's AWS bill as a real CUR 2.0 Data Export: Parquet + manifest per billing month.
 
-The simulator (:mod:`jobs.demo_fleet`) builds every cost line as a dict of FOCUS values; here the AWS
+The simulator (:mod:`simulator.demo_fleet`) builds every cost line as a dict of FOCUS values; here the AWS
 lines become CUR 2.0 line items (``line_item_*``, ``pricing_*``, the ``product`` and ``resource_tags``
 maps, Reserved Instance ``DiscountedUsage`` + ``RIFee``) written in the bucket layout AWS delivers
 (``<export>/data|metadata/BILLING_PERIOD=YYYY-MM/``), which ``gpufinops`` reads back with ``aws_cur``
@@ -109,12 +109,12 @@ def _line_item(row: dict) -> dict:
         "line_item_unblended_rate": _money(row.get("ContractedUnitPrice")) if kind == "Usage" else 0.0,
         "pricing_public_on_demand_cost": _money(row.get("ListCost")) if usage_like else None,
         "pricing_public_on_demand_rate": _money(row.get("ListUnitPrice")) if usage_like else None,
-        "pricing_unit": UNITS.get(row.get("PricingUnit"), row.get("PricingUnit")),
+        "pricing_unit": UNITS.get(row.get("PricingUnit") or "", row.get("PricingUnit")),
         "pricing_term": "Reserved" if kind in ("DiscountedUsage", "RIFee") else
                         ("Spot" if row.get("PricingCategory") == "Dynamic" else "OnDemand"),
         "pricing_rate_code": row.get("SkuPriceId"), "product_sku": row.get("SkuId"),
         "product_instance_type": instance_type, "product_region_code": region,
-        "product_location": row.get("RegionName"), "product_product_family": PRODUCT_FAMILY.get(category)
+        "product_location": row.get("RegionName"), "product_product_family": PRODUCT_FAMILY.get(category or "")
         if kind != "RIFee" else "Compute Instance", "product_servicecode": PRODUCT_CODE.get(row["ServiceName"], "AmazonEC2"),
         "reservation_reservation_a_r_n": row.get("_ReservationArn"),
         "reservation_effective_cost": _money(row["EffectiveCost"]) if kind == "DiscountedUsage" else None,

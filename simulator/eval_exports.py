@@ -1,8 +1,8 @@
-"""How the second fleet (:mod:`jobs.eval_fleet`) is delivered: bills, metrics, price references, config.
+"""How the second fleet (:mod:`simulator.eval_fleet`) is delivered: bills, metrics, price references, config.
 
 The bills are built as FOCUS-named dicts and written by the demo's own writers in the providers'
-formats (:func:`jobs.demo_aws.write_cur2`: CUR 2.0 Parquet + manifest, no GPU counts in the product
-map; :func:`jobs.demo_gcp.export_row`: BigQuery export rows). The first billing month is delivered
+formats (:func:`simulator.cur2_export.write_cur2`: CUR 2.0 Parquet + manifest, no GPU counts in the product
+map; :func:`simulator.gcp_export.export_row`: BigQuery export rows). The first billing month is delivered
 twice: the first delivery lacks the last :data:`LATE_HOURS` hours of the :data:`LATE` machines; the
 second adds them and restates the :data:`CORRECTED` machines' costs (AWS: the line items change; Google
 Cloud: the rows gain a credit and a later ``export_time``). AWS hosts log nvidia-smi CSV; Google Cloud
@@ -16,15 +16,15 @@ import json
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jobs import demo_gcp, eval_laws as laws
-from jobs.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid, write_dcgm_exposition
-
-if TYPE_CHECKING:
-    from jobs.eval_fleet import Box, Machine
+from simulator import eval_laws as laws
+from simulator import gcp_export
+from simulator.dcgm_export import write_dcgm_exposition
+from simulator.demo_prices import SPOT_ADVISOR_RANGES
+from simulator.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid
+from simulator.eval_machines import Box, Machine
 
 MONEY = Decimal("1E-10")
 REGION_NAMES = {"us-east-1": "US East (N. Virginia)", "us-central1": "Iowa"}
@@ -120,12 +120,12 @@ def _gcp_rows(rows: list[dict]) -> list[dict]:
     """GCP lines as export rows; a restated row keeps its cost and gains a credit, exported later."""
     out = []
     for row in rows:
-        item = demo_gcp.export_row(row)
+        item = gcp_export.export_row(row)
         if "_credit" in row:
             item["cost"] = float(row["BilledCost"] - row["_credit"])
             item["credits"] = [{"name": "Negotiated price correction", "amount": float(row["_credit"]),
                                 "full_name": "Negotiated price correction", "id": "price-correction", "type": "DISCOUNT"}]
-            item["export_time"] = demo_gcp._time(row["ChargePeriodEnd"] + timedelta(days=9))
+            item["export_time"] = gcp_export._time(row["ChargePeriodEnd"] + timedelta(days=9))
         out.append(item)
     return out
 
@@ -138,7 +138,7 @@ def write_gcp(folder: Path, rows: list[dict]) -> None:
     for stale in folder.glob("*.json"):
         stale.unlink()
     for month, lines in sorted(by_month.items()):
-        (folder / f"{demo_gcp.EXPORT_TABLE}-{month}-000000000000.json").write_text("\n".join(lines) + "\n")
+        (folder / f"{gcp_export.EXPORT_TABLE}-{month}-000000000000.json").write_text("\n".join(lines) + "\n")
 
 
 # ---- metrics -------------------------------------------------------------------------------------
@@ -176,7 +176,6 @@ def write_metrics(home: Path, machines: list[Machine], start: datetime, seed: in
 
 def write_references(home: Path, prices: dict, start: datetime) -> None:
     """The AWS spot advisor feed and Google Cloud price history (one revision per price change)."""
-    from jobs.demo_fleet import SPOT_ADVISOR_RANGES
     advisor = {"us-east-1": {"Linux": {it: {"s": int(o.spot), "r": o.band} for (p, it), o in
                                        sorted(laws.CATALOGUE.items()) if p == "aws"}}}
     aws = home / "reference" / "aws"

@@ -1,4 +1,4 @@
-"""Ground truth of the second fleet (:mod:`jobs.eval_fleet`), from its own laws, for every machine.
+"""Ground truth of the second fleet (:mod:`simulator.eval_fleet`), from its own laws, for every machine.
 
 What is true comes from the generator: which hours a machine does work, the request rate a replica
 serves and the published throughput of its benchmark on every GPU model, the memory its model holds
@@ -19,8 +19,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from jobs import eval_laws as laws
-from jobs.eval_laws import HOURS_PER_MONTH
+from simulator import eval_laws as laws
+from simulator.eval_laws import HOURS_PER_MONTH
 
 CEILING_PCT, HEADROOM, MIN_CUT, MIN_USD = 60.0, 1.2, Decimal("0.25"), Decimal("25")
 IDLE_RUN_HOURS, SPOT_MIN_SAVING, RESTART_MIN, DEFAULT_CHECKPOINT_MIN = 3, 0.2, 20, 60
@@ -89,7 +89,7 @@ def idle(m) -> dict | None:
 
 
 def _cheaper(m, prices: dict, *, gpu_model: str | None = None, counts=None,
-             min_cut: Decimal = MIN_CUT) -> list[tuple[Decimal, str, object]]:
+             min_cut: Decimal = MIN_CUT) -> list[tuple[Decimal, str, laws.Offer]]:
     """Catalogue types in the machine's provider (one region each) cheaper by ``min_cut``, cheapest first;
     of the same GPU count unless ``gpu_model``/``counts`` choose."""
     current = _list_now(prices, m.box.provider, m.box.instance_type)
@@ -240,7 +240,7 @@ def ground_truth(machines: list, prices: dict, start: datetime, final_rows: dict
              for m in machines if m.box.role and not m.box.role[0].startswith("not ")]
     totals = {p: str(sum((r["EffectiveCost"] for r in rows), Decimal(0))) for p, rows in final_rows.items()}
     return {
-        "generator": "jobs.eval_fleet", "seed": seed, "days": days, "window_start": start.isoformat(),
+        "generator": "simulator.eval_fleet", "seed": seed, "days": days, "window_start": start.isoformat(),
         "laws": {"throughput": f"MLPerf Inference {laws.FLEET_ROUND} per-GPU throughput (gaps from other rounds)",
                  "fp32_slowdown": laws.FP32_SLOWDOWN, "policy": {"ceiling_pct": CEILING_PCT, "headroom": HEADROOM,
                                                                  "min_cut": str(MIN_CUT), "min_usd": str(MIN_USD)}},

@@ -1,0 +1,106 @@
+"""Scoring recommendations against a generator's ground truth: precision, recall and the savings error.
+
+Shared by both halves of ``gpufinops evaluate`` (:mod:`jobs.evaluate` for the demo fleets,
+:mod:`jobs.eval_independent` for the second generator). A true saving is priced from the demo
+generator's own tables (:mod:`simulator.demo_prices`), never from a model's formulas.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from models.recommendation import Recommendation
+from simulator.demo_prices import AWS_ON_DEMAND_USD, GCP_PRICES
+from simulator.demo_workloads import FLEET, GPU_HARDWARE, INSTANCE_GPUS
+
+DAYS_PER_MONTH = Decimal("30.4375")
+HEADROOM = Decimal("1.2")
+
+
+def _price_table() -> dict[tuple[str, str, str], Decimal]:
+    """(provider, region, instance type) -> on-demand $/h, from the generator's own tables."""
+    prices = {("gcp", region, it): Decimal(p[0]) for (it, region), p in GCP_PRICES.items()}
+    for region in ("us-east-1", "us-west-2"):
+        prices.update({("aws", region, it): Decimal(p) for it, p in AWS_ON_DEMAND_USD.items()})
+    return prices
+
+
+def _cheapest(item: dict, region: str, fits) -> Decimal | None:
+    prices = _price_table()
+    options = [price for (provider, reg, it), price in prices.items()
+               if provider == item["provider"] and reg == region and INSTANCE_GPUS[it][1] == item["gpu_count"]
+               and fits(INSTANCE_GPUS[it][0])]
+    return min(options) if options else None
+
+
+def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
+    """The true monthly saving of one planted finding (None when the truth names no figure)."""
+    kind, month = item["kind"], DAYS_PER_MONTH / Decimal(days)
+    if item.get("monthly_savings_usd") is not None:     # the generator priced it (spot_mix, commitment)
+        return Decimal(str(item["monthly_savings_usd"]))
+    if kind == "idle_gpu":
+        return Decimal(item["idle_cost_usd"]) * month
+    if kind == "gpu_count":  # billed whole: the smaller type's price, not a per-GPU share
+        return Decimal(item["window_saving_usd"]) * month if "window_saving_usd" in item else None
+    current = _price_table().get((item["provider"], region, item["instance_type"]))
+    if kind == "gpu_type":
+        target = _cheapest(item, region, lambda model: model in item["proposed_gpu_models"])
+    elif kind == "quantization":
+        need_mib = Decimal(str(item["mem_used_fp16_estimate_gib"])) * 1024 * HEADROOM
+        target = _cheapest(item, region, lambda model: GPU_HARDWARE[model].memory_total_mib >= need_mib)
+    else:
+        return None
+    if current is None or target is None:
+        return None
+    return Decimal(item["cost_usd"]) * month * (1 - target / current)
+
+
+def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str, dict[str, Any]]:
+    """Per kind with ground truth and a model: precision, recall and the savings error."""
+    regions = {m["resource_id"]: m for m in truth["machines"]}
+    items = truth["planted"] + truth.get("commitments", [])   # commitments: truth, though not waste
+    out = {}
+    for kind in sorted(kinds & {p["kind"] for p in items}):
+        planted = {p["resource_id"]: p for p in items if p["kind"] == kind}
+        members = {rid: p["resource_id"] for p in planted.values() for rid in p.get("resource_ids", [])}
+        found = {members.get(r.resource_id, r.resource_id): r for r in recs if r.kind == kind}
+        hits = set(planted) & set(found)
+        truth_usd, found_usd = Decimal(0), Decimal(0)
+        priced = True
+        for rid in hits:
+            t = truth_savings(planted[rid], truth["days"], planted[rid].get("region") or _region(regions[rid], truth))
+            if t is None:
+                priced = False
+                continue
+            truth_usd += t
+            # the model's own figure: a plan's step is re-priced after the steps before it
+            found_usd += Decimal(str(found[rid].evidence.get("standalone_monthly_savings_usd",
+                                                             found[rid].monthly_savings_usd)))
+        out[kind] = {
+            "planted": len(planted), "found": len(found), "hits": len(hits),
+            "precision": len(hits) / len(found) if found else (1.0 if not planted else 0.0),
+            "recall": len(hits) / len(planted) if planted else 1.0,
+            "truth_monthly_savings_usd": float(truth_usd) if priced else None,
+            "found_monthly_savings_usd": float(found_usd) if priced else None,
+            "savings_error": float((found_usd - truth_usd) / truth_usd) if priced and truth_usd else None,
+            "missed": sorted(set(planted) - hits), "extra": sorted(set(found) - hits, key=str),
+        }
+    return out
+
+
+def _region(machine: dict, truth: dict) -> str:
+    rid = machine["resource_id"]
+    if machine["provider"] == "gcp":
+        return rid.split("/zones/")[1].split("/")[0].rsplit("-", 1)[0]
+    return _aws_region(machine)
+
+
+def _aws_region(machine: dict) -> str:
+    """ground_truth.json names no region: the fleet's spec with the machine's attributes names its zone."""
+    for spec in FLEET:
+        if (spec.provider, spec.instance_type, spec.team, spec.workload, spec.pricing) == (
+                machine["provider"], machine["instance_type"], machine["team"], machine["workload"],
+                machine["pricing"]):
+            return spec.zone[:-1] if spec.provider == "aws" else spec.zone
+    return ""

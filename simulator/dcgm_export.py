@@ -1,0 +1,82 @@
+"""The DCGM exporter's view of a host's samples: its ``/metrics`` exposition, written from the host's
+nvidia-smi log (the same values), as a recorded history a ``dcgm_exporter`` source reads from files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The demo's exporter runs with a counters file (dcgm-exporter -f) of the fields the models read;
+# help texts as dcgm-exporter's default-counters.csv words them. (field, help, nvidia-smi column)
+DCGM_FAMILIES = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 5),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", None),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 8),
+)
+
+
+def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
+    """Write a host's samples to ``out`` as DCGM exporter's ``/metrics`` serves them, with timestamps.
+
+    The values are the host's nvidia-smi log's, unchanged (``DCGM_FI_DEV_FB_FREE`` = total − used);
+    the labels are the exporter's (``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``,
+    ``Hostname``). A recorded history: each family lists its samples scrape by scrape, in Prometheus
+    text format 0.0.4. DuckDB builds the lines from the log (a 60-day fleet is millions of lines).
+    """
+    import duckdb
+
+    def number(i: int) -> str:
+        return f"split_part(trim(c{i}), ' ', 1)"
+
+    values = {5: number(5), 8: number(8),
+              None: f"CAST(CAST({number(7)} AS INTEGER) - CAST({number(8)} AS INTEGER) AS VARCHAR)"}
+    columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(10))
+    con = duckdb.connect()
+    chunks = []
+    try:
+        con.execute("SET preserve_insertion_order = true")
+        con.execute(f"CREATE TEMP TABLE log AS SELECT *, 'gpu=\"' || trim(c4) || '\",UUID=\"' || trim(c3) || "
+                    f"'\",pci_bus_id=\"' || trim(c2) || '\",device=\"nvidia' || trim(c4) || '\",modelName=\"' || "
+                    f"trim(c1) || '\",Hostname=\"' || $host || '\"}} ' AS labels, "
+                    f"' ' || CAST(epoch_ms(strptime(trim(c0), '%Y/%m/%d %H:%M:%S.%g')) AS VARCHAR) AS ms "
+                    f"FROM read_csv($log, header = false, skip = 1, delim = ',', quote = '', escape = '', "
+                    f"auto_detect = false, columns = {{{columns}}})", {"host": host, "log": str(smi_log)})
+        for number_, (field, help_text, column) in enumerate(DCGM_FAMILIES):
+            part = out.with_name(f".{out.name}.{number_}")
+            target = "'" + str(part).replace("'", "''") + "'"
+            con.execute(f"COPY (SELECT '{field}{{' || labels || {values[column]} || ms FROM log) TO {target} "
+                        f"(FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')")
+            chunks.append(f"# HELP {field} {help_text}\n# TYPE {field} gauge\n".encode() + part.read_bytes())
+            part.unlink()
+    finally:
+        con.close()
+    out.write_bytes(b"".join(chunks))
+
+
+def write_dcgm_exports(smi_dir: Path, out_dir: Path) -> list[Path]:
+    """``out_dir/<host>.prom`` for every ``smi_dir/<host>.csv``; a file is rewritten only when its log changed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for log in sorted(smi_dir.glob("*.csv")):
+        path = out_dir / f"{log.stem}.prom"
+        if not path.exists() or path.stat().st_mtime_ns < log.stat().st_mtime_ns:
+            tmp = path.with_name(f".{path.name}.tmp")
+            write_dcgm_exposition(log, log.stem, tmp)
+            if path.exists() and _same_bytes(tmp, path):
+                tmp.unlink()
+            else:
+                tmp.replace(path)
+        written.append(path)
+    for stale in out_dir.glob("*.prom"):
+        if stale not in written:
+            stale.unlink()
+    return written
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while chunk := fa.read(1 << 22):
+            if chunk != fb.read(1 << 22):
+                return False
+    return True
