@@ -13,11 +13,14 @@ import duckdb
 
 
 def one(cursor: duckdb.DuckDBPyConnection, what: str = "the query") -> tuple[Any, ...]:
-    """The single row ``cursor`` returned; LookupError if it returned none."""
-    row = cursor.fetchone()
-    if row is None:
-        raise LookupError(f"{what} returned no row")
-    return row
+    """The single row ``cursor`` returned; LookupError if it returned none or more than one.
+
+    Read with ``fetchall``: after ``fetchone`` DuckDB keeps the result open, and the connection's next
+    statement may then be refused ("connection has an unfinished result")."""
+    rows = cursor.fetchall()
+    if len(rows) != 1:
+        raise LookupError(f"{what} returned {len(rows) or 'no'} rows, expected one" if rows else f"{what} returned no row")
+    return tuple(rows[0])
 
 
 def scalar(cursor: duckdb.DuckDBPyConnection, what: str = "the query") -> Any:
