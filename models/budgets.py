@@ -11,7 +11,7 @@ alert first. The dashboard's ``monthly_budget_usd`` / ``team_budgets`` keys are 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -98,7 +98,7 @@ def from_dashboard(section: dict[str, Any]) -> list[Budget]:
 def period_bounds(day: date | datetime, period: str) -> tuple[date, date, str]:
     """[start, end) of the UTC calendar month or quarter holding ``day``, and its label (2026-10, 2026-Q4)."""
     if isinstance(day, datetime):
-        day = (day.astimezone(timezone.utc) if day.tzinfo else day).date()
+        day = (day.astimezone(UTC) if day.tzinfo else day).date()
     if period == "month":
         start = day.replace(day=1)
         end = date(start.year + start.month // 12, start.month % 12 + 1, 1)

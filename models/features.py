@@ -12,7 +12,7 @@ import json
 import math
 import weakref
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 
 from models.recommendation import money
-from warehouse import queries
+from warehouse import gpu_charges, queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
@@ -80,11 +80,7 @@ def settings_of(settings: RightsizingSettings | dict | None) -> RightsizingSetti
 def window_start(con: duckdb.DuckDBPyConnection, lookback_days: int) -> datetime | None:
     """The lookback ends at the newest GPU usage hour in the warehouse (not the clock: a replayed or
     delayed export is judged on its own last weeks)."""
-    rows = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
-    last = rows[0][0] if rows else None
-    if last is None:
-        return None
-    return last - timedelta(days=lookback_days) + timedelta(hours=1)
+    return gpu_charges.window_start(con, lookback_days)
 
 
 def tag(tags_json: str | None, key: str) -> str | None:

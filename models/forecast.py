@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 import numpy as np
@@ -150,7 +150,7 @@ def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date |
                                .alias("provider"))
     until = daily["complete_until"].max()
     if until is not None:   # a day the data only partly covers (an export mid-day) is not a low day
-        daily = daily.filter(pl.col("day") < until.astimezone(timezone.utc).date())
+        daily = daily.filter(pl.col("day") < until.astimezone(UTC).date())
         if daily.is_empty():
             return daily.select("day", "team", "provider", "cost_usd")
     daily = daily.group_by("day", "team", "provider").agg(pl.col("cost_usd").sum())
@@ -240,7 +240,7 @@ def _window_forecasts(daily: pl.DataFrame, day0: date, windows: list[tuple[str, 
 def _as_date(value: datetime | date) -> date:
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc)
+            value = value.astimezone(UTC)
         return value.date()
     return value
 
@@ -306,7 +306,7 @@ def _line_item_deltas(con: duckdb.DuckDBPyConnection, found: list[dict], teams: 
     the ``baseline_days`` before it (an item absent on a day cost 0 that day)."""
     first = min(a["day"] for a in found) - timedelta(days=params.baseline_days)
     last = max(a["day"] for a in found) + timedelta(days=1)
-    to_ts = lambda d: datetime(d.year, d.month, d.day, tzinfo=timezone.utc)  # noqa: E731
+    to_ts = lambda d: datetime(d.year, d.month, d.day, tzinfo=UTC)  # noqa: E731
     lines = queries.daily_cost_by_line_item(con, teams=teams, start=to_ts(first), end=to_ts(last))
     lines = lines.with_columns(pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8)
                                .alias("provider"))

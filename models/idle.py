@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+import duckdb
 import polars as pl
 
 from models import allocated_idle
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
+from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from warehouse import allocation_queries, queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 
@@ -96,6 +98,25 @@ def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(), now
         recs = sorted(recs + pod_recs, key=lambda r: (-r.monthly_savings_usd, r.id))
         withheld += pod_withheld
     return recs, withheld
+
+
+@dataclass(frozen=True)
+class IdleInputs:
+    """What idle_gpu reads: every GPU resource-hour (queries.gpu_resource_hours) and the pods' hours on
+    shared nodes (allocation_queries.workload_hours)."""
+    resource_hours: pl.DataFrame
+    workload_hours: pl.DataFrame
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: None = None) -> IdleInputs:
+    """idle_gpu reads no ``[models]`` key (its thresholds are IdleParams')."""
+    return IdleInputs(queries.gpu_resource_hours(con), allocation_queries.workload_hours(con))
+
+
+def findings(inputs: IdleInputs, settings: None = None) -> Findings:
+    """The recommend step: idle resources and pods holding idle GPUs; no connection."""
+    recs, withheld = analyse(inputs.resource_hours, workload_hours=inputs.workload_hours)
+    return Findings(recs, withheld)
 
 
 def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),

@@ -16,7 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from models.onprem_vs_cloud import HOURS_PER_MONTH, OnpremVsCloudParams, _d, _pct, onprem_cost, used_gpu_hours
+from models.onprem_cost import HOURS_PER_MONTH, OnpremVsCloudParams, onprem_cost, used_gpu_hours
+from models.onprem_cost import as_decimal as _d
+from models.onprem_cost import pct as _pct
 from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 

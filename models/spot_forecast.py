@@ -16,7 +16,7 @@ is reported beside the last-value baseline's, for every horizon.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -78,7 +78,7 @@ def weekly_panel(changes: pl.DataFrame, end: datetime | None = None) -> pl.DataF
     if points.is_empty():
         return pl.DataFrame()
     first = points["ts"].min()
-    monday = datetime(first.year, first.month, first.day, tzinfo=timezone.utc) - timedelta(days=first.weekday())
+    monday = datetime(first.year, first.month, first.day, tzinfo=UTC) - timedelta(days=first.weekday())
     last = end or points["ts"].max() + timedelta(days=7)
     weeks = pl.DataFrame({"week": pl.datetime_range(monday + timedelta(days=7), last, "1w", eager=True,
                                                     time_zone="UTC")})

@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from models import plans
-from models.recommendation import KINDS, Recommendation, stable_id
+from models.recommendation import Recommendation, stable_id
+from models.registry import KINDS
 from tests import export_checks
 from tests.k8s_crds import CRD_FILES, CRDS, crd_schemas, validate
 from warehouse import db, store

@@ -17,7 +17,7 @@ import pytest
 
 from jobs import config as config_mod, webhook
 from jobs.config import ConfigError
-from models.recommendation import KINDS
+from models.registry import KINDS
 from tests.conftest import query
 from tests.test_export import (_rec, feed_template, feed_warehouse,  # noqa: F401 (fixtures)
                                realistic_recommendations)
