@@ -20,6 +20,7 @@ import polars as pl
 from models import forecast
 from models.alert_records import Alert, AlertSettings, RuleOutcome
 from models.budgets import Budget, period_bounds
+from models.frames import as_float
 from warehouse import alerts_queries as aq
 
 CENT = Decimal("0.01")
@@ -130,7 +131,7 @@ def _budget_forecast(con, budget: Budget, series: pl.DataFrame, start: date, end
     return {"forecast": round(float(rows["forecast_usd"].sum()), 2), "lower": round(float(rows["lower_usd"].sum()), 2),
             "upper": round(float(rows["upper_usd"].sum()), 2),
             "actual_complete_days_usd": round(float(rows["actual_to_date_usd"].sum()), 2),
-            "history_days": int(rows["history_days"].max())}
+            "history_days": int(as_float(rows["history_days"].max()))}
 
 
 # ---- cost anomalies -------------------------------------------------------------------------------

@@ -67,16 +67,16 @@ def plan(rows: list[dict[str, Any]], outcomes: list[RuleOutcome]) -> Plan:
         row = stored.get(alert_id)
         (result.refreshed if row is not None and row["status"] == "open" else result.opened).append(alert)
     for alert_id, row in stored.items():
-        outcome = decided.get(row["rule"])
-        if row["status"] != "open" or alert_id in found or outcome is None:
+        deciding = decided.get(row["rule"])
+        if row["status"] != "open" or alert_id in found or deciding is None:
             continue
-        if outcome.live is not None and not outcome.live(row["rule"], row["scope"], row["period"]):
+        if deciding.live is not None and not deciding.live(row["rule"], row["scope"], row["period"]):
             result.closed.append((alert_id, "expired", "its period is over"))
         elif row["rule"] == "budget_forecast" and Alert("budget", row["scope"], row["period"], row["threshold"],
                                                         "info", "", "").id in found:
             result.closed.append((alert_id, "superseded", "the actual spend reached the threshold"))
         else:
-            now_text = outcome.context.get(row["scope"])
+            now_text = deciding.context.get(row["scope"])
             result.closed.append((alert_id, "resolved", "the condition no longer holds"
                                   + (f": {now_text}" if now_text else "")))
     return result

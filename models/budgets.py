@@ -48,7 +48,8 @@ class BudgetScope:
         parts += [f"tag {key}={'|'.join(values)}" for key, values in self.tags]
         return "; ".join(parts) or "every team"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any] | str:
+        """The scope as JSON: its dimensions, or ``"all"`` when it limits nothing."""
         out: dict[str, Any] = {}
         for key in ("teams", "providers", "gpu_models"):
             if getattr(self, key):
@@ -74,8 +75,12 @@ class Budget:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Budget:
-        scope = data.get("scope") or "all"
-        scope = {} if scope == "all" else scope
+        given = data.get("scope") or "all"
+        scope: dict[str, Any] = {}
+        if isinstance(given, dict):
+            scope = given
+        elif given != "all":
+            raise ValueError(f"budget {data.get('name')!r}: scope must be \"all\" or a table (got {given!r})")
         return cls(name=str(data["name"]), amount=Decimal(str(data["amount"])), period=data.get("period", "month"),
                    scope=BudgetScope(tuple(scope.get("teams", ())), tuple(scope.get("providers", ())),
                                      tuple(scope.get("gpu_models", ())),

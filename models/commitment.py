@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from models import features, spot_mix
+from models.frames import as_datetime, as_float
 from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from warehouse import gpu_charges, queries
 
@@ -93,7 +94,7 @@ def load(con: duckdb.DuckDBPyConnection, settings: CommitmentSettings) -> Commit
     if hours.is_empty():
         return CommitmentInputs(hours, pl.DataFrame(), pl.DataFrame())
     return CommitmentInputs(hours, queries.commitment_prices(con),
-                            queries.fleet_commitment_ratios(con, start=hours["hour"].min()))
+                            queries.fleet_commitment_ratios(con, start=as_datetime(hours["hour"].min())))
 
 
 def findings(inputs: CommitmentInputs, settings: CommitmentSettings, now: datetime | None = None) -> Findings:
@@ -101,7 +102,7 @@ def findings(inputs: CommitmentInputs, settings: CommitmentSettings, now: dateti
     hours = inputs.hours
     if hours.is_empty():
         return Findings()
-    first, last = hours["hour"].min(), hours["hour"].max()
+    first, last = as_datetime(hours["hour"].min()), as_datetime(hours["hour"].max())
     grid = pl.DataFrame({"hour": pl.datetime_range(first, last, "1h", eager=True, time_zone="UTC")})
     catalogue = {(r["provider"], r["region"], r["instance_type"]): r for r in inputs.catalogue.iter_rows(named=True)}
     fleet = {(provider_code(r["provider_name"]), r["region"], r["instance_type"]): r
@@ -165,7 +166,7 @@ def _assess(group: dict, part: pl.DataFrame, usage: np.ndarray, catalogue: dict,
     if window_days < s.commit_min_days:
         return None, (f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): "
                       "too short for a 1-year commitment")
-    on_demand_rate = float(part["effective_cost"].cast(pl.Float64).mean())
+    on_demand_rate = as_float(part["effective_cost"].cast(pl.Float64).mean())
     price = _commit_price(group, on_demand_rate, catalogue, fleet)
     if price is None:
         return None, (f"unpriced: no commitment price for {group['instance_type']} in {group['region']} "

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from models import frames
 from models.recommendation import money
 from warehouse import gpu_charges, queries
 
@@ -169,8 +170,8 @@ def catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 def specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """gpu_specs keyed by GPU model."""
-    frame = pl.from_arrow(con.sql("SELECT * FROM gpu_specs").to_arrow_table())
-    return {row["gpu_model"]: row for row in frame.iter_rows(named=True)}
+    table = frames.frame(pl.from_arrow(con.sql("SELECT * FROM gpu_specs").to_arrow_table()))
+    return {row["gpu_model"]: row for row in table.iter_rows(named=True)}
 
 
 def list_price(offers: pl.DataFrame, provider: str | None, region: str | None,

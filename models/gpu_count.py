@@ -158,7 +158,7 @@ def _recommendation(row: dict, needed: int, offers: pl.DataFrame, s: Rightsizing
         route = "other_gpu" if target else None
     risk = ("Spare GPUs may be reserved for peaks outside the lookback or for a job that has not started yet; "
             "check the job's launch configuration before shrinking it.")
-    if target is not None:
+    if target is not None and current_price is not None:   # a target is only looked for with a current price
         ratio = Decimal(str(target["on_demand_usd_per_hour"])) / current_price
         savings = money(monthly_cost * (1 - ratio))
         proposed = {**current, "instance_type": target["instance_type"], "gpu_model": target["gpu_model"],

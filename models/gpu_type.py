@@ -125,9 +125,8 @@ def observations(res: pl.DataFrame, specs: dict[str, dict], idle_util_pct: float
         pl.col("tensor_active_mean").mean().alias("tensor"))
     rows = []
     for (workload, precision), grp in pooled.group_by("workload", "precision", maintain_order=True):
-        items = grp.sort("gpu_model").iter_rows(named=True)
         items = [(r["gpu_model"], np.mean(np.array(r["q"], dtype=float), axis=0), r["sm"], r["tensor"])
-                 for r in items]
+                 for r in grp.sort("gpu_model").iter_rows(named=True)]
         for src_model, q_src, sm, tensor in items:
             for tgt_model, q_tgt, _, _ in items:
                 ratios = _log_ratio(specs.get(src_model), specs.get(tgt_model), precision)
@@ -173,7 +172,7 @@ def fit(obs: pl.DataFrame) -> ThroughputModel:
         **{MAE_KEYS[p]: round(v, 2) for p, v in maes.items()},
         "coefficients": [round(float(c), 4) for c in final.coef_],
     }
-    return ThroughputModel(final, int(obs.height), quality["gpu_pairs"], quality, predictor)
+    return ThroughputModel(final, int(obs.height), int(len(set(groups.tolist()))), quality, predictor)
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,

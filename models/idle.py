@@ -19,6 +19,7 @@ import duckdb
 import polars as pl
 
 from models import allocated_idle
+from models.frames import as_datetime
 from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from warehouse import allocation_queries, queries
 
@@ -125,9 +126,9 @@ def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
     if resource_hours.is_empty():
         return []
     # a resource no longer billed (terminated) has nothing left to release or schedule
-    end = resource_hours["hour"].max()
-    live = resource_hours.group_by("resource_id").agg(pl.col("hour").max().alias("last"))
-    live = live.filter(pl.col("last") >= end - timedelta(hours=params.gone_after_hours))["resource_id"]
+    end = as_datetime(resource_hours["hour"].max())
+    last = resource_hours.group_by("resource_id").agg(pl.col("hour").max().alias("last"))
+    live = last.filter(pl.col("last") >= end - timedelta(hours=params.gone_after_hours))["resource_id"]
     resource_hours = resource_hours.filter(pl.col("resource_id").is_in(live.implode()))
     hours = idle_hours(resource_hours, params)
     billed = resource_hours.group_by("resource_id").agg(pl.len().alias("billed_hours"),

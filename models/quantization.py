@@ -60,7 +60,7 @@ def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], mo
     for row in inference.sort("resource_id").iter_rows(named=True):
         precision, source = current_precision(row)
         steps = [p for p in s.quantization_precisions if precision and BITS.get(p, 99) < BITS[precision]]
-        if not steps:
+        if not steps or precision is None:
             continue
         if row["gpu_count"] is None:
             withheld.append(gpu_type.unknown_count("quantization", row))

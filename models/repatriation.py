@@ -49,7 +49,7 @@ def candidates(resource_hours: pl.DataFrame, groups: list[dict], specs: dict,
         util = Decimal(str(round(r["util_mean"], 4))) / 100
         cloud_per_gpu_hour = _d(r["cost"]) / r["billed_hours"] / r["gpu_count"]
         need = specs.get(r["gpu_model"], {})
-        options = []
+        options: list[dict[str, Any]] = []
         for g in groups:
             have = specs.get(g["gpu_model"], {})
             if (have.get("memory_gib") or 0) < (need.get("memory_gib") or 0) or \

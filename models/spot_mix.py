@@ -23,6 +23,7 @@ with zero savings.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -35,6 +36,7 @@ import polars as pl
 
 from models import features, spot_forecast
 from models.features import tag
+from models.frames import as_datetime
 from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from warehouse import gpu_charges, queries
 
@@ -181,7 +183,7 @@ def findings(inputs: SpotMixInputs, settings: SpotMixSettings, now: datetime | N
         return Findings()
     usage = inputs.usage.with_columns(
         pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8).alias("provider"),
-        *[pl.col("tags").map_elements(lambda t, k=k: tag(t, k), return_dtype=pl.Utf8).alias(f"tag_{k}")
+        *[pl.col("tags").map_elements(_tag_reader(k), return_dtype=pl.Utf8).alias(f"tag_{k}")
           for k in ("workload", "checkpointing", "latency_critical", "checkpoint_interval_min",
                     "restart_overhead_min")])
     replicas = usage.group_by("provider", "region", "instance_type", "team", "tag_workload").agg(
@@ -197,6 +199,10 @@ def findings(inputs: SpotMixInputs, settings: SpotMixSettings, now: datetime | N
         elif reason is not None:
             withheld.append(Withheld.from_detail("spot_mix", row, reason))
     return Findings(sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld)
+
+
+def _tag_reader(key: str) -> Callable[[str | None], str | None]:
+    return lambda tags: tag(tags, key)
 
 
 def _assess(row: dict, prices: dict, bands: pl.DataFrame, s: SpotMixSettings,
@@ -295,7 +301,7 @@ def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int =
     changes = read_gcp_price_changes(source or GCP_HISTORY_CSV)
     params = SpotForecastParams()
     horizon = params.horizon_weeks
-    panel = weekly_panel(changes, end=changes["ts"].max())
+    panel = weekly_panel(changes, end=as_datetime(changes["ts"].max()))
     on_demand = panel.join_asof(changes.sort("ts").select(*KEYS, "ts", "on_demand_usd"), left_on="week",
                                 right_on="ts", by=KEYS, strategy="backward", check_sortedness=False)
     panel = panel.with_columns(on_demand["on_demand_usd"].alias("on_demand_usd"))
@@ -303,7 +309,7 @@ def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int =
     rework = rework_fraction(settings.spot_unknown_band_interruptions, lost, 1.0)
     x_all, weeks, lr = panel.select(FEATURES).to_numpy(), panel["week"].to_numpy(), panel["lr"].to_numpy()
     targets = {h: with_target(panel, h)["target"].to_numpy() for h in range(1, horizon + 1)}
-    last_week = panel["week"].max()
+    last_week = as_datetime(panel["week"].max())
     origins = [w for w in sorted(panel.filter(pl.col("week") >= last_week - timedelta(days=test_days))["week"]
                                  .unique().to_list()) if w + timedelta(weeks=horizon) <= last_week][::step_weeks]
     sums = {"predicted_model": 0.0, "predicted_last_value": 0.0, "realised": 0.0, "on_demand": 0.0}
