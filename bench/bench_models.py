@@ -5,7 +5,7 @@ GPU resources (8-, 4- and 1-GPU types in two regions, 10,000 GPUs in all) with o
 resource-hour (1.33M line items) and one ``gpu_metrics_hourly`` row per GPU-hour (7.2M rows), with
 mixed workloads: busy training, diurnal serving, idle machines, jobs using 2 of 8 GPUs, small models
 on big GPUs, FP32 serving. Then, in a fresh process so its peak RSS is its own, runs every model in
-``models.run.MODELS`` (``run_models``: query, fit, recommend, store); target ≤ 60 s, peak RSS < 6 GiB.
+``models.registry.MODELS`` (``run_models``: query, fit, recommend, store); target ≤ 60 s, peak RSS < 6 GiB.
 
     python -m bench.bench_models            # 10,000 GPUs × 30 days
     python -m bench.bench_models --quick    # 500 GPUs × 15 days
@@ -115,27 +115,25 @@ def models_run(db: str, gpu_hours: int) -> dict[str, Any]:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import time
 
+    from models import registry
     from models import run as run_mod
     from warehouse import db as warehouse_db
 
     seconds: dict[str, float] = {}
+    started: dict[str, float] = {}
 
-    def timed(kind, model):
-        def call(con):
-            started = time.perf_counter()
-            try:
-                return model(con)
-            finally:
-                seconds[kind] = round(time.perf_counter() - started, 2)
-        return call
+    def timed(kind: str, done: bool) -> None:
+        if not done:
+            started[kind] = time.perf_counter()
+        else:
+            seconds[kind] = round(time.perf_counter() - started[kind], 2)
 
-    run_mod.MODELS = {kind: timed(kind, model) for kind, model in run_mod.MODELS.items()}   # this child only
     with warehouse_db.writer(db, memory_limit="4GB") as con:
-        recs = run_mod.run_models(con)
+        recs = run_mod.run_models(con, on_model=timed)
     kinds: dict[str, int] = {}
     for rec in recs:
         kinds[rec.kind] = kinds.get(rec.kind, 0) + 1
-    return {"rows": gpu_hours, "models": len(run_mod.MODELS), "recommendations": len(recs), "by_kind": kinds,
+    return {"rows": gpu_hours, "models": len(registry.MODELS), "recommendations": len(recs), "by_kind": kinds,
             "seconds_by_kind": seconds}
 
 

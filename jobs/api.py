@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from jobs.config import Config, ConfigError
-from models.recommendation import KINDS
+from models.registry import KINDS
 from warehouse.scope import Scope
 
 log = logging.getLogger("gpufinops.api")

@@ -38,6 +38,22 @@ def _version() -> str:
         return "gpufinops (not installed)"
 
 
+class ModelKinds:
+    """The `--kind` choices: the model registry's kinds (models/registry.py), imported only when a kind is
+    checked or the help is shown (the models' libraries take seconds to import; most commands need none)."""
+
+    @staticmethod
+    def kinds() -> tuple[str, ...]:
+        from models.registry import KINDS
+        return KINDS
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self.kinds()
+
+    def __iter__(self):
+        return iter(self.kinds())
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufinops", description="FinOps for GPU fleets.")
     p.add_argument("--version", action="version", version=_version(), help="print the version and exit")
@@ -69,8 +85,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="ignore the saved cursor and reload everything the source holds")
 
     rec = sub.add_parser("recommend", help="run the models, store and print recommendations")
-    rec.add_argument("--kind", metavar="K", help="run only this model (idle_gpu, gpu_count, gpu_type, quantization, "
-                                                 "spot_mix, commitment, onprem_vs_cloud)")
+    rec.add_argument("--kind", metavar="K", choices=ModelKinds(), help="run only this model (%(choices)s)")
     rec.add_argument("--team", metavar="T", help="print only this team's recommendations")
     rec.add_argument("--format", choices=("table", "json", "csv"), default="table",
                      help="table (default, fits the terminal), json (the recommendation objects) or csv (flat columns)")
@@ -189,12 +204,10 @@ def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from jobs import output
-    from models.run import MODELS, analyse
+    from models.registry import MODELS
+    from models.run import analyse
     from warehouse import db
 
-    if args.kind and args.kind not in MODELS:
-        print(f"gpufinops: --kind {args.kind}: no such model (available: {', '.join(MODELS)})", file=sys.stderr)
-        return 2
     from jobs import progress
     with progress.steps(len(MODELS), "recommend") as step, \
             db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data

@@ -95,7 +95,8 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     from jobs.eval_score import score
     from jobs.ingest_cmd import run_configured
     from models import features, gpu_type
-    from models.run import MODELS, analyse
+    from models.registry import KINDS
+    from models.run import analyse
     from simulator import eval_fleet
     from warehouse import db
 
@@ -118,7 +119,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
         specs = features.specs(con)
         baselines = eval_baselines.all_baselines(con)
     recs = run.recommendations       # every candidate; score() reads each one's standalone saving
-    kinds = set(MODELS)
+    kinds = set(KINDS)
     return {
         "name": f"second generator, seed {seed}", "seed": seed, "days": days, "machines": len(truth["machines"]),
         "bill_reconciled": {p: {"warehouse": str(Decimal(str(totals.get(p, 0))).quantize(Decimal("0.01"))),

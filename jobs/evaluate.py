@@ -141,7 +141,7 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
     shows which fleet or data set is being measured."""
     from jobs import eval_independent
     from models import features
-    from models.run import MODELS
+    from models.registry import KINDS
     from warehouse import db
     result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
     show = step.start if step is not None else (lambda _text: None)
@@ -166,7 +166,7 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
                     result["others"] = m2_sections(con)
             done()
             result["fleets"].append({**fleet, "machines": len(truth["machines"]),
-                                     "kinds": score(recs, truth, set(MODELS)), "throughput_model": model.quality,
+                                     "kinds": score(recs, truth, set(KINDS)), "throughput_model": model.quality,
                                      "real_ratios": real})
     if helios:
         show("idle detection on the real Helios clusters")

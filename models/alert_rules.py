@@ -11,15 +11,16 @@ resource's recent hourly rate (said so in the alert).
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 import duckdb
 import polars as pl
 
 from models import forecast
-from models.alerts import Alert, AlertSettings, RuleOutcome
+from models.alert_records import Alert, AlertSettings, RuleOutcome
 from models.budgets import Budget, period_bounds
+from models.frames import as_float
 from warehouse import alerts_queries as aq
 
 CENT = Decimal("0.01")
@@ -42,7 +43,7 @@ def _threshold_text(threshold: float) -> str:
 
 def _data_day(edge: datetime) -> date:
     """The day the newest cost data falls in (an edge at midnight ends the day before)."""
-    return (edge.astimezone(timezone.utc) - timedelta(microseconds=1)).date()
+    return (edge.astimezone(UTC) - timedelta(microseconds=1)).date()
 
 
 # ---- budgets ------------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def _budget_forecast(con, budget: Budget, series: pl.DataFrame, start: date, end
     return {"forecast": round(float(rows["forecast_usd"].sum()), 2), "lower": round(float(rows["lower_usd"].sum()), 2),
             "upper": round(float(rows["upper_usd"].sum()), 2),
             "actual_complete_days_usd": round(float(rows["actual_to_date_usd"].sum()), 2),
-            "history_days": int(rows["history_days"].max())}
+            "history_days": int(as_float(rows["history_days"].max()))}
 
 
 # ---- cost anomalies -------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def anomaly_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: d
         outcome.complete = False
         outcome.notes.append("anomaly: no cost data yet")
         return outcome
-    last_day = edge.astimezone(timezone.utc).date() - timedelta(days=1)   # the forecast drops a partial last day
+    last_day = edge.astimezone(UTC).date() - timedelta(days=1)   # the forecast drops a partial last day
     first_day = last_day - timedelta(days=settings.anomaly_days - 1)
     outcome.live = lambda rule, scope, period: period >= first_day.isoformat()
     series = aq.scope_daily_series(con, before=now, complete_until=edge).drop("cost")
@@ -235,7 +236,7 @@ def stale_data_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now
         outcome.notes.append("stale_data: no source has run yet")
         return outcome
     episodes = {r["scope"]: r["period"] for r in aq.alerts(con, status="open", rule="stale_data").iter_rows(named=True)}
-    since = now.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0).isoformat()
+    since = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
     for row in fresh.iter_rows(named=True):
         outcome.context[row["source"]] = row["message"]
         if not row["stale"]:

@@ -11,7 +11,7 @@ alert first. The dashboard's ``monthly_budget_usd`` / ``team_budgets`` keys are 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -48,7 +48,8 @@ class BudgetScope:
         parts += [f"tag {key}={'|'.join(values)}" for key, values in self.tags]
         return "; ".join(parts) or "every team"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any] | str:
+        """The scope as JSON: its dimensions, or ``"all"`` when it limits nothing."""
         out: dict[str, Any] = {}
         for key in ("teams", "providers", "gpu_models"):
             if getattr(self, key):
@@ -74,8 +75,12 @@ class Budget:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Budget:
-        scope = data.get("scope") or "all"
-        scope = {} if scope == "all" else scope
+        given = data.get("scope") or "all"
+        scope: dict[str, Any] = {}
+        if isinstance(given, dict):
+            scope = given
+        elif given != "all":
+            raise ValueError(f"budget {data.get('name')!r}: scope must be \"all\" or a table (got {given!r})")
         return cls(name=str(data["name"]), amount=Decimal(str(data["amount"])), period=data.get("period", "month"),
                    scope=BudgetScope(tuple(scope.get("teams", ())), tuple(scope.get("providers", ())),
                                      tuple(scope.get("gpu_models", ())),
@@ -98,7 +103,7 @@ def from_dashboard(section: dict[str, Any]) -> list[Budget]:
 def period_bounds(day: date | datetime, period: str) -> tuple[date, date, str]:
     """[start, end) of the UTC calendar month or quarter holding ``day``, and its label (2026-10, 2026-Q4)."""
     if isinstance(day, datetime):
-        day = (day.astimezone(timezone.utc) if day.tzinfo else day).date()
+        day = (day.astimezone(UTC) if day.tzinfo else day).date()
     if period == "month":
         start = day.replace(day=1)
         end = date(start.year + start.month // 12, start.month % 12 + 1, 1)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -29,8 +29,9 @@ import numpy as np
 import polars as pl
 
 from models import features, spot_mix
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
-from warehouse import queries
+from models.frames import as_datetime, as_float
+from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from warehouse import gpu_charges, queries
 
 HOURS_PER_MONTH = 730.5
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
@@ -75,34 +76,56 @@ def recommend(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSetting
               now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every group with a steady on-demand baseline."""
     s = settings if isinstance(settings, CommitmentSettings) else CommitmentSettings.from_config(settings)
-    hours = _usage_hours(con, s)
+    found = findings(load(con, s), s, now)
+    return found.recommendations, found.withheld
+
+
+@dataclass(frozen=True)
+class CommitmentInputs:
+    """What commitment reads: the busy on-demand cloud resource-hours over the lookback (without what
+    spot_mix moves to spot), the catalogue's commitment prices and the fleet's own commitment rates."""
+    hours: pl.DataFrame
+    catalogue: pl.DataFrame
+    fleet: pl.DataFrame
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: CommitmentSettings) -> CommitmentInputs:
+    hours = _usage_hours(con, settings)
     if hours.is_empty():
-        return [], []
-    first, last = hours["hour"].min(), hours["hour"].max()
+        return CommitmentInputs(hours, pl.DataFrame(), pl.DataFrame())
+    return CommitmentInputs(hours, queries.commitment_prices(con),
+                            queries.fleet_commitment_ratios(con, start=as_datetime(hours["hour"].min())))
+
+
+def findings(inputs: CommitmentInputs, settings: CommitmentSettings, now: datetime | None = None) -> Findings:
+    """The recommend step: each group's baseline, its price and saving; no connection."""
+    hours = inputs.hours
+    if hours.is_empty():
+        return Findings()
+    first, last = as_datetime(hours["hour"].min()), as_datetime(hours["hour"].max())
     grid = pl.DataFrame({"hour": pl.datetime_range(first, last, "1h", eager=True, time_zone="UTC")})
-    catalogue = {(r["provider"], r["region"], r["instance_type"]): r
-                 for r in queries.commitment_prices(con).iter_rows(named=True)}
+    catalogue = {(r["provider"], r["region"], r["instance_type"]): r for r in inputs.catalogue.iter_rows(named=True)}
     fleet = {(provider_code(r["provider_name"]), r["region"], r["instance_type"]): r
-             for r in queries.fleet_commitment_ratios(con, start=first).iter_rows(named=True)}
+             for r in inputs.fleet.iter_rows(named=True)}
     recs, withheld = [], []
     for key, part in hours.group_by(GROUP, maintain_order=True):
         group = dict(zip(GROUP, key))
         per_hour = part.group_by("hour").agg(pl.len().alias("machines"))
         usage = grid.join(per_hour, on="hour", how="left")["machines"].fill_null(0).to_numpy()
-        rec, reason = _assess(group, part, usage, catalogue, fleet, s, now)
+        rec, reason = _assess(group, part, usage, catalogue, fleet, settings, now)
         if rec is not None:
             recs.append(rec)
         elif reason is not None:
             withheld.append(Withheld.from_detail("commitment", group, reason, resource_id=_group_id(group)))
-    return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
+    return Findings(sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld)
 
 
 def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.DataFrame:
-    """Busy on-demand cloud resource-hours over the lookback, without the workloads spot_mix moves."""
-    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
-    if not last or last[0][0] is None:
+    """Busy on-demand cloud resource-hours over the lookback, without the workloads spot_mix moves
+    (spot_mix at its default settings, as before the registry)."""
+    start = gpu_charges.window_start(con, s.commit_lookback_days)
+    if start is None:
         return pl.DataFrame()
-    start = last[0][0] - timedelta(days=s.commit_lookback_days) + timedelta(hours=1)
     rows = queries.gpu_resource_hours(con, start=start)
     if rows.is_empty():
         return rows
@@ -143,7 +166,7 @@ def _assess(group: dict, part: pl.DataFrame, usage: np.ndarray, catalogue: dict,
     if window_days < s.commit_min_days:
         return None, (f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): "
                       "too short for a 1-year commitment")
-    on_demand_rate = float(part["effective_cost"].cast(pl.Float64).mean())
+    on_demand_rate = as_float(part["effective_cost"].cast(pl.Float64).mean())
     price = _commit_price(group, on_demand_rate, catalogue, fleet)
     if price is None:
         return None, (f"unpriced: no commitment price for {group['instance_type']} in {group['region']} "

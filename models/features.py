@@ -12,15 +12,16 @@ import json
 import math
 import weakref
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import duckdb
 import polars as pl
 
+from models import frames
 from models.recommendation import money
-from warehouse import queries
+from warehouse import gpu_charges, queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
@@ -80,11 +81,7 @@ def settings_of(settings: RightsizingSettings | dict | None) -> RightsizingSetti
 def window_start(con: duckdb.DuckDBPyConnection, lookback_days: int) -> datetime | None:
     """The lookback ends at the newest GPU usage hour in the warehouse (not the clock: a replayed or
     delayed export is judged on its own last weeks)."""
-    rows = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
-    last = rows[0][0] if rows else None
-    if last is None:
-        return None
-    return last - timedelta(days=lookback_days) + timedelta(hours=1)
+    return gpu_charges.window_start(con, lookback_days)
 
 
 def tag(tags_json: str | None, key: str) -> str | None:
@@ -173,8 +170,8 @@ def catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 def specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """gpu_specs keyed by GPU model."""
-    frame = pl.from_arrow(con.sql("SELECT * FROM gpu_specs").to_arrow_table())
-    return {row["gpu_model"]: row for row in frame.iter_rows(named=True)}
+    table = frames.frame(pl.from_arrow(con.sql("SELECT * FROM gpu_specs").to_arrow_table()))
+    return {row["gpu_model"]: row for row in table.iter_rows(named=True)}
 
 
 def list_price(offers: pl.DataFrame, provider: str | None, region: str | None,

@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 import numpy as np
 import polars as pl
 
+from models.frames import as_date, as_datetime
 from models.recommendation import provider_code
 from warehouse import allocation_queries, queries
 
@@ -84,7 +85,8 @@ def _filter(x: np.ndarray, alpha: float, sigma: float | None = None, clip_z: flo
     uses clipped values and two same-sign breaches in a row reset the level (anomaly mode)."""
     level = float(np.mean(x[: min(7, len(x))]))
     preds = np.empty(len(x))
-    streak_sign, streak = 0, []
+    streak_sign = 0
+    streak: list[float] = []   # the values of the current run of same-sign breaches
     for t, value in enumerate(x):
         preds[t] = level
         err = value - level
@@ -148,14 +150,15 @@ def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date |
         return daily.with_columns(pl.lit(None, pl.Utf8).alias("provider"))
     daily = daily.with_columns(pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8)
                                .alias("provider"))
-    until = daily["complete_until"].max()
-    if until is not None:   # a day the data only partly covers (an export mid-day) is not a low day
-        daily = daily.filter(pl.col("day") < until.astimezone(timezone.utc).date())
+    complete_until = daily["complete_until"].max()
+    if complete_until is not None:   # a day the data only partly covers (an export mid-day) is not a low day
+        until = as_datetime(complete_until)
+        daily = daily.filter(pl.col("day") < until.astimezone(UTC).date())
         if daily.is_empty():
             return daily.select("day", "team", "provider", "cost_usd")
     daily = daily.group_by("day", "team", "provider").agg(pl.col("cost_usd").sum())
-    last = end or daily["day"].max()
-    first = daily["day"].min()
+    last = end or as_date(daily["day"].max())
+    first = as_date(daily["day"].min())
     grid = pl.DataFrame({"day": pl.date_range(first, last, "1d", eager=True)})
     keys = daily.select("team", "provider").unique()
     # a day inside the data's span without lines for a series cost nothing on it
@@ -184,7 +187,7 @@ def cost_forecast(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = N
     series = _series(con, teams, None, daily)
     if series.is_empty():
         return pl.DataFrame(schema=FORECAST_COLUMNS)
-    day0 = _as_date(as_of) if as_of is not None else series["day"].max() + timedelta(days=1)
+    day0 = _as_date(as_of) if as_of is not None else as_date(series["day"].max()) + timedelta(days=1)
     month, next_month = _month_start(day0), _next_month(day0)
     return _window_forecasts(series, day0, [("month_end", month, next_month), ("next_month", next_month,
                                                                                 _next_month(next_month))], params)
@@ -200,7 +203,7 @@ def period_forecast(con: duckdb.DuckDBPyConnection, *, period_start: date, perio
     series = _series(con, teams, None, daily)
     if series.is_empty():
         return pl.DataFrame(schema=FORECAST_COLUMNS)
-    day0 = _as_date(as_of) if as_of is not None else series["day"].max() + timedelta(days=1)
+    day0 = _as_date(as_of) if as_of is not None else as_date(series["day"].max()) + timedelta(days=1)
     return _window_forecasts(series, day0, [("period_end", period_start, period_end)], params)
 
 
@@ -213,7 +216,7 @@ def _window_forecasts(daily: pl.DataFrame, day0: date, windows: list[tuple[str, 
                       params: ForecastParams) -> pl.DataFrame:
     """For each (horizon, lo, hi) window and each series: the actual cost of the window's days
     before the first forecast day plus the forecast of its remaining days, with the interval."""
-    data_end = daily["day"].max() + timedelta(days=1)
+    data_end = as_date(daily["day"].max()) + timedelta(days=1)
     start = min(day0, data_end)                     # first forecast day
     after = max(hi for _, _, hi in windows)
     rows = []
@@ -240,7 +243,7 @@ def _window_forecasts(daily: pl.DataFrame, day0: date, windows: list[tuple[str, 
 def _as_date(value: datetime | date) -> date:
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc)
+            value = value.astimezone(UTC)
         return value.date()
     return value
 
@@ -306,7 +309,7 @@ def _line_item_deltas(con: duckdb.DuckDBPyConnection, found: list[dict], teams: 
     the ``baseline_days`` before it (an item absent on a day cost 0 that day)."""
     first = min(a["day"] for a in found) - timedelta(days=params.baseline_days)
     last = max(a["day"] for a in found) + timedelta(days=1)
-    to_ts = lambda d: datetime(d.year, d.month, d.day, tzinfo=timezone.utc)  # noqa: E731
+    to_ts = lambda d: datetime(d.year, d.month, d.day, tzinfo=UTC)  # noqa: E731
     lines = queries.daily_cost_by_line_item(con, teams=teams, start=to_ts(first), end=to_ts(last))
     lines = lines.with_columns(pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8)
                                .alias("provider"))

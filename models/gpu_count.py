@@ -13,6 +13,7 @@ saving is conditional (an ``alternative`` in the plan, never in a total).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 import duckdb
@@ -20,7 +21,7 @@ import polars as pl
 
 from models import features
 from models.features import RightsizingSettings
-from models.recommendation import Recommendation, Withheld, money, stable_id
+from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 from warehouse import queries
 
 
@@ -32,12 +33,31 @@ def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
 def analyse(con: duckdb.DuckDBPyConnection,
             settings: RightsizingSettings | dict | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     s = features.settings_of(settings)
-    start = features.window_start(con, s.lookback_days)
+    found = findings(load(con, s), s)
+    return found.recommendations, found.withheld
+
+
+@dataclass(frozen=True)
+class GpuCountInputs:
+    """What gpu_count reads from the warehouse: the resources over the lookback, each GPU's quantiles
+    and the catalogue of offers (empty frames when the warehouse holds no GPU usage)."""
+    resources: pl.DataFrame
+    gpus: pl.DataFrame
+    offers: pl.DataFrame
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> GpuCountInputs:
+    start = features.window_start(con, settings.lookback_days)
     if start is None:
-        return [], []
-    res = features.resources(con, s)
-    gpus = queries.rightsizing_gpus(con, start)
-    return recommend(res, gpus, queries.rightsizing_catalogue(con, reference=True), s)
+        return GpuCountInputs(pl.DataFrame(), pl.DataFrame(), pl.DataFrame())
+    return GpuCountInputs(features.resources(con, settings), queries.rightsizing_gpus(con, start),
+                          queries.rightsizing_catalogue(con, reference=True))
+
+
+def findings(inputs: GpuCountInputs, settings: RightsizingSettings) -> Findings:
+    """The recommend step: no connection, only what :func:`load` read."""
+    recs, withheld = recommend(inputs.resources, inputs.gpus, inputs.offers, settings)
+    return Findings(recs, withheld)
 
 
 def recommend(res: pl.DataFrame, gpus: pl.DataFrame, offers: pl.DataFrame,
@@ -138,7 +158,7 @@ def _recommendation(row: dict, needed: int, offers: pl.DataFrame, s: Rightsizing
         route = "other_gpu" if target else None
     risk = ("Spare GPUs may be reserved for peaks outside the lookback or for a job that has not started yet; "
             "check the job's launch configuration before shrinking it.")
-    if target is not None:
+    if target is not None and current_price is not None:   # a target is only looked for with a current price
         ratio = Decimal(str(target["on_demand_usd_per_hour"])) / current_price
         savings = money(monthly_cost * (1 - ratio))
         proposed = {**current, "instance_type": target["instance_type"], "gpu_model": target["gpu_model"],

@@ -38,7 +38,7 @@ import polars as pl
 
 from models import features
 from models.features import RightsizingSettings
-from models.recommendation import Recommendation, Withheld, money, stable_id
+from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 
 USABLE_MEMORY = 0.93          # share of a GPU's memory a process gets (driver, ECC, context)
 MIN_PAIRS, MIN_GROUPS = 12, 3
@@ -125,9 +125,8 @@ def observations(res: pl.DataFrame, specs: dict[str, dict], idle_util_pct: float
         pl.col("tensor_active_mean").mean().alias("tensor"))
     rows = []
     for (workload, precision), grp in pooled.group_by("workload", "precision", maintain_order=True):
-        items = grp.sort("gpu_model").iter_rows(named=True)
         items = [(r["gpu_model"], np.mean(np.array(r["q"], dtype=float), axis=0), r["sm"], r["tensor"])
-                 for r in items]
+                 for r in grp.sort("gpu_model").iter_rows(named=True)]
         for src_model, q_src, sm, tensor in items:
             for tgt_model, q_tgt, _, _ in items:
                 ratios = _log_ratio(specs.get(src_model), specs.get(tgt_model), precision)
@@ -173,7 +172,7 @@ def fit(obs: pl.DataFrame) -> ThroughputModel:
         **{MAE_KEYS[p]: round(v, 2) for p, v in maes.items()},
         "coefficients": [round(float(c), 4) for c in final.coef_],
     }
-    return ThroughputModel(final, int(obs.height), quality["gpu_pairs"], quality, predictor)
+    return ThroughputModel(final, int(obs.height), int(len(set(groups.tolist()))), quality, predictor)
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
@@ -188,12 +187,34 @@ def analyse(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict
             recommend_fn=None) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) over the warehouse (see :func:`recommend_from_warehouse`)."""
     s = features.settings_of(settings)
-    res = features.resources(con, s)
+    found = findings(load(con, s), s, recommend_fn=recommend_fn)
+    return found.recommendations, found.withheld
+
+
+@dataclass(frozen=True)
+class GpuTypeInputs:
+    """What gpu_type and quantization read: the resources over the lookback, the catalogue of offers
+    and the GPU specs (empty when the warehouse holds no GPU usage)."""
+    resources: pl.DataFrame
+    offers: pl.DataFrame
+    specs: dict[str, dict]
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> GpuTypeInputs:
+    res = features.resources(con, settings)
     if res.is_empty():
-        return [], []
-    spec = features.specs(con)
-    model = fit(observations(res, spec, s.idle_util_pct))
-    return (recommend_fn or recommend)(res, features.catalogue(con), spec, model, s)
+        return GpuTypeInputs(res, pl.DataFrame(), {})
+    return GpuTypeInputs(res, features.catalogue(con), features.specs(con))
+
+
+def findings(inputs: GpuTypeInputs, settings: RightsizingSettings, *, recommend_fn=None) -> Findings:
+    """The recommend step: fit the throughput model on the fleet's own pairs, then apply gpu_type's rules
+    (``recommend_fn``: quantization's); no connection."""
+    if inputs.resources.is_empty():
+        return Findings()
+    model = fit(observations(inputs.resources, inputs.specs, settings.idle_util_pct))
+    recs, withheld = (recommend_fn or recommend)(inputs.resources, inputs.offers, inputs.specs, model, settings)
+    return Findings(recs, withheld)
 
 
 def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+import duckdb
 import polars as pl
 
 from models import allocated_idle
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
+from models.frames import as_datetime
+from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from warehouse import allocation_queries, queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 
@@ -98,15 +101,34 @@ def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(), now
     return recs, withheld
 
 
+@dataclass(frozen=True)
+class IdleInputs:
+    """What idle_gpu reads: every GPU resource-hour (queries.gpu_resource_hours) and the pods' hours on
+    shared nodes (allocation_queries.workload_hours)."""
+    resource_hours: pl.DataFrame
+    workload_hours: pl.DataFrame
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: None = None) -> IdleInputs:
+    """idle_gpu reads no ``[models]`` key (its thresholds are IdleParams')."""
+    return IdleInputs(queries.gpu_resource_hours(con), allocation_queries.workload_hours(con))
+
+
+def findings(inputs: IdleInputs, settings: None = None) -> Findings:
+    """The recommend step: idle resources and pods holding idle GPUs; no connection."""
+    recs, withheld = analyse(inputs.resource_hours, workload_hours=inputs.workload_hours)
+    return Findings(recs, withheld)
+
+
 def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
               now: datetime | None = None) -> list[Recommendation]:
     """One recommendation per resource whose idle GPU-hours are worth acting on."""
     if resource_hours.is_empty():
         return []
     # a resource no longer billed (terminated) has nothing left to release or schedule
-    end = resource_hours["hour"].max()
-    live = resource_hours.group_by("resource_id").agg(pl.col("hour").max().alias("last"))
-    live = live.filter(pl.col("last") >= end - timedelta(hours=params.gone_after_hours))["resource_id"]
+    end = as_datetime(resource_hours["hour"].max())
+    last = resource_hours.group_by("resource_id").agg(pl.col("hour").max().alias("last"))
+    live = last.filter(pl.col("last") >= end - timedelta(hours=params.gone_after_hours))["resource_id"]
     resource_hours = resource_hours.filter(pl.col("resource_id").is_in(live.implode()))
     hours = idle_hours(resource_hours, params)
     billed = resource_hours.group_by("resource_id").agg(pl.len().alias("billed_hours"),

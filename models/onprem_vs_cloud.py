@@ -30,75 +30,22 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
+from models import repatriation
+from models.onprem_cost import (
+    HOURS_PER_MONTH,
+    OnpremCost,
+    OnpremSettings,
+    OnpremVsCloudParams,
+    onprem_cost,
+    used_gpu_hours,
+)
+from models.onprem_cost import as_decimal as _d
+from models.onprem_cost import pct as _pct
+from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 from warehouse import queries
 
-HOURS_PER_MONTH = 730
 PAY_PER_USE = ("on_demand", "spot")
 NOT_INTERRUPTIBLE = {"online_inference", "notebook", "interactive"}
-
-
-@dataclass(frozen=True)
-class OnpremSettings:
-    """This model's `[models]` keys (validated with the others by models.run.validate_settings)."""
-    onprem_target_utilisation: float = 0.85   # an on-prem group is full at this busy share
-
-    @classmethod
-    def from_config(cls, section: dict[str, Any] | None) -> OnpremSettings:
-        from models.features import parse_settings
-        values = parse_settings(cls, section)
-        target = values.get("onprem_target_utilisation", cls.onprem_target_utilisation)
-        if not 0 < target <= 1:
-            raise ValueError(f"[models] onprem_target_utilisation must be in (0, 1] (got {target!r})")
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class OnpremVsCloudParams:
-    spot_overhead: Decimal = Decimal("0.15")        # rework, restarts and capacity waits of interrupted spot work
-    burst_saturated_share: float = 0.05             # hours with the group at >= 90 % busy that make peaks worth bursting
-    steady_billed_share: float = 0.9                # share of the window a cloud resource must be billed to be steady
-    min_monthly_savings_usd: Decimal = Decimal("25")
-    onprem_target_utilisation: float = 0.85         # a group is full at this busy share: repatriations must fit under it
-
-    @classmethod
-    def from_config(cls, section: dict[str, Any] | None) -> OnpremVsCloudParams:
-        return cls(onprem_target_utilisation=OnpremSettings.from_config(section).onprem_target_utilisation)
-
-
-def _d(value: Any) -> Decimal:
-    return Decimal(0) if value is None else Decimal(str(value))
-
-
-def used_gpu_hours(row: dict[str, Any]) -> Decimal:
-    """GPU-hours × measured utilisation (the busy share); unmeasured hours count at the measured mean."""
-    if not row["measured_gpu_hours"]:
-        return Decimal(0)
-    return _d(row["util_pct_sum"]) / 100 * row["gpu_hours"] / row["measured_gpu_hours"]
-
-
-@dataclass(frozen=True)
-class OnpremCost:
-    fixed: Decimal        # F: $ per GPU-hour whatever the utilisation
-    variable: Decimal     # V: $ per GPU-hour more at 100 % than at 0 %
-
-    def at(self, util: Decimal) -> Decimal:
-        return self.fixed + self.variable * util
-
-    def break_even(self, price_per_used_hour: Decimal) -> Decimal | None:
-        """u* with F + V·u* = p·u*; None when the cloud price never covers the busy draw (p <= V)."""
-        if price_per_used_hour <= self.variable:
-            return None
-        return self.fixed / (price_per_used_hour - self.variable)
-
-
-def onprem_cost(row: dict[str, Any]) -> OnpremCost:
-    """The group's F and V, from its lines' cost and the cost-model figures in their Tags."""
-    per_kwh = _d(row["pue"]) * _d(row["usd_per_kwh"]) / 1000
-    hours = Decimal(row["gpu_hours"])
-    fixed = ((_d(row["hardware_usd"]) + _d(row["facility_usd"])) / hours
-             + (_d(row["idle_w"]) + _d(row["host_w_per_gpu"])) * per_kwh)
-    return OnpremCost(fixed, (_d(row["tdp_w"]) - _d(row["idle_w"])) * per_kwh)
 
 
 def _interruptible(row: dict[str, Any]) -> bool:
@@ -140,10 +87,6 @@ def price_options(offers: list[dict], util: Decimal, interruptible: bool, overhe
 
 def _label(option: dict) -> str:
     return f"{option['provider']} {option['instance_type']} {option['pricing']} ({option['region']})"
-
-
-def _pct(value: Decimal | None) -> float | None:
-    return None if value is None else round(float(value * 100), 2)
 
 
 def _burst(row: dict, cost: OnpremCost, spot: dict, gpus_per_node: int) -> tuple[Decimal, Decimal]:
@@ -282,8 +225,6 @@ def analyse(usage: pl.DataFrame, offers: pl.DataFrame, specs: dict[str, dict], r
     cost per used GPU-hour and break-even: facts for the on-prem comparison page and report section. Only
     verdicts that save money are recommendations; repatriations must fit the groups' free capacity.
     """
-    from models import repatriation
-
     groups = _group_rows(usage)
     shared = {(c, g) for c, g, n in usage.group_by("cluster", "node_group").len().iter_rows() if n > 1}
     found = [_onprem_finding(row, offers, specs, params, now, summary=(row["cluster"], row["node_group"]) in shared)
@@ -311,10 +252,37 @@ def gpu_specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
 def analyse_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | OnpremVsCloudParams | None = None
                       ) -> tuple[list[Recommendation], list[Withheld], list[Recommendation]]:
     params = settings if isinstance(settings, OnpremVsCloudParams) else OnpremVsCloudParams.from_config(settings)
+    found = _findings(load(con), params)
+    return found.recommendations, found.withheld, found.comparison
+
+
+@dataclass(frozen=True)
+class OnpremInputs:
+    """What onprem_vs_cloud reads: the on-prem groups' usage and cost figures, the cloud GPU offers, the
+    GPU specs and every GPU resource-hour (the repatriation candidates); all empty without on-prem usage."""
+    usage: pl.DataFrame
+    offers: pl.DataFrame
+    specs: dict[str, dict]
+    resource_hours: pl.DataFrame
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: OnpremSettings | None = None) -> OnpremInputs:
     usage = queries.onprem_gpu_usage(con)
     if usage.is_empty():
-        return [], [], []
-    return analyse(usage, queries.cloud_gpu_offers(con), gpu_specs(con), queries.gpu_resource_hours(con), params)
+        return OnpremInputs(usage, pl.DataFrame(), {}, pl.DataFrame())
+    return OnpremInputs(usage, queries.cloud_gpu_offers(con), gpu_specs(con), queries.gpu_resource_hours(con))
+
+
+def findings(inputs: OnpremInputs, settings: OnpremSettings) -> Findings:
+    """The recommend step: verdicts, the ones that save money, and the repatriations that fit; no connection."""
+    return _findings(inputs, OnpremVsCloudParams(onprem_target_utilisation=settings.onprem_target_utilisation))
+
+
+def _findings(inputs: OnpremInputs, params: OnpremVsCloudParams) -> Findings:
+    if inputs.usage.is_empty():
+        return Findings()
+    recs, withheld, comparison = analyse(inputs.usage, inputs.offers, inputs.specs, inputs.resource_hours, params)
+    return Findings(recs, withheld, comparison)
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | None = None) -> list[Recommendation]:

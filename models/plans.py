@@ -92,11 +92,11 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
                                 "instead_of": [r.id for r in chain if FAMILIES.get(r.kind) == FAMILIES.get(rec.kind)]
                                 or [r.id for r in chain[:1]]}
             out.append(rec)
-    plan_order = {}
+    plan_order: dict[str | None, Decimal] = {}
     for rec in out:
         if rec.plan in COUNTED:
             plan_order[rec.plan_id] = plan_order.get(rec.plan_id, ZERO) + rec.monthly_savings_usd
-    return sorted(out, key=lambda r: (-plan_order.get(r.plan_id, ZERO), r.plan_id, _ROLE[r.plan],
+    return sorted(out, key=lambda r: (-plan_order.get(r.plan_id, ZERO), r.plan_id or "", _ROLE[r.plan or "primary"],
                                       -r.monthly_savings_usd, r.id))
 
 

@@ -22,7 +22,7 @@ import polars as pl
 from models import features, gpu_type
 from models.features import RightsizingSettings
 from models.gpu_type import ThroughputModel
-from models.recommendation import Recommendation, Withheld, money, stable_id
+from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 
@@ -35,6 +35,11 @@ def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
 def analyse(con: duckdb.DuckDBPyConnection,
             settings: RightsizingSettings | dict | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     return gpu_type.analyse(con, settings, recommend_fn=recommend)
+
+
+def findings(inputs: gpu_type.GpuTypeInputs, settings: RightsizingSettings) -> Findings:
+    """The recommend step over gpu_type's inputs (gpu_type.load): the same fleet, quantization's rules."""
+    return gpu_type.findings(inputs, settings, recommend_fn=recommend)
 
 
 def current_precision(row: dict) -> tuple[str | None, str]:
@@ -55,7 +60,7 @@ def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], mo
     for row in inference.sort("resource_id").iter_rows(named=True):
         precision, source = current_precision(row)
         steps = [p for p in s.quantization_precisions if precision and BITS.get(p, 99) < BITS[precision]]
-        if not steps:
+        if not steps or precision is None:
             continue
         if row["gpu_count"] is None:
             withheld.append(gpu_type.unknown_count("quantization", row))

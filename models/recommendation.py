@@ -5,11 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
-
-KINDS = ("idle_gpu", "gpu_count", "gpu_type", "quantization", "spot_mix", "commitment", "onprem_vs_cloud")
 
 
 def stable_id(kind: str, *parts: str | None) -> str:
@@ -46,7 +44,7 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):  # numpy scalar
         return value.item()
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return value
 
 
@@ -64,7 +62,7 @@ class Recommendation:
     confidence: float
     risk: str
     evidence: dict[str, Any]
-    created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     status: str = "open"
     # One plan per resource (models/plans.py): "primary" | "step" | "alternative", and the id its objects share.
     plan: str | None = None
@@ -141,6 +139,16 @@ class Withheld:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What a model's recommend step returns (models/registry.py): its candidates, the resources it
+    withheld (with the missing fact) and, for onprem_vs_cloud, the comparison: every node group's and
+    workload's verdict, facts rather than recommendations."""
+    recommendations: list[Recommendation] = field(default_factory=list)
+    withheld: list[Withheld] = field(default_factory=list)
+    comparison: list[Recommendation] = field(default_factory=list)
 # The flat view of a recommendation: the CLI's `recommend --format csv` and the dashboard's CSV
 # download write these columns, from this one function (nested current/proposed/evidence become the
 # few words a reader needs; the JSON format keeps them whole).

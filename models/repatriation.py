@@ -16,7 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from models.onprem_vs_cloud import HOURS_PER_MONTH, OnpremVsCloudParams, _d, _pct, onprem_cost, used_gpu_hours
+from models.onprem_cost import HOURS_PER_MONTH, OnpremVsCloudParams, onprem_cost, used_gpu_hours
+from models.onprem_cost import as_decimal as _d
+from models.onprem_cost import pct as _pct
 from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 
@@ -47,7 +49,7 @@ def candidates(resource_hours: pl.DataFrame, groups: list[dict], specs: dict,
         util = Decimal(str(round(r["util_mean"], 4))) / 100
         cloud_per_gpu_hour = _d(r["cost"]) / r["billed_hours"] / r["gpu_count"]
         need = specs.get(r["gpu_model"], {})
-        options = []
+        options: list[dict[str, Any]] = []
         for g in groups:
             have = specs.get(g["gpu_model"], {})
             if (have.get("memory_gib") or 0) < (need.get("memory_gib") or 0) or \

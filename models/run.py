@@ -1,32 +1,17 @@
-"""Run every model over the warehouse and store what they recommend and what they withheld."""
+"""Run every model of the registry over the warehouse and store what they recommend and what they withheld."""
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import duckdb
 
-from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, plans, quantization, spot_mix
+from models import plans
 from models.recommendation import Recommendation, Withheld
-from warehouse import allocation_queries, queries, store
-
-# kind -> analyse(con[, settings]) -> (recommendations, withheld)
-MODELS = {"idle_gpu": lambda con: idle.analyse(queries.gpu_resource_hours(con),
-                                                workload_hours=allocation_queries.workload_hours(con)),
-          # rightsizing: each also takes the `[models]` config section (models/features.py)
-          "gpu_count": gpu_count.analyse, "gpu_type": gpu_type.analyse, "quantization": quantization.analyse,
-          "onprem_vs_cloud": onprem_vs_cloud.analyse_warehouse,
-          "spot_mix": spot_mix.recommend, "commitment": commitment.recommend}
-
-# Stored with each finding; bump a kind's version when its rules or fitted model change meaning.
-MODEL_VERSIONS = {"idle_gpu": "idle_gpu/2", "gpu_count": "gpu_count/2", "gpu_type": "gpu_type/2",
-                  "quantization": "quantization/2", "onprem_vs_cloud": "onprem_vs_cloud/2",
-                  "spot_mix": "spot_mix/1", "commitment": "commitment/1"}
-
-
-SETTINGS = ("models.features:RightsizingSettings", "models.spot_mix:SpotMixSettings",
-            "models.commitment:CommitmentSettings", "models.onprem_vs_cloud:OnpremSettings")
+from models.registry import KINDS, MODELS, VERSIONS, setting_keys
+from warehouse import store
 
 
 @dataclass
@@ -36,7 +21,7 @@ class ModelRun:
     comparison: list[Recommendation] = field(default_factory=list)  # on-prem verdicts: facts, not recommendations
 
     @property
-    def monthly_savings_usd(self):
+    def monthly_savings_usd(self) -> Decimal:
         """The one total (models.plans.total): primary and step objects only."""
         return plans.total(self.recommendations)
 
@@ -51,47 +36,39 @@ class ModelRun:
 def validate_settings(section: dict | None) -> None:
     """Check the whole `[models]` section up front: every model's keys, and no key no model reads
     (a typo would otherwise be ignored silently). Raises ValueError naming the key."""
-    import dataclasses
-    import importlib
-
-    known: set[str] = set()
-    for path in SETTINGS:
-        module, name = path.split(":")
-        cls = getattr(importlib.import_module(module), name)
-        cls.from_config(section)
-        known |= {f.name for f in dataclasses.fields(cls)}
+    for spec in MODELS:
+        spec.configure(section)
+    known = setting_keys()
     unknown = sorted(set(section or {}) - known)
     if unknown:
         raise ValueError(f"[models] {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
 
 
 def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-            settings: dict | None = None, on_model=None) -> ModelRun:
+            settings: dict | None = None, on_model: Callable[[str, bool], object] | None = None) -> ModelRun:
     """Run every model, reconcile their candidates into one plan per resource, store the plans, the
     withheld findings and the on-prem comparison; return what ``kinds`` (default: all) found.
 
     Every model runs even when ``kinds`` names one: a plan is about all the candidates on a resource
     (a step is priced on what the primary leaves), so one kind alone cannot be planned. ``settings``
-    (the `[models]` config section) goes to the models that take it; ``on_model(kind, done)`` is called
-    before (``done`` False) and after (True) each model (a progress display)."""
-    chosen = kinds or list(MODELS)
-    unknown = [k for k in chosen if k not in MODELS]
+    (the `[models]` config section) configures each model (models/registry.py); ``on_model(kind, done)``
+    is called before (``done`` False) and after (True) each model (a progress display)."""
+    chosen = kinds or list(KINDS)
+    unknown = [k for k in chosen if k not in KINDS]
     if unknown:
-        raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(MODELS)})")
+        raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(KINDS)})")
     run = ModelRun()
-    for kind, model in MODELS.items():
-        takes_settings = settings is not None and len(inspect.signature(model).parameters) > 1
+    for spec in MODELS:
         if on_model:
-            on_model(kind, False)
-        found = model(con, settings) if takes_settings else model(con)
+            on_model(spec.kind, False)
+        found = spec.run(con, settings)
         if on_model:
-            on_model(kind, True)
-        run.recommendations.extend(found[0])
-        run.withheld.extend(found[1])
-        if len(found) > 2:
-            run.comparison.extend(found[2])
+            on_model(spec.kind, True)
+        run.recommendations.extend(found.recommendations)
+        run.withheld.extend(found.withheld)
+        run.comparison.extend(found.comparison)
     run.recommendations = plans.reconcile(run.recommendations)
-    store.store_recommendations(con, run.recommendations, list(MODELS), MODEL_VERSIONS, withheld=run.withheld,
+    store.store_recommendations(con, run.recommendations, list(KINDS), VERSIONS, withheld=run.withheld,
                                 comparison=run.comparison)
     if kinds:
         run.recommendations = [r for r in run.recommendations if r.kind in chosen]
@@ -100,6 +77,7 @@ def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
 
 
 def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-               settings: dict | None = None, on_model=None) -> list[Recommendation]:
+               settings: dict | None = None, on_model: Callable[[str, bool], object] | None = None
+               ) -> list[Recommendation]:
     """The recommendations of :func:`analyse` (which also stores what was withheld)."""
     return analyse(con, kinds, settings, on_model).recommendations

@@ -16,7 +16,7 @@ is reported beside the last-value baseline's, for every horizon.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 from sklearn.linear_model import Ridge
 
+from models.frames import as_datetime
 from warehouse import queries
 
 GCP_HISTORY_CSV = Path(__file__).resolve().parent.parent / "tests" / "data" / "gcp-pricing-cyclenerd" / \
@@ -31,8 +32,8 @@ GCP_HISTORY_CSV = Path(__file__).resolve().parent.parent / "tests" / "data" / "g
 KEYS = ["provider", "region", "instance_type"]
 FEATURES = ("d1", "d4", "d13", "d26", "changes_8w", "market_d4", "market_d13", "family_d4", "family_dev",
             "region_dev", "market_change_rate_4w", "weeks_since_change", "d4_if_due", "family_d4_if_due")
-CHANGE_COLUMNS = {"provider": pl.Utf8, "region": pl.Utf8, "instance_type": pl.Utf8,
-                  "ts": pl.Datetime("us", "UTC"), "on_demand_usd": pl.Float64, "spot_usd": pl.Float64}
+CHANGE_COLUMNS = pl.Schema({"provider": pl.Utf8(), "region": pl.Utf8(), "instance_type": pl.Utf8(),
+                  "ts": pl.Datetime("us", "UTC"), "on_demand_usd": pl.Float64(), "spot_usd": pl.Float64()})
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,9 @@ def weekly_panel(changes: pl.DataFrame, end: datetime | None = None) -> pl.DataF
               .with_columns((pl.col("spot_usd") / pl.col("on_demand_usd")).log().alias("lr")).sort("ts"))
     if points.is_empty():
         return pl.DataFrame()
-    first = points["ts"].min()
-    monday = datetime(first.year, first.month, first.day, tzinfo=timezone.utc) - timedelta(days=first.weekday())
-    last = end or points["ts"].max() + timedelta(days=7)
+    first = as_datetime(points["ts"].min())
+    monday = datetime(first.year, first.month, first.day, tzinfo=UTC) - timedelta(days=first.weekday())
+    last = end or as_datetime(points["ts"].max()) + timedelta(days=7)
     weeks = pl.DataFrame({"week": pl.datetime_range(monday + timedelta(days=7), last, "1w", eager=True,
                                                     time_zone="UTC")})
     panel = (points.select(KEYS).unique().join(weeks, how="cross").sort("week")
@@ -140,11 +141,11 @@ def fit_shrunk(x: np.ndarray, target: np.ndarray, weeks: np.ndarray, train: np.n
 
 # ---- forecast --------------------------------------------------------------------------------------
 
-FORECAST_COLUMNS = {"provider": pl.Utf8, "region": pl.Utf8, "instance_type": pl.Utf8,
+FORECAST_COLUMNS = pl.Schema({"provider": pl.Utf8(), "region": pl.Utf8(), "instance_type": pl.Utf8(),
                     "as_of_week": pl.Datetime("us", "UTC"),
-                    "ratio_now": pl.Float64, "ratio_forecast": pl.Float64, "ratio_forecast_end": pl.Float64,
-                    "horizon_weeks": pl.Int64, "volatility_weekly": pl.Float64, "weeks_of_history": pl.Int64,
-                    "method": pl.Utf8}
+                    "ratio_now": pl.Float64(), "ratio_forecast": pl.Float64(), "ratio_forecast_end": pl.Float64(),
+                    "horizon_weeks": pl.Int64(), "volatility_weekly": pl.Float64(), "weeks_of_history": pl.Int64(),
+                    "method": pl.Utf8()})
 
 
 def forecast_ratios(changes: pl.DataFrame, *, as_of: datetime | None = None,
@@ -157,7 +158,7 @@ def forecast_ratios(changes: pl.DataFrame, *, as_of: datetime | None = None,
         return pl.DataFrame(schema=FORECAST_COLUMNS)
     if as_of is not None:
         panel = panel.filter(pl.col("week") <= as_of)
-    until = panel["week"].max()
+    until = as_datetime(panel["week"].max())
     current = panel.filter(pl.col("week") == until)
     stats = (panel.filter(pl.col("week") > until - timedelta(weeks=params.volatility_weeks))
              .group_by(KEYS).agg(pl.col("d1").std().fill_null(0.0).alias("volatility_weekly")))
@@ -191,10 +192,10 @@ def backtest(changes: pl.DataFrame, *, horizons: tuple[int, ...] = (1, 2, 4, 8),
              params: SpotForecastParams = SpotForecastParams()) -> dict:
     """Walk-forward over the last ``test_days``: at each weekly origin, refit on what was known and
     forecast each horizon; MAPE of the ratio vs the last-value baseline, per horizon."""
-    panel = weekly_panel(changes, end=changes["ts"].max())
+    panel = weekly_panel(changes, end=as_datetime(changes["ts"].max()))
     if panel.is_empty():
         raise ValueError("no spot price history to backtest")
-    last_week = panel["week"].max()
+    last_week = as_datetime(panel["week"].max())
     test_start = last_week - timedelta(days=test_days)
     x_all = panel.select(FEATURES).to_numpy()
     weeks = panel["week"].to_numpy()

@@ -23,6 +23,7 @@ with zero savings.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -35,8 +36,9 @@ import polars as pl
 
 from models import features, spot_forecast
 from models.features import tag
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
-from warehouse import queries
+from models.frames import as_datetime
+from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from warehouse import gpu_charges, queries
 
 DAYS_PER_MONTH = 30.4375
 HOURS_PER_MONTH = DAYS_PER_MONTH * 24
@@ -70,18 +72,23 @@ class SpotMixSettings:
 
 def spot_prices(con: duckdb.DuckDBPyConnection, start: datetime | None) -> dict[tuple, dict]:
     """(provider, region, instance type) -> the best spot price evidence available, with its source."""
+    return price_evidence(queries.spot_bands(con), queries.fleet_spot_ratios(con, start=start),
+                          spot_forecast.warehouse_price_changes(con))
+
+
+def price_evidence(bands: pl.DataFrame, fleet_ratios: pl.DataFrame, changes: pl.DataFrame) -> dict[tuple, dict]:
+    """:func:`spot_prices` over frames already read: the forecast where there is a price history, else
+    what the fleet paid for spot, else the spot advisor's typical saving."""
     out: dict[tuple, dict] = {}
-    bands = queries.spot_bands(con)
     for r in bands.iter_rows(named=True):
         if r["savings_pct"] is not None:
             out[(r["provider"], r["region"], r["instance_type"])] = {
                 "ratio": 1 - r["savings_pct"] / 100, "source": f"spot advisor typical saving ({r['source']})",
                 "volatility_weekly": None, "rank": 3}
-    for r in queries.fleet_spot_ratios(con, start=start).iter_rows(named=True):
+    for r in fleet_ratios.iter_rows(named=True):
         key = (provider_code(r["provider_name"]), r["region"], r["instance_type"])
         out[key] = {"ratio": r["spot_ratio"], "source": f"spot paid by the fleet ({r['spot_hours']} h)",
                     "volatility_weekly": None, "rank": 2}
-    changes = spot_forecast.warehouse_price_changes(con)
     if not changes.is_empty():
         for r in spot_forecast.forecast_ratios(changes).iter_rows(named=True):
             out[(r["provider"], r["region"], r["instance_type"])] = {
@@ -147,31 +154,55 @@ def recommend(con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings |
               now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every GPU workload billed only on-demand over the lookback."""
     s = settings if isinstance(settings, SpotMixSettings) else SpotMixSettings.from_config(settings)
-    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()
-    if not last or last[0][0] is None:
-        return [], []
-    start = last[0][0] - timedelta(days=s.spot_lookback_days) + timedelta(hours=1)
-    usage = queries.spot_mix_usage(con, start=start)
+    found = findings(load(con, s), s, now)
+    return found.recommendations, found.withheld
+
+
+@dataclass(frozen=True)
+class SpotMixInputs:
+    """What spot_mix reads: the on-demand GPU workloads over the lookback (queries.spot_mix_usage), the
+    spot advisor bands, what the fleet paid for spot and the spot price history."""
+    usage: pl.DataFrame
+    bands: pl.DataFrame
+    fleet_ratios: pl.DataFrame
+    price_changes: pl.DataFrame
+
+
+def load(con: duckdb.DuckDBPyConnection, settings: SpotMixSettings) -> SpotMixInputs:
+    start = gpu_charges.window_start(con, settings.spot_lookback_days)
+    usage = pl.DataFrame() if start is None else queries.spot_mix_usage(con, start=start)
     if usage.is_empty():
-        return [], []
-    usage = usage.with_columns(
+        return SpotMixInputs(usage, pl.DataFrame(), pl.DataFrame(), pl.DataFrame())
+    return SpotMixInputs(usage, queries.spot_bands(con), queries.fleet_spot_ratios(con, start=start),
+                         spot_forecast.warehouse_price_changes(con))
+
+
+def findings(inputs: SpotMixInputs, settings: SpotMixSettings, now: datetime | None = None) -> Findings:
+    """The recommend step: each workload's spot share and expected saving; no connection."""
+    if inputs.usage.is_empty():
+        return Findings()
+    usage = inputs.usage.with_columns(
         pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8).alias("provider"),
-        *[pl.col("tags").map_elements(lambda t, k=k: tag(t, k), return_dtype=pl.Utf8).alias(f"tag_{k}")
+        *[pl.col("tags").map_elements(_tag_reader(k), return_dtype=pl.Utf8).alias(f"tag_{k}")
           for k in ("workload", "checkpointing", "latency_critical", "checkpoint_interval_min",
                     "restart_overhead_min")])
     replicas = usage.group_by("provider", "region", "instance_type", "team", "tag_workload").agg(
         pl.len().alias("replicas"))
     usage = usage.join(replicas, on=["provider", "region", "instance_type", "team", "tag_workload"],
                        how="left", nulls_equal=True)
-    prices, bands = spot_prices(con, start), queries.spot_bands(con)
+    prices = price_evidence(inputs.bands, inputs.fleet_ratios, inputs.price_changes)
     recs, withheld = [], []
     for row in usage.sort("resource_id").iter_rows(named=True):
-        rec, reason = _assess(row, prices, bands, s, now)
+        rec, reason = _assess(row, prices, inputs.bands, settings, now)
         if rec is not None:
             recs.append(rec)
         elif reason is not None:
             withheld.append(Withheld.from_detail("spot_mix", row, reason))
-    return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
+    return Findings(sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld)
+
+
+def _tag_reader(key: str) -> Callable[[str | None], str | None]:
+    return lambda tags: tag(tags, key)
 
 
 def _assess(row: dict, prices: dict, bands: pl.DataFrame, s: SpotMixSettings,
@@ -256,13 +287,21 @@ def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int =
     what was known then: predicted saving = on-demand $ x (1 - forecast ratio x (1 + rework)) over the
     next ``horizon_weeks``; realised = the same with the ratios that actually followed, week by week.
     Reported for the regression forecast and for the last-value ratio, with the decision error."""
-    from models.spot_forecast import (FEATURES, GCP_HISTORY_CSV, KEYS, SpotForecastParams, fit_shrunk,
-                                      read_gcp_price_changes, weekly_panel, with_target)
+    from models.spot_forecast import (
+        FEATURES,
+        GCP_HISTORY_CSV,
+        KEYS,
+        SpotForecastParams,
+        fit_shrunk,
+        read_gcp_price_changes,
+        weekly_panel,
+        with_target,
+    )
 
     changes = read_gcp_price_changes(source or GCP_HISTORY_CSV)
     params = SpotForecastParams()
     horizon = params.horizon_weeks
-    panel = weekly_panel(changes, end=changes["ts"].max())
+    panel = weekly_panel(changes, end=as_datetime(changes["ts"].max()))
     on_demand = panel.join_asof(changes.sort("ts").select(*KEYS, "ts", "on_demand_usd"), left_on="week",
                                 right_on="ts", by=KEYS, strategy="backward", check_sortedness=False)
     panel = panel.with_columns(on_demand["on_demand_usd"].alias("on_demand_usd"))
@@ -270,7 +309,7 @@ def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int =
     rework = rework_fraction(settings.spot_unknown_band_interruptions, lost, 1.0)
     x_all, weeks, lr = panel.select(FEATURES).to_numpy(), panel["week"].to_numpy(), panel["lr"].to_numpy()
     targets = {h: with_target(panel, h)["target"].to_numpy() for h in range(1, horizon + 1)}
-    last_week = panel["week"].max()
+    last_week = as_datetime(panel["week"].max())
     origins = [w for w in sorted(panel.filter(pl.col("week") >= last_week - timedelta(days=test_days))["week"]
                                  .unique().to_list()) if w + timedelta(weeks=horizon) <= last_week][::step_weeks]
     sums = {"predicted_model": 0.0, "predicted_last_value": 0.0, "realised": 0.0, "on_demand": 0.0}
@@ -288,7 +327,9 @@ def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int =
             predicted += np.exp(lr[rows] + shrink * model.predict(x_all[rows])) / horizon
         realised = np.mean([np.exp(lr[rows] + targets[h][rows]) for h in targets], axis=0)
         dollars = panel["on_demand_usd"].to_numpy()[rows] * 24 * 7 * horizon
-        saving = lambda ratio: dollars * (1 - ratio * (1 + rework))  # noqa: E731
+
+        def saving(ratio: np.ndarray, dollars: np.ndarray = dollars) -> np.ndarray:
+            return dollars * (1 - ratio * (1 + rework))
         sums["predicted_model"] += float(saving(predicted).sum())
         sums["predicted_last_value"] += float(saving(np.exp(lr[rows])).sum())
         sums["realised"] += float(saving(realised).sum())

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.config import ConfigError
-from models.recommendation import KINDS
+from models.registry import KINDS
 from tests.conftest import query
 from tests.feed_fleet import realistic_recommendations
 from tests.test_api import API_TOML, TOKENS, make_config

@@ -12,7 +12,7 @@ import pytest
 
 from jobs import cli
 from jobs import evaluate
-from models.run import MODELS
+from models.registry import KINDS
 
 RIGHTSIZING = {"gpu_count", "gpu_type", "quantization", "idle_gpu"}
 
@@ -25,7 +25,7 @@ def demo_run(tmp_path_factory):
 
 def test_planted_waste_is_found_on_a_short_demo_fleet(demo_run):
     recs, truth, model = demo_run
-    scores = evaluate.score(recs, truth, set(MODELS))
+    scores = evaluate.score(recs, truth, set(KINDS))
     assert RIGHTSIZING <= set(scores)
     for kind in RIGHTSIZING:
         s = scores[kind]
@@ -40,7 +40,7 @@ def test_score_counts_misses_and_false_findings(demo_run):
     gpu_type = [r for r in recs if r.kind == "gpu_type"]
     fake = copy.deepcopy(gpu_type[0])
     fake.resource_id, fake.monthly_savings_usd = "not-planted", Decimal("10")
-    scores = evaluate.score([r for r in recs if r.kind != "gpu_count"] + [fake], truth, set(MODELS))
+    scores = evaluate.score([r for r in recs if r.kind != "gpu_count"] + [fake], truth, set(KINDS))
     assert scores["gpu_type"]["precision"] == 0.5 and scores["gpu_type"]["extra"] == ["not-planted"]
     assert scores["gpu_count"]["recall"] == 0.0 and scores["gpu_count"]["missed"]
     doubled = copy.deepcopy(gpu_type[0])

@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 from models import plans
+from models.recommendation import Recommendation, stable_id
+from models.registry import KINDS
 from tests import export_checks
 from tests.feed_fleet import (
     AWS_EAST,

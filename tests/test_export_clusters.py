@@ -19,7 +19,8 @@ import pytest
 from jobs.config import ConfigError
 from jobs.export import settings as export_settings
 from models import plans
-from models.recommendation import KINDS, Recommendation, stable_id
+from models.recommendation import Recommendation, stable_id
+from models.registry import KINDS
 from tests import export_checks
 from tests.k8s_crds import crd_schemas, validate
 from tests.test_export import docs_of

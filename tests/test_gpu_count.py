@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from models import features, gpu_count
-from models.recommendation import KINDS
+from models.registry import KINDS
 from tests.rightsizing_fleet import Machine, build, offer
 
 OFFERS = [offer("g5.xlarge", "A10G", 1, "1.006"), offer("g5.12xlarge", "A10G", 4, "5.672"),

@@ -18,7 +18,7 @@ import pytest
 from jobs import config as config_mod
 from jobs import webhook
 from jobs.config import ConfigError
-from models.recommendation import KINDS
+from models.registry import KINDS
 from tests.conftest import query
 from tests.feed_fleet import _rec, realistic_recommendations
 from warehouse import db, store
