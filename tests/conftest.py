@@ -72,7 +72,7 @@ def focus_registry():
 def feed_template(tmp_path_factory) -> Path:
     """A warehouse holding tests/feed_fleet.py's cost lines and every kind of finding, built once."""
     from models import plans
-    from models.recommendation import KINDS
+    from models.registry import KINDS
     from tests.feed_fleet import insert_cost_lines, realistic_recommendations
     from warehouse import db, store
 
