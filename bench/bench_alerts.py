@@ -38,7 +38,7 @@ DATA_END = datetime(2026, 8, 1, tzinfo=UTC) + timedelta(days=bench_dashboard.DAY
 
 def generate(line_items: int, gpus: int) -> Path:
     """The dashboard bench's line items plus tags, a spike and ``gpus`` GPUs of metrics; cached."""
-    from warehouse import db, rollups
+    from gpufinops.warehouse import db, rollups
 
     home = CACHE_DIR / f"v{GENERATOR_VERSION}-{line_items}-{gpus}gpus"
     path, done = home / "gpufinops.duckdb", home / ".generated"
@@ -90,7 +90,7 @@ def generate(line_items: int, gpus: int) -> Path:
 def budgets() -> tuple:
     from decimal import Decimal
 
-    from models.budgets import Budget, BudgetScope
+    from gpufinops.models.budgets import Budget, BudgetScope
     out = [Budget("fleet", Decimal(3_000_000), forecast=True),
            Budget("aws-quarter", Decimal(5_000_000), period="quarter", scope=BudgetScope(providers=("aws",)),
                   forecast=True),
@@ -105,8 +105,8 @@ def evaluate_all(db: str) -> dict[str, Any]:
     """Every rule, as `gpufinops alerts run` evaluates them (runs in the measured child process)."""
     import os
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from models.alerts import AlertSettings, evaluate
-    from warehouse import db as warehouse_db
+    from gpufinops.models.alerts import AlertSettings, evaluate
+    from gpufinops.warehouse import db as warehouse_db
 
     settings = AlertSettings(budgets=budgets())
     with warehouse_db.reader(db, memory_limit="2GB") as con:
@@ -117,7 +117,7 @@ def evaluate_all(db: str) -> dict[str, Any]:
 
 def floor(db: str) -> dict[str, Any]:
     """DuckDB's own time for one pass over what the rules read (no model, no Python per row)."""
-    from warehouse import db as warehouse_db
+    from gpufinops.warehouse import db as warehouse_db
 
     with warehouse_db.reader(db, memory_limit="2GB") as con:
         started = time.perf_counter()
@@ -133,7 +133,7 @@ def run(line_items: int, gpus: int) -> int:
     started = time.perf_counter()
     path = generate(line_items, gpus)
     print(f"  warehouse ready in {time.perf_counter() - started:.0f} s: {path}", flush=True)
-    from warehouse import db
+    from gpufinops.warehouse import db
     with db.writer(path, memory_limit="3GB"):
         pass  # a cached warehouse generated before the latest migrations is upgraded
     with db.reader(path) as con:

@@ -76,7 +76,7 @@ def _fill_sql(nodes: int, hours: int) -> list[str]:
 
 
 def generate(nodes: int, hours: int) -> Path:
-    from warehouse import db, rollups
+    from gpufinops.warehouse import db, rollups
 
     home = _home(nodes, hours)
     done = home / ".generated"
@@ -104,7 +104,7 @@ def _copy(home: Path, name: str) -> Path:
 
 def allocate_month(path: str) -> dict[str, Any]:
     """Every resource-day recomputed (runs in the measured child process)."""
-    from warehouse import allocation, db
+    from gpufinops.warehouse import allocation, db
 
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET enable_progress_bar = false")
@@ -131,7 +131,7 @@ def check_sums(path: str) -> int:
 
 def write_floor(path: str) -> dict[str, Any]:
     """DuckDB's floor for writing the allocation's rows: a CREATE TABLE AS of gpu_allocation_hourly."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET enable_progress_bar = false")
@@ -142,7 +142,7 @@ def write_floor(path: str) -> dict[str, Any]:
 
 def group_by_floor(path: str) -> dict[str, Any]:
     """DuckDB's floor: one GROUP BY over the same workload rows, into a table."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET enable_progress_bar = false")
@@ -154,7 +154,7 @@ def group_by_floor(path: str) -> dict[str, Any]:
 
 def allocate_one_hour(path: str, hours: int) -> dict[str, Any]:
     """What a one-hour metrics load of the whole fleet re-allocates: its resource-days."""
-    from warehouse import allocation, attribution, db
+    from gpufinops.warehouse import allocation, attribution, db
 
     hour = int(START.timestamp() // 3600) + hours - 1
     slice_value = datetime.fromtimestamp(hour * 3600, UTC).strftime("%Y-%m-%dT%H")

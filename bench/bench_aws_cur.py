@@ -49,7 +49,7 @@ def _maps(entries: list[list[tuple[str, str]]]) -> pa.Array:
 
 
 def _chunk(rng: np.random.Generator, n: int, offset: int) -> pa.Table:
-    from ingest.aws_cur2_format import conform
+    from gpufinops.ingest.aws.aws_cur2_format import conform
 
     start = datetime.strptime(PERIOD, "%Y-%m")
     kind = rng.choice(4, n, p=[0.70, 0.15, 0.10, 0.05])  # on-demand, spot, RI, Savings Plan
@@ -94,7 +94,7 @@ def _chunk(rng: np.random.Generator, n: int, offset: int) -> pa.Table:
 
 def generate(root: Path, rows: int, seed: int = 11) -> Path:
     """One delivery of ``rows`` line items under ``root`` (cached: reused when complete)."""
-    from ingest.aws_cur2_format import write_delivery
+    from gpufinops.ingest.aws.aws_cur2_format import write_delivery
 
     done = root / "COMPLETE"
     if done.exists():
@@ -123,8 +123,8 @@ def redeliver(root: Path) -> None:
 
 def load_once(root: str, db_path: str) -> dict[str, Any]:
     """One ``aws_cur`` run in local-directory mode (runs in the measured child process)."""
-    from ingest.registry import default_registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.registry import default_registry
+    from gpufinops.ingest.core.runner import run_source
 
     result = run_source(default_registry(), db_path, SOURCE, "aws_cur", {"path": root, "format": "cur2"},
                         team_tag_keys=("team", "user_team"))
@@ -134,7 +134,7 @@ def load_once(root: str, db_path: str) -> dict[str, Any]:
 
 
 def warehouse_rows(db_path: str) -> int:
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.reader(db_path) as con:
         return con.execute("SELECT count(*) FROM cost_line_items WHERE x_Source = ?", [SOURCE]).fetchall()[0][0]

@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse import db, reference
+from gpufinops.warehouse import db, reference
 
 COUNTED = {db: ("migrate", "current_version", "_stored_version", "prepare"),
            reference: ("refresh_gpu_specs", "refresh_gpu_instance_types")}

@@ -31,7 +31,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench.harness import REPO_ROOT
-from warehouse import db, queries, rollups
+from gpufinops.warehouse import db, queries, rollups
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "dashboard"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -167,8 +167,8 @@ def cached_page_loads(team: list[str] | None) -> dict[str, Callable]:
     """The pages whose heavy queries the dashboard caches per data version, loaded as the page does
     (``spend.load_current``, ``common.cached_query``): the first load fills the cache (and is not
     counted), the next ones are what a viewer waits for between two ingests."""
-    from dashboard import spend
-    from dashboard.common import cached_query, window_start
+    from gpufinops.dashboard import spend
+    from gpufinops.dashboard.common import cached_query, window_start
 
     def overview(con):
         spend.load_current(con, team, WINDOW_DAYS)
@@ -194,7 +194,7 @@ def cached_page_loads(team: list[str] | None) -> dict[str, Callable]:
 
 def forecast_load(team: list[str] | None) -> Callable:
     """The forecast model's fit (models.forecast), which the dashboard caches per data version."""
-    from models.forecast import cost_anomalies, cost_forecast
+    from gpufinops.models.forecast import cost_anomalies, cost_forecast
 
     def run(con):
         as_of = queries.latest_charge_day(con, team=team)

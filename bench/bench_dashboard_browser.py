@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (home / "data" / "gpufinops.duckdb").exists():
         import io
 
-        from jobs import demo
+        from gpufinops.jobs import demo
         demo.run(home, out=io.StringIO())
     from playwright.sync_api import sync_playwright
 

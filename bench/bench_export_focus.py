@@ -39,7 +39,7 @@ def warehouse_path(rows: int) -> Path:
 
 def build_warehouse(db_path: str, rows: int) -> dict[str, Any]:
     """The benchmark's warehouse: ``rows`` generated line items in cost_line_items (runs in a child)."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     tmp = Path(db_path + ".tmp")
     tmp.unlink(missing_ok=True)
@@ -55,7 +55,7 @@ def build_warehouse(db_path: str, rows: int) -> dict[str, Any]:
 
 def copy_floor(db_path: str, out: str) -> dict[str, Any]:
     """DuckDB's own COPY of the table, same connection settings as the export."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.reader(db_path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET preserve_insertion_order = false")
@@ -66,8 +66,8 @@ def copy_floor(db_path: str, out: str) -> dict[str, Any]:
 
 def export_focus(db_path: str, out: str) -> dict[str, Any]:
     """What ``gpufinops export focus --out OUT`` does."""
-    from jobs.export import focus
-    from warehouse import db
+    from gpufinops.jobs.export import focus
+    from gpufinops.warehouse import db
 
     with db.reader(db_path, memory_limit=MEMORY_LIMIT) as con:
         return {"rows": focus.export(con, out, "parquet")}
@@ -76,7 +76,7 @@ def export_focus(db_path: str, out: str) -> dict[str, Any]:
 def file_rows(path: str) -> int:
     import duckdb
 
-    from warehouse.fetch import scalar
+    from gpufinops.warehouse.fetch import scalar
     return scalar(duckdb.execute(f"SELECT count(*) FROM read_parquet('{path}')"))
 
 

@@ -53,9 +53,9 @@ RELOAD_TARGETS = [Target("reload_ratio", "<=", RELOAD_RATIO_TARGET, f"re-load â‰
 
 def load_once(path: str, db_path: str, full_refresh: bool) -> dict[str, Any]:
     """One ``focus_files`` run (runs in the measured child process)."""
-    from ingest.focus_files import FocusFiles
-    from ingest.registry import Registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.focus_files import FocusFiles
+    from gpufinops.ingest.core.registry import Registry
+    from gpufinops.ingest.core.runner import run_source
 
     registry = Registry()
     registry.register(FocusFiles)
@@ -71,8 +71,8 @@ def _db_bytes(db_path: str) -> int:
 
 
 def warehouse_rows(db_path: str) -> int:
-    from warehouse import db
-    from warehouse.fetch import scalar
+    from gpufinops.warehouse import db
+    from gpufinops.warehouse.fetch import scalar
 
     with db.reader(db_path) as con:
         return scalar(con.execute("SELECT count(*) FROM cost_line_items WHERE x_Source = ?", [SOURCE]))
@@ -98,8 +98,8 @@ def ctas_floor(path: str, db_path: str) -> dict[str, Any]:
     Same connection settings as a load (``warehouse.db.writer``: UTC, memory limit, temp directory),
     no casts, no derived columns, no ledger: what a load is compared with (DESIGN.md).
     """
-    from ingest import focus_files
-    from warehouse import db
+    from gpufinops.ingest.core import focus_files
+    from gpufinops.warehouse import db
 
     relation = getattr(focus_files, "_source_relation", None)
     if relation is None:  # the reader options focus_files used when this benchmark was written

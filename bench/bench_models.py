@@ -56,8 +56,8 @@ def generate(gpus: int, days: int) -> Path:
     """The warehouse for ``gpus`` GPUs × ``days`` days, cached."""
     import pyarrow as pa
 
-    from warehouse import db
-    from warehouse.reference import refresh_gpu_specs
+    from gpufinops.warehouse import db
+    from gpufinops.warehouse.reference import refresh_gpu_specs
 
     home = CACHE_DIR / f"{gpus}gpus-{days}d"
     done, path = home / ".generated", home / "gpufinops.duckdb"
@@ -115,9 +115,9 @@ def models_run(db: str, gpu_hours: int) -> dict[str, Any]:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import time
 
-    from models import registry
-    from models import run as run_mod
-    from warehouse import db as warehouse_db
+    from gpufinops.models import registry
+    from gpufinops.models import run as run_mod
+    from gpufinops.warehouse import db as warehouse_db
 
     seconds: dict[str, float] = {}
     started: dict[str, float] = {}

@@ -68,7 +68,7 @@ def _home(gpus: int, days: int) -> Path:
 def _cur_sql(first: int, last: int, gpu_instances: int, hours: int) -> str:
     """CUR 2.0 line items of instances [first, last): GPU instances first, then CPU ones."""
     from bench.bench_pushdown import _sql_type
-    from ingest.aws_cur2_format import CUR2_SCHEMA
+    from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
 
     bounds, types, rates = [], [], []
     for t, rate, _, count in _FLEET:
@@ -122,8 +122,8 @@ _FLEET: list[tuple[str, float, int, int]] = []
 
 def _samples_sql(gpu_rows: str, start: datetime, minutes: int) -> str:
     """One-minute samples of every GPU in ``gpu_rows`` (g, inst, per) for ``minutes`` from ``start``."""
-    from ingest.metrics_store import SAMPLE_SCHEMA
-    from warehouse.schema import sql_type
+    from gpufinops.ingest.metrics.metrics_store import SAMPLE_SCHEMA
+    from gpufinops.warehouse.schema import sql_type
 
     values = {
         "ts": f"TIMESTAMPTZ '{start.isoformat()}' + to_minutes(m)",
@@ -157,7 +157,7 @@ def generate(gpus: int, days: int) -> dict[str, Any]:
     """The CUR month and the sample store, cached under bench/.cache/month/."""
     import duckdb
 
-    from ingest.aws_cur2_format import write_manifest
+    from gpufinops.ingest.aws.aws_cur2_format import write_manifest
 
     global _FLEET
     _FLEET = _fleet(gpus)
@@ -218,8 +218,8 @@ def _scrape_file(home: Path) -> Path:
 
 
 def load_cur(db_path: str, cur: str) -> dict[str, Any]:
-    from ingest.registry import default_registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.registry import default_registry
+    from gpufinops.ingest.core.runner import run_source
 
     result = run_source(default_registry(), db_path, CUR_SOURCE, "aws_cur", {"path": cur, "format": "cur2"},
                         team_tag_keys=TAGS, memory_limit="4GB")
@@ -229,8 +229,8 @@ def load_cur(db_path: str, cur: str) -> dict[str, Any]:
 
 
 def rollup(db_path: str, scrape: str) -> dict[str, Any]:
-    from ingest.registry import default_registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.registry import default_registry
+    from gpufinops.ingest.core.runner import run_source
 
     result = run_source(default_registry(), db_path, GPU_SOURCE, "dcgm_exporter", {"targets": [scrape]},
                         memory_limit="4GB")
@@ -240,8 +240,8 @@ def rollup(db_path: str, scrape: str) -> dict[str, Any]:
 
 
 def models(db_path: str) -> dict[str, Any]:
-    from models.run import analyse
-    from warehouse import db
+    from gpufinops.models.run import analyse
+    from gpufinops.warehouse import db
 
     with db.writer(db_path, memory_limit="4GB") as con:
         run = analyse(con)
@@ -252,7 +252,7 @@ def models(db_path: str) -> dict[str, Any]:
 def reattribute_month(db_path: str) -> dict[str, Any]:
     """The re-attribution a restated month's load does inside its transaction: every GPU-hour whose
     resource the month's line items name, resolved again (here on its own, so it can be timed)."""
-    from warehouse import attribution, db
+    from gpufinops.warehouse import attribution, db
 
     with db.writer(db_path, memory_limit="4GB") as con:
         con.execute("BEGIN TRANSACTION")
@@ -304,7 +304,7 @@ def attribution_digest(db_path: str) -> str:
 
 def _redeliver(cur: Path) -> None:
     """AWS restates the month: a new delivery (execution) of the period's files."""
-    from ingest.aws_cur2_format import write_manifest
+    from gpufinops.ingest.aws.aws_cur2_format import write_manifest
 
     keys = [f"s3://billing/{p.relative_to(cur).as_posix()}" for p in sorted(cur.rglob("*.parquet"))]
     write_manifest(cur, EXPORT, PERIOD, keys, f"restated-{uuid.uuid4()}")

@@ -54,7 +54,7 @@ def _sql_type(t: pa.DataType) -> str:
 def _month_sql(first: int, last: int) -> str:
     """Every line of the month for instances [first, last), in the CUR 2.0 schema, generated in DuckDB
     (a numpy/Arrow generator took ~45 s per million rows here; this takes a few seconds)."""
-    from ingest.aws_cur2_format import CUR2_SCHEMA
+    from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
 
     names = "[" + ", ".join(f"'{t[0]}'" for t in TYPES) + "]"
     rates = "[" + ", ".join(str(t[1]) for t in TYPES) + "]"
@@ -105,7 +105,7 @@ def generate(root: str, rows: int) -> int:
     """One delivery (Parquet files of 1M line items + manifest) of ``rows`` line items, cached."""
     import duckdb
 
-    from ingest.aws_cur2_format import write_manifest
+    from gpufinops.ingest.aws.aws_cur2_format import write_manifest
 
     path = Path(root)
     instances = rows // (HOURS * LINES_PER_HOUR)
@@ -128,14 +128,14 @@ def generate(root: str, rows: int) -> int:
 
 
 def load_local(root: str, db_path: str) -> dict[str, Any]:
-    from ingest.registry import default_registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.registry import default_registry
+    from gpufinops.ingest.core.runner import run_source
 
     result = run_source(default_registry(), db_path, SOURCE, "aws_cur", {"path": root, "format": "cur2"},
                         team_tag_keys=TAGS)
     if result.status != "succeeded":
         raise RuntimeError(f"local load ended {result.status}: {result.error}")
-    from warehouse import db
+    from gpufinops.warehouse import db
     with db.writer(db_path) as con:
         con.execute("CHECKPOINT")
     return {"rows": result.rows, "db_mib": round(Path(db_path).stat().st_size / 2**20, 1)}
@@ -146,7 +146,8 @@ def rollup_remote(root: str, out: str) -> dict[str, Any]:
     result written as text columns — what GetQueryResults would transfer — to Parquet (streamed)."""
     import duckdb
 
-    from ingest import aws_athena, pushdown
+    from gpufinops.ingest.aws import aws_athena
+    from gpufinops.ingest.core import pushdown
 
     files = sorted(str(p) for p in Path(root).rglob("*.parquet"))
     con = duckdb.connect()
@@ -170,8 +171,8 @@ def rollup_remote(root: str, out: str) -> dict[str, Any]:
 
 def load_rollup(rollup: str, db_path: str) -> dict[str, Any]:
     """Load the rollup rows (text, as GetQueryResults returns them) into a warehouse."""
-    from ingest import pushdown
-    from warehouse import db
+    from gpufinops.ingest.core import pushdown
+    from gpufinops.warehouse import db
 
     with db.writer(db_path) as con:
         con.execute(f"INSERT INTO cost_line_items BY NAME {pushdown.typed_rollup_select(f'read_parquet({chr(39)}{rollup}{chr(39)})')}")

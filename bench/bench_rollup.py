@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
 
 # Imported here, not in the measured call: a figure is the rollup, not the interpreter's imports.
-from ingest.dcgm_exporter import DcgmExporter
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "rollup"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -49,8 +49,8 @@ def _home(gpus: int, days: int) -> Path:
 
 def _samples_sql(gpus: int, start: datetime, minutes: int) -> str:
     """``minutes`` one-minute samples of ``gpus`` GPUs from ``start``, in the sample store's columns."""
-    from ingest.metrics_store import SAMPLE_SCHEMA
-    from warehouse.schema import sql_type
+    from gpufinops.ingest.metrics.metrics_store import SAMPLE_SCHEMA
+    from gpufinops.warehouse.schema import sql_type
 
     values = {
         "ts": f"TIMESTAMPTZ '{start.isoformat()}' + to_minutes(m)",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse import schema
+from gpufinops.warehouse import schema
 
 GENERATOR_VERSION = 1          # bump when the generated data changes: cached files are keyed on it
 RESOURCES = 300

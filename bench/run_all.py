@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     args = parser.parse_args(argv)
     from bench import bench_alerts, bench_dashboard
-    from jobs import progress
+    from gpufinops.jobs import progress
 
     benches = (bench_focus_files, bench_aws_cur, bench_export_focus, bench_rollup, bench_models, bench_allocation,
                bench_dashboard, bench_alerts)

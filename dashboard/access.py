@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.budgets import Budget, from_dashboard
-from warehouse.scope import Scope
+from gpufinops.models.budgets import Budget, from_dashboard
+from gpufinops.warehouse.scope import Scope
 
 AUTH_MODES = ("none", "oidc", "header")
 DASHBOARD_ROLES = ("finance", "lead")

@@ -7,8 +7,8 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard import labels
-from warehouse import alerts_queries
+from gpufinops.dashboard import labels
+from gpufinops.warehouse import alerts_queries
 
 SHOWN = ("severity", "title", "summary", "rule", "period", "value_usd", "limit_usd", "opened_at")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.common import db_path, page_context
-from warehouse import db
+from gpufinops.dashboard.common import db_path, page_context
+from gpufinops.warehouse import db
 
 PAGES = Path(__file__).resolve().parent / "pages"
 

@@ -19,9 +19,9 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard import access
-from warehouse import db, queries
-from warehouse.scope import Scope
+from gpufinops.dashboard import access
+from gpufinops.warehouse import db, queries
+from gpufinops.warehouse.scope import Scope
 
 if TYPE_CHECKING:
     from streamlit.elements.lib.column_types import ColumnConfig  # what st.column_config.*Column returns

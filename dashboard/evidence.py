@@ -17,9 +17,9 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard import charts, labels
-from dashboard.common import money
-from warehouse import queries
+from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard.common import money
+from gpufinops.warehouse import queries
 
 ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|\+00:00)$")
 TIME_KEYS = ("ts", "hour", "day", "date", "month", "time", "timestamp")

@@ -8,7 +8,7 @@ import re
 
 import polars as pl
 
-from models.recommendation import flat_csv, flat_row
+from gpufinops.models.recommendation import flat_csv, flat_row
 
 GCP_INSTANCE = re.compile(r"^//compute\.googleapis\.com/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$")
 

@@ -1,4 +1,4 @@
-"""``python -m dashboard.server APP [streamlit options]``: Streamlit's own server, warmed before the
+"""``python -m gpufinops.dashboard.server APP [streamlit options]``: Streamlit's own server, warmed before the
 first reader arrives. ``gpufinops dashboard`` starts this module as its child.
 
 Profiled on the demo (``dashboard/README.md``), a fresh server's first page spent its time on
@@ -23,8 +23,8 @@ import time
 
 # Imported before serving: what every page's first run would otherwise import (dashboard.common
 # pulls streamlit, polars, DuckDB and the warehouse queries; spend the forecast model and numpy).
-WARM_MODULES = ("pandas", "pyarrow.pandas_compat", "dashboard.common", "dashboard.charts", "dashboard.labels", "dashboard.spend", "dashboard.evidence",
-                "dashboard.recommendation_list", "models.forecast", "streamlit.elements.vega_charts",
+WARM_MODULES = ("pandas", "pyarrow.pandas_compat", "gpufinops.dashboard.common", "gpufinops.dashboard.charts", "gpufinops.dashboard.labels", "gpufinops.dashboard.spend", "gpufinops.dashboard.evidence",
+                "gpufinops.dashboard.recommendation_list", "gpufinops.models.forecast", "streamlit.elements.vega_charts",
                 "streamlit.elements.arrow", "streamlit.elements.metric", "streamlit.elements.widgets.selectbox",
                 "streamlit.elements.widgets.multiselect")
 
@@ -49,8 +49,8 @@ def warm_cache(wait_s: float = 120.0) -> None:
         if time.monotonic() > deadline:
             return
         time.sleep(0.05)
-    from dashboard import common, spend
-    from warehouse import db
+    from gpufinops.dashboard import common, spend
+    from gpufinops.warehouse import db
     # this thread is no script run: Streamlit's "missing ScriptRunContext" warning does not apply
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     started = time.monotonic()

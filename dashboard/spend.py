@@ -16,11 +16,11 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from dashboard import charts, labels
-from dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
-from dashboard.recommendation_list import short_resource
-from models import plans
-from warehouse import allocation_queries, queries
+from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
+from gpufinops.dashboard.recommendation_list import short_resource
+from gpufinops.models import plans
+from gpufinops.warehouse import allocation_queries, queries
 
 SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
 
@@ -43,7 +43,7 @@ def _forecast(con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: da
               start: datetime) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
     """Forecast and anomalies from models.forecast, when that model is present."""
     try:
-        from models.forecast import cost_anomalies, cost_forecast
+        from gpufinops.models.forecast import cost_anomalies, cost_forecast
     except ImportError:
         return None, None
     # the forecast model's as_of is the first day not known yet: the day after the last day of data

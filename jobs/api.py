@@ -24,9 +24,9 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from jobs.config import Config, ConfigError
-from models.registry import KINDS
-from warehouse.scope import Scope
+from gpufinops.jobs.config import Config, ConfigError
+from gpufinops.models.registry import KINDS
+from gpufinops.warehouse.scope import Scope
 
 log = logging.getLogger("gpufinops.api")
 
@@ -126,7 +126,7 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
                read_retry_s: float = 5.0, write_retry_s: float = 10.0) -> FastAPI:
     """The application; refuses (ConfigError) without tokens unless ``insecure_demo``. While a job
     holds the warehouse, reads wait up to ``read_retry_s`` and decisions ``write_retry_s``, then 503."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     tokens = load_tokens(cfg, environ)
     if not tokens and not insecure_demo:
@@ -174,7 +174,7 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
     @app.get("/v1/recommendations")
     def list_recommendations(request: Request, team: str | None = None, kind: str | None = None,
                              status: str | None = None, scope: Scope = Depends(caller)) -> Response:
-        from jobs.export import objects
+        from gpufinops.jobs.export import objects
         if kind is not None and kind not in KINDS:
             raise HTTPException(400, detail=f"kind: unknown kind {kind!r} (known: {', '.join(KINDS)})")
         if status is not None and status not in objects.STATUSES:
@@ -187,8 +187,8 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
                 scope: Scope = Depends(caller)) -> Response:
         """The one savings total (models.plans.total) of the caller's recommendations: primary and step
         objects of each resource's plan; alternatives are counted apart and never added."""
-        from jobs.export import objects
-        from models import plans
+        from gpufinops.jobs.export import objects
+        from gpufinops.models import plans
         if status not in objects.STATUSES:
             raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(objects.STATUSES)})")
         teams = _teams_for(scope, team)
@@ -203,8 +203,8 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
 
     @app.post("/v1/recommendations/{recommendation_id}/decision")
     def decide(recommendation_id: str, body: DecisionIn, scope: Scope = Depends(caller)) -> JSONResponse:
-        from jobs.export import objects
-        from warehouse import queries, store
+        from gpufinops.jobs.export import objects
+        from gpufinops.warehouse import queries, store
         if scope.role == "scheduler":
             raise HTTPException(403, detail="a scheduler token reads recommendations only")
         if not cfg.warehouse_path.exists():  # a decision never creates an empty warehouse
@@ -235,9 +235,9 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
     @app.get("/v1/alerts")
     def list_alerts(request: Request, team: str | None = None, status: str = "open", rule: str | None = None,
                     scope: Scope = Depends(caller)) -> Response:
-        from jobs.alerts.render import alert_object
-        from models.alerts import ALERT_RULES, STATUSES
-        from warehouse import alerts_queries
+        from gpufinops.jobs.alerts.render import alert_object
+        from gpufinops.models.alerts import ALERT_RULES, STATUSES
+        from gpufinops.warehouse import alerts_queries
         if not scope.sees_costs:
             raise HTTPException(403, detail="a scheduler token may not read alerts")
         if status not in (*STATUSES, "all"):
@@ -259,7 +259,7 @@ COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost"
 def _cost_rows(con, teams: list[str] | None, start: date | None, end: date | None) -> list[dict[str, Any]]:
     """Daily cost rows as the teams carry them (shared GPUs by allocation: warehouse/allocation_queries.py);
     ``to`` is inclusive (the whole day), money as numbers."""
-    from warehouse import allocation_queries
+    from gpufinops.warehouse import allocation_queries
     begin = datetime.combine(start, time(), UTC) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
     frame = allocation_queries.report_team_spend_daily(con, team=teams, start=begin, end=stop, tz="UTC")

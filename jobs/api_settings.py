@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.config_checks import ConfigError, check_table, env_name, is_number, name_list
+from gpufinops.jobs.config_checks import ConfigError, check_table, env_name, is_number, name_list
 
 API_KEYS = {"tokens", "webhooks"}
 API_TOKEN_KEYS = {"token_env", "role", "teams", "name"}

@@ -16,7 +16,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
-from jobs import config as config_mod  # noqa: E402
+from gpufinops.jobs import config as config_mod  # noqa: E402
 
 log = logging.getLogger("gpufinops")
 
@@ -44,7 +44,7 @@ class ModelKinds:
 
     @staticmethod
     def kinds() -> tuple[str, ...]:
-        from models.registry import KINDS
+        from gpufinops.models.registry import KINDS
         return KINDS
 
     def __contains__(self, kind: object) -> bool:
@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=60, metavar="N", help="days of fleet history to simulate (default: 60)")
     demo.add_argument("--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)")
 
-    from jobs import init_cmd
+    from gpufinops.jobs import init_cmd
     init_cmd.add_parser(sub)
     doctor = sub.add_parser("doctor", help="check the config, installed extras, credentials, each source and the "
                                            "warehouse; one line per check with its fix")
@@ -152,25 +152,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs import errors
+    from gpufinops.jobs import errors
 
     args = _parser().parse_args(argv)
     errors.configure_logging(args.verbose)
     cfg = None
     try:
         if args.command == "demo":
-            from jobs import demo
+            from gpufinops.jobs import demo
             return demo.run(args.home, days=args.days, seed=args.seed)
         if args.command == "init":
-            from jobs import init_cmd
+            from gpufinops.jobs import init_cmd
             return init_cmd.run(args)
         if args.command == "doctor":
-            from jobs import doctor
+            from gpufinops.jobs import doctor
             return doctor.run(args.config, db=args.db, timeout=args.timeout)
         cfg = config_mod.load(args.config, db=args.db)
         errors.remember_secrets(cfg.secrets())
         if not _reads_only(args):  # migrations and reference data: once, here (warehouse/db.py)
-            from warehouse import db
+            from gpufinops.warehouse import db
             db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
         return COMMANDS[args.command](cfg, args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
@@ -187,7 +187,7 @@ def _reads_only(args: argparse.Namespace) -> bool:
 
 def cmd_migrate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     """The warehouse at the code's schema (main's prepare did it); says which version it is at."""
-    from warehouse import db
+    from gpufinops.warehouse import db
     version = db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
     if version is None:
         raise db.missing(cfg.warehouse_path)
@@ -196,19 +196,17 @@ def cmd_migrate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import ingest_cmd
+    from gpufinops.jobs import ingest_cmd
     if args.sources == ["list"]:
         return ingest_cmd.list_sources(cfg)
     return ingest_cmd.run(cfg, args.sources, since=args.since, until=args.until, full_refresh=args.full_refresh)
 
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import output
-    from models.registry import MODELS
-    from models.run import analyse
-    from warehouse import db
-
-    from jobs import progress
+    from gpufinops.jobs import output, progress
+    from gpufinops.models.registry import MODELS
+    from gpufinops.models.run import analyse
+    from gpufinops.warehouse import db
     with progress.steps(len(MODELS), "recommend") as step, \
             db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
         run = analyse(con, [args.kind] if args.kind else None, settings=cfg.models,  # every model runs
@@ -221,11 +219,11 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in recs], indent=2))
         return 0
     if args.format == "csv":
-        from models.recommendation import flat_csv
+        from gpufinops.models.recommendation import flat_csv
         output.write(flat_csv([r.to_dict() for r in recs]))
         return 0
-    from jobs import tables
-    from models import plans
+    from gpufinops.jobs import tables
+    from gpufinops.models import plans
     if recs:
         tables.print_recommendations(recs)
         counted = [r for r in recs if plans.counted(r)]
@@ -239,7 +237,7 @@ def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 def _print_withheld(withheld: list, show: bool) -> None:
     """A line per withhold reason and count; with ``show``, every withheld finding."""
-    from jobs import tables
+    from gpufinops.jobs import tables
     counts: dict[str, int] = {}
     for w in withheld:
         counts[w.reason] = counts.get(w.reason, 0) + 1
@@ -251,7 +249,7 @@ def _print_withheld(withheld: list, show: bool) -> None:
     if not show:
         from rich.padding import Padding
 
-        from jobs import output
+        from gpufinops.jobs import output
         output.emit(output.console(), Padding("(gpufinops recommend --show-withheld lists each with the missing fact "
                                               "and the source that provides it)", (0, 0, 0, 2)))  # wrapped, indented
         return
@@ -259,7 +257,7 @@ def _print_withheld(withheld: list, show: bool) -> None:
 
 
 def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import evaluate, progress
+    from gpufinops.jobs import evaluate, progress
     fleets = evaluate.FLEETS[:1] if args.quick else evaluate.FLEETS
     seeds = evaluate.INDEPENDENT_SEEDS[:1] if args.quick else evaluate.INDEPENDENT_SEEDS
     with progress.steps(len(seeds) + len(fleets) + 1, "evaluate") as step:
@@ -272,8 +270,8 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     import duckdb
     import polars as pl
 
-    from jobs import output
-    from warehouse import db
+    from gpufinops.jobs import output
+    from gpufinops.warehouse import db
 
     with db.reader(cfg.warehouse_path) as con:
         con.execute("SET enable_external_access = false")  # no file reads/writes from user SQL
@@ -289,7 +287,7 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import dashboard_cmd
+    from gpufinops.jobs import dashboard_cmd
     _warn_missing(cfg)
     return dashboard_cmd.run(cfg, args.port, args.host)
 
@@ -303,14 +301,14 @@ def _warn_missing(cfg: config_mod.Config) -> None:
 
 
 def cmd_api(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import api
+    from gpufinops.jobs import api
     _warn_missing(cfg)
     return api.serve(cfg, host=args.host, port=args.port, insecure_demo=args.insecure_demo)
 
 
 def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    import jobs.export as export
-    from warehouse import db
+    import gpufinops.jobs.export as export
+    from gpufinops.warehouse import db
 
     if args.kind == "focus":
         return cmd_export_focus(cfg, args)
@@ -330,8 +328,8 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs.export import focus
-    from warehouse import db
+    from gpufinops.jobs.export import focus
+    from gpufinops.warehouse import db
 
     if args.cluster:
         print("gpufinops: export focus: --cluster applies to the kueue, karpenter and skypilot formats", file=sys.stderr)
@@ -359,18 +357,18 @@ COMMANDS.update(api=cmd_api, export=cmd_export, evaluate=cmd_evaluate, migrate=c
 
 
 def cmd_serve(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs import serve
+    from gpufinops.jobs import serve
     logging.getLogger("gpufinops").setLevel(min(logging.getLogger().level, logging.INFO))
     return serve.serve(cfg)
 
 
 def cmd_report(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs.report import cli as report_cli
+    from gpufinops.jobs.report import cli as report_cli
     return report_cli.weekly(cfg, week=args.week, team=args.team, out=args.out, send=args.send)
 
 
 def cmd_alerts(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from jobs.alerts import cli as alerts_cli
+    from gpufinops.jobs.alerts import cli as alerts_cli
     if args.action == "run":
         return alerts_cli.run(cfg, now=args.now, send=not args.no_send)
     return alerts_cli.list_alerts(cfg, team=args.team, status=args.status, rule=args.rule, fmt=args.format)

@@ -27,19 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ingest.registry import Registry
-from ingest.spec import OptionError
-from jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
-from jobs.config_checks import check_table, validate_cron
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.spec import OptionError
+from gpufinops.jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
+from gpufinops.jobs.config_checks import check_table, validate_cron
 
 if TYPE_CHECKING:
-    from jobs.alerts.settings import AlertConfig
-    from jobs.api_settings import ApiSettings
-    from jobs.dashboard_settings import DashboardSettings
-    from jobs.export.settings import ExportSettings
-    from jobs.report.settings import ReportSettings
-    from jobs.serve_settings import JobSettings
-    from warehouse.allocation import AllocationSettings
+    from gpufinops.jobs.alerts.settings import AlertConfig
+    from gpufinops.jobs.api_settings import ApiSettings
+    from gpufinops.jobs.dashboard_settings import DashboardSettings
+    from gpufinops.jobs.export.settings import ExportSettings
+    from gpufinops.jobs.report.settings import ReportSettings
+    from gpufinops.jobs.serve_settings import JobSettings
+    from gpufinops.warehouse.allocation import AllocationSettings
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -235,12 +235,12 @@ def _owned_by_a_package(parse: Callable[[Any], _T], section: Any, name: str) -> 
 
 def _parse(raw: dict[str, Any], config_path: Path | None, *, db: str | None, registry: Registry | None,
            environ: dict[str, str]) -> Config:
-    from ingest.registry import default_registry
-    from jobs import api_settings, dashboard_settings, serve_settings
-    from jobs.alerts import settings as alert_settings
-    from jobs.export import settings as export_settings
-    from jobs.report import settings as report_settings
-    from warehouse.allocation import AllocationSettings
+    from gpufinops.ingest.core.registry import default_registry
+    from gpufinops.jobs import api_settings, dashboard_settings, serve_settings
+    from gpufinops.jobs.alerts import settings as alert_settings
+    from gpufinops.jobs.export import settings as export_settings
+    from gpufinops.jobs.report import settings as report_settings
+    from gpufinops.warehouse.allocation import AllocationSettings
 
     _check_sections(raw)
     base_dir = config_path.parent if config_path else Path.cwd()
@@ -252,7 +252,7 @@ def _parse(raw: dict[str, Any], config_path: Path | None, *, db: str | None, reg
     api = api_settings.parse(raw.get("api"))
     allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
     if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
-        from models.run import validate_settings as validate_models
+        from gpufinops.models.run import validate_settings as validate_models
         _owned_by_a_package(validate_models, raw["models"], "models")
     names: list[str] = []
     _collect_env_names(raw, names)

@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ingest import extras
-from jobs.config import Config, ConfigError
+from gpufinops.ingest.core import extras
+from gpufinops.jobs.config import Config, ConfigError
 
 LOOPBACK = "127.0.0.1"
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -61,7 +61,7 @@ def command(cfg: Config, port: int, host: str | None = None,
     budgets = [b.to_dict() for b in cfg.alerts.settings.budgets]  # [[budgets]] and the [dashboard] aliases
     env = {**environ, "GPUFINOPS_DB": str(cfg.warehouse_path),
            "GPUFINOPS_DASHBOARD": json.dumps({**cfg.dashboard.to_section(), "budgets": budgets})}
-    cmd = [sys.executable, "-m", "dashboard.server", str(APP), "--server.port", str(port), *STREAMLIT_OPTIONS]
+    cmd = [sys.executable, "-m", "gpufinops.dashboard.server", str(APP), "--server.port", str(port), *STREAMLIT_OPTIONS]
     if listen is not None:
         cmd += ["--server.address", listen]
     return cmd, env, listen

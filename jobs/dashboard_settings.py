@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.config_checks import ConfigError, check_table, is_number
+from gpufinops.jobs.config_checks import ConfigError, check_table, is_number
 
 DASHBOARD_KEYS = {"auth", "header", "oidc_provider", "users", "monthly_budget_usd", "team_budgets", "stale_after_hours"}
 USER_KEYS = {"email", "role", "teams"}

@@ -11,9 +11,9 @@ from typing import IO, Any
 
 from rich.text import Text
 
-from ingest import extras
-from jobs import output, tables
-from jobs.output import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
+from gpufinops.ingest.core import extras
+from gpufinops.jobs import output, tables
+from gpufinops.jobs.output import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
 
 SPEND_COLUMNS = (Col("provider", "Provider", TEXT, no_wrap=True), Col("effective_cost", "Spend (EffectiveCost)", MONEY),
                  Col("gpu_share", "GPU share", PCT))
@@ -55,7 +55,7 @@ def _rec_row(rec) -> dict[str, Any]:
 
 def print_summary(out: IO[str], fleet, results, totals, recs, report, planted, config_path: Path,
                   comparison=()) -> None:
-    from models import plans
+    from gpufinops.models import plans
 
     width = output.terminal_width(out)
     p = lambda text="": print(text, file=out)  # noqa: E731

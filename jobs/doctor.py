@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ingest import extras
-from jobs import doctor_sources as sources
-from jobs.doctor_sources import FAIL, OK, SKIP, WARN
-from jobs.output import emit, terminal_width
+from gpufinops.ingest.core import extras
+from gpufinops.jobs import doctor_sources as sources
+from gpufinops.jobs.doctor_sources import FAIL, OK, SKIP, WARN
+from gpufinops.jobs.output import emit, terminal_width
 
 STYLES = {OK: "green", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}
 
@@ -38,7 +38,7 @@ class Check:
 
 
 def check_config(path: str | None, db: str | None):
-    from jobs import config as config_mod
+    from gpufinops.jobs import config as config_mod
 
     chosen = path or os.environ.get("GPUFINOPS_CONFIG") or ("gpufinops.toml" if Path("gpufinops.toml").exists() else None)
     try:
@@ -151,8 +151,8 @@ def check_source(source, base_dir: Path, timeout: float, no_credentials: Set[str
 def check_warehouse(cfg) -> Check:
     import duckdb
 
-    from warehouse import db
-    from warehouse.schema import SCHEMA_VERSION
+    from gpufinops.warehouse import db
+    from gpufinops.warehouse.schema import SCHEMA_VERSION
 
     path = cfg.warehouse_path if cfg else Path("data/gpufinops.duckdb").resolve()
     if not path.exists():
@@ -202,7 +202,7 @@ def detail(check: Check) -> Text:
 
 def _name_width(path: str | None, db: str | None) -> int:
     """The check-name column: as wide as the longest ``source <name>`` (names are never cut)."""
-    from jobs import config as config_mod
+    from gpufinops.jobs import config as config_mod
     try:
         names = list(config_mod.load(path, db=db).sources)
     except config_mod.ConfigError:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ingest import extras
-from jobs.config import SourceConfig
+from gpufinops.ingest.core import extras
+from gpufinops.jobs.config import SourceConfig
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 Result = tuple[str, str, str | None]
@@ -114,7 +114,7 @@ def aws_pricing(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
 def aws_spot_advisor(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     if source.options.get("path"):
         return files(source, base_dir)
-    from ingest.aws_spot_advisor import DEFAULT_URL
+    from gpufinops.ingest.aws.aws_spot_advisor import DEFAULT_URL
     return http_get(source.options.get("url") or DEFAULT_URL, timeout, expect=None)
 
 
@@ -122,7 +122,7 @@ def aws_spot_advisor(source: SourceConfig, base_dir: Path, timeout: float) -> Re
 
 def _gcp_options(source: SourceConfig, base_dir: Path) -> Any:
     """The source's typed options (config validation checked them), credentials_file beside the config."""
-    from ingest.registry import default_registry
+    from gpufinops.ingest.core.registry import default_registry
     meta = default_registry().get(source.type).meta
     opts = meta.parse_options(dict(source.options), f"sources.{source.name}")
     if opts.credentials_file and not os.path.isabs(opts.credentials_file):
@@ -133,7 +133,7 @@ def _gcp_options(source: SourceConfig, base_dir: Path) -> Any:
 def gcp_billing_export(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     if source.options.get("path"):
         return files(source, base_dir)
-    from ingest import gcp_common
+    from gpufinops.ingest.gcp import gcp_common
     opts = _gcp_options(source, base_dir)
     name = f"{opts.project}.{opts.dataset}.{opts.table}"
     client = gcp_common.bigquery_client(source.name, opts, str(opts.project))
@@ -153,7 +153,7 @@ def gcp_billing_export(source: SourceConfig, base_dir: Path, timeout: float) -> 
 
 
 def gcp_catalog(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    from ingest import gcp_common
+    from gpufinops.ingest.gcp import gcp_common
     client = gcp_common.catalog_client(source.name, _gcp_options(source, base_dir))
     from google.cloud.billing_v1 import ListSkusRequest
     pager = client.list_skus(request=ListSkusRequest(parent=COMPUTE_SERVICE, page_size=1), timeout=timeout, retry=None)

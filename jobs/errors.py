@@ -57,8 +57,8 @@ def _disk_full(text: str) -> bool:
 
 def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
     """(one sentence, exit status) for a failure the CLI reports."""
-    from jobs.config_checks import ConfigError
-    from warehouse import db
+    from gpufinops.jobs.config_checks import ConfigError
+    from gpufinops.warehouse import db
 
     setting = getattr(cfg, "warehouse_setting", None)
     if isinstance(exc, ConfigError):

@@ -23,9 +23,9 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from models import features, gpu_type, quantization, spot_mix
-from models.recommendation import money, provider_code
-from warehouse import queries
+from gpufinops.models import features, gpu_type, quantization, spot_mix
+from gpufinops.models.recommendation import money, provider_code
+from gpufinops.warehouse import queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 

@@ -22,14 +22,14 @@ UTIL_LEVELS = (10, 20, 30, 40, 50, 60, 70, 80)     # source utilisations the rea
 
 
 def used_groups() -> set:
-    from simulator import eval_laws
+    from gpufinops.simulator import eval_laws
     return set().union(*(eval_laws.service_throughput(s)[1] for s in eval_laws.SERVICES.values()))
 
 
 def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     """MAE (utilisation points) of each predictor on the real ratios, per suite and overall."""
-    from models import gpu_type
-    from simulator import eval_benchmarks
+    from gpufinops.models import gpu_type
+    from gpufinops.simulator import eval_benchmarks
     errors: dict[str, dict[str, list[float]]] = {}
     pairs = eval_benchmarks.real_pairs(exclude=used_groups())
     for pair in pairs:
@@ -90,15 +90,15 @@ def _named(score: dict, names: dict[str | None, str]) -> dict:
 
 def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     """Generate, ingest (with the restatement), analyse and score one second-generator fleet."""
-    from jobs import config as config_mod
-    from jobs import eval_baselines
-    from jobs.eval_score import score
-    from jobs.ingest_cmd import run_configured
-    from models import features, gpu_type
-    from models.registry import KINDS
-    from models.run import analyse
-    from simulator import eval_fleet
-    from warehouse import db
+    from gpufinops.jobs import config as config_mod
+    from gpufinops.jobs import eval_baselines
+    from gpufinops.jobs.eval_score import score
+    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.models import features, gpu_type
+    from gpufinops.models.registry import KINDS
+    from gpufinops.models.run import analyse
+    from gpufinops.simulator import eval_fleet
+    from gpufinops.warehouse import db
 
     fleet = eval_fleet.generate(home, seed=seed, days=days)
     cfg = config_mod.load(fleet.config_path)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from models.recommendation import Recommendation
-from simulator.demo_prices import AWS_ON_DEMAND_USD, GCP_PRICES
-from simulator.demo_workloads import FLEET, GPU_HARDWARE, INSTANCE_GPUS
+from gpufinops.models.recommendation import Recommendation
+from gpufinops.simulator.demo_prices import AWS_ON_DEMAND_USD, GCP_PRICES
+from gpufinops.simulator.demo_workloads import FLEET, GPU_HARDWARE, INSTANCE_GPUS
 
 DAYS_PER_MONTH = Decimal("30.4375")
 HEADROOM = Decimal("1.2")

@@ -32,8 +32,8 @@ from typing import Any
 
 import polars as pl
 
-from jobs.eval_score import score
-from models.recommendation import Recommendation
+from gpufinops.jobs.eval_score import score
+from gpufinops.models.recommendation import Recommendation
 
 FLEETS = ({"name": "default seed", "seed": 7, "days": 60, "scale": 1},
           {"name": "second seed", "seed": 23, "days": 60, "scale": 1},
@@ -44,14 +44,14 @@ HELIOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "helios-sen
 
 def run_fleet(home: Path, seed: int, days: int, scale: int) -> tuple[list[Recommendation], dict, Any]:
     """Generate, ingest and analyse one demo fleet; (recommendations, ground truth, throughput model)."""
-    from jobs import config as config_mod
-    from jobs import demo
-    from jobs.ingest_cmd import run_configured
-    from models import features, gpu_type
-    from models.run import run_models
-    from simulator import demo_fleet
-    from simulator.dcgm_export import write_dcgm_exports
-    from warehouse import db
+    from gpufinops.jobs import config as config_mod
+    from gpufinops.jobs import demo
+    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.models import features, gpu_type
+    from gpufinops.models.run import run_models
+    from gpufinops.simulator import demo_fleet
+    from gpufinops.simulator.dcgm_export import write_dcgm_exports
+    from gpufinops.warehouse import db
 
     fleet = demo_fleet.generate(home, days=days, seed=seed, scale=scale)
     write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")
@@ -75,7 +75,7 @@ def helios_idle() -> list[dict[str, Any]]:
     plain Python: an hour is idle for GPU ``i`` when no minute ran ``i`` or more GPUs, and idle hours
     count once they form a run of at least ``min_run_hours`` consecutive hours.
     """
-    from models import idle
+    from gpufinops.models import idle
     params = idle.IdleParams()
     out = []
     for path in sorted(HELIOS.glob("*_gpu_occupancy.csv.gz")):
@@ -116,9 +116,9 @@ def _helios_frame(rows: list[tuple[str, int, int]], gpus: int) -> pl.DataFrame:
 def m2_sections(con=None) -> dict[str, Any]:
     """The spot and forecast models' own quality figures, when their modules exist."""
     out: dict[str, Any] = {}
-    for label, module, func, needs_con in (("spot price-ratio forecast", "models.spot_forecast", "quality", False),
-                                           ("spot-mix backtest", "models.spot_mix", "backtest", False),
-                                           ("cost forecast", "models.forecast", "quality", True)):
+    for label, module, func, needs_con in (("spot price-ratio forecast", "gpufinops.models.spot_forecast", "quality", False),
+                                           ("spot-mix backtest", "gpufinops.models.spot_mix", "backtest", False),
+                                           ("cost forecast", "gpufinops.models.forecast", "quality", True)):
         try:
             fn = getattr(importlib.import_module(module), func)
         except (ImportError, AttributeError) as exc:
@@ -139,10 +139,10 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
              independent_days: int = INDEPENDENT_DAYS, step=None) -> dict[str, Any]:
     """Every figure, as plain data (printed by :func:`render`); ``step`` (a ``jobs.progress.Steps``)
     shows which fleet or data set is being measured."""
-    from jobs import eval_independent
-    from models import features
-    from models.registry import KINDS
-    from warehouse import db
+    from gpufinops.jobs import eval_independent
+    from gpufinops.models import features
+    from gpufinops.models.registry import KINDS
+    from gpufinops.warehouse import db
     result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
     show = step.start if step is not None else (lambda _text: None)
     done = step.done if step is not None else (lambda: None)
@@ -158,7 +158,7 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
             home = Path(tmp) / f"fleet-{n}"
             show(f"fleet {n + 1} of {len(fleets)}: {fleet['name']} (simulate, ingest, every model)")
             recs, truth, model = run_fleet(home, fleet["seed"], fleet["days"], fleet["scale"])
-            from jobs import config as config_mod
+            from gpufinops.jobs import config as config_mod
             cfg = config_mod.load(home / "gpufinops.toml")
             with db.reader(cfg.warehouse_path) as con:
                 real = eval_independent.real_ratio_mae(model, features.specs(con))
@@ -176,7 +176,7 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
 
 
 def render(result: dict[str, Any]) -> str:
-    from jobs import eval_independent
+    from gpufinops.jobs import eval_independent
     out = io.StringIO()
     if result.get("independent"):
         out.write(eval_independent.render(result["independent"], result["independent_summary"]))

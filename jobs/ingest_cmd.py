@@ -6,11 +6,11 @@ import sys
 import time
 from datetime import datetime
 
-from ingest.registry import default_registry
-from ingest.runner import RunResult, run_source
-from jobs import progress, tables
-from jobs.config import Config, ConfigError
-from warehouse import allocation, db, freshness, queries
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import RunResult, run_source
+from gpufinops.jobs import progress, tables
+from gpufinops.jobs.config import Config, ConfigError
+from gpufinops.warehouse import allocation, db, freshness, queries
 
 
 def run_configured(cfg: Config, names: list[str] | None = None, *, since: datetime | None = None,

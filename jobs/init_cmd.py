@@ -288,7 +288,7 @@ def render(c: Choices) -> str:
 
 def write(text: str, out: Path) -> int:
     """Validate ``text`` with the config loader, then write it; 0, or 2 with the key at fault."""
-    from jobs import config as config_mod
+    from gpufinops.jobs import config as config_mod
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=out.parent, suffix=".toml", delete=False) as tmp:

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from jobs.config import Config
-from jobs.serve_ledger import (
+from gpufinops.jobs.config import Config
+from gpufinops.jobs.serve_ledger import (
     AlreadyRunning,
     acquire_lock,
     close_interrupted_runs,
@@ -37,7 +37,7 @@ from jobs.serve_ledger import (
     lock_path,
     now_utc,
 )
-from jobs.serve_settings import JobSettings, cron_trigger
+from gpufinops.jobs.serve_settings import JobSettings, cron_trigger
 
 log = logging.getLogger("gpufinops.serve")
 
@@ -60,7 +60,7 @@ class Daemon:
 
     def ingest(self, source: str) -> None:
         """One source, retried with exponential backoff; every attempt is a row in ingest_runs."""
-        from jobs.ingest_cmd import run_configured
+        from gpufinops.jobs.ingest_cmd import run_configured
 
         delay = self.settings.retry_backoff_seconds
         for attempt in range(self.settings.ingest_retries + 1):
@@ -80,7 +80,7 @@ class Daemon:
 
     def after_ingest(self, source: str, status: str) -> None:
         """A cost or metrics load changes what the alert rules see: evaluate them right after it."""
-        from ingest.registry import default_registry
+        from gpufinops.ingest.core.registry import default_registry
 
         source_type = self.cfg.sources[source].type
         target = default_registry().get(source_type).meta.target_table
@@ -90,7 +90,7 @@ class Daemon:
     def alerts(self, trigger: str = "schedule") -> None:
         """Evaluate the alert rules and deliver what they opened or resolved (jobs/alerts)."""
         def body() -> str | None:
-            from jobs.alerts import run as alerts_run
+            from gpufinops.jobs.alerts import run as alerts_run
 
             result = alerts_run.run(self.cfg, stop=self.stopping)
             opened = len(result.changes.get("opened", []))
@@ -120,8 +120,8 @@ class Daemon:
 
     def recommend(self) -> None:
         def body() -> None:
-            from models.run import run_models
-            from warehouse import db
+            from gpufinops.models.run import run_models
+            from gpufinops.warehouse import db
 
             with db.writer(self.cfg.warehouse_path, memory_limit=self.cfg.memory_limit) as con:
                 recs = run_models(con, settings=self.cfg.models)
@@ -131,7 +131,7 @@ class Daemon:
     def report(self, week: Any = None) -> None:
         """The weekly report of ``week`` (default: last week) to every recipient not yet mailed."""
         def body() -> str | None:
-            from jobs.report import deliver, weeks
+            from gpufinops.jobs.report import deliver, weeks
 
             if not self.cfg.report.recipients:
                 return "skipped"
@@ -159,7 +159,7 @@ class Daemon:
 def _webhook_module():
     """jobs.webhook (the feed push) when it is installed, else None."""
     try:
-        from jobs import webhook
+        from gpufinops.jobs import webhook
     except ImportError:
         return None
     return webhook
@@ -169,7 +169,7 @@ def missed_report_week(trigger, tz, now: datetime):
     """The week whose report was due in the last 7 days (the daemon may have been down then)."""
     from datetime import timedelta
 
-    from jobs.report.weeks import previous_week
+    from gpufinops.jobs.report.weeks import previous_week
 
     due = trigger.get_next_fire_time(None, now - timedelta(days=7))
     return previous_week(due, tz) if due is not None and due <= now else None

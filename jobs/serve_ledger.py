@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from jobs.config import Config
+from gpufinops.jobs.config import Config
 
 # --- the lock ------------------------------------------------------------------------------------
 
@@ -54,7 +54,7 @@ def now_utc() -> datetime:
 
 
 def ledger_start(cfg: Config, job: str) -> str:
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     run_id = uuid.uuid4().hex
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
@@ -63,7 +63,7 @@ def ledger_start(cfg: Config, job: str) -> str:
 
 
 def ledger_finish(cfg: Config, run_id: str, status: str, error: str | None = None) -> None:
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
         con.execute("UPDATE job_runs SET finished_at = ?, status = ?, error = ? WHERE run_id = ?",
@@ -72,7 +72,7 @@ def ledger_finish(cfg: Config, run_id: str, status: str, error: str | None = Non
 
 def close_interrupted_runs(cfg: Config) -> int:
     """Runs a killed daemon left 'running': we hold the daemon lock, so none of them is alive."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
         rows = con.execute("UPDATE job_runs SET status = 'failed', finished_at = now(), "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.config_checks import ConfigError, validate_cron
+from gpufinops.jobs.config_checks import ConfigError, validate_cron
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger

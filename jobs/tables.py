@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any
 
-from jobs import output
-from jobs.output import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
-from models.recommendation import flat_row
+from gpufinops.jobs import output
+from gpufinops.jobs.output import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
+from gpufinops.models.recommendation import flat_row
 
 RECOMMENDATION_COLUMNS = (
     Col("monthly_savings_usd", "Savings/mo", MONEY),

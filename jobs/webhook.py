@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from jobs.api_settings import ApiWebhook
-from jobs.config import Config, ConfigError
+from gpufinops.jobs.api_settings import ApiWebhook
+from gpufinops.jobs.config import Config, ConfigError
 
 log = logging.getLogger("gpufinops.webhook")
 
@@ -91,7 +91,7 @@ def _delivery_id(url: str, ids: list[str]) -> str:
 def _record(cfg: Config, delivery_id: str, url: str, body: bytes, ids: list[str], status: str,
             attempt: _Attempt | None) -> None:
     """Upsert the batch's row after each attempt, on a short-lived writer."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     error = attempt.error if attempt else None
     for secret in cfg.secrets():  # never store a secret, even if an error message carried one
@@ -145,8 +145,8 @@ def push_new_recommendations(cfg: Config, *, environ: Mapping[str, str] | None =
                              sleep: Callable[[float], None] = time.sleep) -> int:
     """Send every configured webhook the recommendations it has not received; returns how many
     recommendations were delivered (summed over webhooks). Raises ConfigError for a missing secret."""
-    from jobs.export import objects
-    from warehouse import db, queries
+    from gpufinops.jobs.export import objects
+    from gpufinops.warehouse import db, queries
 
     env: Mapping[str, str] = os.environ if environ is None else environ
     delivered = 0

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from models.budgets import Budget
+from gpufinops.models.budgets import Budget
 
 RULES = ("budget", "anomaly", "idle_burn", "stale_data")        # what [alerts] rules = [...] enables
 ALERT_RULES = ("budget", "budget_forecast", "anomaly", "idle_burn", "stale_data")   # what an alert's rule says

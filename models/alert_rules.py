@@ -17,11 +17,11 @@ from decimal import ROUND_HALF_UP, Decimal
 import duckdb
 import polars as pl
 
-from models import forecast
-from models.alert_records import Alert, AlertSettings, RuleOutcome
-from models.budgets import Budget, period_bounds
-from models.frames import as_float
-from warehouse import alerts_queries as aq
+from gpufinops.models import forecast
+from gpufinops.models.alert_records import Alert, AlertSettings, RuleOutcome
+from gpufinops.models.budgets import Budget, period_bounds
+from gpufinops.models.frames import as_float
+from gpufinops.warehouse import alerts_queries as aq
 
 CENT = Decimal("0.01")
 
@@ -228,7 +228,7 @@ def stale_data_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now
     (``warehouse.freshness.source_freshness``, the function the Data health page reads). One alert
     per stale episode: its period is when the episode was first seen (an open alert keeps it), so a
     source that stays late is one alert, not one per ingest; it resolves when the data catches up."""
-    from warehouse.freshness import source_freshness
+    from gpufinops.warehouse.freshness import source_freshness
 
     outcome = RuleOutcome("stale_data", ("stale_data",))
     fresh = source_freshness(con, now)

@@ -20,8 +20,8 @@ from typing import Any
 
 import duckdb
 
-from models import alert_rules
-from models.alert_records import ALERT_RULES, RULES, SEVERITIES, STATUSES, Alert, AlertSettings, RuleOutcome
+from gpufinops.models import alert_rules
+from gpufinops.models.alert_records import ALERT_RULES, RULES, SEVERITIES, STATUSES, Alert, AlertSettings, RuleOutcome
 
 __all__ = ["ALERT_RULES", "RULES", "SEVERITIES", "STATUSES", "Alert", "AlertSettings", "Plan", "RuleOutcome",
            "evaluate", "plan"]

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 import polars as pl
 
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 DAYS_PER_MONTH = Decimal("30.4375")
 POD_KEY = ("resource_id", "namespace", "pod")

@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from models.recommendation import provider_code
+from gpufinops.models.recommendation import provider_code
 
 PERIODS = ("month", "quarter")
 DEFAULT_THRESHOLDS = (0.5, 0.75, 0.9, 1.0)

@@ -28,10 +28,10 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models import features, spot_mix
-from models.frames import as_datetime, as_float
-from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
-from warehouse import gpu_charges, queries
+from gpufinops.models import features, spot_mix
+from gpufinops.models.frames import as_datetime, as_float
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.warehouse import gpu_charges, queries
 
 HOURS_PER_MONTH = 730.5
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")

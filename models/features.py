@@ -19,9 +19,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from models import frames
-from models.recommendation import money
-from warehouse import gpu_charges, queries
+from gpufinops.models import frames
+from gpufinops.models.recommendation import money
+from gpufinops.warehouse import gpu_charges, queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
@@ -123,7 +123,7 @@ def resources(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> 
 
 def enrich(frame: pl.DataFrame) -> pl.DataFrame:
     """Adds window_days, metric coverage, workload/precision tags and the provider code."""
-    from models.recommendation import provider_code
+    from gpufinops.models.recommendation import provider_code
     return frame.with_columns(
         ((pl.col("last_hour") - pl.col("first_hour")).dt.total_hours() + 1).truediv(24).alias("window_days"),
         (pl.col("measured_hours") / pl.col("billed_hours")).alias("coverage"),

@@ -27,9 +27,9 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models.frames import as_date, as_datetime
-from models.recommendation import provider_code
-from warehouse import allocation_queries, queries
+from gpufinops.models.frames import as_date, as_datetime
+from gpufinops.models.recommendation import provider_code
+from gpufinops.warehouse import allocation_queries, queries
 
 Z80 = 1.2815515655446004          # two-sided 80 % normal quantile
 MAD_TO_SIGMA = 1.4826

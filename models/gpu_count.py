@@ -19,10 +19,10 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from models import features
-from models.features import RightsizingSettings
-from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
-from warehouse import queries
+from gpufinops.models import features
+from gpufinops.models.features import RightsizingSettings
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.warehouse import queries
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
@@ -119,7 +119,7 @@ def _other_gpu(offers: pl.DataFrame, row: dict, needed: int, current_price: Deci
                s: RightsizingSettings) -> dict | None:
     """The cheapest type of another GPU model with fewer GPUs that fits the busy GPUs' work: their peak
     memory × headroom in each GPU, their utilisation scaled by the spec ratio under the ceiling."""
-    from models.gpu_type import USABLE_MEMORY, _log_ratio, baseline
+    from gpufinops.models.gpu_type import USABLE_MEMORY, _log_ratio, baseline
 
     src = offers.filter(pl.col("gpu_model") == row["gpu_model"]).head(1)
     if src.is_empty() or row["busy_util_p95"] is None:

@@ -36,9 +36,9 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models import features
-from models.features import RightsizingSettings
-from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models import features
+from gpufinops.models.features import RightsizingSettings
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 
 USABLE_MEMORY = 0.93          # share of a GPU's memory a process gets (driver, ECC, context)
 MIN_PAIRS, MIN_GROUPS = 12, 3

@@ -18,10 +18,10 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from models import allocated_idle
-from models.frames import as_datetime
-from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
-from warehouse import allocation_queries, queries
+from gpufinops.models import allocated_idle
+from gpufinops.models.frames import as_datetime
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.warehouse import allocation_queries, queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 

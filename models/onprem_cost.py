@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from models.features import parse_settings
+from gpufinops.models.features import parse_settings
 
 HOURS_PER_MONTH = 730
 

@@ -30,8 +30,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from models import repatriation
-from models.onprem_cost import (
+from gpufinops.models import repatriation
+from gpufinops.models.onprem_cost import (
     HOURS_PER_MONTH,
     OnpremCost,
     OnpremSettings,
@@ -39,10 +39,10 @@ from models.onprem_cost import (
     onprem_cost,
     used_gpu_hours,
 )
-from models.onprem_cost import as_decimal as _d
-from models.onprem_cost import pct as _pct
-from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
-from warehouse import queries
+from gpufinops.models.onprem_cost import as_decimal as _d
+from gpufinops.models.onprem_cost import pct as _pct
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.warehouse import queries
 
 PAY_PER_USE = ("on_demand", "spot")
 NOT_INTERRUPTIBLE = {"online_inference", "notebook", "interactive"}

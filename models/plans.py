@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from models.recommendation import Recommendation, money, stable_id
+from gpufinops.models.recommendation import Recommendation, money, stable_id
 
 FAMILIES = {"idle_gpu": "usage", "gpu_count": "rightsize", "gpu_type": "rightsize", "quantization": "rightsize",
             "spot_mix": "purchase", "commitment": "purchase", "onprem_vs_cloud": "purchase"}

@@ -19,10 +19,10 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from models import features, gpu_type
-from models.features import RightsizingSettings
-from models.gpu_type import ThroughputModel
-from models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models import features, gpu_type
+from gpufinops.models.features import RightsizingSettings
+from gpufinops.models.gpu_type import ThroughputModel
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 

@@ -20,10 +20,10 @@ from typing import Any, Generic, TypeVar
 
 import duckdb
 
-from models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, quantization, spot_mix
-from models.features import RightsizingSettings
-from models.onprem_cost import OnpremSettings
-from models.recommendation import Findings
+from gpufinops.models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, quantization, spot_mix
+from gpufinops.models.features import RightsizingSettings
+from gpufinops.models.onprem_cost import OnpremSettings
+from gpufinops.models.recommendation import Findings
 
 S = TypeVar("S")          # the settings class
 In = TypeVar("In")        # what the load step hands the recommend step

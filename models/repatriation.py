@@ -16,10 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from models.onprem_cost import HOURS_PER_MONTH, OnpremVsCloudParams, onprem_cost, used_gpu_hours
-from models.onprem_cost import as_decimal as _d
-from models.onprem_cost import pct as _pct
-from models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.onprem_cost import HOURS_PER_MONTH, OnpremVsCloudParams, onprem_cost, used_gpu_hours
+from gpufinops.models.onprem_cost import as_decimal as _d
+from gpufinops.models.onprem_cost import pct as _pct
+from gpufinops.models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 
 def free_gpus(group: dict[str, Any], target: float) -> float:

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import duckdb
 
-from models import plans
-from models.recommendation import Recommendation, Withheld
-from models.registry import KINDS, MODELS, VERSIONS, setting_keys
-from warehouse import store
+from gpufinops.models import plans
+from gpufinops.models.recommendation import Recommendation, Withheld
+from gpufinops.models.registry import KINDS, MODELS, VERSIONS, setting_keys
+from gpufinops.warehouse import store
 
 
 @dataclass

@@ -24,8 +24,8 @@ import numpy as np
 import polars as pl
 from sklearn.linear_model import Ridge
 
-from models.frames import as_datetime
-from warehouse import queries
+from gpufinops.models.frames import as_datetime
+from gpufinops.warehouse import queries
 
 GCP_HISTORY_CSV = Path(__file__).resolve().parent.parent / "tests" / "data" / "gcp-pricing-cyclenerd" / \
     "gcp_gpu_machine_price_changes.csv"

@@ -34,11 +34,11 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models import features, spot_forecast
-from models.features import tag
-from models.frames import as_datetime
-from models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
-from warehouse import gpu_charges, queries
+from gpufinops.models import features, spot_forecast
+from gpufinops.models.features import tag
+from gpufinops.models.frames import as_datetime
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.warehouse import gpu_charges, queries
 
 DAYS_PER_MONTH = 30.4375
 HOURS_PER_MONTH = DAYS_PER_MONTH * 24
@@ -287,7 +287,7 @@ def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int =
     what was known then: predicted saving = on-demand $ x (1 - forecast ratio x (1 + rework)) over the
     next ``horizon_weeks``; realised = the same with the ratios that actually followed, week by week.
     Reported for the regression forecast and for the last-value ratio, with the decision error."""
-    from models.spot_forecast import (
+    from gpufinops.models.spot_forecast import (
         FEATURES,
         GCP_HISTORY_CSV,
         KEYS,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest.aws_cur2_format import conform, write_delivery
+from gpufinops.ingest.aws.aws_cur2_format import conform, write_delivery
 
 EXPORT = "gpufinops-demo"
 USAGE_TYPE_REGION = {"us-east-1": "USE1", "us-west-2": "USW2"}

@@ -19,7 +19,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from simulator.demo_prices import (
+from gpufinops.simulator.demo_prices import (
     ACCOUNTS,
     AWS_ON_DEMAND_USD,
     AWS_RI_1Y_RATE,
@@ -35,7 +35,7 @@ from simulator.demo_prices import (
     STORAGE_USD_PER_GB_MONTH,
     money,
 )
-from simulator.demo_workloads import FLEET, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec
+from gpufinops.simulator.demo_workloads import FLEET, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec
 
 
 @dataclass
@@ -109,15 +109,15 @@ def onprem_options(machines: list[Machine]) -> dict:
 
 @functools.cache
 def _gpu_specs() -> dict:
-    from ingest.onprem_cost import specs_from_rows
-    from warehouse.gpu_models import load_gpu_specs
+    from gpufinops.ingest.onprem.onprem_cost import specs_from_rows
+    from gpufinops.warehouse.gpu_models import load_gpu_specs
     return specs_from_rows([(r["gpu_model"], r["tdp_w"], r["list_price_usd"]) for r in load_gpu_specs().to_pylist()])
 
 
 def _onprem_rates(m: Machine, samples: Samples) -> list[Decimal]:
     """$/node-hour: the sum of its GPUs' hourly costs, priced as the `onprem` source prices them (the
     same function, from each GPU's mean utilisation in the hour; no power in the DCGM exposition)."""
-    from ingest.onprem_cost import UTIL_STEP, hourly_gpu_cost, parse_cluster, quantity
+    from gpufinops.ingest.onprem.onprem_cost import UTIL_STEP, hourly_gpu_cost, parse_cluster, quantity
     group = parse_cluster(ONPREM_SOURCE, onprem_options([m]), _gpu_specs()).groups[0]
     cost = functools.lru_cache(maxsize=None)(lambda util: hourly_gpu_cost(group, util, None).total)
     means = samples.util.reshape(-1, SAMPLES_PER_HOUR, m.gpu_count).mean(axis=1)

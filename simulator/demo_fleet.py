@@ -4,7 +4,7 @@
 fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any day)::
 
     home/exports/aws/cur/gpufinops-demo/…          AWS CUR 2.0 Data Export (Parquet + manifest per billing
-                                                   month, the bucket's own layout; see ingest/aws_cur2_format.py)
+                                                   month, the bucket's own layout; see ingest/aws/aws_cur2_format.py)
     home/exports/gcp/billing/<table>-YYYYMM-….json Google Cloud billing export rows (BigQuery JSONL extract,
                                                    one file per invoice month; see simulator/gcp_export.py)
     home/metrics/nvidia-smi/<host>.csv             nvidia-smi --query-gpu=… --format=csv -l 900
@@ -36,12 +36,18 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from simulator import cur2_export, gcp_export
-from simulator.cur2_export import aws_reserved_instance
-from simulator.demo_billing import build_fleet, compute_lines, daily_lines, onprem_options
-from simulator.demo_prices import AWS_SPOT_ADVISOR, GCP_PRICES, HOURS_PER_MONTH, ONPREM_SOURCE, SPOT_ADVISOR_RANGES
-from simulator.demo_truth import IDLE_UTIL_PCT, commitment_truth, planted_entry
-from simulator.demo_workloads import (
+from gpufinops.simulator import cur2_export, gcp_export
+from gpufinops.simulator.cur2_export import aws_reserved_instance
+from gpufinops.simulator.demo_billing import build_fleet, compute_lines, daily_lines, onprem_options
+from gpufinops.simulator.demo_prices import (
+    AWS_SPOT_ADVISOR,
+    GCP_PRICES,
+    HOURS_PER_MONTH,
+    ONPREM_SOURCE,
+    SPOT_ADVISOR_RANGES,
+)
+from gpufinops.simulator.demo_truth import IDLE_UTIL_PCT, commitment_truth, planted_entry
+from gpufinops.simulator.demo_workloads import (
     GPU_HARDWARE,
     INSTANCE_GPUS,
     Clock,
@@ -50,7 +56,7 @@ from simulator.demo_workloads import (
     sample_stamps,
     smi_log,
 )
-from warehouse import schema
+from gpufinops.warehouse import schema
 
 DEMO_END = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -223,12 +229,12 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
               for p, provider_rows in {**rows, "onprem": onprem_rows}.items()}
     resource_map = {m.host: m.resource_id for m in machines}
     truth = {
-        "generator": "simulator.demo_fleet", "seed": seed, "days": days,
+        "generator": "gpufinops.simulator.demo_fleet", "seed": seed, "days": days,
         "window_start": clock.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "window_end": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "idle_rule": f"an idle hour is a billed hour in which every GPU shows at most {IDLE_UTIL_PCT} % "
                      f"utilization.gpu in every nvidia-smi sample; idle_cost_usd sums the EffectiveCost of "
                      f"the resource's Compute lines in those hours; idle_gpu_hours = idle_hours x gpu_count",
-        "onprem_cost_model": {"source": ONPREM_SOURCE, "cost_function": "ingest.onprem_cost.hourly_gpu_cost",
+        "onprem_cost_model": {"source": ONPREM_SOURCE, "cost_function": "gpufinops.ingest.onprem.onprem_cost.hourly_gpu_cost",
                               "power": "no power in the DCGM exposition: the TDP model from each GPU's mean "
                                        "utilization.gpu in the hour", "hours_per_month": HOURS_PER_MONTH,
                               "options": json.loads(json.dumps(onprem_options(

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from simulator.demo_billing import Machine
-from simulator.demo_prices import (
+from gpufinops.simulator.demo_billing import Machine
+from gpufinops.simulator.demo_prices import (
     AWS_ON_DEMAND_USD,
     AWS_SPOT_ADVISOR,
     GCP_PRICES,
@@ -17,7 +17,7 @@ from simulator.demo_prices import (
     SPOT_LOST_HOURS_PER_INTERRUPTION,
     money,
 )
-from simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples
+from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples
 
 IDLE_UTIL_PCT = 5              # an idle hour: every GPU at most this in every sample of the hour
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator import eval_laws as laws
-from simulator import gcp_export
-from simulator.dcgm_export import write_dcgm_exposition
-from simulator.demo_prices import SPOT_ADVISOR_RANGES
-from simulator.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid
-from simulator.eval_machines import Box, Machine
+from gpufinops.simulator import eval_laws as laws
+from gpufinops.simulator import gcp_export
+from gpufinops.simulator.dcgm_export import write_dcgm_exposition
+from gpufinops.simulator.demo_prices import SPOT_ADVISOR_RANGES
+from gpufinops.simulator.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid
+from gpufinops.simulator.eval_machines import Box, Machine
 
 MONEY = Decimal("1E-10")
 REGION_NAMES = {"us-east-1": "US East (N. Virginia)", "us-central1": "Iowa"}

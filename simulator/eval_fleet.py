@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator import cur2_export, eval_truth
-from simulator import eval_laws as laws
-from simulator.eval_exports import (
+from gpufinops.simulator import cur2_export, eval_truth
+from gpufinops.simulator import eval_laws as laws
+from gpufinops.simulator.eval_exports import (
     bill_rows,
     first_delivery,
     month_bounds,
@@ -43,7 +43,7 @@ from simulator.eval_exports import (
     write_metrics,
     write_references,
 )
-from simulator.eval_machines import FLEET, Box, Machine
+from gpufinops.simulator.eval_machines import FLEET, Box, Machine
 
 END = datetime(2026, 10, 15, tzinfo=UTC)
 

@@ -23,8 +23,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from simulator import eval_benchmarks
-from simulator.demo_workloads import GPU_HARDWARE, GpuHardware
+from gpufinops.simulator import eval_benchmarks
+from gpufinops.simulator.demo_workloads import GPU_HARDWARE, GpuHardware
 
 SAMPLES_PER_HOUR = 4
 HOURS_PER_MONTH = Decimal("730.5")

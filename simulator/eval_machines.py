@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from simulator import eval_laws as laws
+from gpufinops.simulator import eval_laws as laws
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from decimal import Decimal
 
 import numpy as np
 
-from simulator import eval_laws as laws
-from simulator.eval_laws import HOURS_PER_MONTH
+from gpufinops.simulator import eval_laws as laws
+from gpufinops.simulator.eval_laws import HOURS_PER_MONTH
 
 CEILING_PCT, HEADROOM, MIN_CUT, MIN_USD = 60.0, 1.2, Decimal("0.25"), Decimal("25")
 IDLE_RUN_HOURS, SPOT_MIN_SAVING, RESTART_MIN, DEFAULT_CHECKPOINT_MIN = 3, 0.2, 20, 60
@@ -240,7 +240,7 @@ def ground_truth(machines: list, prices: dict, start: datetime, final_rows: dict
              for m in machines if m.box.role and not m.box.role[0].startswith("not ")]
     totals = {p: str(sum((r["EffectiveCost"] for r in rows), Decimal(0))) for p, rows in final_rows.items()}
     return {
-        "generator": "simulator.eval_fleet", "seed": seed, "days": days, "window_start": start.isoformat(),
+        "generator": "gpufinops.simulator.eval_fleet", "seed": seed, "days": days, "window_start": start.isoformat(),
         "laws": {"throughput": f"MLPerf Inference {laws.FLEET_ROUND} per-GPU throughput (gaps from other rounds)",
                  "fp32_slowdown": laws.FP32_SLOWDOWN, "policy": {"ceiling_pct": CEILING_PCT, "headroom": HEADROOM,
                                                                  "min_cut": str(MIN_CUT), "min_usd": str(MIN_USD)}},

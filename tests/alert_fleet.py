@@ -8,7 +8,7 @@ import json
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from warehouse import db, rollups
+from gpufinops.warehouse import db, rollups
 
 AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse import schema
+from gpufinops.warehouse import schema
 
 START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
 QUANTUM = Decimal("0.000000000000001")

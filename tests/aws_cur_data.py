@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ingest.aws_cur2_format import conform, write_delivery
+from gpufinops.ingest.aws.aws_cur2_format import conform, write_delivery
 from tests.conftest import DATA
 
 AWS_DATA = DATA / "aws"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.gcp_export_mapping import CANONICAL
+from gpufinops.ingest.gcp.gcp_export_mapping import CANONICAL
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

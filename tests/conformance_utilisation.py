@@ -30,7 +30,7 @@ def prometheus_input(tmp: Path) -> tuple[dict, datetime]:
 def write_bills(root: Path) -> dict:
     """The bills of gpu_series' billed resources (one GPU instance-hour each) as a CUR 2.0 delivery;
     returns the aws_cur options. Used to check that attribution does not depend on arrival order."""
-    from ingest.aws_cur2_format import conform, write_delivery
+    from gpufinops.ingest.aws.aws_cur2_format import conform, write_delivery
 
     period = gs.START.strftime("%Y-%m")
     start = gs.START.replace(day=1, tzinfo=None)

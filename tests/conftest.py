@@ -60,8 +60,8 @@ def warehouse(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def focus_registry():
-    from ingest.focus_files import FocusFiles
-    from ingest.registry import Registry
+    from gpufinops.ingest.core.focus_files import FocusFiles
+    from gpufinops.ingest.core.registry import Registry
 
     registry = Registry()
     registry.register(FocusFiles)
@@ -71,10 +71,10 @@ def focus_registry():
 @pytest.fixture(scope="session")
 def feed_template(tmp_path_factory) -> Path:
     """A warehouse holding tests/feed_fleet.py's cost lines and every kind of finding, built once."""
-    from models import plans
-    from models.registry import KINDS
+    from gpufinops.models import plans
+    from gpufinops.models.registry import KINDS
+    from gpufinops.warehouse import db, store
     from tests.feed_fleet import insert_cost_lines, realistic_recommendations
-    from warehouse import db, store
 
     path = tmp_path_factory.mktemp("feed") / "gpufinops.duckdb"
     with db.writer(path) as con:
@@ -95,13 +95,13 @@ def feed_warehouse(feed_template: Path, warehouse: Path) -> Path:
 def report_demo(tmp_path_factory) -> tuple[Path, str]:
     """The demo fleet (21 days, seed 3: planted idle GPUs in several teams), ingested, every model run;
     the weekly report's tests (test_report, test_report_resend) mail from copies of its warehouse."""
-    from jobs import config as config_mod
-    from jobs import demo
-    from jobs.ingest_cmd import run_configured
-    from models.run import run_models
-    from simulator import demo_fleet
-    from simulator.dcgm_export import write_dcgm_exports
-    from warehouse import db
+    from gpufinops.jobs import config as config_mod
+    from gpufinops.jobs import demo
+    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.models.run import run_models
+    from gpufinops.simulator import demo_fleet
+    from gpufinops.simulator.dcgm_export import write_dcgm_exports
+    from gpufinops.warehouse import db
 
     home = tmp_path_factory.mktemp("demo")
     fleet = demo_fleet.generate(home, days=21, seed=3)

@@ -329,10 +329,10 @@ def nodepool_limits(docs: list[dict]) -> dict[tuple[str | None, str, str], int]:
 
 def check_warehouse(db_path: Path, config_path: Path | None = None) -> dict[str, list[str]]:
     """Render the three scheduler exports of a warehouse and run every check on them."""
-    import jobs.export as export
-    from jobs.export import objects
-    from jobs.export.settings import parse
-    from warehouse import db
+    import gpufinops.jobs.export as export
+    from gpufinops.jobs.export import objects
+    from gpufinops.jobs.export.settings import parse
+    from gpufinops.warehouse import db
 
     table = tomllib.loads(config_path.read_text()).get("export", {}) if config_path else {}
     settings = parse(table)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from models.recommendation import Recommendation, stable_id
+from gpufinops.models.recommendation import Recommendation, stable_id
 
 # --- the fleet: (team, provider name, region, resource, instance type, GPU model, GPUs, pricing, $/hour)
 FLEET = [

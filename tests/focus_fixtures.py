@@ -12,13 +12,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ingest.registry import default_registry
-from ingest.runner import run_source
-from jobs.export import focus
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.jobs.export import focus
+from gpufinops.warehouse import db
 from tests import aws_conformance, gcp_loopback, onprem_data
 from tests import aws_cur_data as cur
 from tests.conftest import FOCUS_SAMPLE
-from warehouse import db
 
 REGISTRY = default_registry()
 TAGS = ("team", "user_team", "k8s_label_team")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.fetch import scalar
+from gpufinops.warehouse.fetch import scalar
 
 RULES_DIR = Path(__file__).parent / "data" / "focus-validator"
 MODEL_PATH = RULES_DIR / "model-1.2.0.1.json"

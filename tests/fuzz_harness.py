@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
+from gpufinops.jobs import cli
 from tests.conftest import query, table_digest
 
 SEED = 16
@@ -36,7 +36,7 @@ def _empty_warehouse(target: Path) -> None:
     if not _TEMPLATE:
         import tempfile
 
-        from warehouse import db
+        from gpufinops.warehouse import db
         template = Path(tempfile.mkdtemp(prefix="fuzz-template-")) / "wh.duckdb"
         with db.writer(template):
             pass

@@ -101,7 +101,7 @@ def ends_before_it_starts(row: dict) -> bool:
 
 
 def koku_flat_rows(name: str) -> list[dict]:
-    from ingest.gcp_export_files import read_flat_csv
+    from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv
     return [r for r in read_flat_csv("test", str(GCP_DATA / name)).to_pylist()
             if not ends_before_it_starts({k: str(v) for k, v in r.items() if k.startswith("usage_")})]
 

@@ -142,7 +142,7 @@ def expected(i: int) -> dict[datetime, dict[str, float]]:
 
 def insert_bills(warehouse) -> None:
     """One GPU usage line per billed resource and hour of the window."""
-    from warehouse import db
+    from gpufinops.warehouse import db
     with db.writer(warehouse) as con:
         for rid, team in BILLED.items():
             for hour in range(HOURS):

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ingest import metrics_store
-from ingest.dcgm_exporter import DcgmExporter
-from ingest.onprem import Onprem
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
+from gpufinops.ingest.onprem.onprem import Onprem
 from tests.conftest import DATA
 
 VCS = ("vc3sl", "vchbv")

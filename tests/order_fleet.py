@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from ingest.aws_cur2_format import conform, write_delivery
+from gpufinops.ingest.aws.aws_cur2_format import conform, write_delivery
 
 START = datetime(2026, 9, 3, tzinfo=UTC)
 DAYS = 8

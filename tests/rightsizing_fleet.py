@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse import db
+from gpufinops.warehouse import db
 
 END = datetime(2026, 10, 1, tzinfo=UTC)
 MEMORY_MIB = {"A100-80GB": 81920, "A100-40GB": 40960, "L4": 23034, "A10G": 23028, "T4": 15360, "H100-SXM": 81559}
@@ -69,7 +69,7 @@ def build(path: Path, machines: list[Machine], offers: list[dict]) -> Path:
                                 "util_p95": util, "util_max": util, "mem_used_max_mib": m.mem_gib[g] * 1024,
                                 "mem_total_mib": float(MEMORY_MIB[m.gpu_model]), "samples": 4, "source": "test"})
     with db.writer(path) as con:
-        from warehouse.reference import refresh_gpu_specs
+        from gpufinops.warehouse.reference import refresh_gpu_specs
         refresh_gpu_specs(con)
         for table, rows in (("cost_line_items", lines), ("gpu_metrics_hourly", metrics), ("instance_types", offers)):
             if rows:

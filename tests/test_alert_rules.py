@@ -12,12 +12,12 @@ from decimal import Decimal
 import polars as pl
 import pytest
 
-from models import alert_rules
-from models.alerts import Alert, AlertSettings, RuleOutcome, plan
-from models.budgets import Budget, BudgetScope, monthly_budget_for, period_bounds
-from models.forecast import cost_forecast, period_forecast
+from gpufinops.models import alert_rules
+from gpufinops.models.alerts import Alert, AlertSettings, RuleOutcome, plan
+from gpufinops.models.budgets import Budget, BudgetScope, monthly_budget_for, period_bounds
+from gpufinops.models.forecast import cost_forecast, period_forecast
+from gpufinops.warehouse import alerts_store, db
 from tests.alert_fleet import metric_rows, spend_lines
-from warehouse import alerts_store, db
 
 UTC = UTC
 SEP = date(2026, 9, 1)

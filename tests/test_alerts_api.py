@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobs import config as config_mod
-from jobs.alerts import run as alerts_run
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs.alerts import run as alerts_run
 from tests.alert_fleet import add_spend, at, write_config
 from tests.test_api import API_TOML, TOKENS, Served
 
@@ -48,7 +48,7 @@ def alerted(tmp_path_factory) -> config_mod.Config:
 
 @pytest.fixture
 def api(tmp_path, alerted):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
 
     path = tmp_path / "api.toml"
     path.write_text(f'[warehouse]\npath = "{alerted.warehouse_path}"\n{API_TOML}')

@@ -15,11 +15,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobs import config as config_mod
-from jobs.config import ConfigError
-from models.budgets import BudgetScope
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs.config import ConfigError
+from gpufinops.models.budgets import BudgetScope
+from gpufinops.warehouse import db, schema
 from tests.alert_fleet import add_spend, write_config
-from warehouse import db, schema
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def test_bad_alert_config_names_the_key(tmp_path, text, key):
 def test_a_bad_budget_is_exit_2_naming_the_key(tmp_path):
     path = tmp_path / "gpufinops.toml"
     path.write_text('[[budgets]]\nname = "gpu"\namount = "lots"\n')
-    result = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(path), "alerts", "run"], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "alerts", "run"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "budgets[0].amount" in result.stderr
 
@@ -77,7 +77,7 @@ def test_dashboard_budget_keys_are_aliases_of_budgets(tmp_path):
     assert budgets["h100"].amount == Decimal("9000.5") and budgets["h100"].scope.providers == ("aws",)
     assert budgets["h100"].scope.tags == (("project", ("llm",)),) and budgets["h100"].forecast
     # what the dashboard process is handed round-trips to the same budgets
-    from dashboard.access import settings_from
+    from gpufinops.dashboard.access import settings_from
     handed = settings_from({"budgets": [b.to_dict() for b in cfg.alerts.settings.budgets]})
     assert {b.name: b for b in handed.budgets} == {n: b for n, b in budgets.items()}
 
@@ -104,14 +104,14 @@ def test_alerts_list_shows_the_open_ones_scoped_to_a_team(tmp_path):
                                              '[[budgets]]\nname = "all"\namount = 1000\n', alerts="email = false")
     db_path = config_mod.load(config).warehouse_path
     add_spend(db_path, "vision", date(2026, 10, 1), 3, 400.0)
-    run = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "alerts", "run", "--now",
+    run = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "run", "--now",
                           "2026-10-04T06:00"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "opened 8" in run.stdout, run.stdout + run.stderr
-    listed = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "alerts", "list",
+    listed = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "list",
                              "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     alerts = json.loads(listed.stdout)
     assert len(alerts) == 8 and {a["scope"] for a in alerts} == {"v", "all"} and alerts[0]["severity"] == "critical"
     assert all(isinstance(a["value_usd"], float) and a["status"] == "open" for a in alerts)
-    team = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "alerts", "list",
+    team = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "list",
                            "--team", "vision"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert team.returncode == 0 and team.stdout.count("Budget v:") == 4 and "Budget all" not in team.stdout

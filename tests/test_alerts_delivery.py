@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from jobs import config as config_mod
-from jobs import webhook
-from jobs.alerts import run as alerts_run
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs import webhook
+from gpufinops.jobs.alerts import run as alerts_run
 from tests.alert_fleet import FINANCE, RESEARCH, VISION, add_spend, at, write_config
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
@@ -46,7 +46,7 @@ amount = 1000000
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -122,7 +122,7 @@ def test_a_kill_during_delivery_neither_loses_nor_duplicates(fleet):
     recorder = Recorder(stall={FINANCE, VISION})
     with Server(recorder) as port:
         config = write_config(tmp_path, smtp_port=port, budgets=BUDGETS)
-        proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--config", str(config), "alerts", "run",
+        proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "run",
                                  "--now", "2026-10-15T06:00"], cwd=ROOT, env={**os.environ},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert recorder.stalled.wait(120), proc.communicate(timeout=5)
@@ -262,7 +262,7 @@ def test_a_webhook_killed_mid_post_is_resent_with_the_same_delivery_id(fleet, mo
         config = write_config(tmp_path, budgets=BUDGETS, alerts=(
             f'email = false\n[[alerts.webhooks]]\nurl = "{hook.url}"\nsecret_env = "TEST_ALERT_SECRET"\n'
             'teams = ["vision"]\ntimeout_s = 60'))
-        proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--config", str(config), "alerts", "run",
+        proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "run",
                                  "--now", "2026-10-15T06:00"], cwd=ROOT, env={**os.environ},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert hook.stalled.wait(120), proc.communicate(timeout=5)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import config as config_mod
-from jobs import serve
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs import serve
 from tests.alert_fleet import FINANCE, write_config
 from tests.conftest import FOCUS_SAMPLE, query
 from tests.smtp_loopback import Recorder, Server

@@ -18,16 +18,16 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.dcgm_exporter import DcgmExporter
-from ingest.focus_files import FocusFiles
-from ingest.prometheus import Prometheus
-from ingest.registry import Registry
-from ingest.runner import run_source
-from models import run as models_run
+from gpufinops.ingest.core.focus_files import FocusFiles
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
+from gpufinops.ingest.metrics.prometheus import Prometheus
+from gpufinops.models import run as models_run
+from gpufinops.warehouse import db
 from tests.allocation_fleet import Line, write_focus_csv
 from tests.conftest import DATA, query
 from tests.prometheus_fixture import PrometheusServer, requires_prometheus
-from warehouse import db
 
 AICR = DATA / "nvidia-aicr-dcgm-h100"
 ANSWERS = AICR / "accelerator-metrics_2026-02-19_4ddf3b88.prometheus-query-responses.json"

@@ -11,9 +11,9 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
+from gpufinops.warehouse import allocation, db
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
 from tests.conftest import DATA
-from warehouse import allocation, db
 
 CENT = Decimal("0.01")
 GOLDENS = DATA / "koku-gpu-mig-goldens" / "worked-examples.md"

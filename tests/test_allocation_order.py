@@ -15,14 +15,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest.dcgm_exporter import DcgmExporter
-from ingest.focus_files import FocusFiles
-from ingest.nvidia_smi_csv import NvidiaSmiCsv
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.focus_files import FocusFiles
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
+from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
+from gpufinops.warehouse import allocation, db, schema
 from tests.allocation_fleet import START, Line, exposition, write_focus_csv
 from tests.conftest import query, table_digest
-from warehouse import allocation, db, schema
 
 HOURS = 4
 NAMESPACE_TEAMS = {"ml-train": "vision", "serve": "nlp"}

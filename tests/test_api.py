@@ -18,8 +18,8 @@ import httpx
 import pytest
 import uvicorn
 
-from jobs import config as config_mod
-from jobs.config import ConfigError
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs.config import ConfigError
 from tests.conftest import query
 from tests.feed_fleet import FLEET, HOURS, START, realistic_recommendations
 
@@ -75,7 +75,7 @@ class Served:
 
 @pytest.fixture
 def api(tmp_path, feed_warehouse) -> Iterator[tuple[str, Path]]:
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
 
     cfg = make_config(tmp_path, feed_warehouse)
     with Served(create_app(cfg, environ=TOKENS)) as served:
@@ -214,7 +214,7 @@ def hold_write_lock(warehouse: Path, seconds: float) -> subprocess.Popen:
 
 
 def test_requests_wait_for_a_writer_then_give_up_with_503(tmp_path, feed_warehouse):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
 
     cfg = make_config(tmp_path, feed_warehouse)
     rec_id = realistic_recommendations()[0].id
@@ -241,7 +241,7 @@ def test_requests_wait_for_a_writer_then_give_up_with_503(tmp_path, feed_warehou
 
 
 def test_without_tokens_the_api_refuses_unless_insecure_demo(tmp_path, feed_warehouse, caplog):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
 
     cfg = make_config(tmp_path, feed_warehouse, "")
     with pytest.raises(ConfigError, match="api.tokens"):
@@ -259,7 +259,7 @@ def test_without_tokens_the_api_refuses_unless_insecure_demo(tmp_path, feed_ware
 def test_the_api_command_exits_2_without_tokens(tmp_path, feed_warehouse):
     cfg_path = tmp_path / "gpufinops.toml"
     cfg_path.write_text(f'[warehouse]\npath = "{feed_warehouse}"\n')
-    result = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(cfg_path), "api", "--port", "1"],
+    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(cfg_path), "api", "--port", "1"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "api.tokens" in result.stderr and "--insecure-demo" in result.stderr
 

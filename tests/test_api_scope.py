@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.config import ConfigError
-from models.registry import KINDS
+from gpufinops.jobs.config import ConfigError
+from gpufinops.models.registry import KINDS
 from tests.conftest import query
 from tests.feed_fleet import realistic_recommendations
 from tests.test_api import API_TOML, TOKENS, make_config
@@ -32,7 +32,7 @@ VISION = {"Authorization": f"Bearer {TOKENS['GPUFINOPS_TOKEN_VISION']}"}
 
 
 def test_two_tokens_with_one_value_refuse_to_start(tmp_path, feed_template):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
     shared = secrets.token_urlsafe(24)
     env = {**TOKENS, "GPUFINOPS_TOKEN_VISION": shared, "GPUFINOPS_TOKEN_FINANCE": shared}
     with pytest.raises(ConfigError) as refused:
@@ -44,7 +44,7 @@ def test_two_tokens_with_one_value_refuse_to_start(tmp_path, feed_template):
 
 @pytest.mark.parametrize("value", ["qq", "short-token-15c"])
 def test_a_short_token_refuses_to_start(tmp_path, feed_template, value):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
     with pytest.raises(ConfigError, match=r"api.tokens\[1\].token_env: the token in GPUFINOPS_TOKEN_VISION is "
                                           r"shorter than 16 characters") as refused:
         create_app(make_config(tmp_path, feed_template), environ={**TOKENS, "GPUFINOPS_TOKEN_VISION": value})
@@ -55,7 +55,7 @@ def test_the_api_command_exits_2_on_a_shared_token(tmp_path, feed_template):
     import contextlib
     import io
 
-    from jobs import cli
+    from gpufinops.jobs import cli
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{feed_template}"\n{API_TOML}')
     err = io.StringIO()
@@ -70,7 +70,7 @@ def test_the_api_command_exits_2_on_a_shared_token(tmp_path, feed_template):
 
 @pytest.fixture(scope="module")
 def scoped(tmp_path_factory, feed_template):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
     home = tmp_path_factory.mktemp("scope")
     db = home / "gpufinops.duckdb"
     shutil.copyfile(feed_template, db)

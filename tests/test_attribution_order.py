@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ingest.registry import default_registry
-from ingest.runner import run_source
-from models.run import analyse
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.models.run import analyse
+from gpufinops.warehouse import db
 from tests import order_fleet as of
 from tests.conftest import query, table_digest
 from tests.prometheus_fixture import PROMETHEUS, PROMTOOL, PrometheusServer
-from warehouse import db
 
 REGISTRY = default_registry()
 ORDERS = {"metrics, bill, restated bill": ("metrics", "bill", "restated"),
@@ -154,7 +154,7 @@ def test_recommend_prints_no_python_warning_and_names_what_it_withheld(tmp_path)
     folder = tmp_path / "fleet"
     warehouse = folder / "wh" / "gpufinops.duckdb"
     _feed(warehouse, "dcgm_exporter", ORDERS["metrics, bill, restated bill"], folder, None)
-    run = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(warehouse), "recommend"],
+    run = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(warehouse), "recommend"],
                          capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
                                                                            "PYTHONWARNINGS": "default"})
     assert run.returncode == 0, run.stderr

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.registry import default_registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
 from tests import aws_cur_data as data
 from tests.aws_loopback import DUMMY_CREDENTIALS, moto_s3, reset_moto, upload_tree, use_dummy_credentials
 from tests.conftest import query, table_digest

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.aws_cur2_format import write_delivery
-from ingest.registry import default_registry
-from ingest.runner import run_source
+from gpufinops.ingest.aws.aws_cur2_format import write_delivery
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
 from tests import aws_cur_data as data
 from tests.aws_loopback import moto_s3, upload_tree, use_dummy_credentials
 from tests.conftest import FOCUS_SAMPLE, query

@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.registry import default_registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
 from tests.aws_cur_data import AWS_DATA
 from tests.aws_loopback import DUMMY_CREDENTIALS, FIXTURES, AwsApiServer, use_dummy_credentials
 from tests.conftest import query, table_digest

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import output
-from jobs.output import ID, MONEY, Col
-from models.recommendation import FLAT_COLUMNS, change_text, flat_csv
+from gpufinops.jobs import output
+from gpufinops.jobs.output import ID, MONEY, Col
+from gpufinops.models.recommendation import FLAT_COLUMNS, change_text, flat_csv
 from tests.conftest import query
 
 GCP_ID = "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-c/instances/nlp-llm7b-serve"
@@ -27,7 +27,7 @@ GCP_ID = "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-c/ins
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from jobs import demo
+    from gpufinops.jobs import demo
 
     home = tmp_path_factory.mktemp("demo")
     assert demo.run(home, days=14, seed=3, out=io.StringIO()) == 0
@@ -35,7 +35,7 @@ def demo_home(tmp_path_factory) -> Path:
 
 
 def cli(*args: str, columns: int = 100, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "COLUMNS": str(columns), **(env or {})})
 
 
@@ -83,8 +83,8 @@ def test_recommend_table_csv_and_json(demo_home):
 
 
 def test_the_dashboard_download_is_the_cli_csv(demo_home):
-    from dashboard.recommendation_list import csv_bytes, recommendation_list
-    from warehouse import db, queries
+    from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
+    from gpufinops.warehouse import db, queries
 
     with db.reader(demo_home / "data" / "gpufinops.duckdb") as con:
         stored = queries.recommendations(con)
@@ -116,7 +116,7 @@ def test_ingest_list_is_aligned_and_sql_csv_has_no_blank_line(demo_home):
 
 
 def test_progress_is_quiet_when_not_a_terminal(demo_home):
-    from jobs import progress
+    from gpufinops.jobs import progress
 
     assert not progress.enabled(io.StringIO(), io.StringIO())
     result = cli("--config", str(demo_home / "gpufinops.toml"), "recommend", "--kind", "idle_gpu")
@@ -132,7 +132,7 @@ class Hide(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {hidden!r}:
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 sys.meta_path.insert(0, Hide())
-from jobs.cli import main
+from gpufinops.jobs.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -174,8 +174,8 @@ def test_the_dashboard_without_streamlit_says_how_to_install_it(tmp_path):
 
 
 def test_the_demo_summary_prints_only_commands_that_work(demo_home, monkeypatch):
-    from ingest import extras
-    from jobs import demo_summary
+    from gpufinops.ingest.core import extras
+    from gpufinops.jobs import demo_summary
 
     out = io.StringIO()
     demo_summary._print_next(out, demo_home / "gpufinops.toml")

@@ -14,10 +14,10 @@ import boto3
 import botocore.exceptions
 import pytest
 
-from ingest.cloudwatch_gpu import CloudWatchGpu
-from ingest.focus_files import FocusFiles
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.focus_files import FocusFiles
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics.cloudwatch_gpu import CloudWatchGpu
 from tests.allocation_fleet import Line, write_focus_csv
 from tests.aws_loopback import use_dummy_credentials
 from tests.cloudwatch_loopback import cloudwatch, percentile

@@ -10,11 +10,11 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from jobs import demo
-from models import commitment
+from gpufinops.jobs import demo
+from gpufinops.models import commitment
+from gpufinops.warehouse import db
 from tests.conftest import query
 from tests.cost_lines import AWS, GCP, add_machine, add_metrics, add_price, workhours
-from warehouse import db
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import config
-from jobs.config import ConfigError
+from gpufinops.jobs import config
+from gpufinops.jobs.config import ConfigError
 
 GOOD = """
 [warehouse]
@@ -92,7 +92,7 @@ def test_bad_config_is_one_error_naming_the_key(tmp_path, text, key):
 
 def test_cli_exits_2_with_the_key_on_stderr(tmp_path):
     path = write(tmp_path, '[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "* * *"\n')
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(path), "ingest", "list"],
+    proc = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest", "list"],
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "sources.x.schedule" in proc.stderr

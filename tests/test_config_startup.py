@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
-from jobs import config as config_mod
-from jobs.config import ConfigError
+from gpufinops.jobs import cli
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs.config import ConfigError
 from tests.conftest import FOCUS_SAMPLE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_every_command_refuses_a_models_typo_at_start_up(tmp_path, monkeypatch, 
 def test_exempt_top_level_actions_answer_even_with_a_bad_config(tmp_path):
     config = write(tmp_path, f"[models]\n{TYPO} = 1.2\n")
     for option in _exiting_options(PARSER):
-        proc = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), option], cwd=ROOT,
+        proc = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), option], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "config error" not in proc.stderr, (option, proc.stderr)
 
@@ -110,7 +110,7 @@ def test_serve_exits_2_without_starting_its_scheduler(tmp_path):
     """The real daemon process: refused before the lock, the warehouse or a single job."""
     config = write(tmp_path, f'[sources.focus]\ntype = "focus_files"\npath = "{FOCUS_SAMPLE}"\n\n'
                              f"[jobs]\nevery_seconds = 1\n\n[models]\n{TYPO} = 1.2\n")
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -190,14 +190,14 @@ def test_the_loader_imports_neither_the_daemon_nor_delivery_code(tmp_path):
     config = write(tmp_path, '[jobs]\nrecommend = "0 4 * * *"\n[report]\nsender = "a@example.com"\n'
                              '[[api.webhooks]]\nurl = "https://x.example/h"\nsecret_env = "S"\n[alerts]\nemail = false\n'
                              '[export]\nnode_class = "gpu"\n[dashboard]\nstale_after_hours = 30')
-    code = ("import sys; from jobs import config; config.load(sys.argv[1], environ={}); "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('jobs.', 'dashboard')))))")
+    code = ("import sys; from gpufinops.jobs import config; config.load(sys.argv[1], environ={}); "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gpufinops.jobs.', 'gpufinops.dashboard')))))")
     loaded = subprocess.run([sys.executable, "-c", code, str(config)], cwd=ROOT, capture_output=True, text=True,
                             timeout=120, check=True).stdout.split()
-    acting = {"jobs.serve", "jobs.webhook", "jobs.ingest_cmd", "jobs.api", "jobs.dashboard_cmd", "jobs.alerts.run",
-              "jobs.alerts.deliver", "jobs.report.deliver", "jobs.serve_ledger"}
-    assert "jobs.serve_settings" in loaded and not acting & set(loaded), acting & set(loaded)
-    assert not [m for m in loaded if m.startswith("dashboard")]
+    acting = {"gpufinops.jobs.serve", "gpufinops.jobs.webhook", "gpufinops.jobs.ingest_cmd", "gpufinops.jobs.api", "gpufinops.jobs.dashboard_cmd", "gpufinops.jobs.alerts.run",
+              "gpufinops.jobs.alerts.deliver", "gpufinops.jobs.report.deliver", "gpufinops.jobs.serve_ledger"}
+    assert "gpufinops.jobs.serve_settings" in loaded and not acting & set(loaded), acting & set(loaded)
+    assert not [m for m in loaded if m.startswith("gpufinops.dashboard")]
 
 
 def test_typed_sections_carry_what_the_readers_use(tmp_path):
@@ -226,8 +226,8 @@ def test_typed_sections_carry_what_the_readers_use(tmp_path):
 
 
 def test_a_missing_models_section_is_not_an_error_and_costs_no_model_import(tmp_path):
-    code = ("import sys; from jobs import config; config.load(sys.argv[1], environ={}); "
-            "print('models.run' in sys.modules)")
+    code = ("import sys; from gpufinops.jobs import config; config.load(sys.argv[1], environ={}); "
+            "print('gpufinops.models.run' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(write(tmp_path, ""))], cwd=ROOT, capture_output=True,
                          text=True, timeout=120, check=True).stdout.strip()
     assert out == "False", "the models were imported without a [models] section to check"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest.registry import default_registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.warehouse import schema
 from tests import aws_conformance, conformance_utilisation, gcp_loopback, onprem_data
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
-from warehouse import schema
 
 REGISTRY = default_registry()
 

@@ -19,10 +19,10 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds, window_start
-from ingest.runner import run_source
+from gpufinops.dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds, window_start
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.warehouse import db, freshness, queries
 from tests.conftest import FOCUS_SAMPLE, query
-from warehouse import db, freshness, queries
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 PAGES = ("overview", "team", "fleet", "recommendations", "spot", "onprem", "health")
@@ -35,7 +35,7 @@ AUTH = {"auth": "oidc", "users": [{"email": "cfo@example.com", "role": "finance"
 @pytest.fixture(scope="module")
 def demo_warehouse(tmp_path_factory) -> Path:
     """The demo fleet (14 days), built once for the module; tests that write use a copy."""
-    from jobs import demo
+    from gpufinops.jobs import demo
 
     home = tmp_path_factory.mktemp("demo")
     out = io.StringIO()
@@ -135,7 +135,7 @@ def test_health_and_overview_call_the_demo_data_stale(monkeypatch, demo_warehous
 
 
 def test_overview_figures_are_the_warehouse_queries(monkeypatch, demo_warehouse):
-    from models.forecast import cost_forecast
+    from gpufinops.models.forecast import cost_forecast
 
     at = open_page(make_app(monkeypatch, demo_warehouse, {"monthly_budget_usd": 100000}), "overview")
     shown = metrics(at)
@@ -288,9 +288,9 @@ def test_a_decision_is_recorded_with_who_and_why(monkeypatch, writable_warehouse
 
 INGEST_LOOP = """
 import sys
-from ingest.focus_files import FocusFiles
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.focus_files import FocusFiles
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
 registry = Registry(); registry.register(FocusFiles)
 for i in range(int(sys.argv[3])):
     result = run_source(registry, sys.argv[1], "focus", "focus_files", {"path": sys.argv[2]}, full_refresh=True)
@@ -337,8 +337,8 @@ def test_an_ingest_in_a_loop_and_the_dashboard_do_not_break_each_other(monkeypat
     ("colour = 'blue'", "dashboard.colour"),
 ])
 def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
-    from jobs import config
-    from jobs.config import ConfigError
+    from gpufinops.jobs import config
+    from gpufinops.jobs.config import ConfigError
 
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"[dashboard]\n{section}\n")
@@ -347,8 +347,8 @@ def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
 
 
 def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch):
-    from jobs import config, dashboard_cmd
-    from jobs.config import ConfigError
+    from gpufinops.jobs import config, dashboard_cmd
+    from gpufinops.jobs.config import ConfigError
 
     path = tmp_path / "gpufinops.toml"
     path.write_text('[dashboard]\nauth = "header"\nheader = "X-Forwarded-Email"\n'
@@ -367,7 +367,7 @@ def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch)
     ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"\n', None, None),  # every interface
 ])
 def test_the_dashboard_binds_loopback_unless_sign_in_is_configured(tmp_path, section, host, listen):
-    from jobs import config, dashboard_cmd
+    from gpufinops.jobs import config, dashboard_cmd
 
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"[dashboard]\n{section}")
@@ -377,7 +377,7 @@ def test_the_dashboard_binds_loopback_unless_sign_in_is_configured(tmp_path, sec
 
 
 def test_identity_comes_only_from_the_configured_header():
-    from dashboard import access
+    from gpufinops.dashboard import access
 
     settings = access.settings_from({"auth": "header", "header": "X-Forwarded-Email",
                                      "users": [{"email": "Lead@Example.com", "role": "lead", "teams": ["vision"]}]})
@@ -411,14 +411,14 @@ def test_every_total_of_the_demo_is_the_same_number(monkeypatch, demo_warehouse,
 
     from fastapi.testclient import TestClient
 
-    from jobs import cli
-    from jobs.api import create_app
-    from jobs.config import load as load_config
-    from jobs.export import objects
-    from jobs.report.figures import collect
-    from jobs.report.weeks import week_of
-    from models import plans
-    from warehouse.scope import Scope
+    from gpufinops.jobs import cli
+    from gpufinops.jobs.api import create_app
+    from gpufinops.jobs.config import load as load_config
+    from gpufinops.jobs.export import objects
+    from gpufinops.jobs.report.figures import collect
+    from gpufinops.jobs.report.weeks import week_of
+    from gpufinops.models import plans
+    from gpufinops.warehouse.scope import Scope
 
     def dollars(text: str) -> Decimal:
         return Decimal(text.replace(",", ""))
@@ -510,7 +510,7 @@ def test_the_streamlit_child_ends_with_gpufinops_dashboard(demo_warehouse, tmp_p
     children = psutil.Process(proc.pid).children(recursive=True)
     assert children, "streamlit runs as a child process"
     streamlit = children[0]
-    assert "dashboard.server" in " ".join(streamlit.cmdline())
+    assert "gpufinops.dashboard.server" in " ".join(streamlit.cmdline())
     assert streamlit.pid != proc.pid and os.getpgid(streamlit.pid) != os.getpgid(proc.pid)  # its own group
     os.kill(proc.pid, getattr(signal, how))
     proc.wait(timeout=30)

@@ -48,7 +48,7 @@ pytestmark = [pytest.mark.browser,
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from jobs import demo
+    from gpufinops.jobs import demo
 
     home = tmp_path_factory.mktemp("demo")
     assert demo.run(home, days=14, out=io.StringIO()) == 0

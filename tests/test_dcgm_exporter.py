@@ -13,14 +13,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest import metrics_attribution, metrics_store
-from ingest.dcgm_exporter import FIELDS, DcgmExporter, ExpositionParser
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics import metrics_attribution, metrics_store
+from gpufinops.ingest.metrics.dcgm_exporter import FIELDS, DcgmExporter, ExpositionParser
+from gpufinops.warehouse import db, queries
 from tests import gpu_series as gs
 from tests.conftest import DATA, table_digest
 from tests.prometheus_fixture import ExporterServer
-from warehouse import db, queries
 
 FIGURES = ("util_mean", "util_p95", "util_max", "mem_used_max_mib", "mem_total_mib", "power_mean_w",
            "sm_active_mean", "tensor_active_mean")

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import demo
+from gpufinops.jobs import demo
 from tests.conftest import query
 
 TABLES = ("cost_line_items", "gpu_metrics_hourly", "recommendations", "gpu_specs")

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.aws_cur2_format import CUR2_SCHEMA
-from ingest.gcp_machines import GPU_MACHINE_TYPES
-from simulator.demo_fleet import DEMO_END, generate
-from simulator.gcp_export import EXPORT_TABLE
+from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
+from gpufinops.ingest.gcp.gcp_machines import GPU_MACHINE_TYPES
+from gpufinops.simulator.demo_fleet import DEMO_END, generate
+from gpufinops.simulator.gcp_export import EXPORT_TABLE
 
 DAYS = 7
 IDLE_PCT = 5
@@ -66,7 +66,7 @@ def files_of(home: Path) -> dict[str, bytes]:
 
 INVENTORY_CSV = Path(__file__).resolve().parent.parent / "warehouse" / "data" / "gpu_instance_types.csv"
 
-# The AWS export is CUR 2.0: read it independently of ingest/cur_mapping.py (RI hours effective at the RI
+# The AWS export is CUR 2.0: read it independently of ingest/aws/cur_mapping.py (RI hours effective at the RI
 # rate, the RI fee effective for its unused hours, spot by usage type), money from its doubles' text.
 AWS_CUR2_AS_FOCUS = """
     SELECT 'AWS' AS ProviderName, bill_payer_account_id AS BillingAccountId, line_item_resource_id AS ResourceId,
@@ -88,7 +88,7 @@ AWS_CUR2_AS_FOCUS = """
 
 
 # The GCP export is the BigQuery billing export extracted as JSONL: read it independently of
-# ingest/gcp_export_mapping.py (the GPU count from the machine_spec system label), money from its doubles' text.
+# ingest/gcp/gcp_export_mapping.py (the GPU count from the machine_spec system label), money from its doubles' text.
 GCP_EXPORT_AS_FOCUS = """
     SELECT 'Google Cloud' AS ProviderName, billing_account_id AS BillingAccountId, resource.name AS ResourceId,
            CASE WHEN service.description = 'Networking' THEN 'Networking' WHEN sku.description LIKE '%PD Capacity%'

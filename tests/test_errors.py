@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def gpufinops(*args: str, cwd: Path, env: dict | None = None, preexec=None, timeout: float = 60):
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, preexec_fn=preexec,
                           timeout=timeout)
 
@@ -150,7 +150,7 @@ def test_verbose_tracebacks_are_scrubbed_of_secrets_and_url_credentials(tmp_path
 
 
 def test_an_internal_error_is_one_sentence_with_the_traceback_only_under_v(tmp_path, monkeypatch):
-    from jobs import cli
+    from gpufinops.jobs import cli
     config = focus_config(tmp_path, tmp_path / "wh.duckdb")
 
     def broken(cfg, args):

@@ -12,9 +12,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from jobs import eval_independent
-from models import gpu_type
-from simulator import eval_benchmarks, eval_exports, eval_fleet, eval_laws, eval_truth
+from gpufinops.jobs import eval_independent
+from gpufinops.models import gpu_type
+from gpufinops.simulator import eval_benchmarks, eval_exports, eval_fleet, eval_laws, eval_truth
 
 
 def test_benchmark_tables_give_the_published_medians():
@@ -136,7 +136,7 @@ def test_predictors_are_scored_on_real_ratios_the_generator_never_used(scored):
 def test_the_truth_file_lists_the_laws_and_where_each_throughput_came_from(tmp_path):
     fleet = eval_fleet.generate(tmp_path, seed=3, days=21)
     truth = json.loads(fleet.truth_path.read_text())
-    assert truth["generator"] == "simulator.eval_fleet" and truth["laws"]["fp32_slowdown"] == 2.0
+    assert truth["generator"] == "gpufinops.simulator.eval_fleet" and truth["laws"]["fp32_slowdown"] == 2.0
     assert set(truth["throughput_origin"]) == set(eval_laws.SERVICES)
     assert list((tmp_path / "metrics" / "dcgm").glob("*.prom")) and list((tmp_path / "metrics" / "nvidia-smi").glob("*.csv"))
     dark = next(m for m in fleet.machines if not m.box.metrics)

@@ -10,9 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import cli
-from jobs import evaluate
-from models.registry import KINDS
+from gpufinops.jobs import cli, evaluate
+from gpufinops.models.registry import KINDS
 
 RIGHTSIZING = {"gpu_count", "gpu_type", "quantization", "idle_gpu"}
 
@@ -61,9 +60,9 @@ def test_other_models_sections_are_included_when_present_and_reported_when_not(m
     import types
 
     def fake_import(name):
-        if name == "models.spot_mix":
+        if name == "gpufinops.models.spot_mix":
             raise ImportError("no module")
-        if name == "models.spot_forecast":
+        if name == "gpufinops.models.spot_forecast":
             return types.SimpleNamespace(quality=lambda: {"model_mape_pct": 1.0})
         return types.SimpleNamespace(quality=lambda con: 1 / 0)
 

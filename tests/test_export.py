@@ -19,9 +19,8 @@ import jsonschema
 import pytest
 import yaml
 
-from models import plans
-from models.recommendation import Recommendation, stable_id
-from models.registry import KINDS
+from gpufinops.models import plans
+from gpufinops.warehouse import db, store
 from tests import export_checks
 from tests.feed_fleet import (
     AWS_EAST,
@@ -33,11 +32,10 @@ from tests.feed_fleet import (
     realistic_recommendations,
 )
 from tests.k8s_crds import CRD_FILES, CRDS, crd_schemas, validate
-from warehouse import db, store
 
 
 def export(warehouse: Path, fmt: str, team: str | None = None, cluster: str | None = None) -> str:
-    import jobs.export as exp
+    import gpufinops.jobs.export as exp
     with db.reader(warehouse) as con:
         return exp.render(con, fmt, team=team, cluster=cluster)
 
@@ -260,7 +258,7 @@ def test_dismissed_and_alternative_findings_leave_the_manifests(feed_warehouse):
 
 def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehouse, tmp_path):
     out = tmp_path / "kueue.yaml"
-    result = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
+    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
                              "--team", "search", "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     schemas = crd_schemas()
@@ -269,16 +267,16 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
     for doc in docs:
         validate(doc, schemas)
     assert set(by_cluster(docs)) == {AWS_EAST, "dc1"}
-    one = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
+    one = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
                           "--cluster", "dc1"], capture_output=True, text=True, timeout=120)
     assert one.returncode == 0, one.stderr
     assert set(by_cluster(docs_of(one.stdout))) == {"dc1"} and "# cluster dc1 (on-prem Kubernetes)" in one.stdout
-    label = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "karpenter",
+    label = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "karpenter",
                             "--cluster", "aws-us-west-2-111122223333"], capture_output=True, text=True, timeout=120)
     assert label.returncode == 0 and set(by_cluster(docs_of(label.stdout))) == {AWS_WEST}
-    unknown = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
+    unknown = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
                               "--cluster", "prod-eks"], capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "prod-eks" in unknown.stderr and AWS_EAST in unknown.stderr
-    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "--db", str(feed_warehouse), "export", "slurm"],
+    bad = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "slurm"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "slurm" in bad.stderr

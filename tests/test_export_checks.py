@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs.export import inventory as export_inventory
+from gpufinops.jobs.export import inventory as export_inventory
+from gpufinops.warehouse import db
 from tests import export_checks
 from tests.feed_fleet import AWS_EAST, GCP_CENTRAL
 from tests.test_export import docs_of, export
-from warehouse import db
 
 SKYPILOT_GCP = Path(__file__).parent / "data" / "skypilot-catalog" / "gcp.csv"
 TYPES = export_checks.inventory()

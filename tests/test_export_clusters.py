@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import ConfigError
-from jobs.export import settings as export_settings
-from models import plans
-from models.recommendation import Recommendation, stable_id
-from models.registry import KINDS
+from gpufinops.jobs.config import ConfigError
+from gpufinops.jobs.export import settings as export_settings
+from gpufinops.models import plans
+from gpufinops.models.recommendation import Recommendation, stable_id
+from gpufinops.models.registry import KINDS
+from gpufinops.warehouse import db, store
 from tests import export_checks
 from tests.k8s_crds import crd_schemas, validate
 from tests.test_export import docs_of
-from warehouse import db, store
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 HOURS = 24
@@ -119,7 +119,7 @@ def fleet(warehouse: Path) -> Path:
 
 
 def render(path: Path, fmt: str, table: dict | None = None, **kw) -> str:
-    import jobs.export as export
+    import gpufinops.jobs.export as export
     with db.reader(path) as con:
         return export.render(con, fmt, settings=export_settings.parse(table), **kw)
 
@@ -236,16 +236,16 @@ def test_cluster_tag_keys_and_namespaces_come_from_the_config(fleet, tmp_path):
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{fleet}"\n[export]\nnamespaces = {{nlp = ["nlp-a", "nlp-b"]}}\n'
                       'node_class = "gpu"\n')
-    run = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "export", "kueue",
+    run = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "kueue",
                           "--cluster", "dc1"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     local = [d for d in docs_of(run.stdout) if d["kind"] == "LocalQueue"]
     assert {(d["metadata"]["namespace"], d["spec"]["clusterQueue"]) for d in local} == {
         ("nlp-a", "gpufinops-nlp"), ("nlp-b", "gpufinops-nlp")}
-    karpenter = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "export", "karpenter"],
+    karpenter = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "karpenter"],
                                capture_output=True, text=True, timeout=120)
     assert {d["spec"]["template"]["spec"]["nodeClassRef"]["name"] for d in docs_of(karpenter.stdout)} == {"gpu"}
     config.write_text(f'[warehouse]\npath = "{fleet}"\n[export]\nnamespaces = {{nlp = 3}}\n')
-    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "export", "kueue"],
+    bad = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "kueue"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "export.namespaces.nlp" in bad.stderr

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from jobs import demo
-from jobs.export import objects
-from models import plans
+from gpufinops.jobs import demo
+from gpufinops.jobs.export import objects
+from gpufinops.models import plans
+from gpufinops.warehouse import db
 from tests.export_checks import check_warehouse, documents
-from warehouse import db
 
 BIG_NAMESPACES = {"vision": "vision", "nlp": ["nlp-train", "nlp-serve"], "research": "research"}
 
 
 def render(db_path: Path, fmt: str, **kw) -> str:
-    import jobs.export as export
-    from jobs.export.settings import parse
+    import gpufinops.jobs.export as export
+    from gpufinops.jobs.export.settings import parse
     table = kw.pop("table", None)
     with db.reader(db_path) as con:
         return export.render(con, fmt, settings=parse(table), **kw)
@@ -38,11 +38,11 @@ def demo_home(tmp_path_factory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def big_home(tmp_path_factory) -> Path:
-    from jobs import config as config_mod
-    from jobs.ingest_cmd import run_configured
-    from models.run import run_models
-    from simulator import demo_fleet
-    from simulator.dcgm_export import write_dcgm_exports
+    from gpufinops.jobs import config as config_mod
+    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.models.run import run_models
+    from gpufinops.simulator import demo_fleet
+    from gpufinops.simulator.dcgm_export import write_dcgm_exports
 
     home = tmp_path_factory.mktemp("big-export")
     fleet = demo_fleet.generate(home, days=10, seed=11, scale=2)

@@ -1,7 +1,7 @@
 import duckdb
 import pytest
 
-from warehouse.fetch import one, scalar
+from gpufinops.warehouse.fetch import one, scalar
 
 
 def test_scalar_and_one_read_the_row_and_refuse_none():

@@ -18,11 +18,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobs import demo
-from jobs.cli import main as cli
+from gpufinops.jobs import demo
+from gpufinops.jobs.cli import main as cli
+from gpufinops.warehouse import schema
 from tests import focus_fixtures, focus_rules
 from tests.conftest import query
-from warehouse import schema
 
 MODEL = focus_rules.Model()
 AWS_ISSUER = """"ProviderName" = 'AWS' AND "InvoiceIssuerName" LIKE 'Amazon Web Services%'"""
@@ -147,7 +147,7 @@ def _rows(db: Path, where: str = "") -> list[tuple]:
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_export_then_focus_files_gives_the_same_rows(exports, tmp_path, fmt, focus_registry):
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.runner import run_source
     source = exports[f"demo ({fmt})"]
     shutil.copy(source, tmp_path / f"focus.{fmt}")
     back = tmp_path / "wh" / "gpufinops.duckdb"

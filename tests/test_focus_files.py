@@ -14,7 +14,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.runner import run_source
+from gpufinops.ingest.core.runner import run_source
 from tests.conftest import FOCUS_SAMPLE, query, table_digest
 
 

@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime, timedelta
 import numpy as np
 import pytest
 
-from models import forecast
-from warehouse import db
+from gpufinops.models import forecast
+from gpufinops.warehouse import db
 
 START = datetime(2026, 8, 3, tzinfo=UTC)   # a Monday
 

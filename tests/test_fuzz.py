@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobs import cli
+from gpufinops.jobs import cli
 from tests import aws_cur_data
 from tests.conftest import FOCUS_SAMPLE, query, table_digest
 from tests.fuzz_harness import SEED, assert_refused, count, good_run, report_outcomes, write_config
@@ -298,7 +298,7 @@ GCP_FILE = "2022-08-01_5.csv"
 @pytest.mark.parametrize("case", list(GCP_MUTATIONS))
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_gcp_export_files_refuse_a_bad_row(tmp_path, case, fmt):
-    from ingest.gcp_export_files import read_flat_csv, to_jsonl
+    from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv, to_jsonl
     export = tmp_path / "export"
     export.mkdir()
     copy_consistent_csv(GCP_FILE, export / "good.csv")
@@ -329,9 +329,9 @@ def test_gcp_export_files_refuse_a_bad_row(tmp_path, case, fmt):
 # ---- gcp_billing_export from BigQuery (the bqemulator API server, real google-cloud-bigquery client) ----
 
 def test_bigquery_rows_are_checked_like_files(tmp_path, bq_emulator):
-    from ingest.gcp_billing_export import GcpBillingExport
-    from ingest.registry import Registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.registry import Registry
+    from gpufinops.ingest.core.runner import run_source
+    from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
     from tests.gcp_loopback import koku_flat_rows
     from tests.test_gcp_billing_export import bq_options
     registry = Registry()

@@ -18,10 +18,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.gcp_billing_export import GcpBillingExport
-from ingest.gcp_export_files import read_flat_csv, to_jsonl
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
+from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv, to_jsonl
 from tests.bq_emulator import DATASET, PROJECT, bq_row
 from tests.conftest import query
 from tests.gcp_loopback import GCP_DATA, ends_before_it_starts, koku_flat_rows

@@ -13,9 +13,9 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.gcp_catalog import GcpCatalog
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.gcp.gcp_catalog import GcpCatalog
 from tests.conftest import query
 from tests.gcp_loopback import PRICE_CHANGES, SKUS_PATH, catalog_server, sku_pages
 

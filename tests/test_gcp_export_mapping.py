@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ingest.gcp_billing_export import GcpBillingExport
-from ingest.gcp_export_files import to_jsonl
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
+from gpufinops.ingest.gcp.gcp_export_files import to_jsonl
+from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, normalize_gpu_model
 from tests.conftest import DATA, query
-from warehouse.gpu_models import CANONICAL_GPU_MODELS, normalize_gpu_model
 
 SKU_MAPPING = DATA / "gcp-pricing-cyclenerd" / "sku_mapping.csv"
 

@@ -9,10 +9,10 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
 
-from ingest.gcp_catalog import GcpCatalog
-from ingest.gcp_price_history import GcpPriceHistory
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.gcp.gcp_catalog import GcpCatalog
+from gpufinops.ingest.gcp.gcp_price_history import GcpPriceHistory
 from tests.conftest import query, table_digest
 from tests.gcp_loopback import PRICE_CHANGES, catalog_server
 

@@ -11,8 +11,8 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from models import features, gpu_count
-from models.registry import KINDS
+from gpufinops.models import features, gpu_count
+from gpufinops.models.registry import KINDS
 from tests.rightsizing_fleet import Machine, build, offer
 
 OFFERS = [offer("g5.xlarge", "A10G", 1, "1.006"), offer("g5.12xlarge", "A10G", 4, "5.672"),
@@ -29,7 +29,7 @@ def recommend(path, machines, offers=OFFERS, settings=None):
     with duckdb.connect(str(path), read_only=True) as con:
         s = features.settings_of(settings)
         start = features.window_start(con, s.lookback_days)
-        from warehouse import queries
+        from gpufinops.warehouse import queries
         return gpu_count.recommend(features.resources(con, s), queries.rightsizing_gpus(con, start),
                                    features.catalogue(con), s)
 
@@ -83,7 +83,7 @@ def test_with_nothing_smaller_offered_packing_is_proposed_as_a_conditional_savin
     assert rec.evidence["route"] == "pack" and rec.evidence["conditional"] is True
     assert rec.proposed["instance_type"] == "g5.48xlarge" and rec.proposed["gpu_count"] == 8
     assert "billed whole" in rec.risk and "pack 6 GPUs" in rec.proposed["action"]
-    from models import plans
+    from gpufinops.models import plans
     (planned,) = plans.reconcile(recs)
     assert planned.plan == "alternative" and plans.total([planned]) == 0   # never in a total
 
@@ -110,7 +110,7 @@ def test_bad_settings_name_the_key():
 
 
 def test_recommend_reads_the_models_section_and_rejects_bad_values(warehouse, capsys):
-    from jobs import cli
+    from gpufinops.jobs import cli
     build(warehouse, [eight("i-light", 2)], OFFERS)
     config = warehouse.parent / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n\n[models]\nmemory_headroom = 0.5\n')

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.cur_mapping import GPU_FAMILIES
-from warehouse import db, reference, schema
-from warehouse.gpu_models import CANONICAL_GPU_MODELS, load_gpu_specs, normalize_gpu_model
+from gpufinops.ingest.aws.cur_mapping import GPU_FAMILIES
+from gpufinops.warehouse import db, reference, schema
+from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, load_gpu_specs, normalize_gpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "warehouse" / "data"
@@ -330,8 +330,8 @@ def test_refresh_replaces_rows_when_the_digest_changes(tmp_path: Path, monkeypat
 
 
 def test_gcp_export_machine_shapes_agree_with_the_inventory(inventory: dict) -> None:
-    """ingest/gcp_machines.py prices a2/a3/g2 shapes from the same facts: the two must not drift apart."""
-    from ingest.gcp_machines import GPU_MACHINE_TYPES, SHAPES
+    """ingest/gcp/gcp_machines.py prices a2/a3/g2 shapes from the same facts: the two must not drift apart."""
+    from gpufinops.ingest.gcp.gcp_machines import GPU_MACHINE_TYPES, SHAPES
 
     for name, shape in SHAPES.items():
         row = inventory[("gcp", name)]

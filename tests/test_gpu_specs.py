@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from warehouse.gpu_models import (
+from gpufinops.warehouse.gpu_models import (
     CANONICAL_GPU_MODELS,
     GPU_SPECS_SCHEMA,
     load_gpu_specs,

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from models import features, gpu_type
+from gpufinops.models import features, gpu_type
 from tests.rightsizing_fleet import Machine, build, offer
 
 GCP = "Google Cloud"

@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest import metrics_store
-from ingest.dcgm_exporter import DcgmExporter
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
 from tests.conftest import DATA, query
 
 VCS = ("vc3sl", "vchbv")

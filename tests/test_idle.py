@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import polars as pl
 
-from models import idle
+from gpufinops.models import idle
 
 START = datetime(2026, 9, 7, tzinfo=UTC)  # a Monday
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, config, doctor, init_cmd
+from gpufinops.jobs import cli, config, doctor, init_cmd
 from tests import gpu_series as gs
 from tests.aws_loopback import moto_s3, use_dummy_credentials
 from tests.bq_emulator import DATASET, PROJECT
@@ -201,7 +201,7 @@ def test_doctor_reports_a_config_error_and_the_warehouse(tmp_path, quiet_env):
     bad.write_text('[sources.x]\ntype = "focus_files"\n')
     status, lines = run_doctor(bad)
     assert status == 1 and lines["config"].startswith("FAIL sources.x.path: missing required key")
-    from warehouse import db
+    from gpufinops.warehouse import db
     path = init(tmp_path, "--nvidia-smi-path", str(NVIDIA_SMI / "*query-gpu.csv"))
     with db.writer(tmp_path / "data" / "gpufinops.duckdb"):
         pass
@@ -210,7 +210,7 @@ def test_doctor_reports_a_config_error_and_the_warehouse(tmp_path, quiet_env):
 
 
 def test_version_and_a_help_text_on_every_option_of_every_command():
-    result = subprocess.run([sys.executable, "-m", "jobs.cli", "--version"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and re.fullmatch(r"gpufinops \d+\.\d+\.\d+\S*\n", result.stdout)
     missing = []
 

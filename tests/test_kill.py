@@ -11,15 +11,15 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.runner import run_source
+from gpufinops.ingest.core.runner import run_source
 from tests.conftest import FOCUS_SAMPLE, query, table_digest
 
 CHILD = textwrap.dedent("""
     import logging, sys
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    from ingest.focus_files import FocusFiles
-    from ingest.registry import Registry
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.focus_files import FocusFiles
+    from gpufinops.ingest.core.registry import Registry
+    from gpufinops.ingest.core.runner import run_source
     registry = Registry(); registry.register(FocusFiles)
     run_source(registry, sys.argv[1], "focus", "focus_files", {"path": sys.argv[2]})
 """)

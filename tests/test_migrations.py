@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from warehouse import db, reference, rollups, schema
+from gpufinops.warehouse import db, reference, rollups, schema
 
 OLD = Path(__file__).parent / "data" / "old_warehouses"
 OLD_FILES = sorted(OLD.glob("v*.duckdb.gz"))
@@ -132,7 +132,7 @@ def test_a_writer_refuses_an_old_warehouse_naming_the_upgrade_command(tmp_path):
 
 
 def test_the_migrate_command_upgrades_and_says_the_version(tmp_path, capsys):
-    from jobs import cli
+    from gpufinops.jobs import cli
 
     path = tmp_path / "v3.duckdb"
     build_at(path, 3)

@@ -15,17 +15,17 @@ import duckdb
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs import cli
-from jobs import config as config_mod
-from models import registry
-from models.recommendation import Findings
-from models.run import analyse, validate_settings
-from warehouse import db
+from gpufinops.jobs import cli
+from gpufinops.jobs import config as config_mod
+from gpufinops.models import registry
+from gpufinops.models.recommendation import Findings
+from gpufinops.models.run import analyse, validate_settings
+from gpufinops.warehouse import db
 
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from jobs import demo
+    from gpufinops.jobs import demo
 
     home = tmp_path_factory.mktemp("registry-demo")
     assert demo.run(home, days=14, seed=3, out=io.StringIO()) == 0
@@ -76,7 +76,7 @@ def test_validate_settings_knows_exactly_the_registered_settings_keys():
 
 
 def test_the_stored_versions_and_the_apis_kinds_are_the_registrys(demo_home, tmp_path):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
 
     with db.reader(_warehouse(demo_home)) as con:
         stored = dict(con.execute("SELECT kind, any_value(model_version) FROM recommendations GROUP BY 1").fetchall())

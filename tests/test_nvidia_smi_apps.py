@@ -15,12 +15,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest.nvidia_smi_csv import NvidiaSmiCsv
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
+from gpufinops.warehouse import db
 from tests.conftest import table_digest
 from tests.test_nvidia_smi_csv import number, parse_ts, read_log  # the same independent log reading
-from warehouse import db
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 # The compute-apps captures ship beside the query-gpu ones; until they are copied into tests/data,

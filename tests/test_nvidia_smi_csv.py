@@ -21,11 +21,11 @@ import duckdb
 import numpy as np
 import pytest
 
-from ingest.nvidia_smi_csv import NvidiaSmiCsv
-from ingest.nvidia_smi_format import file_host
-from ingest.registry import Registry
-from ingest.runner import run_source
-from warehouse import db
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
+from gpufinops.ingest.metrics.nvidia_smi_format import file_host
+from gpufinops.warehouse import db
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 CAPTURES = sorted(DATA.glob("*__query-gpu.csv"))

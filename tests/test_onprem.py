@@ -14,8 +14,8 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.onprem_cost import OnpremConfigError, hourly_gpu_cost, parse_cluster, specs_from_rows
-from ingest.runner import run_source
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.onprem.onprem_cost import OnpremConfigError, hourly_gpu_cost, parse_cluster, specs_from_rows
 from tests import onprem_data as hd
 from tests.conftest import DATA, query, table_digest
 
@@ -52,8 +52,8 @@ def test_hourly_cost_per_node_equals_an_independent_calculation(loaded, warehous
     total = sum(expected.values())
     assert query(warehouse, 'SELECT sum("EffectiveCost") FROM cost_line_items')[0][0] == total
     # the cost of a used GPU-hour, from the on-prem usage query the onprem_vs_cloud model reads
-    from models.onprem_vs_cloud import used_gpu_hours
-    from warehouse import db, queries
+    from gpufinops.models.onprem_vs_cloud import used_gpu_hours
+    from gpufinops.warehouse import db, queries
     with db.reader(warehouse) as con:
         usage = queries.onprem_gpu_usage(con)
     assert usage["gpu_hours"].sum() == usage["measured_gpu_hours"].sum() == 2 * 64 * 48
@@ -139,17 +139,17 @@ def test_the_cli_reports_config_errors_with_the_key(tmp_path):
             'gpu_model = "A100-SXM4-80GB"', 'gpus_per_node = 8', 'server_price_usd = 40000']
     missing = tmp_path / "missing.toml"
     missing.write_text("\n".join(base) + "\n")
-    run = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(missing), "ingest"],
+    run = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(missing), "ingest"],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "sources.dc1.energy_usd_per_kwh" in run.stderr, run.stderr
     zero = tmp_path / "zero.toml"
     zero.write_text("\n".join(base[:5] + ["energy_usd_per_kwh = 0.1"] + base[5:]) + "\n")
     con_path = tmp_path / "wh.duckdb"
-    from warehouse import db
+    from gpufinops.warehouse import db
     with db.writer(con_path) as con:  # one metrics hour for the node, so there is a window to cost
         con.execute("INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, host, util_mean) VALUES "
                     "('2026-01-01 00:00:00+00', 'GPU-1', 'n1', 50)").fetchall()
-    run = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(zero), "ingest"],
+    run = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(zero), "ingest"],
                          capture_output=True, text=True)
     assert run.returncode == 1 and "sources.dc1.amortisation_years: must be more than 0" in run.stderr, run.stderr
 

@@ -13,12 +13,12 @@ from decimal import Decimal
 import polars as pl
 import pytest
 
-from ingest.runner import run_source
-from models import onprem_vs_cloud as ovc
-from models.recommendation import money
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.models import onprem_vs_cloud as ovc
+from gpufinops.models.recommendation import money
+from gpufinops.warehouse import db, queries
 from tests import onprem_data as hd
 from tests.conftest import DATA
-from warehouse import db, queries
 
 UNTIL = hd.START + timedelta(days=2)
 HOURS = 48
@@ -205,7 +205,7 @@ def test_zero_saving_verdicts_are_facts_not_recommendations(warehouse):
 def test_repatriation_must_fit_the_groups_free_capacity(warehouse):
     """Moves onto an on-prem group are allocated against its free GPUs at the target utilisation, best
     saving first; what does not fit is withheld naming the group, never proposed."""
-    from models import repatriation
+    from gpufinops.models import repatriation
 
     _, rows = _p3_rows(nodes=(0, 1, 2, 3, 7))
     with db.reader(warehouse) as con:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from models import plans
-from models.recommendation import Recommendation, money
+from gpufinops.models import plans
+from gpufinops.models.recommendation import Recommendation, money
 
 
 def rec(kind: str, resource: str, savings: str, cost: str = "10000", pattern: str | None = None,

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest.prometheus import Prometheus
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.metrics.prometheus import Prometheus
 from tests import gpu_series as gs
 from tests.conftest import free_port, table_digest
 from tests.prometheus_fixture import ExporterServer, PrometheusServer, requires_prometheus

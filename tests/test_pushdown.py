@@ -17,10 +17,11 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import aws_athena, cur_mapping, pushdown
-from ingest.aws_cur2_format import CUR2_SCHEMA
-from ingest.registry import default_registry
-from ingest.runner import run_source
+from gpufinops.ingest.aws import aws_athena, cur_mapping
+from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
+from gpufinops.ingest.core import pushdown
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
 from tests import aws_cur_data as data
 from tests.athena_loopback import AthenaProxy, queue_results, set_execution_polls
 from tests.aws_loopback import moto_s3, reset_moto, use_dummy_credentials

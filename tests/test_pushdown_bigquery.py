@@ -35,11 +35,12 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
-from ingest import gcp_pushdown, pushdown
-from ingest.gcp_billing_export import GcpBillingExport
-from ingest.gcp_export_mapping import CANONICAL
-from ingest.registry import Registry
-from ingest.runner import run_source
+from gpufinops.ingest.core import pushdown
+from gpufinops.ingest.core.registry import Registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.gcp import gcp_pushdown
+from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
+from gpufinops.ingest.gcp.gcp_export_mapping import CANONICAL
 from tests.bq_emulator import DATASET, PROJECT, bq_field
 from tests.conftest import query
 from tests.gcp_loopback import koku_flat_rows
@@ -61,7 +62,7 @@ def registry() -> Registry:
 @pytest.fixture(scope="module")
 def demo_rows(tmp_path_factory) -> list[dict]:
     """The demo fleet's GCP export rows (a week: GPU VMs with labels, machine types, Spot and on-demand SKUs)."""
-    from simulator import demo_fleet
+    from gpufinops.simulator import demo_fleet
     home = tmp_path_factory.mktemp("demo")
     demo_fleet.generate(home, days=7, seed=7)
     rows = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from models import features, gpu_type, quantization
+from gpufinops.models import features, gpu_type, quantization
 from tests.rightsizing_fleet import Machine, build, offer
 from tests.test_gpu_type import OFFERS, peers, vm
 

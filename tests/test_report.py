@@ -24,16 +24,16 @@ from typing import Any
 
 import pytest
 
-from jobs import config as config_mod
-from jobs import demo
-from jobs.config import ConfigError
-from jobs.report import deliver
-from jobs.report.cli import default_week, write_report
-from jobs.report.render import usd
-from jobs.report.weeks import parse_week
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs import demo
+from gpufinops.jobs.config import ConfigError
+from gpufinops.jobs.report import deliver
+from gpufinops.jobs.report.cli import default_week, write_report
+from gpufinops.jobs.report.render import usd
+from gpufinops.jobs.report.weeks import parse_week
+from gpufinops.warehouse.scope import Scope
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
-from warehouse.scope import Scope
 
 ROOT = Path(__file__).resolve().parent.parent
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
@@ -111,7 +111,7 @@ def csv_rows(data) -> list[dict]:
 
 def cli(config: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "TEST_SMTP_USER": USER, "TEST_SMTP_PASSWORD": PASSWORD}
-    return subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -198,7 +198,7 @@ def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp
         config = make_config(report_demo, tmp_path, port)
         week = str(default_week(config_mod.load(config)))
         env = {**os.environ}
-        proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "--config", str(config), "report", "weekly",
+        proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "report", "weekly",
                                  "--week", week, "--send"], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert recorder.stalled.wait(120), proc.communicate(timeout=5)

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from jobs import config as config_mod
-from jobs.report import deliver
-from jobs.report.cli import default_week
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs.report import deliver
+from gpufinops.jobs.report.cli import default_week
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
 from tests.test_report import FINANCE, RESEARCH, VISION, cli, make_config

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.report import render
-from jobs.report.figures import TeamLine, WeekFigures
-from jobs.report.weeks import parse_week
-from warehouse.scope import Scope
+from gpufinops.jobs.report import render
+from gpufinops.jobs.report.figures import TeamLine, WeekFigures
+from gpufinops.jobs.report.weeks import parse_week
+from gpufinops.warehouse.scope import Scope
 
 SNAPSHOTS = Path(__file__).parent / "data" / "report"
 WEEK = parse_week("2026-W43")

@@ -8,8 +8,8 @@ from decimal import Decimal
 import duckdb
 import pytest
 
+from gpufinops.warehouse import db, schema
 from tests.conftest import FOCUS_SPEC_COLUMNS
-from warehouse import db, schema
 
 SPEC_TO_DUCKDB = {"String": "VARCHAR", "Decimal": "DECIMAL", "Date/Time": "TIMESTAMP WITH TIME ZONE", "JSON": "JSON"}
 

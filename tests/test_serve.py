@@ -16,13 +16,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobs import config as config_mod
-from jobs import serve, serve_settings
-from jobs.config import ConfigError
-from jobs.report.weeks import previous_week
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs import serve, serve_settings
+from gpufinops.jobs.config import ConfigError
+from gpufinops.jobs.report.weeks import previous_week
+from gpufinops.warehouse import db as wdb
 from tests.conftest import FOCUS_SAMPLE
 from tests.smtp_loopback import Recorder, Server
-from warehouse import db as wdb
 
 ROOT = Path(__file__).resolve().parent.parent
 FINANCE, LEAD = "finance@example.com", "lead@example.com"
@@ -73,7 +73,7 @@ teams = ["vision"]
 
 def start(config: Path, tmp_path: Path, name: str) -> subprocess.Popen:
     log = open(tmp_path / f"{name}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
@@ -129,7 +129,7 @@ def test_daemon_runs_jobs_refuses_a_second_and_stops_on_sigterm(tmp_path, smtp):
             failed = rows(db_path, "SELECT count(*) FROM ingest_runs WHERE source = 'broken' AND status = 'failed'")[0][0]
             return {"recommend", "report"} <= jobs and {"focus", "broken"} <= ingests and failed >= 2
         wait_for(fired, 240, "every job to fire", first)
-        second = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
+        second = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
                                 capture_output=True, text=True, timeout=60)
         assert second.returncode == 1
         assert "already runs" in second.stderr and str(first.pid) in second.stderr

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest.registry import IngestorMeta, default_registry
-from ingest.runner import load_window
-from ingest.spec import OptionError, SourceOptions, describe, option
-from jobs import config
-from jobs.config import ConfigError
+from gpufinops.ingest.core.registry import IngestorMeta, default_registry
+from gpufinops.ingest.core.runner import load_window
+from gpufinops.ingest.core.spec import OptionError, SourceOptions, describe, option
+from gpufinops.jobs import config
+from gpufinops.jobs.config import ConfigError
 
 REGISTRY = default_registry()
 
@@ -71,7 +71,7 @@ def test_a_bad_source_option_is_one_sentence_naming_the_source_and_key(tmp_path,
 def test_the_cli_refuses_a_bad_option_at_start_up_with_exit_2(tmp_path):
     path = tmp_path / "gpufinops.toml"
     path.write_text('[sources.prom]\ntype = "prometheus"\nurl = "http://p:9090"\nbackfill_days = "a week"\n')
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "--config", str(path), "ingest"],
+    proc = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest"],
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "sources.prom.backfill_days: must be a number, not 'a week'" in proc.stderr
@@ -175,7 +175,7 @@ def test_whole_hours_and_billing_periods_follow_the_window():
 
 
 def test_a_dict_passed_to_the_runner_is_checked_like_the_config(tmp_path):
-    from ingest.runner import run_source
+    from gpufinops.ingest.core.runner import run_source
     result = run_source(REGISTRY, tmp_path / "wh.duckdb", "smi", "nvidia_smi_csv", {"path": "a", "colour": "red"})
     assert result.status == "failed" and result.error.startswith("sources.smi.colour: unknown key"), result.error
     with pytest.raises(OptionError):

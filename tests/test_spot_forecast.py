@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from models import spot_forecast as sf
-from warehouse import db
+from gpufinops.models import spot_forecast as sf
+from gpufinops.warehouse import db
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

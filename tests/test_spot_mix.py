@@ -9,11 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import demo
-from models import spot_mix
+from gpufinops.jobs import demo
+from gpufinops.models import spot_mix
+from gpufinops.warehouse import db
 from tests.conftest import query
 from tests.cost_lines import GCP, add_band, add_machine
-from warehouse import db
 
 DAYS = 21
 ALWAYS = range(DAYS * 24)

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import duckdb
 
-from models.recommendation import Recommendation
-from warehouse import db, schema, store
+from gpufinops.models.recommendation import Recommendation
+from gpufinops.warehouse import db, schema, store
 
 
 def rec(savings: str = "100.00", proposed_count: int = 4) -> Recommendation:

@@ -13,11 +13,11 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from gpufinops.warehouse import allocation_queries, db
+from gpufinops.warehouse.scope import Scope
 from tests.test_allocation_order import HOURS, play
 from tests.test_api import Served, make_config
 from tests.test_dashboard import make_app, metrics, open_page
-from warehouse import allocation_queries, db
-from warehouse.scope import Scope
 
 NEAR = {"abs": Decimal("1e-12")}
 PER_GPU_HOUR = Decimal(32) / 8
@@ -48,7 +48,7 @@ def test_a_team_total_includes_its_share_of_shared_nodes_and_nothing_is_lost(sha
 
 
 def test_the_api_reports_allocated_and_unallocated_fields(shared_warehouse, tmp_path):
-    from jobs.api import create_app
+    from gpufinops.jobs.api import create_app
 
     cfg = make_config(tmp_path, shared_warehouse, "")
     with Served(create_app(cfg, insecure_demo=True)) as served:
@@ -93,8 +93,8 @@ def test_the_finance_overview_and_a_lead_see_their_share(monkeypatch, shared_war
 
 
 def test_the_weekly_report_shows_allocated_and_unallocated(shared_warehouse):
-    from jobs.report.render import render
-    from jobs.report.weeks import parse_week
+    from gpufinops.jobs.report.render import render
+    from gpufinops.jobs.report.weeks import parse_week
 
     with db.reader(shared_warehouse) as con:
         report = render(con, parse_week("2026-W45"), Scope("finance", None, "cfo"))

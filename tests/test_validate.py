@@ -6,9 +6,9 @@ import csv
 
 import duckdb
 
-from ingest import validate
+from gpufinops.ingest.core import validate
+from gpufinops.warehouse import db, schema
 from tests.conftest import FOCUS_SPEC_COLUMNS
-from warehouse import db, schema
 
 
 def test_the_not_null_columns_are_the_specs_mandatory_non_nullable_ones():

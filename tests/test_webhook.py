@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs import config as config_mod
-from jobs import webhook
-from jobs.config import ConfigError
-from models.registry import KINDS
+from gpufinops.jobs import config as config_mod
+from gpufinops.jobs import webhook
+from gpufinops.jobs.config import ConfigError
+from gpufinops.models.registry import KINDS
+from gpufinops.warehouse import db, store
 from tests.conftest import query
 from tests.feed_fleet import _rec, realistic_recommendations
-from warehouse import db, store
 
 SECRET = "whsec-" + "9f3b2c" * 6
 

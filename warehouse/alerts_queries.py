@@ -12,8 +12,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import GPU_USAGE
-from warehouse.queries.fragments import frame as _frame
+from gpufinops.warehouse.queries.fragments import GPU_USAGE
+from gpufinops.warehouse.queries.fragments import frame as _frame
 
 SERIES_SCHEMA = pl.Schema({"day": pl.Date(), "team": pl.Utf8(), "provider_name": pl.Utf8(), "cost_usd": pl.Float64(),
                  "complete_until": pl.Datetime("us", "UTC")})
@@ -185,7 +185,7 @@ def alerts(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None, st
             ORDER BY CASE a.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, a.opened_at DESC,
                      a.scope, TRY_CAST(a.threshold AS DOUBLE) DESC NULLS LAST, a.alert_id""", params)
     except duckdb.CatalogException:  # a warehouse older than the alert tables, read-only: no alerts yet
-        from warehouse.schema import ALERTS
+        from gpufinops.warehouse.schema import ALERTS
         return pl.DataFrame(ALERTS.empty_table())
 
 

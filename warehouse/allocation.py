@@ -30,8 +30,8 @@ from typing import Any
 
 import duckdb
 
-from warehouse import attribution
-from warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, compute_sql
+from gpufinops.warehouse import attribution
+from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, compute_sql
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def apply(con: duckdb.DuckDBPyConnection, touched: attribution.Touched,
 def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str | None = None) -> bool:
     """Store the configured settings; when they changed, reallocate everything in one transaction
     (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
-    from warehouse import db
+    from gpufinops.warehouse import db
 
     with db.writer(warehouse_path, memory_limit=memory_limit or db.DEFAULT_MEMORY_LIMIT) as con:
         con.execute("BEGIN TRANSACTION")

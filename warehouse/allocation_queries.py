@@ -19,8 +19,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import filters as _filters
-from warehouse.queries.fragments import frame as _frame
+from gpufinops.warehouse.queries.fragments import filters as _filters
+from gpufinops.warehouse.queries.fragments import frame as _frame
 
 US_PER_DAY = 86_400_000_000
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warehouse.queries.fragments import GPU_USAGE
+from gpufinops.warehouse.queries.fragments import GPU_USAGE
 
 US_PER_HOUR = 3_600_000_000
 US_PER_DAY = 86_400_000_000

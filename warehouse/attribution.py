@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from warehouse import schema
+from gpufinops.warehouse import schema
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse import reference, schema
+from gpufinops.warehouse import reference, schema
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from warehouse import queries
+from gpufinops.warehouse import queries
 
 LATEST_GPU_CHARGE = f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}'
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from warehouse import schema
+from gpufinops.warehouse import schema
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from warehouse import schema
-from warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_specs
+from gpufinops.warehouse import schema
+from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_specs
 
 log = logging.getLogger(__name__)
 

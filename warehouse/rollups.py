@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import duckdb
 
-from warehouse.queries.fragments import gpu_usage
+from gpufinops.warehouse.queries.fragments import gpu_usage
 
 GPU_USAGE = gpu_usage(None)  # cost_line_items unaliased
 

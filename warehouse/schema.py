@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from warehouse.focus_spec import FOCUS_12_COLUMNS as FOCUS_12_COLUMNS
-from warehouse.migrations import MIGRATIONS as MIGRATIONS
-from warehouse.migrations import SCHEMA_VERSION as SCHEMA_VERSION
+from gpufinops.warehouse.focus_spec import FOCUS_12_COLUMNS as FOCUS_12_COLUMNS
+from gpufinops.warehouse.migrations import MIGRATIONS as MIGRATIONS
+from gpufinops.warehouse.migrations import SCHEMA_VERSION as SCHEMA_VERSION
 
 FOCUS_MANDATORY = tuple(name for name, _, level in FOCUS_12_COLUMNS if level == "Mandatory")
 
@@ -242,7 +242,7 @@ ALERT_DELIVERIES = pa.schema([
     ("created_at", UTC_TS), ("updated_at", UTC_TS), ("sent_at", UTC_TS),
 ])
 
-# v9: rows a source with on_invalid = "skip_rows" refused (ingest/validate.py): one per bad row, the
+# v9: rows a source with on_invalid = "skip_rows" refused (ingest/core/validate.py): one per bad row, the
 # file and row (or line) it came from, the column, its value and why. A re-read of a file replaces
 # that file's rows here, so the table holds what each file's latest read refused.
 INGEST_REJECTS = pa.schema([

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse.db import rollback
+from gpufinops.warehouse.db import rollback
 
 
 def evidence_fingerprint(rec: dict[str, Any]) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import charts, labels
-from dashboard.common import (
+from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard.common import (
     cached_query,
     connection,
     money,

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import polars as pl
 import streamlit as st
 
-from dashboard import labels
-from dashboard.common import connection, page_header
-from warehouse import freshness, queries
+from gpufinops.dashboard import labels
+from gpufinops.dashboard.common import connection, page_header
+from gpufinops.warehouse import freshness, queries
 
 
 def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: float) -> pl.DataFrame:

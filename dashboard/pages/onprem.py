@@ -7,9 +7,9 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import charts, labels
-from dashboard.common import connection, money_frame, page_header
-from warehouse import queries
+from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard.common import connection, money_frame, page_header
+from gpufinops.warehouse import queries
 
 PATTERNS = {"keep_onprem": "keep on-prem", "shrink_cluster": "shrink, send the work to the cloud",
             "burst_to_spot": "keep, burst peaks to cloud spot"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import alerts_view, spend
-from dashboard.common import connection, page_header, window_picker
-from models.budgets import monthly_budget_for
-from warehouse import freshness
+from gpufinops.dashboard import alerts_view, spend
+from gpufinops.dashboard.common import connection, page_header, window_picker
+from gpufinops.models.budgets import monthly_budget_for
+from gpufinops.warehouse import freshness
 
 
 def budget_for(ctx) -> float | None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import evidence, labels
-from dashboard.common import connection, db_path, money, page_header
-from dashboard.recommendation_list import csv_bytes, recommendation_list
-from models import plans
-from warehouse import db, queries, store
+from gpufinops.dashboard import evidence, labels
+from gpufinops.dashboard.common import connection, db_path, money, page_header
+from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
+from gpufinops.models import plans
+from gpufinops.warehouse import db, queries, store
 
 TABLE_COLUMNS = ("monthly_savings_usd", "plan", "kind", "team", "provider", "resource", "action", "confidence", "status",
                  "workload", "risk", "change", "model_version", "created_at", "id", "resource_id")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import charts, labels
-from dashboard.common import connection, money, page_header
-from dashboard.evidence import spot_until, spot_view
-from warehouse import queries
+from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard.common import connection, money, page_header
+from gpufinops.dashboard.evidence import spot_until, spot_view
+from gpufinops.warehouse import queries
 
 
 def main() -> None:

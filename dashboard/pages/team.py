@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import alerts_view, charts, labels, spend
-from dashboard.common import (
+from gpufinops.dashboard import alerts_view, charts, labels, spend
+from gpufinops.dashboard.common import (
     cached_query,
     connection,
     money_columns,
@@ -14,9 +14,9 @@ from dashboard.common import (
     window_picker,
     window_start,
 )
-from dashboard.recommendation_list import recommendation_list
-from models.budgets import monthly_budget_for
-from warehouse import allocation_queries, queries
+from gpufinops.dashboard.recommendation_list import recommendation_list
+from gpufinops.models.budgets import monthly_budget_for
+from gpufinops.warehouse import allocation_queries, queries
 
 
 def main() -> None:

@@ -7,11 +7,11 @@ from datetime import datetime
 
 import polars as pl
 
-from jobs import output
-from jobs.alerts import render
-from jobs.alerts import run as run_mod
-from jobs.config import Config
-from warehouse import alerts_queries, db
+from gpufinops.jobs import output
+from gpufinops.jobs.alerts import render
+from gpufinops.jobs.alerts import run as run_mod
+from gpufinops.jobs.config import Config
+from gpufinops.warehouse import alerts_queries, db
 
 LIST_COLUMNS = ("severity", "rule", "scope", "period", "threshold", "teams", "title", "opened_at", "status")
 

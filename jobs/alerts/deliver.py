@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from jobs import webhook as signed
-from jobs.alerts import render
-from jobs.alerts.settings import AlertConfig, Channel
-from jobs.config import Config, ConfigError
-from jobs.report import deliver as mail
-from warehouse import alerts_queries, alerts_store, db
+from gpufinops.jobs import webhook as signed
+from gpufinops.jobs.alerts import render
+from gpufinops.jobs.alerts.settings import AlertConfig, Channel
+from gpufinops.jobs.config import Config, ConfigError
+from gpufinops.jobs.report import deliver as mail
+from gpufinops.warehouse import alerts_queries, alerts_store, db
 
 log = logging.getLogger("gpufinops.alerts")
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.alerts import deliver
-from jobs.config import Config
-from models import alerts as alert_model
-from warehouse import alerts_store, db
+from gpufinops.jobs.alerts import deliver
+from gpufinops.jobs.config import Config
+from gpufinops.models import alerts as alert_model
+from gpufinops.warehouse import alerts_store, db
 
 
 @dataclass

@@ -15,11 +15,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
 
-from jobs.config_checks import ConfigError, check_table, validate_cron
-from jobs.dashboard_settings import DashboardSettings
-from models import budgets as budgets_mod
-from models.alerts import RULES, AlertSettings
-from models.budgets import Budget, BudgetScope
+from gpufinops.jobs.config_checks import ConfigError, check_table, validate_cron
+from gpufinops.jobs.dashboard_settings import DashboardSettings
+from gpufinops.models import budgets as budgets_mod
+from gpufinops.models.alerts import RULES, AlertSettings
+from gpufinops.models.budgets import Budget, BudgetScope
 
 BUDGET_KEYS = {"name", "scope", "period", "amount", "thresholds", "forecast"}
 SCOPE_KEYS = {"teams", "providers", "gpu_models", "tags"}

@@ -16,11 +16,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.export import clusters as clusters_mod
-from jobs.export import inventory as inventory_mod
-from jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
-from jobs.export.settings import ExportSettings
-from models import plans
+from gpufinops.jobs.export import clusters as clusters_mod
+from gpufinops.jobs.export import inventory as inventory_mod
+from gpufinops.jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
+from gpufinops.jobs.export.settings import ExportSettings
+from gpufinops.models import plans
 
 FORMATS = ("json", "kueue", "karpenter", "skypilot")
 WINDOW_DAYS = 14
@@ -41,7 +41,7 @@ class Fleet:
 
 def load(con, *, team: str | None = None, settings: ExportSettings | None = None) -> Fleet:
     """The whole fleet's plan (a cluster's capacity is shared by every team), cut to ``team`` when given."""
-    from warehouse import queries
+    from gpufinops.warehouse import queries
 
     settings = settings or ExportSettings()
     recs = objects.load(con)

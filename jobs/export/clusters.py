@@ -24,8 +24,8 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from jobs.export.names import slug
-from models.recommendation import provider_code
+from gpufinops.jobs.export.names import slug
+from gpufinops.models.recommendation import provider_code
 
 CLUSTER_LABEL = "gpufinops.io/cluster"
 PROVIDER_LABEL = "gpufinops.io/provider"

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import duckdb
 
-from models.recommendation import provider_code
-from warehouse import schema
-from warehouse.fetch import scalar
+from gpufinops.models.recommendation import provider_code
+from gpufinops.warehouse import schema
+from gpufinops.warehouse.fetch import scalar
 
 FORMATS = ("parquet", "csv")
 FOCUS_COLUMNS = tuple(name for name, _, _ in schema.FOCUS_12_COLUMNS)

@@ -84,10 +84,10 @@ class Inventory:
 
 def load(con) -> Inventory:
     """The inventory from the warehouse, else (a warehouse that never loaded it) from the shipped CSV."""
-    from warehouse import queries
+    from gpufinops.warehouse import queries
 
     rows = queries.gpu_instance_inventory(con).to_dicts()
     if not rows:
-        from warehouse.reference import load_gpu_instance_types
+        from gpufinops.warehouse.reference import load_gpu_instance_types
         rows = [r for r in load_gpu_instance_types().to_pylist() if r.get("accelerator") == "gpu"]
     return Inventory.from_rows(rows)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs.export.clusters import Cluster
-from jobs.export.inventory import Inventory
-from jobs.export.labels import CAPACITY_TYPE, GPU_RESOURCE
-from jobs.export.names import UniqueNames, slug
-from jobs.export.plan import FleetPlan, Pool
+from gpufinops.jobs.export.clusters import Cluster
+from gpufinops.jobs.export.inventory import Inventory
+from gpufinops.jobs.export.labels import CAPACITY_TYPE, GPU_RESOURCE
+from gpufinops.jobs.export.names import UniqueNames, slug
+from gpufinops.jobs.export.plan import FleetPlan, Pool
 
 API_VERSION = "karpenter.sh/v1"
 SPOT_WEIGHT, ON_DEMAND_WEIGHT = 60, 30

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.export.clusters import Cluster, ClusterMap
-from jobs.export.labels import GPU_RESOURCE, flavor_labels
-from jobs.export.names import UniqueNames, slug
-from jobs.export.plan import FleetPlan, Pool
-from jobs.export.settings import ExportSettings
+from gpufinops.jobs.export.clusters import Cluster, ClusterMap
+from gpufinops.jobs.export.labels import GPU_RESOURCE, flavor_labels
+from gpufinops.jobs.export.names import UniqueNames, slug
+from gpufinops.jobs.export.plan import FleetPlan, Pool
+from gpufinops.jobs.export.settings import ExportSettings
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 MANAGED = {"app.kubernetes.io/managed-by": "gpufinops"}

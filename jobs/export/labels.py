@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from jobs.export.names import slug
+from gpufinops.jobs.export.names import slug
 
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -51,7 +51,7 @@ def from_frame(frame: pl.DataFrame) -> list[dict[str, Any]]:
 def load(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None, kind: str | None = None,
          status: str | None = None) -> list[dict[str, Any]]:
     """The stored recommendations matching the filters, largest savings first."""
-    from warehouse import queries
+    from gpufinops.warehouse import queries
 
     return from_frame(queries.recommendations(con, kind=kind, team=team, status=status))
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import polars as pl
 
-from jobs.export.clusters import Cluster, ClusterMap
-from jobs.export.inventory import Inventory
-from models import plans
-from models.recommendation import provider_code
+from gpufinops.jobs.export.clusters import Cluster, ClusterMap
+from gpufinops.jobs.export.inventory import Inventory
+from gpufinops.models import plans
+from gpufinops.models.recommendation import provider_code
 
 SIZE_KINDS = ("gpu_count", "gpu_type", "quantization")
 ACTIONABLE = ("open", "accepted")

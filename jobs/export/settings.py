@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.config_checks import ConfigError
+from gpufinops.jobs.config_checks import ConfigError
 
 # Tags (AWS) / labels (Google Cloud) that name the Kubernetes cluster a node belongs to, as the bills
 # carry them: EKS managed node groups tag their instances `eks:cluster-name`, Karpenter's nodes

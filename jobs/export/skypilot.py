@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.export.inventory import Inventory, skypilot_name
-from jobs.export.names import UniqueNames
-from jobs.export.plan import FleetPlan, Placement, ResourcePlan
+from gpufinops.jobs.export.inventory import Inventory, skypilot_name
+from gpufinops.jobs.export.names import UniqueNames
+from gpufinops.jobs.export.plan import FleetPlan, Placement, ResourcePlan
 
 CLOUDS = ("aws", "gcp")
 

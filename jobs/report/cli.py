@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
-from jobs.config import Config
-from jobs.report import deliver
-from jobs.report.render import Report, render
-from jobs.report.weeks import Week, latest_complete_week, parse_week
-from warehouse import db, queries
-from warehouse.scope import Scope
+from gpufinops.jobs.config import Config
+from gpufinops.jobs.report import deliver
+from gpufinops.jobs.report.render import Report, render
+from gpufinops.jobs.report.weeks import Week, latest_complete_week, parse_week
+from gpufinops.warehouse import db, queries
+from gpufinops.warehouse.scope import Scope
 
 
 def default_week(cfg: Config, now: datetime | None = None) -> Week:

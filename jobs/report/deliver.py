@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs.config import Config, ConfigError
-from jobs.report import mime
-from jobs.report.render import Report, render
-from jobs.report.settings import Recipient, ReportSettings
-from jobs.report.weeks import Week
-from warehouse import db, queries
+from gpufinops.jobs.config import Config, ConfigError
+from gpufinops.jobs.report import mime
+from gpufinops.jobs.report.render import Report, render
+from gpufinops.jobs.report.settings import Recipient, ReportSettings
+from gpufinops.jobs.report.weeks import Week
+from gpufinops.warehouse import db, queries
 
 log = logging.getLogger("gpufinops.report")
 

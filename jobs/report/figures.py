@@ -17,10 +17,10 @@ from zoneinfo import ZoneInfo
 import duckdb
 import polars as pl
 
-from jobs.report.weeks import Week, parse_week, week_of
-from models import plans
-from warehouse import allocation_queries, freshness, queries
-from warehouse.scope import Scope
+from gpufinops.jobs.report.weeks import Week, parse_week, week_of
+from gpufinops.models import plans
+from gpufinops.warehouse import allocation_queries, freshness, queries
+from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
 TOP_RECOMMENDATIONS = 10
@@ -182,7 +182,7 @@ def _providers(daily: pl.DataFrame, this: str, before: str) -> list[dict[str, An
 def _idle_hours(con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime,
                 tz: str) -> pl.DataFrame:
     """Idle GPU resource-hours by the idle model's own rule (threshold and minimum run)."""
-    from models.idle import IdleParams, idle_hours
+    from gpufinops.models.idle import IdleParams, idle_hours
 
     hours = queries.gpu_resource_hours(con, team=teams, start=start, end=end)
     # dtype instances, not classes: a dict mixing both is typed dict[str, object]
@@ -239,7 +239,7 @@ def _team_lines(daily: pl.DataFrame, idle: pl.DataFrame, recs: list[dict[str, An
 def _forecast(con: duckdb.DuckDBPyConnection, scope: Scope, as_of: datetime) -> dict[str, Any] | None:
     """Spend to the end of the month the week ends in, when the forecast model is installed."""
     try:
-        from models.forecast import cost_forecast
+        from gpufinops.models.forecast import cost_forecast
     except ImportError:
         return None
     frame = cost_forecast(con, teams=scope.team_filter, as_of=as_of)

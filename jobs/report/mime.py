@@ -12,7 +12,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from jobs.report.render import Report
+from gpufinops.jobs.report.render import Report
 
 UNDISCLOSED = "undisclosed-recipients:;"   # a preview written to a file goes to no one
 

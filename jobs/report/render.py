@@ -19,10 +19,10 @@ from typing import Any
 import duckdb
 import jinja2
 
-from jobs.report import charts
-from jobs.report.figures import WeekFigures, collect
-from jobs.report.weeks import Week
-from warehouse.scope import Scope
+from gpufinops.jobs.report import charts
+from gpufinops.jobs.report.figures import WeekFigures, collect
+from gpufinops.jobs.report.weeks import Week
+from gpufinops.warehouse.scope import Scope
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 CSV_COLUMNS = ("id", "kind", "team", "provider", "resource_id", "action", "pattern", "monthly_savings_usd",

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from jobs.config_checks import ConfigError
-from warehouse.scope import Scope
+from gpufinops.jobs.config_checks import ConfigError
+from gpufinops.warehouse.scope import Scope
 
 REPORT_KEYS = {"timezone", "sender", "smtp_host", "smtp_port", "smtp_starttls", "smtp_user_env",
                "smtp_password_env", "smtp_timeout_seconds", "send_attempts", "retry_backoff_seconds",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from warehouse.migrations import (
+from gpufinops.warehouse.migrations import (
     v001_foundation,
     v002_spot_interruption_bands,
     v003_gpu_processes,

@@ -10,14 +10,14 @@ queries.<name>`` reaches every query.
 
 from __future__ import annotations
 
-from warehouse.queries import fragments
-from warehouse.queries.exports import (
+from gpufinops.warehouse.queries import fragments
+from gpufinops.warehouse.queries.exports import (
     export_gpu_hours,
     export_gpu_resources,
     export_onprem_node_groups,
     export_team_namespaces,
 )
-from warehouse.queries.findings import (
+from gpufinops.warehouse.queries.findings import (
     dashboard_recommendation,
     decisions_log,
     onprem_comparison,
@@ -28,8 +28,8 @@ from warehouse.queries.findings import (
     withheld_counts,
     withheld_findings,
 )
-from warehouse.queries.fragments import GPU_USAGE, provider_code
-from warehouse.queries.gpu_usage import (
+from gpufinops.warehouse.queries.fragments import GPU_USAGE, provider_code
+from gpufinops.warehouse.queries.gpu_usage import (
     fleet_utilisation,
     gpu_count_disagreements,
     gpu_hours_attribution,
@@ -41,18 +41,18 @@ from warehouse.queries.gpu_usage import (
     team_gpu_capacity,
     unattributed_gpu_hours,
 )
-from warehouse.queries.health import (
+from gpufinops.warehouse.queries.health import (
     cost_data_version,
     dashboard_data_version,
     ingest_status,
     job_status,
     report_delivery_status,
 )
-from warehouse.queries.onprem import (
+from gpufinops.warehouse.queries.onprem import (
     cloud_gpu_offers,
     onprem_gpu_usage,
 )
-from warehouse.queries.purchasing import (
+from gpufinops.warehouse.queries.purchasing import (
     commitment_prices,
     fleet_commitment_ratios,
     fleet_spot_ratios,
@@ -63,13 +63,13 @@ from warehouse.queries.purchasing import (
     spot_price_history,
     spot_series,
 )
-from warehouse.queries.rightsizing import (
+from gpufinops.warehouse.queries.rightsizing import (
     reference_prices_table,
     rightsizing_catalogue,
     rightsizing_gpus,
     rightsizing_resources,
 )
-from warehouse.queries.spend import (
+from gpufinops.warehouse.queries.spend import (
     cost_daily,
     cost_teams,
     cost_totals,
@@ -80,7 +80,7 @@ from warehouse.queries.spend import (
     spend_daily,
 )
 
-# The helpers' names before the split (``from warehouse.queries import _frame``), for code not yet moved to fragments.
+# The helpers' names before the split (``from gpufinops.warehouse.queries import _frame``), for code not yet moved to fragments.
 _frame, _filters = fragments.frame, fragments.filters
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import filters, frame
+from gpufinops.warehouse.queries.fragments import filters, frame
 
 
 def _cluster_tag_sql(column: str = 'c."Tags"') -> str:

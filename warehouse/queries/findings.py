@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import filters, frame
+from gpufinops.warehouse.queries.fragments import filters, frame
 
 
 def recommendations(con: duckdb.DuckDBPyConnection, *, kind: str | None = None,

@@ -7,8 +7,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse import reference
-from warehouse.queries.fragments import GPU_USAGE, filters, frame
+from gpufinops.warehouse import reference
+from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
 
 
 def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,

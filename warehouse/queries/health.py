@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import frame
+from gpufinops.warehouse.queries.fragments import frame
 
 
 def ingest_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

@@ -7,7 +7,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import GPU_USAGE, filters, frame, provider_code
+from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame, provider_code
 
 
 def onprem_gpu_usage(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,

@@ -7,7 +7,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse.queries.fragments import GPU_USAGE, filters, frame
+from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
 
 
 def spot_series(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

@@ -7,8 +7,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from warehouse import reference
-from warehouse.queries.fragments import GPU_USAGE, frame, provider_code
+from gpufinops.warehouse import reference
+from gpufinops.warehouse.queries.fragments import GPU_USAGE, frame, provider_code
 
 _RIGHTSIZING_COST = f"""
     SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,

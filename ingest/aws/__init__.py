@@ -1,0 +1,1 @@
+"""ingest.aws: see ingest/README section in the top-level README."""

@@ -1,0 +1,87 @@
+"""boto3 clients for the AWS ingestors: lazy import, timeouts, bounded retries, clean errors.
+
+boto3 is imported only here and only when a client is made, so the dashboard and the local-directory
+mode of ``aws_cur`` never need it. Every client has connect/read timeouts and botocore's
+``standard`` retry mode (exponential backoff with jitter on throttling — ``ThrottlingException``,
+``RequestLimitExceeded``, ``SlowDown``, HTTP 429/503 — and transient errors), bounded by
+``max_attempts``. Errors become one sentence naming the operation and the AWS error code; they
+never carry credentials (botocore does not put them in messages, and the runner scrubs configured
+secrets as well).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from gpufinops.ingest.core import extras
+from gpufinops.ingest.core.registry import IngestError
+from gpufinops.ingest.core.spec import SourceOptions, option
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 60
+MAX_ATTEMPTS = 5
+
+
+SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3")
+
+
+def quiet_sdk_logs() -> None:
+    """botocore's DEBUG log prints signed request headers: keep the SDK's loggers at WARNING or above."""
+    for name in SDK_LOGGERS:
+        sdk_logger = logging.getLogger(name)
+        if sdk_logger.getEffectiveLevel() < logging.WARNING:
+            sdk_logger.setLevel(logging.WARNING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsClientOptions(SourceOptions):
+    """The options of every source calling an AWS API."""
+    endpoint_url: str | None = option(None, "an S3/EC2/… compatible endpoint instead of AWS's (e.g. a local emulator)")
+    max_attempts: int = option(MAX_ATTEMPTS, "attempts per AWS call (botocore's standard retry mode)")
+
+
+def client(service: str, source: str, options: AwsClientOptions, region: str | None = None) -> Any:
+    """A boto3 client for ``service`` with the source's ``endpoint_url``, ``max_attempts`` and region
+    (``region``, else the source's own ``region`` option, else us-east-1)."""
+    quiet_sdk_logs()
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:  # tests: test_extras.py hides boto3
+        raise IngestError(f"{source}: " + extras.missing_message(f"calling AWS {service}", "boto3", "aws")) from None
+    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                    retries={"mode": "standard", "max_attempts": options.max_attempts},
+                    user_agent_extra="gpufinops")
+    region = region or getattr(options, "region", None) or "us-east-1"
+    session = boto3.session.Session()
+    return session.client(service, region_name=region, endpoint_url=options.endpoint_url,
+                          config=config)
+
+
+def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
+    """One sentence for a failed AWS call: the operation, the AWS error code and message."""
+    code = message = None
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        error = response.get("Error", {})
+        code, message = error.get("Code"), error.get("Message")
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code is None and status:
+            code = f"HTTP {status}"
+    if code is None and type(exc).__name__ == "ResponseParserError":
+        code = "an unreadable response (the service may be unavailable)"
+    text = f"{code}: {message}" if code and message else (code or f"{type(exc).__name__}: {exc}")
+    return IngestError(f"{source}: {what} failed: {' '.join(str(text).split())}")
+
+
+def is_client_error(exc: BaseException) -> bool:
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, (ClientError, BotoCoreError, ResponseParserError))

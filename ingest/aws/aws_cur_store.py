@@ -1,0 +1,124 @@
+"""Where ``aws_cur`` finds deliveries: an S3 bucket + prefix, or a local directory with the same layout.
+
+Both stores speak in keys relative to their root (the prefix, or the directory), list objects with
+a version tag (S3 ETag, or size + mtime) and hand back a local file for DuckDB to read: the local
+store its own file, the S3 store a download into a scratch folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.core.registry import IngestError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str        # relative to the store's root, '/'-separated
+    size: int
+    tag: str        # changes whenever the object's content does (ETag, or size:mtime)
+    modified: float  # epoch seconds
+
+
+class LocalStore:
+    def __init__(self, source: str, root: Path) -> None:
+        if not root.is_dir():
+            raise IngestError(f"{source}: path {str(root)!r} is not a directory")
+        self.source, self.root = source, root
+        self.dangling: dict[str, str] = {}   # key -> target of a symlink whose target is missing
+
+    def name(self, key: str) -> str:
+        return str(self.root / key)
+
+    def list(self) -> list[StoredObject]:
+        out = []
+        for dirpath, _, filenames in os.walk(self.root):
+            for filename in filenames:
+                path = Path(dirpath) / filename
+                if path.is_symlink() and not path.exists():  # only an error if a manifest needs it
+                    self.dangling[path.relative_to(self.root).as_posix()] = os.readlink(path)
+                    log.warning("%s: %s is a symbolic link to %r, which does not exist", self.source, path,
+                                os.readlink(path))
+                    continue
+                st = path.stat()
+                key = path.relative_to(self.root).as_posix()
+                out.append(StoredObject(key, st.st_size, f"{st.st_size}:{st.st_mtime_ns}", st.st_mtime))
+        return sorted(out, key=lambda o: o.key)
+
+    def _dangling(self, key: str) -> None:
+        if key in self.dangling:
+            raise IngestError(f"{self.source}: object {self.name(key)} is a symbolic link to "
+                              f"{self.dangling[key]!r}, which does not exist")
+
+    def read(self, key: str) -> bytes:
+        self._dangling(key)
+        try:
+            return (self.root / key).read_bytes()
+        except FileNotFoundError:
+            raise IngestError(f"{self.source}: object {self.name(key)} does not exist") from None
+
+    def local_file(self, key: str, scratch: Path) -> Path:
+        self._dangling(key)
+        path = self.root / key
+        if not path.is_file():
+            raise IngestError(f"{self.source}: object {self.name(key)} listed in the manifest does not exist")
+        return path
+
+
+class S3Store:
+    def __init__(self, source: str, options: aws_common.AwsClientOptions, bucket: str, prefix: str = "") -> None:
+        self.source = source
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = aws_common.client("s3", source, options)
+
+    def _full(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def name(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._full(key)}"
+
+    def list(self) -> list[StoredObject]:
+        out = []
+        start = f"{self.prefix}/" if self.prefix else ""
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start):
+                for item in page.get("Contents", []):
+                    key = item["Key"][len(start):]
+                    out.append(StoredObject(key, int(item["Size"]), str(item.get("ETag", "")).strip('"'),
+                                            item["LastModified"].timestamp()))
+        except Exception as exc:
+            if aws_common.is_client_error(exc):
+                raise aws_common.describe_error(self.source, f"listing s3://{self.bucket}/{start}", exc) from None
+            raise
+        return sorted(out, key=lambda o: o.key)
+
+    def read(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
+        except Exception as exc:
+            if aws_common.is_client_error(exc):
+                raise aws_common.describe_error(self.source, f"reading object {self.name(key)}", exc) from None
+            raise
+
+    def local_file(self, key: str, scratch: Path) -> Path:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        target = scratch / f"{digest}-{Path(key).name}"
+        try:
+            self.client.download_file(self.bucket, self._full(key), str(target))
+        except Exception as exc:
+            if aws_common.is_client_error(exc):
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+                if code in ("404", "NoSuchKey", "NotFound"):
+                    raise IngestError(f"{self.source}: object {self.name(key)} listed in the manifest does not exist") from None
+                raise aws_common.describe_error(self.source, f"downloading object {self.name(key)}", exc) from None
+            raise
+        log.debug("%s: downloaded %s (%d bytes)", self.source, self.name(key), target.stat().st_size)
+        return target

@@ -1,0 +1,1 @@
+"""ingest.core: see ingest/README section in the top-level README."""

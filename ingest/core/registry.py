@@ -1,0 +1,167 @@
+"""The ingestor registry: each source type declares its metadata once, here or in its module.
+
+Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` spec (name,
+target table, key, cursor, restatement lookback, default schedule, and its typed ``Options``, see
+``ingest.spec``). The code reads it: the config validator checks a source's table against the
+Options; the runner computes each run's ``LoadWindow`` from the cursor, lookback and time range;
+the scheduler takes the default schedule; ``python -m gpufinops.ingest.core.docs`` prints the README's source table.
+A ``Registry`` is a plain object: tests build their own instead of sharing global state.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+import duckdb
+import pyarrow as pa
+
+from gpufinops.ingest.core.spec import SourceOptions
+
+
+class IngestError(Exception):
+    """Bad input or an unusable source: one sentence naming the source, file or setting at fault."""
+
+
+@dataclass(frozen=True)
+class IngestorMeta:
+    name: str                       # the config `type`
+    target_table: str               # warehouse table the rows land in
+    key: tuple[str, ...]            # columns unique within the table for one source
+    slice_expr: str                 # SQL expression whose values identify a replaced slice
+    source_column: str | None       # column holding the configured source name (None: a reference table without one)
+    cursor: str | None              # incremental cursor (column or state item), None for full loads
+    lookback: timedelta             # restatement window re-read on every run (an option may override it)
+    default_schedule: str           # cron (5 fields), overridable per source in config
+    options: type[SourceOptions]    # the config keys: their types, defaults and descriptions
+    description: str = ""
+    time_range: bool = False        # honours --since/--until (others load incrementally regardless)
+    # The state item holding the time the next load resumes from: the runner starts the window at
+    # it minus the lookback (None: the cursor is not a time, e.g. file fingerprints).
+    window_cursor: str | None = None
+
+    def parse_options(self, table: Mapping[str, Any], where: str, common: frozenset[str] = frozenset()) -> Any:
+        """The source's ``Options`` instance for its config ``table`` (``where``: the table's config key),
+        or OptionError naming the key (see ``SourceOptions.parse``)."""
+        return self.options.parse(table, where, self.name, common)
+
+
+@dataclass(frozen=True)
+class LoadWindow:
+    """The times one run loads, computed once by the runner from the spec and the command line.
+
+    ``ranged``: ``--since``/``--until`` chose the window (a reload that does not move the cursor);
+    else ``since`` is the saved cursor minus the lookback, or None (no cursor yet, a full refresh,
+    or a source whose cursor is not a time): the ingestor loads from its own start (its backfill).
+    """
+    since: datetime | None = None
+    until: datetime | None = None
+    ranged: bool = False
+    full_refresh: bool = False
+
+    def holds_period(self, start: datetime) -> bool:
+        """Whether a billing period starting at ``start`` overlaps [the month of ``since``, ``until``):
+        cost sources reload whole billing periods (a provider restates a month as a whole)."""
+        if self.until is not None and start >= self.until:
+            return False
+        return self.since is None or start >= self.since.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+    def whole_hours(self, now: datetime, backfill: timedelta) -> tuple[datetime, datetime]:
+        """[start, end) in whole UTC hours: to the last complete hour (or ``until``), from ``since``,
+        else ``backfill`` before the end (an hourly metrics source's first run)."""
+        end = _hour(self.until) if self.until else _hour(now)  # the current, incomplete hour waits
+        return (_hour(self.since) if self.since else end - backfill), end
+
+
+def _hour(value: datetime) -> datetime:
+    return value.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+@dataclass
+class Batch:
+    """Rows for one table, replacing the (source, slice) pairs listed in ``slices``.
+
+    ``data`` is an Arrow table / record batch reader in the table's schema, or a SQL SELECT that
+    DuckDB runs inside the load transaction (so a large file streams straight into the table).
+    """
+    table: str
+    data: pa.Table | pa.RecordBatchReader | str | None  # None: delete the slices, insert nothing
+    slices: list[Any]
+    params: list[Any] = field(default_factory=list)
+    # Called when the load fails (e.g. a value that does not cast): returns one sentence naming
+    # the file, column and value at fault, or None to report the database's own error.
+    diagnose: Callable[[Exception], str | None] | None = None
+    # The slice expression and owner column of this batch's table when they are not the ingestor's
+    # own (e.g. a metrics source's attribution_rules batch, sliced by source).
+    slice_expr: str | None = None
+    source_column: str | None = None
+
+
+@dataclass
+class FetchResult:
+    batches: list[Batch]
+    state: dict[str, Any]           # new incremental state, saved in the load's transaction
+    watermark: str | None = None    # human-readable progress mark for the ledger
+    skipped_reason: str | None = None  # set when there was nothing new to load
+
+
+@dataclass
+class IngestContext:
+    source: str                     # configured source name
+    options: Any                    # the source's parsed ``Options`` (its ingestor's meta.options)
+    con: duckdb.DuckDBPyConnection  # the run's warehouse connection (for reading files via SQL)
+    state: dict[str, Any]           # state saved by the previous successful run
+    run_id: str
+    team_tag_keys: tuple[str, ...] = ()
+    window: LoadWindow = LoadWindow()  # what to load, computed once by the runner
+    base_dir: str | None = None     # relative paths in options are relative to this (the config's folder)
+
+
+class Ingestor(Protocol):
+    meta: ClassVar[IngestorMeta]
+
+    def fetch(self, ctx: IngestContext) -> FetchResult: ...
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._ingestors: dict[str, type[Ingestor]] = {}
+
+    def register(self, cls: type[Ingestor]) -> type[Ingestor]:
+        name = cls.meta.name
+        if name in self._ingestors:
+            raise ValueError(f"ingestor type {name!r} registered twice")
+        self._ingestors[name] = cls
+        return cls
+
+    def get(self, name: str) -> type[Ingestor]:
+        try:
+            return self._ingestors[name]
+        except KeyError:
+            raise KeyError(f"unknown source type {name!r} (known: {', '.join(self.names())})") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._ingestors)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ingestors
+
+    def __iter__(self) -> Iterator[type[Ingestor]]:
+        return iter(self._ingestors[n] for n in self.names())
+
+
+# Modules holding the built-in ingestors; each registers its class with `default_registry()`.
+BUILTIN_MODULES = ("gpufinops.ingest.core.focus_files", "gpufinops.ingest.metrics.nvidia_smi_csv", "gpufinops.ingest.metrics.dcgm_exporter", "gpufinops.ingest.metrics.prometheus", "gpufinops.ingest.metrics.cloudwatch_gpu", "gpufinops.ingest.aws.aws_cur", "gpufinops.ingest.aws.aws_spot_prices", "gpufinops.ingest.aws.aws_pricing", "gpufinops.ingest.aws.aws_spot_advisor", "gpufinops.ingest.onprem.onprem", "gpufinops.ingest.gcp.gcp_billing_export", "gpufinops.ingest.gcp.gcp_catalog", "gpufinops.ingest.gcp.gcp_price_history")
+
+
+def default_registry() -> Registry:
+    """A registry of every built-in ingestor (modules imported lazily: no cloud SDK at import)."""
+    registry = Registry()
+    for module_name in BUILTIN_MODULES:
+        module = importlib.import_module(module_name)
+        for cls in module.INGESTORS:
+            registry.register(cls)
+    return registry

@@ -1,0 +1,269 @@
+"""Run one configured source: fetch, replace its slices in one transaction, record the run.
+
+Every run is a row in ``ingest_runs``. A load deletes the (source, slice) pairs it replaces and
+inserts the new rows inside one transaction together with the source's incremental state, so a
+re-run never duplicates, a restated billing period replaces the old one, and a crash (even
+SIGKILL) leaves the previous consistent state for the next run to retry from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from gpufinops.ingest.core.registry import (
+    Batch,
+    FetchResult,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+    LoadWindow,
+    Registry,
+)
+from gpufinops.ingest.core.spec import OptionError, SourceOptions
+from gpufinops.warehouse import allocation, attribution, db, rollups, schema
+
+log = logging.getLogger(__name__)
+
+
+# Batches that are not the source's data: its rules (config), and the workloads seen in the same
+# samples as its GPU-hours (counted once, as GPU-hours).
+UNCOUNTED_TABLES = ("attribution_rules", "gpu_workloads_hourly")
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    source: str
+    source_type: str
+    status: str          # succeeded | failed | skipped
+    rows: int
+    watermark: str | None
+    error: str | None
+    rejected: int = 0    # rows quarantined into ingest_rejects (on_invalid = "skip_rows")
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"]+:[^/\s@'\"]*@")
+
+
+def scrub(message: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """``message`` without the secret values and without ``user:password@`` in any URL."""
+    for value in secrets:
+        if value and len(value) >= 4:
+            message = message.replace(value, "***")
+    return URL_CREDENTIALS.sub("***:***@", message)
+
+
+_scrub = scrub
+
+
+def _error_sentence(source: str, exc: BaseException) -> str:
+    if isinstance(exc, IngestError):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split())
+    return text if text.startswith((source, f"sources.{source}.")) else f"{source}: {text}"
+
+
+def _close_interrupted_runs(con: duckdb.DuckDBPyConnection, source: str) -> None:
+    """Runs left 'running' by a killed process: we hold the only writer, so none is alive."""
+    con.execute(
+        "UPDATE ingest_runs SET status = 'failed', finished_at = now(), "
+        "error = 'interrupted: the process ended before the run finished' "
+        "WHERE source = ? AND status = 'running'", [source])
+
+
+def _load_state(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
+    rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [source]).fetchall()
+    return json.loads(rows[0][0]) if rows and rows[0][0] else {}
+
+
+def load_window(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], since: datetime | None,
+                until: datetime | None, full_refresh: bool) -> LoadWindow:
+    """The one window a run loads: ``--since/--until`` when the source honours them; a bound not
+    given is the saved cursor minus the lookback (none under ``--full-refresh`` or before the first
+    load, or when the source's cursor is not a time: the ingestor then starts at its own backfill)."""
+    ranged = meta.time_range and (since is not None or until is not None)
+    if since is None or not ranged:
+        since = _resume_from(meta, options, state, full_refresh)
+    return LoadWindow(since=since, until=until if ranged else None, ranged=ranged, full_refresh=full_refresh)
+
+
+def _resume_from(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], full_refresh: bool) -> datetime | None:
+    resume = state.get(meta.window_cursor) if meta.window_cursor and not full_refresh else None
+    if not resume:
+        return None
+    return datetime.fromisoformat(str(resume)) - options.window_lookback(meta.lookback)
+
+
+def parse_options(meta: IngestorMeta, source: str, options: SourceOptions | dict[str, Any]) -> SourceOptions:
+    """A source's options as its ``Options`` instance (a dict, e.g. from the config or a test, is checked first)."""
+    if isinstance(options, SourceOptions):
+        return options
+    try:
+        return meta.parse_options(options, f"sources.{source}")
+    except OptionError as exc:
+        raise IngestError(str(exc)) from None
+
+
+def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, source_column: str,
+                  slice_expr: str, touched: attribution.Touched) -> int:
+    table = schema.TABLES[batch.table]
+    source_column = batch.source_column or source_column
+    slice_expr = batch.slice_expr or slice_expr
+    placeholders = ", ".join("?" for _ in batch.slices)
+    owner = f'"{source_column}" = ? AND ' if source_column else ""  # reference tables have no source column
+    in_slices = f"{owner}({slice_expr}) IN ({placeholders})"
+    slice_params = ([source] if source_column else []) + list(batch.slices)
+    if table.name == "cost_line_items":  # the resources whose GPU-hours this load may re-attribute
+        touched.cost_sources.add(source)
+        if batch.slices:
+            attribution.capture_cost_ids(con, in_slices, slice_params)
+    elif table.name == "attribution_rules":
+        attribution.capture_rule_hosts(con, source, touched)
+    if batch.slices:
+        allocation.capture(con, table.name, in_slices, slice_params)  # what the old rows paid for / measured
+        con.execute(f'DELETE FROM {table.name} WHERE {in_slices}', slice_params)
+    inserted = _insert_rows(con, batch, table)
+    if table.name == "cost_line_items":
+        attribution.capture_cost_ids(con, in_slices if batch.slices else f'"{source_column}" = ?',
+                                     slice_params if batch.slices else [source])
+        allocation.capture(con, table.name, in_slices if batch.slices else f'"{source_column}" = ?',
+                           slice_params if batch.slices else [source])
+    elif table.name == "attribution_rules":
+        attribution.capture_rule_hosts(con, source, touched)
+    elif table.name in attribution.ATTRIBUTED_TABLES:
+        touched.metric_slices.append((table.name, source, slice_expr, list(batch.slices)))
+    return inserted
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, batch: Batch, table: schema.Table) -> int:
+    if batch.data is None:  # a pure withdrawal: the slices are deleted, nothing replaces them
+        return 0
+    if isinstance(batch.data, str):
+        inserted = con.execute(f"INSERT INTO {table.name} BY NAME {batch.data}", batch.params).fetchall()[0][0]
+    else:
+        data = batch.data
+        if isinstance(data, pa.Table):
+            _check_arrow_schema(data, table)
+        con.register("_gpufinops_batch", data)
+        try:
+            inserted = con.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM _gpufinops_batch").fetchall()[0][0]
+        finally:
+            con.unregister("_gpufinops_batch")
+    return int(inserted)
+
+
+def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
+    expected = {f.name: f.type for f in table.schema}
+    for f in data.schema:
+        if f.name not in expected:
+            raise IngestError(f"column {f.name!r} is not in table {table.name}")
+        if f.type != expected[f.name]:
+            raise IngestError(f"column {f.name!r} has type {f.type}, table {table.name} needs {expected[f.name]}")
+
+
+def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult,
+          allocation_settings: allocation.AllocationSettings | None = None) -> tuple[int, int]:
+    """Replace the batches' slices and save the source's state, all in one transaction;
+    returns (rows loaded, rows quarantined)."""
+    rows = rejected = 0
+    failed_batch = None
+    touched = attribution.Touched()
+    log.info("%s: loading %d batch(es) into the warehouse", source, len(result.batches))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for batch in result.batches:
+            failed_batch = batch
+            inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched)
+            if batch.table == "ingest_rejects":
+                rejected += inserted
+            elif batch.table not in UNCOUNTED_TABLES:
+                rows += inserted
+        failed_batch = None
+        if any(batch.table == "cost_line_items" for batch in result.batches):
+            rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
+        attribution.apply(con, touched)  # GPU-hours follow whichever side arrived: same transaction
+        allocation.apply(con, touched, allocation_settings)  # and so does the shared-GPU chargeback
+        con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
+        con.execute("INSERT INTO ingest_state VALUES (?, ?, ?)",
+                    [source, json.dumps(result.state, sort_keys=True), _now()])
+        con.execute("COMMIT")
+    except BaseException as exc:
+        db.rollback(con)
+        if isinstance(exc, duckdb.Error) and failed_batch is not None and failed_batch.diagnose:
+            explained = failed_batch.diagnose(exc)
+            if explained:
+                raise IngestError(explained) from exc
+        raise
+    if rejected:
+        log.warning("%s: %d row(s) failed validation and were quarantined in ingest_rejects", source, rejected)
+    return rows, rejected
+
+
+def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: str, source_type: str,
+               options: SourceOptions | dict[str, Any], *, team_tag_keys: tuple[str, ...] = (),
+               since: datetime | None = None, until: datetime | None = None,
+               full_refresh: bool = False, base_dir: str | None = None, memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
+               secrets: list[str] | None = None,
+               allocation_settings: allocation.AllocationSettings | None = None) -> RunResult:
+    """Run one source end to end; never raises for a bad source, returns a failed RunResult."""
+    ingestor_cls = registry.get(source_type)
+    meta = ingestor_cls.meta
+    run_id = uuid.uuid4().hex
+    secrets = secrets or []
+    if (since or until) and not meta.time_range:
+        log.warning("%s: source type %s has no time range: --since/--until ignored, loading what is new", source,
+                    source_type)
+    with db.writer(Path(warehouse_path), memory_limit=memory_limit) as con:
+        _close_interrupted_runs(con, source)
+        con.execute("INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected) "
+                    "VALUES (?, ?, ?, ?, 'running', 0, 0)", [run_id, source, source_type, _now()])
+        rows = rejected = 0
+        watermark = None
+        failure: BaseException | None = None
+        try:
+            parsed = parse_options(meta, source, options)
+            state = {} if full_refresh else _load_state(con, source)
+            ctx = IngestContext(source=source, options=parsed, con=con, state=state, run_id=run_id,
+                                team_tag_keys=team_tag_keys, base_dir=base_dir,
+                                window=load_window(meta, parsed, state, since, until, full_refresh))
+            result: FetchResult = ingestor_cls().fetch(ctx)
+            watermark = result.watermark
+            if result.skipped_reason is not None and not result.batches:
+                status, error = "skipped", None
+                log.info("%s: skipped, %s", source, result.skipped_reason)
+            else:
+                rows, rejected = _load(con, source, meta, result, allocation_settings)
+                status, error = "succeeded", None
+        except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
+            status, error, rows, rejected = "failed", _scrub(_error_sentence(source, exc), secrets), 0, 0
+            failure = exc
+            log.debug("ingest %s failed", source, exc_info=True)
+        try:
+            con.execute("UPDATE ingest_runs SET status = ?, finished_at = ?, rows = ?, watermark = ?, error = ?, "
+                        "rows_rejected = ? WHERE run_id = ?", [status, _now(), rows, watermark, error, rejected, run_id])
+        except duckdb.Error:
+            if failure is not None and not isinstance(failure, IngestError):
+                raise failure from None  # e.g. a full disk: the cause, not the ledger's own failure
+            raise
+    return RunResult(run_id, source, source_type, status, rows, watermark, error, rejected)

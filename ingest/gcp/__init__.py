@@ -1,0 +1,1 @@
+"""ingest.gcp: see ingest/README section in the top-level README."""

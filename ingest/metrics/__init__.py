@@ -1,0 +1,1 @@
+"""ingest.metrics: see ingest/README section in the top-level README."""

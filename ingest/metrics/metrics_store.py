@@ -1,0 +1,320 @@
+"""GPU metric samples beside the warehouse, the hourly rollup and its attribution to billing.
+
+Shared by the utilisation ingestors (``dcgm_exporter``, ``prometheus``, ``nvidia_smi_csv``):
+
+* **The sample store.** Minute samples live as Parquet beside the database, partitioned by day:
+  ``<warehouse dir>/samples/<source>/day=YYYY-MM-DD/<run id>.parquet`` (written under a temporary
+  name, then renamed, so a kill never leaves half a file). A run adds one file per day it touched
+  (one sample per GPU and time in it); a day holding many files is compacted into one. The hours
+  spanned by files added since the last rollup are rolled up again (a day whose files were
+  replaced, whole), so a crash between writing samples and loading them heals itself.
+* **The hourly rollup** (``hourly_sql``): a sample seen twice (a re-scrape, overlapping files)
+  counts once (files whose time ranges overlap are de-duplicated), order does not matter (whole
+  hours are recomputed from every file of their day), and an hour without samples has no row: a
+  gap is unknown, never zero.
+* **Attribution** (``ingest.metrics_attribution.attributed_sql``): each GPU-hour is matched to a billed ``ResourceId`` in
+  this order: (1) an explicit resource label (``resource_label``, default ``instance_id``) whose
+  value is a billed ResourceId; (2) the host: a billed ResourceId equal to it, else the
+  configured ``resource_map``; (3) the Kubernetes node's provider id (``aws:///zone/i-…`` →
+  ``i-…``; ``gce://project/zone/name`` → the Compute Engine resource path) when billed. The team
+  is the configured ``namespace_teams`` entry for the hour's namespace, else the billed resource's
+  latest ``x_Team``. Hours that match nothing keep ``resource_id`` NULL and are counted by
+  ``warehouse.queries.unattributed_gpu_hours``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from gpufinops.ingest.core.files import sql_literal
+from gpufinops.ingest.core.registry import IngestContext, IngestError
+from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_rows
+from gpufinops.warehouse.schema import UTC_TS, sql_type
+
+log = logging.getLogger(__name__)
+
+# One row per GPU (or MIG slice) per sample time. Metric columns are NULL when not exported.
+SAMPLE_SCHEMA = pa.schema([
+    ("ts", UTC_TS), ("gpu_uuid", pa.string()), ("mig_instance", pa.string()), ("gpu_index", pa.string()),
+    ("name", pa.string()), ("host", pa.string()), ("resource_hint", pa.string()), ("provider_id", pa.string()),
+    ("namespace", pa.string()), ("pod", pa.string()), ("container", pa.string()),
+    ("util", pa.float64()), ("gr_active", pa.float64()), ("sm_active", pa.float64()),
+    ("tensor_active", pa.float64()), ("fp16_active", pa.float64()), ("fp32_active", pa.float64()),
+    ("dram_active", pa.float64()), ("mem_used_mib", pa.float64()), ("mem_free_mib", pa.float64()),
+    ("mem_reserved_mib", pa.float64()), ("mem_total_mib", pa.float64()), ("power_w", pa.float64()),
+    # dcgm-exporter's `vgpu` label (--kubernetes-virtual-gpus): the GPU is shared by time-slicing or MPS
+    ("vgpu", pa.string()),
+])
+WORKLOAD_COLUMNS = ("namespace", "pod", "container")
+COMPACT_AFTER_FILES = 32
+# Parquet key-value metadata of a sample file in which one GPU (or slice) has several rows at one time
+# (one per workload sharing it): the rollup must then group per time (see ``needs_dedup``).
+SHARED_KEY = b"gpufinops.shared"
+
+
+# ---- the store -----------------------------------------------------------------------------------
+
+def samples_dir(ctx: IngestContext) -> Path:
+    """``<warehouse dir>/samples/<source>``, created."""
+    row = ctx.con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0]
+    if not row or not row[0]:
+        raise IngestError(f"{ctx.source}: the warehouse is not a file, so raw samples have nowhere to go")
+    folder = Path(row[0]).resolve().parent / "samples" / ctx.source
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _atomic_write(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if _shared(table):
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SHARED_KEY: b"1"})
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def _shared(samples: pa.Table) -> bool:
+    """Whether a GPU (or slice) has more than one row at one time: workloads sharing it (time-slicing)."""
+    if samples.num_rows == 0 or not any(samples.column(c).null_count < samples.num_rows for c in WORKLOAD_COLUMNS):
+        return False  # no workload labels: one row per GPU and time by construction
+    keys = samples.select(["ts", "gpu_uuid", "mig_instance"]).group_by(["ts", "gpu_uuid", "mig_instance"],
+                                                                        use_threads=False).aggregate([])
+    return keys.num_rows < samples.num_rows
+
+
+def write_samples(folder: Path, samples: pa.Table, run_id: str) -> list[str]:
+    """Append ``samples`` (SAMPLE_SCHEMA) to the day partitions; returns the days written."""
+    if samples.num_rows == 0:
+        return []
+    samples = samples.select(SAMPLE_SCHEMA.names).cast(SAMPLE_SCHEMA)
+    day_numbers = pc.divide(samples.column("ts").cast(pa.int64()), 86_400_000_000)  # us since the epoch, UTC
+    samples = samples.append_column("_day", day_numbers).sort_by([("_day", "ascending"), ("ts", "ascending")])
+    runs = pc.run_end_encode(samples.column("_day").combine_chunks())
+    days, start = [], 0
+    for day_number, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+        day = (datetime(1970, 1, 1) + timedelta(days=day_number)).strftime("%Y-%m-%d")
+        day_dir = folder / f"day={day}"
+        day_dir.mkdir(exist_ok=True)
+        _atomic_write(samples.slice(start, end - start).drop_columns(["_day"]), day_dir / f"{run_id}.parquet")
+        days.append(day)
+        start = end
+    return days
+
+
+def day_files(folder: Path, day: str) -> list[str]:
+    return sorted(str(p) for p in (folder / f"day={day}").glob("*.parquet"))
+
+
+def partitions(folder: Path) -> dict[str, list]:
+    """day -> fingerprint (file names and sizes) of every day partition in the store."""
+    out = {}
+    for day_dir in sorted(folder.glob("day=*")):
+        files = sorted(day_dir.glob("*.parquet"))
+        if files:
+            out[day_dir.name[4:]] = [[f.name, f.stat().st_size] for f in files]
+    return out
+
+
+def merge_sql(relation: str) -> str:
+    """One sample per (time, GPU, slice, workload) from ``relation``: a time seen twice keeps each field's
+    largest value; workloads sharing a GPU at one time (time-slicing, MPS) keep a row each."""
+    keys = ("ts", "gpu_uuid", "mig_instance") + WORKLOAD_COLUMNS
+    fields = ", ".join(f"max({name}) AS {name}" if name not in keys else name for name in SAMPLE_SCHEMA.names)
+    return f"SELECT {fields} FROM {relation} GROUP BY {', '.join(keys)} ORDER BY ts"
+
+
+def compact(folder: Path, days: Iterable[str], run_id: str) -> None:
+    """Merge each of ``days`` holding many files into one file, one sample per time and GPU."""
+    for day in days:
+        files = day_files(folder, day)
+        if len(files) <= COMPACT_AFTER_FILES:
+            continue
+        con = duckdb.connect()
+        try:
+            merged = con.sql(merge_sql(f"read_parquet({_list(files)}, hive_partitioning = false)")).to_arrow_table()
+        finally:
+            con.close()
+        _atomic_write(merged.cast(SAMPLE_SCHEMA), folder / f"day={day}" / f"compact-{run_id}.parquet")
+        for path in files:  # the merged file is in place first: a kill here leaves duplicates, not gaps
+            os.unlink(path)
+        log.info("compacted %d sample files of %s into one", len(files), day)
+
+
+def _list(files: list[str]) -> str:
+    return "[" + ", ".join(sql_literal(f) for f in files) + "]"
+
+
+def _time_range(path: str) -> tuple[Any, Any] | None:
+    """(min ts, max ts) of a sample file from its Parquet statistics; None when they are missing."""
+    meta = pq.read_metadata(path)
+    column = meta.schema.names.index("ts")
+    lows, highs = [], []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lows.append(stats.min)
+        highs.append(stats.max)
+    return (min(lows), max(highs)) if lows else None
+
+
+def needs_dedup(files: list[str]) -> bool:
+    """Whether the rollup of a day's files must group samples per time: files that may hold the same
+    times, or a file where workloads share a GPU (several rows per GPU and time)."""
+    return may_overlap(files) or any((pq.read_metadata(f).metadata or {}).get(SHARED_KEY) == b"1" for f in files)
+
+
+def may_overlap(files: list[str]) -> bool:
+    """Whether two of a day's files may hold the same sample times (each file is unique in itself)."""
+    if len(files) < 2:
+        return False
+    found = [_time_range(f) for f in files]
+    ranges = sorted(r for r in found if r is not None)
+    if len(ranges) < len(found):
+        return True
+    return any(later[0] <= earlier[1] for earlier, later in zip(ranges, ranges[1:]))
+
+
+def _hour_range(start: datetime, end: datetime) -> list[str]:
+    hours, hour = [], start.replace(minute=0, second=0, microsecond=0)
+    while hour <= end:
+        hours.append(hour.strftime("%Y-%m-%dT%H"))
+        hour += timedelta(hours=1)
+    return hours
+
+
+def _whole_day(day: str) -> list[str]:
+    return [f"{day}T{h:02d}" for h in range(24)]
+
+
+def plan_rollup(folder: Path, previous: dict[str, list]) -> tuple[dict[str, list], dict[str, list[str]]]:
+    """(the store's partitions, day -> hours to roll up again) since the partitions in ``previous``.
+
+    A day whose files were only added rolls up the hours its new files span (from their Parquet
+    statistics); a day seen for the first time, or whose files were replaced or removed (a
+    compaction), rolls up whole; a day gone from the store has its hours deleted.
+    """
+    stored = partitions(folder)
+    plan: dict[str, list[str]] = {}
+    for day, files in stored.items():
+        before = {name: size for name, size in previous.get(day) or []}
+        now = {name: size for name, size in files}
+        if before == now:
+            continue
+        if not before or any(now.get(name) != size for name, size in before.items()):
+            plan[day] = _whole_day(day)
+            continue
+        hours: set[str] = set()
+        for name in sorted(set(now) - set(before)):
+            span = _time_range(str(folder / f"day={day}" / name))
+            if span is None:
+                hours = set(_whole_day(day))
+                break
+            hours.update(h for h in _hour_range(*(_utc(t) for t in span)) if h.startswith(day))
+        plan[day] = sorted(hours)
+    for day in set(previous) - set(stored):
+        plan[day] = _whole_day(day)
+    return stored, {day: hours for day, hours in sorted(plan.items()) if hours}
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _runs(hours: list[str]) -> list[tuple[str, str]]:
+    """Sorted hours ('YYYY-MM-DDTHH') as [start, end) runs of consecutive hours."""
+    runs: list[list[datetime]] = []
+    for text in sorted(hours):
+        hour = datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+        if runs and runs[-1][1] == hour:
+            runs[-1][1] = hour + timedelta(hours=1)
+        else:
+            runs.append([hour, hour + timedelta(hours=1)])
+    return [(a.isoformat(), b.isoformat()) for a, b in runs]
+
+
+def store_relation(folder: Path, plan: dict[str, list[str]]) -> tuple[str, list[list[str]]]:
+    """(the samples of the planned hours as a SQL relation, the files of each planned day)."""
+    per_day = [day_files(folder, day) for day in plan]
+    files = [f for day in per_day for f in day]
+    if not files:
+        nothing = ", ".join(f"CAST(NULL AS {sql_type(f)}) AS {f.name}" for f in SAMPLE_SCHEMA)
+        return f"(SELECT {nothing} WHERE false)", per_day
+    relation = f"read_parquet({_list(files)}, union_by_name = true, hive_partitioning = false)"
+    if all(len(hours) == 24 for hours in plan.values()):
+        return relation, per_day  # whole days: every sample of their files
+    ranges = " OR ".join(f"(ts >= TIMESTAMPTZ '{a}' AND ts < TIMESTAMPTZ '{b}')"
+                         for a, b in _runs([h for hours in plan.values() for h in hours]))
+    return f"(SELECT * FROM {relation} WHERE {ranges})", per_day
+
+
+# ---- rollup --------------------------------------------------------------------------------------
+
+_SAMPLE_EXPRS = {  # per-sample figure -> expression over SAMPLE_SCHEMA columns
+    "util": "util", "sm_active": "coalesce(sm_active, gr_active)", "tensor_active": "tensor_active",
+    "mem_used": "mem_used_mib",
+    "mem_total": "coalesce(mem_total_mib, mem_used_mib + mem_free_mib + coalesce(mem_reserved_mib, 0))",
+    "power_w": "power_w",
+}
+_ATTRS = ("name", "host", "resource_hint", "provider_id")  # the hour's largest value
+_LABELS = ("namespace", "pod", "container")                   # the value most of the hour's samples carry
+# Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
+# and a re-run must reproduce the stored rows exactly.
+MEAN = "round({}, 9)"
+
+
+def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
+    """CTEs ending in ``hourly``: one row per (hour, gpu_uuid, mig_instance) from a SAMPLE_SCHEMA relation.
+
+    With ``deduplicate``, a sample stored twice (same GPU, slice and time) counts once; without, the
+    caller guarantees the samples are unique (one file per day, unique by construction), which
+    saves a grouping over every sample. mem_total per sample is ``mem_total_mib`` when reported,
+    else used + free + reserved (DCGM). sm_active is DCGM_FI_PROF_SM_ACTIVE, or
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE when SM_ACTIVE is not exported. Attributes (name, host, labels)
+    take the hour's largest value (constant for a GPU in practice); the namespace, pod and container
+    are the ones most of the hour's samples carry.
+    """
+    if deduplicate:
+        figures = ", ".join(f"max({expr}) AS {name}" for name, expr in _SAMPLE_EXPRS.items())
+        attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS + _LABELS)
+        source = (f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
+                  f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),")
+        relation, col = "per_ts", {name: name for name in _SAMPLE_EXPRS}
+    else:
+        source, col = "", dict(_SAMPLE_EXPRS)
+        relation = f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)"
+    return f"""{source}
+hourly AS (
+  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
+         {", ".join(f"mode({a}) AS {a}" for a in _LABELS)},
+         {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col['util']}, 0.95) AS util_p95,
+         max({col['util']}) AS util_max, max({col['mem_used']}) AS mem_used_max_mib, max({col['mem_total']}) AS mem_total_mib,
+         {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
+         {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
+         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples
+  FROM {relation} GROUP BY 1, 2, 3
+)"""
+
+
+def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str,
+               deduplicate: bool = True, part: str = "") -> str:
+    """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
+
+    The hourly rollup is computed once, here, into a temporary table of this connection (the
+    samples are scanned once); the returned SELECT attributes it inside the load's transaction.
+    """
+    table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
+    con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
+                f"SELECT * FROM hourly")
+    return attributed_sql(f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id,
+                          models=gpu_model_rows(con, table))

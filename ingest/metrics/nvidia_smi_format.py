@@ -1,0 +1,199 @@
+"""The nvidia-smi CSV log format, shared by ``nvidia_smi_csv`` (``--query-gpu``) and ``nvidia_smi_apps``
+(``--query-compute-apps``): headers with units, the values' ``[N/A]`` markers and units, the host of a
+log, and the SQL that reads a log's fields as text and casts them (see ``nvidia_smi_csv``'s docstring).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import re
+from pathlib import Path
+from typing import BinaryIO
+
+from gpufinops.ingest.core import validate
+from gpufinops.ingest.core.files import sql_literal
+from gpufinops.ingest.core.registry import IngestError
+
+log = logging.getLogger(__name__)
+
+# Role -> accepted header names (without their " [unit]"), first present wins.
+COLUMNS = {
+    "ts": ("timestamp",), "util": ("utilization.gpu",), "uuid": ("uuid", "gpu_uuid"),
+    "index": ("index",), "name": ("name", "gpu_name"), "mem_used": ("memory.used",),
+    "mem_total": ("memory.total",), "power": ("power.draw", "power.draw.instant", "power.draw.average"),
+    "mig": ("mig.mode.current",), "host": ("host", "hostname"),
+}
+NUMERIC = {"util": "util", "mem_used": "mem_used_mib", "mem_total": "mem_total_mib", "power": "power_w"}
+GPU_MARKER = b"utilization.gpu"  # a --query-gpu header names it; a data line never does
+TIMESTAMP_FORMAT = "'%Y/%m/%d %H:%M:%S.%g'"  # nvidia-smi's own, always with milliseconds
+_UNIT_SUFFIX = r"'\s*(%|MiB|W)$'"
+_HOST_SUFFIX = re.compile(r"\.(?:csv|log|txt|tsv)(?:[.-]\d+)?(?:\.(?:gz|zst|bz2|xz))?$", re.IGNORECASE)
+
+
+def file_host(path: str) -> str:
+    """``node7.csv``, ``node7.csv.1``, ``node7.log.gz`` -> ``node7``; other names are kept whole."""
+    return _HOST_SUFFIX.sub("", Path(path).name) or Path(path).name
+
+
+def _open_lines(path: str):
+    return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+
+
+def header_fields(line: bytes) -> list[str]:
+    """The header's fields, a UTF-8 byte order mark (some editors add one) left out."""
+    return [f.strip() for f in line.decode("utf-8", "replace").lstrip("\ufeff").split(",")]
+
+
+def base_names(fields: list[str]) -> list[str]:
+    """Header fields without their `` [unit]``: ``memory.used [MiB]`` -> ``memory.used``."""
+    return [re.sub(r"\s*\[[^\]]*\]$", "", f) for f in fields]
+
+
+def header_line(path: str) -> bytes | None:
+    """The log's first non-blank line (its header), stripped; None for an empty file."""
+    with _open_lines(path) as lines:
+        return next((ln.strip() for ln in lines if ln.strip()), None)
+
+
+def _header_lines(path: str, marker: bytes = GPU_MARKER) -> list[bytes]:
+    """The distinct header lines, in order: the first line and any later one holding ``marker``."""
+    with _open_lines(path) as lines:
+        first = next((ln.strip() for ln in lines if ln.strip()), None)
+        headers = [first] if first else []
+        while chunk := lines.read(1 << 23):
+            chunk += lines.readline()  # whole lines only; found by a byte search, not line by line
+            hit = chunk.find(marker)
+            while hit >= 0:
+                end = chunk.find(b"\n", hit)
+                end = len(chunk) if end < 0 else end
+                line = chunk[chunk.rfind(b"\n", 0, hit) + 1:end].strip()
+                headers += [line] if line not in headers else []
+                hit = chunk.find(marker, end)
+    return headers
+
+
+def split_by_header(source: str, path: str, tmp_dir: str,
+                    marker: bytes = GPU_MARKER) -> list[tuple[str, list[str], int]]:
+    """(csv file, header fields, lines of the log before it) per distinct header; a log whose header
+    changes is split. Lines are counted without blank ones, as the CSV reader counts them.
+
+    ``marker`` is a column name every header holds (and no data line): it finds repeated headers.
+    """
+    headers = _header_lines(path, marker)
+    if not headers:
+        raise IngestError(f"{source}: file {path} is empty (expected an nvidia-smi --format=csv header)")
+    fields = [header_fields(h) for h in headers]
+    for names in fields:
+        validate.check_unique_columns(source, f"file {path}", names)
+    if len(headers) == 1:
+        return [(path, fields[0], 0)]
+    log.info("%s: file %s changes its header %d times; reading it in parts", source, path, len(headers) - 1)
+    segments: list[tuple[str, list[str], int]] = []
+    out: BinaryIO | None = None
+    with _open_lines(path) as lines:
+        for number, line in enumerate(ln for ln in lines if ln.strip()):
+            is_header = number == 0 or marker in line
+            if is_header and (not segments or header_fields(line) != segments[-1][1]):
+                if out:
+                    out.close()
+                segments.append((os.path.join(tmp_dir, f"part{len(segments)}.csv"), header_fields(line), number))
+                out = open(segments[-1][0], "wb")
+            assert out is not None  # the first line is a header: a part is open
+            out.write(line.rstrip(b"\r\n") + b"\n")
+    if out is not None:
+        out.close()
+    return segments
+
+
+def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
+    """Role -> position in the header; an error naming the file and the missing column."""
+    bases = base_names(fields)
+    cols: dict[str, int] = {}
+    for role, names in COLUMNS.items():
+        found = next((name for name in names if name in bases), None)
+        if found is not None:
+            cols[role] = bases.index(found)
+    if host_column:
+        if host_column not in bases:
+            raise IngestError(f"{source}: file {path} has no column {host_column!r} (the configured host_column)")
+        cols["host"] = bases.index(host_column)
+    for role, column in (("ts", "timestamp"), ("util", "utilization.gpu")):
+        if role not in cols:
+            raise IngestError(f"{source}: file {path} has no {column} column (nvidia-smi --query-gpu must "
+                              f"include timestamp, uuid or index, and utilization.gpu)")
+    if "uuid" not in cols and "index" not in cols:
+        raise IngestError(f"{source}: file {path} has no uuid column (nor index) to identify the GPU")
+    return cols
+
+
+def value_sql(i: int) -> str:
+    """Field i as text, NULL for nvidia-smi's ``[N/A]``-style markers and empty fields."""
+    v = f"trim(c{i})"
+    return f"(CASE WHEN {v} IN ('', 'N/A') OR {v} LIKE '[%]' THEN NULL ELSE {v} END)"
+
+
+def number_sql(i: int) -> str:
+    return f"regexp_replace({value_sql(i)}, {_UNIT_SUFFIX}, '')"
+
+
+def relation_sql(csv_path: str, fields: list[str], cols: dict[str, int], line_offset: int | None = None) -> str:
+    return data_rows(csv_path, fields, cols["util"], line_offset)
+
+
+def data_rows(csv_path: str, fields: list[str], header_column: int, line_offset: int | None = None) -> str:
+    """The log's data rows (c0, c1, … as text): repeated headers (``header_column`` holding its own
+    name) and a partly written (padded) last line left out. With ``line_offset``, each row also
+    holds its line number in the log (``__line``; validation's slow path and skip_rows)."""
+    columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(fields)))
+    relation = (f"read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
+                f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
+                f"strict_mode = false, nullstr = '\x01')")
+    if line_offset is not None:
+        relation = f"(SELECT *, row_number() OVER () + {int(line_offset)} AS __line FROM {relation})"
+    return (f"(SELECT * FROM {relation} WHERE c{len(fields) - 1} IS NOT NULL "
+            f"AND trim(c{header_column}) <> {sql_literal(fields[header_column])})")
+
+
+def typed_sql(role: str, cols: dict[str, int], kind: str, tolerant: bool) -> tuple[str, str | None]:
+    """(the typed value of ``role``, with ``tolerant`` also the raw text of a value that does not parse)."""
+    raw = value_sql(cols[role])
+    if kind == "ts":
+        typed = f"{'try_strptime' if tolerant else 'strptime'}({raw}, {TIMESTAMP_FORMAT})"
+        return f"timezone('UTC', {typed})", (f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END"
+                                            if tolerant else None)
+    target = "INTEGER" if kind == "integer" else "DOUBLE"
+    value = raw if kind == "integer" else number_sql(cols[role])
+    typed = f"{'TRY_CAST' if tolerant else 'CAST'}({value} AS {target})"
+    return typed, (f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END" if tolerant else None)
+
+
+def segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
+                    line_offset: int | None = None) -> str:
+    """The segment's samples; with ``line_offset`` (skip_rows, or finding a bad line) also each
+    sample's line, and values that do not parse as NULL with their text in ``__unparsed_*``."""
+    def text(role: str) -> str:
+        return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+    tolerant = line_offset is not None
+    host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
+    uuid_expr = f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('index')})"
+    ts, ts_raw = typed_sql("ts", cols, "ts", tolerant)
+    items = [f"{ts} AS ts",
+             f"{uuid_expr} AS gpu_uuid", f"{text('index')} AS gpu_index", f"{text('name')} AS name",
+             f"{host_expr} AS host", f"{text('mig')} AS mig_mode"]
+    unparsed = {"ts": ts_raw}
+    for role, name in NUMERIC.items():
+        typed, raw = typed_sql(role, cols, "number", tolerant) if role in cols else ("NULL", None)
+        items.append(f"CAST({typed} AS DOUBLE) AS {name}")
+        unparsed[name] = raw
+    if tolerant:
+        items += [f"{raw or 'CAST(NULL AS VARCHAR)'} AS __unparsed_{name}" for name, raw in unparsed.items()]
+        items.append("__line")
+    return f"SELECT {', '.join(items)} FROM {relation_sql(csv_path, fields, cols, line_offset)}"
+
+
+def sample_labels(fields: list[str], cols: dict[str, int], roles: dict[str, str]) -> dict[str, str]:
+    """sample column -> the log's header for it (messages), ``__unparsed_*`` columns included."""
+    labels = {column: fields[cols[role]] for role, column in roles.items() if role in cols}
+    return {**labels, **{f"__unparsed_{column}": label for column, label in labels.items()}}

@@ -1,0 +1,96 @@
+"""HTTP(S) and ``file://`` scraping for the Prometheus-format sources (``dcgm_exporter``, ``prometheus``):
+targets expanded from URLs and globs, credentials in a URL sent as Basic auth and never shown, retries
+with backoff on connection errors, 5xx and 429.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from gpufinops.ingest.core.files import check_link
+from gpufinops.ingest.core.registry import IngestError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_RETRIES = 3
+
+
+def expand_targets(source: str, targets: Any, base_dir: str | None) -> list[str]:
+    """URLs as given; local paths and globs (relative to the config's folder) as sorted file:// URLs."""
+    if isinstance(targets, str):
+        targets = [targets]
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+        raise IngestError(f"{source}: targets must be a non-empty list of URLs or paths")
+    out: list[str] = []
+    for target in targets:
+        if "://" in target:
+            out.append(target)
+            continue
+        full = os.path.expanduser(target)
+        if base_dir and not os.path.isabs(full):
+            full = os.path.join(base_dir, full)
+        for path in glob.glob(full):
+            check_link(source, path)
+        matched = sorted({os.path.realpath(p): p for p in glob.glob(full) if os.path.isfile(p)}.values())
+        if not matched:
+            raise IngestError(f"{source}: target {target!r} matches no file")
+        out += [urllib.parse.urljoin("file:", urllib.request.pathname2url(os.path.abspath(p))) for p in matched]
+    return out
+
+
+def display_url(url: str) -> str:
+    """``url`` without its ``user:password@`` (what messages, logs and the ledger show)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _request(url: str) -> urllib.request.Request:
+    """A GET for ``url``; credentials in the URL (``https://user:password@host/…``) become HTTP Basic auth."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {"Accept": "text/plain; version=0.0.4"}
+    if parts.username is not None:
+        import base64
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return urllib.request.Request(url, headers=headers)
+
+
+def fetch_text(url: str, *, timeout_s: float, retries: int) -> str:
+    """The body of ``url`` as text (see ``fetch_bytes``)."""
+    return fetch_bytes(url, timeout_s=timeout_s, retries=retries).decode("utf-8")
+
+
+def fetch_bytes(url: str, *, timeout_s: float, retries: int) -> bytes:
+    """The body of ``url``; retried with backoff on connection errors, 5xx and 429; raises the last error."""
+    delay = 0.5
+    for attempt in range(1, retries + 1):
+        try:
+            with urllib.request.urlopen(_request(url), timeout=timeout_s) as response:
+                return response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 and exc.code != 429 or attempt == retries:
+                raise
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            if attempt == retries or url.startswith("file:"):
+                raise
+            log.info("%s: %s; retrying in %.1f s", display_url(url), getattr(exc, "reason", exc), delay)
+        time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")

@@ -1,0 +1,1 @@
+"""ingest.onprem: see ingest/README section in the top-level README."""
