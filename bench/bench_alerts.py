@@ -33,7 +33,7 @@ RESULTS_FILE = CACHE_DIR / "results.jsonl"
 GENERATOR_VERSION = 1
 TARGETS = [Target("seconds", "<=", 5.0, "≤ 5 s")]
 METRIC_DAYS = 30
-DATA_END = datetime(2026, 8, 1, tzinfo=UTC) + timedelta(days=bench_dashboard.DAYS)   # the dashboard data's end
+DATA_END = datetime(2026, 8, 1, tzinfo=UTC) + timedelta(days=bench_dashboard.DAYS)  # the dashboard data's end
 
 
 def generate(line_items: int, gpus: int) -> Path:
@@ -91,19 +91,26 @@ def budgets() -> tuple:
     from decimal import Decimal
 
     from gpufinops.models.budgets import Budget, BudgetScope
-    out = [Budget("fleet", Decimal(3_000_000), forecast=True),
-           Budget("aws-quarter", Decimal(5_000_000), period="quarter", scope=BudgetScope(providers=("aws",)),
-                  forecast=True),
-           Budget("h100", Decimal(500_000), scope=BudgetScope(gpu_models=("H100",)), forecast=True),
-           Budget("llm", Decimal(400_000), scope=BudgetScope(tags=(("project", ("llm",)),)), forecast=True)]
-    out += [Budget(f"team:{t}", Decimal(150_000), scope=BudgetScope(teams=(t,)), forecast=True)
-            for t in bench_dashboard.TEAMS]
+
+    out = [
+        Budget("fleet", Decimal(3_000_000), forecast=True),
+        Budget(
+            "aws-quarter", Decimal(5_000_000), period="quarter", scope=BudgetScope(providers=("aws",)), forecast=True
+        ),
+        Budget("h100", Decimal(500_000), scope=BudgetScope(gpu_models=("H100",)), forecast=True),
+        Budget("llm", Decimal(400_000), scope=BudgetScope(tags=(("project", ("llm",)),)), forecast=True),
+    ]
+    out += [
+        Budget(f"team:{t}", Decimal(150_000), scope=BudgetScope(teams=(t,)), forecast=True)
+        for t in bench_dashboard.TEAMS
+    ]
     return tuple(out)
 
 
 def evaluate_all(db: str) -> dict[str, Any]:
     """Every rule, as `gpufinops alerts run` evaluates them (runs in the measured child process)."""
     import os
+
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from gpufinops.models.alerts import AlertSettings, evaluate
     from gpufinops.warehouse import db as warehouse_db
@@ -111,8 +118,12 @@ def evaluate_all(db: str) -> dict[str, Any]:
     settings = AlertSettings(budgets=budgets())
     with warehouse_db.reader(db, memory_limit="2GB") as con:
         outcomes = evaluate(con, settings, DATA_END + timedelta(minutes=30))
-    return {"rows": 0, "seconds_by_rule": {o.rule: o.seconds for o in outcomes},
-            "alerts_by_rule": {o.rule: len(o.alerts) for o in outcomes}, "notes": [n for o in outcomes for n in o.notes]}
+    return {
+        "rows": 0,
+        "seconds_by_rule": {o.rule: o.seconds for o in outcomes},
+        "alerts_by_rule": {o.rule: len(o.alerts) for o in outcomes},
+        "notes": [n for o in outcomes for n in o.notes],
+    }
 
 
 def floor(db: str) -> dict[str, Any]:
@@ -121,10 +132,13 @@ def floor(db: str) -> dict[str, Any]:
 
     with warehouse_db.reader(db, memory_limit="2GB") as con:
         started = time.perf_counter()
-        con.execute('SELECT count(*) FROM (SELECT epoch_us("ChargePeriodStart") // 86400000000, "x_Team", '
-                    '"ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY ALL)').fetchall()
-        con.execute("SELECT count(*) FROM (SELECT resource_id, hour, max(util_max) FROM gpu_metrics_hourly "
-                    "GROUP BY ALL)").fetchall()
+        con.execute(
+            'SELECT count(*) FROM (SELECT epoch_us("ChargePeriodStart") // 86400000000, "x_Team", '
+            '"ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY ALL)'
+        ).fetchall()
+        con.execute(
+            "SELECT count(*) FROM (SELECT resource_id, hour, max(util_max) FROM gpu_metrics_hourly GROUP BY ALL)"
+        ).fetchall()
         seconds = time.perf_counter() - started
     return {"rows": 0, "floor_seconds": round(seconds, 3)}
 
@@ -134,20 +148,29 @@ def run(line_items: int, gpus: int) -> int:
     path = generate(line_items, gpus)
     print(f"  warehouse ready in {time.perf_counter() - started:.0f} s: {path}", flush=True)
     from gpufinops.warehouse import db
+
     with db.writer(path, memory_limit="3GB"):
         pass  # a cached warehouse generated before the latest migrations is upgraded
     with db.reader(path) as con:
         lines = con.execute("SELECT count(*) FROM cost_line_items").fetchall()[0][0]
-        metric_gpus, metric_rows = con.execute("SELECT count(DISTINCT gpu_uuid), count(*) FROM gpu_metrics_hourly"
-                                               ).fetchall()[0]
+        metric_gpus, metric_rows = con.execute(
+            "SELECT count(DISTINCT gpu_uuid), count(*) FROM gpu_metrics_hourly"
+        ).fetchall()[0]
     floor_figure = measure_in_subprocess("DuckDB floor: one pass", "bench.bench_alerts:floor", {"db": str(path)})
-    figure = measure_in_subprocess(f"alert rules, {lines:,} lines, {metric_gpus:,} GPUs",
-                                   "bench.bench_alerts:evaluate_all", {"db": str(path)})
-    figure.update(rows=lines, metric_rows=metric_rows, floor_seconds=floor_figure["floor_seconds"],
-                  ratio_to_floor=round(figure["seconds"] / floor_figure["floor_seconds"], 2))
+    figure = measure_in_subprocess(
+        f"alert rules, {lines:,} lines, {metric_gpus:,} GPUs", "bench.bench_alerts:evaluate_all", {"db": str(path)}
+    )
+    figure.update(
+        rows=lines,
+        metric_rows=metric_rows,
+        floor_seconds=floor_figure["floor_seconds"],
+        ratio_to_floor=round(figure["seconds"] / floor_figure["floor_seconds"], 2),
+    )
     report(figure, targets=TARGETS, results_file=RESULTS_FILE)
-    print(f"  per rule (s): {figure['seconds_by_rule']}; alerts: {figure['alerts_by_rule']}; "
-          f"DuckDB floor {floor_figure['floor_seconds']:.2f} s (× {figure['ratio_to_floor']})")
+    print(
+        f"  per rule (s): {figure['seconds_by_rule']}; alerts: {figure['alerts_by_rule']}; "
+        f"DuckDB floor {floor_figure['floor_seconds']:.2f} s (× {figure['ratio_to_floor']})"
+    )
     for note in figure["notes"]:
         print(f"  note: {note}")
     if not figure["alerts_by_rule"].get("idle_burn") or not figure["alerts_by_rule"].get("budget"):

@@ -47,8 +47,8 @@ def _home(nodes: int, hours: int) -> Path:
 def _fill_sql(nodes: int, hours: int) -> list[str]:
     """SQL filling the fleet (node n: i-bench-n, GPU g of node n: GPU-n-g; hour h after START)."""
     hour = f"TIMESTAMPTZ '{START.isoformat()}' + to_hours(h)"
-    mig = "n % 10 = 9"           # one node in ten: MIG (3g.40gb + 2 × 2g.20gb per GPU)
-    shared = "(n * 8 + g) % 10 = 3 AND NOT (n % 10 = 9)"   # one GPU in ten: three pods time-slice it
+    mig = "n % 10 = 9"  # one node in ten: MIG (3g.40gb + 2 × 2g.20gb per GPU)
+    shared = "(n * 8 + g) % 10 = 3 AND NOT (n % 10 = 9)"  # one GPU in ten: three pods time-slice it
     return [
         f"""INSERT INTO cost_line_items ("ResourceId", "x_Team", "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory",
               "ProviderName", "ServiceName", "x_GpuCount", "x_GpuModel", "EffectiveCost", "BilledCost", "x_Source")
@@ -116,14 +116,17 @@ def allocate_month(path: str) -> dict[str, Any]:
 
 def _gpu_hours(path: str) -> int:
     import duckdb
+
     with duckdb.connect(path, read_only=True) as con:
-        return con.execute("SELECT count(*) FROM gpu_metrics_hourly WHERE mig_instance IS NULL "
-                           "OR mig_instance = '3g.40gb/1'").fetchall()[0][0]
+        return con.execute(
+            "SELECT count(*) FROM gpu_metrics_hourly WHERE mig_instance IS NULL OR mig_instance = '3g.40gb/1'"
+        ).fetchall()[0][0]
 
 
 def check_sums(path: str) -> int:
     """Resource-hours whose allocation does not sum to their bill (not timed)."""
     import duckdb
+
     with duckdb.connect(path, read_only=True) as con:
         return con.execute("""SELECT count(*) FROM (SELECT resource_id, hour, sum(cost_usd) AS c
                               FROM gpu_allocation_hourly GROUP BY ALL) WHERE c <> 98.32""").fetchall()[0][0]
@@ -161,9 +164,11 @@ def allocate_one_hour(path: str, hours: int) -> dict[str, Any]:
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET enable_progress_bar = false")
         con.execute("BEGIN TRANSACTION")
-        touched = attribution.Touched(metric_slices=[("gpu_metrics_hourly", "dcgm",
-                                                      "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')",
-                                                      [slice_value])])
+        touched = attribution.Touched(
+            metric_slices=[
+                ("gpu_metrics_hourly", "dcgm", "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')", [slice_value])
+            ]
+        )
         rows = allocation.apply(con, touched)
         con.execute("COMMIT")
     return {"rows": rows}
@@ -171,20 +176,31 @@ def allocate_one_hour(path: str, hours: int) -> dict[str, Any]:
 
 def run(nodes: int, hours: int) -> int:
     home = generate(nodes, hours)
-    month = measure_in_subprocess(f"allocation, {nodes} nodes x {GPUS} GPUs x {hours} h",
-                                  "bench.bench_allocation:allocate_month", {"path": str(_copy(home, "month"))})
+    month = measure_in_subprocess(
+        f"allocation, {nodes} nodes x {GPUS} GPUs x {hours} h",
+        "bench.bench_allocation:allocate_month",
+        {"path": str(_copy(home, "month"))},
+    )
     report(month, targets=FULL_TARGETS, results_file=RESULTS_FILE)
-    floor = measure_in_subprocess("  floor: one GROUP BY over the workload rows", "bench.bench_allocation:group_by_floor",
-                                  {"path": str(_copy(home, "floor"))})
+    floor = measure_in_subprocess(
+        "  floor: one GROUP BY over the workload rows",
+        "bench.bench_allocation:group_by_floor",
+        {"path": str(_copy(home, "floor"))},
+    )
     report(floor, results_file=RESULTS_FILE)
     if floor.get("seconds"):
         print(f"  allocation / floor: {month['seconds'] / floor['seconds']:.1f}x", flush=True)
-    written = measure_in_subprocess("  floor: writing the allocation's rows (CREATE TABLE AS)",
-                                    "bench.bench_allocation:write_floor", {"path": str(home / "month" / "gpufinops.duckdb")})
+    written = measure_in_subprocess(
+        "  floor: writing the allocation's rows (CREATE TABLE AS)",
+        "bench.bench_allocation:write_floor",
+        {"path": str(home / "month" / "gpufinops.duckdb")},
+    )
     report(written, results_file=RESULTS_FILE)
-    hour = measure_in_subprocess(f"allocation after a one-hour metrics load ({nodes} resource-days)",
-                                 "bench.bench_allocation:allocate_one_hour",
-                                 {"path": str(home / "month" / "gpufinops.duckdb"), "hours": hours})
+    hour = measure_in_subprocess(
+        f"allocation after a one-hour metrics load ({nodes} resource-days)",
+        "bench.bench_allocation:allocate_one_hour",
+        {"path": str(home / "month" / "gpufinops.duckdb"), "hours": hours},
+    )
     report(hour, results_file=RESULTS_FILE)
     status = 0
     off = check_sums(str(home / "month" / "gpufinops.duckdb"))
@@ -192,7 +208,9 @@ def run(nodes: int, hours: int) -> int:
         print(f"ERROR: {off} resource-hours do not sum to their bill")
         status = 1
     else:
-        print(f"  every one of the {month['allocation_rows']:,} allocation rows' resource-hours sums to its bill exactly")
+        print(
+            f"  every one of the {month['allocation_rows']:,} allocation rows' resource-hours sums to its bill exactly"
+        )
     for name in ("month", "floor"):
         shutil.rmtree(home / name, ignore_errors=True)
     return status

@@ -24,14 +24,17 @@ import duckdb
 
 from gpufinops.warehouse import db, reference
 
-COUNTED = {db: ("migrate", "current_version", "_stored_version", "prepare"),
-           reference: ("refresh_gpu_specs", "refresh_gpu_instance_types")}
+COUNTED = {
+    db: ("migrate", "current_version", "_stored_version", "prepare"),
+    reference: ("refresh_gpu_specs", "refresh_gpu_instance_types"),
+}
 
 
 def _counting(calls: Counter, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         calls[name] += 1
         return func(*args, **kwargs)
+
     return wrapper
 
 
@@ -76,8 +79,10 @@ def main() -> None:
     writer_ms = median_ms(open_writer, args.rounds)
     per_connection = {name: count / args.rounds for name, count in sorted(calls.items())}
     floor_ms = median_ms(floor, args.rounds)
-    print(f"writer connection: {writer_ms:.2f} ms median over {args.rounds}; DuckDB floor (connect + close) "
-          f"{floor_ms:.2f} ms; ratio {writer_ms / floor_ms:.2f}")
+    print(
+        f"writer connection: {writer_ms:.2f} ms median over {args.rounds}; DuckDB floor (connect + close) "
+        f"{floor_ms:.2f} ms; ratio {writer_ms / floor_ms:.2f}"
+    )
     print(f"per writer connection: {per_connection or 'no migration check, no reference refresh'}")
 
 

@@ -36,14 +36,33 @@ from gpufinops.warehouse import db, queries, rollups
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "dashboard"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
 GENERATOR_VERSION = 1
-TEAMS = ["vision", "nlp", "speech", "recsys", "research", "platform", "ads", "search", "robotics", "genai",
-         "infra", "data"]
+TEAMS = [
+    "vision",
+    "nlp",
+    "speech",
+    "recsys",
+    "research",
+    "platform",
+    "ads",
+    "search",
+    "robotics",
+    "genai",
+    "infra",
+    "data",
+]
 PROVIDERS = ["AWS", "Google Cloud", "onprem"]
-GPUS = [("A100-40GB", 8, 32.77), ("A100-80GB", 8, 40.97), ("H100", 8, 98.32), ("L4", 1, 0.98),
-        ("A10G", 1, 1.21), ("T4", 1, 0.53), ("L40S", 4, 7.3)]
+GPUS = [
+    ("A100-40GB", 8, 32.77),
+    ("A100-80GB", 8, 40.97),
+    ("H100", 8, 98.32),
+    ("L4", 1, 0.98),
+    ("A10G", 1, 1.21),
+    ("T4", 1, 0.53),
+    ("L40S", 4, 7.3),
+]
 DAYS = 90
 TARGET_MS = 300.0
-WINDOW_DAYS = 30          # the pages' default history window
+WINDOW_DAYS = 30  # the pages' default history window
 FORECAST_LOADS = 5
 KINDS = ["idle_gpu", "gpu_count", "gpu_type", "quantization", "spot_mix", "commitment", "onprem_vs_cloud"]
 
@@ -159,8 +178,14 @@ def page_loads(team: list[str] | None) -> dict[str, Callable]:
         queries.ingest_status(con)
         queries.job_status(con)
 
-    return {"overview": overview, "team": team_page, "fleet": fleet, "recommendations": recommendations,
-            "spot": spot, "health": health}
+    return {
+        "overview": overview,
+        "team": team_page,
+        "fleet": fleet,
+        "recommendations": recommendations,
+        "spot": spot,
+        "health": health,
+    }
 
 
 def cached_page_loads(team: list[str] | None) -> dict[str, Callable]:
@@ -200,6 +225,7 @@ def forecast_load(team: list[str] | None) -> Callable:
         as_of = queries.latest_charge_day(con, team=team)
         cost_forecast(con, teams=team, as_of=as_of + timedelta(days=1))
         cost_anomalies(con, teams=team, start=as_of - timedelta(days=WINDOW_DAYS - 1), end=as_of + timedelta(days=1))
+
     return run
 
 
@@ -240,27 +266,43 @@ def main(argv: list[str] | None = None) -> int:
     if rows != line_items:
         print(f"dashboard bench: {path} holds {rows:,} line items, not {line_items:,}", file=sys.stderr)
         return 1
-    print(f"dashboard bench: {rows:,} line items, {loads} loads per page, 1-minute load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"dashboard bench: {rows:,} line items, {loads} loads per page, 1-minute load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+        flush=True,
+    )
     os.environ["GPUFINOPS_DB"] = str(path)  # the dashboard's cache keys on the warehouse it reads
     for viewer, team in (("finance", None), ("lead", ["vision"])):
         for page, load in cached_page_loads(team).items():
-            _report(f"dashboard {page} ({viewer}, render, cached)", rows, loads, measure_page(path, load, loads),
-                    TARGET_MS)
+            _report(
+                f"dashboard {page} ({viewer}, render, cached)", rows, loads, measure_page(path, load, loads), TARGET_MS
+            )
         if args.cached_only:
             continue
         for page, load in page_loads(team).items():
             _report(f"dashboard {page} ({viewer})", rows, loads, measure_page(path, load, loads), TARGET_MS)
-        _report(f"forecast model ({viewer}, cached)", rows, FORECAST_LOADS,
-                measure_page(path, forecast_load(team), FORECAST_LOADS), None)
+        _report(
+            f"forecast model ({viewer}, cached)",
+            rows,
+            FORECAST_LOADS,
+            measure_page(path, forecast_load(team), FORECAST_LOADS),
+            None,
+        )
     return 0
 
 
 def _report(label: str, rows: int, loads: int, times: dict[str, float], target_ms: float | None) -> None:
     figure = {"label": label, "line_items": rows, "loads": loads, **times, "loadavg_1m": os.getloadavg()[0]}
-    check = "" if target_ms is None else f"   [{'PASS' if times['p95_ms'] <= target_ms else 'FAIL'} p95 ≤ {target_ms:.0f} ms]"
-    print(f"{label:<46} p50 {times['p50_ms']:8.1f} ms  p95 {times['p95_ms']:8.1f} ms  max {times['max_ms']:8.1f} ms"
-          f"{check}", flush=True)
+    check = (
+        ""
+        if target_ms is None
+        else f"   [{'PASS' if times['p95_ms'] <= target_ms else 'FAIL'} p95 ≤ {target_ms:.0f} ms]"
+    )
+    print(
+        f"{label:<46} p50 {times['p50_ms']:8.1f} ms  p95 {times['p95_ms']:8.1f} ms  max {times['max_ms']:8.1f} ms"
+        f"{check}",
+        flush=True,
+    )
     RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS_FILE.open("a", encoding="utf-8") as out:
         out.write(json.dumps({**figure, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")

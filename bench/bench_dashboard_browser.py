@@ -29,18 +29,18 @@ from pathlib import Path
 from bench.harness import REPO_ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLOOR_APP = '''import streamlit as st
+FLOOR_APP = """import streamlit as st
 st.set_page_config(page_title="floor", layout="wide")
 st.navigation([st.Page("empty.py", title="Empty", default=True), st.Page("charts.py", title="Charts")]).run()
-'''
+"""
 FLOOR_EMPTY = 'import streamlit as st\nst.title("Empty")\n'
-FLOOR_CHARTS = '''import streamlit as st
+FLOOR_CHARTS = """import streamlit as st
 st.title("Charts")
 data = {"values": [{"x": i, "y": (i * 7) % 11} for i in range(30)]}
 for _ in range(5):
     st.vega_lite_chart(spec={"data": data, "mark": "line", "encoding": {"x": {"field": "x", "type": "quantitative"},
                        "y": {"field": "y", "type": "quantitative"}}}, width="stretch")
-'''
+"""
 
 
 def _port() -> int:
@@ -52,10 +52,15 @@ def _port() -> int:
 @contextlib.contextmanager
 def server(cmd: list[str]):
     import httpx
+
     port = _port()
-    proc = subprocess.Popen([*cmd, "--server.port" if cmd[0].endswith("streamlit") else "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "STREAMLIT_SERVER_ADDRESS": "127.0.0.1"})
+    proc = subprocess.Popen(
+        [*cmd, "--server.port" if cmd[0].endswith("streamlit") else "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "STREAMLIT_SERVER_ADDRESS": "127.0.0.1"},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -75,8 +80,9 @@ def measure_dashboard(browser, home: Path) -> dict[str, float]:
     from tests.test_dashboard_browser import PAGES, load, navigate
 
     figures = {}
-    with server([str(Path(sys.executable).parent / "gpufinops"), "--config", str(home / "gpufinops.toml"),
-                 "dashboard"]) as url:
+    with server(
+        [str(Path(sys.executable).parent / "gpufinops"), "--config", str(home / "gpufinops.toml"), "dashboard"]
+    ) as url:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         figures["first visit: overview"] = load(page, url, "overview")
@@ -98,8 +104,17 @@ def measure_floor(browser, app_dir: Path) -> dict[str, float]:
         return found.length >= n && found.every(c => c.querySelector('canvas, svg'));
     }"""
     figures = {}
-    cmd = [str(Path(sys.executable).parent / "streamlit"), "run", str(app_dir / "app.py"), "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    cmd = [
+        str(Path(sys.executable).parent / "streamlit"),
+        "run",
+        str(app_dir / "app.py"),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
     with server(cmd) as url:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
@@ -133,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         import io
 
         from gpufinops.jobs import demo
+
         demo.run(home, out=io.StringIO())
     from playwright.sync_api import sync_playwright
 
@@ -151,10 +167,15 @@ def main(argv: list[str] | None = None) -> int:
             runs.append({**dashboard, **measure_floor(browser, app_dir)})
         browser.close()
     median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    print(f"dashboard page loads in chromium, demo ({home}), median of {args.runs} fresh servers, "
-          f"load average {os.getloadavg()[0]:.1f}:")
-    floors = {"first visit": median["first visit: five small charts"], "cold": median["cold: an empty page"],
-              "full reload": median["full reload: charts"]}
+    print(
+        f"dashboard page loads in chromium, demo ({home}), median of {args.runs} fresh servers, "
+        f"load average {os.getloadavg()[0]:.1f}:"
+    )
+    floors = {
+        "first visit": median["first visit: five small charts"],
+        "cold": median["cold: an empty page"],
+        "full reload": median["full reload: charts"],
+    }
     for key in ours:
         kind, seconds = key.split(":")[0], median[key]
         print(f"  {key:<32} {seconds:6.2f} s   {seconds / floors[kind]:4.1f}× Streamlit's floor ({floors[kind]:.2f} s)")

@@ -46,7 +46,7 @@ def build_warehouse(db_path: str, rows: int) -> dict[str, Any]:
     with db.writer(tmp, memory_limit="2GB") as con:
         con.execute("SET preserve_insertion_order = false")
         con.execute(f"""INSERT INTO cost_line_items BY NAME SELECT *, 'bench' AS x_Source, 'g5.xlarge' AS x_InstanceType,
-                        'A10G' AS x_GpuModel, 1 AS x_GpuCount FROM ({focus_data._cast_select(rows, 'parquet')})""")
+                        'A10G' AS x_GpuModel, 1 AS x_GpuCount FROM ({focus_data._cast_select(rows, "parquet")})""")
         count = con.execute("SELECT count(*) FROM cost_line_items").fetchall()[0][0]
         con.execute("CHECKPOINT")
     tmp.rename(db_path)
@@ -59,8 +59,9 @@ def copy_floor(db_path: str, out: str) -> dict[str, Any]:
 
     with db.reader(db_path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET preserve_insertion_order = false")
-        rows = con.execute(f"COPY (SELECT * FROM cost_line_items) TO '{out}' "
-                           f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)").fetchall()[0][0]
+        rows = con.execute(
+            f"COPY (SELECT * FROM cost_line_items) TO '{out}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+        ).fetchall()[0][0]
     return {"rows": rows}
 
 
@@ -77,6 +78,7 @@ def file_rows(path: str) -> int:
     import duckdb
 
     from gpufinops.warehouse.fetch import scalar
+
     return scalar(duckdb.execute(f"SELECT count(*) FROM read_parquet('{path}')"))
 
 
@@ -89,25 +91,41 @@ def main(argv: list[str] | None = None) -> int:
     db_path = warehouse_path(rows)
     if not db_path.exists():
         db_path.parent.mkdir(parents=True, exist_ok=True)
-        report(measure_in_subprocess("export focus: build warehouse", "bench.bench_export_focus:build_warehouse",
-                                     {"db_path": str(db_path), "rows": rows}))
+        report(
+            measure_in_subprocess(
+                "export focus: build warehouse",
+                "bench.bench_export_focus:build_warehouse",
+                {"db_path": str(db_path), "rows": rows},
+            )
+        )
     out_dir = focus_data.CACHE_DIR
-    floor = measure_in_subprocess("export focus: DuckDB COPY floor", "bench.bench_export_focus:copy_floor",
-                                  {"db_path": str(db_path), "out": str(out_dir / "floor.parquet")})
+    floor = measure_in_subprocess(
+        "export focus: DuckDB COPY floor",
+        "bench.bench_export_focus:copy_floor",
+        {"db_path": str(db_path), "out": str(out_dir / "floor.parquet")},
+    )
     report(floor)
-    figure = measure_in_subprocess("export focus (parquet)", "bench.bench_export_focus:export_focus",
-                                   {"db_path": str(db_path), "out": str(out_dir / "export.parquet")})
+    figure = measure_in_subprocess(
+        "export focus (parquet)",
+        "bench.bench_export_focus:export_focus",
+        {"db_path": str(db_path), "out": str(out_dir / "export.parquet")},
+    )
     figure["vs_floor"] = round(figure["seconds"] / floor["seconds"], 2)
     report(figure, targets=TARGETS)
     written = file_rows(str(out_dir / "export.parquet"))
     sizes = {p: round((out_dir / p).stat().st_size / 2**20) for p in ("floor.parquet", "export.parquet")}
-    print(f"{'':<34} export / floor = {figure['vs_floor']:.2f}× (floor {floor['rows_per_s']:,d} rows/s); "
-          f"file {sizes['export.parquet']:,d} MiB (floor's {sizes['floor.parquet']:,d} MiB); "
-          f"{written:,d} rows read back", flush=True)
+    print(
+        f"{'':<34} export / floor = {figure['vs_floor']:.2f}× (floor {floor['rows_per_s']:,d} rows/s); "
+        f"file {sizes['export.parquet']:,d} MiB (floor's {sizes['floor.parquet']:,d} MiB); "
+        f"{written:,d} rows read back",
+        flush=True,
+    )
     for name in sizes:
         (out_dir / name).unlink(missing_ok=True)
     if written != rows or figure["rows"] != rows:
-        print(f"export focus wrote {figure['rows']:,d} rows ({written:,d} read back), expected {rows:,d}", file=sys.stderr)
+        print(
+            f"export focus wrote {figure['rows']:,d} rows ({written:,d} read back), expected {rows:,d}", file=sys.stderr
+        )
         return 1
     return 0
 

@@ -44,8 +44,10 @@ PEAK_RSS_TARGET_MIB = 4096
 
 def load_targets(fmt: str) -> list[Target]:
     rate = ROWS_PER_S_TARGET[fmt]
-    return [Target("rows_per_s", ">=", rate, f"≥ {rate / 1e6:g}M rows/s" if rate >= 1e6 else f"≥ {rate // 1000}k rows/s"),
-            Target("peak_rss_mib", "<", PEAK_RSS_TARGET_MIB, "RSS < 4 GiB")]
+    return [
+        Target("rows_per_s", ">=", rate, f"≥ {rate / 1e6:g}M rows/s" if rate >= 1e6 else f"≥ {rate // 1000}k rows/s"),
+        Target("peak_rss_mib", "<", PEAK_RSS_TARGET_MIB, "RSS < 4 GiB"),
+    ]
 
 
 RELOAD_TARGETS = [Target("reload_ratio", "<=", RELOAD_RATIO_TARGET, f"re-load ≤ {RELOAD_RATIO_TARGET}× first")]
@@ -61,8 +63,9 @@ def load_once(path: str, db_path: str, full_refresh: bool) -> dict[str, Any]:
     registry.register(FocusFiles)
     result = run_source(registry, db_path, SOURCE, "focus_files", {"path": path}, full_refresh=full_refresh)
     if result.status != "succeeded":
-        raise RuntimeError(f"load {'(full refresh) ' if full_refresh else ''}of {path} ended "
-                           f"{result.status}: {result.error}")
+        raise RuntimeError(
+            f"load {'(full refresh) ' if full_refresh else ''}of {path} ended {result.status}: {result.error}"
+        )
     return {"rows": result.rows, "db_file_mib": round(_db_bytes(db_path) / 2**20, 1)}
 
 
@@ -103,11 +106,15 @@ def ctas_floor(path: str, db_path: str) -> dict[str, Any]:
 
     relation = getattr(focus_files, "_source_relation", None)
     if relation is None:  # the reader options focus_files used when this benchmark was written
+
         def relation(p: str) -> str:
             if p.endswith(".parquet"):
                 return f"read_parquet('{p}')"
-            return (f"read_csv('{p}', header = true, all_varchar = true, nullstr = ['NULL', ''], "
-                    f"quote = '\"', escape = '\"', auto_detect = true, strict_mode = true)")
+            return (
+                f"read_csv('{p}', header = true, all_varchar = true, nullstr = ['NULL', ''], "
+                f"quote = '\"', escape = '\"', auto_detect = true, strict_mode = true)"
+            )
+
     with db.writer(db_path) as con:
         con.execute(f"CREATE TABLE ctas_floor AS SELECT * FROM {relation(path)}")
         rows = con.execute("SELECT count(*) FROM ctas_floor").fetchall()[0][0]
@@ -117,20 +124,24 @@ def ctas_floor(path: str, db_path: str) -> dict[str, Any]:
 def _generate(rows: int, fmt: str, results_file: Path | None) -> Path:
     path = focus_data.cache_path(rows, fmt)
     if path.exists():
-        print(f"{'generate ' + fmt:<34} rows {rows:>12,d}  cached {path.name} "
-              f"({path.stat().st_size / 2**20:,.0f} MiB)", flush=True)
+        print(
+            f"{'generate ' + fmt:<34} rows {rows:>12,d}  cached {path.name} ({path.stat().st_size / 2**20:,.0f} MiB)",
+            flush=True,
+        )
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure = measure_in_subprocess(f"generate {fmt}", "bench.bench_focus_files:generate_file",
-                                   {"path": str(path), "rows": rows, "fmt": fmt})
+    figure = measure_in_subprocess(
+        f"generate {fmt}", "bench.bench_focus_files:generate_file", {"path": str(path), "rows": rows, "fmt": fmt}
+    )
     figure.update(format=fmt, size=rows, phase="generate")
     report(figure, results_file=results_file, quiet=True)
     print(format_line(figure) + f"   {figure['file_mib']:,.0f} MiB", flush=True)
     return path
 
 
-def bench_one(rows: int, fmt: str, *, work_dir: Path, results_file: Path | None, keep: bool,
-              repeat: int = 1, floor: bool = True) -> tuple[list[dict[str, Any]], list[str]]:
+def bench_one(
+    rows: int, fmt: str, *, work_dir: Path, results_file: Path | None, keep: bool, repeat: int = 1, floor: bool = True
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Generate, then load and re-load one (size, format) ``repeat`` times.
 
     Returns (figures, correctness errors). Each repetition starts from an empty warehouse.
@@ -141,8 +152,11 @@ def bench_one(rows: int, fmt: str, *, work_dir: Path, results_file: Path | None,
     common = {"format": fmt, "size": rows, "file": path.name, "file_mib": round(path.stat().st_size / 2**20, 1)}
     if floor:
         db_path = _fresh_warehouse(fmt, rows, work_dir)
-        figure = measure_in_subprocess(f"{fmt} CTAS floor (SELECT *)", "bench.bench_focus_files:ctas_floor",
-                                       {"path": str(path), "db_path": db_path})
+        figure = measure_in_subprocess(
+            f"{fmt} CTAS floor (SELECT *)",
+            "bench.bench_focus_files:ctas_floor",
+            {"path": str(path), "db_path": db_path},
+        )
         figure.update(common, phase="floor")
         report(figure, results_file=results_file)
         figures.append(figure)
@@ -152,26 +166,42 @@ def bench_one(rows: int, fmt: str, *, work_dir: Path, results_file: Path | None,
     for attempt in range(1, repeat + 1):
         tag = f" #{attempt}" if repeat > 1 else ""
         db_path = _fresh_warehouse(fmt, rows, work_dir)
-        first = measure_in_subprocess(f"{fmt} first load{tag}", "bench.bench_focus_files:load_once",
-                                      {"path": str(path), "db_path": db_path, "full_refresh": False})
+        first = measure_in_subprocess(
+            f"{fmt} first load{tag}",
+            "bench.bench_focus_files:load_once",
+            {"path": str(path), "db_path": db_path, "full_refresh": False},
+        )
         first.update(common, phase="first", attempt=attempt)
         report(first, targets=load_targets(fmt), results_file=results_file)
         after_first = warehouse_rows(db_path)
 
-        reload = measure_in_subprocess(f"{fmt} re-load (full_refresh){tag}", "bench.bench_focus_files:load_once",
-                                       {"path": str(path), "db_path": db_path, "full_refresh": True})
+        reload = measure_in_subprocess(
+            f"{fmt} re-load (full_refresh){tag}",
+            "bench.bench_focus_files:load_once",
+            {"path": str(path), "db_path": db_path, "full_refresh": True},
+        )
         after_reload = warehouse_rows(db_path)
-        reload.update(common, phase="reload", attempt=attempt, rows_after=after_reload,
-                      reload_ratio=round(reload["seconds"] / first["seconds"], 2))
+        reload.update(
+            common,
+            phase="reload",
+            attempt=attempt,
+            rows_after=after_reload,
+            reload_ratio=round(reload["seconds"] / first["seconds"], 2),
+        )
         report(reload, targets=load_targets(fmt) + RELOAD_TARGETS, results_file=results_file)
 
         ok = after_first == rows and after_reload == rows
-        print(f"{'':<34} rows in warehouse: {after_first:,d} after first load, {after_reload:,d} after re-load "
-              f"(expected {rows:,d}) {'OK' if ok else 'WRONG'};  re-load / first = {reload['reload_ratio']:.2f}×;  "
-              f"warehouse file {first['db_file_mib']:,.0f} → {reload['db_file_mib']:,.0f} MiB", flush=True)
+        print(
+            f"{'':<34} rows in warehouse: {after_first:,d} after first load, {after_reload:,d} after re-load "
+            f"(expected {rows:,d}) {'OK' if ok else 'WRONG'};  re-load / first = {reload['reload_ratio']:.2f}×;  "
+            f"warehouse file {first['db_file_mib']:,.0f} → {reload['db_file_mib']:,.0f} MiB",
+            flush=True,
+        )
         if not ok:
-            errors.append(f"{fmt} {rows:,d}: {after_first:,d} rows after the first load and {after_reload:,d} "
-                          f"after the re-load, expected {rows:,d}")
+            errors.append(
+                f"{fmt} {rows:,d}: {after_first:,d} rows after the first load and {after_reload:,d} "
+                f"after the re-load, expected {rows:,d}"
+            )
         figures += [first, reload]
         if not keep:
             for leftover in (Path(db_path), Path(db_path + ".wal")):
@@ -181,11 +211,15 @@ def bench_one(rows: int, fmt: str, *, work_dir: Path, results_file: Path | None,
 
 def summary(figures: list[dict[str, Any]]) -> list[str]:
     """One line per (size, format, phase): the best (fastest) repetition, checked against the targets."""
-    lines = [f"{'format':<8} {'phase':<7} {'rows':>12} {'seconds':>8} {'rows/s':>11} {'peak RSS MiB':>12} "
-             f"{'cpu s':>7} {'vs floor':>8} {'reload/first':>12}  targets"]
+    lines = [
+        f"{'format':<8} {'phase':<7} {'rows':>12} {'seconds':>8} {'rows/s':>11} {'peak RSS MiB':>12} "
+        f"{'cpu s':>7} {'vs floor':>8} {'reload/first':>12}  targets"
+    ]
     phases = ("floor", "first", "reload")
-    keys = sorted({(f["size"], f["format"], f["phase"]) for f in figures},
-                  key=lambda k: (k[0], FORMATS.index(k[1]), phases.index(k[2])))
+    keys = sorted(
+        {(f["size"], f["format"], f["phase"]) for f in figures},
+        key=lambda k: (k[0], FORMATS.index(k[1]), phases.index(k[2])),
+    )
     for size, fmt, phase in keys:
         runs = [f for f in figures if (f["size"], f["format"], f["phase"]) == (size, fmt, phase)]
         best = dict(min(runs, key=lambda f: f["seconds"]))
@@ -196,21 +230,37 @@ def summary(figures: list[dict[str, Any]]) -> list[str]:
         floors = [f for f in figures if (f["size"], f["format"], f["phase"]) == (size, fmt, "floor")]
         vs_floor = f"{best['seconds'] / floors[0]['seconds']:.2f}×" if floors and phase != "floor" else ""
         best["checks"] = []
-        checks = [] if phase == "floor" else check_targets(
-            best, load_targets(fmt) + (RELOAD_TARGETS if phase == "reload" else []))
+        checks = (
+            []
+            if phase == "floor"
+            else check_targets(best, load_targets(fmt) + (RELOAD_TARGETS if phase == "reload" else []))
+        )
         ratio = f"{best['reload_ratio']:.2f}×" if phase == "reload" else ""
-        lines.append(f"{fmt:<8} {phase:<7} {size:>12,d} {best['seconds']:>8.2f} {best['rows_per_s']:>11,d} "
-                     f"{best['peak_rss_mib']:>12,.0f} {best['cpu_seconds']:>7.1f} {vs_floor:>8} {ratio:>12}  "
-                     + "  ".join(checks))
+        lines.append(
+            f"{fmt:<8} {phase:<7} {size:>12,d} {best['seconds']:>8.2f} {best['rows_per_s']:>11,d} "
+            f"{best['peak_rss_mib']:>12,.0f} {best['cpu_seconds']:>7.1f} {vs_floor:>8} {ratio:>12}  "
+            + "  ".join(checks)
+        )
     return lines
 
 
-def run(sizes: list[int], formats: list[str], *, work_dir: Path = focus_data.CACHE_DIR,
-        results_file: Path | None = RESULTS_FILE, keep: bool = False, repeat: int = 1, floor: bool = True) -> int:
+def run(
+    sizes: list[int],
+    formats: list[str],
+    *,
+    work_dir: Path = focus_data.CACHE_DIR,
+    results_file: Path | None = RESULTS_FILE,
+    keep: bool = False,
+    repeat: int = 1,
+    floor: bool = True,
+) -> int:
     """Run every (size, format); print the figures; 0 unless a load failed or duplicated rows."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    print(f"focus_files load benchmark: sizes {', '.join(f'{s:,d}' for s in sizes)}; formats {', '.join(formats)}; "
-          f"{repeat} run(s) each; {os.cpu_count()} CPUs; results → {results_file or '(not saved)'}", flush=True)
+    print(
+        f"focus_files load benchmark: sizes {', '.join(f'{s:,d}' for s in sizes)}; formats {', '.join(formats)}; "
+        f"{repeat} run(s) each; {os.cpu_count()} CPUs; results → {results_file or '(not saved)'}",
+        flush=True,
+    )
     errors: list[str] = []
     figures: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -218,15 +268,19 @@ def run(sizes: list[int], formats: list[str], *, work_dir: Path = focus_data.CAC
         print(f"--- {rows:,d} rows", flush=True)
         for fmt in formats:
             try:
-                got, bad = bench_one(rows, fmt, work_dir=work_dir, results_file=results_file, keep=keep,
-                                      repeat=repeat, floor=floor)
+                got, bad = bench_one(
+                    rows, fmt, work_dir=work_dir, results_file=results_file, keep=keep, repeat=repeat, floor=floor
+                )
                 figures += got
                 errors += bad
             except Exception as exc:  # report and go on with the next figure
                 errors.append(f"{fmt} {rows:,d}: {exc}")
                 print(f"ERROR {fmt} {rows:,d}: {exc}", flush=True)
-    print(f"--- done in {time.perf_counter() - started:,.0f} s"
-          + (f"; best of {repeat} per figure" if repeat > 1 else ""), flush=True)
+    print(
+        f"--- done in {time.perf_counter() - started:,.0f} s"
+        + (f"; best of {repeat} per figure" if repeat > 1 else ""),
+        flush=True,
+    )
     if figures:
         print("\n".join(summary(figures)), flush=True)
     for error in errors:
@@ -251,21 +305,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", help="sizes, e.g. 1000000 10M or 1M,10M (default 1M 10M)")
     parser.add_argument("--quick", action="store_true", help=f"one small size ({QUICK_SIZE:,d} rows)")
     parser.add_argument("--formats", default=",".join(FORMATS), help="parquet,csv (default both)")
-    parser.add_argument("--results", default=str(RESULTS_FILE), help="JSON-lines file to append figures to ('' for none)")
+    parser.add_argument(
+        "--results", default=str(RESULTS_FILE), help="JSON-lines file to append figures to ('' for none)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the benchmark warehouses in bench/.cache/")
-    parser.add_argument("--no-floor", dest="floor", action="store_false",
-                        help="skip the CREATE TABLE AS SELECT * floor each load is compared with")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="load and re-load each file N times; the summary shows the fastest (wall time is "
-                             "noisy when other processes share the CPUs)")
+    parser.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="skip the CREATE TABLE AS SELECT * floor each load is compared with",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="load and re-load each file N times; the summary shows the fastest (wall time is "
+        "noisy when other processes share the CPUs)",
+    )
     args = parser.parse_args(argv)
     sizes = _sizes(args.rows) if args.rows else [QUICK_SIZE] if args.quick else list(DEFAULT_SIZES)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         parser.error(f"unknown format(s) {', '.join(unknown)}")
-    return run(sizes, formats, results_file=Path(args.results) if args.results else None, keep=args.keep,
-               repeat=max(1, args.repeat), floor=args.floor)
+    return run(
+        sizes,
+        formats,
+        results_file=Path(args.results) if args.results else None,
+        keep=args.keep,
+        repeat=max(1, args.repeat),
+        floor=args.floor,
+    )
 
 
 if __name__ == "__main__":

@@ -27,15 +27,26 @@ RESULTS_FILE = CACHE_DIR / "results.jsonl"
 START = datetime(2026, 9, 1, tzinfo=UTC)
 TARGETS = [Target("seconds", "<=", 60, "≤ 60 s"), Target("peak_rss_mib", "<", 6144, "RSS < 6 GiB")]
 # (instance type, GPU model, GPUs, $/h, GPU memory MiB) by resource number modulo 10
-SHAPES = [("p4d.24xlarge", "A100-40GB", 8, 21.957642, 40960)] * 3 \
-    + [("p4de.24xlarge", "A100-80GB", 8, 27.44705, 81920)] \
-    + [("g5.12xlarge", "A10G", 4, 5.672, 23028)] * 3 + [("g6.xlarge", "L4", 1, 0.8048, 23034),
-                                                         ("p4de.24xlarge", "A100-80GB", 8, 27.44705, 81920),
-                                                         ("g5.xlarge", "A10G", 1, 1.006, 23028)]
+SHAPES = (
+    [("p4d.24xlarge", "A100-40GB", 8, 21.957642, 40960)] * 3
+    + [("p4de.24xlarge", "A100-80GB", 8, 27.44705, 81920)]
+    + [("g5.12xlarge", "A10G", 4, 5.672, 23028)] * 3
+    + [
+        ("g6.xlarge", "L4", 1, 0.8048, 23034),
+        ("p4de.24xlarge", "A100-80GB", 8, 27.44705, 81920),
+        ("g5.xlarge", "A10G", 1, 1.006, 23028),
+    ]
+)
 # workload profile by resource number modulo 7: util (mean, spread), memory share, workload tag, precision tag
-PROFILES = [(90, 8, 0.85, "training", None), (40, 25, 0.7, "online_inference", "fp16"), (1, 1, 0.01, "training", None),
-            (90, 8, 0.8, "training", None), (20, 5, 0.2, "online_inference", "fp16"),
-            (40, 15, 0.75, "online_inference", "fp32"), (70, 25, 0.6, "batch_inference", "fp16")]
+PROFILES = [
+    (90, 8, 0.85, "training", None),
+    (40, 25, 0.7, "online_inference", "fp16"),
+    (1, 1, 0.01, "training", None),
+    (90, 8, 0.8, "training", None),
+    (20, 5, 0.2, "online_inference", "fp16"),
+    (40, 15, 0.75, "online_inference", "fp32"),
+    (70, 25, 0.6, "batch_inference", "fp16"),
+]
 
 
 def _resources(gpus: int) -> list[tuple]:
@@ -68,9 +79,16 @@ def generate(gpus: int, days: int) -> Path:
     res = _resources(gpus)
     names = ("r", "instance_type", "gpu_model", "gpu_count", "usd", "mem_mib", "region", "profile")
     table = pa.table({n: [row[i] for row in res] for i, n in enumerate(names)})
-    prof = pa.table({"profile": list(range(len(PROFILES))), "util": [p[0] for p in PROFILES],
-                     "spread": [p[1] for p in PROFILES], "mem_share": [p[2] for p in PROFILES],
-                     "workload": [p[3] for p in PROFILES], "precision": [p[4] for p in PROFILES]})
+    prof = pa.table(
+        {
+            "profile": list(range(len(PROFILES))),
+            "util": [p[0] for p in PROFILES],
+            "spread": [p[1] for p in PROFILES],
+            "mem_share": [p[2] for p in PROFILES],
+            "workload": [p[3] for p in PROFILES],
+            "precision": [p[4] for p in PROFILES],
+        }
+    )
     hours = days * 24
     with db.writer(path, memory_limit="3GB") as con:
         refresh_gpu_specs(con)
@@ -112,6 +130,7 @@ def generate(gpus: int, days: int) -> Path:
 def models_run(db: str, gpu_hours: int) -> dict[str, Any]:
     """Every model over the warehouse (runs in the measured child process)."""
     import os
+
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import time
 
@@ -133,14 +152,22 @@ def models_run(db: str, gpu_hours: int) -> dict[str, Any]:
     kinds: dict[str, int] = {}
     for rec in recs:
         kinds[rec.kind] = kinds.get(rec.kind, 0) + 1
-    return {"rows": gpu_hours, "models": len(registry.MODELS), "recommendations": len(recs), "by_kind": kinds,
-            "seconds_by_kind": seconds}
+    return {
+        "rows": gpu_hours,
+        "models": len(registry.MODELS),
+        "recommendations": len(recs),
+        "by_kind": kinds,
+        "seconds_by_kind": seconds,
+    }
 
 
 def run(gpus: int, days: int) -> int:
     path = generate(gpus, days)
-    figure = measure_in_subprocess(f"all models, {gpus} GPUs x {days} days", "bench.bench_models:models_run",
-                                   {"db": str(path), "gpu_hours": gpus * days * 24})
+    figure = measure_in_subprocess(
+        f"all models, {gpus} GPUs x {days} days",
+        "bench.bench_models:models_run",
+        {"db": str(path), "gpu_hours": gpus * days * 24},
+    )
     report(figure, targets=TARGETS, results_file=RESULTS_FILE)
     print(f"  per model (s): {figure.get('seconds_by_kind')}; findings: {figure.get('by_kind')}")
     if not figure.get("recommendations"):

@@ -47,9 +47,13 @@ RESULTS_FILE = CACHE_DIR / "results.jsonl"
 START = datetime(2026, 10, 1, tzinfo=UTC)
 PERIOD, EXPORT, CUR_SOURCE, GPU_SOURCE = "2026-10", "cur2", "cur", "gpus"
 LINES_PER_HOUR = 6
-LINES_PER_GPU_MONTH = 5_000            # 50M line items for 10,000 GPUs (the account's other instances included)
-GPU_MIX = (("p4d.24xlarge", 21.957642, 8, 0.40), ("p5.48xlarge", 55.04, 8, 0.20),
-           ("g5.12xlarge", 5.672, 4, 0.20), ("g6.xlarge", 0.8048, 1, 0.20))   # type, $/h, GPUs, share of GPUs
+LINES_PER_GPU_MONTH = 5_000  # 50M line items for 10,000 GPUs (the account's other instances included)
+GPU_MIX = (
+    ("p4d.24xlarge", 21.957642, 8, 0.40),
+    ("p5.48xlarge", 55.04, 8, 0.20),
+    ("g5.12xlarge", 5.672, 4, 0.20),
+    ("g6.xlarge", 0.8048, 1, 0.20),
+)  # type, $/h, GPUs, share of GPUs
 CPU_TYPE = ("m7i.4xlarge", 0.8064)
 TEAMS = ("research", "vision", "nlp", "platform", "ml-prod")
 TAGS = ("team", "user_team")
@@ -75,37 +79,49 @@ def _cur_sql(first: int, last: int, gpu_instances: int, hours: int) -> str:
         bounds.append(count)
         types.append(t)
         rates.append(rate)
-    cum = [sum(bounds[:i + 1]) for i in range(len(bounds))]
+    cum = [sum(bounds[: i + 1]) for i in range(len(bounds))]
     type_case = " ".join(f"WHEN inst < {c} THEN {i}" for i, c in enumerate(cum))
     names = "[" + ", ".join(f"'{t}'" for t in types + [CPU_TYPE[0]]) + "]"
     rate_list = "[" + ", ".join(str(r) for r in rates + [CPU_TYPE[1]]) + "]"
     teams = "[" + ", ".join(f"'{t}'" for t in TEAMS) + "]"
     exprs = {
         "identity_line_item_id": "'li-' || inst || '-' || h || '-' || line",
-        "bill_payer_account_id": "'012345678901'", "bill_billing_entity": "'AWS'",
-        "bill_invoicing_entity": "'Amazon Web Services, Inc.'", "bill_invoice_id": "'EUINUS26-1001'",
+        "bill_payer_account_id": "'012345678901'",
+        "bill_billing_entity": "'AWS'",
+        "bill_invoicing_entity": "'Amazon Web Services, Inc.'",
+        "bill_invoice_id": "'EUINUS26-1001'",
         "bill_billing_period_start_date": f"TIMESTAMP '{PERIOD}-01'",
         "bill_billing_period_end_date": f"TIMESTAMP '{PERIOD}-01' + INTERVAL 1 MONTH",
-        "line_item_usage_account_id": "'004455667788'", "line_item_line_item_type": "'Usage'",
-        "line_item_product_code": "'AmazonEC2'", "line_item_legal_entity": "'Amazon Web Services, Inc.'",
-        "line_item_usage_type": (f"CASE WHEN compute THEN 'USE1-BoxUsage:' || {names}[type_idx + 1] "
-                                 f"ELSE 'USE1-DataTransfer-Out-Bytes' END"),
+        "line_item_usage_account_id": "'004455667788'",
+        "line_item_line_item_type": "'Usage'",
+        "line_item_product_code": "'AmazonEC2'",
+        "line_item_legal_entity": "'Amazon Web Services, Inc.'",
+        "line_item_usage_type": (
+            f"CASE WHEN compute THEN 'USE1-BoxUsage:' || {names}[type_idx + 1] ELSE 'USE1-DataTransfer-Out-Bytes' END"
+        ),
         "line_item_usage_start_date": f"TIMESTAMP '{PERIOD}-01' + h * INTERVAL 1 HOUR",
         "line_item_usage_end_date": f"TIMESTAMP '{PERIOD}-01' + (h + 1) * INTERVAL 1 HOUR",
         "line_item_resource_id": "'i-0' || lpad(lower(to_hex(inst)), 16, '0')",
-        "line_item_usage_amount": "CASE WHEN compute THEN 1.0 ELSE gb END", "line_item_currency_code": "'USD'",
-        "line_item_unblended_cost": "cost", "line_item_unblended_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
-        "pricing_public_on_demand_cost": "cost", "pricing_public_on_demand_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
-        "pricing_unit": "CASE WHEN compute THEN 'Hrs' ELSE 'GB' END", "pricing_term": "'OnDemand'",
-        "product_region_code": "'us-east-1'", "product_instance_type": f"CASE WHEN compute THEN {names}[type_idx + 1] END",
+        "line_item_usage_amount": "CASE WHEN compute THEN 1.0 ELSE gb END",
+        "line_item_currency_code": "'USD'",
+        "line_item_unblended_cost": "cost",
+        "line_item_unblended_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
+        "pricing_public_on_demand_cost": "cost",
+        "pricing_public_on_demand_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
+        "pricing_unit": "CASE WHEN compute THEN 'Hrs' ELSE 'GB' END",
+        "pricing_term": "'OnDemand'",
+        "product_region_code": "'us-east-1'",
+        "product_instance_type": f"CASE WHEN compute THEN {names}[type_idx + 1] END",
         "product_product_family": "CASE WHEN compute THEN 'Compute Instance' ELSE 'Data Transfer' END",
         # no `gpu` attribute in the product map: the inventory supplies the GPU counts
-        "product": (f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1', "
-                    f"'instance_type': {names}[type_idx + 1]}} "
-                    f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"),
+        "product": (
+            f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1', "
+            f"'instance_type': {names}[type_idx + 1]}} "
+            f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"
+        ),
         "resource_tags": f"MAP {{'user_team': {teams}[inst % {len(TEAMS)} + 1]}}",
     }
-    columns = [f"CAST({exprs.get(f.name, 'NULL')} AS {_sql_type(f.type)}) AS \"{f.name}\"" for f in CUR2_SCHEMA]
+    columns = [f'CAST({exprs.get(f.name, "NULL")} AS {_sql_type(f.type)}) AS "{f.name}"' for f in CUR2_SCHEMA]
     return f"""
         WITH base AS (
             SELECT inst, h, line, CASE {type_case} ELSE {len(types)} END AS type_idx, line = 0 AS compute,
@@ -114,7 +130,7 @@ def _cur_sql(first: int, last: int, gpu_instances: int, hours: int) -> str:
         priced AS (
             SELECT *, {rate_list}[type_idx + 1] AS rate,
                    CASE WHEN compute THEN {rate_list}[type_idx + 1] ELSE round(gb * 0.09, 8) END AS cost FROM base)
-        SELECT {', '.join(columns)} FROM priced ORDER BY inst, h, line"""
+        SELECT {", ".join(columns)} FROM priced ORDER BY inst, h, line"""
 
 
 _FLEET: list[tuple[str, float, int, int]] = []
@@ -128,8 +144,10 @@ def _samples_sql(gpu_rows: str, start: datetime, minutes: int) -> str:
     values = {
         "ts": f"TIMESTAMPTZ '{start.isoformat()}' + to_minutes(m)",
         "gpu_uuid": "printf('GPU-%08d-0000-0000-0000-000000000000', g)",
-        "gpu_index": "CAST(slot AS VARCHAR)", "name": "model",
-        "host": "printf('node-%06d', inst)", "resource_hint": "'i-0' || lpad(lower(to_hex(inst)), 16, '0')",
+        "gpu_index": "CAST(slot AS VARCHAR)",
+        "name": "model",
+        "host": "printf('node-%06d', inst)",
+        "resource_hint": "'i-0' || lpad(lower(to_hex(inst)), 16, '0')",
         # a fifth of the GPUs idle, the rest busy with noise: idle_gpu and gpu_count have work to do
         "util": "CASE WHEN g % 5 = 0 THEN CAST(hash(g, m) % 3 AS DOUBLE) ELSE CAST(30 + hash(g, m) % 61 AS DOUBLE) END",
         "sm_active": "CAST(hash(g, m) % 101 AS DOUBLE) / 110",
@@ -143,12 +161,18 @@ def _samples_sql(gpu_rows: str, start: datetime, minutes: int) -> str:
 
 def _gpu_rows() -> str:
     """(g, inst, slot, model): every GPU of the fleet and its instance."""
-    models = {"p4d.24xlarge": "NVIDIA A100-SXM4-40GB", "p5.48xlarge": "NVIDIA H100 80GB HBM3",
-              "g5.12xlarge": "NVIDIA A10G", "g6.xlarge": "NVIDIA L4"}
+    models = {
+        "p4d.24xlarge": "NVIDIA A100-SXM4-40GB",
+        "p5.48xlarge": "NVIDIA H100 80GB HBM3",
+        "g5.12xlarge": "NVIDIA A10G",
+        "g6.xlarge": "NVIDIA L4",
+    }
     parts, inst0, g0 = [], 0, 0
     for t, _, per, count in _FLEET:
-        parts.append(f"SELECT {g0} + i * {per} + s AS g, {inst0} + i AS inst, s AS slot, '{models[t]}' AS model "
-                     f"FROM range({count}) a(i), range({per}) b(s)")
+        parts.append(
+            f"SELECT {g0} + i * {per} + s AS g, {inst0} + i AS inst, s AS slot, '{models[t]}' AS model "
+            f"FROM range({count}) a(i), range({per}) b(s)"
+        )
         inst0, g0 = inst0 + count, g0 + count * per
     return " UNION ALL ".join(parts)
 
@@ -180,15 +204,19 @@ def generate(gpus: int, days: int) -> dict[str, Any]:
     keys = []
     for number, first in enumerate(range(0, instances, per_file), start=1):
         name = f"{EXPORT}-{number:05d}.snappy.parquet"
-        con.execute(f"COPY ({_cur_sql(first, min(first + per_file, instances), gpu_instances, hours)}) TO "
-                    f"'{data_dir / name}' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 131072)")
+        con.execute(
+            f"COPY ({_cur_sql(first, min(first + per_file, instances), gpu_instances, hours)}) TO "
+            f"'{data_dir / name}' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 131072)"
+        )
         keys.append(f"s3://billing/{EXPORT}/data/BILLING_PERIOD={PERIOD}/{name}")
     write_manifest(cur, EXPORT, PERIOD, keys, "delivery-1")
     for day in range(days):
         folder = store / f"day={(START + timedelta(days=day)).strftime('%Y-%m-%d')}"
         folder.mkdir(parents=True)
-        con.execute(f"COPY ({_samples_sql(_gpu_rows(), START + timedelta(days=day), 1440)}) TO "
-                    f"'{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 1000000)")
+        con.execute(
+            f"COPY ({_samples_sql(_gpu_rows(), START + timedelta(days=day), 1440)}) TO "
+            f"'{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 1000000)"
+        )
         print(f"  generated samples of day {day + 1}/{days}", file=sys.stderr, flush=True)
     con.close()
     (home / "COMPLETE").write_text("ok\n")
@@ -212,8 +240,10 @@ def _scrape_file(home: Path) -> Path:
     """A one-sample exposition (a sample the store already holds): a scrape that adds nothing new."""
     path = home / "scrape.prom"
     ts = int(START.timestamp() * 1000)
-    path.write_text(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",'
-                    f'Hostname="node-000000",instance_id="i-00000000000000000"}} 0 {ts}\n')
+    path.write_text(
+        f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",'
+        f'Hostname="node-000000",instance_id="i-00000000000000000"}} 0 {ts}\n'
+    )
     return path
 
 
@@ -221,8 +251,15 @@ def load_cur(db_path: str, cur: str) -> dict[str, Any]:
     from gpufinops.ingest.core.registry import default_registry
     from gpufinops.ingest.core.runner import run_source
 
-    result = run_source(default_registry(), db_path, CUR_SOURCE, "aws_cur", {"path": cur, "format": "cur2"},
-                        team_tag_keys=TAGS, memory_limit="4GB")
+    result = run_source(
+        default_registry(),
+        db_path,
+        CUR_SOURCE,
+        "aws_cur",
+        {"path": cur, "format": "cur2"},
+        team_tag_keys=TAGS,
+        memory_limit="4GB",
+    )
     if result.status != "succeeded":
         raise RuntimeError(f"aws_cur ended {result.status}: {result.error}")
     return {"rows": result.rows}
@@ -232,8 +269,9 @@ def rollup(db_path: str, scrape: str) -> dict[str, Any]:
     from gpufinops.ingest.core.registry import default_registry
     from gpufinops.ingest.core.runner import run_source
 
-    result = run_source(default_registry(), db_path, GPU_SOURCE, "dcgm_exporter", {"targets": [scrape]},
-                        memory_limit="4GB")
+    result = run_source(
+        default_registry(), db_path, GPU_SOURCE, "dcgm_exporter", {"targets": [scrape]}, memory_limit="4GB"
+    )
     if result.status != "succeeded":
         raise RuntimeError(f"dcgm_exporter ended {result.status}: {result.error}")
     return {"rows": result.rows}
@@ -297,7 +335,9 @@ def attribution_digest(db_path: str) -> str:
     import duckdb
 
     con = duckdb.connect(db_path, read_only=True)
-    digest = con.execute("SELECT count(*), sum(hash(hour, gpu_uuid, resource_id, team)) FROM gpu_metrics_hourly").fetchall()[0]
+    digest = con.execute(
+        "SELECT count(*), sum(hash(hour, gpu_uuid, resource_id, team)) FROM gpu_metrics_hourly"
+    ).fetchall()[0]
     con.close()
     return f"{digest[0]}:{digest[1]}"
 
@@ -311,16 +351,24 @@ def _redeliver(cur: Path) -> None:
 
 
 def run(gpus: int, days: int) -> int:
-    figure = measure_in_subprocess("generate month (cached)", "bench.bench_month:generate",
-                                   {"gpus": gpus, "days": days})
+    figure = measure_in_subprocess(
+        "generate month (cached)", "bench.bench_month:generate", {"gpus": gpus, "days": days}
+    )
     print(format_line(figure), flush=True)
     home = _home(gpus, days)
     cur, scrape = home / "cur", _scrape_file(home)
     totals: dict[str, dict[str, float]] = {}
     order_steps = {
-        "bill first": [("CUR 2.0 load", "load_cur"), ("metrics rollup + attribution", "rollup"), ("every model", "models")],
-        "metrics first": [("metrics rollup (nothing billed yet)", "rollup"), ("CUR 2.0 load + re-attribution", "load_cur"),
-                          ("every model", "models")],
+        "bill first": [
+            ("CUR 2.0 load", "load_cur"),
+            ("metrics rollup + attribution", "rollup"),
+            ("every model", "models"),
+        ],
+        "metrics first": [
+            ("metrics rollup (nothing billed yet)", "rollup"),
+            ("CUR 2.0 load + re-attribution", "load_cur"),
+            ("every model", "models"),
+        ],
     }
     dbs = {}
     for order, steps in order_steps.items():
@@ -329,35 +377,53 @@ def run(gpus: int, days: int) -> int:
         seconds, peak = 0.0, 0.0
         for label, step in steps:
             kwargs = {"db_path": str(db_path)}
-            kwargs.update({"cur": str(cur)} if step == "load_cur" else {"scrape": str(scrape)} if step == "rollup" else {})
+            kwargs.update(
+                {"cur": str(cur)} if step == "load_cur" else {"scrape": str(scrape)} if step == "rollup" else {}
+            )
             fig = measure_in_subprocess(f"{order}: {label}", f"bench.bench_month:{step}", kwargs)
             report(fig, results_file=RESULTS_FILE)
             seconds += fig["seconds"]
             peak = max(peak, fig["peak_rss_mib"])
             totals.setdefault(order, {})[step] = fig["seconds"]
-        whole = {"label": f"{order}: the whole month", "rows": figure["rows"], "seconds": round(seconds, 2),
-                 "rows_per_s": round(figure["rows"] / seconds) if seconds else None, "peak_rss_mib": peak}
+        whole = {
+            "label": f"{order}: the whole month",
+            "rows": figure["rows"],
+            "seconds": round(seconds, 2),
+            "rows_per_s": round(figure["rows"] / seconds) if seconds else None,
+            "peak_rss_mib": peak,
+        }
         report(whole, targets=MONTH_TARGETS, results_file=RESULTS_FILE)
     same = attribution_digest(str(dbs["bill first"])) == attribution_digest(str(dbs["metrics first"]))
     print(f"{'':<34} both orders give the same resource and team for every GPU-hour: {same}", flush=True)
     _redeliver(cur)
-    restated = measure_in_subprocess("restated month: CUR 2.0 re-load", "bench.bench_month:load_cur",
-                                     {"db_path": str(dbs["bill first"]), "cur": str(cur)})
+    restated = measure_in_subprocess(
+        "restated month: CUR 2.0 re-load",
+        "bench.bench_month:load_cur",
+        {"db_path": str(dbs["bill first"]), "cur": str(cur)},
+    )
     report(restated, results_file=RESULTS_FILE)
-    reattr = measure_in_subprocess("restated month: its re-attribution", "bench.bench_month:reattribute_month",
-                                   {"db_path": str(dbs["bill first"])})
+    reattr = measure_in_subprocess(
+        "restated month: its re-attribution", "bench.bench_month:reattribute_month", {"db_path": str(dbs["bill first"])}
+    )
     reattr["share_of_load"] = round(reattr["seconds"] / restated["seconds"], 3)
     report(reattr, targets=[Target("share_of_load", "<=", 0.10, "≤ 10 % of the load")], results_file=RESULTS_FILE)
     floor_db = str(home / "floor.duckdb")
-    ctas = measure_in_subprocess("floor: CREATE TABLE AS of the CUR", "bench.bench_month:floor_ctas",
-                                 {"db_path": floor_db, "cur": str(cur)})
+    ctas = measure_in_subprocess(
+        "floor: CREATE TABLE AS of the CUR", "bench.bench_month:floor_ctas", {"db_path": floor_db, "cur": str(cur)}
+    )
     report(ctas, results_file=RESULTS_FILE)
-    group = measure_in_subprocess("floor: hourly GROUP BY of samples", "bench.bench_month:floor_group_by",
-                                  {"db_path": floor_db, "store": str(home / "store")})
+    group = measure_in_subprocess(
+        "floor: hourly GROUP BY of samples",
+        "bench.bench_month:floor_group_by",
+        {"db_path": floor_db, "store": str(home / "store")},
+    )
     report(group, results_file=RESULTS_FILE)
     for order, step_seconds in totals.items():
-        print(f"{'':<34} {order}: CUR load {step_seconds['load_cur'] / ctas['seconds']:.2f}× its CTAS floor, rollup "
-              f"{step_seconds['rollup'] / group['seconds']:.2f}× its GROUP BY floor", flush=True)
+        print(
+            f"{'':<34} {order}: CUR load {step_seconds['load_cur'] / ctas['seconds']:.2f}× its CTAS floor, rollup "
+            f"{step_seconds['rollup'] / group['seconds']:.2f}× its GROUP BY floor",
+            flush=True,
+        )
     Path(floor_db).unlink(missing_ok=True)
     for db_path in dbs.values():
         shutil.rmtree(db_path.parent, ignore_errors=True)

@@ -35,10 +35,21 @@ DEFAULT_ROWS, QUICK_ROWS = 50_000_000, 600_000
 PERIOD, EXPORT, SOURCE = "2026-10", "cur2", "bench_pushdown"
 HOURS = 744
 LINES_PER_HOUR = 6  # one compute line + five data-transfer lines per instance-hour
-TRANSFER = ("USE1-DataTransfer-Out-Bytes", "USE1-DataTransfer-Regional-Bytes", "USE1-USW2-AWS-Out-Bytes",
-            "USE1-APN1-AWS-Out-Bytes", "USE1-CloudFront-Out-Bytes")
-TYPES = [("p4d.24xlarge", 21.957642, 8), ("p5.48xlarge", 55.04, 8), ("g5.xlarge", 1.006, 1),
-         ("g5.12xlarge", 5.672, 4), ("g6.xlarge", 0.8048, 1), ("g4dn.xlarge", 0.526, 1)]
+TRANSFER = (
+    "USE1-DataTransfer-Out-Bytes",
+    "USE1-DataTransfer-Regional-Bytes",
+    "USE1-USW2-AWS-Out-Bytes",
+    "USE1-APN1-AWS-Out-Bytes",
+    "USE1-CloudFront-Out-Bytes",
+)
+TYPES = [
+    ("p4d.24xlarge", 21.957642, 8),
+    ("p5.48xlarge", 55.04, 8),
+    ("g5.xlarge", 1.006, 1),
+    ("g5.12xlarge", 5.672, 4),
+    ("g6.xlarge", 0.8048, 1),
+    ("g4dn.xlarge", 0.526, 1),
+]
 TEAMS = ["research", "vision", "nlp", "platform", "ml-prod"]
 TAGS = ("team", "user_team")
 
@@ -65,30 +76,37 @@ def _month_sql(first: int, last: int) -> str:
     k = len(TYPES)
     exprs = {
         "identity_line_item_id": "'li-' || inst || '-' || h || '-' || line",
-        "bill_payer_account_id": "'012345678901'", "bill_billing_entity": "'AWS'",
+        "bill_payer_account_id": "'012345678901'",
+        "bill_billing_entity": "'AWS'",
         "bill_billing_period_start_date": f"TIMESTAMP '{PERIOD}-01'",
         "bill_billing_period_end_date": f"TIMESTAMP '{PERIOD}-01' + INTERVAL 1 MONTH",
         "line_item_usage_account_id": "CASE WHEN inst % 2 = 0 THEN '023456789012' ELSE '004455667788' END",
-        "line_item_line_item_type": "'Usage'", "line_item_product_code": "'AmazonEC2'",
-        "line_item_usage_type": (f"CASE WHEN compute THEN (CASE WHEN spot THEN 'USE1-SpotUsage:' ELSE 'USE1-BoxUsage:' END)"
-                                 f" || {names}[type_idx + 1] ELSE {transfer}[line] END"),
+        "line_item_line_item_type": "'Usage'",
+        "line_item_product_code": "'AmazonEC2'",
+        "line_item_usage_type": (
+            f"CASE WHEN compute THEN (CASE WHEN spot THEN 'USE1-SpotUsage:' ELSE 'USE1-BoxUsage:' END)"
+            f" || {names}[type_idx + 1] ELSE {transfer}[line] END"
+        ),
         "line_item_usage_start_date": f"TIMESTAMP '{PERIOD}-01' + h * INTERVAL 1 HOUR",
         "line_item_usage_end_date": f"TIMESTAMP '{PERIOD}-01' + (h + 1) * INTERVAL 1 HOUR",
         "line_item_resource_id": "'i-0' || lpad(lower(to_hex(inst)), 16, '0')",
         "line_item_usage_amount": "CASE WHEN compute THEN 1.0 ELSE gb END",
         "line_item_currency_code": "'USD'",
-        "line_item_unblended_cost": "cost", "line_item_unblended_rate": f"CASE WHEN compute THEN cost ELSE {transfer_rate}[line] END",
+        "line_item_unblended_cost": "cost",
+        "line_item_unblended_rate": f"CASE WHEN compute THEN cost ELSE {transfer_rate}[line] END",
         "pricing_public_on_demand_cost": "CASE WHEN compute THEN rate ELSE cost END",
         "pricing_unit": "CASE WHEN compute THEN 'Hrs' ELSE 'GB' END",
         "pricing_term": "CASE WHEN compute AND spot THEN 'Spot' ELSE 'OnDemand' END",
         "product_region_code": "'us-east-1'",
         "product_product_family": "CASE WHEN compute THEN 'Compute Instance' ELSE 'Data Transfer' END",
-        "product": (f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1', "
-                    f"'instance_type': {names}[type_idx + 1], 'gpu': {gpus}[type_idx + 1]}} "
-                    f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"),
+        "product": (
+            f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1', "
+            f"'instance_type': {names}[type_idx + 1], 'gpu': {gpus}[type_idx + 1]}} "
+            f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"
+        ),
         "resource_tags": f"MAP {{'user_team': {teams}[inst % {len(TEAMS)} + 1]}}",
     }
-    columns = [f"CAST({exprs.get(f.name, 'NULL')} AS {_sql_type(f.type)}) AS \"{f.name}\"" for f in CUR2_SCHEMA]
+    columns = [f'CAST({exprs.get(f.name, "NULL")} AS {_sql_type(f.type)}) AS "{f.name}"' for f in CUR2_SCHEMA]
     return f"""
         WITH base AS (
             SELECT inst, h, line, inst % {k} AS type_idx, inst % 4 = 1 AS spot, line = 0 AS compute,
@@ -98,7 +116,7 @@ def _month_sql(first: int, last: int) -> str:
         priced AS (
             SELECT *, CASE WHEN compute THEN (CASE WHEN spot THEN round(rate * 0.35, 6) ELSE rate END)
                            ELSE round(gb * {transfer_rate}[line], 8) END AS cost FROM base)
-        SELECT {', '.join(columns)} FROM priced ORDER BY inst, h, line"""
+        SELECT {", ".join(columns)} FROM priced ORDER BY inst, h, line"""
 
 
 def generate(root: str, rows: int) -> int:
@@ -119,8 +137,10 @@ def generate(root: str, rows: int) -> int:
     keys = []
     for number, first in enumerate(range(0, instances, per_file), start=1):
         name = f"{EXPORT}-{number:05d}.snappy.parquet"
-        con.execute(f"COPY ({_month_sql(first, min(first + per_file, instances))}) TO '{data_dir / name}' "
-                    "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 131072)")
+        con.execute(
+            f"COPY ({_month_sql(first, min(first + per_file, instances))}) TO '{data_dir / name}' "
+            "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 131072)"
+        )
         keys.append(f"s3://billing/{EXPORT}/data/BILLING_PERIOD={PERIOD}/{name}")
     write_manifest(path, EXPORT, PERIOD, keys, str(uuid.uuid4()))
     (path / "COMPLETE").write_text(str(rows))
@@ -131,11 +151,13 @@ def load_local(root: str, db_path: str) -> dict[str, Any]:
     from gpufinops.ingest.core.registry import default_registry
     from gpufinops.ingest.core.runner import run_source
 
-    result = run_source(default_registry(), db_path, SOURCE, "aws_cur", {"path": root, "format": "cur2"},
-                        team_tag_keys=TAGS)
+    result = run_source(
+        default_registry(), db_path, SOURCE, "aws_cur", {"path": root, "format": "cur2"}, team_tag_keys=TAGS
+    )
     if result.status != "succeeded":
         raise RuntimeError(f"local load ended {result.status}: {result.error}")
     from gpufinops.warehouse import db
+
     with db.writer(db_path) as con:
         con.execute("CHECKPOINT")
     return {"rows": result.rows, "db_mib": round(Path(db_path).stat().st_size / 2**20, 1)}
@@ -175,7 +197,9 @@ def load_rollup(rollup: str, db_path: str) -> dict[str, Any]:
     from gpufinops.warehouse import db
 
     with db.writer(db_path) as con:
-        con.execute(f"INSERT INTO cost_line_items BY NAME {pushdown.typed_rollup_select(f'read_parquet({chr(39)}{rollup}{chr(39)})')}")
+        con.execute(
+            f"INSERT INTO cost_line_items BY NAME {pushdown.typed_rollup_select(f'read_parquet({chr(39)}{rollup}{chr(39)})')}"
+        )
         rows = con.execute("SELECT count(*) FROM cost_line_items").fetchall()[0][0]
         con.execute("CHECKPOINT")
     return {"rows": rows, "db_mib": round(Path(db_path).stat().st_size / 2**20, 1)}
@@ -184,26 +208,40 @@ def load_rollup(rollup: str, db_path: str) -> dict[str, Any]:
 def run(rows: int, results_file: Path | None = RESULTS_FILE) -> int:
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     root = CACHE_DIR / f"pushdown_cur2_{rows}"
-    print(format_line(measure_in_subprocess("generate CUR 2.0 month", "bench.bench_pushdown:generate",
-                                            {"root": str(root), "rows": rows})), flush=True)
+    print(
+        format_line(
+            measure_in_subprocess(
+                "generate CUR 2.0 month", "bench.bench_pushdown:generate", {"root": str(root), "rows": rows}
+            )
+        ),
+        flush=True,
+    )
     local_db = CACHE_DIR / "warehouse_pushdown_local.duckdb"
     remote_db = CACHE_DIR / "warehouse_pushdown_rollup.duckdb"
     rollup_file = CACHE_DIR / "pushdown_rollup.parquet"
     for stale in (local_db, remote_db, rollup_file):
         stale.unlink(missing_ok=True)
         stale.with_name(stale.name + ".wal").unlink(missing_ok=True)
-    local = measure_in_subprocess("local: load every line item", "bench.bench_pushdown:load_local",
-                                  {"root": str(root), "db_path": str(local_db)})
+    local = measure_in_subprocess(
+        "local: load every line item", "bench.bench_pushdown:load_local", {"root": str(root), "db_path": str(local_db)}
+    )
     report(local, results_file=results_file)
-    remote = measure_in_subprocess("push-down: rollup query", "bench.bench_pushdown:rollup_remote",
-                                   {"root": str(root), "out": str(rollup_file)})
+    remote = measure_in_subprocess(
+        "push-down: rollup query", "bench.bench_pushdown:rollup_remote", {"root": str(root), "out": str(rollup_file)}
+    )
     report(remote, results_file=results_file)
-    loaded = measure_in_subprocess("push-down: load the rollup rows", "bench.bench_pushdown:load_rollup",
-                                   {"rollup": str(rollup_file), "db_path": str(remote_db)})
+    loaded = measure_in_subprocess(
+        "push-down: load the rollup rows",
+        "bench.bench_pushdown:load_rollup",
+        {"rollup": str(rollup_file), "db_path": str(remote_db)},
+    )
     report(loaded, results_file=results_file)
-    print(f"{'':<34} line items {local['rows']:,d} → rollup rows {remote['rows']:,d} "
-          f"({local['rows'] / max(remote['rows'], 1):.1f}× fewer, ~{remote['csv_mib']:,.0f} MiB as CSV); "
-          f"warehouse {local['db_mib']:,.0f} MiB local vs {loaded['db_mib']:,.0f} MiB from the rollup", flush=True)
+    print(
+        f"{'':<34} line items {local['rows']:,d} → rollup rows {remote['rows']:,d} "
+        f"({local['rows'] / max(remote['rows'], 1):.1f}× fewer, ~{remote['csv_mib']:,.0f} MiB as CSV); "
+        f"warehouse {local['db_mib']:,.0f} MiB local vs {loaded['db_mib']:,.0f} MiB from the rollup",
+        flush=True,
+    )
     for leftover in (local_db, remote_db, rollup_file):
         leftover.unlink(missing_ok=True)
     return 0

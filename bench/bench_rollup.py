@@ -55,10 +55,12 @@ def _samples_sql(gpus: int, start: datetime, minutes: int) -> str:
     values = {
         "ts": f"TIMESTAMPTZ '{start.isoformat()}' + to_minutes(m)",
         "gpu_uuid": "printf('GPU-%08d-0000-0000-0000-000000000000', g)",
-        "gpu_index": "CAST(g % 8 AS VARCHAR)", "name": "'NVIDIA H100 80GB HBM3'",
+        "gpu_index": "CAST(g % 8 AS VARCHAR)",
+        "name": "'NVIDIA H100 80GB HBM3'",
         "host": f"printf('node-%04d', g // {GPUS_PER_HOST})",
         "util": "CAST(hash(g, m) % 101 AS DOUBLE)",
-        "sm_active": "CAST(hash(g, m) % 101 AS DOUBLE) / 110", "tensor_active": "CAST(hash(m, g) % 50 AS DOUBLE) / 100",
+        "sm_active": "CAST(hash(g, m) % 101 AS DOUBLE) / 110",
+        "tensor_active": "CAST(hash(m, g) % 50 AS DOUBLE) / 100",
         "mem_used_mib": "CAST(1000 + hash(g, m // 60) % 70000 AS DOUBLE)",
         "mem_free_mib": "CAST(81559 - 1000 - hash(g, m // 60) % 70000 AS DOUBLE)",
         "power_w": "80 + CAST(hash(g, m) % 101 AS DOUBLE) * 6",
@@ -84,8 +86,10 @@ def generate(gpus: int, days: int) -> Path:
         minutes = 1440 - (60 if day == days - 1 else 0)
         folder = store / f"day={(START + timedelta(days=day)).strftime('%Y-%m-%d')}"
         folder.mkdir(parents=True)
-        con.execute(f"COPY ({_samples_sql(gpus, START + timedelta(days=day), minutes)}) TO "
-                    f"'{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd)")
+        con.execute(
+            f"COPY ({_samples_sql(gpus, START + timedelta(days=day), minutes)}) TO "
+            f"'{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd)"
+        )
         print(f"  generated day {day + 1}/{days}", file=sys.stderr, flush=True)
     con.close()
     done.write_text("ok\n")
@@ -102,16 +106,19 @@ def _scrape_file(home: Path, at: datetime) -> Path:
     """A one-sample exposition of GPU 0 at ``at``, a minute the store already holds: a scrape that adds
     nothing new (an empty exposition is refused as a broken target since the validation of issue 16)."""
     path = home / "no-new-scrape.prom"
-    path.write_text(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",'
-                    f'Hostname="node-0000"}} 0 {int(at.timestamp() * 1000)}\n')
+    path.write_text(
+        f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",'
+        f'Hostname="node-0000"}} 0 {int(at.timestamp() * 1000)}\n'
+    )
     return path
 
 
 def rollup_run(home: str, samples: int, at: str) -> dict[str, Any]:
     """One ``dcgm_exporter`` run over the store (runs in the measured child process)."""
     scrape = _scrape_file(Path(home), datetime.fromisoformat(at))
-    result = run_source(_registry(), Path(home) / "gpufinops.duckdb", SOURCE, "dcgm_exporter",
-                        {"targets": [str(scrape)]})
+    result = run_source(
+        _registry(), Path(home) / "gpufinops.duckdb", SOURCE, "dcgm_exporter", {"targets": [str(scrape)]}
+    )
     if result.status != "succeeded":
         raise RuntimeError(f"rollup run {result.status}: {result.error}")
     return {"rows": samples, "hourly_rows": result.rows}
@@ -124,8 +131,9 @@ def add_hour(home: Path, gpus: int, days: int) -> None:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     folder = home / "samples" / SOURCE / f"day={last.strftime('%Y-%m-%d')}"
-    con.execute(f"COPY ({_samples_sql(gpus, last, 60)}) TO '{folder / 'new-hour.parquet'}' "
-                f"(FORMAT parquet, COMPRESSION zstd)")
+    con.execute(
+        f"COPY ({_samples_sql(gpus, last, 60)}) TO '{folder / 'new-hour.parquet'}' (FORMAT parquet, COMPRESSION zstd)"
+    )
     con.close()
 
 
@@ -137,17 +145,22 @@ def run(gpus: int, days: int) -> int:
         path.unlink()
     shutil.rmtree(home / ".duckdb_tmp", ignore_errors=True)
     base_samples = gpus * (days * 1440 - 60)
-    full = measure_in_subprocess(f"rollup {gpus} GPUs x {days} days", "bench.bench_rollup:rollup_run",
-                                 {"home": str(home), "samples": base_samples, "at": START.isoformat()})
+    full = measure_in_subprocess(
+        f"rollup {gpus} GPUs x {days} days",
+        "bench.bench_rollup:rollup_run",
+        {"home": str(home), "samples": base_samples, "at": START.isoformat()},
+    )
     report(full, targets=FULL_TARGETS, results_file=RESULTS_FILE)
     status = 0
     if full.get("hourly_rows") != gpus * (days * 24 - 1):
         print(f"ERROR: full rollup gave {full.get('hourly_rows')} hourly rows, expected {gpus * (days * 24 - 1)}")
         status = 1
     add_hour(home, gpus, days)
-    incremental = measure_in_subprocess(f"rollup +1 hour, {gpus} GPUs", "bench.bench_rollup:rollup_run",
-                                        {"home": str(home), "samples": gpus * 60,
-                                         "at": (START + timedelta(days=days, hours=-1)).isoformat()})
+    incremental = measure_in_subprocess(
+        f"rollup +1 hour, {gpus} GPUs",
+        "bench.bench_rollup:rollup_run",
+        {"home": str(home), "samples": gpus * 60, "at": (START + timedelta(days=days, hours=-1)).isoformat()},
+    )
     report(incremental, targets=INCREMENTAL_TARGETS, results_file=RESULTS_FILE)
     if incremental.get("hourly_rows") != gpus:
         print(f"ERROR: incremental run loaded {incremental.get('hourly_rows')} rows, expected {gpus} (one hour)")

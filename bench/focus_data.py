@@ -24,9 +24,9 @@ import duckdb
 
 from gpufinops.warehouse import schema
 
-GENERATOR_VERSION = 1          # bump when the generated data changes: cached files are keyed on it
+GENERATOR_VERSION = 1  # bump when the generated data changes: cached files are keyed on it
 RESOURCES = 300
-HOURS = 720                    # 2024-09-01 .. 2024-10-01, hourly
+HOURS = 720  # 2024-09-01 .. 2024-10-01, hourly
 BILLING_PERIOD_START = "2024-09-01 00:00:00"
 BILLING_PERIOD_END = "2024-10-01 00:00:00"
 PARQUET_MONEY_TYPE = "DECIMAL(38,15)"
@@ -38,60 +38,217 @@ FOCUS_COLUMNS = [(name, spec_type) for name, spec_type, _ in schema.FOCUS_12_COL
 # (ServiceName, ServiceCategory, ServiceSubcategory, short name, description, pricing unit, unit price)
 SERVICES = [
     ("Amazon Elastic Compute Cloud", "Compute", "Virtual Machines", "ec2", None, "Hours", None),
-    ("Amazon SageMaker", "AI and Machine Learning", "AI Platforms", "sagemaker",
-     "$1.41 per Hour for ml.g5.xlarge Training", "Hours", 1.41),
-    ("Amazon Simple Storage Service", "Storage", "Object Storage", "s3",
-     "$0.023 per GB - first 50 TB / month of storage used", "GB-Mo", 0.023),
-    ("Amazon Elastic Block Store", "Storage", "Block Storage", "ebs",
-     "$0.08 per GB-month of General Purpose (gp3) provisioned storage - US East (Northern Virginia)", "GB-Mo", 0.08),
-    ("Amazon CloudWatch", "Management and Governance", "Observability", "cloudwatch",
-     "$0.30 per metric-month - first 10,000 metrics", "Metrics", 0.30),
-    ("Elastic Load Balancing", "Networking", "Load Balancing", "elasticloadbalancing",
-     "$0.008 per used Application load balancer capacity unit-hour (or partial hour)", "LCU-Hours", 0.008),
-    ("Amazon Simple Queue Service", "Integration", "Messaging", "sqs",
-     "$0.40 per million Amazon SQS standard requests in Tier1 in US East (N. Virginia)", "Requests", 0.0000004),
-    ("AWS Lambda", "Compute", "Serverless Compute", "lambda",
-     "AWS Lambda - Total Compute - US East (Northern Virginia)", "Lambda-GB-Second", 0.0000166667),
-    ("Amazon DynamoDB", "Databases", "NoSQL Databases", "dynamodb",
-     "$0.25 per GB-month of storage used beyond first 25 free GB-months", "GB-Mo", 0.25),
-    ("Amazon Relational Database Service", "Databases", "Relational Databases", "rds",
-     "$0.342 per RDS db.r6g.xlarge Single-AZ instance hour (or partial hour) running PostgreSQL", "Hours", 0.342),
-    ("Amazon Elastic Kubernetes Service", "Compute", "Containers", "eks",
-     "$0.10 per hour per Amazon EKS cluster", "Hours", 0.10),
-    ("Amazon Elastic Container Registry", "Storage", "Other (Storage)", "ecr",
-     "$0.10 per GB-month of data storage", "GB-Mo", 0.10),
-    ("Amazon Virtual Private Cloud", "Networking", "Network Connectivity", "vpc",
-     "$0.045 per NAT Gateway Hour", "Hours", 0.045),
-    ("Amazon CloudFront", "Networking", "Content Delivery", "cloudfront",
-     "$0.085 per GB - first 10 TB / month data transfer out beyond the global free tier", "GB", 0.085),
-    ("AWS Data Transfer", "Networking", "Network Connectivity", "datatransfer",
-     "$0.01 per GB - regional data transfer - in/out/between EC2 AZs or using elastic IPs or ELB", "GB", 0.01),
-    ("AWS Key Management Service", "Security", "Secret Management", "kms",
-     "$0.03 per 10,000 requests", "Requests", 0.000003),
-    ("Amazon Route 53", "Networking", "Network Connectivity", "route53",
-     "$0.50 per Hosted Zone for the first 25 Hosted Zones", "HostedZone", 0.50),
-    ("AWS Secrets Manager", "Security", "Secret Management", "secretsmanager",
-     "$0.40 per secret per month", "Secrets", 0.40),
-    ("Amazon Athena", "Analytics", "Data Processing", "athena",
-     "$5.00 per Terabytes for DataScannedInTB in US East (N. Virginia)", "Terabytes", 5.00),
-    ("AWS Glue", "Analytics", "Data Processing", "glue",
-     "$0.44 per Data Processing Unit-Hour for AWS Glue ETL job", "DPU-Hour", 0.44),
+    (
+        "Amazon SageMaker",
+        "AI and Machine Learning",
+        "AI Platforms",
+        "sagemaker",
+        "$1.41 per Hour for ml.g5.xlarge Training",
+        "Hours",
+        1.41,
+    ),
+    (
+        "Amazon Simple Storage Service",
+        "Storage",
+        "Object Storage",
+        "s3",
+        "$0.023 per GB - first 50 TB / month of storage used",
+        "GB-Mo",
+        0.023,
+    ),
+    (
+        "Amazon Elastic Block Store",
+        "Storage",
+        "Block Storage",
+        "ebs",
+        "$0.08 per GB-month of General Purpose (gp3) provisioned storage - US East (Northern Virginia)",
+        "GB-Mo",
+        0.08,
+    ),
+    (
+        "Amazon CloudWatch",
+        "Management and Governance",
+        "Observability",
+        "cloudwatch",
+        "$0.30 per metric-month - first 10,000 metrics",
+        "Metrics",
+        0.30,
+    ),
+    (
+        "Elastic Load Balancing",
+        "Networking",
+        "Load Balancing",
+        "elasticloadbalancing",
+        "$0.008 per used Application load balancer capacity unit-hour (or partial hour)",
+        "LCU-Hours",
+        0.008,
+    ),
+    (
+        "Amazon Simple Queue Service",
+        "Integration",
+        "Messaging",
+        "sqs",
+        "$0.40 per million Amazon SQS standard requests in Tier1 in US East (N. Virginia)",
+        "Requests",
+        0.0000004,
+    ),
+    (
+        "AWS Lambda",
+        "Compute",
+        "Serverless Compute",
+        "lambda",
+        "AWS Lambda - Total Compute - US East (Northern Virginia)",
+        "Lambda-GB-Second",
+        0.0000166667,
+    ),
+    (
+        "Amazon DynamoDB",
+        "Databases",
+        "NoSQL Databases",
+        "dynamodb",
+        "$0.25 per GB-month of storage used beyond first 25 free GB-months",
+        "GB-Mo",
+        0.25,
+    ),
+    (
+        "Amazon Relational Database Service",
+        "Databases",
+        "Relational Databases",
+        "rds",
+        "$0.342 per RDS db.r6g.xlarge Single-AZ instance hour (or partial hour) running PostgreSQL",
+        "Hours",
+        0.342,
+    ),
+    (
+        "Amazon Elastic Kubernetes Service",
+        "Compute",
+        "Containers",
+        "eks",
+        "$0.10 per hour per Amazon EKS cluster",
+        "Hours",
+        0.10,
+    ),
+    (
+        "Amazon Elastic Container Registry",
+        "Storage",
+        "Other (Storage)",
+        "ecr",
+        "$0.10 per GB-month of data storage",
+        "GB-Mo",
+        0.10,
+    ),
+    (
+        "Amazon Virtual Private Cloud",
+        "Networking",
+        "Network Connectivity",
+        "vpc",
+        "$0.045 per NAT Gateway Hour",
+        "Hours",
+        0.045,
+    ),
+    (
+        "Amazon CloudFront",
+        "Networking",
+        "Content Delivery",
+        "cloudfront",
+        "$0.085 per GB - first 10 TB / month data transfer out beyond the global free tier",
+        "GB",
+        0.085,
+    ),
+    (
+        "AWS Data Transfer",
+        "Networking",
+        "Network Connectivity",
+        "datatransfer",
+        "$0.01 per GB - regional data transfer - in/out/between EC2 AZs or using elastic IPs or ELB",
+        "GB",
+        0.01,
+    ),
+    (
+        "AWS Key Management Service",
+        "Security",
+        "Secret Management",
+        "kms",
+        "$0.03 per 10,000 requests",
+        "Requests",
+        0.000003,
+    ),
+    (
+        "Amazon Route 53",
+        "Networking",
+        "Network Connectivity",
+        "route53",
+        "$0.50 per Hosted Zone for the first 25 Hosted Zones",
+        "HostedZone",
+        0.50,
+    ),
+    (
+        "AWS Secrets Manager",
+        "Security",
+        "Secret Management",
+        "secretsmanager",
+        "$0.40 per secret per month",
+        "Secrets",
+        0.40,
+    ),
+    (
+        "Amazon Athena",
+        "Analytics",
+        "Data Processing",
+        "athena",
+        "$5.00 per Terabytes for DataScannedInTB in US East (N. Virginia)",
+        "Terabytes",
+        5.00,
+    ),
+    (
+        "AWS Glue",
+        "Analytics",
+        "Data Processing",
+        "glue",
+        "$0.44 per Data Processing Unit-Hour for AWS Glue ETL job",
+        "DPU-Hour",
+        0.44,
+    ),
 ]
 assert len(SERVICES) == 20
 
 # (instance type, on-demand USD per hour in us-east-1): GPU and accelerator instances.
 INSTANCE_TYPES = [
-    ("g4dn.xlarge", 0.526), ("g4dn.12xlarge", 3.912), ("g5.xlarge", 1.006), ("g5.4xlarge", 1.624),
-    ("g5.12xlarge", 5.672), ("g5.48xlarge", 16.288), ("g6.xlarge", 0.8048), ("g6e.12xlarge", 10.493),
-    ("p3.2xlarge", 3.06), ("p4d.24xlarge", 32.7726), ("p5.48xlarge", 98.32), ("trn1.32xlarge", 21.50),
-    ("inf2.xlarge", 0.7582), ("g4dn.metal", 7.824),
+    ("g4dn.xlarge", 0.526),
+    ("g4dn.12xlarge", 3.912),
+    ("g5.xlarge", 1.006),
+    ("g5.4xlarge", 1.624),
+    ("g5.12xlarge", 5.672),
+    ("g5.48xlarge", 16.288),
+    ("g6.xlarge", 0.8048),
+    ("g6e.12xlarge", 10.493),
+    ("p3.2xlarge", 3.06),
+    ("p4d.24xlarge", 32.7726),
+    ("p5.48xlarge", 98.32),
+    ("trn1.32xlarge", 21.50),
+    ("inf2.xlarge", 0.7582),
+    ("g4dn.metal", 7.824),
 ]
-REGIONS = [("us-east-1", "US East (N. Virginia)"), ("us-west-2", "US West (Oregon)"),
-           ("eu-west-1", "Europe (Ireland)"), ("ap-northeast-1", "Asia Pacific (Tokyo)")]
-TEAMS = ["ml-research", "ml-platform", "search", "ads-ranking", "vision", "speech", "data-eng",
-         "recsys", "llm-serving", "infra"]
+REGIONS = [
+    ("us-east-1", "US East (N. Virginia)"),
+    ("us-west-2", "US West (Oregon)"),
+    ("eu-west-1", "Europe (Ireland)"),
+    ("ap-northeast-1", "Asia Pacific (Tokyo)"),
+]
+TEAMS = [
+    "ml-research",
+    "ml-platform",
+    "search",
+    "ads-ranking",
+    "vision",
+    "speech",
+    "data-eng",
+    "recsys",
+    "llm-serving",
+    "infra",
+]
 SUB_ACCOUNTS = 12
-GPU_RESOURCES = RESOURCES // 2   # resources 0..149 are EC2 GPU instances
+GPU_RESOURCES = RESOURCES // 2  # resources 0..149 are EC2 GPU instances
 
 
 def _list(values: list) -> str:
@@ -101,6 +258,7 @@ def _list(values: list) -> str:
         if isinstance(v, str):
             return "'" + v.replace("'", "''") + "'"
         return repr(v)
+
     return "[" + ", ".join(lit(v) for v in values) + "]"
 
 
@@ -242,14 +400,19 @@ def _cast_select(rows: int, fmt: str) -> str:
     items = []
     for name, spec_type in FOCUS_COLUMNS:
         if name not in generated:
-            null_type = {"Decimal": PARQUET_MONEY_TYPE if fmt == "parquet" else CSV_MONEY_TYPE,
-                         "Date/Time": "TIMESTAMPTZ" if fmt == "parquet" else "VARCHAR"}.get(spec_type, "VARCHAR")
+            null_type = {
+                "Decimal": PARQUET_MONEY_TYPE if fmt == "parquet" else CSV_MONEY_TYPE,
+                "Date/Time": "TIMESTAMPTZ" if fmt == "parquet" else "VARCHAR",
+            }.get(spec_type, "VARCHAR")
             items.append(f'CAST(NULL AS {null_type}) AS "{name}"')
         elif spec_type == "Decimal":
             items.append(f'CAST("{name}" AS {PARQUET_MONEY_TYPE if fmt == "parquet" else CSV_MONEY_TYPE}) AS "{name}"')
         elif spec_type == "Date/Time":
-            items.append(f'CAST("{name}" AS TIMESTAMPTZ) AS "{name}"' if fmt == "parquet"
-                         else f"strftime(\"{name}\", '%Y-%m-%d %H:%M:%S') AS \"{name}\"")
+            items.append(
+                f'CAST("{name}" AS TIMESTAMPTZ) AS "{name}"'
+                if fmt == "parquet"
+                else f'strftime("{name}", \'%Y-%m-%d %H:%M:%S\') AS "{name}"'
+            )
         else:
             items.append(f'CAST("{name}" AS VARCHAR) AS "{name}"')
     return f"SELECT {', '.join(items)} FROM ({typed})"

@@ -101,8 +101,9 @@ def ru_maxrss_bytes() -> int:
 @dataclass(frozen=True)
 class Target:
     """A figure's target, e.g. Target("rows_per_s", ">=", 1_000_000, "≥ 1M rows/s")."""
+
     key: str
-    op: str          # ">=", "<=", "<", ">"
+    op: str  # ">=", "<=", "<", ">"
     threshold: float
     text: str
 
@@ -110,8 +111,12 @@ class Target:
         value = figure.get(self.key)
         if value is None:
             return None
-        return {">=": value >= self.threshold, "<=": value <= self.threshold,
-                ">": value > self.threshold, "<": value < self.threshold}[self.op]
+        return {
+            ">=": value >= self.threshold,
+            "<=": value <= self.threshold,
+            ">": value > self.threshold,
+            "<": value < self.threshold,
+        }[self.op]
 
 
 def _rows_of(result: Any) -> int | None:
@@ -124,9 +129,15 @@ def _rows_of(result: Any) -> int | None:
     return None
 
 
-def measure(label: str, fn: Callable[[], Any], *, results_file: str | os.PathLike | None = None,
-            extra: dict[str, Any] | None = None, targets: Iterable[Target] = (),
-            quiet: bool = False) -> dict[str, Any]:
+def measure(
+    label: str,
+    fn: Callable[[], Any],
+    *,
+    results_file: str | os.PathLike | None = None,
+    extra: dict[str, Any] | None = None,
+    targets: Iterable[Target] = (),
+    quiet: bool = False,
+) -> dict[str, Any]:
     """Run ``fn`` once; return (and print) its figure.
 
     ``fn`` returns the number of rows it handled, or a dict with ``rows`` and any other plain
@@ -179,19 +190,26 @@ def format_line(figure: dict[str, Any]) -> str:
     def num(value: Any, spec: str) -> str:
         return format(value, spec) if isinstance(value, (int, float)) else "-"
 
-    line = (f"{figure['label']:<34} rows {num(figure.get('rows'), ',d'):>12}  "
-            f"{num(figure.get('seconds'), '8.2f')} s  "
-            f"{num(figure.get('rows_per_s'), ',d'):>11} rows/s  "
-            f"peak RSS {num(figure.get('peak_rss_mib'), '7.0f')} MiB  "
-            f"cpu {num(figure.get('cpu_seconds'), '7.1f')} s  "
-            f"load {num((figure.get('loadavg_1m') or [None])[0], '4.1f')}")
+    line = (
+        f"{figure['label']:<34} rows {num(figure.get('rows'), ',d'):>12}  "
+        f"{num(figure.get('seconds'), '8.2f')} s  "
+        f"{num(figure.get('rows_per_s'), ',d'):>11} rows/s  "
+        f"peak RSS {num(figure.get('peak_rss_mib'), '7.0f')} MiB  "
+        f"cpu {num(figure.get('cpu_seconds'), '7.1f')} s  "
+        f"load {num((figure.get('loadavg_1m') or [None])[0], '4.1f')}"
+    )
     if figure.get("checks"):
         line += "   " + "  ".join(f"[{c}]" for c in figure["checks"])
     return line
 
 
-def report(figure: dict[str, Any], *, targets: Iterable[Target] = (),
-           results_file: str | os.PathLike | None = None, quiet: bool = False) -> None:
+def report(
+    figure: dict[str, Any],
+    *,
+    targets: Iterable[Target] = (),
+    results_file: str | os.PathLike | None = None,
+    quiet: bool = False,
+) -> None:
     """Check targets, print the aligned line (unless quiet) and append a JSON line to results_file."""
     check_targets(figure, targets)
     if not quiet:
@@ -207,23 +225,40 @@ def _resolve(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def measure_in_subprocess(label: str, target: str, kwargs: dict[str, Any] | None = None, *,
-                          env: dict[str, str] | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+def measure_in_subprocess(
+    label: str,
+    target: str,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
     """Run ``measure(label, target(**kwargs))`` in a fresh Python process; return its figure.
 
     ``target`` is "package.module:function"; kwargs must be JSON-serialisable. The child's figure
     comes back on stdout after a marker; its stderr is shown only when it fails. The figure is
     not printed here: call ``report`` with the targets that apply.
     """
-    command = [sys.executable, "-m", "bench.harness", "--label", label, "--call", target,
-               "--kwargs", json.dumps(kwargs or {})]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.harness",
+        "--label",
+        label,
+        "--call",
+        target,
+        "--kwargs",
+        json.dumps(kwargs or {}),
+    ]
     child_env = dict(os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
     child_env.update(env or {})
-    done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, errors="replace",
-                          timeout=timeout_s)
-    figures = [json.loads(line[len(RESULT_MARKER):]) for line in done.stdout.splitlines()
-               if line.startswith(RESULT_MARKER)]
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, errors="replace", timeout=timeout_s
+    )
+    figures = [
+        json.loads(line[len(RESULT_MARKER) :]) for line in done.stdout.splitlines() if line.startswith(RESULT_MARKER)
+    ]
     if done.returncode != 0 or not figures:
         # The child's stderr (DuckDB progress bars included) is shown only when it failed.
         sys.stderr.write(done.stderr[-4000:])

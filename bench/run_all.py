@@ -19,8 +19,16 @@ def main(argv: list[str] | None = None) -> int:
     from bench import bench_alerts, bench_dashboard
     from gpufinops.jobs import progress
 
-    benches = (bench_focus_files, bench_aws_cur, bench_export_focus, bench_rollup, bench_models, bench_allocation,
-               bench_dashboard, bench_alerts)
+    benches = (
+        bench_focus_files,
+        bench_aws_cur,
+        bench_export_focus,
+        bench_rollup,
+        bench_models,
+        bench_allocation,
+        bench_dashboard,
+        bench_alerts,
+    )
     status = 0
     with progress.steps(len(benches), "bench") as step:  # on a terminal only; the figures print above it
         for bench in benches:

@@ -36,7 +36,7 @@ class Settings:
     monthly_budget_usd: float | None = None
     team_budgets: dict[str, float] = field(default_factory=dict)
     stale_after_hours: float = 26.0
-    budgets: tuple[Budget, ...] = ()     # [[budgets]] and the aliases above, as the alerts see them
+    budgets: tuple[Budget, ...] = ()  # [[budgets]] and the aliases above, as the alerts see them
 
     @property
     def authenticated(self) -> bool:
@@ -57,16 +57,25 @@ def settings_from(section: Mapping[str, Any]) -> Settings:
         teams = tuple(user.get("teams") or ()) or None
         users[str(user["email"]).lower()] = Scope(role, teams, actor=str(user["email"]))
     if auth == "header" and not section.get("header"):
-        raise ValueError("dashboard.header: required when dashboard.auth = \"header\"")
+        raise ValueError('dashboard.header: required when dashboard.auth = "header"')
     budget = section.get("monthly_budget_usd")
     # the CLI passes every configured budget (validated by jobs.config) under "budgets"; a dashboard
     # started by hand with only the [dashboard] keys gets their aliases
-    budgets = tuple(Budget.from_dict(b) for b in section["budgets"]) if "budgets" in section \
+    budgets = (
+        tuple(Budget.from_dict(b) for b in section["budgets"])
+        if "budgets" in section
         else tuple(from_dashboard(dict(section)))
-    return Settings(auth=auth, header=section.get("header"), oidc_provider=section.get("oidc_provider"),
-                    users=users, monthly_budget_usd=float(budget) if budget is not None else None,
-                    team_budgets={k: float(v) for k, v in section.get("team_budgets", {}).items()},
-                    stale_after_hours=float(section.get("stale_after_hours", 26.0)), budgets=budgets)
+    )
+    return Settings(
+        auth=auth,
+        header=section.get("header"),
+        oidc_provider=section.get("oidc_provider"),
+        users=users,
+        monthly_budget_usd=float(budget) if budget is not None else None,
+        team_budgets={k: float(v) for k, v in section.get("team_budgets", {}).items()},
+        stale_after_hours=float(section.get("stale_after_hours", 26.0)),
+        budgets=budgets,
+    )
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -80,8 +89,9 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
     return settings_from(section)
 
 
-def identity(settings: Settings, *, headers: Mapping[str, str] | None = None,
-             user: Mapping[str, Any] | None = None) -> str | None:
+def identity(
+    settings: Settings, *, headers: Mapping[str, str] | None = None, user: Mapping[str, Any] | None = None
+) -> str | None:
     """The e-mail the request is authenticated as, or None (not logged in / header missing).
 
     Header mode trusts the header only because the dashboard listens behind the proxy that sets it

@@ -24,12 +24,21 @@ def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
         st.success("No open alerts.")
         return
     counts = frame.group_by("severity").len()
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.iter_rows(), key=lambda r: ("critical", "warning",
-                                                                                        "info").index(r[0])))
-    st.warning(f"{frame.height} open alert(s): {summary}. `gpufinops alerts list` lists them; "
-               "they resolve on their own when the condition no longer holds.")
+    summary = ", ".join(
+        f"{n} {s}" for s, n in sorted(counts.iter_rows(), key=lambda r: ("critical", "warning", "info").index(r[0]))
+    )
+    st.warning(
+        f"{frame.height} open alert(s): {summary}. `gpufinops alerts list` lists them; "
+        "they resolve on their own when the condition no longer holds."
+    )
     view = frame.select(*SHOWN).with_columns(pl.col("value_usd").cast(pl.Float64), pl.col("limit_usd").cast(pl.Float64))
-    labels.table(st, view, overrides={"value_usd": st.column_config.NumberColumn("Value", format="dollar"),
-                                      "limit_usd": st.column_config.NumberColumn("Limit", format="dollar"),
-                                      "title": st.column_config.TextColumn("Alert"),
-                                      "summary": st.column_config.TextColumn("Summary", width="large")})
+    labels.table(
+        st,
+        view,
+        overrides={
+            "value_usd": st.column_config.NumberColumn("Value", format="dollar"),
+            "limit_usd": st.column_config.NumberColumn("Limit", format="dollar"),
+            "title": st.column_config.TextColumn("Alert"),
+            "summary": st.column_config.TextColumn("Summary", width="large"),
+        },
+    )

@@ -30,15 +30,17 @@ def main() -> None:
     except db.WarehouseError:
         pass  # the page's own connection says what is wrong with the warehouse, and the next render retries
     page_context()  # stops here for anyone without a role (each page also renders its banner)
-    navigation = st.navigation([
-        st.Page(PAGES / "overview.py", title="Overview", icon=":material/finance:", default=True),
-        st.Page(PAGES / "team.py", title="Team", icon=":material/groups:"),
-        st.Page(PAGES / "fleet.py", title="GPU fleet", icon=":material/memory:"),
-        st.Page(PAGES / "recommendations.py", title="Recommendations", icon=":material/savings:"),
-        st.Page(PAGES / "spot.py", title="Spot market", icon=":material/show_chart:"),
-        st.Page(PAGES / "onprem.py", title="On-prem vs cloud", icon=":material/dns:"),
-        st.Page(PAGES / "health.py", title="Data health", icon=":material/monitor_heart:"),
-    ])
+    navigation = st.navigation(
+        [
+            st.Page(PAGES / "overview.py", title="Overview", icon=":material/finance:", default=True),
+            st.Page(PAGES / "team.py", title="Team", icon=":material/groups:"),
+            st.Page(PAGES / "fleet.py", title="GPU fleet", icon=":material/memory:"),
+            st.Page(PAGES / "recommendations.py", title="Recommendations", icon=":material/savings:"),
+            st.Page(PAGES / "spot.py", title="Spot market", icon=":material/show_chart:"),
+            st.Page(PAGES / "onprem.py", title="On-prem vs cloud", icon=":material/dns:"),
+            st.Page(PAGES / "health.py", title="Data health", icon=":material/monitor_heart:"),
+        ]
+    )
     navigation.run()
 
 

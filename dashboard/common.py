@@ -110,8 +110,10 @@ def page_context() -> PageContext:
 def banner(ctx: PageContext) -> None:
     """Say plainly who this is and what they see; shout when nobody is authenticated."""
     if not ctx.settings.authenticated:
-        st.warning("No authentication is configured: this dashboard shows every team (demo mode). "
-                   "Set `[dashboard] auth` to \"oidc\" or \"header\" before sharing it.")
+        st.warning(
+            "No authentication is configured: this dashboard shows every team (demo mode). "
+            'Set `[dashboard] auth` to "oidc" or "header" before sharing it.'
+        )
     else:
         seen = "every team" if ctx.teams is None else "team(s) " + ", ".join(ctx.teams)
         st.caption(f"Signed in as {ctx.scope.actor} ({ctx.scope.role}): showing {seen}.")
@@ -158,8 +160,9 @@ DEFAULT_WINDOW_DAYS = 30
 
 def window_picker(key: str) -> int:
     """How many days of history the page's charts cover (a fixed choice list: no free text)."""
-    return st.sidebar.selectbox("History (days)", WINDOW_CHOICES, index=WINDOW_CHOICES.index(DEFAULT_WINDOW_DAYS),
-                                key=key)
+    return st.sidebar.selectbox(
+        "History (days)", WINDOW_CHOICES, index=WINDOW_CHOICES.index(DEFAULT_WINDOW_DAYS), key=key
+    )
 
 
 def page_header(title: str) -> PageContext:

@@ -83,9 +83,14 @@ def _is_fraction_key(key: str) -> bool:
 
 def comparison(current: dict[str, Any], proposed: dict[str, Any]) -> pl.DataFrame:
     keys = [k for k in dict.fromkeys([*current, *proposed]) if k != "action"]
-    return pl.DataFrame({"": [labels.label(k) for k in keys], "current": [_text(k, current.get(k)) for k in keys],
-                         "proposed": [_text(k, proposed.get(k)) if k in proposed else "(unchanged)" for k in keys]},
-                        schema={"": pl.Utf8, "current": pl.Utf8, "proposed": pl.Utf8})
+    return pl.DataFrame(
+        {
+            "": [labels.label(k) for k in keys],
+            "current": [_text(k, current.get(k)) for k in keys],
+            "proposed": [_text(k, proposed.get(k)) if k in proposed else "(unchanged)" for k in keys],
+        },
+        schema={"": pl.Utf8, "current": pl.Utf8, "proposed": pl.Utf8},
+    )
 
 
 def scalar_evidence(evidence: dict[str, Any]) -> pl.DataFrame:
@@ -104,9 +109,11 @@ def _element(name: str) -> str:
 
 
 # A figure in the evidence that a series is read against: (series, column) -> (evidence key, label).
-REFERENCES = {("per_gpu_util_p95", "value"): ("spare_gpu_util_pct", "a GPU under this is spare"),
-              ("options", "usd_per_gpu_hour"): ("onprem_cost_per_used_gpu_hour_usd", "on-prem, per used GPU-hour"),
-              ("options", "usd_per_onprem_gpu_hour"): ("onprem_cost_per_gpu_hour_usd", "on-prem, per GPU-hour")}
+REFERENCES = {
+    ("per_gpu_util_p95", "value"): ("spare_gpu_util_pct", "a GPU under this is spare"),
+    ("options", "usd_per_gpu_hour"): ("onprem_cost_per_used_gpu_hour_usd", "on-prem, per used GPU-hour"),
+    ("options", "usd_per_onprem_gpu_hour"): ("onprem_cost_per_gpu_hour_usd", "on-prem, per GPU-hour"),
+}
 
 
 def _reference(evidence: dict[str, Any], name: str, column: str) -> dict[str, Any]:
@@ -124,9 +131,18 @@ def evidence_charts(name: str, value: list, evidence: dict[str, Any] | None = No
         item = _element(name)
         frame = pl.DataFrame({"item": [f"{item} {i}" for i in range(len(value))], "value": [float(v) for v in value]})
         figure = labels.label(name.split("_", 2)[2]) if name.startswith("per_") and name.count("_") >= 2 else title
-        return [charts.category_bars(frame, category="item", value="value", category_title=item,
-                                     value_title=figure + (" (%)" if labels._is_percent_points(name) else ""),
-                                     value_format=",.1f", title=title, **_reference(evidence or {}, name, "value"))]
+        return [
+            charts.category_bars(
+                frame,
+                category="item",
+                value="value",
+                category_title=item,
+                value_title=figure + (" (%)" if labels._is_percent_points(name) else ""),
+                value_format=",.1f",
+                title=title,
+                **_reference(evidence or {}, name, "value"),
+            )
+        ]
     try:
         frame = pl.DataFrame([v for v in value if isinstance(v, dict)], infer_schema_length=None)
     except (TypeError, ValueError, pl.exceptions.PolarsError):
@@ -135,20 +151,31 @@ def evidence_charts(name: str, value: list, evidence: dict[str, Any] | None = No
     numeric = [c for c, t in frame.schema.items() if t.is_numeric() and c != time_key][:2]
     if time_key is not None:
         frame = frame.with_columns(pl.col(time_key).cast(pl.Utf8).str.to_datetime(strict=False, time_zone="UTC"))
-        return [charts.time_line(frame, x=time_key, y=y, y_title=labels.label(y), title=f"{title}: {labels.label(y)}")
-                for y in numeric]
+        return [
+            charts.time_line(frame, x=time_key, y=y, y_title=labels.label(y), title=f"{title}: {labels.label(y)}")
+            for y in numeric
+        ]
     category = next((k for k in LABEL_KEYS if k in frame.columns), None)
     if category is None:
         frame = frame.with_row_index("item").with_columns((pl.col("item") + 1).cast(pl.Utf8))
         category = "item"
-    return [charts.category_bars(frame, category=category, value=y, category_title=labels.label(category),
-                                 value_title=labels.label(y), title=f"{title}: {labels.label(y)}",
-                                 **_reference(evidence or {}, name, y))
-            for y in numeric]
+    return [
+        charts.category_bars(
+            frame,
+            category=category,
+            value=y,
+            category_title=labels.label(category),
+            value_title=labels.label(y),
+            title=f"{title}: {labels.label(y)}",
+            **_reference(evidence or {}, name, y),
+        )
+        for y in numeric
+    ]
 
 
-def _capacities(con: duckdb.DuckDBPyConnection, current: dict[str, Any], proposed: dict[str, Any],
-                measured_gib: float | None) -> pl.DataFrame:
+def _capacities(
+    con: duckdb.DuckDBPyConnection, current: dict[str, Any], proposed: dict[str, Any], measured_gib: float | None
+) -> pl.DataFrame:
     models = {label: side.get("gpu_model") for label, side in (("current", current), ("proposed", proposed))}
     specs = queries.gpu_memory_gib(con, [m for m in models.values() if m])
     memory = dict(zip(specs["gpu_model"].to_list(), specs["memory_gib"].to_list()))
@@ -165,8 +192,9 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
     left, right = st.columns(2)
     # static tables: a few rows of text each, drawn as HTML (an interactive grid costs the browser more)
     left.markdown("**Current → proposed**")
-    left.table(comparison(current, proposed).rename({"": " ", "current": "Current", "proposed": "Proposed"}),
-               hide_index=True)
+    left.table(
+        comparison(current, proposed).rename({"": " ", "current": "Current", "proposed": "Proposed"}), hide_index=True
+    )
     right.markdown("**Evidence**")
     right.table(scalar_evidence(evidence).rename({"evidence": "Evidence", "value": "Value"}), hide_index=True)
     if rec.get("resource_id"):
@@ -184,8 +212,9 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
         prices = queries.spot_price_history(con, rec["provider"], instance_type)
         if not prices.is_empty():
             view = spot_view(prices)
-            charts.draw(st, charts.spot_prices(view, until=spot_until(view),
-                                               title=f"Spot price history: {instance_type}"))
+            charts.draw(
+                st, charts.spot_prices(view, until=spot_until(view), title=f"Spot price history: {instance_type}")
+            )
     for name, value in evidence.items():
         if _is_series(value):
             for chart in evidence_charts(name, value, evidence)[:3]:
@@ -202,15 +231,23 @@ def downsample(util: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     if hours == 1:
         return util, 1
     return util.sort("hour").group_by_dynamic("hour", every=f"{hours}h").agg(
-        pl.col("util_mean").mean(), pl.col("util_max").max(), pl.col("mem_used_max_gib").max(),
-        pl.col("mem_total_gib").max()), hours
+        pl.col("util_mean").mean(),
+        pl.col("util_max").max(),
+        pl.col("mem_used_max_gib").max(),
+        pl.col("mem_total_gib").max(),
+    ), hours
 
 
 def spot_view(prices: pl.DataFrame) -> pl.DataFrame:
     """Spot price rows as the chart reads them: floats, one series per zone (or region)."""
-    return prices.with_columns(pl.col("price_usd").cast(pl.Float64), pl.col("on_demand_usd").cast(pl.Float64),
-                               pl.when(pl.col("zone").is_null() | (pl.col("zone") == pl.col("region")))
-                               .then(pl.col("region")).otherwise(pl.col("zone")).alias("series"))
+    return prices.with_columns(
+        pl.col("price_usd").cast(pl.Float64),
+        pl.col("on_demand_usd").cast(pl.Float64),
+        pl.when(pl.col("zone").is_null() | (pl.col("zone") == pl.col("region")))
+        .then(pl.col("region"))
+        .otherwise(pl.col("zone"))
+        .alias("series"),
+    )
 
 
 def spot_until(view: pl.DataFrame) -> datetime:

@@ -29,9 +29,14 @@ def recommendation_list(recs: pl.DataFrame) -> pl.DataFrame:
     """``queries.recommendations`` rows plus what a list shows: the action, the change, the pattern
     and a short resource name (the full ``resource_id`` stays)."""
     flats = [flat_row(row) for row in recs.select("current", "proposed", "evidence").to_dicts()]
-    extra = pl.DataFrame({"action": [f["action"] for f in flats], "change": [f["change"] for f in flats],
-                          "pattern": [f["pattern"] for f in flats]},
-                         schema={"action": pl.Utf8, "change": pl.Utf8, "pattern": pl.Utf8})
+    extra = pl.DataFrame(
+        {
+            "action": [f["action"] for f in flats],
+            "change": [f["change"] for f in flats],
+            "pattern": [f["pattern"] for f in flats],
+        },
+        schema={"action": pl.Utf8, "change": pl.Utf8, "pattern": pl.Utf8},
+    )
     resource = [short_resource(r) or w for r, w in zip(recs["resource_id"].to_list(), recs["workload"].to_list())]
     return pl.concat([recs, extra], how="horizontal").with_columns(pl.Series("resource", resource, dtype=pl.Utf8))
 

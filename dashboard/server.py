@@ -23,10 +23,22 @@ import time
 
 # Imported before serving: what every page's first run would otherwise import (dashboard.common
 # pulls streamlit, polars, DuckDB and the warehouse queries; spend the forecast model and numpy).
-WARM_MODULES = ("pandas", "pyarrow.pandas_compat", "gpufinops.dashboard.common", "gpufinops.dashboard.charts", "gpufinops.dashboard.labels", "gpufinops.dashboard.spend", "gpufinops.dashboard.evidence",
-                "gpufinops.dashboard.recommendation_list", "gpufinops.models.forecast", "streamlit.elements.vega_charts",
-                "streamlit.elements.arrow", "streamlit.elements.metric", "streamlit.elements.widgets.selectbox",
-                "streamlit.elements.widgets.multiselect")
+WARM_MODULES = (
+    "pandas",
+    "pyarrow.pandas_compat",
+    "gpufinops.dashboard.common",
+    "gpufinops.dashboard.charts",
+    "gpufinops.dashboard.labels",
+    "gpufinops.dashboard.spend",
+    "gpufinops.dashboard.evidence",
+    "gpufinops.dashboard.recommendation_list",
+    "gpufinops.models.forecast",
+    "streamlit.elements.vega_charts",
+    "streamlit.elements.arrow",
+    "streamlit.elements.metric",
+    "streamlit.elements.widgets.selectbox",
+    "streamlit.elements.widgets.multiselect",
+)
 
 
 log = logging.getLogger("gpufinops.dashboard")
@@ -36,6 +48,7 @@ def warm_imports() -> None:
     for name in WARM_MODULES:
         importlib.import_module(name)
     from streamlit import delta_generator
+
     if hasattr(delta_generator, "_use_warning_has_been_displayed"):  # the once-per-process REPL check
         delta_generator._use_warning_has_been_displayed = True
 
@@ -51,6 +64,7 @@ def warm_cache(wait_s: float = 120.0) -> None:
         time.sleep(0.05)
     from gpufinops.dashboard import common, spend
     from gpufinops.warehouse import db
+
     # this thread is no script run: Streamlit's "missing ScriptRunContext" warning does not apply
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     started = time.monotonic()
@@ -62,8 +76,11 @@ def warm_cache(wait_s: float = 120.0) -> None:
     except Exception:  # never let the warm-up take the server down; the first reader computes it
         log.warning("dashboard cache warm-up failed", exc_info=True)
         return
-    print(f"gpufinops dashboard: the default Overview computed in {time.monotonic() - started:.2f} s",
-          file=sys.stderr, flush=True)
+    print(
+        f"gpufinops dashboard: the default Overview computed in {time.monotonic() - started:.2f} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

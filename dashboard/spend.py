@@ -31,24 +31,27 @@ class Spend:
     month_start: datetime | None
     month_to_date: Decimal
     gpu_month_to_date: Decimal
-    daily: pl.DataFrame      # per day, provider, team, service: as the teams carry it (allocation_queries)
+    daily: pl.DataFrame  # per day, provider, team, service: as the teams carry it (allocation_queries)
     savings: pl.DataFrame
-    forecast: pl.DataFrame | None      # None: the forecast model is not installed
+    forecast: pl.DataFrame | None  # None: the forecast model is not installed
     anomalies: pl.DataFrame | None
-    allocated_gpu_month_to_date: Decimal = Decimal(0)    # its workloads' share of shared GPUs
+    allocated_gpu_month_to_date: Decimal = Decimal(0)  # its workloads' share of shared GPUs
     unallocated_gpu_month_to_date: Decimal = Decimal(0)  # idle capacity of shared GPUs it carries
 
 
-def _forecast(con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: datetime,
-              start: datetime) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+def _forecast(
+    con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: datetime, start: datetime
+) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
     """Forecast and anomalies from models.forecast, when that model is present."""
     try:
         from gpufinops.models.forecast import cost_anomalies, cost_forecast
     except ImportError:
         return None, None
     # the forecast model's as_of is the first day not known yet: the day after the last day of data
-    return (cost_forecast(con, teams=teams, as_of=as_of + timedelta(days=1)),
-            cost_anomalies(con, teams=teams, start=start, end=as_of + timedelta(days=1)))
+    return (
+        cost_forecast(con, teams=teams, as_of=as_of + timedelta(days=1)),
+        cost_anomalies(con, teams=teams, start=start, end=as_of + timedelta(days=1)),
+    )
 
 
 def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, forecaster=_forecast) -> Spend:
@@ -60,23 +63,46 @@ def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, for
     daily = allocation_queries.team_spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
     mtd = daily.filter(pl.col("day") >= month_start)
     forecast, anomalies = forecaster(con, teams, as_of, start)
-    return Spend(as_of, month_start, total(mtd, "effective_cost"), total(mtd, "gpu_cost"),
-                 daily, queries.savings_by_status(con, team=teams), forecast, anomalies,
-                 total(mtd, "allocated_gpu_cost"), total(mtd, "unallocated_gpu_cost"))
+    return Spend(
+        as_of,
+        month_start,
+        total(mtd, "effective_cost"),
+        total(mtd, "gpu_cost"),
+        daily,
+        queries.savings_by_status(con, team=teams),
+        forecast,
+        anomalies,
+        total(mtd, "allocated_gpu_cost"),
+        total(mtd, "unallocated_gpu_cost"),
+    )
 
 
 @st.cache_data(ttl=3600, max_entries=256, show_spinner="Fitting the forecast …")
-def _forecast_cached(_con: duckdb.DuckDBPyConnection, db_file: str, cost_version: tuple,
-                     teams: tuple[str, ...] | None, as_of: datetime, start: datetime):
+def _forecast_cached(
+    _con: duckdb.DuckDBPyConnection,
+    db_file: str,
+    cost_version: tuple,
+    teams: tuple[str, ...] | None,
+    as_of: datetime,
+    start: datetime,
+):
     return _forecast(_con, list(teams) if teams is not None else None, as_of, start)
 
 
 @st.cache_data(ttl=900, max_entries=256, show_spinner="Computing spend …")
-def _load_cached(_con: duckdb.DuckDBPyConnection, db_file: str, version: tuple, cost_version: tuple,
-                 teams: tuple[str, ...] | None, days: int) -> Spend:
+def _load_cached(
+    _con: duckdb.DuckDBPyConnection,
+    db_file: str,
+    version: tuple,
+    cost_version: tuple,
+    teams: tuple[str, ...] | None,
+    days: int,
+) -> Spend:
     def forecaster(con, teams_list, as_of, start):  # the fit depends on cost data only, not on decisions
-        return _forecast_cached(con, db_file, cost_version, tuple(teams_list) if teams_list is not None else None,
-                                as_of, start)
+        return _forecast_cached(
+            con, db_file, cost_version, tuple(teams_list) if teams_list is not None else None, as_of, start
+        )
+
     return load(_con, list(teams) if teams is not None else None, days, forecaster)
 
 
@@ -85,8 +111,14 @@ def load_current(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: 
     model run or a decision changes it); the forecast inside it is refitted only when cost data
     changes (an ingest). The key holds the viewer's teams: no scope shares a result."""
     cost_version = queries.cost_data_version(con)
-    return _load_cached(con, str(db_path().resolve()), data_version(con), cost_version,
-                        tuple(teams) if teams is not None else None, days)
+    return _load_cached(
+        con,
+        str(db_path().resolve()),
+        data_version(con),
+        cost_version,
+        tuple(teams) if teams is not None else None,
+        days,
+    )
 
 
 def savings_figure(spend: Spend, label: str) -> Decimal:
@@ -115,8 +147,12 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
     if budget:
         left = Decimal(str(budget)) - spend.month_to_date
         delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'} budget {money(budget)}"
-    cols[0].metric("Spend this month", money(spend.month_to_date), delta=delta,
-                   delta_color="normal" if budget is None or spend.month_to_date <= Decimal(str(budget)) else "inverse")
+    cols[0].metric(
+        "Spend this month",
+        money(spend.month_to_date),
+        delta=delta,
+        delta_color="normal" if budget is None or spend.month_to_date <= Decimal(str(budget)) else "inverse",
+    )
     fc = forecast_month_end(spend)
     if fc is None:
         cols[1].metric("Forecast to month end", "—", help="forecast not available yet")
@@ -126,41 +162,77 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
     share = (spend.gpu_month_to_date / spend.month_to_date) if spend.month_to_date else Decimal(0)
     cols[2].metric("GPU spend this month", money(spend.gpu_month_to_date))
     cols[2].caption(f"{float(share):.1%} of spend")
-    cols[3].metric("Savings identified per month", money(savings_figure(spend, "identified")),
-                   help="open recommendations")
+    cols[3].metric(
+        "Savings identified per month", money(savings_figure(spend, "identified")), help="open recommendations"
+    )
     cols = st.columns(4)
     cols[0].metric("Savings accepted per month", money(savings_figure(spend, "accepted")))
-    cols[1].metric("Savings realised per month", money(savings_figure(spend, "realised")),
-                   help="recommendations marked applied")
-    cols[2].metric("Shared GPUs: allocated this month", money(spend.allocated_gpu_month_to_date),
-                   help="GPU cost of shared nodes charged to the workloads that ran on them (pods, MIG slices, "
-                        "time-sliced and MPS workloads), by measured presence")
-    cols[3].metric("Shared GPUs: unallocated this month", money(spend.unallocated_gpu_month_to_date),
-                   help="idle capacity of shared GPUs (no workload on them), carried by the nodes' teams "
-                        "(or spread over their users: [allocation] unallocated = \"spread\")")
+    cols[1].metric(
+        "Savings realised per month", money(savings_figure(spend, "realised")), help="recommendations marked applied"
+    )
+    cols[2].metric(
+        "Shared GPUs: allocated this month",
+        money(spend.allocated_gpu_month_to_date),
+        help="GPU cost of shared nodes charged to the workloads that ran on them (pods, MIG slices, "
+        "time-sliced and MPS workloads), by measured presence",
+    )
+    cols[3].metric(
+        "Shared GPUs: unallocated this month",
+        money(spend.unallocated_gpu_month_to_date),
+        help="idle capacity of shared GPUs (no workload on them), carried by the nodes' teams "
+        '(or spread over their users: [allocation] unallocated = "spread")',
+    )
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:
     """Daily spend by provider (and by team, when more than one team is shown), spend by service, the
     GPU share per day."""
-    daily = money_frame(spend.daily, "effective_cost", "gpu_cost", "billed_cost", "allocated_gpu_cost",
-                        "unallocated_gpu_cost", "tagged_cost")
+    daily = money_frame(
+        spend.daily,
+        "effective_cost",
+        "gpu_cost",
+        "billed_cost",
+        "allocated_gpu_cost",
+        "unallocated_gpu_cost",
+        "tagged_cost",
+    )
     by_provider = daily.group_by("day", "provider").agg(pl.col("effective_cost").sum()).sort("day")
     by_service = daily.group_by("service").agg(pl.col("effective_cost").sum()).sort("effective_cost")
-    share = daily.group_by("day").agg(pl.col("gpu_cost").sum() / pl.col("effective_cost").sum()).rename(
-        {"gpu_cost": "gpu_share"}).sort("day")
-    provider_chart = charts.stacked_area(by_provider, x="day", y="effective_cost", color="provider",
-                                         color_title="Provider", title="Daily spend by provider")
-    service_chart = charts.bar_usd(by_service, x="effective_cost", y="service", y_title="Service",
-                                   title="Spend by service in the window")
-    share_chart = charts.share_line(share, x="day", y="gpu_share", y_title="GPU share of spend",
-                                    title="GPU share of spend per day")
+    share = (
+        daily.group_by("day")
+        .agg(pl.col("gpu_cost").sum() / pl.col("effective_cost").sum())
+        .rename({"gpu_cost": "gpu_share"})
+        .sort("day")
+    )
+    provider_chart = charts.stacked_area(
+        by_provider,
+        x="day",
+        y="effective_cost",
+        color="provider",
+        color_title="Provider",
+        title="Daily spend by provider",
+    )
+    service_chart = charts.bar_usd(
+        by_service, x="effective_cost", y="service", y_title="Service", title="Spend by service in the window"
+    )
+    share_chart = charts.share_line(
+        share, x="day", y="gpu_share", y_title="GPU share of spend", title="GPU share of spend per day"
+    )
     left, right = st.columns(2)
     charts.draw(left, provider_chart)
     if by_team:
         by_team_frame = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
-        charts.draw(right, charts.stacked_area(by_team_frame, x="day", y="effective_cost", color="team",
-                                               color_title="Team", title="Daily spend by team"))
+        charts.draw(
+            right,
+            charts.stacked_area(
+                by_team_frame,
+                x="day",
+                y="effective_cost",
+                color="team",
+                color_title="Team",
+                title="Daily spend by team",
+            ),
+        )
         left, right = st.columns(2)
     else:  # one team: a by-team chart would repeat the provider chart's total
         charts.draw(right, service_chart)
@@ -176,9 +248,15 @@ HORIZONS = {"month_end": "{month:%B %Y}", "next_month": "{month:%B %Y}"}
 def forecast_view(forecast: pl.DataFrame) -> pl.DataFrame:
     """The forecast summed over the teams and providers in scope, one row per forecast month, its
     label the month's name (``November 2026``)."""
-    frame = money_frame(forecast.group_by("horizon", "month").agg(
-        [pl.col(c).sum() for c in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")]),
-        "actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd").sort("month")
+    frame = money_frame(
+        forecast.group_by("horizon", "month").agg(
+            [pl.col(c).sum() for c in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")]
+        ),
+        "actual_to_date_usd",
+        "forecast_usd",
+        "lower_usd",
+        "upper_usd",
+    ).sort("month")
     return frame.with_columns(pl.col("month").dt.strftime("%B %Y").alias("label"))
 
 
@@ -193,20 +271,43 @@ def render_forecast(spend: Spend) -> None:
     view = forecast_view(spend.forecast)
     left, right = st.columns(2)
     charts.draw(left, charts.forecast(view, title="Spend per month: forecast, 80% interval"))
-    figures = view.select(pl.col("label").alias("month"), "actual_to_date_usd", "forecast_usd",
-                          pl.format("{} – {}", pl.col("lower_usd").map_elements(money, return_dtype=pl.Utf8),
-                                    pl.col("upper_usd").map_elements(money, return_dtype=pl.Utf8)).alias("interval"))
+    figures = view.select(
+        pl.col("label").alias("month"),
+        "actual_to_date_usd",
+        "forecast_usd",
+        pl.format(
+            "{} – {}",
+            pl.col("lower_usd").map_elements(money, return_dtype=pl.Utf8),
+            pl.col("upper_usd").map_elements(money, return_dtype=pl.Utf8),
+        ).alias("interval"),
+    )
     right.markdown("**Forecast figures**")
-    labels.table(right, figures, overrides={
-        "month": st.column_config.TextColumn("Month"), "actual_to_date_usd": st.column_config.NumberColumn(
-            "Spent so far", format="dollar"), "forecast_usd": st.column_config.NumberColumn("Forecast", format="dollar"),
-        "interval": st.column_config.TextColumn("80% interval")})
-    right.caption("The month being forecast is the one after the last day of data when that day ends a month. "
-                  "Teams' and providers' intervals are added, so the total's is wider than its own.")
+    labels.table(
+        right,
+        figures,
+        overrides={
+            "month": st.column_config.TextColumn("Month"),
+            "actual_to_date_usd": st.column_config.NumberColumn("Spent so far", format="dollar"),
+            "forecast_usd": st.column_config.NumberColumn("Forecast", format="dollar"),
+            "interval": st.column_config.TextColumn("80% interval"),
+        },
+    )
+    right.caption(
+        "The month being forecast is the one after the last day of data when that day ends a month. "
+        "Teams' and providers' intervals are added, so the total's is wider than its own."
+    )
 
 
-ANOMALY_COLUMNS = ("day", "team", "provider", "direction", "cost_usd", "expected_usd", "expected_range",
-                   "top_line_items")
+ANOMALY_COLUMNS = (
+    "day",
+    "team",
+    "provider",
+    "direction",
+    "cost_usd",
+    "expected_usd",
+    "expected_range",
+    "top_line_items",
+)
 
 
 def render_anomalies(spend: Spend) -> None:
@@ -219,11 +320,15 @@ def render_anomalies(spend: Spend) -> None:
         return
     frame = spend.anomalies.with_columns(
         pl.col("top_line_items").map_elements(_top_items_text, return_dtype=pl.Utf8),
-        pl.struct("lower_usd", "upper_usd").map_elements(
-            lambda band: f"{money(band['lower_usd'])} – {money(band['upper_usd'])}", return_dtype=pl.Utf8)
-        .alias("expected_range"))
-    labels.table(st, frame.sort("day", descending=True).select([c for c in ANOMALY_COLUMNS if c in frame.columns]),
-                 dates=("day",))
+        pl.struct("lower_usd", "upper_usd")
+        .map_elements(lambda band: f"{money(band['lower_usd'])} – {money(band['upper_usd'])}", return_dtype=pl.Utf8)
+        .alias("expected_range"),
+    )
+    labels.table(
+        st,
+        frame.sort("day", descending=True).select([c for c in ANOMALY_COLUMNS if c in frame.columns]),
+        dates=("day",),
+    )
 
 
 def _top_items_text(text: str | None) -> str:

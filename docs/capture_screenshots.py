@@ -28,15 +28,26 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "screenshots"
 GPUFINOPS = str(Path(sys.executable).parent / "gpufinops")
 CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-dev-shm-usage"]
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+]
 WIDTH = 120
 sys.path.insert(0, str(REPO))
 from tests.test_dashboard_browser import CHARTS, PAGES, WAIT_FOR_RENDER  # noqa: E402
 
 
 def run(*args: str, home: Path) -> str:
-    env = {**os.environ, "COLUMNS": str(WIDTH), "FORCE_COLOR": "1", "GPUFINOPS_NO_PROGRESS": "1", "NO_GCE_CHECK": "True"}
+    env = {
+        **os.environ,
+        "COLUMNS": str(WIDTH),
+        "FORCE_COLOR": "1",
+        "GPUFINOPS_NO_PROGRESS": "1",
+        "NO_GCE_CHECK": "True",
+    }
     done = subprocess.run([GPUFINOPS, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     return done.stdout + done.stderr
 
@@ -54,6 +65,7 @@ def terminal_png(name: str, command: str, text: str) -> None:
     (OUT / f"{name}.txt").write_text(console.export_text(clear=False))
     svg = console.export_svg(title=command[:90], theme=MONOKAI)
     from PIL import Image  # Pillow comes with streamlit; a terminal needs few colours
+
     image = Image.open(io.BytesIO(vl_convert.svg_to_png(svg, scale=1.0))).convert("RGB")
     image.quantize(colors=32, method=Image.Quantize.MEDIANCUT).save(OUT / f"{name}.png", optimize=True)
 
@@ -63,9 +75,14 @@ def dashboard(config: Path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([GPUFINOPS, "--config", str(config), "dashboard", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [GPUFINOPS, "--config", str(config), "dashboard", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     import httpx
+
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -124,19 +141,44 @@ def main() -> int:
         shutil.rmtree(home / "data", ignore_errors=True)  # a first run's summary (same seed: the same numbers)
         shutil.rmtree(home / "data", ignore_errors=True)  # a first run's summary (same seed: the same numbers)
         terminal_png("demo-summary", "make demo", run("demo", "--home", str(home), home=home))
-        terminal_png("recommend", "gpufinops --config demo/gpufinops.toml recommend",
-                     run("--config", str(config), "recommend", home=home))
-        terminal_png("ingest-list", "gpufinops --config demo/gpufinops.toml ingest list",
-                     run("--config", str(config), "ingest", "list", home=home))
-        terminal_png("doctor-demo", "gpufinops --config demo/gpufinops.toml doctor",
-                     run("--config", str(config), "doctor", home=home))
+        terminal_png(
+            "recommend",
+            "gpufinops --config demo/gpufinops.toml recommend",
+            run("--config", str(config), "recommend", home=home),
+        )
+        terminal_png(
+            "ingest-list",
+            "gpufinops --config demo/gpufinops.toml ingest list",
+            run("--config", str(config), "ingest", "list", home=home),
+        )
+        terminal_png(
+            "doctor-demo",
+            "gpufinops --config demo/gpufinops.toml doctor",
+            run("--config", str(config), "doctor", home=home),
+        )
         with tempfile.TemporaryDirectory() as tmp:
             fresh = Path(tmp) / "gpufinops.toml"
-            run("init", "--out", str(fresh), "--aws-cur-bucket", "acme-cur", "--aws-cur-prefix", "cur2/acme",
-                "--bigquery-table", "acme-billing.billing.gcp_billing_export_resource_v1_01A2B3",
-                "--dcgm-target", "http://127.0.0.1:9400/metrics", "--nvidia-smi-path", "logs/*.csv", home=home)
-            terminal_png("doctor-new-config", "gpufinops --config gpufinops.toml doctor   # just after init, no credentials",
-                         run("--config", str(fresh), "doctor", "--timeout", "3", home=home))
+            run(
+                "init",
+                "--out",
+                str(fresh),
+                "--aws-cur-bucket",
+                "acme-cur",
+                "--aws-cur-prefix",
+                "cur2/acme",
+                "--bigquery-table",
+                "acme-billing.billing.gcp_billing_export_resource_v1_01A2B3",
+                "--dcgm-target",
+                "http://127.0.0.1:9400/metrics",
+                "--nvidia-smi-path",
+                "logs/*.csv",
+                home=home,
+            )
+            terminal_png(
+                "doctor-new-config",
+                "gpufinops --config gpufinops.toml doctor   # just after init, no credentials",
+                run("--config", str(fresh), "doctor", "--timeout", "3", home=home),
+            )
         dashboard_pngs(home, browser)
         browser.close()
     print(f"screenshots in {OUT}")

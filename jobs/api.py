@@ -30,8 +30,10 @@ from gpufinops.warehouse.scope import Scope
 
 log = logging.getLogger("gpufinops.api")
 
-INSECURE_WARNING = ("gpufinops api: --insecure-demo: NO AUTHENTICATION. Every caller gets finance scope "
-                    "(every team's costs and recommendations, and may decide on them). Demo use only.")
+INSECURE_WARNING = (
+    "gpufinops api: --insecure-demo: NO AUTHENTICATION. Every caller gets finance scope "
+    "(every team's costs and recommendations, and may decide on them). Demo use only."
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class ApiToken:
 
 
 MIN_TOKEN_LENGTH = 16
-FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2199, 12, 31)   # the dates a query parameter may name
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2199, 12, 31)  # the dates a query parameter may name
 
 
 def load_tokens(cfg: Config, environ: Mapping[str, str] | None = None) -> list[ApiToken]:
@@ -56,12 +58,16 @@ def load_tokens(cfg: Config, environ: Mapping[str, str] | None = None) -> list[A
         if not value:
             raise ConfigError(f"api.tokens[{i}].token_env: environment variable {entry.token_env} is not set")
         if len(value) < MIN_TOKEN_LENGTH:
-            raise ConfigError(f"api.tokens[{i}].token_env: the token in {entry.token_env} is shorter than "
-                              f"{MIN_TOKEN_LENGTH} characters (use e.g. `openssl rand -hex 32`)")
+            raise ConfigError(
+                f"api.tokens[{i}].token_env: the token in {entry.token_env} is shorter than "
+                f"{MIN_TOKEN_LENGTH} characters (use e.g. `openssl rand -hex 32`)"
+            )
         digest = hashlib.sha256(value.encode()).digest()
         if digest in owners:
-            raise ConfigError(f"api.tokens[{i}].token_env: {entry.token_env} holds the same token as "
-                              f"{owners[digest]}: every token must be different")
+            raise ConfigError(
+                f"api.tokens[{i}].token_env: {entry.token_env} holds the same token as "
+                f"{owners[digest]}: every token must be different"
+            )
         owners[digest] = entry.token_env
         actor = entry.name or f"{entry.role}:{entry.token_env}"
         tokens.append(ApiToken(digest, Scope(entry.role, entry.teams if entry.role == "lead" else None, actor)))
@@ -122,16 +128,24 @@ class DecisionIn(BaseModel):
     reason: str = Field(default="", max_length=2000)
 
 
-def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str, str] | None = None,
-               read_retry_s: float = 5.0, write_retry_s: float = 10.0) -> FastAPI:
+def create_app(
+    cfg: Config,
+    *,
+    insecure_demo: bool = False,
+    environ: Mapping[str, str] | None = None,
+    read_retry_s: float = 5.0,
+    write_retry_s: float = 10.0,
+) -> FastAPI:
     """The application; refuses (ConfigError) without tokens unless ``insecure_demo``. While a job
     holds the warehouse, reads wait up to ``read_retry_s`` and decisions ``write_retry_s``, then 503."""
     from gpufinops.warehouse import db
 
     tokens = load_tokens(cfg, environ)
     if not tokens and not insecure_demo:
-        raise ConfigError("api.tokens: no [[api.tokens]] configured: the API refuses to start without them "
-                          "(--insecure-demo serves every caller with finance scope, for a demo only)")
+        raise ConfigError(
+            "api.tokens: no [[api.tokens]] configured: the API refuses to start without them "
+            "(--insecure-demo serves every caller with finance scope, for a demo only)"
+        )
     if tokens and insecure_demo:
         log.warning("--insecure-demo ignored: [[api.tokens]] are configured")
     open_scope = Scope("finance", None, "insecure-demo") if not tokens else None
@@ -172,9 +186,15 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
         return JSONResponse({"status": "ok", "schema_version": version})
 
     @app.get("/v1/recommendations")
-    def list_recommendations(request: Request, team: str | None = None, kind: str | None = None,
-                             status: str | None = None, scope: Scope = Depends(caller)) -> Response:
+    def list_recommendations(
+        request: Request,
+        team: str | None = None,
+        kind: str | None = None,
+        status: str | None = None,
+        scope: Scope = Depends(caller),
+    ) -> Response:
         from gpufinops.jobs.export import objects
+
         if kind is not None and kind not in KINDS:
             raise HTTPException(400, detail=f"kind: unknown kind {kind!r} (known: {', '.join(KINDS)})")
         if status is not None and status not in objects.STATUSES:
@@ -183,12 +203,14 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
         return _etag_response(request, read(lambda con: objects.load(con, team=teams, kind=kind, status=status)))
 
     @app.get("/v1/savings")
-    def savings(request: Request, team: str | None = None, status: str = "open",
-                scope: Scope = Depends(caller)) -> Response:
+    def savings(
+        request: Request, team: str | None = None, status: str = "open", scope: Scope = Depends(caller)
+    ) -> Response:
         """The one savings total (models.plans.total) of the caller's recommendations: primary and step
         objects of each resource's plan; alternatives are counted apart and never added."""
         from gpufinops.jobs.export import objects
         from gpufinops.models import plans
+
         if status not in objects.STATUSES:
             raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(objects.STATUSES)})")
         teams = _teams_for(scope, team)
@@ -196,23 +218,30 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
         def figures(con):
             recs = objects.load(con, team=teams, status=status)
             counted = [r for r in recs if plans.counted(r)]
-            return {"status": status, "monthly_savings_usd": float(plans.total(recs)),
-                    "plans": len({r["plan_id"] for r in counted}), "actions": len(counted),
-                    "alternatives": len(recs) - len(counted)}
+            return {
+                "status": status,
+                "monthly_savings_usd": float(plans.total(recs)),
+                "plans": len({r["plan_id"] for r in counted}),
+                "actions": len(counted),
+                "alternatives": len(recs) - len(counted),
+            }
+
         return _etag_response(request, read(figures))
 
     @app.post("/v1/recommendations/{recommendation_id}/decision")
     def decide(recommendation_id: str, body: DecisionIn, scope: Scope = Depends(caller)) -> JSONResponse:
         from gpufinops.jobs.export import objects
         from gpufinops.warehouse import queries, store
+
         if scope.role == "scheduler":
             raise HTTPException(403, detail="a scheduler token reads recommendations only")
         if not cfg.warehouse_path.exists():  # a decision never creates an empty warehouse
             raise HTTPException(503, detail="warehouse not available yet")
         try:
             with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, retry_seconds=write_retry_s) as con:
-                store.record_decision(con, recommendation_id, body.decision, body.reason, scope.actor,
-                                      teams=scope.team_filter)
+                store.record_decision(
+                    con, recommendation_id, body.decision, body.reason, scope.actor, teams=scope.team_filter
+                )
                 rec = objects.from_frame(queries.recommendation_by_id(con, recommendation_id))[0]
         except store.UnknownRecommendation:
             raise HTTPException(404, detail=f"no recommendation {recommendation_id!r}") from None
@@ -222,8 +251,13 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
         return JSONResponse(rec)
 
     @app.get("/v1/costs/daily")
-    def costs_daily(request: Request, team: str | None = None, from_: str | None = Query(None, alias="from"),
-                    to: str | None = None, scope: Scope = Depends(caller)) -> Response:
+    def costs_daily(
+        request: Request,
+        team: str | None = None,
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        scope: Scope = Depends(caller),
+    ) -> Response:
         if not scope.sees_costs:
             raise HTTPException(403, detail="a scheduler token may not read costs")
         teams = _teams_for(scope, team)
@@ -233,11 +267,17 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
         return _etag_response(request, read(lambda con: _cost_rows(con, teams, start, end)))
 
     @app.get("/v1/alerts")
-    def list_alerts(request: Request, team: str | None = None, status: str = "open", rule: str | None = None,
-                    scope: Scope = Depends(caller)) -> Response:
+    def list_alerts(
+        request: Request,
+        team: str | None = None,
+        status: str = "open",
+        rule: str | None = None,
+        scope: Scope = Depends(caller),
+    ) -> Response:
         from gpufinops.jobs.alerts.render import alert_object
         from gpufinops.models.alerts import ALERT_RULES, STATUSES
         from gpufinops.warehouse import alerts_queries
+
         if not scope.sees_costs:
             raise HTTPException(403, detail="a scheduler token may not read alerts")
         if status not in (*STATUSES, "all"):
@@ -245,30 +285,37 @@ def create_app(cfg: Config, *, insecure_demo: bool = False, environ: Mapping[str
         if rule is not None and rule not in ALERT_RULES:
             raise HTTPException(400, detail=f"rule: unknown rule {rule!r} (known: {', '.join(ALERT_RULES)})")
         teams = _teams_for(scope, team)
-        frame = read(lambda con: alerts_queries.alerts(con, teams=teams, status=None if status == "all" else status,
-                                                       rule=rule))
+        frame = read(
+            lambda con: alerts_queries.alerts(con, teams=teams, status=None if status == "all" else status, rule=rule)
+        )
         return _etag_response(request, [alert_object(r) for r in frame.to_dicts()])
 
     return app
 
 
-COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost", "unallocated_gpu_cost",
-               "tagged_cost")
+COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost", "unallocated_gpu_cost", "tagged_cost")
 
 
 def _cost_rows(con, teams: list[str] | None, start: date | None, end: date | None) -> list[dict[str, Any]]:
     """Daily cost rows as the teams carry them (shared GPUs by allocation: warehouse/allocation_queries.py);
     ``to`` is inclusive (the whole day), money as numbers."""
     from gpufinops.warehouse import allocation_queries
+
     begin = datetime.combine(start, time(), UTC) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
     frame = allocation_queries.report_team_spend_daily(con, team=teams, start=begin, end=stop, tz="UTC")
     rows = []
     for row in frame.iter_rows(named=True):
         day = row["day"]
-        rows.append({"day": (day.date() if isinstance(day, datetime) else day).isoformat(),
-                     "provider": row["provider"], "team": row["team"], "service": row["service"],
-                     **{k: None if row[k] is None else float(row[k]) for k in COST_FIELDS}})
+        rows.append(
+            {
+                "day": (day.date() if isinstance(day, datetime) else day).isoformat(),
+                "provider": row["provider"],
+                "team": row["team"],
+                "service": row["service"],
+                **{k: None if row[k] is None else float(row[k]) for k in COST_FIELDS},
+            }
+        )
     return rows
 
 

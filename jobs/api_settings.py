@@ -21,19 +21,21 @@ TOKEN_ROLES = ("finance", "lead", "scheduler")
 @dataclass(frozen=True)
 class ApiToken:
     """One ``[[api.tokens]]`` entry: the variable holding the token, and the scope it grants."""
+
     token_env: str
-    role: str                              # finance | lead | scheduler
-    teams: tuple[str, ...] | None = None   # a lead's teams; None for every other role
-    name: str | None = None                # the actor recorded on decisions
+    role: str  # finance | lead | scheduler
+    teams: tuple[str, ...] | None = None  # a lead's teams; None for every other role
+    name: str | None = None  # the actor recorded on decisions
 
 
 @dataclass(frozen=True)
 class ApiWebhook:
     """One ``[[api.webhooks]]`` entry: a receiver of the signed recommendation feed."""
+
     url: str
     secret_env: str
-    teams: tuple[str, ...] | None = None   # None: every team
-    kinds: tuple[str, ...] | None = None   # None: every recommendation kind
+    teams: tuple[str, ...] | None = None  # None: every team
+    kinds: tuple[str, ...] | None = None  # None: every recommendation kind
     timeout_s: float = 10.0
     max_attempts: int = 5
     batch_size: int = 200
@@ -59,7 +61,7 @@ def _token(i: int, token: dict[str, Any]) -> ApiToken:
     token_env = env_name(token.get("token_env"), f"{key}.token_env")
     role = token.get("role")
     if role not in TOKEN_ROLES:
-        raise ConfigError(f"{key}.role: must be \"finance\", \"lead\" or \"scheduler\", not {role!r}")
+        raise ConfigError(f'{key}.role: must be "finance", "lead" or "scheduler", not {role!r}')
     teams = None
     if role == "lead":
         teams = name_list(token.get("teams"), f"{key}.teams")
@@ -84,9 +86,15 @@ def _webhook(i: int, hook: dict[str, Any]) -> ApiWebhook:
         if value is not None and (not is_number(value) or value < low):
             raise ConfigError(f"{key}.{option}: must be a number of at least {low}")
     defaults = ApiWebhook(url, secret_env)
-    return ApiWebhook(url, secret_env, teams, kinds, timeout_s=float(hook.get("timeout_s", defaults.timeout_s)),
-                      max_attempts=int(hook.get("max_attempts", defaults.max_attempts)),
-                      batch_size=int(hook.get("batch_size", defaults.batch_size)))
+    return ApiWebhook(
+        url,
+        secret_env,
+        teams,
+        kinds,
+        timeout_s=float(hook.get("timeout_s", defaults.timeout_s)),
+        max_attempts=int(hook.get("max_attempts", defaults.max_attempts)),
+        batch_size=int(hook.get("batch_size", defaults.batch_size)),
+    )
 
 
 def parse(section: Any) -> ApiSettings:
@@ -96,5 +104,6 @@ def parse(section: Any) -> ApiSettings:
     check_table(section, "api", API_KEYS)
     tokens = _entries(section, "tokens", API_TOKEN_KEYS)
     webhooks = _entries(section, "webhooks", API_WEBHOOK_KEYS)
-    return ApiSettings(tuple(_token(i, t) for i, t in enumerate(tokens)),
-                       tuple(_webhook(i, h) for i, h in enumerate(webhooks)))
+    return ApiSettings(
+        tuple(_token(i, t) for i, t in enumerate(tokens)), tuple(_webhook(i, h) for i, h in enumerate(webhooks))
+    )

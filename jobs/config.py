@@ -44,8 +44,20 @@ if TYPE_CHECKING:
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
 ENV_PREFIX = "GPUFINOPS_"
-TOP_LEVEL_SECTIONS = {"warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard", "budgets",
-                      "alerts", "export", "allocation"}
+TOP_LEVEL_SECTIONS = {
+    "warehouse",
+    "sources",
+    "teams",
+    "report",
+    "api",
+    "models",
+    "jobs",
+    "dashboard",
+    "budgets",
+    "alerts",
+    "export",
+    "allocation",
+}
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 TEAMS_KEYS = {"tag_keys"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
@@ -64,19 +76,19 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class Config:
-    path: Path | None                    # the file read, if any
-    base_dir: Path                       # relative paths in the file are relative to this
+    path: Path | None  # the file read, if any
+    base_dir: Path  # relative paths in the file are relative to this
     warehouse_path: Path
     memory_limit: str
     sources: dict[str, SourceConfig]
-    team_tag_keys: tuple[str, ...]       # [teams] tag_keys
-    report: ReportSettings               # [report]
-    jobs: JobSettings                    # [jobs]
-    alerts: AlertConfig                  # [[budgets]], [alerts] (and the [dashboard] budget aliases)
-    export: ExportSettings               # [export]
-    allocation: AllocationSettings       # [allocation]
-    api: ApiSettings                     # [api]
-    dashboard: DashboardSettings         # [dashboard]
+    team_tag_keys: tuple[str, ...]  # [teams] tag_keys
+    report: ReportSettings  # [report]
+    jobs: JobSettings  # [jobs]
+    alerts: AlertConfig  # [[budgets]], [alerts] (and the [dashboard] budget aliases)
+    export: ExportSettings  # [export]
+    allocation: AllocationSettings  # [allocation]
+    api: ApiSettings  # [api]
+    dashboard: DashboardSettings  # [dashboard]
     # [models] as written and checked by models.run.validate_settings: each model parses its own settings from it
     models: dict[str, Any] | None = None
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
@@ -113,7 +125,7 @@ def _apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> dict[s
     for name, value in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
         if parts[0] not in TOP_LEVEL_SECTIONS:
             continue
         node = raw
@@ -158,8 +170,13 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
     return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)))
 
 
-def load(path: str | os.PathLike | None = None, *, db: str | None = None, registry: Registry | None = None,
-         environ: dict[str, str] | None = None) -> Config:
+def load(
+    path: str | os.PathLike | None = None,
+    *,
+    db: str | None = None,
+    registry: Registry | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
     """Read, override and validate the whole config; raises ConfigError naming the key at fault (and,
     in its ``origin``, the file or the environment variable that set it)."""
     environ = dict(os.environ if environ is None else environ)
@@ -196,8 +213,9 @@ def _check_sections(raw: dict[str, Any]) -> None:
             raise ConfigError(f"{section}: must be a table ([{section}]), not {raw[section]!r}")
 
 
-def _warehouse(section: dict[str, Any], base_dir: Path, config_path: Path | None, db: str | None,
-               environ: dict[str, str]) -> tuple[Path, str, str]:
+def _warehouse(
+    section: dict[str, Any], base_dir: Path, config_path: Path | None, db: str | None, environ: dict[str, str]
+) -> tuple[Path, str, str]:
     """``[warehouse]`` (and --db) → (the warehouse path, its memory limit, where the path was set)."""
     check_table(section, "warehouse", WAREHOUSE_KEYS)
     path_value = db or section.get("path", DEFAULT_WAREHOUSE)
@@ -209,8 +227,15 @@ def _warehouse(section: dict[str, Any], base_dir: Path, config_path: Path | None
     warehouse_path = Path(path_value).expanduser()
     if not warehouse_path.is_absolute():
         warehouse_path = (Path.cwd() if db else base_dir) / warehouse_path
-    setting = ("--db" if db else "GPUFINOPS_WAREHOUSE__PATH" if "GPUFINOPS_WAREHOUSE__PATH" in environ
-               else f"warehouse.path in {config_path}" if "path" in section else "the default warehouse path")
+    setting = (
+        "--db"
+        if db
+        else "GPUFINOPS_WAREHOUSE__PATH"
+        if "GPUFINOPS_WAREHOUSE__PATH" in environ
+        else f"warehouse.path in {config_path}"
+        if "path" in section
+        else "the default warehouse path"
+    )
     return warehouse_path, memory_limit, setting
 
 
@@ -230,11 +255,12 @@ def _owned_by_a_package(parse: Callable[[Any], _T], section: Any, name: str) -> 
         raise
     except ValueError as exc:
         text = str(exc)  # the models say "[models] key …": the key as every other section names it
-        raise ConfigError(f"{name}.{text[len(f'[{name}] '):]}" if text.startswith(f"[{name}] ") else text) from None
+        raise ConfigError(f"{name}.{text[len(f'[{name}] ') :]}" if text.startswith(f"[{name}] ") else text) from None
 
 
-def _parse(raw: dict[str, Any], config_path: Path | None, *, db: str | None, registry: Registry | None,
-           environ: dict[str, str]) -> Config:
+def _parse(
+    raw: dict[str, Any], config_path: Path | None, *, db: str | None, registry: Registry | None, environ: dict[str, str]
+) -> Config:
     from gpufinops.ingest.core.registry import default_registry
     from gpufinops.jobs import api_settings, dashboard_settings, serve_settings
     from gpufinops.jobs.alerts import settings as alert_settings
@@ -253,27 +279,41 @@ def _parse(raw: dict[str, Any], config_path: Path | None, *, db: str | None, reg
     allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
     if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
         from gpufinops.models.run import validate_settings as validate_models
+
         _owned_by_a_package(validate_models, raw["models"], "models")
     names: list[str] = []
     _collect_env_names(raw, names)
-    return Config(config_path, base_dir, warehouse_path, memory_limit, sources, tag_keys,
-                  report=report_settings.parse(raw.get("report")), jobs=serve_settings.parse(raw.get("jobs")),
-                  alerts=alert_settings.parse(raw.get("budgets"), raw.get("alerts"), dashboard),
-                  export=export_settings.parse(raw.get("export")), allocation=allocation, api=api,
-                  dashboard=dashboard, models=raw.get("models"), warehouse_setting=setting,
-                  secret_env_names=tuple(dict.fromkeys(names)))
+    return Config(
+        config_path,
+        base_dir,
+        warehouse_path,
+        memory_limit,
+        sources,
+        tag_keys,
+        report=report_settings.parse(raw.get("report")),
+        jobs=serve_settings.parse(raw.get("jobs")),
+        alerts=alert_settings.parse(raw.get("budgets"), raw.get("alerts"), dashboard),
+        export=export_settings.parse(raw.get("export")),
+        allocation=allocation,
+        api=api,
+        dashboard=dashboard,
+        models=raw.get("models"),
+        warehouse_setting=setting,
+        secret_env_names=tuple(dict.fromkeys(names)),
+    )
 
 
 def _validate_memory_limit(value: Any) -> None:
     """DuckDB's own parser decides (an in-memory connection, a few ms): "2GB", "512MiB", "80%"…"""
     import duckdb
+
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"warehouse.memory_limit: must be a memory size such as \"2GB\", not {value!r}")
+        raise ConfigError(f'warehouse.memory_limit: must be a memory size such as "2GB", not {value!r}')
     con = duckdb.connect()
     try:
         con.execute("SET memory_limit = '" + value.replace("'", "''") + "'")
     except duckdb.Error as exc:
         reason = str(exc).splitlines()[0].split("Error: ", 1)[-1]
-        raise ConfigError(f"warehouse.memory_limit: {value!r} is not a memory size such as \"2GB\" ({reason})") from None
+        raise ConfigError(f'warehouse.memory_limit: {value!r} is not a memory size such as "2GB" ({reason})') from None
     finally:
         con.close()

@@ -22,7 +22,9 @@ def validate_cron(expression: Any, key: str) -> None:
     from apscheduler.triggers.cron import CronTrigger
 
     if not isinstance(expression, str) or len(expression.split()) != 5:
-        raise ConfigError(f"{key}: invalid cron expression {expression!r} (expected 5 fields: minute hour day month weekday)")
+        raise ConfigError(
+            f"{key}: invalid cron expression {expression!r} (expected 5 fields: minute hour day month weekday)"
+        )
     try:
         CronTrigger.from_crontab(expression, timezone="UTC")
     except ValueError as exc:

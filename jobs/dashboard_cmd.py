@@ -29,8 +29,18 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
 # Streamlit options: a served dashboard, not a development session (no file watcher polling the
 # tree, no script rewriting for "magic" writes, no usage statistics).
-STREAMLIT_OPTIONS = ("--server.headless", "true", "--browser.gatherUsageStats", "false", "--client.toolbarMode",
-                     "viewer", "--server.fileWatcherType", "none", "--runner.magicEnabled", "false")
+STREAMLIT_OPTIONS = (
+    "--server.headless",
+    "true",
+    "--browser.gatherUsageStats",
+    "false",
+    "--client.toolbarMode",
+    "viewer",
+    "--server.fileWatcherType",
+    "none",
+    "--runner.magicEnabled",
+    "false",
+)
 
 
 def _is_loopback(host: str) -> bool:
@@ -46,21 +56,27 @@ def address(auth: str, host: str | None, environ: dict[str, str]) -> str | None:
     """Where the dashboard listens (None: Streamlit's default, every interface), for ``[dashboard] auth``."""
     chosen = host or environ.get("STREAMLIT_SERVER_ADDRESS") or (None if auth == "oidc" else LOOPBACK)
     if auth == "header" and chosen is not None and not _is_loopback(chosen):
-        raise ConfigError(f"dashboard --host {chosen}: with dashboard.auth = \"header\" the dashboard listens on "
-                          "loopback only (the identity header is trusted from the proxy in front of it)")
+        raise ConfigError(
+            f'dashboard --host {chosen}: with dashboard.auth = "header" the dashboard listens on '
+            "loopback only (the identity header is trusted from the proxy in front of it)"
+        )
     if auth == "header" and chosen is None:
         chosen = LOOPBACK
     return chosen
 
 
-def command(cfg: Config, port: int, host: str | None = None,
-            environ: dict[str, str] | None = None) -> tuple[list[str], dict[str, str], str | None]:
+def command(
+    cfg: Config, port: int, host: str | None = None, environ: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str], str | None]:
     """The child's command line and environment, and the address it listens on."""
     environ = dict(os.environ if environ is None else environ)
     listen = address(cfg.dashboard.auth, host, environ)
     budgets = [b.to_dict() for b in cfg.alerts.settings.budgets]  # [[budgets]] and the [dashboard] aliases
-    env = {**environ, "GPUFINOPS_DB": str(cfg.warehouse_path),
-           "GPUFINOPS_DASHBOARD": json.dumps({**cfg.dashboard.to_section(), "budgets": budgets})}
+    env = {
+        **environ,
+        "GPUFINOPS_DB": str(cfg.warehouse_path),
+        "GPUFINOPS_DASHBOARD": json.dumps({**cfg.dashboard.to_section(), "budgets": budgets}),
+    }
     cmd = [sys.executable, "-m", "gpufinops.dashboard.server", str(APP), "--server.port", str(port), *STREAMLIT_OPTIONS]
     if listen is not None:
         cmd += ["--server.address", listen]
@@ -80,11 +96,15 @@ def run(cfg: Config, port: int, host: str | None = None) -> int:
         return 1
     cmd, env, listen = command(cfg, port, host)
     if cfg.dashboard.auth == "none" and (listen is None or not _is_loopback(listen)):
-        print(f"gpufinops: WARNING: no [dashboard] auth and listening on {listen or 'every interface'}: "
-              "anyone who reaches this port sees every team's spend", file=sys.stderr)
+        print(
+            f"gpufinops: WARNING: no [dashboard] auth and listening on {listen or 'every interface'}: "
+            "anyone who reaches this port sees every team's spend",
+            file=sys.stderr,
+        )
     print(f"gpufinops: dashboard on http://{listen or '0.0.0.0'}:{port} (Ctrl-C stops it)", file=sys.stderr)
-    child = subprocess.Popen(cmd, env=env, process_group=0,
-                             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    child = subprocess.Popen(
+        cmd, env=env, process_group=0, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None
+    )
     previous = {sig: signal.signal(sig, lambda signum, _frame: _forward(child, signum)) for sig in FORWARDED}
     try:
         return child.wait()

@@ -20,27 +20,35 @@ AUTH_MODES = ("none", "oidc", "header")
 @dataclass(frozen=True)
 class DashboardUser:
     email: str
-    role: str                              # finance | lead
-    teams: tuple[str, ...] | None = None   # a lead's teams
+    role: str  # finance | lead
+    teams: tuple[str, ...] | None = None  # a lead's teams
 
 
 @dataclass(frozen=True)
 class DashboardSettings:
-    auth: str = "none"                     # none | oidc | header
-    header: str | None = None              # auth = "header": the identity header the proxy sets
-    oidc_provider: str | None = None       # auth = "oidc": the [auth.<provider>] of Streamlit's secrets
+    auth: str = "none"  # none | oidc | header
+    header: str | None = None  # auth = "header": the identity header the proxy sets
+    oidc_provider: str | None = None  # auth = "oidc": the [auth.<provider>] of Streamlit's secrets
     users: tuple[DashboardUser, ...] = ()
-    monthly_budget_usd: float | None = None                         # an alias of a [[budgets]] entry
-    team_budgets: dict[str, float] = field(default_factory=dict)    # team = monthly budget (aliases too)
+    monthly_budget_usd: float | None = None  # an alias of a [[budgets]] entry
+    team_budgets: dict[str, float] = field(default_factory=dict)  # team = monthly budget (aliases too)
     stale_after_hours: float | None = None  # None: the dashboard's default
 
     def to_section(self) -> dict[str, Any]:
         """The section as TOML would hold it (the keys set, as given): the JSON `dashboard` hands Streamlit."""
-        users = [{"email": u.email, "role": u.role, **({"teams": list(u.teams)} if u.teams is not None else {})}
-                 for u in self.users]
-        values = {"auth": self.auth, "header": self.header, "oidc_provider": self.oidc_provider, "users": users,
-                  "monthly_budget_usd": self.monthly_budget_usd, "team_budgets": dict(self.team_budgets),
-                  "stale_after_hours": self.stale_after_hours}
+        users = [
+            {"email": u.email, "role": u.role, **({"teams": list(u.teams)} if u.teams is not None else {})}
+            for u in self.users
+        ]
+        values = {
+            "auth": self.auth,
+            "header": self.header,
+            "oidc_provider": self.oidc_provider,
+            "users": users,
+            "monthly_budget_usd": self.monthly_budget_usd,
+            "team_budgets": dict(self.team_budgets),
+            "stale_after_hours": self.stale_after_hours,
+        }
         return {k: v for k, v in values.items() if v is not None}
 
 
@@ -51,7 +59,7 @@ def _user(i: int, user: Any) -> DashboardUser:
     check_table(user, key, USER_KEYS)
     role = user.get("role")
     if role not in ("finance", "lead"):
-        raise ConfigError(f"{key}.role: must be \"finance\" or \"lead\"")
+        raise ConfigError(f'{key}.role: must be "finance" or "lead"')
     teams = user.get("teams")
     listed = isinstance(teams, list) and all(isinstance(t, str) for t in teams)
     if role == "lead" and not (listed and teams):
@@ -75,9 +83,9 @@ def parse(section: Any) -> DashboardSettings:
     check_table(section, "dashboard", DASHBOARD_KEYS)
     auth = section.get("auth", "none")
     if auth not in AUTH_MODES:
-        raise ConfigError(f"dashboard.auth: must be \"none\", \"oidc\" or \"header\", not {auth!r}")
+        raise ConfigError(f'dashboard.auth: must be "none", "oidc" or "header", not {auth!r}')
     if auth == "header" and not (isinstance(section.get("header"), str) and section["header"].strip()):
-        raise ConfigError("dashboard.header: required when dashboard.auth = \"header\" (e.g. \"X-Forwarded-Email\")")
+        raise ConfigError('dashboard.header: required when dashboard.auth = "header" (e.g. "X-Forwarded-Email")')
     users = section.get("users", [])
     if not isinstance(users, list) or (auth != "none" and not users):
         raise ConfigError("dashboard.users: a list of [[dashboard.users]] tables is required when auth is on")
@@ -88,5 +96,12 @@ def parse(section: Any) -> DashboardSettings:
     budgets = section.get("team_budgets", {})
     if not isinstance(budgets, dict) or not all(is_number(v) and v >= 0 for v in budgets.values()):
         raise ConfigError("dashboard.team_budgets: must be a table of team = non-negative number")
-    return DashboardSettings(auth, _optional_text(section, "header"), _optional_text(section, "oidc_provider"),
-                             parsed, section.get("monthly_budget_usd"), dict(budgets), section.get("stale_after_hours"))
+    return DashboardSettings(
+        auth,
+        _optional_text(section, "header"),
+        _optional_text(section, "oidc_provider"),
+        parsed,
+        section.get("monthly_budget_usd"),
+        dict(budgets),
+        section.get("stale_after_hours"),
+    )

@@ -15,23 +15,44 @@ from gpufinops.ingest.core import extras
 from gpufinops.jobs import output, tables
 from gpufinops.jobs.output import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
 
-SPEND_COLUMNS = (Col("provider", "Provider", TEXT, no_wrap=True), Col("effective_cost", "Spend (EffectiveCost)", MONEY),
-                 Col("gpu_share", "GPU share", PCT))
-IDLE_COLUMNS = (Col("provider", "Cloud", TEXT, no_wrap=True), Col("team", "Team", TEXT, no_wrap=True),
-                Col("resource_id", "Resource", ID, max_width=44), Col("pattern", "Pattern", TEXT, no_wrap=True),
-                Col("idle", "Idle h / measured", TEXT, no_wrap=True), Col("monthly_savings_usd", "Savings/mo", MONEY),
-                Col("confidence", "Conf.", RATIO))
-FINDING_COLUMNS = (Col("kind", "Kind", TEXT, no_wrap=True), Col("plan", "Plan", TEXT, no_wrap=True),
-                   Col("provider", "Cloud", TEXT, no_wrap=True),
-                   Col("team", "Team", TEXT, no_wrap=True), Col("resource_id", "Resource", ID, max_width=44),
-                   Col("action", "Action", WRAP), Col("monthly_savings_usd", "Savings/mo", MONEY),
-                   Col("confidence", "Conf.", RATIO, hide_below=100))
-ONPREM_COLUMNS = (Col("provider", "Cloud", TEXT, no_wrap=True), Col("team", "Team", TEXT, no_wrap=True),
-                  Col("resource_id", "Resource", ID, max_width=44), Col("action", "Advice", WRAP),
-                  Col("monthly_savings_usd", "Savings/mo", MONEY))
-TRUTH_COLUMNS = (Col("found", "Found", TEXT, no_wrap=True), Col("variant", "Planted", TEXT, no_wrap=True),
-                 Col("resource_id", "Resource", ID, max_width=44), Col("truth_idle_cost_usd", "True idle cost", MONEY),
-                 Col("found_idle_cost_usd", "Found idle cost", MONEY))
+SPEND_COLUMNS = (
+    Col("provider", "Provider", TEXT, no_wrap=True),
+    Col("effective_cost", "Spend (EffectiveCost)", MONEY),
+    Col("gpu_share", "GPU share", PCT),
+)
+IDLE_COLUMNS = (
+    Col("provider", "Cloud", TEXT, no_wrap=True),
+    Col("team", "Team", TEXT, no_wrap=True),
+    Col("resource_id", "Resource", ID, max_width=44),
+    Col("pattern", "Pattern", TEXT, no_wrap=True),
+    Col("idle", "Idle h / measured", TEXT, no_wrap=True),
+    Col("monthly_savings_usd", "Savings/mo", MONEY),
+    Col("confidence", "Conf.", RATIO),
+)
+FINDING_COLUMNS = (
+    Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("plan", "Plan", TEXT, no_wrap=True),
+    Col("provider", "Cloud", TEXT, no_wrap=True),
+    Col("team", "Team", TEXT, no_wrap=True),
+    Col("resource_id", "Resource", ID, max_width=44),
+    Col("action", "Action", WRAP),
+    Col("monthly_savings_usd", "Savings/mo", MONEY),
+    Col("confidence", "Conf.", RATIO, hide_below=100),
+)
+ONPREM_COLUMNS = (
+    Col("provider", "Cloud", TEXT, no_wrap=True),
+    Col("team", "Team", TEXT, no_wrap=True),
+    Col("resource_id", "Resource", ID, max_width=44),
+    Col("action", "Advice", WRAP),
+    Col("monthly_savings_usd", "Savings/mo", MONEY),
+)
+TRUTH_COLUMNS = (
+    Col("found", "Found", TEXT, no_wrap=True),
+    Col("variant", "Planted", TEXT, no_wrap=True),
+    Col("resource_id", "Resource", ID, max_width=44),
+    Col("truth_idle_cost_usd", "True idle cost", MONEY),
+    Col("found_idle_cost_usd", "Found idle cost", MONEY),
+)
 
 
 def exe_name() -> str:
@@ -48,33 +69,60 @@ def shown_path(path: Path) -> str:
 
 
 def _rec_row(rec) -> dict[str, Any]:
-    return {"kind": rec.kind, "plan": getattr(rec, "plan", None), "provider": rec.provider, "team": rec.team or "(cluster)",
-            "resource_id": rec.resource_id or rec.workload or output.MISSING, "action": rec.proposed.get("action"),
-            "monthly_savings_usd": rec.monthly_savings_usd, "confidence": rec.confidence}
+    return {
+        "kind": rec.kind,
+        "plan": getattr(rec, "plan", None),
+        "provider": rec.provider,
+        "team": rec.team or "(cluster)",
+        "resource_id": rec.resource_id or rec.workload or output.MISSING,
+        "action": rec.proposed.get("action"),
+        "monthly_savings_usd": rec.monthly_savings_usd,
+        "confidence": rec.confidence,
+    }
 
 
-def print_summary(out: IO[str], fleet, results, totals, recs, report, planted, config_path: Path,
-                  comparison=()) -> None:
+def print_summary(
+    out: IO[str], fleet, results, totals, recs, report, planted, config_path: Path, comparison=()
+) -> None:
     from gpufinops.models import plans
 
     width = output.terminal_width(out)
     p = lambda text="": print(text, file=out)  # noqa: E731
     p("\nIngest:")
     tables.print_runs(results, out=out, width=width, brief=True)
-    p(f"\nFleet: {fleet.machines} machines, {fleet.gpus} GPUs, {fleet.line_items:,} cost lines, "
-      f"{fleet.metric_rows:,} nvidia-smi samples\n")
-    spend = [{"provider": r["provider"], "effective_cost": r["effective_cost"],
-              "gpu_share": float(r["gpu_cost"] / r["effective_cost"] * 100) if r["effective_cost"] else 0.0}
-             for r in totals.iter_rows(named=True)]
+    p(
+        f"\nFleet: {fleet.machines} machines, {fleet.gpus} GPUs, {fleet.line_items:,} cost lines, "
+        f"{fleet.metric_rows:,} nvidia-smi samples\n"
+    )
+    spend = [
+        {
+            "provider": r["provider"],
+            "effective_cost": r["effective_cost"],
+            "gpu_share": float(r["gpu_cost"] / r["effective_cost"] * 100) if r["effective_cost"] else 0.0,
+        }
+        for r in totals.iter_rows(named=True)
+    ]
     output.print_table(spend, SPEND_COLUMNS, out=out, width=width)
     counted = [r for r in recs if plans.counted(r)]
-    p(f"\nSavings: {output.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s), one per "
-      f"resource ({len(counted)} action(s); {len(recs) - len(counted)} alternative(s) listed, never added)")
+    p(
+        f"\nSavings: {output.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s), one per "
+        f"resource ({len(counted)} action(s); {len(recs) - len(counted)} alternative(s) listed, never added)"
+    )
     others, idle = [r for r in recs if r.kind != "idle_gpu"], [r for r in recs if r.kind == "idle_gpu"]
     p(f"\nIdle GPUs: {len(idle)} finding(s), {output.money(plans.total(idle))}/month")
-    output.print_table([{**_rec_row(r), "pattern": r.evidence["pattern"],
-                         "idle": f"{r.evidence['idle_hours']:,} / {r.evidence['measured_hours']:,}"} for r in idle],
-                       IDLE_COLUMNS, out=out, width=width)
+    output.print_table(
+        [
+            {
+                **_rec_row(r),
+                "pattern": r.evidence["pattern"],
+                "idle": f"{r.evidence['idle_hours']:,} / {r.evidence['measured_hours']:,}",
+            }
+            for r in idle
+        ],
+        IDLE_COLUMNS,
+        out=out,
+        width=width,
+    )
     onprem = list(comparison) + [r for r in others if r.kind == "onprem_vs_cloud" and r.provider != "onprem"]
     listed = [r for r in others if not (r.kind == "onprem_vs_cloud" and r.provider != "onprem")]
     if others:
@@ -85,8 +133,12 @@ def print_summary(out: IO[str], fleet, results, totals, recs, report, planted, c
     if onprem:  # the whole sentence: it carries the cost per used GPU-hour and the break-even utilisation
         p("\nOn-prem vs cloud (cost per used GPU-hour, break-even utilisation):")
         facts = {id(r) for r in comparison}  # verdicts, not savings: no saving to show
-        output.print_table([{**_rec_row(r), "monthly_savings_usd": None if id(r) in facts else r.monthly_savings_usd}
-                            for r in onprem], ONPREM_COLUMNS, out=out, width=width)
+        output.print_table(
+            [{**_rec_row(r), "monthly_savings_usd": None if id(r) in facts else r.monthly_savings_usd} for r in onprem],
+            ONPREM_COLUMNS,
+            out=out,
+            width=width,
+        )
     _print_truth(out, width, fleet, idle, others, report, planted)
     _print_next(out, config_path)
 
@@ -96,10 +148,17 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
     found = sum(1 for row in report if row["found"])
     planted_ids = {row["resource_id"] for row in report}
     extra = [r for r in idle if r.resource_id not in planted_ids]
-    print(f"\nGround truth ({fleet.ground_truth_path.name}): {found}/{len(report)} planted idle GPUs found, "
-          f"{len(extra)} finding(s) on machines with nothing planted", file=out)
-    output.print_table([{**row, "found": "found" if row["found"] else Text("MISSED", style="bold red")}
-                        for row in report], TRUTH_COLUMNS, out=out, width=width)
+    print(
+        f"\nGround truth ({fleet.ground_truth_path.name}): {found}/{len(report)} planted idle GPUs found, "
+        f"{len(extra)} finding(s) on machines with nothing planted",
+        file=out,
+    )
+    output.print_table(
+        [{**row, "found": "found" if row["found"] else Text("MISSED", style="bold red")} for row in report],
+        TRUTH_COLUMNS,
+        out=out,
+        width=width,
+    )
     later = sorted({p["kind"] for p in planted} - {"idle_gpu"} - {r.kind for r in others})
     if later:
         print(f"  also planted, for the models still to come: {', '.join(later)}", file=out)
@@ -111,8 +170,11 @@ def _print_next(out, config_path: Path) -> None:
     print("\nNext:", file=out)
     if not extras.installed("streamlit"):
         print(f"  the dashboard needs streamlit: {extras.install_hint('dashboard')}", file=out)
-    print(f"  {exe} --config {config} recommend\n"
-          f"  {exe} --config {config} sql \"SELECT * FROM ingest_runs\"\n"
-          f"  {exe} --config {config} dashboard", file=out)
+    print(
+        f"  {exe} --config {config} recommend\n"
+        f'  {exe} --config {config} sql "SELECT * FROM ingest_runs"\n'
+        f"  {exe} --config {config} dashboard",
+        file=out,
+    )
     if Path("Makefile").is_file() and config == "demo/gpufinops.toml":
         print("  make dashboard     (the same, from this clone)", file=out)

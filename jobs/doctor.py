@@ -40,20 +40,28 @@ class Check:
 def check_config(path: str | None, db: str | None):
     from gpufinops.jobs import config as config_mod
 
-    chosen = path or os.environ.get("GPUFINOPS_CONFIG") or ("gpufinops.toml" if Path("gpufinops.toml").exists() else None)
+    chosen = (
+        path or os.environ.get("GPUFINOPS_CONFIG") or ("gpufinops.toml" if Path("gpufinops.toml").exists() else None)
+    )
     try:
         cfg = config_mod.load(path, db=db)
     except config_mod.ConfigError as exc:
-        return None, Check("config", FAIL, str(exc), f"edit {chosen or 'the config'} (`gpufinops init` writes a new one)")
+        return None, Check(
+            "config", FAIL, str(exc), f"edit {chosen or 'the config'} (`gpufinops init` writes a new one)"
+        )
     if cfg.path is None:
-        return cfg, Check("config", WARN, "no config file: built-in defaults, no sources",
-                          "gpufinops init (writes ./gpufinops.toml), or --config PATH")
+        return cfg, Check(
+            "config",
+            WARN,
+            "no config file: built-in defaults, no sources",
+            "gpufinops init (writes ./gpufinops.toml), or --config PATH",
+        )
     return cfg, Check("config", OK, f"{cfg.path}: {len(cfg.sources)} source(s)")
 
 
 def check_extras(cfg) -> list[Check]:
     needed: dict[str, list[str]] = {}
-    for source in (cfg.sources.values() if cfg else []):
+    for source in cfg.sources.values() if cfg else []:
         extra = sources.needs_extra(source)
         if extra:
             needed.setdefault(extra, []).append(source.name)
@@ -61,13 +69,22 @@ def check_extras(cfg) -> list[Check]:
     for extra in extras.EXTRAS:
         missing = extras.missing_modules(extra)
         users = needed.get(extra, [])
-        purpose = f"needed by {', '.join(users)}" if users else ("for `gpufinops dashboard`" if extra == "dashboard"
-                                                                   else "not needed by this config")
+        purpose = (
+            f"needed by {', '.join(users)}"
+            if users
+            else ("for `gpufinops dashboard`" if extra == "dashboard" else "not needed by this config")
+        )
         if not missing:
             out.append(Check(f"extra {extra}", OK, f"installed ({purpose})"))
         elif users or extra == "dashboard":
-            out.append(Check(f"extra {extra}", FAIL if users else WARN, f"{', '.join(missing)} not installed ({purpose})",
-                             extras.install_hint(extra)))
+            out.append(
+                Check(
+                    f"extra {extra}",
+                    FAIL if users else WARN,
+                    f"{', '.join(missing)} not installed ({purpose})",
+                    extras.install_hint(extra),
+                )
+            )
         else:
             out.append(Check(f"extra {extra}", SKIP, f"{', '.join(missing)} not installed ({purpose})"))
     return out
@@ -78,9 +95,13 @@ def aws_credentials() -> Check:
 
     credentials = boto3.session.Session().get_credentials()
     if credentials is None:
-        return Check("credentials aws", FAIL, "boto3's default chain found no credentials",
-                     "set AWS_PROFILE (after `aws configure` or `aws sso login`), or AWS_ACCESS_KEY_ID and "
-                     "AWS_SECRET_ACCESS_KEY, or run where an instance / pod role applies")
+        return Check(
+            "credentials aws",
+            FAIL,
+            "boto3's default chain found no credentials",
+            "set AWS_PROFILE (after `aws configure` or `aws sso login`), or AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or run where an instance / pod role applies",
+        )
     return Check("credentials aws", OK, f"found by boto3 ({credentials.method})")
 
 
@@ -92,8 +113,12 @@ def gcp_credentials(cfg) -> Check:
         path = Path(os.path.expanduser(str(keyed[0].options["credentials_file"])))
         path = path if path.is_absolute() else cfg.base_dir / path
         if not path.is_file():
-            return Check("credentials gcp", FAIL, f"credentials_file {path} does not exist",
-                         f"fix sources.{keyed[0].name}.credentials_file")
+            return Check(
+                "credentials gcp",
+                FAIL,
+                f"credentials_file {path} does not exist",
+                f"fix sources.{keyed[0].name}.credentials_file",
+            )
         return Check("credentials gcp", OK, f"credentials_file {path}")
     if len(anonymous) == len(api):
         return Check("credentials gcp", OK, "anonymous (the sources name an emulator endpoint)")
@@ -103,8 +128,12 @@ def gcp_credentials(cfg) -> Check:
     try:
         _, project = google.auth.default()
     except DefaultCredentialsError:
-        return Check("credentials gcp", FAIL, "no Application Default Credentials",
-                     "gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS=/path/key.json")
+        return Check(
+            "credentials gcp",
+            FAIL,
+            "no Application Default Credentials",
+            "gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS=/path/key.json",
+        )
     return Check("credentials gcp", OK, f"Application Default Credentials{f' (project {project})' if project else ''}")
 
 
@@ -141,8 +170,12 @@ def check_source(source, base_dir: Path, timeout: float, no_credentials: Set[str
         return Check(name, FAIL, f"{source.type}: no answer within {timeout:g} s", "check the network path to it")
     except Exception as exc:  # the call's own error, one line (SDK errors never carry credentials)
         message = " ".join(str(exc).split())[:300] or type(exc).__name__
-        return Check(name, FAIL, f"{source.type}: {sources._aws_error(exc) if hasattr(exc, 'response') else message}",
-                     "check the source's settings and the credentials' permissions")
+        return Check(
+            name,
+            FAIL,
+            f"{source.type}: {sources._aws_error(exc) if hasattr(exc, 'response') else message}",
+            "check the source's settings and the credentials' permissions",
+        )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return Check(name, status, f"{source.type}: {detail}", fix)
@@ -169,10 +202,17 @@ def check_warehouse(cfg) -> Check:
     except duckdb.Error as exc:
         return Check("warehouse", FAIL, f"{path}: {str(exc).splitlines()[0]}", "is it a gpufinops DuckDB file?")
     if version > SCHEMA_VERSION:
-        return Check("warehouse", FAIL, f"{path}: schema version {version}, newer than this gpufinops ({SCHEMA_VERSION})",
-                     "upgrade gpufinops")
-    upgrade = (f" (upgraded to {SCHEMA_VERSION} by `{db.UPGRADE_COMMAND}` or the next command's start)"
-               if version < SCHEMA_VERSION else "")
+        return Check(
+            "warehouse",
+            FAIL,
+            f"{path}: schema version {version}, newer than this gpufinops ({SCHEMA_VERSION})",
+            "upgrade gpufinops",
+        )
+    upgrade = (
+        f" (upgraded to {SCHEMA_VERSION} by `{db.UPGRADE_COMMAND}` or the next command's start)"
+        if version < SCHEMA_VERSION
+        else ""
+    )
     return Check("warehouse", OK, f"{path}: schema version {version}{upgrade}, {lines:,} cost lines")
 
 
@@ -203,6 +243,7 @@ def detail(check: Check) -> Text:
 def _name_width(path: str | None, db: str | None) -> int:
     """The check-name column: as wide as the longest ``source <name>`` (names are never cut)."""
     from gpufinops.jobs import config as config_mod
+
     try:
         names = list(config_mod.load(path, db=db).sources)
     except config_mod.ConfigError:
@@ -226,5 +267,7 @@ def run(path: str | None, *, db: str | None = None, timeout: float = 10.0, out: 
         emit(console, row)
         failed += check.status == FAIL
         warned += check.status == WARN
-    console.print(f"\n{failed} check(s) failed, {warned} warning(s)." if failed or warned else "\nEverything checks out.")
+    console.print(
+        f"\n{failed} check(s) failed, {warned} warning(s)." if failed or warned else "\nEverything checks out."
+    )
     return 1 if failed else 0

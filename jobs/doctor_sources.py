@@ -44,19 +44,28 @@ def files(source: SourceConfig, base_dir: Path, key: str = "path") -> Result:
     pattern = source.options.get(key)
     matched = _paths(pattern, base_dir)
     if not matched:
-        return FAIL, f"{key} {pattern!r} matches no file (relative to {base_dir})", \
-            f"point sources.{source.name}.{key} at the files (a glob like \"logs/*.csv\")"
+        return (
+            FAIL,
+            f"{key} {pattern!r} matches no file (relative to {base_dir})",
+            f'point sources.{source.name}.{key} at the files (a glob like "logs/*.csv")',
+        )
     return OK, f"{len(matched)} file(s) match {pattern!r}", None
 
 
 # --- AWS ---------------------------------------------------------------------------------------------
 
+
 def _aws_client(service: str, source: SourceConfig, timeout: float, region: str | None = None) -> Any:
     boto3 = extras.require("boto3", "aws", f"sources.{source.name}")
     from botocore.config import Config
+
     config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"mode": "standard", "max_attempts": 1})
-    return boto3.session.Session().client(service, region_name=region or source.options.get("region") or "us-east-1",
-                                          endpoint_url=source.options.get("endpoint_url") or None, config=config)
+    return boto3.session.Session().client(
+        service,
+        region_name=region or source.options.get("region") or "us-east-1",
+        endpoint_url=source.options.get("endpoint_url") or None,
+        config=config,
+    )
 
 
 def _aws_error(exc: Exception) -> str:
@@ -73,8 +82,11 @@ def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
         if not root.is_dir():
             return FAIL, f"path {root} is not a directory", f"point sources.{source.name}.path at the synced export"
         manifests = list(root.rglob("*Manifest.json"))
-        return (OK, f"{root}: {len(manifests)} manifest(s)", None) if manifests else \
-            (WARN, f"{root}: no *-Manifest.json yet", "sync the export's metadata/ and data/ folders there")
+        return (
+            (OK, f"{root}: {len(manifests)} manifest(s)", None)
+            if manifests
+            else (WARN, f"{root}: no *-Manifest.json yet", "sync the export's metadata/ and data/ folders there")
+        )
     if opts.get("engine") == "athena":
         athena = _aws_client("athena", source, timeout)
         athena.get_work_group(WorkGroup=opts.get("workgroup") or "primary")
@@ -84,8 +96,11 @@ def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     try:
         s3.head_bucket(Bucket=bucket)
     except Exception as exc:  # botocore ClientError: 404 NoSuchBucket, 403 AccessDenied
-        return FAIL, f"s3://{bucket}: {_aws_error(exc)}", \
-            f"check the bucket name and region, and grant s3:ListBucket on arn:aws:s3:::{bucket}"
+        return (
+            FAIL,
+            f"s3://{bucket}: {_aws_error(exc)}",
+            f"check the bucket name and region, and grant s3:ListBucket on arn:aws:s3:::{bucket}",
+        )
     listing = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1000)
     keys = [o["Key"] for o in listing.get("Contents", [])]
     manifests = [k for k in keys if k.endswith("Manifest.json")]
@@ -93,8 +108,11 @@ def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     if not keys:
         return WARN, f"{where}: no objects", "check the prefix; a new export delivers within 24 hours"
     if not manifests:
-        return WARN, f"{where}: {len(keys)} object(s), no *-Manifest.json", \
-            "point prefix at the export (its metadata/ folder holds the manifests)"
+        return (
+            WARN,
+            f"{where}: {len(keys)} object(s), no *-Manifest.json",
+            "point prefix at the export (its metadata/ folder holds the manifests)",
+        )
     more = "+" if listing.get("IsTruncated") else ""
     return OK, f"{where}: {len(keys)}{more} object(s), {len(manifests)} manifest(s)", None
 
@@ -108,21 +126,28 @@ def aws_spot_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Res
 def aws_pricing(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     region = (source.options.get("regions") or ["us-east-1"])[0]
     _aws_client("ec2", source, timeout, region).describe_instance_types(MaxResults=5)
-    return OK, f"EC2 DescribeInstanceTypes answers in {region} (offline prices are used if Pricing is unreachable)", None
+    return (
+        OK,
+        f"EC2 DescribeInstanceTypes answers in {region} (offline prices are used if Pricing is unreachable)",
+        None,
+    )
 
 
 def aws_spot_advisor(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     if source.options.get("path"):
         return files(source, base_dir)
     from gpufinops.ingest.aws.aws_spot_advisor import DEFAULT_URL
+
     return http_get(source.options.get("url") or DEFAULT_URL, timeout, expect=None)
 
 
 # --- Google Cloud ------------------------------------------------------------------------------------
 
+
 def _gcp_options(source: SourceConfig, base_dir: Path) -> Any:
     """The source's typed options (config validation checked them), credentials_file beside the config."""
     from gpufinops.ingest.core.registry import default_registry
+
     meta = default_registry().get(source.type).meta
     opts = meta.parse_options(dict(source.options), f"sources.{source.name}")
     if opts.credentials_file and not os.path.isabs(opts.credentials_file):
@@ -134,6 +159,7 @@ def gcp_billing_export(source: SourceConfig, base_dir: Path, timeout: float) -> 
     if source.options.get("path"):
         return files(source, base_dir)
     from gpufinops.ingest.gcp import gcp_common
+
     opts = _gcp_options(source, base_dir)
     name = f"{opts.project}.{opts.dataset}.{opts.table}"
     client = gcp_common.bigquery_client(source.name, opts, str(opts.project))
@@ -141,25 +167,36 @@ def gcp_billing_export(source: SourceConfig, base_dir: Path, timeout: float) -> 
         table = client.get_table(name, timeout=timeout, retry=None)
     except Exception as exc:
         status = gcp_common.status_of(exc)
-        fix = ("grant roles/bigquery.dataViewer on the dataset and roles/bigquery.jobUser on the project"
-               if status == 403 else "check project, dataset and table (BigQuery → the billing export's table name)")
+        fix = (
+            "grant roles/bigquery.dataViewer on the dataset and roles/bigquery.jobUser on the project"
+            if status == 403
+            else "check project, dataset and table (BigQuery → the billing export's table name)"
+        )
         return FAIL, f"BigQuery {name}: {gcp_common.describe_error(source.name, 'tables.get', exc)}", fix
     columns = {f.name for f in table.schema}
     missing = sorted(BILLING_EXPORT_COLUMNS - columns)
     if missing:
-        return WARN, f"BigQuery {name} lacks {', '.join(missing)}: not a billing export table?", \
-            "use the gcp_billing_export_v1_… or gcp_billing_export_resource_v1_… table"
+        return (
+            WARN,
+            f"BigQuery {name} lacks {', '.join(missing)}: not a billing export table?",
+            "use the gcp_billing_export_v1_… or gcp_billing_export_resource_v1_… table",
+        )
     return OK, f"BigQuery {name}: {table.num_rows or 0:,} rows, a billing export schema", None
 
 
 def gcp_catalog(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     from gpufinops.ingest.gcp import gcp_common
+
     client = gcp_common.catalog_client(source.name, _gcp_options(source, base_dir))
     from google.cloud.billing_v1 import ListSkusRequest
+
     pager = client.list_skus(request=ListSkusRequest(parent=COMPUTE_SERVICE, page_size=1), timeout=timeout, retry=None)
     first = next(iter(pager.skus), None)
-    return (OK, "Cloud Billing Catalog answers (Compute Engine SKUs)", None) if first is not None else \
-        (WARN, "Cloud Billing Catalog answered with no Compute Engine SKU", "check the endpoint")
+    return (
+        (OK, "Cloud Billing Catalog answers (Compute Engine SKUs)", None)
+        if first is not None
+        else (WARN, "Cloud Billing Catalog answered with no Compute Engine SKU", "check the endpoint")
+    )
 
 
 def gcp_price_history(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
@@ -167,6 +204,7 @@ def gcp_price_history(source: SourceConfig, base_dir: Path, timeout: float) -> R
 
 
 # --- GPU metrics -------------------------------------------------------------------------------------
+
 
 def http_get(url: str, timeout: float, expect: tuple[str, ...] | None = GPU_METRICS) -> Result:
     request = urllib.request.Request(url, headers={"User-Agent": "gpufinops-doctor"})
@@ -191,14 +229,21 @@ def dcgm_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Resul
         if target.startswith(("http://", "https://")):
             results.append(http_get(target, timeout))
         else:
-            path = target[len("file://"):] if target.startswith("file://") else target
+            path = target[len("file://") :] if target.startswith("file://") else target
             matched = _paths(path, base_dir)
-            results.append((OK, f"{len(matched)} file(s) match {path!r}", None) if matched else
-                           (FAIL, f"{path!r} matches no file", f"fix sources.{source.name}.targets"))
+            results.append(
+                (OK, f"{len(matched)} file(s) match {path!r}", None)
+                if matched
+                else (FAIL, f"{path!r} matches no file", f"fix sources.{source.name}.targets")
+            )
     failed = [r for r in results if r[0] == FAIL]
     worst = failed or [r for r in results if r[0] == WARN]
     if worst:
-        return worst[0][0], f"{len(results) - len(failed)} of {len(results)} target(s) answer; {worst[0][1]}", worst[0][2]
+        return (
+            worst[0][0],
+            f"{len(results) - len(failed)} of {len(results)} target(s) answer; {worst[0][1]}",
+            worst[0][2],
+        )
     return OK, f"{len(results)} target(s) answer with GPU metrics", None
 
 
@@ -219,8 +264,12 @@ def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
         result = answer.get("data", {}).get("result", [])
         if result:
             return OK, f"Prometheus {url}: {int(float(result[0]['value'][1])):,} {metric} series in the last day", None
-    return WARN, f"Prometheus {url} answers, but has no {' / '.join(GPU_METRICS)} series in the last day" + \
-        (f" matching {selector}" if selector else ""), "scrape the DCGM exporters from it (or fix the selector)"
+    return (
+        WARN,
+        f"Prometheus {url} answers, but has no {' / '.join(GPU_METRICS)} series in the last day"
+        + (f" matching {selector}" if selector else ""),
+        "scrape the DCGM exporters from it (or fix the selector)",
+    )
 
 
 def nvidia_smi_csv(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
@@ -238,10 +287,18 @@ def onprem(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
 
 
 CHECKS: dict[str, Callable[[SourceConfig, Path, float], Result]] = {
-    "aws_cur": aws_cur, "aws_spot_prices": aws_spot_prices, "aws_pricing": aws_pricing,
-    "aws_spot_advisor": aws_spot_advisor, "gcp_billing_export": gcp_billing_export, "gcp_catalog": gcp_catalog,
-    "gcp_price_history": gcp_price_history, "dcgm_exporter": dcgm_exporter, "prometheus": prometheus,
-    "nvidia_smi_csv": nvidia_smi_csv, "focus_files": focus_files, "onprem": onprem,
+    "aws_cur": aws_cur,
+    "aws_spot_prices": aws_spot_prices,
+    "aws_pricing": aws_pricing,
+    "aws_spot_advisor": aws_spot_advisor,
+    "gcp_billing_export": gcp_billing_export,
+    "gcp_catalog": gcp_catalog,
+    "gcp_price_history": gcp_price_history,
+    "dcgm_exporter": dcgm_exporter,
+    "prometheus": prometheus,
+    "nvidia_smi_csv": nvidia_smi_csv,
+    "focus_files": focus_files,
+    "onprem": onprem,
 }
 
 

@@ -51,8 +51,16 @@ def configure_logging(verbose: int) -> None:
 
 
 def _disk_full(text: str) -> bool:
-    return any(m in text for m in ("No space left on device", "File too large", "Disk quota exceeded",
-                                   "could not write", "Could not write"))
+    return any(
+        m in text
+        for m in (
+            "No space left on device",
+            "File too large",
+            "Disk quota exceeded",
+            "could not write",
+            "Could not write",
+        )
+    )
 
 
 def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
@@ -80,7 +88,8 @@ def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
         path = getattr(cfg, "warehouse_path", None)
         if _disk_full(str(exc)):
             return f"the warehouse {path or ''} can not be written: {first} (free disk space and run again)".replace(
-                "warehouse  ", "warehouse "), 1
+                "warehouse  ", "warehouse "
+            ), 1
         return f"the warehouse {path} failed: {first}" if path else first, 1
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", 130

@@ -45,14 +45,20 @@ def _monthly(cost, hours: int) -> Decimal:
 
 def idle_p95(con: duckdb.DuckDBPyConnection) -> list[Finding]:
     hours = queries.gpu_resource_hours(con)
-    per = hours.filter(pl.col("util_p95").is_not_null()).group_by("resource_id").agg(
-        pl.col("util_p95").quantile(0.95).alias("p95"))
-    cost = hours.group_by("resource_id").agg(pl.col("effective_cost").sum().alias("cost"),
-                                             ((pl.col("hour").max() - pl.col("hour").min()).dt.total_hours() + 1)
-                                             .alias("hours"))
+    per = (
+        hours.filter(pl.col("util_p95").is_not_null())
+        .group_by("resource_id")
+        .agg(pl.col("util_p95").quantile(0.95).alias("p95"))
+    )
+    cost = hours.group_by("resource_id").agg(
+        pl.col("effective_cost").sum().alias("cost"),
+        ((pl.col("hour").max() - pl.col("hour").min()).dt.total_hours() + 1).alias("hours"),
+    )
     rows = per.filter(pl.col("p95") < 5).join(cost, on="resource_id")
-    return [Finding("idle_gpu", r["resource_id"], money(_monthly(r["cost"], r["hours"])))
-            for r in rows.iter_rows(named=True)]
+    return [
+        Finding("idle_gpu", r["resource_id"], money(_monthly(r["cost"], r["hours"])))
+        for r in rows.iter_rows(named=True)
+    ]
 
 
 def gpu_count_low_gpus(con: duckdb.DuckDBPyConnection) -> list[Finding]:
@@ -61,11 +67,17 @@ def gpu_count_low_gpus(con: duckdb.DuckDBPyConnection) -> list[Finding]:
     start = features.window_start(con, s.lookback_days)
     if res.is_empty() or start is None:
         return []
-    spare = queries.rightsizing_gpus(con, start).group_by("resource_id").agg(
-        (pl.col("util_p95") < s.spare_gpu_util_pct).sum().alias("spare"), pl.len().alias("gpus"))
+    spare = (
+        queries.rightsizing_gpus(con, start)
+        .group_by("resource_id")
+        .agg((pl.col("util_p95") < s.spare_gpu_util_pct).sum().alias("spare"), pl.len().alias("gpus"))
+    )
     out = []
-    for r in res.join(spare, on="resource_id").filter((pl.col("spare") > 0) & (pl.col("spare") < pl.col("gpus"))
-                                                      & (pl.col("gpu_count") > 1)).iter_rows(named=True):
+    for r in (
+        res.join(spare, on="resource_id")
+        .filter((pl.col("spare") > 0) & (pl.col("spare") < pl.col("gpus")) & (pl.col("gpu_count") > 1))
+        .iter_rows(named=True)
+    ):
         monthly = features.monthly(r["cost_usd"], r["window_days"])
         out.append(Finding("gpu_count", r["resource_id"], money(monthly * r["spare"] / r["gpu_count"])))
     return out
@@ -84,14 +96,18 @@ def with_predictors(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
         if predictor == gpu_type.REGRESSION and model.fitted is None:
             continue
         forced = dataclasses.replace(model, predictor=predictor)
-        out[predictor] = (gpu_type.recommend(res, offers, spec, forced, s)[0]
-                          + quantization.recommend(res, offers, spec, forced, s)[0])
+        out[predictor] = (
+            gpu_type.recommend(res, offers, spec, forced, s)[0]
+            + quantization.recommend(res, offers, spec, forced, s)[0]
+        )
     return out
 
 
 def spot_everything(con: duckdb.DuckDBPyConnection) -> list[Finding]:
     s = spot_mix.SpotMixSettings()
-    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()[0][0]
+    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()[
+        0
+    ][0]
     if last is None:
         return []
     start = last - timedelta(days=s.spot_lookback_days)
@@ -104,40 +120,63 @@ def spot_everything(con: duckdb.DuckDBPyConnection) -> list[Finding]:
         if price is None or features.tag(r["tags"], "workload") in spot_mix.INTERACTIVE:
             continue
         hours = (r["last_hour"] - r["first_hour"]).total_seconds() / 3600 + 1
-        out.append(Finding("spot_mix", r["resource_id"], money(_monthly(r["cost_usd"], int(hours))
-                                                               * Decimal(str(1 - price["ratio"])))))
+        out.append(
+            Finding(
+                "spot_mix",
+                r["resource_id"],
+                money(_monthly(r["cost_usd"], int(hours)) * Decimal(str(1 - price["ratio"]))),
+            )
+        )
     return out
 
 
 def commit_always_on(con: duckdb.DuckDBPyConnection) -> list[Finding]:
-    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()[0][0]
+    last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()[
+        0
+    ][0]
     if last is None:
         return []
     start = last - timedelta(days=30)
     hours = queries.gpu_resource_hours(con, start=start).filter(pl.col("pricing_category") == "Standard")
     window = hours["hour"].n_unique()
-    catalogue = {(r["provider"], r["region"], r["instance_type"]): r
-                 for r in queries.commitment_prices(con).iter_rows(named=True)}
+    catalogue = {
+        (r["provider"], r["region"], r["instance_type"]): r
+        for r in queries.commitment_prices(con).iter_rows(named=True)
+    }
     groups: dict[tuple, list[dict]] = {}
-    for r in hours.group_by("resource_id").agg(pl.len().alias("n"), pl.col("effective_cost").mean().alias("rate"),
-                                                *[pl.col(c).first() for c in ("provider", "region", "instance_type",
-                                                                              "team")]).iter_rows(named=True):
+    for r in (
+        hours.group_by("resource_id")
+        .agg(
+            pl.len().alias("n"),
+            pl.col("effective_cost").mean().alias("rate"),
+            *[pl.col(c).first() for c in ("provider", "region", "instance_type", "team")],
+        )
+        .iter_rows(named=True)
+    ):
         price = catalogue.get((provider_code(r["provider"]), r["region"], r["instance_type"]))
         if r["n"] >= 0.95 * window and price and price["commit_1y_usd"] and price["on_demand_usd"]:
             groups.setdefault((r["provider"], r["region"], r["instance_type"], r["team"]), []).append(
-                {**r, "ratio": price["commit_1y_usd"] / price["on_demand_usd"]})
-    return [Finding("commitment", min(m["resource_id"] for m in members),
-                    money(sum(Decimal(str(float(m["rate"]) * (1 - m["ratio"]) * 730.5)) for m in members)))
-            for members in groups.values()]
+                {**r, "ratio": price["commit_1y_usd"] / price["on_demand_usd"]}
+            )
+    return [
+        Finding(
+            "commitment",
+            min(m["resource_id"] for m in members),
+            money(sum(Decimal(str(float(m["rate"]) * (1 - m["ratio"]) * 730.5)) for m in members)),
+        )
+        for members in groups.values()
+    ]
 
 
 def all_baselines(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list]]:
     """kind -> baseline name -> findings."""
     predictors = with_predictors(con)
-    out = {"idle_gpu": {"p95 < 5 % over the window": idle_p95(con)},
-           "gpu_count": {"any GPU p95 < 10 % is spare": gpu_count_low_gpus(con)},
-           "spot_mix": {"every on-demand non-notebook to spot": spot_everything(con)},
-           "commitment": {"commit every machine on ≥ 95 % of hours": commit_always_on(con)}}
+    out = {
+        "idle_gpu": {"p95 < 5 % over the window": idle_p95(con)},
+        "gpu_count": {"any GPU p95 < 10 % is spare": gpu_count_low_gpus(con)},
+        "spot_mix": {"every on-demand non-notebook to spot": spot_everything(con)},
+        "commitment": {"commit every machine on ≥ 95 % of hours": commit_always_on(con)},
+    }
     for kind in ("gpu_type", "quantization"):
         out[kind] = {f"predictor {p}": [r for r in recs if r.kind == kind] for p, recs in predictors.items()}
     return out

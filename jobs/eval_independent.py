@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-UTIL_LEVELS = (10, 20, 30, 40, 50, 60, 70, 80)     # source utilisations the real ratios are read at
+UTIL_LEVELS = (10, 20, 30, 40, 50, 60, 70, 80)  # source utilisations the real ratios are read at
 
 
 def used_groups() -> set:
     from gpufinops.simulator import eval_laws
+
     return set().union(*(eval_laws.service_throughput(s)[1] for s in eval_laws.SERVICES.values()))
 
 
@@ -30,6 +31,7 @@ def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     """MAE (utilisation points) of each predictor on the real ratios, per suite and overall."""
     from gpufinops.models import gpu_type
     from gpufinops.simulator import eval_benchmarks
+
     errors: dict[str, dict[str, list[float]]] = {}
     pairs = eval_benchmarks.real_pairs(exclude=used_groups())
     for pair in pairs:
@@ -50,8 +52,12 @@ def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     out = {}
     for suite, by in errors.items():
         maes = {name: round(float(np.mean(v)), 2) for name, v in by.items()}
-        out[suite] = {"points": len(next(iter(by.values()))), "mae_pct": maes, "best": min(maes, key=lambda name: maes[name]),
-                      "groups": len({(p["group"]) for p in pairs if suite in ("all", p["group"].suite)})}
+        out[suite] = {
+            "points": len(next(iter(by.values()))),
+            "mae_pct": maes,
+            "best": min(maes, key=lambda name: maes[name]),
+            "groups": len({(p["group"]) for p in pairs if suite in ("all", p["group"].suite)}),
+        }
     return out
 
 
@@ -84,8 +90,10 @@ def _names(truth: dict) -> dict[str | None, str]:
 
 
 def _named(score: dict, names: dict[str | None, str]) -> dict:
-    return {kind: {**s, "missed": [names.get(r, r) for r in s["missed"]], "extra": [names.get(r, r) for r in s["extra"]]}
-            for kind, s in score.items()}
+    return {
+        kind: {**s, "missed": [names.get(r, r) for r in s["missed"]], "extra": [names.get(r, r) for r in s["extra"]]}
+        for kind, s in score.items()
+    }
 
 
 def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
@@ -104,7 +112,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     cfg = config_mod.load(fleet.config_path)
     for step in ("first deliveries", "restated month"):
         if step == "restated month":
-            eval_fleet.restate(fleet)     # the month's second delivery, after everything else was loaded
+            eval_fleet.restate(fleet)  # the month's second delivery, after everything else was loaded
         failed = [r for r in run_configured(cfg) if not r.ok]
         if failed:
             raise RuntimeError(f"evaluation fleet ingest ({step}) failed: {failed[0].source}: {failed[0].error}")
@@ -112,34 +120,55 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     names = _names(truth)
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
         run = analyse(con)
-        totals = dict(con.execute('SELECT CASE WHEN "ProviderName" = \'AWS\' THEN \'aws\' ELSE \'gcp\' END, '
-                                  'sum("EffectiveCost") FROM cost_line_items GROUP BY 1').fetchall())
+        totals = dict(
+            con.execute(
+                "SELECT CASE WHEN \"ProviderName\" = 'AWS' THEN 'aws' ELSE 'gcp' END, "
+                'sum("EffectiveCost") FROM cost_line_items GROUP BY 1'
+            ).fetchall()
+        )
         s = features.RightsizingSettings()
         model = gpu_type.fit(gpu_type.observations(features.resources(con, s), features.specs(con), s.idle_util_pct))
         specs = features.specs(con)
         baselines = eval_baselines.all_baselines(con)
-    recs = run.recommendations       # every candidate; score() reads each one's standalone saving
+    recs = run.recommendations  # every candidate; score() reads each one's standalone saving
     kinds = set(KINDS)
     return {
-        "name": f"second generator, seed {seed}", "seed": seed, "days": days, "machines": len(truth["machines"]),
-        "bill_reconciled": {p: {"warehouse": str(Decimal(str(totals.get(p, 0))).quantize(Decimal("0.01"))),
-                                "generator": str(Decimal(v).quantize(Decimal("0.01")))}
-                            for p, v in truth["cost_by_provider_usd"].items()},
+        "name": f"second generator, seed {seed}",
+        "seed": seed,
+        "days": days,
+        "machines": len(truth["machines"]),
+        "bill_reconciled": {
+            p: {
+                "warehouse": str(Decimal(str(totals.get(p, 0))).quantize(Decimal("0.01"))),
+                "generator": str(Decimal(v).quantize(Decimal("0.01"))),
+            }
+            for p, v in truth["cost_by_provider_usd"].items()
+        },
         "kinds": _named(score(recs, truth, kinds), names),
-        "baselines": {kind: {name: _named(score(found, truth, {kind}), names).get(kind)
-                             for name, found in by.items()} for kind, by in baselines.items()},
+        "baselines": {
+            kind: {name: _named(score(found, truth, {kind}), names).get(kind) for name, found in by.items()}
+            for kind, by in baselines.items()
+        },
         "lookalikes_flagged": lookalikes_flagged(recs, truth),
         "lookalikes": {k: len([x for x in truth["lookalikes"] if x["kind"] == k]) for k in kinds},
         "right_targets": right_targets(recs, truth),
         "withheld": run.withheld_counts(),
-        "evidence_predictors": [{"kind": r.kind, "machine": names.get(r.resource_id, r.resource_id),
-                                 "throughput_model": r.evidence.get("throughput_model"),
-                                 "mae_pct": r.evidence.get("throughput_predictor_mae_pct")}
-                                for r in recs if r.kind in ("gpu_type", "quantization")],
+        "evidence_predictors": [
+            {
+                "kind": r.kind,
+                "machine": names.get(r.resource_id, r.resource_id),
+                "throughput_model": r.evidence.get("throughput_model"),
+                "mae_pct": r.evidence.get("throughput_predictor_mae_pct"),
+            }
+            for r in recs
+            if r.kind in ("gpu_type", "quantization")
+        ],
         "throughput_model": model.quality,
         "real_ratios": real_ratio_mae(model, specs),
-        "truth_checks": {"lookalikes_that_are_positive": truth["lookalikes_that_are_positive"],
-                         "roles_not_positive": truth["roles_not_positive"]},
+        "truth_checks": {
+            "lookalikes_that_are_positive": truth["lookalikes_that_are_positive"],
+            "roles_not_positive": truth["roles_not_positive"],
+        },
     }
 
 
@@ -151,11 +180,18 @@ def _pool(scores: list[dict | None]) -> dict[str, Any] | None:
     priced = [s for s in present if s["truth_monthly_savings_usd"] is not None]
     truth = sum(s["truth_monthly_savings_usd"] for s in priced)
     est = sum(s["found_monthly_savings_usd"] for s in priced)
-    return {"planted": planted, "found": found, "hits": hits,
-            "precision": hits / found if found else (1.0 if not planted else 0.0),
-            "recall": hits / planted if planted else 1.0, "truth_monthly_savings_usd": round(truth, 2),
-            "found_monthly_savings_usd": round(est, 2), "savings_error": (est - truth) / truth if truth else None,
-            "extra": sorted({x for s in present for x in s["extra"]}), "missed": sorted({x for s in present for x in s["missed"]})}
+    return {
+        "planted": planted,
+        "found": found,
+        "hits": hits,
+        "precision": hits / found if found else (1.0 if not planted else 0.0),
+        "recall": hits / planted if planted else 1.0,
+        "truth_monthly_savings_usd": round(truth, 2),
+        "found_monthly_savings_usd": round(est, 2),
+        "savings_error": (est - truth) / truth if truth else None,
+        "extra": sorted({x for s in present for x in s["extra"]}),
+        "missed": sorted({x for s in present for x in s["missed"]}),
+    }
 
 
 def summarise(fleets: list[dict]) -> dict[str, Any]:
@@ -166,31 +202,42 @@ def summarise(fleets: list[dict]) -> dict[str, Any]:
         names = sorted({n for f in fleets for n in f["baselines"].get(kind, {})})
         flagged = sum(len(f["lookalikes_flagged"].get(kind, [])) for f in fleets)
         targets = [f["right_targets"].get(kind) for f in fleets if f["right_targets"].get(kind)]
-        out[kind] = {"model": _pool([f["kinds"].get(kind) for f in fleets]),
-                     "baselines": {n: _pool([f["baselines"][kind].get(n) for f in fleets]) for n in names},
-                     "lookalikes": sum(f["lookalikes"].get(kind, 0) for f in fleets), "lookalikes_flagged": flagged,
-                     "right_target": (sum(t["right_target"] for t in targets), sum(t["hits"] for t in targets))
-                     if targets else None}
+        out[kind] = {
+            "model": _pool([f["kinds"].get(kind) for f in fleets]),
+            "baselines": {n: _pool([f["baselines"][kind].get(n) for f in fleets]) for n in names},
+            "lookalikes": sum(f["lookalikes"].get(kind, 0) for f in fleets),
+            "lookalikes_flagged": flagged,
+            "right_target": (sum(t["right_target"] for t in targets), sum(t["hits"] for t in targets))
+            if targets
+            else None,
+        }
     return out
 
 
 def _row(label: str, s: dict | None) -> str:
     if s is None:
         return f"  {label:<44} (nothing to score)"
-    money = (f"{s['truth_monthly_savings_usd']:>11,.0f} {s['found_monthly_savings_usd']:>11,.0f} {s['savings_error']:>+7.1%}"
-             if s["savings_error"] is not None else f"{'':>11} {'':>11} {'n/a':>7}")
+    money = (
+        f"{s['truth_monthly_savings_usd']:>11,.0f} {s['found_monthly_savings_usd']:>11,.0f} {s['savings_error']:>+7.1%}"
+        if s["savings_error"] is not None
+        else f"{'':>11} {'':>11} {'n/a':>7}"
+    )
     return f"  {label:<44} {s['planted']:>4} {s['found']:>5} {s['precision']:>5.2f} {s['recall']:>6.2f} {money}"
 
 
 def render(fleets: list[dict], summary: dict) -> str:
-    lines = [f"\nSecond generator (simulator/eval_fleet.py: MLPerf throughput laws, prices moving mid-window, partial "
-             f"months, a restated month), seeds {', '.join(str(f['seed']) for f in fleets)} × {fleets[0]['days']} days, "
-             f"{fleets[0]['machines']} machines each; truth from the generator's laws, pooled over the seeds"]
+    lines = [
+        f"\nSecond generator (simulator/eval_fleet.py: MLPerf throughput laws, prices moving mid-window, partial "
+        f"months, a restated month), seeds {', '.join(str(f['seed']) for f in fleets)} × {fleets[0]['days']} days, "
+        f"{fleets[0]['machines']} machines each; truth from the generator's laws, pooled over the seeds"
+    ]
     for f in fleets:
         rec = ", ".join(f"{p} ${v['warehouse']} (generator ${v['generator']})" for p, v in f["bill_reconciled"].items())
         lines.append(f"  seed {f['seed']}: warehouse EffectiveCost after the restatement: {rec}")
-    lines.append(f"  {'kind / baseline':<44} {'true':>4} {'found':>5} {'prec.':>5} {'recall':>6} "
-                 f"{'truth $/mo':>11} {'found $/mo':>11} {'error':>7}")
+    lines.append(
+        f"  {'kind / baseline':<44} {'true':>4} {'found':>5} {'prec.':>5} {'recall':>6} "
+        f"{'truth $/mo':>11} {'found $/mo':>11} {'error':>7}"
+    )
     for kind, k in summary.items():
         lines.append(_row(kind, k["model"]))
         extra = f"look-alikes flagged {k['lookalikes_flagged']} of {k['lookalikes']}"
@@ -201,12 +248,16 @@ def render(fleets: list[dict], summary: dict) -> str:
             lines.append(_row(f"  vs {name}", s))
     for f in fleets:
         q = f["throughput_model"]
-        lines.append(f"  seed {f['seed']} throughput predictors, held out by GPU pair ({q.get('pairs')} pairs over "
-                     f"{q.get('gpu_pairs')} GPU pairs): regression {q.get('regression_mae_pct')}, spec-ratio "
-                     f"{q.get('spec_ratio_mae_pct')}, no-change {q.get('no_change_mae_pct')} util points -> "
-                     f"{q.get('predictor')} used")
+        lines.append(
+            f"  seed {f['seed']} throughput predictors, held out by GPU pair ({q.get('pairs')} pairs over "
+            f"{q.get('gpu_pairs')} GPU pairs): regression {q.get('regression_mae_pct')}, spec-ratio "
+            f"{q.get('spec_ratio_mae_pct')}, no-change {q.get('no_change_mae_pct')} util points -> "
+            f"{q.get('predictor')} used"
+        )
         for suite, r in sorted(f["real_ratios"].items()):
             maes = ", ".join(f"{n.replace('_baseline', '')} {v}" for n, v in r["mae_pct"].items())
-            lines.append(f"    on published {suite} ratios the generator did not use ({r['groups']} groups, "
-                         f"{r['points']} points): {maes} -> best {r['best']}")
+            lines.append(
+                f"    on published {suite} ratios the generator did not use ({r['groups']} groups, "
+                f"{r['points']} points): {maes} -> best {r['best']}"
+            )
     return "\n".join(lines) + "\n"

@@ -28,16 +28,21 @@ def _price_table() -> dict[tuple[str, str, str], Decimal]:
 
 def _cheapest(item: dict, region: str, fits) -> Decimal | None:
     prices = _price_table()
-    options = [price for (provider, reg, it), price in prices.items()
-               if provider == item["provider"] and reg == region and INSTANCE_GPUS[it][1] == item["gpu_count"]
-               and fits(INSTANCE_GPUS[it][0])]
+    options = [
+        price
+        for (provider, reg, it), price in prices.items()
+        if provider == item["provider"]
+        and reg == region
+        and INSTANCE_GPUS[it][1] == item["gpu_count"]
+        and fits(INSTANCE_GPUS[it][0])
+    ]
     return min(options) if options else None
 
 
 def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
     """The true monthly saving of one planted finding (None when the truth names no figure)."""
     kind, month = item["kind"], DAYS_PER_MONTH / Decimal(days)
-    if item.get("monthly_savings_usd") is not None:     # the generator priced it (spot_mix, commitment)
+    if item.get("monthly_savings_usd") is not None:  # the generator priced it (spot_mix, commitment)
         return Decimal(str(item["monthly_savings_usd"]))
     if kind == "idle_gpu":
         return Decimal(item["idle_cost_usd"]) * month
@@ -59,7 +64,7 @@ def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
 def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str, dict[str, Any]]:
     """Per kind with ground truth and a model: precision, recall and the savings error."""
     regions = {m["resource_id"]: m for m in truth["machines"]}
-    items = truth["planted"] + truth.get("commitments", [])   # commitments: truth, though not waste
+    items = truth["planted"] + truth.get("commitments", [])  # commitments: truth, though not waste
     out = {}
     for kind in sorted(kinds & {p["kind"] for p in items}):
         planted = {p["resource_id"]: p for p in items if p["kind"] == kind}
@@ -75,16 +80,20 @@ def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str,
                 continue
             truth_usd += t
             # the model's own figure: a plan's step is re-priced after the steps before it
-            found_usd += Decimal(str(found[rid].evidence.get("standalone_monthly_savings_usd",
-                                                             found[rid].monthly_savings_usd)))
+            found_usd += Decimal(
+                str(found[rid].evidence.get("standalone_monthly_savings_usd", found[rid].monthly_savings_usd))
+            )
         out[kind] = {
-            "planted": len(planted), "found": len(found), "hits": len(hits),
+            "planted": len(planted),
+            "found": len(found),
+            "hits": len(hits),
             "precision": len(hits) / len(found) if found else (1.0 if not planted else 0.0),
             "recall": len(hits) / len(planted) if planted else 1.0,
             "truth_monthly_savings_usd": float(truth_usd) if priced else None,
             "found_monthly_savings_usd": float(found_usd) if priced else None,
             "savings_error": float((found_usd - truth_usd) / truth_usd) if priced and truth_usd else None,
-            "missed": sorted(set(planted) - hits), "extra": sorted(set(found) - hits, key=str),
+            "missed": sorted(set(planted) - hits),
+            "extra": sorted(set(found) - hits, key=str),
         }
     return out
 
@@ -100,7 +109,11 @@ def _aws_region(machine: dict) -> str:
     """ground_truth.json names no region: the fleet's spec with the machine's attributes names its zone."""
     for spec in FLEET:
         if (spec.provider, spec.instance_type, spec.team, spec.workload, spec.pricing) == (
-                machine["provider"], machine["instance_type"], machine["team"], machine["workload"],
-                machine["pricing"]):
+            machine["provider"],
+            machine["instance_type"],
+            machine["team"],
+            machine["workload"],
+            machine["pricing"],
+        ):
             return spec.zone[:-1] if spec.provider == "aws" else spec.zone
     return ""

@@ -35,9 +35,11 @@ import polars as pl
 from gpufinops.jobs.eval_score import score
 from gpufinops.models.recommendation import Recommendation
 
-FLEETS = ({"name": "default seed", "seed": 7, "days": 60, "scale": 1},
-          {"name": "second seed", "seed": 23, "days": 60, "scale": 1},
-          {"name": "double fleet, 30 days", "seed": 7, "days": 30, "scale": 2})
+FLEETS = (
+    {"name": "default seed", "seed": 7, "days": 60, "scale": 1},
+    {"name": "second seed", "seed": 23, "days": 60, "scale": 1},
+    {"name": "double fleet, 30 days", "seed": 7, "days": 30, "scale": 2},
+)
 INDEPENDENT_SEEDS, INDEPENDENT_DAYS = (1, 2, 3), 35
 HELIOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "helios-sensetime"
 
@@ -76,6 +78,7 @@ def helios_idle() -> list[dict[str, Any]]:
     count once they form a run of at least ``min_run_hours`` consecutive hours.
     """
     from gpufinops.models import idle
+
     params = idle.IdleParams()
     out = []
     for path in sorted(HELIOS.glob("*_gpu_occupancy.csv.gz")):
@@ -97,28 +100,42 @@ def helios_idle() -> list[dict[str, Any]]:
                 run = 0
         frame = _helios_frame(rows, gpus)
         found = int(idle.idle_hours(frame, params)["idle"].sum())
-        out.append({"cluster": path.name.split("_")[0], "gpus": gpus, "hours": len(hours),
-                    "gpu_hours": gpus * len(hours), "idle_gpu_hours_found": found,
-                    "idle_gpu_hours_independent": independent,
-                    "idle_share": round(found / (gpus * len(hours)), 4)})
+        out.append(
+            {
+                "cluster": path.name.split("_")[0],
+                "gpus": gpus,
+                "hours": len(hours),
+                "gpu_hours": gpus * len(hours),
+                "idle_gpu_hours_found": found,
+                "idle_gpu_hours_independent": independent,
+                "idle_share": round(found / (gpus * len(hours)), 4),
+            }
+        )
     return out
 
 
 def _helios_frame(rows: list[tuple[str, int, int]], gpus: int) -> pl.DataFrame:
     minutes = pl.DataFrame({"time": [r[0] for r in rows], "running": [r[1] for r in rows]}).with_columns(
-        pl.col("time").str.to_datetime("%Y-%m-%d %H:%M:%S", time_zone="UTC").dt.truncate("1h").alias("hour"))
+        pl.col("time").str.to_datetime("%Y-%m-%d %H:%M:%S", time_zone="UTC").dt.truncate("1h").alias("hour")
+    )
     per_gpu = minutes.join(pl.DataFrame({"gpu": list(range(gpus))}), how="cross").with_columns(
-        pl.when(pl.col("gpu") < pl.col("running")).then(100.0).otherwise(0.0).alias("util"))
-    return per_gpu.group_by("gpu", "hour").agg(pl.col("util").max().alias("util_max")).with_columns(
-        pl.format("gpu-{}", pl.col("gpu")).alias("resource_id"))
+        pl.when(pl.col("gpu") < pl.col("running")).then(100.0).otherwise(0.0).alias("util")
+    )
+    return (
+        per_gpu.group_by("gpu", "hour")
+        .agg(pl.col("util").max().alias("util_max"))
+        .with_columns(pl.format("gpu-{}", pl.col("gpu")).alias("resource_id"))
+    )
 
 
 def m2_sections(con=None) -> dict[str, Any]:
     """The spot and forecast models' own quality figures, when their modules exist."""
     out: dict[str, Any] = {}
-    for label, module, func, needs_con in (("spot price-ratio forecast", "gpufinops.models.spot_forecast", "quality", False),
-                                           ("spot-mix backtest", "gpufinops.models.spot_mix", "backtest", False),
-                                           ("cost forecast", "gpufinops.models.forecast", "quality", True)):
+    for label, module, func, needs_con in (
+        ("spot price-ratio forecast", "gpufinops.models.spot_forecast", "quality", False),
+        ("spot-mix backtest", "gpufinops.models.spot_mix", "backtest", False),
+        ("cost forecast", "gpufinops.models.forecast", "quality", True),
+    ):
         try:
             fn = getattr(importlib.import_module(module), func)
         except (ImportError, AttributeError) as exc:
@@ -134,23 +151,32 @@ def m2_sections(con=None) -> dict[str, Any]:
     return out
 
 
-def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, helios: bool = True,
-             others: bool = True, independent_seeds: tuple[int, ...] = INDEPENDENT_SEEDS,
-             independent_days: int = INDEPENDENT_DAYS, step=None) -> dict[str, Any]:
+def evaluate(
+    workdir: Path | None = None,
+    fleets: tuple[dict, ...] = FLEETS,
+    *,
+    helios: bool = True,
+    others: bool = True,
+    independent_seeds: tuple[int, ...] = INDEPENDENT_SEEDS,
+    independent_days: int = INDEPENDENT_DAYS,
+    step=None,
+) -> dict[str, Any]:
     """Every figure, as plain data (printed by :func:`render`); ``step`` (a ``jobs.progress.Steps``)
     shows which fleet or data set is being measured."""
     from gpufinops.jobs import eval_independent
     from gpufinops.models import features
     from gpufinops.models.registry import KINDS
     from gpufinops.warehouse import db
+
     result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
     show = step.start if step is not None else (lambda _text: None)
     done = step.done if step is not None else (lambda: None)
     with tempfile.TemporaryDirectory(prefix="gpufinops-evaluate-", dir=workdir) as tmp:
         for n, seed in enumerate(independent_seeds):
             show(f"independent fleet {n + 1} of {len(independent_seeds)} (seed {seed}: simulate, ingest, every model)")
-            result["independent"].append(eval_independent.run_fleet(Path(tmp) / f"independent-{n}", seed,
-                                                                    independent_days))
+            result["independent"].append(
+                eval_independent.run_fleet(Path(tmp) / f"independent-{n}", seed, independent_days)
+            )
             done()
         if result["independent"]:
             result["independent_summary"] = eval_independent.summarise(result["independent"])
@@ -159,15 +185,22 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
             show(f"fleet {n + 1} of {len(fleets)}: {fleet['name']} (simulate, ingest, every model)")
             recs, truth, model = run_fleet(home, fleet["seed"], fleet["days"], fleet["scale"])
             from gpufinops.jobs import config as config_mod
+
             cfg = config_mod.load(home / "gpufinops.toml")
             with db.reader(cfg.warehouse_path) as con:
                 real = eval_independent.real_ratio_mae(model, features.specs(con))
                 if others and n == 0:
                     result["others"] = m2_sections(con)
             done()
-            result["fleets"].append({**fleet, "machines": len(truth["machines"]),
-                                     "kinds": score(recs, truth, set(KINDS)), "throughput_model": model.quality,
-                                     "real_ratios": real})
+            result["fleets"].append(
+                {
+                    **fleet,
+                    "machines": len(truth["machines"]),
+                    "kinds": score(recs, truth, set(KINDS)),
+                    "throughput_model": model.quality,
+                    "real_ratios": real,
+                }
+            )
     if helios:
         show("idle detection on the real Helios clusters")
         result["helios_idle"] = helios_idle()
@@ -177,33 +210,50 @@ def evaluate(workdir: Path | None = None, fleets: tuple[dict, ...] = FLEETS, *, 
 
 def render(result: dict[str, Any]) -> str:
     from gpufinops.jobs import eval_independent
+
     out = io.StringIO()
     if result.get("independent"):
         out.write(eval_independent.render(result["independent"], result["independent_summary"]))
         print("\nDemo fleets (simulator/demo_fleet.py; truth from the demo's own price tables)", file=out)
     for fleet in result["fleets"]:
         print(f"\n{fleet['name']} (seed {fleet['seed']}, {fleet['days']} days, {fleet['machines']} machines)", file=out)
-        print(f"  {'kind':<13} {'planted':>7} {'found':>5} {'precision':>9} {'recall':>6} "
-              f"{'truth $/mo':>12} {'found $/mo':>12} {'error':>7}", file=out)
+        print(
+            f"  {'kind':<13} {'planted':>7} {'found':>5} {'precision':>9} {'recall':>6} "
+            f"{'truth $/mo':>12} {'found $/mo':>12} {'error':>7}",
+            file=out,
+        )
         for kind, k in fleet["kinds"].items():
-            money = (f"{k['truth_monthly_savings_usd']:>12,.2f} {k['found_monthly_savings_usd']:>12,.2f} "
-                     f"{k['savings_error']:>+7.1%}" if k["savings_error"] is not None
-                     else f"{'n/a':>12} {'n/a':>12} {'':>7}")
-            print(f"  {kind:<13} {k['planted']:>7} {k['found']:>5} {k['precision']:>9.2f} {k['recall']:>6.2f} {money}",
-                  file=out)
+            money = (
+                f"{k['truth_monthly_savings_usd']:>12,.2f} {k['found_monthly_savings_usd']:>12,.2f} "
+                f"{k['savings_error']:>+7.1%}"
+                if k["savings_error"] is not None
+                else f"{'n/a':>12} {'n/a':>12} {'':>7}"
+            )
+            print(
+                f"  {kind:<13} {k['planted']:>7} {k['found']:>5} {k['precision']:>9.2f} {k['recall']:>6.2f} {money}",
+                file=out,
+            )
         q = fleet["throughput_model"]
-        print(f"  throughput predictors, held out by GPU pair ({q.get('folds')} folds, {q.get('pairs')} quantile pairs "
-              f"over {q.get('gpu_pairs')} GPU pairs): regression {q.get('regression_mae_pct')} util points, spec-ratio "
-              f"{q.get('spec_ratio_mae_pct')}, no-change {q.get('no_change_mae_pct')} -> {q.get('predictor')} used",
-              file=out)
+        print(
+            f"  throughput predictors, held out by GPU pair ({q.get('folds')} folds, {q.get('pairs')} quantile pairs "
+            f"over {q.get('gpu_pairs')} GPU pairs): regression {q.get('regression_mae_pct')} util points, spec-ratio "
+            f"{q.get('spec_ratio_mae_pct')}, no-change {q.get('no_change_mae_pct')} -> {q.get('predictor')} used",
+            file=out,
+        )
         real = fleet.get("real_ratios", {}).get("all")
         if real:
-            print(f"  the same predictors on published ratios ({real['points']} points): "
-                  + ", ".join(f"{n.replace('_baseline', '')} {v}" for n, v in real["mae_pct"].items()), file=out)
+            print(
+                f"  the same predictors on published ratios ({real['points']} points): "
+                + ", ".join(f"{n.replace('_baseline', '')} {v}" for n, v in real["mae_pct"].items()),
+                file=out,
+            )
     for row in result.get("helios_idle", []):
-        print(f"\nHelios {row['cluster']} ({row['gpus']} GPUs × {row['hours']} h): idle GPU-hours found "
-              f"{row['idle_gpu_hours_found']}, counted independently {row['idle_gpu_hours_independent']} "
-              f"({row['idle_share']:.1%} of GPU-hours)", file=out)
+        print(
+            f"\nHelios {row['cluster']} ({row['gpus']} GPUs × {row['hours']} h): idle GPU-hours found "
+            f"{row['idle_gpu_hours_found']}, counted independently {row['idle_gpu_hours_independent']} "
+            f"({row['idle_share']:.1%} of GPU-hours)",
+            file=out,
+        )
     for label, section in result.get("others", {}).items():
         print(f"\n{label}: {json.dumps(section, default=str)}", file=out)
     return out.getvalue()

@@ -13,15 +13,23 @@ from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.warehouse import allocation, db, freshness, queries
 
 
-def run_configured(cfg: Config, names: list[str] | None = None, *, since: datetime | None = None,
-                   until: datetime | None = None, full_refresh: bool = False,
-                   step: progress.Steps | None = None, seconds: dict[str, float] | None = None) -> list[RunResult]:
+def run_configured(
+    cfg: Config,
+    names: list[str] | None = None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    full_refresh: bool = False,
+    step: progress.Steps | None = None,
+    seconds: dict[str, float] | None = None,
+) -> list[RunResult]:
     """Run the named sources (default: every enabled one) in config order; ``step`` shows each one
     running, ``seconds`` collects how long each took."""
     unknown = [n for n in names or [] if n not in cfg.sources]
     if unknown:
-        raise ConfigError(f"sources.{unknown[0]}: no such source in the config "
-                          f"(configured: {', '.join(cfg.sources) or 'none'})")
+        raise ConfigError(
+            f"sources.{unknown[0]}: no such source in the config (configured: {', '.join(cfg.sources) or 'none'})"
+        )
     chosen = names or [n for n, s in cfg.sources.items() if s.enabled]
     registry = default_registry()
     if cfg.allocation is not None:  # a changed [allocation] reallocates now, whether or not a source has news
@@ -32,11 +40,23 @@ def run_configured(cfg: Config, names: list[str] | None = None, *, since: dateti
         if step is not None:
             step.start(f"ingest {name} ({source.type})")
         started = time.monotonic()
-        results.append(run_source(registry, cfg.warehouse_path, name, source.type, source.options,
-                                  team_tag_keys=cfg.team_tag_keys, since=since, until=until,
-                                  full_refresh=full_refresh, base_dir=str(cfg.base_dir),
-                                  memory_limit=cfg.memory_limit, secrets=cfg.secrets(),
-                                  allocation_settings=cfg.allocation))
+        results.append(
+            run_source(
+                registry,
+                cfg.warehouse_path,
+                name,
+                source.type,
+                source.options,
+                team_tag_keys=cfg.team_tag_keys,
+                since=since,
+                until=until,
+                full_refresh=full_refresh,
+                base_dir=str(cfg.base_dir),
+                memory_limit=cfg.memory_limit,
+                secrets=cfg.secrets(),
+                allocation_settings=cfg.allocation,
+            )
+        )
         if seconds is not None:
             seconds[name] = time.monotonic() - started
         if step is not None:
@@ -58,7 +78,9 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
     return 1 if any(not r.ok for r in results) else 0
 
 
-def run_with_progress(cfg: Config, names: list[str] | None = None, **kwargs) -> tuple[list[RunResult], dict[str, float]]:
+def run_with_progress(
+    cfg: Config, names: list[str] | None = None, **kwargs
+) -> tuple[list[RunResult], dict[str, float]]:
     """``run_configured`` under a progress bar (on a terminal only); also how long each source took."""
     count = len(names or [n for n, s in cfg.sources.items() if s.enabled])
     seconds: dict[str, float] = {}
@@ -77,9 +99,17 @@ def list_sources(cfg: Config) -> int:
     for name, source in cfg.sources.items():
         s, f = status.get(name, {}), fresh.get(name)
         data = "no run yet" if f is None else (("STALE: " if f["stale"] else "") + f["message"].split(" (expected")[0])
-        rows.append({"source": name, "type": source.type, "schedule": source.schedule,
-                     "last_run": s.get("last_started_at") or "never", "status": s.get("last_status"),
-                     "data": data, "watermark": s.get("watermark")})
+        rows.append(
+            {
+                "source": name,
+                "type": source.type,
+                "schedule": source.schedule,
+                "last_run": s.get("last_started_at") or "never",
+                "status": s.get("last_status"),
+                "data": data,
+                "watermark": s.get("watermark"),
+            }
+        )
     if not rows:
         print("no sources configured (add [sources.<name>] tables to the config; `gpufinops init` writes one)")
         return 0

@@ -72,8 +72,16 @@ def steps(total: int, label: str, *, stderr: IO[str] | None = None, stdout: IO[s
         yield Steps(None, total, label)
         return
     console = Console(file=stderr or sys.stderr, highlight=False)
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console, transient=True, redirect_stdout=True,
-                   redirect_stderr=True)  # both are this terminal: lines printed meanwhile go above the bar
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        redirect_stdout=True,
+        redirect_stderr=True,
+    )  # both are this terminal: lines printed meanwhile go above the bar
     with bar:
         yield Steps(bar, total, label)

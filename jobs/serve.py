@@ -41,10 +41,11 @@ from gpufinops.jobs.serve_settings import JobSettings, cron_trigger
 
 log = logging.getLogger("gpufinops.serve")
 
-ALERT_TABLES = ("cost_line_items", "gpu_metrics_hourly")   # a load into these re-runs the alert rules
+ALERT_TABLES = ("cost_line_items", "gpu_metrics_hourly")  # a load into these re-runs the alert rules
 
 
 # --- the jobs ------------------------------------------------------------------------------------
+
 
 class Interrupted(RuntimeError):
     """The daemon is stopping: a job waiting to retry gives up."""
@@ -89,6 +90,7 @@ class Daemon:
 
     def alerts(self, trigger: str = "schedule") -> None:
         """Evaluate the alert rules and deliver what they opened or resolved (jobs/alerts)."""
+
         def body() -> str | None:
             from gpufinops.jobs.alerts import run as alerts_run
 
@@ -98,9 +100,11 @@ class Daemon:
             if result.delivered.interrupted:
                 raise Interrupted("daemon stopping; the remaining alert notifications go out on the next run")
             if result.delivered.failed:
-                raise RuntimeError(f"alerts: {len(result.delivered.failed)} delivery(ies) failed: "
-                                   f"{', '.join(result.delivered.failed)}")
+                raise RuntimeError(
+                    f"alerts: {len(result.delivered.failed)} delivery(ies) failed: {', '.join(result.delivered.failed)}"
+                )
             return None
+
         self.recorded("alerts", body)
 
     def recorded(self, job: str, body: Callable[[], str | None]) -> None:
@@ -126,10 +130,12 @@ class Daemon:
             with db.writer(self.cfg.warehouse_path, memory_limit=self.cfg.memory_limit) as con:
                 recs = run_models(con, settings=self.cfg.models)
             log.info("recommend: %d recommendation(s)", len(recs))
+
         self.recorded("recommend", body)
 
     def report(self, week: Any = None) -> None:
         """The weekly report of ``week`` (default: last week) to every recipient not yet mailed."""
+
         def body() -> str | None:
             from gpufinops.jobs.report import deliver, weeks
 
@@ -138,12 +144,15 @@ class Daemon:
             due = week or weeks.previous_week(now_utc(), self.cfg.report.tz)
             outcome = deliver.send_weekly(self.cfg, due, stop=self.stopping)
             if outcome.interrupted:
-                raise Interrupted(f"daemon stopping; weekly report {due} sent to {len(outcome.sent)}, "
-                                  "the rest go out on the next run")
+                raise Interrupted(
+                    f"daemon stopping; weekly report {due} sent to {len(outcome.sent)}, the rest go out on the next run"
+                )
             if outcome.failed:
-                raise RuntimeError(f"weekly report {due}: {len(outcome.failed)} send(s) failed: "
-                                   f"{', '.join(outcome.failed)}")
+                raise RuntimeError(
+                    f"weekly report {due}: {len(outcome.failed)} send(s) failed: {', '.join(outcome.failed)}"
+                )
             return None
+
         self.recorded("report", body)
 
     def feed(self) -> None:
@@ -153,6 +162,7 @@ class Daemon:
                 return "skipped"
             result = webhook.push_new_recommendations(self.cfg)
             return "skipped" if result is None else None
+
         self.recorded("feed", body)
 
 
@@ -190,17 +200,30 @@ def build_scheduler(cfg: Config, daemon: Daemon):
 
     for name, source in cfg.sources.items():
         if source.enabled:
-            scheduler.add_job(daemon.ingest, trigger(source.schedule, "UTC"), args=[name], id=f"ingest:{name}",
-                              name=f"ingest {name}", **common)
+            scheduler.add_job(
+                daemon.ingest,
+                trigger(source.schedule, "UTC"),
+                args=[name],
+                id=f"ingest:{name}",
+                name=f"ingest {name}",
+                **common,
+            )
     scheduler.add_job(daemon.recommend, trigger(s.recommend, s.timezone), id="recommend", name="recommend", **common)
-    scheduler.add_job(daemon.report, trigger(s.report, cfg.report.timezone), id="report", name="weekly report",
-                      **common)
+    scheduler.add_job(
+        daemon.report, trigger(s.report, cfg.report.timezone), id="report", name="weekly report", **common
+    )
     missed = missed_report_week(scheduler.get_job("report").trigger, cfg.report.tz, now_utc())
     if missed is not None and not s.every_seconds:
         # the daemon may have been down at the last report time: on start, send what is missing of
         # that week's report (the delivery ledger skips whoever has it: nobody is mailed twice)
-        scheduler.add_job(daemon.report, "date", args=[missed], id="report:catch-up",
-                          name=f"weekly report {missed} (catch-up)", **common)
+        scheduler.add_job(
+            daemon.report,
+            "date",
+            args=[missed],
+            id="report:catch-up",
+            name=f"weekly report {missed} (catch-up)",
+            **common,
+        )
     alerts_cron = cfg.alerts.schedule if cfg.alerts is not None else None
     if alerts_cron:
         scheduler.add_job(daemon.alerts, trigger(alerts_cron, "UTC"), id="alerts", name="alerts", **common)

@@ -20,6 +20,7 @@ from gpufinops.jobs.config import Config
 
 # --- the lock ------------------------------------------------------------------------------------
 
+
 class AlreadyRunning(RuntimeError):
     """Another daemon holds the lock for this warehouse."""
 
@@ -38,8 +39,9 @@ def acquire_lock(path: Path) -> IO[str]:
         handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
-        raise AlreadyRunning(f"another `gpufinops serve` (pid {holder}) already runs on this warehouse "
-                             f"(lock {path})") from None
+        raise AlreadyRunning(
+            f"another `gpufinops serve` (pid {holder}) already runs on this warehouse (lock {path})"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
@@ -48,6 +50,7 @@ def acquire_lock(path: Path) -> IO[str]:
 
 
 # --- the ledger (job_runs) -----------------------------------------------------------------------
+
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
@@ -66,8 +69,10 @@ def ledger_finish(cfg: Config, run_id: str, status: str, error: str | None = Non
     from gpufinops.warehouse import db
 
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        con.execute("UPDATE job_runs SET finished_at = ?, status = ?, error = ? WHERE run_id = ?",
-                    [now_utc(), status, error, run_id]).fetchall()
+        con.execute(
+            "UPDATE job_runs SET finished_at = ?, status = ?, error = ? WHERE run_id = ?",
+            [now_utc(), status, error, run_id],
+        ).fetchall()
 
 
 def close_interrupted_runs(cfg: Config) -> int:
@@ -75,7 +80,9 @@ def close_interrupted_runs(cfg: Config) -> int:
     from gpufinops.warehouse import db
 
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        rows = con.execute("UPDATE job_runs SET status = 'failed', finished_at = now(), "
-                           "error = 'interrupted: the daemon ended before the run finished' "
-                           "WHERE status = 'running'").fetchall()
+        rows = con.execute(
+            "UPDATE job_runs SET status = 'failed', finished_at = now(), "
+            "error = 'interrupted: the daemon ended before the run finished' "
+            "WHERE status = 'running'"
+        ).fetchall()
     return int(rows[0][0]) if rows else 0

@@ -15,10 +15,18 @@ from gpufinops.jobs.config_checks import ConfigError, validate_cron
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
-JOBS_KEYS = {"recommend", "report", "feed", "timezone", "misfire_grace_seconds", "ingest_retries",
-             "retry_backoff_seconds", "every_seconds"}
-DEFAULT_RECOMMEND = "0 3 * * *"      # daily, after the night's billing exports have landed
-DEFAULT_REPORT = "0 8 * * 1"         # Monday 08:00 in [report].timezone
+JOBS_KEYS = {
+    "recommend",
+    "report",
+    "feed",
+    "timezone",
+    "misfire_grace_seconds",
+    "ingest_retries",
+    "retry_backoff_seconds",
+    "every_seconds",
+}
+DEFAULT_RECOMMEND = "0 3 * * *"  # daily, after the night's billing exports have landed
+DEFAULT_REPORT = "0 8 * * 1"  # Monday 08:00 in [report].timezone
 DEFAULT_FEED = "*/30 * * * *"
 
 
@@ -27,11 +35,11 @@ class JobSettings:
     recommend: str = DEFAULT_RECOMMEND
     report: str = DEFAULT_REPORT
     feed: str = DEFAULT_FEED
-    timezone: str = "UTC"                 # of the recommend and feed crons (the report uses [report].timezone)
+    timezone: str = "UTC"  # of the recommend and feed crons (the report uses [report].timezone)
     misfire_grace_seconds: int = 3600
-    ingest_retries: int = 3               # extra attempts after a failed ingest
-    retry_backoff_seconds: float = 60.0   # doubled after each failed attempt
-    every_seconds: int | None = None      # tests/demos: every job on this interval instead of its cron
+    ingest_retries: int = 3  # extra attempts after a failed ingest
+    retry_backoff_seconds: float = 60.0  # doubled after each failed attempt
+    every_seconds: int | None = None  # tests/demos: every job on this interval instead of its cron
 
 
 def validate_job_cron(expression: Any, key: str) -> None:
@@ -60,14 +68,16 @@ def parse(section: Any) -> JobSettings:
             validate_job_cron(value, where)
         elif key == "timezone":
             from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
             try:
                 ZoneInfo(str(value))
             except (ZoneInfoNotFoundError, ValueError):
                 raise ConfigError(f"{where}: unknown time zone {value!r}") from None
         elif key in ("misfire_grace_seconds", "ingest_retries", "every_seconds"):
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "every_seconds" else 0):
-                raise ConfigError(f"{where}: expected a whole number {'>= 1' if key == 'every_seconds' else '>= 0'}, "
-                                  f"got {value!r}")
+                raise ConfigError(
+                    f"{where}: expected a whole number {'>= 1' if key == 'every_seconds' else '>= 0'}, got {value!r}"
+                )
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{where}: expected a number of seconds >= 0, got {value!r}")
         values[key] = value
@@ -106,5 +116,6 @@ def cron_trigger(expression: str, tz: str) -> CronTrigger:
     fields = expression.split()
     second = fields.pop(0) if len(fields) == 6 else "0"
     minute, hour, day, month, dow = fields
-    return CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month,
-                       day_of_week=crontab_weekdays(dow), timezone=tz)
+    return CronTrigger(
+        second=second, minute=minute, hour=hour, day=day, month=month, day_of_week=crontab_weekdays(dow), timezone=tz
+    )

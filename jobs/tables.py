@@ -33,8 +33,13 @@ def recommendation_rows(recs: Iterable[Any]) -> list[dict[str, Any]]:
     rows = []
     for rec in recs:
         flat = flat_row(rec.to_dict() if hasattr(rec, "to_dict") else dict(rec))
-        rows.append({**flat, "resource_id": flat["resource_id"] or rec_workload(rec) or output.MISSING,
-                     "what": flat["action"] or flat["change"] or output.MISSING})
+        rows.append(
+            {
+                **flat,
+                "resource_id": flat["resource_id"] or rec_workload(rec) or output.MISSING,
+                "what": flat["action"] or flat["change"] or output.MISSING,
+            }
+        )
     return rows
 
 
@@ -42,13 +47,15 @@ def rec_workload(rec: Any) -> str | None:
     return getattr(rec, "workload", None) if not isinstance(rec, Mapping) else rec.get("workload")
 
 
-def print_recommendations(recs: Sequence[Any], *, out: IO[str] | None = None, width: int | None = None,
-                          title: str | None = None) -> None:
+def print_recommendations(
+    recs: Sequence[Any], *, out: IO[str] | None = None, width: int | None = None, title: str | None = None
+) -> None:
     width = width or output.terminal_width(out)
     hidden = [c for c in RECOMMENDATION_COLUMNS if c not in output.shown_columns(RECOMMENDATION_COLUMNS, width)]
     caption = HIDDEN_ID_CAPTION if any(c.key == "id" for c in hidden) else None
-    output.print_table(recommendation_rows(recs), RECOMMENDATION_COLUMNS, out=out, width=width, title=title,
-                       caption=caption)
+    output.print_table(
+        recommendation_rows(recs), RECOMMENDATION_COLUMNS, out=out, width=width, title=title, caption=caption
+    )
 
 
 SOURCE_COLUMNS = (
@@ -73,17 +80,30 @@ RUN_COLUMNS = (
 def run_rows(results: Iterable[Any], seconds: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Ingest results (``ingest.runner.RunResult``) as rows: one line per source."""
     seconds = seconds or {}
-    return [{"source": r.source, "status": r.status, "rows": r.rows,
-             "seconds": f"{seconds[r.source]:.1f} s" if r.source in seconds else output.MISSING,
-             "watermark": r.watermark if r.ok else "failed: see the error below"} for r in results]
+    return [
+        {
+            "source": r.source,
+            "status": r.status,
+            "rows": r.rows,
+            "seconds": f"{seconds[r.source]:.1f} s" if r.source in seconds else output.MISSING,
+            "watermark": r.watermark if r.ok else "failed: see the error below",
+        }
+        for r in results
+    ]
 
 
 def print_sources(rows: list[dict[str, Any]], *, out: IO[str] | None = None, width: int | None = None) -> None:
     output.print_table(rows, SOURCE_COLUMNS, out=out, width=width)
 
 
-def print_runs(results: Iterable[Any], seconds: Mapping[str, float] | None = None, *, out: IO[str] | None = None,
-               width: int | None = None, brief: bool = False) -> None:
+def print_runs(
+    results: Iterable[Any],
+    seconds: Mapping[str, float] | None = None,
+    *,
+    out: IO[str] | None = None,
+    width: int | None = None,
+    brief: bool = False,
+) -> None:
     """One line per source; ``brief``: name, status and rows only (output that must not change between runs)."""
     columns = RUN_COLUMNS[:3] if brief else [c for c in RUN_COLUMNS if seconds is not None or c.key != "seconds"]
     output.print_table(run_rows(results, seconds), columns, out=out, width=width)
@@ -101,6 +121,15 @@ WITHHELD_COLUMNS = (
 
 def print_withheld(withheld: Iterable[Any], *, out: IO[str] | None = None, width: int | None = None) -> None:
     """Each withheld finding: the model, the resource, the reason, the numbers, and the source to add."""
-    rows = [{"kind": w.kind, "team": w.team, "resource_id": w.resource_id or output.MISSING,
-             "reason": w.reason.replace("_", " "), "detail": w.detail, "source_hint": w.source_hint} for w in withheld]
+    rows = [
+        {
+            "kind": w.kind,
+            "team": w.team,
+            "resource_id": w.resource_id or output.MISSING,
+            "reason": w.reason.replace("_", " "),
+            "detail": w.detail,
+            "source_hint": w.source_hint,
+        }
+        for w in withheld
+    ]
     output.print_table(rows, WITHHELD_COLUMNS, out=out, width=width)

@@ -47,8 +47,9 @@ def sign(secret: bytes, timestamp: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
 
 
-def verify_signature(secret: bytes, timestamp: str, body: bytes, signature: str, *,
-                     tolerance_s: float = 300, now: float | None = None) -> bool:
+def verify_signature(
+    secret: bytes, timestamp: str, body: bytes, signature: str, *, tolerance_s: float = 300, now: float | None = None
+) -> bool:
     """For receivers: the signature matches and the timestamp is recent (no replay of an old push)."""
     try:
         age = (time.time() if now is None else now) - int(timestamp)
@@ -88,8 +89,9 @@ def _delivery_id(url: str, ids: list[str]) -> str:
     return "whd-" + hashlib.sha256("\n".join([url, *sorted(ids)]).encode()).hexdigest()[:24]
 
 
-def _record(cfg: Config, delivery_id: str, url: str, body: bytes, ids: list[str], status: str,
-            attempt: _Attempt | None) -> None:
+def _record(
+    cfg: Config, delivery_id: str, url: str, body: bytes, ids: list[str], status: str, attempt: _Attempt | None
+) -> None:
     """Upsert the batch's row after each attempt, on a short-lived writer."""
     from gpufinops.warehouse import db
 
@@ -99,34 +101,57 @@ def _record(cfg: Config, delivery_id: str, url: str, body: bytes, ids: list[str]
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            found = con.execute("SELECT attempts FROM webhook_deliveries WHERE delivery_id = ?", [delivery_id]).fetchall()
+            found = con.execute(
+                "SELECT attempts FROM webhook_deliveries WHERE delivery_id = ?", [delivery_id]
+            ).fetchall()
             attempts = (found[0][0] if found else 0) + (1 if attempt else 0)
             con.execute("DELETE FROM webhook_deliveries WHERE delivery_id = ?", [delivery_id])
-            con.execute("INSERT INTO webhook_deliveries VALUES (?, ?, ?, ?, ?, ?, now(), ?, ?)",
-                        [delivery_id, url, hashlib.sha256(body).hexdigest(), json.dumps(ids), status, attempts,
-                         attempt.http_status if attempt else None, error])
+            con.execute(
+                "INSERT INTO webhook_deliveries VALUES (?, ?, ?, ?, ?, ?, now(), ?, ?)",
+                [
+                    delivery_id,
+                    url,
+                    hashlib.sha256(body).hexdigest(),
+                    json.dumps(ids),
+                    status,
+                    attempts,
+                    attempt.http_status if attempt else None,
+                    error,
+                ],
+            )
             con.execute("COMMIT")
         except BaseException:
             db.rollback(con)
             raise
 
 
-def _deliver(cfg: Config, hook: ApiWebhook, secret: bytes, recs: list[dict[str, Any]],
-             sleep: Callable[[float], None]) -> bool:
+def _deliver(
+    cfg: Config, hook: ApiWebhook, secret: bytes, recs: list[dict[str, Any]], sleep: Callable[[float], None]
+) -> bool:
     """One batch to one webhook, with retries; True when the receiver accepted it."""
     url = hook.url
     ids = [r["id"] for r in recs]
     delivery_id = _delivery_id(url, ids)
-    body = json.dumps({"event": "recommendations", "delivery_id": delivery_id,
-                       "sent_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-                       "recommendations": recs}, separators=(",", ":")).encode()
+    body = json.dumps(
+        {
+            "event": "recommendations",
+            "delivery_id": delivery_id,
+            "sent_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "recommendations": recs,
+        },
+        separators=(",", ":"),
+    ).encode()
     where = urlsplit(url).netloc  # never log the path or query: some webhook URLs embed a secret
     max_attempts = hook.max_attempts
     for number in range(1, max_attempts + 1):
         timestamp = str(int(time.time()))
-        headers = {"Content-Type": "application/json", "User-Agent": "gpufinops-webhook/1",
-                   TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: sign(secret, timestamp, body),
-                   DELIVERY_HEADER: delivery_id}
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "gpufinops-webhook/1",
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: sign(secret, timestamp, body),
+            DELIVERY_HEADER: delivery_id,
+        }
         attempt = _post(url, body, headers, hook.timeout_s)
         final = attempt.delivered or not attempt.retryable or number == max_attempts
         status = "delivered" if attempt.delivered else ("failed" if final else "retrying")
@@ -141,8 +166,9 @@ def _deliver(cfg: Config, hook: ApiWebhook, secret: bytes, recs: list[dict[str, 
     return False
 
 
-def push_new_recommendations(cfg: Config, *, environ: Mapping[str, str] | None = None,
-                             sleep: Callable[[float], None] = time.sleep) -> int:
+def push_new_recommendations(
+    cfg: Config, *, environ: Mapping[str, str] | None = None, sleep: Callable[[float], None] = time.sleep
+) -> int:
     """Send every configured webhook the recommendations it has not received; returns how many
     recommendations were delivered (summed over webhooks). Raises ConfigError for a missing secret."""
     from gpufinops.jobs.export import objects
@@ -155,12 +181,17 @@ def push_new_recommendations(cfg: Config, *, environ: Mapping[str, str] | None =
         if not secret:
             raise ConfigError(f"api.webhooks[{i}].secret_env: environment variable {hook.secret_env} is not set")
         with db.reader(cfg.warehouse_path) as con:
-            pending = objects.from_frame(queries.undelivered_recommendations(
-                con, hook.url, team=None if hook.teams is None else list(hook.teams),
-                kinds=None if hook.kinds is None else list(hook.kinds)))
+            pending = objects.from_frame(
+                queries.undelivered_recommendations(
+                    con,
+                    hook.url,
+                    team=None if hook.teams is None else list(hook.teams),
+                    kinds=None if hook.kinds is None else list(hook.kinds),
+                )
+            )
         size = hook.batch_size
         for start in range(0, len(pending), size):
-            batch = pending[start:start + size]
+            batch = pending[start : start + size]
             if not _deliver(cfg, hook, secret.encode(), batch, sleep):
                 break  # the receiver is down: the rest waits for the next push, in order
             delivered += len(batch)

@@ -11,8 +11,8 @@ from typing import Any
 
 from gpufinops.models.budgets import Budget
 
-RULES = ("budget", "anomaly", "idle_burn", "stale_data")        # what [alerts] rules = [...] enables
-ALERT_RULES = ("budget", "budget_forecast", "anomaly", "idle_burn", "stale_data")   # what an alert's rule says
+RULES = ("budget", "anomaly", "idle_burn", "stale_data")  # what [alerts] rules = [...] enables
+ALERT_RULES = ("budget", "budget_forecast", "anomaly", "idle_burn", "stale_data")  # what an alert's rule says
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("open", "resolved", "expired", "superseded")
 
@@ -20,28 +20,29 @@ STATUSES = ("open", "resolved", "expired", "superseded")
 @dataclass(frozen=True)
 class AlertSettings:
     """The rules' parameters (``[alerts]``, validated by jobs/alerts/settings.py) and the budgets."""
+
     budgets: tuple[Budget, ...] = ()
     rules: tuple[str, ...] = RULES
-    forecast_min_days: int = 7              # fewer days of cost history: the forecast rule withholds
-    anomaly_days: int = 3                   # alert on anomalies among the last N complete days
+    forecast_min_days: int = 7  # fewer days of cost history: the forecast rule withholds
+    anomaly_days: int = 3  # alert on anomalies among the last N complete days
     anomaly_directions: tuple[str, ...] = ("spike",)
-    anomaly_min_usd: float = 25.0           # models.forecast: at least this far from the expectation
-    idle_util_pct: float = 5.0              # an hour is idle when every GPU's peak is below this
-    idle_min_hours: int = 6                 # a resource idle this long …
-    idle_min_cost_usd: Decimal = Decimal("50")   # … that cost at least this much is burning money
-    idle_max_lag_hours: int = 2             # its last idle hour within this of the newest metrics
+    anomaly_min_usd: float = 25.0  # models.forecast: at least this far from the expectation
+    idle_util_pct: float = 5.0  # an hour is idle when every GPU's peak is below this
+    idle_min_hours: int = 6  # a resource idle this long …
+    idle_min_cost_usd: Decimal = Decimal("50")  # … that cost at least this much is burning money
+    idle_max_lag_hours: int = 2  # its last idle hour within this of the newest metrics
 
 
 @dataclass(frozen=True)
 class Alert:
-    rule: str                               # ALERT_RULES
-    scope: str                              # a budget's name, team/provider, a resource, a source
-    period: str                             # 2026-10, 2026-Q4, a day, an idle run's first hour, …
-    threshold: str                          # 0.75, spike, 6h/$50, …
+    rule: str  # ALERT_RULES
+    scope: str  # a budget's name, team/provider, a resource, a source
+    period: str  # 2026-10, 2026-Q4, a day, an idle run's first hour, …
+    threshold: str  # 0.75, spike, 6h/$50, …
     severity: str
     title: str
-    summary: str                            # one sentence with the figures
-    teams: tuple[str, ...] = ()             # who it concerns; () = no team (finance only)
+    summary: str  # one sentence with the figures
+    teams: tuple[str, ...] = ()  # who it concerns; () = no team (finance only)
     value_usd: Decimal | None = None
     limit_usd: Decimal | None = None
     details: dict[str, Any] = field(default_factory=dict)
@@ -62,11 +63,11 @@ class Alert:
 
 @dataclass
 class RuleOutcome:
-    rule: str                               # RULES
-    covers: tuple[str, ...]                 # the alert rules it decides (budget: budget, budget_forecast)
+    rule: str  # RULES
+    covers: tuple[str, ...]  # the alert rules it decides (budget: budget, budget_forecast)
     alerts: list[Alert] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)     # what it withheld, and the missing fact
-    complete: bool = True                   # False: it could not run; its open alerts stay as they are
-    live: Callable[[str, str, str], bool] | None = None   # (rule, scope, period) still in the window?
-    context: dict[str, str] = field(default_factory=dict)   # scope -> where it stands now
+    notes: list[str] = field(default_factory=list)  # what it withheld, and the missing fact
+    complete: bool = True  # False: it could not run; its open alerts stay as they are
+    live: Callable[[str, str, str], bool] | None = None  # (rule, scope, period) still in the window?
+    context: dict[str, str] = field(default_factory=dict)  # scope -> where it stands now
     seconds: float = 0.0

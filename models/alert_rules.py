@@ -48,6 +48,7 @@ def _data_day(edge: datetime) -> date:
 
 # ---- budgets ------------------------------------------------------------------------------------
 
+
 def budget_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: datetime) -> RuleOutcome:
     """Each budget's spend in its current period (the one the newest cost data falls in) against
     each threshold; with ``forecast``, the period-end forecast too, for thresholds the spend has not
@@ -55,7 +56,7 @@ def budget_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: da
     outcome = RuleOutcome("budget", ("budget", "budget_forecast"))
     if not settings.budgets:
         outcome.notes.append("budget: no [[budgets]] configured")
-        outcome.live = lambda rule, scope, period: False   # a removed budget's alerts expire, silently
+        outcome.live = lambda rule, scope, period: False  # a removed budget's alerts expire, silently
         return outcome
     edge = aq.data_edge(con, now=now)
     if edge is None:
@@ -72,15 +73,28 @@ def budget_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: da
     return outcome
 
 
-def _evaluate_budget(con, budget: Budget, settings: AlertSettings, now: datetime, edge: datetime,
-                     names: list[str], period: tuple[date, date, str], outcome: RuleOutcome) -> None:
+def _evaluate_budget(
+    con,
+    budget: Budget,
+    settings: AlertSettings,
+    now: datetime,
+    edge: datetime,
+    names: list[str],
+    period: tuple[date, date, str],
+    outcome: RuleOutcome,
+) -> None:
     start, end, label = period
     scope = budget.scope
     providers = [n for n in names if scope.matches_provider(n)] if scope.providers else None
-    series = aq.scope_daily_series(con, teams=list(scope.teams) or None, provider_names_=providers,
-                                   gpu_models=list(scope.gpu_models) or None,
-                                   tags=[(k, list(v)) for k, v in scope.tags] or None, before=now,
-                                   complete_until=edge)
+    series = aq.scope_daily_series(
+        con,
+        teams=list(scope.teams) or None,
+        provider_names_=providers,
+        gpu_models=list(scope.gpu_models) or None,
+        tags=[(k, list(v)) for k, v in scope.tags] or None,
+        before=now,
+        complete_until=edge,
+    )
     in_period = series.filter((pl.col("day") >= start) & (pl.col("day") < end))
     spent = Decimal(str(in_period["cost"].sum())) if not in_period.is_empty() else Decimal(0)
     share = float(spent / budget.amount)
@@ -89,52 +103,92 @@ def _evaluate_budget(con, budget: Budget, settings: AlertSettings, now: datetime
     if fc is not None:
         context += f"; forecast {usd(fc['forecast'])} ({usd(fc['lower'])}–{usd(fc['upper'])})"
     outcome.context[budget.name] = context
-    details = {"budget": budget.to_dict(), "period_start": start.isoformat(), "period_end": end.isoformat(),
-               "spent_usd": float(spent), "share": round(share, 4), "data_until": edge.isoformat(),
-               "forecast": fc}
+    details = {
+        "budget": budget.to_dict(),
+        "period_start": start.isoformat(),
+        "period_end": end.isoformat(),
+        "spent_usd": float(spent),
+        "share": round(share, 4),
+        "data_until": edge.isoformat(),
+        "forecast": fc,
+    }
     for threshold in budget.thresholds:
         limit = (budget.amount * Decimal(str(threshold))).quantize(CENT, rounding=ROUND_HALF_UP)
         text = _threshold_text(threshold)
         if spent >= limit:
             severity = "critical" if threshold >= 1 else ("warning" if threshold >= 0.9 else "info")
-            outcome.alerts.append(Alert(
-                "budget", budget.name, label, text, severity,
-                title=f"Budget {budget.name}: {_pct(threshold)} reached in {label}",
-                summary=f"{usd(spent)} spent of the {usd(budget.amount)} {budget.period}ly budget "
-                        f"({_pct(share)}; {scope.describe()}), past its {_pct(threshold)} threshold "
-                        f"{usd(limit)}.",
-                teams=scope.teams, value_usd=spent, limit_usd=limit, details={**details, "threshold": threshold}))
+            outcome.alerts.append(
+                Alert(
+                    "budget",
+                    budget.name,
+                    label,
+                    text,
+                    severity,
+                    title=f"Budget {budget.name}: {_pct(threshold)} reached in {label}",
+                    summary=f"{usd(spent)} spent of the {usd(budget.amount)} {budget.period}ly budget "
+                    f"({_pct(share)}; {scope.describe()}), past its {_pct(threshold)} threshold "
+                    f"{usd(limit)}.",
+                    teams=scope.teams,
+                    value_usd=spent,
+                    limit_usd=limit,
+                    details={**details, "threshold": threshold},
+                )
+            )
         elif fc is not None and Decimal(str(fc["forecast"])) >= limit:
-            outcome.alerts.append(Alert(
-                "budget_forecast", budget.name, label, text, "warning" if threshold >= 1 else "info",
-                title=f"Budget {budget.name}: forecast to pass {_pct(threshold)} in {label}",
-                summary=f"The {label} forecast is {usd(fc['forecast'])} (80 % interval {usd(fc['lower'])}–"
-                        f"{usd(fc['upper'])}), past {_pct(threshold)} ({usd(limit)}) of the {usd(budget.amount)} "
-                        f"budget ({scope.describe()}); {usd(spent)} spent so far.",
-                teams=scope.teams, value_usd=Decimal(str(round(fc["forecast"], 2))), limit_usd=limit,
-                details={**details, "threshold": threshold}))
+            outcome.alerts.append(
+                Alert(
+                    "budget_forecast",
+                    budget.name,
+                    label,
+                    text,
+                    "warning" if threshold >= 1 else "info",
+                    title=f"Budget {budget.name}: forecast to pass {_pct(threshold)} in {label}",
+                    summary=f"The {label} forecast is {usd(fc['forecast'])} (80 % interval {usd(fc['lower'])}–"
+                    f"{usd(fc['upper'])}), past {_pct(threshold)} ({usd(limit)}) of the {usd(budget.amount)} "
+                    f"budget ({scope.describe()}); {usd(spent)} spent so far.",
+                    teams=scope.teams,
+                    value_usd=Decimal(str(round(fc["forecast"], 2))),
+                    limit_usd=limit,
+                    details={**details, "threshold": threshold},
+                )
+            )
 
 
-def _budget_forecast(con, budget: Budget, series: pl.DataFrame, start: date, end: date, edge: datetime,
-                     settings: AlertSettings, outcome: RuleOutcome) -> dict | None:
+def _budget_forecast(
+    con,
+    budget: Budget,
+    series: pl.DataFrame,
+    start: date,
+    end: date,
+    edge: datetime,
+    settings: AlertSettings,
+    outcome: RuleOutcome,
+) -> dict | None:
     """The period-end forecast of the budget's scope (``models.forecast.period_forecast``), summed
     over its (team, provider) series; None (with a note saying why) when the history is too short."""
     history_days = series.filter(pl.col("day") < edge.date())["day"].n_unique()
     if history_days < settings.forecast_min_days:
-        outcome.notes.append(f"budget {budget.name}: forecast withheld: {history_days} day(s) of cost history "
-                             f"in its scope, the forecast needs {settings.forecast_min_days}")
+        outcome.notes.append(
+            f"budget {budget.name}: forecast withheld: {history_days} day(s) of cost history "
+            f"in its scope, the forecast needs {settings.forecast_min_days}"
+        )
         return None
-    rows = forecast.period_forecast(con, period_start=start, period_end=end, as_of=edge.date(),
-                                    daily=series.drop("cost"))
+    rows = forecast.period_forecast(
+        con, period_start=start, period_end=end, as_of=edge.date(), daily=series.drop("cost")
+    )
     if rows.is_empty():
         return None
-    return {"forecast": round(float(rows["forecast_usd"].sum()), 2), "lower": round(float(rows["lower_usd"].sum()), 2),
-            "upper": round(float(rows["upper_usd"].sum()), 2),
-            "actual_complete_days_usd": round(float(rows["actual_to_date_usd"].sum()), 2),
-            "history_days": int(as_float(rows["history_days"].max()))}
+    return {
+        "forecast": round(float(rows["forecast_usd"].sum()), 2),
+        "lower": round(float(rows["lower_usd"].sum()), 2),
+        "upper": round(float(rows["upper_usd"].sum()), 2),
+        "actual_complete_days_usd": round(float(rows["actual_to_date_usd"].sum()), 2),
+        "history_days": int(as_float(rows["history_days"].max())),
+    }
 
 
 # ---- cost anomalies -------------------------------------------------------------------------------
+
 
 def anomaly_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: datetime) -> RuleOutcome:
     """Days among the last ``anomaly_days`` complete days whose cost left the forecast model's band,
@@ -145,47 +199,73 @@ def anomaly_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: d
         outcome.complete = False
         outcome.notes.append("anomaly: no cost data yet")
         return outcome
-    last_day = edge.astimezone(UTC).date() - timedelta(days=1)   # the forecast drops a partial last day
+    last_day = edge.astimezone(UTC).date() - timedelta(days=1)  # the forecast drops a partial last day
     first_day = last_day - timedelta(days=settings.anomaly_days - 1)
     outcome.live = lambda rule, scope, period: period >= first_day.isoformat()
     series = aq.scope_daily_series(con, before=now, complete_until=edge).drop("cost")
     params = forecast.ForecastParams(anomaly_min_usd=settings.anomaly_min_usd)
     history = series["day"].n_unique()
     if history < params.min_season_days:
-        outcome.notes.append(f"anomaly: withheld: {history} day(s) of cost history, the model needs "
-                             f"{params.min_season_days} to know what is normal")
-    found = forecast.cost_anomalies(con, start=first_day, end=last_day + timedelta(days=1), params=params,
-                                    daily=series)
+        outcome.notes.append(
+            f"anomaly: withheld: {history} day(s) of cost history, the model needs "
+            f"{params.min_season_days} to know what is normal"
+        )
+    found = forecast.cost_anomalies(con, start=first_day, end=last_day + timedelta(days=1), params=params, daily=series)
     for row in found.iter_rows(named=True):
         if row["direction"] not in settings.anomaly_directions:
             continue
         team, provider = row["team"], row["provider"]
         items = json.loads(row["top_line_items"] or "[]")
-        moved = "; ".join(f"{i.get('resource_id') or i.get('service') or i.get('sku_id')} "
-                          f"{usd(i['cost_usd'])} (usually {usd(i['baseline_usd'])})" for i in items[:3])
+        moved = "; ".join(
+            f"{i.get('resource_id') or i.get('service') or i.get('sku_id')} "
+            f"{usd(i['cost_usd'])} (usually {usd(i['baseline_usd'])})"
+            for i in items[:3]
+        )
         word = "above" if row["direction"] == "spike" else "below"
-        outcome.alerts.append(Alert(
-            "anomaly", f"{team or '(no team)'}/{provider}", row["day"].isoformat(), row["direction"], "warning",
-            title=f"Cost {row['direction']}: {team or 'unattributed'} on {provider}, {row['day']:%Y-%m-%d}",
-            summary=f"{usd(row['cost_usd'])} on {row['day']:%Y-%m-%d}, {word} the expected {usd(row['expected_usd'])} "
-                    f"(band {usd(row['lower_usd'])}–{usd(row['upper_usd'])})" + (f"; moved: {moved}" if moved else "") + ".",
-            teams=(team,) if team else (), value_usd=Decimal(str(round(row["cost_usd"], 2))),
-            limit_usd=Decimal(str(round(row["upper_usd"] if row["direction"] == "spike" else row["lower_usd"], 2))),
-            details={"team": team, "provider": provider, "day": row["day"].isoformat(),
-                     "expected_usd": round(row["expected_usd"], 2), "lower_usd": round(row["lower_usd"], 2),
-                     "upper_usd": round(row["upper_usd"], 2), "top_line_items": items}))
+        outcome.alerts.append(
+            Alert(
+                "anomaly",
+                f"{team or '(no team)'}/{provider}",
+                row["day"].isoformat(),
+                row["direction"],
+                "warning",
+                title=f"Cost {row['direction']}: {team or 'unattributed'} on {provider}, {row['day']:%Y-%m-%d}",
+                summary=f"{usd(row['cost_usd'])} on {row['day']:%Y-%m-%d}, {word} the expected {usd(row['expected_usd'])} "
+                f"(band {usd(row['lower_usd'])}–{usd(row['upper_usd'])})"
+                + (f"; moved: {moved}" if moved else "")
+                + ".",
+                teams=(team,) if team else (),
+                value_usd=Decimal(str(round(row["cost_usd"], 2))),
+                limit_usd=Decimal(str(round(row["upper_usd"] if row["direction"] == "spike" else row["lower_usd"], 2))),
+                details={
+                    "team": team,
+                    "provider": provider,
+                    "day": row["day"].isoformat(),
+                    "expected_usd": round(row["expected_usd"], 2),
+                    "lower_usd": round(row["lower_usd"], 2),
+                    "upper_usd": round(row["upper_usd"], 2),
+                    "top_line_items": items,
+                },
+            )
+        )
     return outcome
 
 
 # ---- idle GPUs burning money ---------------------------------------------------------------------
+
 
 def idle_burn_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: datetime) -> RuleOutcome:
     """Resources idle for at least ``idle_min_hours`` right now whose idle run has cost at least
     ``idle_min_cost_usd``: billed hours at their line items' cost, hours the bill does not hold yet
     at the resource's recent hourly rate."""
     outcome = RuleOutcome("idle_burn", ("idle_burn",))
-    runs = aq.idle_runs(con, idle_util_pct=settings.idle_util_pct, min_hours=settings.idle_min_hours, now=now,
-                        max_lag_hours=settings.idle_max_lag_hours)
+    runs = aq.idle_runs(
+        con,
+        idle_util_pct=settings.idle_util_pct,
+        min_hours=settings.idle_min_hours,
+        now=now,
+        max_lag_hours=settings.idle_max_lag_hours,
+    )
     threshold = f"{settings.idle_min_hours}h/{usd(settings.idle_min_cost_usd)}"
     unpriced = []
     for row in runs.iter_rows(named=True):
@@ -201,23 +281,44 @@ def idle_burn_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now:
         gpus = row["gpus"] or 1
         estimated = f", {unbilled_hours} h not billed yet priced at {usd(rate)}/h" if unbilled_hours else ""
         team = row["team"]
-        outcome.alerts.append(Alert(
-            "idle_burn", row["resource_id"], row["run_start"].isoformat(), threshold, "warning",
-            title=f"Idle GPUs: {row['resource_id']} ({team or 'no team'}) idle for {row['hours']} h",
-            summary=f"{gpus} × {row['gpu_model'] or 'GPU'} on {row['resource_id']} have been under "
-                    f"{settings.idle_util_pct:g} % since {row['run_start']:%Y-%m-%d %H:%M} UTC ({row['hours']} h, peak "
-                    f"{row['util_max']:.1f} %), costing {usd(cost)}{estimated}.",
-            teams=(team,) if team else (), value_usd=cost, limit_usd=settings.idle_min_cost_usd,
-            details={"resource_id": row["resource_id"], "team": team, "provider": row["provider_name"],
-                     "instance_type": row["instance_type"], "gpu_model": row["gpu_model"], "gpus": gpus,
-                     "idle_hours": row["hours"], "util_max": row["util_max"], "run_start": row["run_start"].isoformat(),
-                     "run_end": row["run_end"].isoformat(), "billed_hours": row["billed_hours"],
-                     "billed_usd": float(billed), "unbilled_hours": unbilled_hours,
-                     "rate_usd_per_hour": float(rate) if rate is not None else None}))
+        outcome.alerts.append(
+            Alert(
+                "idle_burn",
+                row["resource_id"],
+                row["run_start"].isoformat(),
+                threshold,
+                "warning",
+                title=f"Idle GPUs: {row['resource_id']} ({team or 'no team'}) idle for {row['hours']} h",
+                summary=f"{gpus} × {row['gpu_model'] or 'GPU'} on {row['resource_id']} have been under "
+                f"{settings.idle_util_pct:g} % since {row['run_start']:%Y-%m-%d %H:%M} UTC ({row['hours']} h, peak "
+                f"{row['util_max']:.1f} %), costing {usd(cost)}{estimated}.",
+                teams=(team,) if team else (),
+                value_usd=cost,
+                limit_usd=settings.idle_min_cost_usd,
+                details={
+                    "resource_id": row["resource_id"],
+                    "team": team,
+                    "provider": row["provider_name"],
+                    "instance_type": row["instance_type"],
+                    "gpu_model": row["gpu_model"],
+                    "gpus": gpus,
+                    "idle_hours": row["hours"],
+                    "util_max": row["util_max"],
+                    "run_start": row["run_start"].isoformat(),
+                    "run_end": row["run_end"].isoformat(),
+                    "billed_hours": row["billed_hours"],
+                    "billed_usd": float(billed),
+                    "unbilled_hours": unbilled_hours,
+                    "rate_usd_per_hour": float(rate) if rate is not None else None,
+                },
+            )
+        )
     if unpriced:
-        outcome.notes.append(f"idle_burn: {len(unpriced)} resource(s) idle for {settings.idle_min_hours}+ h "
-                             f"with no GPU cost lines to price them ({', '.join(unpriced[:5])}): withheld until "
-                             "their bill arrives")
+        outcome.notes.append(
+            f"idle_burn: {len(unpriced)} resource(s) idle for {settings.idle_min_hours}+ h "
+            f"with no GPU cost lines to price them ({', '.join(unpriced[:5])}): withheld until "
+            "their bill arrives"
+        )
     for row in runs.iter_rows(named=True):
         outcome.context[row["resource_id"]] = f"idle for {row['hours']} h"
     return outcome
@@ -242,19 +343,34 @@ def stale_data_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now
         if not row["stale"]:
             continue
         kind = row["kind"]
-        outcome.alerts.append(Alert(
-            "stale_data", row["source"], episodes.get(row["source"], since), f"{row['expected_lag_hours']:g}h",
-            "warning" if kind in ("cost", "metrics") else "info",
-            title=f"Stale {kind} data: {row['source']}",
-            summary=f"{row['source']} ({row['source_type']}): {row['message']}; alerts, budgets and the dashboard "
-                    f"see nothing newer from it.",
-            details={"source": row["source"], "source_type": row["source_type"], "kind": kind,
-                     "newest_data_at": row["newest_data_at"].isoformat() if row["newest_data_at"] else None,
-                     "age_hours": row["age_hours"], "expected_lag_hours": row["expected_lag_hours"],
-                     "last_run_at": row["last_run_at"].isoformat() if row["last_run_at"] else None,
-                     "last_status": row["last_status"]}))
+        outcome.alerts.append(
+            Alert(
+                "stale_data",
+                row["source"],
+                episodes.get(row["source"], since),
+                f"{row['expected_lag_hours']:g}h",
+                "warning" if kind in ("cost", "metrics") else "info",
+                title=f"Stale {kind} data: {row['source']}",
+                summary=f"{row['source']} ({row['source_type']}): {row['message']}; alerts, budgets and the dashboard "
+                f"see nothing newer from it.",
+                details={
+                    "source": row["source"],
+                    "source_type": row["source_type"],
+                    "kind": kind,
+                    "newest_data_at": row["newest_data_at"].isoformat() if row["newest_data_at"] else None,
+                    "age_hours": row["age_hours"],
+                    "expected_lag_hours": row["expected_lag_hours"],
+                    "last_run_at": row["last_run_at"].isoformat() if row["last_run_at"] else None,
+                    "last_status": row["last_status"],
+                },
+            )
+        )
     return outcome
 
 
-RULE_FUNCTIONS = {"budget": budget_rule, "anomaly": anomaly_rule, "idle_burn": idle_burn_rule,
-                  "stale_data": stale_data_rule}
+RULE_FUNCTIONS = {
+    "budget": budget_rule,
+    "anomaly": anomaly_rule,
+    "idle_burn": idle_burn_rule,
+    "stale_data": stale_data_rule,
+}

@@ -23,19 +23,28 @@ import duckdb
 from gpufinops.models import alert_rules
 from gpufinops.models.alert_records import ALERT_RULES, RULES, SEVERITIES, STATUSES, Alert, AlertSettings, RuleOutcome
 
-__all__ = ["ALERT_RULES", "RULES", "SEVERITIES", "STATUSES", "Alert", "AlertSettings", "Plan", "RuleOutcome",
-           "evaluate", "plan"]
+__all__ = [
+    "ALERT_RULES",
+    "RULES",
+    "SEVERITIES",
+    "STATUSES",
+    "Alert",
+    "AlertSettings",
+    "Plan",
+    "RuleOutcome",
+    "evaluate",
+    "plan",
+]
 
 
 @dataclass
 class Plan:
-    opened: list[Alert] = field(default_factory=list)      # new, or open again after a resolution
-    refreshed: list[Alert] = field(default_factory=list)   # still open: figures updated
-    closed: list[tuple[str, str, str]] = field(default_factory=list)   # (alert_id, status, resolution)
+    opened: list[Alert] = field(default_factory=list)  # new, or open again after a resolution
+    refreshed: list[Alert] = field(default_factory=list)  # still open: figures updated
+    closed: list[tuple[str, str, str]] = field(default_factory=list)  # (alert_id, status, resolution)
 
 
-def evaluate(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: datetime | None = None
-             ) -> list[RuleOutcome]:
+def evaluate(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: datetime | None = None) -> list[RuleOutcome]:
     """Every enabled rule over the warehouse, as of ``now`` (default: the clock)."""
     now = now or datetime.now(UTC)
     outcomes = []
@@ -72,11 +81,14 @@ def plan(rows: list[dict[str, Any]], outcomes: list[RuleOutcome]) -> Plan:
             continue
         if deciding.live is not None and not deciding.live(row["rule"], row["scope"], row["period"]):
             result.closed.append((alert_id, "expired", "its period is over"))
-        elif row["rule"] == "budget_forecast" and Alert("budget", row["scope"], row["period"], row["threshold"],
-                                                        "info", "", "").id in found:
+        elif (
+            row["rule"] == "budget_forecast"
+            and Alert("budget", row["scope"], row["period"], row["threshold"], "info", "", "").id in found
+        ):
             result.closed.append((alert_id, "superseded", "the actual spend reached the threshold"))
         else:
             now_text = deciding.context.get(row["scope"])
-            result.closed.append((alert_id, "resolved", "the condition no longer holds"
-                                  + (f": {now_text}" if now_text else "")))
+            result.closed.append(
+                (alert_id, "resolved", "the condition no longer holds" + (f": {now_text}" if now_text else ""))
+            )
     return result

@@ -24,9 +24,9 @@ DEFAULT_THRESHOLDS = (0.5, 0.75, 0.9, 1.0)
 @dataclass(frozen=True)
 class BudgetScope:
     teams: tuple[str, ...] = ()
-    providers: tuple[str, ...] = ()          # provider codes: aws | gcp | onprem | …
+    providers: tuple[str, ...] = ()  # provider codes: aws | gcp | onprem | …
     gpu_models: tuple[str, ...] = ()
-    tags: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (key, allowed values), every key must match
+    tags: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, allowed values), every key must match
 
     @property
     def everything(self) -> bool:
@@ -67,11 +67,18 @@ class Budget:
     scope: BudgetScope = field(default_factory=BudgetScope)
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
     forecast: bool = False
-    origin: str = "budgets"                  # the config key it came from (an alias says so)
+    origin: str = "budgets"  # the config key it came from (an alias says so)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "amount": str(self.amount), "period": self.period, "scope": self.scope.to_dict(),
-                "thresholds": list(self.thresholds), "forecast": self.forecast, "origin": self.origin}
+        return {
+            "name": self.name,
+            "amount": str(self.amount),
+            "period": self.period,
+            "scope": self.scope.to_dict(),
+            "thresholds": list(self.thresholds),
+            "forecast": self.forecast,
+            "origin": self.origin,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Budget:
@@ -80,23 +87,39 @@ class Budget:
         if isinstance(given, dict):
             scope = given
         elif given != "all":
-            raise ValueError(f"budget {data.get('name')!r}: scope must be \"all\" or a table (got {given!r})")
-        return cls(name=str(data["name"]), amount=Decimal(str(data["amount"])), period=data.get("period", "month"),
-                   scope=BudgetScope(tuple(scope.get("teams", ())), tuple(scope.get("providers", ())),
-                                     tuple(scope.get("gpu_models", ())),
-                                     tuple((k, tuple(v)) for k, v in (scope.get("tags") or {}).items())),
-                   thresholds=tuple(float(t) for t in data.get("thresholds", DEFAULT_THRESHOLDS)),
-                   forecast=bool(data.get("forecast", False)), origin=data.get("origin", "budgets"))
+            raise ValueError(f'budget {data.get("name")!r}: scope must be "all" or a table (got {given!r})')
+        return cls(
+            name=str(data["name"]),
+            amount=Decimal(str(data["amount"])),
+            period=data.get("period", "month"),
+            scope=BudgetScope(
+                tuple(scope.get("teams", ())),
+                tuple(scope.get("providers", ())),
+                tuple(scope.get("gpu_models", ())),
+                tuple((k, tuple(v)) for k, v in (scope.get("tags") or {}).items()),
+            ),
+            thresholds=tuple(float(t) for t in data.get("thresholds", DEFAULT_THRESHOLDS)),
+            forecast=bool(data.get("forecast", False)),
+            origin=data.get("origin", "budgets"),
+        )
 
 
 def from_dashboard(section: dict[str, Any]) -> list[Budget]:
     """``[dashboard] monthly_budget_usd`` and ``team_budgets`` as the budgets they stand for."""
     out = []
     if section.get("monthly_budget_usd") is not None:
-        out.append(Budget("monthly", Decimal(str(section["monthly_budget_usd"])), origin="dashboard.monthly_budget_usd"))
+        out.append(
+            Budget("monthly", Decimal(str(section["monthly_budget_usd"])), origin="dashboard.monthly_budget_usd")
+        )
     for team, amount in sorted((section.get("team_budgets") or {}).items()):
-        out.append(Budget(f"team:{team}", Decimal(str(amount)), scope=BudgetScope(teams=(team,)),
-                          origin=f"dashboard.team_budgets.{team}"))
+        out.append(
+            Budget(
+                f"team:{team}",
+                Decimal(str(amount)),
+                scope=BudgetScope(teams=(team,)),
+                origin=f"dashboard.team_budgets.{team}",
+            )
+        )
     return out
 
 

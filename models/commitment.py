@@ -41,8 +41,9 @@ GROUP = ["provider", "region", "instance_type", "team"]
 @dataclass(frozen=True)
 class CommitmentSettings:
     """The ``[models]`` keys this model reads (prefixed ``commit_``)."""
+
     commit_lookback_days: int = 30
-    commit_min_days: float = 14.0            # less history: withheld (a baseline needs weeks)
+    commit_min_days: float = 14.0  # less history: withheld (a baseline needs weeks)
     commit_baseline_percentile: float = 10.0
     commit_idle_util_pct: float = 5.0
     commit_min_monthly_savings_usd: float = 25.0
@@ -67,13 +68,16 @@ def savings_over_window(usage: np.ndarray, covered: int, on_demand_rate: float, 
     return float(np.minimum(usage, covered).sum()) * on_demand_rate - covered * len(usage) * commit_rate
 
 
-def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None,
-                             ) -> list[Recommendation]:
+def recommend_from_warehouse(
+    con: duckdb.DuckDBPyConnection,
+    settings: dict | CommitmentSettings | None = None,
+) -> list[Recommendation]:
     return recommend(con, settings)[0]
 
 
-def recommend(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None,
-              now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+def recommend(
+    con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None, now: datetime | None = None
+) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every group with a steady on-demand baseline."""
     s = settings if isinstance(settings, CommitmentSettings) else CommitmentSettings.from_config(settings)
     found = findings(load(con, s), s, now)
@@ -84,6 +88,7 @@ def recommend(con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSetting
 class CommitmentInputs:
     """What commitment reads: the busy on-demand cloud resource-hours over the lookback (without what
     spot_mix moves to spot), the catalogue's commitment prices and the fleet's own commitment rates."""
+
     hours: pl.DataFrame
     catalogue: pl.DataFrame
     fleet: pl.DataFrame
@@ -93,8 +98,11 @@ def load(con: duckdb.DuckDBPyConnection, settings: CommitmentSettings) -> Commit
     hours = _usage_hours(con, settings)
     if hours.is_empty():
         return CommitmentInputs(hours, pl.DataFrame(), pl.DataFrame())
-    return CommitmentInputs(hours, queries.commitment_prices(con),
-                            queries.fleet_commitment_ratios(con, start=as_datetime(hours["hour"].min())))
+    return CommitmentInputs(
+        hours,
+        queries.commitment_prices(con),
+        queries.fleet_commitment_ratios(con, start=as_datetime(hours["hour"].min())),
+    )
 
 
 def findings(inputs: CommitmentInputs, settings: CommitmentSettings, now: datetime | None = None) -> Findings:
@@ -105,8 +113,10 @@ def findings(inputs: CommitmentInputs, settings: CommitmentSettings, now: dateti
     first, last = as_datetime(hours["hour"].min()), as_datetime(hours["hour"].max())
     grid = pl.DataFrame({"hour": pl.datetime_range(first, last, "1h", eager=True, time_zone="UTC")})
     catalogue = {(r["provider"], r["region"], r["instance_type"]): r for r in inputs.catalogue.iter_rows(named=True)}
-    fleet = {(provider_code(r["provider_name"]), r["region"], r["instance_type"]): r
-             for r in inputs.fleet.iter_rows(named=True)}
+    fleet = {
+        (provider_code(r["provider_name"]), r["region"], r["instance_type"]): r
+        for r in inputs.fleet.iter_rows(named=True)
+    }
     recs, withheld = [], []
     for key, part in hours.group_by(GROUP, maintain_order=True):
         group = dict(zip(GROUP, key))
@@ -131,9 +141,12 @@ def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.Da
         return rows
     to_spot = {r.resource_id for r in spot_mix.recommend(con)[0]}
     rows = rows.with_columns(pl.col("provider").map_elements(provider_code, return_dtype=pl.Utf8))
-    return rows.filter((pl.col("pricing_category") == "Standard") & pl.col("provider").is_in(CLOUD_PROVIDERS)
-                       & ~pl.col("resource_id").is_in(list(to_spot))
-                       & (pl.col("util_max").is_null() | (pl.col("util_max") >= s.commit_idle_util_pct)))
+    return rows.filter(
+        (pl.col("pricing_category") == "Standard")
+        & pl.col("provider").is_in(CLOUD_PROVIDERS)
+        & ~pl.col("resource_id").is_in(list(to_spot))
+        & (pl.col("util_max").is_null() | (pl.col("util_max") >= s.commit_idle_util_pct))
+    )
 
 
 def _group_id(group: dict) -> str:
@@ -147,71 +160,118 @@ def _commit_price(group: dict, on_demand_rate: float, catalogue: dict, fleet: di
     if cat and cat["commit_1y_usd"] and cat["on_demand_usd"]:
         ratio_1y = cat["commit_1y_usd"] / cat["on_demand_usd"]
         ratio_3y = cat["commit_3y_usd"] / cat["on_demand_usd"] if cat["commit_3y_usd"] else None
-        return {"ratio_1y": ratio_1y, "ratio_3y": ratio_3y, "source": f"catalogue price_history ({cat['source']})",
-                "catalogue": True}
+        return {
+            "ratio_1y": ratio_1y,
+            "ratio_3y": ratio_3y,
+            "source": f"catalogue price_history ({cat['source']})",
+            "catalogue": True,
+        }
     seen = fleet.get(key)
     if seen and 0 < seen["commit_ratio"] < 1:
-        return {"ratio_1y": seen["commit_ratio"], "ratio_3y": None, "catalogue": False,
-                "source": f"the fleet's own {seen['commitment_type'] or 'commitment'} on this type and region "
-                          f"({seen['hours']} h, effective / list)"}
+        return {
+            "ratio_1y": seen["commit_ratio"],
+            "ratio_3y": None,
+            "catalogue": False,
+            "source": f"the fleet's own {seen['commitment_type'] or 'commitment'} on this type and region "
+            f"({seen['hours']} h, effective / list)",
+        }
     return None
 
 
-def _assess(group: dict, part: pl.DataFrame, usage: np.ndarray, catalogue: dict, fleet: dict,
-            s: CommitmentSettings, now: datetime | None) -> tuple[Recommendation | None, str | None]:
+def _assess(
+    group: dict,
+    part: pl.DataFrame,
+    usage: np.ndarray,
+    catalogue: dict,
+    fleet: dict,
+    s: CommitmentSettings,
+    now: datetime | None,
+) -> tuple[Recommendation | None, str | None]:
     covered = baseline(usage, s.commit_baseline_percentile)
     if covered < 1:
-        return None, None                       # no steady baseline: nothing to commit to
+        return None, None  # no steady baseline: nothing to commit to
     window_days = len(usage) / 24
     if window_days < s.commit_min_days:
-        return None, (f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): "
-                      "too short for a 1-year commitment")
+        return None, (
+            f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): too short for a 1-year commitment"
+        )
     on_demand_rate = as_float(part["effective_cost"].cast(pl.Float64).mean())
     price = _commit_price(group, on_demand_rate, catalogue, fleet)
     if price is None:
-        return None, (f"unpriced: no commitment price for {group['instance_type']} in {group['region']} "
-                      "(no catalogue commit_1y/commit_3y in price_history and no commitment of the fleet on it)")
+        return None, (
+            f"unpriced: no commitment price for {group['instance_type']} in {group['region']} "
+            "(no catalogue commit_1y/commit_3y in price_history and no commitment of the fleet on it)"
+        )
     commit_rate = on_demand_rate * price["ratio_1y"]
     scale = HOURS_PER_MONTH / len(usage)
     monthly_savings = money(savings_over_window(usage, covered, on_demand_rate, commit_rate) * scale)
     if monthly_savings < Decimal(str(s.commit_min_monthly_savings_usd)):
         return None, None
     share_covered = float((usage >= covered).mean())
-    confidence = 0.9 * min(1.0, window_days / s.commit_lookback_days) * share_covered * (
-        1.0 if price["catalogue"] else 0.85)
+    confidence = (
+        0.9 * min(1.0, window_days / s.commit_lookback_days) * share_covered * (1.0 if price["catalogue"] else 0.85)
+    )
     gpu_model, gpu_count = part["gpu_model"].drop_nulls().first(), part["gpu_count"].max()
     busy_hours = part.group_by("resource_id").agg(pl.len().alias("n"))
-    steady = sorted(busy_hours.filter(pl.col("n") >= len(usage) * (1 - s.commit_baseline_percentile / 100))
-                    ["resource_id"].to_list())   # busy in (almost) every hour: what the commitment covers
+    steady = sorted(
+        busy_hours.filter(pl.col("n") >= len(usage) * (1 - s.commit_baseline_percentile / 100))["resource_id"].to_list()
+    )  # busy in (almost) every hour: what the commitment covers
     monthly_cost = money(covered * on_demand_rate * HOURS_PER_MONTH)
-    current = {"instance_type": group["instance_type"], "gpu_model": gpu_model, "gpu_count": gpu_count,
-               "machines": covered, "pricing": "on_demand", "monthly_cost_usd": monthly_cost}
-    proposed = {**current, "pricing": "commit_1y", "action": f"commit to {covered} machine(s) for 1 year",
-                "commit_usd_per_hour": round(commit_rate * covered, 6),
-                "monthly_cost_usd": monthly_cost - monthly_savings}
+    current = {
+        "instance_type": group["instance_type"],
+        "gpu_model": gpu_model,
+        "gpu_count": gpu_count,
+        "machines": covered,
+        "pricing": "on_demand",
+        "monthly_cost_usd": monthly_cost,
+    }
+    proposed = {
+        **current,
+        "pricing": "commit_1y",
+        "action": f"commit to {covered} machine(s) for 1 year",
+        "commit_usd_per_hour": round(commit_rate * covered, 6),
+        "monthly_cost_usd": monthly_cost - monthly_savings,
+    }
     evidence = {
-        "window_days": round(window_days, 2), "hours": len(usage),
-        "baseline_percentile": s.commit_baseline_percentile, "baseline_machines": covered,
-        "usage_p50_machines": float(np.percentile(usage, 50)), "usage_max_machines": int(usage.max()),
-        "hours_at_or_above_baseline": round(share_covered, 4), "group": _group_id(group),
-        "resources": sorted(part["resource_id"].unique().to_list()), "steady_resources": steady,
-        "on_demand_usd_per_hour": round(on_demand_rate, 6), "commit_1y_usd_per_hour": round(commit_rate, 6),
-        "break_even_utilisation": round(price["ratio_1y"], 4), "commitment_price_source": price["source"],
+        "window_days": round(window_days, 2),
+        "hours": len(usage),
+        "baseline_percentile": s.commit_baseline_percentile,
+        "baseline_machines": covered,
+        "usage_p50_machines": float(np.percentile(usage, 50)),
+        "usage_max_machines": int(usage.max()),
+        "hours_at_or_above_baseline": round(share_covered, 4),
+        "group": _group_id(group),
+        "resources": sorted(part["resource_id"].unique().to_list()),
+        "steady_resources": steady,
+        "on_demand_usd_per_hour": round(on_demand_rate, 6),
+        "commit_1y_usd_per_hour": round(commit_rate, 6),
+        "break_even_utilisation": round(price["ratio_1y"], 4),
+        "commitment_price_source": price["source"],
     }
     if price["ratio_3y"]:
         rate_3y = on_demand_rate * price["ratio_3y"]
         evidence["commit_3y_usd_per_hour"] = round(rate_3y, 6)
         evidence["monthly_savings_3y_usd"] = money(savings_over_window(usage, covered, on_demand_rate, rate_3y) * scale)
         evidence["break_even_utilisation_3y"] = round(price["ratio_3y"], 4)
-    risk = (f"A 1-year commitment is paid every hour whether used or not: it pays off while the covered "
-            f"{covered} machine(s) run at least {price['ratio_1y']:.0%} of the time. Resolve rightsizing "
-            "findings on these machines first: a commitment fixes the machine type for its term.")
+    risk = (
+        f"A 1-year commitment is paid every hour whether used or not: it pays off while the covered "
+        f"{covered} machine(s) run at least {price['ratio_1y']:.0%} of the time. Resolve rightsizing "
+        "findings on these machines first: a commitment fixes the machine type for its term."
+    )
     rec = Recommendation(
         id=stable_id("commitment", group["provider"], group["region"], group["instance_type"], group["team"]),
-        kind="commitment", team=group["team"], provider=group["provider"],
+        kind="commitment",
+        team=group["team"],
+        provider=group["provider"],
         resource_id=(steady or evidence["resources"])[0],
-        workload=None, current=current, proposed=proposed, monthly_savings_usd=monthly_savings,
-        confidence=round(confidence, 3), risk=risk, evidence=evidence)
+        workload=None,
+        current=current,
+        proposed=proposed,
+        monthly_savings_usd=monthly_savings,
+        confidence=round(confidence, 3),
+        risk=risk,
+        evidence=evidence,
+    )
     if now is not None:
         rec.created_at = now
     return rec, None

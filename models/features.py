@@ -30,17 +30,18 @@ CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
 @dataclass(frozen=True)
 class RightsizingSettings:
     """The ``[models]`` config section (every key optional; defaults follow AWS Compute Optimizer)."""
-    lookback_days: int = 14                 # window the percentiles are taken over
-    min_days: float = 7.0                   # fewer measured days than this: withheld
-    min_coverage: float = 0.6               # measured / billed hours below this: withheld
-    idle_util_pct: float = 5.0              # p95 below this is idle_gpu's finding, not a resize
-    spare_gpu_util_pct: float = 10.0        # gpu_count: a GPU whose p95 stays under this is spare …
-    spare_gpu_mem_fraction: float = 0.10    # … and holds less than this share of its memory
-    memory_headroom: float = 1.2            # peak memory × this must fit the target GPU
-    max_target_util_pct: float = 60.0       # predicted p95 utilisation on the target must stay under this
-    min_savings_fraction: float = 0.25      # a move must cut the resource's cost by at least this share
+
+    lookback_days: int = 14  # window the percentiles are taken over
+    min_days: float = 7.0  # fewer measured days than this: withheld
+    min_coverage: float = 0.6  # measured / billed hours below this: withheld
+    idle_util_pct: float = 5.0  # p95 below this is idle_gpu's finding, not a resize
+    spare_gpu_util_pct: float = 10.0  # gpu_count: a GPU whose p95 stays under this is spare …
+    spare_gpu_mem_fraction: float = 0.10  # … and holds less than this share of its memory
+    memory_headroom: float = 1.2  # peak memory × this must fit the target GPU
+    max_target_util_pct: float = 60.0  # predicted p95 utilisation on the target must stay under this
+    min_savings_fraction: float = 0.25  # a move must cut the resource's cost by at least this share
     min_monthly_savings_usd: float = 25.0
-    quantization_precisions: tuple[str, ...] = ("fp16",)   # add "int8"/"fp8" to propose those too
+    quantization_precisions: tuple[str, ...] = ("fp16",)  # add "int8"/"fp8" to propose those too
     inference_workloads: tuple[str, ...] = ("online_inference", "batch_inference", "inference", "serving")
 
     @classmethod
@@ -110,8 +111,9 @@ def resources(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> 
     start = window_start(con, settings.lookback_days)
     if start is None:
         return pl.DataFrame()
-    counts = con.execute("SELECT (SELECT count(*) FROM cost_line_items), (SELECT count(*) FROM gpu_metrics_hourly)"
-                         ).fetchall()[0]
+    counts = con.execute(
+        "SELECT (SELECT count(*) FROM cost_line_items), (SELECT count(*) FROM gpu_metrics_hourly)"
+    ).fetchall()[0]
     key = (start, counts)
     cached = _RESOURCES.get(con)
     if cached is None or cached[0] != key:
@@ -124,6 +126,7 @@ def resources(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> 
 def enrich(frame: pl.DataFrame) -> pl.DataFrame:
     """Adds window_days, metric coverage, workload/precision tags and the provider code."""
     from gpufinops.models.recommendation import provider_code
+
     return frame.with_columns(
         ((pl.col("last_hour") - pl.col("first_hour")).dt.total_hours() + 1).truediv(24).alias("window_days"),
         (pl.col("measured_hours") / pl.col("billed_hours")).alias("coverage"),
@@ -159,8 +162,13 @@ def pricing(category: str | None) -> str:
 
 
 def current_config(row: dict, monthly_cost: Decimal) -> dict[str, Any]:
-    return {"instance_type": row["instance_type"], "gpu_model": row["gpu_model"], "gpu_count": row["gpu_count"],
-            "pricing": pricing(row["pricing_category"]), "monthly_cost_usd": money(monthly_cost)}
+    return {
+        "instance_type": row["instance_type"],
+        "gpu_model": row["gpu_model"],
+        "gpu_count": row["gpu_count"],
+        "pricing": pricing(row["pricing_category"]),
+        "monthly_cost_usd": money(monthly_cost),
+    }
 
 
 def catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -174,13 +182,15 @@ def specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     return {row["gpu_model"]: row for row in table.iter_rows(named=True)}
 
 
-def list_price(offers: pl.DataFrame, provider: str | None, region: str | None,
-               instance_type: str | None) -> Decimal | None:
+def list_price(
+    offers: pl.DataFrame, provider: str | None, region: str | None, instance_type: str | None
+) -> Decimal | None:
     """The on-demand $/h of an instance type in a region, or None when the catalogue lacks it."""
     if offers.is_empty() or instance_type is None:
         return None
-    match = offers.filter((pl.col("provider") == provider) & (pl.col("region") == region)
-                          & (pl.col("instance_type") == instance_type))
+    match = offers.filter(
+        (pl.col("provider") == provider) & (pl.col("region") == region) & (pl.col("instance_type") == instance_type)
+    )
     if match.is_empty():
         return None
     return Decimal(str(match["on_demand_usd_per_hour"][0]))
@@ -190,7 +200,12 @@ def peak_throughput(spec: dict[str, Any] | None, precision: str | None) -> float
     """The GPU's peak dense throughput (TFLOPS/TOPS) at a precision; None when unknown."""
     if not spec:
         return None
-    column = {"fp32": "fp32_tflops", "tf32": "fp32_tflops", "bf16": "bf16_tflops", "int8": "int8_tops",
-              "fp8": "int8_tops"}.get(precision or "fp16", "fp16_tflops")
+    column = {
+        "fp32": "fp32_tflops",
+        "tf32": "fp32_tflops",
+        "bf16": "bf16_tflops",
+        "int8": "int8_tops",
+        "fp8": "int8_tops",
+    }.get(precision or "fp16", "fp16_tflops")
     value = spec.get(column) or (spec.get("fp16_tflops") if column == "bf16_tflops" else None)
     return float(value) if value and not math.isnan(float(value)) else None

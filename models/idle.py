@@ -28,16 +28,16 @@ DAYS_PER_MONTH = Decimal("30.4375")
 
 @dataclass(frozen=True)
 class IdleParams:
-    util_threshold_pct: float = 5.0       # an hour is idle when every GPU's max utilisation is below this
-    min_run_hours: int = 3                # consecutive idle hours needed before they count
-    always_idle_fraction: float = 0.9     # idle share of measured hours that makes a resource "always idle"
-    off_hours_share: float = 0.8          # idle share falling in nights/weekends that makes it "schedulable"
-    work_start_hour: int = 8              # working hours, UTC, weekdays
+    util_threshold_pct: float = 5.0  # an hour is idle when every GPU's max utilisation is below this
+    min_run_hours: int = 3  # consecutive idle hours needed before they count
+    always_idle_fraction: float = 0.9  # idle share of measured hours that makes a resource "always idle"
+    off_hours_share: float = 0.8  # idle share falling in nights/weekends that makes it "schedulable"
+    work_start_hour: int = 8  # working hours, UTC, weekdays
     work_end_hour: int = 19
     min_monthly_savings_usd: Decimal = Decimal("25")
-    gone_after_hours: int = 24            # a resource not billed in the data's last this many hours is gone
-    allocated_min_mem_gib: float = 1.0    # allocated_idle: a pod holding at least this much of an idle GPU …
-    allocated_min_presence: float = 0.5   # … for at least this share of the hour's samples
+    gone_after_hours: int = 24  # a resource not billed in the data's last this many hours is gone
+    allocated_min_mem_gib: float = 1.0  # allocated_idle: a pod holding at least this much of an idle GPU …
+    allocated_min_presence: float = 0.5  # … for at least this share of the hour's samples
 
 
 def idle_hours(resource_hours: pl.DataFrame, params: IdleParams) -> pl.DataFrame:
@@ -45,14 +45,21 @@ def idle_hours(resource_hours: pl.DataFrame, params: IdleParams) -> pl.DataFrame
     measured = resource_hours.filter(pl.col("util_max").is_not_null()).sort("resource_id", "hour")
     flagged = measured.with_columns(
         (pl.col("util_max") < params.util_threshold_pct).alias("below"),
-        ((pl.col("hour").dt.weekday() >= 6)
-         | (pl.col("hour").dt.hour() < params.work_start_hour)
-         | (pl.col("hour").dt.hour() >= params.work_end_hour)).alias("off_hours"),
+        (
+            (pl.col("hour").dt.weekday() >= 6)
+            | (pl.col("hour").dt.hour() < params.work_start_hour)
+            | (pl.col("hour").dt.hour() >= params.work_end_hour)
+        ).alias("off_hours"),
     ).with_columns(
         # a run breaks when the state flips or an hour is missing
-        ((pl.col("below") != pl.col("below").shift(1).over("resource_id"))
-         | (pl.col("hour").diff().over("resource_id") != pl.duration(hours=1))
-         ).fill_null(True).cum_sum().over("resource_id").alias("run"),
+        (
+            (pl.col("below") != pl.col("below").shift(1).over("resource_id"))
+            | (pl.col("hour").diff().over("resource_id") != pl.duration(hours=1))
+        )
+        .fill_null(True)
+        .cum_sum()
+        .over("resource_id")
+        .alias("run"),
     )
     run_len = pl.len().over("resource_id", "run")
     return flagged.with_columns((pl.col("below") & (run_len >= params.min_run_hours)).alias("idle"))
@@ -67,12 +74,21 @@ def _pattern(idle_fraction: float, off_share: float, params: IdleParams) -> str:
 
 
 _ACTIONS = {
-    "always_idle": ("stop or release the resource", "released",
-                    "Check nobody still needs it (data on local disks, a reserved slot) before releasing it."),
-    "idle_off_hours": ("stop it nights and weekends on a schedule", "scheduled_off_hours",
-                       "Work that starts off-hours would wait for the schedule; keep an override."),
-    "idle_stretches": ("scale it to zero when idle (autoscaler / idle culler)", "scale_to_zero",
-                       "Cold starts add latency when work returns after an idle stretch."),
+    "always_idle": (
+        "stop or release the resource",
+        "released",
+        "Check nobody still needs it (data on local disks, a reserved slot) before releasing it.",
+    ),
+    "idle_off_hours": (
+        "stop it nights and weekends on a schedule",
+        "scheduled_off_hours",
+        "Work that starts off-hours would wait for the schedule; keep an override.",
+    ),
+    "idle_stretches": (
+        "scale it to zero when idle (autoscaler / idle culler)",
+        "scale_to_zero",
+        "Cold starts add latency when work returns after an idle stretch.",
+    ),
 }
 
 
@@ -81,16 +97,28 @@ def unmeasured(resource_hours: pl.DataFrame) -> list[Withheld]:
     if resource_hours.is_empty():
         return []
     per = resource_hours.group_by("resource_id").agg(
-        pl.len().alias("billed_hours"), pl.col("gpus_reporting").is_not_null().sum().alias("measured_hours"),
-        *[pl.col(c).first() for c in ("provider", "team", "instance_type")])
-    return [Withheld.of("idle_gpu", row, "thin_evidence",
-                        f"no GPU metrics attributed to it in {row['billed_hours']} billed hours "
-                        f"({row['instance_type'] or 'instance type unknown'})")
-            for row in per.filter(pl.col("measured_hours") == 0).sort("resource_id").iter_rows(named=True)]
+        pl.len().alias("billed_hours"),
+        pl.col("gpus_reporting").is_not_null().sum().alias("measured_hours"),
+        *[pl.col(c).first() for c in ("provider", "team", "instance_type")],
+    )
+    return [
+        Withheld.of(
+            "idle_gpu",
+            row,
+            "thin_evidence",
+            f"no GPU metrics attributed to it in {row['billed_hours']} billed hours "
+            f"({row['instance_type'] or 'instance type unknown'})",
+        )
+        for row in per.filter(pl.col("measured_hours") == 0).sort("resource_id").iter_rows(named=True)
+    ]
 
 
-def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(), now: datetime | None = None,
-            workload_hours: pl.DataFrame | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+def analyse(
+    resource_hours: pl.DataFrame,
+    params: IdleParams = IdleParams(),
+    now: datetime | None = None,
+    workload_hours: pl.DataFrame | None = None,
+) -> tuple[list[Recommendation], list[Withheld]]:
     """Idle resources, and (given the pods' hours: allocation_queries.workload_hours) pods that hold an
     idle GPU (``pattern = "allocated_idle"``, models/allocated_idle.py)."""
     recs, withheld = recommend(resource_hours, params, now), unmeasured(resource_hours)
@@ -105,6 +133,7 @@ def analyse(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(), now
 class IdleInputs:
     """What idle_gpu reads: every GPU resource-hour (queries.gpu_resource_hours) and the pods' hours on
     shared nodes (allocation_queries.workload_hours)."""
+
     resource_hours: pl.DataFrame
     workload_hours: pl.DataFrame
 
@@ -120,8 +149,9 @@ def findings(inputs: IdleInputs, settings: None = None) -> Findings:
     return Findings(recs, withheld)
 
 
-def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
-              now: datetime | None = None) -> list[Recommendation]:
+def recommend(
+    resource_hours: pl.DataFrame, params: IdleParams = IdleParams(), now: datetime | None = None
+) -> list[Recommendation]:
     """One recommendation per resource whose idle GPU-hours are worth acting on."""
     if resource_hours.is_empty():
         return []
@@ -131,20 +161,30 @@ def recommend(resource_hours: pl.DataFrame, params: IdleParams = IdleParams(),
     live = last.filter(pl.col("last") >= end - timedelta(hours=params.gone_after_hours))["resource_id"]
     resource_hours = resource_hours.filter(pl.col("resource_id").is_in(live.implode()))
     hours = idle_hours(resource_hours, params)
-    billed = resource_hours.group_by("resource_id").agg(pl.len().alias("billed_hours"),
-                                                        pl.col("effective_cost").sum().alias("billed_cost"))
-    per = hours.group_by("resource_id").agg(
-        pl.len().alias("measured_hours"),
-        pl.col("idle").sum().alias("idle_hours"),
-        (pl.col("idle") & pl.col("off_hours")).sum().alias("idle_off_hours"),
-        pl.col("effective_cost").filter(pl.col("idle")).sum().alias("idle_cost"),
-        pl.col("util_p95").quantile(0.95).alias("util_p95"),
-        pl.col("util_max").max().alias("util_max"),
-        pl.col("mem_used_max_mib").max().alias("mem_used_max_mib"),
-        pl.col("hour").min().alias("first_hour"), pl.col("hour").max().alias("last_hour"),
-        *[pl.col(c).first() for c in ("provider", "team", "region", "instance_type", "gpu_model",
-                                      "gpu_count", "pricing_category")],
-    ).join(billed, on="resource_id").filter(pl.col("idle_hours") > 0).sort("resource_id")
+    billed = resource_hours.group_by("resource_id").agg(
+        pl.len().alias("billed_hours"), pl.col("effective_cost").sum().alias("billed_cost")
+    )
+    per = (
+        hours.group_by("resource_id")
+        .agg(
+            pl.len().alias("measured_hours"),
+            pl.col("idle").sum().alias("idle_hours"),
+            (pl.col("idle") & pl.col("off_hours")).sum().alias("idle_off_hours"),
+            pl.col("effective_cost").filter(pl.col("idle")).sum().alias("idle_cost"),
+            pl.col("util_p95").quantile(0.95).alias("util_p95"),
+            pl.col("util_max").max().alias("util_max"),
+            pl.col("mem_used_max_mib").max().alias("mem_used_max_mib"),
+            pl.col("hour").min().alias("first_hour"),
+            pl.col("hour").max().alias("last_hour"),
+            *[
+                pl.col(c).first()
+                for c in ("provider", "team", "region", "instance_type", "gpu_model", "gpu_count", "pricing_category")
+            ],
+        )
+        .join(billed, on="resource_id")
+        .filter(pl.col("idle_hours") > 0)
+        .sort("resource_id")
+    )
     recs = []
     for row in per.iter_rows(named=True):
         rec = _recommendation(row, params, now)
@@ -166,31 +206,56 @@ def _recommendation(row: dict, params: IdleParams, now: datetime | None) -> Reco
     if monthly_savings < params.min_monthly_savings_usd:
         return None
     coverage = row["measured_hours"] / row["billed_hours"]
-    confidence = round(min(1.0, coverage) * min(1.0, float(window_days) / 14) *
-                       (0.95 if pattern != "idle_stretches" else 0.75), 3)
-    current = {"instance_type": row["instance_type"], "gpu_model": row["gpu_model"],
-               "gpu_count": row["gpu_count"], "pricing": _pricing(row["pricing_category"]),
-               "monthly_cost_usd": money(monthly_cost)}
-    proposed = {**current, "state": proposed_state, "action": action,
-                "monthly_cost_usd": money(monthly_cost) - monthly_savings}
+    confidence = round(
+        min(1.0, coverage) * min(1.0, float(window_days) / 14) * (0.95 if pattern != "idle_stretches" else 0.75), 3
+    )
+    current = {
+        "instance_type": row["instance_type"],
+        "gpu_model": row["gpu_model"],
+        "gpu_count": row["gpu_count"],
+        "pricing": _pricing(row["pricing_category"]),
+        "monthly_cost_usd": money(monthly_cost),
+    }
+    proposed = {
+        **current,
+        "state": proposed_state,
+        "action": action,
+        "monthly_cost_usd": money(monthly_cost) - monthly_savings,
+    }
     if pattern == "always_idle":
         proposed["gpu_count"] = 0
     evidence = {
-        "pattern": pattern, "util_threshold_pct": params.util_threshold_pct,
-        "util_p95": row["util_p95"], "util_max": row["util_max"],
+        "pattern": pattern,
+        "util_threshold_pct": params.util_threshold_pct,
+        "util_p95": row["util_p95"],
+        "util_max": row["util_max"],
         "mem_max_gib": round((row["mem_used_max_mib"] or 0) / 1024, 2),
-        "window_days": round(float(window_days), 2), "billed_hours": row["billed_hours"],
-        "measured_hours": row["measured_hours"], "idle_hours": row["idle_hours"],
+        "window_days": round(float(window_days), 2),
+        "billed_hours": row["billed_hours"],
+        "measured_hours": row["measured_hours"],
+        "idle_hours": row["idle_hours"],
         "idle_gpu_hours": row["idle_hours"] * (row["gpu_count"] or 1),
-        "idle_fraction": round(idle_fraction, 4), "off_hours_share_of_idle": round(off_share, 4),
-        "idle_cost_usd": money(idle_cost), "metric_coverage": round(coverage, 4),
-        "first_hour": row["first_hour"], "last_hour": row["last_hour"],
+        "idle_fraction": round(idle_fraction, 4),
+        "off_hours_share_of_idle": round(off_share, 4),
+        "idle_cost_usd": money(idle_cost),
+        "metric_coverage": round(coverage, 4),
+        "first_hour": row["first_hour"],
+        "last_hour": row["last_hour"],
     }
     rec = Recommendation(
         id=stable_id("idle_gpu", row["provider"], row["resource_id"], pattern),
-        kind="idle_gpu", team=row["team"], provider=provider_code(row["provider"]), resource_id=row["resource_id"],
-        workload=None, current=current, proposed=proposed, monthly_savings_usd=monthly_savings,
-        confidence=confidence, risk=risk, evidence=evidence)
+        kind="idle_gpu",
+        team=row["team"],
+        provider=provider_code(row["provider"]),
+        resource_id=row["resource_id"],
+        workload=None,
+        current=current,
+        proposed=proposed,
+        monthly_savings_usd=monthly_savings,
+        confidence=confidence,
+        risk=risk,
+        evidence=evidence,
+    )
     if now is not None:
         rec.created_at = now
     return rec

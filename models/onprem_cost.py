@@ -19,7 +19,8 @@ HOURS_PER_MONTH = 730
 @dataclass(frozen=True)
 class OnpremSettings:
     """This model's `[models]` keys (validated with the others by models.run.validate_settings)."""
-    onprem_target_utilisation: float = 0.85   # an on-prem group is full at this busy share
+
+    onprem_target_utilisation: float = 0.85  # an on-prem group is full at this busy share
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> OnpremSettings:
@@ -32,11 +33,11 @@ class OnpremSettings:
 
 @dataclass(frozen=True)
 class OnpremVsCloudParams:
-    spot_overhead: Decimal = Decimal("0.15")        # rework, restarts and capacity waits of interrupted spot work
-    burst_saturated_share: float = 0.05             # hours with the group at >= 90 % busy that make peaks worth bursting
-    steady_billed_share: float = 0.9                # share of the window a cloud resource must be billed to be steady
+    spot_overhead: Decimal = Decimal("0.15")  # rework, restarts and capacity waits of interrupted spot work
+    burst_saturated_share: float = 0.05  # hours with the group at >= 90 % busy that make peaks worth bursting
+    steady_billed_share: float = 0.9  # share of the window a cloud resource must be billed to be steady
     min_monthly_savings_usd: Decimal = Decimal("25")
-    onprem_target_utilisation: float = 0.85         # a group is full at this busy share: repatriations must fit under it
+    onprem_target_utilisation: float = 0.85  # a group is full at this busy share: repatriations must fit under it
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> OnpremVsCloudParams:
@@ -56,8 +57,8 @@ def used_gpu_hours(row: dict[str, Any]) -> Decimal:
 
 @dataclass(frozen=True)
 class OnpremCost:
-    fixed: Decimal        # F: $ per GPU-hour whatever the utilisation
-    variable: Decimal     # V: $ per GPU-hour more at 100 % than at 0 %
+    fixed: Decimal  # F: $ per GPU-hour whatever the utilisation
+    variable: Decimal  # V: $ per GPU-hour more at 100 % than at 0 %
 
     def at(self, util: Decimal) -> Decimal:
         return self.fixed + self.variable * util
@@ -73,8 +74,9 @@ def onprem_cost(row: dict[str, Any]) -> OnpremCost:
     """The group's F and V, from its lines' cost and the cost-model figures in their Tags."""
     per_kwh = as_decimal(row["pue"]) * as_decimal(row["usd_per_kwh"]) / 1000
     hours = Decimal(row["gpu_hours"])
-    fixed = ((as_decimal(row["hardware_usd"]) + as_decimal(row["facility_usd"])) / hours
-             + (as_decimal(row["idle_w"]) + as_decimal(row["host_w_per_gpu"])) * per_kwh)
+    fixed = (as_decimal(row["hardware_usd"]) + as_decimal(row["facility_usd"])) / hours + (
+        as_decimal(row["idle_w"]) + as_decimal(row["host_w_per_gpu"])
+    ) * per_kwh
     return OnpremCost(fixed, (as_decimal(row["tdp_w"]) - as_decimal(row["idle_w"])) * per_kwh)
 
 

@@ -31,8 +31,15 @@ from typing import Any
 
 from gpufinops.models.recommendation import Recommendation, money, stable_id
 
-FAMILIES = {"idle_gpu": "usage", "gpu_count": "rightsize", "gpu_type": "rightsize", "quantization": "rightsize",
-            "spot_mix": "purchase", "commitment": "purchase", "onprem_vs_cloud": "purchase"}
+FAMILIES = {
+    "idle_gpu": "usage",
+    "gpu_count": "rightsize",
+    "gpu_type": "rightsize",
+    "quantization": "rightsize",
+    "spot_mix": "purchase",
+    "commitment": "purchase",
+    "onprem_vs_cloud": "purchase",
+}
 ORDER = ("usage", "rightsize", "purchase")
 COUNTED = ("primary", "step")
 COUNTED_SQL = "plan IN ('primary', 'step')"  # the same rule over the recommendations table
@@ -88,16 +95,27 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
         for rec in members:
             if id(rec) not in chosen:
                 rec.plan, rec.plan_id = "alternative", plan_id
-                rec.evidence = {**(rec.evidence or {}), "standalone_monthly_savings_usd": rec.monthly_savings_usd,
-                                "instead_of": [r.id for r in chain if FAMILIES.get(r.kind) == FAMILIES.get(rec.kind)]
-                                or [r.id for r in chain[:1]]}
+                rec.evidence = {
+                    **(rec.evidence or {}),
+                    "standalone_monthly_savings_usd": rec.monthly_savings_usd,
+                    "instead_of": [r.id for r in chain if FAMILIES.get(r.kind) == FAMILIES.get(rec.kind)]
+                    or [r.id for r in chain[:1]],
+                }
             out.append(rec)
     plan_order: dict[str | None, Decimal] = {}
     for rec in out:
         if rec.plan in COUNTED:
             plan_order[rec.plan_id] = plan_order.get(rec.plan_id, ZERO) + rec.monthly_savings_usd
-    return sorted(out, key=lambda r: (-plan_order.get(r.plan_id, ZERO), r.plan_id or "", _ROLE[r.plan or "primary"],
-                                      -r.monthly_savings_usd, r.id))
+    return sorted(
+        out,
+        key=lambda r: (
+            -plan_order.get(r.plan_id, ZERO),
+            r.plan_id or "",
+            _ROLE[r.plan or "primary"],
+            -r.monthly_savings_usd,
+            r.id,
+        ),
+    )
 
 
 _ROLE = {"primary": 0, "step": 1, "alternative": 2}
@@ -112,14 +130,20 @@ def _after(step: Recommendation, before: Recommendation) -> None:
     shape = {k: before.proposed[k] for k in SHAPE if before.proposed.get(k) is not None}
     if not shape:
         return
-    step.current = {**step.current, **shape, "monthly_cost_usd": before.proposed.get("monthly_cost_usd",
-                                                                                  step.current.get("monthly_cost_usd"))}
+    step.current = {
+        **step.current,
+        **shape,
+        "monthly_cost_usd": before.proposed.get("monthly_cost_usd", step.current.get("monthly_cost_usd")),
+    }
     if step.proposed.get("provider", step.provider) == step.provider:  # not a move off the cloud
         step.proposed = {**step.proposed, **shape}
     action = step.proposed.get("action")
     if action:
-        step.proposed = {**step.proposed, "action": f"{action}, on {shape.get('instance_type', 'it')} after: "
-                                                   f"{before.proposed.get('action', before.kind)}"}
+        step.proposed = {
+            **step.proposed,
+            "action": f"{action}, on {shape.get('instance_type', 'it')} after: "
+            f"{before.proposed.get('action', before.kind)}",
+        }
 
 
 def counted(rec: Recommendation | dict[str, Any]) -> bool:

@@ -27,13 +27,15 @@ from gpufinops.models.recommendation import Findings, Recommendation, Withheld, 
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 
 
-def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
-                             settings: RightsizingSettings | dict | None = None) -> list[Recommendation]:
+def recommend_from_warehouse(
+    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
+) -> list[Recommendation]:
     return analyse(con, settings)[0]
 
 
-def analyse(con: duckdb.DuckDBPyConnection,
-            settings: RightsizingSettings | dict | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+def analyse(
+    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
+) -> tuple[list[Recommendation], list[Withheld]]:
     return gpu_type.analyse(con, settings, recommend_fn=recommend)
 
 
@@ -52,8 +54,13 @@ def current_precision(row: dict) -> tuple[str | None, str]:
     return None, "unknown"
 
 
-def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,
-              s: RightsizingSettings = RightsizingSettings()) -> tuple[list[Recommendation], list[Withheld]]:
+def recommend(
+    res: pl.DataFrame,
+    offers: pl.DataFrame,
+    spec: dict[str, dict],
+    model: ThroughputModel,
+    s: RightsizingSettings = RightsizingSettings(),
+) -> tuple[list[Recommendation], list[Withheld]]:
     recs: list[Recommendation] = []
     withheld: list[Withheld] = []
     inference = gpu_type.candidates(res, s).filter(pl.col("workload").is_in(list(s.inference_workloads)))
@@ -79,30 +86,66 @@ def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], mo
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
 
 
-def _best_step(row: dict, steps: list[str], precision: str, offers: pl.DataFrame, spec: dict, model: ThroughputModel,
-               s: RightsizingSettings) -> dict | None:
+def _best_step(
+    row: dict,
+    steps: list[str],
+    precision: str,
+    offers: pl.DataFrame,
+    spec: dict,
+    model: ThroughputModel,
+    s: RightsizingSettings,
+) -> dict | None:
     mem_gib, util = (row["mem_used_max_mib"] or 0) / 1024, row["util_p95"]
     as_is = gpu_type.best_target(row, offers, spec, model, s, mem_gib=mem_gib, util=util, precision=precision)
     if as_is is not None:
-        return as_is if "unpriced" in as_is else None   # fits without quantizing: gpu_type's finding
+        return as_is if "unpriced" in as_is else None  # fits without quantizing: gpu_type's finding
     monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
     options = []
     for step in steps:
         factor = BITS[step] / BITS[precision]
-        choice = gpu_type.best_target(row, offers, spec, model, s, mem_gib=mem_gib * factor, util=util,
-                                      precision=precision, new_precision=step, util_factor=factor)
+        choice = gpu_type.best_target(
+            row,
+            offers,
+            spec,
+            model,
+            s,
+            mem_gib=mem_gib * factor,
+            util=util,
+            precision=precision,
+            new_precision=step,
+            util_factor=factor,
+        )
         if choice is not None and "offer" in choice:
             ratio = Decimal(str(choice["offer"]["on_demand_usd_per_hour"])) / choice["current_price"]
-            options.append({**choice, "step": step, "factor": factor, "gpu_count": row["gpu_count"],
-                            "savings": money(monthly_cost * (1 - ratio)), "monthly_cost": money(monthly_cost * ratio)})
+            options.append(
+                {
+                    **choice,
+                    "step": step,
+                    "factor": factor,
+                    "gpu_count": row["gpu_count"],
+                    "savings": money(monthly_cost * (1 - ratio)),
+                    "monthly_cost": money(monthly_cost * ratio),
+                }
+            )
         fewer = _fewer_gpus(row, mem_gib * factor, util * factor, spec, s)
         if fewer is not None:
             per_gpu = monthly_cost / row["gpu_count"]
-            options.append({"step": step, "factor": factor, "gpu_count": fewer, "offer": None,
-                            "savings": money(per_gpu * (row["gpu_count"] - fewer)),
-                            "monthly_cost": money(per_gpu * fewer)})
-    options = [o for o in options if o["savings"] >= Decimal(str(s.min_monthly_savings_usd))
-               and o["savings"] >= monthly_cost * Decimal(str(s.min_savings_fraction))]
+            options.append(
+                {
+                    "step": step,
+                    "factor": factor,
+                    "gpu_count": fewer,
+                    "offer": None,
+                    "savings": money(per_gpu * (row["gpu_count"] - fewer)),
+                    "monthly_cost": money(per_gpu * fewer),
+                }
+            )
+    options = [
+        o
+        for o in options
+        if o["savings"] >= Decimal(str(s.min_monthly_savings_usd))
+        and o["savings"] >= monthly_cost * Decimal(str(s.min_savings_fraction))
+    ]
     return max(options, key=lambda o: (o["savings"], BITS[o["step"]])) if options else None
 
 
@@ -112,18 +155,24 @@ def _fewer_gpus(row: dict, mem_gib: float, util: float, spec: dict, s: Rightsizi
     if count <= 1 or not gpu or not gpu.get("memory_gib"):
         return None
     usable = float(gpu["memory_gib"]) * gpu_type.USABLE_MEMORY
-    needed = max(math.ceil(count * mem_gib * s.memory_headroom / usable),
-                 math.ceil(count * util / s.max_target_util_pct), 1)
+    needed = max(
+        math.ceil(count * mem_gib * s.memory_headroom / usable), math.ceil(count * util / s.max_target_util_pct), 1
+    )
     return needed if needed < count else None
 
 
-def _recommendation(row: dict, best: dict, precision: str, source: str, model: ThroughputModel,
-                    s: RightsizingSettings) -> Recommendation:
+def _recommendation(
+    row: dict, best: dict, precision: str, source: str, model: ThroughputModel, s: RightsizingSettings
+) -> Recommendation:
     monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
     current = {**features.current_config(row, monthly_cost), "precision": precision}
     offer = best["offer"]
-    proposed = {**current, "precision": best["step"], "gpu_count": best["gpu_count"],
-                "monthly_cost_usd": best["monthly_cost"]}
+    proposed = {
+        **current,
+        "precision": best["step"],
+        "gpu_count": best["gpu_count"],
+        "monthly_cost_usd": best["monthly_cost"],
+    }
     if offer is not None:
         proposed.update(instance_type=offer["instance_type"], gpu_model=offer["gpu_model"])
         proposed["action"] = f"serve at {best['step'].upper()} on {offer['instance_type']} ({offer['gpu_model']})"
@@ -131,24 +180,44 @@ def _recommendation(row: dict, best: dict, precision: str, source: str, model: T
         proposed["action"] = f"serve at {best['step'].upper()} on {best['gpu_count']} of {row['gpu_count']} GPUs"
     mem_gib = (row["mem_used_max_mib"] or 0) / 1024
     evidence = {
-        "util_p95": row["util_p95"], "mem_max_gib": round(mem_gib, 2),
-        "mem_estimate_gib": round(mem_gib * best["factor"], 2), "bytes_factor": best["factor"],
-        "precision_source": source, "window_days": round(row["window_days"], 2),
-        "measured_hours": row["measured_hours"], "metric_coverage": round(row["coverage"], 4),
-        "sm_active_mean": row["sm_active_mean"], "tensor_active_mean": row["tensor_active_mean"],
-        "throughput_model": model.name, "throughput_predictor_mae_pct": model.maes(),
+        "util_p95": row["util_p95"],
+        "mem_max_gib": round(mem_gib, 2),
+        "mem_estimate_gib": round(mem_gib * best["factor"], 2),
+        "bytes_factor": best["factor"],
+        "precision_source": source,
+        "window_days": round(row["window_days"], 2),
+        "measured_hours": row["measured_hours"],
+        "metric_coverage": round(row["coverage"], 4),
+        "sm_active_mean": row["sm_active_mean"],
+        "tensor_active_mean": row["tensor_active_mean"],
+        "throughput_model": model.name,
+        "throughput_predictor_mae_pct": model.maes(),
     }
     if offer is not None:
-        evidence.update(predicted_target_util_p95=round(best["predicted_util_p95"], 1),
-                        target_usable_memory_gib=round(best["usable_gib"], 2), target_price_source=offer["origin"])
-    risk = (f"Accuracy and speed at {best['step'].upper()} must be validated on this model before switching "
-            f"(an evaluation set and a load test); the memory estimate assumes weights, activations and caches "
-            f"shrink {1 / best['factor']:.0f}×.")
+        evidence.update(
+            predicted_target_util_p95=round(best["predicted_util_p95"], 1),
+            target_usable_memory_gib=round(best["usable_gib"], 2),
+            target_price_source=offer["origin"],
+        )
+    risk = (
+        f"Accuracy and speed at {best['step'].upper()} must be validated on this model before switching "
+        f"(an evaluation set and a load test); the memory estimate assumes weights, activations and caches "
+        f"shrink {1 / best['factor']:.0f}×."
+    )
     if BITS[best["step"]] == 8:
         risk += " INT8/FP8 needs calibration and can be slower than FP16 on GPUs without fast INT8 kernels."
     base = (0.6 if source == "tag" else 0.4) * (0.85 if model.measured else 0.7)
     return Recommendation(
-        id=stable_id("quantization", row["provider"], row["resource_id"]), kind="quantization", team=row["team"],
-        provider=row["provider_code"], resource_id=row["resource_id"], workload=row["workload"],
-        current=current, proposed=proposed, monthly_savings_usd=best["savings"],
-        confidence=features.confidence(row, s, base), risk=risk, evidence=evidence)
+        id=stable_id("quantization", row["provider"], row["resource_id"]),
+        kind="quantization",
+        team=row["team"],
+        provider=row["provider_code"],
+        resource_id=row["resource_id"],
+        workload=row["workload"],
+        current=current,
+        proposed=proposed,
+        monthly_savings_usd=best["savings"],
+        confidence=features.confidence(row, s, base),
+        risk=risk,
+        evidence=evidence,
+    )

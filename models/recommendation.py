@@ -21,9 +21,17 @@ def provider_code(provider_name: str | None) -> str | None:
     if not provider_name:
         return None
     name = provider_name.lower()
-    for needle, code in (("amazon", "aws"), ("aws", "aws"), ("google", "gcp"), ("gcp", "gcp"),
-                         ("microsoft", "azure"), ("azure", "azure"), ("oracle", "oci"), ("onprem", "onprem"),
-                         ("on-prem", "onprem")):
+    for needle, code in (
+        ("amazon", "aws"),
+        ("aws", "aws"),
+        ("google", "gcp"),
+        ("gcp", "gcp"),
+        ("microsoft", "azure"),
+        ("azure", "azure"),
+        ("oracle", "oci"),
+        ("onprem", "onprem"),
+        ("on-prem", "onprem"),
+    ):
         if needle in name:
             return code
     return name
@@ -78,18 +86,28 @@ class Recommendation:
 # Why a model made no finding on a resource it looked at, and what would let it: every withhold
 # names the missing fact and the source that provides it (README *Withheld findings*).
 WITHHOLD_REASONS = {
-    "thin_evidence": ("GPU metrics for enough of the lookback (days measured, share of billed hours)",
-                      "a utilisation source (dcgm_exporter, prometheus, nvidia_smi_csv) attributed to the resource"),
-    "unpriced": ("a price for the resource's type and region",
-                 "aws_pricing / aws_spot_prices (AWS), gcp_catalog / gcp_price_history (Google Cloud)"),
-    "unknown_gpu_count": ("the number of GPUs of the resource's instance type",
-                          "aws_pricing / gcp_catalog, or a type listed in warehouse/data/gpu_instance_types.csv"),
+    "thin_evidence": (
+        "GPU metrics for enough of the lookback (days measured, share of billed hours)",
+        "a utilisation source (dcgm_exporter, prometheus, nvidia_smi_csv) attributed to the resource",
+    ),
+    "unpriced": (
+        "a price for the resource's type and region",
+        "aws_pricing / aws_spot_prices (AWS), gcp_catalog / gcp_price_history (Google Cloud)",
+    ),
+    "unknown_gpu_count": (
+        "the number of GPUs of the resource's instance type",
+        "aws_pricing / gcp_catalog, or a type listed in warehouse/data/gpu_instance_types.csv",
+    ),
     "unknown_gpu_spec": ("the GPU model's memory and throughput", "warehouse/data/gpu_specs.csv"),
-    "incomplete_metrics": ("metrics from every GPU of the resource",
-                           "the utilisation source: export every GPU of the node (DCGM exporter on each GPU)"),
+    "incomplete_metrics": (
+        "metrics from every GPU of the resource",
+        "the utilisation source: export every GPU of the node (DCGM exporter on each GPU)",
+    ),
     "policy": ("nothing: a rule forbids the change for this workload", "the resource's tags"),
-    "capacity": ("free GPUs on the on-prem node group at its target utilisation",
-                 "more nodes in the group, or less load on it ([models] onprem_target_utilisation)"),
+    "capacity": (
+        "free GPUs on the on-prem node group at its target utilisation",
+        "more nodes in the group, or less load on it ([models] onprem_target_utilisation)",
+    ),
 }
 
 
@@ -103,30 +121,42 @@ PROVIDER_PRICE_SOURCES = {
 @dataclass(frozen=True)
 class Withheld:
     """A resource a model examined and made no finding on, with the reason and the fact it lacked."""
+
     kind: str
     resource_id: str | None
-    reason: str                    # a WITHHOLD_REASONS key
-    detail: str                    # one sentence with the numbers
+    reason: str  # a WITHHOLD_REASONS key
+    detail: str  # one sentence with the numbers
     team: str | None = None
     provider: str | None = None
     missing: str = ""
     source_hint: str = ""
 
     @classmethod
-    def of(cls, kind: str, row: dict[str, Any] | None, reason: str, detail: str,
-           resource_id: str | None = None) -> Withheld:
+    def of(
+        cls, kind: str, row: dict[str, Any] | None, reason: str, detail: str, resource_id: str | None = None
+    ) -> Withheld:
         missing, hint = WITHHOLD_REASONS[reason]
         row = row or {}
         provider = row.get("provider_code") or provider_code(row.get("provider"))
         if reason in ("unpriced", "unknown_gpu_count") and provider in PROVIDER_PRICE_SOURCES:
             hint = PROVIDER_PRICE_SOURCES[provider] + (
-                ", or a type listed in warehouse/data/gpu_instance_types.csv" if reason == "unknown_gpu_count" else "")
-        return cls(kind=kind, resource_id=resource_id or row.get("resource_id"), reason=reason, detail=detail,
-                   team=row.get("team"), provider=provider, missing=missing, source_hint=hint)
+                ", or a type listed in warehouse/data/gpu_instance_types.csv" if reason == "unknown_gpu_count" else ""
+            )
+        return cls(
+            kind=kind,
+            resource_id=resource_id or row.get("resource_id"),
+            reason=reason,
+            detail=detail,
+            team=row.get("team"),
+            provider=provider,
+            missing=missing,
+            source_hint=hint,
+        )
 
     @classmethod
-    def from_detail(cls, kind: str, row: dict[str, Any] | None, detail: str,
-                    resource_id: str | None = None) -> Withheld:
+    def from_detail(
+        cls, kind: str, row: dict[str, Any] | None, detail: str, resource_id: str | None = None
+    ) -> Withheld:
         """Classify a model's own sentence ("unpriced: …", "only 3.0 measured days …")."""
         lowered = detail.lower()
         if lowered.startswith("unpriced"):
@@ -146,14 +176,29 @@ class Findings:
     """What a model's recommend step returns (models/registry.py): its candidates, the resources it
     withheld (with the missing fact) and, for onprem_vs_cloud, the comparison: every node group's and
     workload's verdict, facts rather than recommendations."""
+
     recommendations: list[Recommendation] = field(default_factory=list)
     withheld: list[Withheld] = field(default_factory=list)
     comparison: list[Recommendation] = field(default_factory=list)
+
+
 # The flat view of a recommendation: the CLI's `recommend --format csv` and the dashboard's CSV
 # download write these columns, from this one function (nested current/proposed/evidence become the
 # few words a reader needs; the JSON format keeps them whole).
-FLAT_COLUMNS = ("id", "plan", "kind", "team", "provider", "resource_id", "monthly_savings_usd", "confidence", "action",
-                "pattern", "change", "plan_id")
+FLAT_COLUMNS = (
+    "id",
+    "plan",
+    "kind",
+    "team",
+    "provider",
+    "resource_id",
+    "monthly_savings_usd",
+    "confidence",
+    "action",
+    "pattern",
+    "change",
+    "plan_id",
+)
 CHANGE_KEYS = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
 
 
@@ -173,6 +218,7 @@ def change_text(current: dict[str, Any], proposed: dict[str, Any]) -> str:
 
 def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
     """A recommendation (``to_dict()`` form, or a warehouse row with JSON text) as FLAT_COLUMNS."""
+
     def part(name: str) -> dict[str, Any]:
         value = rec.get(name)
         if isinstance(value, str):
@@ -181,13 +227,20 @@ def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
 
     current, proposed, evidence = part("current"), part("proposed"), part("evidence")
     savings = rec.get("monthly_savings_usd")
-    return {"id": rec.get("id"), "plan": rec.get("plan"), "kind": rec.get("kind"), "team": rec.get("team"),
-            "provider": rec.get("provider"), "plan_id": rec.get("plan_id"),
-            "resource_id": rec.get("resource_id"),
-            "monthly_savings_usd": money(Decimal(str(savings))) if savings is not None else None,
-            "confidence": float(rec["confidence"]) if rec.get("confidence") is not None else None,
-            "action": proposed.get("action"), "pattern": evidence.get("pattern"),
-            "change": change_text(current, proposed)}
+    return {
+        "id": rec.get("id"),
+        "plan": rec.get("plan"),
+        "kind": rec.get("kind"),
+        "team": rec.get("team"),
+        "provider": rec.get("provider"),
+        "plan_id": rec.get("plan_id"),
+        "resource_id": rec.get("resource_id"),
+        "monthly_savings_usd": money(Decimal(str(savings))) if savings is not None else None,
+        "confidence": float(rec["confidence"]) if rec.get("confidence") is not None else None,
+        "action": proposed.get("action"),
+        "pattern": evidence.get("pattern"),
+        "change": change_text(current, proposed),
+    }
 
 
 def flat_csv(recs: list[dict[str, Any]]) -> str:

@@ -25,17 +25,17 @@ from gpufinops.models.features import RightsizingSettings
 from gpufinops.models.onprem_cost import OnpremSettings
 from gpufinops.models.recommendation import Findings
 
-S = TypeVar("S")          # the settings class
-In = TypeVar("In")        # what the load step hands the recommend step
+S = TypeVar("S")  # the settings class
+In = TypeVar("In")  # what the load step hands the recommend step
 
 
 @dataclass(frozen=True)
 class ModelSpec(Generic[S, In]):
     kind: str
-    version: str                                  # stored with each finding; bump when the rules change meaning
-    settings: type[S] | None                      # the model's `[models]` keys (a frozen dataclass) or None
-    load: Callable[[duckdb.DuckDBPyConnection, S], In]   # reads the warehouse
-    recommend: Callable[[In, S], Findings]         # pure: no connection
+    version: str  # stored with each finding; bump when the rules change meaning
+    settings: type[S] | None  # the model's `[models]` keys (a frozen dataclass) or None
+    load: Callable[[duckdb.DuckDBPyConnection, S], In]  # reads the warehouse
+    recommend: Callable[[In, S], Findings]  # pure: no connection
     summary: str = ""
 
     def configure(self, section: dict[str, Any] | None) -> S:
@@ -55,20 +55,62 @@ class ModelSpec(Generic[S, In]):
 
 
 MODELS: tuple[ModelSpec[Any, Any], ...] = (
-    ModelSpec("idle_gpu", "idle_gpu/2", None, idle.load, idle.findings,
-              "GPU-hours billed while every GPU idles; pods holding idle GPUs (allocated_idle)"),
-    ModelSpec("gpu_count", "gpu_count/2", RightsizingSettings, gpu_count.load, gpu_count.findings,
-              "resources holding more GPUs than they keep busy"),
-    ModelSpec("gpu_type", "gpu_type/2", RightsizingSettings, gpu_type.load, gpu_type.findings,
-              "a cheaper GPU of the same count that carries the work"),
-    ModelSpec("quantization", "quantization/2", RightsizingSettings, gpu_type.load, quantization.findings,
-              "FP32 inference that fits fewer or cheaper GPUs at a lower precision"),
-    ModelSpec("onprem_vs_cloud", "onprem_vs_cloud/2", OnpremSettings, onprem_vs_cloud.load, onprem_vs_cloud.findings,
-              "on-prem node groups against the cloud; steady cloud load to repatriate"),
-    ModelSpec("spot_mix", "spot_mix/1", spot_mix.SpotMixSettings, spot_mix.load, spot_mix.findings,
-              "the share of an on-demand workload to run on spot"),
-    ModelSpec("commitment", "commitment/1", commitment.CommitmentSettings, commitment.load, commitment.findings,
-              "Savings Plans / CUD coverage of the steady baseline"),
+    ModelSpec(
+        "idle_gpu",
+        "idle_gpu/2",
+        None,
+        idle.load,
+        idle.findings,
+        "GPU-hours billed while every GPU idles; pods holding idle GPUs (allocated_idle)",
+    ),
+    ModelSpec(
+        "gpu_count",
+        "gpu_count/2",
+        RightsizingSettings,
+        gpu_count.load,
+        gpu_count.findings,
+        "resources holding more GPUs than they keep busy",
+    ),
+    ModelSpec(
+        "gpu_type",
+        "gpu_type/2",
+        RightsizingSettings,
+        gpu_type.load,
+        gpu_type.findings,
+        "a cheaper GPU of the same count that carries the work",
+    ),
+    ModelSpec(
+        "quantization",
+        "quantization/2",
+        RightsizingSettings,
+        gpu_type.load,
+        quantization.findings,
+        "FP32 inference that fits fewer or cheaper GPUs at a lower precision",
+    ),
+    ModelSpec(
+        "onprem_vs_cloud",
+        "onprem_vs_cloud/2",
+        OnpremSettings,
+        onprem_vs_cloud.load,
+        onprem_vs_cloud.findings,
+        "on-prem node groups against the cloud; steady cloud load to repatriate",
+    ),
+    ModelSpec(
+        "spot_mix",
+        "spot_mix/1",
+        spot_mix.SpotMixSettings,
+        spot_mix.load,
+        spot_mix.findings,
+        "the share of an on-demand workload to run on spot",
+    ),
+    ModelSpec(
+        "commitment",
+        "commitment/1",
+        commitment.CommitmentSettings,
+        commitment.load,
+        commitment.findings,
+        "Savings Plans / CUD coverage of the steady baseline",
+    ),
 )
 
 KINDS: tuple[str, ...] = tuple(spec.kind for spec in MODELS)

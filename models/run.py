@@ -16,7 +16,7 @@ from gpufinops.warehouse import store
 
 @dataclass
 class ModelRun:
-    recommendations: list[Recommendation] = field(default_factory=list)   # reconciled: one plan per resource
+    recommendations: list[Recommendation] = field(default_factory=list)  # reconciled: one plan per resource
     withheld: list[Withheld] = field(default_factory=list)
     comparison: list[Recommendation] = field(default_factory=list)  # on-prem verdicts: facts, not recommendations
 
@@ -44,8 +44,12 @@ def validate_settings(section: dict | None) -> None:
         raise ValueError(f"[models] {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
 
 
-def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-            settings: dict | None = None, on_model: Callable[[str, bool], object] | None = None) -> ModelRun:
+def analyse(
+    con: duckdb.DuckDBPyConnection,
+    kinds: list[str] | None = None,
+    settings: dict | None = None,
+    on_model: Callable[[str, bool], object] | None = None,
+) -> ModelRun:
     """Run every model, reconcile their candidates into one plan per resource, store the plans, the
     withheld findings and the on-prem comparison; return what ``kinds`` (default: all) found.
 
@@ -68,16 +72,20 @@ def analyse(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
         run.withheld.extend(found.withheld)
         run.comparison.extend(found.comparison)
     run.recommendations = plans.reconcile(run.recommendations)
-    store.store_recommendations(con, run.recommendations, list(KINDS), VERSIONS, withheld=run.withheld,
-                                comparison=run.comparison)
+    store.store_recommendations(
+        con, run.recommendations, list(KINDS), VERSIONS, withheld=run.withheld, comparison=run.comparison
+    )
     if kinds:
         run.recommendations = [r for r in run.recommendations if r.kind in chosen]
         run.withheld = [w for w in run.withheld if w.kind in chosen]
     return run
 
 
-def run_models(con: duckdb.DuckDBPyConnection, kinds: list[str] | None = None,
-               settings: dict | None = None, on_model: Callable[[str, bool], object] | None = None
-               ) -> list[Recommendation]:
+def run_models(
+    con: duckdb.DuckDBPyConnection,
+    kinds: list[str] | None = None,
+    settings: dict | None = None,
+    on_model: Callable[[str, bool], object] | None = None,
+) -> list[Recommendation]:
     """The recommendations of :func:`analyse` (which also stores what was withheld)."""
     return analyse(con, kinds, settings, on_model).recommendations

@@ -41,8 +41,12 @@ def aws_reserved_instance(m, clock, running: np.ndarray, compute: list[dict]) ->
         return []
     rate = compute[0]["EffectiveCost"]
     for line in compute:
-        line.update(_LineItemType="DiscountedUsage", BilledCost=Decimal(0), _ReservationArn=_ri_arn(line),
-                    ChargeDescription=f"Linux/UNIX (Amazon VPC), {m.spec.instance_type} reserved instance applied")
+        line.update(
+            _LineItemType="DiscountedUsage",
+            BilledCost=Decimal(0),
+            _ReservationArn=_ri_arn(line),
+            ChargeDescription=f"Linux/UNIX (Amazon VPC), {m.spec.instance_type} reserved instance applied",
+        )
     fees = []
     hours = np.arange(clock.hours)
     stamps = [clock.start + timedelta(hours=int(h)) for h in hours]
@@ -50,18 +54,41 @@ def aws_reserved_instance(m, clock, running: np.ndarray, compute: list[dict]) ->
     for year, month in months:
         in_month = np.array([(t.year, t.month) == (year, month) for t in stamps])
         window_hours, used_hours = int(in_month.sum()), int((in_month & running.astype(bool)).sum())
-        first = next(line for line in compute if (line["ChargePeriodStart"].year, line["ChargePeriodStart"].month)
-                     == (year, month)) if used_hours else compute[0]
+        first = (
+            next(
+                line
+                for line in compute
+                if (line["ChargePeriodStart"].year, line["ChargePeriodStart"].month) == (year, month)
+            )
+            if used_hours
+            else compute[0]
+        )
         start = stamps[int(np.flatnonzero(in_month)[0])]
         fee, unused = rate * window_hours, rate * (window_hours - used_hours)
-        fees.append({**first, "_LineItemType": "RIFee", "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
-                     "ChargePeriodStart": start, "ChargePeriodEnd": start + timedelta(hours=window_hours),
-                     "ChargeDescription": f"USD {format(rate.normalize(), 'f')} hourly fee per Linux/UNIX (Amazon VPC), "
-                                          f"{m.spec.instance_type} instance",
-                     "ResourceId": first["_ReservationArn"], "PricingCategory": None, "x_GpuCount": None, "x_GpuModel": None,
-                     "x_InstanceType": None, "BilledCost": fee, "EffectiveCost": unused, "ListCost": fee,
-                     "ContractedCost": fee, "ConsumedQuantity": Decimal(window_hours),
-                     "PricingQuantity": Decimal(window_hours), "_UnusedFee": unused})
+        fees.append(
+            {
+                **first,
+                "_LineItemType": "RIFee",
+                "ChargeCategory": "Purchase",
+                "ChargeFrequency": "Recurring",
+                "ChargePeriodStart": start,
+                "ChargePeriodEnd": start + timedelta(hours=window_hours),
+                "ChargeDescription": f"USD {format(rate.normalize(), 'f')} hourly fee per Linux/UNIX (Amazon VPC), "
+                f"{m.spec.instance_type} instance",
+                "ResourceId": first["_ReservationArn"],
+                "PricingCategory": None,
+                "x_GpuCount": None,
+                "x_GpuModel": None,
+                "x_InstanceType": None,
+                "BilledCost": fee,
+                "EffectiveCost": unused,
+                "ListCost": fee,
+                "ContractedCost": fee,
+                "ConsumedQuantity": Decimal(window_hours),
+                "PricingQuantity": Decimal(window_hours),
+                "_UnusedFee": unused,
+            }
+        )
     return fees
 
 
@@ -90,19 +117,26 @@ def _line_item(row: dict) -> dict:
     tags = {f"user_{k}": v for k, v in json.loads(row["Tags"]).items()} if row.get("Tags") else None  # CUR 2.0 keys
     usage_like = kind in ("Usage", "DiscountedUsage")
     return {
-        "bill_bill_type": "Anniversary", "bill_billing_entity": "AWS", "bill_invoicing_entity": row["InvoiceIssuerName"],
+        "bill_bill_type": "Anniversary",
+        "bill_billing_entity": "AWS",
+        "bill_invoicing_entity": row["InvoiceIssuerName"],
         "bill_invoice_id": f"{row['BillingPeriodStart']:%Y%m}{row['BillingAccountId'][-6:]}",  # a closed month's invoice
-        "bill_payer_account_id": row["BillingAccountId"], "bill_payer_account_name": row["BillingAccountName"],
+        "bill_payer_account_id": row["BillingAccountId"],
+        "bill_payer_account_name": row["BillingAccountName"],
         "bill_billing_period_start_date": row["BillingPeriodStart"].replace(tzinfo=None),
         "bill_billing_period_end_date": row["BillingPeriodEnd"].replace(tzinfo=None),
-        "line_item_usage_account_id": row["SubAccountId"], "line_item_usage_account_name": row["SubAccountName"],
-        "line_item_line_item_type": kind, "line_item_legal_entity": row["PublisherName"],
+        "line_item_usage_account_id": row["SubAccountId"],
+        "line_item_usage_account_name": row["SubAccountName"],
+        "line_item_line_item_type": kind,
+        "line_item_legal_entity": row["PublisherName"],
         "line_item_usage_start_date": row["ChargePeriodStart"].replace(tzinfo=None),
         "line_item_usage_end_date": row["ChargePeriodEnd"].replace(tzinfo=None),
-        "line_item_product_code": PRODUCT_CODE.get(row["ServiceName"], "AmazonEC2"), "line_item_usage_type": usage_type,
+        "line_item_product_code": PRODUCT_CODE.get(row["ServiceName"], "AmazonEC2"),
+        "line_item_usage_type": usage_type,
         "line_item_operation": "RunInstances" if instance_type else None,
         "line_item_availability_zone": row.get("AvailabilityZone") if kind != "RIFee" else None,
-        "line_item_resource_id": row.get("ResourceId"), "line_item_currency_code": row["BillingCurrency"],
+        "line_item_resource_id": row.get("ResourceId"),
+        "line_item_currency_code": row["BillingCurrency"],
         "line_item_line_item_description": row["ChargeDescription"],
         "line_item_usage_amount": _money(row.get("ConsumedQuantity")),
         "line_item_unblended_cost": _money(row["BilledCost"]),
@@ -110,17 +144,22 @@ def _line_item(row: dict) -> dict:
         "pricing_public_on_demand_cost": _money(row.get("ListCost")) if usage_like else None,
         "pricing_public_on_demand_rate": _money(row.get("ListUnitPrice")) if usage_like else None,
         "pricing_unit": UNITS.get(row.get("PricingUnit") or "", row.get("PricingUnit")),
-        "pricing_term": "Reserved" if kind in ("DiscountedUsage", "RIFee") else
-                        ("Spot" if row.get("PricingCategory") == "Dynamic" else "OnDemand"),
-        "pricing_rate_code": row.get("SkuPriceId"), "product_sku": row.get("SkuId"),
-        "product_instance_type": instance_type, "product_region_code": region,
-        "product_location": row.get("RegionName"), "product_product_family": PRODUCT_FAMILY.get(category or "")
-        if kind != "RIFee" else "Compute Instance", "product_servicecode": PRODUCT_CODE.get(row["ServiceName"], "AmazonEC2"),
+        "pricing_term": "Reserved"
+        if kind in ("DiscountedUsage", "RIFee")
+        else ("Spot" if row.get("PricingCategory") == "Dynamic" else "OnDemand"),
+        "pricing_rate_code": row.get("SkuPriceId"),
+        "product_sku": row.get("SkuId"),
+        "product_instance_type": instance_type,
+        "product_region_code": region,
+        "product_location": row.get("RegionName"),
+        "product_product_family": PRODUCT_FAMILY.get(category or "") if kind != "RIFee" else "Compute Instance",
+        "product_servicecode": PRODUCT_CODE.get(row["ServiceName"], "AmazonEC2"),
         "reservation_reservation_a_r_n": row.get("_ReservationArn"),
         "reservation_effective_cost": _money(row["EffectiveCost"]) if kind == "DiscountedUsage" else None,
         "reservation_unused_recurring_fee": _money(row.get("_UnusedFee")),
         "reservation_unused_amortized_upfront_fee_for_billing_period": 0.0 if kind == "RIFee" else None,
-        "product": list(product.items()), "resource_tags": list(tags.items()) if tags else None,
+        "product": list(product.items()),
+        "resource_tags": list(tags.items()) if tags else None,
     }
 
 
@@ -136,6 +175,5 @@ def write_cur2(root: Path, rows: list[dict]) -> Path:
                 shutil.rmtree(stale)
     for month, items in sorted(by_month.items()):
         columns = {name: [item[name] for item in items] for name in items[0]}
-        write_delivery(root, EXPORT, month, [conform(columns)], bucket="acme-billing", prefix="cur",
-                       execution_id=None)
+        write_delivery(root, EXPORT, month, [conform(columns)], bucket="acme-billing", prefix="cur", execution_id=None)
     return root

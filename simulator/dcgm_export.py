@@ -27,24 +27,32 @@ def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
     def number(i: int) -> str:
         return f"split_part(trim(c{i}), ' ', 1)"
 
-    values = {5: number(5), 8: number(8),
-              None: f"CAST(CAST({number(7)} AS INTEGER) - CAST({number(8)} AS INTEGER) AS VARCHAR)"}
+    values = {
+        5: number(5),
+        8: number(8),
+        None: f"CAST(CAST({number(7)} AS INTEGER) - CAST({number(8)} AS INTEGER) AS VARCHAR)",
+    }
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(10))
     con = duckdb.connect()
     chunks = []
     try:
         con.execute("SET preserve_insertion_order = true")
-        con.execute(f"CREATE TEMP TABLE log AS SELECT *, 'gpu=\"' || trim(c4) || '\",UUID=\"' || trim(c3) || "
-                    f"'\",pci_bus_id=\"' || trim(c2) || '\",device=\"nvidia' || trim(c4) || '\",modelName=\"' || "
-                    f"trim(c1) || '\",Hostname=\"' || $host || '\"}} ' AS labels, "
-                    f"' ' || CAST(epoch_ms(strptime(trim(c0), '%Y/%m/%d %H:%M:%S.%g')) AS VARCHAR) AS ms "
-                    f"FROM read_csv($log, header = false, skip = 1, delim = ',', quote = '', escape = '', "
-                    f"auto_detect = false, columns = {{{columns}}})", {"host": host, "log": str(smi_log)})
+        con.execute(
+            f"CREATE TEMP TABLE log AS SELECT *, 'gpu=\"' || trim(c4) || '\",UUID=\"' || trim(c3) || "
+            f"'\",pci_bus_id=\"' || trim(c2) || '\",device=\"nvidia' || trim(c4) || '\",modelName=\"' || "
+            f"trim(c1) || '\",Hostname=\"' || $host || '\"}} ' AS labels, "
+            f"' ' || CAST(epoch_ms(strptime(trim(c0), '%Y/%m/%d %H:%M:%S.%g')) AS VARCHAR) AS ms "
+            f"FROM read_csv($log, header = false, skip = 1, delim = ',', quote = '', escape = '', "
+            f"auto_detect = false, columns = {{{columns}}})",
+            {"host": host, "log": str(smi_log)},
+        )
         for number_, (field, help_text, column) in enumerate(DCGM_FAMILIES):
             part = out.with_name(f".{out.name}.{number_}")
             target = "'" + str(part).replace("'", "''") + "'"
-            con.execute(f"COPY (SELECT '{field}{{' || labels || {values[column]} || ms FROM log) TO {target} "
-                        f"(FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')")
+            con.execute(
+                f"COPY (SELECT '{field}{{' || labels || {values[column]} || ms FROM log) TO {target} "
+                f"(FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')"
+            )
             chunks.append(f"# HELP {field} {help_text}\n# TYPE {field} gauge\n".encode() + part.read_bytes())
             part.unlink()
     finally:

@@ -99,18 +99,30 @@ def onprem_options(machines: list[Machine]) -> dict:
     groups: dict[str, list[Machine]] = {}
     for m in machines:
         groups.setdefault(m.spec.instance_type, []).append(m)
-    return {**ONPREM_OPTIONS,
-            "node_groups": [{"name": kind, "nodes": [m.host for m in ms], "gpu_model": ms[0].gpu_model,
-                             "gpus_per_node": ms[0].gpu_count, **ONPREM_NODE_TYPES[kind]} for kind, ms in groups.items()],
-            "node_teams": {m.host: m.spec.team for m in machines},
-            "node_tags": {m.host: {"workload": m.spec.workload, "checkpointing": str(m.spec.checkpointing).lower()}
-                          for m in machines}}
+    return {
+        **ONPREM_OPTIONS,
+        "node_groups": [
+            {
+                "name": kind,
+                "nodes": [m.host for m in ms],
+                "gpu_model": ms[0].gpu_model,
+                "gpus_per_node": ms[0].gpu_count,
+                **ONPREM_NODE_TYPES[kind],
+            }
+            for kind, ms in groups.items()
+        ],
+        "node_teams": {m.host: m.spec.team for m in machines},
+        "node_tags": {
+            m.host: {"workload": m.spec.workload, "checkpointing": str(m.spec.checkpointing).lower()} for m in machines
+        },
+    }
 
 
 @functools.cache
 def _gpu_specs() -> dict:
     from gpufinops.ingest.onprem.onprem_cost import specs_from_rows
     from gpufinops.warehouse.gpu_models import load_gpu_specs
+
     return specs_from_rows([(r["gpu_model"], r["tdp_w"], r["list_price_usd"]) for r in load_gpu_specs().to_pylist()])
 
 
@@ -118,27 +130,32 @@ def _onprem_rates(m: Machine, samples: Samples) -> list[Decimal]:
     """$/node-hour: the sum of its GPUs' hourly costs, priced as the `onprem` source prices them (the
     same function, from each GPU's mean utilisation in the hour; no power in the DCGM exposition)."""
     from gpufinops.ingest.onprem.onprem_cost import UTIL_STEP, hourly_gpu_cost, parse_cluster, quantity
+
     group = parse_cluster(ONPREM_SOURCE, onprem_options([m]), _gpu_specs()).groups[0]
     cost = functools.lru_cache(maxsize=None)(lambda util: hourly_gpu_cost(group, util, None).total)
     means = samples.util.reshape(-1, SAMPLES_PER_HOUR, m.gpu_count).mean(axis=1)
     return [sum((cost(quantity(float(u), UTIL_STEP)) for u in hour), Decimal(0)) for hour in means.tolist()]
 
 
-def _unit_prices(m: Machine, clock: Clock, rng: np.random.Generator,
-                 samples: Samples) -> tuple[list[Decimal], list[Decimal], str]:
+def _unit_prices(
+    m: Machine, clock: Clock, rng: np.random.Generator, samples: Samples
+) -> tuple[list[Decimal], list[Decimal], str]:
     """(list $/h, billed $/h) per hour of the window, and the charge description."""
     spec, hours = m.spec, clock.hours
     if spec.provider == "aws":
         list_price = Decimal(AWS_ON_DEMAND_USD[spec.instance_type])
         listed = [list_price] * hours
-        if spec.pricing == "spot":   # ~30–40 % of on-demand, moving every 6 hours, 4 decimals like AWS
+        if spec.pricing == "spot":  # ~30–40 % of on-demand, moving every 6 hours, 4 decimals like AWS
             steps = rng.uniform(0.30, 0.40) * (1 + rng.normal(0, 0.02, hours // 6 + 1))
             billed = [Decimal(f"{float(list_price) * s:.4f}") for s in np.repeat(steps, 6)[:hours]]
             return listed, billed, f"Linux/UNIX (Amazon VPC), {spec.instance_type} Spot Instance-hour"
         if spec.pricing == "committed":
             rate = money(list_price * AWS_RI_1Y_RATE)
-            return listed, [rate] * hours, (f"USD {_plain(rate)} hourly fee per Linux/UNIX (Amazon VPC), "
-                                            f"{spec.instance_type} instance")
+            return (
+                listed,
+                [rate] * hours,
+                (f"USD {_plain(rate)} hourly fee per Linux/UNIX (Amazon VPC), {spec.instance_type} instance"),
+            )
         return listed, listed, f"${_plain(list_price)} per On Demand Linux {spec.instance_type} Instance Hour"
     if spec.provider == "gcp":
         on_demand, spot, cud_month = GCP_PRICES[(spec.instance_type, m.region)]
@@ -174,46 +191,80 @@ def _base_line(m: Machine) -> dict:
     if spec.precision:
         tags["precision"] = spec.precision
     return {
-        "AvailabilityZone": None if spec.provider == "onprem" else spec.zone, "BillingAccountId": account_id,
-        "BillingAccountName": account_name, "BillingCurrency": "USD", "ChargeCategory": "Usage",
-        "ChargeFrequency": "Usage-Based", "InvoiceIssuerName": publisher, "ProviderName": provider_name,
-        "PublisherName": publisher, "RegionId": m.region, "RegionName": REGION_NAMES[m.region],
-        "ServiceName": SERVICE_NAMES[spec.provider], "SubAccountId": sub_id, "SubAccountName": sub_name,
+        "AvailabilityZone": None if spec.provider == "onprem" else spec.zone,
+        "BillingAccountId": account_id,
+        "BillingAccountName": account_name,
+        "BillingCurrency": "USD",
+        "ChargeCategory": "Usage",
+        "ChargeFrequency": "Usage-Based",
+        "InvoiceIssuerName": publisher,
+        "ProviderName": provider_name,
+        "PublisherName": publisher,
+        "RegionId": m.region,
+        "RegionName": REGION_NAMES[m.region],
+        "ServiceName": SERVICE_NAMES[spec.provider],
+        "SubAccountId": sub_id,
+        "SubAccountName": sub_name,
         "Tags": json.dumps(tags, sort_keys=True),
     }
 
 
 def _line(base: dict, start: datetime, period: timedelta, values: dict) -> dict:
     bp_start, bp_end = _month_bounds(start)
-    return {**base, "BillingPeriodStart": bp_start, "BillingPeriodEnd": bp_end, "ChargePeriodStart": start,
-            "ChargePeriodEnd": start + period, **values}
+    return {
+        **base,
+        "BillingPeriodStart": bp_start,
+        "BillingPeriodEnd": bp_end,
+        "ChargePeriodStart": start,
+        "ChargePeriodEnd": start + period,
+        **values,
+    }
 
 
 def _costs(list_unit: Decimal, billed_unit: Decimal, contracted_unit: Decimal, quantity: Decimal) -> dict:
     billed = money(billed_unit * quantity)
-    return {"ListUnitPrice": money(list_unit), "ListCost": money(list_unit * quantity),
-            "ContractedUnitPrice": money(contracted_unit), "ContractedCost": money(contracted_unit * quantity),
-            "BilledCost": billed, "EffectiveCost": billed, "ConsumedQuantity": money(quantity),
-            "PricingQuantity": money(quantity)}
+    return {
+        "ListUnitPrice": money(list_unit),
+        "ListCost": money(list_unit * quantity),
+        "ContractedUnitPrice": money(contracted_unit),
+        "ContractedCost": money(contracted_unit * quantity),
+        "BilledCost": billed,
+        "EffectiveCost": billed,
+        "ConsumedQuantity": money(quantity),
+        "PricingQuantity": money(quantity),
+    }
 
 
-def compute_lines(m: Machine, clock: Clock, running: np.ndarray, rng: np.random.Generator,
-                   samples: Samples) -> tuple[list[dict], dict[int, Decimal]]:
+def compute_lines(
+    m: Machine, clock: Clock, running: np.ndarray, rng: np.random.Generator, samples: Samples
+) -> tuple[list[dict], dict[int, Decimal]]:
     """One line per running hour; also {hour index: EffectiveCost}."""
     spec = m.spec
     listed, billed, description = _unit_prices(m, clock, rng, samples)
     category = {"on_demand": "Standard", "spot": "Dynamic", "committed": "Committed"}[spec.pricing]
-    fixed = {"ChargeDescription": description, "PricingCategory": category, "PricingUnit": "Hours",
-             "ConsumedUnit": "Hours", "ResourceId": m.resource_id, "ServiceCategory": "Compute",
-             "ServiceSubcategory": "Virtual Machines" if spec.provider != "onprem" else "GPU Nodes",
-             "ResourceName": None if spec.provider == "aws" else m.host,
-             "ResourceType": {"aws": "Instance", "gcp": "Virtual Machine", "onprem": "GPU Node"}[spec.provider],
-             "SkuId": _sku(m), "SkuPriceId": f"{_sku(m)}.{spec.pricing}", "x_InstanceType": spec.instance_type,
-             "x_GpuModel": m.gpu_model, "x_GpuCount": m.gpu_count}
+    fixed = {
+        "ChargeDescription": description,
+        "PricingCategory": category,
+        "PricingUnit": "Hours",
+        "ConsumedUnit": "Hours",
+        "ResourceId": m.resource_id,
+        "ServiceCategory": "Compute",
+        "ServiceSubcategory": "Virtual Machines" if spec.provider != "onprem" else "GPU Nodes",
+        "ResourceName": None if spec.provider == "aws" else m.host,
+        "ResourceType": {"aws": "Instance", "gcp": "Virtual Machine", "onprem": "GPU Node"}[spec.provider],
+        "SkuId": _sku(m),
+        "SkuPriceId": f"{_sku(m)}.{spec.pricing}",
+        "x_InstanceType": spec.instance_type,
+        "x_GpuModel": m.gpu_model,
+        "x_GpuCount": m.gpu_count,
+    }
     if spec.pricing == "committed":
-        fixed.update(CommitmentDiscountCategory="Usage", CommitmentDiscountStatus="Used",
-                     CommitmentDiscountType="Reserved Instance" if spec.provider == "aws" else "Committed Use Discount",
-                     CommitmentDiscountId=f"commitment-{_digest(m.resource_id)[:12]}")
+        fixed.update(
+            CommitmentDiscountCategory="Usage",
+            CommitmentDiscountStatus="Used",
+            CommitmentDiscountType="Reserved Instance" if spec.provider == "aws" else "Committed Use Discount",
+            CommitmentDiscountId=f"commitment-{_digest(m.resource_id)[:12]}",
+        )
     lines, effective, base = [], {}, _base_line(m)
     for hour in np.flatnonzero(running).tolist():
         unit = billed[hour]
@@ -235,30 +286,69 @@ def daily_lines(m: Machine, clock: Clock, running: np.ndarray, rng: np.random.Ge
     region_name = REGION_NAMES[m.region]
     if spec.provider == "aws":
         disk_id = f"vol-0{_digest('vol', m.resource_id)[:16]}"
-        disk = {"ResourceId": disk_id, "ResourceType": "Volume", "ServiceSubcategory": "Block Storage",
-                "ChargeDescription": f"$0.08 per GB-month of General Purpose SSD (gp3) provisioned storage - {region_name}"}
-        egress = {"ServiceName": "AWS Data Transfer", "ChargeDescription": "$0.09 per GB - first 10 TB / month data "
-                  "transfer out beyond the global free tier"}
+        disk = {
+            "ResourceId": disk_id,
+            "ResourceType": "Volume",
+            "ServiceSubcategory": "Block Storage",
+            "ChargeDescription": f"$0.08 per GB-month of General Purpose SSD (gp3) provisioned storage - {region_name}",
+        }
+        egress = {
+            "ServiceName": "AWS Data Transfer",
+            "ChargeDescription": "$0.09 per GB - first 10 TB / month data transfer out beyond the global free tier",
+        }
     else:
         disk_id = m.resource_id.replace("/instances/", "/disks/") + "-boot"
-        disk = {"ResourceId": disk_id, "ResourceType": "Persistent Disk", "ServiceSubcategory": "Block Storage",
-                "ChargeDescription": f"Balanced PD Capacity in {region_name}"}
-        egress = {"ServiceName": "Networking", "ChargeDescription": f"Network Internet Data Transfer Out from {region_name}"}
+        disk = {
+            "ResourceId": disk_id,
+            "ResourceType": "Persistent Disk",
+            "ServiceSubcategory": "Block Storage",
+            "ChargeDescription": f"Balanced PD Capacity in {region_name}",
+        }
+        egress = {
+            "ServiceName": "Networking",
+            "ChargeDescription": f"Network Internet Data Transfer Out from {region_name}",
+        }
     sku = _digest("storage", spec.provider, m.region).upper()[:16]
     lines, base = [], _base_line(m)
     for day in days:
         start = clock.start + timedelta(days=day)
         quantity = Decimal(size_gb * 24) / HOURS_PER_MONTH
         rate = STORAGE_USD_PER_GB_MONTH[spec.provider]
-        lines.append(_line(base, start, timedelta(days=1), {
-            **disk, "ServiceCategory": "Storage", "PricingCategory": "Standard", "ConsumedUnit": "GB-Mo",
-            "PricingUnit": "GB-Mo", "SkuId": sku, **_costs(rate, rate, rate, quantity)}))
+        lines.append(
+            _line(
+                base,
+                start,
+                timedelta(days=1),
+                {
+                    **disk,
+                    "ServiceCategory": "Storage",
+                    "PricingCategory": "Standard",
+                    "ConsumedUnit": "GB-Mo",
+                    "PricingUnit": "GB-Mo",
+                    "SkuId": sku,
+                    **_costs(rate, rate, rate, quantity),
+                },
+            )
+        )
         if spec.workload == "online_inference":
             gigabytes = Decimal(f"{rng.uniform(80, 600):.3f}")
             rate = EGRESS_USD_PER_GB[spec.provider]
-            lines.append(_line(base, start, timedelta(days=1), {
-                **egress, "ResourceId": m.resource_id, "ServiceCategory": "Networking",
-                "ServiceSubcategory": "Network Traffic", "PricingCategory": "Standard", "ConsumedUnit": "GB",
-                "PricingUnit": "GB", "SkuId": _digest("egress", spec.provider).upper()[:16],
-                **_costs(rate, rate, rate, gigabytes)}))
+            lines.append(
+                _line(
+                    base,
+                    start,
+                    timedelta(days=1),
+                    {
+                        **egress,
+                        "ResourceId": m.resource_id,
+                        "ServiceCategory": "Networking",
+                        "ServiceSubcategory": "Network Traffic",
+                        "PricingCategory": "Standard",
+                        "ConsumedUnit": "GB",
+                        "PricingUnit": "GB",
+                        "SkuId": _digest("egress", spec.provider).upper()[:16],
+                        **_costs(rate, rate, rate, gigabytes),
+                    },
+                )
+            )
     return lines

@@ -64,10 +64,10 @@ DEMO_END = datetime(2026, 11, 1, tzinfo=UTC)
 @dataclass(frozen=True)
 class FleetSummary:
     home: Path
-    export_dirs: dict[str, Path]          # provider -> FOCUS export folder
-    metrics_dir: Path                     # nvidia-smi logs, one <host>.csv per host
+    export_dirs: dict[str, Path]  # provider -> FOCUS export folder
+    metrics_dir: Path  # nvidia-smi logs, one <host>.csv per host
     ground_truth_path: Path
-    resource_map: dict[str, str]          # host -> billed ResourceId (every host)
+    resource_map: dict[str, str]  # host -> billed ResourceId (every host)
     machines: int
     gpus: int
     line_items: int
@@ -170,22 +170,27 @@ def _write_price_references(home: Path, clock: Clock) -> None:
     advisor: dict = {}
     for (region, instance_type), (saving, band) in sorted(AWS_SPOT_ADVISOR.items()):
         advisor.setdefault(region, {"Linux": {}})["Linux"][instance_type] = {"s": saving, "r": band}
-    _write_if_changed(aws / "spot-advisor-data.json",
-                      json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}, indent=1).encode())
+    _write_if_changed(
+        aws / "spot-advisor-data.json",
+        json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}, indent=1).encode(),
+    )
     gcp = home / "reference" / "gcp"
     gcp.mkdir(parents=True, exist_ok=True)
     stamp = clock.start.strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    lines = ["commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
-             "month_1y_cud_usd,month_3y_cud_usd,change_kind"]
+    lines = [
+        "commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
+        "month_1y_cud_usd,month_3y_cud_usd,change_kind"
+    ]
     for (instance_type, region), (on_demand, spot, cud_month) in sorted(GCP_PRICES.items()):
         model, count = INSTANCE_GPUS[instance_type]
-        lines.append(f"demo,{stamp},demo,{instance_type},{model.lower()},{count},{region},{on_demand},{spot},"
-                     f"{cud_month or ''},,first_seen")
+        lines.append(
+            f"demo,{stamp},demo,{instance_type},{model.lower()},{count},{region},{on_demand},{spot},"
+            f"{cud_month or ''},,first_seen"
+        )
     _write_if_changed(gcp / "gcp_gpu_machine_price_changes.csv", ("\n".join(lines) + "\n").encode())
 
 
-def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_END,
-             scale: int = 1) -> FleetSummary:
+def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_END, scale: int = 1) -> FleetSummary:
     """Write the simulated fleet's exports, nvidia-smi logs and ground truth into ``home``."""
     if days < 7:
         raise ValueError(f"days must be at least 7 (got {days}): the fleet has weekly patterns")
@@ -213,9 +218,15 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         hosts.add(f"{m.host}.csv")
         if m.spec.plant:
             planted.append(planted_entry(m, clock, running, samples, effective))
-        if (m.spec.pricing == "on_demand" and m.spec.schedule == "always" and running.all() and m.spec.provider == "gcp"
-                and m.spec.profile not in ("idle", "notebook") and GCP_PRICES[(m.spec.instance_type, m.region)][2]):
-            steady.append(m)   # commitment ground truth: busy on-demand every hour, with a CUD price
+        if (
+            m.spec.pricing == "on_demand"
+            and m.spec.schedule == "always"
+            and running.all()
+            and m.spec.provider == "gcp"
+            and m.spec.profile not in ("idle", "notebook")
+            and GCP_PRICES[(m.spec.instance_type, m.region)][2]
+        ):
+            steady.append(m)  # commitment ground truth: busy on-demand every hour, with a CUD price
     for stale in metrics_dir.glob("*.csv"):
         if stale.name not in hosts:
             stale.unlink()
@@ -224,33 +235,62 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
     _write_price_references(home, clock)
-    commitments = commitment_truth(steady)   # opportunities on healthy machines, not planted waste
-    totals = {p: sum((r["EffectiveCost"] for r in provider_rows), Decimal(0))
-              for p, provider_rows in {**rows, "onprem": onprem_rows}.items()}
+    commitments = commitment_truth(steady)  # opportunities on healthy machines, not planted waste
+    totals = {
+        p: sum((r["EffectiveCost"] for r in provider_rows), Decimal(0))
+        for p, provider_rows in {**rows, "onprem": onprem_rows}.items()
+    }
     resource_map = {m.host: m.resource_id for m in machines}
     truth = {
-        "generator": "gpufinops.simulator.demo_fleet", "seed": seed, "days": days,
-        "window_start": clock.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "window_end": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generator": "gpufinops.simulator.demo_fleet",
+        "seed": seed,
+        "days": days,
+        "window_start": clock.start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "window_end": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "idle_rule": f"an idle hour is a billed hour in which every GPU shows at most {IDLE_UTIL_PCT} % "
-                     f"utilization.gpu in every nvidia-smi sample; idle_cost_usd sums the EffectiveCost of "
-                     f"the resource's Compute lines in those hours; idle_gpu_hours = idle_hours x gpu_count",
-        "onprem_cost_model": {"source": ONPREM_SOURCE, "cost_function": "gpufinops.ingest.onprem.onprem_cost.hourly_gpu_cost",
-                              "power": "no power in the DCGM exposition: the TDP model from each GPU's mean "
-                                       "utilization.gpu in the hour", "hours_per_month": HOURS_PER_MONTH,
-                              "options": json.loads(json.dumps(onprem_options(
-                                  [m for m in machines if m.spec.provider == "onprem"]), default=float))},
+        f"utilization.gpu in every nvidia-smi sample; idle_cost_usd sums the EffectiveCost of "
+        f"the resource's Compute lines in those hours; idle_gpu_hours = idle_hours x gpu_count",
+        "onprem_cost_model": {
+            "source": ONPREM_SOURCE,
+            "cost_function": "gpufinops.ingest.onprem.onprem_cost.hourly_gpu_cost",
+            "power": "no power in the DCGM exposition: the TDP model from each GPU's mean utilization.gpu in the hour",
+            "hours_per_month": HOURS_PER_MONTH,
+            "options": json.loads(
+                json.dumps(onprem_options([m for m in machines if m.spec.provider == "onprem"]), default=float)
+            ),
+        },
         "cost_by_provider_usd": {p: str(v) for p, v in totals.items()},
         "resource_map": resource_map,
-        "machines": [{"host": m.host, "provider": m.spec.provider, "resource_id": m.resource_id,
-                      "instance_type": m.spec.instance_type, "gpu_model": m.gpu_model, "gpu_count": m.gpu_count,
-                      "team": m.spec.team, "workload": m.spec.workload, "pricing": m.spec.pricing,
-                      "planted": m.spec.plant[0] if m.spec.plant else None} for m in machines],
+        "machines": [
+            {
+                "host": m.host,
+                "provider": m.spec.provider,
+                "resource_id": m.resource_id,
+                "instance_type": m.spec.instance_type,
+                "gpu_model": m.gpu_model,
+                "gpu_count": m.gpu_count,
+                "team": m.spec.team,
+                "workload": m.spec.workload,
+                "pricing": m.spec.pricing,
+                "planted": m.spec.plant[0] if m.spec.plant else None,
+            }
+            for m in machines
+        ],
         "planted": planted,
         "commitments": commitments,
     }
     truth_path = home / "ground_truth.json"
     _write_if_changed(truth_path, (json.dumps(truth, indent=2) + "\n").encode())
-    return FleetSummary(home=home, export_dirs=export_dirs, metrics_dir=metrics_dir, ground_truth_path=truth_path,
-                        resource_map=resource_map, machines=len(machines), gpus=sum(m.gpu_count for m in machines),
-                        line_items=sum(len(r) for r in rows.values()), metric_rows=metric_rows,
-                        cost_by_provider=totals, planted=planted)
+    return FleetSummary(
+        home=home,
+        export_dirs=export_dirs,
+        metrics_dir=metrics_dir,
+        ground_truth_path=truth_path,
+        resource_map=resource_map,
+        machines=len(machines),
+        gpus=sum(m.gpu_count for m in machines),
+        line_items=sum(len(r) for r in rows.values()),
+        metric_rows=metric_rows,
+        cost_by_provider=totals,
+        planted=planted,
+    )

@@ -19,11 +19,12 @@ from gpufinops.simulator.demo_prices import (
 )
 from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples
 
-IDLE_UTIL_PCT = 5              # an idle hour: every GPU at most this in every sample of the hour
+IDLE_UTIL_PCT = 5  # an idle hour: every GPU at most this in every sample of the hour
 
 
-def planted_entry(m: Machine, clock: Clock, running: np.ndarray, samples: Samples,
-                   effective: dict[int, Decimal]) -> dict:
+def planted_entry(
+    m: Machine, clock: Clock, running: np.ndarray, samples: Samples, effective: dict[int, Decimal]
+) -> dict:
     if m.spec.plant is None:
         raise ValueError(f"{m.host} has nothing planted")
     kind, variant = m.spec.plant
@@ -31,28 +32,50 @@ def planted_entry(m: Machine, clock: Clock, running: np.ndarray, samples: Sample
     util, mem = samples.util[keep], samples.mem_used[keep]
     cost = sum(effective.values(), Decimal(0))
     entry = {
-        "kind": kind, "variant": variant, "provider": m.spec.provider, "resource_id": m.resource_id,
-        "host": m.host, "hosts": [m.host], "team": m.spec.team, "workload": m.spec.workload,
-        "instance_type": m.spec.instance_type, "gpu_model": m.gpu_model, "gpu_count": m.gpu_count,
-        "pricing": m.spec.pricing, "checkpointing": m.spec.checkpointing, "precision": m.spec.precision,
-        "billed_hours": int(running.sum()), "cost_usd": str(cost),
-        "util_mean_pct": round(float(util.mean()), 2), "util_max_pct": int(util.max()),
+        "kind": kind,
+        "variant": variant,
+        "provider": m.spec.provider,
+        "resource_id": m.resource_id,
+        "host": m.host,
+        "hosts": [m.host],
+        "team": m.spec.team,
+        "workload": m.spec.workload,
+        "instance_type": m.spec.instance_type,
+        "gpu_model": m.gpu_model,
+        "gpu_count": m.gpu_count,
+        "pricing": m.spec.pricing,
+        "checkpointing": m.spec.checkpointing,
+        "precision": m.spec.precision,
+        "billed_hours": int(running.sum()),
+        "cost_usd": str(cost),
+        "util_mean_pct": round(float(util.mean()), 2),
+        "util_max_pct": int(util.max()),
         "mem_used_max_gib": round(int(mem.max()) / 1024, 2),
     }
     if kind == "idle_gpu":
         hour_max = samples.util.reshape(clock.hours, SAMPLES_PER_HOUR, -1).max(axis=(1, 2))
         idle = np.flatnonzero(running & (hour_max <= IDLE_UTIL_PCT)).tolist()
-        entry.update(idle_hours=len(idle), idle_gpu_hours=len(idle) * m.gpu_count,
-                     idle_cost_usd=str(sum((effective[h] for h in idle), Decimal(0))))
+        entry.update(
+            idle_hours=len(idle),
+            idle_gpu_hours=len(idle) * m.gpu_count,
+            idle_cost_usd=str(sum((effective[h] for h in idle), Decimal(0))),
+        )
     elif kind == "gpu_count":
         busy, spare = util[:, :2], util[:, 2:]
-        entry.update(busy_gpu_indices=[0, 1], idle_gpu_indices=list(range(2, m.gpu_count)),
-                     busy_util_mean_pct=round(float(busy.mean()), 2), idle_util_max_pct=int(spare.max()),
-                     idle_gpu_cost_usd=str(money(cost * (m.gpu_count - 2) / m.gpu_count)), proposed_gpu_count=2,
-                     **_smaller_type_truth(m, cost))
+        entry.update(
+            busy_gpu_indices=[0, 1],
+            idle_gpu_indices=list(range(2, m.gpu_count)),
+            busy_util_mean_pct=round(float(busy.mean()), 2),
+            idle_util_max_pct=int(spare.max()),
+            idle_gpu_cost_usd=str(money(cost * (m.gpu_count - 2) / m.gpu_count)),
+            proposed_gpu_count=2,
+            **_smaller_type_truth(m, cost),
+        )
     elif kind == "gpu_type":
-        entry.update(mem_total_gib=round(GPU_HARDWARE[m.gpu_model].memory_total_mib / 1024, 2),
-                     proposed_gpu_models=["L4", "A10G"])
+        entry.update(
+            mem_total_gib=round(GPU_HARDWARE[m.gpu_model].memory_total_mib / 1024, 2),
+            proposed_gpu_models=["L4", "A10G"],
+        )
     elif kind == "quantization":
         entry.update(proposed_precision="fp16", mem_used_fp16_estimate_gib=round(int(mem.max()) / 2048, 2))
     elif kind == "spot_mix":
@@ -64,8 +87,11 @@ def _smaller_type_truth(m: Machine, cost: Decimal) -> dict:
     """The billable saving of 2 busy GPUs out of N: the cheapest type of the same GPU in the family with
     fewer GPUs that holds 2 (AWS bills instances whole: no per-GPU saving), from the generator's prices."""
     family = m.spec.instance_type.split(".")[0]
-    options = sorted((Decimal(price), it) for it, price in AWS_ON_DEMAND_USD.items()
-                     if it.split(".")[0] == family and 2 <= INSTANCE_GPUS[it][1] < m.gpu_count)
+    options = sorted(
+        (Decimal(price), it)
+        for it, price in AWS_ON_DEMAND_USD.items()
+        if it.split(".")[0] == family and 2 <= INSTANCE_GPUS[it][1] < m.gpu_count
+    )
     if not options:
         return {}
     price, target = options[0]
@@ -83,9 +109,13 @@ def _spot_mix_truth(m: Machine, cost: Decimal, clock: Clock) -> dict:
     hours_per_month = Decimal("730.5")
     rework = interruptions * SPOT_LOST_HOURS_PER_INTERRUPTION / hours_per_month
     monthly_cost = cost / Decimal(clock.hours) * hours_per_month
-    return {"spot_ratio": str(ratio), "interruption_band": SPOT_ADVISOR_RANGES[band]["label"],
-            "rework_fraction": str(money(rework)), "monthly_on_demand_usd": str(money(monthly_cost)),
-            "monthly_savings_usd": str(money(monthly_cost * (1 - ratio * (1 + rework))))}
+    return {
+        "spot_ratio": str(ratio),
+        "interruption_band": SPOT_ADVISOR_RANGES[band]["label"],
+        "rework_fraction": str(money(rework)),
+        "monthly_on_demand_usd": str(money(monthly_cost)),
+        "monthly_savings_usd": str(money(monthly_cost * (1 - ratio * (1 + rework)))),
+    }
 
 
 def commitment_truth(steady: list[Machine]) -> list[dict]:
@@ -104,12 +134,23 @@ def commitment_truth(steady: list[Machine]) -> list[dict]:
             raise ValueError(f"no 1-year CUD price for {instance_type} in {region}: not a commitment truth")
         hourly = Decimal(cud_month) / HOURS_PER_MONTH
         saving = len(members) * (Decimal(on_demand) - hourly) * Decimal("730.5")
-        out.append({"kind": "commitment", "variant": "steady_on_demand_baseline", "provider": provider,
-                    "resource_id": min(m.resource_id for m in members), "team": team,
-                    "group": f"commitment/{provider}/{region}/{instance_type}/{team}",
-                    "region": region, "instance_type": instance_type, "machines": len(members),
-                    "resource_ids": sorted(m.resource_id for m in members), "term": "1y",
-                    "on_demand_usd_per_hour": on_demand, "commit_usd_per_hour": str(money(hourly)),
-                    "break_even_utilisation": str(money(hourly / Decimal(on_demand))),
-                    "monthly_savings_usd": str(money(saving))})
+        out.append(
+            {
+                "kind": "commitment",
+                "variant": "steady_on_demand_baseline",
+                "provider": provider,
+                "resource_id": min(m.resource_id for m in members),
+                "team": team,
+                "group": f"commitment/{provider}/{region}/{instance_type}/{team}",
+                "region": region,
+                "instance_type": instance_type,
+                "machines": len(members),
+                "resource_ids": sorted(m.resource_id for m in members),
+                "term": "1y",
+                "on_demand_usd_per_hour": on_demand,
+                "commit_usd_per_hour": str(money(hourly)),
+                "break_even_utilisation": str(money(hourly / Decimal(on_demand))),
+                "monthly_savings_usd": str(money(saving)),
+            }
+        )
     return out

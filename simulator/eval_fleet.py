@@ -65,9 +65,9 @@ def _running(box: Box, hours: int, start: datetime, rng: np.random.Generator) ->
     kind, _, arg = box.schedule.partition(":")
     mask = np.ones(hours, dtype=bool)
     if kind == "last":
-        mask[:hours - int(arg) * 24] = False
+        mask[: hours - int(arg) * 24] = False
     elif kind == "until":
-        mask[hours - int(arg) * 24:] = False
+        mask[hours - int(arg) * 24 :] = False
     elif kind == "workhours":
         mask = np.array([t.weekday() < 5 and 9 <= t.hour < 18 for t in stamps])
     elif kind == "bursts":
@@ -75,7 +75,7 @@ def _running(box: Box, hours: int, start: datetime, rng: np.random.Generator) ->
         hour = int(rng.integers(0, 6))
         while hour < hours:
             length = int(rng.integers(3, 11))
-            mask[hour:hour + length] = True
+            mask[hour : hour + length] = True
             hour += length + int(rng.integers(2, 13))
     return mask
 
@@ -99,7 +99,7 @@ def _samples(m: Machine, start: datetime, hours: int, streams: dict, rng: np.ran
         mem = laws.memory_gib(service) * 1024 * rng.uniform(0.97, 1.0, shape)
     elif kind in ("train", "batch"):
         util = rng.uniform(85, 98, shape)
-        util[rng.random(n) < 1 / 12] = rng.uniform(30, 55, m.gpu_count)    # checkpoints, evaluation passes
+        util[rng.random(n) < 1 / 12] = rng.uniform(30, 55, m.gpu_count)  # checkpoints, evaluation passes
         mem = total * rng.uniform(0.6, 0.85, m.gpu_count) + rng.normal(0, 0.005 * total, shape)
     elif kind in ("partial", "shards"):
         k = int(arg)
@@ -142,8 +142,10 @@ def build(seed: int, days: int, end: datetime = END) -> tuple[list[Machine], dic
     rng = np.random.default_rng((seed, 0))
     prices = laws.price_laws(hours, rng)
     stamps = laws.sample_stamps(start, hours)
-    streams = {name: laws.demand_shape(stamps, s.peak_hour, np.random.default_rng((seed, 1, i)))
-               for i, (name, s) in enumerate(sorted(laws.SERVICES.items()))}
+    streams = {
+        name: laws.demand_shape(stamps, s.peak_hour, np.random.default_rng((seed, 1, i)))
+        for i, (name, s) in enumerate(sorted(laws.SERVICES.items()))
+    }
     machines = []
     for number, box in enumerate(FLEET):
         offer = laws.CATALOGUE[(box.provider, box.instance_type)]
@@ -163,7 +165,7 @@ class EvalFleet:
     config_path: Path
     truth_path: Path
     machines: list[Machine]
-    final_rows: dict[str, list[dict]]     # provider -> the bill as restated
+    final_rows: dict[str, list[dict]]  # provider -> the bill as restated
 
 
 def generate(home: Path, *, seed: int, days: int = 35, end: datetime = END) -> EvalFleet:

@@ -28,19 +28,19 @@ from gpufinops.simulator.demo_workloads import GPU_HARDWARE, GpuHardware
 
 SAMPLES_PER_HOUR = 4
 HOURS_PER_MONTH = Decimal("730.5")
-FP32_SLOWDOWN = 2.0              # FP32 serving throughput = FP16's / this (assumed)
-CONTEXT_GIB = 0.6                # CUDA context + runtime per GPU, whatever the precision
+FP32_SLOWDOWN = 2.0  # FP32 serving throughput = FP16's / this (assumed)
+CONTEXT_GIB = 0.6  # CUDA context + runtime per GPU, whatever the precision
 HARDWARE: dict[str, GpuHardware] = {**GPU_HARDWARE, "L40S": GpuHardware("NVIDIA L40S", 46068, 350.0, 35.0)}
-MEASURED_AS = {"A10G": "A10"}    # AWS's A10G is measured as NVIDIA's A10 (same GA102, 24 GB): an approximation
+MEASURED_AS = {"A10G": "A10"}  # AWS's A10G is measured as NVIDIA's A10 (same GA102, 24 GB): an approximation
 
 
 @dataclass(frozen=True)
 class Offer:
     gpu_model: str
     gpu_count: int
-    list_usd: str                 # on-demand $/h
-    spot: str                     # AWS: the advisor's typical saving %, GCP: spot $/h
-    band: int | None = None       # AWS spot advisor interruption band (0 … 4)
+    list_usd: str  # on-demand $/h
+    spot: str  # AWS: the advisor's typical saving %, GCP: spot $/h
+    band: int | None = None  # AWS spot advisor interruption band (0 … 4)
     cud_month: str | None = None  # Google Cloud 1-year CUD $/month
 
 
@@ -71,8 +71,8 @@ CATALOGUE: dict[tuple[str, str], Offer] = {
     ("gcp", "a2-ultragpu-1g"): Offer("A100-80GB", 1, "5.06879789041096", "2.75954630136986"),
     ("gcp", "a3-highgpu-8g"): Offer("H100-SXM", 8, "88.4899999025753", "50.6095408219178", None, "44810.08066464"),
 }
-BAND_EDGES = ((0, 5), (5, 11), (11, 16), (16, 22), (22, 30))   # interruptions a month in %, per band
-GCP_PREEMPTIONS_PER_MONTH = (0.1, 0.5)                       # no feed publishes them: assumed
+BAND_EDGES = ((0, 5), (5, 11), (11, 16), (16, 22), (22, 30))  # interruptions a month in %, per band
+GCP_PREEMPTIONS_PER_MONTH = (0.1, 0.5)  # no feed publishes them: assumed
 
 
 def region_of(provider: str) -> str:
@@ -82,13 +82,14 @@ def region_of(provider: str) -> str:
 @dataclass(frozen=True)
 class Service:
     """A serving workload whose replicas on different GPU models share one request stream (round-robin)."""
+
     benchmark: str
     scenario: str
-    workload: str           # the `workload` tag
-    precision: str          # the `precision` tag
+    workload: str  # the `workload` tag
+    precision: str  # the `precision` tag
     weights_gib: float
     activations_gib: float
-    anchor: tuple[str, float]   # (GPU model, p95 utilisation there) that sets the request rate
+    anchor: tuple[str, float]  # (GPU model, p95 utilisation there) that sets the request rate
     peak_hour: int = 15
 
 
@@ -133,17 +134,18 @@ def demand_shape(stamps: np.ndarray, peak_hour: int, rng: np.random.Generator) -
     weekday = (hours // 24 + 3) % 7
     wave = 0.5 + 0.5 * np.cos(2 * np.pi * (hod - peak_hour) / 24)
     shape = (0.55 + 0.45 * wave) * np.where(weekday >= 5, 0.8, 1.0)
-    bursts = np.repeat(rng.random(len(stamps) // SAMPLES_PER_HOUR + 1) < 0.01, SAMPLES_PER_HOUR)[:len(stamps)]
+    bursts = np.repeat(rng.random(len(stamps) // SAMPLES_PER_HOUR + 1) < 0.01, SAMPLES_PER_HOUR)[: len(stamps)]
     return shape * (1 + rng.normal(0, 0.05, len(stamps))) * np.where(bursts, 1.25, 1.0)
 
 
 @dataclass
 class PriceLaw:
     """One type's prices over the window: list × factor before/after ``change_hour`` (and spot)."""
+
     offer: Offer
     factors: tuple[float, float]
     change_hour: int
-    spot_ratio: np.ndarray            # AWS: spot / list per hour; GCP: spot factor per hour
+    spot_ratio: np.ndarray  # AWS: spot / list per hour; GCP: spot factor per hour
     interruptions_per_month: float
 
     def list_usd(self, hour: int) -> Decimal:

@@ -21,11 +21,14 @@ from pathlib import Path
 EXPORT_TABLE = "gcp_billing_export_resource_v1_01A2B3_C4D5E6_F7A8B9"
 SERVICE_IDS = {"Compute Engine": "6F81-5844-456A", "Networking": "E505-1604-58F8"}
 COUNTRIES = {"us": "US", "europe": "NL"}
-EXPORT_DELAY = timedelta(hours=5)       # a row is exported a few hours after its usage hour ends
+EXPORT_DELAY = timedelta(hours=5)  # a row is exported a few hours after its usage hour ends
 MACHINE_SPEC = "compute.googleapis.com/machine_spec"
 # FOCUS ConsumedUnit -> (usage.unit, usage.pricing_unit, usage units per pricing unit)
-UNITS = {"Hours": ("seconds", "hour", Decimal(3600)), "GB-Mo": ("byte-seconds", "gibibyte month", Decimal(2**30 * 730 * 3600)),
-         "GB": ("bytes", "gibibyte", Decimal(2**30))}
+UNITS = {
+    "Hours": ("seconds", "hour", Decimal(3600)),
+    "GB-Mo": ("byte-seconds", "gibibyte month", Decimal(2**30 * 730 * 3600)),
+    "GB": ("bytes", "gibibyte", Decimal(2**30)),
+}
 
 
 def _time(value: datetime) -> str:
@@ -51,18 +54,34 @@ def export_row(row: dict) -> dict:
         "billing_account_id": row["BillingAccountId"],
         "service": {"id": SERVICE_IDS.get(row["ServiceName"], "6F81-5844-456A"), "description": row["ServiceName"]},
         "sku": {"id": row.get("SkuId"), "description": row["ChargeDescription"]},
-        "usage_start_time": _time(row["ChargePeriodStart"]), "usage_end_time": _time(row["ChargePeriodEnd"]),
-        "project": {"id": row["SubAccountId"], "number": _project_number(row["SubAccountId"]),
-                    "name": row["SubAccountName"], "labels": [], "ancestry_numbers": f"/{_project_number('acme')}/"},
+        "usage_start_time": _time(row["ChargePeriodStart"]),
+        "usage_end_time": _time(row["ChargePeriodEnd"]),
+        "project": {
+            "id": row["SubAccountId"],
+            "number": _project_number(row["SubAccountId"]),
+            "name": row["SubAccountName"],
+            "labels": [],
+            "ancestry_numbers": f"/{_project_number('acme')}/",
+        },
         "labels": [{"key": k, "value": v} for k, v in sorted(tags.items())],
         "system_labels": system,
-        "location": {"location": region, "country": COUNTRIES.get(region.split("-")[0], "US"), "region": region,
-                     "zone": row.get("AvailabilityZone")},
+        "location": {
+            "location": region,
+            "country": COUNTRIES.get(region.split("-")[0], "US"),
+            "region": region,
+            "zone": row.get("AvailabilityZone"),
+        },
         "resource": {"name": row.get("ResourceId"), "global_name": row.get("ResourceId")},
         "export_time": _time(row["ChargePeriodEnd"] + EXPORT_DELAY),
-        "cost": _float(row["BilledCost"]), "currency": row["BillingCurrency"], "currency_conversion_rate": 1.0,
-        "usage": {"amount": _float(quantity * per) if quantity is not None else None, "unit": unit,
-                  "amount_in_pricing_units": _float(quantity), "pricing_unit": pricing_unit},
+        "cost": _float(row["BilledCost"]),
+        "currency": row["BillingCurrency"],
+        "currency_conversion_rate": 1.0,
+        "usage": {
+            "amount": _float(quantity * per) if quantity is not None else None,
+            "unit": unit,
+            "amount_in_pricing_units": _float(quantity),
+            "pricing_unit": pricing_unit,
+        },
         "credits": [],
         "invoice": {"month": row["BillingPeriodStart"].strftime("%Y%m")},
         "cost_type": "regular",

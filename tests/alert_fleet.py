@@ -14,9 +14,20 @@ AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
 
 
-def spend_lines(con, team: str, first: date, days: int, per_day: float, *, provider: str = AWS,
-                resource: str | None = None, gpu_model: str | None = "A100-40GB", tags: dict | None = None,
-                source: str = "test", weekday_factors: list[float] | None = None) -> None:
+def spend_lines(
+    con,
+    team: str,
+    first: date,
+    days: int,
+    per_day: float,
+    *,
+    provider: str = AWS,
+    resource: str | None = None,
+    gpu_model: str | None = "A100-40GB",
+    tags: dict | None = None,
+    source: str = "test",
+    weekday_factors: list[float] | None = None,
+) -> None:
     """``days`` days from ``first`` of 24 hourly usage lines costing ``per_day`` a day (times the
     weekday's factor, Monday first, when given), then the source's ``cost_daily`` rows, as a load does."""
     start = datetime.combine(first, datetime.min.time(), UTC)
@@ -28,8 +39,21 @@ def spend_lines(con, team: str, first: date, days: int, per_day: float, *, provi
         "SELECT ts, ts + INTERVAL 1 HOUR, 'Usage', ?, ?, ?, ?, ?, 'EC2', ?, cost, cost, cost, ?, 'sku-gpu', "
         "'GPU instance hour' FROM (SELECT ?::TIMESTAMPTZ + to_hours(h) AS ts, "
         "CAST(? * (?::DOUBLE[])[isodow(?::TIMESTAMPTZ + to_hours(h))] / 24 AS DECIMAL(38, 15)) AS cost FROM range(?) t(h))",
-        [resource or f"i-{team}", provider, team, gpu_model, 8 if gpu_model else None, json.dumps(tags or {"team": team}),
-         source, start, per_day, factors, start, days * 24])
+        [
+            resource or f"i-{team}",
+            provider,
+            team,
+            gpu_model,
+            8 if gpu_model else None,
+            json.dumps(tags or {"team": team}),
+            source,
+            start,
+            per_day,
+            factors,
+            start,
+            days * 24,
+        ],
+    )
     rollups.refresh_cost_daily(con, source)
 
 
@@ -38,21 +62,24 @@ def add_spend(path: Path, team: str, first: date, days: int, per_day: float, **k
         spend_lines(con, team, first, days, per_day, **kwargs)
 
 
-def metric_rows(con, resource: str, team: str, first: datetime, hours: int, util_max: float, gpus: int = 8,
-                source: str = "metrics") -> None:
+def metric_rows(
+    con, resource: str, team: str, first: datetime, hours: int, util_max: float, gpus: int = 8, source: str = "metrics"
+) -> None:
     con.execute(
         "INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, gpu_model, host, resource_id, team, util_mean, util_p95, "
         "util_max, samples, source) SELECT ?::TIMESTAMPTZ + to_hours(h), ? || '-' || g, 'A100-40GB', ?, ?, ?, ?, ?, "
         "?, 60, ? FROM range(?) t(h), range(?) s(g)",
-        [first, f"GPU-{resource}", resource, resource, team, util_max, util_max, util_max, source, hours, gpus])
+        [first, f"GPU-{resource}", resource, resource, team, util_max, util_max, util_max, source, hours, gpus],
+    )
 
 
-def write_config(tmp_path: Path, *, smtp_port: int = 25, budgets: str = "", alerts: str = "",
-                 attempts: int = 3) -> Path:
+def write_config(
+    tmp_path: Path, *, smtp_port: int = 25, budgets: str = "", alerts: str = "", attempts: int = 3
+) -> Path:
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"""
 [warehouse]
-path = "{tmp_path / 'wh' / 'gpufinops.duckdb'}"
+path = "{tmp_path / "wh" / "gpufinops.duckdb"}"
 
 [report]
 sender = "gpufinops@example.com"

@@ -30,7 +30,7 @@ def hourly_lines(day_cost: Decimal, hours: int = 24) -> list[Decimal]:
 @dataclass
 class Line:
     resource_id: str
-    hour: int                      # hours after START
+    hour: int  # hours after START
     cost: Decimal
     team: str | None = None
     gpu_count: int | None = 1
@@ -61,7 +61,7 @@ class Work:
     pod: str | None = None
     mig_instance: str | None = None
     samples: int = 60
-    occupied: int | None = None    # default: the unit's workloads one after another (their samples added)
+    occupied: int | None = None  # default: the unit's workloads one after another (their samples added)
     sharing: str | None = None
     sm_active: float | None = None
     util: float | None = None
@@ -80,29 +80,75 @@ class Fleet:
 
     def insert(self, con) -> None:
         """Bulk-insert the rows (through Arrow: one statement per table)."""
+
         def hour(h: int) -> datetime:
             return START + timedelta(hours=h)
-        lines = [{"ResourceId": ln.resource_id, "ResourceName": ln.resource_name, "x_Team": ln.team,
-                  "ChargePeriodStart": hour(ln.hour), "ChargePeriodEnd": hour(ln.hour + 1), "ChargeCategory": "Usage",
-                  "ProviderName": ln.provider, "x_GpuCount": ln.gpu_count, "x_GpuModel": ln.gpu_model,
-                  "EffectiveCost": ln.cost, "BilledCost": ln.cost, "Tags": ln.tags, "x_Source": "bills"}
-                 for ln in self.lines]
-        gpu_hours = [{"hour": hour(g.hour), "gpu_uuid": g.gpu_uuid, "gpu_model": g.gpu_model,
-                      "mig_instance": g.mig_instance, "host": g.host, "resource_id": g.resource_id,
-                      "samples": g.samples, "util_max": g.util_max, "util_mean": g.util_max, "util_p95": g.util_max,
-                      "source": g.source} for g in self.gpu_hours]
+
+        lines = [
+            {
+                "ResourceId": ln.resource_id,
+                "ResourceName": ln.resource_name,
+                "x_Team": ln.team,
+                "ChargePeriodStart": hour(ln.hour),
+                "ChargePeriodEnd": hour(ln.hour + 1),
+                "ChargeCategory": "Usage",
+                "ProviderName": ln.provider,
+                "x_GpuCount": ln.gpu_count,
+                "x_GpuModel": ln.gpu_model,
+                "EffectiveCost": ln.cost,
+                "BilledCost": ln.cost,
+                "Tags": ln.tags,
+                "x_Source": "bills",
+            }
+            for ln in self.lines
+        ]
+        gpu_hours = [
+            {
+                "hour": hour(g.hour),
+                "gpu_uuid": g.gpu_uuid,
+                "gpu_model": g.gpu_model,
+                "mig_instance": g.mig_instance,
+                "host": g.host,
+                "resource_id": g.resource_id,
+                "samples": g.samples,
+                "util_max": g.util_max,
+                "util_mean": g.util_max,
+                "util_p95": g.util_max,
+                "source": g.source,
+            }
+            for g in self.gpu_hours
+        ]
         sequential: dict[tuple, int] = {}
         for w in self.work:
             key = (w.hour, w.gpu_uuid, w.mig_instance, w.source)
             sequential[key] = sequential.get(key, 0) + w.samples
-        work = [{"hour": hour(w.hour), "gpu_uuid": w.gpu_uuid, "mig_instance": w.mig_instance, "host": w.host,
-                 "namespace": w.namespace, "pod": w.pod, "pid": w.pid, "process": w.process, "samples": w.samples,
-                 "occupied_samples": w.occupied if w.occupied is not None
-                 else sequential[(w.hour, w.gpu_uuid, w.mig_instance, w.source)],
-                 "sharing": w.sharing, "util_mean": w.util, "sm_active_mean": w.sm_active,
-                 "mem_used_max_mib": w.mem_mib, "source": w.source} for w in self.work]
-        for table, rows in (("cost_line_items", lines), ("gpu_metrics_hourly", gpu_hours),
-                            ("gpu_workloads_hourly", work)):
+        work = [
+            {
+                "hour": hour(w.hour),
+                "gpu_uuid": w.gpu_uuid,
+                "mig_instance": w.mig_instance,
+                "host": w.host,
+                "namespace": w.namespace,
+                "pod": w.pod,
+                "pid": w.pid,
+                "process": w.process,
+                "samples": w.samples,
+                "occupied_samples": w.occupied
+                if w.occupied is not None
+                else sequential[(w.hour, w.gpu_uuid, w.mig_instance, w.source)],
+                "sharing": w.sharing,
+                "util_mean": w.util,
+                "sm_active_mean": w.sm_active,
+                "mem_used_max_mib": w.mem_mib,
+                "source": w.source,
+            }
+            for w in self.work
+        ]
+        for table, rows in (
+            ("cost_line_items", lines),
+            ("gpu_metrics_hourly", gpu_hours),
+            ("gpu_workloads_hourly", work),
+        ):
             if not rows:
                 continue
             target = schema.TABLES[table].schema
@@ -122,27 +168,55 @@ def write_focus_csv(path: Path, lines: list[Line], start: datetime = START) -> N
         for ln in lines:
             start = first + timedelta(hours=ln.hour)
             period = start.replace(day=1, hour=0)
-            writer.writerow({
-                "BilledCost": ln.cost, "EffectiveCost": ln.cost, "ListCost": ln.cost, "ContractedCost": ln.cost,
-                "BillingAccountId": "123456789012", "BillingAccountName": "acme", "BillingCurrency": "USD",
-                "BillingPeriodStart": period.isoformat(), "BillingPeriodEnd": (period + timedelta(days=32)).replace(day=1).isoformat(),
-                "ChargeCategory": "Usage", "ChargeClass": "", "ChargeDescription": "GPU instance hour",
-                "ChargePeriodStart": start.isoformat(), "ChargePeriodEnd": (start + timedelta(hours=1)).isoformat(),
-                "InvoiceIssuerName": "AWS", "PricingQuantity": "1", "PricingUnit": "Hours", "ProviderName": "AWS",
-                "PublisherName": "AWS", "ServiceCategory": "Compute", "ServiceName": "Amazon Elastic Compute Cloud",
-                "ResourceId": ln.resource_id, "PricingCategory": "Standard", "ConsumedQuantity": "1",
-                "ConsumedUnit": "Hours", "x_GpuCount": ln.gpu_count, "x_GpuModel": ln.gpu_model, "x_Team": ln.team or "",
-            })
+            writer.writerow(
+                {
+                    "BilledCost": ln.cost,
+                    "EffectiveCost": ln.cost,
+                    "ListCost": ln.cost,
+                    "ContractedCost": ln.cost,
+                    "BillingAccountId": "123456789012",
+                    "BillingAccountName": "acme",
+                    "BillingCurrency": "USD",
+                    "BillingPeriodStart": period.isoformat(),
+                    "BillingPeriodEnd": (period + timedelta(days=32)).replace(day=1).isoformat(),
+                    "ChargeCategory": "Usage",
+                    "ChargeClass": "",
+                    "ChargeDescription": "GPU instance hour",
+                    "ChargePeriodStart": start.isoformat(),
+                    "ChargePeriodEnd": (start + timedelta(hours=1)).isoformat(),
+                    "InvoiceIssuerName": "AWS",
+                    "PricingQuantity": "1",
+                    "PricingUnit": "Hours",
+                    "ProviderName": "AWS",
+                    "PublisherName": "AWS",
+                    "ServiceCategory": "Compute",
+                    "ServiceName": "Amazon Elastic Compute Cloud",
+                    "ResourceId": ln.resource_id,
+                    "PricingCategory": "Standard",
+                    "ConsumedQuantity": "1",
+                    "ConsumedUnit": "Hours",
+                    "x_GpuCount": ln.gpu_count,
+                    "x_GpuModel": ln.gpu_model,
+                    "x_Team": ln.team or "",
+                }
+            )
 
 
 def exposition(samples: list[dict]) -> str:
     """DCGM exporter text exposition: one GPU_UTIL / FB_USED / SM_ACTIVE line each per sample dict
     (keys: ts (datetime), uuid, host, util, mem, sm, and optional namespace, pod, container, mig, vgpu)."""
-    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge", "# TYPE DCGM_FI_DEV_FB_USED gauge",
-             "# TYPE DCGM_FI_PROF_SM_ACTIVE gauge"]
+    lines = [
+        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+        "# TYPE DCGM_FI_DEV_FB_USED gauge",
+        "# TYPE DCGM_FI_PROF_SM_ACTIVE gauge",
+    ]
     for s in samples:
-        labels = {"gpu": s.get("index", "0"), "UUID": s["uuid"], "modelName": s.get("model", "NVIDIA A100-SXM4-40GB"),
-                  "Hostname": s["host"]}
+        labels = {
+            "gpu": s.get("index", "0"),
+            "UUID": s["uuid"],
+            "modelName": s.get("model", "NVIDIA A100-SXM4-40GB"),
+            "Hostname": s["host"],
+        }
         if s.get("mig"):
             profile, instance = s["mig"].split("/")
             labels |= {"GPU_I_PROFILE": profile, "GPU_I_ID": instance}
@@ -151,7 +225,10 @@ def exposition(samples: list[dict]) -> str:
                 labels[key] = s[key]
         text = ",".join(f'{k}="{v}"' for k, v in labels.items())
         ms = int(s["ts"].timestamp() * 1000)
-        for metric, value in (("DCGM_FI_DEV_GPU_UTIL", s["util"]), ("DCGM_FI_DEV_FB_USED", s["mem"]),
-                              ("DCGM_FI_PROF_SM_ACTIVE", s["sm"])):
+        for metric, value in (
+            ("DCGM_FI_DEV_GPU_UTIL", s["util"]),
+            ("DCGM_FI_DEV_FB_USED", s["mem"]),
+            ("DCGM_FI_PROF_SM_ACTIVE", s["sm"]),
+        ):
             lines.append(f"{metric}{{{text}}} {value} {ms}")
     return "\n".join(lines) + "\n"

@@ -70,8 +70,12 @@ class AthenaProxy:
     def _forward(self, method: str, path: str, headers, body: bytes) -> tuple[int, list, bytes]:
         conn = http.client.HTTPConnection(self.moto.netloc, timeout=30)  # host:port
         try:
-            conn.request(method, path, body=body, headers={k: v for k, v in headers.items()
-                                                          if k.lower() not in ("host", "content-length")})
+            conn.request(
+                method,
+                path,
+                body=body,
+                headers={k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")},
+            )
             response = conn.getresponse()
             return response.status, response.getheaders(), response.read()
         finally:
@@ -99,15 +103,36 @@ def queue_results(moto_endpoint: str, results: list[tuple[list[str], list[list[s
     """Queue the rows moto's Athena returns for the next queries, header row first, as Athena does."""
     import urllib.request
 
-    payload = {"results": [{
-        "rows": [{"Data": [{"VarCharValue": c} for c in header]}]
+    payload = {
+        "results": [
+            {
+                "rows": [{"Data": [{"VarCharValue": c} for c in header]}]
                 + [{"Data": [{} if v is None else {"VarCharValue": v} for v in row]} for row in rows],
-        "column_info": [{"Name": c, "Label": c, "Type": "varchar", "CatalogName": "hive", "SchemaName": "",
-                         "TableName": "", "Precision": 0, "Scale": 0, "Nullable": "UNKNOWN",
-                         "CaseSensitive": True} for c in header]} for header, rows in results]}
-    request = urllib.request.Request(f"{moto_endpoint}/moto-api/static/athena/query-results",
-                                     data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                "column_info": [
+                    {
+                        "Name": c,
+                        "Label": c,
+                        "Type": "varchar",
+                        "CatalogName": "hive",
+                        "SchemaName": "",
+                        "TableName": "",
+                        "Precision": 0,
+                        "Scale": 0,
+                        "Nullable": "UNKNOWN",
+                        "CaseSensitive": True,
+                    }
+                    for c in header
+                ],
+            }
+            for header, rows in results
+        ]
+    }
+    request = urllib.request.Request(
+        f"{moto_endpoint}/moto-api/static/athena/query-results",
+        data=json.dumps(payload).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     assert urllib.request.urlopen(request, timeout=10).status == 201
 
 
@@ -119,8 +144,14 @@ def set_execution_polls(moto_endpoint: str, polls: int | None) -> None:
     if polls is None:
         url, payload = "unset-transition", {"model_name": "athena::execution"}
     else:
-        url, payload = "set-transition", {"model_name": "athena::execution",
-                                          "transition": {"progression": "manual", "times": polls}}
-    request = urllib.request.Request(f"{moto_endpoint}/moto-api/state-manager/{url}", data=json.dumps(payload).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
+        url, payload = (
+            "set-transition",
+            {"model_name": "athena::execution", "transition": {"progression": "manual", "times": polls}},
+        )
+    request = urllib.request.Request(
+        f"{moto_endpoint}/moto-api/state-manager/{url}",
+        data=json.dumps(payload).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     urllib.request.urlopen(request, timeout=10).read()

@@ -31,8 +31,10 @@ def _api_url() -> str:
 
 
 def aws_cur_input(tmp: Path) -> tuple[dict, datetime]:
-    periods = {"2026-09": data.lines("111122223333", "2026-09") + data.lines("444455556666", "2026-09", split=True),
-               "2026-10": data.lines("111122223333", "2026-10")}
+    periods = {
+        "2026-09": data.lines("111122223333", "2026-09") + data.lines("444455556666", "2026-09", split=True),
+        "2026-10": data.lines("111122223333", "2026-10"),
+    }
     data.write_cur2(tmp / "bucket", periods)
     return {"path": str(tmp / "bucket")}, datetime(2026, 9, 1, tzinfo=UTC)
 
@@ -49,13 +51,17 @@ def aws_cur_negative_usage(folder: Path) -> int:
 
 
 def aws_spot_prices_input(tmp: Path) -> tuple[dict, datetime]:
-    return ({"regions": ["us-east-1"], "instance_types": ["m5.large"], "endpoint_url": _api_url()},
-            datetime(2021, 1, 1, tzinfo=UTC))
+    return (
+        {"regions": ["us-east-1"], "instance_types": ["m5.large"], "endpoint_url": _api_url()},
+        datetime(2021, 1, 1, tzinfo=UTC),
+    )
 
 
 def aws_pricing_input(tmp: Path) -> tuple[dict, datetime]:
-    return ({"regions": ["us-east-1"], "instance_types": ["m5.large"], "endpoint_url": _api_url()},
-            datetime(2021, 1, 1, tzinfo=UTC))
+    return (
+        {"regions": ["us-east-1"], "instance_types": ["m5.large"], "endpoint_url": _api_url()},
+        datetime(2021, 1, 1, tzinfo=UTC),
+    )
 
 
 def aws_spot_advisor_input(tmp: Path) -> tuple[dict, datetime]:
@@ -80,14 +86,20 @@ def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
     def stop() -> None:  # at exit pytest's log capture is closed: keep moto's request log out of it
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         servers.__exit__(None, None, None)
+
     atexit.register(stop)
     start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=7)
     put_agent_metrics(front.url, start)
     return {"region": "us-east-1", "endpoint_url": front.url}, start
 
 
-FIXTURES = {"aws_cur": aws_cur_input, "aws_spot_prices": aws_spot_prices_input, "aws_pricing": aws_pricing_input,
-            "aws_spot_advisor": aws_spot_advisor_input, "cloudwatch_gpu": cloudwatch_gpu_input}
+FIXTURES = {
+    "aws_cur": aws_cur_input,
+    "aws_spot_prices": aws_spot_prices_input,
+    "aws_pricing": aws_pricing_input,
+    "aws_spot_advisor": aws_spot_advisor_input,
+    "cloudwatch_gpu": cloudwatch_gpu_input,
+}
 NEGATIVE_USAGE = {"aws_cur": aws_cur_negative_usage}
 # the column each reference table is dated by, for the suite's "timestamps where the input put them"
 TIME_COLUMNS = {"spot_prices": "ts", "instance_types": "updated_at", "spot_interruption_bands": "updated_at"}

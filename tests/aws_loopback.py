@@ -24,10 +24,11 @@ from xml.sax.saxutils import escape
 from tests.conftest import free_port
 
 FIXTURES = Path(__file__).parent / "data" / "aws" / "ec2-instance-selector"
-DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
-                     "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                     "AWS_DEFAULT_REGION": "us-east-1"}
-
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def use_dummy_credentials(monkeypatch) -> None:
@@ -80,6 +81,7 @@ def upload_tree(endpoint: str, bucket: str, prefix: str, root: Path) -> list[str
 
 # ---- EC2 Query / XML and AWSPriceListService JSON 1.1 --------------------------------------------
 
+
 def _ec2_model():
     import botocore.session
 
@@ -116,8 +118,8 @@ class AwsApiServer:
     def __init__(self, page_size: int = 100) -> None:
         self.page_size = page_size
         self.requests: list[dict] = []
-        self.throttle: dict[str, int] = {}      # action -> how many of its next requests are throttled
-        self.unavailable: set[str] = set()      # actions that always answer HTTP 503
+        self.throttle: dict[str, int] = {}  # action -> how many of its next requests are throttled
+        self.unavailable: set[str] = set()  # actions that always answer HTTP 503
         types = _load("DescribeInstanceTypes/t3_micro_and_p3_16xl.json")["InstanceTypes"]
         self.instance_types = types + _load("DescribeInstanceTypes/g2_2xlarge.json")["InstanceTypes"]
         self.spot_history = _load("DescribeSpotPriceHistory/m5_large.json")["SpotPriceHistory"]
@@ -170,12 +172,18 @@ class AwsApiServer:
         if self.throttle.get(action, 0) > 0:
             self.throttle[action] -= 1
             if protocol == "ec2":
-                handler._send(503, "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit "
-                                   f"exceeded.</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>",
-                              "text/xml")
+                handler._send(
+                    503,
+                    "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit "
+                    f"exceeded.</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>",
+                    "text/xml",
+                )
             else:
-                handler._send(400, json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}),
-                              "application/x-amz-json-1.1")
+                handler._send(
+                    400,
+                    json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}),
+                    "application/x-amz-json-1.1",
+                )
             return True
         return False
 
@@ -186,8 +194,14 @@ class AwsApiServer:
 
     def _ec2(self, handler, model, params: dict[str, list[str]]) -> None:
         action = params.get("Action", [""])[0]
-        self.requests.append({"protocol": "ec2", "action": action, "params": params,
-                              "authorization": handler.headers.get("Authorization", "")})
+        self.requests.append(
+            {
+                "protocol": "ec2",
+                "action": action,
+                "params": params,
+                "authorization": handler.headers.get("Authorization", ""),
+            }
+        )
         if self._refuse(handler, action, "ec2"):
             return
         token = params.get("NextToken", [None])[0]
@@ -200,28 +214,46 @@ class AwsApiServer:
             items, next_token = self._page(points, token)
             value = {"SpotPriceHistory": items}
         else:
-            handler._send(400, f"<Response><Errors><Error><Code>InvalidAction</Code><Message>{escape(action)}"
-                               f"</Message></Error></Errors></Response>", "text/xml")
+            handler._send(
+                400,
+                f"<Response><Errors><Error><Code>InvalidAction</Code><Message>{escape(action)}"
+                f"</Message></Error></Errors></Response>",
+                "text/xml",
+            )
             return
         if next_token:
             value["NextToken"] = next_token
         shape = model.operation_model(action).output_shape
-        xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
-               f"<requestId>{uuid.uuid4()}</requestId>{_xml(shape, value)}</{action}Response>")
+        xml = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{uuid.uuid4()}</requestId>{_xml(shape, value)}</{action}Response>"
+        )
         handler._send(200, xml, "text/xml;charset=UTF-8")
 
     def _pricing(self, handler, action: str, body: dict) -> None:
-        self.requests.append({"protocol": "json", "action": action, "params": body,
-                              "authorization": handler.headers.get("Authorization", "")})
+        self.requests.append(
+            {
+                "protocol": "json",
+                "action": action,
+                "params": body,
+                "authorization": handler.headers.get("Authorization", ""),
+            }
+        )
         if self._refuse(handler, action, "json"):
             return
         if action != "GetProducts":
-            handler._send(400, json.dumps({"__type": "InvalidParameterException", "message": action}),
-                          "application/x-amz-json-1.1")
+            handler._send(
+                400,
+                json.dumps({"__type": "InvalidParameterException", "message": action}),
+                "application/x-amz-json-1.1",
+            )
             return
         filters = {f["Field"]: f["Value"] for f in body.get("Filters", [])}
-        matching = [p for p in self.products
-                    if all(p["product"]["attributes"].get(k, v) == v for k, v in filters.items() if k != "regionCode")]
+        matching = [
+            p
+            for p in self.products
+            if all(p["product"]["attributes"].get(k, v) == v for k, v in filters.items() if k != "regionCode")
+        ]
         items, next_token = self._page(matching, body.get("NextToken"))
         answer = {"FormatVersion": "aws_v1", "PriceList": [json.dumps(p) for p in items]}
         if next_token:

@@ -34,7 +34,6 @@ DATASET = "billing"
 START_TIMEOUT_S = 90
 
 
-
 def _ensure_spatial_extension() -> None:
     """The emulator loads DuckDB's spatial extension; without a local copy it would download it."""
     target = Path.home() / ".duckdb" / "extensions" / DUCKDB_VERSION / "linux_amd64" / "spatial.duckdb_extension"
@@ -48,14 +47,20 @@ def _ensure_spatial_extension() -> None:
 
 def bq_field(name: str, kind):
     from google.cloud import bigquery
+
     if isinstance(kind, tuple):
-        return bigquery.SchemaField(name, "RECORD", mode="REPEATED",
-                                    fields=[bq_field(k, v) for k, v in kind[1].items()])
+        return bigquery.SchemaField(
+            name, "RECORD", mode="REPEATED", fields=[bq_field(k, v) for k, v in kind[1].items()]
+        )
     if isinstance(kind, dict):
         return bigquery.SchemaField(name, "RECORD", fields=[bq_field(k, v) for k, v in kind.items()])
     if kind == "kv":
-        return bigquery.SchemaField(name, "RECORD", mode="REPEATED", fields=[bigquery.SchemaField("key", "STRING"),
-                                                                            bigquery.SchemaField("value", "STRING")])
+        return bigquery.SchemaField(
+            name,
+            "RECORD",
+            mode="REPEATED",
+            fields=[bigquery.SchemaField("key", "STRING"), bigquery.SchemaField("value", "STRING")],
+        )
     return bigquery.SchemaField(name, {"s": "STRING", "t": "TIMESTAMP", "m": "FLOAT", "f": "FLOAT"}[kind])
 
 
@@ -64,6 +69,7 @@ EXPORT_SCHEMA_KINDS = {k: v for k, v in CANONICAL.items()}  # the detailed expor
 
 def bq_row(nested: dict) -> dict:
     """A canonical row with text leaves (gcp_export_files.read_flat_csv) as insertAll JSON: FLOATs as numbers."""
+
     def convert(value, kind):
         if value is None:
             return None
@@ -76,6 +82,7 @@ def bq_row(nested: dict) -> dict:
         if kind == "t":
             return str(value).replace(" ", "T", 1)
         return value
+
     return {k: convert(nested.get(k), v) for k, v in CANONICAL.items() if nested.get(k) is not None}
 
 
@@ -89,11 +96,16 @@ class Emulator:
         from google.api_core.client_options import ClientOptions
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import bigquery
-        return bigquery.Client(project=PROJECT, credentials=AnonymousCredentials(),
-                               client_options=ClientOptions(api_endpoint=self.endpoint))
+
+        return bigquery.Client(
+            project=PROJECT,
+            credentials=AnonymousCredentials(),
+            client_options=ClientOptions(api_endpoint=self.endpoint),
+        )
 
     def create_export_table(self, table: str):
         from google.cloud import bigquery
+
         client = self.client()
         client.create_dataset(DATASET, exists_ok=True)
         schema = [bq_field(name, kind) for name, kind in EXPORT_SCHEMA_KINDS.items()]
@@ -128,9 +140,23 @@ def bq_emulator(tmp_path_factory) -> Iterator[Emulator]:
     rest, grpc = free_port(), free_port()
     log_path = tmp_path_factory.mktemp("bqemulator") / "emulator.log"
     with open(log_path, "w") as log:
-        process = subprocess.Popen([str(EXECUTABLE), "start", "--rest-port", str(rest), "--grpc-port", str(grpc),
-                                    "--project", PROJECT, "--log-level", "warning"],
-                                   stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            [
+                str(EXECUTABLE),
+                "start",
+                "--rest-port",
+                str(rest),
+                "--grpc-port",
+                str(grpc),
+                "--project",
+                PROJECT,
+                "--log-level",
+                "warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     endpoint = f"http://127.0.0.1:{rest}"
     try:
         _wait_ready(endpoint, process, log_path)

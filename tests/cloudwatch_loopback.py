@@ -47,9 +47,9 @@ class CloudWatchFront:
     def __init__(self, moto_url: str, page_size: int = 1000) -> None:
         self.moto_url = moto_url
         self.page_size = page_size
-        self.points: list[dict] = []            # every PutMetricData datum: namespace, name, dims, ts, value
+        self.points: list[dict] = []  # every PutMetricData datum: namespace, name, dims, ts, value
         self.requests: list[dict] = []
-        self.throttle: dict[str, int] = {}      # operation -> how many of its next calls are throttled
+        self.throttle: dict[str, int] = {}  # operation -> how many of its next calls are throttled
         self._pages: dict[str, list[dict]] = {}
         self._server: ThreadingHTTPServer | None = None
 
@@ -89,13 +89,17 @@ class CloudWatchFront:
 
     def handle(self, operation: str, headers: dict, body: bytes) -> tuple[int, bytes]:
         encoding = next((v for k, v in headers.items() if k.lower() == "content-encoding"), "")
-        request = json.loads((gzip.decompress(body) if "gzip" in encoding else body) or b"{}")  # PutMetricData is gzipped
-        self.requests.append({"operation": operation, "body": request,
-                              "authorization": headers.get("Authorization", "")})
+        request = json.loads(
+            (gzip.decompress(body) if "gzip" in encoding else body) or b"{}"
+        )  # PutMetricData is gzipped
+        self.requests.append(
+            {"operation": operation, "body": request, "authorization": headers.get("Authorization", "")}
+        )
         if self.throttle.get(operation, 0) > 0:
             self.throttle[operation] -= 1
-            return 400, json.dumps({"__type": "com.amazonaws.cloudwatch#ThrottlingException",
-                                    "message": "Rate exceeded"}).encode()
+            return 400, json.dumps(
+                {"__type": "com.amazonaws.cloudwatch#ThrottlingException", "message": "Rate exceeded"}
+            ).encode()
         if operation == "PutMetricData":
             self._record(request)
         if operation != "GetMetricData":
@@ -120,9 +124,19 @@ class CloudWatchFront:
         return 200, self._page(token)
 
     def _forward(self, headers: dict, body: bytes) -> tuple[int, bytes]:
-        wanted = {k: v for k, v in headers.items() if k.lower() in ("x-amz-target", "content-type", "authorization",
-                                                                    "x-amz-date", "x-amz-security-token",
-                                                                    "content-encoding")}
+        wanted = {
+            k: v
+            for k, v in headers.items()
+            if k.lower()
+            in (
+                "x-amz-target",
+                "content-type",
+                "authorization",
+                "x-amz-date",
+                "x-amz-security-token",
+                "content-encoding",
+            )
+        }
         request = urllib.request.Request(self.moto_url + "/", data=body, headers=wanted, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
@@ -132,7 +146,7 @@ class CloudWatchFront:
 
     def _page(self, token: str) -> bytes:
         results = self._pages.pop(token)
-        page, rest = results[:self.page_size], results[self.page_size:]
+        page, rest = results[: self.page_size], results[self.page_size :]
         answer: dict = {"MetricDataResults": page, "Messages": []}
         if rest:
             following = str(uuid.uuid4())
@@ -145,8 +159,15 @@ class CloudWatchFront:
     def _record(self, request: dict) -> None:
         for datum in request.get("MetricData", []):
             dims = sorted((d["Name"], d["Value"]) for d in datum.get("Dimensions", []))
-            self.points.append({"namespace": request["Namespace"], "name": datum["MetricName"], "dims": dims,
-                                "ts": float(datum["Timestamp"]), "value": float(datum["Value"])})
+            self.points.append(
+                {
+                    "namespace": request["Namespace"],
+                    "name": datum["MetricName"],
+                    "dims": dims,
+                    "ts": float(datum["Timestamp"]),
+                    "value": float(datum["Value"]),
+                }
+            )
 
     def _percentile_result(self, query: dict, request: dict) -> dict:
         stat = query["MetricStat"]
@@ -155,13 +176,21 @@ class CloudWatchFront:
         start, end = float(request["StartTime"]), float(request["EndTime"])
         buckets: dict[float, list[float]] = {}
         for p in self.points:
-            if (p["namespace"], p["name"], p["dims"]) == (metric["Namespace"], metric["MetricName"], dims) \
-                    and start <= p["ts"] < end:
+            if (p["namespace"], p["name"], p["dims"]) == (
+                metric["Namespace"],
+                metric["MetricName"],
+                dims,
+            ) and start <= p["ts"] < end:
                 buckets.setdefault(start + (p["ts"] - start) // period * period, []).append(p["value"])
         level = float(stat["Stat"][1:])
         stamps = sorted(buckets)
-        return {"Id": query["Id"], "Label": query.get("Label", metric["MetricName"]), "StatusCode": "Complete",
-                "Timestamps": stamps, "Values": [percentile(buckets[t], level) for t in stamps]}
+        return {
+            "Id": query["Id"],
+            "Label": query.get("Label", metric["MetricName"]),
+            "StatusCode": "Complete",
+            "Timestamps": stamps,
+            "Values": [percentile(buckets[t], level) for t in stamps],
+        }
 
 
 @contextmanager

@@ -39,16 +39,30 @@ def write_bills(root: Path) -> dict:
     for rid, team in sorted(gs.BILLED.items()):
         for hour in range(gs.HOURS):
             t = gs.START.replace(tzinfo=None) + timedelta(hours=hour)
-            rows.append({"bill_payer_account_id": "012345678901", "bill_billing_period_start_date": start,
-                         "bill_billing_period_end_date": end, "line_item_line_item_type": "Usage",
-                         "line_item_usage_start_date": t, "line_item_usage_end_date": t + timedelta(hours=1),
-                         "line_item_resource_id": rid, "line_item_unblended_cost": 2.5, "line_item_usage_amount": 1.0,
-                         "line_item_currency_code": "USD", "line_item_usage_account_id": "004455667788",
-                         "line_item_product_code": "AmazonEC2", "line_item_usage_type": "USE1-BoxUsage:g6e.xlarge",
-                         "product_instance_type": "g6e.xlarge", "product_region_code": "us-east-1",
-                         "product_product_family": "Compute Instance", "pricing_unit": "Hrs",
-                         "pricing_public_on_demand_cost": 2.5, "identity_line_item_id": f"{rid}-{hour}",
-                         "product": [("instance_type", "g6e.xlarge"), ("region", "us-east-1")],
-                         "resource_tags": [("user_team", team)]})
+            rows.append(
+                {
+                    "bill_payer_account_id": "012345678901",
+                    "bill_billing_period_start_date": start,
+                    "bill_billing_period_end_date": end,
+                    "line_item_line_item_type": "Usage",
+                    "line_item_usage_start_date": t,
+                    "line_item_usage_end_date": t + timedelta(hours=1),
+                    "line_item_resource_id": rid,
+                    "line_item_unblended_cost": 2.5,
+                    "line_item_usage_amount": 1.0,
+                    "line_item_currency_code": "USD",
+                    "line_item_usage_account_id": "004455667788",
+                    "line_item_product_code": "AmazonEC2",
+                    "line_item_usage_type": "USE1-BoxUsage:g6e.xlarge",
+                    "product_instance_type": "g6e.xlarge",
+                    "product_region_code": "us-east-1",
+                    "product_product_family": "Compute Instance",
+                    "pricing_unit": "Hrs",
+                    "pricing_public_on_demand_cost": 2.5,
+                    "identity_line_item_id": f"{rid}-{hour}",
+                    "product": [("instance_type", "g6e.xlarge"), ("region", "us-east-1")],
+                    "resource_tags": [("user_team", team)],
+                }
+            )
     write_delivery(root, "cur2", period, [conform({k: [r[k] for r in rows] for k in rows[0]})])
     return {"path": str(root), "format": "cur2"}

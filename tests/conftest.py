@@ -24,11 +24,11 @@ DATA = Path(__file__).parent / "data"
 FOCUS_SAMPLE = DATA / "focus-sample" / "focus_sample.csv"
 FOCUS_SPEC_COLUMNS = DATA / "focus-spec" / "focus_columns_v1.0-v1.2.csv"
 
-pytest_plugins = ["tests.bq_emulator"]   # the `bq_emulator` fixture (the bqemulator BigQuery API server)
+pytest_plugins = ["tests.bq_emulator"]  # the `bq_emulator` fixture (the bqemulator BigQuery API server)
 
 # A test that uses one of these fixtures or parameters runs an emulator (marked `emulator` for it).
 EMULATOR_FIXTURES = {"bq_emulator"}
-EMULATOR_SOURCE_TYPES = {"prometheus"}   # a parametrised source_type that starts a real Prometheus
+EMULATOR_SOURCE_TYPES = {"prometheus"}  # a parametrised source_type that starts a real Prometheus
 # Module fixtures that build and ingest a demo fleet (20–70 s each in the full run at load average 10 on
 # 2 cores, 2026-12-01): a test that uses one is `slow` (it pays the build, or shares it with its module).
 SLOW_FIXTURES = {"report_demo", "demo_home", "demo_warehouse", "demo_run", "big_home", "exports", "scored"}
@@ -158,8 +158,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         time.sleep(EXIT_GRACE_S)
         err = sys.__stderr__
         if err is not None:
-            print(f"\nthe test process had not exited {EXIT_GRACE_S:g} s after the session ended; its threads:",
-                  file=err, flush=True)
+            print(
+                f"\nthe test process had not exited {EXIT_GRACE_S:g} s after the session ended; its threads:",
+                file=err,
+                flush=True,
+            )
             faulthandler.dump_traceback(file=err, all_threads=True)
         os._exit(status)
 

@@ -47,8 +47,11 @@ GPU = "nvidia.com/gpu"
 # SkyPilot's accelerator names (its catalogue fetchers: AWS GpuInfo.Name, GCP accelerator types)
 SKY_NAMES = {"V100-16GB": "V100", "A100-40GB": "A100", "H100-SXM": "H100", "H100-PCIe": "H100"}
 SKY_FAMILIES = {"g5g": "T4g", "a3-megagpu": "H100-MEGA", "g4-standard": "RTXPRO6000"}
-PROVIDER_LABEL_PREFIXES = {"aws": ("karpenter.sh/", "karpenter.k8s.aws/"), "gcp": ("cloud.google.com/",),
-                           "onprem": ("nvidia.com/gpu.",)}
+PROVIDER_LABEL_PREFIXES = {
+    "aws": ("karpenter.sh/", "karpenter.k8s.aws/"),
+    "gcp": ("cloud.google.com/",),
+    "onprem": ("nvidia.com/gpu.",),
+}
 
 
 def slug(text: str) -> str:
@@ -61,6 +64,7 @@ def documents(text: str) -> list[dict]:
 
 # --- facts, read independently of the export code ---------------------------------------------
 
+
 def inventory(path: Path = INVENTORY_CSV) -> dict[tuple[str, str], tuple[str, int, str]]:
     """(provider, instance type) -> (GPU model, GPUs, SkyPilot accelerator name): whole NVIDIA GPUs only."""
     out = {}
@@ -70,7 +74,11 @@ def inventory(path: Path = INVENTORY_CSV) -> dict[tuple[str, str], tuple[str, in
                 continue
             if float(row["gpu_fraction"] or 1) < 1 or row["gpu_model"].startswith("Radeon"):
                 continue
-            family = row["instance_type"].split(".")[0] if row["provider"] == "aws" else row["instance_type"].rsplit("-", 1)[0]
+            family = (
+                row["instance_type"].split(".")[0]
+                if row["provider"] == "aws"
+                else row["instance_type"].rsplit("-", 1)[0]
+            )
             name = SKY_FAMILIES.get(family, SKY_NAMES.get(row["gpu_model"], row["gpu_model"]))
             out[(row["provider"], row["instance_type"])] = (row["gpu_model"], int(row["gpu_count"]), name)
     return out
@@ -120,7 +128,7 @@ def cloud_capacity(con, objects: list[dict], tag_keys: list[str]) -> dict[tuple[
         where = f"{code}/{region}/{account}"
         places[named or where].add(where)
         state[rid] = [named or where, model, int(gpus), where]
-    for entry in state.values():   # a tag's cluster name used in two places is two clusters
+    for entry in state.values():  # a tag's cluster name used in two places is two clusters
         if len(places[entry[0]]) > 1:
             entry[0] = f"{entry[0]} ({entry[3]})"
     for obj in sorted(objects, key=lambda o: o.get("plan") != "primary"):
@@ -145,7 +153,8 @@ def allowed_namespaces(con, config_namespaces: dict[str, Any] | None = None) -> 
     """team -> the namespaces the data (namespace_teams rules) or the config names for it."""
     out: dict[str, set[str]] = defaultdict(set)
     for namespace, team in con.execute(
-            "SELECT key, value FROM attribution_rules WHERE kind = 'namespace_teams'").fetchall():
+        "SELECT key, value FROM attribution_rules WHERE kind = 'namespace_teams'"
+    ).fetchall():
         out[team].add(namespace)
     for team, names in (config_namespaces or {}).items():
         out[team].update([names] if isinstance(names, str) else names)
@@ -153,6 +162,7 @@ def allowed_namespaces(con, config_namespaces: dict[str, Any] | None = None) -> 
 
 
 # --- the checks -----------------------------------------------------------------------------------
+
 
 def _cluster(doc: dict) -> tuple[str | None, str | None, str | None]:
     meta = doc.get("metadata") or {}
@@ -169,8 +179,11 @@ def check_names(docs: list[dict]) -> list[str]:
             problems.append(f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}: no {CLUSTER} label")
         key = (cluster, doc.get("kind"), doc["metadata"].get("namespace"), doc["metadata"].get("name"))
         seen[key] += 1
-    problems += [f"{kind} {name!r} appears {n} times in cluster {cluster} (namespace {ns})"
-                 for (cluster, kind, ns, name), n in seen.items() if n > 1]
+    problems += [
+        f"{kind} {name!r} appears {n} times in cluster {cluster} (namespace {ns})"
+        for (cluster, kind, ns, name), n in seen.items()
+        if n > 1
+    ]
     return problems
 
 
@@ -207,8 +220,10 @@ def check_nodepools(docs: list[dict], types: dict[tuple[str, str], tuple[str, in
         if not isinstance(limit, int) or limit <= 0:
             problems.append(f"NodePool {name}: nvidia.com/gpu limit {limit!r} is not a positive number")
         elif sizes and (limit < min(sizes) or not _reachable(limit, sizes)):
-            problems.append(f"NodePool {name}: limit {limit} GPUs is not a sum of whole nodes of its instance types "
-                            f"({', '.join(listed)}: {sorted(sizes)} GPUs each)")
+            problems.append(
+                f"NodePool {name}: limit {limit} GPUs is not a sum of whole nodes of its instance types "
+                f"({', '.join(listed)}: {sorted(sizes)} GPUs each)"
+            )
     return problems
 
 
@@ -216,9 +231,12 @@ def _flavor_provider(labels: dict[str, str]) -> set[str]:
     return {p for key in labels for p, prefixes in PROVIDER_LABEL_PREFIXES.items() if key.startswith(prefixes)}
 
 
-def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
-                nodepool_limits: dict[tuple[str | None, str, str], int] | None = None,
-                namespaces: dict[str, set[str]] | None = None) -> list[str]:
+def check_kueue(
+    docs: list[dict],
+    capacity: dict[tuple[str, str], int],
+    nodepool_limits: dict[tuple[str | None, str, str], int] | None = None,
+    namespaces: dict[str, set[str]] | None = None,
+) -> list[str]:
     """``capacity``: {(cluster name, GPU model slug): GPUs}; ``nodepool_limits``: {(cluster name, model slug,
     capacity type): GPUs} of the Karpenter export; ``namespaces``: team -> the namespaces it may use."""
     problems = []
@@ -228,8 +246,10 @@ def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
         flavors[(label, doc["metadata"]["name"])] = doc
         found = _flavor_provider(doc["spec"].get("nodeLabels") or {})
         if found != {provider}:
-            problems.append(f"ResourceFlavor {doc['metadata']['name']} on {name}: node labels of {sorted(found)} "
-                            f"in a {provider} cluster")
+            problems.append(
+                f"ResourceFlavor {doc['metadata']['name']} on {name}: node labels of {sorted(found)} "
+                f"in a {provider} cluster"
+            )
     quota: dict[tuple[str, str], int] = defaultdict(int)
     by_capacity: dict[tuple[str, str, str, str | None], int] = defaultdict(int)
     cohorts: dict[str, set[str]] = defaultdict(set)
@@ -245,8 +265,10 @@ def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
             for entry in group["flavors"]:
                 flavor = flavors.get((label, entry["name"]))
                 if flavor is None:
-                    problems.append(f"ClusterQueue {doc['metadata']['name']} on {name}: flavor {entry['name']} is not "
-                                    "one of that cluster's ResourceFlavors")
+                    problems.append(
+                        f"ClusterQueue {doc['metadata']['name']} on {name}: flavor {entry['name']} is not "
+                        "one of that cluster's ResourceFlavors"
+                    )
                     continue
                 model = flavor["metadata"]["labels"].get(GPU_MODEL)
                 kind = (flavor["spec"].get("nodeLabels") or {}).get("karpenter.sh/capacity-type", "on-demand")
@@ -261,8 +283,10 @@ def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
             problems.append(f"{cluster}: {gpus} {model} GPUs of quota, the cluster has {have}")
     for (cluster, model, kind, provider), gpus in sorted(by_capacity.items()):
         if nodepool_limits is not None and provider == "aws" and gpus > nodepool_limits.get((cluster, model, kind), 0):
-            problems.append(f"{cluster}: {gpus} {kind} {model} GPUs of quota, its NodePools launch at most "
-                            f"{nodepool_limits.get((cluster, model, kind), 0)}")
+            problems.append(
+                f"{cluster}: {gpus} {kind} {model} GPUs of quota, its NodePools launch at most "
+                f"{nodepool_limits.get((cluster, model, kind), 0)}"
+            )
     for doc in (d for d in docs if d.get("kind") == "LocalQueue"):
         label, name, _ = _cluster(doc)
         ns, target = doc["metadata"].get("namespace"), doc["spec"]["clusterQueue"]
@@ -271,22 +295,29 @@ def check_kueue(docs: list[dict], capacity: dict[tuple[str, str], int],
             problems.append(f"LocalQueue {ns}/{doc['metadata']['name']} on {name}: ClusterQueue {target} is not there")
             continue
         team = queue["metadata"]["labels"].get("gpufinops.io/team")
-        selected = [v for e in (queue["spec"].get("namespaceSelector") or {}).get("matchExpressions", [])
-                    for v in e.get("values", [])]
+        selected = [
+            v
+            for e in (queue["spec"].get("namespaceSelector") or {}).get("matchExpressions", [])
+            for v in e.get("values", [])
+        ]
         if ns not in selected:
             problems.append(f"LocalQueue {ns}/{doc['metadata']['name']}: {target} does not admit namespace {ns}")
-        if namespaces is not None and ns not in {n for t, names in namespaces.items() if slug(t) == team for n in names}:
+        if namespaces is not None and ns not in {
+            n for t, names in namespaces.items() if slug(t) == team for n in names
+        }:
             problems.append(f"LocalQueue in namespace {ns!r}: no data or config names it for team {team}")
     return problems
 
 
-def check_skypilot(docs: list[dict], types: dict[tuple[str, str], tuple[str, int, str]],
-                   k8s_per_node: dict[str, int]) -> list[str]:
+def check_skypilot(
+    docs: list[dict], types: dict[tuple[str, str], tuple[str, int, str]], k8s_per_node: dict[str, int]
+) -> list[str]:
     problems = []
     shapes = skypilot_shapes(types)
     names = [d.get("name") for d in docs]
-    problems += [f"task name {n!r} appears {names.count(n)} times" for n in sorted(set(names), key=str)
-                 if names.count(n) > 1]
+    problems += [
+        f"task name {n!r} appears {names.count(n)} times" for n in sorted(set(names), key=str) if names.count(n) > 1
+    ]
     for doc in docs:
         res, task = doc.get("resources") or {}, doc.get("name")
         if "cloud" in res or "region" in res:
@@ -302,8 +333,9 @@ def check_skypilot(docs: list[dict], types: dict[tuple[str, str], tuple[str, int
             if "instance_type" in res:
                 problems.append(f"task {task}: instance_type {res['instance_type']} on Kubernetes")
             if count < 1 or count > k8s_per_node.get(acc, 0):
-                problems.append(f"task {task}: {acc}:{count} does not fit on one on-prem node "
-                                f"(at most {k8s_per_node.get(acc, 0)})")
+                problems.append(
+                    f"task {task}: {acc}:{count} does not fit on one on-prem node (at most {k8s_per_node.get(acc, 0)})"
+                )
         elif cloud in ("aws", "gcp") and len(infra.split("/")) == 2:
             if (acc, count) not in shapes.get(cloud, set()):
                 problems.append(f"task {task}: {acc}:{count} is not in {cloud}'s catalogue")
@@ -321,8 +353,9 @@ def nodepool_limits(docs: list[dict]) -> dict[tuple[str | None, str, str], int]:
     for doc in (d for d in docs if d.get("kind") == "NodePool"):
         _, name, _ = _cluster(doc)
         spec = doc["spec"]
-        kind = next(r["values"][0] for r in spec["template"]["spec"]["requirements"]
-                    if r["key"] == "karpenter.sh/capacity-type")
+        kind = next(
+            r["values"][0] for r in spec["template"]["spec"]["requirements"] if r["key"] == "karpenter.sh/capacity-type"
+        )
         out[(name, spec["template"]["metadata"]["labels"][GPU_MODEL], kind)] += spec["limits"][GPU]
     return dict(out)
 
@@ -343,6 +376,8 @@ def check_warehouse(db_path: Path, config_path: Path | None = None) -> dict[str,
         cloud = cloud_capacity(con, objects.load(con), list(settings.cluster_tag_keys))
         allowed = allowed_namespaces(con, table.get("namespaces"))
     kueue, karpenter, sky = (documents(texts[f]) for f in ("kueue", "karpenter", "skypilot"))
-    return {"kueue": check_names(kueue) + check_kueue(kueue, {**cloud, **onprem}, nodepool_limits(karpenter), allowed),
-            "karpenter": check_names(karpenter) + check_nodepools(karpenter, types),
-            "skypilot": check_skypilot(sky, types, per_node)}
+    return {
+        "kueue": check_names(kueue) + check_kueue(kueue, {**cloud, **onprem}, nodepool_limits(karpenter), allowed),
+        "karpenter": check_names(karpenter) + check_nodepools(karpenter, types),
+        "skypilot": check_skypilot(sky, types, per_node),
+    }

@@ -54,7 +54,9 @@ def legacy_cur(tmp: Path, db_path: Path) -> int:
             shutil.copyfileobj(src, dst)
         folder = tmp / name.split(".")[0]
         cur.legacy_layout(folder, gz, report="koku", period=period)
-        rows += _run(db_path, f"koku_{folder.name.replace('-', '_')}", "aws_cur", {"path": str(folder), "format": "legacy"})
+        rows += _run(
+            db_path, f"koku_{folder.name.replace('-', '_')}", "aws_cur", {"path": str(folder), "format": "legacy"}
+        )
     return rows
 
 
@@ -71,8 +73,11 @@ def onprem(tmp: Path, db_path: Path) -> int:
 
 
 FIXTURES: dict[str, Callable[[Path, Path], int]] = {
-    "focus_files": focus_sample, "aws_cur CUR 2.0": cur2, "aws_cur legacy CUR": legacy_cur,
-    "gcp_billing_export": gcp_export, "onprem": onprem,
+    "focus_files": focus_sample,
+    "aws_cur CUR 2.0": cur2,
+    "aws_cur legacy CUR": legacy_cur,
+    "gcp_billing_export": gcp_export,
+    "onprem": onprem,
 }
 
 

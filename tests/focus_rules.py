@@ -41,13 +41,16 @@ _DATA_SIZES = "b|Kb|Mb|Gb|Tb|Pb|Eb|B|KB|MB|GB|TB|PB|EB|Kib|Mib|Gib|Tib|Pib|Eib|K
 _TIME_ONE = "Year|Month|Day|Hour|Minute|Second"
 _TIME_MANY = "Years|Months|Days|Hours|Minutes|Seconds"
 _COUNT = r"[A-Za-z][A-Za-z0-9]*(?:\s+[A-Za-z][A-Za-z0-9]*)*"
-UNIT_FORMAT = "|".join(f"({p})" for p in (
-    f"^({_DATA_SIZES}|{_TIME_ONE}|{_TIME_MANY}|{_COUNT})$",
-    f"^({_DATA_SIZES}|{_COUNT})-({_TIME_MANY})$",
-    f"^({_DATA_SIZES}|{_COUNT}|{_TIME_MANY})/({_TIME_ONE})$",
-    f"^[0-9]+ ({_DATA_SIZES}|{_TIME_ONE}|{_TIME_MANY}|{_COUNT})$",
-    f"^({_DATA_SIZES}|{_COUNT}|{_TIME_MANY})/[0-9]+ ({_TIME_MANY})$",
-))
+UNIT_FORMAT = "|".join(
+    f"({p})"
+    for p in (
+        f"^({_DATA_SIZES}|{_TIME_ONE}|{_TIME_MANY}|{_COUNT})$",
+        f"^({_DATA_SIZES}|{_COUNT})-({_TIME_MANY})$",
+        f"^({_DATA_SIZES}|{_COUNT}|{_TIME_MANY})/({_TIME_ONE})$",
+        f"^[0-9]+ ({_DATA_SIZES}|{_TIME_ONE}|{_TIME_MANY}|{_COUNT})$",
+        f"^({_DATA_SIZES}|{_COUNT}|{_TIME_MANY})/[0-9]+ ({_TIME_MANY})$",
+    )
+)
 NUMERIC = r"^[+-]?([0-9]*[.])?[0-9]+([eE][+-]?[0-9]+)?$"
 DATETIME = r"^[0-9]{4}-[0-1][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]Z?$"
 TIMESTAMP_TYPES = "('TIMESTAMP', 'TIMESTAMP_NS', 'TIMESTAMP WITH TIME ZONE', 'DATE')"
@@ -55,7 +58,7 @@ TIMESTAMP_TYPES = "('TIMESTAMP', 'TIMESTAMP_NS', 'TIMESTAMP WITH TIME ZONE', 'DA
 
 @dataclass
 class Verdict:
-    status: str              # pass | fail | n/a | excepted (violations only on rows a documented exception covers)
+    status: str  # pass | fail | n/a | excepted (violations only on rows a documented exception covers)
     reason: str = ""
     violations: int = 0
 
@@ -75,8 +78,10 @@ class Report:
         return {rid: v for rid, v in self.failed().items() if not model.is_rule_composite(rid)}
 
     def summary(self) -> str:
-        return (f"{len(self.verdicts)} rules: {self.count('pass')} pass, {self.count('fail')} fail, "
-                f"{self.count('n/a')} not applicable, {self.count('excepted')} excepted")
+        return (
+            f"{len(self.verdicts)} rules: {self.count('pass')} pass, {self.count('fail')} fail, "
+            f"{self.count('n/a')} not applicable, {self.count('excepted')} excepted"
+        )
 
 
 def _lit(value) -> str:
@@ -127,6 +132,7 @@ class Model:
                     found.append(node["ModelRuleId"])
                 for item in node.get("Items") or []:
                     walk(item)
+
         walk(self.criteria(rid).get("Requirement") or {})
         return found
 
@@ -166,23 +172,29 @@ class Model:
             return f"({col} IS NOT NULL AND {col} < {_lit(value)})"
         if fn == "ColumnByColumnEqualsColumnValue":
             r = _q(spec["ResultColumnName"])
-            return (f"({a} IS NOT NULL AND {b} IS NOT NULL AND {r} IS NOT NULL AND NOT "
-                    f"(ABS(({a} * {b}) - {r}) <= 1e-9 * GREATEST(ABS({r}), 1)))")
+            return (
+                f"({a} IS NOT NULL AND {b} IS NOT NULL AND {r} IS NOT NULL AND NOT "
+                f"(ABS(({a} * {b}) - {r}) <= 1e-9 * GREATEST(ABS({r}), 1)))"
+            )
         if fn == "TypeString":
             return f"({col} IS NOT NULL AND typeof({col}) != 'VARCHAR')"
         if fn == "TypeDecimal":  # DECIMAL(p,s) is a decimal (the validator reads DuckDB's typeof)
             return f"({col} IS NOT NULL AND typeof({col}) NOT LIKE 'DECIMAL%' AND typeof({col}) NOT IN ('DOUBLE', 'FLOAT'))"
         if fn == "TypeDateTime":
-            return (f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
-                    f"(typeof({col}) = 'VARCHAR' AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))")
+            return (
+                f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
+                f"(typeof({col}) = 'VARCHAR' AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))"
+            )
         if fn == "FormatNumeric":
             return f"({col} IS NOT NULL AND NOT regexp_matches(TRIM({col}::TEXT), {_lit(NUMERIC)}))"
         if fn == "FormatString":
             return f"({col} IS NOT NULL AND NOT regexp_matches({col}::TEXT, '^[\\x00-\\x7F]*$'))"
         if fn == "FormatDateTime":
-            return (f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
-                    f"(typeof({col}) = 'VARCHAR' AND regexp_matches({col}::TEXT, {_lit(DATETIME)}) "
-                    f"AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))")
+            return (
+                f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
+                f"(typeof({col}) = 'VARCHAR' AND regexp_matches({col}::TEXT, {_lit(DATETIME)}) "
+                f"AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))"
+            )
         if fn == "FormatCurrency":
             return f"({col} IS NOT NULL AND NOT regexp_matches(TRIM({col}::TEXT), '^[A-Z]{{3}}$'))"
         if fn == "CheckNationalCurrency":
@@ -226,8 +238,14 @@ class Model:
 class Run:
     """One evaluation of the model over ``table`` on ``con``."""
 
-    def __init__(self, model: Model, con: duckdb.DuckDBPyConnection, table: str,
-                 criteria: tuple[str, ...] = (), exceptions: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        con: duckdb.DuckDBPyConnection,
+        table: str,
+        criteria: tuple[str, ...] = (),
+        exceptions: dict[str, str] | None = None,
+    ) -> None:
         self.model, self.con, self.table, self.criteria = model, con, table, set(criteria)
         self.exceptions = exceptions or {}  # rule id -> predicate of the rows excepted from it
         self.columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
@@ -306,8 +324,11 @@ class Run:
             if not violations:
                 return Verdict("pass")
             excepted = self.exceptions.get(rid)
-            outside = self._violations(requirement, self.condition(rid), f"NOT COALESCE(({excepted}), FALSE)") \
-                if excepted else violations
+            outside = (
+                self._violations(requirement, self.condition(rid), f"NOT COALESCE(({excepted}), FALSE)")
+                if excepted
+                else violations
+            )
         except duckdb.Error as exc:
             return Verdict("fail", f"check could not run: {str(exc).splitlines()[0]}", 1)
         if outside:
@@ -320,14 +341,21 @@ class Run:
         if requirement["CheckFunction"] == "CheckDistinctCount":
             where = f"WHERE {' AND '.join(filters)}" if filters else ""
             a, b = _q(requirement["ColumnAName"]), _q(requirement["ColumnBName"])
-            sql = (f"SELECT count(*) FROM (SELECT {a}, count(DISTINCT {b}) AS n FROM {self.table} {where} "
-                   f"GROUP BY {a}) WHERE n <> {int(requirement['ExpectedCount'])}")
+            sql = (
+                f"SELECT count(*) FROM (SELECT {a}, count(DISTINCT {b}) AS n FROM {self.table} {where} "
+                f"GROUP BY {a}) WHERE n <> {int(requirement['ExpectedCount'])}"
+            )
         else:
             where = " AND ".join([f"({self.model.violation(requirement)})", *filters])
             sql = f"SELECT count(*) FROM {self.table} WHERE {where}"
         return scalar(self.con.execute(sql), sql)
 
 
-def validate(con: duckdb.DuckDBPyConnection, table: str, criteria: tuple[str, ...] = (),
-             model: Model | None = None, exceptions: dict[str, str] | None = None) -> Report:
+def validate(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    criteria: tuple[str, ...] = (),
+    model: Model | None = None,
+    exceptions: dict[str, str] | None = None,
+) -> Report:
     return Run(model or Model(), con, table, criteria, exceptions).report()

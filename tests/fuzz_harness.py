@@ -17,7 +17,7 @@ from gpufinops.jobs import cli
 from tests.conftest import query, table_digest
 
 SEED = 16
-OUTCOMES: dict[str, int] = {}   # outcome -> cases (printed at the end of the module)
+OUTCOMES: dict[str, int] = {}  # outcome -> cases (printed at the end of the module)
 
 
 def ingest(config: Path) -> tuple[int, str]:
@@ -37,6 +37,7 @@ def _empty_warehouse(target: Path) -> None:
         import tempfile
 
         from gpufinops.warehouse import db
+
         template = Path(tempfile.mkdtemp(prefix="fuzz-template-")) / "wh.duckdb"
         with db.writer(template):
             pass

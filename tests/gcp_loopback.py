@@ -60,17 +60,28 @@ def _handler(state: CatalogServer):
             state.requests.append((parsed.path, query))
             if state.failures:
                 status = state.failures.pop(0)
-                self._send(status, {"error": {"code": status, "message": "try again later",
-                                              "status": "RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE"}})
+                self._send(
+                    status,
+                    {
+                        "error": {
+                            "code": status,
+                            "message": "try again later",
+                            "status": "RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE",
+                        }
+                    },
+                )
                 return
             if parsed.path != SKUS_PATH:
-                self._send(404, {"error": {"code": 404, "message": f"no such path {parsed.path}", "status": "NOT_FOUND"}})
+                self._send(
+                    404, {"error": {"code": 404, "message": f"no such path {parsed.path}", "status": "NOT_FOUND"}}
+                )
                 return
             token = query.get("pageToken", [""])[0]
             if token not in state.pages:
                 self._send(400, {"error": {"code": 400, "message": "bad page token", "status": "INVALID_ARGUMENT"}})
                 return
             self._send(200, state.pages[token])
+
     return Handler
 
 
@@ -91,24 +102,32 @@ def catalog_server(pages: dict[str, dict] | None = None, failures: list[int] | N
 
 # ---- koku's export rows ----------------------------------------------------------------------------
 
+
 def ends_before_it_starts(row: dict) -> bool:
     """koku's hand-made ``tmp_example.csv`` holds 9 rows whose usage_end_time is before their
     usage_start_time (no real export has them); gpufinops refuses such rows (tests/test_fuzz.py), so
     the tests that load koku's rows as good data leave them out."""
+
     def moment(text) -> str:
         return str(text).replace(" UTC", "+00:00")
+
     return bool(row.get("usage_end_time")) and moment(row["usage_end_time"]) < moment(row["usage_start_time"])
 
 
 def koku_flat_rows(name: str) -> list[dict]:
     from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv
-    return [r for r in read_flat_csv("test", str(GCP_DATA / name)).to_pylist()
-            if not ends_before_it_starts({k: str(v) for k, v in r.items() if k.startswith("usage_")})]
+
+    return [
+        r
+        for r in read_flat_csv("test", str(GCP_DATA / name)).to_pylist()
+        if not ends_before_it_starts({k: str(v) for k, v in r.items() if k.startswith("usage_")})
+    ]
 
 
 def copy_consistent_csv(name: str, target: Path) -> None:
     """koku's flattened CSV ``name`` without the rows :func:`ends_before_it_starts` finds."""
     import csv
+
     with open(GCP_DATA / name, newline="") as f:
         reader = csv.DictReader(f)
         rows = [r for r in reader if not ends_before_it_starts(r)]
@@ -125,8 +144,11 @@ _SERVERS: list = []  # servers kept alive for the rest of the session (the suite
 
 def gcp_billing_export_input(tmp: Path) -> tuple[dict, datetime]:
     """Real koku standard/detailed export rows (flattened CSV) read through the files mode."""
-    for name in ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv",
-                 "tmp_example.csv"):
+    for name in (
+        "202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv",
+        "2022-08-01_5.csv",
+        "tmp_example.csv",
+    ):
         copy_consistent_csv(name, tmp / name)
     return {"path": str(tmp / "*.csv")}, datetime(2020, 10, 1, tzinfo=UTC)
 
@@ -140,14 +162,12 @@ def gcp_catalog_input(tmp: Path) -> tuple[dict, datetime]:
     # waited forever for a serve_forever that would never return (the hang of the stop-22 CI run).
     _SERVERS.append(context)
     atexit.register(context.__exit__, None, None, None)
-    return {"endpoint": server.url, "currency": "USD", "outputs": ["price_catalog"]}, \
-        datetime(2021, 1, 1, tzinfo=UTC)
+    return {"endpoint": server.url, "currency": "USD", "outputs": ["price_catalog"]}, datetime(2021, 1, 1, tzinfo=UTC)
 
 
 def gcp_price_history_input(tmp: Path) -> tuple[dict, datetime]:
     shutil.copy(PRICE_CHANGES, tmp / PRICE_CHANGES.name)
-    return {"path": str(tmp / PRICE_CHANGES.name), "outputs": ["price_history"]}, \
-        datetime(2022, 2, 1, tzinfo=UTC)
+    return {"path": str(tmp / PRICE_CHANGES.name), "outputs": ["price_history"]}, datetime(2022, 2, 1, tzinfo=UTC)
 
 
 def negative_usage_none(_: Path) -> int:
@@ -155,6 +175,9 @@ def negative_usage_none(_: Path) -> int:
     return 0
 
 
-FIXTURES = {"gcp_billing_export": gcp_billing_export_input, "gcp_catalog": gcp_catalog_input,
-            "gcp_price_history": gcp_price_history_input}
+FIXTURES = {
+    "gcp_billing_export": gcp_billing_export_input,
+    "gcp_catalog": gcp_catalog_input,
+    "gcp_price_history": gcp_price_history_input,
+}
 NEGATIVE_USAGE = {"gcp_billing_export": negative_usage_none}

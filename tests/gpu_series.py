@@ -37,25 +37,55 @@ class Gpu:
 
 
 GPUS = (
-    Gpu("GPU-1a2b3c4d-0000-1111-2222-333344445555", "NVIDIA H100 80GB HBM3", "node-a", 81559,
-        {"instance_id": "i-0123456789abcdef0"}),
+    Gpu(
+        "GPU-1a2b3c4d-0000-1111-2222-333344445555",
+        "NVIDIA H100 80GB HBM3",
+        "node-a",
+        81559,
+        {"instance_id": "i-0123456789abcdef0"},
+    ),
     Gpu("GPU-2b3c4d5e-0000-1111-2222-333344445555", "NVIDIA L40S", "host-b", 46068, gap_hours=frozenset({2})),
-    Gpu("GPU-3c4d5e6f-0000-1111-2222-333344445555", "NVIDIA H100 80GB HBM3", "ip-10-0-0-9", 81559,
-        {"namespace": "ml-train", "pod": "trainer-0", "container": "main"}, mig=("1g.10gb", "9")),
-    Gpu("GPU-3c4d5e6f-0000-1111-2222-333344445555", "NVIDIA H100 80GB HBM3", "ip-10-0-0-9", 81559,
-        {"namespace": "ml-serve", "pod": "server-1", "container": "main"}, mig=("3g.40gb", "2")),
-    Gpu("GPU-4d5e6f70-0000-1111-2222-333344445555", "NVIDIA A100-SXM4-80GB", "node-d", 81920,
-        {"provider_id": "aws:///us-east-1a/i-0fedcba9876543210"}),
+    Gpu(
+        "GPU-3c4d5e6f-0000-1111-2222-333344445555",
+        "NVIDIA H100 80GB HBM3",
+        "ip-10-0-0-9",
+        81559,
+        {"namespace": "ml-train", "pod": "trainer-0", "container": "main"},
+        mig=("1g.10gb", "9"),
+    ),
+    Gpu(
+        "GPU-3c4d5e6f-0000-1111-2222-333344445555",
+        "NVIDIA H100 80GB HBM3",
+        "ip-10-0-0-9",
+        81559,
+        {"namespace": "ml-serve", "pod": "server-1", "container": "main"},
+        mig=("3g.40gb", "2"),
+    ),
+    Gpu(
+        "GPU-4d5e6f70-0000-1111-2222-333344445555",
+        "NVIDIA A100-SXM4-80GB",
+        "node-d",
+        81920,
+        {"provider_id": "aws:///us-east-1a/i-0fedcba9876543210"},
+    ),
     Gpu("GPU-5e6f7081-0000-1111-2222-333344445555", "NVIDIA L40S", "stray-host", 46068),
 )
 BILLED = {  # ResourceId -> team on the bill
-    "i-0123456789abcdef0": "research", "host-b": "nlp", "i-0mapped000000000c": "speech",
+    "i-0123456789abcdef0": "research",
+    "host-b": "nlp",
+    "i-0mapped000000000c": "speech",
     "i-0fedcba9876543210": "platform",
 }
 RESOURCE_MAP = {"ip-10-0-0-9": "i-0mapped000000000c"}
 NAMESPACE_TEAMS = {"ml-train": "vision"}
-EXPECTED_RESOURCE = ["i-0123456789abcdef0", "host-b", "i-0mapped000000000c", "i-0mapped000000000c",
-                     "i-0fedcba9876543210", None]
+EXPECTED_RESOURCE = [
+    "i-0123456789abcdef0",
+    "host-b",
+    "i-0mapped000000000c",
+    "i-0mapped000000000c",
+    "i-0fedcba9876543210",
+    None,
+]
 EXPECTED_TEAM = ["research", "nlp", "vision", "speech", "platform", None]
 
 
@@ -64,11 +94,15 @@ def values(i: int, minute: int) -> dict[str, float]:
     util = float((minute * 7 + i * 13) % 101)
     used = float(1000 + (minute * 37 + i * 101) % 9000)
     reserved = 500.0
-    return {"DCGM_FI_DEV_GPU_UTIL": util, "DCGM_FI_DEV_FB_USED": used,
-            "DCGM_FI_DEV_FB_FREE": GPUS[i].total_mib - used - reserved, "DCGM_FI_DEV_FB_RESERVED": reserved,
-            "DCGM_FI_DEV_POWER_USAGE": round(80 + util * 3.1 + i, 3),
-            "DCGM_FI_PROF_SM_ACTIVE": round(util / 100 * 0.9, 6),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": round(util / 100 * 0.4, 6)}
+    return {
+        "DCGM_FI_DEV_GPU_UTIL": util,
+        "DCGM_FI_DEV_FB_USED": used,
+        "DCGM_FI_DEV_FB_FREE": GPUS[i].total_mib - used - reserved,
+        "DCGM_FI_DEV_FB_RESERVED": reserved,
+        "DCGM_FI_DEV_POWER_USAGE": round(80 + util * 3.1 + i, 3),
+        "DCGM_FI_PROF_SM_ACTIVE": round(util / 100 * 0.9, 6),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": round(util / 100 * 0.4, 6),
+    }
 
 
 def sample_minutes(i: int) -> list[int]:
@@ -77,8 +111,15 @@ def sample_minutes(i: int) -> list[int]:
 
 def labels_of(i: int) -> dict[str, str]:
     gpu = GPUS[i]
-    labels = {"gpu": "0", "UUID": gpu.uuid, "pci_bus_id": "00000000:0F:00.0", "device": "nvidia0",
-              "modelName": gpu.model, "Hostname": gpu.host, "DCGM_FI_DRIVER_VERSION": "590.48.01"}
+    labels = {
+        "gpu": "0",
+        "UUID": gpu.uuid,
+        "pci_bus_id": "00000000:0F:00.0",
+        "device": "nvidia0",
+        "modelName": gpu.model,
+        "Hostname": gpu.host,
+        "DCGM_FI_DRIVER_VERSION": "590.48.01",
+    }
     if gpu.mig:
         labels |= {"GPU_I_PROFILE": gpu.mig[0], "GPU_I_ID": gpu.mig[1]}
     return labels | gpu.labels
@@ -131,36 +172,49 @@ def expected(i: int) -> dict[datetime, dict[str, float]]:
         v = [values(i, m) for m in minutes]
         util = [x["DCGM_FI_DEV_GPU_UTIL"] for x in v]
         out[START + timedelta(hours=hour)] = {
-            "util_mean": statistics.fmean(util), "util_p95": float(np.percentile(util, 95)),
-            "util_max": max(util), "samples": len(util),
-            "mem_used_max_mib": max(x["DCGM_FI_DEV_FB_USED"] for x in v), "mem_total_mib": float(GPUS[i].total_mib),
+            "util_mean": statistics.fmean(util),
+            "util_p95": float(np.percentile(util, 95)),
+            "util_max": max(util),
+            "samples": len(util),
+            "mem_used_max_mib": max(x["DCGM_FI_DEV_FB_USED"] for x in v),
+            "mem_total_mib": float(GPUS[i].total_mib),
             "power_mean_w": statistics.fmean(x["DCGM_FI_DEV_POWER_USAGE"] for x in v),
             "sm_active_mean": statistics.fmean(x["DCGM_FI_PROF_SM_ACTIVE"] for x in v),
-            "tensor_active_mean": statistics.fmean(x["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"] for x in v)}
+            "tensor_active_mean": statistics.fmean(x["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"] for x in v),
+        }
     return out
 
 
 def insert_bills(warehouse) -> None:
     """One GPU usage line per billed resource and hour of the window."""
     from gpufinops.warehouse import db
+
     with db.writer(warehouse) as con:
         for rid, team in BILLED.items():
             for hour in range(HOURS):
                 start = START + timedelta(hours=hour)
-                con.execute('INSERT INTO cost_line_items ("ResourceId", "x_Team", "ChargePeriodStart", '
-                            '"ChargePeriodEnd", "ChargeCategory", "ProviderName", "x_GpuCount", "EffectiveCost", '
-                            '"BilledCost", "x_Source") VALUES (?, ?, ?, ?, \'Usage\', \'AWS\', 1, 2.5, 2.5, \'bills\')',
-                            [rid, team, start, start + timedelta(hours=1)])
+                con.execute(
+                    'INSERT INTO cost_line_items ("ResourceId", "x_Team", "ChargePeriodStart", '
+                    '"ChargePeriodEnd", "ChargeCategory", "ProviderName", "x_GpuCount", "EffectiveCost", '
+                    "\"BilledCost\", \"x_Source\") VALUES (?, ?, ?, ?, 'Usage', 'AWS', 1, 2.5, 2.5, 'bills')",
+                    [rid, team, start, start + timedelta(hours=1)],
+                )
 
 
 NVIDIA_SMI_EXPORTER = DATA / "nvidia-smi-exporter" / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01__load.metrics"
-SMI_METRICS = ("nvidia_smi_utilization_gpu_ratio", "nvidia_smi_memory_used_bytes", "nvidia_smi_memory_total_bytes",
-               "nvidia_smi_power_draw_watts", "nvidia_smi_gpu_info")
+SMI_METRICS = (
+    "nvidia_smi_utilization_gpu_ratio",
+    "nvidia_smi_memory_used_bytes",
+    "nvidia_smi_memory_total_bytes",
+    "nvidia_smi_power_draw_watts",
+    "nvidia_smi_gpu_info",
+)
 
 
 def nvidia_smi_series() -> list[tuple[str, str, float, int]]:
     """The real nvidia_gpu_exporter capture's GPU series, repeated every minute of the first hour."""
     from prometheus_client.parser import text_string_to_metric_families
+
     text = NVIDIA_SMI_EXPORTER.read_text()
     rows = []
     for family in text_string_to_metric_families(text):

@@ -27,7 +27,7 @@ from gpufinops.ingest.onprem.onprem import Onprem
 from tests.conftest import DATA
 
 VCS = ("vc3sl", "vchbv")
-GPUS_PER_NODE = 8            # "8 x Tesla V100-SXM2" (HeliosArtifact README)
+GPUS_PER_NODE = 8  # "8 x Tesla V100-SXM2" (HeliosArtifact README)
 START = datetime(2020, 5, 1, tzinfo=UTC)
 SPECS_CSV = Path(__file__).parent.parent / "warehouse" / "data" / "gpu_specs.csv"
 
@@ -48,8 +48,14 @@ def vc_gpu_count(vc: str, day: str = "2020-05-01") -> int:
 def occupancy(vc: str) -> tuple[tuple[datetime, int, int], ...]:
     """(minute, running GPUs, total GPUs) per minute of May 2020."""
     with gzip.open(DATA / "helios-sensetime" / f"{vc}_gpu_occupancy.csv.gz", "rt", newline="") as f:
-        return tuple((datetime.strptime(r["time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
-                      int(r["running_gpu_num"]), int(r["total_gpu_num"])) for r in csv.DictReader(f))
+        return tuple(
+            (
+                datetime.strptime(r["time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
+                int(r["running_gpu_num"]),
+                int(r["total_gpu_num"]),
+            )
+            for r in csv.DictReader(f)
+        )
 
 
 def nodes(vc: str) -> list[str]:
@@ -85,12 +91,30 @@ def load_metrics(warehouse: Path, tmp: Path, start: datetime, until: datetime, r
 
 def cluster_options(**overrides) -> dict:
     """The two VCs as node groups (V100 list price from gpu_specs: no gpu_price_usd)."""
-    groups = [{"name": vc, "nodes": nodes(vc), "gpu_model": "Tesla V100-SXM2", "gpus_per_node": GPUS_PER_NODE,
-               "server_price_usd": 30000, "network_price_usd": 4000, "storage_price_usd": 2500.5,
-               "host_power_w": 1200, "team": f"team-{vc}"} for vc in VCS]
-    options = {"cluster": "earth", "node_groups": groups, "amortisation_years": 4, "pue": 1.4,
-               "energy_usd_per_kwh": 0.11, "facility_usd_per_node_month": 150, "operations_usd_per_node_month": 400,
-               "node_teams": {nodes("vchbv")[0]: "speech"}}
+    groups = [
+        {
+            "name": vc,
+            "nodes": nodes(vc),
+            "gpu_model": "Tesla V100-SXM2",
+            "gpus_per_node": GPUS_PER_NODE,
+            "server_price_usd": 30000,
+            "network_price_usd": 4000,
+            "storage_price_usd": 2500.5,
+            "host_power_w": 1200,
+            "team": f"team-{vc}",
+        }
+        for vc in VCS
+    ]
+    options = {
+        "cluster": "earth",
+        "node_groups": groups,
+        "amortisation_years": 4,
+        "pue": 1.4,
+        "energy_usd_per_kwh": 0.11,
+        "facility_usd_per_node_month": 150,
+        "operations_usd_per_node_month": 400,
+        "node_teams": {nodes("vchbv")[0]: "speech"},
+    }
     options.update(overrides)
     return options
 

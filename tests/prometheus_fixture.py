@@ -25,7 +25,8 @@ PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 requires_prometheus = pytest.mark.skipif(
     PROMETHEUS is None or PROMTOOL is None,
-    reason="the `prometheus` and `promtool` binaries are not installed (Debian package `prometheus`; .ci/run installs it)")
+    reason="the `prometheus` and `promtool` binaries are not installed (Debian package `prometheus`; .ci/run installs it)",
+)
 
 
 class ExporterServer:
@@ -33,8 +34,8 @@ class ExporterServer:
 
     def __init__(self) -> None:
         self.bodies: dict[str, str] = {}
-        self.fail_first: dict[str, int] = {}   # path -> requests to answer 503 first
-        self.stall_s: dict[str, float] = {}    # path -> seconds to wait before answering
+        self.fail_first: dict[str, int] = {}  # path -> requests to answer 503 first
+        self.stall_s: dict[str, float] = {}  # path -> seconds to wait before answering
         self.requests: list[str] = []
         outer = self
 
@@ -78,7 +79,6 @@ class ExporterServer:
         self.httpd.server_close()
 
 
-
 def _get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read())
@@ -95,17 +95,31 @@ class PrometheusServer:
         self.url = f"http://127.0.0.1:{self.port}"
         history = workdir / "history.om"
         history.write_text(openmetrics + "# EOF\n")
-        subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(history), str(self.tsdb)],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(history), str(self.tsdb)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         config = workdir / "prometheus.yml"
         targets = json.dumps(scrape_targets)
-        config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-                          f"  - job_name: dcgm\n    static_configs:\n      - targets: {targets}\n")
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+            f"  - job_name: dcgm\n    static_configs:\n      - targets: {targets}\n"
+        )
         self.log = open(workdir / "prometheus.log", "wb")
         self.process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.tsdb}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
-             "--web.enable-lifecycle"], stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.tsdb}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=100y",
+                "--web.enable-lifecycle",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_ready(self, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s

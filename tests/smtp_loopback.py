@@ -31,6 +31,7 @@ class Recorder:
     """The handler: keeps every accepted message; ``refuse`` maps a recipient to the replies it gets
     for its next DATA commands (e.g. ["451 4.3.0 try later"]); ``stall`` holds a recipient's DATA
     (after the message has arrived) until ``release`` is set."""
+
     received: list[Received] = field(default_factory=list)
     refuse: dict[str, list[str]] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
@@ -67,15 +68,21 @@ class Server:
         self.port = free_port()
         kwargs: dict = {}
         if users:
-            kwargs = {"authenticator": self._authenticate, "auth_required": True,
-                      "auth_require_tls": tls_context is not None}
+            kwargs = {
+                "authenticator": self._authenticate,
+                "auth_required": True,
+                "auth_require_tls": tls_context is not None,
+            }
         if tls_context is not None:  # STARTTLS offered and required before anything else
             kwargs.update(tls_context=tls_context, require_starttls=True)
         self.controller = Controller(recorder, hostname="127.0.0.1", port=self.port, **kwargs)
 
     def _authenticate(self, server, session, envelope, mechanism, auth_data):
-        ok = (isinstance(auth_data, LoginPassword) and self.users is not None
-              and self.users.get(auth_data.login.decode()) == auth_data.password.decode())
+        ok = (
+            isinstance(auth_data, LoginPassword)
+            and self.users is not None
+            and self.users.get(auth_data.login.decode()) == auth_data.password.decode()
+        )
         if ok:
             self.recorder.logins.append(auth_data.login.decode())
         return AuthResult(success=ok)

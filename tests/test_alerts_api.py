@@ -66,9 +66,10 @@ def test_alerts_are_scoped_like_costs(api):
     assert {a["scope"] for a in finance.json()} == {"vision-gpu", "nlp", "fleet"}
     lead = httpx.get(f"{api}/v1/alerts", headers=auth("GPUFINOPS_TOKEN_VISION")).json()
     assert lead and {a["scope"] for a in lead} == {"vision-gpu"} and all(a["teams"] == ["vision"] for a in lead)
-    assert [a["threshold"] for a in lead] == ["0.75", "0.5"]            # the worse first
-    assert httpx.get(f"{api}/v1/alerts", params={"team": "nlp"},
-                     headers=auth("GPUFINOPS_TOKEN_VISION")).status_code == 403
+    assert [a["threshold"] for a in lead] == ["0.75", "0.5"]  # the worse first
+    assert (
+        httpx.get(f"{api}/v1/alerts", params={"team": "nlp"}, headers=auth("GPUFINOPS_TOKEN_VISION")).status_code == 403
+    )
     assert httpx.get(f"{api}/v1/alerts", headers=auth("GPUFINOPS_TOKEN_SCHEDULER")).status_code == 403
     assert httpx.get(f"{api}/v1/alerts").status_code == 401
     nlp = httpx.get(f"{api}/v1/alerts", params={"team": "nlp"}, headers=auth("GPUFINOPS_TOKEN_FINANCE")).json()
@@ -79,12 +80,29 @@ def test_alert_objects_filters_and_etag(api):
     finance = auth("GPUFINOPS_TOKEN_FINANCE")
     first = httpx.get(f"{api}/v1/alerts", params={"rule": "budget"}, headers=finance)
     obj = first.json()[0]
-    assert list(obj) == ["id", "rule", "scope", "period", "threshold", "severity", "status", "teams", "title",
-                         "summary", "value_usd", "limit_usd", "details", "resolution", "opened_at", "evaluated_at",
-                         "closed_at"]
+    assert list(obj) == [
+        "id",
+        "rule",
+        "scope",
+        "period",
+        "threshold",
+        "severity",
+        "status",
+        "teams",
+        "title",
+        "summary",
+        "value_usd",
+        "limit_usd",
+        "details",
+        "resolution",
+        "opened_at",
+        "evaluated_at",
+        "closed_at",
+    ]
     assert isinstance(obj["value_usd"], float) and obj["opened_at"].endswith("Z") and obj["details"]["budget"]
-    again = httpx.get(f"{api}/v1/alerts", params={"rule": "budget"},
-                      headers={**finance, "If-None-Match": first.headers["etag"]})
+    again = httpx.get(
+        f"{api}/v1/alerts", params={"rule": "budget"}, headers={**finance, "If-None-Match": first.headers["etag"]}
+    )
     assert again.status_code == 304
     assert httpx.get(f"{api}/v1/alerts", params={"status": "resolved"}, headers=finance).json() == []
     assert httpx.get(f"{api}/v1/alerts", params={"status": "gone"}, headers=finance).status_code == 400
@@ -94,9 +112,14 @@ def test_alert_objects_filters_and_etag(api):
 def _app(monkeypatch, cfg: config_mod.Config, email: str | None):
     from streamlit.testing.v1 import AppTest
 
-    section = {"auth": "oidc", "users": [{"email": "cfo@example.com", "role": "finance"},
-                                          {"email": "lead@example.com", "role": "lead", "teams": ["vision"]}],
-               "budgets": [b.to_dict() for b in cfg.alerts.settings.budgets]}
+    section = {
+        "auth": "oidc",
+        "users": [
+            {"email": "cfo@example.com", "role": "finance"},
+            {"email": "lead@example.com", "role": "lead", "teams": ["vision"]},
+        ],
+        "budgets": [b.to_dict() for b in cfg.alerts.settings.budgets],
+    }
     monkeypatch.setenv("GPUFINOPS_DB", str(cfg.warehouse_path))
     monkeypatch.setenv("GPUFINOPS_DASHBOARD", json.dumps(section))
     at = AppTest.from_file(str(APP), default_timeout=120)
@@ -120,7 +143,9 @@ def _shown_alerts(at) -> list[str]:
 def test_the_overview_and_team_pages_show_the_open_alerts_in_scope(monkeypatch, alerted):
     finance = _page(_app(monkeypatch, alerted, "cfo@example.com"), "overview")
     titles = _shown_alerts(finance)
-    assert any("fleet" in t for t in titles) and any("nlp" in t for t in titles) and any("vision-gpu" in t for t in titles)
+    assert (
+        any("fleet" in t for t in titles) and any("nlp" in t for t in titles) and any("vision-gpu" in t for t in titles)
+    )
     assert any("open alert(s)" in w.value for w in finance.warning)
     assert "under budget $20,000.00" in next(m.delta for m in finance.metric if m.label == "Spend this month")
     lead = _page(_app(monkeypatch, alerted, "lead@example.com"), "overview")

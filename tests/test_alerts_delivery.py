@@ -46,8 +46,13 @@ amount = 1000000
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def subjects(recorder: Recorder, address: str) -> list[str]:
@@ -63,8 +68,8 @@ def fleet(tmp_path):
     """Vision at 77 % of its budget after 14 days of October; research at 70 % of its own."""
     config = write_config(tmp_path, budgets=BUDGETS)
     db_path = config_mod.load(config).warehouse_path
-    add_spend(db_path, "vision", OCT, 14, 550.0, source="aws-vision")          # $7,700 of $10,000
-    add_spend(db_path, "research", OCT, 14, 1000.0, source="aws-research")     # $14,000 of $20,000
+    add_spend(db_path, "vision", OCT, 14, 550.0, source="aws-vision")  # $7,700 of $10,000
+    add_spend(db_path, "research", OCT, 14, 1000.0, source="aws-research")  # $14,000 of $20,000
     return tmp_path, db_path
 
 
@@ -81,7 +86,7 @@ def test_a_budget_crossed_at_75_percent_mails_lead_and_finance_once_then_once_mo
         assert len(recorder.to(RESEARCH)) == 1 and "research" in subjects(recorder, RESEARCH)[0]
         assert len(recorder.to(FINANCE)) == 2
 
-        again = alerts_run.run(cfg, now=at(date(2026, 10, 15), 7))               # the job re-runs
+        again = alerts_run.run(cfg, now=at(date(2026, 10, 15), 7))  # the job re-runs
         restarted = cli(cfg.path, "alerts", "run", "--now", "2026-10-15T08:00")  # a new process
         assert not again.delivered.sent and restarted.returncode == 0, restarted.stdout + restarted.stderr
         assert "sent 0" in restarted.stdout
@@ -93,8 +98,10 @@ def test_a_budget_crossed_at_75_percent_mails_lead_and_finance_once_then_once_mo
     assert [len(recorder.to(a)) for a in (VISION, FINANCE, RESEARCH)] == [2, 3, 1]
     assert "90 %" in subjects(recorder, VISION)[1]
     # the ledger: every (alert, target) once, sent
-    rows = query(db_path, "SELECT alert_id, target, count(*), min(status) FROM alert_deliveries "
-                          "WHERE event = 'opened' GROUP BY ALL")
+    rows = query(
+        db_path,
+        "SELECT alert_id, target, count(*), min(status) FROM alert_deliveries WHERE event = 'opened' GROUP BY ALL",
+    )
     assert all(n == 1 and status == "sent" for _, _, n, status in rows)
     open_budget = query(db_path, "SELECT scope, threshold FROM alerts WHERE status = 'open' ORDER BY 1, 2")
     assert open_budget == [("research", "0.5"), ("vision-gpu", "0.5"), ("vision-gpu", "0.75"), ("vision-gpu", "0.9")]
@@ -122,9 +129,23 @@ def test_a_kill_during_delivery_neither_loses_nor_duplicates(fleet):
     recorder = Recorder(stall={FINANCE, VISION})
     with Server(recorder) as port:
         config = write_config(tmp_path, smtp_port=port, budgets=BUDGETS)
-        proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "run",
-                                 "--now", "2026-10-15T06:00"], cwd=ROOT, env={**os.environ},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpufinops.jobs.cli",
+                "--config",
+                str(config),
+                "alerts",
+                "run",
+                "--now",
+                "2026-10-15T06:00",
+            ],
+            cwd=ROOT,
+            env={**os.environ},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert recorder.stalled.wait(120), proc.communicate(timeout=5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -138,7 +159,7 @@ def test_a_kill_during_delivery_neither_loses_nor_duplicates(fleet):
     assert counts == {FINANCE: 2, VISION: 1, RESEARCH: 1}, counts
     assert len({m["Message-ID"] for m in recorder.to(FINANCE)}) == 2
     status = query(db_path, "SELECT target, status FROM alert_deliveries GROUP BY ALL ORDER BY ALL")
-    assert (killed_at, "sending") in status          # may have arrived: never sent twice
+    assert (killed_at, "sending") in status  # may have arrived: never sent twice
     assert "unknown" in rerun.stdout and "sent 0" in rerun_again.stdout
     assert not [s for t, s in status if s not in ("sent", "sending")]
 
@@ -167,19 +188,21 @@ def test_a_resolved_alert_says_so_once(fleet):
 
 def test_a_refused_mail_is_retried_by_the_next_run(fleet):
     tmp_path, db_path = fleet
-    recorder = Recorder(refuse={FINANCE: ["554 5.7.1 rejected by policy"] * 2})   # both of finance's mails
+    recorder = Recorder(refuse={FINANCE: ["554 5.7.1 rejected by policy"] * 2})  # both of finance's mails
     with Server(recorder) as port:
         config = write_config(tmp_path, smtp_port=port, budgets=BUDGETS, attempts=1)
         first = cli(config, "alerts", "run", "--now", "2026-10-15T06:00")
         assert first.returncode == 1 and "failed" in first.stdout
         assert len(recorder.to(FINANCE)) == 0 and len(recorder.to(VISION)) == 1
-        assert query(db_path, "SELECT DISTINCT status, error LIKE '%554%' FROM alert_deliveries "
-                              f"WHERE target = '{FINANCE}'") == [("failed", True)]
+        assert query(
+            db_path, f"SELECT DISTINCT status, error LIKE '%554%' FROM alert_deliveries WHERE target = '{FINANCE}'"
+        ) == [("failed", True)]
         second = cli(config, "alerts", "run", "--now", "2026-10-15T07:00")
     assert second.returncode == 0, second.stdout
     assert len(recorder.to(FINANCE)) == 2 and len(recorder.to(VISION)) == 1 and len(recorder.refused) == 2
-    assert query(db_path, f"SELECT DISTINCT status, attempts FROM alert_deliveries WHERE target = '{FINANCE}'") == \
-        [("sent", 2)]
+    assert query(db_path, f"SELECT DISTINCT status, attempts FROM alert_deliveries WHERE target = '{FINANCE}'") == [
+        ("sent", 2)
+    ]
 
 
 CHANNELS = """
@@ -200,10 +223,11 @@ def test_slack_body_and_signed_webhook(fleet, monkeypatch):
     try:
         monkeypatch.setenv("TEST_SLACK_WEBHOOK_URL", slack.url.replace("/hooks/gpufinops", "/services/T0/B0/s3cr3t"))
         monkeypatch.setenv("TEST_ALERT_SECRET", SECRET)
-        cfg = config_mod.load(write_config(tmp_path, budgets=BUDGETS, alerts="email = false\n"
-                                           + CHANNELS.format(url=hook.url)))
+        cfg = config_mod.load(
+            write_config(tmp_path, budgets=BUDGETS, alerts="email = false\n" + CHANNELS.format(url=hook.url))
+        )
         result = alerts_run.run(cfg, now=at(date(2026, 10, 15)))
-        assert result.ok and len(result.delivered.sent) == 3, result.delivered   # slack: vision; webhook: both
+        assert result.ok and len(result.delivered.sent) == 3, result.delivered  # slack: vision; webhook: both
         assert alerts_run.run(cfg, now=at(date(2026, 10, 15), 7)).delivered.sent == []
     finally:
         slack.close()
@@ -221,14 +245,18 @@ def test_slack_body_and_signed_webhook(fleet, monkeypatch):
     assert len(hook.requests) == 2
     for req in hook.requests:
         h = req["headers"]
-        assert webhook.verify_signature(SECRET.encode(), h["X-Gpufinops-Timestamp"], req["body"],
-                                        h["X-Gpufinops-Signature"])
-        assert not webhook.verify_signature(b"wrong", h["X-Gpufinops-Timestamp"], req["body"],
-                                            h["X-Gpufinops-Signature"])
+        assert webhook.verify_signature(
+            SECRET.encode(), h["X-Gpufinops-Timestamp"], req["body"], h["X-Gpufinops-Signature"]
+        )
+        assert not webhook.verify_signature(
+            b"wrong", h["X-Gpufinops-Timestamp"], req["body"], h["X-Gpufinops-Signature"]
+        )
         payload = json.loads(req["body"])
         assert payload["event"] == "alerts" and payload["status"] == "opened"
         assert payload["delivery_id"] == h["X-Gpufinops-Delivery"]
-        assert {a["rule"] for a in payload["alerts"]} == {"budget"} and all(a["status"] == "open" for a in payload["alerts"])
+        assert {a["rule"] for a in payload["alerts"]} == {"budget"} and all(
+            a["status"] == "open" for a in payload["alerts"]
+        )
     scopes = sorted({a["scope"] for r in hook.requests for a in json.loads(r["body"])["alerts"]})
     assert scopes == ["research", "vision-gpu"]
 
@@ -251,6 +279,7 @@ class StallingReceiver(Receiver):
                 receiver.release.wait(60)
                 return
             original(request)
+
         handler.do_POST = do_post
 
 
@@ -259,12 +288,31 @@ def test_a_webhook_killed_mid_post_is_resent_with_the_same_delivery_id(fleet, mo
     hook = StallingReceiver()
     try:
         monkeypatch.setenv("TEST_ALERT_SECRET", SECRET)
-        config = write_config(tmp_path, budgets=BUDGETS, alerts=(
-            f'email = false\n[[alerts.webhooks]]\nurl = "{hook.url}"\nsecret_env = "TEST_ALERT_SECRET"\n'
-            'teams = ["vision"]\ntimeout_s = 60'))
-        proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "run",
-                                 "--now", "2026-10-15T06:00"], cwd=ROOT, env={**os.environ},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        config = write_config(
+            tmp_path,
+            budgets=BUDGETS,
+            alerts=(
+                f'email = false\n[[alerts.webhooks]]\nurl = "{hook.url}"\nsecret_env = "TEST_ALERT_SECRET"\n'
+                'teams = ["vision"]\ntimeout_s = 60'
+            ),
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpufinops.jobs.cli",
+                "--config",
+                str(config),
+                "alerts",
+                "run",
+                "--now",
+                "2026-10-15T06:00",
+            ],
+            cwd=ROOT,
+            env={**os.environ},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert hook.stalled.wait(120), proc.communicate(timeout=5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -276,7 +324,7 @@ def test_a_webhook_killed_mid_post_is_resent_with_the_same_delivery_id(fleet, mo
         hook.close()
     assert rerun.returncode == 0 and "sent 1" in rerun.stdout and "sent 0" in again.stdout, rerun.stdout
     ids = [r["headers"]["X-Gpufinops-Delivery"] for r in hook.requests]
-    assert len(ids) == 2 and len(set(ids)) == 1           # resent, recognisably the same delivery
+    assert len(ids) == 2 and len(set(ids)) == 1  # resent, recognisably the same delivery
     assert query(db_path, "SELECT DISTINCT status FROM alert_deliveries") == [("sent",)]
 
 
@@ -285,9 +333,10 @@ def test_a_missing_channel_secret_is_a_config_error_before_anything_is_sent(flee
     monkeypatch.delenv("TEST_SLACK_WEBHOOK_URL", raising=False)
     recorder = Recorder()
     with Server(recorder) as port:
-        config = write_config(tmp_path, smtp_port=port, budgets=BUDGETS,
-                              alerts='[[alerts.slack]]\nurl_env = "TEST_SLACK_WEBHOOK_URL"')
+        config = write_config(
+            tmp_path, smtp_port=port, budgets=BUDGETS, alerts='[[alerts.slack]]\nurl_env = "TEST_SLACK_WEBHOOK_URL"'
+        )
         result = cli(config, "alerts", "run", "--now", "2026-10-15T06:00")
     assert result.returncode == 2 and "alerts.slack[0].url_env" in result.stderr, result.stderr
     assert recorder.received == []
-    assert query(db_path, "SELECT DISTINCT status FROM alert_deliveries") == [("pending",)]   # kept for the next run
+    assert query(db_path, "SELECT DISTINCT status FROM alert_deliveries") == [("pending",)]  # kept for the next run

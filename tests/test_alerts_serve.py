@@ -19,7 +19,7 @@ path = "{FOCUS_SAMPLE}"
 
 [sources.gcp_prices]
 type = "gcp_price_history"
-path = "{Path(__file__).parent / 'data' / 'gcp-pricing-cyclenerd' / 'gcp_gpu_machine_price_changes.csv'}"
+path = "{Path(__file__).parent / "data" / "gcp-pricing-cyclenerd" / "gcp_gpu_machine_price_changes.csv"}"
 
 [[budgets]]
 name = "sample"
@@ -33,10 +33,10 @@ def test_a_cost_ingest_runs_the_alert_rules_and_mails_what_opened(tmp_path):
         config = write_config(tmp_path, smtp_port=port, budgets=SOURCES, alerts='schedule = "*/10 * * * *"')
         cfg = config_mod.load(config)
         daemon = serve.Daemon(cfg, cfg.jobs)
-        daemon.ingest("gcp_prices")                        # a price load: the rules have nothing new to see
+        daemon.ingest("gcp_prices")  # a price load: the rules have nothing new to see
         assert query(cfg.warehouse_path, "SELECT count(*) FROM job_runs WHERE job = 'alerts'")[0][0] == 0
-        daemon.ingest("focus")                             # a cost load: the rules run right after it
-        daemon.ingest("focus")                             # unchanged files: skipped, no alert run
+        daemon.ingest("focus")  # a cost load: the rules run right after it
+        daemon.ingest("focus")  # unchanged files: skipped, no alert run
         jobs = query(cfg.warehouse_path, "SELECT job, status FROM job_runs ORDER BY started_at")
         scheduler = serve.build_scheduler(cfg, daemon)
     assert jobs == [("alerts", "succeeded")]

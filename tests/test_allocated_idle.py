@@ -35,7 +35,7 @@ T4_SCRAPE = DATA / "datadog-dcgm-fixture" / "metrics.txt"
 NODE = "ip-100-64-171-120.ec2.internal"
 INSTANCE = "i-0aicr0h100node001"
 POD, NAMESPACE = "vllm-agg-0-vllmdecodeworker-5fljt", "dynamo-workload"
-START = datetime(2026, 2, 19, tzinfo=UTC)   # the evidence's own day
+START = datetime(2026, 2, 19, tzinfo=UTC)  # the evidence's own day
 HOURS = 6
 P5_HOURLY = Decimal("55.04")
 
@@ -56,8 +56,14 @@ def replayed_series() -> list[tuple[str, dict, float, int]]:
             labels = dict(result["metric"])
             metric = labels.pop("__name__")
             for minute in range(HOURS * 60):
-                rows.append((metric, labels, float(result["value"][1]),
-                             int((START + timedelta(minutes=minute)).timestamp() * 1000)))
+                rows.append(
+                    (
+                        metric,
+                        labels,
+                        float(result["value"][1]),
+                        int((START + timedelta(minutes=minute)).timestamp() * 1000),
+                    )
+                )
     return rows
 
 
@@ -67,11 +73,19 @@ def _labels(labels: dict) -> str:
 
 def bill(tmp_path, warehouse) -> None:
     (tmp_path / "bills").mkdir(exist_ok=True)
-    write_focus_csv(tmp_path / "bills" / "cur.csv",
-                    [Line(INSTANCE, h, P5_HOURLY, team="ml-platform", gpu_count=8, gpu_model="H100-SXM")
-                     for h in range(HOURS)], start=START)
-    result = run_source(registry(), warehouse, "cur", "focus_files", {"path": str(tmp_path / "bills" / "*.csv")},
-                        team_tag_keys=("team",))
+    write_focus_csv(
+        tmp_path / "bills" / "cur.csv",
+        [Line(INSTANCE, h, P5_HOURLY, team="ml-platform", gpu_count=8, gpu_model="H100-SXM") for h in range(HOURS)],
+        start=START,
+    )
+    result = run_source(
+        registry(),
+        warehouse,
+        "cur",
+        "focus_files",
+        {"path": str(tmp_path / "bills" / "*.csv")},
+        team_tag_keys=("team",),
+    )
     assert result.status == "succeeded", result.error
 
 
@@ -90,8 +104,11 @@ def check_the_vllm_pod_is_found(warehouse) -> dict:
     assert rec.evidence["idle_cost_usd"] == (P5_HOURLY / 8 * HOURS).quantize(Decimal("0.01"))
     node = [r for r in found.recommendations if r.evidence.get("pattern") == "always_idle"]
     assert [r.resource_id for r in node] == [INSTANCE]  # the whole node idles too: its own finding
-    stored = query(warehouse, "SELECT workload, json_extract_string(evidence, '$.pattern') FROM recommendations "
-                              "WHERE kind = 'idle_gpu' ORDER BY 2")
+    stored = query(
+        warehouse,
+        "SELECT workload, json_extract_string(evidence, '$.pattern') FROM recommendations "
+        "WHERE kind = 'idle_gpu' ORDER BY 2",
+    )
     assert (f"{NAMESPACE}/{POD}", "allocated_idle") in stored
     return rec.to_dict()
 
@@ -99,9 +116,17 @@ def check_the_vllm_pod_is_found(warehouse) -> dict:
 def test_the_vllm_pod_holding_74_gb_of_an_idle_h100_is_found_through_dcgm_exporter(tmp_path, warehouse):
     lines = [f"{metric}{_labels(labels)} {value!r} {ms}" for metric, labels, value, ms in replayed_series()]
     (tmp_path / "aicr.prom").write_text("\n".join(lines) + "\n")
-    result = run_source(registry(), warehouse, "dcgm", "dcgm_exporter",
-                        {"targets": [str(tmp_path / "aicr.prom")], "resource_map": {NODE: INSTANCE},
-                         "namespace_teams": {NAMESPACE: "inference"}})
+    result = run_source(
+        registry(),
+        warehouse,
+        "dcgm",
+        "dcgm_exporter",
+        {
+            "targets": [str(tmp_path / "aicr.prom")],
+            "resource_map": {NODE: INSTANCE},
+            "namespace_teams": {NAMESPACE: "inference"},
+        },
+    )
     assert result.status == "succeeded", result.error
     # the exporter's own pod labels (Prometheus relabelling without honor_labels) are not a workload
     assert query(warehouse, "SELECT DISTINCT namespace, pod FROM gpu_workloads_hourly") == [(NAMESPACE, POD)]
@@ -126,10 +151,20 @@ def test_the_same_pod_through_a_real_prometheus(tmp_path, warehouse):
     try:
         server.wait_ready()
         bill(tmp_path, warehouse)
-        result = run_source(registry(), warehouse, "prom", "prometheus",
-                            {"url": server.url, "resource_map": {NODE: INSTANCE},
-                             "namespace_teams": {NAMESPACE: "inference"}, "retries": 2},
-                            since=START, until=START + timedelta(hours=HOURS))
+        result = run_source(
+            registry(),
+            warehouse,
+            "prom",
+            "prometheus",
+            {
+                "url": server.url,
+                "resource_map": {NODE: INSTANCE},
+                "namespace_teams": {NAMESPACE: "inference"},
+                "retries": 2,
+            },
+            since=START,
+            until=START + timedelta(hours=HOURS),
+        )
         assert result.status == "succeeded", result.error
     finally:
         server.stop()
@@ -140,9 +175,17 @@ def test_the_same_pod_through_a_real_prometheus(tmp_path, warehouse):
 def test_a_pod_holding_an_idle_gpu_without_a_bill_is_withheld_as_unpriced(tmp_path, warehouse):
     lines = [f"{metric}{_labels(labels)} {value!r} {ms}" for metric, labels, value, ms in replayed_series()]
     (tmp_path / "aicr.prom").write_text("\n".join(lines) + "\n")
-    assert run_source(registry(), warehouse, "dcgm", "dcgm_exporter",
-                      {"targets": [str(tmp_path / "aicr.prom")], "resource_map": {NODE: INSTANCE}}).status == "succeeded"
-    with db.writer(warehouse) as con:   # no bill: nothing is allocated, the GPU-hours are not even attributed
+    assert (
+        run_source(
+            registry(),
+            warehouse,
+            "dcgm",
+            "dcgm_exporter",
+            {"targets": [str(tmp_path / "aicr.prom")], "resource_map": {NODE: INSTANCE}},
+        ).status
+        == "succeeded"
+    )
+    with db.writer(warehouse) as con:  # no bill: nothing is allocated, the GPU-hours are not even attributed
         found = models_run.analyse(con, ["idle_gpu"])
     assert not [r for r in found.recommendations if r.evidence.get("pattern") == "allocated_idle"]
 
@@ -150,13 +193,23 @@ def test_a_pod_holding_an_idle_gpu_without_a_bill_is_withheld_as_unpriced(tmp_pa
 def test_the_real_t4_scrape_loads_through_dcgm_exporter(warehouse):
     result = run_source(registry(), warehouse, "t4", "dcgm_exporter", {"targets": [str(T4_SCRAPE)]})
     assert result.status == "succeeded", result.error
-    rows = {r[0]: r[1:] for r in query(warehouse, """
-        SELECT gpu_uuid, host, gpu_model, util_max, mem_used_max_mib, power_mean_w, samples FROM gpu_metrics_hourly""")}
+    rows = {
+        r[0]: r[1:]
+        for r in query(
+            warehouse,
+            """
+        SELECT gpu_uuid, host, gpu_model, util_max, mem_used_max_mib, power_mean_w, samples FROM gpu_metrics_hourly""",
+        )
+    }
     # two real T4 hosts (the label-less "dummy values" block of the file belongs to no GPU and is left out)
     assert rows["GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e"] == ("424773df46e0", "T4", 0.0, 0.0, 8.969, 1)
     assert rows["GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5"][:2] == ("551bdf382151", "T4")
     assert rows["GPU-abc"][:2] == ("ip-11111", "A10G")  # the pod-labelled A10G line (DRAM activity only)
-    assert set(rows) == {"GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e", "GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5",
-                         "GPU-abc"}
+    assert set(rows) == {
+        "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e",
+        "GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5",
+        "GPU-abc",
+    }
     assert query(warehouse, "SELECT gpu_uuid, namespace, pod, container FROM gpu_workloads_hourly") == [
-        ("GPU-abc", "ray-llm", "ray-1111111", "ray-worker")]
+        ("GPU-abc", "ray-llm", "ray-1111111", "ray-worker")
+    ]

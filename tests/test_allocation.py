@@ -53,8 +53,19 @@ def a100_day(fleet: Fleet, day_cost: Decimal, slices: dict[str, tuple[str, range
 
 def test_the_goldens_file_is_the_koku_restatement():
     text = GOLDENS.read_text()
-    for figure in ("$40.00", "$30.00", "$1.59", "$1.19", "$0.79", "$29.76", "$13.23 / $9.92 / $6.61",
-                   "$3.43", "$2.57", "$1.72", "$444 / $333 / $222"):
+    for figure in (
+        "$40.00",
+        "$30.00",
+        "$1.59",
+        "$1.19",
+        "$0.79",
+        "$29.76",
+        "$13.23 / $9.92 / $6.61",
+        "$3.43",
+        "$2.57",
+        "$1.72",
+        "$444 / $333 / $222",
+    ):
         assert figure in text
 
 
@@ -72,8 +83,15 @@ def test_koku_scenario_1_one_4g_slice_all_day(warehouse):
 def scenario_2(fleet: Fleet, day_cost: Decimal) -> None:
     # ml-train 4 slices × 2 h, inference 1 slice × 6 h, serving 2 slices × 2 h (Koku's figures use 4 slices
     # for ml-train whatever its label says: a 4g profile here)
-    a100_day(fleet, day_cost, {"4g.20gb/1": ("ml-train", range(0, 2)), "1g.5gb/2": ("inference", range(2, 8)),
-                               "2g.10gb/3": ("serving", range(8, 10))})
+    a100_day(
+        fleet,
+        day_cost,
+        {
+            "4g.20gb/1": ("ml-train", range(0, 2)),
+            "1g.5gb/2": ("inference", range(2, 8)),
+            "2g.10gb/3": ("serving", range(8, 10)),
+        },
+    )
 
 
 def test_koku_scenario_2_three_namespaces_and_the_unallocated_share(warehouse):
@@ -81,11 +99,15 @@ def test_koku_scenario_2_three_namespaces_and_the_unallocated_share(warehouse):
     scenario_2(fleet, Decimal("33.33"))  # $1,000 a month over 30 days, rounded to cents as Koku does
     rows = allocate(warehouse, fleet)
     got = {ns: cents(v) for ns, v in by(rows, "namespace").items()}
-    assert got == {"ml-train": Decimal("1.59"), "inference": Decimal("1.19"), "serving": Decimal("0.79"),
-                   None: Decimal("29.76")}
+    assert got == {
+        "ml-train": Decimal("1.59"),
+        "inference": Decimal("1.19"),
+        "serving": Decimal("0.79"),
+        None: Decimal("29.76"),
+    }
     assert cents(sum(v for ns, v in by(rows, "namespace").items() if ns)) == Decimal("3.57")
     held = sum(r["share"] for r in rows if r["basis"] == "mig")
-    assert held * 7 == pytest.approx(18)            # slice-hours used: 8 + 6 + 4 of 168
+    assert held * 7 == pytest.approx(18)  # slice-hours used: 8 + 6 + 4 of 168
     assert sum(r["share"] for r in rows if r["basis"] == "unallocated") * 7 == pytest.approx(150)
 
 
@@ -129,7 +151,7 @@ def test_koku_scenario_3_mixed_strategy_node(warehouse):
     rows = allocate(warehouse, fleet)
     cost = {r["mig_instance"]: r["cost_usd"] for r in rows}
     for mig in gpu1:
-        assert cost[mig] == Decimal("1")               # $7 per GPU, 1 of 7 slices
+        assert cost[mig] == Decimal("1")  # $7 per GPU, 1 of 7 slices
     assert cost["3g.20gb/1"] == Decimal("3") and cost["2g.10gb/5"] == cost["2g.10gb/6"] == Decimal("2")
     assert not [r for r in rows if r["basis"] == "unallocated"]
 
@@ -152,9 +174,11 @@ def test_whole_gpus_by_measured_presence_and_unmeasured_gpus(warehouse):
     fleet = Fleet()
     fleet.lines.append(Line("i-node", 0, Decimal("32"), team="platform", gpu_count=8))  # $4 per GPU
     fleet.gpu_hours += [GpuHour("i-node", 0, "GPU-0"), GpuHour("i-node", 0, "GPU-1")]
-    fleet.work += [Work(0, "GPU-0", "vision", "a", samples=40),    # 40 of 60 minutes, then pod b
-                   Work(0, "GPU-0", "nlp", "b", samples=20),
-                   Work(0, "GPU-1", "nlp", "c", samples=15)]       # a quarter of the hour, then idle
+    fleet.work += [
+        Work(0, "GPU-0", "vision", "a", samples=40),  # 40 of 60 minutes, then pod b
+        Work(0, "GPU-0", "nlp", "b", samples=20),
+        Work(0, "GPU-1", "nlp", "c", samples=15),
+    ]  # a quarter of the hour, then idle
     rows = allocate(warehouse, fleet)
     cost = {(r["gpu_uuid"], r["pod"], r["basis"], r["method"]): r["cost_usd"] for r in rows}
     assert cost == {
@@ -162,7 +186,7 @@ def test_whole_gpus_by_measured_presence_and_unmeasured_gpus(warehouse):
         ("GPU-0", "b", "whole", "presence"): pytest.approx(Decimal(4) / 3, abs=Decimal("1e-9")),
         ("GPU-1", "c", "whole", "presence"): Decimal("1"),
         ("GPU-1", None, "unallocated", "idle"): Decimal("3"),
-        (None, None, "unallocated", "unmeasured"): Decimal("24"),   # six GPUs without metrics
+        (None, None, "unallocated", "unmeasured"): Decimal("24"),  # six GPUs without metrics
     }
     unmeasured = [r for r in rows if r["method"] == "unmeasured"]
     assert unmeasured[0]["share"] == 6 and unmeasured[0]["team"] == "platform"
@@ -174,30 +198,43 @@ def test_timeslicing_split_by_measured_sm_activity_else_equally(warehouse):
     fleet.lines += [Line("i-t4", 0, Decimal("9")), Line("i-t4", 1, Decimal("9"))]
     fleet.gpu_hours += [GpuHour("i-t4", 0, "GPU-t"), GpuHour("i-t4", 1, "GPU-t")]
     # hour 0: three pods on the GPU at every sample time (dcgm-exporter --kubernetes-virtual-gpus), per-pod SM activity
-    fleet.work += [Work(0, "GPU-t", ns, ns, occupied=60, sharing="timeslice", sm_active=s)
-                   for ns, s in (("x", 0.1), ("y", 0.2), ("z", 0.6))]
+    fleet.work += [
+        Work(0, "GPU-t", ns, ns, occupied=60, sharing="timeslice", sm_active=s)
+        for ns, s in (("x", 0.1), ("y", 0.2), ("z", 0.6))
+    ]
     # hour 1: two pods with the device's figures repeated (not per pod), over 45 of 60 minutes
-    fleet.work += [Work(1, "GPU-t", ns, ns, samples=45, occupied=45, sharing="timeslice", sm_active=0.5)
-                   for ns in ("b", "c")]
+    fleet.work += [
+        Work(1, "GPU-t", ns, ns, samples=45, occupied=45, sharing="timeslice", sm_active=0.5) for ns in ("b", "c")
+    ]
     rows = allocate(warehouse, fleet)
     hour0 = {r["namespace"]: r["cost_usd"] for r in rows if r["hour"].hour == 0 and r["basis"] == "timeslice"}
     assert hour0 == {"x": Decimal("1"), "y": Decimal("2"), "z": Decimal("6")}  # $9 split 0.1 : 0.2 : 0.6
     assert {r["method"] for r in rows if r["hour"].hour == 0} == {"measured"}
     hour1 = {r["namespace"]: (r["cost_usd"], r["method"], r["basis"]) for r in rows if r["hour"].hour == 1}
-    assert hour1 == {"b": (pytest.approx(Decimal("3.375"), abs=Decimal("1e-9")), "equal", "timeslice"),
-                     "c": (pytest.approx(Decimal("3.375"), abs=Decimal("1e-9")), "equal", "timeslice"),
-                     None: (Decimal("2.25"), "idle", "unallocated")}
+    assert hour1 == {
+        "b": (pytest.approx(Decimal("3.375"), abs=Decimal("1e-9")), "equal", "timeslice"),
+        "c": (pytest.approx(Decimal("3.375"), abs=Decimal("1e-9")), "equal", "timeslice"),
+        None: (Decimal("2.25"), "idle", "unallocated"),
+    }
 
 
 def test_mps_from_the_host_patterns_and_from_the_mps_server(warehouse):
     fleet = Fleet()
     fleet.lines += [Line("i-a", 0, Decimal("4")), Line("i-b", 0, Decimal("4"))]
-    fleet.gpu_hours += [GpuHour("i-a", 0, "GPU-a", host="gpu-mps-1"), GpuHour("i-b", 0, "GPU-b", host="smi-host", source="smi")]
+    fleet.gpu_hours += [
+        GpuHour("i-a", 0, "GPU-a", host="gpu-mps-1"),
+        GpuHour("i-b", 0, "GPU-b", host="smi-host", source="smi"),
+    ]
     fleet.work += [Work(0, "GPU-a", ns, ns, host="gpu-mps-1", sharing="timeslice") for ns in ("x", "y")]
-    fleet.work += [Work(0, "GPU-b", None, process=p, pid=i, host="smi-host", source="smi", sharing="mps")
-                   for i, p in enumerate(("python", "python"))]
+    fleet.work += [
+        Work(0, "GPU-b", None, process=p, pid=i, host="smi-host", source="smi", sharing="mps")
+        for i, p in enumerate(("python", "python"))
+    ]
     rows = allocate(warehouse, fleet, mps_hosts=["gpu-mps-*"])
-    assert {(r["resource_id"], r["basis"], r["method"]) for r in rows} == {("i-a", "mps", "equal"), ("i-b", "mps", "equal")}
+    assert {(r["resource_id"], r["basis"], r["method"]) for r in rows} == {
+        ("i-a", "mps", "equal"),
+        ("i-b", "mps", "equal"),
+    }
     assert all(r["cost_usd"] == 2 for r in rows)
 
 
@@ -205,14 +242,27 @@ def test_onprem_gpus_carry_their_own_lines(warehouse):
     fleet = Fleet()
     for slot, (uuid, cost) in enumerate((("GPU-x", "1.50"), ("GPU-y", "0.90"), (None, "0.60"))):
         tags = f'{{"gpu_uuid": "{uuid}"}}' if uuid else "{}"
-        fleet.lines.append(Line("node7", 0, Decimal(cost), team="research", provider="onprem",
-                                resource_name=f"node7/gpu{slot}", tags=tags))
+        fleet.lines.append(
+            Line(
+                "node7",
+                0,
+                Decimal(cost),
+                team="research",
+                provider="onprem",
+                resource_name=f"node7/gpu{slot}",
+                tags=tags,
+            )
+        )
     fleet.gpu_hours += [GpuHour("node7", 0, "GPU-x", host="node7"), GpuHour("node7", 0, "GPU-y", host="node7")]
     fleet.work.append(Work(0, "GPU-x", "vision", "train", host="node7", samples=30))
     rows = allocate(warehouse, fleet)
     cost = {(r["gpu_uuid"], r["pod"], r["method"]): r["cost_usd"] for r in rows}
-    assert cost == {("GPU-x", "train", "presence"): Decimal("0.75"), ("GPU-x", None, "idle"): Decimal("0.75"),
-                    ("GPU-y", None, "idle"): Decimal("0.90"), (None, None, "unmeasured"): Decimal("0.60")}
+    assert cost == {
+        ("GPU-x", "train", "presence"): Decimal("0.75"),
+        ("GPU-x", None, "idle"): Decimal("0.75"),
+        ("GPU-y", None, "idle"): Decimal("0.90"),
+        (None, None, "unmeasured"): Decimal("0.60"),
+    }
 
 
 def test_team_from_the_namespace_rules_else_the_resource(warehouse):
@@ -224,8 +274,11 @@ def test_team_from_the_namespace_rules_else_the_resource(warehouse):
         con.execute("INSERT INTO attribution_rules VALUES ('dcgm', 'namespace_teams', 'ml-train', 'vision')")
     rows = allocate(warehouse, fleet)
     teams = {(r["namespace"], r["basis"]): r["team"] for r in rows}
-    assert teams == {("ml-train", "whole"): "vision", ("unmapped", "whole"): "platform",
-                     (None, "unallocated"): "platform"}
+    assert teams == {
+        ("ml-train", "whole"): "vision",
+        ("unmapped", "whole"): "platform",
+        (None, "unallocated"): "platform",
+    }
 
 
 def test_resource_days_without_any_workload_are_not_allocated(warehouse):
@@ -254,12 +307,20 @@ def random_fleet(rng: random.Random) -> Fleet:
         for hour in range(rng.randint(1, 30)):
             if onprem:
                 for slot in range(gpus):
-                    cost = Decimal(rng.randint(0, 10 ** 17)) * Decimal("1e-15")
-                    fleet.lines.append(Line(rid, hour, cost, provider="onprem", resource_name=f"{rid}/gpu{slot}",
-                                            tags=f'{{"gpu_uuid": "{rid}-g{slot}"}}'))
+                    cost = Decimal(rng.randint(0, 10**17)) * Decimal("1e-15")
+                    fleet.lines.append(
+                        Line(
+                            rid,
+                            hour,
+                            cost,
+                            provider="onprem",
+                            resource_name=f"{rid}/gpu{slot}",
+                            tags=f'{{"gpu_uuid": "{rid}-g{slot}"}}',
+                        )
+                    )
             else:
                 for _ in range(rng.randint(1, 3)):  # several lines an hour (e.g. a credit)
-                    cost = Decimal(rng.randint(-10 ** 15, 10 ** 18)) * Decimal("1e-15")
+                    cost = Decimal(rng.randint(-(10**15), 10**18)) * Decimal("1e-15")
                     fleet.lines.append(Line(rid, hour, cost, gpu_count=rng.choice([gpus, None])))
             for g in range(gpus):
                 if rng.random() < 0.2:
@@ -270,10 +331,19 @@ def random_fleet(rng: random.Random) -> Fleet:
                     samples = rng.randint(1, 60)
                     fleet.gpu_hours.append(GpuHour(rid, hour, uuid, mig, samples=samples))
                     for p in range(rng.randint(0, 4)):
-                        fleet.work.append(Work(hour, uuid, rng.choice(["a", "b", None]), f"p{p}", mig_instance=mig,
-                                               samples=rng.randint(1, samples), occupied=rng.choice([None, samples]),
-                                               sm_active=rng.choice([None, rng.random()]),
-                                               sharing=rng.choice([None, "timeslice"])))
+                        fleet.work.append(
+                            Work(
+                                hour,
+                                uuid,
+                                rng.choice(["a", "b", None]),
+                                f"p{p}",
+                                mig_instance=mig,
+                                samples=rng.randint(1, samples),
+                                occupied=rng.choice([None, samples]),
+                                sm_active=rng.choice([None, rng.random()]),
+                                sharing=rng.choice([None, "timeslice"]),
+                            )
+                        )
     return fleet
 
 

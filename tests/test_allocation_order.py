@@ -47,10 +47,29 @@ def dcgm_samples() -> list[dict]:
         if minute < 200:
             gpu0 |= {"namespace": "ml-train", "pod": "train-0", "container": "main"}
         rows.append(base | gpu0)
-        rows += [base | {"uuid": "GPU-a1", "index": "1", "namespace": "serve", "pod": f"s-{i}", "container": "srv",
-                         "vgpu": str(i)} for i in range(2)]
-        rows.append(base | {"uuid": "GPU-a2", "index": "2", "mig": "3g.20gb/1", "namespace": "notebooks",
-                            "pod": "nb-0", "container": "jupyter"})
+        rows += [
+            base
+            | {
+                "uuid": "GPU-a1",
+                "index": "1",
+                "namespace": "serve",
+                "pod": f"s-{i}",
+                "container": "srv",
+                "vgpu": str(i),
+            }
+            for i in range(2)
+        ]
+        rows.append(
+            base
+            | {
+                "uuid": "GPU-a2",
+                "index": "2",
+                "mig": "3g.20gb/1",
+                "namespace": "notebooks",
+                "pod": "nb-0",
+                "container": "jupyter",
+            }
+        )
         rows.append(base | {"uuid": "GPU-a2", "index": "2", "mig": "1g.5gb/7"})
         rows.append(base | {"uuid": "GPU-a3", "index": "3"})
     return rows
@@ -65,8 +84,10 @@ def smi_logs(folder: Path) -> None:
     for minute in range(HOURS * 60):
         stamp = (START + timedelta(minutes=minute)).strftime("%Y/%m/%d %H:%M:%S.000")
         gpu.append(f"{stamp}, NVIDIA L40S, GPU-b0, 0, {minute % 30} %, 9000 MiB, 46068 MiB, 120.00 W")
-        apps += [f"{stamp}, NVIDIA L40S, 00000000:00:09.0, 0, GPU-b0, {pid}, /usr/bin/python3, 4500 MiB"
-                 for pid in (4242, 4343)]
+        apps += [
+            f"{stamp}, NVIDIA L40S, 00000000:00:09.0, 0, GPU-b0, {pid}, /usr/bin/python3, 4500 MiB"
+            for pid in (4242, 4343)
+        ]
     (folder / "gpu" / "node-b.csv").write_text("\n".join(gpu) + "\n")
     (folder / "apps" / "node-b.csv").write_text("\n".join(apps) + "\n")
 
@@ -74,8 +95,9 @@ def smi_logs(folder: Path) -> None:
 def bill_lines(restated: bool = False) -> list[Line]:
     """Hourly GPU instance lines: node-a 8 GPUs ($32/h, $40/h once restated), node-b 1 GPU ($2/h)."""
     rate = Decimal("40") if restated else Decimal("32")
-    return ([Line("i-0aaa", h, rate, team="platform", gpu_count=8) for h in range(HOURS)]
-            + [Line("i-0bbb", h, Decimal("2"), team="research", gpu_count=1, gpu_model="L40S") for h in range(HOURS)])
+    return [Line("i-0aaa", h, rate, team="platform", gpu_count=8) for h in range(HOURS)] + [
+        Line("i-0bbb", h, Decimal("2"), team="research", gpu_count=1, gpu_model="L40S") for h in range(HOURS)
+    ]
 
 
 class World:
@@ -91,12 +113,22 @@ class World:
         self._run("bills", "focus_files", {"path": str(self.tmp / "bills" / "*.csv")})
 
     def dcgm(self) -> None:
-        self._run("dcgm", "dcgm_exporter", {"targets": [str(self.tmp / "dcgm" / "*.prom")],
-                                            "resource_map": {"node-a": "i-0aaa"}, "namespace_teams": NAMESPACE_TEAMS})
+        self._run(
+            "dcgm",
+            "dcgm_exporter",
+            {
+                "targets": [str(self.tmp / "dcgm" / "*.prom")],
+                "resource_map": {"node-a": "i-0aaa"},
+                "namespace_teams": NAMESPACE_TEAMS,
+            },
+        )
 
     def smi(self) -> None:
-        self._run("smi", "nvidia_smi_csv", {"path": str(self.tmp / "smi" / "*" / "*.csv"),
-                                            "resource_map": {"node-b": "i-0bbb"}})
+        self._run(
+            "smi",
+            "nvidia_smi_csv",
+            {"path": str(self.tmp / "smi" / "*" / "*.csv"), "resource_map": {"node-b": "i-0bbb"}},
+        )
 
     def _run(self, name: str, kind: str, options: dict, **kwargs) -> None:
         result = run_source(registry(), self.warehouse, name, kind, options, team_tag_keys=("team",), **kwargs)
@@ -138,19 +170,29 @@ def test_every_order_gives_the_same_allocation(outcomes):
 
 def test_the_allocation_is_the_restated_bill_split_as_measured(outcomes):
     warehouse = outcomes["restated between re-runs"]
-    sums = query(warehouse, """
+    sums = query(
+        warehouse,
+        """
         WITH bill AS (SELECT "ResourceId" AS resource_id, "ChargePeriodStart" AS hour, sum("EffectiveCost") AS cost
                       FROM cost_line_items GROUP BY ALL)
         SELECT a.resource_id, a.hour, sum(a.cost_usd), any_value(b.cost) FROM gpu_allocation_hourly a
-        JOIN bill b USING (resource_id, hour) GROUP BY ALL""")
+        JOIN bill b USING (resource_id, hour) GROUP BY ALL""",
+    )
     assert len(sums) == 2 * HOURS and all(got == bill for _, _, got, bill in sums)
-    per = {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in query(warehouse, """
+    per = {
+        (r[0], r[1], r[2], r[3]): (r[4], r[5])
+        for r in query(
+            warehouse,
+            """
         SELECT resource_id, coalesce(pod, process, '-'), basis, team, sum(cost_usd), sum(share)
-        FROM gpu_allocation_hourly GROUP BY ALL""")}
+        FROM gpu_allocation_hourly GROUP BY ALL""",
+        )
+    }
     per_gpu = Decimal("40") / 8 * HOURS  # $5 a GPU-hour once restated, over the four hours
 
     def cost(*key) -> Decimal:
         return per[key][0]
+
     near = {"abs": Decimal("1e-12")}
     assert cost("i-0aaa", "train-0", "whole", "vision") == pytest.approx(per_gpu * 200 / 240, **near)
     assert cost("i-0aaa", "s-0", "timeslice", "nlp") == cost("i-0aaa", "s-1", "timeslice", "nlp") == per_gpu / 2
@@ -160,19 +202,32 @@ def test_the_allocation_is_the_restated_bill_split_as_measured(outcomes):
     assert idle == pytest.approx(per_gpu * (Decimal(40) / 240 + Decimal(4) / 7 + 1 + 4), **near)
     assert {k[3] for k in per if k[2] == "unallocated"} == {"platform"}
     assert cost("i-0bbb", "/usr/bin/python3", "timeslice", "research") == Decimal("2") * HOURS
-    assert set(per) == {("i-0aaa", "train-0", "whole", "vision"), ("i-0aaa", "s-0", "timeslice", "nlp"),
-                        ("i-0aaa", "s-1", "timeslice", "nlp"), ("i-0aaa", "nb-0", "mig", "platform"),
-                        ("i-0aaa", "-", "unallocated", "platform"), ("i-0bbb", "/usr/bin/python3", "timeslice", "research")}
+    assert set(per) == {
+        ("i-0aaa", "train-0", "whole", "vision"),
+        ("i-0aaa", "s-0", "timeslice", "nlp"),
+        ("i-0aaa", "s-1", "timeslice", "nlp"),
+        ("i-0aaa", "nb-0", "mig", "platform"),
+        ("i-0aaa", "-", "unallocated", "platform"),
+        ("i-0bbb", "/usr/bin/python3", "timeslice", "research"),
+    }
 
 
 def test_a_namespace_rule_change_and_a_settings_change_reallocate(tmp_path):
     warehouse = play(tmp_path, ["bill", "dcgm"])
     world = World.__new__(World)
     world.tmp, world.warehouse = tmp_path, warehouse
-    world._run("dcgm", "dcgm_exporter", {"targets": [str(tmp_path / "dcgm" / "*.prom")],
-                                         "resource_map": {"node-a": "i-0aaa"},
-                                         "namespace_teams": {**NAMESPACE_TEAMS, "notebooks": "research"}})
-    teams = dict(query(warehouse, "SELECT pod, any_value(team) FROM gpu_allocation_hourly WHERE pod IS NOT NULL GROUP BY 1"))
+    world._run(
+        "dcgm",
+        "dcgm_exporter",
+        {
+            "targets": [str(tmp_path / "dcgm" / "*.prom")],
+            "resource_map": {"node-a": "i-0aaa"},
+            "namespace_teams": {**NAMESPACE_TEAMS, "notebooks": "research"},
+        },
+    )
+    teams = dict(
+        query(warehouse, "SELECT pod, any_value(team) FROM gpu_allocation_hourly WHERE pod IS NOT NULL GROUP BY 1")
+    )
     assert teams["nb-0"] == "research" and teams["train-0"] == "vision"
     before = query(warehouse, "SELECT count(*) FROM gpu_allocation_hourly WHERE method = 'spread'")[0][0]
     # a changed [allocation] applies before a job's loads, even when no source has anything new

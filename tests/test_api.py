@@ -23,8 +23,11 @@ from gpufinops.jobs.config import ConfigError
 from tests.conftest import query
 from tests.feed_fleet import FLEET, HOURS, START, realistic_recommendations
 
-TOKENS = {"GPUFINOPS_TOKEN_FINANCE": secrets.token_urlsafe(24), "GPUFINOPS_TOKEN_VISION": secrets.token_urlsafe(24),
-          "GPUFINOPS_TOKEN_SCHEDULER": secrets.token_urlsafe(24)}
+TOKENS = {
+    "GPUFINOPS_TOKEN_FINANCE": secrets.token_urlsafe(24),
+    "GPUFINOPS_TOKEN_VISION": secrets.token_urlsafe(24),
+    "GPUFINOPS_TOKEN_SCHEDULER": secrets.token_urlsafe(24),
+}
 API_TOML = """
 [[api.tokens]]
 token_env = "GPUFINOPS_TOKEN_FINANCE"
@@ -131,9 +134,24 @@ def test_recommendation_objects_follow_the_contract(api):
     stored = {r.id: r for r in realistic_recommendations()}
     for obj in httpx.get(f"{url}/v1/recommendations", headers=FINANCE).json():
         rec = stored[obj["id"]]
-        assert list(obj) == ["id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-                             "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status",
-                             "plan", "plan_id"]  # CONTRACT's addition: one resource's plan
+        assert list(obj) == [
+            "id",
+            "kind",
+            "team",
+            "provider",
+            "resource_id",
+            "workload",
+            "current",
+            "proposed",
+            "monthly_savings_usd",
+            "confidence",
+            "risk",
+            "evidence",
+            "created_at",
+            "status",
+            "plan",
+            "plan_id",
+        ]  # CONTRACT's addition: one resource's plan
         assert isinstance(obj["monthly_savings_usd"], float)  # money as a JSON number
         assert Decimal(str(obj["monthly_savings_usd"])) == rec.monthly_savings_usd
         assert obj["current"] == rec.to_dict()["current"] and obj["proposed"] == rec.to_dict()["proposed"]
@@ -149,7 +167,9 @@ def test_costs_are_scoped_and_closed_to_the_scheduler(api):
     assert total == pytest.approx(float(expected))
     lead = httpx.get(f"{url}/v1/costs/daily", headers=VISION).json()
     assert lead and {r["team"] for r in lead} == {"vision"}
-    [(vision_cost,)] = query(warehouse, """SELECT sum("EffectiveCost") FROM cost_line_items WHERE "x_Team" = 'vision'""")
+    [(vision_cost,)] = query(
+        warehouse, """SELECT sum("EffectiveCost") FROM cost_line_items WHERE "x_Team" = 'vision'"""
+    )
     assert sum(r["effective_cost"] for r in lead) == pytest.approx(float(vision_cost))
     assert httpx.get(f"{url}/v1/costs/daily", params={"team": "nlp"}, headers=VISION).status_code == 403
     assert httpx.get(f"{url}/v1/costs/daily", headers=SCHEDULER).status_code == 403
@@ -164,23 +184,40 @@ def test_decisions_are_persisted_and_scoped(api):
     url, warehouse = api
     recs = {r.kind: r for r in realistic_recommendations()}
     vision_id, nlp_id = recs["idle_gpu"].id, recs["gpu_count"].id
-    r = httpx.post(f"{url}/v1/recommendations/{vision_id}/decision", headers=VISION,
-                   json={"decision": "accept", "reason": "stopping it Friday"})
+    r = httpx.post(
+        f"{url}/v1/recommendations/{vision_id}/decision",
+        headers=VISION,
+        json={"decision": "accept", "reason": "stopping it Friday"},
+    )
     assert r.status_code == 200 and r.json()["status"] == "accepted" and r.json()["id"] == vision_id
-    assert query(warehouse, "SELECT decision, reason, actor FROM decisions WHERE recommendation_id = ?", [vision_id]) == [
-        ("accept", "stopping it Friday", "vision-lead")]
+    assert query(
+        warehouse, "SELECT decision, reason, actor FROM decisions WHERE recommendation_id = ?", [vision_id]
+    ) == [("accept", "stopping it Friday", "vision-lead")]
     assert query(warehouse, "SELECT status FROM recommendations WHERE id = ?", [vision_id]) == [("accepted",)]
     # another team's finding is as unknown as a missing one
     other = httpx.post(f"{url}/v1/recommendations/{nlp_id}/decision", headers=VISION, json={"decision": "dismiss"})
-    missing = httpx.post(f"{url}/v1/recommendations/idle_gpu-0000/decision", headers=VISION, json={"decision": "dismiss"})
+    missing = httpx.post(
+        f"{url}/v1/recommendations/idle_gpu-0000/decision", headers=VISION, json={"decision": "dismiss"}
+    )
     assert other.status_code == missing.status_code == 404
     assert query(warehouse, "SELECT status FROM recommendations WHERE id = ?", [nlp_id]) == [("open",)]
-    assert httpx.post(f"{url}/v1/recommendations/{nlp_id}/decision", headers=SCHEDULER,
-                      json={"decision": "accept"}).status_code == 403
-    assert httpx.post(f"{url}/v1/recommendations/{nlp_id}/decision", headers=FINANCE,
-                      json={"decision": "apply"}).status_code == 422
-    r = httpx.post(f"{url}/v1/recommendations/{nlp_id}/decision", headers=FINANCE,
-                   json={"decision": "dismiss", "reason": "needs 8 GPUs for the Q1 run"})
+    assert (
+        httpx.post(
+            f"{url}/v1/recommendations/{nlp_id}/decision", headers=SCHEDULER, json={"decision": "accept"}
+        ).status_code
+        == 403
+    )
+    assert (
+        httpx.post(
+            f"{url}/v1/recommendations/{nlp_id}/decision", headers=FINANCE, json={"decision": "apply"}
+        ).status_code
+        == 422
+    )
+    r = httpx.post(
+        f"{url}/v1/recommendations/{nlp_id}/decision",
+        headers=FINANCE,
+        json={"decision": "dismiss", "reason": "needs 8 GPUs for the Q1 run"},
+    )
     assert r.json()["status"] == "dismissed"
     assert query(warehouse, "SELECT actor FROM decisions WHERE recommendation_id = ?", [nlp_id]) == [("finance-bot",)]
     accepted = httpx.get(f"{url}/v1/recommendations", params={"status": "accepted"}, headers=SCHEDULER).json()
@@ -201,14 +238,26 @@ def test_etag_lets_a_poller_fetch_only_changes(api):
     changed = httpx.get(f"{url}/v1/recommendations", headers={**SCHEDULER, "If-None-Match": etag})
     assert changed.status_code == 200 and changed.headers["etag"] != etag
     costs = httpx.get(f"{url}/v1/costs/daily", headers=FINANCE)
-    assert httpx.get(f"{url}/v1/costs/daily", headers={**FINANCE, "If-None-Match": costs.headers["etag"]}).status_code == 304
+    assert (
+        httpx.get(f"{url}/v1/costs/daily", headers={**FINANCE, "If-None-Match": costs.headers["etag"]}).status_code
+        == 304
+    )
 
 
 def hold_write_lock(warehouse: Path, seconds: float) -> subprocess.Popen:
     """Another process (a running ingest, say) holding DuckDB's write lock for a while."""
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
-                               "print('locked', flush=True); time.sleep(float(sys.argv[2])); con.close()",
-                               str(warehouse), str(seconds)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
+            "print('locked', flush=True); time.sleep(float(sys.argv[2])); con.close()",
+            str(warehouse),
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     return holder
 
@@ -222,8 +271,12 @@ def test_requests_wait_for_a_writer_then_give_up_with_503(tmp_path, feed_warehou
         holder = hold_write_lock(feed_warehouse, 1.5)
         assert holder.poll() is None  # the lock is held as the requests go out
         assert httpx.get(f"{served.url}/v1/recommendations", headers=FINANCE, timeout=60).status_code == 200
-        r = httpx.post(f"{served.url}/v1/recommendations/{rec_id}/decision", headers=FINANCE,
-                       json={"decision": "accept"}, timeout=60)
+        r = httpx.post(
+            f"{served.url}/v1/recommendations/{rec_id}/decision",
+            headers=FINANCE,
+            json={"decision": "accept"},
+            timeout=60,
+        )
         assert r.status_code == 200
         holder.wait(timeout=30)
     with Served(create_app(cfg, environ=TOKENS, read_retry_s=0.2, write_retry_s=0.2)) as served:
@@ -231,8 +284,15 @@ def test_requests_wait_for_a_writer_then_give_up_with_503(tmp_path, feed_warehou
         try:
             busy = httpx.get(f"{served.url}/v1/recommendations", headers=FINANCE, timeout=60)
             assert busy.status_code == 503 and busy.headers["retry-after"]
-            assert httpx.post(f"{served.url}/v1/recommendations/{rec_id}/decision", headers=FINANCE,
-                              json={"decision": "dismiss"}, timeout=60).status_code == 503
+            assert (
+                httpx.post(
+                    f"{served.url}/v1/recommendations/{rec_id}/decision",
+                    headers=FINANCE,
+                    json={"decision": "dismiss"},
+                    timeout=60,
+                ).status_code
+                == 503
+            )
             assert httpx.get(f"{served.url}/healthz").status_code == 503
         finally:
             holder.kill()
@@ -259,22 +319,32 @@ def test_without_tokens_the_api_refuses_unless_insecure_demo(tmp_path, feed_ware
 def test_the_api_command_exits_2_without_tokens(tmp_path, feed_warehouse):
     cfg_path = tmp_path / "gpufinops.toml"
     cfg_path.write_text(f'[warehouse]\npath = "{feed_warehouse}"\n')
-    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(cfg_path), "api", "--port", "1"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(cfg_path), "api", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "api.tokens" in result.stderr and "--insecure-demo" in result.stderr
 
 
-@pytest.mark.parametrize("text, key", [
-    ('[[api.tokens]]\ntoken_env = "T"\nrole = "lead"\n', r"api.tokens\[0\].teams"),
-    ('[[api.tokens]]\ntoken_env = "T"\nrole = "admin"\n', r"api.tokens\[0\].role"),
-    ('[[api.tokens]]\nrole = "finance"\n', r"api.tokens\[0\].token_env"),
-    ('[[api.tokens]]\ntoken_env = "T"\nrole = "finance"\ntoken = "s3cret"\n', r"api.tokens\[0\].token"),
-    ('[[api.tokens]]\ntoken_env = "T"\nrole = "scheduler"\nteams = ["a"]\n', r"api.tokens\[0\].teams"),
-    ('[api]\nport = 1\n', r"api.port"),
-    ('[[api.webhooks]]\nurl = "ftp://x"\nsecret_env = "S"\n', r"api.webhooks\[0\].url"),
-    ('[[api.webhooks]]\nurl = "https://x"\n', r"api.webhooks\[0\].secret_env"),
-    ('[[api.webhooks]]\nurl = "https://x"\nsecret_env = "S"\nmax_attempts = 0\n', r"api.webhooks\[0\].max_attempts"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ('[[api.tokens]]\ntoken_env = "T"\nrole = "lead"\n', r"api.tokens\[0\].teams"),
+        ('[[api.tokens]]\ntoken_env = "T"\nrole = "admin"\n', r"api.tokens\[0\].role"),
+        ('[[api.tokens]]\nrole = "finance"\n', r"api.tokens\[0\].token_env"),
+        ('[[api.tokens]]\ntoken_env = "T"\nrole = "finance"\ntoken = "s3cret"\n', r"api.tokens\[0\].token"),
+        ('[[api.tokens]]\ntoken_env = "T"\nrole = "scheduler"\nteams = ["a"]\n', r"api.tokens\[0\].teams"),
+        ("[api]\nport = 1\n", r"api.port"),
+        ('[[api.webhooks]]\nurl = "ftp://x"\nsecret_env = "S"\n', r"api.webhooks\[0\].url"),
+        ('[[api.webhooks]]\nurl = "https://x"\n', r"api.webhooks\[0\].secret_env"),
+        (
+            '[[api.webhooks]]\nurl = "https://x"\nsecret_env = "S"\nmax_attempts = 0\n',
+            r"api.webhooks\[0\].max_attempts",
+        ),
+    ],
+)
 def test_bad_api_config_names_the_key(tmp_path, text, key):
     path = tmp_path / "gpufinops.toml"
     path.write_text(text)

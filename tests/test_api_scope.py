@@ -33,6 +33,7 @@ VISION = {"Authorization": f"Bearer {TOKENS['GPUFINOPS_TOKEN_VISION']}"}
 
 def test_two_tokens_with_one_value_refuse_to_start(tmp_path, feed_template):
     from gpufinops.jobs.api import create_app
+
     shared = secrets.token_urlsafe(24)
     env = {**TOKENS, "GPUFINOPS_TOKEN_VISION": shared, "GPUFINOPS_TOKEN_FINANCE": shared}
     with pytest.raises(ConfigError) as refused:
@@ -45,8 +46,12 @@ def test_two_tokens_with_one_value_refuse_to_start(tmp_path, feed_template):
 @pytest.mark.parametrize("value", ["qq", "short-token-15c"])
 def test_a_short_token_refuses_to_start(tmp_path, feed_template, value):
     from gpufinops.jobs.api import create_app
-    with pytest.raises(ConfigError, match=r"api.tokens\[1\].token_env: the token in GPUFINOPS_TOKEN_VISION is "
-                                          r"shorter than 16 characters") as refused:
+
+    with pytest.raises(
+        ConfigError,
+        match=r"api.tokens\[1\].token_env: the token in GPUFINOPS_TOKEN_VISION is "
+        r"shorter than 16 characters",
+    ) as refused:
         create_app(make_config(tmp_path, feed_template), environ={**TOKENS, "GPUFINOPS_TOKEN_VISION": value})
     assert value not in str(refused.value)
 
@@ -56,6 +61,7 @@ def test_the_api_command_exits_2_on_a_shared_token(tmp_path, feed_template):
     import io
 
     from gpufinops.jobs import cli
+
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{feed_template}"\n{API_TOML}')
     err = io.StringIO()
@@ -71,6 +77,7 @@ def test_the_api_command_exits_2_on_a_shared_token(tmp_path, feed_template):
 @pytest.fixture(scope="module")
 def scoped(tmp_path_factory, feed_template):
     from gpufinops.jobs.api import create_app
+
     home = tmp_path_factory.mktemp("scope")
     db = home / "gpufinops.duckdb"
     shutil.copyfile(feed_template, db)
@@ -80,15 +87,30 @@ def scoped(tmp_path_factory, feed_template):
 
 
 def others_digest(db: Path) -> str:
-    rows = query(db, "SELECT id, status, CAST(evidence AS VARCHAR) FROM recommendations WHERE team IS DISTINCT FROM "
-                     "'vision' ORDER BY id")
-    rows += query(db, "SELECT d.recommendation_id, d.decision, d.reason FROM decisions d JOIN recommendations r "
-                      "ON r.id = d.recommendation_id WHERE r.team IS DISTINCT FROM 'vision' ORDER BY 1, 2, 3")
+    rows = query(
+        db,
+        "SELECT id, status, CAST(evidence AS VARCHAR) FROM recommendations WHERE team IS DISTINCT FROM "
+        "'vision' ORDER BY id",
+    )
+    rows += query(
+        db,
+        "SELECT d.recommendation_id, d.decision, d.reason FROM decisions d JOIN recommendations r "
+        "ON r.id = d.recommendation_id WHERE r.team IS DISTINCT FROM 'vision' ORDER BY 1, 2, 3",
+    )
     return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("params", [{"to": "9999-12-31"}, {"from": "0001-01-01"}, {"to": "2026-02-30"},
-                                    {"from": "2026-13-01"}, {"to": "20261001"}, {"from": "2026-10-01T00:00"}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"to": "9999-12-31"},
+        {"from": "0001-01-01"},
+        {"to": "2026-02-30"},
+        {"from": "2026-13-01"},
+        {"to": "20261001"},
+        {"from": "2026-10-01T00:00"},
+    ],
+)
 def test_bad_dates_are_400_not_500(scoped, params):
     client, _, _ = scoped
     answer = client.get("/v1/costs/daily", params=params, headers=VISION)
@@ -96,20 +118,36 @@ def test_bad_dates_are_400_not_500(scoped, params):
     assert list(params)[0] in answer.json()["detail"]
 
 
-texts = st.one_of(st.none(), st.sampled_from(["vision", "research", "platform", "", "VISION", "vision ", "*", "%",
-                                              "' OR 1=1 --", "vision,research"]), st.text(max_size=20))
-days = st.one_of(st.none(), st.dates().map(str), st.sampled_from(["9999-12-31", "0001-01-01", "2026-02-30", "x"]),
-                 st.text(max_size=12))
+texts = st.one_of(
+    st.none(),
+    st.sampled_from(
+        ["vision", "research", "platform", "", "VISION", "vision ", "*", "%", "' OR 1=1 --", "vision,research"]
+    ),
+    st.text(max_size=20),
+)
+days = st.one_of(
+    st.none(),
+    st.dates().map(str),
+    st.sampled_from(["9999-12-31", "0001-01-01", "2026-02-30", "x"]),
+    st.text(max_size=12),
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(team=texts, kind=st.one_of(st.none(), st.sampled_from(list(KINDS)), st.text(max_size=12)),
-       status=st.one_of(st.none(), st.sampled_from(["open", "accepted", "dismissed", "applied"]), st.text(max_size=8)),
-       start=days, end=days, target=st.integers(min_value=0, max_value=10 ** 6),
-       decision=st.sampled_from(["accept", "dismiss", "apply", "", "ACCEPT"]), raw_id=st.text(max_size=40))
+@given(
+    team=texts,
+    kind=st.one_of(st.none(), st.sampled_from(list(KINDS)), st.text(max_size=12)),
+    status=st.one_of(st.none(), st.sampled_from(["open", "accepted", "dismissed", "applied"]), st.text(max_size=8)),
+    start=days,
+    end=days,
+    target=st.integers(min_value=0, max_value=10**6),
+    decision=st.sampled_from(["accept", "dismiss", "apply", "", "ACCEPT"]),
+    raw_id=st.text(max_size=40),
+)
 @pytest.mark.slow
-def test_a_lead_token_never_sees_or_changes_another_team(scoped, team, kind, status, start, end, target, decision,
-                                                         raw_id):
+def test_a_lead_token_never_sees_or_changes_another_team(
+    scoped, team, kind, status, start, end, target, decision, raw_id
+):
     client, db, others = scoped
     before = others_digest(db)
     params = {k: v for k, v in (("team", team), ("kind", kind), ("status", status)) if v is not None}
@@ -125,8 +163,11 @@ def test_a_lead_token_never_sees_or_changes_another_team(scoped, team, kind, sta
     for rec_id in (others[target % len(others)], raw_id):
         if not rec_id:
             continue
-        decided = client.post(f"/v1/recommendations/{quote(rec_id, safe='')}/decision",
-                              json={"decision": decision, "reason": "p"}, headers=VISION)
+        decided = client.post(
+            f"/v1/recommendations/{quote(rec_id, safe='')}/decision",
+            json={"decision": decision, "reason": "p"},
+            headers=VISION,
+        )
         assert decided.status_code < 500, decided.text
         if rec_id in others:
             assert decided.status_code in (404, 422)

@@ -25,9 +25,11 @@ from tests.conftest import query, table_digest
 from tests.prometheus_fixture import PROMETHEUS, PROMTOOL, PrometheusServer
 
 REGISTRY = default_registry()
-ORDERS = {"metrics, bill, restated bill": ("metrics", "bill", "restated"),
-          "bill, metrics, restated bill": ("bill", "metrics", "restated"),
-          "bill, restated bill, metrics": ("bill", "restated", "metrics")}
+ORDERS = {
+    "metrics, bill, restated bill": ("metrics", "bill", "restated"),
+    "bill, metrics, restated bill": ("bill", "metrics", "restated"),
+    "bill, restated bill, metrics": ("bill", "restated", "metrics"),
+}
 TEAM_KEYS = ("team", "user:team", "user_team", "k8s_label_team")  # the config's default [teams] tag_keys
 UNTIL = of.START + of.timedelta(days=of.DAYS)
 
@@ -71,8 +73,11 @@ def _outcome(warehouse: Path) -> dict:
     for rec in recs:
         rec.pop("created_at")
     withheld = sorted((w.to_dict() for w in run.withheld), key=lambda w: (w["kind"], w["resource_id"] or ""))
-    return {"metrics": table_digest(warehouse, "gpu_metrics_hourly", exclude=("ingest_run_id",)),
-            "recommendations": recs, "withheld": withheld}
+    return {
+        "metrics": table_digest(warehouse, "gpu_metrics_hourly", exclude=("ingest_run_id",)),
+        "recommendations": recs,
+        "withheld": withheld,
+    }
 
 
 @pytest.mark.parametrize("source_type", ["dcgm_exporter", "prometheus", "nvidia_smi_csv"])
@@ -114,8 +119,11 @@ def _prom_lines(host: str, gpu: int, namespace: str | None, start, minutes: int)
     out = []
     for m in range(minutes):
         ts = int((start + of.timedelta(minutes=m)).timestamp() * 1000)
-        out += [f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 40 {ts}", f"DCGM_FI_DEV_FB_USED{{{labels}}} 1000 {ts}",
-                f"DCGM_FI_DEV_FB_FREE{{{labels}}} 80000 {ts}"]
+        out += [
+            f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 40 {ts}",
+            f"DCGM_FI_DEV_FB_USED{{{labels}}} 1000 {ts}",
+            f"DCGM_FI_DEV_FB_FREE{{{labels}}} 80000 {ts}",
+        ]
     return out
 
 
@@ -123,24 +131,46 @@ def test_onprem_gpu_hours_take_the_team_their_cost_lines_take(tmp_path):
     """Scheduler label (namespace_teams), else node_teams, else the node group's team: the same for a
     node's GPU-hours as for its cost lines, although the metrics were loaded before any cost line."""
     start = of.START
-    (tmp_path / "a.prom").write_text("\n".join(_prom_lines("gpu-a", 0, "ml-serve", start, 120)
-                                               + _prom_lines("gpu-a", 1, None, start, 120)) + "\n")
+    (tmp_path / "a.prom").write_text(
+        "\n".join(_prom_lines("gpu-a", 0, "ml-serve", start, 120) + _prom_lines("gpu-a", 1, None, start, 120)) + "\n"
+    )
     (tmp_path / "b.prom").write_text("\n".join(_prom_lines("gpu-b", 0, None, start, 120)) + "\n")
     warehouse = tmp_path / "wh" / "gpufinops.duckdb"
-    metrics = run_source(REGISTRY, warehouse, "dcgm", "dcgm_exporter",
-                         {"targets": [str(tmp_path / "*.prom")], "namespace_teams": {"ml-serve": "speech"}})
+    metrics = run_source(
+        REGISTRY,
+        warehouse,
+        "dcgm",
+        "dcgm_exporter",
+        {"targets": [str(tmp_path / "*.prom")], "namespace_teams": {"ml-serve": "speech"}},
+    )
     assert metrics.status == "succeeded", metrics.error
     group = {"name": "hgx", "gpu_model": "A100-80GB", "gpus_per_node": 2, "server_price_usd": 60000, "team": "research"}
-    cluster = {"pue": 1.4, "energy_usd_per_kwh": 0.11, "amortisation_years": 4, "cluster": "dc9",
-               "node_groups": [{**group, "nodes": ["gpu-a", "gpu-b"]}], "node_teams": {"gpu-a": "vision"}}
+    cluster = {
+        "pue": 1.4,
+        "energy_usd_per_kwh": 0.11,
+        "amortisation_years": 4,
+        "cluster": "dc9",
+        "node_groups": [{**group, "nodes": ["gpu-a", "gpu-b"]}],
+        "node_teams": {"gpu-a": "vision"},
+    }
     cost = run_source(REGISTRY, warehouse, "dc9", "onprem", cluster)
     assert cost.status == "succeeded", cost.error
-    hours = dict(query(warehouse, "SELECT gpu_uuid, min(team) FROM gpu_metrics_hourly GROUP BY 1 "
-                                  "HAVING count(DISTINCT team) = 1 AND count(team) = count(*)"))
+    hours = dict(
+        query(
+            warehouse,
+            "SELECT gpu_uuid, min(team) FROM gpu_metrics_hourly GROUP BY 1 "
+            "HAVING count(DISTINCT team) = 1 AND count(team) = count(*)",
+        )
+    )
     assert hours == {"GPU-gpu-a-0": "speech", "GPU-gpu-a-1": "vision", "GPU-gpu-b-0": "research"}
-    lines = dict(query(warehouse, """SELECT json_extract_string("Tags", '$.gpu_uuid'), min("x_Team")
+    lines = dict(
+        query(
+            warehouse,
+            """SELECT json_extract_string("Tags", '$.gpu_uuid'), min("x_Team")
                                      FROM cost_line_items WHERE json_extract_string("Tags", '$.gpu_uuid') IS NOT NULL
-                                     GROUP BY 1 HAVING count(DISTINCT "x_Team") = 1"""))
+                                     GROUP BY 1 HAVING count(DISTINCT "x_Team") = 1""",
+        )
+    )
     assert lines == hours
     assert query(warehouse, "SELECT count(*) FROM gpu_metrics_hourly WHERE resource_id IS NULL")[0][0] == 0
 
@@ -154,9 +184,13 @@ def test_recommend_prints_no_python_warning_and_names_what_it_withheld(tmp_path)
     folder = tmp_path / "fleet"
     warehouse = folder / "wh" / "gpufinops.duckdb"
     _feed(warehouse, "dcgm_exporter", ORDERS["metrics, bill, restated bill"], folder, None)
-    run = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(warehouse), "recommend"],
-                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
-                                                                           "PYTHONWARNINGS": "default"})
+    run = subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(warehouse), "recommend"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONWARNINGS": "default"},
+    )
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
     assert "gpu_count" in run.stdout and of.SPARE.resource_id in run.stdout

@@ -36,12 +36,15 @@ def s3(moto_endpoint, monkeypatch):
 
 
 def deliveries(scale: Decimal = Decimal(1)) -> dict[str, list[data.Line]]:
-    return {"2026-09": data.lines("111122223333", "2026-09", scale) + data.lines("444455556666", "2026-09", scale),
-            "2026-10": data.lines("111122223333", "2026-10", scale)}
+    return {
+        "2026-09": data.lines("111122223333", "2026-09", scale) + data.lines("444455556666", "2026-09", scale),
+        "2026-10": data.lines("111122223333", "2026-10", scale),
+    }
 
 
-def publish(tmp: Path, endpoint: str, periods: dict[str, list[data.Line]], bucket: str = "billing",
-            prefix: str = "exports") -> None:
+def publish(
+    tmp: Path, endpoint: str, periods: dict[str, list[data.Line]], bucket: str = "billing", prefix: str = "exports"
+) -> None:
     root = tmp / "bucket"
     data.write_cur2(root, periods, prefix=prefix)
     upload_tree(endpoint, bucket, prefix, root)
@@ -61,9 +64,14 @@ def test_cur2_billed_cost_equals_unblended_per_account_and_period(s3, tmp_path, 
     expected: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for period, rows in periods.items():
         for line in rows:
-            expected[(line.columns["bill_payer_account_id"], period)] += Decimal(str(line.columns["line_item_unblended_cost"]))
-    got = query(warehouse, """SELECT "BillingAccountId", strftime("BillingPeriodStart", '%Y-%m'), sum("BilledCost")
-                              FROM cost_line_items GROUP BY ALL""")
+            expected[(line.columns["bill_payer_account_id"], period)] += Decimal(
+                str(line.columns["line_item_unblended_cost"])
+            )
+    got = query(
+        warehouse,
+        """SELECT "BillingAccountId", strftime("BillingPeriodStart", '%Y-%m'), sum("BilledCost")
+                              FROM cost_line_items GROUP BY ALL""",
+    )
     assert {(a, p): total.quantize(CENT) for a, p, total in got} == {k: v.quantize(CENT) for k, v in expected.items()}
     assert all(total == expected[(a, p)] for a, p, total in got)  # exact, not only to the cent
 
@@ -72,13 +80,21 @@ def test_effective_cost_follows_savings_plan_and_ri_amortisation(s3, tmp_path, w
     rows = data.lines("111122223333", "2026-09")
     publish(tmp_path, s3, {"2026-09": rows})
     assert run(warehouse, s3).status == "succeeded"
-    got = query(warehouse, """SELECT "ChargeDescription", "ChargePeriodStart", "ChargeCategory", "PricingCategory",
+    got = query(
+        warehouse,
+        """SELECT "ChargeDescription", "ChargePeriodStart", "ChargeCategory", "PricingCategory",
                                      "EffectiveCost", "BilledCost", "CommitmentDiscountType"
-                              FROM cost_line_items ORDER BY "ChargePeriodStart", "EffectiveCost" """)
+                              FROM cost_line_items ORDER BY "ChargePeriodStart", "EffectiveCost" """,
+    )
     assert len(got) == len(rows)
     by_type = {line.columns["line_item_line_item_type"]: line for line in rows}
-    effective = dict(query(warehouse, """SELECT "ChargeCategory" || '/' || coalesce("CommitmentDiscountType", '-'),
-                                                sum("EffectiveCost") FROM cost_line_items GROUP BY 1"""))
+    effective = dict(
+        query(
+            warehouse,
+            """SELECT "ChargeCategory" || '/' || coalesce("CommitmentDiscountType", '-'),
+                                                sum("EffectiveCost") FROM cost_line_items GROUP BY 1""",
+        )
+    )
     assert effective["Purchase/Savings Plan"] == by_type["SavingsPlanRecurringFee"].effective  # unused commitment
     assert effective["Purchase/Reserved Instance"] == by_type["RIFee"].effective  # unused RI fee; upfront fee 0
     # usage covered by commitments costs their effective rate; the negation cancels the on-demand charge
@@ -86,8 +102,11 @@ def test_effective_cost_follows_savings_plan_and_ri_amortisation(s3, tmp_path, w
     assert effective["Usage/Reserved Instance"] == Decimal("13.61373804")
     total_effective = query(warehouse, 'SELECT sum("EffectiveCost") FROM cost_line_items')[0][0]
     assert total_effective == sum((line.effective for line in rows), Decimal(0))
-    categories = query(warehouse, """SELECT "ChargeCategory", "PricingCategory", count(*) FROM cost_line_items
-                                     GROUP BY ALL ORDER BY ALL""")
+    categories = query(
+        warehouse,
+        """SELECT "ChargeCategory", "PricingCategory", count(*) FROM cost_line_items
+                                     GROUP BY ALL ORDER BY ALL""",
+    )
     expected = defaultdict(int)
     for line in rows:
         expected[(line.category, line.pricing)] += 1
@@ -97,14 +116,23 @@ def test_effective_cost_follows_savings_plan_and_ri_amortisation(s3, tmp_path, w
 def test_spot_lines_are_dynamic_with_gpu_facts_and_teams(s3, tmp_path, warehouse):
     publish(tmp_path, s3, {"2026-09": data.lines("111122223333", "2026-09")})
     assert run(warehouse, s3).status == "succeeded"
-    spot = query(warehouse, """SELECT "PricingCategory", x_InstanceType, x_GpuModel, x_GpuCount, x_Team, "Tags"
-                               FROM cost_line_items WHERE "ChargeDescription" LIKE '%Spot Instance-hour'""")
+    spot = query(
+        warehouse,
+        """SELECT "PricingCategory", x_InstanceType, x_GpuModel, x_GpuCount, x_Team, "Tags"
+                               FROM cost_line_items WHERE "ChargeDescription" LIKE '%Spot Instance-hour'""",
+    )
     assert spot == [("Dynamic", "g5.12xlarge", "A10G", 4, "vision", '{"user_team":"vision"}')]
-    gpu_lines = query(warehouse, """SELECT DISTINCT x_InstanceType, x_GpuModel, x_GpuCount, "RegionId" FROM cost_line_items
-                                    WHERE "ResourceId" = 'i-0aaa1111bbbb2222c'""")
+    gpu_lines = query(
+        warehouse,
+        """SELECT DISTINCT x_InstanceType, x_GpuModel, x_GpuCount, "RegionId" FROM cost_line_items
+                                    WHERE "ResourceId" = 'i-0aaa1111bbbb2222c'""",
+    )
     assert gpu_lines == [("p4d.24xlarge", "A100-40GB", 8, "us-east-1")]
-    storage = query(warehouse, """SELECT "ServiceCategory", "ServiceSubcategory", "PricingUnit", x_GpuCount, x_Team
-                                  FROM cost_line_items WHERE "ResourceId" = 'vol-0abc'""")
+    storage = query(
+        warehouse,
+        """SELECT "ServiceCategory", "ServiceSubcategory", "PricingUnit", x_GpuCount, x_Team
+                                  FROM cost_line_items WHERE "ResourceId" = 'vol-0abc'""",
+    )
     # FOCUS 1.2: one ServiceCategory per ServiceName, so an EBS volume billed under Amazon Elastic Compute
     # Cloud is Compute like the instances (it was 'Storage' from the product family before); CUR's GB-Mo
     # is the UnitFormat's GB-Months
@@ -114,8 +142,11 @@ def test_spot_lines_are_dynamic_with_gpu_facts_and_teams(s3, tmp_path, warehouse
 def test_restated_month_replaces_and_redelivery_is_skipped(s3, tmp_path, warehouse):
     publish(tmp_path, s3, deliveries())
     assert run(warehouse, s3).status == "succeeded"
-    untouched = query(warehouse, """SELECT count(*), sum("BilledCost") FROM cost_line_items
-                                    WHERE strftime("BillingPeriodStart", '%Y-%m') = '2026-10'""")
+    untouched = query(
+        warehouse,
+        """SELECT count(*), sum("BilledCost") FROM cost_line_items
+                                    WHERE strftime("BillingPeriodStart", '%Y-%m') = '2026-10'""",
+    )
     before = table_digest(warehouse, "cost_line_items")
     again = run(warehouse, s3)
     assert again.status == "skipped" and table_digest(warehouse, "cost_line_items") == before
@@ -124,15 +155,27 @@ def test_restated_month_replaces_and_redelivery_is_skipped(s3, tmp_path, warehou
     publish(tmp_path / "restated", s3, {"2026-09": restated})
     result = run(warehouse, s3)
     assert result.status == "succeeded" and result.rows == len(restated)
-    september = query(warehouse, """SELECT count(*), sum("BilledCost"), count(DISTINCT "BillingAccountId")
-                                    FROM cost_line_items WHERE strftime("BillingPeriodStart", '%Y-%m') = '2026-09'""")
+    september = query(
+        warehouse,
+        """SELECT count(*), sum("BilledCost"), count(DISTINCT "BillingAccountId")
+                                    FROM cost_line_items WHERE strftime("BillingPeriodStart", '%Y-%m') = '2026-09'""",
+    )
     expected = sum((Decimal(str(line.columns["line_item_unblended_cost"])) for line in restated), Decimal(0))
     assert september == [(len(restated), expected, 1)]
-    assert query(warehouse, """SELECT count(*), sum("BilledCost") FROM cost_line_items
-                               WHERE strftime("BillingPeriodStart", '%Y-%m') = '2026-10'""") == untouched
-    dupes = query(warehouse, """SELECT count(*) FROM (SELECT "ChargePeriodStart", "ResourceId", "ChargeDescription",
+    assert (
+        query(
+            warehouse,
+            """SELECT count(*), sum("BilledCost") FROM cost_line_items
+                               WHERE strftime("BillingPeriodStart", '%Y-%m') = '2026-10'""",
+        )
+        == untouched
+    )
+    dupes = query(
+        warehouse,
+        """SELECT count(*) FROM (SELECT "ChargePeriodStart", "ResourceId", "ChargeDescription",
                                 "BilledCost", "BillingAccountId", "ChargeCategory", count(*) n FROM cost_line_items
-                                GROUP BY ALL HAVING count(*) > 1)""")
+                                GROUP BY ALL HAVING count(*) > 1)""",
+    )
     assert dupes == [(0,)]
 
 
@@ -140,12 +183,27 @@ def test_split_cost_rows_bill_each_pod_its_share_of_the_instance(s3, tmp_path, w
     rows = data.lines("111122223333", "2026-09", split=True)
     publish(tmp_path, s3, {"2026-09": rows})
     assert run(warehouse, s3).status == "succeeded"
-    pods = query(warehouse, """SELECT "ResourceName", "ResourceId", x_Team, "BilledCost", "EffectiveCost"
-                               FROM cost_line_items WHERE "ResourceName" IS NOT NULL ORDER BY 1""")
-    assert pods == [("arn:aws:eks:us-east-1:004455667788:pod/ml/serve-1", "i-0aaa1111bbbb2222c", "nlp",
-                     Decimal("5.5"), Decimal("5.5")),
-                    ("arn:aws:eks:us-east-1:004455667788:pod/ml/train-0", "i-0aaa1111bbbb2222c", "research",
-                     Decimal("16.457642"), Decimal("16.457642"))]
+    pods = query(
+        warehouse,
+        """SELECT "ResourceName", "ResourceId", x_Team, "BilledCost", "EffectiveCost"
+                               FROM cost_line_items WHERE "ResourceName" IS NOT NULL ORDER BY 1""",
+    )
+    assert pods == [
+        (
+            "arn:aws:eks:us-east-1:004455667788:pod/ml/serve-1",
+            "i-0aaa1111bbbb2222c",
+            "nlp",
+            Decimal("5.5"),
+            Decimal("5.5"),
+        ),
+        (
+            "arn:aws:eks:us-east-1:004455667788:pod/ml/train-0",
+            "i-0aaa1111bbbb2222c",
+            "research",
+            Decimal("16.457642"),
+            Decimal("16.457642"),
+        ),
+    ]
     assert sum(p[3] for p in pods) == Decimal("21.957642")  # the instance-hour, once
 
 
@@ -213,7 +271,9 @@ def test_local_directory_mode_needs_no_boto3(tmp_path, warehouse, monkeypatch):
     root = tmp_path / "sync"
     periods = deliveries()
     data.write_cur2(root, periods)
-    result = run_source(REGISTRY, warehouse, "cur", "aws_cur", {"path": str(root), "format": "cur2"}, team_tag_keys=TAGS)
+    result = run_source(
+        REGISTRY, warehouse, "cur", "aws_cur", {"path": str(root), "format": "cur2"}, team_tag_keys=TAGS
+    )
     assert result.status == "succeeded" and result.rows == sum(len(v) for v in periods.values())
     assert run_source(REGISTRY, warehouse, "cur", "aws_cur", {"path": str(root)}).status == "skipped"
     wrong = run_source(REGISTRY, warehouse, "cur2", "aws_cur", {"path": str(root), "format": "focus"})

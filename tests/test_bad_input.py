@@ -100,8 +100,12 @@ def test_cli_exit_1_with_one_sentence_on_stderr(tmp_path):
     bad_non_numeric_cost(bad)
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "wh.duckdb"\n[sources.focus]\ntype = "focus_files"\npath = "{bad}"\n')
-    proc = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "ingest"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "ingest"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert "focus" in proc.stdout and "failed" in proc.stdout
     errors = [line for line in proc.stderr.splitlines() if line.startswith("gpufinops:")]

@@ -35,26 +35,45 @@ def demo_home(tmp_path_factory) -> Path:
 
 
 def cli(*args: str, columns: int = 100, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": str(columns), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(columns), **(env or {})},
+    )
 
 
 def test_money_ids_and_missing_values_read_at_a_glance():
     assert output.money(Decimal("4548.5")) == "$4,548.50" and output.money(-12) == "-$12.00"
     assert output.money(Decimal("1200"), "CHF") == "1,200.00 CHF" and output.money(None) == output.MISSING
-    assert output.elide_middle(GCP_ID, 40).endswith("/instances/nlp-llm7b-serve") and len(output.elide_middle(GCP_ID, 40)) == 40
+    assert (
+        output.elide_middle(GCP_ID, 40).endswith("/instances/nlp-llm7b-serve")
+        and len(output.elide_middle(GCP_ID, 40)) == 40
+    )
     assert output.elide_middle("i-0a170b33839263059", 40) == "i-0a170b33839263059"
-    assert change_text({"instance_type": "g5.48xlarge", "gpu_count": 8}, {"instance_type": None, "gpu_count": 2}) == \
-        "gpu_count 8 → 2"  # a key the proposal leaves open is no change, not "g5.48xlarge→None"
+    assert (
+        change_text({"instance_type": "g5.48xlarge", "gpu_count": 8}, {"instance_type": None, "gpu_count": 2})
+        == "gpu_count 8 → 2"
+    )  # a key the proposal leaves open is no change, not "g5.48xlarge→None"
     assert change_text({}, {"state": "released"}) == "state → released"  # not "state None→released"
 
 
 @pytest.mark.parametrize("width", [80, 120, 200])
 def test_a_table_fits_its_width_and_keeps_the_instance_name(width):
-    rows = [{"resource_id": GCP_ID, "monthly_savings_usd": Decimal("4548.5"), "action": "move to g2-standard-4 " * 4},
-            {"resource_id": "i-0a170b33839263059", "monthly_savings_usd": None, "action": None}]
-    text = output.table_text(rows, [Col("resource_id", "Resource", ID), Col("monthly_savings_usd", "Savings/mo", MONEY),
-                                    Col("action", "Action", output.WRAP)], width=width)
+    rows = [
+        {"resource_id": GCP_ID, "monthly_savings_usd": Decimal("4548.5"), "action": "move to g2-standard-4 " * 4},
+        {"resource_id": "i-0a170b33839263059", "monthly_savings_usd": None, "action": None},
+    ]
+    text = output.table_text(
+        rows,
+        [
+            Col("resource_id", "Resource", ID),
+            Col("monthly_savings_usd", "Savings/mo", MONEY),
+            Col("action", "Action", output.WRAP),
+        ],
+        width=width,
+    )
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= width and not any(line != line.rstrip() for line in lines)
     assert "nlp-llm7b-serve" in text and "i-0a170b33839263059" in text and "$4,548.50" in text
@@ -106,13 +125,18 @@ def test_ingest_list_is_aligned_and_sql_csv_has_no_blank_line(demo_home):
     starts = [header.index(h) for h in ("Source", "Type", "Schedule", "Last run", "Status")]
     for row in rows:
         if not row.startswith(" "):  # a source's first line (a long watermark wraps onto the next)
-            assert all(row[s - 1] == " " or s == 0 for s in starts) and row[starts[4]:].split()[0] in (
-                "succeeded", "skipped", "failed"), row
+            assert all(row[s - 1] == " " or s == 0 for s in starts) and row[starts[4] :].split()[0] in (
+                "succeeded",
+                "skipped",
+                "failed",
+            ), row
     sql = cli("--config", config, "sql", "SELECT source, rows FROM ingest_runs ORDER BY source", "--format", "csv")
     assert sql.returncode == 0 and sql.stdout.endswith("\n") and not sql.stdout.endswith("\n\n")
     assert sql.stdout.splitlines()[0] == "source,rows"
-    assert len(sql.stdout.splitlines()) == 1 + query(demo_home / "data" / "gpufinops.duckdb",
-                                                     "SELECT count(*) FROM ingest_runs")[0][0]
+    assert (
+        len(sql.stdout.splitlines())
+        == 1 + query(demo_home / "data" / "gpufinops.duckdb", "SELECT count(*) FROM ingest_runs")[0][0]
+    )
 
 
 def test_progress_is_quiet_when_not_a_terminal(demo_home):
@@ -138,15 +162,33 @@ sys.exit(main(sys.argv[1:]))
 
 
 def hidden(packages: set[str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", HIDE.format(hidden=packages), *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
+    return subprocess.run(
+        [sys.executable, "-c", HIDE.format(hidden=packages), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
+    )
 
 
-@pytest.mark.parametrize("section, hide, package, extra", [
-    ('type = "aws_cur"\nbucket = "b"\nregion = "us-east-1"\nendpoint_url = "http://127.0.0.1:9"', "boto3", "boto3", "aws"),
-    ('type = "gcp_billing_export"\nproject = "acme-billing"\ndataset = "billing"\ntable = "export"', "google", "google-cloud-bigquery", "gcp"),
-    ('type = "gcp_catalog"\nendpoint = "http://127.0.0.1:9"', "google", "google-cloud-billing", "gcp"),
-])
+@pytest.mark.parametrize(
+    "section, hide, package, extra",
+    [
+        (
+            'type = "aws_cur"\nbucket = "b"\nregion = "us-east-1"\nendpoint_url = "http://127.0.0.1:9"',
+            "boto3",
+            "boto3",
+            "aws",
+        ),
+        (
+            'type = "gcp_billing_export"\nproject = "acme-billing"\ndataset = "billing"\ntable = "export"',
+            "google",
+            "google-cloud-bigquery",
+            "gcp",
+        ),
+        ('type = "gcp_catalog"\nendpoint = "http://127.0.0.1:9"', "google", "google-cloud-billing", "gcp"),
+    ],
+)
 def test_a_missing_cloud_extra_is_one_sentence_with_both_install_commands(tmp_path, section, hide, package, extra):
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{tmp_path / "wh.duckdb"}"\n[sources.s]\n{section}\n')

@@ -49,26 +49,45 @@ def put_agent_metrics(url: str, start: datetime = START) -> None:
     cw = boto3.client("cloudwatch", endpoint_url=url, region_name="us-east-1")
     data = []
     for g, (instance, index, name, host, total) in enumerate(GPUS):
-        dims = [{"Name": "InstanceId", "Value": instance}, {"Name": "index", "Value": index},
-                {"Name": "name", "Value": name}, {"Name": "host", "Value": host}, {"Name": "arch", "Value": "x86_64"}]
+        dims = [
+            {"Name": "InstanceId", "Value": instance},
+            {"Name": "index", "Value": index},
+            {"Name": "name", "Value": name},
+            {"Name": "host", "Value": host},
+            {"Name": "arch", "Value": "x86_64"},
+        ]
         for minute in range(HOURS * 60):
             ts = start + timedelta(minutes=minute)
-            for metric, value in (("nvidia_smi_utilization_gpu", util(g, minute)),
-                                  ("nvidia_smi_memory_used", 1000.0 + (minute * 7 + g) % 500),
-                                  ("nvidia_smi_memory_total", total),
-                                  ("nvidia_smi_power_draw", 60.0 + util(g, minute) * 2)):
+            for metric, value in (
+                ("nvidia_smi_utilization_gpu", util(g, minute)),
+                ("nvidia_smi_memory_used", 1000.0 + (minute * 7 + g) % 500),
+                ("nvidia_smi_memory_total", total),
+                ("nvidia_smi_power_draw", 60.0 + util(g, minute) * 2),
+            ):
                 data.append({"MetricName": metric, "Dimensions": dims, "Timestamp": ts, "Value": value})
-    data.append({"MetricName": "nvidia_smi_utilization_gpu", "Dimensions": [{"Name": "host", "Value": "ip-10-0-0-1"}],
-                 "Timestamp": start, "Value": 99.0})
+    data.append(
+        {
+            "MetricName": "nvidia_smi_utilization_gpu",
+            "Dimensions": [{"Name": "host", "Value": "ip-10-0-0-1"}],
+            "Timestamp": start,
+            "Value": 99.0,
+        }
+    )
     for i in range(0, len(data), 500):
-        cw.put_metric_data(Namespace="CWAgent", MetricData=data[i:i + 500])
+        cw.put_metric_data(Namespace="CWAgent", MetricData=data[i : i + 500])
 
 
 def expected(g: int, hour: int) -> dict:
     values = [util(g, m) for m in range(hour * 60, hour * 60 + 60)]
-    return {"util_mean": statistics.fmean(values), "util_max": max(values), "util_p95": percentile(values, 95),
-            "samples": 60, "mem_used_max_mib": max(1000.0 + (m * 7 + g) % 500 for m in range(hour * 60, hour * 60 + 60)),
-            "mem_total_mib": GPUS[g][4], "power_mean_w": statistics.fmean(60.0 + v * 2 for v in values)}
+    return {
+        "util_mean": statistics.fmean(values),
+        "util_max": max(values),
+        "util_p95": percentile(values, 95),
+        "samples": 60,
+        "mem_used_max_mib": max(1000.0 + (m * 7 + g) % 500 for m in range(hour * 60, hour * 60 + 60)),
+        "mem_total_mib": GPUS[g][4],
+        "power_mean_w": statistics.fmean(60.0 + v * 2 for v in values),
+    }
 
 
 @pytest.fixture
@@ -89,33 +108,47 @@ def run(warehouse, opts, **kw):
 
 def test_hourly_statistics_are_pushed_down_and_land_exactly(agent, warehouse, tmp_path):
     front, _ = agent
-    front.throttle["GetMetricData"] = 2   # CloudWatch throttles: botocore's standard retries absorb it
-    write_focus_csv(tmp_path / "cur.csv", [Line("i-0aaa1111bbbb2222c", h, 32, team="vision", gpu_count=8)
-                                           for h in range(HOURS)], start=START)
-    assert run_source(registry(), warehouse, "cur", "focus_files", {"path": str(tmp_path / "cur.csv")},
-                      team_tag_keys=("team",)).status == "succeeded"
+    front.throttle["GetMetricData"] = 2  # CloudWatch throttles: botocore's standard retries absorb it
+    write_focus_csv(
+        tmp_path / "cur.csv",
+        [Line("i-0aaa1111bbbb2222c", h, 32, team="vision", gpu_count=8) for h in range(HOURS)],
+        start=START,
+    )
+    assert (
+        run_source(
+            registry(), warehouse, "cur", "focus_files", {"path": str(tmp_path / "cur.csv")}, team_tag_keys=("team",)
+        ).status
+        == "succeeded"
+    )
     result = run(warehouse, options(front), since=START, until=START + timedelta(hours=HOURS))
     assert result.status == "succeeded", result.error
-    rows = query(warehouse, """SELECT gpu_uuid, hour, gpu_model, host, resource_hint, resource_id, team, util_mean,
+    rows = query(
+        warehouse,
+        """SELECT gpu_uuid, hour, gpu_model, host, resource_hint, resource_id, team, util_mean,
                                       util_max, util_p95, samples, mem_used_max_mib, mem_total_mib, power_mean_w
-                               FROM gpu_metrics_hourly ORDER BY gpu_uuid, hour""")
+                               FROM gpu_metrics_hourly ORDER BY gpu_uuid, hour""",
+    )
     assert len(rows) == len(GPUS) * HOURS and result.rows == len(rows)
     for row in rows:
         uuid, hour = row[0], row[1]
         g = next(i for i, gpu in enumerate(GPUS) if f"{gpu[0]}:{gpu[1]}" == uuid)
         want = expected(g, int((hour - START).total_seconds() // 3600))
-        got = dict(zip(("util_mean", "util_max", "util_p95", "samples", "mem_used_max_mib", "mem_total_mib",
-                        "power_mean_w"), row[7:]))
+        got = dict(
+            zip(
+                ("util_mean", "util_max", "util_p95", "samples", "mem_used_max_mib", "mem_total_mib", "power_mean_w"),
+                row[7:],
+            )
+        )
         assert got == pytest.approx(want), uuid
         assert row[2] == ("A100-40GB" if "aaa" in uuid else "L4") and row[3] == GPUS[g][3] and row[4] == GPUS[g][0]
     attributed = {r[0]: (r[5], r[6]) for r in rows}
-    assert attributed["i-0aaa1111bbbb2222c:0"] == ("i-0aaa1111bbbb2222c", "vision")   # InstanceId → the bill
-    assert attributed["i-0ddd3333eeee4444f:0"] == (None, None)                         # nothing bills it (yet)
+    assert attributed["i-0aaa1111bbbb2222c:0"] == ("i-0aaa1111bbbb2222c", "vision")  # InstanceId → the bill
+    assert attributed["i-0ddd3333eeee4444f:0"] == (None, None)  # nothing bills it (yet)
     calls = [r for r in front.requests if r["operation"] == "GetMetricData"]
     stats = {q["MetricStat"]["Stat"] for c in calls for q in c["body"].get("MetricDataQueries", [])}
     assert stats == {"Average", "Maximum", "p95", "SampleCount"}
     assert {q["MetricStat"]["Period"] for c in calls for q in c["body"].get("MetricDataQueries", [])} == {3600}
-    assert sum(1 for c in calls if c["body"].get("NextToken")) >= 5   # 21 results, 4 a page: NextToken followed
+    assert sum(1 for c in calls if c["body"].get("NextToken")) >= 5  # 21 results, 4 a page: NextToken followed
     assert all(r["authorization"].startswith("AWS4-HMAC-SHA256") for r in front.requests)
 
 
@@ -132,26 +165,45 @@ def test_incremental_runs_skip_when_nothing_changed_and_filter_instances(agent, 
 def test_moto_alone_can_not_answer_an_extended_statistic(agent):
     """What the front is for: if this starts passing, moto learned percentiles and the front's part can go."""
     _, moto_url = agent
-    cw = boto3.client("cloudwatch", endpoint_url=moto_url, region_name="us-east-1",
-                      config=botocore.config.Config(retries={"max_attempts": 1}))
-    metric = {"Namespace": "CWAgent", "MetricName": "nvidia_smi_utilization_gpu",
-              "Dimensions": [{"Name": "InstanceId", "Value": GPUS[2][0]}, {"Name": "index", "Value": "0"},
-                             {"Name": "name", "Value": GPUS[2][2]}, {"Name": "host", "Value": GPUS[2][3]},
-                             {"Name": "arch", "Value": "x86_64"}]}
-    average = cw.get_metric_data(MetricDataQueries=[{"Id": "a", "MetricStat": {"Metric": metric, "Period": 3600,
-                                                                               "Stat": "Average"}}],
-                                 StartTime=START, EndTime=START + timedelta(hours=1))
+    cw = boto3.client(
+        "cloudwatch",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        config=botocore.config.Config(retries={"max_attempts": 1}),
+    )
+    metric = {
+        "Namespace": "CWAgent",
+        "MetricName": "nvidia_smi_utilization_gpu",
+        "Dimensions": [
+            {"Name": "InstanceId", "Value": GPUS[2][0]},
+            {"Name": "index", "Value": "0"},
+            {"Name": "name", "Value": GPUS[2][2]},
+            {"Name": "host", "Value": GPUS[2][3]},
+            {"Name": "arch", "Value": "x86_64"},
+        ],
+    }
+    average = cw.get_metric_data(
+        MetricDataQueries=[{"Id": "a", "MetricStat": {"Metric": metric, "Period": 3600, "Stat": "Average"}}],
+        StartTime=START,
+        EndTime=START + timedelta(hours=1),
+    )
     assert average["MetricDataResults"][0]["Values"] == [pytest.approx(expected(2, 0)["util_mean"])]
     with pytest.raises(botocore.exceptions.ClientError):
-        cw.get_metric_data(MetricDataQueries=[{"Id": "p", "MetricStat": {"Metric": metric, "Period": 3600,
-                                                                         "Stat": "p95"}}],
-                           StartTime=START, EndTime=START + timedelta(hours=1))
+        cw.get_metric_data(
+            MetricDataQueries=[{"Id": "p", "MetricStat": {"Metric": metric, "Period": 3600, "Stat": "p95"}}],
+            StartTime=START,
+            EndTime=START + timedelta(hours=1),
+        )
 
 
 def test_an_unreachable_endpoint_fails_with_one_sentence(warehouse, monkeypatch):
     use_dummy_credentials(monkeypatch)
-    result = run(warehouse, {"region": "us-east-1", "endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
-                 since=START, until=START + timedelta(hours=1))
+    result = run(
+        warehouse,
+        {"region": "us-east-1", "endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
+        since=START,
+        until=START + timedelta(hours=1),
+    )
     assert result.status == "failed" and result.error.startswith("cw: ")
     assert "ListMetrics" in result.error or "Could not connect" in result.error
     assert query(warehouse, "SELECT count(*) FROM gpu_metrics_hourly") == [(0,)]

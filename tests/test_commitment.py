@@ -18,7 +18,7 @@ from tests.cost_lines import AWS, GCP, add_machine, add_metrics, add_price, work
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)
-OD, C1, C3 = 3.673385, 2.31420704, 1.28591008   # a2-highgpu-1g us-central1 $/h (pricing.yml; CUD $/month / 730)
+OD, C1, C3 = 3.673385, 2.31420704, 1.28591008  # a2-highgpu-1g us-central1 $/h (pricing.yml; CUD $/month / 730)
 
 
 @pytest.fixture
@@ -28,8 +28,18 @@ def con(warehouse):
 
 
 def gcp_machine(con, rid: str, hours, team: str = "recsys") -> None:
-    add_machine(con, rid, hours=hours, provider=GCP, region="us-central1", instance_type="a2-highgpu-1g",
-                gpu_count=1, rate=OD, team=team, tags={"workload": "online_inference"})
+    add_machine(
+        con,
+        rid,
+        hours=hours,
+        provider=GCP,
+        region="us-central1",
+        instance_type="a2-highgpu-1g",
+        gpu_count=1,
+        rate=OD,
+        team=team,
+        tags={"workload": "online_inference"},
+    )
 
 
 def gcp_prices(con, with_3y: bool = True) -> None:
@@ -41,7 +51,7 @@ def gcp_prices(con, with_3y: bool = True) -> None:
 
 def test_baseline_is_a_low_percentile_in_whole_machines():
     usage = np.array([3] * 95 + [2] * 5)
-    assert commitment.baseline(usage, 10) == 3          # 5 % of hours at 2: p10 still 3
+    assert commitment.baseline(usage, 10) == 3  # 5 % of hours at 2: p10 still 3
     assert commitment.baseline(np.array([3] * 85 + [1] * 15), 10) == 1
     assert commitment.baseline(np.array([0] * 50 + [4] * 50), 10) == 0
 
@@ -56,7 +66,7 @@ def test_steady_machines_are_priced_from_the_catalogue_with_break_even(con):
     gcp_prices(con)
     gcp_machine(con, "vm-a", ALWAYS)
     gcp_machine(con, "vm-b", ALWAYS)
-    gcp_machine(con, "vm-c", workhours(DAYS))                 # not steady: above the baseline
+    gcp_machine(con, "vm-c", workhours(DAYS))  # not steady: above the baseline
     recs, withheld = commitment.recommend(con)
     assert len(recs) == 1 and not withheld
     r = recs[0]
@@ -65,8 +75,9 @@ def test_steady_machines_are_priced_from_the_catalogue_with_break_even(con):
     assert r.evidence["baseline_machines"] == 2 and r.proposed["machines"] == 2
     assert float(r.monthly_savings_usd) == pytest.approx(2 * (OD - C1) * commitment.HOURS_PER_MONTH, abs=0.02)
     assert r.evidence["break_even_utilisation"] == pytest.approx(C1 / OD, abs=1e-4)
-    assert float(r.evidence["monthly_savings_3y_usd"]) == pytest.approx(2 * (OD - C3) * commitment.HOURS_PER_MONTH,
-                                                                        abs=0.02)
+    assert float(r.evidence["monthly_savings_3y_usd"]) == pytest.approx(
+        2 * (OD - C3) * commitment.HOURS_PER_MONTH, abs=0.02
+    )
     assert "catalogue" in r.evidence["commitment_price_source"]
     assert r.id == commitment.recommend(con)[0][0].id
 
@@ -78,7 +89,9 @@ def test_idle_hours_are_not_a_baseline(con):
     gcp_machine(con, "vm-busy", ALWAYS)
     add_metrics(con, "vm-busy", hours=ALWAYS, util_max=60.0)
     r = commitment.recommend(con)[0][0]
-    assert r.evidence["baseline_machines"] == 1 and r.evidence["resources"] == ["vm-busy"] and r.resource_id == "vm-busy"
+    assert (
+        r.evidence["baseline_machines"] == 1 and r.evidence["resources"] == ["vm-busy"] and r.resource_id == "vm-busy"
+    )
 
 
 def test_without_a_price_the_group_is_withheld_as_unpriced(con):
@@ -89,8 +102,17 @@ def test_without_a_price_the_group_is_withheld_as_unpriced(con):
 
 def test_the_fleets_own_commitment_rate_prices_a_group_without_catalogue(con):
     add_machine(con, "i-od", hours=ALWAYS, provider=AWS, instance_type="g4dn.xlarge", rate=0.526, team="platform")
-    add_machine(con, "i-ri", hours=ALWAYS, provider=AWS, instance_type="g4dn.xlarge", rate=0.32612, list_rate=0.526,
-                pricing="Committed", team="platform")
+    add_machine(
+        con,
+        "i-ri",
+        hours=ALWAYS,
+        provider=AWS,
+        instance_type="g4dn.xlarge",
+        rate=0.32612,
+        list_rate=0.526,
+        pricing="Committed",
+        team="platform",
+    )
     r = commitment.recommend(con)[0][0]
     assert r.evidence["break_even_utilisation"] == pytest.approx(0.62)
     assert "fleet's own" in r.evidence["commitment_price_source"] and r.confidence < 0.9
@@ -106,6 +128,7 @@ def test_short_history_is_withheld(con):
 
 def test_workloads_moving_to_spot_are_not_committed(con):
     from tests.cost_lines import add_band
+
     add_band(con, "us-east-1", "p4d.24xlarge", 2, 16, 67)
     add_price(con, "aws", "us-east-1", "p4d.24xlarge", "on_demand", 21.957642)
     add_price(con, "aws", "us-east-1", "p4d.24xlarge", "commit_1y", 13.6)
@@ -126,11 +149,16 @@ def test_demo_commitments_match_the_planted_truth(demo_home):
     truth = json.loads((demo_home / "ground_truth.json").read_text())
     planted = {p["resource_id"]: p for p in truth["commitments"]}
     assert all(p["kind"] == "commitment" for p in planted.values())
-    assert not [p for p in truth["planted"] if p["kind"] == "commitment"]   # not waste: its own list
+    assert not [p for p in truth["planted"] if p["kind"] == "commitment"]  # not waste: its own list
     # the model's own saving (a plan step's monthly_savings_usd is re-priced after the steps before it)
-    found = {r[0]: r for r in query(demo_home / "data" / "gpufinops.duckdb",
-                                    "SELECT resource_id, CAST(json_extract(evidence, '$.standalone_monthly_savings_usd') "
-                                    "AS DECIMAL(18, 2)) FROM recommendations WHERE kind = 'commitment'")}
+    found = {
+        r[0]: r
+        for r in query(
+            demo_home / "data" / "gpufinops.duckdb",
+            "SELECT resource_id, CAST(json_extract(evidence, '$.standalone_monthly_savings_usd') "
+            "AS DECIMAL(18, 2)) FROM recommendations WHERE kind = 'commitment'",
+        )
+    }
     hits = set(planted) & set(found)
     assert planted and len(hits) / len(found) >= 0.95 and len(hits) / len(planted) >= 0.95
     for rid in hits:

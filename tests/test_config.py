@@ -51,8 +51,12 @@ def test_good_config_resolves_paths_schedules_and_tag_keys(tmp_path):
 
 
 def test_environment_overrides_the_file(tmp_path):
-    env = {"GPUFINOPS_WAREHOUSE__PATH": "/srv/x.duckdb", "GPUFINOPS_SOURCES__FOCUS__PATH": "/mnt/*.csv",
-           "GPUFINOPS_TEAMS__TAG_KEYS": '["squad"]', "GPUFINOPS_CONFIG_IGNORED": "x"}
+    env = {
+        "GPUFINOPS_WAREHOUSE__PATH": "/srv/x.duckdb",
+        "GPUFINOPS_SOURCES__FOCUS__PATH": "/mnt/*.csv",
+        "GPUFINOPS_TEAMS__TAG_KEYS": '["squad"]',
+        "GPUFINOPS_CONFIG_IGNORED": "x",
+    }
     cfg = config.load(write(tmp_path, GOOD), environ=env)
     assert cfg.warehouse_path == Path("/srv/x.duckdb")
     assert cfg.sources["focus"].options["path"] == "/mnt/*.csv"
@@ -72,18 +76,24 @@ def test_defaults_without_any_file(tmp_path, monkeypatch):
     assert cfg.warehouse_path == tmp_path / "data" / "gpufinops.duckdb" and cfg.sources == {}
 
 
-@pytest.mark.parametrize("text, key", [
-    ('[sources.x]\ntype = "aws_cur_typo"\n', "sources.x.type: unknown source type 'aws_cur_typo'"),
-    ('[sources.x]\npath = "a"\n', "sources.x.type: missing required key"),
-    ('[sources.x]\ntype = "focus_files"\n', "sources.x.path: missing required key"),
-    ('[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "61 * * * *"\n', "sources.x.schedule: invalid cron"),
-    ('[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "every day"\n', "sources.x.schedule: invalid cron"),
-    ('[sources.x]\ntype = "focus_files"\npath = "a"\nbucket = "b"\n', "sources.x.bucket: unknown key"),
-    ('[warehouse]\npaht = "a"\n', "warehouse.paht: unknown key"),
-    ('[wherehouse]\npath = "a"\n', "wherehouse: unknown section"),
-    ('[teams]\ntag_keys = "team"\n', "teams.tag_keys: must be a list"),
-    ('[sources.x\n', "is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ('[sources.x]\ntype = "aws_cur_typo"\n', "sources.x.type: unknown source type 'aws_cur_typo'"),
+        ('[sources.x]\npath = "a"\n', "sources.x.type: missing required key"),
+        ('[sources.x]\ntype = "focus_files"\n', "sources.x.path: missing required key"),
+        (
+            '[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "61 * * * *"\n',
+            "sources.x.schedule: invalid cron",
+        ),
+        ('[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "every day"\n', "sources.x.schedule: invalid cron"),
+        ('[sources.x]\ntype = "focus_files"\npath = "a"\nbucket = "b"\n', "sources.x.bucket: unknown key"),
+        ('[warehouse]\npaht = "a"\n', "warehouse.paht: unknown key"),
+        ('[wherehouse]\npath = "a"\n', "wherehouse: unknown section"),
+        ('[teams]\ntag_keys = "team"\n', "teams.tag_keys: must be a list"),
+        ("[sources.x\n", "is not valid TOML"),
+    ],
+)
 def test_bad_config_is_one_error_naming_the_key(tmp_path, text, key):
     with pytest.raises(ConfigError, match=None) as info:
         config.load(write(tmp_path, text), environ={})
@@ -92,8 +102,11 @@ def test_bad_config_is_one_error_naming_the_key(tmp_path, text, key):
 
 def test_cli_exits_2_with_the_key_on_stderr(tmp_path):
     path = write(tmp_path, '[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "* * *"\n')
-    proc = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest", "list"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest", "list"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "sources.x.schedule" in proc.stderr
 
@@ -101,6 +114,7 @@ def test_cli_exits_2_with_the_key_on_stderr(tmp_path):
 def test_secrets_named_by_env_keys_are_collected_for_scrubbing(tmp_path):
     cfg = config.load(write(tmp_path, GOOD), environ={})
     import os
+
     os.environ["TEST_SMTP_PASSWORD"] = "hunter2-secret"
     try:
         assert cfg.secrets() == ["hunter2-secret"]

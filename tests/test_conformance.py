@@ -51,13 +51,18 @@ def _negative_usage_rows(folder: Path) -> int:
     count = 0
     for path in folder.glob("*.csv"):
         with open(path, newline="") as f:
-            count += sum(1 for r in csv.DictReader(f)
-                         if r["ChargeCategory"] == "Usage" and r["BilledCost"].startswith("-"))
+            count += sum(
+                1 for r in csv.DictReader(f) if r["ChargeCategory"] == "Usage" and r["BilledCost"].startswith("-")
+            )
     return count
 
 
-NEGATIVE_USAGE_IN_INPUT = {"focus_files": _negative_usage_rows, **aws_conformance.NEGATIVE_USAGE, **gcp_loopback.NEGATIVE_USAGE,
-                           "onprem": lambda _: 0}
+NEGATIVE_USAGE_IN_INPUT = {
+    "focus_files": _negative_usage_rows,
+    **aws_conformance.NEGATIVE_USAGE,
+    **gcp_loopback.NEGATIVE_USAGE,
+    "onprem": lambda _: 0,
+}
 
 
 def test_every_registered_ingestor_has_a_conformance_fixture():
@@ -76,7 +81,7 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
     assert first.status == "succeeded", first.error
     assert first.rows > 0
     owned = f'WHERE "{meta.source_column}" = ?' if meta.source_column else ""  # reference tables: no source column
-    assert query(warehouse, f'SELECT count(*) FROM {table.name} {owned}', ["conf"] if owned else [])[0][0] == first.rows
+    assert query(warehouse, f"SELECT count(*) FROM {table.name} {owned}", ["conf"] if owned else [])[0][0] == first.rows
 
     # the key is unique within the source
     keys = ", ".join(f'"{k}"' for k in meta.key)
@@ -86,17 +91,28 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
     # timestamps are UTC-aware and where the input put them
     for field in table.schema:
         if schema.sql_type(field) == "TIMESTAMPTZ":
-            values = [r[0] for r in query(warehouse, f'SELECT "{field.name}" FROM {table.name} '
-                                                     f'WHERE "{field.name}" IS NOT NULL LIMIT 50')]
+            values = [
+                r[0]
+                for r in query(
+                    warehouse, f'SELECT "{field.name}" FROM {table.name} WHERE "{field.name}" IS NOT NULL LIMIT 50'
+                )
+            ]
             assert all(v.utcoffset().total_seconds() == 0 for v in values), field.name
-    time_column = "ChargePeriodStart" if table.name == "cost_line_items" else {**aws_conformance.TIME_COLUMNS, **gcp_loopback.TIME_COLUMNS}.get(table.name, "hour")
+    time_column = (
+        "ChargePeriodStart"
+        if table.name == "cost_line_items"
+        else {**aws_conformance.TIME_COLUMNS, **gcp_loopback.TIME_COLUMNS}.get(table.name, "hour")
+    )
     assert query(warehouse, f'SELECT min("{time_column}") FROM {table.name}')[0][0] >= earliest
 
     if table.name == "cost_line_items":
         # Usage costs are non-negative unless the provider billed them negative: the real FOCUS sample
         # has 12 negative Microsoft usage rows without ChargeClass 'Correction'. Signs pass through as billed.
-        negative = query(warehouse, """SELECT count(*) FROM cost_line_items
-                                       WHERE "ChargeCategory" = 'Usage' AND "BilledCost" < 0""")[0][0]
+        negative = query(
+            warehouse,
+            """SELECT count(*) FROM cost_line_items
+                                       WHERE "ChargeCategory" = 'Usage' AND "BilledCost" < 0""",
+        )[0][0]
         assert negative == NEGATIVE_USAGE_IN_INPUT[source_type](inputs)
 
     before = table_digest(warehouse, table.name)
@@ -124,9 +140,16 @@ def test_arrival_order_does_not_matter(source_type, tmp_path):
         bills = conformance_utilisation.write_bills(folder / "cur")
         warehouse = folder / "wh" / "gpufinops.duckdb"
         for step in order:
-            result = (run_source(REGISTRY, warehouse, "conf", source_type, options) if step == "metrics" else
-                      run_source(REGISTRY, warehouse, "bills", "aws_cur", bills, team_tag_keys=("user_team",)))
+            result = (
+                run_source(REGISTRY, warehouse, "conf", source_type, options)
+                if step == "metrics"
+                else run_source(REGISTRY, warehouse, "bills", "aws_cur", bills, team_tag_keys=("user_team",))
+            )
             assert result.status == "succeeded", (step, result.error)
-        outcomes.append((table_digest(warehouse, "gpu_metrics_hourly", exclude=("ingest_run_id",)),
-                         query(warehouse, "SELECT count(resource_id), count(team) FROM gpu_metrics_hourly")[0]))
+        outcomes.append(
+            (
+                table_digest(warehouse, "gpu_metrics_hourly", exclude=("ingest_run_id",)),
+                query(warehouse, "SELECT count(resource_id), count(team) FROM gpu_metrics_hourly")[0],
+            )
+        )
     assert outcomes[0] == outcomes[1]

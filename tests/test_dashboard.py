@@ -27,9 +27,15 @@ from tests.conftest import FOCUS_SAMPLE, query
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 PAGES = ("overview", "team", "fleet", "recommendations", "spot", "onprem", "health")
 LEAD_TEAM = "vision"
-AUTH = {"auth": "oidc", "users": [{"email": "cfo@example.com", "role": "finance"},
-                                  {"email": "lead@example.com", "role": "lead", "teams": [LEAD_TEAM]}],
-        "monthly_budget_usd": 100000, "team_budgets": {LEAD_TEAM: 5000}}
+AUTH = {
+    "auth": "oidc",
+    "users": [
+        {"email": "cfo@example.com", "role": "finance"},
+        {"email": "lead@example.com", "role": "lead", "teams": [LEAD_TEAM]},
+    ],
+    "monthly_budget_usd": 100000,
+    "team_budgets": {LEAD_TEAM: 5000},
+}
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +108,15 @@ def scoped(con, teams):
     start, end = month_bounds(as_of)
     totals = queries.cost_totals(con, team=teams, start=start, end=end)
     recs = queries.recommendations(con, team=teams, status="open")
-    return {"spend": sum((Decimal(str(v)) for v in totals["effective_cost"]), Decimal(0)),
-            "gpu": sum((Decimal(str(v)) for v in totals["gpu_cost"]), Decimal(0)),
-            "identified": sum((Decimal(str(v)) for v in recs["monthly_savings_usd"]), Decimal(0))}
+    return {
+        "spend": sum((Decimal(str(v)) for v in totals["effective_cost"]), Decimal(0)),
+        "gpu": sum((Decimal(str(v)) for v in totals["gpu_cost"]), Decimal(0)),
+        "identified": sum((Decimal(str(v)) for v in recs["monthly_savings_usd"]), Decimal(0)),
+    }
 
 
 # --- every page, demo mode -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_with_the_demo_banner(monkeypatch, demo_warehouse, page):
@@ -116,7 +125,7 @@ def test_every_page_renders_with_the_demo_banner(monkeypatch, demo_warehouse, pa
     # the demo is built on a fixed calendar that ended a month before today: Data health must say so
     errors = [e.value for e in at.error]
     expected = ["Stale data: "] if page == "health" else []
-    assert [e[:len("Stale data: ")] for e in errors] == expected, errors
+    assert [e[: len("Stale data: ")] for e in errors] == expected, errors
     assert at.title[0].value
 
 
@@ -151,12 +160,15 @@ def test_overview_figures_are_the_warehouse_queries(monkeypatch, demo_warehouse)
     label = next(k for k in shown if k.startswith("Forecast"))
     assert shown[label] == money(sum(Decimal(str(v)) for v in month_end["forecast_usd"]))
     # every chart's money is the day's spend: the provider chart adds up to the window's spend
-    provider_chart = next(t for t in chart_tables(at) if "provider" in t.column_names and "effective_cost" in t.column_names)
+    provider_chart = next(
+        t for t in chart_tables(at) if "provider" in t.column_names and "effective_cost" in t.column_names
+    )
     with db.reader(demo_warehouse) as con:
         as_of = queries.latest_charge_day(con)
         window = queries.cost_totals(con, start=min(window_start(as_of, DEFAULT_WINDOW_DAYS), month_bounds(as_of)[0]))
     assert round(sum(provider_chart.column("effective_cost").to_pylist()), 2) == round(
-        float(sum(Decimal(str(v)) for v in window["effective_cost"])), 2)
+        float(sum(Decimal(str(v)) for v in window["effective_cost"])), 2
+    )
 
 
 def test_fleet_and_recommendations_figures(monkeypatch, demo_warehouse):
@@ -216,6 +228,7 @@ def test_dashboard_shows_spend_of_a_focus_sample(monkeypatch, focus_registry, wa
 
 # --- roles -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("page", PAGES)
 def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page):
     at = open_page(make_app(monkeypatch, demo_warehouse, AUTH, "lead@example.com"), page)
@@ -264,6 +277,7 @@ def test_no_role_no_data(monkeypatch, demo_warehouse, email, shown):
 
 # --- decisions -------------------------------------------------------------------------------------
 
+
 def test_a_decision_is_recorded_with_who_and_why(monkeypatch, writable_warehouse):
     at = open_page(make_app(monkeypatch, writable_warehouse, AUTH, "lead@example.com"), "recommendations")
     rec_id = at.dataframe[0].value["id"].iloc[0]  # the detail opens on the top finding
@@ -279,8 +293,12 @@ def test_a_decision_is_recorded_with_who_and_why(monkeypatch, writable_warehouse
     # the same run shows it: the dismissed finding has left the open/accepted list and its count
     assert int(metrics(at)["Shown"].split(" of ")[0]) == shown_before - 1
     assert rec_id not in set(at.dataframe[0].value["id"])
-    rows = query(writable_warehouse, "SELECT d.decision, d.reason, d.actor, r.status, r.team FROM decisions d "
-                 "JOIN recommendations r ON r.id = d.recommendation_id WHERE d.recommendation_id = ?", [rec_id])
+    rows = query(
+        writable_warehouse,
+        "SELECT d.decision, d.reason, d.actor, r.status, r.team FROM decisions d "
+        "JOIN recommendations r ON r.id = d.recommendation_id WHERE d.recommendation_id = ?",
+        [rec_id],
+    )
     assert rows == [("dismiss", "nightly batch, needed for the release", "lead@example.com", "dismissed", LEAD_TEAM)]
 
 
@@ -300,9 +318,13 @@ for i in range(int(sys.argv[3])):
 
 def test_an_ingest_in_a_loop_and_the_dashboard_do_not_break_each_other(monkeypatch, writable_warehouse):
     loops = 12
-    writer = subprocess.Popen([sys.executable, "-c", INGEST_LOOP, str(writable_warehouse), str(FOCUS_SAMPLE),
-                               str(loops)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parents[1])
+    writer = subprocess.Popen(
+        [sys.executable, "-c", INGEST_LOOP, str(writable_warehouse), str(FOCUS_SAMPLE), str(loops)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     renders = 0
     try:
         at = make_app(monkeypatch, writable_warehouse)
@@ -326,16 +348,20 @@ def test_an_ingest_in_a_loop_and_the_dashboard_do_not_break_each_other(monkeypat
 
 # --- access configuration ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("section, key", [
-    ('auth = "ldap"', "dashboard.auth"),
-    ('auth = "header"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"', "dashboard.header"),
-    ('auth = "oidc"', "dashboard.users"),
-    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "admin"', "dashboard.users[0].role"),
-    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "lead"', "dashboard.users[0].teams"),
-    ('auth = "oidc"\n[[dashboard.users]]\nemail = "nobody"\nrole = "finance"', "dashboard.users[0].email"),
-    ("monthly_budget_usd = -5", "dashboard.monthly_budget_usd"),
-    ("colour = 'blue'", "dashboard.colour"),
-])
+
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ('auth = "ldap"', "dashboard.auth"),
+        ('auth = "header"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"', "dashboard.header"),
+        ('auth = "oidc"', "dashboard.users"),
+        ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "admin"', "dashboard.users[0].role"),
+        ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "lead"', "dashboard.users[0].teams"),
+        ('auth = "oidc"\n[[dashboard.users]]\nemail = "nobody"\nrole = "finance"', "dashboard.users[0].email"),
+        ("monthly_budget_usd = -5", "dashboard.monthly_budget_usd"),
+        ("colour = 'blue'", "dashboard.colour"),
+    ],
+)
 def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
     from gpufinops.jobs import config
     from gpufinops.jobs.config import ConfigError
@@ -351,8 +377,10 @@ def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch)
     from gpufinops.jobs.config import ConfigError
 
     path = tmp_path / "gpufinops.toml"
-    path.write_text('[dashboard]\nauth = "header"\nheader = "X-Forwarded-Email"\n'
-                    '[[dashboard.users]]\nemail = "lead@example.com"\nrole = "lead"\nteams = ["vision"]\n')
+    path.write_text(
+        '[dashboard]\nauth = "header"\nheader = "X-Forwarded-Email"\n'
+        '[[dashboard.users]]\nemail = "lead@example.com"\nrole = "lead"\nteams = ["vision"]\n'
+    )
     cfg = config.load(path, environ={})
     cmd, env, listen = dashboard_cmd.command(cfg, 8599, environ={})
     assert json.loads(env["GPUFINOPS_DASHBOARD"])["users"][0]["teams"] == ["vision"]
@@ -361,11 +389,18 @@ def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch)
         dashboard_cmd.command(cfg, 8599, host="0.0.0.0", environ={})
 
 
-@pytest.mark.parametrize("section, host, listen", [
-    ("", None, "127.0.0.1"),                                        # no auth: this machine only
-    ("", "0.0.0.0", "0.0.0.0"),                                     # asked for (and warned about)
-    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"\n', None, None),  # every interface
-])
+@pytest.mark.parametrize(
+    "section, host, listen",
+    [
+        ("", None, "127.0.0.1"),  # no auth: this machine only
+        ("", "0.0.0.0", "0.0.0.0"),  # asked for (and warned about)
+        (
+            'auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"\n',
+            None,
+            None,
+        ),  # every interface
+    ],
+)
 def test_the_dashboard_binds_loopback_unless_sign_in_is_configured(tmp_path, section, host, listen):
     from gpufinops.jobs import config, dashboard_cmd
 
@@ -379,8 +414,13 @@ def test_the_dashboard_binds_loopback_unless_sign_in_is_configured(tmp_path, sec
 def test_identity_comes_only_from_the_configured_header():
     from gpufinops.dashboard import access
 
-    settings = access.settings_from({"auth": "header", "header": "X-Forwarded-Email",
-                                     "users": [{"email": "Lead@Example.com", "role": "lead", "teams": ["vision"]}]})
+    settings = access.settings_from(
+        {
+            "auth": "header",
+            "header": "X-Forwarded-Email",
+            "users": [{"email": "Lead@Example.com", "role": "lead", "teams": ["vision"]}],
+        }
+    )
     email = access.identity(settings, headers={"X-Forwarded-Email": " lead@example.com "})
     assert access.scope_for(settings, email).teams == ("vision",)
     assert access.identity(settings, headers={"X-Forwarded-User": "lead@example.com"}) is None
@@ -459,7 +499,10 @@ def test_onprem_page_shows_the_comparison_and_keep_verdicts_are_not_recommendati
     assert len(table) == facts.height > 0 and "keep on-prem" in set(table["verdict"])
     # keeping the cluster is a fact: never in the recommendation list, its counts or its exports
     assert recs.filter((recs["kind"] == "onprem_vs_cloud") & (recs["monthly_savings_usd"] == 0)).is_empty()
+
+
 # --- the process -----------------------------------------------------------------------------------
+
 
 def _start_dashboard(config: Path, tmp_path: Path):
     """`gpufinops dashboard` on a free loopback port, in its own session; (process, url) once healthy."""
@@ -472,9 +515,13 @@ def _start_dashboard(config: Path, tmp_path: Path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (tmp_path / "dashboard.log").open("w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "gpufinops"), "--config", str(config), "dashboard",
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "HOME": str(tmp_path)})
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gpufinops"), "--config", str(config), "dashboard", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -490,6 +537,7 @@ def _start_dashboard(config: Path, tmp_path: Path):
 
 def _port_free(port: int) -> bool:
     import socket
+
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
 

@@ -28,22 +28,42 @@ import pytest
 from tests.conftest import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
-PAGES = {"overview": ("", "Overview: GPU spend"), "team": ("team", "Team"), "fleet": ("fleet", "GPU fleet"),
-         "recommendations": ("recommendations", "Recommendations"), "spot": ("spot", "Spot market"),
-         "onprem": ("onprem", "On-prem vs cloud"), "health": ("health", "Data health")}
-NAV_LABELS = {"overview": "Overview", "team": "Team", "fleet": "GPU fleet", "recommendations": "Recommendations",
-              "spot": "Spot market", "onprem": "On-prem vs cloud", "health": "Data health"}
+PAGES = {
+    "overview": ("", "Overview: GPU spend"),
+    "team": ("team", "Team"),
+    "fleet": ("fleet", "GPU fleet"),
+    "recommendations": ("recommendations", "Recommendations"),
+    "spot": ("spot", "Spot market"),
+    "onprem": ("onprem", "On-prem vs cloud"),
+    "health": ("health", "Data health"),
+}
+NAV_LABELS = {
+    "overview": "Overview",
+    "team": "Team",
+    "fleet": "GPU fleet",
+    "recommendations": "Recommendations",
+    "spot": "Spot market",
+    "onprem": "On-prem vs cloud",
+    "health": "Data health",
+}
 # The charts each page draws on the demo: spend by provider, by team, by service, the GPU share, the
 # forecast; the Team page without a by-team chart plus its fleet heatmap; the fleet heatmap and idle
 # cost; the top finding's utilisation and memory; spot prices and interruption bands; on-prem vs cloud
 # cost per used GPU-hour.
 CHARTS = {"overview": 5, "team": 5, "fleet": 2, "recommendations": 2, "spot": 2, "onprem": 1, "health": 0}
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-dev-shm-usage"]
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+]
 LEAD_TEAM = "vision"
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +75,20 @@ def demo_home(tmp_path_factory) -> Path:
     return home
 
 
-
 @contextlib.contextmanager
 def dashboard_server(config: Path, tmp_path: Path) -> Iterator[str]:
     """`gpufinops --config … dashboard --port P` on loopback; yields its URL, stops its process group."""
     port = free_port()
     env = {**os.environ, "STREAMLIT_SERVER_ADDRESS": "127.0.0.1", "HOME": str(tmp_path)}
     log = (tmp_path / f"dashboard-{port}.log").open("w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "gpufinops"), "--config", str(config),
-                             "dashboard", "--port", str(port)], env=env, cwd=tmp_path, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gpufinops"), "--config", str(config), "dashboard", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90

@@ -22,8 +22,16 @@ from tests import gpu_series as gs
 from tests.conftest import DATA, table_digest
 from tests.prometheus_fixture import ExporterServer
 
-FIGURES = ("util_mean", "util_p95", "util_max", "mem_used_max_mib", "mem_total_mib", "power_mean_w",
-           "sm_active_mean", "tensor_active_mean")
+FIGURES = (
+    "util_mean",
+    "util_p95",
+    "util_max",
+    "mem_used_max_mib",
+    "mem_total_mib",
+    "power_mean_w",
+    "sm_active_mean",
+    "tensor_active_mean",
+)
 
 
 def registry() -> Registry:
@@ -33,8 +41,14 @@ def registry() -> Registry:
 
 
 def options(*targets: str, **extra) -> dict:
-    return {"targets": list(targets), "resource_map": gs.RESOURCE_MAP, "namespace_teams": gs.NAMESPACE_TEAMS,
-            "retries": 2, "timeout_s": 5, **extra}
+    return {
+        "targets": list(targets),
+        "resource_map": gs.RESOURCE_MAP,
+        "namespace_teams": gs.NAMESPACE_TEAMS,
+        "retries": 2,
+        "timeout_s": 5,
+        **extra,
+    }
 
 
 def hourly(warehouse, source: str = "dcgm") -> dict[tuple, dict]:
@@ -77,8 +91,9 @@ def test_scrape_rolls_up_known_series_exactly_with_duplicates_and_disorder(tmp_p
     half = len(shuffled) // 2
     exporter.bodies["/a/metrics"] = gs.exposition(sorted(shuffled[:half]))
     exporter.bodies["/b/metrics"] = gs.exposition(shuffled[half:])
-    result = run_source(registry(), warehouse, "dcgm", "dcgm_exporter",
-                        options(exporter.url("/a/metrics"), exporter.url("/b/metrics")))
+    result = run_source(
+        registry(), warehouse, "dcgm", "dcgm_exporter", options(exporter.url("/a/metrics"), exporter.url("/b/metrics"))
+    )
     assert result.status == "succeeded", result.error
     got = hourly(warehouse)
     check_known_series(got)
@@ -95,9 +110,16 @@ def test_scrape_rolls_up_known_series_exactly_with_duplicates_and_disorder(tmp_p
         side = queries.gpu_resource_hours(con)
     stray_hours = len(gs.expected(5))
     total_hours = sum(len(gs.expected(i)) for i in range(len(gs.GPUS)))
-    assert share == [{"source": "dcgm", "gpu_hours": total_hours, "attributed_gpu_hours": total_hours - stray_hours,
-                      "unattributed_gpu_hours": stray_hours, "team_gpu_hours": total_hours - stray_hours,
-                      "unattributed_share": stray_hours / total_hours}]
+    assert share == [
+        {
+            "source": "dcgm",
+            "gpu_hours": total_hours,
+            "attributed_gpu_hours": total_hours - stray_hours,
+            "unattributed_gpu_hours": stray_hours,
+            "team_gpu_hours": total_hours - stray_hours,
+            "unattributed_share": stray_hours / total_hours,
+        }
+    ]
     assert [(u["host"], u["gpu_hours"], u["gpus"]) for u in unattributed] == [("stray-host", stray_hours, 1)]
     # cost and utilisation side by side per billed resource-hour; the gap hour keeps its cost, util unknown
     gap = side.filter((side["resource_id"] == "host-b") & (side["hour"] == gs.START + timedelta(hours=2))).to_dicts()[0]
@@ -126,11 +148,16 @@ def test_retries_a_failing_exporter_and_fails_loudly_on_one_that_stays_down(tmp_
     gs.insert_bills(warehouse)
     rows = gs.samples()
     exporter.bodies["/ok"] = gs.exposition(rows)
-    exporter.fail_first["/ok"] = 1                 # one 503, then the body
+    exporter.fail_first["/ok"] = 1  # one 503, then the body
     exporter.bodies["/slow"] = gs.exposition(rows[:10])
-    exporter.stall_s["/slow"] = 2.0                # longer than the timeout, every time
-    result = run_source(registry(), warehouse, "dcgm", "dcgm_exporter",
-                        options(exporter.url("/ok"), exporter.url("/slow"), timeout_s=0.5, retries=2))
+    exporter.stall_s["/slow"] = 2.0  # longer than the timeout, every time
+    result = run_source(
+        registry(),
+        warehouse,
+        "dcgm",
+        "dcgm_exporter",
+        options(exporter.url("/ok"), exporter.url("/slow"), timeout_s=0.5, retries=2),
+    )
     assert result.status == "failed"
     assert exporter.url("/slow") in result.error and "1 of 2 target(s) failed" in result.error
     assert exporter.requests.count("/ok") == 2 and exporter.requests.count("/slow") == 2
@@ -141,15 +168,21 @@ def test_retries_a_failing_exporter_and_fails_loudly_on_one_that_stays_down(tmp_
 
 
 def test_a_live_scrape_without_timestamps_is_stamped_with_the_scrape_time(warehouse, exporter):
-    body = "\n".join(line.rsplit(" ", 1)[0] for line in gs.exposition(
-        [r for r in gs.samples() if r[3] == int(gs.START.timestamp() * 1000)]).splitlines() if not line.startswith("#"))
+    body = "\n".join(
+        line.rsplit(" ", 1)[0]
+        for line in gs.exposition([r for r in gs.samples() if r[3] == int(gs.START.timestamp() * 1000)]).splitlines()
+        if not line.startswith("#")
+    )
     exporter.bodies["/metrics"] = body + "\n"
     before = datetime.now(UTC).replace(microsecond=0)
     result = run_source(registry(), warehouse, "live", "dcgm_exporter", options(exporter.url("/metrics")))
     assert result.status == "succeeded", result.error
     rows = hourly(warehouse, "live")
     assert len(rows) == len(gs.GPUS) and all(r["samples"] == 1 for r in rows.values())
-    assert {k[0] for k in rows} <= {before.replace(minute=0, second=0), datetime.now(UTC).replace(minute=0, second=0, microsecond=0)}
+    assert {k[0] for k in rows} <= {
+        before.replace(minute=0, second=0),
+        datetime.now(UTC).replace(minute=0, second=0, microsecond=0),
+    }
     second = run_source(registry(), warehouse, "live", "dcgm_exporter", options(exporter.url("/metrics")))
     assert second.status == "succeeded"  # the same gauges at a new time are new samples
     assert sum(r["samples"] for r in hourly(warehouse, "live").values()) in (2 * len(gs.GPUS), len(gs.GPUS))
@@ -170,8 +203,7 @@ def test_file_targets_and_compaction(tmp_path, warehouse, monkeypatch):
     for n in range(4):  # four recorded scrapes, one per hour, read as files
         part = [r for r in rows if (r[3] - int(gs.START.timestamp() * 1000)) // 3_600_000 == n]
         (folder / f"scrape-{n}.prom").write_text(gs.exposition(part))
-        result = run_source(registry(), warehouse, "dcgm", "dcgm_exporter",
-                            options(str(folder / "scrape-*.prom")))
+        result = run_source(registry(), warehouse, "dcgm", "dcgm_exporter", options(str(folder / "scrape-*.prom")))
         assert result.status == "succeeded", result.error
     files = list((warehouse.parent / "samples" / "dcgm" / "day=2026-11-20").glob("*.parquet"))
     assert len(files) <= 2
@@ -188,11 +220,13 @@ def test_every_mapped_field_is_a_real_dcgm_exporter_counter():
 
 
 def test_parser_reads_labels_with_the_prometheus_client_grammar():
-    text = ('# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
-            'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="NVIDIA \\"H100\\" 80GB",Hostname="h{1}",'
-            'instance_id="i-1"} 7 1763596800000\n'
-            'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="NVIDIA \\"H100\\" 80GB",Hostname="h{1}",'
-            'instance_id="i-1"} 1024 1763596800000\nDCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a"} 0\n')
+    text = (
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="NVIDIA \\"H100\\" 80GB",Hostname="h{1}",'
+        'instance_id="i-1"} 7 1763596800000\n'
+        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="NVIDIA \\"H100\\" 80GB",Hostname="h{1}",'
+        'instance_id="i-1"} 1024 1763596800000\nDCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a"} 0\n'
+    )
     table, stamped = ExpositionParser().parse(text, 0, "fallback", "t")
     row = table.to_pylist()
     assert len(row) == 1 and row[0]["name"] == 'NVIDIA "H100" 80GB' and row[0]["host"] == "h{1}"
@@ -202,8 +236,10 @@ def test_parser_reads_labels_with_the_prometheus_client_grammar():
 
 def test_provider_ids_name_the_billed_resource():
     assert metrics_attribution.provider_id_resource("aws:///us-east-1a/i-0fedcba9876543210") == "i-0fedcba9876543210"
-    assert metrics_attribution.provider_id_resource("gce://ml-prod-4821/us-central1-a/vision-train-a2") == \
-        "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-a/instances/vision-train-a2"
+    assert (
+        metrics_attribution.provider_id_resource("gce://ml-prod-4821/us-central1-a/vision-train-a2")
+        == "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-a/instances/vision-train-a2"
+    )
     assert metrics_attribution.provider_id_resource(None) is None
 
 
@@ -214,8 +250,10 @@ def test_a_gpu_shared_by_two_namespaces_in_an_hour_goes_to_the_team_with_most_sa
     lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
     for minute in range(60):
         namespace = "ml-train" if minute < 40 else "ml-serve"
-        lines.append(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-shared",Hostname="ip-10-0-0-9",namespace="{namespace}",'
-                     f'pod="p-{namespace}"}} {minute} {start + minute * minute_ms}')
+        lines.append(
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-shared",Hostname="ip-10-0-0-9",namespace="{namespace}",'
+            f'pod="p-{namespace}"}} {minute} {start + minute * minute_ms}'
+        )
     exporter.bodies["/metrics"] = "\n".join(lines) + "\n"
     result = run_source(registry(), warehouse, "dcgm", "dcgm_exporter", options(exporter.url("/metrics")))
     assert result.status == "succeeded", result.error

@@ -31,7 +31,9 @@ def test_demo_finds_every_planted_idle_gpu_at_its_true_cost(demo_home):
     db_path = home / "data" / "gpufinops.duckdb"
     truth = [p for p in json.loads((home / "ground_truth.json").read_text())["planted"] if p["kind"] == "idle_gpu"]
     assert len(truth) == 4
-    recs = {r[0]: r for r in query(db_path, "SELECT resource_id, evidence FROM recommendations WHERE kind = 'idle_gpu'")}
+    recs = {
+        r[0]: r for r in query(db_path, "SELECT resource_id, evidence FROM recommendations WHERE kind = 'idle_gpu'")
+    }
     assert set(recs) == {p["resource_id"] for p in truth}  # all found, nothing else flagged
     for item in truth:
         evidence = json.loads(recs[item["resource_id"]][1])
@@ -44,8 +46,14 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
     home, _ = demo_home
     db_path = home / "data" / "gpufinops.duckdb"
     statuses = query(db_path, "SELECT source, status FROM ingest_runs ORDER BY source")
-    assert statuses == [("aws_cur", "succeeded"), ("aws_spot_advisor", "succeeded"), ("gcp_billing", "succeeded"),
-                        ("gcp_prices", "succeeded"), ("gpu_metrics", "succeeded"), ("onprem", "succeeded")]
+    assert statuses == [
+        ("aws_cur", "succeeded"),
+        ("aws_spot_advisor", "succeeded"),
+        ("gcp_billing", "succeeded"),
+        ("gcp_prices", "succeeded"),
+        ("gpu_metrics", "succeeded"),
+        ("onprem", "succeeded"),
+    ]
     truth = json.loads((home / "ground_truth.json").read_text())["cost_by_provider_usd"]
     got = dict(query(db_path, 'SELECT "ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY 1'))
     names = {"aws": "AWS", "gcp": "Google Cloud", "onprem": "onprem"}
@@ -74,7 +82,9 @@ def test_demo_gpu_metrics_come_through_the_dcgm_exporter_path(demo_home):
 
     home, _ = demo_home
     db_path = home / "data" / "gpufinops.duckdb"
-    assert query(db_path, "SELECT DISTINCT source_type FROM ingest_runs WHERE source = 'gpu_metrics'") == [("dcgm_exporter",)]
+    assert query(db_path, "SELECT DISTINCT source_type FROM ingest_runs WHERE source = 'gpu_metrics'") == [
+        ("dcgm_exporter",)
+    ]
     expositions = sorted((home / "metrics" / "dcgm").glob("*.prom"))
     logs = sorted((home / "metrics" / "nvidia-smi").glob("*.csv"))
     assert [p.stem for p in expositions] == [p.stem for p in logs]
@@ -83,7 +93,9 @@ def test_demo_gpu_metrics_come_through_the_dcgm_exporter_path(demo_home):
     assert sorted(families) == ["DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL"]
     util = families["DCGM_FI_DEV_GPU_UTIL"].samples
     smi_rows = len((home / "metrics" / "nvidia-smi" / f"{smallest.stem}.csv").read_text().splitlines()) - 1
-    assert len(util) == smi_rows and all(s.timestamp is not None and s.labels["Hostname"] == smallest.stem for s in util)
+    assert len(util) == smi_rows and all(
+        s.timestamp is not None and s.labels["Hostname"] == smallest.stem for s in util
+    )
     samples_per_hour = query(db_path, "SELECT DISTINCT samples FROM gpu_metrics_hourly")
     assert samples_per_hour == [(4,)]  # every 15 minutes, as the simulated exporter was scraped
     assert any((home / "data" / "samples" / "gpu_metrics").glob("day=*/*.parquet"))
@@ -94,7 +106,7 @@ def test_demo_configures_two_budgets_one_crossed_and_prints_its_alerts(demo_home
     db_path = home / "data" / "gpufinops.duckdb"
     assert "Alerts as of 2026-11-01 00:30 UTC" in printed and "CRITICAL  Budget research-gpu: 100 %" in printed
     budgets = {scope for (scope,) in query(db_path, "SELECT DISTINCT scope FROM alerts WHERE rule LIKE 'budget%'")}
-    assert budgets == {"research-gpu"} and "budget fleet: $" in printed    # the fleet's budget is not crossed
+    assert budgets == {"research-gpu"} and "budget fleet: $" in printed  # the fleet's budget is not crossed
     # the idle-GPU burn alerts are the planted always-idle machines, nothing else
     truth = json.loads((home / "ground_truth.json").read_text())["planted"]
     always_idle = {p["resource_id"] for p in truth if p["kind"] == "idle_gpu" and p["variant"] == "always_idle"}

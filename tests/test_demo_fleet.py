@@ -25,14 +25,25 @@ from gpufinops.simulator.gcp_export import EXPORT_TABLE
 
 DAYS = 7
 IDLE_PCT = 5
-SMI_HEADER = ("timestamp, name, pci.bus_id, uuid, index, utilization.gpu [%], utilization.memory [%], "
-              "memory.total [MiB], memory.used [MiB], power.draw [W]")
+SMI_HEADER = (
+    "timestamp, name, pci.bus_id, uuid, index, utilization.gpu [%], utilization.memory [%], "
+    "memory.total [MiB], memory.used [MiB], power.draw [W]"
+)
 SMI_ROW = re.compile(
     r"^(\d{4}/\d{2}/\d{2} \d{2}:(?:00|15|30|45):00\.000), (NVIDIA [A-Za-z0-9 -]+|Tesla T4), "
     r"(00000000:[0-9A-F]{2}:[0-9A-F]{2}\.\d), (GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}), "
-    r"(\d), (\d{1,3}) %, (\d{1,3}) %, (\d+) MiB, (\d+) MiB, (\d+\.\d{2}) W$")
-REAL_SMI_NAMES = {"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3", "NVIDIA A10G",
-                  "NVIDIA L4", "Tesla T4", "NVIDIA L40S", "NVIDIA A40"}
+    r"(\d), (\d{1,3}) %, (\d{1,3}) %, (\d+) MiB, (\d+) MiB, (\d+\.\d{2}) W$"
+)
+REAL_SMI_NAMES = {
+    "NVIDIA A100-SXM4-80GB",
+    "NVIDIA A100-SXM4-40GB",
+    "NVIDIA H100 80GB HBM3",
+    "NVIDIA A10G",
+    "NVIDIA L4",
+    "Tesla T4",
+    "NVIDIA L40S",
+    "NVIDIA A40",
+}
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +125,11 @@ def costs(home):
     """Every cost line of the three exports, read with DuckDB: money as exact decimals."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    cols = ('ProviderName, BillingAccountId, ResourceId, ServiceCategory, PricingCategory, Tags, x_GpuCount, '
-            'CAST(ChargePeriodStart AS TIMESTAMPTZ) AS start, CAST(ListCost AS DECIMAL(38,10)) AS list_cost, '
-            'CAST(BilledCost AS DECIMAL(38,10)) AS billed, CAST(EffectiveCost AS DECIMAL(38,10)) AS effective')
+    cols = (
+        "ProviderName, BillingAccountId, ResourceId, ServiceCategory, PricingCategory, Tags, x_GpuCount, "
+        "CAST(ChargePeriodStart AS TIMESTAMPTZ) AS start, CAST(ListCost AS DECIMAL(38,10)) AS list_cost, "
+        "CAST(BilledCost AS DECIMAL(38,10)) AS billed, CAST(EffectiveCost AS DECIMAL(38,10)) AS effective"
+    )
     aws = f"SELECT {cols}, product_gpu FROM ({AWS_CUR2_AS_FOCUS.format(home=home, inventory=INVENTORY_CSV)})"
     gpus = ", ".join(f"('{t}', {n})" for t, (_, n) in sorted(GPU_MACHINE_TYPES.items()))
     gcp = f"SELECT {cols} FROM ({GCP_EXPORT_AS_FOCUS.format(home=home, gpus=gpus)})"
@@ -151,8 +164,9 @@ def idle_hours_from_log(path: Path) -> tuple[set[datetime], set[datetime]]:
 
 
 def compute_lines(costs, resource_id: str) -> dict[datetime, Decimal]:
-    rows = costs.execute("SELECT start, effective FROM costs WHERE ResourceId = ? AND ServiceCategory = 'Compute'",
-                         [resource_id]).fetchall()
+    rows = costs.execute(
+        "SELECT start, effective FROM costs WHERE ResourceId = ? AND ServiceCategory = 'Compute'", [resource_id]
+    ).fetchall()
     by_hour = {start.astimezone(UTC): cost for start, cost in rows}
     assert len(by_hour) == len(rows), "one compute line per resource and hour"
     return by_hour
@@ -177,11 +191,16 @@ def test_rerun_into_the_same_home_rewrites_nothing(homes):
 
 
 def test_layout_counts_and_totals(home, summary, costs):
-    aws = sorted(p.relative_to(home / "exports/aws/cur").as_posix() for p in (home / "exports/aws/cur").rglob("*") if p.is_file())
-    assert aws == ["gpufinops-demo/data/BILLING_PERIOD=2026-10/gpufinops-demo-00001.snappy.parquet",
-                   "gpufinops-demo/metadata/BILLING_PERIOD=2026-10/gpufinops-demo-Manifest.json"]
-    assert sorted(p.name for p in (home / "exports/gcp/billing").iterdir()) == \
-        [f"{EXPORT_TABLE}-202610-000000000000.json"]
+    aws = sorted(
+        p.relative_to(home / "exports/aws/cur").as_posix() for p in (home / "exports/aws/cur").rglob("*") if p.is_file()
+    )
+    assert aws == [
+        "gpufinops-demo/data/BILLING_PERIOD=2026-10/gpufinops-demo-00001.snappy.parquet",
+        "gpufinops-demo/metadata/BILLING_PERIOD=2026-10/gpufinops-demo-Manifest.json",
+    ]
+    assert sorted(p.name for p in (home / "exports/gcp/billing").iterdir()) == [
+        f"{EXPORT_TABLE}-202610-000000000000.json"
+    ]
     assert not (home / "exports/onprem").exists()  # the `onprem` source costs the cluster from its config
     assert summary.export_dirs["aws"] == home / "exports/aws/cur"
     assert 25 <= summary.machines <= 35 and 80 <= summary.gpus <= 120
@@ -200,7 +219,9 @@ def test_layout_counts_and_totals(home, summary, costs):
         else:
             assert rid == re.sub(r"[^/]+$", host, rid) and rid.startswith("//compute.googleapis.com/projects/")
     assert costs.execute("SELECT count(product_gpu) FROM costs").fetchone()[0] == 0  # no GPU attribute billed
-    gpu_share = costs.execute("SELECT sum(effective) FILTER (x_GpuCount IS NOT NULL) / sum(effective) FROM costs").fetchone()[0]
+    gpu_share = costs.execute(
+        "SELECT sum(effective) FILTER (x_GpuCount IS NOT NULL) / sum(effective) FROM costs"
+    ).fetchone()[0]
     assert Decimal("0.8") < gpu_share < 1
 
 
@@ -209,8 +230,11 @@ def test_every_planted_item_is_billed_and_logged(summary, truth, costs):
     assert planted == summary.planted
     kinds = sorted((p["kind"], p["variant"], p["provider"]) for p in planted)
     assert [k for k in kinds if k[0] == "idle_gpu"] == [
-        ("idle_gpu", "always_idle", "aws"), ("idle_gpu", "always_idle", "gcp"),
-        ("idle_gpu", "idle_off_hours", "aws"), ("idle_gpu", "idle_off_hours", "gcp")]
+        ("idle_gpu", "always_idle", "aws"),
+        ("idle_gpu", "always_idle", "gcp"),
+        ("idle_gpu", "idle_off_hours", "aws"),
+        ("idle_gpu", "idle_off_hours", "gcp"),
+    ]
     assert {k[0] for k in kinds} == {"idle_gpu", "gpu_count", "gpu_type", "quantization", "spot_mix"}
     assert len(planted) < summary.machines / 3, "most of the fleet must be free of waste"
     for item in planted:
@@ -254,8 +278,10 @@ def test_planted_patterns_show_in_the_data(summary, truth, costs):
     fp32 = read_smi(summary.metrics_dir / f"{by_kind['quantization']['host']}.csv")
     assert all(29 * 1024 <= mem <= 31 * 1024 and total == 40960 for _, _, _, mem, total in fp32)
     for kind, tag, value in (("quantization", "precision", "fp32"), ("spot_mix", "checkpointing", "true")):
-        rows = costs.execute("SELECT DISTINCT Tags, PricingCategory FROM costs WHERE ResourceId = ? "
-                             "AND ServiceCategory = 'Compute'", [by_kind[kind]["resource_id"]]).fetchall()
+        rows = costs.execute(
+            "SELECT DISTINCT Tags, PricingCategory FROM costs WHERE ResourceId = ? AND ServiceCategory = 'Compute'",
+            [by_kind[kind]["resource_id"]],
+        ).fetchall()
         assert [(json.loads(t)[tag], pc) for t, pc in rows] == [(value, "Standard")]
 
 
@@ -270,8 +296,9 @@ def test_one_row_per_gpu_per_quarter_hour_while_running(summary, truth, costs):
             gpus = machines[host]["gpu_count"]
             billed = {DEMO_END - timedelta(hours=h + 1) for h in range(DAYS * 24)}
         else:
-            gpus = costs.execute("SELECT any_value(x_GpuCount) FROM costs WHERE ResourceId = ? "
-                                 "AND ServiceCategory = 'Compute'", [rid]).fetchone()[0]
+            gpus = costs.execute(
+                "SELECT any_value(x_GpuCount) FROM costs WHERE ResourceId = ? AND ServiceCategory = 'Compute'", [rid]
+            ).fetchone()[0]
             billed = set(compute_lines(costs, rid))
         assert all(indices == list(range(int(gpus))) for indices in per_stamp.values())
         assert {s.replace(minute=0) for s in per_stamp} == billed
@@ -294,7 +321,9 @@ def test_gcp_billing_export_rows_are_bigquery_extract_json(home):
         assert ({"workload", "checkpointing"} if untagged else {"team", "workload", "checkpointing"}) <= tags.keys()
         assert ("team" in tags) != bool(untagged)
         assert ("precision" in tags) == tags["workload"].endswith("inference")
-        machine = [label["value"] for label in row["system_labels"] if label["key"] == "compute.googleapis.com/machine_spec"]
+        machine = [
+            label["value"] for label in row["system_labels"] if label["key"] == "compute.googleapis.com/machine_spec"
+        ]
         assert len(machine) == (row["usage"]["pricing_unit"] == "hour")  # compute lines name their machine type
         if row["sku"]["description"].startswith("Spot Preemptible"):
             assert row["cost"] < row["cost_at_list"]
@@ -316,8 +345,9 @@ def test_aws_cur2_export_keeps_account_ids_and_the_cur2_schema(home):
     assert "$21.957642 per On Demand Linux p4d.24xlarge Instance Hour" in od
     manifest = json.loads(next((export / "metadata").rglob("*-Manifest.json")).read_text())
     assert manifest["billingPeriod"]["start"] == "2026-10-01T00:00:00.000Z"
-    assert manifest["dataFiles"] == ["s3://acme-billing/cur/gpufinops-demo/data/BILLING_PERIOD=2026-10/"
-                                     "gpufinops-demo-00001.snappy.parquet"]
+    assert manifest["dataFiles"] == [
+        "s3://acme-billing/cur/gpufinops-demo/data/BILLING_PERIOD=2026-10/gpufinops-demo-00001.snappy.parquet"
+    ]
 
 
 def test_bad_arguments_are_refused(tmp_path):
@@ -343,7 +373,9 @@ def test_onprem_cost_is_the_onprem_source_model_over_the_logged_utilisation(summ
         n, spec = group["gpus_per_node"], specs[group["gpu_model"]]
         tdp, idle = Decimal(spec["tdp_w"]), Decimal(str(group["idle_power_w"]))
         node_price = sum(Decimal(group[k]) for k in ("server_price_usd", "network_price_usd", "storage_price_usd"))
-        hardware = ((Decimal(spec["list_price_usd"]) + node_price / n) / (options["amortisation_months"] * 730)).quantize(q)
+        hardware = (
+            (Decimal(spec["list_price_usd"]) + node_price / n) / (options["amortisation_months"] * 730)
+        ).quantize(q)
         facility = (node_month / n / 730).quantize(q)
         for host in group["nodes"]:
             hosts.add(host)

@@ -21,9 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def gpufinops(*args: str, cwd: Path, env: dict | None = None, preexec=None, timeout: float = 60):
-    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, preexec_fn=preexec,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        preexec_fn=preexec,
+        timeout=timeout,
+    )
 
 
 def one_sentence(stderr: str) -> str:
@@ -41,8 +47,16 @@ def focus_config(tmp_path: Path, db: Path | str) -> Path:
     return config
 
 
-@pytest.mark.parametrize("command", [["recommend"], ["sql", "SELECT 1"], ["export", "json"],
-                                     ["report", "weekly", "--week", "2026-W40"], ["ingest", "list"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["recommend"],
+        ["sql", "SELECT 1"],
+        ["export", "json"],
+        ["report", "weekly", "--week", "2026-W40"],
+        ["ingest", "list"],
+    ],
+)
 def test_a_read_never_creates_a_warehouse_or_its_folder(tmp_path, command):
     target = tmp_path / "nowhere" / "deeper" / "wh.duckdb"
     run = gpufinops("--db", str(target), *command, cwd=tmp_path)
@@ -54,10 +68,13 @@ def test_a_read_never_creates_a_warehouse_or_its_folder(tmp_path, command):
     assert run.returncode == 1 and f"{target} (set by --db) does not exist yet" in sentence, sentence
 
 
-@pytest.mark.parametrize("make, expected, code", [
-    (lambda p: p.mkdir(), "is a directory, not a DuckDB file", 2),
-    (lambda p: p.write_text("hello, I am a text file " * 50), "is not a DuckDB database file", 2),
-])
+@pytest.mark.parametrize(
+    "make, expected, code",
+    [
+        (lambda p: p.mkdir(), "is a directory, not a DuckDB file", 2),
+        (lambda p: p.write_text("hello, I am a text file " * 50), "is not a DuckDB database file", 2),
+    ],
+)
 def test_a_path_that_is_not_a_warehouse_is_exit_2_at_once(tmp_path, make, expected, code):
     target = tmp_path / "wh.duckdb"
     make(target)
@@ -73,9 +90,15 @@ def test_a_path_that_is_not_a_warehouse_is_exit_2_at_once(tmp_path, make, expect
 def test_a_warehouse_locked_by_another_writer_is_named_with_its_pid(tmp_path):
     target = tmp_path / "wh.duckdb"
     duckdb.connect(str(target)).close()
-    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(target)!r}); "
-                                                     f"print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(target)!r}); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         run = gpufinops("--db", str(target), "sql", "SELECT 1", cwd=tmp_path)
@@ -112,6 +135,7 @@ def _small_files(limit: int):
     def apply():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -123,7 +147,9 @@ def test_a_full_disk_is_reported_as_itself_not_as_a_failed_rollback(tmp_path):
     size = target.stat().st_size
     big = tmp_path / "export" / "more.csv"
     rows = FOCUS_SAMPLE.read_text().splitlines()
-    big.write_text("\n".join([rows[0]] + [r.replace("SunBird", f"SunBird{i}") for i in range(40) for r in rows[1:]]) + "\n")
+    big.write_text(
+        "\n".join([rows[0]] + [r.replace("SunBird", f"SunBird{i}") for i in range(40) for r in rows[1:]]) + "\n"
+    )
     run = gpufinops("--config", str(config), "ingest", cwd=tmp_path, preexec=_small_files(size + 64 * 1024))
     sentence = one_sentence(run.stderr)
     assert run.returncode == 1, run.stderr
@@ -135,11 +161,13 @@ def test_a_full_disk_is_reported_as_itself_not_as_a_failed_rollback(tmp_path):
 def test_verbose_tracebacks_are_scrubbed_of_secrets_and_url_credentials(tmp_path):
     secret = "tok-" + "7f3a9c" * 5
     config = tmp_path / "gpufinops.toml"
-    config.write_text(f'[warehouse]\npath = "{tmp_path / "wh.duckdb"}"\n\n'
-                      f'[sources.dcgm]\ntype = "dcgm_exporter"\ntargets = ["http://ops:{secret}@127.0.0.1:9/metrics"]\n'
-                      f'retries = 1\ntimeout_s = 1\n\n'
-                      f'[sources.focus]\ntype = "focus_files"\npath = "{tmp_path}/{secret}/*.csv"\n\n'
-                      f'[[api.tokens]]\ntoken_env = "FUZZ_TOKEN"\nrole = "finance"\n')
+    config.write_text(
+        f'[warehouse]\npath = "{tmp_path / "wh.duckdb"}"\n\n'
+        f'[sources.dcgm]\ntype = "dcgm_exporter"\ntargets = ["http://ops:{secret}@127.0.0.1:9/metrics"]\n'
+        f"retries = 1\ntimeout_s = 1\n\n"
+        f'[sources.focus]\ntype = "focus_files"\npath = "{tmp_path}/{secret}/*.csv"\n\n'
+        f'[[api.tokens]]\ntoken_env = "FUZZ_TOKEN"\nrole = "finance"\n'
+    )
     for verbosity in ([], ["-v"], ["-vv"]):
         run = gpufinops("--config", str(config), *verbosity, "ingest", cwd=tmp_path, env={"FUZZ_TOKEN": secret})
         assert run.returncode == 1
@@ -151,13 +179,16 @@ def test_verbose_tracebacks_are_scrubbed_of_secrets_and_url_credentials(tmp_path
 
 def test_an_internal_error_is_one_sentence_with_the_traceback_only_under_v(tmp_path, monkeypatch):
     from gpufinops.jobs import cli
+
     config = focus_config(tmp_path, tmp_path / "wh.duckdb")
 
     def broken(cfg, args):
         raise ZeroDivisionError("division by zero")
+
     monkeypatch.setitem(cli.COMMANDS, "sql", broken)
     import contextlib
     import io
+
     for verbose, traceback in (([], False), (["-v"], True)):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):

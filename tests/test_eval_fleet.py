@@ -19,11 +19,14 @@ from gpufinops.simulator import eval_benchmarks, eval_exports, eval_fleet, eval_
 
 def test_benchmark_tables_give_the_published_medians():
     m = eval_benchmarks.measurements()
-    resnet = next(g for g in m if (g.suite, g.round, g.benchmark, g.scenario) ==
-                  ("mlperf_inference", "v3.1", "resnet50", "Server"))
+    resnet = next(
+        g
+        for g in m
+        if (g.suite, g.round, g.benchmark, g.scenario) == ("mlperf_inference", "v3.1", "resnet50", "Server")
+    )
     assert m[resnet]["L4"] == pytest.approx(12204.5, abs=0.1) and m[resnet]["T4"] == pytest.approx(4350.9, abs=0.1)
     assert resnet.precision == "int8"
-    llm = [g for g in m if g.suite == "trtllm" and g.precision == "fp16"]   # like precision only
+    llm = [g for g in m if g.suite == "trtllm" and g.precision == "fp16"]  # like precision only
     assert llm and all({"H100-SXM", "A100-80GB"} & set(m[g]) for g in llm)
     assert {g.suite for g in m} == {"mlperf_inference", "mlperf_training", "trtllm"}
 
@@ -31,7 +34,7 @@ def test_benchmark_tables_give_the_published_medians():
 def test_the_fleet_law_fills_gaps_through_shared_gpus_and_the_real_pairs_leave_its_groups_out():
     table, used, origin = eval_laws.service_throughput(eval_laws.SERVICES["nlp"])
     assert set(table) == set(eval_laws.FLEET_GPUS)
-    assert "measured" in origin["L4"] and "through" in origin["L40S"]      # L40S: not in v3.1, scaled from v4.x
+    assert "measured" in origin["L4"] and "through" in origin["L40S"]  # L40S: not in v3.1, scaled from v4.x
     assert len(used) > 1
     pairs = eval_benchmarks.real_pairs(exclude=eval_independent.used_groups())
     assert pairs and not {p["group"] for p in pairs} & eval_independent.used_groups()
@@ -51,8 +54,8 @@ def test_replicas_are_as_busy_as_the_published_throughput_ratio_says(built):
     for a, b in (("nlp-l4", "nlp-h100"), ("nlp-l4", "nlp-l40s"), ("nlp-a10g", "nlp-g2")):
         ua, ub = by[a].util.mean(), by[b].util.mean()
         expected = eval_laws.rate_on(nlp, by[b].gpu_model) / eval_laws.rate_on(nlp, by[a].gpu_model)
-        assert ua / ub == pytest.approx(expected, rel=0.15)              # machine efficiency ±5 %, util floors
-    assert by["nlp-l4"].util.mean() > 3 * by["nlp-h100"].util.mean()    # not "no change"
+        assert ua / ub == pytest.approx(expected, rel=0.15)  # machine efficiency ±5 %, util floors
+    assert by["nlp-l4"].util.mean() > 3 * by["nlp-h100"].util.mean()  # not "no change"
 
 
 def test_truth_holds_every_planted_finding_and_rejects_every_look_alike(built):
@@ -68,8 +71,11 @@ def test_truth_is_priced_at_the_prices_after_their_mid_window_change(built):
     machines, prices, start = built[(2, 35)]
     law = prices[("gcp", "a2-highgpu-1g")]
     assert law.list_usd(0) != law.list_usd(law.spot_ratio.size - 1)
-    hit = next(p for p in eval_truth.ground_truth(machines, prices, start, {}, seed=2, days=35)["planted"]
-               if p["machine"] == "vision-a100" and p["kind"] == "gpu_type")
+    hit = next(
+        p
+        for p in eval_truth.ground_truth(machines, prices, start, {}, seed=2, days=35)["planted"]
+        if p["machine"] == "vision-a100" and p["kind"] == "gpu_type"
+    )
     now = law.list_usd(law.spot_ratio.size - 1)
     target = prices[("gcp", hit["target_instance_type"])].list_usd(law.spot_ratio.size - 1)
     expected = now * eval_truth.HOURS_PER_MONTH * (1 - target / now)
@@ -97,7 +103,7 @@ def scored(tmp_path_factory):
 def test_every_ingestor_loads_it_and_the_restated_bill_is_held_exactly_once(scored):
     for provider, totals in scored["bill_reconciled"].items():
         assert totals["warehouse"] == totals["generator"], provider
-    assert scored["withheld"].get("thin_evidence", 0) >= 1          # the host without metrics is withheld
+    assert scored["withheld"].get("thin_evidence", 0) >= 1  # the host without metrics is withheld
 
 
 def test_every_kind_is_scored_beside_its_baselines(scored):
@@ -138,10 +144,16 @@ def test_the_truth_file_lists_the_laws_and_where_each_throughput_came_from(tmp_p
     truth = json.loads(fleet.truth_path.read_text())
     assert truth["generator"] == "gpufinops.simulator.eval_fleet" and truth["laws"]["fp32_slowdown"] == 2.0
     assert set(truth["throughput_origin"]) == set(eval_laws.SERVICES)
-    assert list((tmp_path / "metrics" / "dcgm").glob("*.prom")) and list((tmp_path / "metrics" / "nvidia-smi").glob("*.csv"))
+    assert list((tmp_path / "metrics" / "dcgm").glob("*.prom")) and list(
+        (tmp_path / "metrics" / "nvidia-smi").glob("*.csv")
+    )
     dark = next(m for m in fleet.machines if not m.box.metrics)
     assert not (tmp_path / "metrics" / "nvidia-smi" / f"{dark.host}.csv").exists()
     con = duckdb.connect()
-    assert con.sql("SELECT count(*) FROM read_parquet(?)",
-                   params=[str(tmp_path / "exports/aws/cur/**/*.parquet")]).fetchall()[0][0] > 0
+    assert (
+        con.sql(
+            "SELECT count(*) FROM read_parquet(?)", params=[str(tmp_path / "exports/aws/cur/**/*.parquet")]
+        ).fetchall()[0][0]
+        > 0
+    )
     assert np.isfinite([float(v) for v in truth["cost_by_provider_usd"].values()]).all()

@@ -30,7 +30,7 @@ def test_planted_waste_is_found_on_a_short_demo_fleet(demo_run):
         s = scores[kind]
         assert s["precision"] >= 0.95 and s["recall"] >= 0.95, (kind, s["missed"], s["extra"])
         assert s["savings_error"] is not None and abs(s["savings_error"]) <= 0.10, (kind, s)
-    maes = model.maes()           # the demo loads every GPU alike: the predictor with the least held-out error is used
+    maes = model.maes()  # the demo loads every GPU alike: the predictor with the least held-out error is used
     assert maes[model.name] == min(maes.values()) and model.quality["predictor"] == model.name
 
 
@@ -80,8 +80,13 @@ def test_evaluate_prints_the_independent_figures_beside_their_baselines():
     assert fleet["seed"] == 2 and set(result["independent_summary"]) >= RIGHTSIZING
     text = evaluate.render(result)
     assert "Second generator" in text and "seed 2 throughput predictors" in text
-    for line in ("vs predictor spec_ratio_baseline", "vs predictor no_change_baseline", "vs p95 < 5 % over the window",
-                 "on published trtllm ratios", "on published mlperf_inference ratios"):
+    for line in (
+        "vs predictor spec_ratio_baseline",
+        "vs predictor no_change_baseline",
+        "vs p95 < 5 % over the window",
+        "on published trtllm ratios",
+        "on published mlperf_inference ratios",
+    ):
         assert line in text, line
 
 

@@ -36,6 +36,7 @@ from tests.k8s_crds import CRD_FILES, CRDS, crd_schemas, validate
 
 def export(warehouse: Path, fmt: str, team: str | None = None, cluster: str | None = None) -> str:
     import gpufinops.jobs.export as exp
+
     with db.reader(warehouse) as con:
         return exp.render(con, fmt, team=team, cluster=cluster)
 
@@ -45,6 +46,7 @@ def docs_of(text: str) -> list[dict]:
 
 
 # --- tests ---------------------------------------------------------------------------------------
+
 
 def test_the_crds_are_the_real_ones_with_their_licenses():
     for name in CRD_FILES.values():
@@ -86,10 +88,15 @@ def test_kueue_is_one_config_per_cluster_carrying_the_plan_within_capacity(feed_
     assert f"# plan total: ${float(plans.total(plans.reconcile(recs))):,.2f}/month" in text
 
     east = clusters[AWS_EAST]
-    assert {d["metadata"]["name"] for d in east if d["kind"] == "ClusterQueue"} == {"gpufinops-vision", "gpufinops-search"}
+    assert {d["metadata"]["name"] for d in east if d["kind"] == "ClusterQueue"} == {
+        "gpufinops-vision",
+        "gpufinops-search",
+    }
     vq = quotas(east, "gpufinops-vision")
     # two p4d (16 A100s): the idle one is released (-8), the training one moves to spot
-    vision_a100 = sum(g for t, p, r, *_x, m, g, _pc, _c in FLEET if t == "vision" and r == "us-east-1" and m == "A100-40GB")
+    vision_a100 = sum(
+        g for t, p, r, *_x, m, g, _pc, _c in FLEET if t == "vision" and r == "us-east-1" and m == "A100-40GB"
+    )
     assert vq["aws-a100-40gb-spot"] == vision_a100 - by_kind["idle_gpu"].current["gpu_count"]
     assert "aws-a100-40gb-on-demand" not in vq  # nothing left on on-demand
     # the three L4 API replicas: two thirds to spot, the rest stays on-demand as the floor
@@ -106,10 +113,13 @@ def test_kueue_is_one_config_per_cluster_carrying_the_plan_within_capacity(feed_
     # one cluster's flavors only: no GKE or on-prem flavor on the EKS cluster, one cohort per cluster
     assert all(k.startswith("karpenter.") for labels in flavors.values() for k in labels)
     assert {d["spec"]["cohortName"] for d in east if d["kind"] == "ClusterQueue"} == {
-        "gpufinops-aws-us-east-1-111122223333"}
+        "gpufinops-aws-us-east-1-111122223333"
+    }
 
     # the Google Cloud project: the A100 serving node becomes an L4
-    assert quotas(clusters[GCP_CENTRAL], "gpufinops-vision") == {"gcp-l4-on-demand": by_kind["gpu_type"].proposed["gpu_count"]}
+    assert quotas(clusters[GCP_CENTRAL], "gpufinops-vision") == {
+        "gcp-l4-on-demand": by_kind["gpu_type"].proposed["gpu_count"]
+    }
     [gke_flavor] = [d for d in clusters[GCP_CENTRAL] if d["kind"] == "ResourceFlavor"]
     assert gke_flavor["spec"]["nodeLabels"]["cloud.google.com/gke-accelerator"] == "nvidia-l4"
 
@@ -121,8 +131,11 @@ def test_kueue_is_one_config_per_cluster_carrying_the_plan_within_capacity(feed_
     # dc1 has 16 H100s, all busy today (search 8, nlp 8); the move of 8 more cannot add GPUs: every team's
     # quota is cut to fit, and the quotas together never exceed the node groups' GPUs
     capacity = len(ONPREM) * ONPREM_GPUS_PER_NODE
-    dc1 = {q["metadata"]["name"]: quotas(clusters["dc1"], q["metadata"]["name"])["onprem-h100-sxm"]
-           for q in clusters["dc1"] if q["kind"] == "ClusterQueue"}
+    dc1 = {
+        q["metadata"]["name"]: quotas(clusters["dc1"], q["metadata"]["name"])["onprem-h100-sxm"]
+        for q in clusters["dc1"]
+        if q["kind"] == "ClusterQueue"
+    }
     assert set(dc1) == {"gpufinops-search", "gpufinops-nlp"}
     assert sum(dc1.values()) == capacity and dc1["gpufinops-search"] > dc1["gpufinops-nlp"] > 0
     assert "cut to fit the cluster's 16 H100-SXM GPUs" in text
@@ -172,8 +185,9 @@ def test_karpenter_nodepools_validate_are_launchable_and_only_on_aws(feed_wareho
     west = {d["metadata"]["name"]: d["spec"] for d in by_cluster(docs)[AWS_WEST]}
     assert req(west["gpufinops-nlp-a10g-on-demand"], "node.kubernetes.io/instance-type") == ["g5.12xlarge"]
     assert west["gpufinops-nlp-a10g-on-demand"]["limits"]["nvidia.com/gpu"] == 4
-    assert all(p["template"]["metadata"]["labels"]["gpufinops.io/team"] in ("vision", "nlp", "search")
-               for p in pools.values())
+    assert all(
+        p["template"]["metadata"]["labels"]["gpufinops.io/team"] in ("vision", "nlp", "search") for p in pools.values()
+    )
 
 
 def test_a_broken_manifest_fails_validation(feed_warehouse):
@@ -209,8 +223,11 @@ def test_team_scoping_skypilot_and_json(feed_warehouse):
     assert set(by_cluster(vision)) == {AWS_EAST, GCP_CENTRAL}
     # a team's share of a full cluster is the same with or without --team: the other teams still count
     everyone = docs_of(export(feed_warehouse, "kueue", cluster="dc1"))
-    assert quotas(docs_of(export(feed_warehouse, "kueue", "nlp", "dc1")), "gpufinops-nlp") == \
-        quotas(everyone, "gpufinops-nlp") == {"onprem-h100-sxm": 5}
+    assert (
+        quotas(docs_of(export(feed_warehouse, "kueue", "nlp", "dc1")), "gpufinops-nlp")
+        == quotas(everyone, "gpufinops-nlp")
+        == {"onprem-h100-sxm": 5}
+    )
     assert "nlp" not in export(feed_warehouse, "karpenter", team="vision")
 
     objects = json.loads(export(feed_warehouse, "json", team="nlp"))
@@ -227,10 +244,18 @@ def test_team_scoping_skypilot_and_json(feed_warehouse):
     sky = {d["name"]: d["resources"] for d in tasks}
     assert len(sky) == len(tasks)
     recs = {r.kind: r for r in realistic_recommendations()}
-    assert sky["vision-serving"] == {"infra": "gcp/us-central1", "accelerators": "L4:1",
-                                     "instance_type": "g2-standard-8", "use_spot": False}
-    assert sky["vision-train"] == {"infra": "aws/us-east-1", "accelerators": "A100:8",
-                                   "instance_type": "p4d.24xlarge", "use_spot": True}
+    assert sky["vision-serving"] == {
+        "infra": "gcp/us-central1",
+        "accelerators": "L4:1",
+        "instance_type": "g2-standard-8",
+        "use_spot": False,
+    }
+    assert sky["vision-train"] == {
+        "infra": "aws/us-east-1",
+        "accelerators": "A100:8",
+        "instance_type": "p4d.24xlarge",
+        "use_spot": True,
+    }
     [service] = [d for d in tasks if d["name"] == "vision-api"]  # three replicas planned alike: one task
     assert service["resources"]["use_spot"] is True and service["resources"]["accelerators"] == "L4:1"
     assert service["service"]["replica_policy"]["base_ondemand_fallback_replicas"] == 1  # a third of 3 replicas
@@ -258,8 +283,24 @@ def test_dismissed_and_alternative_findings_leave_the_manifests(feed_warehouse):
 
 def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehouse, tmp_path):
     out = tmp_path / "kueue.yaml"
-    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
-                             "--team", "search", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.jobs.cli",
+            "--db",
+            str(feed_warehouse),
+            "export",
+            "kueue",
+            "--team",
+            "search",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     schemas = crd_schemas()
     docs = docs_of(out.read_text())
@@ -267,16 +308,62 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
     for doc in docs:
         validate(doc, schemas)
     assert set(by_cluster(docs)) == {AWS_EAST, "dc1"}
-    one = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
-                          "--cluster", "dc1"], capture_output=True, text=True, timeout=120)
+    one = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.jobs.cli",
+            "--db",
+            str(feed_warehouse),
+            "export",
+            "kueue",
+            "--cluster",
+            "dc1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert one.returncode == 0, one.stderr
     assert set(by_cluster(docs_of(one.stdout))) == {"dc1"} and "# cluster dc1 (on-prem Kubernetes)" in one.stdout
-    label = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "karpenter",
-                            "--cluster", "aws-us-west-2-111122223333"], capture_output=True, text=True, timeout=120)
+    label = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.jobs.cli",
+            "--db",
+            str(feed_warehouse),
+            "export",
+            "karpenter",
+            "--cluster",
+            "aws-us-west-2-111122223333",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert label.returncode == 0 and set(by_cluster(docs_of(label.stdout))) == {AWS_WEST}
-    unknown = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "kueue",
-                              "--cluster", "prod-eks"], capture_output=True, text=True, timeout=120)
+    unknown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.jobs.cli",
+            "--db",
+            str(feed_warehouse),
+            "export",
+            "kueue",
+            "--cluster",
+            "prod-eks",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert unknown.returncode == 2 and "prod-eks" in unknown.stderr and AWS_EAST in unknown.stderr
-    bad = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "slurm"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "slurm"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "slurm" in bad.stderr

@@ -23,8 +23,11 @@ TYPES = export_checks.inventory()
 
 def _csv_rows() -> list[dict]:
     with export_checks.INVENTORY_CSV.open(newline="") as f:
-        return [{**r, "gpu_count": int(r["gpu_count"] or 0), "gpu_fraction": float(r["gpu_fraction"] or 1)}
-                for r in csv.DictReader(f) if r["accelerator"] == "gpu"]
+        return [
+            {**r, "gpu_count": int(r["gpu_count"] or 0), "gpu_fraction": float(r["gpu_fraction"] or 1)}
+            for r in csv.DictReader(f)
+            if r["accelerator"] == "gpu"
+        ]
 
 
 def test_the_shapes_agree_with_skypilots_own_catalogue():
@@ -58,19 +61,30 @@ def exported(feed_warehouse):
         cloud = export_checks.cloud_capacity(con, json.loads(export(feed_warehouse, "json")), [])
     kueue, karpenter = docs_of(export(feed_warehouse, "kueue")), docs_of(export(feed_warehouse, "karpenter"))
     sky = docs_of(export(feed_warehouse, "skypilot"))
-    return {"kueue": kueue, "karpenter": karpenter, "skypilot": sky, "capacity": {**cloud, **onprem},
-            "per_node": per_node}
+    return {
+        "kueue": kueue,
+        "karpenter": karpenter,
+        "skypilot": sky,
+        "capacity": {**cloud, **onprem},
+        "per_node": per_node,
+    }
 
 
 def _kueue(exported, docs=None) -> list[str]:
     docs = exported["kueue"] if docs is None else docs
-    return export_checks.check_kueue(docs, exported["capacity"], export_checks.nodepool_limits(exported["karpenter"]),
-                                     {"vision": {"vision"}})
+    return export_checks.check_kueue(
+        docs, exported["capacity"], export_checks.nodepool_limits(exported["karpenter"]), {"vision": {"vision"}}
+    )
 
 
 def _one(docs: list[dict], kind: str, name: str | None = None, cluster: str | None = None) -> dict:
-    return next(d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
-                and (cluster is None or d["metadata"]["annotations"]["gpufinops.io/cluster-name"] == cluster))
+    return next(
+        d
+        for d in docs
+        if d["kind"] == kind
+        and (name is None or d["metadata"]["name"] == name)
+        and (cluster is None or d["metadata"]["annotations"]["gpufinops.io/cluster-name"] == cluster)
+    )
 
 
 def test_the_valid_exports_pass(exported):
@@ -83,9 +97,11 @@ def test_the_valid_exports_pass(exported):
 def test_a_nodepool_its_instance_types_cannot_fill_fails(exported):
     pools = copy.deepcopy(exported["karpenter"])
     pool = _one(pools, "NodePool", "gpufinops-nlp-a10g-on-demand")
-    req = next(r for r in pool["spec"]["template"]["spec"]["requirements"] if r["key"] == "node.kubernetes.io/instance-type")
+    req = next(
+        r for r in pool["spec"]["template"]["spec"]["requirements"] if r["key"] == "node.kubernetes.io/instance-type"
+    )
     req["values"] = ["g5.48xlarge"]
-    pool["spec"]["limits"]["nvidia.com/gpu"] = 2   # the NodePool: 2 GPUs, only an 8-GPU type
+    pool["spec"]["limits"]["nvidia.com/gpu"] = 2  # the NodePool: 2 GPUs, only an 8-GPU type
     [problem] = export_checks.check_nodepools(pools, TYPES)
     assert "limit 2 GPUs is not a sum of whole nodes" in problem
     pool["spec"]["limits"]["nvidia.com/gpu"] = 12  # 8 + 8 overshoots, 8 alone falls short
@@ -106,7 +122,8 @@ def test_kueue_across_clusters_or_beyond_capacity_fails(exported):
     gke_flavor = _one(docs, "ResourceFlavor", cluster=GCP_CENTRAL)["metadata"]["name"]
     # the ClusterQueue mixing AWS, GKE and on-prem flavors
     vision["spec"]["resourceGroups"][0]["flavors"].append(
-        {"name": gke_flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 1}]})
+        {"name": gke_flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 1}]}
+    )
     assert any(f"flavor {gke_flavor} is not one of that cluster's ResourceFlavors" in p for p in _kueue(exported, docs))
 
     docs = copy.deepcopy(exported["kueue"])
@@ -120,13 +137,14 @@ def test_kueue_across_clusters_or_beyond_capacity_fails(exported):
     assert any(p.startswith("dc1: ") and "the cluster has 16" in p for p in _kueue(exported, docs))
 
     docs = copy.deepcopy(exported["kueue"])
-    _one(docs, "ClusterQueue", "gpufinops-vision", GCP_CENTRAL)["spec"]["cohortName"] = \
-        _one(docs, "ClusterQueue", "gpufinops-vision", AWS_EAST)["spec"]["cohortName"]
+    _one(docs, "ClusterQueue", "gpufinops-vision", GCP_CENTRAL)["spec"]["cohortName"] = _one(
+        docs, "ClusterQueue", "gpufinops-vision", AWS_EAST
+    )["spec"]["cohortName"]
     assert any("spans clusters" in p for p in _kueue(exported, docs))
 
     docs = copy.deepcopy(exported["kueue"])
     spot = _one(docs, "ClusterQueue", "gpufinops-vision", AWS_EAST)["spec"]["resourceGroups"][0]["flavors"][0]
-    spot["resources"][0]["nominalQuota"] += 8   # more spot A100s than its NodePools can launch
+    spot["resources"][0]["nominalQuota"] += 8  # more spot A100s than its NodePools can launch
     assert any("its NodePools launch at most" in p for p in _kueue(exported, docs))
 
 
@@ -134,15 +152,23 @@ def test_a_localqueue_in_an_invented_namespace_fails(exported):
     docs = copy.deepcopy(exported["kueue"])
     queue = _one(docs, "ClusterQueue", "gpufinops-vision", AWS_EAST)
     labels = queue["metadata"]["labels"]
-    local = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": "gpu", "namespace": "unattributed", "labels": dict(labels),
-                          "annotations": dict(queue["metadata"]["annotations"])},
-             "spec": {"clusterQueue": "gpufinops-vision"}}
+    local = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {
+            "name": "gpu",
+            "namespace": "unattributed",
+            "labels": dict(labels),
+            "annotations": dict(queue["metadata"]["annotations"]),
+        },
+        "spec": {"clusterQueue": "gpufinops-vision"},
+    }
     problems = _kueue(exported, docs + [local])
     assert any("does not admit namespace unattributed" in p for p in problems)
     assert any("no data or config names it for team vision" in p for p in problems)
-    queue["spec"]["namespaceSelector"] = {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["vision"]}]}
+    queue["spec"]["namespaceSelector"] = {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["vision"]}]
+    }
     local["metadata"]["namespace"] = "vision"
     assert _kueue(exported, docs + [local]) == []
     assert any("appears 2 times" in p for p in export_checks.check_names(docs + [local, copy.deepcopy(local)]))
@@ -151,17 +177,22 @@ def test_a_localqueue_in_an_invented_namespace_fails(exported):
 def test_skypilot_shapes_no_cloud_offers_fail(exported):
     tasks = copy.deepcopy(exported["skypilot"])
     by_name = {t["name"]: t for t in tasks}
-    by_name["nlp-finetune"]["resources"].update(accelerators="A10G:2")    # the A10G:2 on AWS
+    by_name["nlp-finetune"]["resources"].update(accelerators="A10G:2")  # the A10G:2 on AWS
     by_name["nlp-finetune"]["resources"].pop("instance_type")
-    by_name["search-embed"]["resources"] = {"cloud": "kubernetes", "instance_type": "onprem-a100x8",
-                                            "accelerators": "H100:8"}
+    by_name["search-embed"]["resources"] = {
+        "cloud": "kubernetes",
+        "instance_type": "onprem-a100x8",
+        "accelerators": "H100:8",
+    }
     by_name["vision-serving"]["resources"]["instance_type"] = "a2-highgpu-1g"  # an A100 type, asked for L4:1
-    tasks.append(copy.deepcopy(by_name["vision-train"]))                   # two tasks with one name
+    tasks.append(copy.deepcopy(by_name["vision-train"]))  # two tasks with one name
     problems = export_checks.check_skypilot(tasks, TYPES, exported["per_node"])
     assert "task nlp-finetune: A10G:2 is not in aws's catalogue" in problems
     assert "task search-embed: cloud/region given instead of infra" in problems
     assert "task vision-serving: instance_type a2-highgpu-1g does not carry L4:1" in problems
     assert "task name 'vision-train' appears 2 times" in problems
     by_name["search-embed"]["resources"] = {"infra": "k8s", "accelerators": "H100:16"}
-    assert any("H100:16 does not fit on one on-prem node (at most 8)" in p
-               for p in export_checks.check_skypilot(tasks, TYPES, exported["per_node"]))
+    assert any(
+        "H100:16 does not fit on one on-prem node (at most 8)" in p
+        for p in export_checks.check_skypilot(tasks, TYPES, exported["per_node"])
+    )

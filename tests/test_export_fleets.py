@@ -23,6 +23,7 @@ BIG_NAMESPACES = {"vision": "vision", "nlp": ["nlp-train", "nlp-serve"], "resear
 def render(db_path: Path, fmt: str, **kw) -> str:
     import gpufinops.jobs.export as export
     from gpufinops.jobs.export.settings import parse
+
     table = kw.pop("table", None)
     with db.reader(db_path) as con:
         return export.render(con, fmt, settings=parse(table), **kw)
@@ -48,7 +49,7 @@ def big_home(tmp_path_factory) -> Path:
     fleet = demo_fleet.generate(home, days=10, seed=11, scale=2)
     write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")
     config = demo.write_config(home, fleet.resource_map)
-    nss = ", ".join(f'{t} = {ns!r}'.replace("'", '"') for t, ns in BIG_NAMESPACES.items())
+    nss = ", ".join(f"{t} = {ns!r}".replace("'", '"') for t, ns in BIG_NAMESPACES.items())
     config.write_text(config.read_text() + f"\n[export]\nnamespaces = {{{nss}}}\n")
     cfg = config_mod.load(config)
     assert all(r.ok for r in run_configured(cfg))
@@ -70,10 +71,18 @@ def test_the_demo_exports_pass_every_check(demo_home):
         assert f"# plan total: {printed}/month" in text and printed == f"${float(total):,.2f}"
     docs = documents(kueue)
     clusters = {d["metadata"]["annotations"]["gpufinops.io/cluster-name"] for d in docs}
-    assert "dc1" in clusters and any(c.startswith("aws/") for c in clusters) and any(c.startswith("gcp/") for c in clusters)
+    assert (
+        "dc1" in clusters
+        and any(c.startswith("aws/") for c in clusters)
+        and any(c.startswith("gcp/") for c in clusters)
+    )
     dc1 = [d for d in docs if d["metadata"]["labels"]["gpufinops.io/cluster"] == "dc1" and d["kind"] == "ClusterQueue"]
-    a100 = sum(f["resources"][0]["nominalQuota"] for q in dc1 for f in q["spec"]["resourceGroups"][0]["flavors"]
-               if f["name"] == "onprem-a100-80gb")
+    a100 = sum(
+        f["resources"][0]["nominalQuota"]
+        for q in dc1
+        for f in q["spec"]["resourceGroups"][0]["flavors"]
+        if f["name"] == "onprem-a100-80gb"
+    )
     assert 0 < a100 <= 16  # dc1's A100 group: 2 nodes x 8 GPUs
     assert "unattributed" not in kueue and not [d for d in docs if d["kind"] == "LocalQueue"]
     # the g5.48xlarge that only needs 4 GPUs: a g5.12xlarge NodePool limited to its 4 GPUs
@@ -91,14 +100,19 @@ def test_a_bigger_fleet_with_configured_namespaces_passes_every_check(big_home):
     assert check_warehouse(db_path, big_home / "gpufinops.toml") == {"kueue": [], "karpenter": [], "skypilot": []}
     table = {"namespaces": BIG_NAMESPACES}
     docs = documents(render(db_path, "kueue", table=table))
-    local = {(d["metadata"]["labels"]["gpufinops.io/cluster"], d["metadata"]["namespace"])
-             for d in docs if d["kind"] == "LocalQueue"}
+    local = {
+        (d["metadata"]["labels"]["gpufinops.io/cluster"], d["metadata"]["namespace"])
+        for d in docs
+        if d["kind"] == "LocalQueue"
+    }
     assert ("dc1", "nlp-train") in local and ("dc1", "nlp-serve") in local and ("dc1", "research") in local
     assert {ns for _, ns in local} <= {"vision", "nlp-train", "nlp-serve", "research"}
-    teams_without = {d["metadata"]["labels"]["gpufinops.io/team"] for d in docs if d["kind"] == "ClusterQueue"} \
-        - set(BIG_NAMESPACES)
-    assert teams_without and all(f"[export] namespaces.{t})" in render(db_path, "kueue", table=table)
-                                 for t in teams_without)
+    teams_without = {d["metadata"]["labels"]["gpufinops.io/team"] for d in docs if d["kind"] == "ClusterQueue"} - set(
+        BIG_NAMESPACES
+    )
+    assert teams_without and all(
+        f"[export] namespaces.{t})" in render(db_path, "kueue", table=table) for t in teams_without
+    )
     # each cluster on its own: --cluster gives the same objects as that cluster's part of the whole file
     for label in sorted({d["metadata"]["labels"]["gpufinops.io/cluster"] for d in docs}):
         alone = documents(render(db_path, "kueue", table=table, cluster=label))

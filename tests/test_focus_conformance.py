@@ -36,11 +36,15 @@ EXCEPTIONS = {
     "EffectiveCost-C-005-C": """"ChargeFrequency" = 'Recurring' AND "CommitmentDiscountId" IS NOT NULL""",
     # the two branches of InvoiceId-C-003-C (null before the invoice is issued, set after): judged per
     # invoice scope by test_invoice_id_is_all_or_nothing_per_invoice_scope
-    "InvoiceId-C-004-C": "TRUE", "InvoiceId-C-005-C": "TRUE",
+    "InvoiceId-C-004-C": "TRUE",
+    "InvoiceId-C-005-C": "TRUE",
     # a provider's own FOCUS export keeps its values (tests/data/focus-sample)
-    "ContractedCost-C-003-M": PROVIDER_EXPORT, "ContractedCost-C-004-M": PROVIDER_EXPORT,
-    "PricingUnit-C-003-O": PROVIDER_EXPORT, "ServiceName-C-005-C": PROVIDER_EXPORT,
-    "ServiceName-C-008-C": PROVIDER_EXPORT, "ChargeFrequency-C-003-M": PROVIDER_EXPORT,
+    "ContractedCost-C-003-M": PROVIDER_EXPORT,
+    "ContractedCost-C-004-M": PROVIDER_EXPORT,
+    "PricingUnit-C-003-O": PROVIDER_EXPORT,
+    "ServiceName-C-005-C": PROVIDER_EXPORT,
+    "ServiceName-C-008-C": PROVIDER_EXPORT,
+    "ChargeFrequency-C-003-M": PROVIDER_EXPORT,
 }
 
 
@@ -67,7 +71,9 @@ def exports(tmp_path_factory) -> dict[str, Path]:
     demo.run(home, days=7, out=open(os.devnull, "w"))
     for fmt in ("parquet", "csv"):
         out[f"demo ({fmt})"] = root / f"demo.{fmt}"
-        assert cli(["--config", str(home / "gpufinops.toml"), "export", "focus", "--out", str(out[f"demo ({fmt})"])]) == 0
+        assert (
+            cli(["--config", str(home / "gpufinops.toml"), "export", "focus", "--out", str(out[f"demo ({fmt})"])]) == 0
+        )
     out["demo warehouse"] = home / "data" / "gpufinops.duckdb"
     return out
 
@@ -81,7 +87,9 @@ def test_focus_12_rules_pass_on_every_fixture(exports, case):
     failed = {rid: f"{v.violations} violation(s): {v.reason}" for rid, v in report.failed().items()}
     assert not failed, f"{case}: {report.summary()}; failed: {failed}"
     assert len(report.verdicts) == 578 and report.count("pass") > 100, report.summary()
-    print(f"{case}: {report.summary()}; excepted: {sorted(r for r, v in report.verdicts.items() if v.status == 'excepted')}")
+    print(
+        f"{case}: {report.summary()}; excepted: {sorted(r for r, v in report.verdicts.items() if v.status == 'excepted')}"
+    )
 
 
 def test_exceptions_are_confined_to_the_rows_they_name(exports):
@@ -91,9 +99,16 @@ def test_exceptions_are_confined_to_the_rows_they_name(exports):
         "aws_cur legacy CUR": {"BilledCost-C-005-C", "InvoiceId-C-004-C", "InvoiceId-C-005-C"},
         "gcp_billing_export": {"InvoiceId-C-004-C"},
         "onprem": {"InvoiceId-C-004-C"},
-        "focus_files": {"BilledCost-C-005-C", "ContractedCost-C-003-M", "ContractedCost-C-004-M",
-                        "InvoiceId-C-005-C", "PricingUnit-C-003-O", "ServiceName-C-005-C", "ServiceName-C-008-C",
-                        "ChargeFrequency-C-003-M"},
+        "focus_files": {
+            "BilledCost-C-005-C",
+            "ContractedCost-C-003-M",
+            "ContractedCost-C-004-M",
+            "InvoiceId-C-005-C",
+            "PricingUnit-C-003-O",
+            "ServiceName-C-005-C",
+            "ServiceName-C-008-C",
+            "ChargeFrequency-C-003-M",
+        },
     }
     for case, rules in expected.items():
         report = _judge(exports[case])
@@ -108,8 +123,10 @@ def test_invoice_id_is_all_or_nothing_per_invoice_scope(exports):
             FROM '{exports[case].as_posix()}' GROUP BY "x_Source", "BillingAccountId", "BillingPeriodStart")
             WHERE kinds > 1""").fetchall()[0][0]
         assert mixed == 0, case
-    ids = dict(duckdb.sql(f"""SELECT "ProviderName", count(*) FILTER (WHERE "InvoiceId" IS NOT NULL) / count(*)
-                             FROM '{exports['demo (parquet)'].as_posix()}' GROUP BY 1""").fetchall())
+    ids = dict(
+        duckdb.sql(f"""SELECT "ProviderName", count(*) FILTER (WHERE "InvoiceId" IS NOT NULL) / count(*)
+                             FROM '{exports["demo (parquet)"].as_posix()}' GROUP BY 1""").fetchall()
+    )
     assert ids == {"AWS": 1, "Google Cloud": 1, "onprem": 1}  # bill_invoice_id, invoice.month, the statement
 
 
@@ -122,17 +139,30 @@ def test_the_rules_catch_what_the_issue_found(exports, tmp_path):
         CASE WHEN "ResourceType" = 'Volume' OR "ChargeDescription" LIKE '%SSD%' THEN 'Storage'
              ELSE "ServiceCategory" END AS "ServiceCategory",
         CASE WHEN "ProviderName" = 'onprem' THEN 'Acme datacentre' ELSE "InvoiceIssuerName" END AS "InvoiceIssuerName")
-        FROM '{exports['demo (parquet)'].as_posix()}') TO '{broken.as_posix()}' (FORMAT parquet)""")
+        FROM '{exports["demo (parquet)"].as_posix()}') TO '{broken.as_posix()}' (FORMAT parquet)""")
     failed = set(_judge(broken, EXCEPTIONS).leaf_failures(MODEL))
-    assert {"ServiceSubcategory-C-002-M", "PricingUnit-C-003-O", "ServiceName-C-005-C",
-            "BilledCost-C-005-C"} <= failed, failed
+    assert {
+        "ServiceSubcategory-C-002-M",
+        "PricingUnit-C-003-O",
+        "ServiceName-C-005-C",
+        "BilledCost-C-005-C",
+    } <= failed, failed
 
 
 def test_not_applicable_rules_say_why(exports):
-    reasons = {v.reason.split(":")[0] for v in _judge(exports["demo (parquet)"], EXCEPTIONS).verdicts.values()
-               if v.status == "n/a"}
-    assert reasons <= {"dynamic", "MAY", "applicability criterion not declared", "CheckDecimalValue",
-                       "depends on a rule that is not applicable", "every part is not applicable"}, reasons
+    reasons = {
+        v.reason.split(":")[0]
+        for v in _judge(exports["demo (parquet)"], EXCEPTIONS).verdicts.values()
+        if v.status == "n/a"
+    }
+    assert reasons <= {
+        "dynamic",
+        "MAY",
+        "applicability criterion not declared",
+        "CheckDecimalValue",
+        "depends on a rule that is not applicable",
+        "every part is not applicable",
+    }, reasons
 
 
 # ---- round trip ---------------------------------------------------------------------------------
@@ -148,11 +178,13 @@ def _rows(db: Path, where: str = "") -> list[tuple]:
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_export_then_focus_files_gives_the_same_rows(exports, tmp_path, fmt, focus_registry):
     from gpufinops.ingest.core.runner import run_source
+
     source = exports[f"demo ({fmt})"]
     shutil.copy(source, tmp_path / f"focus.{fmt}")
     back = tmp_path / "wh" / "gpufinops.duckdb"
-    result = run_source(focus_registry, back, "back", "focus_files", {"path": str(tmp_path / f"focus.{fmt}")},
-                        team_tag_keys=("team",))
+    result = run_source(
+        focus_registry, back, "back", "focus_files", {"path": str(tmp_path / f"focus.{fmt}")}, team_tag_keys=("team",)
+    )
     assert result.status == "succeeded", result.error
     original = _rows(exports["demo warehouse"])
     assert result.rows == len(original) > 1000
@@ -162,12 +194,16 @@ def test_export_then_focus_files_gives_the_same_rows(exports, tmp_path, fmt, foc
 # ---- the real validator, where a Python >= 3.12 with focus-validator 2.2.1 is at hand -------------
 
 STRICTER_HERE = {"ChargeFrequency-C-003-M", "ChargeFrequency-C-000-O"}
-REAL_VALIDATOR = Path(os.environ.get("FOCUS_VALIDATOR", Path(__file__).parent.parent / ".venv-focus" / "bin" / "focus-validator"))
+REAL_VALIDATOR = Path(
+    os.environ.get("FOCUS_VALIDATOR", Path(__file__).parent.parent / ".venv-focus" / "bin" / "focus-validator")
+)
 
 
 @pytest.mark.emulator
-@pytest.mark.skipif(not REAL_VALIDATOR.exists(), reason=f"no {REAL_VALIDATOR} (make .venv-focus builds it "
-                                                         "where a Python >= 3.12 interpreter exists)")
+@pytest.mark.skipif(
+    not REAL_VALIDATOR.exists(),
+    reason=f"no {REAL_VALIDATOR} (make .venv-focus builds it where a Python >= 3.12 interpreter exists)",
+)
 @pytest.mark.parametrize("case", ["demo (parquet)", "aws_cur legacy CUR", "focus_files"])
 def test_the_real_validator_agrees_rule_by_rule(exports, case):
     """Every rule the FinOps Foundation's validator evaluates gets the same verdict here (exceptions
@@ -177,13 +213,24 @@ def test_the_real_validator_agrees_rule_by_rule(exports, case):
     1.0 sample's 'Usage-based' passes there: STRICTER_HERE)."""
     package = REAL_VALIDATOR.parent.parent / "lib"
     cwd = next(package.glob("python3.*/site-packages"))  # it opens its currency list by a relative path
-    done = subprocess.run([str(REAL_VALIDATOR), "--data-file", str(exports[case]), "--validate-version", "1.2",
-                           "--block-download"], cwd=cwd, capture_output=True, text=True, timeout=300)
-    theirs = {m.group(1): {"PASS": "pass", "FAIL": "fail", "SKIPPED": "n/a"}[m.group(2)]
-              for m in re.finditer(r"^\S+ ([\w-]+): (PASS|FAIL|SKIPPED)", done.stdout, re.M)}
+    done = subprocess.run(
+        [str(REAL_VALIDATOR), "--data-file", str(exports[case]), "--validate-version", "1.2", "--block-download"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    theirs = {
+        m.group(1): {"PASS": "pass", "FAIL": "fail", "SKIPPED": "n/a"}[m.group(2)]
+        for m in re.finditer(r"^\S+ ([\w-]+): (PASS|FAIL|SKIPPED)", done.stdout, re.M)
+    }
     assert len(theirs) == 578, done.stdout[-2000:] + done.stderr[-2000:]
     ours = _judge(exports[case]).verdicts
-    differ = {rid: (ours[rid].status, status) for rid, status in theirs.items()
-              if status != "n/a" and ours[rid].status != status
-              and not (rid in STRICTER_HERE and (ours[rid].status, status) == ("fail", "pass"))}
+    differ = {
+        rid: (ours[rid].status, status)
+        for rid, status in theirs.items()
+        if status != "n/a"
+        and ours[rid].status != status
+        and not (rid in STRICTER_HERE and (ours[rid].status, status) == ("fail", "pass"))
+    }
     assert not differ, differ

@@ -29,22 +29,44 @@ def file_sums(path: Path, by: str, column: str = "BilledCost") -> dict[str, Deci
 
 
 def load(registry, warehouse, path, source="focus", **kwargs):
-    return run_source(registry, warehouse, source, "focus_files", {"path": str(path)},
-                      team_tag_keys=("team", "business_unit"), **kwargs)
+    return run_source(
+        registry,
+        warehouse,
+        source,
+        "focus_files",
+        {"path": str(path)},
+        team_tag_keys=("team", "business_unit"),
+        **kwargs,
+    )
 
 
 def sample_as_parquet(tmp_path: Path) -> Path:
     """The sample converted to Parquet the way an export writes it: money as decimals, ids as text."""
-    table = pacsv.read_csv(FOCUS_SAMPLE, convert_options=pacsv.ConvertOptions(
-        null_values=["NULL", ""], strings_can_be_null=True,
-        column_types={c: pa.string() for c in ("BillingAccountId", "SubAccountId", "ListUnitPrice", "Id")}))
-    money_cols = ["BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ConsumedQuantity",
-                  "ContractedUnitPrice", "PricingQuantity"]
+    table = pacsv.read_csv(
+        FOCUS_SAMPLE,
+        convert_options=pacsv.ConvertOptions(
+            null_values=["NULL", ""],
+            strings_can_be_null=True,
+            column_types={c: pa.string() for c in ("BillingAccountId", "SubAccountId", "ListUnitPrice", "Id")},
+        ),
+    )
+    money_cols = [
+        "BilledCost",
+        "EffectiveCost",
+        "ListCost",
+        "ContractedCost",
+        "ConsumedQuantity",
+        "ContractedUnitPrice",
+        "PricingQuantity",
+    ]
     for name in money_cols:
         i = table.schema.get_field_index(name)
-        text = pacsv.read_csv(FOCUS_SAMPLE, convert_options=pacsv.ConvertOptions(
-            include_columns=[name], column_types={name: pa.string()}, null_values=["NULL"],
-            strings_can_be_null=True)).column(0)
+        text = pacsv.read_csv(
+            FOCUS_SAMPLE,
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[name], column_types={name: pa.string()}, null_values=["NULL"], strings_can_be_null=True
+            ),
+        ).column(0)
         table = table.set_column(i, name, text.cast(pa.decimal128(38, 15)))
     out = tmp_path / "sample.parquet"
     pq.write_table(table, out)
@@ -72,7 +94,12 @@ def test_ids_stay_text_and_tags_give_teams(focus_registry, warehouse):
     with open(FOCUS_SAMPLE, newline="") as f:
         rows = list(csv.DictReader(f))
     accounts = {r["SubAccountId"] for r in rows if r["SubAccountId"] != "NULL"}
-    got = {r[0] for r in query(warehouse, 'SELECT DISTINCT "SubAccountId" FROM cost_line_items WHERE "SubAccountId" IS NOT NULL')}
+    got = {
+        r[0]
+        for r in query(
+            warehouse, 'SELECT DISTINCT "SubAccountId" FROM cost_line_items WHERE "SubAccountId" IS NOT NULL'
+        )
+    }
     assert got == accounts
     # business_unit is the team tag here; rows without tags have no team
     tagged = sum(1 for r in rows if r["Tags"] not in ("NULL", "") and '"business_unit"' in r["Tags"])
@@ -80,7 +107,9 @@ def test_ids_stay_text_and_tags_give_teams(focus_registry, warehouse):
     # GPU instance hours: the instance type comes from the charge description
     g5 = sum(1 for r in rows if " g5.4xlarge " in r["ChargeDescription"])
     assert g5 > 0
-    assert query(warehouse, """SELECT count(*) FROM cost_line_items WHERE "x_InstanceType" = 'g5.4xlarge'""")[0][0] == g5
+    assert (
+        query(warehouse, """SELECT count(*) FROM cost_line_items WHERE "x_InstanceType" = 'g5.4xlarge'""")[0][0] == g5
+    )
     ts = query(warehouse, 'SELECT min("ChargePeriodStart") FROM cost_line_items')[0][0]
     assert ts.utcoffset().total_seconds() == 0
 
@@ -120,18 +149,30 @@ def test_restated_period_replaces_the_old_rows(focus_registry, warehouse, tmp_pa
     write_rows(export / "2024-09.csv", september, fields)
     write_rows(export / "2024-10.csv", october, fields)
     assert load(focus_registry, warehouse, export / "*.csv").rows == 1000
-    october_digest = query(warehouse, """SELECT count(*), sum("BilledCost") FROM cost_line_items
-                                         WHERE "BillingPeriodStart" >= '2024-10-01'""")
+    october_digest = query(
+        warehouse,
+        """SELECT count(*), sum("BilledCost") FROM cost_line_items
+                                         WHERE "BillingPeriodStart" >= '2024-10-01'""",
+    )
     # the provider restates September: fewer rows, each cost doubled
     restated = [dict(r, BilledCost=str(Decimal(r["BilledCost"]) * 2)) for r in september[:500]]
     write_rows(export / "2024-09.csv", restated, fields)
     result = load(focus_registry, warehouse, export / "*.csv")
     assert result.status == "succeeded" and result.rows == 500
-    got = query(warehouse, """SELECT count(*), sum("BilledCost") FROM cost_line_items
-                              WHERE "BillingPeriodStart" < '2024-10-01'""")[0]
+    got = query(
+        warehouse,
+        """SELECT count(*), sum("BilledCost") FROM cost_line_items
+                              WHERE "BillingPeriodStart" < '2024-10-01'""",
+    )[0]
     assert got == (500, sum(Decimal(r["BilledCost"]) for r in restated))
-    assert query(warehouse, """SELECT count(*), sum("BilledCost") FROM cost_line_items
-                               WHERE "BillingPeriodStart" >= '2024-10-01'""") == october_digest
+    assert (
+        query(
+            warehouse,
+            """SELECT count(*), sum("BilledCost") FROM cost_line_items
+                               WHERE "BillingPeriodStart" >= '2024-10-01'""",
+        )
+        == october_digest
+    )
 
 
 def test_a_period_split_over_files_is_reloaded_whole(focus_registry, warehouse, tmp_path):
@@ -156,8 +197,10 @@ def test_sources_do_not_touch_each_others_slices(focus_registry, warehouse, tmp_
     load(focus_registry, warehouse, FOCUS_SAMPLE, source="a")
     load(focus_registry, warehouse, copy, source="b")
     load(focus_registry, warehouse, FOCUS_SAMPLE, source="a", full_refresh=True)
-    assert query(warehouse, 'SELECT "x_Source", count(*) FROM cost_line_items GROUP BY 1 ORDER BY 1') == \
-        [("a", 1000), ("b", 1000)]
+    assert query(warehouse, 'SELECT "x_Source", count(*) FROM cost_line_items GROUP BY 1 ORDER BY 1') == [
+        ("a", 1000),
+        ("b", 1000),
+    ]
 
 
 def test_since_until_reloads_only_the_periods_in_range(focus_registry, warehouse, tmp_path):

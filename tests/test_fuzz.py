@@ -34,6 +34,7 @@ from tests.gcp_loopback import GCP_DATA, copy_consistent_csv
 
 # ---- FOCUS files (CSV and Parquet) ----------------------------------------------------------------
 
+
 def focus_rows(n: int = 40) -> tuple[list[str], list[dict]]:
     with open(FOCUS_SAMPLE, newline="") as f:
         reader = csv.DictReader(f)
@@ -52,7 +53,9 @@ def to_parquet(csv_path: Path, parquet: Path) -> None:
     """The CSV as Parquet with money as DOUBLE (how a warehouse export would type it)."""
     money = ", ".join(f'TRY_CAST("{c}" AS DOUBLE) AS "{c}"' for c in ("BilledCost", "EffectiveCost", "ListCost"))
     with duckdb.connect() as con:
-        con.execute(f"CREATE TABLE t AS SELECT * FROM read_csv('{csv_path}', all_varchar = true, nullstr = ['NULL', ''])")
+        con.execute(
+            f"CREATE TABLE t AS SELECT * FROM read_csv('{csv_path}', all_varchar = true, nullstr = ['NULL', ''])"
+        )
         con.execute(f"COPY (SELECT * REPLACE ({money}) FROM t) TO '{parquet}' (FORMAT parquet)")
 
 
@@ -63,13 +66,20 @@ FOCUS_MUTATIONS: dict[str, tuple[Callable[[dict], None], str]] = {
     "non-numeric cost": (lambda r: r.update(BilledCost="abc"), "'abc'"),
     "inf cost": (lambda r: r.update(BilledCost="inf"), "'inf'"),
     "period reversed": (lambda r: r.update(ChargePeriodEnd="2024-09-01 00:00:00"), "is before ChargePeriodStart"),
-    "far outside its billing period": (lambda r: r.update(ChargePeriodStart="2022-01-01 00:00:00",
-                                                          ChargePeriodEnd="2022-01-01 01:00:00"),
-                                       "outside its billing period"),
+    "far outside its billing period": (
+        lambda r: r.update(ChargePeriodStart="2022-01-01 00:00:00", ChargePeriodEnd="2022-01-01 01:00:00"),
+        "outside its billing period",
+    ),
     "charge in 1970": (lambda r: r.update(ChargePeriodStart="1970-01-01 00:00:00"), "not a plausible time"),
-    "charge in 2100": (lambda r: r.update(ChargePeriodStart="2100-01-01 00:00:00", ChargePeriodEnd="2100-01-01 01:00:00",
-                                          BillingPeriodStart="2100-01-01 00:00:00", BillingPeriodEnd="2100-02-01 00:00:00"),
-                       "not a plausible time"),
+    "charge in 2100": (
+        lambda r: r.update(
+            ChargePeriodStart="2100-01-01 00:00:00",
+            ChargePeriodEnd="2100-01-01 01:00:00",
+            BillingPeriodStart="2100-01-01 00:00:00",
+            BillingPeriodEnd="2100-02-01 00:00:00",
+        ),
+        "not a plausible time",
+    ),
     "x_GpuCount abc": (lambda r: r.update(x_GpuCount="abc"), "column x_GpuCount value 'abc' is not a whole number"),
     "negative x_GpuCount": (lambda r: r.update(x_GpuCount="-3"), "is not a GPU count"),
 }
@@ -132,13 +142,13 @@ def test_focus_file_file_level_faults(focus_home):
     write_focus(export / "latin.csv", header, big)
     data = (export / "latin.csv").read_bytes()
     cut = data.index(b"Amazon", int(len(data) * (0.8 + rng.random() * 0.15)))
-    (export / "latin.csv").write_bytes(data[:cut] + b"\xe9" + data[cut + 1:])
+    (export / "latin.csv").write_bytes(data[:cut] + b"\xe9" + data[cut + 1 :])
     assert_refused(home, config, "cost_line_items", "latin.csv line", "not UTF-8")
     (export / "latin.csv").unlink()
     # a truncated large file (a half-finished upload): named, not blamed on BillingPeriodStart
     write_focus(export / "cut.csv", header, big)
     data = (export / "cut.csv").read_bytes()
-    (export / "cut.csv").write_bytes(data[:int(len(data) * (0.6 + rng.random() * 0.3))])
+    (export / "cut.csv").write_bytes(data[: int(len(data) * (0.6 + rng.random() * 0.3))])
     assert_refused(home, config, "cost_line_items", "cut.csv line", "unterminated quote")
     (export / "cut.csv").unlink()
     # a dangling symlink among the files
@@ -179,8 +189,9 @@ def test_skip_rows_quarantines_and_counts(tmp_path):
     bad[9]["EffectiveCost"] = "twelve"
     bad[17]["ChargePeriodEnd"] = "2024-08-01 00:00:00"
     write_focus(export / "mixed.csv", header, bad)
-    config = write_config(tmp_path, f'[sources.focus]\ntype = "focus_files"\npath = "{export}/*.csv"\n'
-                                    f'on_invalid = "skip_rows"')
+    config = write_config(
+        tmp_path, f'[sources.focus]\ntype = "focus_files"\npath = "{export}/*.csv"\non_invalid = "skip_rows"'
+    )
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         assert cli.main(["--config", str(config), "ingest"]) == 0
@@ -203,14 +214,22 @@ def test_skip_rows_quarantines_and_counts(tmp_path):
 
 CUR2_MUTATIONS: dict[str, tuple[Callable[[dict], None], str]] = {
     "empty unblended cost": (lambda c: c.update(line_item_unblended_cost=None), "(line_item_unblended_cost) is empty"),
-    "inf unblended cost": (lambda c: c.update(line_item_unblended_cost=float("inf")),
-                           "column line_item_unblended_cost value 'inf' is not a finite number"),
+    "inf unblended cost": (
+        lambda c: c.update(line_item_unblended_cost=float("inf")),
+        "column line_item_unblended_cost value 'inf' is not a finite number",
+    ),
     "nan unblended cost": (lambda c: c.update(line_item_unblended_cost=float("nan")), "is not a finite number"),
-    "usage ends before it starts": (lambda c: c.update(line_item_usage_end_date=c["line_item_usage_start_date"]
-                                                       - timedelta(hours=5)), "is before ChargePeriodStart"),
-    "usage two years off": (lambda c: c.update(line_item_usage_start_date=c["line_item_usage_start_date"]
-                                               + timedelta(days=730), line_item_usage_end_date=c["line_item_usage_end_date"]
-                                               + timedelta(days=730)), "not a plausible time"),
+    "usage ends before it starts": (
+        lambda c: c.update(line_item_usage_end_date=c["line_item_usage_start_date"] - timedelta(hours=5)),
+        "is before ChargePeriodStart",
+    ),
+    "usage two years off": (
+        lambda c: c.update(
+            line_item_usage_start_date=c["line_item_usage_start_date"] + timedelta(days=730),
+            line_item_usage_end_date=c["line_item_usage_end_date"] + timedelta(days=730),
+        ),
+        "not a plausible time",
+    ),
 }
 
 
@@ -299,10 +318,14 @@ GCP_FILE = "2022-08-01_5.csv"
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_gcp_export_files_refuse_a_bad_row(tmp_path, case, fmt):
     from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv, to_jsonl
+
     export = tmp_path / "export"
     export.mkdir()
     copy_consistent_csv(GCP_FILE, export / "good.csv")
-    config = write_config(tmp_path, f'[sources.gcp]\ntype = "gcp_billing_export"\npath = "{export}/*.{"csv" if fmt == "csv" else "jsonl"}"')
+    config = write_config(
+        tmp_path,
+        f'[sources.gcp]\ntype = "gcp_billing_export"\npath = "{export}/*.{"csv" if fmt == "csv" else "jsonl"}"',
+    )
     if fmt == "jsonl":
         (export / "good.jsonl").write_bytes(to_jsonl(read_flat_csv("t", str(export / "good.csv")).to_pylist()))
     good_run(config)
@@ -328,12 +351,14 @@ def test_gcp_export_files_refuse_a_bad_row(tmp_path, case, fmt):
 
 # ---- gcp_billing_export from BigQuery (the bqemulator API server, real google-cloud-bigquery client) ----
 
+
 def test_bigquery_rows_are_checked_like_files(tmp_path, bq_emulator):
     from gpufinops.ingest.core.registry import Registry
     from gpufinops.ingest.core.runner import run_source
     from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
     from tests.gcp_loopback import koku_flat_rows
     from tests.test_gcp_billing_export import bq_options
+
     registry = Registry()
     registry.register(GcpBillingExport)
     table = "gcp_billing_export_v1_0000_FUZZ"

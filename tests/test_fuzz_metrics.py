@@ -25,12 +25,18 @@ SMI_HEADER = "timestamp, uuid, name, utilization.gpu [%], memory.used [MiB], mem
 
 
 def smi_log(minutes: int = 30, start: datetime = datetime(2026, 11, 20, 10)) -> list[str]:
-    return [f"{(start + timedelta(minutes=m)).strftime('%Y/%m/%d %H:%M:%S')}.000, GPU-1, NVIDIA H100 80GB HBM3, "
-            f"{(m * 7) % 100} %, {1000 + m} MiB, 81559 MiB, 300.00 W" for m in range(minutes)]
+    return [
+        f"{(start + timedelta(minutes=m)).strftime('%Y/%m/%d %H:%M:%S')}.000, GPU-1, NVIDIA H100 80GB HBM3, "
+        f"{(m * 7) % 100} %, {1000 + m} MiB, 81559 MiB, 300.00 W"
+        for m in range(minutes)
+    ]
 
 
 SMI_MUTATIONS: dict[str, tuple[Callable[[list[str]], list[str]], str]] = {
-    "utilisation 150": (lambda f: f[:3] + ["150 %"] + f[4:], "column utilization.gpu [%] value '150.0' is outside 0–100"),
+    "utilisation 150": (
+        lambda f: f[:3] + ["150 %"] + f[4:],
+        "column utilization.gpu [%] value '150.0' is outside 0–100",
+    ),
     "utilisation -5": (lambda f: f[:3] + ["-5 %"] + f[4:], "is outside 0–100"),
     "utilisation NaN": (lambda f: f[:3] + ["NaN"] + f[4:], "value 'nan' is not a finite number"),
     "memory inf": (lambda f: f[:4] + ["inf MiB"] + f[5:], "value 'inf' is not a finite number"),
@@ -73,8 +79,9 @@ def test_nvidia_smi_file_level_faults(tmp_path):
     assert_refused(tmp_path, config, "gpu_metrics_hourly", "dangling.csv is a symbolic link", "does not exist")
     (logs / "dangling.csv").unlink()
     # a BOM loads; a symlink loop and a second path to node1.csv do not double its samples
-    (logs / "bom.csv").write_bytes(b"\xef\xbb\xbf" + ("\n".join([SMI_HEADER] + [ln.replace("GPU-1", "GPU-9")
-                                                                               for ln in smi_log()]) + "\n").encode())
+    (logs / "bom.csv").write_bytes(
+        b"\xef\xbb\xbf" + ("\n".join([SMI_HEADER] + [ln.replace("GPU-1", "GPU-9") for ln in smi_log()]) + "\n").encode()
+    )
     (logs / "sub").mkdir()
     os.symlink(logs, logs / "sub" / "loop")
     os.symlink(logs / "node1.csv", logs / "sub" / "node1-again.csv")
@@ -87,13 +94,16 @@ def test_nvidia_smi_file_level_faults(tmp_path):
 APPS_HEADER = "timestamp, gpu_name, gpu_bus_id, gpu_serial, gpu_uuid, pid, process_name, used_gpu_memory [MiB]"
 
 
-@pytest.mark.parametrize("value, reason", [("inf MiB", "is not a finite number"), ("-5 MiB", "is below 0"),
-                                           ("lots", "'lots'")])
+@pytest.mark.parametrize(
+    "value, reason", [("inf MiB", "is not a finite number"), ("-5 MiB", "is below 0"), ("lots", "'lots'")]
+)
 def test_compute_apps_log_refuses_a_bad_sample(tmp_path, value, reason):
     logs = tmp_path / "logs"
     (logs / "apps").mkdir(parents=True)
-    rows = [f"2026/11/20 10:{m:02d}:00.000, NVIDIA H100, 00000000:00:09.0, 123, GPU-1, 4242, python, {100 + m} MiB"
-            for m in range(20)]
+    rows = [
+        f"2026/11/20 10:{m:02d}:00.000, NVIDIA H100, 00000000:00:09.0, 123, GPU-1, 4242, python, {100 + m} MiB"
+        for m in range(20)
+    ]
     (logs / "apps" / "node1.csv").write_text("\n".join([APPS_HEADER] + rows) + "\n")
     config = write_config(tmp_path, f'[sources.smi]\ntype = "nvidia_smi_csv"\npath = "{logs}/*/*.csv"')
     good_run(config)
@@ -104,6 +114,7 @@ def test_compute_apps_log_refuses_a_bad_sample(tmp_path, value, reason):
 
 
 # ---- dcgm_exporter: exposition files and scrapes ---------------------------------------------------
+
 
 def exposition(minutes: int = 10, util: str | None = None, at: int = -1, stamp_cut: bool = False) -> str:
     start = int(datetime(2026, 11, 20, 10, tzinfo=UTC).timestamp() * 1000)
@@ -161,10 +172,12 @@ def test_dcgm_exposition_file_faults(tmp_path):
 
 class _Exporter(BaseHTTPRequestHandler):
     """A DCGM exporter's /metrics over loopback behind HTTP Basic auth (user:s3cret-passw0rd)."""
+
     body = exposition()
 
     def do_GET(self):  # noqa: N802
         import base64
+
         expected = "Basic " + base64.b64encode(b"user:s3cret-passw0rd").decode()
         if self.headers.get("Authorization") != expected:
             self.send_response(401)
@@ -195,13 +208,21 @@ def serve(handler):
 
 def test_dcgm_scrape_credentials_authenticate_and_never_leak(tmp_path):
     with serve(_Exporter) as address:
-        config = write_config(tmp_path, f'[sources.dcgm]\ntype = "dcgm_exporter"\n'
-                                        f'targets = ["http://user:s3cret-passw0rd@{address}/metrics"]\nretries = 1')
+        config = write_config(
+            tmp_path,
+            f'[sources.dcgm]\ntype = "dcgm_exporter"\n'
+            f'targets = ["http://user:s3cret-passw0rd@{address}/metrics"]\nretries = 1',
+        )
         good_run(config)  # the credentials went as Basic auth
         _Exporter.body = exposition(util="NaN", at=4).replace("GPU-7", "GPU-8")
         try:
-            assert_refused(tmp_path, config, "gpu_metrics_hourly", f"http://***@{address}/metrics: line 15:",
-                           "is not a finite number")
+            assert_refused(
+                tmp_path,
+                config,
+                "gpu_metrics_hourly",
+                f"http://***@{address}/metrics: line 15:",
+                "is not a finite number",
+            )
             code, err = ingest(config)
         finally:
             _Exporter.body = exposition()
@@ -211,14 +232,17 @@ def test_dcgm_scrape_credentials_authenticate_and_never_leak(tmp_path):
 
 # ---- prometheus answers --------------------------------------------------------------------------
 
+
 class _Prometheus(BaseHTTPRequestHandler):
     """Prometheus' HTTP API over loopback, answering DCGM_FI_DEV_GPU_UTIL queries with ``value``
     (a real Prometheus answers NaN/+Inf as these strings; loading such samples into one is slower
     than this whole suite, so the wire format is served here)."""
+
     value = "42"
 
     def do_GET(self):  # noqa: N802
         from urllib.parse import parse_qs, urlparse
+
         url = urlparse(self.path)
         if url.path.endswith("buildinfo"):
             payload = {"status": "success", "data": {"version": "3.1.0"}}
@@ -228,11 +252,17 @@ class _Prometheus(BaseHTTPRequestHandler):
             result = []
             if "DCGM_FI_DEV_GPU_UTIL" in q["query"][0] and "count_over_time" not in q["query"][0]:
                 stamps = [start + i * step for i in range(int((end - start) // step) + 1)]
-                result = [{"metric": {"UUID": "GPU-P", "Hostname": "p1", "gpu": "0"},
-                           "values": [[t, type(self).value] for t in stamps]}]
+                result = [
+                    {
+                        "metric": {"UUID": "GPU-P", "Hostname": "p1", "gpu": "0"},
+                        "values": [[t, type(self).value] for t in stamps],
+                    }
+                ]
             elif "count_over_time(DCGM_FI_DEV_GPU_UTIL" in q["query"][0]:
                 stamps = [start + i * step for i in range(int((end - start) // step) + 1)]
-                result = [{"metric": {"UUID": "GPU-P", "Hostname": "p1", "gpu": "0"}, "values": [[t, "60"] for t in stamps]}]
+                result = [
+                    {"metric": {"UUID": "GPU-P", "Hostname": "p1", "gpu": "0"}, "values": [[t, "60"] for t in stamps]}
+                ]
             payload = {"status": "success", "data": {"resultType": "matrix", "result": result}}
         data = json.dumps(payload).encode()
         self.send_response(200)
@@ -245,44 +275,66 @@ class _Prometheus(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("value, reason", [("NaN", "which is not a finite number"), ("+Inf", "not a finite number"),
-                                           ("150", "which is outside 0–100")])
+@pytest.mark.parametrize(
+    "value, reason",
+    [("NaN", "which is not a finite number"), ("+Inf", "not a finite number"), ("150", "which is outside 0–100")],
+)
 def test_prometheus_answers_refused(tmp_path, value, reason):
     with serve(_Prometheus) as address:
-        config = write_config(tmp_path, f'[sources.prom]\ntype = "prometheus"\nurl = "http://admin:hunter2-hunter2@'
-                                        f'{address}"\nbackfill_days = 0.125\nretries = 1')
+        config = write_config(
+            tmp_path,
+            f'[sources.prom]\ntype = "prometheus"\nurl = "http://admin:hunter2-hunter2@'
+            f'{address}"\nbackfill_days = 0.125\nretries = 1',
+        )
         _Prometheus.value = "42"
         good_run(config)
         _Prometheus.value = value
         try:
-            assert_refused(tmp_path, config, "gpu_metrics_hourly", f"Prometheus at http://***@{address} answered", reason)
+            assert_refused(
+                tmp_path, config, "gpu_metrics_hourly", f"Prometheus at http://***@{address} answered", reason
+            )
         finally:
             _Prometheus.value = "42"
-    assert "hunter2-hunter2" not in query(tmp_path / "wh.duckdb", "SELECT string_agg(error, ' ') FROM ingest_runs")[0][0]
+    assert (
+        "hunter2-hunter2" not in query(tmp_path / "wh.duckdb", "SELECT string_agg(error, ' ') FROM ingest_runs")[0][0]
+    )
 
 
 # ---- onprem config and config errors -------------------------------------------------------------
 
-@pytest.mark.parametrize("line, named", [
-    ("pue = nan", "sources.dc1.pue"), ("energy_usd_per_kwh = inf", "sources.dc1.energy_usd_per_kwh"),
-    ("idle_power_fraction = 2", "sources.dc1.idle_power_fraction")])
+
+@pytest.mark.parametrize(
+    "line, named",
+    [
+        ("pue = nan", "sources.dc1.pue"),
+        ("energy_usd_per_kwh = inf", "sources.dc1.energy_usd_per_kwh"),
+        ("idle_power_fraction = 2", "sources.dc1.idle_power_fraction"),
+    ],
+)
 def test_onprem_config_values_refused(tmp_path, line, named):
     key = line.split(" = ")[0]
     base = {"pue": "1.4", "energy_usd_per_kwh": "0.11", "idle_power_fraction": "0.1"}
     base[key] = line.split(" = ")[1]
     body = "\n".join(f"{k} = {v}" for k, v in base.items())
-    config = write_config(tmp_path, f'[sources.dc1]\ntype = "onprem"\n{body}\namortisation_years = 4\n'
-                                    f'[[sources.dc1.node_groups]]\nname = "g"\nnodes = ["n1"]\n'
-                                    f'gpu_model = "A100-SXM4-80GB"\ngpus_per_node = 8\nserver_price_usd = 60000\n')
+    config = write_config(
+        tmp_path,
+        f'[sources.dc1]\ntype = "onprem"\n{body}\namortisation_years = 4\n'
+        f'[[sources.dc1.node_groups]]\nname = "g"\nnodes = ["n1"]\n'
+        f'gpu_model = "A100-SXM4-80GB"\ngpus_per_node = 8\nserver_price_usd = 60000\n',
+    )
     assert_refused(tmp_path, config, "cost_line_items", named, "must be")
 
 
-@pytest.mark.parametrize("body, named", [
-    ('[warehouse]\npath = 5\n', "warehouse.path: must be a file path"),
-    ('[warehouse]\nmemory_limit = "lots"\n', "warehouse.memory_limit: 'lots' is not a memory size"),
-    ('[sources.f]\ntype = "focus_files"\npath = 5\n', "sources.f.path: must be a string or a list of strings"),
-    ('[sources.f]\ntype = "focus_files"\npath = "x"\non_invalid = "ignore"\n', "sources.f.on_invalid"),
-    ('warehouse = 5\n', "warehouse: must be a table")])
+@pytest.mark.parametrize(
+    "body, named",
+    [
+        ("[warehouse]\npath = 5\n", "warehouse.path: must be a file path"),
+        ('[warehouse]\nmemory_limit = "lots"\n', "warehouse.memory_limit: 'lots' is not a memory size"),
+        ('[sources.f]\ntype = "focus_files"\npath = 5\n', "sources.f.path: must be a string or a list of strings"),
+        ('[sources.f]\ntype = "focus_files"\npath = "x"\non_invalid = "ignore"\n', "sources.f.on_invalid"),
+        ("warehouse = 5\n", "warehouse: must be a table"),
+    ],
+)
 def test_config_errors_exit_2_naming_the_key(tmp_path, body, named):
     config = tmp_path / "gpufinops.toml"
     config.write_text(body)

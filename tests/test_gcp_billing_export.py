@@ -55,16 +55,20 @@ def expected_totals() -> dict[tuple[str, str], tuple[Decimal, Decimal, int]]:
                     continue
                 key = (row["project.id"], row["usage_start_time"][:10])
                 totals[key][0] += Decimal(row["cost"])
-                totals[key][1] += sum((Decimal(repr(c["amount"])) for c in ast.literal_eval(row["credits"] or "[]")),
-                                      Decimal(0))
+                totals[key][1] += sum(
+                    (Decimal(repr(c["amount"])) for c in ast.literal_eval(row["credits"] or "[]")), Decimal(0)
+                )
                 totals[key][2] += 1
     return {k: tuple(v) for k, v in totals.items()}
 
 
 def loaded_totals(warehouse: Path) -> dict[tuple[str, str], tuple[Decimal, Decimal, int]]:
-    rows = query(warehouse, """SELECT "SubAccountId", strftime("ChargePeriodStart", '%Y-%m-%d'), sum("BilledCost"),
+    rows = query(
+        warehouse,
+        """SELECT "SubAccountId", strftime("ChargePeriodStart", '%Y-%m-%d'), sum("BilledCost"),
                                       sum("EffectiveCost" - "BilledCost"), count(*)
-                               FROM cost_line_items GROUP BY ALL""")
+                               FROM cost_line_items GROUP BY ALL""",
+    )
     return {(p, d): (Decimal(c).normalize(), Decimal(cr).normalize(), n) for p, d, c, cr, n in rows}
 
 
@@ -80,8 +84,9 @@ def test_bigquery_export_totals_equal_the_source_rows_per_project_and_day(bq_emu
     table = "gcp_billing_export_resource_v1_0000_TOTALS"
     bq_emulator.create_export_table(table)
     bq_emulator.insert(table, koku_rows())
-    result = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table),
-                        team_tag_keys=TEAM_KEYS)
+    result = run_source(
+        registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table), team_tag_keys=TEAM_KEYS
+    )
     assert result.status == "succeeded", result.error
     expected = _normal(expected_totals())
     assert loaded_totals(warehouse) == expected
@@ -102,26 +107,51 @@ def test_late_credits_restate_only_their_day(bq_emulator, registry, warehouse):
     first = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
     assert first.status == "succeeded", first.error
     before = loaded_totals(warehouse)
-    runs_before = dict(query(warehouse, """SELECT strftime("ChargePeriodStart", '%Y-%m-%d'), any_value("x_IngestRunId")
-                                           FROM cost_line_items GROUP BY 1"""))
-    day_row = next(r for r in rows if r["project"]["id"] == "test-project-id" and r["usage_start_time"].startswith("2020-10-02"))
+    runs_before = dict(
+        query(
+            warehouse,
+            """SELECT strftime("ChargePeriodStart", '%Y-%m-%d'), any_value("x_IngestRunId")
+                                           FROM cost_line_items GROUP BY 1""",
+        )
+    )
+    day_row = next(
+        r for r in rows if r["project"]["id"] == "test-project-id" and r["usage_start_time"].startswith("2020-10-02")
+    )
     late = json.loads(json.dumps(day_row))
-    late.update(cost="0", cost_at_list="0", export_time="2020-11-03 06:00:00+00:00",
-                credits=[{"name": "Sustained use discount", "amount": "-0.0123", "type": "SUSTAINED_USAGE_DISCOUNT",
-                          "id": "sud-1", "full_name": None}])
+    late.update(
+        cost="0",
+        cost_at_list="0",
+        export_time="2020-11-03 06:00:00+00:00",
+        credits=[
+            {
+                "name": "Sustained use discount",
+                "amount": "-0.0123",
+                "type": "SUSTAINED_USAGE_DISCOUNT",
+                "id": "sud-1",
+                "full_name": None,
+            }
+        ],
+    )
     bq_emulator.insert(table, [late])
     second = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
     assert second.status == "succeeded", second.error
     after = loaded_totals(warehouse)
     key = ("test-project-id", "2020-10-02")
     assert after[key] == (before[key][0], (before[key][1] + Decimal("-0.0123")).normalize(), before[key][2] + 1)
-    assert {k: v for k, v in after.items() if k[1] != "2020-10-02"} == \
-        {k: v for k, v in before.items() if k[1] != "2020-10-02"}
-    runs_after = dict(query(warehouse, """SELECT strftime("ChargePeriodStart", '%Y-%m-%d'), any_value("x_IngestRunId")
-                                          FROM cost_line_items GROUP BY 1"""))
-    assert runs_after["2020-10-02"] == second.run_id                       # the day was re-read whole
-    assert {d: r for d, r in runs_after.items() if d != "2020-10-02"} == \
-        {d: r for d, r in runs_before.items() if d != "2020-10-02"}        # the other days were not
+    assert {k: v for k, v in after.items() if k[1] != "2020-10-02"} == {
+        k: v for k, v in before.items() if k[1] != "2020-10-02"
+    }
+    runs_after = dict(
+        query(
+            warehouse,
+            """SELECT strftime("ChargePeriodStart", '%Y-%m-%d'), any_value("x_IngestRunId")
+                                          FROM cost_line_items GROUP BY 1""",
+        )
+    )
+    assert runs_after["2020-10-02"] == second.run_id  # the day was re-read whole
+    assert {d: r for d, r in runs_after.items() if d != "2020-10-02"} == {
+        d: r for d, r in runs_before.items() if d != "2020-10-02"
+    }  # the other days were not
     assert second.watermark == "2020-11-03T06:00:00+00:00"
 
 
@@ -162,8 +192,9 @@ class _Throttle(RelayProxy):
         self.seen.append(handler.command)
         if self.failures:
             status = self.failures.pop(0)
-            return status, {"error": {"code": status, "message": "slow down",
-                                      "errors": [{"reason": "rateLimitExceeded"}]}}
+            return status, {
+                "error": {"code": status, "message": "slow down", "errors": [{"reason": "rateLimitExceeded"}]}
+            }
         return None
 
 
@@ -187,6 +218,7 @@ def test_exported_jsonl_and_parquet_read_like_the_table(tmp_path, registry):
     (tmp_path / "jsonl" / "export-000000000000.json").write_bytes(to_jsonl(nested))
     (tmp_path / "parquet").mkdir()
     import pyarrow as pa
+
     pq.write_table(pa.Table.from_pylist(nested), tmp_path / "parquet" / "export-000000000000.parquet")
     expected = _normal(expected_totals())
     for kind in ("jsonl", "parquet"):

@@ -16,8 +16,12 @@ from gpufinops.ingest.gcp.gcp_price_history import GcpPriceHistory
 from tests.conftest import query, table_digest
 from tests.gcp_loopback import PRICE_CHANGES, catalog_server
 
-PRICE_COLUMNS = {"hour_ondemand_usd": "on_demand", "hour_spot_usd": "spot", "month_1y_cud_usd": "commit_1y",
-                 "month_3y_cud_usd": "commit_3y"}
+PRICE_COLUMNS = {
+    "hour_ondemand_usd": "on_demand",
+    "hour_spot_usd": "spot",
+    "month_1y_cud_usd": "commit_1y",
+    "month_3y_cud_usd": "commit_3y",
+}
 
 
 @pytest.fixture
@@ -49,16 +53,27 @@ def test_the_price_history_loads_every_price_once(registry, warehouse, changes):
     assert result.status == "succeeded", result.error
     expected = _csv_counts()
     assert dict(query(warehouse, "SELECT pricing, count(*) FROM price_history GROUP BY 1")) == expected
-    assert query(warehouse, "SELECT count(*), min(product), min(provider) FROM spot_prices")[0] == \
-        (expected["spot"], "compute", "gcp")
+    assert query(warehouse, "SELECT count(*), min(product), min(provider) FROM spot_prices")[0] == (
+        expected["spot"],
+        "compute",
+        "gcp",
+    )
     assert result.rows == sum(expected.values()) + expected["spot"]
     # a row read back exactly: the first a2-highgpu-1g us-central1 spot price, and a 1-year CUD per hour
     with open(PRICE_CHANGES, newline="") as f:
-        row = next(r for r in csv.DictReader(f) if r["machine_type"] == "a2-highgpu-1g" and r["region"] == "us-central1"
-                   and r["hour_spot_usd"])
-    got = dict(query(warehouse, """SELECT pricing, price FROM price_history WHERE instance_type = 'a2-highgpu-1g'
+        row = next(
+            r
+            for r in csv.DictReader(f)
+            if r["machine_type"] == "a2-highgpu-1g" and r["region"] == "us-central1" and r["hour_spot_usd"]
+        )
+    got = dict(
+        query(
+            warehouse,
+            """SELECT pricing, price FROM price_history WHERE instance_type = 'a2-highgpu-1g'
                                    AND region = 'us-central1' AND effective_from = CAST(? AS TIMESTAMPTZ)""",
-                     [row["commit_date"]]))
+            [row["commit_date"]],
+        )
+    )
     assert got["spot"] == Decimal(row["hour_spot_usd"])
     assert got["commit_1y"] == (Decimal(row["month_1y_cud_usd"]) / 730).quantize(Decimal("1E-8"), ROUND_HALF_EVEN)
 
@@ -84,8 +99,9 @@ def test_the_catalogue_re_adds_its_points_after_the_import_replaced_their_slices
         healed = run_source(registry, warehouse, "cat", "gcp_catalog", options)
     assert healed.status == "succeeded"
     assert query(warehouse, "SELECT count(*) FROM price_history WHERE source LIKE 'gcp:%'")[0][0] == catalog_points
-    assert query(warehouse, "SELECT count(*) FROM price_history WHERE source LIKE 'cyclenerd:%'")[0][0] == \
-        sum(_csv_counts().values())
+    assert query(warehouse, "SELECT count(*) FROM price_history WHERE source LIKE 'cyclenerd:%'")[0][0] == sum(
+        _csv_counts().values()
+    )
 
 
 def test_a_bad_file_names_the_line_and_writes_nothing(registry, warehouse, tmp_path):

@@ -29,33 +29,81 @@ SOURCES_MD = DATA / "GPU_INSTANCE_TYPES_SOURCES.md"
 TESTS_DATA = Path(__file__).resolve().parent / "data"
 SHARED = ROOT.parent / "shared" / "data"
 
-AWS_FIXTURE_DIRS = {"tests-data": TESTS_DATA / "aws" / "ec2-instance-selector",
-                    "shared": SHARED / "aws-ec2-instance-selector-fixtures"}
-GCP_MACHINE_FILES = {"tests-data": TESTS_DATA / "gcp-pricing-cyclenerd" / "gpu_machine_types.yml",
-                     "shared": SHARED / "gcp-pricing-cyclenerd" / "pricing.yml"}
-GCP_ACCELERATOR_FILES = {"tests-data": TESTS_DATA / "gcp-pricing-cyclenerd" / "acceleratortyperegion.csv",
-                         "shared": SHARED / "gcp-pricing-cyclenerd" / "acceleratortyperegion.csv"}
-KARPENTER_PRICE_LISTS = {"shipped": DATA / "aws_ondemand_karpenter.csv",
-                         "shared": SHARED / "aws-ondemand-karpenter" / "aws_ondemand_linux_prices_us-east-1_karpenter.csv"}
+AWS_FIXTURE_DIRS = {
+    "tests-data": TESTS_DATA / "aws" / "ec2-instance-selector",
+    "shared": SHARED / "aws-ec2-instance-selector-fixtures",
+}
+GCP_MACHINE_FILES = {
+    "tests-data": TESTS_DATA / "gcp-pricing-cyclenerd" / "gpu_machine_types.yml",
+    "shared": SHARED / "gcp-pricing-cyclenerd" / "pricing.yml",
+}
+GCP_ACCELERATOR_FILES = {
+    "tests-data": TESTS_DATA / "gcp-pricing-cyclenerd" / "acceleratortyperegion.csv",
+    "shared": SHARED / "gcp-pricing-cyclenerd" / "acceleratortyperegion.csv",
+}
+KARPENTER_PRICE_LISTS = {
+    "shipped": DATA / "aws_ondemand_karpenter.csv",
+    "shared": SHARED / "aws-ondemand-karpenter" / "aws_ondemand_linux_prices_us-east-1_karpenter.csv",
+}
 
 # pricing.yml instance keys that are not a GPU; every other key names the GPU and its count.
 GCP_NON_GPU_KEYS = {"cost", "cpu", "ram", "local-ssd", "type"}
-GCP_GPU_KEYS = {"a100": "A100-40GB", "a100-80gb": "A100-80GB", "h100-80gb": "H100-SXM",
-                "h100-80gb-mega": "H100-SXM", "l4": "L4", "rtx6000": "RTX-PRO-6000"}
+GCP_GPU_KEYS = {
+    "a100": "A100-40GB",
+    "a100-80gb": "A100-80GB",
+    "h100-80gb": "H100-SXM",
+    "h100-80gb-mega": "H100-SXM",
+    "l4": "L4",
+    "rtx6000": "RTX-PRO-6000",
+}
 # AWS family (the part before the first dot) -> the GPU it carries.
 AWS_FAMILY_MODEL = {
-    "g2": "K520", "g3": "M60", "g3s": "M60", "g4ad": "Radeon-Pro-V520", "g4dn": "T4", "g5": "A10G", "g5g": "T4",
-    "g6": "L4", "gr6": "L4", "g6f": "L4", "gr6f": "L4", "g6e": "L40S", "g7": "RTX-PRO-4500", "g7e": "RTX-PRO-6000",
-    "p2": "K80", "p3": "V100-16GB", "p3dn": "V100-32GB", "p4d": "A100-40GB", "p4de": "A100-80GB", "p5": "H100-SXM",
-    "p5e": "H200", "p5en": "H200", "p6-b200": "B200", "p6-b300": "B300",
+    "g2": "K520",
+    "g3": "M60",
+    "g3s": "M60",
+    "g4ad": "Radeon-Pro-V520",
+    "g4dn": "T4",
+    "g5": "A10G",
+    "g5g": "T4",
+    "g6": "L4",
+    "gr6": "L4",
+    "g6f": "L4",
+    "gr6f": "L4",
+    "g6e": "L40S",
+    "g7": "RTX-PRO-4500",
+    "g7e": "RTX-PRO-6000",
+    "p2": "K80",
+    "p3": "V100-16GB",
+    "p3dn": "V100-32GB",
+    "p4d": "A100-40GB",
+    "p4de": "A100-80GB",
+    "p5": "H100-SXM",
+    "p5e": "H200",
+    "p5en": "H200",
+    "p6-b200": "B200",
+    "p6-b300": "B300",
 }
-AWS_CHIP_FAMILIES = {"inf1": "Inferentia", "inf2": "Inferentia2", "trn1": "Trainium", "trn1n": "Trainium",
-                     "trn2": "Trainium2"}
+AWS_CHIP_FAMILIES = {
+    "inf1": "Inferentia",
+    "inf2": "Inferentia2",
+    "trn1": "Trainium",
+    "trn1n": "Trainium",
+    "trn2": "Trainium2",
+}
 # GCP machine series (the name without its size) -> the GPU it carries.
 GCP_SERIES_MODEL = {
-    "a2-highgpu": "A100-40GB", "a2-megagpu": "A100-40GB", "a2-ultragpu": "A100-80GB", "a3-highgpu": "H100-SXM",
-    "a3-megagpu": "H100-SXM", "a3-edgegpu": "H100-SXM", "a3-ultragpu": "H200", "a4-highgpu": "B200",
-    "a4x-highgpu": "GB200", "a4x-maxgpu": "GB300", "g2-standard": "L4", "g4-standard": "RTX-PRO-6000",
+    "a2-highgpu": "A100-40GB",
+    "a2-megagpu": "A100-40GB",
+    "a2-ultragpu": "A100-80GB",
+    "a3-highgpu": "H100-SXM",
+    "a3-megagpu": "H100-SXM",
+    "a3-edgegpu": "H100-SXM",
+    "a3-ultragpu": "H200",
+    "a4-highgpu": "B200",
+    "a4x-highgpu": "GB200",
+    "a4x-maxgpu": "GB300",
+    "g2-standard": "L4",
+    "g4-standard": "RTX-PRO-6000",
 }
 # Karpenter-priced GPU/accelerator families: g*, gr*, p*, inf*, trn* (dl1 Gaudi, f1/f2 FPGA and vt1
 # media accelerators are out of scope: no GPU, Trainium or Inferentia).
@@ -180,10 +228,10 @@ def test_n1_rows_cover_every_attachable_gpu(inventory: dict, where: str) -> None
     # N1 takes the nvidia-tesla-* GPUs; the -vws variants are the same GPU with a workstation licence.
     attachable = {n for n in names if n.startswith("nvidia-tesla-") and not n.endswith("-vws")} - {"nvidia-tesla-a100"}
     n1 = {key[1]: row for key, row in inventory.items() if key[1].startswith(reference.N1_PREFIX)}
-    row_types = {name[len(reference.N1_PREFIX):].rsplit("x", 1)[0] for name in n1}
+    row_types = {name[len(reference.N1_PREFIX) :].rsplit("x", 1)[0] for name in n1}
     assert row_types == attachable
     for name, row in n1.items():
-        accelerator, count = name[len(reference.N1_PREFIX):].rsplit("x", 1)
+        accelerator, count = name[len(reference.N1_PREFIX) :].rsplit("x", 1)
         assert row["gpu_count"] == int(count), name
         assert row["gpu_model"] == normalize_gpu_model(accelerator), name
         assert row["vcpus"] is None and row["memory_gib"] is None, name
@@ -234,12 +282,23 @@ def test_gcp_a_series_gpu_count_is_the_name_suffix(inventory: dict) -> None:
 
 
 def test_fractional_gpus_are_never_a_whole_gpu(inventory: dict) -> None:
-    whole = {"L4": inventory[("aws", "g6.xlarge")]["gpu_memory_gib"],
-             "RTX-PRO-6000": inventory[("gcp", "g4-standard-48")]["gpu_memory_gib"]}
-    fractional = {key: row for key, row in inventory.items() if row["gpu_fraction"] is not None
-                  and row["gpu_fraction"] < 1}
-    assert {key[1] for key in fractional} == {"g6f.large", "g6f.xlarge", "g6f.2xlarge", "g6f.4xlarge",
-                                              "gr6f.4xlarge", "g4-standard-6", "g4-standard-12", "g4-standard-24"}
+    whole = {
+        "L4": inventory[("aws", "g6.xlarge")]["gpu_memory_gib"],
+        "RTX-PRO-6000": inventory[("gcp", "g4-standard-48")]["gpu_memory_gib"],
+    }
+    fractional = {
+        key: row for key, row in inventory.items() if row["gpu_fraction"] is not None and row["gpu_fraction"] < 1
+    }
+    assert {key[1] for key in fractional} == {
+        "g6f.large",
+        "g6f.xlarge",
+        "g6f.2xlarge",
+        "g6f.4xlarge",
+        "gr6f.4xlarge",
+        "g4-standard-6",
+        "g4-standard-12",
+        "g4-standard-24",
+    }
     for key, row in fractional.items():
         assert row["gpu_count"] == 1 and row["gpu_fraction"] in (0.125, 0.25, 0.5), key
         assert row["gpu_memory_gib"] == pytest.approx(whole[row["gpu_model"]] * row["gpu_fraction"], rel=1e-3), key
@@ -267,19 +326,37 @@ def _write_variant(tmp_path: Path, replace: tuple[str, str] | None = None, appen
 
 K14 = "https://github.com/aws/karpenter-provider-aws/blob/c88abbbad455186e69e30296c595e474123e9bc1"
 BAD_ROWS = {
-    "duplicate": (None, "aws,p5.48xlarge,gpu,H100-SXM,8,1,80,,,,192,2048,https://x.example/a",
-                  r"row \d+ \(aws p5\.48xlarge\), column instance_type: .*duplicate"),
-    "unknown model": (None, "aws,zz.large,gpu,H100 80GB,1,1,80,,,,8,32,https://x.example/a",
-                      r"column gpu_model: value 'H100 80GB' is not a canonical"),
-    "fraction on two GPUs": (None, "aws,zz.large,gpu,L4,2,0.5,12,,,,8,32,https://x.example/a",
-                             r"column gpu_count: value 2 is not 1 on a fractional"),
-    "trainium counted as GPUs": (None, "aws,zz.large,trainium,,16,,,Trainium,16,32,8,32,https://x.example/a",
-                                 r"column gpu_count: value 16 is not 0"),
-    "n1 with vcpus": (None, "gcp,n1+nvidia-tesla-t4x8,gpu,T4,8,1,16,,,,8,,https://x.example/a",
-                      r"column vcpus: value 8 is set on an n1\+GPU row"),
+    "duplicate": (
+        None,
+        "aws,p5.48xlarge,gpu,H100-SXM,8,1,80,,,,192,2048,https://x.example/a",
+        r"row \d+ \(aws p5\.48xlarge\), column instance_type: .*duplicate",
+    ),
+    "unknown model": (
+        None,
+        "aws,zz.large,gpu,H100 80GB,1,1,80,,,,8,32,https://x.example/a",
+        r"column gpu_model: value 'H100 80GB' is not a canonical",
+    ),
+    "fraction on two GPUs": (
+        None,
+        "aws,zz.large,gpu,L4,2,0.5,12,,,,8,32,https://x.example/a",
+        r"column gpu_count: value 2 is not 1 on a fractional",
+    ),
+    "trainium counted as GPUs": (
+        None,
+        "aws,zz.large,trainium,,16,,,Trainium,16,32,8,32,https://x.example/a",
+        r"column gpu_count: value 16 is not 0",
+    ),
+    "n1 with vcpus": (
+        None,
+        "gcp,n1+nvidia-tesla-t4x8,gpu,T4,8,1,16,,,,8,,https://x.example/a",
+        r"column vcpus: value 8 is set on an n1\+GPU row",
+    ),
     "not a number": (None, "aws,zz.large,gpu,L4,two,1,22,,,,8,32,https://x.example/a", r"int32|two"),
-    "http source": (None, "aws,zz.large,gpu,L4,1,1,22,,,,8,32,http://x.example/a",
-                    r"column source_url: .*not an https URL"),
+    "http source": (
+        None,
+        "aws,zz.large,gpu,L4,1,1,22,,,,8,32,http://x.example/a",
+        r"column source_url: .*not an https URL",
+    ),
 }
 
 
@@ -311,8 +388,9 @@ def test_refresh_replaces_rows_when_the_digest_changes(tmp_path: Path, monkeypat
         assert reference.refresh_gpu_instance_types(con) is False
         loaded = _reference_rows(con)
         assert len(loaded) == len(CSV_PATH.read_text(encoding="utf-8").splitlines()) - 1
-        g6f = con.execute("SELECT gpu_count, gpu_fraction FROM gpu_instance_reference "
-                          "WHERE instance_type = 'g6f.large'").fetchone()
+        g6f = con.execute(
+            "SELECT gpu_count, gpu_fraction FROM gpu_instance_reference WHERE instance_type = 'g6f.large'"
+        ).fetchone()
         assert g6f == (1, 0.125)
         assert reference.refresh_gpu_instance_types(con) is False  # same digest: nothing rewritten
 
@@ -321,11 +399,15 @@ def test_refresh_replaces_rows_when_the_digest_changes(tmp_path: Path, monkeypat
             reference.refresh_gpu_instance_types(con)
         assert _reference_rows(con) == loaded  # a bad file changes nothing; the next run retries
 
-        csv_copy.write_text(CSV_PATH.read_text().replace(
-            "aws,p5.4xlarge,gpu,H100-SXM,1,1,80,,,,16,256,", "aws,p5.4xlarge,gpu,H100-SXM,1,1,80,,,,16,255,"))
+        csv_copy.write_text(
+            CSV_PATH.read_text().replace(
+                "aws,p5.4xlarge,gpu,H100-SXM,1,1,80,,,,16,256,", "aws,p5.4xlarge,gpu,H100-SXM,1,1,80,,,,16,255,"
+            )
+        )
         assert reference.refresh_gpu_instance_types(con) is True
-        assert con.execute("SELECT memory_gib FROM gpu_instance_reference "
-                           "WHERE instance_type = 'p5.4xlarge'").fetchone() == (255.0,)
+        assert con.execute(
+            "SELECT memory_gib FROM gpu_instance_reference WHERE instance_type = 'p5.4xlarge'"
+        ).fetchone() == (255.0,)
         assert con.execute("SELECT count(*) FROM gpu_instance_reference").fetchone() == (len(loaded),)
 
 
@@ -336,6 +418,11 @@ def test_gcp_export_machine_shapes_agree_with_the_inventory(inventory: dict) -> 
     for name, shape in SHAPES.items():
         row = inventory[("gcp", name)]
         assert (row["gpu_model"], row["gpu_count"], row["vcpus"], row["memory_gib"], row["gpu_memory_gib"]) == (
-            shape.gpu_model, shape.gpu_count, shape.vcpus, shape.memory_gib, shape.gpu_memory_gib), name
+            shape.gpu_model,
+            shape.gpu_count,
+            shape.vcpus,
+            shape.memory_gib,
+            shape.gpu_memory_gib,
+        ), name
     for name, (model, count) in GPU_MACHINE_TYPES.items():
         assert (inventory[("gcp", name)]["gpu_model"], inventory[("gcp", name)]["gpu_count"]) == (model, count), name

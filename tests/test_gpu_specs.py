@@ -29,8 +29,18 @@ NO_TENSOR_CORES = {"K80", "P100", "P4", "M60", "K520", "Radeon-Pro-V520"}
 # other figures stay empty rather than guessed.
 PARTIAL_SPECS = {"K520", "Radeon-Pro-V520", "RTX-PRO-4500"}
 # No public list price: cloud-only or not sold as a part; list_price_usd stays empty.
-NO_PUBLIC_PRICE = {"B200", "B300", "GB200", "GB300", "RTX-PRO-6000", "RTX-PRO-4500", "P4", "M60", "K520",
-                   "Radeon-Pro-V520"}
+NO_PUBLIC_PRICE = {
+    "B200",
+    "B300",
+    "GB200",
+    "GB300",
+    "RTX-PRO-6000",
+    "RTX-PRO-4500",
+    "P4",
+    "M60",
+    "K520",
+    "Radeon-Pro-V520",
+}
 # Blackwell Ultra cut dense INT8 far below its FP16 rate (about 0.2 vs 2.25 POPS).
 LOW_INT8 = {"B300", "GB300"}
 
@@ -68,8 +78,7 @@ def test_canonical_models_match_rows_one_to_one() -> None:
 
 @pytest.mark.parametrize(
     "model",
-    ["T4", "L4", "A10G", "L40S", "V100-16GB", "V100-32GB", "A100-40GB", "A100-80GB",
-     "H100-SXM", "H100-PCIe", "H200"],
+    ["T4", "L4", "A10G", "L40S", "V100-16GB", "V100-32GB", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200"],
 )
 def test_required_gpus_present(specs: dict[str, dict[str, Any]], model: str) -> None:
     assert model in specs
@@ -259,9 +268,7 @@ def test_normalize_known_names(name: str, expected: str) -> None:
         ("NVIDIA A100-SXM4-40GB", 81920, "A100-40GB"),
     ],
 )
-def test_normalize_uses_memory_for_ambiguous_names(
-    name: str, memory_mib: float, expected: str
-) -> None:
+def test_normalize_uses_memory_for_ambiguous_names(name: str, memory_mib: float, expected: str) -> None:
     assert normalize_gpu_model(name, memory_mib=memory_mib) == expected
 
 

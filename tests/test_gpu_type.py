@@ -15,11 +15,13 @@ from gpufinops.models import features, gpu_type
 from tests.rightsizing_fleet import Machine, build, offer
 
 GCP = "Google Cloud"
-OFFERS = [offer("a2-ultragpu-1g", "A100-80GB", 1, "5.0688", "us-central1", "gcp"),
-          offer("a2-highgpu-1g", "A100-40GB", 1, "3.6734", "us-central1", "gcp"),
-          offer("g2-standard-4", "L4", 1, "0.7068", "us-central1", "gcp"),
-          offer("g2-standard-4", "L4", 1, "0.7429", "europe-west4", "gcp"),
-          offer("a2-ultragpu-1g", "A100-80GB", 1, "5.0688", "europe-west4", "gcp")]
+OFFERS = [
+    offer("a2-ultragpu-1g", "A100-80GB", 1, "5.0688", "us-central1", "gcp"),
+    offer("a2-highgpu-1g", "A100-40GB", 1, "3.6734", "us-central1", "gcp"),
+    offer("g2-standard-4", "L4", 1, "0.7068", "us-central1", "gcp"),
+    offer("g2-standard-4", "L4", 1, "0.7429", "europe-west4", "gcp"),
+    offer("a2-ultragpu-1g", "A100-80GB", 1, "5.0688", "europe-west4", "gcp"),
+]
 SERVE = {"workload": "online_inference", "precision": "fp16"}
 
 
@@ -29,9 +31,15 @@ def vm(rid, it, model, usd, util, mem, region="us-central1", **kw) -> Machine:
 
 def peers() -> list[Machine]:
     """The same serving workload measured on three GPU models: what the regression learns from."""
-    return [vm(f"peer-{model}-{i}", it, model, usd, 30 + 5 * i, 12, swing=1.0)
-            for model, it, usd in (("L4", "g2-standard-4", "0.7068"), ("A100-40GB", "a2-highgpu-1g", "3.6734"),
-                                   ("A100-80GB", "a2-ultragpu-1g", "5.0688")) for i in range(2)]
+    return [
+        vm(f"peer-{model}-{i}", it, model, usd, 30 + 5 * i, 12, swing=1.0)
+        for model, it, usd in (
+            ("L4", "g2-standard-4", "0.7068"),
+            ("A100-40GB", "a2-highgpu-1g", "3.6734"),
+            ("A100-80GB", "a2-ultragpu-1g", "5.0688"),
+        )
+        for i in range(2)
+    ]
 
 
 def run(path, machines, offers=OFFERS, settings=None):
@@ -55,17 +63,20 @@ def test_small_model_on_a100_80gb_moves_to_l4_in_its_region(warehouse):
     ev = rec.evidence
     assert ev["mem_needed_gib"] <= ev["target_usable_memory_gib"]
     assert ev["predicted_target_util_p95"] <= 60 and ev["throughput_model"] == model.name
-    maes = ev["throughput_predictor_mae_pct"]     # the predictor used is named beside all three errors
+    maes = ev["throughput_predictor_mae_pct"]  # the predictor used is named beside all three errors
     assert set(maes) == set(gpu_type.PREDICTORS) and maes[model.name] == min(maes.values())
     assert rec.id == gpu_type.stable_id("gpu_type", GCP, "llm7b")
 
 
 def test_memory_that_does_not_fit_is_never_moved(warehouse):
-    machines = [*peers(), vm("mid", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 21),
-                vm("big", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 35)]
+    machines = [
+        *peers(),
+        vm("mid", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 21),
+        vm("big", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 35),
+    ]
     recs = {r.resource_id: r for r in run(warehouse, machines)[0]}
-    assert recs["mid"].proposed["gpu_model"] == "A100-40GB"   # 21 GiB × 1.2 > L4's usable 22.3 GiB
-    assert "big" not in recs                                  # 35 GiB × 1.2 > A100-40GB's usable 37.2 GiB
+    assert recs["mid"].proposed["gpu_model"] == "A100-40GB"  # 21 GiB × 1.2 > L4's usable 22.3 GiB
+    assert "big" not in recs  # 35 GiB × 1.2 > A100-40GB's usable 37.2 GiB
 
 
 def test_a_gpu_not_offered_in_the_region_is_never_proposed(warehouse):
@@ -76,22 +87,26 @@ def test_a_gpu_not_offered_in_the_region_is_never_proposed(warehouse):
     assert moved and moved[0].evidence["target_price_source"] == "billed"
     # … but a resource in a region where no L4 is billed or catalogued gets none
     lone = vm("tokyo", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17, region="asia-northeast1")
-    recs, _, _, _ = run(warehouse.with_name("b.duckdb"), [*peers(), lone],
-                        offers + [offer("a2-ultragpu-1g", "A100-80GB", 1, "5.8", "asia-northeast1", "gcp")])
+    recs, _, _, _ = run(
+        warehouse.with_name("b.duckdb"),
+        [*peers(), lone],
+        offers + [offer("a2-ultragpu-1g", "A100-80GB", 1, "5.8", "asia-northeast1", "gcp")],
+    )
     assert not [r for r in recs if r.resource_id == "tokyo"]
 
 
 def test_unpriced_current_config_is_withheld_not_zero(warehouse):
     odd = vm("odd", "a9-custom-1g", "A100-80GB", "4.00", 20, 17)
-    odd.usd_per_hour = "0"        # no list price on the bill, none in the catalogue
+    odd.usd_per_hour = "0"  # no list price on the bill, none in the catalogue
     recs, withheld, _, _ = run(warehouse, [*peers(), odd])
     assert not [r for r in recs if r.resource_id == "odd"]
     assert any(w.resource_id == "odd" and w.reason == "unpriced" and w.detail.startswith("unpriced") for w in withheld)
 
 
 def test_thin_evidence_is_withheld(warehouse):
-    recs, withheld, _, _ = run(warehouse, [*peers(), vm("new", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17,
-                                                         days=3)])
+    recs, withheld, _, _ = run(
+        warehouse, [*peers(), vm("new", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17, days=3)]
+    )
     assert not [r for r in recs if r.resource_id == "new"]
     assert any(w.resource_id == "new" and w.reason == "thin_evidence" and "measured days" in w.detail for w in withheld)
 
@@ -105,8 +120,18 @@ def test_regression_learns_the_fleet_scaling_and_beats_the_baseline():
         lf, lb = rng.uniform(-1.2, 1.5), rng.uniform(-1.5, 1.8)
         for x in (5, 10, 20, 30, 40, 50):
             y = x * math.exp(0.3 * lf + 0.2 * lb) * rng.uniform(0.97, 1.03)
-            rows.append({"x": float(x), "y": y, "lf": lf, "lb": lb, "sm": None, "tensor": None,
-                         "group": f"pair{pair}", "workload": "w"})
+            rows.append(
+                {
+                    "x": float(x),
+                    "y": y,
+                    "lf": lf,
+                    "lb": lb,
+                    "sm": None,
+                    "tensor": None,
+                    "group": f"pair{pair}",
+                    "workload": "w",
+                }
+            )
     model = gpu_type.fit(pl.DataFrame(rows))
     q = model.quality
     assert model.name == "fleet_regression" and q["regression_mae_pct"] < q["spec_ratio_mae_pct"] / 2
@@ -120,16 +145,30 @@ def _pairs(law, seed=5) -> pl.DataFrame:
     rows = []
     for pair in range(8):
         lf, lb = rng.uniform(-1.2, 1.5), rng.uniform(-1.5, 1.8)
-        rows += [{"x": float(x), "y": law(x, lf, lb), "lf": lf, "lb": lb, "sm": None, "tensor": None,
-                  "group": f"pair{pair}", "workload": "w"} for x in (5, 10, 20, 30, 40, 50)]
+        rows += [
+            {
+                "x": float(x),
+                "y": law(x, lf, lb),
+                "lf": lf,
+                "lb": lb,
+                "sm": None,
+                "tensor": None,
+                "group": f"pair{pair}",
+                "workload": "w",
+            }
+            for x in (5, 10, 20, 30, 40, 50)
+        ]
     return pl.DataFrame(rows)
 
 
-@pytest.mark.parametrize("law, chosen", [
-    (lambda x, lf, lb: float(x), "no_change_baseline"),                              # the demo's law
-    (lambda x, lf, lb: x * math.exp((lf + lb) / 2), "spec_ratio_baseline"),         # the spec sheet's law
-    (lambda x, lf, lb: x * math.exp(0.3 * lf + 0.2 * lb) * (1 + 0.01 * math.sin(x)), "fleet_regression"),
-])
+@pytest.mark.parametrize(
+    "law, chosen",
+    [
+        (lambda x, lf, lb: float(x), "no_change_baseline"),  # the demo's law
+        (lambda x, lf, lb: x * math.exp((lf + lb) / 2), "spec_ratio_baseline"),  # the spec sheet's law
+        (lambda x, lf, lb: x * math.exp(0.3 * lf + 0.2 * lb) * (1 + 0.01 * math.sin(x)), "fleet_regression"),
+    ],
+)
 def test_the_predictor_with_the_lowest_held_out_error_is_used_and_the_regression_only_when_it_beats_both(law, chosen):
     """Selection: where the regression loses to a baseline on held-out GPU pairs, the better baseline
     predicts; where it beats both, the regression does."""
@@ -140,15 +179,22 @@ def test_the_predictor_with_the_lowest_held_out_error_is_used_and_the_regression
     if chosen != "fleet_regression":
         assert maes["fleet_regression"] >= maes[chosen]
     ratios = (0.7, 0.4)
-    expected = {"no_change_baseline": 20.0, "spec_ratio_baseline": gpu_type.baseline(20, ratios),
-                "fleet_regression": model.regression(20, ratios)}[chosen]
+    expected = {
+        "no_change_baseline": 20.0,
+        "spec_ratio_baseline": gpu_type.baseline(20, ratios),
+        "fleet_regression": model.regression(20, ratios),
+    }[chosen]
     assert model.predict(20, ratios) == pytest.approx(expected)
 
 
 def test_selection_rule_prefers_a_baseline_on_a_tie():
     pick = gpu_type.select_predictor
-    assert pick({"fleet_regression": 3.0, "spec_ratio_baseline": 3.0, "no_change_baseline": 4.0}) == "spec_ratio_baseline"
-    assert pick({"fleet_regression": 3.0, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "no_change_baseline"
+    assert (
+        pick({"fleet_regression": 3.0, "spec_ratio_baseline": 3.0, "no_change_baseline": 4.0}) == "spec_ratio_baseline"
+    )
+    assert (
+        pick({"fleet_regression": 3.0, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "no_change_baseline"
+    )
     assert pick({"fleet_regression": 2.9, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "fleet_regression"
 
 
@@ -166,15 +212,28 @@ def test_random_fleets_never_get_a_target_that_does_not_fit_or_is_not_offered(wa
     rng = random.Random(11)
     gpus = {"A100-80GB": ("a2-ultragpu-1g", 5.07), "A100-40GB": ("a2-highgpu-1g", 3.67), "L4": ("g2-standard-4", 0.71)}
     regions = ["us-central1", "europe-west4", "asia-east1"]
-    offers = [offer(it, model, 1, f"{usd * rng.uniform(0.9, 1.1):.4f}", region, "gcp")
-              for region in regions for model, (it, usd) in gpus.items() if rng.random() < 0.7]
+    offers = [
+        offer(it, model, 1, f"{usd * rng.uniform(0.9, 1.1):.4f}", region, "gcp")
+        for region in regions
+        for model, (it, usd) in gpus.items()
+        if rng.random() < 0.7
+    ]
     machines = []
     for i in range(24):
         model = rng.choice(list(gpus))
         it, usd = gpus[model]
-        machines.append(vm(f"r{i}", it, model, f"{usd:.4f}", rng.uniform(6, 70),
-                           rng.uniform(2, {"L4": 20, "A100-40GB": 38, "A100-80GB": 75}[model]),
-                           region=rng.choice(regions), swing=rng.uniform(0, 1)))
+        machines.append(
+            vm(
+                f"r{i}",
+                it,
+                model,
+                f"{usd:.4f}",
+                rng.uniform(6, 70),
+                rng.uniform(2, {"L4": 20, "A100-40GB": 38, "A100-80GB": 75}[model]),
+                region=rng.choice(regions),
+                swing=rng.uniform(0, 1),
+            )
+        )
     recs, _, _, spec = run(warehouse, machines, offers)
     by_id = {m.rid: m for m in machines}
     with duckdb.connect(str(warehouse), read_only=True) as con:
@@ -182,9 +241,12 @@ def test_random_fleets_never_get_a_target_that_does_not_fit_or_is_not_offered(wa
     assert recs, "the random fleet should hold at least one move"
     for rec in recs:
         m = by_id[rec.resource_id]
-        offered = catalogue.filter((pl.col("region") == m.region)
-                                   & (pl.col("instance_type") == rec.proposed["instance_type"])
-                                   & (pl.col("gpu_model") == rec.proposed["gpu_model"]) & (pl.col("gpu_count") == 1))
+        offered = catalogue.filter(
+            (pl.col("region") == m.region)
+            & (pl.col("instance_type") == rec.proposed["instance_type"])
+            & (pl.col("gpu_model") == rec.proposed["gpu_model"])
+            & (pl.col("gpu_count") == 1)
+        )
         assert offered.height == 1, (rec.resource_id, m.region, rec.proposed)
         usable = spec[rec.proposed["gpu_model"]]["memory_gib"] * gpu_type.USABLE_MEMORY
         assert max(m.mem_gib) * 1.2 <= usable + 1e-6

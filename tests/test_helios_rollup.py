@@ -33,8 +33,9 @@ def occupancy(vc: str) -> list[tuple[datetime, int]]:
     with gzip.open(DATA / "helios-sensetime" / f"{vc}_gpu_occupancy.csv.gz", "rt", newline="") as f:
         rows = list(csv.DictReader(f))
     assert all(int(r["total_gpu_num"]) == GPUS for r in rows)
-    return [(datetime.strptime(r["time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC), int(r["running_gpu_num"]))
-            for r in rows]
+    return [
+        (datetime.strptime(r["time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC), int(r["running_gpu_num"])) for r in rows
+    ]
 
 
 def independent(vc: str, until: datetime | None = None) -> tuple[dict, dict]:
@@ -56,8 +57,10 @@ def samples(vc: str, until: datetime | None = None) -> pa.Table:
     running = np.array([n for _, n in minutes])
     util = (np.arange(GPUS)[None, :] < running[:, None]) * 100.0
     n = len(minutes) * GPUS
-    table = {name: pa.nulls(n, field.type) for name, field in zip(metrics_store.SAMPLE_SCHEMA.names,
-                                                                  metrics_store.SAMPLE_SCHEMA)}
+    table = {
+        name: pa.nulls(n, field.type)
+        for name, field in zip(metrics_store.SAMPLE_SCHEMA.names, metrics_store.SAMPLE_SCHEMA)
+    }
     table["ts"] = pa.array(np.repeat(stamps, GPUS)).cast(pa.timestamp("ms", tz="UTC"))
     names = pa.array([f"{vc}-gpu{i:02d}" for i in range(GPUS)])
     table["gpu_uuid"] = pa.DictionaryArray.from_arrays(np.tile(np.arange(GPUS), len(minutes)), names).cast(pa.string())
@@ -73,8 +76,12 @@ def registry() -> Registry:
 
 
 def check(warehouse, vc: str, busy: dict, idle: dict) -> None:
-    rows = query(warehouse, "SELECT hour, sum(util_mean) / 100, count(*) FILTER (WHERE util_max = 0), count(*), "
-                            "min(samples), max(samples) FROM gpu_metrics_hourly WHERE host = ? GROUP BY hour", [vc])
+    rows = query(
+        warehouse,
+        "SELECT hour, sum(util_mean) / 100, count(*) FILTER (WHERE util_max = 0), count(*), "
+        "min(samples), max(samples) FROM gpu_metrics_hourly WHERE host = ? GROUP BY hour",
+        [vc],
+    )
     assert {r[0] for r in rows} == set(busy)
     for hour, busy_hours, idle_gpus, gpus, min_samples, max_samples in rows:
         assert busy_hours == pytest.approx(busy[hour], abs=1e-9), (vc, hour)

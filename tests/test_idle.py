@@ -13,12 +13,27 @@ START = datetime(2026, 9, 7, tzinfo=UTC)  # a Monday
 
 
 def hours(resource: str, utils: list[float | None], cost: str = "10.00", gpu_count: int = 8) -> list[dict]:
-    return [{"resource_id": resource, "hour": START + timedelta(hours=i), "provider": "AWS", "team": "t",
-             "region": "us-east-1", "instance_type": "p4d.24xlarge", "gpu_model": "A100-40GB",
-             "gpu_count": gpu_count, "pricing_category": "Standard", "effective_cost": Decimal(cost),
-             "gpus_reporting": None if u is None else gpu_count, "util_max": u, "util_mean": u,
-             "util_p95": u, "mem_used_max_mib": None if u is None else 1024.0, "mem_total_mib": 40960.0}
-            for i, u in enumerate(utils)]
+    return [
+        {
+            "resource_id": resource,
+            "hour": START + timedelta(hours=i),
+            "provider": "AWS",
+            "team": "t",
+            "region": "us-east-1",
+            "instance_type": "p4d.24xlarge",
+            "gpu_model": "A100-40GB",
+            "gpu_count": gpu_count,
+            "pricing_category": "Standard",
+            "effective_cost": Decimal(cost),
+            "gpus_reporting": None if u is None else gpu_count,
+            "util_max": u,
+            "util_mean": u,
+            "util_p95": u,
+            "mem_used_max_mib": None if u is None else 1024.0,
+            "mem_total_mib": 40960.0,
+        }
+        for i, u in enumerate(utils)
+    ]
 
 
 def frame(*resources: list[dict]) -> pl.DataFrame:
@@ -51,8 +66,8 @@ def test_idle_nights_and_weekends_is_a_schedule():
 
 
 def test_short_pauses_and_gaps_are_not_idle():
-    pauses = ([80.0] * 5 + [1.0] * 2) * 48        # 2-hour pauses between jobs: under the run length
-    gaps = [None] * (14 * 24)                      # no metrics at all: unknown, never idle
+    pauses = ([80.0] * 5 + [1.0] * 2) * 48  # 2-hour pauses between jobs: under the run length
+    gaps = [None] * (14 * 24)  # no metrics at all: unknown, never idle
     assert idle.recommend(frame(hours("i-pauses", pauses), hours("i-nometrics", gaps))) == []
 
 

@@ -24,9 +24,11 @@ from tests.prometheus_fixture import ExporterServer, PrometheusServer, requires_
 
 NVIDIA_SMI = Path(__file__).parent / "data" / "nvidia-smi"
 DCGM_BODY = gs.exposition(gs.samples()[:40])
-LIVE_BODY = ('# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
-             'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-doctor-0",modelName="NVIDIA L40S",Hostname="node-1"} 37\n'
-             'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-doctor-1",modelName="NVIDIA L40S",Hostname="node-1"} 3\n')
+LIVE_BODY = (
+    "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-doctor-0",modelName="NVIDIA L40S",Hostname="node-1"} 37\n'
+    'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-doctor-1",modelName="NVIDIA L40S",Hostname="node-1"} 3\n'
+)
 
 
 def init(tmp_path: Path, *flags: str) -> Path:
@@ -59,18 +61,44 @@ def quiet_env(monkeypatch):
 
 
 def test_init_writes_a_commented_config_that_loads_for_every_source_kind(tmp_path):
-    path = init(tmp_path, "--aws-cur-bucket", "acme-cur", "--aws-cur-prefix", "cur2/acme", "--aws-region", "eu-west-1",
-                "--bigquery-table", "acme-billing.billing.gcp_billing_export_resource_v1_X",
-                "--dcgm-target", "http://gpu-1:9400/metrics", "--dcgm-target", "http://gpu-2:9400/metrics",
-                "--prometheus-url", "http://prometheus:9090", "--nvidia-smi-path", "logs/*.csv",
-                "--focus-path", "focus/*.parquet",
-                "--onprem-group", "name=hgx nodes=gpu-1,gpu-2 gpu_model=A100-SXM4-80GB gpus_per_node=8 "
-                                  "server_price_usd=60000")
+    path = init(
+        tmp_path,
+        "--aws-cur-bucket",
+        "acme-cur",
+        "--aws-cur-prefix",
+        "cur2/acme",
+        "--aws-region",
+        "eu-west-1",
+        "--bigquery-table",
+        "acme-billing.billing.gcp_billing_export_resource_v1_X",
+        "--dcgm-target",
+        "http://gpu-1:9400/metrics",
+        "--dcgm-target",
+        "http://gpu-2:9400/metrics",
+        "--prometheus-url",
+        "http://prometheus:9090",
+        "--nvidia-smi-path",
+        "logs/*.csv",
+        "--focus-path",
+        "focus/*.parquet",
+        "--onprem-group",
+        "name=hgx nodes=gpu-1,gpu-2 gpu_model=A100-SXM4-80GB gpus_per_node=8 server_price_usd=60000",
+    )
     text = path.read_text()
     cfg = config.load(path, environ={})
     assert {s.type for s in cfg.sources.values()} == {
-        "aws_cur", "aws_spot_prices", "aws_pricing", "aws_spot_advisor", "gcp_billing_export", "gcp_catalog",
-        "dcgm_exporter", "prometheus", "nvidia_smi_csv", "focus_files", "onprem"}
+        "aws_cur",
+        "aws_spot_prices",
+        "aws_pricing",
+        "aws_spot_advisor",
+        "gcp_billing_export",
+        "gcp_catalog",
+        "dcgm_exporter",
+        "prometheus",
+        "nvidia_smi_csv",
+        "focus_files",
+        "onprem",
+    }
     raw = tomllib.loads(text)["sources"]
     assert raw["aws_cur"] == {"type": "aws_cur", "bucket": "acme-cur", "prefix": "cur2/acme", "region": "eu-west-1"}
     assert raw["gcp_billing"]["table"] == "gcp_billing_export_resource_v1_X"
@@ -94,8 +122,9 @@ def test_init_asks_one_question_per_source(tmp_path):
 
 
 def test_init_refuses_a_bad_answer_with_one_sentence(tmp_path, capsys):
-    args = cli._parser().parse_args(["init", "--out", str(tmp_path / "gpufinops.toml"), "--yes",
-                                     "--bigquery-table", "just-a-table"])
+    args = cli._parser().parse_args(
+        ["init", "--out", str(tmp_path / "gpufinops.toml"), "--yes", "--bigquery-table", "just-a-table"]
+    )
     assert init_cmd.run(args) == 2
     assert "PROJECT.DATASET.TABLE" in capsys.readouterr().err and not (tmp_path / "gpufinops.toml").exists()
 
@@ -109,12 +138,17 @@ def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
         s3.create_bucket(Bucket="acme-cur")
         s3.put_object(Bucket="acme-cur", Key="cur2/acme/metadata/BILLING_PERIOD=2026-10/acme-Manifest.json", Body=b"{}")
-        path = init(tmp_path, "--aws-cur-bucket", "acme-cur", "--aws-cur-prefix", "cur2/acme",
-                    "--aws-endpoint-url", endpoint)
+        path = init(
+            tmp_path, "--aws-cur-bucket", "acme-cur", "--aws-cur-prefix", "cur2/acme", "--aws-endpoint-url", endpoint
+        )
         with path.open("a") as f:  # the public spot advisor feed is not reachable from the tests: a loopback copy
-            f.write(f'\n[sources.aws_spot_advisor_copy]\ntype = "aws_spot_advisor"\n'
-                    f'url = "{advisor.url("/spot-advisor-data.json")}"\n')
-        text = path.read_text().replace('[sources.aws_spot_advisor]\ntype = "aws_spot_advisor"\nregions = ["us-east-1"]\n', "")
+            f.write(
+                f'\n[sources.aws_spot_advisor_copy]\ntype = "aws_spot_advisor"\n'
+                f'url = "{advisor.url("/spot-advisor-data.json")}"\n'
+            )
+        text = path.read_text().replace(
+            '[sources.aws_spot_advisor]\ntype = "aws_spot_advisor"\nregions = ["us-east-1"]\n', ""
+        )
         path.write_text(text)
         status, lines = run_doctor(path)
         assert status == 0, lines
@@ -147,8 +181,15 @@ def test_doctor_checks_the_bigquery_export_and_the_catalogue(tmp_path, quiet_env
     table = "gcp_billing_export_resource_v1_DOCTOR"
     bq_emulator.create_export_table(table)
     with catalog_server() as catalog:
-        path = init(tmp_path, "--bigquery-table", f"{PROJECT}.{DATASET}.{table}", "--gcp-endpoint", bq_emulator.endpoint,
-                    "--gcp-catalog-endpoint", catalog.url)
+        path = init(
+            tmp_path,
+            "--bigquery-table",
+            f"{PROJECT}.{DATASET}.{table}",
+            "--gcp-endpoint",
+            bq_emulator.endpoint,
+            "--gcp-catalog-endpoint",
+            catalog.url,
+        )
         status, lines = run_doctor(path, timeout=20)
         assert status == 0, lines
         assert lines["credentials gcp"].startswith("ok anonymous")
@@ -169,13 +210,23 @@ def test_doctor_checks_dcgm_prometheus_and_nvidia_smi(tmp_path, quiet_env):
         try:
             prom.wait_ready()
             prom.wait_scraped()
-            path = init(tmp_path, "--dcgm-target", exporter.url("/metrics"), "--prometheus-url", prom.url,
-                        "--nvidia-smi-path", str(NVIDIA_SMI / "*query-gpu.csv"))
+            path = init(
+                tmp_path,
+                "--dcgm-target",
+                exporter.url("/metrics"),
+                "--prometheus-url",
+                prom.url,
+                "--nvidia-smi-path",
+                str(NVIDIA_SMI / "*query-gpu.csv"),
+            )
             status, lines = run_doctor(path)
             assert status == 0, lines
             assert lines["source dcgm"] == "ok dcgm_exporter: 1 target(s) answer with GPU metrics"
-            assert re.match(r"ok prometheus: Prometheus http://127\.0\.0\.1:\d+: 2 DCGM_FI_DEV_GPU_UTIL series in the "
-                            r"last day", lines["source prometheus"]), lines["source prometheus"]
+            assert re.match(
+                r"ok prometheus: Prometheus http://127\.0\.0\.1:\d+: 2 DCGM_FI_DEV_GPU_UTIL series in the "
+                r"last day",
+                lines["source prometheus"],
+            ), lines["source prometheus"]
             assert lines["source nvidia_smi"].startswith("ok nvidia_smi_csv: ")
             text = path.read_text().replace(exporter.url("/metrics"), exporter.url("/missing"))
             path.write_text(text.replace(str(NVIDIA_SMI / "*query-gpu.csv"), str(tmp_path / "none" / "*.csv")))
@@ -202,6 +253,7 @@ def test_doctor_reports_a_config_error_and_the_warehouse(tmp_path, quiet_env):
     status, lines = run_doctor(bad)
     assert status == 1 and lines["config"].startswith("FAIL sources.x.path: missing required key")
     from gpufinops.warehouse import db
+
     path = init(tmp_path, "--nvidia-smi-path", str(NVIDIA_SMI / "*query-gpu.csv"))
     with db.writer(tmp_path / "data" / "gpufinops.duckdb"):
         pass

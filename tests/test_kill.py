@@ -42,8 +42,12 @@ def test_sigkill_during_load_keeps_previous_slices(focus_registry, warehouse, tm
 
     (export / "focus.csv").unlink()
     rows = big_restatement(export / "restated.parquet", 500)
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(warehouse), str(export / "*")],
-                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(warehouse), str(export / "*")],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+    )
     for line in child.stderr:
         if "loading" in line:  # inside the load: the transaction is about to start
             os.kill(child.pid, signal.SIGKILL)
@@ -57,5 +61,7 @@ def test_sigkill_during_load_keeps_previous_slices(focus_registry, warehouse, tm
     retry = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(export / "*")})
     assert retry.status == "succeeded" and retry.rows == rows
     assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == rows
-    assert query(warehouse, "SELECT status, error FROM ingest_runs ORDER BY started_at")[1] == \
-        ("failed", "interrupted: the process ended before the run finished")
+    assert query(warehouse, "SELECT status, error FROM ingest_runs ORDER BY started_at")[1] == (
+        "failed",
+        "interrupted: the process ended before the run finished",
+    )

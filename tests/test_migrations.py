@@ -23,9 +23,9 @@ def catalog(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:
     """Everything about the schema a user could see, from DuckDB's own catalogue functions."""
     queries = {
         "columns": "SELECT table_name, column_index, column_name, data_type, column_default, is_nullable, "
-                   "numeric_precision, numeric_scale FROM duckdb_columns() WHERE NOT internal",
+        "numeric_precision, numeric_scale FROM duckdb_columns() WHERE NOT internal",
         "constraints": "SELECT table_name, constraint_type, constraint_text, expression, constraint_column_names "
-                       "FROM duckdb_constraints()",
+        "FROM duckdb_constraints()",
         "indexes": "SELECT table_name, index_name, is_unique, is_primary, expressions, sql FROM duckdb_indexes()",
         "views": "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal",
         "tables": "SELECT table_name, column_count, has_primary_key FROM duckdb_tables() WHERE NOT internal",
@@ -48,10 +48,12 @@ def build_at(path: Path, version: int) -> None:
         for statement in migration():
             con.execute(statement)
         con.execute("INSERT INTO schema_version VALUES (?, now())", [number])
-    con.execute('INSERT INTO cost_line_items ("ChargePeriodStart", "ProviderName", "ServiceName", "ChargeCategory", '
-                '"EffectiveCost", "BilledCost", "x_GpuCount", "x_Team", "x_Source", "ResourceId") VALUES '
-                "(TIMESTAMPTZ '2026-11-01 05:00:00+00', 'AWS', 'Amazon EC2', 'Usage', 1.000000000000001, "
-                "1.000000000000001, 8, 'research', 'cur', 'i-1')")
+    con.execute(
+        'INSERT INTO cost_line_items ("ChargePeriodStart", "ProviderName", "ServiceName", "ChargeCategory", '
+        '"EffectiveCost", "BilledCost", "x_GpuCount", "x_Team", "x_Source", "ResourceId") VALUES '
+        "(TIMESTAMPTZ '2026-11-01 05:00:00+00', 'AWS', 'Amazon EC2', 'Usage', 1.000000000000001, "
+        "1.000000000000001, 8, 'research', 'cur', 'i-1')"
+    )
     con.execute("INSERT INTO recommendations (id, kind, status) VALUES ('r1', 'idle_gpu', 'dismissed')")
     con.close()
 
@@ -63,11 +65,13 @@ def test_each_old_version_migrated_to_head_equals_a_fresh_warehouse(tmp_path, he
     assert db.prepare(path) == schema.SCHEMA_VERSION
     with db.reader(path) as con:
         assert catalog(con) == head
-        assert con.execute('SELECT "EffectiveCost", "x_Team" FROM cost_line_items').fetchall() == \
-            [(Decimal("1.000000000000001"), "research")]
+        assert con.execute('SELECT "EffectiveCost", "x_Team" FROM cost_line_items').fetchall() == [
+            (Decimal("1.000000000000001"), "research")
+        ]
         assert con.execute("SELECT id, status FROM recommendations").fetchall() == [("r1", "dismissed")]
-        assert con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall() == \
-            [(v,) for v in range(1, schema.SCHEMA_VERSION + 1)]
+        assert con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall() == [
+            (v,) for v in range(1, schema.SCHEMA_VERSION + 1)
+        ]
 
 
 def _rows(con: duckdb.DuckDBPyConnection, table: str, columns: str) -> list[tuple]:
@@ -76,7 +80,7 @@ def _rows(con: duckdb.DuckDBPyConnection, table: str, columns: str) -> list[tupl
 
 KEPT = {  # what make_old.py wrote, in columns every version has
     "cost_line_items": '"ChargePeriodStart", "ProviderName", "EffectiveCost", "BilledCost", "ListCost", '
-                       '"ResourceId", "x_GpuCount", "x_GpuModel", "x_Team", "x_Source", "x_InstanceType"',
+    '"ResourceId", "x_GpuCount", "x_GpuModel", "x_Team", "x_Source", "x_InstanceType"',
     "recommendations": "id, kind, team, status, monthly_savings_usd",
     "decisions": "*",
     "gpu_metrics_hourly": "hour, gpu_uuid, resource_id, source",
@@ -114,10 +118,13 @@ def test_a_fresh_warehouse_has_the_columns_schema_declares(tmp_path):
     """A pyarrow schema changed without a migration (the v5 / v6 edits that v011 repairs) fails here."""
     with db.writer(tmp_path / "fresh.duckdb") as con:
         for table in schema.TABLES.values():
-            got = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
-                              "ORDER BY column_index", [table.name]).fetchall()
-            want = [(f.name, schema.sql_type(f).replace("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"))
-                    for f in table.schema]
+            got = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
+                [table.name],
+            ).fetchall()
+            want = [
+                (f.name, schema.sql_type(f).replace("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE")) for f in table.schema
+            ]
             assert got == want, table.name
 
 

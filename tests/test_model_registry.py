@@ -64,15 +64,24 @@ def test_the_cli_choices_are_the_registrys_kinds():
 
 
 def test_validate_settings_knows_exactly_the_registered_settings_keys():
-    validate_settings({key: value for key, value in {"lookback_days": 14, "spot_min_days": 3.0, "commit_min_days": 10.0,
-                                                     "onprem_target_utilisation": 0.8}.items()})
+    validate_settings(
+        {
+            key: value
+            for key, value in {
+                "lookback_days": 14,
+                "spot_min_days": 3.0,
+                "commit_min_days": 10.0,
+                "onprem_target_utilisation": 0.8,
+            }.items()
+        }
+    )
     with pytest.raises(ValueError, match="lookbak_days: unknown key"):
         validate_settings({"lookbak_days": 14})
     with pytest.raises(ValueError, match="onprem_target_utilisation"):
-        validate_settings({"onprem_target_utilisation": 1.5})   # a registered model's own check runs
+        validate_settings({"onprem_target_utilisation": 1.5})  # a registered model's own check runs
     keys = registry.setting_keys()
     assert {"lookback_days", "spot_lookback_days", "commit_lookback_days", "onprem_target_utilisation"} <= keys
-    assert registry.spec("idle_gpu").keys() == set()   # idle_gpu reads no [models] key
+    assert registry.spec("idle_gpu").keys() == set()  # idle_gpu reads no [models] key
 
 
 def test_the_stored_versions_and_the_apis_kinds_are_the_registrys(demo_home, tmp_path):
@@ -80,7 +89,9 @@ def test_the_stored_versions_and_the_apis_kinds_are_the_registrys(demo_home, tmp
 
     with db.reader(_warehouse(demo_home)) as con:
         stored = dict(con.execute("SELECT kind, any_value(model_version) FROM recommendations GROUP BY 1").fetchall())
-        stored |= dict(con.execute("SELECT kind, any_value(model_version) FROM withheld_findings GROUP BY 1").fetchall())
+        stored |= dict(
+            con.execute("SELECT kind, any_value(model_version) FROM withheld_findings GROUP BY 1").fetchall()
+        )
     assert stored and all(registry.VERSIONS[kind] == version for kind, version in stored.items())
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{_warehouse(demo_home)}"\n')
@@ -116,8 +127,9 @@ def test_each_recommend_step_runs_without_a_connection(demo_home, monkeypatch):
         blob, expected = loaded[spec.kind]
         found = spec.recommend(pickle.loads(blob), spec.configure(None))
         assert isinstance(found, Findings)
-        assert [r.to_dict() | {"created_at": None} for r in found.recommendations] == \
-            [r.to_dict() | {"created_at": None} for r in expected.recommendations], spec.kind
+        assert [r.to_dict() | {"created_at": None} for r in found.recommendations] == [
+            r.to_dict() | {"created_at": None} for r in expected.recommendations
+        ], spec.kind
         assert found.withheld == expected.withheld and len(found.comparison) == len(expected.comparison)
         assert all(r.kind == spec.kind for r in found.recommendations + found.comparison)
         assert all(w.kind == spec.kind for w in found.withheld)

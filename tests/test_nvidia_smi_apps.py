@@ -35,8 +35,8 @@ MEMORY = "used_gpu_memory [MiB]"
 TABLES = ("gpu_metrics_hourly", "gpu_processes_hourly")
 
 
-
 # ---------- helpers -------------------------------------------------------------------------------
+
 
 def hour_of(ts: datetime) -> datetime:
     return ts.replace(minute=0, second=0, microsecond=0)
@@ -92,8 +92,9 @@ class AppsLogBuilder:
         return path
 
 
-def process_samples(start: datetime, seconds: int,
-                    rng: random.Random) -> list[tuple[datetime, str, int, str, float | None]]:
+def process_samples(
+    start: datetime, seconds: int, rng: random.Random
+) -> list[tuple[datetime, str, int, str, float | None]]:
     """(ts, gpu_uuid, pid, process_name, MiB) at a 1 s cadence: a trainer on two GPUs throughout, a
     tool that exits after 100 s, and a memory reading that is [N/A] every 23rd sample."""
     out = []
@@ -114,8 +115,7 @@ def expected_processes(points, host: str) -> dict[tuple, dict]:
     out = {}
     for key, by_ts in by_key.items():
         known = [m for m in by_ts.values() if m is not None]
-        out[key] = {"mem_used_max_mib": max(known), "mem_used_mean_mib": statistics.fmean(known),
-                    "samples": len(by_ts)}
+        out[key] = {"mem_used_max_mib": max(known), "mem_used_mean_mib": statistics.fmean(known), "samples": len(by_ts)}
     return out
 
 
@@ -130,40 +130,53 @@ def warehouse(tmp_path: Path) -> Path:
 
 # ---------- real captures -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("capture", LOAD, ids=lambda p: p.name.split("__")[1])
 def test_real_load_capture_lands_with_file_values(capture: Path, warehouse: Path):
     result = run(warehouse, {"path": str(capture)})
     assert result.status == "succeeded", result.error
     source_rows = read_log(capture)
     assert len(source_rows) >= 2
-    want = sorted((hour_of(parse_ts(r["timestamp"])), capture.name.removesuffix(".csv"), r["gpu_uuid"], int(r["pid"]),
-                   r["process_name"], number(r[MEMORY])) for r in source_rows)
+    want = sorted(
+        (
+            hour_of(parse_ts(r["timestamp"])),
+            capture.name.removesuffix(".csv"),
+            r["gpu_uuid"],
+            int(r["pid"]),
+            r["process_name"],
+            number(r[MEMORY]),
+        )
+        for r in source_rows
+    )
     got = processes(warehouse)
     assert sorted(key(r) + (r["mem_used_max_mib"],) for r in got) == want
     for row in got:
         assert row["hour"].utcoffset() == timedelta(0)
         assert row["mem_used_mean_mib"] == row["mem_used_max_mib"] and row["samples"] == 1
-        assert row["resource_id"] is None and row["team"] is None      # nothing billed in this warehouse
+        assert row["resource_id"] is None and row["team"] is None  # nothing billed in this warehouse
         assert row["source"] == "smi" and row["ingest_run_id"] == result.run_id
     assert result.rows == len(source_rows)
 
 
 @pytest.mark.parametrize("capture", IDLE, ids=lambda p: p.name.split("__")[1])
 def test_idle_capture_is_a_succeeded_run_without_rows(capture: Path, warehouse: Path):
-    assert read_log(capture) == [] and capture.read_text().startswith("timestamp, ")   # a header, no processes
+    assert read_log(capture) == [] and capture.read_text().startswith("timestamp, ")  # a header, no processes
     result = run(warehouse, {"path": str(capture)})
     assert result.status == "succeeded", result.error
     assert result.rows == 0 and processes(warehouse) == []
     with db.writer(warehouse) as con:
         assert con.execute("SELECT status, rows FROM ingest_runs WHERE run_id = ?", [result.run_id]).fetchall() == [
-            ("succeeded", 0)]
+            ("succeeded", 0)
+        ]
 
 
 def test_gpu_and_process_logs_load_in_one_run_and_attribute_alike(tmp_path: Path, warehouse: Path):
     """Logs of both kinds under one glob, a folder per kind (the file's name is the host)."""
     with db.writer(warehouse) as con:
-        con.execute('INSERT INTO cost_line_items ("ResourceId", "ChargePeriodStart", "x_Team") '
-                    "VALUES ('i-0abc123', '2026-07-01 00:00:00+00', 'vision')")
+        con.execute(
+            'INSERT INTO cost_line_items ("ResourceId", "ChargePeriodStart", "x_Team") '
+            "VALUES ('i-0abc123', '2026-07-01 00:00:00+00', 'vision')"
+        )
     for folder in ("gpu", "apps"):
         (tmp_path / folder).mkdir()
     shutil.copy(H100_GPU, tmp_path / "gpu" / "i-0abc123.csv")
@@ -173,17 +186,21 @@ def test_gpu_and_process_logs_load_in_one_run_and_attribute_alike(tmp_path: Path
     result = run(warehouse, {"path": str(tmp_path / "*" / "*.csv"), "resource_map": {"gpu-node-7": "i-0abc123"}})
     assert result.status == "succeeded", result.error
     with db.writer(warehouse) as con:
-        (gpu_host, gpu_resource, gpu_team, gpu_run), = con.execute(
-            "SELECT host, resource_id, team, ingest_run_id FROM gpu_metrics_hourly").fetchall()
+        ((gpu_host, gpu_resource, gpu_team, gpu_run),) = con.execute(
+            "SELECT host, resource_id, team, ingest_run_id FROM gpu_metrics_hourly"
+        ).fetchall()
     assert (gpu_host, gpu_resource, gpu_team, gpu_run) == ("i-0abc123", "i-0abc123", "vision", result.run_id)
     got = processes(warehouse)
     per_file = len(read_log(H100_APPS))
     assert len(got) == 2 * per_file and result.rows == 1 + 2 * per_file
     assert {(r["host"], r["resource_id"], r["team"], r["ingest_run_id"]) for r in got} == {
-        ("i-0abc123", "i-0abc123", "vision", result.run_id), ("gpu-node-7", "i-0abc123", "vision", result.run_id)}
+        ("i-0abc123", "i-0abc123", "vision", result.run_id),
+        ("gpu-node-7", "i-0abc123", "vision", result.run_id),
+    }
 
 
 # ---------- multi-sample logs ---------------------------------------------------------------------
+
 
 def test_hourly_rollup_matches_independent_calculation(tmp_path: Path, warehouse: Path):
     rng = random.Random(11)
@@ -194,21 +211,26 @@ def test_hourly_rollup_matches_independent_calculation(tmp_path: Path, warehouse
     points = process_samples(day + timedelta(hours=8, minutes=58), 300, rng)
     points += process_samples(day + timedelta(hours=11), 150, rng)
     lines = [logs.line(*p) for p in points]
-    lines.insert(40, lines[39])                              # the same sample logged twice
-    lines[100:110] = list(reversed(lines[100:110]))          # out of order
-    lines.insert(200, logs.header_line)                      # nvidia-smi restarted, appending its header
-    lines.insert(0, ", ".join(logs.template))                # the real capture's own row
-    lines.append(lines[-1][:len(lines[-1]) // 2])            # a line nvidia-smi was still writing
+    lines.insert(40, lines[39])  # the same sample logged twice
+    lines[100:110] = list(reversed(lines[100:110]))  # out of order
+    lines.insert(200, logs.header_line)  # nvidia-smi restarted, appending its header
+    lines.insert(0, ", ".join(logs.template))  # the real capture's own row
+    lines.append(lines[-1][: len(lines[-1]) // 2])  # a line nvidia-smi was still writing
     logs.write(tmp_path / "node1.csv", lines)
     result = run(warehouse, {"path": str(tmp_path / "*.csv")})
     assert result.status == "succeeded", result.error
     first = real[0]
-    real_point = (parse_ts(first["timestamp"]), first["gpu_uuid"], int(first["pid"]), first["process_name"],
-                  number(first[MEMORY]))
+    real_point = (
+        parse_ts(first["timestamp"]),
+        first["gpu_uuid"],
+        int(first["pid"]),
+        first["process_name"],
+        number(first[MEMORY]),
+    )
     expected = expected_processes([real_point, *points], "node1")
     got = {key(r): r for r in processes(warehouse)}
     assert sorted(got) == sorted(expected)
-    assert not [k for k in got if k[0] == day + timedelta(hours=10)]   # unknown, not zero
+    assert not [k for k in got if k[0] == day + timedelta(hours=10)]  # unknown, not zero
     for k, want in expected.items():
         for column, value in want.items():
             assert got[k][column] == pytest.approx(value), (k, column)
@@ -216,6 +238,7 @@ def test_hourly_rollup_matches_independent_calculation(tmp_path: Path, warehouse
 
 
 # ---------- idempotency and bad input -------------------------------------------------------------
+
 
 def _mixed_folder(tmp_path: Path) -> Path:
     folder = tmp_path / "logs"
@@ -249,19 +272,26 @@ def test_removed_process_log_removes_its_rows_only(tmp_path: Path, warehouse: Pa
     assert table_digest(warehouse, "gpu_metrics_hourly") == gpu_before
 
 
-@pytest.mark.parametrize("value, words", [("lots MiB", ["used_gpu_memory [MiB]", "lots MiB"]),
-                                          ("12x", ["used_gpu_memory [MiB]", "12x"])])
-def test_bad_memory_value_fails_the_run_and_leaves_both_tables(tmp_path: Path, warehouse: Path, value: str,
-                                                               words: list[str]):
+@pytest.mark.parametrize(
+    "value, words", [("lots MiB", ["used_gpu_memory [MiB]", "lots MiB"]), ("12x", ["used_gpu_memory [MiB]", "12x"])]
+)
+def test_bad_memory_value_fails_the_run_and_leaves_both_tables(
+    tmp_path: Path, warehouse: Path, value: str, words: list[str]
+):
     options = {"path": str(_mixed_folder(tmp_path) / "*.csv")}
     assert run(warehouse, options).status == "succeeded"
     before = digests(warehouse)
     logs = AppsLogBuilder()
-    bad = logs.write(tmp_path / "logs" / "bad-node.csv", [
-        logs.line(datetime(2026, 7, 14, 9, 0, 1, tzinfo=UTC), "GPU-z", 1, "python3", 100.0),
-        logs.line(datetime(2026, 7, 14, 9, 0, 2, tzinfo=UTC), "GPU-z", 1, "python3", 100.0)
-        .replace("100 MiB", value)])
-    shutil.copy(H100_GPU, tmp_path / "logs" / "new-gpu-node.csv")   # a good new log in the same run
+    bad = logs.write(
+        tmp_path / "logs" / "bad-node.csv",
+        [
+            logs.line(datetime(2026, 7, 14, 9, 0, 1, tzinfo=UTC), "GPU-z", 1, "python3", 100.0),
+            logs.line(datetime(2026, 7, 14, 9, 0, 2, tzinfo=UTC), "GPU-z", 1, "python3", 100.0).replace(
+                "100 MiB", value
+            ),
+        ],
+    )
+    shutil.copy(H100_GPU, tmp_path / "logs" / "new-gpu-node.csv")  # a good new log in the same run
     result = run(warehouse, options)
     assert result.status == "failed"
     assert str(bad) in result.error and all(w in result.error for w in words), result.error

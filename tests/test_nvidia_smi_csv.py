@@ -32,11 +32,26 @@ CAPTURES = sorted(DATA.glob("*__query-gpu.csv"))
 H100_LOAD = DATA / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01__load__query-gpu.csv"
 NA_MARKERS = ("[N/A]", "N/A", "[Not Supported]", "[Requested functionality has been deprecated]")
 MODEL_BY_FILE = {"h100": "H100-SXM", "h200": "H200", "l40s": "L40S"}
-METRIC_COLUMNS = ("hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_id", "team", "util_mean",
-                  "util_p95", "util_max", "mem_used_max_mib", "mem_total_mib", "power_mean_w", "samples")
+METRIC_COLUMNS = (
+    "hour",
+    "gpu_uuid",
+    "gpu_model",
+    "mig_instance",
+    "host",
+    "resource_id",
+    "team",
+    "util_mean",
+    "util_p95",
+    "util_max",
+    "mem_used_max_mib",
+    "mem_total_mib",
+    "power_mean_w",
+    "samples",
+)
 
 
 # ---------- helpers -------------------------------------------------------------------------------
+
 
 def read_log(path: Path) -> list[dict[str, str]]:
     """The data rows of an nvidia-smi CSV log, keyed by header name (independent of the ingestor)."""
@@ -80,8 +95,10 @@ def snapshot(warehouse: Path) -> list[tuple]:
 
 def metrics(warehouse: Path) -> list[tuple]:
     """The metric rows, floats rounded: a parallel float sum may differ in its last bit between runs."""
-    return [tuple(round(v, 9) if isinstance(v, float) else v for v in (r[c] for c in METRIC_COLUMNS))
-            for r in rows(warehouse)]
+    return [
+        tuple(round(v, 9) if isinstance(v, float) else v for v in (r[c] for c in METRIC_COLUMNS))
+        for r in rows(warehouse)
+    ]
 
 
 class LogBuilder:
@@ -114,8 +131,14 @@ def samples(start: datetime, seconds: int, rng: random.Random) -> list[tuple[dat
     out = []
     for i in range(seconds):
         ts = start + timedelta(seconds=i, milliseconds=rng.randrange(1000))
-        out.append((ts, float(rng.randrange(101)), float(rng.randrange(1000, 80000)),
-                    None if i % 37 == 5 else round(rng.uniform(70, 700), 2)))
+        out.append(
+            (
+                ts,
+                float(rng.randrange(101)),
+                float(rng.randrange(1000, 80000)),
+                None if i % 37 == 5 else round(rng.uniform(70, 700), 2),
+            )
+        )
     return out
 
 
@@ -128,9 +151,14 @@ def expected_hourly(points: Sequence[tuple[datetime, float | None, float, float 
     for hour, by_ts in by_hour.items():
         utils = [u for u, _, _ in by_ts.values() if u is not None]
         powers = [p for _, _, p in by_ts.values() if p is not None]
-        out[hour] = {"util_mean": statistics.fmean(utils), "util_p95": float(np.percentile(utils, 95)),
-                     "util_max": max(utils), "mem_used_max_mib": max(m for _, m, _ in by_ts.values()),
-                     "power_mean_w": statistics.fmean(powers), "samples": len(by_ts)}
+        out[hour] = {
+            "util_mean": statistics.fmean(utils),
+            "util_p95": float(np.percentile(utils, 95)),
+            "util_max": max(utils),
+            "mem_used_max_mib": max(m for _, m, _ in by_ts.values()),
+            "power_mean_w": statistics.fmean(powers),
+            "samples": len(by_ts),
+        }
     return out
 
 
@@ -140,6 +168,7 @@ def warehouse(tmp_path: Path) -> Path:
 
 
 # ---------- real captures -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name.split("__")[1] + "-" + p.name.split("__")[3])
 def test_real_capture_loads_with_file_values(capture: Path, warehouse: Path):
@@ -171,12 +200,15 @@ def test_raw_samples_written_beside_the_warehouse(tmp_path: Path, warehouse: Pat
     assert run(warehouse, {"path": str(log_path)}).status == "succeeded"
     sample_file = warehouse.parent / "samples" / "smi" / f"{hashlib.sha1(str(log_path).encode()).hexdigest()}.parquet"
     con = duckdb.connect()
-    (count, host, util), = con.execute(f"SELECT count(*), any_value(host), any_value(util) FROM '{sample_file}'").fetchall()
+    ((count, host, util),) = con.execute(
+        f"SELECT count(*), any_value(host), any_value(util) FROM '{sample_file}'"
+    ).fetchall()
     assert (count, host, util) == (1, "node1", number(read_log(H100_LOAD)[0]["utilization.gpu [%]"]))
     assert not list(sample_file.parent.glob("*.tmp"))
 
 
 # ---------- multi-sample logs ---------------------------------------------------------------------
+
 
 def test_hourly_rollup_matches_independent_calculation(tmp_path: Path, warehouse: Path):
     rng = random.Random(7)
@@ -184,23 +216,27 @@ def test_hourly_rollup_matches_independent_calculation(tmp_path: Path, warehouse
     real = read_log(H100_LOAD)[0]
     mem_used = number(real["memory.used [MiB]"])
     assert mem_used is not None  # the real capture's row reads its memory
-    real_point = (parse_ts(real["timestamp"]), number(real["utilization.gpu [%]"]), mem_used,
-                  number(real["power.draw [W]"]))
+    real_point = (
+        parse_ts(real["timestamp"]),
+        number(real["utilization.gpu [%]"]),
+        mem_used,
+        number(real["power.draw [W]"]),
+    )
     day = real_point[0].replace(hour=0, minute=0, second=0, microsecond=0)
     # 08:58–09:03 crosses an hour; 11:00–11:02 follows a gap hour (10:00) with no samples at all.
     points = samples(day + timedelta(hours=8, minutes=58), 300, rng) + samples(day + timedelta(hours=11), 150, rng)
     lines = [logs.line(*p) for p in points]
-    lines.insert(40, lines[39])                              # the same sample logged twice
-    lines[100:110] = list(reversed(lines[100:110]))          # out of order
-    lines.insert(200, logs.header_line)                      # nvidia-smi restarted, appending its header
-    lines.insert(0, ", ".join(logs.template))                # the real capture's own row
+    lines.insert(40, lines[39])  # the same sample logged twice
+    lines[100:110] = list(reversed(lines[100:110]))  # out of order
+    lines.insert(200, logs.header_line)  # nvidia-smi restarted, appending its header
+    lines.insert(0, ", ".join(logs.template))  # the real capture's own row
     logs.write(tmp_path / "node1.csv", lines)
     result = run(warehouse, {"path": str(tmp_path / "*.csv")})
     assert result.status == "succeeded", result.error
     expected = expected_hourly([real_point, *points])
     got = {r["hour"]: r for r in rows(warehouse)}
     assert sorted(got) == sorted(expected)
-    assert day + timedelta(hours=10) not in got              # unknown, not zero
+    assert day + timedelta(hours=10) not in got  # unknown, not zero
     for hour, want in expected.items():
         for column, value in want.items():
             assert got[hour][column] == pytest.approx(value), (hour, column)
@@ -217,7 +253,8 @@ def test_minimal_log_index_fallback_and_changed_header(tmp_path: Path, warehouse
         "2026/07/14 09:00:02.000, NVIDIA H200, 0, 60 %, 3000 MiB, 143771 MiB\n"
         "timestamp, name, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]\n"
         "2026/07/14 09:00:03.000, NVIDIA H200, 0, 80 %, 2000 MiB, 143771 MiB, 300.50 W\n"
-        "2026/07/14 09:00:04.000, NVIDIA H2")  # a line nvidia-smi was still writing
+        "2026/07/14 09:00:04.000, NVIDIA H2"
+    )  # a line nvidia-smi was still writing
     result = run(warehouse, {"path": str(path)})
     assert result.status == "succeeded", result.error
     (row,) = rows(warehouse)
@@ -228,21 +265,33 @@ def test_minimal_log_index_fallback_and_changed_header(tmp_path: Path, warehouse
     assert row["mem_used_max_mib"] == 3000 and row["power_mean_w"] == pytest.approx(300.5)
 
 
-@pytest.mark.parametrize("name, host", [("node7.csv", "node7"), ("node7.csv.1", "node7"), ("node7.log.gz", "node7"),
-                                        ("ip-10-0-0-1.ec2.internal.csv", "ip-10-0-0-1.ec2.internal"),
-                                        ("10.0.0.1.csv", "10.0.0.1")])
+@pytest.mark.parametrize(
+    "name, host",
+    [
+        ("node7.csv", "node7"),
+        ("node7.csv.1", "node7"),
+        ("node7.log.gz", "node7"),
+        ("ip-10-0-0-1.ec2.internal.csv", "ip-10-0-0-1.ec2.internal"),
+        ("10.0.0.1.csv", "10.0.0.1"),
+    ],
+)
 def test_host_from_file_name(name: str, host: str):
     assert file_host(f"/logs/{name}") == host
 
 
 # ---------- idempotency ---------------------------------------------------------------------------
 
+
 def _two_day_logs(tmp_path: Path, rng: random.Random) -> tuple[LogBuilder, Path, Path, datetime]:
     logs = LogBuilder()
     day1 = datetime(2026, 7, 14, tzinfo=UTC)
-    a = logs.write(tmp_path / "node-a.csv", [logs.line(*p, uuid="GPU-a") for p in samples(day1 + timedelta(hours=9), 120, rng)])
-    b = logs.write(tmp_path / "node-b.csv",
-                   [logs.line(*p, uuid="GPU-b") for p in samples(day1 + timedelta(days=1, hours=3), 120, rng)])
+    a = logs.write(
+        tmp_path / "node-a.csv", [logs.line(*p, uuid="GPU-a") for p in samples(day1 + timedelta(hours=9), 120, rng)]
+    )
+    b = logs.write(
+        tmp_path / "node-b.csv",
+        [logs.line(*p, uuid="GPU-b") for p in samples(day1 + timedelta(days=1, hours=3), 120, rng)],
+    )
     return logs, a, b, day1
 
 
@@ -278,13 +327,15 @@ def test_modified_file_replaces_only_its_days(tmp_path: Path, warehouse: Path):
     assert second.status == "succeeded", second.error
     by_gpu = {r["gpu_uuid"]: r for r in rows(warehouse)}
     assert len(rows(warehouse)) == 2
-    assert by_gpu["GPU-b"]["ingest_run_id"] == first.run_id      # the other day was left alone
+    assert by_gpu["GPU-b"]["ingest_run_id"] == first.run_id  # the other day was left alone
     assert by_gpu["GPU-a"]["ingest_run_id"] == second.run_id
     assert by_gpu["GPU-a"]["samples"] == 90
-    assert by_gpu["GPU-a"]["util_mean"] == pytest.approx(expected_hourly(new_points)[day1 + timedelta(hours=9)]["util_mean"])
+    assert by_gpu["GPU-a"]["util_mean"] == pytest.approx(
+        expected_hourly(new_points)[day1 + timedelta(hours=9)]["util_mean"]
+    )
     before_touch = metrics(warehouse)
     stat = b.stat()
-    os.utime(b, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))   # touched, same content
+    os.utime(b, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # touched, same content
     third = run(warehouse, options)
     assert third.status == "succeeded" and third.rows == 1
     assert metrics(warehouse) == before_touch
@@ -305,7 +356,7 @@ def test_rotated_log_split_rolls_up_into_one_row(tmp_path: Path, warehouse: Path
     points = samples(datetime(2026, 7, 14, 11, tzinfo=UTC), 600, random.Random(4))
     lines = [logs.line(*p) for p in points]
     rotated = logs.write(tmp_path / "node-c.csv.1", lines[:320])  # rotated away, overlapping by 20 samples
-    with open(rotated, "rb") as f, gzip.open(f"{rotated}.gz", "wb") as z:   # and compressed, as logrotate does
+    with open(rotated, "rb") as f, gzip.open(f"{rotated}.gz", "wb") as z:  # and compressed, as logrotate does
         shutil.copyfileobj(f, z)
     rotated.unlink()
     logs.write(tmp_path / "node-c.csv", lines[300:])
@@ -320,16 +371,22 @@ def test_rotated_log_split_rolls_up_into_one_row(tmp_path: Path, warehouse: Path
 
 # ---------- attribution ---------------------------------------------------------------------------
 
+
 def _bill(warehouse: Path, resource_id: str, teams: list[tuple[str, str | None]]) -> None:
     with db.writer(warehouse) as con:
         for period, team in teams:
-            con.execute('INSERT INTO cost_line_items ("ResourceId", "ChargePeriodStart", "x_Team") VALUES (?, ?, ?)',
-                        [resource_id, period, team])
+            con.execute(
+                'INSERT INTO cost_line_items ("ResourceId", "ChargePeriodStart", "x_Team") VALUES (?, ?, ?)',
+                [resource_id, period, team],
+            )
 
 
 def test_attribution_direct_mapped_and_unknown(tmp_path: Path, warehouse: Path):
-    _bill(warehouse, "i-0abc123", [("2026-06-01 00:00:00+00", "search"), ("2026-07-01 00:00:00+00", "vision"),
-                                   ("2026-07-10 00:00:00+00", None)])
+    _bill(
+        warehouse,
+        "i-0abc123",
+        [("2026-06-01 00:00:00+00", "search"), ("2026-07-01 00:00:00+00", "vision"), ("2026-07-10 00:00:00+00", None)],
+    )
     logs = LogBuilder()
     start = datetime(2026, 7, 14, 9, tzinfo=UTC)
     for host, uuid in (("i-0abc123", "GPU-direct"), ("gpu-node-7", "GPU-mapped"), ("mystery", "GPU-unknown")):
@@ -337,17 +394,21 @@ def test_attribution_direct_mapped_and_unknown(tmp_path: Path, warehouse: Path):
     result = run(warehouse, {"path": str(tmp_path / "*.csv"), "resource_map": {"gpu-node-7": "i-0abc123"}})
     assert result.status == "succeeded", result.error
     got = {r["gpu_uuid"]: (r["host"], r["resource_id"], r["team"]) for r in rows(warehouse)}
-    assert got == {"GPU-direct": ("i-0abc123", "i-0abc123", "vision"),   # most recent non-null x_Team
-                   "GPU-mapped": ("gpu-node-7", "i-0abc123", "vision"),
-                   "GPU-unknown": ("mystery", None, None)}
+    assert got == {
+        "GPU-direct": ("i-0abc123", "i-0abc123", "vision"),  # most recent non-null x_Team
+        "GPU-mapped": ("gpu-node-7", "i-0abc123", "vision"),
+        "GPU-unknown": ("mystery", None, None),
+    }
 
 
 def test_host_column_overrides_file_name(tmp_path: Path, warehouse: Path):
     _bill(warehouse, "i-0host", [("2026-07-01 00:00:00+00", "nlp")])
     path = tmp_path / "collector.csv"
-    path.write_text("timestamp, uuid, utilization.gpu [%], host\n"
-                    "2026/07/14 09:00:01.000, GPU-x, 10 %, i-0host\n"
-                    "2026/07/14 09:00:02.000, GPU-y, 20 %, [N/A]\n")
+    path.write_text(
+        "timestamp, uuid, utilization.gpu [%], host\n"
+        "2026/07/14 09:00:01.000, GPU-x, 10 %, i-0host\n"
+        "2026/07/14 09:00:02.000, GPU-y, 20 %, [N/A]\n"
+    )
     assert run(warehouse, {"path": str(path)}).status == "succeeded"
     got = {r["gpu_uuid"]: (r["host"], r["resource_id"], r["team"]) for r in rows(warehouse)}
     assert got == {"GPU-x": ("i-0host", "i-0host", "nlp"), "GPU-y": ("collector", None, None)}
@@ -355,14 +416,24 @@ def test_host_column_overrides_file_name(tmp_path: Path, warehouse: Path):
 
 # ---------- bad input -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("content, words", [
-    ("", ["empty"]),
-    ("timestamp, name, uuid, memory.used [MiB]\n2026/07/14 09:00:01.000, NVIDIA H100 80GB HBM3, GPU-1, 10 MiB\n",
-     ["utilization.gpu"]),
-    ("timestamp, uuid, utilization.gpu [%]\n2026/07/14 09:00:01.000, GPU-1, 10 %\n"
-     "2026/07/14 09:00:02.000, GPU-1, lots %\n", ["utilization.gpu [%]", "lots %"]),
-    ("timestamp, uuid, utilization.gpu [%]\nyesterday, GPU-1, 10 %\n", ["timestamp", "yesterday"]),
-], ids=["empty", "missing-utilization", "garbage-value", "garbage-timestamp"])
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("", ["empty"]),
+        (
+            "timestamp, name, uuid, memory.used [MiB]\n2026/07/14 09:00:01.000, NVIDIA H100 80GB HBM3, GPU-1, 10 MiB\n",
+            ["utilization.gpu"],
+        ),
+        (
+            "timestamp, uuid, utilization.gpu [%]\n2026/07/14 09:00:01.000, GPU-1, 10 %\n"
+            "2026/07/14 09:00:02.000, GPU-1, lots %\n",
+            ["utilization.gpu [%]", "lots %"],
+        ),
+        ("timestamp, uuid, utilization.gpu [%]\nyesterday, GPU-1, 10 %\n", ["timestamp", "yesterday"]),
+    ],
+    ids=["empty", "missing-utilization", "garbage-value", "garbage-timestamp"],
+)
 def test_bad_file_fails_the_run_and_leaves_the_table(tmp_path: Path, warehouse: Path, content: str, words: list[str]):
     shutil.copy(H100_LOAD, tmp_path / "good.csv")
     options = {"path": str(tmp_path / "*.csv")}

@@ -38,17 +38,29 @@ def price_rows() -> list[dict]:
 def load_prices(con) -> None:
     for r in price_rows():
         if r["pricing"] == "on_demand":
-            con.execute("INSERT INTO instance_types (provider, region, instance_type, gpu_model, gpu_count, "
-                        "on_demand_usd_per_hour, source, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, now())",
-                        [r["provider"], r["region"], r["instance_type"], r["gpu_model"], int(r["gpu_count"]),
-                         r["usd_per_hour"], r["origin"]]).fetchall()
+            con.execute(
+                "INSERT INTO instance_types (provider, region, instance_type, gpu_model, gpu_count, "
+                "on_demand_usd_per_hour, source, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, now())",
+                [
+                    r["provider"],
+                    r["region"],
+                    r["instance_type"],
+                    r["gpu_model"],
+                    int(r["gpu_count"]),
+                    r["usd_per_hour"],
+                    r["origin"],
+                ],
+            ).fetchall()
         elif r["provider"] == "aws":
-            con.execute("INSERT INTO spot_prices VALUES (?, ?, ?, ?, 'Linux/UNIX', '2021-04-01 00:00:00+00', ?)",
-                        [r["provider"], r["region"], r["region"] + "a", r["instance_type"], r["usd_per_hour"]]).fetchall()
+            con.execute(
+                "INSERT INTO spot_prices VALUES (?, ?, ?, ?, 'Linux/UNIX', '2021-04-01 00:00:00+00', ?)",
+                [r["provider"], r["region"], r["region"] + "a", r["instance_type"], r["usd_per_hour"]],
+            ).fetchall()
         else:
-            con.execute("INSERT INTO price_history VALUES (?, ?, ?, ?, '2026-07-20 00:00:00+00', ?, 'USD', ?, 'test')",
-                        [r["provider"], r["region"], r["instance_type"], r["pricing"], r["usd_per_hour"],
-                         r["origin"]]).fetchall()
+            con.execute(
+                "INSERT INTO price_history VALUES (?, ?, ?, ?, '2026-07-20 00:00:00+00', ?, 'USD', ?, 'test')",
+                [r["provider"], r["region"], r["instance_type"], r["pricing"], r["usd_per_hour"], r["origin"]],
+            ).fetchall()
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +119,19 @@ def closed_form(vc: str) -> dict:
     onprem_monthly = cost * 730 / HOURS
     cloud_monthly = best[0] * gpu_hours * 730 / HOURS
     saturated = sum(1 for utils in hourly.values() if sum(utils) / len(utils) >= 90) / len(hourly)
-    return {"u": u, "fixed": fixed, "variable": variable, "best": best, "pay": pay, "break_even": break_even,
-            "onprem_monthly": onprem_monthly, "cloud_monthly": cloud_monthly, "saturated": saturated, "cost": cost,
-            "used": used}
+    return {
+        "u": u,
+        "fixed": fixed,
+        "variable": variable,
+        "best": best,
+        "pay": pay,
+        "break_even": break_even,
+        "onprem_monthly": onprem_monthly,
+        "cloud_monthly": cloud_monthly,
+        "saturated": saturated,
+        "cost": cost,
+        "used": used,
+    }
 
 
 def teams_on(recs, vc: str) -> list[str]:
@@ -131,7 +153,9 @@ def test_cluster_finding_matches_the_closed_form(recs, vc):
     assert ev["break_even_utilisation_pct"] == round(float(expect["break_even"] * 100), 2)
     # at the break-even utilisation the on-prem GPU-hour and the same work in the cloud cost the same
     u_star = expect["break_even"]
-    assert expect["fixed"] + expect["variable"] * u_star == pytest.approx(expect["pay"][1] * u_star, rel=Decimal("1e-20"))
+    assert expect["fixed"] + expect["variable"] * u_star == pytest.approx(
+        expect["pay"][1] * u_star, rel=Decimal("1e-20")
+    )
     assert ev["util_mean_pct"] == round(float(expect["u"] * 100), 2)
     assert ev["onprem_cost_per_used_gpu_hour_usd"] == round(float(expect["cost"] / expect["used"]), 6)
     assert ev["tdp_fallback"] is True and "TDP model" in ev["power_note"] and ev["power_basis"] == "tdp_model"
@@ -144,7 +168,9 @@ def test_cluster_finding_matches_the_closed_form(recs, vc):
             assert rec.monthly_savings_usd == whole
     else:
         assert ev["pattern"] in ("keep_onprem", "burst_to_spot") and rec.monthly_savings_usd >= 0
-        assert (ev["pattern"] == "burst_to_spot") == (expect["saturated"] >= 0.05 and ev.get("burst_monthly_usd") is not None)
+        assert (ev["pattern"] == "burst_to_spot") == (
+            expect["saturated"] >= 0.05 and ev.get("burst_monthly_usd") is not None
+        )
     assert f"break-even at {round(float(expect['break_even'] * 100), 2)}%" in rec.proposed["action"]
 
 
@@ -159,7 +185,10 @@ def test_real_data_gives_both_answers(recs):
 
 def test_one_finding_per_workload_with_stable_ids(recs, warehouse):
     teams = sorted((r.resource_id, r.team) for r in recs if r.team is not None)
-    assert teams == [("earth/vchbv", "speech"), ("earth/vchbv", "team-vchbv")]  # vc3sl has one team: its cluster finding
+    assert teams == [
+        ("earth/vchbv", "speech"),
+        ("earth/vchbv", "team-vchbv"),
+    ]  # vc3sl has one team: its cluster finding
     workloads = {r.team: r for r in recs if r.team is not None}
     busy = hd.busy_minutes("vchbv", hd.START, UNTIL)
     speech_util = sum(busy[(g, h)] for g, h in busy if g < 8) / (8 * HOURS * 60)  # node n0: GPUs 0-7
@@ -168,8 +197,19 @@ def test_one_finding_per_workload_with_stable_ids(recs, warehouse):
         again = ovc.analyse_warehouse(con)[2]
     assert [r.id for r in again] == [r.id for r in recs] and len({r.id for r in recs}) == len(recs)
     for r in recs:
-        assert set(r.to_dict()) >= {"id", "kind", "team", "provider", "resource_id", "current", "proposed",
-                                    "monthly_savings_usd", "confidence", "risk", "evidence"}
+        assert set(r.to_dict()) >= {
+            "id",
+            "kind",
+            "team",
+            "provider",
+            "resource_id",
+            "current",
+            "proposed",
+            "monthly_savings_usd",
+            "confidence",
+            "risk",
+            "evidence",
+        }
 
 
 def test_offers_query_reads_every_catalogue(warehouse):
@@ -187,10 +227,21 @@ def _p3_rows(nodes=(0, 7)) -> tuple[dict, list[dict]]:
     for node in nodes:
         for hour in sorted({h for _, h in busy}):
             util = sum(busy[(g, hour)] for g in range(8 * node, 8 * node + 8)) * 100 / (60 * 8)
-            rows.append({"resource_id": f"i-vchbv{node}", "hour": hour, "provider": "AWS", "team": "vision",
-                         "region": "us-east-1", "instance_type": "p3.16xlarge", "gpu_model": "V100-16GB",
-                         "gpu_count": 8, "pricing_category": "Standard", "effective_cost": Decimal(price["price"]),
-                         "util_mean": util})
+            rows.append(
+                {
+                    "resource_id": f"i-vchbv{node}",
+                    "hour": hour,
+                    "provider": "AWS",
+                    "team": "vision",
+                    "region": "us-east-1",
+                    "instance_type": "p3.16xlarge",
+                    "gpu_model": "V100-16GB",
+                    "gpu_count": 8,
+                    "pricing_category": "Standard",
+                    "effective_cost": Decimal(price["price"]),
+                    "util_mean": util,
+                }
+            )
     return price, rows
 
 
@@ -238,7 +289,10 @@ def test_steady_cloud_load_is_repatriated_when_on_prem_is_cheaper(recs, warehous
     per_gpu_hour = Decimal(price["price"]) / 8
     u_star = expect["fixed"] / (per_gpu_hour - expect["variable"])
     for node in (0, 7):
-        u = Decimal(str(round(sum(r["util_mean"] for r in rows if r["resource_id"] == f"i-vchbv{node}") / HOURS, 4))) / 100
+        u = (
+            Decimal(str(round(sum(r["util_mean"] for r in rows if r["resource_id"] == f"i-vchbv{node}") / HOURS, 4)))
+            / 100
+        )
         onprem_hour = expect["fixed"] + expect["variable"] * u
         if u >= u_star and onprem_hour < per_gpu_hour:
             rec = found[f"i-vchbv{node}"]

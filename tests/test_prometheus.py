@@ -26,7 +26,8 @@ LIVE_BODY = (
     "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
     f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="{LIVE_UUID}",device="nvidia0",modelName="NVIDIA L40S",Hostname="live-node"}} 37\n'
     "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n# TYPE DCGM_FI_DEV_FB_USED gauge\n"
-    f'DCGM_FI_DEV_FB_USED{{gpu="0",UUID="{LIVE_UUID}",device="nvidia0",modelName="NVIDIA L40S",Hostname="live-node"}} 1234\n')
+    f'DCGM_FI_DEV_FB_USED{{gpu="0",UUID="{LIVE_UUID}",device="nvidia0",modelName="NVIDIA L40S",Hostname="live-node"}} 1234\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,14 @@ def registry() -> Registry:
 
 
 def options(prom: PrometheusServer, **extra) -> dict:
-    return {"url": prom.url, "resource_map": gs.RESOURCE_MAP, "namespace_teams": gs.NAMESPACE_TEAMS,
-            "selector": 'job!="dcgm"', "retries": 2, **extra}
+    return {
+        "url": prom.url,
+        "resource_map": gs.RESOURCE_MAP,
+        "namespace_teams": gs.NAMESPACE_TEAMS,
+        "selector": 'job!="dcgm"',
+        "retries": 2,
+        **extra,
+    }
 
 
 def run(warehouse, opts, **kw):
@@ -103,8 +110,9 @@ def test_a_live_scrape_of_a_loopback_exporter(servers, warehouse):
     prom.wait_scraped()
     now = datetime.now(UTC)
     this_hour = now.replace(minute=0, second=0, microsecond=0)
-    result = run(warehouse, {"url": prom.url, "selector": 'job="dcgm"'}, since=this_hour,
-                 until=this_hour + timedelta(hours=1))
+    result = run(
+        warehouse, {"url": prom.url, "selector": 'job="dcgm"'}, since=this_hour, until=this_hour + timedelta(hours=1)
+    )
     assert result.status == "succeeded", result.error
     rows = [r for k, r in hourly(warehouse, "prom").items() if k[1] == LIVE_UUID]
     assert rows and all(r["util_mean"] == r["util_max"] == 37.0 and r["mem_used_max_mib"] == 1234.0 for r in rows)
@@ -115,6 +123,10 @@ def test_a_bad_query_and_an_unreachable_server_fail_with_one_sentence(servers, w
     prom, _ = servers
     bad = run(warehouse, options(prom, selector='job=~"('), since=gs.START, until=gs.START + timedelta(hours=1))
     assert bad.status == "failed" and "refused /api/v1/query_range" in bad.error and "bad_data" in bad.error
-    down = run(warehouse, {"url": f"http://127.0.0.1:{free_port()}", "retries": 1, "timeout_s": 1},
-               since=gs.START, until=gs.START + timedelta(hours=1))
+    down = run(
+        warehouse,
+        {"url": f"http://127.0.0.1:{free_port()}", "retries": 1, "timeout_s": 1},
+        since=gs.START,
+        until=gs.START + timedelta(hours=1),
+    )
     assert down.status == "failed" and "unreachable" in down.error

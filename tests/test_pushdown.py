@@ -35,21 +35,39 @@ def transfer_lines(account: str, period: str) -> list[data.Line]:
     """Data transfer of one instance-hour on three usage types: one rollup row, as in a real CUR."""
     base = data.lines(account, period)[0].columns  # the on-demand p4d hour
     out = []
-    for i, (usage, cost, gb) in enumerate((("USE1-DataTransfer-Out-Bytes", "0.09", 1.0),
-                                           ("USE1-DataTransfer-Regional-Bytes", "0.02", 2.0),
-                                           ("USE1-USW2-AWS-Out-Bytes", "0.04", 2.0))):
-        cols = {**base, "line_item_usage_type": usage, "line_item_unblended_cost": float(cost), "pricing_unit": "GB",
-                "line_item_usage_amount": gb, "product_product_family": "Data Transfer", "product_instance_type": None,
-                "product": {"product_name": "Amazon Elastic Compute Cloud", "region": "us-east-1"},
-                "pricing_public_on_demand_cost": float(cost), "pricing_public_on_demand_rate": float(cost) / gb,
-                "identity_line_item_id": f"{account}-{period}-dt{i}", "line_item_line_item_description": usage}
+    for i, (usage, cost, gb) in enumerate(
+        (
+            ("USE1-DataTransfer-Out-Bytes", "0.09", 1.0),
+            ("USE1-DataTransfer-Regional-Bytes", "0.02", 2.0),
+            ("USE1-USW2-AWS-Out-Bytes", "0.04", 2.0),
+        )
+    ):
+        cols = {
+            **base,
+            "line_item_usage_type": usage,
+            "line_item_unblended_cost": float(cost),
+            "pricing_unit": "GB",
+            "line_item_usage_amount": gb,
+            "product_product_family": "Data Transfer",
+            "product_instance_type": None,
+            "product": {"product_name": "Amazon Elastic Compute Cloud", "region": "us-east-1"},
+            "pricing_public_on_demand_cost": float(cost),
+            "pricing_public_on_demand_rate": float(cost) / gb,
+            "identity_line_item_id": f"{account}-{period}-dt{i}",
+            "line_item_line_item_description": usage,
+        }
         out.append(data.Line(cols, Decimal(cost), "Usage", "Standard"))
     return out
 
 
-PERIODS = {"2026-09": [*data.lines("111122223333", "2026-09"), *data.lines("444455556666", "2026-09", split=True),
-                       *transfer_lines("111122223333", "2026-09")],
-           "2026-10": [*data.lines("111122223333", "2026-10", Decimal("1.37")), *transfer_lines("111122223333", "2026-10")]}
+PERIODS = {
+    "2026-09": [
+        *data.lines("111122223333", "2026-09"),
+        *data.lines("444455556666", "2026-09", split=True),
+        *transfer_lines("111122223333", "2026-09"),
+    ],
+    "2026-10": [*data.lines("111122223333", "2026-10", Decimal("1.37")), *transfer_lines("111122223333", "2026-10")],
+}
 SUMS = ", ".join(f'sum("{c}")' for c in pushdown.ROLLUP_SUMS)
 KEYS = ", ".join(f'"{k}"' for k in pushdown.ROLLUP_KEYS if k != "x_GpuModel")
 
@@ -65,7 +83,9 @@ def cur_files(tmp_path_factory):
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("CREATE SCHEMA cur_db")
-    union = " UNION ALL ".join(f"SELECT *, '{p}' AS billing_period FROM read_parquet('{path}')" for p, path in paths.items())
+    union = " UNION ALL ".join(
+        f"SELECT *, '{p}' AS billing_period FROM read_parquet('{path}')" for p, path in paths.items()
+    )
     con.execute(f"CREATE VIEW cur_db.cur AS {union}")
     yield root, paths, con
     con.close()
@@ -75,8 +95,9 @@ def local_rollup(con, paths) -> list[tuple]:
     files = ", ".join(f"'{p}'" for p in paths.values())
     relation = f"read_parquet([{files}], union_by_name = true)"
     described = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
-    mapped = cur_mapping.cur_select(relation, [r[0] for r in described], {r[0]: r[1] for r in described}, TAGS,
-                                    only=pushdown.ROLLUP_COLUMNS)
+    mapped = cur_mapping.cur_select(
+        relation, [r[0] for r in described], {r[0]: r[1] for r in described}, TAGS, only=pushdown.ROLLUP_COLUMNS
+    )
     return con.sql(f"SELECT * FROM ({pushdown.rollup_select(mapped)}) ORDER BY ALL").fetchall()
 
 
@@ -107,9 +128,15 @@ def test_the_trino_text_read_back_gives_the_same_rows(cur_files):
     _, paths, con = cur_files
     header, rows = athena_rows(con)
     assert header == list(pushdown.ROLLUP_COLUMNS)
-    text_table = con.sql("SELECT * FROM (VALUES " + ", ".join(
-        "(" + ", ".join("NULL" if v is None else "'" + v.replace("'", "''") + "'" for v in r) + ")" for r in rows)
-        + ") AS t(" + ", ".join(f'"{c}"' for c in header) + ")")
+    text_table = con.sql(
+        "SELECT * FROM (VALUES "
+        + ", ".join(
+            "(" + ", ".join("NULL" if v is None else "'" + v.replace("'", "''") + "'" for v in r) + ")" for r in rows
+        )
+        + ") AS t("
+        + ", ".join(f'"{c}"' for c in header)
+        + ")"
+    )
     con.register("athena_result", text_table.to_arrow_table())
     typed = con.sql(f"SELECT * FROM ({pushdown.typed_rollup_select('athena_result')}) ORDER BY ALL").fetchall()
     assert typed == local_rollup(con, paths)
@@ -139,13 +166,21 @@ def athena(moto_endpoint, monkeypatch):
 
 
 def athena_options(proxy) -> dict:
-    return {"engine": "athena", "database": "cur_db", "table": "cur", "workgroup": "primary",
-            "output_location": "s3://athena-results/gpufinops/", "region": "us-east-1",
-            "endpoint_url": proxy.url, "poll_interval_s": 0.01}
+    return {
+        "engine": "athena",
+        "database": "cur_db",
+        "table": "cur",
+        "workgroup": "primary",
+        "output_location": "s3://athena-results/gpufinops/",
+        "region": "us-east-1",
+        "endpoint_url": proxy.url,
+        "poll_interval_s": 0.01,
+    }
 
 
 def sent_queries(moto_endpoint) -> list[str]:
     import boto3
+
     client = boto3.client("athena", region_name="us-east-1", endpoint_url=moto_endpoint)
     ids = client.list_query_executions()["QueryExecutionIds"]
     return [client.get_query_execution(QueryExecutionId=i)["QueryExecution"]["Query"] for i in ids]
@@ -167,12 +202,19 @@ def test_athena_engine_polls_pages_and_loads_the_rollup(athena, cur_files, tmp_p
     assert watermark.startswith("2026-10 (athena: 2 queries")
 
     data.write_cur2(tmp_path / "bucket", PERIODS)  # the same data through the file path
-    assert run_source(REGISTRY, warehouse, "cur_files", "aws_cur", {"path": str(tmp_path / "bucket")},
-                      team_tag_keys=TAGS).status == "succeeded"
-    per_account = query(warehouse, """
+    assert (
+        run_source(
+            REGISTRY, warehouse, "cur_files", "aws_cur", {"path": str(tmp_path / "bucket")}, team_tag_keys=TAGS
+        ).status
+        == "succeeded"
+    )
+    per_account = query(
+        warehouse,
+        """
         SELECT x_Source, "BillingAccountId", strftime("BillingPeriodStart", '%Y-%m'), sum("BilledCost"),
                sum("EffectiveCost"), sum("ListCost"), count(DISTINCT "x_GpuModel")
-        FROM cost_line_items GROUP BY ALL ORDER BY ALL""")
+        FROM cost_line_items GROUP BY ALL ORDER BY ALL""",
+    )
     athena_side = [r[1:] for r in per_account if r[0] == "cur_athena"]
     files_side = [r[1:] for r in per_account if r[0] == "cur_files"]
     assert athena_side == files_side and athena_side  # to the last digit, GPU models found the same way
@@ -180,22 +222,27 @@ def test_athena_engine_polls_pages_and_loads_the_rollup(athena, cur_files, tmp_p
     # a re-run re-queries the newest periods (restatement) and replaces them: no duplicates
     queue_results(moto_endpoint, [(["billing_period"], [[p] for p in sorted(PERIODS)]), (header, rows)])
     before = query(warehouse, "SELECT count(*) FROM cost_line_items WHERE x_Source = 'cur_athena'")
-    assert run_source(REGISTRY, warehouse, "cur_athena", "aws_cur", athena_options(proxy),
-                      team_tag_keys=TAGS).status == "succeeded"
+    assert (
+        run_source(REGISTRY, warehouse, "cur_athena", "aws_cur", athena_options(proxy), team_tag_keys=TAGS).status
+        == "succeeded"
+    )
     assert query(warehouse, "SELECT count(*) FROM cost_line_items WHERE x_Source = 'cur_athena'") == before
 
 
 def _fail(moto_endpoint: str, query_id: str) -> None:
     # moto cannot make a query fail: set the state on its in-process backend (the server runs in this process)
     from moto.athena.models import athena_backends
+
     execution = athena_backends["123456789012"]["us-east-1"].executions[query_id]
     execution.status = "FAILED"
 
 
 def _cancel(moto_endpoint: str, query_id: str) -> None:
     import boto3
+
     boto3.client("athena", region_name="us-east-1", endpoint_url=moto_endpoint).stop_query_execution(
-        QueryExecutionId=query_id)  # as if someone cancelled it in the console
+        QueryExecutionId=query_id
+    )  # as if someone cancelled it in the console
 
 
 @pytest.mark.parametrize("outcome", ["failed", "cancelled"])
@@ -204,8 +251,10 @@ def test_a_failed_or_cancelled_query_fails_the_run_and_writes_nothing(athena, cu
     _, _, con = cur_files
     header, rows = athena_rows(con)
     queue_results(moto_endpoint, [(["billing_period"], [[p] for p in sorted(PERIODS)]), (header, rows)])
-    assert run_source(REGISTRY, warehouse, "cur_athena", "aws_cur", athena_options(proxy),
-                      team_tag_keys=TAGS).status == "succeeded"
+    assert (
+        run_source(REGISTRY, warehouse, "cur_athena", "aws_cur", athena_options(proxy), team_tag_keys=TAGS).status
+        == "succeeded"
+    )
     before = query(warehouse, 'SELECT count(*), sum("BilledCost") FROM cost_line_items')
     started = []
 
@@ -228,6 +277,7 @@ def test_athena_needs_its_table(warehouse, monkeypatch):
     use_dummy_credentials(monkeypatch)
     result = run_source(REGISTRY, warehouse, "cur_athena", "aws_cur", {"engine": "athena", "database": "cur_db"})
     assert result.status == "failed" and "needs table" in result.error
-    result = run_source(REGISTRY, warehouse, "cur_athena", "aws_cur",
-                        {"engine": "athena", "database": "cur_db; DROP", "table": "cur"})
+    result = run_source(
+        REGISTRY, warehouse, "cur_athena", "aws_cur", {"engine": "athena", "database": "cur_db; DROP", "table": "cur"}
+    )
     assert result.status == "failed" and "not a valid Athena identifier" in result.error

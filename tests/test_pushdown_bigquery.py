@@ -63,6 +63,7 @@ def registry() -> Registry:
 def demo_rows(tmp_path_factory) -> list[dict]:
     """The demo fleet's GCP export rows (a week: GPU VMs with labels, machine types, Spot and on-demand SKUs)."""
     from gpufinops.simulator import demo_fleet
+
     home = tmp_path_factory.mktemp("demo")
     demo_fleet.generate(home, days=7, seed=7)
     rows = []
@@ -87,6 +88,7 @@ def bq_record(row: dict, *, arrow: bool = False) -> dict:
     """An export row (text or JSON leaves) as BigQuery holds it: FLOAT money, TIMESTAMP times.
 
     ``arrow``: timestamps as datetimes (for an Arrow table), else ISO text (for insertAll / JSONL)."""
+
     def convert(value, kind):
         if value is None:
             return None
@@ -101,6 +103,7 @@ def bq_record(row: dict, *, arrow: bool = False) -> dict:
         if kind == "t":
             return _timestamp(value) if arrow else _timestamp(value).isoformat()
         return str(value)
+
     return {k: convert(row.get(k), v) for k, v in CANONICAL.items()}
 
 
@@ -120,8 +123,9 @@ def warehouse_rollup(warehouse: Path, source: str | None = None) -> list[tuple]:
 
 def export_table(rows: list[dict]) -> pa.Table:
     """The rows as the export table holds them (and as the row path fetches them): FLOAT64 money."""
-    return pa.Table.from_pylist([bq_record(r, arrow=True) for r in rows],
-                                schema=gcp_pushdown.arrow_schema(export_fields()))
+    return pa.Table.from_pylist(
+        [bq_record(r, arrow=True) for r in rows], schema=gcp_pushdown.arrow_schema(export_fields())
+    )
 
 
 def load_local(tmp_path: Path, registry: Registry, table: pa.Table, warehouse: Path) -> None:
@@ -130,8 +134,9 @@ def load_local(tmp_path: Path, registry: Registry, table: pa.Table, warehouse: P
     folder = tmp_path / "parquet"
     folder.mkdir(exist_ok=True)
     pq.write_table(table, folder / "export-000000000000.parquet")
-    result = run_source(registry, warehouse, "gcp", "gcp_billing_export", {"path": str(folder / "*.parquet")},
-                        team_tag_keys=TEAM_KEYS)
+    result = run_source(
+        registry, warehouse, "gcp", "gcp_billing_export", {"path": str(folder / "*.parquet")}, team_tag_keys=TEAM_KEYS
+    )
     assert result.status == "succeeded", result.error
 
 
@@ -144,7 +149,7 @@ def test_the_bigquery_text_read_back_equals_the_local_path(tmp_path, registry, w
     schema = table.schema
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f'ATTACH \':memory:\' AS "{PROJECT}"')
+    con.execute(f"ATTACH ':memory:' AS \"{PROJECT}\"")
     con.execute(f'CREATE SCHEMA "{PROJECT}"."{DATASET}"')
     con.register("export_rows", table)
     con.execute(f'CREATE TABLE "{PROJECT}"."{DATASET}".export AS SELECT * FROM export_rows')
@@ -155,15 +160,29 @@ def test_the_bigquery_text_read_back_equals_the_local_path(tmp_path, registry, w
     # what BigQuery gets: BigQuery SQL, no DuckDB construct left, and the pinned text differs in type parameters only
     assert re.sub(r"BIGNUMERIC\(\d+, \d+\)", "BIGNUMERIC", pinned) == text != pinned
     sqlglot.parse_one(text, read="bigquery")
-    for duckdb_only in ("MAP_FROM_ENTRIES", "MAP_EXTRACT", "LIST_", "TRANSFORM(", "->", "DECIMAL", "HUGEINT",
-                        "TIMEZONE(", "STRPTIME", "CARDINALITY", "REGEXP_MATCHES", "WITH OFFSET", "SELECT * FROM `"):
+    for duckdb_only in (
+        "MAP_FROM_ENTRIES",
+        "MAP_EXTRACT",
+        "LIST_",
+        "TRANSFORM(",
+        "->",
+        "DECIMAL",
+        "HUGEINT",
+        "TIMEZONE(",
+        "STRPTIME",
+        "CARDINALITY",
+        "REGEXP_MATCHES",
+        "WITH OFFSET",
+        "SELECT * FROM `",
+    ):
         assert duckdb_only not in text.upper(), duckdb_only
     assert f"`{PROJECT}`.`{DATASET}`.`export`" in text and "BIGNUMERIC" in text and "UNNEST(" in text
 
     back = pushdown.back_to_duckdb(pinned, "bigquery")
     con.register("bigquery_result", con.sql(back).to_arrow_table())
-    got = con.sql(f"SELECT * FROM ({pushdown.typed_rollup_select('bigquery_result', empty_is_null=False)}) "
-                  "ORDER BY ALL").fetchall()
+    got = con.sql(
+        f"SELECT * FROM ({pushdown.typed_rollup_select('bigquery_result', empty_is_null=False)}) ORDER BY ALL"
+    ).fetchall()
     assert got == expected  # every key, every DECIMAL sum, to the last digit
     assert len(got) < len(rows)  # it does roll up
     gpu = [r for r in got if r[pushdown.ROLLUP_COLUMNS.index("x_GpuModel")]]
@@ -175,13 +194,17 @@ def test_the_bigquery_text_read_back_equals_the_local_path(tmp_path, registry, w
 
 def test_bigquery_rewrites_keep_the_semantics_of_duckdb():
     """Each rewrite, read back, gives what DuckDB gives for the original (NULLs and empty lists included)."""
-    rows = ("SELECT * FROM (VALUES (1, [{'key': 'a', 'value': 'x'}, {'key': 'b', 'value': ''}], [{'amount': 1.5}, "
-            "{'amount': NULL}], '202602'), (2, [], [], '202612'), (3, NULL, NULL, NULL)) t(id, kv, credits, month)")
-    duck = ("SELECT id, map_extract_value(map_from_entries(kv), 'b') AS b, map_extract_value(map_from_entries(kv), 'z') "
-            "AS z, cardinality(map_from_entries(kv)) AS n, COALESCE(list_sum(list_transform(credits, lambda c: "
-            "COALESCE(c.amount, 0))), 0) AS credit, timezone('UTC', strptime(month || '01', '%Y%m%d') + INTERVAL 1 "
-            "MONTH) AS period_end, CAST(1000.0000000000001 AS DECIMAL(38,15)) AS exact, floor(log10(1000)) AS digits "
-            f"FROM ({rows}) ORDER BY id")
+    rows = (
+        "SELECT * FROM (VALUES (1, [{'key': 'a', 'value': 'x'}, {'key': 'b', 'value': ''}], [{'amount': 1.5}, "
+        "{'amount': NULL}], '202602'), (2, [], [], '202612'), (3, NULL, NULL, NULL)) t(id, kv, credits, month)"
+    )
+    duck = (
+        "SELECT id, map_extract_value(map_from_entries(kv), 'b') AS b, map_extract_value(map_from_entries(kv), 'z') "
+        "AS z, cardinality(map_from_entries(kv)) AS n, COALESCE(list_sum(list_transform(credits, lambda c: "
+        "COALESCE(c.amount, 0))), 0) AS credit, timezone('UTC', strptime(month || '01', '%Y%m%d') + INTERVAL 1 "
+        "MONTH) AS period_end, CAST(1000.0000000000001 AS DECIMAL(38,15)) AS exact, floor(log10(1000)) AS digits "
+        f"FROM ({rows}) ORDER BY id"
+    )
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     text = pushdown.to_dialect(duck, "bigquery", pinned_decimals=True)
@@ -194,7 +217,7 @@ def test_bigquery_rewrites_keep_the_semantics_of_duckdb():
 # --- against bqemulator ------------------------------------------------------------------------------
 
 BYTES_PROCESSED = 52_428_800  # what the proxy says each job processed (the emulator says 0)
-BYTES_BILLED = 62_914_560      # … and billed (BigQuery bills at least 10 MB per table read)
+BYTES_BILLED = 62_914_560  # … and billed (BigQuery bills at least 10 MB per table read)
 
 
 class _BilledProxy(RelayProxy):
@@ -211,8 +234,13 @@ class _BilledProxy(RelayProxy):
             if sent:
                 self.queries.append(sent)
             if sent and self.fail_rollup and "`EffectiveCost`" in sent:  # not the fingerprints
-                return 400, {"error": {"code": 400, "message": "Resources exceeded during query execution",
-                                       "errors": [{"reason": "resourcesExceeded"}]}}
+                return 400, {
+                    "error": {
+                        "code": 400,
+                        "message": "Resources exceeded during query execution",
+                        "errors": [{"reason": "resourcesExceeded"}],
+                    }
+                }
         return None
 
     def rewrite(self, body: bytes, ctype: str) -> bytes:
@@ -238,19 +266,28 @@ def pinned(monkeypatch):
 
 
 def per_project_day(warehouse: Path, source: str) -> dict:
-    rows = query(warehouse, f"""SELECT "SubAccountId", strftime("ChargePeriodStart", '%Y-%m-%d'), sum("BilledCost"),
+    rows = query(
+        warehouse,
+        f"""SELECT "SubAccountId", strftime("ChargePeriodStart", '%Y-%m-%d'), sum("BilledCost"),
                                        sum("EffectiveCost"), sum("ListCost"), sum("PricingQuantity")
-                                FROM cost_line_items WHERE x_Source = '{source}' GROUP BY ALL""")
+                                FROM cost_line_items WHERE x_Source = '{source}' GROUP BY ALL""",
+    )
     return {(p, d): tuple(values) for p, d, *values in rows}
 
 
 def day_runs(warehouse: Path, source: str) -> dict[str, str]:
-    return dict(query(warehouse, f"""SELECT strftime("ChargePeriodStart", '%Y-%m-%d'), any_value("x_IngestRunId")
-                                     FROM cost_line_items WHERE x_Source = '{source}' GROUP BY 1"""))
+    return dict(
+        query(
+            warehouse,
+            f"""SELECT strftime("ChargePeriodStart", '%Y-%m-%d'), any_value("x_IngestRunId")
+                                     FROM cost_line_items WHERE x_Source = '{source}' GROUP BY 1""",
+        )
+    )
 
 
 def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed_days(
-        bq_emulator, registry, warehouse, demo_rows, pinned):
+    bq_emulator, registry, warehouse, demo_rows, pinned
+):
     table = "gcp_billing_export_resource_v1_0000_PUSHDOWN"
     bq_emulator.create_export_table(table)
     gpu_days = sorted({usage_day(r) for r in demo_rows})[:2]
@@ -261,68 +298,126 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
         rows_run = run_source(registry, warehouse, "gcp_rows", "gcp_billing_export", options, team_tag_keys=TEAM_KEYS)
         assert rows_run.status == "succeeded", rows_run.error
         proxy.queries.clear()
-        push = run_source(registry, warehouse, "gcp_push", "gcp_billing_export", {**options, "push_down": True},
-                          team_tag_keys=TEAM_KEYS)
+        push = run_source(
+            registry,
+            warehouse,
+            "gcp_push",
+            "gcp_billing_export",
+            {**options, "push_down": True},
+            team_tag_keys=TEAM_KEYS,
+        )
         assert push.status == "succeeded", push.error
 
         # the same money per project and day — and the same rollup, key by key — as the row path
         assert per_project_day(warehouse, "gcp_push") == per_project_day(warehouse, "gcp_rows")
         assert warehouse_rollup(warehouse, "gcp_push") == warehouse_rollup(warehouse, "gcp_rows")
         assert 0 < push.rows < rows_run.rows == len(rows)  # only the rollup came home
-        assert query(warehouse, """SELECT count(*) FROM cost_line_items WHERE x_Source = 'gcp_push'
-                                   AND "x_GpuModel" IS NOT NULL AND "x_InstanceType" IS NOT NULL""")[0][0] > 0
+        assert (
+            query(
+                warehouse,
+                """SELECT count(*) FROM cost_line_items WHERE x_Source = 'gcp_push'
+                                   AND "x_GpuModel" IS NOT NULL AND "x_InstanceType" IS NOT NULL""",
+            )[0][0]
+            > 0
+        )
         # the rollup ran in BigQuery, as the pushed-down text; the ledger says what it cost
         assert len(proxy.queries) == 2 and "GROUP BY" in proxy.queries[1] and "UNNEST(" in proxy.queries[1]
         ledger = query(warehouse, "SELECT watermark FROM ingest_runs WHERE run_id = ?", [push.run_id])[0][0]
-        assert f"2 jobs, {2 * BYTES_BILLED:,} bytes billed, {2 * BYTES_PROCESSED:,} bytes processed, " \
-               f"{push.rows:,} rollup rows" in ledger
+        assert (
+            f"2 jobs, {2 * BYTES_BILLED:,} bytes billed, {2 * BYTES_PROCESSED:,} bytes processed, "
+            f"{push.rows:,} rollup rows" in ledger
+        )
         assert ledger.startswith(max(_timestamp(r["export_time"]) for r in rows).isoformat() + " (bigquery: ")
 
         # a late credit for one usage day: the next run re-rolls that day only and replaces its slice
         before_runs = day_runs(warehouse, "gcp_push")
-        day_row = next(r for r in rows if r["project"]["id"] == "test-project-id"
-                       and str(r["usage_start_time"]).startswith("2020-10-02"))
+        day_row = next(
+            r
+            for r in rows
+            if r["project"]["id"] == "test-project-id" and str(r["usage_start_time"]).startswith("2020-10-02")
+        )
         exported = (max(_timestamp(r["export_time"]) for r in rows) + timedelta(hours=1)).isoformat()  # it came late
-        late = {**bq_record(day_row), "cost": 0.0, "cost_at_list": 0.0, "export_time": exported,
-                "credits": [{"name": "Sustained use discount", "amount": -0.0123, "type": "SUSTAINED_USAGE_DISCOUNT",
-                             "id": "sud-1", "full_name": None}]}
+        late = {
+            **bq_record(day_row),
+            "cost": 0.0,
+            "cost_at_list": 0.0,
+            "export_time": exported,
+            "credits": [
+                {
+                    "name": "Sustained use discount",
+                    "amount": -0.0123,
+                    "type": "SUSTAINED_USAGE_DISCOUNT",
+                    "id": "sud-1",
+                    "full_name": None,
+                }
+            ],
+        }
         bq_emulator.client().insert_rows_json(f"{PROJECT}.{DATASET}.{table}", [late])
         proxy.queries.clear()
-        again = run_source(registry, warehouse, "gcp_push", "gcp_billing_export", {**options, "push_down": True},
-                           team_tag_keys=TEAM_KEYS)
+        again = run_source(
+            registry,
+            warehouse,
+            "gcp_push",
+            "gcp_billing_export",
+            {**options, "push_down": True},
+            team_tag_keys=TEAM_KEYS,
+        )
         assert again.status == "succeeded", again.error
         assert re.findall(r"'(\d{4}-\d{2}-\d{2})' AS DATE", proxy.queries[-1]) == ["2020-10-02"]
         after_runs = day_runs(warehouse, "gcp_push")
         assert after_runs["2020-10-02"] == again.run_id
-        assert {d: r for d, r in after_runs.items() if d != "2020-10-02"} == \
-            {d: r for d, r in before_runs.items() if d != "2020-10-02"}
-        assert run_source(registry, warehouse, "gcp_rows", "gcp_billing_export", options,
-                          team_tag_keys=TEAM_KEYS).status == "succeeded"
+        assert {d: r for d, r in after_runs.items() if d != "2020-10-02"} == {
+            d: r for d, r in before_runs.items() if d != "2020-10-02"
+        }
+        assert (
+            run_source(registry, warehouse, "gcp_rows", "gcp_billing_export", options, team_tag_keys=TEAM_KEYS).status
+            == "succeeded"
+        )
         assert per_project_day(warehouse, "gcp_push") == per_project_day(warehouse, "gcp_rows")
         key = ("test-project-id", "2020-10-02")
         effective = per_project_day(warehouse, "gcp_push")[key][1]
         assert effective == per_project_day(warehouse, "gcp_rows")[key][1] and effective != 0
 
         # nothing new: skipped, and the ledger still says what the fingerprint query cost
-        idle = run_source(registry, warehouse, "gcp_push", "gcp_billing_export", {**options, "push_down": True},
-                          team_tag_keys=TEAM_KEYS)
+        idle = run_source(
+            registry,
+            warehouse,
+            "gcp_push",
+            "gcp_billing_export",
+            {**options, "push_down": True},
+            team_tag_keys=TEAM_KEYS,
+        )
         assert idle.status == "skipped" and f"1 jobs, {BYTES_BILLED:,} bytes billed" in idle.watermark
 
         # a rollup job BigQuery refuses fails the run, names the job, and leaves the warehouse as it was
-        before = query(warehouse, "SELECT count(*), sum(\"BilledCost\") FROM cost_line_items")
-        bq_emulator.client().insert_rows_json(f"{PROJECT}.{DATASET}.{table}", [{**late, "export_time": (
-            _timestamp(exported) + timedelta(hours=1)).isoformat()}])
+        before = query(warehouse, 'SELECT count(*), sum("BilledCost") FROM cost_line_items')
+        bq_emulator.client().insert_rows_json(
+            f"{PROJECT}.{DATASET}.{table}",
+            [{**late, "export_time": (_timestamp(exported) + timedelta(hours=1)).isoformat()}],
+        )
         proxy.fail_rollup = True
-        failed = run_source(registry, warehouse, "gcp_push", "gcp_billing_export", {**options, "push_down": True},
-                            team_tag_keys=TEAM_KEYS)
+        failed = run_source(
+            registry,
+            warehouse,
+            "gcp_push",
+            "gcp_billing_export",
+            {**options, "push_down": True},
+            team_tag_keys=TEAM_KEYS,
+        )
         assert failed.status == "failed" and "BigQuery rollup" in failed.error and "Resources exceeded" in failed.error
-        assert query(warehouse, "SELECT count(*), sum(\"BilledCost\") FROM cost_line_items") == before
+        assert query(warehouse, 'SELECT count(*), sum("BilledCost") FROM cost_line_items') == before
 
 
 def test_push_down_needs_the_bigquery_table_and_a_boolean(tmp_path, registry, warehouse):
-    result = run_source(registry, warehouse, "gcp", "gcp_billing_export", {"path": str(tmp_path / "*.json"),
-                                                                            "push_down": True})
+    result = run_source(
+        registry, warehouse, "gcp", "gcp_billing_export", {"path": str(tmp_path / "*.json"), "push_down": True}
+    )
     assert result.status == "failed" and "push_down = true needs the BigQuery table" in result.error
-    result = run_source(registry, warehouse, "gcp", "gcp_billing_export",
-                        {"project": PROJECT, "dataset": DATASET, "table": "t", "push_down": "yes"})
+    result = run_source(
+        registry,
+        warehouse,
+        "gcp",
+        "gcp_billing_export",
+        {"project": PROJECT, "dataset": DATASET, "table": "t", "push_down": "yes"},
+    )
     assert result.status == "failed" and "sources.gcp.push_down: must be true or false" in result.error

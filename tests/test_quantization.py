@@ -32,16 +32,16 @@ def test_fp32_serving_moves_to_a_cheaper_gpu_at_fp16(warehouse):
     assert rec.current["precision"] == "fp32" and rec.proposed["precision"] == "fp16"
     assert rec.proposed["gpu_model"] == "L4" and rec.proposed["instance_type"] == "g2-standard-4"
     assert rec.evidence["mem_estimate_gib"] == 15.5 and rec.evidence["precision_source"] == "tag"
-    maes = rec.evidence["throughput_predictor_mae_pct"]   # the predictor used, beside all three errors
+    maes = rec.evidence["throughput_predictor_mae_pct"]  # the predictor used, beside all three errors
     assert set(maes) == set(gpu_type.PREDICTORS) and maes[rec.evidence["throughput_model"]] == min(maes.values())
     assert "must be validated" in rec.risk and rec.monthly_savings_usd > 0
-    assert rec.confidence < 0.7          # a precision change is never a sure thing
+    assert rec.confidence < 0.7  # a precision change is never a sure thing
 
 
 def test_training_and_already_fitting_workloads_are_left_alone(warehouse):
-    small = ranker("small", mem=12)          # fits an L4 as it is: gpu_type's finding, not quantization's
+    small = ranker("small", mem=12)  # fits an L4 as it is: gpu_type's finding, not quantization's
     train = ranker("train", workload="training")
-    half = ranker("half", precision="fp16", mem=31)     # already FP16; INT8 not enabled by default
+    half = ranker("half", precision="fp16", mem=31)  # already FP16; INT8 not enabled by default
     recs, _ = run(warehouse, [*peers(), small, train, half])
     assert recs == []
 
@@ -58,8 +58,10 @@ def test_untagged_precision_is_inferred_only_from_dcgm_activity():
     row = {"precision": None, "sm_active_mean": 0.6, "tensor_active_mean": 0.01}
     assert quantization.current_precision(row) == ("fp32", "dcgm_tensor_idle")
     assert quantization.current_precision({**row, "tensor_active_mean": 0.4}) == (None, "unknown")
-    assert quantization.current_precision({"precision": None, "sm_active_mean": None,
-                                           "tensor_active_mean": None}) == (None, "unknown")
+    assert quantization.current_precision({"precision": None, "sm_active_mean": None, "tensor_active_mean": None}) == (
+        None,
+        "unknown",
+    )
 
 
 def test_thin_evidence_is_withheld(warehouse):
@@ -69,6 +71,7 @@ def test_thin_evidence_is_withheld(warehouse):
 
 def test_no_target_in_the_region_means_no_recommendation(warehouse):
     lone = ranker(region="asia-northeast1")
-    recs, _ = run(warehouse, [*peers(), lone], OFFERS + [offer("a2-highgpu-1g", "A100-40GB", 1, "4.2",
-                                                                "asia-northeast1", "gcp")])
+    recs, _ = run(
+        warehouse, [*peers(), lone], OFFERS + [offer("a2-highgpu-1g", "A100-40GB", 1, "4.2", "asia-northeast1", "gcp")]
+    )
     assert recs == []

@@ -48,8 +48,9 @@ def demo_run(tmp_path_factory):
     return home, out.getvalue()
 
 
-def make_config(report_demo, tmp_path: Path, port: int, *, attempts: int = 3, auth: bool = False,
-                starttls: bool = False) -> Path:
+def make_config(
+    report_demo, tmp_path: Path, port: int, *, attempts: int = 3, auth: bool = False, starttls: bool = False
+) -> Path:
     """A copy of the demo warehouse and a config that mails three readers through the test server."""
     home, _ = report_demo
     db_path = tmp_path / "wh" / "gpufinops.duckdb"
@@ -59,15 +60,40 @@ def make_config(report_demo, tmp_path: Path, port: int, *, attempts: int = 3, au
     if auth and not starttls:  # the loopback relay speaks plain SMTP: AUTH over it must be allowed explicitly
         auth_lines.append("smtp_allow_plaintext_auth = true")
     path = tmp_path / "gpufinops.toml"
-    path.write_text("\n".join([
-        "[warehouse]", f'path = "{db_path}"', "",
-        "[report]", 'timezone = "UTC"', 'sender = "gpufinops@example.com"', 'smtp_host = "127.0.0.1"',
-        f"smtp_port = {port}", f"smtp_starttls = {str(starttls).lower()}", *auth_lines, f"send_attempts = {attempts}",
-        "retry_backoff_seconds = 0.05", "smtp_timeout_seconds = 20", "",
-        "[[report.recipients]]", f'email = "{FINANCE}"', 'role = "finance"', "",
-        "[[report.recipients]]", f'email = "{VISION}"', 'role = "lead"', 'teams = ["vision"]', "",
-        "[[report.recipients]]", f'email = "{RESEARCH}"', 'role = "lead"', 'teams = ["research"]', "",
-    ]))
+    path.write_text(
+        "\n".join(
+            [
+                "[warehouse]",
+                f'path = "{db_path}"',
+                "",
+                "[report]",
+                'timezone = "UTC"',
+                'sender = "gpufinops@example.com"',
+                'smtp_host = "127.0.0.1"',
+                f"smtp_port = {port}",
+                f"smtp_starttls = {str(starttls).lower()}",
+                *auth_lines,
+                f"send_attempts = {attempts}",
+                "retry_backoff_seconds = 0.05",
+                "smtp_timeout_seconds = 20",
+                "",
+                "[[report.recipients]]",
+                f'email = "{FINANCE}"',
+                'role = "finance"',
+                "",
+                "[[report.recipients]]",
+                f'email = "{VISION}"',
+                'role = "lead"',
+                'teams = ["vision"]',
+                "",
+                "[[report.recipients]]",
+                f'email = "{RESEARCH}"',
+                'role = "lead"',
+                'teams = ["research"]',
+                "",
+            ]
+        )
+    )
     return path
 
 
@@ -91,6 +117,7 @@ def parts(message) -> dict:
 
 def week_spend(db_path: Path, week, team: str | None = None) -> Decimal:
     from zoneinfo import ZoneInfo
+
     tz = ZoneInfo("UTC")
     sql = 'SELECT sum("EffectiveCost") FROM cost_line_items WHERE "ChargePeriodStart" >= ? AND "ChargePeriodStart" < ?'
     params = [week.start(tz), week.end(tz)]
@@ -111,8 +138,14 @@ def csv_rows(data) -> list[dict]:
 
 def cli(config: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "TEST_SMTP_USER": USER, "TEST_SMTP_PASSWORD": PASSWORD}
-    return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")  # a loopback relay, on purpose
@@ -125,7 +158,7 @@ def test_each_reader_gets_one_mail_with_only_their_teams(report_demo, tmp_path, 
         week = default_week(cfg)
         outcome = deliver.send_weekly(cfg, week)
     assert sorted(outcome.sent) == sorted([FINANCE, VISION, RESEARCH]) and not outcome.failed
-    assert recorder.logins == [USER] * 3                       # login from the environment
+    assert recorder.logins == [USER] * 3  # login from the environment
     assert sorted(r.rcpt_tos[0] for r in recorder.received) == sorted([FINANCE, VISION, RESEARCH])
     db_path = cfg.warehouse_path
     all_teams = teams_in(db_path)
@@ -149,7 +182,9 @@ def test_each_reader_gets_one_mail_with_only_their_teams(report_demo, tmp_path, 
                 assert usd(week_spend(db_path, week, team)) not in body
     finance_rows = csv_rows(parts(recorder.to(FINANCE)[0])["attachments"][f"open-recommendations-{week}.csv"])
     assert {r["team"] for r in finance_rows} >= {"vision", "research"}
-    ledger = query(db_path, "SELECT recipient, status, attempts, error FROM report_deliveries WHERE week = ?", [str(week)])
+    ledger = query(
+        db_path, "SELECT recipient, status, attempts, error FROM report_deliveries WHERE week = ?", [str(week)]
+    )
     assert sorted(ledger) == sorted((a, "sent", 1, None) for a in (FINANCE, VISION, RESEARCH))
     assert not any(PASSWORD in str(row) for row in query(db_path, "SELECT * FROM report_deliveries"))
 
@@ -174,8 +209,9 @@ def test_out_eml_is_exactly_what_is_mailed_and_html_previews_it(report_demo, tmp
     write_report(cfg, week, Scope("finance"), html_path)
     html = html_path.read_text()
     assert "cid:" not in html and html.count("data:image/png;base64,") == len(mailed["images"])
-    assert (tmp_path / "out" / f"open-recommendations-{week}.csv").read_bytes() == \
-        next(iter(mailed["attachments"].values())).encode()
+    assert (tmp_path / "out" / f"open-recommendations-{week}.csv").read_bytes() == next(
+        iter(mailed["attachments"].values())
+    ).encode()
 
 
 def test_sent_once_across_a_rerun_and_a_restarted_process(report_demo, tmp_path):
@@ -185,8 +221,8 @@ def test_sent_once_across_a_rerun_and_a_restarted_process(report_demo, tmp_path)
         cfg = config_mod.load(config)
         week = default_week(cfg)
         first = deliver.send_weekly(cfg, week)
-        again = deliver.send_weekly(cfg, week)                         # the job re-runs
-        restarted = cli(config, "report", "weekly", "--week", str(week), "--send")   # a new process
+        again = deliver.send_weekly(cfg, week)  # the job re-runs
+        restarted = cli(config, "report", "weekly", "--week", str(week), "--send")  # a new process
     assert len(first.sent) == 3 and not again.sent and sorted(again.already_sent) == sorted(first.sent)
     assert restarted.returncode == 0 and restarted.stdout.count("already sent") == 3, restarted.stdout
     assert len(recorder.received) == 3
@@ -198,9 +234,24 @@ def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp
         config = make_config(report_demo, tmp_path, port)
         week = str(default_week(config_mod.load(config)))
         env = {**os.environ}
-        proc = subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "report", "weekly",
-                                 "--week", week, "--send"], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpufinops.jobs.cli",
+                "--config",
+                str(config),
+                "report",
+                "weekly",
+                "--week",
+                week,
+                "--send",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert recorder.stalled.wait(120), proc.communicate(timeout=5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -218,16 +269,21 @@ def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp
 
 def test_a_refused_send_is_retried_and_recorded(report_demo, tmp_path):
     # VISION is refused twice then accepted (3 attempts allowed); RESEARCH is refused on every attempt
-    recorder = Recorder(refuse={VISION: ["451 4.3.0 try again later"] * 2,
-                                RESEARCH: ["554 5.7.1 rejected by policy"] * 3})
+    recorder = Recorder(
+        refuse={VISION: ["451 4.3.0 try again later"] * 2, RESEARCH: ["554 5.7.1 rejected by policy"] * 3}
+    )
     with Server(recorder) as port:
         config = make_config(report_demo, tmp_path, port, attempts=3)
         cfg = config_mod.load(config)
         week = str(default_week(cfg))
         result = cli(config, "report", "weekly", "--week", week, "--send")
         db_path = cfg.warehouse_path
-        rows = {r[0]: r[1:] for r in query(
-            db_path, "SELECT recipient, status, attempts, error FROM report_deliveries WHERE week = ?", [week])}
+        rows = {
+            r[0]: r[1:]
+            for r in query(
+                db_path, "SELECT recipient, status, attempts, error FROM report_deliveries WHERE week = ?", [week]
+            )
+        }
         assert result.returncode == 1 and "failed" in result.stdout
         assert rows[VISION][:2] == ("sent", 3) and rows[FINANCE][:2] == ("sent", 1)
         assert rows[RESEARCH][:2] == ("failed", 3) and "554" in rows[RESEARCH][2]
@@ -235,8 +291,10 @@ def test_a_refused_send_is_retried_and_recorded(report_demo, tmp_path):
         # the next run retries the failed recipient only, and now the server takes it
         retry = cli(config, "report", "weekly", "--week", week, "--send")
     assert retry.returncode == 0, retry.stdout + retry.stderr
-    after = {r[0]: r[1:3] for r in query(
-        db_path, "SELECT recipient, status, attempts FROM report_deliveries WHERE week = ?", [week])}
+    after = {
+        r[0]: r[1:3]
+        for r in query(db_path, "SELECT recipient, status, attempts FROM report_deliveries WHERE week = ?", [week])
+    }
     assert after == {FINANCE: ("sent", 1), VISION: ("sent", 3), RESEARCH: ("sent", 4)}
     assert {a: len(recorder.to(a)) for a in (FINANCE, VISION, RESEARCH)} == {FINANCE: 1, VISION: 1, RESEARCH: 1}
 
@@ -252,14 +310,17 @@ def test_demo_writes_the_weekly_report_and_says_where(demo_run):
     assert week.end(last_charge.tzinfo) <= last_charge < week.end(last_charge.tzinfo) + timedelta(days=7)
 
 
-@pytest.mark.parametrize("section, key", [
-    ('[report]\nsmtp_prot = 25', "report.smtp_prot"),
-    ('[report]\ntimezone = "Mars/Olympus"', "report.timezone"),
-    ('[report]\nsmtp_port = "25"', "report.smtp_port"),
-    ('[[report.recipients]]\nemail = "lead@example.com"\nrole = "lead"', "report.recipients[0].teams"),
-    ('[[report.recipients]]\nemail = "not-an-address"\nrole = "finance"', "report.recipients[0].email"),
-    ('[[report.recipients]]\nemail = "a@example.com"\nrole = "scheduler"', "report.recipients[0].role"),
-])
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ("[report]\nsmtp_prot = 25", "report.smtp_prot"),
+        ('[report]\ntimezone = "Mars/Olympus"', "report.timezone"),
+        ('[report]\nsmtp_port = "25"', "report.smtp_port"),
+        ('[[report.recipients]]\nemail = "lead@example.com"\nrole = "lead"', "report.recipients[0].teams"),
+        ('[[report.recipients]]\nemail = "not-an-address"\nrole = "finance"', "report.recipients[0].email"),
+        ('[[report.recipients]]\nemail = "a@example.com"\nrole = "scheduler"', "report.recipients[0].role"),
+    ],
+)
 def test_bad_report_config_names_the_key(tmp_path, section, key):
     path = tmp_path / "gpufinops.toml"
     path.write_text(section + "\n")
@@ -277,14 +338,34 @@ def test_bad_week_is_a_usage_error(report_demo, tmp_path):
 def tls_certificate(tmp_path):
     """A self-signed certificate for 127.0.0.1, trusted by the client through SSL_CERT_FILE."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
 def test_starttls_and_login_from_the_environment(report_demo, tmp_path, tls_certificate, monkeypatch):
     import ssl
+
     cert, key = tls_certificate
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)

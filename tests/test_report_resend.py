@@ -17,9 +17,13 @@ from tests.test_report import FINANCE, RESEARCH, VISION, cli, make_config
 
 def _age(db_path, week: str, recipient: str, minutes: int) -> None:
     import duckdb
+
     with duckdb.connect(str(db_path)) as con:
-        con.execute("UPDATE report_deliveries SET status = 'sending', updated_at = now() - to_minutes(?) "
-                    "WHERE week = ? AND recipient = ?", [minutes, week, recipient])
+        con.execute(
+            "UPDATE report_deliveries SET status = 'sending', updated_at = now() - to_minutes(?) "
+            "WHERE week = ? AND recipient = ?",
+            [minutes, week, recipient],
+        )
 
 
 def test_a_delivery_left_sending_is_resent_after_the_timeout_with_the_same_message_id(report_demo, tmp_path):
@@ -33,8 +37,8 @@ def test_a_delivery_left_sending_is_resent_after_the_timeout_with_the_same_messa
         _age(cfg.warehouse_path, week, VISION, minutes=2)  # a process died mid-DATA two minutes ago
         fresh = cli(config, "report", "weekly", "--week", week, "--send")
         assert fresh.returncode == 1 and f"{VISION} (unknown)" in fresh.stderr, fresh.stderr
-        assert len(recorder.to(VISION)) == 1                  # not resent yet: it may have been delivered
-        _age(cfg.warehouse_path, week, VISION, minutes=20)    # past sending_timeout_minutes (15)
+        assert len(recorder.to(VISION)) == 1  # not resent yet: it may have been delivered
+        _age(cfg.warehouse_path, week, VISION, minutes=20)  # past sending_timeout_minutes (15)
         stale = cli(config, "report", "weekly", "--week", week, "--send")
     assert stale.returncode == 0, stale.stdout + stale.stderr
     assert f"{VISION:<40} sent" in stale.stdout and stale.stdout.count("already sent") == 2
@@ -62,12 +66,16 @@ def test_smtp_auth_without_tls_is_refused_unless_allowed(report_demo, tmp_path, 
         config = make_config(report_demo, tmp_path, port, auth=True)
         text = config.read_text().replace("smtp_allow_plaintext_auth = true\n", "")
         config.write_text(text)
-        with pytest.raises(config_mod.ConfigError, match="report.smtp_starttls: false with smtp_user_env set would "
-                                                         "send the SMTP password in plain text"):
+        with pytest.raises(
+            config_mod.ConfigError,
+            match="report.smtp_starttls: false with smtp_user_env set would send the SMTP password in plain text",
+        ):
             config_mod.load(config)
         refused = cli(config, "report", "weekly", "--send")
         assert refused.returncode == 2 and "smtp_allow_plaintext_auth" in refused.stderr
-        config.write_text(text.replace("smtp_starttls = false", "smtp_starttls = false\nsmtp_allow_plaintext_auth = true"))
+        config.write_text(
+            text.replace("smtp_starttls = false", "smtp_starttls = false\nsmtp_allow_plaintext_auth = true")
+        )
         cfg = config_mod.load(config)
         caplog.set_level(logging.WARNING, logger="gpufinops.report")
         assert len(deliver.send_weekly(cfg, default_week(cfg)).sent) == 3

@@ -14,8 +14,9 @@ ROLLUP = """SELECT day, source, provider, team, service, gpu_model, billed_cost,
             FROM cost_daily ORDER BY ALL"""
 
 
-def test_the_daily_rollup_equals_the_line_items_after_loads_restatements_and_failures(focus_registry, warehouse,
-                                                                                       tmp_path):
+def test_the_daily_rollup_equals_the_line_items_after_loads_restatements_and_failures(
+    focus_registry, warehouse, tmp_path
+):
     first, second = tmp_path / "a" / "focus.csv", tmp_path / "b" / "focus.csv"
     for path in (first, second):
         path.parent.mkdir()
@@ -24,8 +25,14 @@ def test_the_daily_rollup_equals_the_line_items_after_loads_restatements_and_fai
     assert load(focus_registry, warehouse, second, source="b").status == "succeeded"
     rollup = query(warehouse, ROLLUP)
     assert rollup == query(warehouse, PER_DAY) and len(rollup) > 10
-    gpu = query(warehouse, """SELECT sum("EffectiveCost") FILTER (WHERE "x_GpuCount" > 0 OR "x_GpuModel" IS NOT NULL)
-                              FROM cost_line_items""")[0][0] or 0
+    gpu = (
+        query(
+            warehouse,
+            """SELECT sum("EffectiveCost") FILTER (WHERE "x_GpuCount" > 0 OR "x_GpuModel" IS NOT NULL)
+                              FROM cost_line_items""",
+        )[0][0]
+        or 0
+    )
     assert query(warehouse, "SELECT sum(gpu_cost) FROM cost_daily")[0][0] == gpu
 
     # a restatement of source b (half its rows) moves b's days and leaves a's alone
@@ -33,8 +40,9 @@ def test_the_daily_rollup_equals_the_line_items_after_loads_restatements_and_fai
     second.write_text("".join(lines[: len(lines) // 2]))
     assert load(focus_registry, warehouse, second, source="b").status == "succeeded"
     assert query(warehouse, ROLLUP) == query(warehouse, PER_DAY)
-    assert query(warehouse, "SELECT count(*) FROM cost_daily WHERE source = 'a'") == \
-        [(sum(1 for r in rollup if r[1] == "a"),)]
+    assert query(warehouse, "SELECT count(*) FROM cost_daily WHERE source = 'a'") == [
+        (sum(1 for r in rollup if r[1] == "a"),)
+    ]
 
     # a failed load changes neither
     before = query(warehouse, ROLLUP)

@@ -40,28 +40,110 @@ def test_money_is_exact_decimal(warehouse):
     for name in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ConsumedQuantity"):
         assert columns[name] == "DECIMAL(38,15)"
     with db.writer(warehouse) as con:
-        con.execute("INSERT INTO cost_line_items (BilledCost) SELECT CAST('0.000000000000001' AS DECIMAL(38,15)) "
-                    "FROM range(100000)")
+        con.execute(
+            "INSERT INTO cost_line_items (BilledCost) SELECT CAST('0.000000000000001' AS DECIMAL(38,15)) "
+            "FROM range(100000)"
+        )
         total = con.execute("SELECT sum(BilledCost) FROM cost_line_items").fetchall()[0][0]
     assert isinstance(total, Decimal) and total == Decimal("0.0000000001")
 
 
-@pytest.mark.parametrize("table, columns", [
-    ("spot_prices", ["provider", "region", "zone", "instance_type", "product", "ts", "price_usd"]),
-    ("instance_types", ["provider", "region", "instance_type", "gpu_model", "gpu_count", "gpu_memory_gib",
-                        "vcpus", "memory_gib", "on_demand_usd_per_hour", "source", "updated_at"]),
-    ("gpu_specs", ["gpu_model", "memory_gib", "memory_bandwidth_gbps", "fp32_tflops", "fp16_tflops",
-                   "bf16_tflops", "int8_tops", "tdp_w", "list_price_usd", "source_url"]),
-    ("gpu_metrics_hourly", ["hour", "gpu_uuid", "gpu_model", "mig_instance", "host", "resource_id", "team",
-                            "util_mean", "util_p95", "util_max", "mem_used_max_mib", "mem_total_mib",
-                            "sm_active_mean", "tensor_active_mean", "power_mean_w", "samples"]),
-    ("gpu_processes_hourly", ["hour", "gpu_uuid", "host", "pid", "process_name", "mem_used_max_mib",
-                              "mem_used_mean_mib", "samples", "resource_id", "team", "source", "ingest_run_id"]),
-    ("decisions", ["recommendation_id", "decision", "reason", "actor", "decided_at"]),
-    ("ingest_runs", ["run_id", "source", "started_at", "finished_at", "status", "rows", "watermark", "error"]),
-    ("recommendations", ["id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-                         "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status"]),
-])
+@pytest.mark.parametrize(
+    "table, columns",
+    [
+        ("spot_prices", ["provider", "region", "zone", "instance_type", "product", "ts", "price_usd"]),
+        (
+            "instance_types",
+            [
+                "provider",
+                "region",
+                "instance_type",
+                "gpu_model",
+                "gpu_count",
+                "gpu_memory_gib",
+                "vcpus",
+                "memory_gib",
+                "on_demand_usd_per_hour",
+                "source",
+                "updated_at",
+            ],
+        ),
+        (
+            "gpu_specs",
+            [
+                "gpu_model",
+                "memory_gib",
+                "memory_bandwidth_gbps",
+                "fp32_tflops",
+                "fp16_tflops",
+                "bf16_tflops",
+                "int8_tops",
+                "tdp_w",
+                "list_price_usd",
+                "source_url",
+            ],
+        ),
+        (
+            "gpu_metrics_hourly",
+            [
+                "hour",
+                "gpu_uuid",
+                "gpu_model",
+                "mig_instance",
+                "host",
+                "resource_id",
+                "team",
+                "util_mean",
+                "util_p95",
+                "util_max",
+                "mem_used_max_mib",
+                "mem_total_mib",
+                "sm_active_mean",
+                "tensor_active_mean",
+                "power_mean_w",
+                "samples",
+            ],
+        ),
+        (
+            "gpu_processes_hourly",
+            [
+                "hour",
+                "gpu_uuid",
+                "host",
+                "pid",
+                "process_name",
+                "mem_used_max_mib",
+                "mem_used_mean_mib",
+                "samples",
+                "resource_id",
+                "team",
+                "source",
+                "ingest_run_id",
+            ],
+        ),
+        ("decisions", ["recommendation_id", "decision", "reason", "actor", "decided_at"]),
+        ("ingest_runs", ["run_id", "source", "started_at", "finished_at", "status", "rows", "watermark", "error"]),
+        (
+            "recommendations",
+            [
+                "id",
+                "kind",
+                "team",
+                "provider",
+                "resource_id",
+                "workload",
+                "current",
+                "proposed",
+                "monthly_savings_usd",
+                "confidence",
+                "risk",
+                "evidence",
+                "created_at",
+                "status",
+            ],
+        ),
+    ],
+)
 def test_contract_tables_have_their_columns(warehouse, table, columns):
     present = described(warehouse, table)
     assert [c for c in columns if c not in present] == []

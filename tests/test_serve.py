@@ -35,7 +35,7 @@ def write_config(tmp_path: Path, smtp_port: int, extra_jobs: str = "") -> Path:
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"""
 [warehouse]
-path = "{tmp_path / 'wh' / 'gpufinops.duckdb'}"
+path = "{tmp_path / "wh" / "gpufinops.duckdb"}"
 
 [sources.focus]
 type = "focus_files"
@@ -43,7 +43,7 @@ path = "{FOCUS_SAMPLE}"
 
 [sources.broken]
 type = "focus_files"
-path = "{broken / '*.csv'}"
+path = "{broken / "*.csv"}"
 
 [jobs]
 every_seconds = 2          # test schedule: every job every 2 s
@@ -73,8 +73,13 @@ teams = ["vision"]
 
 def start(config: Path, tmp_path: Path, name: str) -> subprocess.Popen:
     log = open(tmp_path / f"{name}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def rows(db_path: Path, sql: str) -> list[tuple]:
@@ -123,18 +128,35 @@ def test_daemon_runs_jobs_refuses_a_second_and_stops_on_sigterm(tmp_path, smtp):
         con.execute("INSERT INTO job_runs VALUES ('stale', 'recommend', now(), NULL, 'running', NULL)").fetchall()
     first = start(config, tmp_path, "first")
     try:
+
         def fired() -> bool:
-            jobs = {r[0] for r in rows(db_path, "SELECT job FROM job_runs WHERE status <> 'running' AND run_id <> 'stale'")}
+            jobs = {
+                r[0] for r in rows(db_path, "SELECT job FROM job_runs WHERE status <> 'running' AND run_id <> 'stale'")
+            }
             ingests = {r[0] for r in rows(db_path, "SELECT source FROM ingest_runs WHERE status <> 'running'")}
-            failed = rows(db_path, "SELECT count(*) FROM ingest_runs WHERE source = 'broken' AND status = 'failed'")[0][0]
+            failed = rows(db_path, "SELECT count(*) FROM ingest_runs WHERE source = 'broken' AND status = 'failed'")[0][
+                0
+            ]
             return {"recommend", "report"} <= jobs and {"focus", "broken"} <= ingests and failed >= 2
+
         wait_for(fired, 240, "every job to fire", first)
-        second = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 1
         assert "already runs" in second.stderr and str(first.pid) in second.stderr
-        wait_for(lambda: rows(db_path, "SELECT count(*) FROM job_runs WHERE job = 'report' "
-                                       "AND status = 'succeeded'")[0][0] >= 2, 240, "a second report run", first)
+        wait_for(
+            lambda: (
+                rows(db_path, "SELECT count(*) FROM job_runs WHERE job = 'report' AND status = 'succeeded'")[0][0] >= 2
+            ),
+            240,
+            "a second report run",
+            first,
+        )
     finally:
         code = stop(first)
     output = (tmp_path / "first.log").read_text()
@@ -157,8 +179,15 @@ def test_daemon_runs_jobs_refuses_a_second_and_stops_on_sigterm(tmp_path, smtp):
     again = start(config, tmp_path, "again")
     try:
         before = rows(db_path, "SELECT count(*) FROM job_runs WHERE job = 'report' AND status = 'succeeded'")[0][0]
-        wait_for(lambda: rows(db_path, "SELECT count(*) FROM job_runs WHERE job = 'report' AND status = 'succeeded'"
-                              )[0][0] > before, 240, "the restarted daemon's report run", again)
+        wait_for(
+            lambda: (
+                rows(db_path, "SELECT count(*) FROM job_runs WHERE job = 'report' AND status = 'succeeded'")[0][0]
+                > before
+            ),
+            240,
+            "the restarted daemon's report run",
+            again,
+        )
     finally:
         assert stop(again) == 0
     assert len(recorder.received) == 2
@@ -168,15 +197,23 @@ def test_six_field_cron_fires_at_second_level(tmp_path, smtp):
     """A [jobs] cron with a seconds field (no every_seconds): the recommend job fires within seconds."""
     _, port = smtp
     config = write_config(tmp_path, port)
-    text = config.read_text().replace("every_seconds = 2          # test schedule: every job every 2 s",
-                                      'recommend = "*/2 * * * * *"')
+    text = config.read_text().replace(
+        "every_seconds = 2          # test schedule: every job every 2 s", 'recommend = "*/2 * * * * *"'
+    )
     config.write_text(text)
     db_path = tmp_path / "wh" / "gpufinops.duckdb"
     proc = start(config, tmp_path, "cron")
     try:
-        wait_for(lambda: db_path.exists() and rows(
-            db_path, "SELECT count(*) FROM job_runs WHERE job = 'recommend' AND status <> 'running'")[0][0] >= 2,
-            240, "two recommend runs", proc)
+        wait_for(
+            lambda: (
+                db_path.exists()
+                and rows(db_path, "SELECT count(*) FROM job_runs WHERE job = 'recommend' AND status <> 'running'")[0][0]
+                >= 2
+            ),
+            240,
+            "two recommend runs",
+            proc,
+        )
     finally:
         assert stop(proc) == 0
     # the report keeps its weekly cron: it ran once, the start-up catch-up of the report last due
@@ -187,8 +224,12 @@ def test_six_field_cron_fires_at_second_level(tmp_path, smtp):
 
 def test_schedules_come_from_the_registry_and_config(tmp_path):
     config = write_config(tmp_path, 25)
-    config.write_text(config.read_text().replace("every_seconds = 2          # test schedule: every job every 2 s",
-                                                 'recommend = "15 4 * * *"\nreport = "0 7 * * 1"'))
+    config.write_text(
+        config.read_text().replace(
+            "every_seconds = 2          # test schedule: every job every 2 s",
+            'recommend = "15 4 * * *"\nreport = "0 7 * * 1"',
+        )
+    )
     cfg = config_mod.load(config)
     scheduler = serve.build_scheduler(cfg, serve.Daemon(cfg, cfg.jobs))
     jobs = {job.id: job for job in scheduler.get_jobs()}
@@ -196,20 +237,24 @@ def test_schedules_come_from_the_registry_and_config(tmp_path):
     assert set(jobs) == {"ingest:focus", "ingest:broken", "recommend", "report", "report:catch-up", "alerts"}
     assert "hour='4', minute='15', second='0'" in str(jobs["recommend"].trigger)
     # crontab's weekday 1 is Monday (APScheduler 3 counts from Monday = 0: translated, not passed through)
-    assert jobs["report"].trigger.get_next_fire_time(None, datetime(2026, 11, 30, 9, tzinfo=UTC)) == \
-        datetime(2026, 12, 7, 7, tzinfo=UTC)
+    assert jobs["report"].trigger.get_next_fire_time(None, datetime(2026, 11, 30, 9, tzinfo=UTC)) == datetime(
+        2026, 12, 7, 7, tzinfo=UTC
+    )
     assert cfg.sources["focus"].schedule.split()[1] in str(jobs["ingest:focus"].trigger)
     assert all(job.max_instances == 1 and job.coalesce and job.misfire_grace_time == 30 for job in jobs.values())
 
 
-@pytest.mark.parametrize("jobs_section, key", [
-    ('recommend = "61 * * * *"', "jobs.recommend"),
-    ('report = "*/2 * * * * * *"', "jobs.report"),
-    ("every_seconds = 0", "jobs.every_seconds"),
-    ("retry_backoff_seconds = -1", "jobs.retry_backoff_seconds"),
-    ('timezone = "Nowhere/City"', "jobs.timezone"),
-    ("recommnd = 1", "jobs.recommnd"),
-])
+@pytest.mark.parametrize(
+    "jobs_section, key",
+    [
+        ('recommend = "61 * * * *"', "jobs.recommend"),
+        ('report = "*/2 * * * * * *"', "jobs.report"),
+        ("every_seconds = 0", "jobs.every_seconds"),
+        ("retry_backoff_seconds = -1", "jobs.retry_backoff_seconds"),
+        ('timezone = "Nowhere/City"', "jobs.timezone"),
+        ("recommnd = 1", "jobs.recommnd"),
+    ],
+)
 def test_bad_jobs_config_names_the_key(tmp_path, jobs_section, key):
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"[jobs]\n{jobs_section}\n")
@@ -217,33 +262,44 @@ def test_bad_jobs_config_names_the_key(tmp_path, jobs_section, key):
         config_mod.load(path)
 
 
-@pytest.mark.parametrize("crontab, expected", [
-    ("1", "mon"), ("0", "sun"), ("7", "sun"), ("1-5", "mon-fri"), ("0-5", "sun,mon-fri"), ("*", "*"),
-    ("*/2", "sun,tue,thu,sat"), ("1,3,5", "mon,wed,fri"), ("sat", "sat")])
+@pytest.mark.parametrize(
+    "crontab, expected",
+    [
+        ("1", "mon"),
+        ("0", "sun"),
+        ("7", "sun"),
+        ("1-5", "mon-fri"),
+        ("0-5", "sun,mon-fri"),
+        ("*", "*"),
+        ("*/2", "sun,tue,thu,sat"),
+        ("1,3,5", "mon,wed,fri"),
+        ("sat", "sat"),
+    ],
+)
 def test_crontab_weekdays_keep_their_crontab_meaning(crontab, expected):
     assert serve_settings.crontab_weekdays(crontab) == expected
 
 
 def test_a_report_missed_while_the_daemon_was_down_is_caught_up(tmp_path):
     trigger = serve_settings.cron_trigger("0 8 * * 1", "UTC")
-    monday_late = datetime(2026, 11, 30, 10, tzinfo=UTC)      # Monday 10:00: 08:00 was missed
+    monday_late = datetime(2026, 11, 30, 10, tzinfo=UTC)  # Monday 10:00: 08:00 was missed
     assert str(serve.missed_report_week(trigger, UTC, monday_late)) == "2026-W48"
     thursday = datetime(2026, 12, 3, 10, tzinfo=UTC)
     assert str(serve.missed_report_week(trigger, UTC, thursday)) == "2026-W48"
-    monday_early = datetime(2026, 11, 30, 7, tzinfo=UTC)      # before 08:00: last week's run was due
+    monday_early = datetime(2026, 11, 30, 7, tzinfo=UTC)  # before 08:00: last week's run was due
     assert str(serve.missed_report_week(trigger, UTC, monday_early)) == "2026-W47"
     config = write_config(tmp_path, 25)
     config.write_text(config.read_text().replace("every_seconds = 2          # test schedule: every job every 2 s", ""))
     cfg = config_mod.load(config)
     jobs = {job.id: job for job in serve.build_scheduler(cfg, serve.Daemon(cfg, cfg.jobs)).get_jobs()}
-    assert jobs["report:catch-up"].args[0] == serve.missed_report_week(jobs["report"].trigger, UTC,
-                                                                       datetime.now(UTC))
+    assert jobs["report:catch-up"].args[0] == serve.missed_report_week(jobs["report"].trigger, UTC, datetime.now(UTC))
 
 
 def test_the_feed_push_is_scheduled_when_webhooks_are_configured(tmp_path):
     config = write_config(tmp_path, 25)
-    config.write_text(config.read_text() + '\n[[api.webhooks]]\nurl = "http://127.0.0.1:9/hook"\n'
-                                           'secret_env = "TEST_WEBHOOK_SECRET"\n')
+    config.write_text(
+        config.read_text() + '\n[[api.webhooks]]\nurl = "http://127.0.0.1:9/hook"\nsecret_env = "TEST_WEBHOOK_SECRET"\n'
+    )
     cfg = config_mod.load(config)
     jobs = {job.id for job in serve.build_scheduler(cfg, serve.Daemon(cfg, cfg.jobs)).get_jobs()}
     assert "feed" in jobs

@@ -29,38 +29,72 @@ def load(tmp_path: Path, source: str) -> config.Config:
     return config.load(path, environ={})
 
 
-@pytest.mark.parametrize("source, message", [
-    # wrong types: the message says what the declaration wants
-    ('type = "prometheus"\nurl = 5', "sources.x.url: must be a string, not 5"),
-    ('type = "prometheus"\nurl = "http://p"\nlookback_hours = "3"', "sources.x.lookback_hours: must be a number, not '3'"),
-    ('type = "dcgm_exporter"\ntargets = "a"\nretries = 2.5', "sources.x.retries: must be a whole number, not 2.5"),
-    ('type = "dcgm_exporter"\ntargets = "a"\nretries = true', "sources.x.retries: must be a whole number, not True"),
-    ('type = "gcp_billing_export"\npath = "a"\npush_down = "yes"', "sources.x.push_down: must be true or false"),
-    ('type = "aws_cur"\npath = "a"\nformat = "csv"',
-     'sources.x.format: must be "auto", "cur2", "legacy" or "focus", not \'csv\''),
-    ('type = "nvidia_smi_csv"\npath = "a"\nresource_map = {h = 1}',
-     "sources.x.resource_map: must be a table of strings, not {'h': 1}"),
-    ('type = "aws_spot_prices"\nregions = ["us-east-1", 2]', "sources.x.regions: must be a string or a list of strings"),
-    ('type = "focus_files"\npath = []', "sources.x.path: must be a string or a list of strings, not []"),
-    ('type = "focus_files"\npath = "a"\non_invalid = "ignore"', 'sources.x.on_invalid: must be "fail" or "skip_rows"'),
-    # cross-field rules: the Options' validate()
-    ('type = "aws_cur"', "sources.x.path: set exactly one of bucket (S3) or path"),
-    ('type = "aws_cur"\nbucket = "b"\npath = "p"', "sources.x.path: set exactly one of bucket (S3) or path"),
-    ('type = "aws_cur"\nengine = "athena"\ndatabase = "d"', 'sources.x.table: engine = "athena" needs table'),
-    ('type = "gcp_billing_export"', "sources.x.path: set either project, dataset and table (BigQuery) or path"),
-    ('type = "gcp_billing_export"\nproject = "p"\ndataset = "d"\ntable = "t"\npath = "f"',
-     "sources.x.path: set either project, dataset and table"),
-    ('type = "gcp_billing_export"\nproject = "BAD ID"\ndataset = "d"\ntable = "t"',
-     "sources.x.project: 'BAD ID' is not a valid BigQuery project id"),
-    ('type = "gcp_billing_export"\npath = "f"\nlookback_days = -1', "sources.x.lookback_days: must be a number of days ≥ 0"),
-    ('type = "gcp_catalog"\noutputs = ["price_catalog", "prices"]', "sources.x.outputs: must list some of price_catalog"),
-    # keys
-    ('type = "cloudwatch_gpu"', "sources.x.region: missing required key for source type cloudwatch_gpu"),
-    ('type = "onprem"\npue = 1.2\nnode_groups = [{name = "a"}]',
-     "sources.x.energy_usd_per_kwh: missing required key for source type onprem"),
-    ('type = "aws_spot_advisor"\nurls = ["u"]', "sources.x.urls: unknown key for source type aws_spot_advisor "
-                                                "(allowed: enabled, path, regions, schedule, type, url)"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        # wrong types: the message says what the declaration wants
+        ('type = "prometheus"\nurl = 5', "sources.x.url: must be a string, not 5"),
+        (
+            'type = "prometheus"\nurl = "http://p"\nlookback_hours = "3"',
+            "sources.x.lookback_hours: must be a number, not '3'",
+        ),
+        ('type = "dcgm_exporter"\ntargets = "a"\nretries = 2.5', "sources.x.retries: must be a whole number, not 2.5"),
+        (
+            'type = "dcgm_exporter"\ntargets = "a"\nretries = true',
+            "sources.x.retries: must be a whole number, not True",
+        ),
+        ('type = "gcp_billing_export"\npath = "a"\npush_down = "yes"', "sources.x.push_down: must be true or false"),
+        (
+            'type = "aws_cur"\npath = "a"\nformat = "csv"',
+            'sources.x.format: must be "auto", "cur2", "legacy" or "focus", not \'csv\'',
+        ),
+        (
+            'type = "nvidia_smi_csv"\npath = "a"\nresource_map = {h = 1}',
+            "sources.x.resource_map: must be a table of strings, not {'h': 1}",
+        ),
+        (
+            'type = "aws_spot_prices"\nregions = ["us-east-1", 2]',
+            "sources.x.regions: must be a string or a list of strings",
+        ),
+        ('type = "focus_files"\npath = []', "sources.x.path: must be a string or a list of strings, not []"),
+        (
+            'type = "focus_files"\npath = "a"\non_invalid = "ignore"',
+            'sources.x.on_invalid: must be "fail" or "skip_rows"',
+        ),
+        # cross-field rules: the Options' validate()
+        ('type = "aws_cur"', "sources.x.path: set exactly one of bucket (S3) or path"),
+        ('type = "aws_cur"\nbucket = "b"\npath = "p"', "sources.x.path: set exactly one of bucket (S3) or path"),
+        ('type = "aws_cur"\nengine = "athena"\ndatabase = "d"', 'sources.x.table: engine = "athena" needs table'),
+        ('type = "gcp_billing_export"', "sources.x.path: set either project, dataset and table (BigQuery) or path"),
+        (
+            'type = "gcp_billing_export"\nproject = "p"\ndataset = "d"\ntable = "t"\npath = "f"',
+            "sources.x.path: set either project, dataset and table",
+        ),
+        (
+            'type = "gcp_billing_export"\nproject = "BAD ID"\ndataset = "d"\ntable = "t"',
+            "sources.x.project: 'BAD ID' is not a valid BigQuery project id",
+        ),
+        (
+            'type = "gcp_billing_export"\npath = "f"\nlookback_days = -1',
+            "sources.x.lookback_days: must be a number of days ≥ 0",
+        ),
+        (
+            'type = "gcp_catalog"\noutputs = ["price_catalog", "prices"]',
+            "sources.x.outputs: must list some of price_catalog",
+        ),
+        # keys
+        ('type = "cloudwatch_gpu"', "sources.x.region: missing required key for source type cloudwatch_gpu"),
+        (
+            'type = "onprem"\npue = 1.2\nnode_groups = [{name = "a"}]',
+            "sources.x.energy_usd_per_kwh: missing required key for source type onprem",
+        ),
+        (
+            'type = "aws_spot_advisor"\nurls = ["u"]',
+            "sources.x.urls: unknown key for source type aws_spot_advisor "
+            "(allowed: enabled, path, regions, schedule, type, url)",
+        ),
+    ],
+)
 def test_a_bad_source_option_is_one_sentence_naming_the_source_and_key(tmp_path, source, message):
     with pytest.raises(ConfigError) as raised:
         load(tmp_path, source)
@@ -71,16 +105,20 @@ def test_a_bad_source_option_is_one_sentence_naming_the_source_and_key(tmp_path,
 def test_the_cli_refuses_a_bad_option_at_start_up_with_exit_2(tmp_path):
     path = tmp_path / "gpufinops.toml"
     path.write_text('[sources.prom]\ntype = "prometheus"\nurl = "http://p:9090"\nbackfill_days = "a week"\n')
-    proc = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest"], capture_output=True, text=True
+    )
     assert proc.returncode == 2, proc.stderr
     assert "sources.prom.backfill_days: must be a number, not 'a week'" in proc.stderr
 
 
 def test_a_good_table_parses_into_the_typed_options_with_defaults():
     meta = REGISTRY.get("prometheus").meta
-    opts = meta.parse_options({"type": "prometheus", "url": "http://u:pw@p:9090", "lookback_hours": 6,
-                               "resource_map": {"h1": "i-1"}}, "sources.p", frozenset({"type"}))
+    opts = meta.parse_options(
+        {"type": "prometheus", "url": "http://u:pw@p:9090", "lookback_hours": 6, "resource_map": {"h1": "i-1"}},
+        "sources.p",
+        frozenset({"type"}),
+    )
     assert opts.url == "http://u:pw@p:9090" and opts.lookback_hours == 6 and opts.backfill_days == 7.0
     assert opts.resource_map == {"h1": "i-1"} and opts.namespace_teams == {} and opts.on_invalid == "fail"
     assert "pw" not in repr(opts)  # a secret option stays out of reprs (and so out of logs)
@@ -103,8 +141,15 @@ def test_mutable_defaults_are_not_shared_between_sources():
 def test_keys_are_derived_from_the_declaration():
     cloudwatch = REGISTRY.get("cloudwatch_gpu").meta.options
     assert cloudwatch.required_keys() == ("region",)
-    assert {"namespace", "instance_ids", "endpoint_url", "max_attempts", "lookback_hours", "backfill_days",
-            "resource_map"} == set(cloudwatch.optional_keys())
+    assert {
+        "namespace",
+        "instance_ids",
+        "endpoint_url",
+        "max_attempts",
+        "lookback_hours",
+        "backfill_days",
+        "resource_map",
+    } == set(cloudwatch.optional_keys())
     onprem = REGISTRY.get("onprem").meta.options
     assert set(onprem.required_keys()) == {"node_groups", "pue", "energy_usd_per_kwh"}
 
@@ -132,9 +177,19 @@ class _Hourly(SourceOptions):
 
 
 def _meta(**changes) -> IngestorMeta:
-    base = IngestorMeta(name="t", target_table="gpu_metrics_hourly", key=("hour",), slice_expr="hour",
-                        source_column="source", cursor="hour", lookback=timedelta(hours=1), default_schedule="0 * * * *",
-                        options=_Hourly, time_range=True, window_cursor="cursor")
+    base = IngestorMeta(
+        name="t",
+        target_table="gpu_metrics_hourly",
+        key=("hour",),
+        slice_expr="hour",
+        source_column="source",
+        cursor="hour",
+        lookback=timedelta(hours=1),
+        default_schedule="0 * * * *",
+        options=_Hourly,
+        time_range=True,
+        window_cursor="cursor",
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -166,8 +221,9 @@ def test_whole_hours_and_billing_periods_follow_the_window():
     assert window.whole_hours(NOW + timedelta(minutes=42), timedelta(days=7)) == (NOW - timedelta(hours=2), NOW)
     first = load_window(_meta(), _Hourly(), {}, None, None, False)
     assert first.whole_hours(NOW, timedelta(days=7)) == (NOW - timedelta(days=7), NOW)
-    ranged = load_window(_meta(), _Hourly(), {}, datetime(2026, 5, 20, tzinfo=UTC), datetime(2026, 7, 1, tzinfo=UTC),
-                         False)
+    ranged = load_window(
+        _meta(), _Hourly(), {}, datetime(2026, 5, 20, tzinfo=UTC), datetime(2026, 7, 1, tzinfo=UTC), False
+    )
     assert ranged.holds_period(datetime(2026, 5, 1, tzinfo=UTC))  # the month of --since, whole
     assert ranged.holds_period(datetime(2026, 6, 1, tzinfo=UTC))
     assert not ranged.holds_period(datetime(2026, 4, 1, tzinfo=UTC))
@@ -176,6 +232,7 @@ def test_whole_hours_and_billing_periods_follow_the_window():
 
 def test_a_dict_passed_to_the_runner_is_checked_like_the_config(tmp_path):
     from gpufinops.ingest.core.runner import run_source
+
     result = run_source(REGISTRY, tmp_path / "wh.duckdb", "smi", "nvidia_smi_csv", {"path": "a", "colour": "red"})
     assert result.status == "failed" and result.error.startswith("sources.smi.colour: unknown key"), result.error
     with pytest.raises(OptionError):

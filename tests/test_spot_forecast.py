@@ -19,9 +19,16 @@ def synthetic(weeks: int, trend: float, regions: int = 12) -> pl.DataFrame:
     rows = []
     for r in range(regions):
         for w in range(0, weeks, 2):
-            rows.append({"provider": "gcp", "region": f"r{r}", "instance_type": "a2-highgpu-1g",
-                         "ts": T0 + timedelta(weeks=w, days=3), "on_demand_usd": 3.0,
-                         "spot_usd": 3.0 * 0.3 * (1 + trend) ** (w // 2) * (1 + 0.01 * r)})
+            rows.append(
+                {
+                    "provider": "gcp",
+                    "region": f"r{r}",
+                    "instance_type": "a2-highgpu-1g",
+                    "ts": T0 + timedelta(weeks=w, days=3),
+                    "on_demand_usd": 3.0,
+                    "spot_usd": 3.0 * 0.3 * (1 + trend) ** (w // 2) * (1 + 0.01 * r),
+                }
+            )
     return pl.DataFrame(rows, schema=sf.CHANGE_COLUMNS)
 
 
@@ -54,14 +61,29 @@ def test_too_little_history_falls_back_to_the_last_value():
 
 def test_forecast_from_the_warehouse_matches_the_csv(warehouse):
     changes = sf.read_gcp_price_changes().filter(pl.col("instance_type").str.starts_with("a2-highgpu"))
-    rows = pl.concat([changes.select("provider", "region", "instance_type", pl.lit(pricing).alias("pricing"),
-                                     pl.col("ts").alias("effective_from"), pl.col(column).alias("price"))
-                      for pricing, column in (("on_demand", "on_demand_usd"), ("spot", "spot_usd"))]
-                     ).drop_nulls("price").to_arrow()
+    rows = (
+        pl.concat(
+            [
+                changes.select(
+                    "provider",
+                    "region",
+                    "instance_type",
+                    pl.lit(pricing).alias("pricing"),
+                    pl.col("ts").alias("effective_from"),
+                    pl.col(column).alias("price"),
+                )
+                for pricing, column in (("on_demand", "on_demand_usd"), ("spot", "spot_usd"))
+            ]
+        )
+        .drop_nulls("price")
+        .to_arrow()
+    )
     with db.writer(warehouse) as con:
         con.register("rows", rows)
-        con.execute("INSERT INTO price_history SELECT provider, region, instance_type, pricing, effective_from, "
-                    "price, 'USD', 'test', 'run' FROM rows")
+        con.execute(
+            "INSERT INTO price_history SELECT provider, region, instance_type, pricing, effective_from, "
+            "price, 'USD', 'test', 'run' FROM rows"
+        )
         from_db = sf.forecast_ratios(sf.warehouse_price_changes(con))
     from_csv = sf.forecast_ratios(changes)
     joined = from_csv.join(from_db, on=sf.KEYS, suffix="_db")

@@ -28,19 +28,20 @@ def con(warehouse):
 
 # ---- the rules -------------------------------------------------------------------------------------
 
+
 def test_uncheckpointed_long_jobs_never_go_to_spot():
     share, reason = spot_mix.eligibility("training", False, False, longest_run_hours=500, replicas=1, s=S)
     assert share == 0 and "does not checkpoint" in reason
     share, _ = spot_mix.eligibility("training", True, False, longest_run_hours=500, replicas=1, s=S)
     assert share == 1.0
     share, reason = spot_mix.eligibility("batch_inference", False, False, longest_run_hours=2, replicas=1, s=S)
-    assert share == 1.0 and reason is None          # short restartable runs lose little
+    assert share == 1.0 and reason is None  # short restartable runs lose little
 
 
 def test_latency_critical_serving_keeps_an_on_demand_floor():
     share, reason = spot_mix.eligibility("online_inference", False, True, longest_run_hours=500, replicas=1, s=S)
     assert share == 0 and "on-demand floor" in reason
-    assert spot_mix.eligibility("online_inference", True, True, 500, 2, S)[0] == 0   # two replicas: too few
+    assert spot_mix.eligibility("online_inference", True, True, 500, 2, S)[0] == 0  # two replicas: too few
     for replicas in range(2, 12):
         share, _ = spot_mix.eligibility("online_inference", True, True, 500, replicas, S)
         on_demand = round((1 - share) * replicas)
@@ -61,8 +62,17 @@ def test_random_fleets_never_break_the_rules(con):
         if rng.random() < 0.3:
             tags["latency_critical"] = rng.choice(["true", "false"])
         runs = rng.choice([ALWAYS, [h for h in ALWAYS if h % 24 < rng.randint(1, 8)]])
-        add_machine(con, f"i-{n}", hours=runs, instance_type="g5.12xlarge", gpu_model="A10G", gpu_count=4,
-                    team=f"team{n % 3}", rate=5.672, tags={k: v for k, v in tags.items() if v is not None})
+        add_machine(
+            con,
+            f"i-{n}",
+            hours=runs,
+            instance_type="g5.12xlarge",
+            gpu_model="A10G",
+            gpu_count=4,
+            team=f"team{n % 3}",
+            rate=5.672,
+            tags={k: v for k, v in tags.items() if v is not None},
+        )
         kinds.append(tags)
     recs, _ = spot_mix.recommend(con)
     assert recs, "some of 40 random workloads must qualify"
@@ -78,10 +88,16 @@ def test_random_fleets_never_break_the_rules(con):
 
 # ---- pricing ------------------------------------------------------------------------------------------
 
+
 def test_expected_cost_uses_the_advisor_band_and_checkpoint_tags(con):
     add_band(con, "us-east-1", "p4d.24xlarge", 2, 16, 67)
-    tags = {"team": "nlp", "workload": "training", "checkpointing": "true", "checkpoint_interval_min": "120",
-            "restart_overhead_min": "30"}
+    tags = {
+        "team": "nlp",
+        "workload": "training",
+        "checkpointing": "true",
+        "checkpoint_interval_min": "120",
+        "restart_overhead_min": "30",
+    }
     add_machine(con, "i-ckpt", hours=ALWAYS, tags=tags)
     add_machine(con, "i-nockpt", hours=ALWAYS, tags={**tags, "checkpointing": "false"})
     recs, withheld = spot_mix.recommend(con)
@@ -93,28 +109,57 @@ def test_expected_cost_uses_the_advisor_band_and_checkpoint_tags(con):
     assert r.evidence["hours_lost_per_interruption"] == pytest.approx(lost)
     assert float(r.monthly_savings_usd) == pytest.approx(monthly * (1 - 0.33 * (1 + rework)), abs=0.01)
     assert r.proposed["pricing"] == "spot" and r.current["pricing"] == "on_demand"
-    assert r.id == spot_mix.recommend(con)[0][0].id          # stable across runs
+    assert r.id == spot_mix.recommend(con)[0][0].id  # stable across runs
 
 
 def test_the_fleets_own_spot_price_beats_the_advisor(con):
     add_band(con, "us-west-2", "g5.12xlarge", 4, 100, 70)
-    add_machine(con, "i-spot", hours=ALWAYS, region="us-west-2", instance_type="g5.12xlarge", gpu_model="A10G",
-                gpu_count=4, rate=2.2688, list_rate=5.672, pricing="Dynamic", tags={"workload": "training"})
-    add_machine(con, "i-od", hours=ALWAYS, region="us-west-2", instance_type="g5.12xlarge", gpu_model="A10G",
-                gpu_count=4, rate=5.672, tags={"workload": "training", "checkpointing": "true"})
+    add_machine(
+        con,
+        "i-spot",
+        hours=ALWAYS,
+        region="us-west-2",
+        instance_type="g5.12xlarge",
+        gpu_model="A10G",
+        gpu_count=4,
+        rate=2.2688,
+        list_rate=5.672,
+        pricing="Dynamic",
+        tags={"workload": "training"},
+    )
+    add_machine(
+        con,
+        "i-od",
+        hours=ALWAYS,
+        region="us-west-2",
+        instance_type="g5.12xlarge",
+        gpu_model="A10G",
+        gpu_count=4,
+        rate=5.672,
+        tags={"workload": "training", "checkpointing": "true"},
+    )
     rec = spot_mix.recommend(con)[0][0]
     assert rec.resource_id == "i-od" and rec.evidence["spot_ratio"] == pytest.approx(0.4)
     assert "paid by the fleet" in rec.evidence["spot_price_source"]
-    assert rec.evidence["interruptions_per_month"] == 1.0   # band ">20%": its upper edge
+    assert rec.evidence["interruptions_per_month"] == 1.0  # band ">20%": its upper edge
 
 
 def test_no_spot_price_is_withheld_as_unpriced_never_zero(con):
-    add_machine(con, "vm-1", hours=ALWAYS, provider=GCP, region="us-central1", instance_type="a2-highgpu-8g",
-                tags={"workload": "training", "checkpointing": "true"})
+    add_machine(
+        con,
+        "vm-1",
+        hours=ALWAYS,
+        provider=GCP,
+        region="us-central1",
+        instance_type="a2-highgpu-8g",
+        tags={"workload": "training", "checkpointing": "true"},
+    )
     recs, withheld = spot_mix.recommend(con)
     assert recs == []
     assert [(w.kind, w.resource_id, w.reason) for w in withheld] == [("spot_mix", "vm-1", "unpriced")]
-    assert withheld[0].detail.startswith("unpriced") and "gcp_catalog" in withheld[0].source_hint  # a GCP machine: its own catalogue
+    assert (
+        withheld[0].detail.startswith("unpriced") and "gcp_catalog" in withheld[0].source_hint
+    )  # a GCP machine: its own catalogue
 
 
 def test_thin_evidence_is_withheld(con):
@@ -127,17 +172,36 @@ def test_thin_evidence_is_withheld(con):
 def test_serving_replicas_get_a_partial_share(con):
     add_band(con, "us-east-1", "g6.xlarge", 0, 5, 49)
     for n in range(4):
-        add_machine(con, f"i-serve-{n}", hours=ALWAYS, instance_type="g6.xlarge", gpu_model="L4", gpu_count=1,
-                    rate=0.8048, team="speech", tags={"workload": "online_inference"})
+        add_machine(
+            con,
+            f"i-serve-{n}",
+            hours=ALWAYS,
+            instance_type="g6.xlarge",
+            gpu_model="L4",
+            gpu_count=1,
+            rate=0.8048,
+            team="speech",
+            tags={"workload": "online_inference"},
+        )
     recs, _ = spot_mix.recommend(con)
     assert len(recs) == 4
     assert {r.proposed["spot_share"] for r in recs} == {0.5} and {r.proposed["pricing"] for r in recs} == {"spot_mix"}
-    add_machine(con, "i-lonely", hours=ALWAYS, instance_type="g6.xlarge", gpu_model="L4", gpu_count=1, rate=0.8048,
-                team="nlp", tags={"workload": "online_inference"})
+    add_machine(
+        con,
+        "i-lonely",
+        hours=ALWAYS,
+        instance_type="g6.xlarge",
+        gpu_model="L4",
+        gpu_count=1,
+        rate=0.8048,
+        team="nlp",
+        tags={"workload": "online_inference"},
+    )
     assert "i-lonely" not in {r.resource_id for r in spot_mix.recommend(con)[0]}
 
 
 # ---- the demo and the real history -----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
@@ -149,8 +213,13 @@ def demo_home(tmp_path_factory):
 def test_demo_spot_mix_findings_match_the_planted_truth(demo_home):
     truth = json.loads((demo_home / "ground_truth.json").read_text())
     planted = {p["resource_id"]: p for p in truth["planted"] if p["kind"] == "spot_mix"}
-    found = {r[0]: r for r in query(demo_home / "data" / "gpufinops.duckdb",
-                                    "SELECT resource_id, monthly_savings_usd FROM recommendations WHERE kind = 'spot_mix'")}
+    found = {
+        r[0]: r
+        for r in query(
+            demo_home / "data" / "gpufinops.duckdb",
+            "SELECT resource_id, monthly_savings_usd FROM recommendations WHERE kind = 'spot_mix'",
+        )
+    }
     hits = set(planted) & set(found)
     assert planted and len(hits) / len(found) >= 0.95 and len(hits) / len(planted) >= 0.95
     for rid in hits:

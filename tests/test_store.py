@@ -12,10 +12,20 @@ from gpufinops.warehouse import db, schema, store
 
 
 def rec(savings: str = "100.00", proposed_count: int = 4) -> Recommendation:
-    return Recommendation(id="gpu_count-abc", kind="gpu_count", team="vision", provider="aws",
-                          resource_id="i-1", workload="train", current={"gpu_count": 8},
-                          proposed={"gpu_count": proposed_count, "monthly_cost_usd": 50.0},
-                          monthly_savings_usd=Decimal(savings), confidence=0.9, risk="low", evidence={})
+    return Recommendation(
+        id="gpu_count-abc",
+        kind="gpu_count",
+        team="vision",
+        provider="aws",
+        resource_id="i-1",
+        workload="train",
+        current={"gpu_count": 8},
+        proposed={"gpu_count": proposed_count, "monthly_cost_usd": 50.0},
+        monthly_savings_usd=Decimal(savings),
+        confidence=0.9,
+        risk="low",
+        evidence={},
+    )
 
 
 def status_of(con) -> tuple[str, str | None]:
@@ -58,8 +68,9 @@ def test_a_version_3_warehouse_upgrades_in_place(warehouse):
             if statement.startswith("CREATE TABLE IF NOT EXISTS recommendations"):
                 # the table as version 3 shipped it, without the v4 columns
                 cols = [f for f in old_recs if f.name not in ("model_version", "evidence_hash")]
-                statement = "CREATE TABLE recommendations (" + ", ".join(
-                    f'"{f.name}" {schema.sql_type(f)}' for f in cols) + ")"
+                statement = (
+                    "CREATE TABLE recommendations (" + ", ".join(f'"{f.name}" {schema.sql_type(f)}' for f in cols) + ")"
+                )
             con.execute(statement)
         con.execute("INSERT INTO schema_version VALUES (?, now())", [i])
     con.execute("INSERT INTO recommendations (id, kind, status) VALUES ('old', 'idle_gpu', 'dismissed')")
@@ -67,14 +78,16 @@ def test_a_version_3_warehouse_upgrades_in_place(warehouse):
     db.prepare(warehouse)  # a process's start upgrades it (a writer alone refuses an old warehouse)
     with db.writer(warehouse) as con:
         assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(schema.SCHEMA_VERSION,)]
-        assert con.execute("SELECT id, status, evidence_hash FROM recommendations").fetchall() == \
-            [("old", "dismissed", None)]
+        assert con.execute("SELECT id, status, evidence_hash FROM recommendations").fetchall() == [
+            ("old", "dismissed", None)
+        ]
         for table in ("price_catalog", "price_history", "report_deliveries", "webhook_deliveries", "job_runs"):
             con.execute(f"SELECT count(*) FROM {table}").fetchall()
 
 
 def test_a_decision_is_recorded_with_who_and_why_and_scoped(warehouse):
     import pytest
+
     with db.writer(warehouse) as con:
         store.store_recommendations(con, [rec()], ["gpu_count"])
         with pytest.raises(store.UnknownRecommendation):  # outside the caller's teams: as if absent
@@ -83,8 +96,11 @@ def test_a_decision_is_recorded_with_who_and_why_and_scoped(warehouse):
             store.record_decision(con, "nope", "accept", "ok", "lead@x")
         with pytest.raises(ValueError):
             store.record_decision(con, "gpu_count-abc", "maybe", "", "lead@x")
-        assert store.record_decision(con, "gpu_count-abc", "dismiss", "model retiring", "lead@x",
-                                     teams=["vision"]) == "dismissed"
+        assert (
+            store.record_decision(con, "gpu_count-abc", "dismiss", "model retiring", "lead@x", teams=["vision"])
+            == "dismissed"
+        )
         assert status_of(con)[0] == "dismissed"
-        assert con.execute("SELECT recommendation_id, decision, reason, actor FROM decisions").fetchall() == \
-            [("gpu_count-abc", "dismiss", "model retiring", "lead@x")]
+        assert con.execute("SELECT recommendation_id, decision, reason, actor FROM decisions").fetchall() == [
+            ("gpu_count-abc", "dismiss", "model retiring", "lead@x")
+        ]

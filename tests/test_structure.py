@@ -25,6 +25,7 @@ def _modules() -> dict[str, Path]:
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The product modules ``name`` imports, at any depth of its code."""
+
     def resolve(target: str) -> str | None:
         target = target.removeprefix("gpufinops.")  # installed names: gpufinops.<folder>.<module>
         while target and target not in modules:
@@ -108,16 +109,23 @@ def test_no_import_cycle_between_product_modules():
 # Who may not import whom (DESIGN.md, "The flow"): data moves simulator -> ingest -> warehouse -> models ->
 # dashboard / jobs; jobs wires the others together. Nothing imports a room downstream of it, and the
 # dashboard never imports ingest (nor, lazily or not, a cloud SDK: tests/test_dashboard.py checks that).
-FORBIDDEN = {"simulator": {"models", "dashboard", "jobs"}, "ingest": {"models", "dashboard", "jobs", "simulator"},
-             "warehouse": {"models", "dashboard", "jobs", "simulator"},
-             "models": {"ingest", "dashboard", "jobs", "simulator"}, "dashboard": {"ingest", "jobs", "simulator"}}
+FORBIDDEN = {
+    "simulator": {"models", "dashboard", "jobs"},
+    "ingest": {"models", "dashboard", "jobs", "simulator"},
+    "warehouse": {"models", "dashboard", "jobs", "simulator"},
+    "models": {"ingest", "dashboard", "jobs", "simulator"},
+    "dashboard": {"ingest", "jobs", "simulator"},
+}
 
 
 def test_the_flow_is_one_way():
     modules = _modules()
-    backwards = sorted(f"{name} -> {target}" for name, path in modules.items()
-                       for target in _imports(name, path, modules)
-                       if target.split(".")[0] in FORBIDDEN.get(name.split(".")[0], set()))
+    backwards = sorted(
+        f"{name} -> {target}"
+        for name, path in modules.items()
+        for target in _imports(name, path, modules)
+        if target.split(".")[0] in FORBIDDEN.get(name.split(".")[0], set())
+    )
     assert backwards == []
 
 
@@ -130,13 +138,21 @@ def test_product_code_is_imported_by_its_installed_name_only():
         if rel.parts[0] not in (*PACKAGES, "tests", "bench") or rel.parts[:2] == ("tests", "data"):
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else []
+            )
             bare += [f"{rel}:{node.lineno} {name}" for name in names if name.split(".")[0] in PACKAGES]
     assert bare == []
 
 
 def test_no_module_over_400_lines():
-    long = {str(path.relative_to(ROOT)): n for path in _modules().values()
-            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _modules().values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
     assert long == {}

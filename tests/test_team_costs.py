@@ -23,8 +23,7 @@ NEAR = {"abs": Decimal("1e-12")}
 PER_GPU_HOUR = Decimal(32) / 8
 # vision: GPU 0 for 200 of 240 minutes; nlp: GPU 1 (two pods); platform: the rest of node-a (incl. the notebook,
 # whose namespace has no rule) ; research: node-b
-EXPECTED = {"vision": PER_GPU_HOUR * HOURS * 200 / 240, "nlp": PER_GPU_HOUR * HOURS,
-            "research": Decimal(2) * HOURS}
+EXPECTED = {"vision": PER_GPU_HOUR * HOURS * 200 / 240, "nlp": PER_GPU_HOUR * HOURS, "research": Decimal(2) * HOURS}
 EXPECTED["platform"] = Decimal(32) * HOURS - EXPECTED["vision"] - EXPECTED["nlp"]
 
 
@@ -54,8 +53,18 @@ def test_the_api_reports_allocated_and_unallocated_fields(shared_warehouse, tmp_
     with Served(create_app(cfg, insecure_demo=True)) as served:
         rows = httpx.get(f"{served.url}/v1/costs/daily").json()
         vision = httpx.get(f"{served.url}/v1/costs/daily", params={"team": "vision"}).json()
-    assert {"day", "provider", "team", "service", "billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost",
-            "unallocated_gpu_cost", "tagged_cost"} <= set(rows[0])
+    assert {
+        "day",
+        "provider",
+        "team",
+        "service",
+        "billed_cost",
+        "effective_cost",
+        "gpu_cost",
+        "allocated_gpu_cost",
+        "unallocated_gpu_cost",
+        "tagged_cost",
+    } <= set(rows[0])
     assert sum(r["effective_cost"] for r in rows) == pytest.approx(34 * HOURS)
     assert sum(r["unallocated_gpu_cost"] for r in rows) > 0
     (row,) = vision
@@ -84,8 +93,13 @@ def test_the_team_page_shows_allocated_and_unallocated_cost(monkeypatch, shared_
 
 
 def test_the_finance_overview_and_a_lead_see_their_share(monkeypatch, shared_warehouse):
-    settings = {"auth": "oidc", "users": [{"email": "cfo@example.com", "role": "finance"},
-                                          {"email": "lead@example.com", "role": "lead", "teams": ["nlp"]}]}
+    settings = {
+        "auth": "oidc",
+        "users": [
+            {"email": "cfo@example.com", "role": "finance"},
+            {"email": "lead@example.com", "role": "lead", "teams": ["nlp"]},
+        ],
+    }
     finance = metrics(open_page(make_app(monkeypatch, shared_warehouse, settings, "cfo@example.com"), "overview"))
     assert finance["Spend this month"] == f"${34 * HOURS:,.2f}"
     lead = metrics(open_page(make_app(monkeypatch, shared_warehouse, settings, "lead@example.com"), "overview"))
@@ -105,4 +119,6 @@ def test_the_weekly_report_shows_allocated_and_unallocated(shared_warehouse):
     assert lines["platform"].unallocated_gpu == report.figures.unallocated_gpu > 0
     assert "Unallocated GPU capacity" in report.html and "Shared GPU allocated" in report.html
     assert "Unallocated GPU capacity" in report.text
-    assert [t.team for t in lead.figures.teams] == ["vision"] and lead.figures.spend == pytest.approx(EXPECTED["vision"], **NEAR)
+    assert [t.team for t in lead.figures.teams] == ["vision"] and lead.figures.spend == pytest.approx(
+        EXPECTED["vision"], **NEAR
+    )

@@ -90,8 +90,11 @@ ENV = {"GPUFINOPS_WEBHOOK_SECRET": SECRET}
 
 
 def deliveries(warehouse: Path) -> list[tuple]:
-    return query(warehouse, "SELECT status, attempts, http_status, recommendation_ids, error FROM webhook_deliveries "
-                            "ORDER BY last_attempt_at")
+    return query(
+        warehouse,
+        "SELECT status, attempts, http_status, recommendation_ids, error FROM webhook_deliveries "
+        "ORDER BY last_attempt_at",
+    )
 
 
 def test_signed_push_retried_after_a_503_and_not_sent_again(tmp_path, feed_warehouse, receiver):
@@ -107,8 +110,10 @@ def test_signed_push_retried_after_a_503_and_not_sent_again(tmp_path, feed_wareh
     assert first["headers"]["X-Gpufinops-Delivery"] == second["headers"]["X-Gpufinops-Delivery"]
     payload = json.loads(second["body"])
     assert {o["id"] for o in payload["recommendations"]} == expected_ids
-    assert all(isinstance(o["monthly_savings_usd"], float) and isinstance(o["evidence"], dict)
-               for o in payload["recommendations"])
+    assert all(
+        isinstance(o["monthly_savings_usd"], float) and isinstance(o["evidence"], dict)
+        for o in payload["recommendations"]
+    )
     [(status, attempts, http_status, ids, error)] = deliveries(feed_warehouse)
     assert (status, attempts, http_status) == ("delivered", 2, 200) and set(json.loads(ids)) == expected_ids
 
@@ -117,9 +122,17 @@ def test_signed_push_retried_after_a_503_and_not_sent_again(tmp_path, feed_wareh
     assert len(target.requests) == 2
 
     # a new finding: only it is sent
-    new = _rec("gpu_count", "nlp", "aws", "i-0nlp000009", "nlp-eval",
-               {"gpu_model": "A10G", "gpu_count": 4, "pricing": "on_demand"},
-               {"gpu_model": "A10G", "gpu_count": 1, "pricing": "on_demand"}, "1500.00", {"util_p95": 12.0})
+    new = _rec(
+        "gpu_count",
+        "nlp",
+        "aws",
+        "i-0nlp000009",
+        "nlp-eval",
+        {"gpu_model": "A10G", "gpu_count": 4, "pricing": "on_demand"},
+        {"gpu_model": "A10G", "gpu_count": 1, "pricing": "on_demand"},
+        "1500.00",
+        {"util_p95": 12.0},
+    )
     with db.writer(feed_warehouse) as con:
         store.store_recommendations(con, [*realistic_recommendations(), new], KINDS)
     assert webhook.push_new_recommendations(cfg, environ=ENV, sleep=waits.append) == 1
@@ -129,8 +142,9 @@ def test_signed_push_retried_after_a_503_and_not_sent_again(tmp_path, feed_wareh
 
 def test_a_tampered_or_replayed_push_fails_verification(tmp_path, feed_warehouse, receiver):
     target = receiver()
-    webhook.push_new_recommendations(config_for(tmp_path, feed_warehouse, hook(target.url)), environ=ENV,
-                                     sleep=lambda s: None)
+    webhook.push_new_recommendations(
+        config_for(tmp_path, feed_warehouse, hook(target.url)), environ=ENV, sleep=lambda s: None
+    )
     [req] = target.requests
     ts, sig, body = req["headers"]["X-Gpufinops-Timestamp"], req["headers"]["X-Gpufinops-Signature"], req["body"]
     assert webhook.verify_signature(SECRET.encode(), ts, body, sig)
@@ -169,7 +183,9 @@ def test_a_4xx_is_not_retried_and_a_refused_connection_is(tmp_path, feed_warehou
     attempts: list[float] = []
     assert webhook.push_new_recommendations(cfg, environ=ENV, sleep=attempts.append) == 0
     assert len(attempts) == 1
-    row = query(feed_warehouse, "SELECT status, attempts, http_status, error FROM webhook_deliveries WHERE url = ?", [dead])
+    row = query(
+        feed_warehouse, "SELECT status, attempts, http_status, error FROM webhook_deliveries WHERE url = ?", [dead]
+    )
     assert row[0][:3] == ("failed", 2, None) and "Connection" in row[0][3] and SECRET not in row[0][3]
 
 
@@ -180,11 +196,16 @@ def test_webhook_scope_and_missing_secret(tmp_path, feed_warehouse, receiver):
         store.record_decision(con, dismissed.id, "dismiss", "already stopped", "test")
     target = receiver()
     cfg = config_for(tmp_path, feed_warehouse, hook(target.url, 'teams = ["vision"]\nkinds = ["spot_mix", "idle_gpu"]'))
-    with pytest.raises(ConfigError, match=r"api.webhooks\[0\].secret_env: environment variable GPUFINOPS_WEBHOOK_SECRET"):
+    with pytest.raises(
+        ConfigError, match=r"api.webhooks\[0\].secret_env: environment variable GPUFINOPS_WEBHOOK_SECRET"
+    ):
         webhook.push_new_recommendations(cfg, environ={})
     assert target.requests == []
-    expected = {r.id for r in realistic_recommendations()
-                if r.team == "vision" and r.kind in ("spot_mix", "idle_gpu") and r.id != dismissed.id}
+    expected = {
+        r.id
+        for r in realistic_recommendations()
+        if r.team == "vision" and r.kind in ("spot_mix", "idle_gpu") and r.id != dismissed.id
+    }
     assert expected
     assert webhook.push_new_recommendations(cfg, environ=ENV, sleep=lambda s: None) == len(expected)
     assert {o["id"] for o in json.loads(target.requests[0]["body"])["recommendations"]} == expected

@@ -26,8 +26,11 @@ def test_pyproject_lists_every_package_folder():
     """setuptools installs only the packages listed: a new subfolder left out would be missing from
     the wheel while every in-repository test still passed."""
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {"gpufinops." + ".".join(p.parent.relative_to(ROOT).parts)
-               for folder in FOLDERS for p in (ROOT / folder).rglob("__init__.py")}
+    on_disk = {
+        "gpufinops." + ".".join(p.parent.relative_to(ROOT).parts)
+        for folder in FOLDERS
+        for p in (ROOT / folder).rglob("__init__.py")
+    }
     assert listed == on_disk
 
 
@@ -41,8 +44,12 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, source / name)
     for folder in FOLDERS:
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                           capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if build.returncode != 0 and "Could not find a version that satisfies" in build.stderr:
         pytest.skip("no package index reachable for the build backend (setuptools): " + build.stderr.strip()[-200:])
     assert build.returncode == 0, build.stderr[-2000:]
@@ -55,7 +62,7 @@ def test_the_wheel_holds_no_top_level_package_but_gpufinops(wheel):
         tops = {name.split("/")[0] for name in archive.namelist()}
         names = archive.namelist()
     assert {t for t in tops if not t.endswith(".dist-info")} == {"gpufinops"}
-    assert "gpufinops/warehouse/data/gpu_instance_types.csv" in names   # package data travels
+    assert "gpufinops/warehouse/data/gpu_instance_types.csv" in names  # package data travels
     assert "gpufinops/dashboard/pages/overview.py" in names
 
 
@@ -63,8 +70,12 @@ def test_an_installed_wheel_imports_every_module_without_the_repository(wheel, t
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)],
-                             capture_output=True, text=True, timeout=600)
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert install.returncode == 0, install.stderr[-2000:]
     # The dependencies come from this interpreter's site-packages, added by PYTHONPATH: .pth files are not
     # read from a PYTHONPATH entry, so this environment's editable install of the repository stays out.
@@ -77,10 +88,19 @@ def test_an_installed_wheel_imports_every_module_without_the_repository(wheel, t
         "         if not m.name.startswith('gpufinops.dashboard.')]   # Streamlit scripts run their page on import\n"
         "for name in names: importlib.import_module(name)\n"
         "import gpufinops.dashboard.common\n"
-        "print(len(names))\n")
-    run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+        "print(len(names))\n"
+    )
+    run = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert int(run.stdout.split()[-1]) > 100
-    version = subprocess.run([str(env_dir / "bin" / "gpufinops"), "--version"], capture_output=True, text=True,
-                             cwd=tmp_path, env=env, timeout=120)
+    version = subprocess.run(
+        [str(env_dir / "bin" / "gpufinops"), "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert version.returncode == 0 and version.stdout.startswith("gpufinops "), version.stderr[-2000:]

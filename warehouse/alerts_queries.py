@@ -15,30 +15,45 @@ import polars as pl
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import frame as _frame
 
-SERIES_SCHEMA = pl.Schema({"day": pl.Date(), "team": pl.Utf8(), "provider_name": pl.Utf8(), "cost_usd": pl.Float64(),
-                 "complete_until": pl.Datetime("us", "UTC")})
+SERIES_SCHEMA = pl.Schema(
+    {
+        "day": pl.Date(),
+        "team": pl.Utf8(),
+        "provider_name": pl.Utf8(),
+        "cost_usd": pl.Float64(),
+        "complete_until": pl.Datetime("us", "UTC"),
+    }
+)
 
 
 def data_edge(con: duckdb.DuckDBPyConnection, *, now: datetime | None = None) -> datetime | None:
     """Where the cost data ends: the latest end of a line of a day or less (what the forecast calls
     ``complete_until``), among lines that started before ``now``."""
     # epoch arithmetic: subtracting TIMESTAMPTZ values goes through ICU, 15x slower on 10M lines here
-    rows = con.execute("""
+    rows = con.execute(
+        """
         SELECT make_timestamptz(max(epoch_us("ChargePeriodEnd")) FILTER (
                    WHERE epoch_us("ChargePeriodEnd") - epoch_us("ChargePeriodStart") <= 86400000000))
-        FROM cost_line_items WHERE "ChargePeriodStart" < coalesce(?, 'infinity'::TIMESTAMPTZ)""", [now]).fetchall()
+        FROM cost_line_items WHERE "ChargePeriodStart" < coalesce(?, 'infinity'::TIMESTAMPTZ)""",
+        [now],
+    ).fetchall()
     return rows[0][0]
 
 
 def provider_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The ProviderName values the cost data holds (a budget's provider codes are matched to them)."""
-    return [r[0] for r in con.execute("SELECT DISTINCT provider FROM cost_daily WHERE provider IS NOT NULL "
-                                      "ORDER BY 1").fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT provider FROM cost_daily WHERE provider IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
 
 
 def _scope_clauses(teams, provider_names_, gpu_models, tags, *, line_items: bool) -> tuple[str, list]:
-    team_col, provider_col, gpu_col = (('"x_Team"', '"ProviderName"', '"x_GpuModel"') if line_items
-                                       else ("team", "provider", "gpu_model"))
+    team_col, provider_col, gpu_col = (
+        ('"x_Team"', '"ProviderName"', '"x_GpuModel"') if line_items else ("team", "provider", "gpu_model")
+    )
     clauses: list[str] = ["TRUE"]
     params: list[object] = []
     for column, values in ((team_col, teams), (provider_col, provider_names_), (gpu_col, gpu_models)):
@@ -46,7 +61,7 @@ def _scope_clauses(teams, provider_names_, gpu_models, tags, *, line_items: bool
             clauses.append(f"{column} IN (SELECT unnest(?::VARCHAR[]))")
             params.append(list(values))
     for key, values in tags or ():
-        clauses.append("json_extract_string(\"Tags\", ?) IN (SELECT unnest(?::VARCHAR[]))")
+        clauses.append('json_extract_string("Tags", ?) IN (SELECT unnest(?::VARCHAR[]))')
         params += ["$." + _json_key(key), list(values)]
     return " AND ".join(clauses), params
 
@@ -55,10 +70,16 @@ def _json_key(key: str) -> str:
     return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def scope_daily_series(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None,
-                       provider_names_: list[str] | None = None, gpu_models: list[str] | None = None,
-                       tags: list[tuple[str, list[str]]] | None = None,
-                       before: datetime | None = None, complete_until: datetime | None = None) -> pl.DataFrame:
+def scope_daily_series(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    teams: list[str] | None = None,
+    provider_names_: list[str] | None = None,
+    gpu_models: list[str] | None = None,
+    tags: list[tuple[str, list[str]]] | None = None,
+    before: datetime | None = None,
+    complete_until: datetime | None = None,
+) -> pl.DataFrame:
     """Daily EffectiveCost per (team, provider) of a budget's scope, in the columns of
     ``queries.daily_cost_series`` (what ``models.forecast`` fits), for days before ``before``.
     Without tags it reads the ``cost_daily`` rollup (exact DECIMAL sums, cast once), with tags the
@@ -81,13 +102,21 @@ def scope_daily_series(con: duckdb.DuckDBPyConnection, *, teams: list[str] | Non
             GROUP BY ALL ORDER BY team, provider_name, day"""
     frame = _frame(con, sql, params + [before])
     return frame.with_columns(pl.lit(complete_until, pl.Datetime("us", "UTC")).alias("complete_until")).cast(
-        SERIES_SCHEMA)  # `cost`: the exact DECIMAL sum; `cost_usd`: the same as DOUBLE, for the model
+        SERIES_SCHEMA
+    )  # `cost`: the exact DECIMAL sum; `cost_usd`: the same as DOUBLE, for the model
 
 
 # idle-GPU burn: the rollups' fast path (the idle_gpu model reads every resource-hour)
 
-def idle_runs(con: duckdb.DuckDBPyConnection, *, idle_util_pct: float, min_hours: int,
-              now: datetime | None = None, max_lag_hours: int = 2) -> pl.DataFrame:
+
+def idle_runs(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    idle_util_pct: float,
+    min_hours: int,
+    now: datetime | None = None,
+    max_lag_hours: int = 2,
+) -> pl.DataFrame:
     """Per billed resource whose GPUs are idle right now: the current run of consecutive measured
     idle hours (every GPU's peak under ``idle_util_pct``; a missing hour ends a run: unknown is not
     idle), when it is at least ``min_hours`` long and its last hour is within ``max_lag_hours`` of
@@ -95,7 +124,9 @@ def idle_runs(con: duckdb.DuckDBPyConnection, *, idle_util_pct: float, min_hours
     team, GPU model and count, and the cost of those hours from the line items: ``billed_usd`` over
     ``billed_hours``; ``rate_usd_per_hour`` is the resource's mean GPU cost per billed hour over its
     last 24 billed hours up to the run's end, to price the hours the bill does not hold yet."""
-    return _frame(con, f"""
+    return _frame(
+        con,
+        f"""
         WITH newest AS (
             SELECT max(hour) AS h FROM gpu_metrics_hourly
             WHERE resource_id IS NOT NULL AND hour <= coalesce(?, 'infinity'::TIMESTAMPTZ)),
@@ -155,10 +186,12 @@ def idle_runs(con: duckdb.DuckDBPyConnection, *, idle_util_pct: float, min_hours
                p.rate_usd_per_hour
         FROM runs r LEFT JOIN priced p USING (resource_id) LEFT JOIN gpus g USING (resource_id)
         ORDER BY r.resource_id""",
-        [now, max_lag_hours, idle_util_pct, idle_util_pct, idle_util_pct, idle_util_pct, min_hours, max_lag_hours])
+        [now, max_lag_hours, idle_util_pct, idle_util_pct, idle_util_pct, idle_util_pct, min_hours, max_lag_hours],
+    )
 
 
 # the alert ledger (warehouse/alerts_store.py writes it)
+
 
 def _team_visibility(teams: list[str] | None) -> tuple[str, list]:
     """An alert is visible to a team-scoped reader when it concerns teams and all of them are the
@@ -168,8 +201,13 @@ def _team_visibility(teams: list[str] | None) -> tuple[str, list]:
     return "len(a.teams) > 0 AND list_has_all(?::VARCHAR[], a.teams)", [list(teams)]
 
 
-def alerts(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None, status: str | None = "open",
-           rule: str | None = None) -> pl.DataFrame:
+def alerts(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    teams: list[str] | None = None,
+    status: str | None = "open",
+    rule: str | None = None,
+) -> pl.DataFrame:
     """Alerts (open by default; ``status=None``: every state) visible to ``teams``: the most severe
     first, then the newest, a budget's highest threshold first."""
     where, params = _team_visibility(teams)
@@ -180,33 +218,46 @@ def alerts(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None, st
         where += " AND a.rule = ?"
         params.append(rule)
     try:
-        return _frame(con, f"""
+        return _frame(
+            con,
+            f"""
             SELECT a.* FROM alerts a WHERE {where}
             ORDER BY CASE a.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, a.opened_at DESC,
-                     a.scope, TRY_CAST(a.threshold AS DOUBLE) DESC NULLS LAST, a.alert_id""", params)
+                     a.scope, TRY_CAST(a.threshold AS DOUBLE) DESC NULLS LAST, a.alert_id""",
+            params,
+        )
     except duckdb.CatalogException:  # a warehouse older than the alert tables, read-only: no alerts yet
         from gpufinops.warehouse.schema import ALERTS
+
         return pl.DataFrame(ALERTS.empty_table())
 
 
 def alert_rows(con: duckdb.DuckDBPyConnection, alert_ids: list[str]) -> pl.DataFrame:
-    return _frame(con, "SELECT * FROM alerts WHERE alert_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY alert_id",
-                  [list(alert_ids)])
+    return _frame(
+        con, "SELECT * FROM alerts WHERE alert_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY alert_id", [list(alert_ids)]
+    )
 
 
 def pending_notifications(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Every delivery not yet done: one row per notification (its alerts as a list), oldest first;
     ``status`` is pending, failed (retried) or sending (a previous run died mid-delivery)."""
-    return _frame(con, """
+    return _frame(
+        con,
+        """
         SELECT notification_id, any_value(event) AS event, any_value(channel) AS channel,
                any_value(target) AS target, any_value(status) AS status, max(attempts) AS attempts,
                list(alert_id ORDER BY alert_id) AS alert_ids, min(created_at) AS created_at
         FROM alert_deliveries WHERE status IN ('pending', 'failed', 'sending')
-        GROUP BY notification_id ORDER BY created_at, notification_id""")
+        GROUP BY notification_id ORDER BY created_at, notification_id""",
+    )
 
 
 def delivery_status(con: duckdb.DuckDBPyConnection, *, alert_id: str | None = None) -> pl.DataFrame:
     where, params = ("alert_id = ?", [alert_id]) if alert_id else ("TRUE", [])
-    return _frame(con, f"""
+    return _frame(
+        con,
+        f"""
         SELECT alert_id, event, channel, target, status, attempts, message_id, http_status, error, sent_at
-        FROM alert_deliveries WHERE {where} ORDER BY alert_id, event, channel, target""", params)
+        FROM alert_deliveries WHERE {where} ORDER BY alert_id, event, channel, target""",
+        params,
+    )

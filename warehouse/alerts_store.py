@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-Route = Callable[[tuple[str, ...]], list[tuple[str, str]]]   # teams -> [(channel, target)]
+Route = Callable[[tuple[str, ...]], list[tuple[str, str]]]  # teams -> [(channel, target)]
 
 
 def notification_id(event: str, channel: str, target: str, alert_ids: Iterable[str]) -> str:
@@ -33,24 +33,36 @@ def _details(value: Any) -> str:
     return json.dumps(value, default=str, sort_keys=True)
 
 
-def reconcile(con: duckdb.DuckDBPyConnection, plan: Callable[[list[dict]], Any], route: Route,
-              group_of: Callable[[str, str, str, tuple[str, ...]], str], now: datetime) -> dict[str, Any]:
+def reconcile(
+    con: duckdb.DuckDBPyConnection,
+    plan: Callable[[list[dict]], Any],
+    route: Route,
+    group_of: Callable[[str, str, str, tuple[str, ...]], str],
+    now: datetime,
+) -> dict[str, Any]:
     """Apply one evaluation; returns what changed (alert ids per change, notifications planned)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        rows = [dict(zip(("alert_id", "rule", "scope", "period", "threshold", "status", "teams"), r))
-                for r in con.execute("SELECT alert_id, rule, scope, period, threshold, status, teams FROM alerts"
-                                     ).fetchall()]
+        rows = [
+            dict(zip(("alert_id", "rule", "scope", "period", "threshold", "status", "teams"), r))
+            for r in con.execute(
+                "SELECT alert_id, rule, scope, period, threshold, status, teams FROM alerts"
+            ).fetchall()
+        ]
         changes = plan(rows)
         stored = {r["alert_id"] for r in rows}
         for alert in changes.opened + changes.refreshed:
             _upsert(con, alert, alert.id in stored, now)
         for alert_id, status, resolution in changes.closed:
-            con.execute("UPDATE alerts SET status = ?, resolution = ?, closed_at = ?, evaluated_at = ? "
-                        "WHERE alert_id = ?", [status, resolution, now, now, alert_id])
-            con.execute("UPDATE alert_deliveries SET status = 'cancelled', updated_at = ?, error = ? "
-                        "WHERE alert_id = ? AND event = 'opened' AND status IN ('pending', 'failed')",
-                        [now, f"not sent: the alert was {status} first", alert_id])
+            con.execute(
+                "UPDATE alerts SET status = ?, resolution = ?, closed_at = ?, evaluated_at = ? WHERE alert_id = ?",
+                [status, resolution, now, now, alert_id],
+            )
+            con.execute(
+                "UPDATE alert_deliveries SET status = 'cancelled', updated_at = ?, error = ? "
+                "WHERE alert_id = ? AND event = 'opened' AND status IN ('pending', 'failed')",
+                [now, f"not sent: the alert was {status} first", alert_id],
+            )
         opened = _plan_opened(con, changes.opened, route, now)
         by_id = {r["alert_id"]: r for r in rows}
         resolved = [by_id[a] for a, status, _ in changes.closed if status == "resolved"]
@@ -59,42 +71,62 @@ def reconcile(con: duckdb.DuckDBPyConnection, plan: Callable[[list[dict]], Any],
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return {"opened": [a.id for a in changes.opened], "refreshed": [a.id for a in changes.refreshed],
-            "closed": changes.closed, "notifications": opened + closing}
+    return {
+        "opened": [a.id for a in changes.opened],
+        "refreshed": [a.id for a in changes.refreshed],
+        "closed": changes.closed,
+        "notifications": opened + closing,
+    }
 
 
 def _upsert(con: duckdb.DuckDBPyConnection, alert: Any, exists: bool, now: datetime) -> None:
-    values = [alert.severity, list(alert.teams), alert.title, alert.summary, alert.value_usd, alert.limit_usd,
-              _details(alert.details)]
+    values = [
+        alert.severity,
+        list(alert.teams),
+        alert.title,
+        alert.summary,
+        alert.value_usd,
+        alert.limit_usd,
+        _details(alert.details),
+    ]
     if exists:
-        con.execute("""UPDATE alerts SET severity = ?, teams = ?, title = ?, summary = ?, value_usd = ?, limit_usd = ?,
+        con.execute(
+            """UPDATE alerts SET severity = ?, teams = ?, title = ?, summary = ?, value_usd = ?, limit_usd = ?,
                               details = ?, status = 'open', resolution = NULL, closed_at = NULL, evaluated_at = ?
-                       WHERE alert_id = ?""", values + [now, alert.id])
+                       WHERE alert_id = ?""",
+            values + [now, alert.id],
+        )
     else:
-        con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', NULL, ?, ?, NULL)",
-                    [alert.id, alert.rule, alert.scope, alert.period, alert.threshold] + values + [now, now])
+        con.execute(
+            "INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', NULL, ?, ?, NULL)",
+            [alert.id, alert.rule, alert.scope, alert.period, alert.threshold] + values + [now, now],
+        )
 
 
-def _existing(con: duckdb.DuckDBPyConnection, alert_ids: list[str], event: str
-              ) -> dict[str, set[tuple[str, str, str]]]:
+def _existing(con: duckdb.DuckDBPyConnection, alert_ids: list[str], event: str) -> dict[str, set[tuple[str, str, str]]]:
     """alert id -> {(channel, target, status)} of its deliveries of ``event``."""
     found: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
     if alert_ids:
         for alert_id, channel, target, status in con.execute(
-                "SELECT alert_id, channel, target, status FROM alert_deliveries WHERE event = ? "
-                "AND alert_id IN (SELECT unnest(?::VARCHAR[]))", [event, alert_ids]).fetchall():
+            "SELECT alert_id, channel, target, status FROM alert_deliveries WHERE event = ? "
+            "AND alert_id IN (SELECT unnest(?::VARCHAR[]))",
+            [event, alert_ids],
+        ).fetchall():
             found[alert_id].add((channel, target, status))
     return found
 
 
-def _insert(con: duckdb.DuckDBPyConnection, groups: dict[tuple[str, str, str], list[str]], event: str,
-            now: datetime) -> list[str]:
+def _insert(
+    con: duckdb.DuckDBPyConnection, groups: dict[tuple[str, str, str], list[str]], event: str, now: datetime
+) -> list[str]:
     planned = []
     for (_, channel, target), ids in sorted(groups.items()):
         nid = notification_id(event, channel, target, ids)
         for alert_id in sorted(ids):
-            con.execute("INSERT INTO alert_deliveries VALUES (?, ?, ?, ?, ?, 'pending', 0, NULL, NULL, NULL, ?, ?, NULL)",
-                        [nid, alert_id, event, channel, target, now, now])
+            con.execute(
+                "INSERT INTO alert_deliveries VALUES (?, ?, ?, ?, ?, 'pending', 0, NULL, NULL, NULL, ?, ?, NULL)",
+                [nid, alert_id, event, channel, target, now, now],
+            )
         planned.append(nid)
     return planned
 
@@ -124,11 +156,22 @@ def _plan_resolved(con: duckdb.DuckDBPyConnection, rows: list[dict], group_of, n
     return _insert(con, groups, "resolved", now)
 
 
-def mark(con: duckdb.DuckDBPyConnection, nid: str, status: str, now: datetime, *, attempt: bool = False,
-         message_id: str | None = None, http_status: int | None = None, error: str | None = None) -> None:
+def mark(
+    con: duckdb.DuckDBPyConnection,
+    nid: str,
+    status: str,
+    now: datetime,
+    *,
+    attempt: bool = False,
+    message_id: str | None = None,
+    http_status: int | None = None,
+    error: str | None = None,
+) -> None:
     """Move every row of one notification to ``status`` (one statement: all or none)."""
-    con.execute("""UPDATE alert_deliveries SET status = ?, attempts = attempts + ?, message_id = coalesce(?, message_id),
+    con.execute(
+        """UPDATE alert_deliveries SET status = ?, attempts = attempts + ?, message_id = coalesce(?, message_id),
                           http_status = coalesce(?, http_status), error = ?, updated_at = ?,
                           sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END
                    WHERE notification_id = ?""",
-                [status, 1 if attempt else 0, message_id, http_status, error, now, status, now, nid])
+        [status, 1 if attempt else 0, message_id, http_status, error, now, status, now, nid],
+    )

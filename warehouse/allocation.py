@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 SCOPE = "_gpufinops_allocation_scope"
 BATCHES, PART = "_gpufinops_allocation_batches", "_gpufinops_allocation_part"
-BATCH_RESOURCE_DAYS = 2000   # resource-days allocated per statement (a 1,000-node fleet: two days)
+BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-node fleet: two days)
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
 SETTINGS_KEYS = ("unallocated", "mig_weight", "mps_hosts")
@@ -46,9 +46,10 @@ SETTINGS_KEYS = ("unallocated", "mig_weight", "mps_hosts")
 @dataclass(frozen=True)
 class AllocationSettings:
     """The ``[allocation]`` config section."""
-    unallocated: str = "show"              # show: the resource's team carries its idle share; spread: Koku's rule
-    mig_weight: str = "compute"            # a MIG slice's weight: compute slices, memory slices, or the larger
-    mps_hosts: tuple[str, ...] = field(default_factory=tuple)   # glob patterns of hosts whose sharing is MPS
+
+    unallocated: str = "show"  # show: the resource's team carries its idle share; spread: Koku's rule
+    mig_weight: str = "compute"  # a MIG slice's weight: compute slices, memory slices, or the larger
+    mps_hosts: tuple[str, ...] = field(default_factory=tuple)  # glob patterns of hosts whose sharing is MPS
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> AllocationSettings:
@@ -59,18 +60,21 @@ class AllocationSettings:
                 raise ValueError(f"allocation.{key}: unknown key (allowed: {', '.join(SETTINGS_KEYS)})")
         unallocated = section.get("unallocated", "show")
         if unallocated not in UNALLOCATED_CHOICES:
-            raise ValueError(f"allocation.unallocated: must be \"show\" or \"spread\", not {unallocated!r}")
+            raise ValueError(f'allocation.unallocated: must be "show" or "spread", not {unallocated!r}')
         mig_weight = section.get("mig_weight", "compute")
         if mig_weight not in MIG_WEIGHTS:
             raise ValueError(f"allocation.mig_weight: must be one of {', '.join(MIG_WEIGHTS)}, not {mig_weight!r}")
         hosts = section.get("mps_hosts", [])
         if not isinstance(hosts, list) or not all(isinstance(h, str) and h and "'" not in h for h in hosts):
-            raise ValueError("allocation.mps_hosts: must be a list of host name patterns (globs, e.g. \"gpu-mps-*\")")
+            raise ValueError('allocation.mps_hosts: must be a list of host name patterns (globs, e.g. "gpu-mps-*")')
         return cls(unallocated, mig_weight, tuple(hosts))
 
     def rows(self) -> list[tuple[str, str]]:
-        return [("mig_weight", self.mig_weight), ("mps_hosts", json.dumps(list(self.mps_hosts))),
-                ("unallocated", self.unallocated)]
+        return [
+            ("mig_weight", self.mig_weight),
+            ("mps_hosts", json.dumps(list(self.mps_hosts))),
+            ("unallocated", self.unallocated),
+        ]
 
     def is_mps_host(self, host: str) -> bool:
         return any(fnmatch.fnmatchcase(host, pattern) for pattern in self.mps_hosts)
@@ -80,11 +84,16 @@ def stored_settings(con: duckdb.DuckDBPyConnection) -> AllocationSettings | None
     rows = dict(con.execute("SELECT key, value FROM allocation_settings").fetchall())
     if not rows:
         return None
-    return AllocationSettings(rows.get("unallocated", "show"), rows.get("mig_weight", "compute"),
-                              tuple(json.loads(rows.get("mps_hosts", "[]"))))
+    return AllocationSettings(
+        rows.get("unallocated", "show"),
+        rows.get("mig_weight", "compute"),
+        tuple(json.loads(rows.get("mps_hosts", "[]"))),
+    )
 
 
-def sync_settings(con: duckdb.DuckDBPyConnection, settings: AllocationSettings | None) -> tuple[AllocationSettings, bool]:
+def sync_settings(
+    con: duckdb.DuckDBPyConnection, settings: AllocationSettings | None
+) -> tuple[AllocationSettings, bool]:
     """(the settings to allocate with, whether they changed). ``None``: keep what the warehouse holds
     (a load started without the config allocates as the last configured run did)."""
     stored = stored_settings(con)
@@ -103,6 +112,7 @@ def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
 
 # ---- the scope of a load -------------------------------------------------------------------------
 
+
 def _start(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {SCOPE} (resource_id VARCHAR, day_n BIGINT)")
 
@@ -112,13 +122,19 @@ def capture(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list
     runner before a slice is deleted, and after cost rows are inserted)."""
     if table == "cost_line_items":
         _start(con)
-        con.execute(f'INSERT INTO {SCOPE} SELECT DISTINCT c."ResourceId", epoch_us(c."ChargePeriodStart") // {US_PER_DAY} '
-                    f'FROM cost_line_items c WHERE c."ResourceId" IS NOT NULL AND c."ChargeCategory" = \'Usage\' '
-                    f'AND {GPU_USAGE} AND {where}', params)
+        con.execute(
+            f'INSERT INTO {SCOPE} SELECT DISTINCT c."ResourceId", epoch_us(c."ChargePeriodStart") // {US_PER_DAY} '
+            f'FROM cost_line_items c WHERE c."ResourceId" IS NOT NULL AND c."ChargeCategory" = \'Usage\' '
+            f"AND {GPU_USAGE} AND {where}",
+            params,
+        )
     elif table in ("gpu_metrics_hourly", "gpu_workloads_hourly"):
         _start(con)
-        con.execute(f"INSERT INTO {SCOPE} SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} "
-                    f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}", params)
+        con.execute(
+            f"INSERT INTO {SCOPE} SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} "
+            f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}",
+            params,
+        )
 
 
 def _capture_metrics(con: duckdb.DuckDBPyConnection, touched: attribution.Touched) -> None:
@@ -152,17 +168,22 @@ def _everything(con: duckdb.DuckDBPyConnection) -> None:
 
 # ---- recompute -----------------------------------------------------------------------------------
 
+
 def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> int:
     """Replace the allocation of every resource-day in the scope table; returns the rows written.
 
     Resource-days are independent (the spread rule works within one), so they are allocated in batches
     of ``BATCH_RESOURCE_DAYS`` in day order: memory stays bounded by a batch, and each batch's scans are
     bounded by its days (the tables' zone maps skip the rest)."""
-    con.execute(f"DELETE FROM gpu_allocation_hourly a WHERE EXISTS (SELECT 1 FROM {SCOPE} s "
-                f"WHERE s.resource_id = a.resource_id AND s.day_n = epoch_us(a.hour) // {US_PER_DAY})")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, day_n, "
-                f"(row_number() OVER (ORDER BY day_n, resource_id) - 1) // {BATCH_RESOURCE_DAYS} AS batch "
-                f"FROM (SELECT DISTINCT resource_id, day_n FROM {SCOPE} WHERE resource_id IS NOT NULL)")
+    con.execute(
+        f"DELETE FROM gpu_allocation_hourly a WHERE EXISTS (SELECT 1 FROM {SCOPE} s "
+        f"WHERE s.resource_id = a.resource_id AND s.day_n = epoch_us(a.hour) // {US_PER_DAY})"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, day_n, "
+        f"(row_number() OVER (ORDER BY day_n, resource_id) - 1) // {BATCH_RESOURCE_DAYS} AS batch "
+        f"FROM (SELECT DISTINCT resource_id, day_n FROM {SCOPE} WHERE resource_id IS NOT NULL)"
+    )
     bounds = con.execute(f"SELECT batch, min(day_n), max(day_n) FROM {BATCHES} GROUP BY 1 ORDER BY 1").fetchall()
     written = 0
     # Row order means nothing to the allocation (its ids are internal, its ties break on content): keeping
@@ -182,16 +203,23 @@ def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> i
 def _insert_batches(con: duckdb.DuckDBPyConnection, settings: AllocationSettings, bounds: list[tuple]) -> int:
     written = 0
     for batch, first_day, last_day in bounds:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT resource_id, day_n FROM {BATCHES} WHERE batch = ?",
-                    [batch])
-        sql = compute_sql(PART, mig_weight=settings.mig_weight, spread=settings.unallocated == "spread",
-                          mps_hosts=list(settings.mps_hosts), days=(first_day, last_day))
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT resource_id, day_n FROM {BATCHES} WHERE batch = ?", [batch]
+        )
+        sql = compute_sql(
+            PART,
+            mig_weight=settings.mig_weight,
+            spread=settings.unallocated == "spread",
+            mps_hosts=list(settings.mps_hosts),
+            days=(first_day, last_day),
+        )
         written += int(con.execute(f"INSERT INTO gpu_allocation_hourly BY NAME {sql}").fetchall()[0][0])
     return written
 
 
-def apply(con: duckdb.DuckDBPyConnection, touched: attribution.Touched,
-          settings: AllocationSettings | None = None) -> int:
+def apply(
+    con: duckdb.DuckDBPyConnection, touched: attribution.Touched, settings: AllocationSettings | None = None
+) -> int:
     """Recompute what a load's changes touch; inside the load's transaction, after attribution."""
     settings, changed = sync_settings(con, settings)
     _start(con)

@@ -33,7 +33,7 @@ def _team_cost_sql(*, utc: bool, where_base: str, where_alloc: str, where_team: 
                sum(d.effective_cost) AS tagged_cost, sum(d.gpu_cost) AS tagged_gpu_cost
         FROM cost_daily d WHERE {where_base} GROUP BY ALL"""
         alloc_day = f"make_timestamptz(epoch_us(a.hour) // {US_PER_DAY} * {US_PER_DAY})"
-    else:     # days in the reader's time zone (bound first parameter): from the line items
+    else:  # days in the reader's time zone (bound first parameter): from the line items
         base = f"""
         SELECT CAST(timezone(?, c."ChargePeriodStart") AS DATE) AS day, c."ProviderName" AS provider,
                c."x_Team" AS team, c."ServiceName" AS service, sum(c."BilledCost") AS billed_cost,
@@ -68,8 +68,13 @@ def _team_cost_sql(*, utc: bool, where_base: str, where_alloc: str, where_team: 
     FROM moves WHERE {where_team} GROUP BY ALL ORDER BY day, provider, team, service"""
 
 
-def team_spend_daily(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                     start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
+def team_spend_daily(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
     """Per UTC day, provider, team and service: ``effective_cost`` / ``gpu_cost`` as the team carries
     them (shared GPU resources by allocation), ``allocated_gpu_cost`` (its workloads' share of shared
     GPUs), ``unallocated_gpu_cost`` (idle capacity it carries), and the bill's own ``billed_cost`` /
@@ -82,9 +87,14 @@ def team_spend_daily(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | 
     return _frame(con, sql, base_params + alloc_params + team_params)
 
 
-def report_team_spend_daily(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                            start: datetime | None = None, end: datetime | None = None,
-                            tz: str = "UTC") -> pl.DataFrame:
+def report_team_spend_daily(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    tz: str = "UTC",
+) -> pl.DataFrame:
     """:func:`team_spend_daily` with days counted in the time zone ``tz`` (the weekly report's)."""
     where_base, base_params = _filters(None, start, end)
     where_alloc, alloc_params = _filters(None, start, end, time_col="a.hour")
@@ -93,44 +103,76 @@ def report_team_spend_daily(con: duckdb.DuckDBPyConnection, *, team: str | list[
     return _frame(con, sql, [tz] + base_params + [tz] + alloc_params + team_params)
 
 
-def team_cost_series(con: duckdb.DuckDBPyConnection, *, teams: list[str] | None = None,
-                     start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
+def team_cost_series(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    teams: list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
     """Daily cost per (team, provider) as the teams carry it (DOUBLE: the cost forecast's series), UTC days,
     with ``complete_until``: the latest end of any line of a day or less (the data's edge, on every row)."""
     daily = report_team_spend_daily(con, team=teams, start=start, end=end, tz="UTC")
-    edge = con.execute('SELECT max("ChargePeriodEnd") FILTER (WHERE "ChargePeriodEnd" - "ChargePeriodStart" '
-                       '<= INTERVAL 1 DAY) FROM cost_line_items').fetchall()[0][0]
-    schema = pl.Schema({"day": pl.Date(), "team": pl.Utf8(), "provider_name": pl.Utf8(), "cost_usd": pl.Float64(),
-                        "complete_until": pl.Datetime("us", "UTC")})
+    edge = con.execute(
+        'SELECT max("ChargePeriodEnd") FILTER (WHERE "ChargePeriodEnd" - "ChargePeriodStart" '
+        "<= INTERVAL 1 DAY) FROM cost_line_items"
+    ).fetchall()[0][0]
+    schema = pl.Schema(
+        {
+            "day": pl.Date(),
+            "team": pl.Utf8(),
+            "provider_name": pl.Utf8(),
+            "cost_usd": pl.Float64(),
+            "complete_until": pl.Datetime("us", "UTC"),
+        }
+    )
     if daily.is_empty():
         return pl.DataFrame(schema=schema)
-    return (daily.group_by("day", "team", "provider")
-            .agg(pl.col("effective_cost").sum().cast(pl.Float64).alias("cost_usd"))
-            .select("day", "team", pl.col("provider").alias("provider_name"), "cost_usd")
-            .with_columns(pl.lit(edge, pl.Datetime("us", "UTC")).alias("complete_until"))
-            .sort("team", "provider_name", "day", nulls_last=True))
+    return (
+        daily.group_by("day", "team", "provider")
+        .agg(pl.col("effective_cost").sum().cast(pl.Float64).alias("cost_usd"))
+        .select("day", "team", pl.col("provider").alias("provider_name"), "cost_usd")
+        .with_columns(pl.lit(edge, pl.Datetime("us", "UTC")).alias("complete_until"))
+        .sort("team", "provider_name", "day", nulls_last=True)
+    )
 
 
-def allocation_by_workload(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                           start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
+def allocation_by_workload(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
     """Per team, namespace, pod (or process) and basis: allocated GPU cost and GPU-hours in the window,
     the resources it ran on (the Team page's shared-GPU table)."""
     where, params = _filters(team, start, end, team_col="team", time_col="hour")
-    return _frame(con, f"""
+    return _frame(
+        con,
+        f"""
         SELECT team, namespace, coalesce(pod, process) AS workload, basis, sum(cost_usd) AS cost_usd,
                sum(share) AS gpu_hours, count(DISTINCT resource_id) AS resources,
                string_agg(DISTINCT method, ',' ORDER BY method) AS methods
         FROM gpu_allocation_hourly WHERE basis <> 'unallocated' AND {where}
-        GROUP BY ALL ORDER BY cost_usd DESC, team, namespace, workload""", params)
+        GROUP BY ALL ORDER BY cost_usd DESC, team, namespace, workload""",
+        params,
+    )
 
 
-def unallocated_by_node(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                        start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
+def unallocated_by_node(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
     """Per team and node (billed resource): the unallocated GPU cost and GPU-hours (idle capacity of
     shared GPUs), next to the node's whole allocated GPU cost."""
     where, params = _filters(team, start, end, team_col="a.team", time_col="a.hour")
     node_where, node_params = _filters(None, start, end, time_col="hour")
-    return _frame(con, f"""
+    return _frame(
+        con,
+        f"""
         WITH nodes AS (
             SELECT resource_id, sum(cost_usd) AS node_gpu_cost, any_value(host) AS host
             FROM gpu_allocation_hourly WHERE {node_where} GROUP BY 1)
@@ -141,16 +183,20 @@ def unallocated_by_node(con: duckdb.DuckDBPyConnection, *, team: str | list[str]
         FROM gpu_allocation_hourly a JOIN nodes n USING (resource_id)
         WHERE a.basis = 'unallocated' AND {where}
         GROUP BY a.team, a.resource_id ORDER BY unallocated_cost DESC, a.team, a.resource_id""",
-        node_params + params)
+        node_params + params,
+    )
 
 
-def workload_hours(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
-                   end: datetime | None = None) -> pl.DataFrame:
+def workload_hours(
+    con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
     """Per pod and GPU (or slice) hour: the pod's presence and the memory it held, the GPU's peak
     utilisation in that hour, the cost allocation charged the pod for it (NULL: not allocated, e.g.
     no bill yet) and the resource's billing facts (the idle model's allocated-but-idle input)."""
     where, params = _filters(None, start, end, time_col="w.hour")
-    return _frame(con, f"""
+    return _frame(
+        con,
+        f"""
         WITH alloc AS (
             SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, container,
                    sum(cost_usd) AS cost_usd, any_value(team) AS team, any_value(provider) AS provider
@@ -176,4 +222,6 @@ def workload_hours(con: duckdb.DuckDBPyConnection, *, start: datetime | None = N
              AND a.mig_instance IS NOT DISTINCT FROM h.mig_instance AND a.namespace IS NOT DISTINCT FROM h.namespace
              AND a.pod = h.pod AND a.container IS NOT DISTINCT FROM h.container
         LEFT JOIN resources r ON r.resource_id = h.resource_id
-        ORDER BY h.resource_id, h.namespace, h.pod, h.gpu_uuid, h.mig_instance, h.hour""", params)
+        ORDER BY h.resource_id, h.namespace, h.pod, h.gpu_uuid, h.mig_instance, h.hour""",
+        params,
+    )

@@ -38,14 +38,15 @@ US_PER_HOUR = 3_600_000_000
 US_PER_DAY = 86_400_000_000
 # A row's fraction of its resource-hour as an integer: 720720 (divisible by every number up to 16: GPU
 # counts, MIG slices, minutes of an hour) × 1e7, so the usual fractions are exact.
-WEIGHT_SCALE = 720_720 * 10 ** 7
-COST_SCALE = 10 ** 15     # DECIMAL(38, 15): cost in integer units of 1e-15 USD
+WEIGHT_SCALE = 720_720 * 10**7
+COST_SCALE = 10**15  # DECIMAL(38, 15): cost in integer units of 1e-15 USD
 
 
 @dataclass(frozen=True)
 class MigGeometry:
     """A MIG-capable GPU family: compute slices, memory slices and the full profile's memory (GB)."""
-    match: str           # lower-case substring of the GPU model name
+
+    match: str  # lower-case substring of the GPU model name
     compute_slices: int
     memory_slices: int
     full_memory_gb: int
@@ -54,10 +55,17 @@ class MigGeometry:
 # Koku's GPU_MAX_SLICES_BY_MODEL (A30 4, A100 / H100 / H200 / B200 7, RTX PRO 6000 4, RTX PRO 5000 2),
 # with NVIDIA's MIG user guide for the memory geometry (eight memory slices; A30 four).
 MIG_GEOMETRY = (
-    MigGeometry("a30", 4, 4, 24), MigGeometry("rtx pro 6000", 4, 4, 96), MigGeometry("rtx pro 5000", 2, 2, 48),
-    MigGeometry("a100-40gb", 7, 8, 40), MigGeometry("a100", 7, 8, 80), MigGeometry("h100-pcie", 7, 8, 80),
-    MigGeometry("h100 nvl", 7, 8, 94), MigGeometry("h100", 7, 8, 80), MigGeometry("gh200", 7, 8, 96),
-    MigGeometry("h200", 7, 8, 141), MigGeometry("b200", 7, 8, 180),
+    MigGeometry("a30", 4, 4, 24),
+    MigGeometry("rtx pro 6000", 4, 4, 96),
+    MigGeometry("rtx pro 5000", 2, 2, 48),
+    MigGeometry("a100-40gb", 7, 8, 40),
+    MigGeometry("a100", 7, 8, 80),
+    MigGeometry("h100-pcie", 7, 8, 80),
+    MigGeometry("h100 nvl", 7, 8, 94),
+    MigGeometry("h100", 7, 8, 80),
+    MigGeometry("gh200", 7, 8, 96),
+    MigGeometry("h200", 7, 8, 141),
+    MigGeometry("b200", 7, 8, 180),
 )
 DEFAULT_GEOMETRY = MigGeometry("", 7, 8, 80)
 
@@ -73,14 +81,18 @@ def slice_weight_sql(mig: str, model: str, mode: str) -> str:
     compute = f"TRY_CAST(regexp_extract({mig}, '(\\d+)g\\.', 1) AS DOUBLE) / {_case(lowered, 'compute_slices')}"
     memory_gb = f"TRY_CAST(regexp_extract({mig}, 'g\\.(\\d+)gb', 1) AS DOUBLE)"
     slice_gb = f"({_case(lowered, 'full_memory_gb')} / {_case(lowered, 'memory_slices')})"
-    memory = (f"least(1.0, greatest(1.0, round({memory_gb} / {slice_gb})) / {_case(lowered, 'memory_slices')})")
-    chosen = {"compute": compute, "memory": f"coalesce({memory}, {compute})",
-              "max": f"greatest(coalesce({memory}, 0), {compute})"}[mode]
+    memory = f"least(1.0, greatest(1.0, round({memory_gb} / {slice_gb})) / {_case(lowered, 'memory_slices')})"
+    chosen = {
+        "compute": compute,
+        "memory": f"coalesce({memory}, {compute})",
+        "max": f"greatest(coalesce({memory}, 0), {compute})",
+    }[mode]
     return f"coalesce({chosen}, 1.0 / {_case(lowered, 'compute_slices')})"
 
 
-def compute_sql(scope: str, *, mig_weight: str, spread: bool, mps_hosts: list[str],
-                days: tuple[int, int] | None = None) -> str:
+def compute_sql(
+    scope: str, *, mig_weight: str, spread: bool, mps_hosts: list[str], days: tuple[int, int] | None = None
+) -> str:
     """SELECT of gpu_allocation_hourly rows for the (resource_id, day_n) pairs in ``scope``; ``days``
     (first, last day number) bounds the scans so that the tables' zone maps skip other days.
 
@@ -93,8 +105,10 @@ def compute_sql(scope: str, *, mig_weight: str, spread: bool, mps_hosts: list[st
     def within(column: str) -> str:
         if days is None:
             return "TRUE"
-        return (f"{column} >= make_timestamptz({int(days[0]) * US_PER_DAY}) "
-                f"AND {column} < make_timestamptz({(int(days[1]) + 1) * US_PER_DAY})")
+        return (
+            f"{column} >= make_timestamptz({int(days[0]) * US_PER_DAY}) "
+            f"AND {column} < make_timestamptz({(int(days[1]) + 1) * US_PER_DAY})"
+        )
 
     billed = "CASE WHEN rh.onprem THEN rh.onprem_gpus ELSE coalesce(rh.billed_gpus, 0) END"
     return f"""
@@ -108,16 +122,16 @@ lines AS (
        AND s.day_n = {day.format('c."ChargePeriodStart"')}
   WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND {within('c."ChargePeriodStart"')}),
 gm0 AS (
-  SELECT m.resource_id, {hour.format('m.hour')} AS hour_n, m.gpu_uuid, m.mig_instance, m.source, m.host,
+  SELECT m.resource_id, {hour.format("m.hour")} AS hour_n, m.gpu_uuid, m.mig_instance, m.source, m.host,
          m.gpu_model, m.samples
-  FROM gpu_metrics_hourly m SEMI JOIN scope s ON s.resource_id = m.resource_id AND s.day_n = {day.format('m.hour')}
-  WHERE m.gpu_uuid IS NOT NULL AND {within('m.hour')}),
+  FROM gpu_metrics_hourly m SEMI JOIN scope s ON s.resource_id = m.resource_id AND s.day_n = {day.format("m.hour")}
+  WHERE m.gpu_uuid IS NOT NULL AND {within("m.hour")}),
 wl0 AS (
   SELECT g.resource_id, g.hour_n, w.gpu_uuid, w.mig_instance, w.source, w.namespace, w.pod, w.container,
          w.process, w.samples, w.occupied_samples, w.sharing, coalesce(w.sm_active_mean, w.util_mean / 100) AS measure
-  FROM gpu_workloads_hourly w JOIN gm0 g ON g.source = w.source AND g.hour_n = {hour.format('w.hour')}
+  FROM gpu_workloads_hourly w JOIN gm0 g ON g.source = w.source AND g.hour_n = {hour.format("w.hour")}
        AND g.gpu_uuid = w.gpu_uuid AND g.mig_instance IS NOT DISTINCT FROM w.mig_instance
-  WHERE w.samples > 0 AND {within('w.hour')}),
+  WHERE w.samples > 0 AND {within("w.hour")}),
 days AS (SELECT DISTINCT resource_id, hour_n // 24 AS day_n FROM wl0),
 rh AS (  -- the allocated resource-hours: their GPU cost (also in integer units of 1e-15 USD) and owner
   SELECT row_number() OVER () AS rh_id, *, cost < 0 AS negative,
@@ -147,7 +161,7 @@ gpus AS (
     GROUP BY 1, 2)),
 units_raw AS (
   SELECT row_number() OVER () AS unit_id, p.gpu_id, p.rh_id, g.gpu_uuid, g.mig_instance, g.source, g.host, g.samples,
-         CASE WHEN g.mig_instance IS NULL THEN 1.0 ELSE {slice_weight_sql('g.mig_instance', 'g.gpu_model', mig_weight)} END
+         CASE WHEN g.mig_instance IS NULL THEN 1.0 ELSE {slice_weight_sql("g.mig_instance", "g.gpu_model", mig_weight)} END
              AS raw_weight
   FROM gm g JOIN gpus p ON p.rh_id = g.rh_id AND p.gpu_uuid = g.gpu_uuid AND p.source = g.source
   WHERE (g.mig_instance IS NOT NULL) = p.mig),
@@ -237,7 +251,7 @@ amounts AS (
   FROM based b JOIN leftover l USING (rh_id) LEFT JOIN ranked r USING (rid))
 SELECT make_timestamptz(rh.hour_n * {US_PER_HOUR}) AS hour, rh.resource_id, rh.provider, n.host, n.gpu_uuid,
        n.mig_instance, n.namespace, n.pod, n.container, n.process, n.team, round(n.share, 12) AS share,
-       (CASE WHEN rh.negative THEN -1 ELSE 1 END) * ({units_to_decimal('a.amount')}) AS cost_usd,
+       (CASE WHEN rh.negative THEN -1 ELSE 1 END) * ({units_to_decimal("a.amount")}) AS cost_usd,
        n.basis, n.method, n.source, n.owner_team, rh.service
 FROM numbered n JOIN amounts a USING (rid) JOIN rh USING (rh_id)
 """

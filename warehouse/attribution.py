@@ -51,33 +51,56 @@ ATTRIBUTED_TABLES = {"gpu_metrics_hourly": True, "gpu_processes_hourly": False}
 def provider_resource_sql(col: str) -> str:
     """SQL: a Kubernetes node providerID as the ResourceId its cloud bills under (NULL when empty)."""
     parts = f"string_split(trim(substr({col}, 7), '/'), '/')"
-    return (f"CASE WHEN {col} IS NULL OR {col} = '' THEN NULL "
-            f"WHEN starts_with({col}, 'aws://') THEN nullif(regexp_extract(rtrim({col}, '/'), '[^/]*$'), '') "
-            f"WHEN starts_with({col}, 'gce://') AND len({parts}) = 3 THEN "
-            f"'//compute.googleapis.com/projects/' || {parts}[1] || '/zones/' || {parts}[2] || '/instances/' || {parts}[3] "
-            f"ELSE {col} END")
+    return (
+        f"CASE WHEN {col} IS NULL OR {col} = '' THEN NULL "
+        f"WHEN starts_with({col}, 'aws://') THEN nullif(regexp_extract(rtrim({col}, '/'), '[^/]*$'), '') "
+        f"WHEN starts_with({col}, 'gce://') AND len({parts}) = 3 THEN "
+        f"'//compute.googleapis.com/projects/' || {parts}[1] || '/zones/' || {parts}[2] || '/instances/' || {parts}[3] "
+        f"ELSE {col} END"
+    )
 
 
-def rules_table(source: str, resource_map: dict[str, str] | None = None,
-                namespace_teams: dict[str, str] | None = None,
-                host_teams: dict[str, str] | None = None) -> pa.Table:
+def rules_table(
+    source: str,
+    resource_map: dict[str, str] | None = None,
+    namespace_teams: dict[str, str] | None = None,
+    host_teams: dict[str, str] | None = None,
+) -> pa.Table:
     """The ``attribution_rules`` rows of one source (ATTRIBUTION_RULES schema)."""
-    rows = [(kind, key, value) for kind, mapping in (("resource_map", resource_map), ("namespace_teams", namespace_teams),
-                                                      ("host_teams", host_teams))
-            for key, value in sorted((mapping or {}).items())]
-    return pa.table({"source": [source] * len(rows), "kind": [r[0] for r in rows], "key": [r[1] for r in rows],
-                     "value": [r[2] for r in rows]}, schema=schema.ATTRIBUTION_RULES)
+    rows = [
+        (kind, key, value)
+        for kind, mapping in (
+            ("resource_map", resource_map),
+            ("namespace_teams", namespace_teams),
+            ("host_teams", host_teams),
+        )
+        for key, value in sorted((mapping or {}).items())
+    ]
+    return pa.table(
+        {
+            "source": [source] * len(rows),
+            "kind": [r[0] for r in rows],
+            "key": [r[1] for r in rows],
+            "value": [r[2] for r in rows],
+        },
+        schema=schema.ATTRIBUTION_RULES,
+    )
 
 
 def stored_rules(con: duckdb.DuckDBPyConnection, source: str) -> list[tuple[str, str, str]]:
-    return [tuple(r) for r in con.execute(
-        "SELECT kind, key, value FROM attribution_rules WHERE source = ? ORDER BY 1, 2, 3", [source]).fetchall()]
+    return [
+        tuple(r)
+        for r in con.execute(
+            "SELECT kind, key, value FROM attribution_rules WHERE source = ? ORDER BY 1, 2, 3", [source]
+        ).fetchall()
+    ]
 
 
 def rules_changed(con: duckdb.DuckDBPyConnection, source: str, rules: pa.Table) -> bool:
     """Whether ``rules`` (the source's, possibly none) differ from what the warehouse holds for it."""
-    new = sorted(zip(rules.column("kind").to_pylist(), rules.column("key").to_pylist(),
-                     rules.column("value").to_pylist()))
+    new = sorted(
+        zip(rules.column("kind").to_pylist(), rules.column("key").to_pylist(), rules.column("value").to_pylist())
+    )
     return new != stored_rules(con, source)
 
 
@@ -119,8 +142,10 @@ LEFT JOIN billed b ON b.resource_id = x.resource_id"""
 
 def label_team_sql(alias: str = "m") -> str:
     """SQL: the team the scheduler's labels give a GPU-hour row ``alias`` (its source's namespace_teams)."""
-    return (f"(SELECT value FROM attribution_rules ar WHERE ar.kind = 'namespace_teams' "
-            f"AND ar.source = {alias}.source AND ar.key = {alias}.namespace)")
+    return (
+        f"(SELECT value FROM attribution_rules ar WHERE ar.kind = 'namespace_teams' "
+        f"AND ar.source = {alias}.source AND ar.key = {alias}.namespace)"
+    )
 
 
 def _update(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list) -> int:
@@ -133,7 +158,8 @@ def _update(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list
         changed = con.execute(
             f"UPDATE {table} AS t SET resource_id = x.resource_id, team = x.team FROM {temp} x "
             f"WHERE t.rowid = x.rid AND (t.resource_id IS DISTINCT FROM x.resource_id "
-            f"OR t.team IS DISTINCT FROM x.team)").fetchall()[0][0]
+            f"OR t.team IS DISTINCT FROM x.team)"
+        ).fetchall()[0][0]
     finally:
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return int(changed)
@@ -142,10 +168,11 @@ def _update(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list
 @dataclass
 class Touched:
     """What a load changed that attribution depends on (collected by the runner during one load)."""
-    cost_sources: set[str] = field(default_factory=set)      # cost slices replaced (affected ids in a temp table)
+
+    cost_sources: set[str] = field(default_factory=set)  # cost slices replaced (affected ids in a temp table)
     metric_slices: list[tuple[str, str, str, list]] = field(default_factory=list)  # (table, source, slice_expr, slices)
-    rule_sources: set[str] = field(default_factory=set)      # sources whose rules were replaced
-    rule_hosts: set[str] = field(default_factory=set)        # hosts named by replaced host_teams rules
+    rule_sources: set[str] = field(default_factory=set)  # sources whose rules were replaced
+    rule_hosts: set[str] = field(default_factory=set)  # hosts named by replaced host_teams rules
 
     @property
     def empty(self) -> bool:
@@ -162,14 +189,21 @@ def start_cost_capture(con: duckdb.DuckDBPyConnection) -> None:
 def capture_cost_ids(con: duckdb.DuckDBPyConnection, where: str, params: list) -> None:
     """Remember the ResourceIds of the cost rows matching ``where`` (before a delete, after an insert)."""
     start_cost_capture(con)
-    con.execute(f'INSERT INTO {AFFECTED} SELECT DISTINCT "ResourceId" FROM cost_line_items '
-                f'WHERE "ResourceId" IS NOT NULL AND {where}', params)
+    con.execute(
+        f'INSERT INTO {AFFECTED} SELECT DISTINCT "ResourceId" FROM cost_line_items '
+        f'WHERE "ResourceId" IS NOT NULL AND {where}',
+        params,
+    )
 
 
 def capture_rule_hosts(con: duckdb.DuckDBPyConnection, source: str, touched: Touched) -> None:
     touched.rule_sources.add(source)
-    touched.rule_hosts.update(h for (h,) in con.execute(
-        "SELECT key FROM attribution_rules WHERE source = ? AND kind = 'host_teams'", [source]).fetchall())
+    touched.rule_hosts.update(
+        h
+        for (h,) in con.execute(
+            "SELECT key FROM attribution_rules WHERE source = ? AND kind = 'host_teams'", [source]
+        ).fetchall()
+    )
 
 
 def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
@@ -183,16 +217,19 @@ def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
         changed += _update(con, table, where, [source, *slices])
     if touched.rule_sources:
         for table in ATTRIBUTED_TABLES:
-            changed += _update(con, table, "list_contains(?::VARCHAR[], source) OR list_contains(?::VARCHAR[], host)",
-                               [sorted(touched.rule_sources), sorted(touched.rule_hosts)])
+            changed += _update(
+                con,
+                table,
+                "list_contains(?::VARCHAR[], source) OR list_contains(?::VARCHAR[], host)",
+                [sorted(touched.rule_sources), sorted(touched.rule_hosts)],
+            )
     if touched.cost_sources:
         ids = f"(SELECT DISTINCT resource_id FROM {AFFECTED})"
         for table, hints in ATTRIBUTED_TABLES.items():
             where = f"resource_id IN {ids} OR host IN {ids}"
             if hints:
                 where += f" OR resource_hint IN {ids} OR ({provider_resource_sql('provider_id')}) IN {ids}"
-            where += (f" OR host IN (SELECT key FROM attribution_rules WHERE kind = 'resource_map' "
-                      f"AND value IN {ids})")
+            where += f" OR host IN (SELECT key FROM attribution_rules WHERE kind = 'resource_map' AND value IN {ids})"
             changed += _update(con, table, where, [])
         con.execute(f"DROP TABLE IF EXISTS {AFFECTED}")
     if changed:

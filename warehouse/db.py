@@ -86,8 +86,11 @@ def _settings(con: duckdb.DuckDBPyConnection, path: Path, memory_limit: str, thr
         con.execute(f"SET memory_limit = {_literal(memory_limit)}")
     except duckdb.Error as exc:
         con.close()
-        raise WarehouseError(f"warehouse.memory_limit {memory_limit!r} is not a memory size (e.g. \"2GB\"): "
-                             f"{_cause(exc)}", path, usage=True) from None
+        raise WarehouseError(
+            f'warehouse.memory_limit {memory_limit!r} is not a memory size (e.g. "2GB"): {_cause(exc)}',
+            path,
+            usage=True,
+        ) from None
     if threads:
         con.execute(f"SET threads = {int(threads)}")
 
@@ -110,17 +113,25 @@ def _open(path: Path, read_only: bool, retry_seconds: float) -> duckdb.DuckDBPyC
                 raise _open_error(path, exc) from exc
             if time.monotonic() >= deadline:
                 holder = re.search(r"\(PID (\d+)\)", str(exc))
-                raise WarehouseBusy(f"warehouse {path} is locked by another process"
-                                    + (f" (pid {holder.group(1)})" if holder else "")
-                                    + f"; waited {retry_seconds:g} s", path) from exc
+                raise WarehouseBusy(
+                    f"warehouse {path} is locked by another process"
+                    + (f" (pid {holder.group(1)})" if holder else "")
+                    + f"; waited {retry_seconds:g} s",
+                    path,
+                ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
 
 @contextlib.contextmanager
-def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-           threads: int | None = None, retry_seconds: float = 30.0,
-           create: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+def writer(
+    path: str | os.PathLike,
+    *,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    threads: int | None = None,
+    retry_seconds: float = 30.0,
+    create: bool = True,
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection for one job at the current schema (see :func:`check_version`), closed on exit.
     ``create=False``: a missing warehouse is WarehouseMissing (nothing is created, no folder either)."""
     path = Path(path)
@@ -143,8 +154,9 @@ def writer(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
 
 
 @contextlib.contextmanager
-def reader(path: str | os.PathLike, *, memory_limit: str = "1GB",
-           retry_seconds: float = 5.0) -> Iterator[duckdb.DuckDBPyConnection]:
+def reader(
+    path: str | os.PathLike, *, memory_limit: str = "1GB", retry_seconds: float = 5.0
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection (dashboard, API, `gpufinops sql`), closed on exit."""
     path = Path(path)
     if not path.exists():
@@ -158,8 +170,11 @@ def reader(path: str | os.PathLike, *, memory_limit: str = "1GB",
 
 
 def missing(path: Path) -> WarehouseMissing:
-    return WarehouseMissing(f"warehouse {path} does not exist yet (a command that only reads never creates it): run "
-                            f"`gpufinops ingest` or `gpufinops demo` first", path)
+    return WarehouseMissing(
+        f"warehouse {path} does not exist yet (a command that only reads never creates it): run "
+        f"`gpufinops ingest` or `gpufinops demo` first",
+        path,
+    )
 
 
 def rollback(con: duckdb.DuckDBPyConnection) -> None:
@@ -171,8 +186,9 @@ def rollback(con: duckdb.DuckDBPyConnection) -> None:
         log.debug("rollback after a failure: %s", exc)
 
 
-def prepare(path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-            retry_seconds: float = 30.0) -> int | None:
+def prepare(
+    path: str | os.PathLike, *, memory_limit: str = DEFAULT_MEMORY_LIMIT, retry_seconds: float = 30.0
+) -> int | None:
     """Bring the warehouse at ``path`` to the code's schema and reference data, once, at a process's start.
 
     Returns the schema version, or None when there is no warehouse yet (nothing is created: the first
@@ -221,11 +237,17 @@ def check_version(con: duckdb.DuckDBPyConnection, path: Path) -> int:
     0 for a new, empty warehouse."""
     version = _stored_version(con)
     if version > schema.SCHEMA_VERSION:
-        raise WarehouseError(f"warehouse {path} has schema version {version}, newer than this gpufinops "
-                             f"({schema.SCHEMA_VERSION}): upgrade gpufinops", path)
+        raise WarehouseError(
+            f"warehouse {path} has schema version {version}, newer than this gpufinops "
+            f"({schema.SCHEMA_VERSION}): upgrade gpufinops",
+            path,
+        )
     if 0 < version < schema.SCHEMA_VERSION:
-        raise WarehouseOutdated(f"warehouse {path} has schema version {version}, older than this gpufinops "
-                                f"({schema.SCHEMA_VERSION}): run `{UPGRADE_COMMAND}` to upgrade it", path)
+        raise WarehouseOutdated(
+            f"warehouse {path} has schema version {version}, older than this gpufinops "
+            f"({schema.SCHEMA_VERSION}): run `{UPGRADE_COMMAND}` to upgrade it",
+            path,
+        )
     return version
 
 
@@ -239,8 +261,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply the migrations this warehouse lacks, each in its own transaction; returns the version."""
     version = current_version(con)
     if version > schema.SCHEMA_VERSION:
-        raise RuntimeError(f"warehouse schema version {version} is newer than this gpufinops "
-                           f"({schema.SCHEMA_VERSION}): upgrade gpufinops")
+        raise RuntimeError(
+            f"warehouse schema version {version} is newer than this gpufinops "
+            f"({schema.SCHEMA_VERSION}): upgrade gpufinops"
+        )
     for target in range(version + 1, schema.SCHEMA_VERSION + 1):
         con.execute("BEGIN TRANSACTION")
         try:

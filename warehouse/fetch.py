@@ -19,7 +19,9 @@ def one(cursor: duckdb.DuckDBPyConnection, what: str = "the query") -> tuple[Any
     statement may then be refused ("connection has an unfinished result")."""
     rows = cursor.fetchall()
     if len(rows) != 1:
-        raise LookupError(f"{what} returned {len(rows) or 'no'} rows, expected one" if rows else f"{what} returned no row")
+        raise LookupError(
+            f"{what} returned {len(rows) or 'no'} rows, expected one" if rows else f"{what} returned no row"
+        )
     return tuple(rows[0])
 
 

@@ -21,12 +21,19 @@ import polars as pl
 # FOCUS files are daily. GPU metrics: a scrape every minute, an hourly rollup: the newest complete
 # hour. Price catalogues change rarely: a week old is fine.
 EXPECTED_LAG_HOURS: dict[str, tuple[str, float]] = {
-    "aws_cur": ("cost", 24.0), "gcp_billing_export": ("cost", 24.0), "focus_files": ("cost", 48.0),
+    "aws_cur": ("cost", 24.0),
+    "gcp_billing_export": ("cost", 24.0),
+    "focus_files": ("cost", 48.0),
     "onprem": ("cost", 3.0),
-    "dcgm_exporter": ("metrics", 1.0), "prometheus": ("metrics", 2.0), "nvidia_smi_csv": ("metrics", 1.0),
+    "dcgm_exporter": ("metrics", 1.0),
+    "prometheus": ("metrics", 2.0),
+    "nvidia_smi_csv": ("metrics", 1.0),
     "cloudwatch_gpu": ("metrics", 2.0),
-    "aws_spot_prices": ("prices", 24.0), "aws_pricing": ("prices", 168.0), "gcp_catalog": ("prices", 168.0),
-    "aws_spot_advisor": ("prices", 168.0), "gcp_price_history": ("prices", 720.0),
+    "aws_spot_prices": ("prices", 24.0),
+    "aws_pricing": ("prices", 168.0),
+    "gcp_catalog": ("prices", 168.0),
+    "aws_spot_advisor": ("prices", 168.0),
+    "gcp_price_history": ("prices", 720.0),
 }
 DEFAULT_LAG = ("other", 24.0)
 
@@ -43,9 +50,20 @@ SELECT r.source, r.source_type, r.last_run_at, r.last_status, r.last_ok_at,
 FROM runs r LEFT JOIN cost c USING (source) LEFT JOIN metrics m USING (source)
 ORDER BY r.source"""
 
-SCHEMA = pl.Schema({"source": pl.Utf8(), "source_type": pl.Utf8(), "kind": pl.Utf8(), "newest_data_at": pl.Datetime("us", "UTC"),
-          "expected_lag_hours": pl.Float64(), "age_hours": pl.Float64(), "stale": pl.Boolean(),
-          "last_run_at": pl.Datetime("us", "UTC"), "last_status": pl.Utf8(), "message": pl.Utf8()})
+SCHEMA = pl.Schema(
+    {
+        "source": pl.Utf8(),
+        "source_type": pl.Utf8(),
+        "kind": pl.Utf8(),
+        "newest_data_at": pl.Datetime("us", "UTC"),
+        "expected_lag_hours": pl.Float64(),
+        "age_hours": pl.Float64(),
+        "stale": pl.Boolean(),
+        "last_run_at": pl.Datetime("us", "UTC"),
+        "last_status": pl.Utf8(),
+        "message": pl.Utf8(),
+    }
+)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -70,7 +88,8 @@ def source_freshness(con: duckdb.DuckDBPyConnection, now: datetime | None = None
     now = (now or datetime.now(UTC)).astimezone(UTC)
     rows = []
     for source, source_type, last_run, last_status, last_ok, cost_newest, metrics_newest in con.execute(
-            _NEWEST_SQL).fetchall():
+        _NEWEST_SQL
+    ).fetchall():
         kind, lag = EXPECTED_LAG_HOURS.get(source_type, DEFAULT_LAG)
         newest = {"cost": cost_newest, "metrics": metrics_newest}.get(kind, last_ok) or cost_newest or metrics_newest
         newest = _utc(newest)
@@ -81,11 +100,23 @@ def source_freshness(con: duckdb.DuckDBPyConnection, now: datetime | None = None
             age = (now - newest) / timedelta(hours=1)
             stale = age > lag
             what = {"cost": "cost data ends", "metrics": "GPU metrics end"}.get(kind, "last refreshed")
-            message = (f"{what} {newest:%Y-%m-%d %H:%M} UTC, {_age_text(age)} ago"
-                       + (f" (expected within {_age_text(lag)}): stale" if stale else ""))
-        rows.append({"source": source, "source_type": source_type, "kind": kind, "newest_data_at": newest,
-                     "expected_lag_hours": lag, "age_hours": None if age is None else round(age, 2), "stale": stale,
-                     "last_run_at": _utc(last_run), "last_status": last_status, "message": message})
+            message = f"{what} {newest:%Y-%m-%d %H:%M} UTC, {_age_text(age)} ago" + (
+                f" (expected within {_age_text(lag)}): stale" if stale else ""
+            )
+        rows.append(
+            {
+                "source": source,
+                "source_type": source_type,
+                "kind": kind,
+                "newest_data_at": newest,
+                "expected_lag_hours": lag,
+                "age_hours": None if age is None else round(age, 2),
+                "stale": stale,
+                "last_run_at": _utc(last_run),
+                "last_status": last_status,
+                "message": message,
+            }
+        )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 

@@ -143,8 +143,12 @@ def normalize_gpu_model(name: str | None, memory_mib: float | None = None) -> st
 
 def _blackwell_model(text: str) -> str | None:
     """B200/B300 and their Grace superchip forms; GB200 is checked first ("gb200" contains "b200")."""
-    for pattern, model in ((r"\bgb200\b", "GB200"), (r"\bgb300\b", "GB300"),
-                           (r"\bb200\b", "B200"), (r"\bb300\b", "B300")):
+    for pattern, model in (
+        (r"\bgb200\b", "GB200"),
+        (r"\bgb300\b", "GB300"),
+        (r"\bb200\b", "B200"),
+        (r"\bb300\b", "B300"),
+    ):
         if _has(pattern, text):
             return model
     return None
@@ -187,8 +191,6 @@ def load_gpu_specs(path: Path | None = None) -> pa.Table:
         ),
     )
     if table.column_names != GPU_SPECS_SCHEMA.names:
-        raise ValueError(
-            f"{csv_path}: expected columns {GPU_SPECS_SCHEMA.names}, got {table.column_names}"
-        )
+        raise ValueError(f"{csv_path}: expected columns {GPU_SPECS_SCHEMA.names}, got {table.column_names}")
     logger.debug("loaded %d GPU spec rows from %s", table.num_rows, csv_path)
     return table.cast(GPU_SPECS_SCHEMA)

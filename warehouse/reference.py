@@ -47,14 +47,21 @@ def refresh_gpu_instance_types(con: duckdb.DuckDBPyConnection) -> bool:
     The CSV is parsed and validated before anything is written: a bad file raises ``ValueError`` and
     leaves the table and its recorded digest as they were, so the next run retries.
     """
-    return _refresh(con, "gpu_instance_reference", GPU_INSTANCE_TYPES_PATH,
-                    lambda: load_gpu_instance_types(GPU_INSTANCE_TYPES_PATH), _INSTANCE_TYPES_STATE)
+    return _refresh(
+        con,
+        "gpu_instance_reference",
+        GPU_INSTANCE_TYPES_PATH,
+        lambda: load_gpu_instance_types(GPU_INSTANCE_TYPES_PATH),
+        _INSTANCE_TYPES_STATE,
+    )
 
 
 def stale(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether a reference table lags its bundled CSV (works on a read-only connection)."""
-    return any(not _loaded(con, path, key)[0] for path, key in
-               ((GPU_SPECS_PATH, _GPU_SPECS_STATE), (GPU_INSTANCE_TYPES_PATH, _INSTANCE_TYPES_STATE)))
+    return any(
+        not _loaded(con, path, key)[0]
+        for path, key in ((GPU_SPECS_PATH, _GPU_SPECS_STATE), (GPU_INSTANCE_TYPES_PATH, _INSTANCE_TYPES_STATE))
+    )
 
 
 def _loaded(con: duckdb.DuckDBPyConnection, path: Path, state_key: str) -> tuple[bool, str]:
@@ -67,8 +74,9 @@ def _loaded(con: duckdb.DuckDBPyConnection, path: Path, state_key: str) -> tuple
     return bool(rows) and json.loads(rows[0][0]).get("sha256") == digest, digest
 
 
-def _refresh(con: duckdb.DuckDBPyConnection, table_name: str, path: Path, load: Callable[[], pa.Table],
-             state_key: str) -> bool:
+def _refresh(
+    con: duckdb.DuckDBPyConnection, table_name: str, path: Path, load: Callable[[], pa.Table], state_key: str
+) -> bool:
     loaded, digest = _loaded(con, path, state_key)
     if loaded:
         return False
@@ -109,8 +117,12 @@ def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
     csv_path = path if path is not None else GPU_INSTANCE_TYPES_PATH
     expected = schema.GPU_INSTANCE_REFERENCE
     try:
-        table = pacsv.read_csv(csv_path, convert_options=pacsv.ConvertOptions(
-            column_types={field.name: field.type for field in expected}, strings_can_be_null=True))
+        table = pacsv.read_csv(
+            csv_path,
+            convert_options=pacsv.ConvertOptions(
+                column_types={field.name: field.type for field in expected}, strings_can_be_null=True
+            ),
+        )
     except pa.ArrowInvalid as exc:
         raise ValueError(f"{csv_path}: {exc}") from exc
     if table.column_names != expected.names:
@@ -122,8 +134,10 @@ def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
         problem = ("instance_type", "a duplicate of an earlier row") if key in seen else row_problem(row)
         if problem is not None:
             column, reason = problem
-            raise ValueError(f"{csv_path}: row {index + 2} ({row['provider']} {row['instance_type']}), "
-                             f"column {column}: value {row[column]!r} is {reason}")
+            raise ValueError(
+                f"{csv_path}: row {index + 2} ({row['provider']} {row['instance_type']}), "
+                f"column {column}: value {row[column]!r} is {reason}"
+            )
         seen.add(key)
     log.debug("loaded %d GPU instance types from %s", table.num_rows, csv_path)
     return table
@@ -206,5 +220,7 @@ INSTANCE_GPUS_SQL = """(
 def resolved_gpu_count(bill_count: str, inventory: str) -> str:
     """SQL: GPUs per instance — the catalogue, else the bill (``bill_count``), else the inventory
     (``inventory`` is an alias of INSTANCE_GPUS_SQL joined on the instance type)."""
-    return (f"CASE WHEN {inventory}.origin = 'catalogue' THEN {inventory}.gpu_count "
-            f"ELSE COALESCE({bill_count}, {inventory}.gpu_count) END")
+    return (
+        f"CASE WHEN {inventory}.origin = 'catalogue' THEN {inventory}.gpu_count "
+        f"ELSE COALESCE({bill_count}, {inventory}.gpu_count) END"
+    )

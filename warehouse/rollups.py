@@ -21,8 +21,8 @@ GPU_USAGE = gpu_usage(None)  # cost_line_items unaliased
 
 def cost_daily_insert_sql(*, all_sources: bool = False) -> str:
     """INSERT of the rollup rows of one source (bound parameter) or, with ``all_sources``, of all."""
-    where = "TRUE" if all_sources else "\"x_Source\" IS NOT DISTINCT FROM ?"
-    gpu_usage = f"{GPU_USAGE} AND \"ChargeCategory\" = 'Usage' AND \"ResourceId\" IS NOT NULL"
+    where = "TRUE" if all_sources else '"x_Source" IS NOT DISTINCT FROM ?'
+    gpu_usage = f'{GPU_USAGE} AND "ChargeCategory" = \'Usage\' AND "ResourceId" IS NOT NULL'
     return f"""
         INSERT INTO cost_daily
         SELECT make_timestamptz(day_n * 86400000000) AS day, source, provider, team, service, gpu_model,

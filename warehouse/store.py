@@ -20,19 +20,43 @@ def evidence_fingerprint(rec: dict[str, Any]) -> str:
     proposed = {k: v for k, v in (rec.get("proposed") or {}).items() if "cost" not in k and "usd" not in k}
     savings = float(rec.get("monthly_savings_usd") or 0)
     bucket = math.floor(math.log2(savings)) if savings >= 1 else 0
-    text = json.dumps([rec.get("kind"), rec.get("resource_id"), rec.get("workload"), proposed, bucket],
-                      sort_keys=True, default=str)
+    text = json.dumps(
+        [rec.get("kind"), rec.get("resource_id"), rec.get("workload"), proposed, bucket], sort_keys=True, default=str
+    )
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-_COLUMNS = ("id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-            "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status",
-            "model_version", "evidence_hash", "plan", "plan_id")
+_COLUMNS = (
+    "id",
+    "kind",
+    "team",
+    "provider",
+    "resource_id",
+    "workload",
+    "current",
+    "proposed",
+    "monthly_savings_usd",
+    "confidence",
+    "risk",
+    "evidence",
+    "created_at",
+    "status",
+    "model_version",
+    "evidence_hash",
+    "plan",
+    "plan_id",
+)
 
 
-def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], kinds: Iterable[str],
-                          model_versions: dict[str, str] | None = None, *,
-                          withheld: Iterable[Any] | None = None, comparison: Iterable[Any] | None = None) -> int:
+def store_recommendations(
+    con: duckdb.DuckDBPyConnection,
+    recs: Iterable[Any],
+    kinds: Iterable[str],
+    model_versions: dict[str, str] | None = None,
+    *,
+    withheld: Iterable[Any] | None = None,
+    comparison: Iterable[Any] | None = None,
+) -> int:
     """Replace the open recommendations of ``kinds`` with this run's, in one transaction.
 
     A finding someone already decided on keeps its status (the id is stable across runs) and is
@@ -45,15 +69,31 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
     kinds = list(kinds)
     con.execute("BEGIN TRANSACTION")
     try:
-        decided = {rid: (status, fp) for rid, status, fp in con.execute(
-            "SELECT id, status, evidence_hash FROM recommendations WHERE status <> 'open'").fetchall()}
-        con.execute("DELETE FROM recommendations WHERE kind IN (SELECT unnest(?::VARCHAR[])) AND status = 'open'",
-                    [kinds])
+        decided = {
+            rid: (status, fp)
+            for rid, status, fp in con.execute(
+                "SELECT id, status, evidence_hash FROM recommendations WHERE status <> 'open'"
+            ).fetchall()
+        }
+        con.execute(
+            "DELETE FROM recommendations WHERE kind IN (SELECT unnest(?::VARCHAR[])) AND status = 'open'", [kinds]
+        )
         con.execute("DELETE FROM withheld_findings WHERE kind IN (SELECT unnest(?::VARCHAR[]))", [kinds])
         for w in withheld or ():
-            con.execute("INSERT INTO withheld_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
-                        [w.kind, w.resource_id, w.team, w.provider, w.reason, w.detail, w.missing, w.source_hint,
-                         versions.get(w.kind)])
+            con.execute(
+                "INSERT INTO withheld_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                [
+                    w.kind,
+                    w.resource_id,
+                    w.team,
+                    w.provider,
+                    w.reason,
+                    w.detail,
+                    w.missing,
+                    w.source_hint,
+                    versions.get(w.kind),
+                ],
+            )
         if comparison is not None:
             _store_comparison(con, comparison, versions.get("onprem_vs_cloud"))
         for row in rows:
@@ -62,18 +102,49 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, recs: Iterable[Any], k
             if status == "dismissed" and old_fp is not None and old_fp != fingerprint:
                 status = "open"  # the evidence changed since it was dismissed: ask again
             if row["id"] in decided:
-                con.execute("UPDATE recommendations SET monthly_savings_usd = ?, confidence = ?, evidence = ?, "
-                            "current = ?, proposed = ?, risk = ?, status = ?, model_version = ?, "
-                            "evidence_hash = ?, plan = ?, plan_id = ? WHERE id = ?",
-                            [row["monthly_savings_usd"], row["confidence"], json.dumps(row["evidence"]),
-                             json.dumps(row["current"]), json.dumps(row["proposed"]), row["risk"], status,
-                             versions.get(row["kind"]), fingerprint, row.get("plan"), row.get("plan_id"), row["id"]])
+                con.execute(
+                    "UPDATE recommendations SET monthly_savings_usd = ?, confidence = ?, evidence = ?, "
+                    "current = ?, proposed = ?, risk = ?, status = ?, model_version = ?, "
+                    "evidence_hash = ?, plan = ?, plan_id = ? WHERE id = ?",
+                    [
+                        row["monthly_savings_usd"],
+                        row["confidence"],
+                        json.dumps(row["evidence"]),
+                        json.dumps(row["current"]),
+                        json.dumps(row["proposed"]),
+                        row["risk"],
+                        status,
+                        versions.get(row["kind"]),
+                        fingerprint,
+                        row.get("plan"),
+                        row.get("plan_id"),
+                        row["id"],
+                    ],
+                )
                 continue
-            con.execute(f"INSERT INTO recommendations ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", [
-                row["id"], row["kind"], row["team"], row["provider"], row["resource_id"], row["workload"],
-                json.dumps(row["current"]), json.dumps(row["proposed"]), row["monthly_savings_usd"],
-                row["confidence"], row["risk"], json.dumps(row["evidence"]), row["created_at"], "open",
-                versions.get(row["kind"]), fingerprint, row.get("plan"), row.get("plan_id")])
+            con.execute(
+                f"INSERT INTO recommendations ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                [
+                    row["id"],
+                    row["kind"],
+                    row["team"],
+                    row["provider"],
+                    row["resource_id"],
+                    row["workload"],
+                    json.dumps(row["current"]),
+                    json.dumps(row["proposed"]),
+                    row["monthly_savings_usd"],
+                    row["confidence"],
+                    row["risk"],
+                    json.dumps(row["evidence"]),
+                    row["created_at"],
+                    "open",
+                    versions.get(row["kind"]),
+                    fingerprint,
+                    row.get("plan"),
+                    row.get("plan_id"),
+                ],
+            )
         con.execute("COMMIT")
     except BaseException:
         rollback(con)
@@ -85,10 +156,24 @@ def _store_comparison(con: duckdb.DuckDBPyConnection, comparison: Iterable[Any],
     con.execute("DELETE FROM onprem_comparison")
     for rec in comparison:
         row = rec.to_dict()
-        con.execute("INSERT INTO onprem_comparison VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            row["id"], row["team"], row["resource_id"], row["workload"], row["evidence"].get("pattern"),
-            row["proposed"].get("action"), json.dumps(row["current"]), json.dumps(row["proposed"]),
-            rec.monthly_savings_usd, row["confidence"], json.dumps(row["evidence"]), version, row["created_at"]])
+        con.execute(
+            "INSERT INTO onprem_comparison VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                row["id"],
+                row["team"],
+                row["resource_id"],
+                row["workload"],
+                row["evidence"].get("pattern"),
+                row["proposed"].get("action"),
+                json.dumps(row["current"]),
+                json.dumps(row["proposed"]),
+                rec.monthly_savings_usd,
+                row["confidence"],
+                json.dumps(row["evidence"]),
+                version,
+                row["created_at"],
+            ],
+        )
 
 
 DECISION_STATUS = {"accept": "accepted", "dismiss": "dismissed", "apply": "applied", "reopen": "open"}
@@ -98,8 +183,15 @@ class UnknownRecommendation(LookupError):
     pass
 
 
-def record_decision(con: duckdb.DuckDBPyConnection, recommendation_id: str, decision: str, reason: str | None,
-                    actor: str, *, teams: list[str] | None = None) -> str:
+def record_decision(
+    con: duckdb.DuckDBPyConnection,
+    recommendation_id: str,
+    decision: str,
+    reason: str | None,
+    actor: str,
+    *,
+    teams: list[str] | None = None,
+) -> str:
     """Record who decided what on a recommendation, and set its status, in one transaction.
 
     ``teams`` (None = every team) scopes the caller: a recommendation outside it is reported as
@@ -115,8 +207,9 @@ def record_decision(con: duckdb.DuckDBPyConnection, recommendation_id: str, deci
         if not found or (teams is not None and found[0][0] not in teams):
             raise UnknownRecommendation(f"no recommendation {recommendation_id!r}")
         con.execute("UPDATE recommendations SET status = ? WHERE id = ?", [status, recommendation_id])
-        con.execute("INSERT INTO decisions VALUES (?, ?, ?, ?, now())",
-                    [recommendation_id, decision, reason or "", actor])
+        con.execute(
+            "INSERT INTO decisions VALUES (?, ?, ?, ?, now())", [recommendation_id, decision, reason or "", actor]
+        )
         con.execute("COMMIT")
     except BaseException:
         rollback(con)

@@ -39,21 +39,45 @@ def main() -> None:
         st.info("No GPU usage in your scope yet.")
         return
     cols = st.columns(3)
-    cols[0].metric("Idle GPU cost", money(total(idle, "idle_cost")),
-                   help=f"billed GPU hours whose measured peak utilisation stayed under {IDLE_UTIL_PCT:.0f}%")
+    cols[0].metric(
+        "Idle GPU cost",
+        money(total(idle, "idle_cost")),
+        help=f"billed GPU hours whose measured peak utilisation stayed under {IDLE_UTIL_PCT:.0f}%",
+    )
     cols[1].metric("Idle GPU-hours", f"{int(total(idle, 'idle_gpu_hours')):,}")
     cols[2].metric("GPU-hours measured", f"{int(util['gpu_hours'].sum() or 0):,}")
-    charts.draw(st, charts.heatmap(util, x="gpu_model", y="team", value="util_mean", x_title="GPU model",
-                                   y_title="Team", value_title="Mean utilisation %",
-                                   title="Mean GPU utilisation % (team × GPU model)"))
+    charts.draw(
+        st,
+        charts.heatmap(
+            util,
+            x="gpu_model",
+            y="team",
+            value="util_mean",
+            x_title="GPU model",
+            y_title="Team",
+            value_title="Mean utilisation %",
+            title="Mean GPU utilisation % (team × GPU model)",
+        ),
+    )
     st.subheader("Idle GPUs and their cost")
     idle_view = money_frame(idle, "idle_cost", "gpu_cost").with_columns(pl.col("idle_gpu_hours").cast(pl.Int64))
     chart_rows = idle_view.filter(pl.col("idle_cost") > 0).with_columns(
-        (pl.col("team") + " · " + pl.col("gpu_model").fill_null("?")).alias("team · GPU"))
+        (pl.col("team") + " · " + pl.col("gpu_model").fill_null("?")).alias("team · GPU")
+    )
     if not chart_rows.is_empty():
-        charts.draw(st, charts.bar_usd(chart_rows, x="idle_cost", y="team · GPU", y_title="Team · GPU model",
-                                       x_title="Idle GPU cost (USD)", color="team", color_title="Team",
-                                       title="Idle GPU cost in the window"))
+        charts.draw(
+            st,
+            charts.bar_usd(
+                chart_rows,
+                x="idle_cost",
+                y="team · GPU",
+                y_title="Team · GPU model",
+                x_title="Idle GPU cost (USD)",
+                color="team",
+                color_title="Team",
+                title="Idle GPU cost in the window",
+            ),
+        )
     labels.table(st, idle_view)
     st.subheader("Unattributed GPU-hours")
     if unattributed is None:
@@ -63,9 +87,11 @@ def main() -> None:
     else:
         no_bill = int(unattributed.filter(pl.col("missing") == "billed resource")["gpu_hours"].sum())
         no_team = int(unattributed.filter(pl.col("missing") == "team")["gpu_hours"].sum())
-        st.warning(f"{no_bill + no_team:,} GPU-hours in the window belong to no team (the \"(unattributed)\" row "
-                   f"above): {no_bill:,} on hosts no bill claims (map them in the source's `resource_map`, or "
-                   f"the bill has not arrived yet), {no_team:,} on billed resources without a team tag.")
+        st.warning(
+            f'{no_bill + no_team:,} GPU-hours in the window belong to no team (the "(unattributed)" row '
+            f"above): {no_bill:,} on hosts no bill claims (map them in the source's `resource_map`, or "
+            f"the bill has not arrived yet), {no_team:,} on billed resources without a team tag."
+        )
         labels.table(st, unattributed)
     if attribution is not None and not attribution.is_empty():
         labels.table(st, attribution)

@@ -21,8 +21,12 @@ def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: floa
     """Hours since each source's last success, and whether its runs are failing (too old, failed, never)."""
     age = ((pl.lit(now) - pl.col("last_success_at")).dt.total_seconds() / 3600).round(1)
     return status.with_columns(age.alias("hours_since_success")).with_columns(
-        (pl.col("hours_since_success").is_null() | (pl.col("hours_since_success") > stale_after_hours)
-         | (pl.col("last_status") == "failed")).alias("failing"))
+        (
+            pl.col("hours_since_success").is_null()
+            | (pl.col("hours_since_success") > stale_after_hours)
+            | (pl.col("last_status") == "failed")
+        ).alias("failing")
+    )
 
 
 def main() -> None:
@@ -45,10 +49,16 @@ def main() -> None:
         st.success("Every source's data is as recent as that kind of data can be.")
     else:
         st.error("Stale data: " + "; ".join(f"**{r['source']}** — {r['message']}" for r in stale.iter_rows(named=True)))
-    labels.table(st, fresh.select("source", "source_type", "kind", "stale", "newest_data_at", "age_hours",
-                                  "expected_lag_hours", "message"),
-                 overrides={"age_hours": st.column_config.NumberColumn("Age (hours)", format="%.1f"),
-                            "expected_lag_hours": st.column_config.NumberColumn("Expected lag (hours)", format="%.0f")})
+    labels.table(
+        st,
+        fresh.select(
+            "source", "source_type", "kind", "stale", "newest_data_at", "age_hours", "expected_lag_hours", "message"
+        ),
+        overrides={
+            "age_hours": st.column_config.NumberColumn("Age (hours)", format="%.1f"),
+            "expected_lag_hours": st.column_config.NumberColumn("Expected lag (hours)", format="%.0f"),
+        },
+    )
     limit = ctx.settings.stale_after_hours
     runs = with_run_health(sources, now, limit)
     failing = runs.filter(pl.col("failing"))
@@ -56,17 +66,34 @@ def main() -> None:
     if failing.is_empty():
         st.success(f"Every source ran successfully within the last {limit:g} hours.")
     else:
-        st.error(f"Failing or not running: {', '.join(failing['source'].to_list())} "
-                 f"(no success in {limit:g} h, or the last run failed).")
-    labels.table(st, runs.select("source", "source_type", "failing", "last_status", "hours_since_success",
-                                 "last_success_at", "last_started_at", "last_rows", "watermark", "last_error"),
-                 overrides={"hours_since_success": st.column_config.NumberColumn("Hours since success", format="%.1f")})
+        st.error(
+            f"Failing or not running: {', '.join(failing['source'].to_list())} "
+            f"(no success in {limit:g} h, or the last run failed)."
+        )
+    labels.table(
+        st,
+        runs.select(
+            "source",
+            "source_type",
+            "failing",
+            "last_status",
+            "hours_since_success",
+            "last_success_at",
+            "last_started_at",
+            "last_rows",
+            "watermark",
+            "last_error",
+        ),
+        overrides={"hours_since_success": st.column_config.NumberColumn("Hours since success", format="%.1f")},
+    )
     st.subheader("GPU counts")
     if counts.is_empty():
         st.caption("Every resource's measured GPUs agree with the GPUs its instance type has.")
     else:
-        st.warning(f"{counts.height} resource(s) report a different number of GPUs than their instance type has "
-                   "(nothing is resolved silently: check the exporter, the MIG setup or the inventory).")
+        st.warning(
+            f"{counts.height} resource(s) report a different number of GPUs than their instance type has "
+            "(nothing is resolved silently: check the exporter, the MIG setup or the inventory)."
+        )
         labels.table(st, counts)
     st.subheader("Jobs")
     if jobs.is_empty():

@@ -32,9 +32,11 @@ def main() -> None:
         st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
         return
     if not stale.is_empty():
-        st.warning(f"Stale data — the figures below describe {data.month_start:%B %Y}, the newest month the "
-                   f"warehouse holds, not today: " + "; ".join(f"{r['source']}: {r['message']}"
-                                                             for r in stale.iter_rows(named=True)))
+        st.warning(
+            f"Stale data — the figures below describe {data.month_start:%B %Y}, the newest month the "
+            f"warehouse holds, not today: "
+            + "; ".join(f"{r['source']}: {r['message']}" for r in stale.iter_rows(named=True))
+        )
     st.caption(f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}.")
     spend.render_kpis(data, budget_for(ctx))
     alerts_view.render(alerts)

@@ -16,8 +16,24 @@ from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_li
 from gpufinops.models import plans
 from gpufinops.warehouse import db, queries, store
 
-TABLE_COLUMNS = ("monthly_savings_usd", "plan", "kind", "team", "provider", "resource", "action", "confidence", "status",
-                 "workload", "risk", "change", "model_version", "created_at", "id", "resource_id")
+TABLE_COLUMNS = (
+    "monthly_savings_usd",
+    "plan",
+    "kind",
+    "team",
+    "provider",
+    "resource",
+    "action",
+    "confidence",
+    "status",
+    "workload",
+    "risk",
+    "change",
+    "model_version",
+    "created_at",
+    "id",
+    "resource_id",
+)
 HIDDEN = ("resource_id",)  # kept in the frame (the CSV, the detail view); the list shows the short name
 NONE = "(none)"  # a finding without a team or provider (fleet-wide) is still listed
 DECISIONS = {"Accept": "accept", "Dismiss": "dismiss", "Mark applied": "apply", "Reopen": "reopen"}
@@ -73,14 +89,22 @@ def withheld_list(ctx) -> None:
     counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
     summary = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in counts.iter_rows())
     with st.expander(f"Withheld: {withheld.height} finding(s) the models could not price or prove ({summary})"):
-        labels.table(st, withheld.select("kind", "team", "resource_id", "reason", "detail", "missing", "source_hint"),
-                     overrides={"source_hint": st.column_config.TextColumn("Source that provides it"),
-                                "detail": st.column_config.TextColumn("Why", width="large")})
+        labels.table(
+            st,
+            withheld.select("kind", "team", "resource_id", "reason", "detail", "missing", "source_hint"),
+            overrides={
+                "source_hint": st.column_config.TextColumn("Source that provides it"),
+                "detail": st.column_config.TextColumn("Why", width="large"),
+            },
+        )
 
 
 def detail_labels(shown: pl.DataFrame) -> dict[str, str]:
-    labels_by_id = {row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team'] or '(no team)'} · "
-                               f"{row['resource'] or row['id']}" for row in shown.iter_rows(named=True)}
+    labels_by_id = {
+        row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team'] or '(no team)'} · "
+        f"{row['resource'] or row['id']}"
+        for row in shown.iter_rows(named=True)
+    }
     if len(set(labels_by_id.values())) < len(labels_by_id):  # keep every choice distinct
         labels_by_id = {rid: f"{text} · {rid}" for rid, text in labels_by_id.items()}
     return labels_by_id
@@ -103,14 +127,28 @@ def main() -> None:
     shown = filtered(recommendation_list(recs))
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")
-    cols[1].metric("Monthly savings shown", f"{money(plans.total(shown.to_dicts()))}/month",
-                   help="primary and step objects of each resource's plan; alternatives are shown, never added")
-    cols[2].download_button("Download CSV", csv_bytes(shown), file_name="recommendations.csv", mime="text/csv",
-                            help="the columns of `gpufinops recommend --format csv`")
-    labels.table(st, shown.select(TABLE_COLUMNS), hide=HIDDEN, overrides={
-        "confidence": st.column_config.ProgressColumn("Confidence", min_value=0.0, max_value=1.0, format="percent"),
-        "action": st.column_config.TextColumn("Action", width="large"),
-        "resource": st.column_config.TextColumn("Resource", width="medium")})
+    cols[1].metric(
+        "Monthly savings shown",
+        f"{money(plans.total(shown.to_dicts()))}/month",
+        help="primary and step objects of each resource's plan; alternatives are shown, never added",
+    )
+    cols[2].download_button(
+        "Download CSV",
+        csv_bytes(shown),
+        file_name="recommendations.csv",
+        mime="text/csv",
+        help="the columns of `gpufinops recommend --format csv`",
+    )
+    labels.table(
+        st,
+        shown.select(TABLE_COLUMNS),
+        hide=HIDDEN,
+        overrides={
+            "confidence": st.column_config.ProgressColumn("Confidence", min_value=0.0, max_value=1.0, format="percent"),
+            "action": st.column_config.TextColumn("Action", width="large"),
+            "resource": st.column_config.TextColumn("Resource", width="medium"),
+        },
+    )
     withheld_list(ctx)  # after the list, so what was found comes first
     if shown.is_empty():
         return
@@ -124,8 +162,10 @@ def main() -> None:
             return
         rec = found.row(0, named=True)
         st.subheader(labels_by_id[chosen])
-        st.caption(f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · "
-                   f"resource {rec['resource_id'] or '—'} · id {rec['id']}")
+        st.caption(
+            f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · "
+            f"resource {rec['resource_id'] or '—'} · id {rec['id']}"
+        )
         evidence.render(con, rec)
         log = queries.decisions_log(con, team=ctx.teams, recommendation_id=chosen)
     decision_form(rec, ctx)

@@ -27,8 +27,13 @@ def main() -> None:
                 provider = st.sidebar.selectbox("Provider", providers, key="spot_provider")
                 types = sorted(series.filter(pl.col("provider") == provider)["instance_type"].unique().to_list())
                 instance_type = st.sidebar.selectbox("Instance type", types, key="spot_type")
-                regions = sorted(series.filter((pl.col("provider") == provider) & (pl.col("instance_type") == instance_type))
-                                 ["region"].unique().to_list())
+                regions = sorted(
+                    series.filter((pl.col("provider") == provider) & (pl.col("instance_type") == instance_type))[
+                        "region"
+                    ]
+                    .unique()
+                    .to_list()
+                )
                 region = st.sidebar.selectbox("Region", ["(all)", *regions], key="spot_region")
                 prices = queries.spot_price_history(con, provider, instance_type, None if region == "(all)" else region)
     except FileNotFoundError as exc:
@@ -41,20 +46,31 @@ def main() -> None:
         latest = prices.sort("ts").tail(1).row(0, named=True)
         cols = st.columns(3)
         cols[0].metric("Latest spot price", f"{money(latest['price_usd'])}/h")
-        cols[1].metric("On-demand", f"{money(latest['on_demand_usd'])}/h" if latest["on_demand_usd"] is not None else "—")
+        cols[1].metric(
+            "On-demand", f"{money(latest['on_demand_usd'])}/h" if latest["on_demand_usd"] is not None else "—"
+        )
         if latest["on_demand_usd"]:
             cols[2].metric("Spot discount", f"{1 - float(latest['price_usd']) / float(latest['on_demand_usd']):.0%}")
-        charts.draw(st, charts.spot_prices(view, until=spot_until(view),
-                                           title=f"{instance_type}: spot price (steps, held until the next change) "
-                                                 "vs on-demand (dashed)"))
+        charts.draw(
+            st,
+            charts.spot_prices(
+                view,
+                until=spot_until(view),
+                title=f"{instance_type}: spot price (steps, held until the next change) vs on-demand (dashed)",
+            ),
+        )
         labels.table(st, view.select("ts", "region", "zone", "price_usd", "on_demand_usd"))
     st.subheader("Interruption frequency")
     if bands.is_empty():
         st.info("No interruption bands yet (the AWS spot advisor data).")
     else:
         charts.draw(st, charts.interruption_bands(bands))
-        labels.table(st, bands, hide=("band_index",),
-                     overrides={"savings_pct": st.column_config.NumberColumn("Spot saving", format="%d%%")})
+        labels.table(
+            st,
+            bands,
+            hide=("band_index",),
+            overrides={"savings_pct": st.column_config.NumberColumn("Spot saving", format="%d%%")},
+        )
 
 
 main()

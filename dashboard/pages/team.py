@@ -56,17 +56,31 @@ def main() -> None:
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")
     else:
-        charts.draw(st, charts.heatmap(fleet, x="gpu_model", y="team", value="util_mean", x_title="GPU model",
-                                       y_title="Team", value_title="Mean utilisation %",
-                                       title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; "
-                                             "every team on the GPU fleet page)"))
+        charts.draw(
+            st,
+            charts.heatmap(
+                fleet,
+                x="gpu_model",
+                y="team",
+                value="util_mean",
+                x_title="GPU model",
+                y_title="Team",
+                value_title="Mean utilisation %",
+                title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; "
+                "every team on the GPU fleet page)",
+            ),
+        )
     st.subheader("Recommendations")
     if recs.is_empty():
         st.success("No recommendations for this team.")
     else:
-        labels.table(st, recommendation_list(recs).select("monthly_savings_usd", "kind", "resource", "action",
-                                                           "confidence", "status", "resource_id"),
-                     hide=("resource_id",))
+        labels.table(
+            st,
+            recommendation_list(recs).select(
+                "monthly_savings_usd", "kind", "resource", "action", "confidence", "status", "resource_id"
+            ),
+            hide=("resource_id",),
+        )
         st.caption("Accept or dismiss them on the Recommendations page.")
 
 
@@ -74,18 +88,27 @@ def render_shared(shared, idle_nodes) -> None:
     """Shared GPUs: what the team's workloads were charged on shared nodes, and the idle capacity it carries."""
     st.subheader("Shared GPUs")
     if shared.is_empty() and idle_nodes.is_empty():
-        st.info("No shared-GPU allocation for this team in the window (its GPU resources carry no pods, MIG "
-                "slices or time-sliced workloads, so they stay with their tag's team).")
+        st.info(
+            "No shared-GPU allocation for this team in the window (its GPU resources carry no pods, MIG "
+            "slices or time-sliced workloads, so they stay with their tag's team)."
+        )
         return
     if not shared.is_empty():
-        st.caption("Allocated: each workload's share of the GPU-hours it held (pods by presence, MIG by slices, "
-                   "time-sliced and MPS workloads by measured activity, else equally).")
-        st.dataframe(money_frame(shared, "cost_usd"), hide_index=True, width="stretch",
-                     column_config=money_columns("cost_usd"))
+        st.caption(
+            "Allocated: each workload's share of the GPU-hours it held (pods by presence, MIG by slices, "
+            "time-sliced and MPS workloads by measured activity, else equally)."
+        )
+        st.dataframe(
+            money_frame(shared, "cost_usd"), hide_index=True, width="stretch", column_config=money_columns("cost_usd")
+        )
     if not idle_nodes.is_empty():
         st.caption("Unallocated: idle capacity of shared nodes this team carries, per node.")
-        st.dataframe(money_frame(idle_nodes, "unallocated_cost", "node_gpu_cost"), hide_index=True, width="stretch",
-                     column_config=money_columns("unallocated_cost", "node_gpu_cost"))
+        st.dataframe(
+            money_frame(idle_nodes, "unallocated_cost", "node_gpu_cost"),
+            hide_index=True,
+            width="stretch",
+            column_config=money_columns("unallocated_cost", "node_gpu_cost"),
+        )
 
 
 main()

@@ -76,9 +76,11 @@ class Athena:
         self.queries = 0
 
     def run(self, sql: str, what: str) -> tuple[list[str], list[list[str | None]]]:
-        kwargs: dict[str, Any] = {"QueryString": sql,
-                                  "QueryExecutionContext": {"Database": self.database, "Catalog": self.catalog},
-                                  "ClientRequestToken": str(uuid.uuid4())}
+        kwargs: dict[str, Any] = {
+            "QueryString": sql,
+            "QueryExecutionContext": {"Database": self.database, "Catalog": self.catalog},
+            "ClientRequestToken": str(uuid.uuid4()),
+        }
         if self.workgroup:
             kwargs["WorkGroup"] = self.workgroup
         if self.output_location:
@@ -109,11 +111,17 @@ class Athena:
             if state == "SUCCEEDED":
                 return execution
             if state in ("FAILED", "CANCELLED"):
-                reason = status.get("StateChangeReason") or status.get("AthenaError", {}).get("ErrorMessage") or "no reason given"
+                reason = (
+                    status.get("StateChangeReason")
+                    or status.get("AthenaError", {}).get("ErrorMessage")
+                    or "no reason given"
+                )
                 raise IngestError(f"{self.source}: Athena query {query_id} ({what}) {state.lower()}: {reason}")
             if time.monotonic() > deadline:
-                raise IngestError(f"{self.source}: Athena query {query_id} ({what}) still {state} after "
-                                  f"{self.timeout:.0f} s (query_timeout_s)")
+                raise IngestError(
+                    f"{self.source}: Athena query {query_id} ({what}) still {state} after "
+                    f"{self.timeout:.0f} s (query_timeout_s)"
+                )
             time.sleep(delay)
             delay = min(delay * 1.5, 10.0)
 
@@ -158,16 +166,20 @@ def fetch(ctx: IngestContext, enrich) -> FetchResult:
     database = _ident(str(opts.database), f"{ctx.source}: database")
     table = _ident(str(opts.table), f"{ctx.source}: table")
     athena = Athena(ctx)
-    _, found = athena.run(f'SELECT DISTINCT {PARTITION} FROM {database}.{table}', "list billing periods")
+    _, found = athena.run(f"SELECT DISTINCT {PARTITION} FROM {database}.{table}", "list billing periods")
     available = sorted(r[0] for r in found if r and r[0])
     loaded: dict[str, list[str]] = ctx.state.get("periods", {})
     periods = _periods_to_load(ctx, available, loaded)
     if not periods:
-        return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
-                           skipped_reason="no billing period in the table" + (" in the requested range" if
-                                                                              ctx.window.ranged else ""))
-    header, rows = athena.run(rollup_query(database, table, periods, ctx.team_tag_keys),
-                              f"rollup of {', '.join(periods)}")
+        return FetchResult(
+            [],
+            ctx.state,
+            watermark=ctx.state.get("watermark"),
+            skipped_reason="no billing period in the table" + (" in the requested range" if ctx.window.ranged else ""),
+        )
+    header, rows = athena.run(
+        rollup_query(database, table, periods, ctx.team_tag_keys), f"rollup of {', '.join(periods)}"
+    )
     missing = [c for c in pushdown.ROLLUP_COLUMNS if c not in header]
     if missing:
         raise IngestError(f"{ctx.source}: the Athena result lacks column(s) {', '.join(missing)}")
@@ -176,11 +188,14 @@ def fetch(ctx: IngestContext, enrich) -> FetchResult:
     ctx.con.register(view, pa.table(arrays))
     typed = pushdown.typed_rollup_select(view)
     try:
-        found_slices = [r[0] for r in ctx.con.execute(
-            f'SELECT DISTINCT CAST("BillingPeriodStart" AS VARCHAR) FROM ({typed})').fetchall()]
+        found_slices = [
+            r[0]
+            for r in ctx.con.execute(f'SELECT DISTINCT CAST("BillingPeriodStart" AS VARCHAR) FROM ({typed})').fetchall()
+        ]
     except Exception as exc:
-        raise IngestError(f"{ctx.source}: the Athena rollup result does not cast to the warehouse types: "
-                          f"{str(exc).splitlines()[0]}") from None
+        raise IngestError(
+            f"{ctx.source}: the Athena rollup result does not cast to the warehouse types: {str(exc).splitlines()[0]}"
+        ) from None
     if any(s is None for s in found_slices):
         raise IngestError(f"{ctx.source}: the Athena rollup has rows without a billing period start")
     slices = set(found_slices)
@@ -189,8 +204,10 @@ def fetch(ctx: IngestContext, enrich) -> FetchResult:
         slices |= set(loaded.get(period, []))
         new_loaded[period] = sorted(s for s in found_slices if s.startswith(period))
     watermark = max(new_loaded) if new_loaded else None
-    note = (f"{watermark} (athena: {athena.queries} queries, {athena.bytes_scanned:,} bytes scanned, "
-            f"{len(rows):,} rollup rows)")
+    note = (
+        f"{watermark} (athena: {athena.queries} queries, {athena.bytes_scanned:,} bytes scanned, "
+        f"{len(rows):,} rollup rows)"
+    )
     log.info("%s: %s", ctx.source, note)
     batch = Batch(table="cost_line_items", data=enrich(typed), slices=sorted(slices))
     state = {"periods": new_loaded, "watermark": watermark, "engine": "athena"}

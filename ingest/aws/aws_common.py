@@ -40,6 +40,7 @@ def quiet_sdk_logs() -> None:
 @dataclass(frozen=True, kw_only=True)
 class AwsClientOptions(SourceOptions):
     """The options of every source calling an AWS API."""
+
     endpoint_url: str | None = option(None, "an S3/EC2/… compatible endpoint instead of AWS's (e.g. a local emulator)")
     max_attempts: int = option(MAX_ATTEMPTS, "attempts per AWS call (botocore's standard retry mode)")
 
@@ -53,13 +54,15 @@ def client(service: str, source: str, options: AwsClientOptions, region: str | N
         from botocore.config import Config
     except ImportError:  # tests: test_extras.py hides boto3
         raise IngestError(f"{source}: " + extras.missing_message(f"calling AWS {service}", "boto3", "aws")) from None
-    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
-                    retries={"mode": "standard", "max_attempts": options.max_attempts},
-                    user_agent_extra="gpufinops")
+    config = Config(
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
+        retries={"mode": "standard", "max_attempts": options.max_attempts},
+        user_agent_extra="gpufinops",
+    )
     region = region or getattr(options, "region", None) or "us-east-1"
     session = boto3.session.Session()
-    return session.client(service, region_name=region, endpoint_url=options.endpoint_url,
-                          config=config)
+    return session.client(service, region_name=region, endpoint_url=options.endpoint_url, config=config)
 
 
 def describe_error(source: str, what: str, exc: BaseException) -> IngestError:

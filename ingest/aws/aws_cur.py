@@ -41,18 +41,22 @@ from gpufinops.warehouse import reference
 
 log = logging.getLogger(__name__)
 
-EXPORT_MANIFEST = re.compile(r"^(?P<anchor>(?:.*/)?[^/]+)/metadata/BILLING_PERIOD=(?P<period>\d{4}-\d{2})/(?:[^/]+/)?[^/]+-Manifest\.json$")
-LEGACY_MANIFEST = re.compile(r"^(?P<anchor>(?:.*/)?[^/]+)/(?P<start>\d{4})(?P<month>\d{2})\d{2}-\d{8}/[^/]+-Manifest\.json$")
+EXPORT_MANIFEST = re.compile(
+    r"^(?P<anchor>(?:.*/)?[^/]+)/metadata/BILLING_PERIOD=(?P<period>\d{4}-\d{2})/(?:[^/]+/)?[^/]+-Manifest\.json$"
+)
+LEGACY_MANIFEST = re.compile(
+    r"^(?P<anchor>(?:.*/)?[^/]+)/(?P<start>\d{4})(?P<month>\d{2})\d{2}-\d{8}/[^/]+-Manifest\.json$"
+)
 
 
 @dataclass
 class Delivery:
-    group: str                 # "<export or report folder>|YYYY-MM"
-    period: str                # YYYY-MM
-    layout: str                # export | legacy
+    group: str  # "<export or report folder>|YYYY-MM"
+    period: str  # YYYY-MM
+    layout: str  # export | legacy
     manifest: StoredObject
     anchor: str
-    next_part: str             # the folder after the anchor in a data key: "data" or the period folder
+    next_part: str  # the folder after the anchor in a data key: "data" or the period folder
     data_keys: list[str] = field(default_factory=list)
     fingerprint: str = ""
 
@@ -62,8 +66,10 @@ def _source_relation(path: Path) -> str:
     if ".parquet" in name or name.endswith(".pq"):
         return f"read_parquet({sql_literal(str(path))})"
     if ".csv" in name:
-        return (f"read_csv({sql_literal(str(path))}, header = true, all_varchar = true, nullstr = [''], "
-                f"quote = '\"', escape = '\"', auto_detect = true, strict_mode = true)")
+        return (
+            f"read_csv({sql_literal(str(path))}, header = true, all_varchar = true, nullstr = [''], "
+            f"quote = '\"', escape = '\"', auto_detect = true, strict_mode = true)"
+        )
     raise IngestError(f"object {path.name}: unknown format (expected .parquet, .csv or .csv.gz)")
 
 
@@ -78,7 +84,7 @@ def _discover(objects: list[StoredObject], fmt: str) -> list[Delivery]:
             if not m:
                 continue
             period, layout = f"{m['start']}-{m['month']}", "legacy"
-            next_part = obj.key[len(m["anchor"]) + 1:].split("/", 1)[0]
+            next_part = obj.key[len(m["anchor"]) + 1 :].split("/", 1)[0]
         group = f"{m['anchor']}|{period}"
         current = groups.get(group)
         if current is None or (obj.modified, obj.key) > (current.manifest.modified, current.manifest.key):
@@ -94,9 +100,9 @@ def _resolve(raw: str, delivery: Delivery, prefix: str) -> str:
     anchor_name = delivery.anchor.rsplit("/", 1)[-1]
     for i in range(len(parts) - 1):
         if parts[i] == anchor_name and parts[i + 1] == delivery.next_part:
-            return "/".join([delivery.anchor, *parts[i + 1:]])
+            return "/".join([delivery.anchor, *parts[i + 1 :]])
     if prefix and key.startswith(prefix + "/"):
-        return key[len(prefix) + 1:]
+        return key[len(prefix) + 1 :]
     return key
 
 
@@ -119,14 +125,16 @@ def _read_manifest(store, delivery: Delivery, index: dict[str, StoredObject], pr
 def _inside(source: str, manifest: str, raw: str, key: str) -> str:
     """A manifest's data key must stay under the configured prefix or path: no '..' segment."""
     if ".." in key.replace("\\", "/").split("/") or ".." in raw.replace("\\", "/").split("/"):
-        raise IngestError(f"{source}: manifest {manifest} lists data key {raw!r}, which leaves the configured "
-                          f"prefix/path (a '..' segment); refused")
+        raise IngestError(
+            f"{source}: manifest {manifest} lists data key {raw!r}, which leaves the configured "
+            f"prefix/path (a '..' segment); refused"
+        )
     return key
 
 
 @dataclass
 class _File:
-    name: str            # the object's name for messages (s3://… or the local path)
+    name: str  # the object's name for messages (s3://… or the local path)
     path: Path
     relation: str
     columns: list[str]
@@ -137,11 +145,14 @@ class _File:
         """The object's rows for validation and loading (ingest/core/validate.py)."""
         if self.dialect == "focus":
             return focus_files.part(str(self.path), self.types, tag_keys, kind="object", name=self.name)
-        return validate.Part("object", self.name, self.relation,
-                             lambda relation, carry: cur_mapping.cur_select(relation, self.columns, self.types, tag_keys,
-                                                                            carry=carry),
-                             [validate.Cast(*c) for c in cur_mapping.casts(self.columns, self.types)],
-                             cur_mapping.origin(self.columns))
+        return validate.Part(
+            "object",
+            self.name,
+            self.relation,
+            lambda relation, carry: cur_mapping.cur_select(relation, self.columns, self.types, tag_keys, carry=carry),
+            [validate.Cast(*c) for c in cur_mapping.casts(self.columns, self.types)],
+            cur_mapping.origin(self.columns),
+        )
 
 
 def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path, fmt: str) -> _File:
@@ -168,17 +179,25 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path
     return _File(name, path, relation, columns, {r[0]: r[1] for r in rows}, dialect)
 
 
-def _periods(con: duckdb.DuckDBPyConnection, source: str, f: _File, tag_keys: tuple[str, ...],
-             skip_rows: bool = False) -> list[str]:
+def _periods(
+    con: duckdb.DuckDBPyConnection, source: str, f: _File, tag_keys: tuple[str, ...], skip_rows: bool = False
+) -> list[str]:
     p = f.part(tag_keys)
     where = "" if not skip_rows else ' WHERE "BillingPeriodStart" IS NOT NULL'
     try:
-        mapped = p.mapped(p.relation, ()) if not skip_rows else p.mapped(
-            f"(SELECT * FROM {p.relation} WHERE NOT ({' OR '.join(c.bad() for c in p.casts) or 'false'}))", ())
+        mapped = (
+            p.mapped(p.relation, ())
+            if not skip_rows
+            else p.mapped(
+                f"(SELECT * FROM {p.relation} WHERE NOT ({' OR '.join(c.bad() for c in p.casts) or 'false'}))", ()
+            )
+        )
         rows = con.execute(f'SELECT DISTINCT CAST("BillingPeriodStart" AS VARCHAR) FROM ({mapped}){where}').fetchall()
     except duckdb.Error as exc:
         explained = validate.explain(con, source, [p], [[]], exc)
-        raise IngestError(explained or validate.read_error(source, p.where(), exc).replace(str(f.path), f.name)) from None
+        raise IngestError(
+            explained or validate.read_error(source, p.where(), exc).replace(str(f.path), f.name)
+        ) from None
     if not rows and not skip_rows:
         raise IngestError(f"{source}: object {f.name} holds no rows")
     if any(r[0] is None for r in rows):
@@ -189,15 +208,15 @@ def _periods(con: duckdb.DuckDBPyConnection, source: str, f: _File, tag_keys: tu
 def _enrich(mapped: str, ctx: IngestContext) -> str:
     """GPU model and count the bill leaves out from the instance type (the catalogue, else the shipped
     inventory, else the family's GPU model), plus source and run id."""
-    return (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model, fam.gpu_model) AS x_GpuModel, "
-            f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
-            f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-            f"FROM ({mapped}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
-            f"ON it.instance_type = u.x_InstanceType "
-            f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
-            f"ON fam.family = split_part(u.x_InstanceType, '.', 1)")
-
-
+    return (
+        f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model, fam.gpu_model) AS x_GpuModel, "
+        f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
+        f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+        f"FROM ({mapped}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
+        f"ON it.instance_type = u.x_InstanceType "
+        f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
+        f"ON fam.family = split_part(u.x_InstanceType, '.', 1)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,8 +250,21 @@ class AwsCur:
     meta = IngestorMeta(
         name="aws_cur",
         target_table="cost_line_items",
-        key=("x_Source", "BillingAccountId", "SubAccountId", "BillingPeriodStart", "ChargePeriodStart", "ResourceId", "ResourceName", "SkuPriceId",
-             "ChargeCategory", "ChargeDescription", "CommitmentDiscountId", "PricingCategory", "x_InstanceType"),
+        key=(
+            "x_Source",
+            "BillingAccountId",
+            "SubAccountId",
+            "BillingPeriodStart",
+            "ChargePeriodStart",
+            "ResourceId",
+            "ResourceName",
+            "SkuPriceId",
+            "ChargeCategory",
+            "ChargeDescription",
+            "CommitmentDiscountId",
+            "PricingCategory",
+            "x_InstanceType",
+        ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
         cursor="newest manifest per billing period (manifest and data object versions)",
@@ -241,9 +273,9 @@ class AwsCur:
         options=AwsCurOptions,
         time_range=True,
         description="CUR 2.0 Data Exports (Parquet), legacy CUR (csv.gz / Parquet, `lineItem/UnblendedCost` or "
-                    "`line_item_unblended_cost` headers) and AWS FOCUS 1.0–1.2 Data Exports, found through "
-                    "their manifests in S3 (`bucket`) or a local copy of the bucket (`path`); or rolled up in "
-                    "Athena (`engine = \"athena\"`, below)",
+        "`line_item_unblended_cost` headers) and AWS FOCUS 1.0–1.2 Data Exports, found through "
+        "their manifests in S3 (`bucket`) or a local copy of the bucket (`path`); or rolled up in "
+        'Athena (`engine = "athena"`, below)',
     )
 
     def _store(self, ctx: IngestContext) -> tuple[Any, str]:
@@ -258,6 +290,7 @@ class AwsCur:
     def fetch(self, ctx: IngestContext) -> FetchResult:
         if ctx.options.engine == "athena":
             from gpufinops.ingest.aws import aws_athena
+
             return aws_athena.fetch(ctx, lambda sql: _enrich(sql, ctx))
         fmt = ctx.options.format
         store, prefix = self._store(ctx)
@@ -278,8 +311,12 @@ class AwsCur:
         changed = [d for d in deliveries if ranged or loaded.get(d.group, {}).get("fingerprint") != d.fingerprint]
         watermark = ctx.state.get("watermark")
         if not changed:
-            return FetchResult([], ctx.state, watermark=watermark,
-                               skipped_reason="no new delivery" + (" in the requested range" if ranged else ""))
+            return FetchResult(
+                [],
+                ctx.state,
+                watermark=watermark,
+                skipped_reason="no new delivery" + (" in the requested range" if ranged else ""),
+            )
         scratch = Path(tempfile.mkdtemp(prefix="gpufinops-aws-cur-"))
         try:
             return self._load(ctx, store, fmt, changed, loaded, scratch, ranged)
@@ -287,8 +324,16 @@ class AwsCur:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
 
-    def _load(self, ctx: IngestContext, store, fmt: str, changed: list[Delivery], loaded: dict[str, Any],
-              scratch: Path, ranged: bool) -> FetchResult:
+    def _load(
+        self,
+        ctx: IngestContext,
+        store,
+        fmt: str,
+        changed: list[Delivery],
+        loaded: dict[str, Any],
+        scratch: Path,
+        ranged: bool,
+    ) -> FetchResult:
         files: list[_File] = []
         slices: set[str] = set()
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
@@ -300,12 +345,19 @@ class AwsCur:
                 f = _describe(ctx.con, ctx.source, store.name(key), path, fmt)
                 periods.update(_periods(ctx.con, ctx.source, f, ctx.team_tag_keys, skip_rows))
                 files.append(f)
-            log.info("%s: delivery %s (%s, %d object(s)) holds period(s) %s", ctx.source, d.group, d.layout,
-                     len(d.data_keys), ", ".join(sorted(periods)))
+            log.info(
+                "%s: delivery %s (%s, %d object(s)) holds period(s) %s",
+                ctx.source,
+                d.group,
+                d.layout,
+                len(d.data_keys),
+                ", ".join(sorted(periods)),
+            )
             slices |= periods | set(loaded.get(d.group, {}).get("slices", []))
             new_state[d.group] = {"fingerprint": d.fingerprint, "manifest": d.manifest.key, "slices": sorted(periods)}
-        sql, rejects, explain = validate.cost_rows(ctx, [f.part(ctx.team_tag_keys) for f in files],
-                                                   lambda union: _enrich(union, ctx))
+        sql, rejects, explain = validate.cost_rows(
+            ctx, [f.part(ctx.team_tag_keys) for f in files], lambda union: _enrich(union, ctx)
+        )
         batch = Batch(table="cost_line_items", data=sql, slices=sorted(slices), diagnose=explain)
         weakref.finalize(batch, shutil.rmtree, str(scratch), True)  # scratch lives until the load is done
         batches = [batch] + ([rejects] if rejects else [])

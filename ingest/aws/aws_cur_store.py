@@ -21,9 +21,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StoredObject:
-    key: str        # relative to the store's root, '/'-separated
+    key: str  # relative to the store's root, '/'-separated
     size: int
-    tag: str        # changes whenever the object's content does (ETag, or size:mtime)
+    tag: str  # changes whenever the object's content does (ETag, or size:mtime)
     modified: float  # epoch seconds
 
 
@@ -32,7 +32,7 @@ class LocalStore:
         if not root.is_dir():
             raise IngestError(f"{source}: path {str(root)!r} is not a directory")
         self.source, self.root = source, root
-        self.dangling: dict[str, str] = {}   # key -> target of a symlink whose target is missing
+        self.dangling: dict[str, str] = {}  # key -> target of a symlink whose target is missing
 
     def name(self, key: str) -> str:
         return str(self.root / key)
@@ -44,8 +44,9 @@ class LocalStore:
                 path = Path(dirpath) / filename
                 if path.is_symlink() and not path.exists():  # only an error if a manifest needs it
                     self.dangling[path.relative_to(self.root).as_posix()] = os.readlink(path)
-                    log.warning("%s: %s is a symbolic link to %r, which does not exist", self.source, path,
-                                os.readlink(path))
+                    log.warning(
+                        "%s: %s is a symbolic link to %r, which does not exist", self.source, path, os.readlink(path)
+                    )
                     continue
                 st = path.stat()
                 key = path.relative_to(self.root).as_posix()
@@ -54,8 +55,10 @@ class LocalStore:
 
     def _dangling(self, key: str) -> None:
         if key in self.dangling:
-            raise IngestError(f"{self.source}: object {self.name(key)} is a symbolic link to "
-                              f"{self.dangling[key]!r}, which does not exist")
+            raise IngestError(
+                f"{self.source}: object {self.name(key)} is a symbolic link to "
+                f"{self.dangling[key]!r}, which does not exist"
+            )
 
     def read(self, key: str) -> bytes:
         self._dangling(key)
@@ -91,9 +94,15 @@ class S3Store:
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start):
                 for item in page.get("Contents", []):
-                    key = item["Key"][len(start):]
-                    out.append(StoredObject(key, int(item["Size"]), str(item.get("ETag", "")).strip('"'),
-                                            item["LastModified"].timestamp()))
+                    key = item["Key"][len(start) :]
+                    out.append(
+                        StoredObject(
+                            key,
+                            int(item["Size"]),
+                            str(item.get("ETag", "")).strip('"'),
+                            item["LastModified"].timestamp(),
+                        )
+                    )
         except Exception as exc:
             if aws_common.is_client_error(exc):
                 raise aws_common.describe_error(self.source, f"listing s3://{self.bucket}/{start}", exc) from None
@@ -117,7 +126,9 @@ class S3Store:
             if aws_common.is_client_error(exc):
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code")
                 if code in ("404", "NoSuchKey", "NotFound"):
-                    raise IngestError(f"{self.source}: object {self.name(key)} listed in the manifest does not exist") from None
+                    raise IngestError(
+                        f"{self.source}: object {self.name(key)} listed in the manifest does not exist"
+                    ) from None
                 raise aws_common.describe_error(self.source, f"downloading object {self.name(key)}", exc) from None
             raise
         log.debug("%s: downloaded %s (%d bytes)", self.source, self.name(key), target.stat().st_size)

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 OFFLINE_CATALOGUE = reference.KARPENTER_PRICES_PATH  # the shipped Karpenter price list
 OFFLINE_SOURCE = "offline:karpenter-2026-07-20"
 API_SOURCE = "aws:pricing-api"
-PRICING_REGION = "us-east-1"   # the Pricing API's endpoint region
+PRICING_REGION = "us-east-1"  # the Pricing API's endpoint region
 
 
 def _utc(text: str) -> datetime:
@@ -43,8 +43,10 @@ def _utc(text: str) -> datetime:
 def offline_prices() -> dict[tuple[str, str], tuple[Decimal, datetime]]:
     """(region, type) -> ($/h, when the catalogue was generated)."""
     with open(OFFLINE_CATALOGUE, newline="") as f:
-        return {(r["region"], r["instance_type"]): (Decimal(r["ondemand_usd_per_hour"]), _utc(r["generated_at"]))
-                for r in csv.DictReader(f)}
+        return {
+            (r["region"], r["instance_type"]): (Decimal(r["ondemand_usd_per_hour"]), _utc(r["generated_at"]))
+            for r in csv.DictReader(f)
+        }
 
 
 def _price_from_product(item: str | dict) -> tuple[Decimal | None, dict, datetime | None]:
@@ -60,20 +62,33 @@ def _price_from_product(item: str | dict) -> tuple[Decimal | None, dict, datetim
     return None, attributes, None
 
 
-def _api_price(pricing: Any, source: str, region: str, instance_type: str) -> tuple[Decimal | None, dict, datetime | None]:
-    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in (
-        ("instanceType", instance_type), ("regionCode", region), ("operatingSystem", "Linux"),
-        ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+def _api_price(
+    pricing: Any, source: str, region: str, instance_type: str
+) -> tuple[Decimal | None, dict, datetime | None]:
+    filters = [
+        {"Type": "TERM_MATCH", "Field": k, "Value": v}
+        for k, v in (
+            ("instanceType", instance_type),
+            ("regionCode", region),
+            ("operatingSystem", "Linux"),
+            ("tenancy", "Shared"),
+            ("preInstalledSw", "NA"),
+            ("capacitystatus", "Used"),
+        )
+    ]
     try:
-        for page in pricing.get_paginator("get_products").paginate(ServiceCode="AmazonEC2", Filters=filters,
-                                                                   FormatVersion="aws_v1"):
+        for page in pricing.get_paginator("get_products").paginate(
+            ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1"
+        ):
             for item in page.get("PriceList", []):
                 price, attributes, when = _price_from_product(item)
                 if price is not None and attributes.get("instanceType", instance_type) == instance_type:
                     return price, attributes, when
     except Exception as exc:
         if aws_common.is_client_error(exc):
-            raise aws_common.describe_error(source, f"Pricing GetProducts for {instance_type} in {region}", exc) from None
+            raise aws_common.describe_error(
+                source, f"Pricing GetProducts for {instance_type} in {region}", exc
+            ) from None
         raise
     return None, {}, None
 
@@ -88,20 +103,34 @@ def _gib(text: str | None) -> float | None:
         return None
 
 
-def _row(region: str, name: str, described: dict | None, attributes: dict, price: Decimal | None, source: str,
-         updated_at: datetime | None) -> dict:
+def _row(
+    region: str,
+    name: str,
+    described: dict | None,
+    attributes: dict,
+    price: Decimal | None,
+    source: str,
+    updated_at: datetime | None,
+) -> dict:
     gpus = (described or {}).get("GpuInfo", {}).get("Gpus", [])
     gpu = gpus[0] if gpus else {}
     memory_mib = gpu.get("MemoryInfo", {}).get("SizeInMiB")
-    vcpus = (described or {}).get("VCpuInfo", {}).get("DefaultVCpus") or (int(attributes["vcpu"]) if attributes.get("vcpu") else None)
+    vcpus = (described or {}).get("VCpuInfo", {}).get("DefaultVCpus") or (
+        int(attributes["vcpu"]) if attributes.get("vcpu") else None
+    )
     memory = (described or {}).get("MemoryInfo", {}).get("SizeInMiB")
     return {
-        "provider": "aws", "region": region, "instance_type": name,
+        "provider": "aws",
+        "region": region,
+        "instance_type": name,
         "gpu_model": normalize_gpu_model(gpu.get("Name"), memory_mib) if gpu else None,
         "gpu_count": sum(int(g.get("Count", 0)) for g in gpus) or None,
         "gpu_memory_gib": memory_mib / 1024 if memory_mib else None,
-        "vcpus": vcpus, "memory_gib": memory / 1024 if memory else _gib(attributes.get("memory")),
-        "on_demand_usd_per_hour": price, "source": source, "updated_at": updated_at,
+        "vcpus": vcpus,
+        "memory_gib": memory / 1024 if memory else _gib(attributes.get("memory")),
+        "on_demand_usd_per_hour": price,
+        "source": source,
+        "updated_at": updated_at,
     }
 
 
@@ -122,7 +151,7 @@ class AwsPricing:
         default_schedule="0 3 * * *",
         options=AwsPricingOptions,
         description="EC2 `DescribeInstanceTypes` (GPU types) + Pricing `GetProducts` (Linux, shared tenancy, "
-                    "on-demand)",
+        "on-demand)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -155,11 +184,14 @@ class AwsPricing:
         offline_count = sum(1 for r in rows if r["source"] == OFFLINE_SOURCE)
         watermark = f"{len(rows)} types, {offline_count} priced offline"
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged")
+            return FetchResult(
+                [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
+            )
         table = pa.Table.from_pylist(rows, schema=schema.INSTANCE_TYPES)
         slices = sorted({f"aws|{r}" for r in options.region_names()})
-        return FetchResult([Batch("instance_types", table, slices)], {"digest": digest, "watermark": watermark},
-                           watermark=watermark)
+        return FetchResult(
+            [Batch("instance_types", table, slices)], {"digest": digest, "watermark": watermark}, watermark=watermark
+        )
 
 
 INGESTORS = [AwsPricing]

@@ -40,8 +40,9 @@ def _download(source: str, url: str, attempts: int = ATTEMPTS) -> tuple[bytes, d
     delay = 0.5
     for attempt in range(1, attempts + 1):
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "gpufinops"}),
-                                        timeout=TIMEOUT_S) as response:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers={"User-Agent": "gpufinops"}), timeout=TIMEOUT_S
+            ) as response:
                 modified = response.headers.get("Last-Modified")
                 return response.read(), parsedate_to_datetime(modified).astimezone(UTC) if modified else None
         except urllib.error.HTTPError as exc:
@@ -71,13 +72,25 @@ def parse(source: str, name: str, data: bytes, regions: list[str] | None, update
             for instance_type, item in sorted(advisor[region][os_name].items()):
                 band = int(item["r"])
                 if band not in ranges:
-                    raise IngestError(f"{source}: {name}: {region} {os_name} {instance_type} has band {band}, "
-                                      f"not one of the feed's ranges")
+                    raise IngestError(
+                        f"{source}: {name}: {region} {os_name} {instance_type} has band {band}, "
+                        f"not one of the feed's ranges"
+                    )
                 label, upper = ranges[band]
-                rows.append({"provider": "aws", "region": region, "os": os_name, "instance_type": instance_type,
-                             "band_index": band, "band_label": label, "band_max_pct": upper,
-                             "savings_pct": int(item["s"]) if item.get("s") is not None else None,
-                             "source": name, "updated_at": updated_at})
+                rows.append(
+                    {
+                        "provider": "aws",
+                        "region": region,
+                        "os": os_name,
+                        "instance_type": instance_type,
+                        "band_index": band,
+                        "band_label": label,
+                        "band_max_pct": upper,
+                        "savings_pct": int(item["s"]) if item.get("s") is not None else None,
+                        "source": name,
+                        "updated_at": updated_at,
+                    }
+                )
     if not rows:
         raise IngestError(f"{source}: {name} holds no band for the configured regions")
     return pa.Table.from_pylist(rows, schema=schema.SPOT_INTERRUPTION_BANDS)
@@ -102,7 +115,7 @@ class AwsSpotAdvisor:
         default_schedule="0 4 * * *",
         options=AwsSpotAdvisorOptions,
         description="AWS Spot Instance Advisor feed (interruption-frequency bands, savings), from its URL or a "
-                    "local copy",
+        "local copy",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -126,8 +139,11 @@ class AwsSpotAdvisor:
         table = parse(ctx.source, name, data, regions, updated_at)
         slices = sorted({f"aws|{r}" for r in table.column("region").to_pylist()})
         watermark = updated_at.isoformat()
-        return FetchResult([Batch("spot_interruption_bands", table, slices)], {"digest": digest, "watermark": watermark},
-                           watermark=watermark)
+        return FetchResult(
+            [Batch("spot_interruption_bands", table, slices)],
+            {"digest": digest, "watermark": watermark},
+            watermark=watermark,
+        )
 
 
 INGESTORS = [AwsSpotAdvisor]

@@ -28,16 +28,18 @@ log = logging.getLogger(__name__)
 
 PRODUCT = "Linux/UNIX"
 LOOKBACK = timedelta(hours=1)
-DEFAULT_HISTORY = timedelta(days=30)   # first run: AWS keeps 90 days; 30 is enough for the spot model
+DEFAULT_HISTORY = timedelta(days=30)  # first run: AWS keeps 90 days; 30 is enough for the spot model
 TYPES_PER_CALL = 100
 
 
 @dataclass(frozen=True, kw_only=True)
 class AwsRegionsOptions(aws_common.AwsClientOptions):
     """The options of a source reading GPU instance types region by region."""
+
     regions: str | list[str] = option(doc="the AWS regions to read (a name or a list)")
     instance_types: list[str] | None = option(
-        None, "instance types to read besides (spot: instead of) every type DescribeInstanceTypes reports with GpuInfo")
+        None, "instance types to read besides (spot: instead of) every type DescribeInstanceTypes reports with GpuInfo"
+    )
 
     def region_names(self) -> list[str]:
         return [self.regions] if isinstance(self.regions, str) else list(self.regions)
@@ -66,8 +68,9 @@ def _history(ec2: Any, source: str, region: str, types: list[str], start: dateti
     paginator = ec2.get_paginator("describe_spot_price_history")
     try:
         for i in range(0, len(types), TYPES_PER_CALL):
-            for page in paginator.paginate(InstanceTypes=types[i:i + TYPES_PER_CALL], ProductDescriptions=[PRODUCT],
-                                           StartTime=start, EndTime=end):
+            for page in paginator.paginate(
+                InstanceTypes=types[i : i + TYPES_PER_CALL], ProductDescriptions=[PRODUCT], StartTime=start, EndTime=end
+            ):
                 points += page.get("SpotPriceHistory", [])
     except Exception as exc:
         if aws_common.is_client_error(exc):
@@ -89,11 +92,18 @@ def _table(region: str, points: list[dict]) -> pa.Table:
         key = (p["AvailabilityZone"], p["InstanceType"], p["ProductDescription"], ts)
         rows[key] = Decimal(str(p["SpotPrice"]))
     keys = sorted(rows)
-    return pa.table({
-        "provider": ["aws"] * len(keys), "region": [region] * len(keys), "zone": [k[0] for k in keys],
-        "instance_type": [k[1] for k in keys], "product": [k[2] for k in keys], "ts": [k[3] for k in keys],
-        "price_usd": [rows[k] for k in keys],
-    }, schema=schema.SPOT_PRICES)
+    return pa.table(
+        {
+            "provider": ["aws"] * len(keys),
+            "region": [region] * len(keys),
+            "zone": [k[0] for k in keys],
+            "instance_type": [k[1] for k in keys],
+            "product": [k[2] for k in keys],
+            "ts": [k[3] for k in keys],
+            "price_usd": [rows[k] for k in keys],
+        },
+        schema=schema.SPOT_PRICES,
+    )
 
 
 def _point_keys(data: pa.Table) -> list[str]:
@@ -116,7 +126,7 @@ class AwsSpotPrices:
         options=AwsSpotPricesOptions,
         time_range=True,
         description="EC2 `DescribeSpotPriceHistory` (Linux/UNIX) of every GPU type `DescribeInstanceTypes` "
-                    "reports with `GpuInfo`",
+        "reports with `GpuInfo`",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -140,8 +150,14 @@ class AwsSpotPrices:
             else:
                 start = until - DEFAULT_HISTORY
             points = _history(ec2, ctx.source, region, sorted(types), start, until)
-            log.info("%s: %s: %d spot price point(s) for %d type(s) since %s", ctx.source, region, len(points),
-                     len(types), start.isoformat())
+            log.info(
+                "%s: %s: %d spot price point(s) for %d type(s) since %s",
+                ctx.source,
+                region,
+                len(points),
+                len(types),
+                start.isoformat(),
+            )
             table = _table(region, points)
             if table.num_rows:
                 newest = max(table.column("ts").to_pylist()).isoformat()
@@ -154,15 +170,19 @@ class AwsSpotPrices:
             return FetchResult([Batch("spot_prices", data, _point_keys(data))], state, watermark=watermark)
         name = f"_spot_{hashlib.sha256(ctx.run_id.encode()).hexdigest()[:12]}"
         ctx.con.register(name, data)
-        new = ctx.con.execute(f"SELECT count(*) FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM spot_prices s "
-                              f"WHERE s.provider = n.provider AND s.zone = n.zone AND s.instance_type = n.instance_type "
-                              f"AND s.product = n.product AND s.ts = n.ts)").fetchall()[0][0]
+        new = ctx.con.execute(
+            f"SELECT count(*) FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM spot_prices s "
+            f"WHERE s.provider = n.provider AND s.zone = n.zone AND s.instance_type = n.instance_type "
+            f"AND s.product = n.product AND s.ts = n.ts)"
+        ).fetchall()[0][0]
         if not new:
             ctx.con.unregister(name)
             return FetchResult([], state, watermark=watermark, skipped_reason="no new spot price point")
-        sql = (f"SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM spot_prices s WHERE s.provider = n.provider "
-               f"AND s.zone = n.zone AND s.instance_type = n.instance_type AND s.product = n.product AND s.ts = n.ts) "
-               f"AND n.provider = {sql_literal('aws')}")
+        sql = (
+            f"SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM spot_prices s WHERE s.provider = n.provider "
+            f"AND s.zone = n.zone AND s.instance_type = n.instance_type AND s.product = n.product AND s.ts = n.ts) "
+            f"AND n.provider = {sql_literal('aws')}"
+        )
         return FetchResult([Batch("spot_prices", sql, [])], state, watermark=watermark)
 
 

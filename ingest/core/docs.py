@@ -74,8 +74,10 @@ def source_table(registry: Registry | None = None) -> str:
     lines = ["| `type` | reads → table | keys | cursor | schedule |", "|---|---|---|---|---|"]
     for cls in registry:
         meta = cls.meta
-        lines.append(f"| `{meta.name}` | {_cell(meta.description)} → `{meta.target_table}` | {_cell(keys_cell(meta))} "
-                     f"| {_cell(cursor_cell(meta))} | `{meta.default_schedule}` |")
+        lines.append(
+            f"| `{meta.name}` | {_cell(meta.description)} → `{meta.target_table}` | {_cell(keys_cell(meta))} "
+            f"| {_cell(cursor_cell(meta))} | `{meta.default_schedule}` |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -96,7 +98,7 @@ def readme_block(text: str) -> str:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ValueError(f"the README lacks the {BEGIN!r} … {END!r} markers")
-    return text[start + len(BEGIN):end].strip("\n") + "\n"
+    return text[start + len(BEGIN) : end].strip("\n") + "\n"
 
 
 def with_table(text: str, table: str) -> str:

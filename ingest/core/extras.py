@@ -16,8 +16,11 @@ from types import ModuleType
 # extra -> (import name, distribution name) of what it installs; pyproject.toml's extras list the same
 EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
     "aws": (("boto3", "boto3"),),
-    "gcp": (("google.cloud.bigquery", "google-cloud-bigquery"), ("google.cloud.billing_v1", "google-cloud-billing"),
-            ("google.auth", "google-auth")),
+    "gcp": (
+        ("google.cloud.bigquery", "google-cloud-bigquery"),
+        ("google.cloud.billing_v1", "google-cloud-billing"),
+        ("google.auth", "google-auth"),
+    ),
     "dashboard": (("streamlit", "streamlit"), ("authlib", "Authlib")),
 }
 DISTRIBUTIONS = {module: dist for modules in EXTRAS.values() for module, dist in modules}
@@ -28,8 +31,10 @@ class MissingExtra(ImportError):
 
 
 def install_hint(extra: str) -> str:
-    return (f"install the '{extra}' extra (in a clone: `make install`, or `.venv/bin/pip install -e '.[{extra}]'`; "
-            f"with pip: `pip install 'gpufinops[{extra}]'`)")
+    return (
+        f"install the '{extra}' extra (in a clone: `make install`, or `.venv/bin/pip install -e '.[{extra}]'`; "
+        f"with pip: `pip install 'gpufinops[{extra}]'`)"
+    )
 
 
 def missing_message(what: str, module: str, extra: str) -> str:

@@ -23,8 +23,10 @@ def expand_paths(source: str, patterns: str | list[str], base_dir: str | None = 
     by_file: dict[tuple[int, int], str] = {}
     for pattern in patterns:
         if pattern.startswith("s3://") or "://" in pattern:
-            raise IngestError(f"{source}: path {pattern!r}: remote paths are read by the cloud ingestors "
-                              f"(type aws_cur); focus_files reads local paths and globs")
+            raise IngestError(
+                f"{source}: path {pattern!r}: remote paths are read by the cloud ingestors "
+                f"(type aws_cur); focus_files reads local paths and globs"
+            )
         full = os.path.expanduser(pattern)
         if base_dir and not os.path.isabs(full):
             full = os.path.join(base_dir, full)
@@ -62,8 +64,11 @@ def _match(names: list[str], pattern: list[str]) -> bool:
     if not pattern:
         return not names
     if pattern[0] == "**":
-        return any(_match(names[i:], pattern[1:]) for i in range(len(names) + 1)
-                   if all(not n.startswith(".") for n in names[:i]))
+        return any(
+            _match(names[i:], pattern[1:])
+            for i in range(len(names) + 1)
+            if all(not n.startswith(".") for n in names[:i])
+        )
     if not names or (names[0].startswith(".") and not pattern[0].startswith(".")):
         return False
     return fnmatch.fnmatchcase(names[0], pattern[0]) and _match(names[1:], pattern[1:])
@@ -84,8 +89,11 @@ def _walk(root: str, pattern: list[str]) -> list[str]:
         seen.add((st.st_dev, st.st_ino))
         relative = os.path.relpath(dirpath, root)
         base = [] if relative == "." else relative.split(os.sep)
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))
-                                 and not os.path.exists(os.path.join(dirpath, d))]:
+        for name in filenames + [
+            d
+            for d in dirnames
+            if os.path.islink(os.path.join(dirpath, d)) and not os.path.exists(os.path.join(dirpath, d))
+        ]:
             if _match(base + [name], pattern):
                 found.append(os.path.join(dirpath, name))
     return found

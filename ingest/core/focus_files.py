@@ -31,15 +31,19 @@ DECIMAL_COLUMNS = [name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spe
 TIMESTAMP_COLUMNS = [name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "Date/Time"]
 JSON_COLUMNS = [name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "JSON"]
 # An EC2-style instance type inside a charge description ("… Linux g5.4xlarge Instance Hour").
-INSTANCE_TYPE_PATTERN = r"\b([a-z][a-z0-9-]*[0-9][a-z0-9-]*\.[0-9]*x?(?:large|metal|medium|small|micro|nano)[a-z0-9-]*)\b"
+INSTANCE_TYPE_PATTERN = (
+    r"\b([a-z][a-z0-9-]*[0-9][a-z0-9-]*\.[0-9]*x?(?:large|metal|medium|small|micro|nano)[a-z0-9-]*)\b"
+)
 
 
 def _source_relation(path: str) -> str:
     if file_format(path) == "parquet":
         return f"read_parquet({sql_literal(path)})"
-    return (f"read_csv({sql_literal(path)}, header = true, all_varchar = true, "
-            f"nullstr = ['NULL', ''], quote = '\"', escape = '\"', auto_detect = true, "
-            f"strict_mode = true)")
+    return (
+        f"read_csv({sql_literal(path)}, header = true, all_varchar = true, "
+        f"nullstr = ['NULL', ''], quote = '\"', escape = '\"', auto_detect = true, "
+        f"strict_mode = true)"
+    )
 
 
 def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str, name: str | None = None) -> dict[str, str]:
@@ -60,8 +64,12 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str, name: str 
     return {r[0]: r[1] for r in rows}
 
 
-CAST_KINDS = {**{n: "number" for n in DECIMAL_COLUMNS}, **{n: "time" for n in TIMESTAMP_COLUMNS},
-              **{n: "json" for n in JSON_COLUMNS}, "x_GpuCount": "integer"}
+CAST_KINDS = {
+    **{n: "number" for n in DECIMAL_COLUMNS},
+    **{n: "time" for n in TIMESTAMP_COLUMNS},
+    **{n: "json" for n in JSON_COLUMNS},
+    "x_GpuCount": "integer",
+}
 
 
 def casts(types: dict[str, str]) -> list[validate.Cast]:
@@ -76,13 +84,18 @@ def casts(types: dict[str, str]) -> list[validate.Cast]:
     return out
 
 
-def part(path: str, types: dict[str, str], tag_keys: tuple[str, ...], kind: str = "file",
-         name: str | None = None) -> validate.Part:
+def part(
+    path: str, types: dict[str, str], tag_keys: tuple[str, ...], kind: str = "file", name: str | None = None
+) -> validate.Part:
     """One file's rows for validation and loading (ingest/core/validate.py)."""
     columns = list(types)
-    return validate.Part(kind, name or path, _source_relation(path),
-                         lambda relation, carry: _file_select(path, columns, tag_keys, relation=relation, carry=carry),
-                         casts(types))
+    return validate.Part(
+        kind,
+        name or path,
+        _source_relation(path),
+        lambda relation, carry: _file_select(path, columns, tag_keys, relation=relation, carry=carry),
+        casts(types),
+    )
 
 
 def _check_columns(source: str, path: str, columns: list[str]) -> None:
@@ -99,12 +112,20 @@ def _team_expr(tag_keys: tuple[str, ...], columns: list[str]) -> str:
     if "Tags" in columns and tag_keys:
         paths = ", ".join(sql_literal('$."' + key.replace('"', '\\"') + '"') for key in tag_keys)
         # one JSON parse per row for all keys, then the first key that has a value
-        parts.append(f'list_filter(json_extract_string(CAST("Tags" AS VARCHAR), [{paths}]), lambda x: x IS NOT NULL)[1]')
+        parts.append(
+            f'list_filter(json_extract_string(CAST("Tags" AS VARCHAR), [{paths}]), lambda x: x IS NOT NULL)[1]'
+        )
     return f"COALESCE({', '.join(parts)})" if parts else "NULL"
 
 
-def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...], *, relation: str | None = None,
-                 carry: tuple[str, ...] = ()) -> str:
+def _file_select(
+    path: str,
+    columns: list[str],
+    tag_keys: tuple[str, ...],
+    *,
+    relation: str | None = None,
+    carry: tuple[str, ...] = (),
+) -> str:
     """SELECT over one file (or ``relation``, its rows) producing every cost_line_items column with its
     warehouse type, and the ``carry`` columns unchanged."""
     present = set(columns)
@@ -121,23 +142,33 @@ def _file_select(path: str, columns: list[str], tag_keys: tuple[str, ...], *, re
             items.append(f"'Other (' || CAST(\"ServiceCategory\" AS VARCHAR) || ')' AS \"{name}\"")
         else:
             items.append(f'CAST(NULL AS {sql_type}) AS "{name}"')
-    instance_type = ('CAST("x_InstanceType" AS VARCHAR)' if "x_InstanceType" in present else
-                     f"NULLIF(regexp_extract(\"ChargeDescription\", {sql_literal(INSTANCE_TYPE_PATTERN)}, 1), '')")
+    instance_type = (
+        'CAST("x_InstanceType" AS VARCHAR)'
+        if "x_InstanceType" in present
+        else f"NULLIF(regexp_extract(\"ChargeDescription\", {sql_literal(INSTANCE_TYPE_PATTERN)}, 1), '')"
+    )
     items.append(f"{instance_type} AS x_InstanceType")
-    items.append(('CAST("x_GpuModel" AS VARCHAR)' if "x_GpuModel" in present else "CAST(NULL AS VARCHAR)") + " AS x_GpuModel")
-    items.append(('CAST("x_GpuCount" AS INTEGER)' if "x_GpuCount" in present else "CAST(NULL AS INTEGER)") + " AS x_GpuCount")
+    items.append(
+        ('CAST("x_GpuModel" AS VARCHAR)' if "x_GpuModel" in present else "CAST(NULL AS VARCHAR)") + " AS x_GpuModel"
+    )
+    items.append(
+        ('CAST("x_GpuCount" AS INTEGER)' if "x_GpuCount" in present else "CAST(NULL AS INTEGER)") + " AS x_GpuCount"
+    )
     items.append(f"{_team_expr(tag_keys, columns)} AS x_Team")
     items += [f'"{c}"' for c in carry]
     return f"SELECT {', '.join(items)} FROM {relation or _source_relation(path)}"
 
 
-def billing_periods(con: duckdb.DuckDBPyConnection, source: str, p: validate.Part, skip_rows: bool = False) -> list[str]:
+def billing_periods(
+    con: duckdb.DuckDBPyConnection, source: str, p: validate.Part, skip_rows: bool = False
+) -> list[str]:
     """The billing periods a file holds (its slices). With skip_rows, rows whose period is empty or
     not a time are left to the row checks (they are quarantined, not loaded)."""
     cast = "TRY_CAST" if skip_rows else "CAST"
     try:
-        rows = con.execute(f'SELECT DISTINCT CAST({cast}("BillingPeriodStart" AS TIMESTAMPTZ) AS VARCHAR) '
-                           f"FROM {p.relation}").fetchall()
+        rows = con.execute(
+            f'SELECT DISTINCT CAST({cast}("BillingPeriodStart" AS TIMESTAMPTZ) AS VARCHAR) FROM {p.relation}'
+        ).fetchall()
     except duckdb.Error as exc:
         explained = validate.explain(con, source, [p], [[]], exc)
         raise IngestError(explained or validate.read_error(source, p.where(), exc)) from None
@@ -155,8 +186,15 @@ class FocusFiles:
     meta = IngestorMeta(
         name="focus_files",
         target_table="cost_line_items",
-        key=("x_Source", "BillingPeriodStart", "ChargePeriodStart", "ResourceId", "SkuPriceId",
-             "ChargeCategory", "ChargeDescription"),
+        key=(
+            "x_Source",
+            "BillingPeriodStart",
+            "ChargePeriodStart",
+            "ResourceId",
+            "SkuPriceId",
+            "ChargeCategory",
+            "ChargeDescription",
+        ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
         cursor="file fingerprints (size, mtime)",
@@ -177,16 +215,18 @@ class FocusFiles:
         # --since/--until reloads the periods in range from every file, leaving the cursor alone
         changed, removed = (files, []) if ranged else changed_files(files, previous)
         if not changed and not removed:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
-                               skipped_reason="no new or changed files")
+            return FetchResult(
+                [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new or changed files"
+            )
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         columns: dict[str, dict[str, str]] = {}
         periods: dict[str, list[str]] = {}
         for path in changed:
             columns[path] = _describe(ctx.con, ctx.source, path)
             _check_columns(ctx.source, path, list(columns[path]))
-            periods[path] = billing_periods(ctx.con, ctx.source, part(path, columns[path], ctx.team_tag_keys),
-                                           skip_rows)
+            periods[path] = billing_periods(
+                ctx.con, ctx.source, part(path, columns[path], ctx.team_tag_keys), skip_rows
+            )
             if not periods[path] and not skip_rows:
                 raise IngestError(f"{ctx.source}: file {path} holds no rows")
         affected = {p for path in changed for p in periods[path]}
@@ -195,8 +235,12 @@ class FocusFiles:
         if ranged:
             affected = {p for p in affected if window.holds_period(datetime.fromisoformat(p.replace("+00", "+00:00")))}
             if not affected:
-                return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"),
-                                   skipped_reason="no billing period in the requested range")
+                return FetchResult(
+                    [],
+                    ctx.state,
+                    watermark=ctx.state.get("watermark"),
+                    skipped_reason="no billing period in the requested range",
+                )
         # Unchanged files that share an affected period are re-read so the slice is whole.
         for path in files:
             if path not in columns and affected & set(previous.get(path, {}).get("periods", [])):
@@ -207,21 +251,29 @@ class FocusFiles:
         if not read:  # only withdrawn files whose periods no other file holds: delete them
             batch = Batch(table="cost_line_items", data=None, slices=sorted(affected))
             new_files = {path: previous[path] for path in files}
-            return FetchResult([batch], {"files": new_files, "watermark": ctx.state.get("watermark")},
-                               watermark=ctx.state.get("watermark"))
+            return FetchResult(
+                [batch],
+                {"files": new_files, "watermark": ctx.state.get("watermark")},
+                watermark=ctx.state.get("watermark"),
+            )
         period_list = ", ".join(sql_literal(p) for p in sorted(affected))
 
         def enrich(union: str) -> str:
-            return (f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model) AS x_GpuModel, "
-                    f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
-                    f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-                    f"FROM ({union}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
-                    f"ON it.instance_type = u.x_InstanceType "
-                    f"WHERE CAST(u.BillingPeriodStart AS VARCHAR) IN ({period_list})")
+            return (
+                f"SELECT u.* REPLACE (COALESCE(u.x_GpuModel, it.gpu_model) AS x_GpuModel, "
+                f"COALESCE(u.x_GpuCount, it.gpu_count) AS x_GpuCount), "
+                f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+                f"FROM ({union}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
+                f"ON it.instance_type = u.x_InstanceType "
+                f"WHERE CAST(u.BillingPeriodStart AS VARCHAR) IN ({period_list})"
+            )
+
         parts = [part(path, columns[path], ctx.team_tag_keys) for path in read]
         sql, rejects, explain = validate.cost_rows(ctx, parts, enrich)
-        new_files = {path: {"fp": fingerprint(path), "periods": periods.get(path, previous.get(path, {}).get("periods", []))}
-                     for path in files}
+        new_files = {
+            path: {"fp": fingerprint(path), "periods": periods.get(path, previous.get(path, {}).get("periods", []))}
+            for path in files
+        }
         watermark = max((p for f in new_files.values() for p in f["periods"]), default=None)
         batches = [Batch(table="cost_line_items", data=sql, slices=sorted(affected), diagnose=explain)]
         batches += [rejects] if rejects else []

@@ -19,33 +19,89 @@ from __future__ import annotations
 from gpufinops.ingest.core.files import sql_literal
 
 SUBCATEGORIES: dict[str, tuple[str, ...]] = {
-    "AI and Machine Learning": ("AI Platforms", "Bots", "Generative AI", "Machine Learning",
-                                "Natural Language Processing", "Other (AI and Machine Learning)"),
-    "Analytics": ("Analytics Platforms", "Business Intelligence", "Data Processing", "Search",
-                  "Streaming Analytics", "Other (Analytics)"),
+    "AI and Machine Learning": (
+        "AI Platforms",
+        "Bots",
+        "Generative AI",
+        "Machine Learning",
+        "Natural Language Processing",
+        "Other (AI and Machine Learning)",
+    ),
+    "Analytics": (
+        "Analytics Platforms",
+        "Business Intelligence",
+        "Data Processing",
+        "Search",
+        "Streaming Analytics",
+        "Other (Analytics)",
+    ),
     "Business Applications": ("Productivity and Collaboration", "Other (Business Applications)"),
-    "Compute": ("Containers", "End User Computing", "Quantum Compute", "Serverless Compute", "Virtual Machines",
-                "Other (Compute)"),
-    "Databases": ("Caching", "Data Warehouses", "Ledger Databases", "NoSQL Databases", "Relational Databases",
-                  "Time Series Databases", "Other (Databases)"),
-    "Developer Tools": ("Developer Platforms", "Continuous Integration and Deployment", "Development Environments",
-                        "Source Code Management", "Quality Assurance", "Other (Developer Tools)"),
+    "Compute": (
+        "Containers",
+        "End User Computing",
+        "Quantum Compute",
+        "Serverless Compute",
+        "Virtual Machines",
+        "Other (Compute)",
+    ),
+    "Databases": (
+        "Caching",
+        "Data Warehouses",
+        "Ledger Databases",
+        "NoSQL Databases",
+        "Relational Databases",
+        "Time Series Databases",
+        "Other (Databases)",
+    ),
+    "Developer Tools": (
+        "Developer Platforms",
+        "Continuous Integration and Deployment",
+        "Development Environments",
+        "Source Code Management",
+        "Quality Assurance",
+        "Other (Developer Tools)",
+    ),
     "Identity": ("Identity and Access Management", "Other (Identity)"),
     "Integration": ("API Management", "Messaging", "Workflow Orchestration", "Other (Integration)"),
     "Internet of Things": ("IoT Analytics", "IoT Platforms", "Other (Internet of Things)"),
-    "Management and Governance": ("Architecture", "Compliance", "Cost Management", "Data Governance",
-                                  "Disaster Recovery", "Endpoint Management", "Observability", "Support",
-                                  "Other (Management and Governance)"),
+    "Management and Governance": (
+        "Architecture",
+        "Compliance",
+        "Cost Management",
+        "Data Governance",
+        "Disaster Recovery",
+        "Endpoint Management",
+        "Observability",
+        "Support",
+        "Other (Management and Governance)",
+    ),
     "Media": ("Content Creation", "Gaming", "Media Streaming", "Mixed Reality", "Other (Media)"),
     "Migration": ("Data Migration", "Resource Migration", "Other (Migration)"),
     "Mobile": ("Other (Mobile)",),
     "Multicloud": ("Multicloud Integration", "Other (Multicloud)"),
-    "Networking": ("Application Networking", "Content Delivery", "Network Connectivity", "Network Infrastructure",
-                   "Network Routing", "Network Security", "Other (Networking)"),
-    "Security": ("Secret Management", "Security Posture Management", "Threat Detection and Response",
-                 "Other (Security)"),
-    "Storage": ("Backup Storage", "Block Storage", "File Storage", "Object Storage", "Storage Platforms",
-                "Other (Storage)"),
+    "Networking": (
+        "Application Networking",
+        "Content Delivery",
+        "Network Connectivity",
+        "Network Infrastructure",
+        "Network Routing",
+        "Network Security",
+        "Other (Networking)",
+    ),
+    "Security": (
+        "Secret Management",
+        "Security Posture Management",
+        "Threat Detection and Response",
+        "Other (Security)",
+    ),
+    "Storage": (
+        "Backup Storage",
+        "Block Storage",
+        "File Storage",
+        "Object Storage",
+        "Storage Platforms",
+        "Other (Storage)",
+    ),
     "Web": ("Application Platforms", "Other (Web)"),
     "Other": ("Other (Other)",),
 }
@@ -54,19 +110,51 @@ OTHER = ("Other", "Other (Other)")
 # Provider unit spellings (lower-cased) -> FOCUS UnitFormat. Whole values first; CUR's suffixes below.
 UNITS: dict[str, str] = {
     # AWS CUR pricing_unit
-    "hrs": "Hours", "hr": "Hours", "gb-mo": "GB-Months", "gb-month": "GB-Months", "iops-mo": "IOPS-Months",
-    "tag-mo": "Tag-Months", "gibps-mo": "GiBps-Months", "lambda-gb-second": "GB-Seconds",
-    "second": "Seconds", "seconds": "Seconds", "minute": "Minutes", "minutes": "Minutes",
+    "hrs": "Hours",
+    "hr": "Hours",
+    "gb-mo": "GB-Months",
+    "gb-month": "GB-Months",
+    "iops-mo": "IOPS-Months",
+    "tag-mo": "Tag-Months",
+    "gibps-mo": "GiBps-Months",
+    "lambda-gb-second": "GB-Seconds",
+    "second": "Seconds",
+    "seconds": "Seconds",
+    "minute": "Minutes",
+    "minutes": "Minutes",
     # GCP billing export usage.pricing_unit (the Cloud Billing Catalog's units)
-    "hour": "Hours", "hours": "Hours", "month": "Months", "day": "Days", "byte": "B", "bytes": "B",
-    "kibibyte": "KiB", "mebibyte": "MiB", "gibibyte": "GiB", "tebibyte": "TiB", "pebibyte": "PiB",
-    "gibibyte hour": "GiB-Hours", "gibibyte month": "GiB-Months", "gibibyte day": "GiB-Days",
-    "gibibyte second": "GiB-Seconds", "tebibyte month": "TiB-Months", "mebibyte second": "MiB-Seconds",
-    "byte-seconds": "B-Seconds", "count": "Count", "request": "Requests", "requests": "Requests",
+    "hour": "Hours",
+    "hours": "Hours",
+    "month": "Months",
+    "day": "Days",
+    "byte": "B",
+    "bytes": "B",
+    "kibibyte": "KiB",
+    "mebibyte": "MiB",
+    "gibibyte": "GiB",
+    "tebibyte": "TiB",
+    "pebibyte": "PiB",
+    "gibibyte hour": "GiB-Hours",
+    "gibibyte month": "GiB-Months",
+    "gibibyte day": "GiB-Days",
+    "gibibyte second": "GiB-Seconds",
+    "tebibyte month": "TiB-Months",
+    "mebibyte second": "MiB-Seconds",
+    "byte-seconds": "B-Seconds",
+    "count": "Count",
+    "request": "Requests",
+    "requests": "Requests",
 }
 # CUR spells a rate's time unit as a suffix: "ReadCapacityUnit-Hrs", "LCU-Hrs", "IdleLCU-Hr", "…-Mo".
-UNIT_SUFFIXES = (("-Hrs", "-Hours"), ("-Hr", "-Hours"), ("-Mo", "-Months"), ("-mo", "-Months"),
-                 ("-Month", "-Months"), ("-Second", "-Seconds"), ("-second", "-Seconds"))
+UNIT_SUFFIXES = (
+    ("-Hrs", "-Hours"),
+    ("-Hr", "-Hours"),
+    ("-Mo", "-Months"),
+    ("-mo", "-Months"),
+    ("-Month", "-Months"),
+    ("-Second", "-Seconds"),
+    ("-second", "-Seconds"),
+)
 # Decorative signs in product names ("Red Hat® Enterprise Linux®", an AWS Marketplace product): FOCUS
 # strings are checked to be ASCII, and the name reads the same without them.
 DECORATIVE_SIGNS = ("®", "™", "©")
@@ -79,8 +167,7 @@ def subcategory_of(category: str, subcategory: str) -> tuple[str, str]:
     return category, subcategory
 
 
-def service_sql(service_name: str, services: dict[str, tuple[str, str]], part: int,
-                fallback: str | None = None) -> str:
+def service_sql(service_name: str, services: dict[str, tuple[str, str]], part: int, fallback: str | None = None) -> str:
     """ServiceCategory (``part`` 0) or ServiceSubcategory (1) of ``service_name`` (a SQL expression).
 
     ``services`` maps a ServiceName to (category, subcategory); ``fallback`` is an expression tried
@@ -95,7 +182,9 @@ def unit_sql(unit: str) -> str:
     whens = " ".join(f"WHEN {sql_literal(k)} THEN {sql_literal(v)}" for k, v in UNITS.items())
     suffixes = " ".join(
         f"WHEN {unit} LIKE {sql_literal('%' + old)} THEN substr({unit}, 1, length({unit}) - {len(old)}) || "
-        f"{sql_literal(new)}" for old, new in UNIT_SUFFIXES)
+        f"{sql_literal(new)}"
+        for old, new in UNIT_SUFFIXES
+    )
     return f"CASE lower({unit}) {whens} ELSE CASE {suffixes} ELSE {unit} END END"
 
 

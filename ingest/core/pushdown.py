@@ -25,13 +25,40 @@ from gpufinops.warehouse import schema
 
 # What the models, dashboard and reports group by: every other FOCUS column is NULL in a rollup row.
 ROLLUP_KEYS = (
-    "ProviderName", "BillingAccountId", "BillingAccountName", "SubAccountId", "SubAccountName",
-    "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "BillingCurrency",
-    "InvoiceIssuerName", "PublisherName", "ChargeCategory", "ChargeClass", "ChargeFrequency",
-    "PricingCategory", "PricingUnit", "ConsumedUnit", "ServiceName", "ServiceCategory", "ServiceSubcategory",
-    "InvoiceId", "RegionId",
-    "RegionName", "AvailabilityZone", "ResourceId", "CommitmentDiscountId", "CommitmentDiscountCategory",
-    "CommitmentDiscountType", "CommitmentDiscountStatus", "x_InstanceType", "x_GpuModel", "x_GpuCount", "x_Team",
+    "ProviderName",
+    "BillingAccountId",
+    "BillingAccountName",
+    "SubAccountId",
+    "SubAccountName",
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "BillingCurrency",
+    "InvoiceIssuerName",
+    "PublisherName",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeFrequency",
+    "PricingCategory",
+    "PricingUnit",
+    "ConsumedUnit",
+    "ServiceName",
+    "ServiceCategory",
+    "ServiceSubcategory",
+    "InvoiceId",
+    "RegionId",
+    "RegionName",
+    "AvailabilityZone",
+    "ResourceId",
+    "CommitmentDiscountId",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountType",
+    "CommitmentDiscountStatus",
+    "x_InstanceType",
+    "x_GpuModel",
+    "x_GpuCount",
+    "x_Team",
 )
 ROLLUP_SUMS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ConsumedQuantity", "PricingQuantity")
 ROLLUP_COLUMNS = ROLLUP_KEYS + ROLLUP_SUMS
@@ -52,8 +79,9 @@ def rollup_select(mapped: str, *, remote: bool = False) -> str:
     in the output, which every engine prints in the same ISO form (``TIMESTAMP WITH TIME ZONE``
     prints a zone name that differs between engines).
     """
-    keys = [f"CAST({_q(k)} AS TIMESTAMP) AS {_q(k)}" if remote and k in _TIMESTAMP_COLUMNS else _q(k)
-            for k in ROLLUP_KEYS]
+    keys = [
+        f"CAST({_q(k)} AS TIMESTAMP) AS {_q(k)}" if remote and k in _TIMESTAMP_COLUMNS else _q(k) for k in ROLLUP_KEYS
+    ]
     sums = [f"sum({_q(c)}) AS {_q(c)}" for c in ROLLUP_SUMS]
     group = ", ".join(_q(k) for k in ROLLUP_KEYS)
     return f"SELECT {', '.join(keys + sums)} FROM ({mapped}) AS mapped GROUP BY {group}"
@@ -87,8 +115,13 @@ def _as_datetime(node: exp.Expression) -> exp.Expression:
         return exp.Anonymous(this="PARSE_DATETIME", expressions=[node.args["format"], node.this])
     if isinstance(node, exp.Add) and isinstance(node.expression, exp.Interval):
         interval = node.expression
-        return exp.Anonymous(this="DATETIME_ADD", expressions=[_as_datetime(node.this), exp.Interval(
-            this=_integer(interval.this), unit=interval.args.get("unit"))])
+        return exp.Anonymous(
+            this="DATETIME_ADD",
+            expressions=[
+                _as_datetime(node.this),
+                exp.Interval(this=_integer(interval.this), unit=interval.args.get("unit")),
+            ],
+        )
     return exp.Cast(this=node, to=exp.DataType.build("DATETIME", dialect="bigquery"))
 
 
@@ -150,37 +183,53 @@ def _bigquery_rewriter(pinned: bool = False) -> Callable[[exp.Expression], exp.E
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.DataType) and node.this in decimal_types:
             return _bignumeric(node, pinned)
-        if (isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and not node.this.is_string
-                and not node.this.is_int and node.to.this in decimal_types):
+        if (
+            isinstance(node, exp.Cast)
+            and isinstance(node.this, exp.Literal)
+            and not node.this.is_string
+            and not node.this.is_int
+            and node.to.this in decimal_types
+        ):
             return exp.Cast(this=exp.Literal.string(node.this.name), to=_bignumeric(node.to, pinned))
         if isinstance(node, exp.Log) and node.expression is not None and node.this.name == "10":
             return exp.Anonymous(this="LOG10", expressions=[inner(node.expression)])
         if isinstance(node, exp.MapFromEntries):
             return inner(node.this)
         if isinstance(node, exp.Bracket):
-            raise ValueError(f"{node.sql('duckdb')}: a list element by position or a map subscript is not "
-                             "translated to BigQuery (UNNEST keeps no order; use map_extract_value)")
+            raise ValueError(
+                f"{node.sql('duckdb')}: a list element by position or a map subscript is not "
+                "translated to BigQuery (UNNEST keeps no order; use map_extract_value)"
+            )
         if isinstance(node, exp.Transform) and isinstance(node.expression, exp.Lambda):
             variable = node.expression.expressions[0].name
-            return _template(f"ARRAY(SELECT __body__ FROM UNNEST(__array__) AS {variable})",
-                             body=inner(node.expression.this), array=inner(node.this))
+            return _template(
+                f"ARRAY(SELECT __body__ FROM UNNEST(__array__) AS {variable})",
+                body=inner(node.expression.this),
+                array=inner(node.this),
+            )
         if isinstance(node, exp.Anonymous):
             name, args = node.name.lower(), node.expressions
             if name == "map_extract_value" and len(args) == 2:
                 n = next(numbers)
-                return exp.Subquery(this=_template(
-                    f"SELECT _kv{n}.value FROM UNNEST(__map__) AS _kv{n} WHERE _kv{n}.key = __key__ LIMIT 1",
-                    map=inner(args[0]), key=inner(args[1])))
+                return exp.Subquery(
+                    this=_template(
+                        f"SELECT _kv{n}.value FROM UNNEST(__map__) AS _kv{n} WHERE _kv{n}.key = __key__ LIMIT 1",
+                        map=inner(args[0]),
+                        key=inner(args[1]),
+                    )
+                )
             if name == "cardinality" and len(args) == 1:
                 return exp.ArraySize(this=inner(args[0]))
             if name == "list_sum" and len(args) == 1:
                 n = next(numbers)
-                return exp.Subquery(this=_template(f"SELECT SUM(_v{n}) FROM UNNEST(__array__) AS _v{n}",
-                                                   array=inner(args[0])))
+                return exp.Subquery(
+                    this=_template(f"SELECT SUM(_v{n}) FROM UNNEST(__array__) AS _v{n}", array=inner(args[0]))
+                )
             utc = len(args) == 2 and isinstance(args[0], exp.Literal) and args[0].name.upper() == "UTC"
             if name == "timezone" and utc:
-                return exp.Anonymous(this="TIMESTAMP", expressions=[_as_datetime(inner(args[1])),
-                                                                    exp.Literal.string("UTC")])
+                return exp.Anonymous(
+                    this="TIMESTAMP", expressions=[_as_datetime(inner(args[1])), exp.Literal.string("UTC")]
+                )
         return node
 
     return rewrite

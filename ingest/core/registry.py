@@ -28,17 +28,17 @@ class IngestError(Exception):
 
 @dataclass(frozen=True)
 class IngestorMeta:
-    name: str                       # the config `type`
-    target_table: str               # warehouse table the rows land in
-    key: tuple[str, ...]            # columns unique within the table for one source
-    slice_expr: str                 # SQL expression whose values identify a replaced slice
-    source_column: str | None       # column holding the configured source name (None: a reference table without one)
-    cursor: str | None              # incremental cursor (column or state item), None for full loads
-    lookback: timedelta             # restatement window re-read on every run (an option may override it)
-    default_schedule: str           # cron (5 fields), overridable per source in config
-    options: type[SourceOptions]    # the config keys: their types, defaults and descriptions
+    name: str  # the config `type`
+    target_table: str  # warehouse table the rows land in
+    key: tuple[str, ...]  # columns unique within the table for one source
+    slice_expr: str  # SQL expression whose values identify a replaced slice
+    source_column: str | None  # column holding the configured source name (None: a reference table without one)
+    cursor: str | None  # incremental cursor (column or state item), None for full loads
+    lookback: timedelta  # restatement window re-read on every run (an option may override it)
+    default_schedule: str  # cron (5 fields), overridable per source in config
+    options: type[SourceOptions]  # the config keys: their types, defaults and descriptions
     description: str = ""
-    time_range: bool = False        # honours --since/--until (others load incrementally regardless)
+    time_range: bool = False  # honours --since/--until (others load incrementally regardless)
     # The state item holding the time the next load resumes from: the runner starts the window at
     # it minus the lookback (None: the cursor is not a time, e.g. file fingerprints).
     window_cursor: str | None = None
@@ -57,6 +57,7 @@ class LoadWindow:
     else ``since`` is the saved cursor minus the lookback, or None (no cursor yet, a full refresh,
     or a source whose cursor is not a time): the ingestor loads from its own start (its backfill).
     """
+
     since: datetime | None = None
     until: datetime | None = None
     ranged: bool = False
@@ -87,6 +88,7 @@ class Batch:
     ``data`` is an Arrow table / record batch reader in the table's schema, or a SQL SELECT that
     DuckDB runs inside the load transaction (so a large file streams straight into the table).
     """
+
     table: str
     data: pa.Table | pa.RecordBatchReader | str | None  # None: delete the slices, insert nothing
     slices: list[Any]
@@ -103,21 +105,21 @@ class Batch:
 @dataclass
 class FetchResult:
     batches: list[Batch]
-    state: dict[str, Any]           # new incremental state, saved in the load's transaction
-    watermark: str | None = None    # human-readable progress mark for the ledger
+    state: dict[str, Any]  # new incremental state, saved in the load's transaction
+    watermark: str | None = None  # human-readable progress mark for the ledger
     skipped_reason: str | None = None  # set when there was nothing new to load
 
 
 @dataclass
 class IngestContext:
-    source: str                     # configured source name
-    options: Any                    # the source's parsed ``Options`` (its ingestor's meta.options)
+    source: str  # configured source name
+    options: Any  # the source's parsed ``Options`` (its ingestor's meta.options)
     con: duckdb.DuckDBPyConnection  # the run's warehouse connection (for reading files via SQL)
-    state: dict[str, Any]           # state saved by the previous successful run
+    state: dict[str, Any]  # state saved by the previous successful run
     run_id: str
     team_tag_keys: tuple[str, ...] = ()
     window: LoadWindow = LoadWindow()  # what to load, computed once by the runner
-    base_dir: str | None = None     # relative paths in options are relative to this (the config's folder)
+    base_dir: str | None = None  # relative paths in options are relative to this (the config's folder)
 
 
 class Ingestor(Protocol):
@@ -154,7 +156,21 @@ class Registry:
 
 
 # Modules holding the built-in ingestors; each registers its class with `default_registry()`.
-BUILTIN_MODULES = ("gpufinops.ingest.core.focus_files", "gpufinops.ingest.metrics.nvidia_smi_csv", "gpufinops.ingest.metrics.dcgm_exporter", "gpufinops.ingest.metrics.prometheus", "gpufinops.ingest.metrics.cloudwatch_gpu", "gpufinops.ingest.aws.aws_cur", "gpufinops.ingest.aws.aws_spot_prices", "gpufinops.ingest.aws.aws_pricing", "gpufinops.ingest.aws.aws_spot_advisor", "gpufinops.ingest.onprem.onprem", "gpufinops.ingest.gcp.gcp_billing_export", "gpufinops.ingest.gcp.gcp_catalog", "gpufinops.ingest.gcp.gcp_price_history")
+BUILTIN_MODULES = (
+    "gpufinops.ingest.core.focus_files",
+    "gpufinops.ingest.metrics.nvidia_smi_csv",
+    "gpufinops.ingest.metrics.dcgm_exporter",
+    "gpufinops.ingest.metrics.prometheus",
+    "gpufinops.ingest.metrics.cloudwatch_gpu",
+    "gpufinops.ingest.aws.aws_cur",
+    "gpufinops.ingest.aws.aws_spot_prices",
+    "gpufinops.ingest.aws.aws_pricing",
+    "gpufinops.ingest.aws.aws_spot_advisor",
+    "gpufinops.ingest.onprem.onprem",
+    "gpufinops.ingest.gcp.gcp_billing_export",
+    "gpufinops.ingest.gcp.gcp_catalog",
+    "gpufinops.ingest.gcp.gcp_price_history",
+)
 
 
 def default_registry() -> Registry:

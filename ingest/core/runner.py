@@ -46,11 +46,11 @@ class RunResult:
     run_id: str
     source: str
     source_type: str
-    status: str          # succeeded | failed | skipped
+    status: str  # succeeded | failed | skipped
     rows: int
     watermark: str | None
     error: str | None
-    rejected: int = 0    # rows quarantined into ingest_rejects (on_invalid = "skip_rows")
+    rejected: int = 0  # rows quarantined into ingest_rejects (on_invalid = "skip_rows")
 
     @property
     def ok(self) -> bool:
@@ -89,7 +89,9 @@ def _close_interrupted_runs(con: duckdb.DuckDBPyConnection, source: str) -> None
     con.execute(
         "UPDATE ingest_runs SET status = 'failed', finished_at = now(), "
         "error = 'interrupted: the process ended before the run finished' "
-        "WHERE source = ? AND status = 'running'", [source])
+        "WHERE source = ? AND status = 'running'",
+        [source],
+    )
 
 
 def _load_state(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
@@ -97,8 +99,14 @@ def _load_state(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
     return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
 
-def load_window(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], since: datetime | None,
-                until: datetime | None, full_refresh: bool) -> LoadWindow:
+def load_window(
+    meta: IngestorMeta,
+    options: SourceOptions,
+    state: dict[str, Any],
+    since: datetime | None,
+    until: datetime | None,
+    full_refresh: bool,
+) -> LoadWindow:
     """The one window a run loads: ``--since/--until`` when the source honours them; a bound not
     given is the saved cursor minus the lookback (none under ``--full-refresh`` or before the first
     load, or when the source's cursor is not a time: the ingestor then starts at its own backfill)."""
@@ -108,7 +116,9 @@ def load_window(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any
     return LoadWindow(since=since, until=until if ranged else None, ranged=ranged, full_refresh=full_refresh)
 
 
-def _resume_from(meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], full_refresh: bool) -> datetime | None:
+def _resume_from(
+    meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], full_refresh: bool
+) -> datetime | None:
     resume = state.get(meta.window_cursor) if meta.window_cursor and not full_refresh else None
     if not resume:
         return None
@@ -125,8 +135,14 @@ def parse_options(meta: IngestorMeta, source: str, options: SourceOptions | dict
         raise IngestError(str(exc)) from None
 
 
-def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, source_column: str,
-                  slice_expr: str, touched: attribution.Touched) -> int:
+def _insert_batch(
+    con: duckdb.DuckDBPyConnection,
+    batch: Batch,
+    source: str,
+    source_column: str,
+    slice_expr: str,
+    touched: attribution.Touched,
+) -> int:
     table = schema.TABLES[batch.table]
     source_column = batch.source_column or source_column
     slice_expr = batch.slice_expr or slice_expr
@@ -142,13 +158,18 @@ def _insert_batch(con: duckdb.DuckDBPyConnection, batch: Batch, source: str, sou
         attribution.capture_rule_hosts(con, source, touched)
     if batch.slices:
         allocation.capture(con, table.name, in_slices, slice_params)  # what the old rows paid for / measured
-        con.execute(f'DELETE FROM {table.name} WHERE {in_slices}', slice_params)
+        con.execute(f"DELETE FROM {table.name} WHERE {in_slices}", slice_params)
     inserted = _insert_rows(con, batch, table)
     if table.name == "cost_line_items":
-        attribution.capture_cost_ids(con, in_slices if batch.slices else f'"{source_column}" = ?',
-                                     slice_params if batch.slices else [source])
-        allocation.capture(con, table.name, in_slices if batch.slices else f'"{source_column}" = ?',
-                           slice_params if batch.slices else [source])
+        attribution.capture_cost_ids(
+            con, in_slices if batch.slices else f'"{source_column}" = ?', slice_params if batch.slices else [source]
+        )
+        allocation.capture(
+            con,
+            table.name,
+            in_slices if batch.slices else f'"{source_column}" = ?',
+            slice_params if batch.slices else [source],
+        )
     elif table.name == "attribution_rules":
         attribution.capture_rule_hosts(con, source, touched)
     elif table.name in attribution.ATTRIBUTED_TABLES:
@@ -182,8 +203,13 @@ def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
             raise IngestError(f"column {f.name!r} has type {f.type}, table {table.name} needs {expected[f.name]}")
 
 
-def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult,
-          allocation_settings: allocation.AllocationSettings | None = None) -> tuple[int, int]:
+def _load(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    meta,
+    result: FetchResult,
+    allocation_settings: allocation.AllocationSettings | None = None,
+) -> tuple[int, int]:
     """Replace the batches' slices and save the source's state, all in one transaction;
     returns (rows loaded, rows quarantined)."""
     rows = rejected = 0
@@ -205,8 +231,9 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
         attribution.apply(con, touched)  # GPU-hours follow whichever side arrived: same transaction
         allocation.apply(con, touched, allocation_settings)  # and so does the shared-GPU chargeback
         con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
-        con.execute("INSERT INTO ingest_state VALUES (?, ?, ?)",
-                    [source, json.dumps(result.state, sort_keys=True), _now()])
+        con.execute(
+            "INSERT INTO ingest_state VALUES (?, ?, ?)", [source, json.dumps(result.state, sort_keys=True), _now()]
+        )
         con.execute("COMMIT")
     except BaseException as exc:
         db.rollback(con)
@@ -220,33 +247,54 @@ def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult
     return rows, rejected
 
 
-def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: str, source_type: str,
-               options: SourceOptions | dict[str, Any], *, team_tag_keys: tuple[str, ...] = (),
-               since: datetime | None = None, until: datetime | None = None,
-               full_refresh: bool = False, base_dir: str | None = None, memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
-               secrets: list[str] | None = None,
-               allocation_settings: allocation.AllocationSettings | None = None) -> RunResult:
+def run_source(
+    registry: Registry,
+    warehouse_path: str | os.PathLike,
+    source: str,
+    source_type: str,
+    options: SourceOptions | dict[str, Any],
+    *,
+    team_tag_keys: tuple[str, ...] = (),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    full_refresh: bool = False,
+    base_dir: str | None = None,
+    memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
+    secrets: list[str] | None = None,
+    allocation_settings: allocation.AllocationSettings | None = None,
+) -> RunResult:
     """Run one source end to end; never raises for a bad source, returns a failed RunResult."""
     ingestor_cls = registry.get(source_type)
     meta = ingestor_cls.meta
     run_id = uuid.uuid4().hex
     secrets = secrets or []
     if (since or until) and not meta.time_range:
-        log.warning("%s: source type %s has no time range: --since/--until ignored, loading what is new", source,
-                    source_type)
+        log.warning(
+            "%s: source type %s has no time range: --since/--until ignored, loading what is new", source, source_type
+        )
     with db.writer(Path(warehouse_path), memory_limit=memory_limit) as con:
         _close_interrupted_runs(con, source)
-        con.execute("INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected) "
-                    "VALUES (?, ?, ?, ?, 'running', 0, 0)", [run_id, source, source_type, _now()])
+        con.execute(
+            "INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected) "
+            "VALUES (?, ?, ?, ?, 'running', 0, 0)",
+            [run_id, source, source_type, _now()],
+        )
         rows = rejected = 0
         watermark = None
         failure: BaseException | None = None
         try:
             parsed = parse_options(meta, source, options)
             state = {} if full_refresh else _load_state(con, source)
-            ctx = IngestContext(source=source, options=parsed, con=con, state=state, run_id=run_id,
-                                team_tag_keys=team_tag_keys, base_dir=base_dir,
-                                window=load_window(meta, parsed, state, since, until, full_refresh))
+            ctx = IngestContext(
+                source=source,
+                options=parsed,
+                con=con,
+                state=state,
+                run_id=run_id,
+                team_tag_keys=team_tag_keys,
+                base_dir=base_dir,
+                window=load_window(meta, parsed, state, since, until, full_refresh),
+            )
             result: FetchResult = ingestor_cls().fetch(ctx)
             watermark = result.watermark
             if result.skipped_reason is not None and not result.batches:
@@ -260,8 +308,11 @@ def run_source(registry: Registry, warehouse_path: str | os.PathLike, source: st
             failure = exc
             log.debug("ingest %s failed", source, exc_info=True)
         try:
-            con.execute("UPDATE ingest_runs SET status = ?, finished_at = ?, rows = ?, watermark = ?, error = ?, "
-                        "rows_rejected = ? WHERE run_id = ?", [status, _now(), rows, watermark, error, rejected, run_id])
+            con.execute(
+                "UPDATE ingest_runs SET status = ?, finished_at = ?, rows = ?, watermark = ?, error = ?, "
+                "rows_rejected = ? WHERE run_id = ?",
+                [status, _now(), rows, watermark, error, rejected, run_id],
+            )
         except duckdb.Error:
             if failure is not None and not isinstance(failure, IngestError):
                 raise failure from None  # e.g. a full disk: the cause, not the ledger's own failure

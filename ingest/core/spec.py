@@ -81,8 +81,9 @@ class SourceOptions:
         return tuple(f.name for f in cls.fields() if not _required(f))
 
     @classmethod
-    def parse(cls: type[T], table: Mapping[str, Any], where: str, source_type: str,
-              common: frozenset[str] = frozenset()) -> T:
+    def parse(
+        cls: type[T], table: Mapping[str, Any], where: str, source_type: str, common: frozenset[str] = frozenset()
+    ) -> T:
         """The instance for ``table`` (a source's config table, ``common`` keys ignored), or
         :class:`OptionError` naming ``where.key``: a missing required key, an unknown key, a wrong type."""
         hints = typing.get_type_hints(cls)
@@ -96,8 +97,9 @@ class SourceOptions:
             if name in common:
                 continue
             if name not in declared:
-                raise OptionError(f"{where}.{name}: unknown key for source type {source_type} "
-                                  f"(allowed: {', '.join(allowed)})")
+                raise OptionError(
+                    f"{where}.{name}: unknown key for source type {source_type} (allowed: {', '.join(allowed)})"
+                )
             if not conforms(value, hints[name]):
                 raise OptionError(f"{where}.{name}: must be {describe(hints[name])}, not {value!r}")
             values[name] = value
@@ -185,8 +187,13 @@ def describe(tp: Any) -> str:
 
 
 def _plural(words: str) -> str:
-    for single, plural in (("a string", "strings"), ("a whole number", "whole numbers"), ("a number", "numbers"),
-                           ("a value", "values"), ("true or false", "booleans")):
+    for single, plural in (
+        ("a string", "strings"),
+        ("a whole number", "whole numbers"),
+        ("a number", "numbers"),
+        ("a value", "values"),
+        ("true or false", "booleans"),
+    ):
         if words == single:
             return plural
     return words.removeprefix("a ").removeprefix("an ") + "s" if not words.startswith('"') else words
@@ -195,19 +202,23 @@ def _plural(words: str) -> str:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OnInvalidOptions(SourceOptions):
     """The option of a source whose rows are checked before the load (``ingest.validate``)."""
+
     on_invalid: Literal["fail", "skip_rows"] = option(
-        "fail", "a row that fails validation: \"fail\" the load, or \"skip_rows\" into ingest_rejects")
+        "fail", 'a row that fails validation: "fail" the load, or "skip_rows" into ingest_rejects'
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ResourceMapOptions(SourceOptions):
     """The option of a utilisation source whose host names are not the billed resource ids."""
+
     resource_map: dict[str, str] = option({}, "host → billed ResourceId, where the host name is not the id")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExporterOptions(ResourceMapOptions, OnInvalidOptions):
     """The options of a Prometheus-format source (a DCGM exporter, a Prometheus server)."""
+
     resource_label: str = option("instance_id", "the label holding the billed resource id")
     provider_id_label: str = option("provider_id", "the label holding a Kubernetes node's providerID")
     namespace_teams: dict[str, str] = option({}, "Kubernetes namespace → team")

@@ -32,9 +32,18 @@ log = logging.getLogger(__name__)
 
 # sample column -> (low, high) of its valid range; None: unbounded
 RANGES: dict[str, tuple[float, float | None]] = {
-    "util": (0, 100), "gr_active": (0, 1), "sm_active": (0, 1), "tensor_active": (0, 1), "fp16_active": (0, 1),
-    "fp32_active": (0, 1), "dram_active": (0, 1), "mem_used_mib": (0, None), "mem_free_mib": (0, None),
-    "mem_reserved_mib": (0, None), "mem_total_mib": (0, None), "power_w": (0, None),
+    "util": (0, 100),
+    "gr_active": (0, 1),
+    "sm_active": (0, 1),
+    "tensor_active": (0, 1),
+    "fp16_active": (0, 1),
+    "fp32_active": (0, 1),
+    "dram_active": (0, 1),
+    "mem_used_mib": (0, None),
+    "mem_free_mib": (0, None),
+    "mem_reserved_mib": (0, None),
+    "mem_total_mib": (0, None),
+    "power_w": (0, None),
 }
 
 
@@ -49,29 +58,55 @@ def latest(now: datetime | None = None) -> datetime:
 def sample_checks(labels: dict[str, str], now: datetime | None = None) -> list[Check]:
     """Checks over sample columns; ``labels`` maps the columns present to the source's name for them,
     ``__unparsed_<column>`` ones (the raw text of a value that did not parse) included."""
-    checks = [Check(labels[c], f"{c} IS NOT NULL", c, sql_literal("is not a number, a time or an N/A marker"))
-              for c in labels if c.startswith("__unparsed_")]
+    checks = [
+        Check(labels[c], f"{c} IS NOT NULL", c, sql_literal("is not a number, a time or an N/A marker"))
+        for c in labels
+        if c.startswith("__unparsed_")
+    ]
     if "ts" in labels:
-        checks.append(Check(labels["ts"], f"ts < TIMESTAMPTZ {sql_literal(EARLIEST.isoformat())} OR ts > TIMESTAMPTZ "
-                                          f"{sql_literal(latest(now).isoformat())}", text_of("ts"),
-                            sql_literal("is not a plausible time (before 2000 or more than a day in the future)")))
+        checks.append(
+            Check(
+                labels["ts"],
+                f"ts < TIMESTAMPTZ {sql_literal(EARLIEST.isoformat())} OR ts > TIMESTAMPTZ "
+                f"{sql_literal(latest(now).isoformat())}",
+                text_of("ts"),
+                sql_literal("is not a plausible time (before 2000 or more than a day in the future)"),
+            )
+        )
     for column, (low, high) in RANGES.items():
         if column not in labels:
             continue
-        checks.append(Check(labels[column], f"NOT isfinite({column})", text_of(column), sql_literal("is not a finite number")))
+        checks.append(
+            Check(labels[column], f"NOT isfinite({column})", text_of(column), sql_literal("is not a finite number"))
+        )
         bad = f"{column} < {low}" + (f" OR {column} > {high}" if high is not None else "")
         checks.append(Check(labels[column], bad, text_of(column), sql_literal(_range_text(low, high))))
     if "mem_used_mib" in labels and "mem_total_mib" in labels:
-        checks.append(Check(labels["mem_used_mib"], "mem_used_mib > mem_total_mib", text_of("mem_used_mib"),
-                            f"{sql_literal('is more than ' + labels['mem_total_mib'] + ' ')} || {text_of('mem_total_mib')}"))
+        checks.append(
+            Check(
+                labels["mem_used_mib"],
+                "mem_used_mib > mem_total_mib",
+                text_of("mem_used_mib"),
+                f"{sql_literal('is more than ' + labels['mem_total_mib'] + ' ')} || {text_of('mem_total_mib')}",
+            )
+        )
     return checks
 
 
 # ---- SQL: log samples written to the sample store ----------------------------------------------
 
-def write_samples(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-                  samples: Callable[[bool], str], labels: dict[str, str], diagnose: Callable[[], str | None],
-                  mode: str = validate.FAIL, run_id: str = "") -> tuple[dict[str, Any], int, str | None]:
+
+def write_samples(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    path: str,
+    out_path: Path,
+    samples: Callable[[bool], str],
+    labels: dict[str, str],
+    diagnose: Callable[[], str | None],
+    mode: str = validate.FAIL,
+    run_id: str = "",
+) -> tuple[dict[str, Any], int, str | None]:
     """Write the checked rows of ``samples(numbered)`` (one ``ts`` column) to ``out_path``; returns
     ({days (slice values), last sample time}, row count, the SELECT of rejected rows for
     ``ingest_rejects`` under skip_rows). A failure is one sentence naming the file, line, column and
@@ -83,16 +118,22 @@ def write_samples(con: duckdb.DuckDBPyConnection, source: str, path: str, out_pa
     try:
         if mode == validate.SKIP_ROWS:
             table = f"_gf_samples_{run_id}_{hashlib.sha1(path.encode()).hexdigest()[:12]}"
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT *, ({validate.message_sql(checks)}) IS NOT NULL "
-                        f"AS __bad, {validate.part_of(checks, 'column')} AS __column, {validate.part_of(checks, 'value')} "
-                        f"AS __value, {validate.part_of(checks, 'reason')} AS __reason FROM ({samples(True)}) "
-                        f"WHERE ts IS NOT NULL OR __unparsed_ts IS NOT NULL")
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT *, ({validate.message_sql(checks)}) IS NOT NULL "
+                f"AS __bad, {validate.part_of(checks, 'column')} AS __column, {validate.part_of(checks, 'value')} "
+                f"AS __value, {validate.part_of(checks, 'reason')} AS __reason FROM ({samples(True)}) "
+                f"WHERE ts IS NOT NULL OR __unparsed_ts IS NOT NULL"
+            )
             kept = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if not r[0].startswith("__")]
-            con.execute(f"COPY (SELECT {', '.join(kept)} FROM {table} WHERE NOT __bad) TO {sql_literal(str(tmp_out))} "
-                        f"(FORMAT parquet)")
-            rejects = (f"SELECT {sql_literal(source)} AS source, {sql_literal(run_id)} AS run_id, {sql_literal(path)} "
-                       f"AS file, CAST(__line AS BIGINT) AS row, __column AS \"column\", __value AS value, "
-                       f"__reason AS reason, now() AS rejected_at FROM {table} WHERE __bad")
+            con.execute(
+                f"COPY (SELECT {', '.join(kept)} FROM {table} WHERE NOT __bad) TO {sql_literal(str(tmp_out))} "
+                f"(FORMAT parquet)"
+            )
+            rejects = (
+                f"SELECT {sql_literal(source)} AS source, {sql_literal(run_id)} AS run_id, {sql_literal(path)} "
+                f'AS file, CAST(__line AS BIGINT) AS row, __column AS "column", __value AS value, '
+                f"__reason AS reason, now() AS rejected_at FROM {table} WHERE __bad"
+            )
         else:
             checked = validate.guarded(f"SELECT * FROM ({samples(False)}) WHERE ts IS NOT NULL", 0, parsed_only)
             con.execute(f"COPY ({checked}) TO {sql_literal(str(tmp_out))} (FORMAT parquet)")
@@ -101,22 +142,32 @@ def write_samples(con: duckdb.DuckDBPyConnection, source: str, path: str, out_pa
         raise IngestError(_explain(con, source, path, samples, checks, diagnose, exc)) from None
     days, last, rows = con.execute(
         f"SELECT list(DISTINCT CAST(date_trunc('day', ts) AS VARCHAR)), "
-        f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})").fetchall()[0]
+        f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})"
+    ).fetchall()[0]
     os.replace(tmp_out, out_path)
     log.info("%s: parsed %s: %d samples over %d day(s)", source, path, rows, len(days or []))
     return {"days": sorted(days or []), "last": last}, rows, rejects
 
 
-def _explain(con: duckdb.DuckDBPyConnection, source: str, path: str, samples: Callable[[bool], str],
-             checks: list, diagnose: Callable[[], str | None], exc: duckdb.Error) -> str:
+def _explain(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    path: str,
+    samples: Callable[[bool], str],
+    checks: list,
+    diagnose: Callable[[], str | None],
+    exc: duckdb.Error,
+) -> str:
     """The failure as one sentence: the first bad line (a row check), or the value that does not parse."""
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     log.debug("%s: %s: %s", source, path, exc)
     try:
         if True:  # the first bad line: a row check, or a value that does not parse
-            found = con.execute(f"SELECT __line, __m FROM (SELECT __line, {validate.message_sql(checks)} AS __m "
-                                f"FROM ({samples(True)}) WHERE ts IS NOT NULL) WHERE __m IS NOT NULL "
-                                f"ORDER BY __line LIMIT 1").fetchall()
+            found = con.execute(
+                f"SELECT __line, __m FROM (SELECT __line, {validate.message_sql(checks)} AS __m "
+                f"FROM ({samples(True)}) WHERE ts IS NOT NULL) WHERE __m IS NOT NULL "
+                f"ORDER BY __line LIMIT 1"
+            ).fetchall()
             if found:
                 return f"{source}: file {path} line {found[0][0]}: {found[0][1]}"
         explained = diagnose()
@@ -131,8 +182,10 @@ def _explain(con: duckdb.DuckDBPyConnection, source: str, path: str, samples: Ca
 
 # ---- Arrow: exposition lines ----------------------------------------------------------------------
 
-def bad_lines(columns: pa.Array, values: pa.Array, stamps_ms: pa.Array, names: list[str],
-              now: datetime | None = None) -> tuple[pa.Array, pa.Array]:
+
+def bad_lines(
+    columns: pa.Array, values: pa.Array, stamps_ms: pa.Array, names: list[str], now: datetime | None = None
+) -> tuple[pa.Array, pa.Array]:
     """(mask of lines that fail a check, the reason of each), for lines whose ``columns`` index into
     ``names`` (sample column names; null for families not read)."""
     reason = pa.nulls(len(values), pa.string())
@@ -145,19 +198,31 @@ def bad_lines(columns: pa.Array, values: pa.Array, stamps_ms: pa.Array, names: l
         reason = pc.if_else(pc.and_(mine, pc.and_(out, pc.is_null(reason))), text, reason)
         if low is not None:
             outside = pc.less(values, low) if high is None else pc.or_(pc.less(values, low), pc.greater(values, high))
-            reason = pc.if_else(pc.and_(pc.and_(mine, pc.fill_null(outside, False)), pc.is_null(reason)),
-                                _range_text(low, high), reason)
+            reason = pc.if_else(
+                pc.and_(pc.and_(mine, pc.fill_null(outside, False)), pc.is_null(reason)), _range_text(low, high), reason
+            )
     earliest_ms = int(EARLIEST.timestamp() * 1000)
     latest_ms = int(latest(now).timestamp() * 1000)
     implausible = pc.fill_null(pc.or_(pc.less(stamps_ms, earliest_ms), pc.greater(stamps_ms, latest_ms)), False)
-    reason = pc.if_else(pc.and_(pc.and_(implausible, pc.is_valid(columns)), pc.is_null(reason)),
-                        "has a timestamp that is not a plausible time (before 2000 or more than a day in the future)",
-                        reason)
+    reason = pc.if_else(
+        pc.and_(pc.and_(implausible, pc.is_valid(columns)), pc.is_null(reason)),
+        "has a timestamp that is not a plausible time (before 2000 or more than a day in the future)",
+        reason,
+    )
     return pc.is_valid(reason), reason
 
 
-def checked_lines(where: str, mode: str, columns: pa.Array, names: list[str], lines: pa.Array, numbers: pa.Array,
-                  values: pa.Array, stamps: pa.Array, rejects: list[dict]) -> pa.Array | None:
+def checked_lines(
+    where: str,
+    mode: str,
+    columns: pa.Array,
+    names: list[str],
+    lines: pa.Array,
+    numbers: pa.Array,
+    values: pa.Array,
+    stamps: pa.Array,
+    rejects: list[dict],
+) -> pa.Array | None:
     """Exposition lines (``dcgm_exporter``) against the sample checks: None when all pass; else a bad
     line fails the target (naming its line, metric and value) or, under skip_rows, the mask of lines
     to keep, the others recorded in ``rejects``."""
@@ -170,25 +235,45 @@ def checked_lines(where: str, mode: str, columns: pa.Array, names: list[str], li
         text = lines[at].as_py()
         shown = text.split()[-2] if stamps[at].is_valid else text.split()[-1]
         more = f" ({len(positions)} bad line(s) in all)" if len(positions) > 1 else ""
-        raise IngestError(f"{where}: line {numbers[at].as_py()}: {text.split('{')[0].split(' ')[0]} value {shown!r} "
-                          f"{reason[at].as_py()}{more}")
+        raise IngestError(
+            f"{where}: line {numbers[at].as_py()}: {text.split('{')[0].split(' ')[0]} value {shown!r} "
+            f"{reason[at].as_py()}{more}"
+        )
     for at in positions:
         text = lines[at].as_py()
-        rejects.append({"file": where, "row": numbers[at].as_py(), "column": text.split("{")[0].split(" ")[0],
-                        "value": text.rsplit("} ", 1)[-1][:200], "reason": reason[at].as_py()})
+        rejects.append(
+            {
+                "file": where,
+                "row": numbers[at].as_py(),
+                "column": text.split("{")[0].split(" ")[0],
+                "value": text.rsplit("} ", 1)[-1][:200],
+                "reason": reason[at].as_py(),
+            }
+        )
     return pc.invert(bad)
 
 
 # ---- Python: answer values ------------------------------------------------------------------------
 
+
 def bad_figure(figure: str, value: float) -> str | None:
     """Why an hourly figure from Prometheus is refused, or None. ``figure`` is a FIGURES name."""
     if not math.isfinite(value):
         return "is not a finite number"
-    column = {"util_mean": "util", "util_p95": "util", "util_max": "util", "mem_used_max": "mem_used_mib",
-              "mem_free_min": "mem_free_mib", "mem_reserved_max": "mem_reserved_mib", "mem_total_max": "mem_total_mib",
-              "sm_mean": "sm_active", "gr_mean": "gr_active", "tensor_mean": "tensor_active",
-              "power_mean": "power_w", "samples": "mem_used_mib"}.get(figure)
+    column = {
+        "util_mean": "util",
+        "util_p95": "util",
+        "util_max": "util",
+        "mem_used_max": "mem_used_mib",
+        "mem_free_min": "mem_free_mib",
+        "mem_reserved_max": "mem_reserved_mib",
+        "mem_total_max": "mem_total_mib",
+        "sm_mean": "sm_active",
+        "gr_mean": "gr_active",
+        "tensor_mean": "tensor_active",
+        "power_mean": "power_w",
+        "samples": "mem_used_mib",
+    }.get(figure)
     if column is None:
         return None
     low, high = RANGES[column]
@@ -200,6 +285,8 @@ def bad_figure(figure: str, value: float) -> str | None:
 def rejects_table(ctx: IngestContext, rejects: list[dict]) -> pa.Table:
     """``ingest_rejects`` rows (file, row, column, value, reason dicts) of this run."""
     from gpufinops.warehouse.schema import INGEST_REJECTS
+
     now = datetime.now(UTC)
-    return pa.Table.from_pylist([{"source": ctx.source, "run_id": ctx.run_id, **r, "rejected_at": now} for r in rejects],
-                                schema=INGEST_REJECTS)
+    return pa.Table.from_pylist(
+        [{"source": ctx.source, "run_id": ctx.run_id, **r, "rejected_at": now} for r in rejects], schema=INGEST_REJECTS
+    )

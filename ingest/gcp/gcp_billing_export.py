@@ -43,10 +43,12 @@ DATASET_ID = re.compile(r"^[A-Za-z0-9_]{1,1024}$")
 TABLE_ID = re.compile(r"^[A-Za-z0-9_$-]{1,1024}$")
 # A day's fingerprint over all its rows, for the days holding rows exported after a time (BigQuery SQL,
 # which DuckDB also runs: the same text serves the files and the emulator).
-MARKS_SQL = ("SELECT CAST({day} AS STRING) AS day, COUNT(*) AS row_count, "
-             "CAST(MAX(export_time) AS STRING) AS newest, CAST(SUM(cost) AS STRING) AS total_cost "
-             "FROM {table} WHERE {day} IN (SELECT DISTINCT {day} FROM {table} "
-             "WHERE export_time > {since}) GROUP BY day")
+MARKS_SQL = (
+    "SELECT CAST({day} AS STRING) AS day, COUNT(*) AS row_count, "
+    "CAST(MAX(export_time) AS STRING) AS newest, CAST(SUM(cost) AS STRING) AS total_cost "
+    "FROM {table} WHERE {day} IN (SELECT DISTINCT {day} FROM {table} "
+    "WHERE export_time > {since}) GROUP BY day"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,8 +57,9 @@ class GcpBillingExportOptions(gcp_common.GcpClientOptions, OnInvalidOptions):
     dataset: str | None = option(None, "BigQuery: the export's dataset")
     table: str | None = option(None, "BigQuery: the export table (gcp_billing_export_v1_… or …_resource_v1_…)")
     path: str | list[str] | None = option(None, "files instead: a glob (JSONL, Parquet, flattened CSV)")
-    lookback_days: float = option(DEFAULT_LOOKBACK_DAYS, "days of usage re-read before the newest export_time "
-                                                         "(rows for a day keep arriving)")
+    lookback_days: float = option(
+        DEFAULT_LOOKBACK_DAYS, "days of usage re-read before the newest export_time (rows for a day keep arriving)"
+    )
     push_down: bool = option(False, "BigQuery only: roll up hourly in BigQuery (see Scale past one machine)")
 
     def validate(self) -> None:
@@ -71,8 +74,10 @@ class GcpBillingExportOptions(gcp_common.GcpClientOptions, OnInvalidOptions):
         if self.lookback_days < 0:
             raise OptionProblem("lookback_days", f"must be a number of days ≥ 0, not {self.lookback_days!r}")
         if self.push_down and self.path:
-            raise OptionProblem("push_down", "push_down = true needs the BigQuery table (project, dataset, table), "
-                                             "not exported files (path)")
+            raise OptionProblem(
+                "push_down",
+                "push_down = true needs the BigQuery table (project, dataset, table), not exported files (path)",
+            )
 
     def window_lookback(self, declared: timedelta) -> timedelta:
         return timedelta(days=self.lookback_days)
@@ -83,11 +88,16 @@ class _Files:
 
     def __init__(self, ctx: IngestContext):
         self.ctx = ctx
-        files = [f for f in expand_paths(ctx.source, ctx.options.path, ctx.base_dir)
-                 if f.lower().endswith(gcp_export_files.SUFFIXES)]
+        files = [
+            f
+            for f in expand_paths(ctx.source, ctx.options.path, ctx.base_dir)
+            if f.lower().endswith(gcp_export_files.SUFFIXES)
+        ]
         if not files:
-            raise IngestError(f"{ctx.source}: path {ctx.options.path!r} matches no export file "
-                              f"({', '.join(gcp_export_files.SUFFIXES)})")
+            raise IngestError(
+                f"{ctx.source}: path {ctx.options.path!r} matches no export file "
+                f"({', '.join(gcp_export_files.SUFFIXES)})"
+            )
         self.files = files
         self.fingerprint = hashlib.sha256(repr([(f, fingerprint(f)) for f in files]).encode()).hexdigest()
         self._relations: list[tuple[str, Any]] | None = None
@@ -99,22 +109,37 @@ class _Files:
 
     def marks(self, since: datetime | None) -> dict[str, list]:
         tolerant = validate.on_invalid(self.ctx) == validate.SKIP_ROWS  # bad rows are rejected later, not here
-        table = "(" + " UNION ALL ".join(f"({conform_select(r, sch, tolerant=tolerant)})"
-                                         for r, sch in self.relations()) + ")"
-        sql = MARKS_SQL.format(table=table, day="CAST(usage_start_time AS DATE)",
-                               since="TIMESTAMP '1970-01-01 00:00:00+00'")
+        table = (
+            "("
+            + " UNION ALL ".join(f"({conform_select(r, sch, tolerant=tolerant)})" for r, sch in self.relations())
+            + ")"
+        )
+        sql = MARKS_SQL.format(
+            table=table, day="CAST(usage_start_time AS DATE)", since="TIMESTAMP '1970-01-01 00:00:00+00'"
+        )
         try:
             rows = self.ctx.con.execute(sql.replace("AS STRING", "AS VARCHAR")).fetchall()
         except duckdb.Error as exc:
             parts = self.parts([])
             explained = validate.explain(self.ctx.con, self.ctx.source, parts, [[] for _ in parts], exc)
-            raise IngestError(explained or f"{self.ctx.source}: the export files can not be read: "
-                              f"{str(exc).strip().splitlines()[0]}") from None
+            raise IngestError(
+                explained or f"{self.ctx.source}: the export files can not be read: {str(exc).strip().splitlines()[0]}"
+            ) from None
         return {day: [int(n), newest, total] for day, n, newest, total in rows if day}
 
     def parts(self, days: list[str]) -> list[validate.Part]:
-        return [export_part("file", f, rel, sch, days, self.ctx.team_tag_keys, unit="line" if f.endswith(
-            (".json", ".jsonl", ".json.gz", ".jsonl.gz")) else "row") for f, (rel, sch) in zip(self.files, self.relations())]
+        return [
+            export_part(
+                "file",
+                f,
+                rel,
+                sch,
+                days,
+                self.ctx.team_tag_keys,
+                unit="line" if f.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")) else "row",
+            )
+            for f, (rel, sch) in zip(self.files, self.relations())
+        ]
 
 
 class _BigQuery:
@@ -140,6 +165,7 @@ class _BigQuery:
             self.bytes_processed += int(job.total_bytes_processed or 0)
             self.bytes_billed += int(job.total_bytes_billed or 0)
             return result
+
         return gcp_common.with_retries(self.ctx.source, f"BigQuery {what} on {self.table}", call, self.ctx.options)
 
     def marks(self, since: datetime | None) -> dict[str, list]:
@@ -165,9 +191,22 @@ class GcpBillingExport:
     meta = IngestorMeta(
         name="gcp_billing_export",
         target_table="cost_line_items",
-        key=("x_Source", "BillingAccountId", "SubAccountId", "ChargePeriodStart", "ChargePeriodEnd", "SkuId",
-             "ResourceId", "RegionId", "AvailabilityZone", "Tags", "ChargeCategory", "ConsumedQuantity",
-             "BilledCost", "EffectiveCost"),
+        key=(
+            "x_Source",
+            "BillingAccountId",
+            "SubAccountId",
+            "ChargePeriodStart",
+            "ChargePeriodEnd",
+            "SkuId",
+            "ResourceId",
+            "RegionId",
+            "AvailabilityZone",
+            "Tags",
+            "ChargeCategory",
+            "ConsumedQuantity",
+            "BilledCost",
+            "EffectiveCost",
+        ),
         slice_expr="strftime(timezone('UTC', \"ChargePeriodStart\"), '%Y-%m-%d')",
         source_column="x_Source",
         cursor="export_time (per usage day: row count, newest export_time, total cost)",
@@ -176,7 +215,7 @@ class GcpBillingExport:
         options=GcpBillingExportOptions,
         window_cursor="watermark",
         description="the BigQuery standard or detailed usage cost export (`project`, `dataset`, `table`), or "
-                    "its extracts (`path`: JSONL, Parquet, flattened CSV)",
+        "its extracts (`path`: JSONL, Parquet, flattened CSV)",
     )
 
     def _backend(self, ctx: IngestContext):
@@ -199,7 +238,11 @@ class GcpBillingExport:
 
     def _fetch(self, ctx: IngestContext, backend: Any, push_down: bool) -> FetchResult:
         state = ctx.state
-        if backend.fingerprint is not None and backend.fingerprint == state.get("files") and not ctx.window.full_refresh:
+        if (
+            backend.fingerprint is not None
+            and backend.fingerprint == state.get("files")
+            and not ctx.window.full_refresh
+        ):
             return FetchResult([], state, watermark=state.get("watermark"), skipped_reason="no export file changed")
         # BigQuery: the days with rows exported since the runner's window start (the watermark minus
         # lookback_days); exported files carry no export_time index, so every day's marks are read
@@ -208,8 +251,9 @@ class GcpBillingExport:
         old: dict[str, list] = state.get("days", {})
         changed = sorted(d for d, m in marks.items() if old.get(d) != m)
         vanished = sorted(set(old) - set(marks)) if backend.fingerprint is not None else []  # files removed
-        newest = max([m[1] for m in marks.values()] + ([state["watermark"]] if state.get("watermark") else []),
-                     default=None)
+        newest = max(
+            [m[1] for m in marks.values()] + ([state["watermark"]] if state.get("watermark") else []), default=None
+        )
         watermark = _iso(newest) if newest else None
         days = {**old, **marks}
         for day in vanished:
@@ -222,13 +266,23 @@ class GcpBillingExport:
         bad = [d for d in changed + vanished if not DAY.match(d)]
         if bad:
             raise IngestError(f"{ctx.source}: unexpected usage day value {bad[0]!r}")
-        log.info("%s: %d usage day(s) changed (%s … %s), %d withdrawn", ctx.source, len(changed),
-                 changed[0] if changed else "-", changed[-1] if changed else "-", len(vanished))
+        log.info(
+            "%s: %d usage day(s) changed (%s … %s), %d withdrawn",
+            ctx.source,
+            len(changed),
+            changed[0] if changed else "-",
+            changed[-1] if changed else "-",
+            len(vanished),
+        )
         batches = []
         if changed:
+
             def finish(mapped: str) -> str:
-                return (f"SELECT *, {sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
-                        f"FROM ({mapped})")
+                return (
+                    f"SELECT *, {sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
+                    f"FROM ({mapped})"
+                )
+
             if push_down:
                 batches.append(Batch("cost_line_items", finish(backend.rollup(changed, ctx.team_tag_keys)), changed))
             else:
@@ -240,18 +294,28 @@ class GcpBillingExport:
         return FetchResult(batches, new_state, watermark=watermark)
 
 
-def export_part(kind: str, name: str, relation: str, source_schema, days: list[str], tag_keys: tuple[str, ...],
-                unit: str = "row") -> validate.Part:
+def export_part(
+    kind: str, name: str, relation: str, source_schema, days: list[str], tag_keys: tuple[str, ...], unit: str = "row"
+) -> validate.Part:
     """One export file's (or BigQuery answer's) rows of ``days``, for validation and loading."""
     listed = ", ".join(sql_literal(d) for d in days) or "NULL"
 
     def mapped(rel: str, carry: tuple[str, ...]) -> str:
-        canonical = (f"SELECT * FROM ({conform_select(rel, source_schema, carry)}) "
-                     f"WHERE strftime(timezone('UTC', usage_start_time), '%Y-%m-%d') IN ({listed})")
+        canonical = (
+            f"SELECT * FROM ({conform_select(rel, source_schema, carry)}) "
+            f"WHERE strftime(timezone('UTC', usage_start_time), '%Y-%m-%d') IN ({listed})"
+        )
         return focus_select(canonical, tag_keys, carry=carry)
-    return validate.Part(kind, name, relation, mapped,
-                         [validate.Cast(*c) for c in gcp_export_mapping.casts(source_schema)],
-                         dict(gcp_export_mapping.ORIGIN), unit)
+
+    return validate.Part(
+        kind,
+        name,
+        relation,
+        mapped,
+        [validate.Cast(*c) for c in gcp_export_mapping.casts(source_schema)],
+        dict(gcp_export_mapping.ORIGIN),
+        unit,
+    )
 
 
 def _iso(text: str) -> str:

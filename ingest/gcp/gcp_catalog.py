@@ -51,11 +51,15 @@ PAGE_SIZE = 5000
 MAX_PAGES = 1000
 HOUR_PRICE = Decimal("1E-8")
 # anti-join inserts: a price point already stored is never stored twice (other sources share the tables)
-NEW_SPOT = ("SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM spot_prices s WHERE s.provider = n.provider "
-            "AND s.zone = n.zone AND s.instance_type = n.instance_type AND s.product = n.product AND s.ts = n.ts)")
-NEW_HISTORY = ("SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM price_history h WHERE h.provider = n.provider "
-               "AND h.region = n.region AND h.instance_type = n.instance_type AND h.pricing = n.pricing "
-               "AND h.effective_from = n.effective_from AND h.currency = n.currency AND h.source = n.source)")
+NEW_SPOT = (
+    "SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM spot_prices s WHERE s.provider = n.provider "
+    "AND s.zone = n.zone AND s.instance_type = n.instance_type AND s.product = n.product AND s.ts = n.ts)"
+)
+NEW_HISTORY = (
+    "SELECT * FROM {name} n WHERE NOT EXISTS (SELECT 1 FROM price_history h WHERE h.provider = n.provider "
+    "AND h.region = n.region AND h.instance_type = n.instance_type AND h.pricing = n.pricing "
+    "AND h.effective_from = n.effective_from AND h.currency = n.currency AND h.source = n.source)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,11 +85,18 @@ def list_skus(ctx: IngestContext) -> list[Any]:
     currency = options.currency
     skus, token = [], ""
     for page in range(MAX_PAGES):
-        request = ListSkusRequest(parent=COMPUTE_SERVICE, page_size=PAGE_SIZE, page_token=token,
-                                  **({"currency_code": str(currency)} if currency else {}))
-        pager = gcp_common.with_retries(ctx.source, f"Cloud Billing Catalog ListSkus page {page + 1}",
-                                        functools.partial(client.list_skus, request=request,
-                                                          timeout=gcp_common.TIMEOUT_S, retry=None), options)
+        request = ListSkusRequest(
+            parent=COMPUTE_SERVICE,
+            page_size=PAGE_SIZE,
+            page_token=token,
+            **({"currency_code": str(currency)} if currency else {}),
+        )
+        pager = gcp_common.with_retries(
+            ctx.source,
+            f"Cloud Billing Catalog ListSkus page {page + 1}",
+            functools.partial(client.list_skus, request=request, timeout=gcp_common.TIMEOUT_S, retry=None),
+            options,
+        )
         skus += list(pager.skus)
         token = pager.next_page_token
         if not token:
@@ -94,25 +105,57 @@ def list_skus(ctx: IngestContext) -> list[Any]:
 
 
 def _instance_rows(machines: list[dict]) -> list[dict]:
-    return [{"provider": "gcp", "region": m["region"], "instance_type": m["instance_type"],
-             "gpu_model": m["shape"].gpu_model, "gpu_count": m["shape"].gpu_count,
-             "gpu_memory_gib": float(m["shape"].gpu_memory_gib), "vcpus": m["shape"].vcpus,
-             "memory_gib": float(m["shape"].memory_gib), "on_demand_usd_per_hour": m["price"].quantize(HOUR_PRICE),
-             "source": SOURCE, "updated_at": m["effective_from"]}
-            for m in machines if m["pricing"] == "on_demand" and m["currency"] == "USD"]
+    return [
+        {
+            "provider": "gcp",
+            "region": m["region"],
+            "instance_type": m["instance_type"],
+            "gpu_model": m["shape"].gpu_model,
+            "gpu_count": m["shape"].gpu_count,
+            "gpu_memory_gib": float(m["shape"].gpu_memory_gib),
+            "vcpus": m["shape"].vcpus,
+            "memory_gib": float(m["shape"].memory_gib),
+            "on_demand_usd_per_hour": m["price"].quantize(HOUR_PRICE),
+            "source": SOURCE,
+            "updated_at": m["effective_from"],
+        }
+        for m in machines
+        if m["pricing"] == "on_demand" and m["currency"] == "USD"
+    ]
 
 
 def _spot_rows(machines: list[dict]) -> list[dict]:
     # GCP Spot prices are regional: the zone column holds the region
-    return [{"provider": "gcp", "region": m["region"], "zone": m["region"], "instance_type": m["instance_type"],
-             "product": "compute", "ts": m["effective_from"], "price_usd": m["price"].quantize(HOUR_PRICE)}
-            for m in machines if m["pricing"] == "spot" and m["currency"] == "USD"]
+    return [
+        {
+            "provider": "gcp",
+            "region": m["region"],
+            "zone": m["region"],
+            "instance_type": m["instance_type"],
+            "product": "compute",
+            "ts": m["effective_from"],
+            "price_usd": m["price"].quantize(HOUR_PRICE),
+        }
+        for m in machines
+        if m["pricing"] == "spot" and m["currency"] == "USD"
+    ]
 
 
 def _history_rows(machines: list[dict], run_id: str) -> list[dict]:
-    return [{"provider": "gcp", "region": m["region"], "instance_type": m["instance_type"], "pricing": m["pricing"],
-             "effective_from": m["effective_from"], "price": m["price"].quantize(HOUR_PRICE), "currency": m["currency"],
-             "source": SOURCE, "ingest_run_id": run_id} for m in machines]
+    return [
+        {
+            "provider": "gcp",
+            "region": m["region"],
+            "instance_type": m["instance_type"],
+            "pricing": m["pricing"],
+            "effective_from": m["effective_from"],
+            "price": m["price"].quantize(HOUR_PRICE),
+            "currency": m["currency"],
+            "source": SOURCE,
+            "ingest_run_id": run_id,
+        }
+        for m in machines
+    ]
 
 
 def insert_new(ctx: IngestContext, table: str, rows: list[dict], template: str) -> Batch | None:
@@ -141,7 +184,7 @@ class GcpCatalog:
         default_schedule="0 4 * * *",
         options=GcpCatalogOptions,
         description="Cloud Billing Catalog API, Compute Engine GPU SKUs and the vCPU/RAM SKUs of a2, a3, g2 "
-                    "(also `instance_types`, `spot_prices`, `price_history`)",
+        "(also `instance_types`, `spot_prices`, `price_history`)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -151,12 +194,17 @@ class GcpCatalog:
         rows = catalog_rows(skus, currency, SOURCE, ctx.run_id)
         if not rows:
             raise IngestError(f"{ctx.source}: the catalogue holds no GPU SKU for {COMPUTE_SERVICE}")
-        digest = hashlib.sha256(json.dumps([{k: str(v) for k, v in r.items() if k != "ingest_run_id"} for r in rows],
-                                           sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(
+            json.dumps(
+                [{k: str(v) for k, v in r.items() if k != "ingest_run_id"} for r in rows], sort_keys=True
+            ).encode()
+        ).hexdigest()
         machines = machine_prices(component_prices(rows))
         flagged = sum(1 for r in rows if r["flag"])
-        watermark = (f"{len({r['sku_id'] for r in rows})} SKUs, {len(rows)} prices ({flagged} flagged), "
-                     f"{len(machines)} machine prices")
+        watermark = (
+            f"{len({r['sku_id'] for r in rows})} SKUs, {len(rows)} prices ({flagged} flagged), "
+            f"{len(machines)} machine prices"
+        )
         unchanged = digest == ctx.state.get("digest") and not ctx.window.full_refresh
         log.info("%s: %s%s", ctx.source, watermark, " (unchanged)" if unchanged else "")
         regions = sorted({f"gcp|{r['region']}" for r in rows})
@@ -168,14 +216,21 @@ class GcpCatalog:
         if unchanged:  # only re-add price points another source's load removed (gcp_price_history)
             readded = [b for b in batches if b is not None]
             if not readded:
-                return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged")
+                return FetchResult(
+                    [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
+                )
             return FetchResult(readded, ctx.state, watermark=ctx.state.get("watermark"))
         loaded = [b for b in batches if b is not None]
         if "price_catalog" in outputs:
             loaded.append(Batch("price_catalog", pa.Table.from_pylist(rows, schema=schema.PRICE_CATALOG), regions))
         if "instance_types" in outputs:
-            loaded.append(Batch("instance_types", pa.Table.from_pylist(_instance_rows(machines),
-                                                                        schema=schema.INSTANCE_TYPES), regions))
+            loaded.append(
+                Batch(
+                    "instance_types",
+                    pa.Table.from_pylist(_instance_rows(machines), schema=schema.INSTANCE_TYPES),
+                    regions,
+                )
+            )
         state = {"digest": digest, "watermark": watermark, "loaded_at": datetime.now(UTC).isoformat()}
         return FetchResult(loaded, state, watermark=watermark)
 

@@ -32,8 +32,8 @@ CURRENCY_CODE = re.compile(r"^[A-Z]{3}$")
 
 @dataclass(frozen=True)
 class Price:
-    component: str       # GPU SKU key ("a100", "h100 80gb", "l4") or "<family> core" / "<family> ram"
-    pricing: str         # on_demand | spot | commit_1y | commit_3y
+    component: str  # GPU SKU key ("a100", "h100 80gb", "l4") or "<family> core" / "<family> ram"
+    pricing: str  # on_demand | spot | commit_1y | commit_3y
     region: str
     price: Decimal
     currency: str
@@ -51,8 +51,16 @@ def _utc(value: Any) -> datetime | None:
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
     # proto-plus DatetimeWithNanoseconds is a datetime subclass: keep microseconds, drop the subclass
-    value = datetime(value.year, value.month, value.day, value.hour, value.minute, value.second,
-                     value.microsecond, tzinfo=value.tzinfo or UTC)
+    value = datetime(
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+        tzinfo=value.tzinfo or UTC,
+    )
     return value.astimezone(UTC)
 
 
@@ -103,14 +111,22 @@ def catalog_rows(skus: list[Any], requested_currency: str | None, source: str, r
             for tier in expression.tiered_rates:
                 currency = tier.unit_price.currency_code
                 base = {
-                    "provider": "gcp", "service_id": COMPUTE_SERVICE.split("/")[1], "sku_id": sku.sku_id,
-                    "description": sku.description, "resource_family": category.resource_family,
-                    "resource_group": category.resource_group, "usage_type": category.usage_type,
-                    "gpu_model": gpu_model, "usage_unit": expression.usage_unit, "currency": currency,
+                    "provider": "gcp",
+                    "service_id": COMPUTE_SERVICE.split("/")[1],
+                    "sku_id": sku.sku_id,
+                    "description": sku.description,
+                    "resource_family": category.resource_family,
+                    "resource_group": category.resource_group,
+                    "usage_type": category.usage_type,
+                    "gpu_model": gpu_model,
+                    "usage_unit": expression.usage_unit,
+                    "currency": currency,
                     "start_usage_amount": Decimal(repr(float(tier.start_usage_amount))),
-                    "unit_price": money(tier.unit_price.units, tier.unit_price.nanos), "effective_time": effective,
+                    "unit_price": money(tier.unit_price.units, tier.unit_price.nanos),
+                    "effective_time": effective,
                     "flag": _flag(expression.usage_unit, category.resource_group, currency, requested_currency),
-                    "source": source, "ingest_run_id": run_id,
+                    "source": source,
+                    "ingest_run_id": run_id,
                 }
                 rows += [{**base, "region": region} for region in (sku.service_regions or ["global"])]
     return rows
@@ -138,14 +154,25 @@ def machine_prices(prices: dict[tuple[str, str, str], Price]) -> list[dict]:
     for region in regions:
         for pricing in USAGE_PRICING.values():
             for name, shape in SHAPES.items():
-                found = [prices.get((region, pricing, shape.gpu_sku)), prices.get((region, pricing, f"{shape.family} core")),
-                         prices.get((region, pricing, f"{shape.family} ram"))]
+                found = [
+                    prices.get((region, pricing, shape.gpu_sku)),
+                    prices.get((region, pricing, f"{shape.family} core")),
+                    prices.get((region, pricing, f"{shape.family} ram")),
+                ]
                 parts = [p for p in found if p is not None]
                 if len(parts) < len(found) or len({p.currency for p in parts}) != 1:
                     continue
                 gpu, core, ram = parts
                 total = gpu.price * shape.gpu_count + core.price * shape.vcpus + ram.price * shape.memory_gib
-                out.append({"region": region, "instance_type": name, "pricing": pricing, "price": total,
-                            "currency": gpu.currency, "effective_from": max(p.effective for p in parts),
-                            "shape": shape})
+                out.append(
+                    {
+                        "region": region,
+                        "instance_type": name,
+                        "pricing": pricing,
+                        "price": total,
+                        "currency": gpu.currency,
+                        "effective_from": max(p.effective for p in parts),
+                        "shape": shape,
+                    }
+                )
     return out

@@ -33,9 +33,9 @@ T = TypeVar("T")
 @dataclass(frozen=True, kw_only=True)
 class GcpClientOptions(SourceOptions):
     """The options of every source calling a Google Cloud API."""
+
     endpoint: str | None = option(None, "an API endpoint instead of Google's (an emulator: anonymous credentials)")
-    credentials_file: str | None = option(
-        None, "a service account key file (default: Application Default Credentials)")
+    credentials_file: str | None = option(None, "a service account key file (default: Application Default Credentials)")
     max_attempts: int = option(MAX_ATTEMPTS, "attempts per API call (429, 5xx and connection errors are retried)")
     initial_backoff_s: float = option(INITIAL_BACKOFF_S, "the first wait between attempts, seconds (then doubled)")
 
@@ -46,19 +46,23 @@ def _credentials(source: str, options: GcpClientOptions) -> Any:
         try:
             from google.oauth2 import service_account
         except ImportError:
-            raise IngestError(f"{source}: " + extras.missing_message("credentials_file", "google.auth", "gcp")) from None
+            raise IngestError(
+                f"{source}: " + extras.missing_message("credentials_file", "google.auth", "gcp")
+            ) from None
         try:
             return service_account.Credentials.from_service_account_file(str(path))
         except (OSError, ValueError) as exc:
             raise IngestError(f"{source}: credentials_file {path} can not be read ({type(exc).__name__})") from None
     if options.endpoint:
         from google.auth.credentials import AnonymousCredentials
+
         return AnonymousCredentials()
     return None  # Application Default Credentials
 
 
 def client_options(options: GcpClientOptions) -> Any:
     from google.api_core.client_options import ClientOptions
+
     endpoint = options.endpoint
     return ClientOptions(api_endpoint=str(endpoint)) if endpoint else None
 
@@ -78,13 +82,19 @@ def is_retryable(exc: BaseException) -> bool:
         return True
     try:
         import requests
+
         return isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout))
     except ImportError:  # pragma: no cover
         return False
 
 
-def with_retries(source: str, what: str, call: Callable[[], T], options: GcpClientOptions,
-                 sleep: Callable[[float], None] = time.sleep) -> T:
+def with_retries(
+    source: str,
+    what: str,
+    call: Callable[[], T],
+    options: GcpClientOptions,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
     """``call()``, retried on 429/5xx/connection errors with exponential backoff; one clear error at the end."""
     attempts = max(1, options.max_attempts)
     delay = options.initial_backoff_s
@@ -95,8 +105,15 @@ def with_retries(source: str, what: str, call: Callable[[], T], options: GcpClie
             raise
         except Exception as exc:
             if attempt < attempts and is_retryable(exc):
-                log.warning("%s: %s: %s (attempt %d of %d), retrying in %.1fs", source, what,
-                            status_of(exc) or type(exc).__name__, attempt, attempts, delay)
+                log.warning(
+                    "%s: %s: %s (attempt %d of %d), retrying in %.1fs",
+                    source,
+                    what,
+                    status_of(exc) or type(exc).__name__,
+                    attempt,
+                    attempts,
+                    delay,
+                )
                 sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
                 continue
@@ -116,15 +133,21 @@ def bigquery_client(source: str, options: GcpClientOptions, project: str) -> Any
     try:
         from google.cloud import bigquery
     except ImportError:  # tests: test_extras.py hides google
-        raise IngestError(f"{source}: " + extras.missing_message("reading BigQuery", "google.cloud.bigquery", "gcp")) from None
-    return bigquery.Client(project=project, credentials=_credentials(source, options),
-                           client_options=client_options(options))
+        raise IngestError(
+            f"{source}: " + extras.missing_message("reading BigQuery", "google.cloud.bigquery", "gcp")
+        ) from None
+    return bigquery.Client(
+        project=project, credentials=_credentials(source, options), client_options=client_options(options)
+    )
 
 
 def catalog_client(source: str, options: GcpClientOptions) -> Any:
     try:
         from google.cloud import billing_v1
     except ImportError:  # tests: test_extras.py hides google
-        raise IngestError(f"{source}: " + extras.missing_message("the Cloud Billing Catalog", "google.cloud.billing_v1", "gcp")) from None
-    return billing_v1.CloudCatalogClient(transport="rest", credentials=_credentials(source, options),
-                                         client_options=client_options(options))
+        raise IngestError(
+            f"{source}: " + extras.missing_message("the Cloud Billing Catalog", "google.cloud.billing_v1", "gcp")
+        ) from None
+    return billing_v1.CloudCatalogClient(
+        transport="rest", credentials=_credentials(source, options), client_options=client_options(options)
+    )

@@ -38,8 +38,13 @@ SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".parquet", ".csv", ".cs
 def _json_type(kind) -> str:
     """DuckDB type for reading a canonical column from JSON: money and times as text (exact, any format)."""
     if isinstance(kind, str):
-        return {"s": "VARCHAR", "t": "VARCHAR", "m": "VARCHAR", "f": "DOUBLE",
-                "kv": "STRUCT(key VARCHAR, value VARCHAR)[]"}[kind]
+        return {
+            "s": "VARCHAR",
+            "t": "VARCHAR",
+            "m": "VARCHAR",
+            "f": "DOUBLE",
+            "kv": "STRUCT(key VARCHAR, value VARCHAR)[]",
+        }[kind]
     if isinstance(kind, tuple):
         return _json_type(kind[1]) + "[]"
     return "STRUCT(" + ", ".join(f'"{k}" {_json_type(v)}' for k, v in kind.items()) + ")"
@@ -83,11 +88,16 @@ def _list_literal(source: str, path: str, line: int, column: str, text: str) -> 
         try:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            raise IngestError(f"{source}: file {path} line {line}: column {column} is not a list ({text[:60]!r})") from None
+            raise IngestError(
+                f"{source}: file {path} line {line}: column {column} is not a list ({text[:60]!r})"
+            ) from None
     if not isinstance(value, list):
         raise IngestError(f"{source}: file {path} line {line}: column {column} is not a list ({text[:60]!r})")
-    return [{k: None if v is None else (repr(v) if isinstance(v, float) else str(v)) for k, v in item.items()}
-            for item in value if isinstance(item, dict)]
+    return [
+        {k: None if v is None else (repr(v) if isinstance(v, float) else str(v)) for k, v in item.items()}
+        for item in value
+        if isinstance(item, dict)
+    ]
 
 
 def _nest(row: dict[str, str], source: str, path: str, line: int) -> dict[str, Any]:
@@ -111,14 +121,17 @@ def read_flat_csv(source: str, path: str) -> pa.Table:
     try:
         return _read_flat_csv(source, path)
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{source}: file {path}: a byte sequence that is not UTF-8 at byte {exc.start} of a line "
-                          f"(the file must be UTF-8 encoded)") from None
+        raise IngestError(
+            f"{source}: file {path}: a byte sequence that is not UTF-8 at byte {exc.start} of a line "
+            f"(the file must be UTF-8 encoded)"
+        ) from None
     except csv.Error as exc:
         raise IngestError(f"{source}: file {path} is not valid CSV: {exc}") from None
 
 
 def _read_flat_csv(source: str, path: str) -> pa.Table:
     from gpufinops.ingest.core.validate import check_unique_columns
+
     with _open_text(path) as f:
         reader = csv.DictReader(f)
         header = list(reader.fieldnames or [])
@@ -127,14 +140,17 @@ def _read_flat_csv(source: str, path: str) -> pa.Table:
             reader.fieldnames = header
         check_unique_columns(source, f"file {path}", header)
         if LEGACY_FILE_EXPORT_COLUMNS <= set(header):
-            raise IngestError(f"{source}: file {path} is a Cloud Billing file export (CSV with Account ID, Line Item, "
-                              f"Measurement1…), deprecated by Google in 2019 and not supported: export billing data "
-                              f"to BigQuery and read it with gcp_billing_export (project, dataset, table) or from "
-                              f"its JSONL/Parquet extract")
+            raise IngestError(
+                f"{source}: file {path} is a Cloud Billing file export (CSV with Account ID, Line Item, "
+                f"Measurement1…), deprecated by Google in 2019 and not supported: export billing data "
+                f"to BigQuery and read it with gcp_billing_export (project, dataset, table) or from "
+                f"its JSONL/Parquet extract"
+            )
         missing = [c for c in FLAT_REQUIRED if c not in header]
         if missing:
-            raise IngestError(f"{source}: file {path} is not a BigQuery billing export: missing column(s) "
-                              f"{', '.join(missing)}")
+            raise IngestError(
+                f"{source}: file {path} is not a BigQuery billing export: missing column(s) {', '.join(missing)}"
+            )
         rows = [_nest(row, source, path, i + 2) for i, row in enumerate(reader)]
     return pa.Table.from_pylist(rows, schema=FLAT_SCHEMA)
 
@@ -155,6 +171,7 @@ def relation(con: duckdb.DuckDBPyConnection, source: str, path: str) -> tuple[st
     else:
         rel = f"read_parquet({sql_literal(path)})"
         from gpufinops.ingest.core.validate import check_unique_columns, parquet_header
+
         try:
             check_unique_columns(source, f"file {path}", parquet_header(path))
         except (OSError, ValueError) as exc:  # pyarrow: not a Parquet file, truncated

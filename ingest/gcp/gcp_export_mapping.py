@@ -64,13 +64,26 @@ _LEAF_TYPES = {"s": "VARCHAR", "t": "TIMESTAMPTZ", "m": MONEY, "f": "DOUBLE", "k
 # "… GPU attached to Spot Preemptible VMs running in …" (tests/data/gcp-pricing-cyclenerd/sku_mapping.csv);
 # Google bills the G4 series' RTX PRO 6000 as "RTX 6000 96GB …".
 GPU_SKU_MODELS = (
-    ("a100 80gb", "A100-80GB"), ("a100", "A100-40GB"), ("h100 80gb mega", "H100-SXM"), ("h100 80gb", "H100-SXM"),
-    ("h100", "H100-SXM"), ("h200", "H200"), ("b200", "B200"), ("l4", "L4"), ("t4", "T4"), ("v100", "V100-16GB"),
-    ("p100", "P100"), ("p4", "P4"), ("k80", "K80"), ("rtx 6000", "RTX-PRO-6000"),
+    ("a100 80gb", "A100-80GB"),
+    ("a100", "A100-40GB"),
+    ("h100 80gb mega", "H100-SXM"),
+    ("h100 80gb", "H100-SXM"),
+    ("h100", "H100-SXM"),
+    ("h200", "H200"),
+    ("b200", "B200"),
+    ("l4", "L4"),
+    ("t4", "T4"),
+    ("v100", "V100-16GB"),
+    ("p100", "P100"),
+    ("p4", "P4"),
+    ("k80", "K80"),
+    ("rtx 6000", "RTX-PRO-6000"),
 )
-GPU_SKU_PATTERN = (r"^(?:commitment v1: )?(?:nvidia )?(?:tesla )?("
-                   + "|".join(k for k, _ in GPU_SKU_MODELS)
-                   + r")(?: \d+gb)?(?: mega)?(?: gpu)? (?:running|attached|in|for)\b")
+GPU_SKU_PATTERN = (
+    r"^(?:commitment v1: )?(?:nvidia )?(?:tesla )?("
+    + "|".join(k for k, _ in GPU_SKU_MODELS)
+    + r")(?: \d+gb)?(?: mega)?(?: gpu)? (?:running|attached|in|for)\b"
+)
 SPOT_PATTERN = r"(?i)\b(spot|preemptible)\b"
 COMMITMENT_PATTERN = r"(?i)^commitment\b"
 MACHINE_SPEC_LABEL = "compute.googleapis.com/machine_spec"
@@ -106,8 +119,13 @@ SERVICES: dict[str, tuple[str, str]] = {
     "Cloud Key Management Service (KMS)": subcategory_of("Security", "Secret Management"),
 }
 # cost_type -> ChargeCategory (focus_converters' conversion_rules_gcp.csv)
-CHARGE_CATEGORY = {"regular": "Usage", "tax": "Tax", "adjustment": "Adjustment", "credit": "Adjustment",
-                   "rounding_error": "Adjustment"}
+CHARGE_CATEGORY = {
+    "regular": "Usage",
+    "tax": "Tax",
+    "adjustment": "Adjustment",
+    "credit": "Adjustment",
+    "rounding_error": "Adjustment",
+}
 
 
 def _quote(name: str) -> str:
@@ -139,7 +157,9 @@ def _leaf(expr: str, kind: str, source: pa.DataType, tolerant: bool = False) -> 
     if kind == "s":
         return f"NULLIF(CAST({expr} AS VARCHAR), '')"
     if kind == "kv":
-        if not (pa.types.is_list(source) or pa.types.is_large_list(source)) or not pa.types.is_struct(source.value_type):
+        if not (pa.types.is_list(source) or pa.types.is_large_list(source)) or not pa.types.is_struct(
+            source.value_type
+        ):
             return _null(kind)
         names = {source.value_type.field(i).name for i in range(source.value_type.num_fields)}
         if not {"key", "value"} <= names:
@@ -168,8 +188,9 @@ def _conform(expr: str, kind, source: pa.DataType | None, tolerant: bool = False
     if not pa.types.is_struct(source):
         return _null(kind)
     fields = {source.field(i).name: source.field(i).type for i in range(source.num_fields)}
-    parts = ", ".join(f"{_quote(k)} := {_conform(f'{expr}.{_quote(k)}', v, fields.get(k), tolerant)}"
-                      for k, v in kind.items())
+    parts = ", ".join(
+        f"{_quote(k)} := {_conform(f'{expr}.{_quote(k)}', v, fields.get(k), tolerant)}" for k, v in kind.items()
+    )
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({parts}) END"
 
 
@@ -177,8 +198,10 @@ def conform_select(relation: str, source_schema: pa.Schema, carry: tuple[str, ..
     """SELECT over ``relation`` giving exactly the canonical export columns (see the module doc), and
     the ``carry`` columns unchanged; ``tolerant``: a value that does not parse is NULL."""
     present = {f.name: f.type for f in source_schema}
-    items = [f"CAST({_conform(_quote(name), kind, present.get(name), tolerant)} AS {canonical_type(kind)}) "
-             f"AS {_quote(name)}" for name, kind in CANONICAL.items()]
+    items = [
+        f"CAST({_conform(_quote(name), kind, present.get(name), tolerant)} AS {canonical_type(kind)}) AS {_quote(name)}"
+        for name, kind in CANONICAL.items()
+    ]
     items += [_quote(c) for c in carry]
     return f"SELECT {', '.join(items)} FROM {relation}"
 
@@ -195,9 +218,13 @@ def gpu_machine_types() -> dict[str, tuple[str, int]]:
     (GPU_MACHINE_TYPES) on top. N1 attaches GPUs to any shape, so the bill's n1 machine type says nothing
     about them (their GPU SKU lines carry the GPU model)."""
     from gpufinops.warehouse.reference import N1_PREFIX, load_gpu_instance_types
+
     rows = load_gpu_instance_types().to_pylist()
-    found = {r["instance_type"]: (r["gpu_model"], r["gpu_count"]) for r in rows
-             if r["provider"] == "gcp" and r["accelerator"] == "gpu" and not r["instance_type"].startswith(N1_PREFIX)}
+    found = {
+        r["instance_type"]: (r["gpu_model"], r["gpu_count"])
+        for r in rows
+        if r["provider"] == "gcp" and r["accelerator"] == "gpu" and not r["instance_type"].startswith(N1_PREFIX)
+    }
     return {**found, **GPU_MACHINE_TYPES}
 
 
@@ -207,8 +234,9 @@ def machine_type_values() -> str:
     return ", ".join(f"({sql_literal(t)}, {sql_literal(m)}, {n})" for t, (m, n) in sorted(gpu_machine_types().items()))
 
 
-def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...] | None = None,
-                 carry: tuple[str, ...] = ()) -> str:
+def focus_select(
+    canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...] | None = None, carry: tuple[str, ...] = ()
+) -> str:
     """SELECT over canonical export rows producing the cost_line_items columns (without x_Source / x_IngestRunId).
 
     Tags: the row's labels win over its project's labels; system labels keep their own
@@ -219,17 +247,23 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
     """
     credits = "COALESCE(list_sum(list_transform(credits, lambda c: COALESCE(c.amount, 0))), 0)"
     own_keys = "list_transform(COALESCE(labels, []), lambda l: l.key)"
-    tags = ("map_from_entries(list_concat(COALESCE(system_labels, []), "
-            f"list_filter(COALESCE(project.labels, []), lambda p: NOT list_contains({own_keys}, p.key)), "
-            "COALESCE(labels, [])))")
+    tags = (
+        "map_from_entries(list_concat(COALESCE(system_labels, []), "
+        f"list_filter(COALESCE(project.labels, []), lambda p: NOT list_contains({own_keys}, p.key)), "
+        "COALESCE(labels, [])))"
+    )
     gpu_key = f"lower(regexp_extract(sku.description, {sql_literal('(?i)' + GPU_SKU_PATTERN)}, 1))"
-    inner = (f"SELECT *, NULLIF(map_extract_value(tags_map, {sql_literal(MACHINE_SPEC_LABEL)}), '') AS machine_type "
-             f"FROM (SELECT *, {tags} AS tags_map, {credits} AS credits_total, {gpu_key} AS gpu_key FROM ({canonical}))")
+    inner = (
+        f"SELECT *, NULLIF(map_extract_value(tags_map, {sql_literal(MACHINE_SPEC_LABEL)}), '') AS machine_type "
+        f"FROM (SELECT *, {tags} AS tags_map, {credits} AS credits_total, {gpu_key} AS gpu_key FROM ({canonical}))"
+    )
     spot = f"regexp_matches(sku.description, {sql_literal(SPOT_PATTERN)})"
     commitment = f"regexp_matches(sku.description, {sql_literal(COMMITMENT_PATTERN)})"
     regular = "COALESCE(cost_type, 'regular') = 'regular'"
-    pricing_category = (f"CASE WHEN NOT {regular} THEN NULL WHEN {commitment} THEN 'Committed' "
-                        f"WHEN {spot} THEN 'Dynamic' ELSE 'Standard' END")
+    pricing_category = (
+        f"CASE WHEN NOT {regular} THEN NULL WHEN {commitment} THEN 'Committed' "
+        f"WHEN {spot} THEN 'Dynamic' ELSE 'Standard' END"
+    )
     month_start = "strptime(invoice.month || '01', '%Y%m%d')"
     team = ", ".join(f"map_extract_value(tags_map, {sql_literal(k)})" for k in tag_keys) or "NULL"
     gpu_model = f"COALESCE({_case('gpu_key', dict(GPU_SKU_MODELS), 'NULL')}, mt.gpu_model)"
@@ -258,9 +292,11 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
         "InvoiceIssuerName": "'Google Cloud'",
         "ListCost": "COALESCE(cost_at_list, cost)",
         # the export has no list rate column: list cost over the quantity in pricing units
-        "ListUnitPrice": (f"CASE WHEN {regular} AND usage.amount_in_pricing_units > 0 AND cost_at_list IS NOT NULL THEN "
-                          + DOUBLE_TO_DECIMAL.format(x="CAST(cost_at_list AS DOUBLE) / CAST(usage.amount_in_pricing_units "
-                                                       "AS DOUBLE)") + " END"),
+        "ListUnitPrice": (
+            f"CASE WHEN {regular} AND usage.amount_in_pricing_units > 0 AND cost_at_list IS NOT NULL THEN "
+            + DOUBLE_TO_DECIMAL.format(x="CAST(cost_at_list AS DOUBLE) / CAST(usage.amount_in_pricing_units AS DOUBLE)")
+            + " END"
+        ),
         "PricingCategory": pricing_category,
         "PricingCurrency": "currency",
         "PricingQuantity": "CASE WHEN COALESCE(cost_type, 'regular') <> 'tax' THEN usage.amount_in_pricing_units END",
@@ -290,15 +326,26 @@ def focus_select(canonical: str, tag_keys: tuple[str, ...], only: tuple[str, ...
             continue
         items.append(f'CAST({outputs.get(field.name, "NULL")} AS {schema.sql_type(field)}) AS "{field.name}"')
     items += [f"r.{_quote(c)}" for c in carry]
-    return (f"SELECT {', '.join(items)} FROM ({inner}) r LEFT JOIN (VALUES {machine_type_values()}) "
-            f"mt(machine_type_name, gpu_model, gpu_count) ON mt.machine_type_name = r.machine_type")
+    return (
+        f"SELECT {', '.join(items)} FROM ({inner}) r LEFT JOIN (VALUES {machine_type_values()}) "
+        f"mt(machine_type_name, gpu_model, gpu_count) ON mt.machine_type_name = r.machine_type"
+    )
 
 
 # FOCUS column -> the export column it is read from, for validation messages (ingest/core/validate.py)
-ORIGIN = {"BilledCost": "cost", "EffectiveCost": "cost", "ListCost": "cost_at_list", "ChargeCategory": "cost_type",
-          "ChargePeriodStart": "usage_start_time", "ChargePeriodEnd": "usage_end_time",
-          "BillingPeriodStart": "invoice.month", "BillingPeriodEnd": "invoice.month",
-          "BillingAccountId": "billing_account_id", "BillingCurrency": "currency", "ServiceName": "service.description"}
+ORIGIN = {
+    "BilledCost": "cost",
+    "EffectiveCost": "cost",
+    "ListCost": "cost_at_list",
+    "ChargeCategory": "cost_type",
+    "ChargePeriodStart": "usage_start_time",
+    "ChargePeriodEnd": "usage_end_time",
+    "BillingPeriodStart": "invoice.month",
+    "BillingPeriodEnd": "invoice.month",
+    "BillingAccountId": "billing_account_id",
+    "BillingCurrency": "currency",
+    "ServiceName": "service.description",
+}
 
 
 def casts(source_schema: pa.Schema) -> list[tuple[str, str, str]]:
@@ -319,8 +366,13 @@ def casts(source_schema: pa.Schema) -> list[tuple[str, str, str]]:
         if element is None:
             out.append((value.format(v=expr), label, what))
             return
-        bad = ({"time": "TRY_CAST({x} AS TIMESTAMPTZ) IS NULL", "number": f"TRY_CAST({{x}} AS {MONEY}) IS NULL",
-                "finite": "NOT isfinite({x})"}[what]).format(x=value.format(v=f"c.{element}"))
+        bad = (
+            {
+                "time": "TRY_CAST({x} AS TIMESTAMPTZ) IS NULL",
+                "number": f"TRY_CAST({{x}} AS {MONEY}) IS NULL",
+                "finite": "NOT isfinite({x})",
+            }[what]
+        ).format(x=value.format(v=f"c.{element}"))
         out.append((f"list_filter({expr}, lambda c: c.{element} IS NOT NULL AND {bad})[1].{element}", label, what))
 
     for field in source_schema:
@@ -331,7 +383,9 @@ def casts(source_schema: pa.Schema) -> list[tuple[str, str, str]]:
             for i in range(field.type.num_fields):
                 sub = field.type.field(i)
                 if isinstance(kind.get(sub.name), str):
-                    leaf(f"{_quote(field.name)}.{_quote(sub.name)}", f"{field.name}.{sub.name}", kind[sub.name], sub.type)
+                    leaf(
+                        f"{_quote(field.name)}.{_quote(sub.name)}", f"{field.name}.{sub.name}", kind[sub.name], sub.type
+                    )
         elif isinstance(kind, tuple) and pa.types.is_list(field.type) and pa.types.is_struct(field.type.value_type):
             struct = field.type.value_type
             for i in range(struct.num_fields):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Shape:
-    family: str          # the CPU/RAM SKU family: a2 | a3 | g2
-    gpu_sku: str         # the GPU SKU's model words, lower case (gcp_export_mapping.GPU_SKU_MODELS keys)
-    gpu_model: str       # canonical model (warehouse/gpu_models.py)
+    family: str  # the CPU/RAM SKU family: a2 | a3 | g2
+    gpu_sku: str  # the GPU SKU's model words, lower case (gcp_export_mapping.GPU_SKU_MODELS keys)
+    gpu_model: str  # canonical model (warehouse/gpu_models.py)
     gpu_count: int
     vcpus: int
     memory_gib: int
@@ -41,8 +41,11 @@ SHAPES: dict[str, Shape] = _shapes()
 # Machine types billed in the export under these names whose price the catalogue does not compose
 # (their own "Mega"/"Ultra" SKUs), still known for their GPUs.
 EXTRA_GPU_MACHINES: dict[str, tuple[str, int]] = {
-    "a3-megagpu-8g": ("H100-SXM", 8), "a3-edgegpu-8g": ("H100-SXM", 8), "a3-ultragpu-8g": ("H200", 8),
+    "a3-megagpu-8g": ("H100-SXM", 8),
+    "a3-edgegpu-8g": ("H100-SXM", 8),
+    "a3-ultragpu-8g": ("H200", 8),
 }
 GPU_MACHINE_TYPES: dict[str, tuple[str, int]] = {
-    **{name: (s.gpu_model, s.gpu_count) for name, s in SHAPES.items()}, **EXTRA_GPU_MACHINES,
+    **{name: (s.gpu_model, s.gpu_count) for name, s in SHAPES.items()},
+    **EXTRA_GPU_MACHINES,
 }

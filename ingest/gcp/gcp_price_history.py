@@ -34,10 +34,21 @@ from gpufinops.warehouse import schema
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("commit_date", "machine_type", "region", "hour_ondemand_usd", "hour_spot_usd", "month_1y_cud_usd",
-           "month_3y_cud_usd")
-PRICINGS = {"hour_ondemand_usd": ("on_demand", 1), "hour_spot_usd": ("spot", 1),
-            "month_1y_cud_usd": ("commit_1y", 730), "month_3y_cud_usd": ("commit_3y", 730)}
+COLUMNS = (
+    "commit_date",
+    "machine_type",
+    "region",
+    "hour_ondemand_usd",
+    "hour_spot_usd",
+    "month_1y_cud_usd",
+    "month_3y_cud_usd",
+)
+PRICINGS = {
+    "hour_ondemand_usd": ("on_demand", 1),
+    "hour_spot_usd": ("spot", 1),
+    "month_1y_cud_usd": ("commit_1y", 730),
+    "month_3y_cud_usd": ("commit_3y", 730),
+}
 EIGHT = Decimal("1E-8")
 SOURCE = "cyclenerd:gcp_gpu_machine_price_changes"
 OUTPUTS = ("price_history", "spot_prices")
@@ -67,7 +78,9 @@ def read_changes(path: str, run_id: str) -> tuple[list[dict], list[dict]]:
             try:
                 when = datetime.fromisoformat(row["commit_date"]).astimezone(UTC)
             except ValueError:
-                raise IngestError(f"file {path} line {line}: commit_date {row['commit_date']!r} is not a date") from None
+                raise IngestError(
+                    f"file {path} line {line}: commit_date {row['commit_date']!r} is not a date"
+                ) from None
             machine, region = row["machine_type"].strip(), row["region"].strip()
             if not machine or not region:
                 raise IngestError(f"file {path} line {line}: machine_type and region must be set")
@@ -75,12 +88,31 @@ def read_changes(path: str, run_id: str) -> tuple[list[dict], list[dict]]:
                 price = _price(path, line, column, row[column] or "", per)
                 if price is None:
                     continue
-                history.append({"provider": "gcp", "region": region, "instance_type": machine, "pricing": pricing,
-                                "effective_from": when, "price": price, "currency": "USD", "source": SOURCE,
-                                "ingest_run_id": run_id})
+                history.append(
+                    {
+                        "provider": "gcp",
+                        "region": region,
+                        "instance_type": machine,
+                        "pricing": pricing,
+                        "effective_from": when,
+                        "price": price,
+                        "currency": "USD",
+                        "source": SOURCE,
+                        "ingest_run_id": run_id,
+                    }
+                )
                 if pricing == "spot":
-                    spot.append({"provider": "gcp", "region": region, "zone": region, "instance_type": machine,
-                                 "product": "compute", "ts": when, "price_usd": price})
+                    spot.append(
+                        {
+                            "provider": "gcp",
+                            "region": region,
+                            "zone": region,
+                            "instance_type": machine,
+                            "product": "compute",
+                            "ts": when,
+                            "price_usd": price,
+                        }
+                    )
     return history, spot
 
 

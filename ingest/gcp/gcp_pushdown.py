@@ -27,11 +27,22 @@ from gpufinops.ingest.gcp.gcp_export_mapping import conform_select, focus_select
 # BigQuery column types as google-cloud-bigquery's to_arrow() gives them (the row path's Arrow), so the
 # conform step sees the same source types on both paths.
 _SCALARS = {
-    "STRING": pa.string(), "BYTES": pa.binary(), "INTEGER": pa.int64(), "INT64": pa.int64(),
-    "FLOAT": pa.float64(), "FLOAT64": pa.float64(), "NUMERIC": pa.decimal128(38, 9),
-    "BIGNUMERIC": pa.decimal256(76, 38), "BOOLEAN": pa.bool_(), "BOOL": pa.bool_(),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(), "DATETIME": pa.timestamp("us"),
-    "TIME": pa.time64("us"), "GEOGRAPHY": pa.string(), "JSON": pa.string(),
+    "STRING": pa.string(),
+    "BYTES": pa.binary(),
+    "INTEGER": pa.int64(),
+    "INT64": pa.int64(),
+    "FLOAT": pa.float64(),
+    "FLOAT64": pa.float64(),
+    "NUMERIC": pa.decimal128(38, 9),
+    "BIGNUMERIC": pa.decimal256(76, 38),
+    "BOOLEAN": pa.bool_(),
+    "BOOL": pa.bool_(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "DATE": pa.date32(),
+    "DATETIME": pa.timestamp("us"),
+    "TIME": pa.time64("us"),
+    "GEOGRAPHY": pa.string(),
+    "JSON": pa.string(),
 }
 
 # bqemulator (the tests' BigQuery) reads a bare BIGNUMERIC as DECIMAL(38,5); the tests set this to send
@@ -59,8 +70,16 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def rollup_query(project: str, dataset: str, table: str, source_schema: pa.Schema, days: list[str],
-                 tag_keys: tuple[str, ...], *, pinned_decimals: bool = False) -> str:
+def rollup_query(
+    project: str,
+    dataset: str,
+    table: str,
+    source_schema: pa.Schema,
+    days: list[str],
+    tag_keys: tuple[str, ...],
+    *,
+    pinned_decimals: bool = False,
+) -> str:
     """The BigQuery text of one run: the export rows of ``days`` (UTC usage days), mapped and rolled up.
 
     Every output column is cast to STRING: BigQuery's JSON rows carry text anyway, and
@@ -70,13 +89,14 @@ def rollup_query(project: str, dataset: str, table: str, source_schema: pa.Schem
     # the table's columns by name, not *: bqemulator expands * to the columns whose types it can map,
     # which drops every RECORD column (service, sku, project…)
     columns = ", ".join(_ident(name) for name in source_schema.names)
-    relation = (f"(SELECT {columns} FROM {_ident(project)}.{_ident(dataset)}.{_ident(table)} "
-                f"WHERE CAST(usage_start_time AS DATE) IN ({dates}))")
+    relation = (
+        f"(SELECT {columns} FROM {_ident(project)}.{_ident(dataset)}.{_ident(table)} "
+        f"WHERE CAST(usage_start_time AS DATE) IN ({dates}))"
+    )
     mapped = focus_select(conform_select(relation, source_schema), tag_keys, only=pushdown.ROLLUP_COLUMNS)
     rollup = pushdown.rollup_select(mapped, remote=True)
     text = ", ".join(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" for c in pushdown.ROLLUP_COLUMNS)
-    return pushdown.to_dialect(f"SELECT {text} FROM ({rollup}) AS rolled", "bigquery",
-                               pinned_decimals=pinned_decimals)
+    return pushdown.to_dialect(f"SELECT {text} FROM ({rollup}) AS rolled", "bigquery", pinned_decimals=pinned_decimals)
 
 
 def fetch_rollup(backend: Any, days: list[str], tag_keys: tuple[str, ...]) -> tuple[str, int]:
@@ -90,10 +110,13 @@ def fetch_rollup(backend: Any, days: list[str], tag_keys: tuple[str, ...]) -> tu
     schema = arrow_schema(table.schema)
     names = set(schema.names)
     if not {"usage_start_time", "cost"} <= names:
-        raise IngestError(f"{ctx.source}: {backend.table} is not a billing export table "
-                          f"(it lacks {', '.join(sorted({'usage_start_time', 'cost'} - names))})")
-    sql = rollup_query(str(opts.project), str(opts.dataset), str(opts.table), schema, days, tag_keys,
-                       pinned_decimals=PINNED_DECIMALS)
+        raise IngestError(
+            f"{ctx.source}: {backend.table} is not a billing export table "
+            f"(it lacks {', '.join(sorted({'usage_start_time', 'cost'} - names))})"
+        )
+    sql = rollup_query(
+        str(opts.project), str(opts.dataset), str(opts.table), schema, days, tag_keys, pinned_decimals=PINNED_DECIMALS
+    )
     result = backend._query("rollup", sql, arrow=True)
     found = {name.lower(): i for i, name in enumerate(result.column_names)}  # BigQuery names are case-insensitive
     missing = [c for c in pushdown.ROLLUP_COLUMNS if c.lower() not in found]
@@ -105,8 +128,10 @@ def fetch_rollup(backend: Any, days: list[str], tag_keys: tuple[str, ...]) -> tu
     try:  # cast here, before the load's transaction: a bad value fails the run with nothing written
         typed = ctx.con.sql(pushdown.typed_rollup_select(view + "_text", empty_is_null=False)).to_arrow_table()
     except duckdb.Error as exc:
-        raise IngestError(f"{ctx.source}: the BigQuery rollup result does not cast to the warehouse types: "
-                          f"{str(exc).strip().splitlines()[0]}") from None
+        raise IngestError(
+            f"{ctx.source}: the BigQuery rollup result does not cast to the warehouse types: "
+            f"{str(exc).strip().splitlines()[0]}"
+        ) from None
     ctx.con.register(view, typed)
     return f"SELECT * FROM {view}", result.num_rows
 
@@ -115,12 +140,15 @@ def gcp_table(backend: Any) -> Any:
     """The export table's metadata (its schema: free, no job)."""
     opts = backend.ctx.options
     table_id = f"{opts.project}.{opts.dataset}.{opts.table}"
-    return gcp_common.with_retries(backend.ctx.source, f"BigQuery tables.get on {backend.table}",
-                                   lambda: backend.client.get_table(table_id), opts)
+    return gcp_common.with_retries(
+        backend.ctx.source, f"BigQuery tables.get on {backend.table}", lambda: backend.client.get_table(table_id), opts
+    )
 
 
 def ledger_note(watermark: str | None, backend: Any, rollup_rows: int | None) -> str:
     """The run's ledger text: the watermark and what BigQuery was paid for."""
     rows = f", {rollup_rows:,} rollup rows" if rollup_rows is not None else ""
-    return (f"{watermark or '-'} (bigquery: {backend.jobs} jobs, {backend.bytes_billed:,} bytes billed, "
-            f"{backend.bytes_processed:,} bytes processed{rows})")
+    return (
+        f"{watermark or '-'} (bigquery: {backend.jobs} jobs, {backend.bytes_billed:,} bytes billed, "
+        f"{backend.bytes_processed:,} bytes processed{rows})"
+    )

@@ -38,14 +38,30 @@ PERIOD_S = 3600
 QUERIES_PER_CALL = 500  # GetMetricData's limit
 # metric -> [(statistic, gpu_metrics_hourly column)]
 STATISTICS = {
-    "nvidia_smi_utilization_gpu": [("Average", "util_mean"), ("Maximum", "util_max"), ("p95", "util_p95"),
-                                   ("SampleCount", "samples")],
+    "nvidia_smi_utilization_gpu": [
+        ("Average", "util_mean"),
+        ("Maximum", "util_max"),
+        ("p95", "util_p95"),
+        ("SampleCount", "samples"),
+    ],
     "nvidia_smi_memory_used": [("Maximum", "mem_used_max_mib")],
     "nvidia_smi_memory_total": [("Maximum", "mem_total_mib")],
     "nvidia_smi_power_draw": [("Average", "power_mean_w")],
 }
-COMPARED = ("hour", "gpu_uuid", "gpu_model", "host", "resource_hint", "util_mean", "util_p95", "util_max",
-            "mem_used_max_mib", "mem_total_mib", "power_mean_w", "samples")
+COMPARED = (
+    "hour",
+    "gpu_uuid",
+    "gpu_model",
+    "host",
+    "resource_hint",
+    "util_mean",
+    "util_p95",
+    "util_max",
+    "mem_used_max_mib",
+    "mem_total_mib",
+    "power_mean_w",
+    "samples",
+)
 
 
 def _hour(value: datetime) -> datetime:
@@ -56,7 +72,9 @@ def _hour(value: datetime) -> datetime:
 class CloudWatchGpuOptions(ResourceMapOptions, aws_common.AwsClientOptions):
     region: str = option(doc="the AWS region whose CloudWatch holds the agent's metrics")
     namespace: str = option(NAMESPACE, "the CloudWatch namespace the agent publishes to")
-    instance_ids: list[str] | None = option(None, "only these EC2 instances (default: every GPU series in the namespace)")
+    instance_ids: list[str] | None = option(
+        None, "only these EC2 instances (default: every GPU series in the namespace)"
+    )
     lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late datapoints)")
     backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
 
@@ -87,8 +105,9 @@ def list_gpus(cw: Any, source: str, namespace: str, instance_ids: set[str] | Non
                 if "index" not in named or (instance_ids and named.get("InstanceId") not in instance_ids):
                     continue  # not one GPU's series (an aggregate), or an instance not asked for
                 # queried with the dimensions as listed (CloudWatch ignores their order; moto does not)
-                gpus.setdefault(dims, {})[metric] = [{"Name": d["Name"], "Value": d["Value"]}
-                                                     for d in series["Dimensions"]]
+                gpus.setdefault(dims, {})[metric] = [
+                    {"Name": d["Name"], "Value": d["Value"]} for d in series["Dimensions"]
+                ]
             token = page.get("NextToken")
             if not token:
                 break
@@ -101,24 +120,37 @@ def _queries(gpus: dict[tuple, dict[str, list]], namespace: str) -> tuple[list[d
         for metric, dimensions in sorted(metrics.items()):
             for s, (stat, column) in enumerate(STATISTICS[metric]):
                 query_id = f"g{g}_{metric.removeprefix('nvidia_smi_')}_{s}"
-                queries.append({"Id": query_id, "ReturnData": True,
-                                "MetricStat": {"Metric": {"Namespace": namespace, "MetricName": metric,
-                                                          "Dimensions": dimensions},
-                                               "Period": PERIOD_S, "Stat": stat}})
+                queries.append(
+                    {
+                        "Id": query_id,
+                        "ReturnData": True,
+                        "MetricStat": {
+                            "Metric": {"Namespace": namespace, "MetricName": metric, "Dimensions": dimensions},
+                            "Period": PERIOD_S,
+                            "Stat": stat,
+                        },
+                    }
+                )
                 meaning[query_id] = (dims, column)
     return queries, meaning
 
 
-def fetch_hourly(cw: Any, source: str, gpus: dict[tuple, dict[str, list]], namespace: str,
-                 start: datetime, end: datetime) -> dict[tuple, dict[str, float]]:
+def fetch_hourly(
+    cw: Any, source: str, gpus: dict[tuple, dict[str, list]], namespace: str, start: datetime, end: datetime
+) -> dict[tuple, dict[str, float]]:
     """(GPU dimensions, hour) -> column -> value, for every hour CloudWatch has a datapoint in."""
     queries, meaning = _queries(gpus, namespace)
     values: dict[tuple, dict[str, float]] = {}
     for i in range(0, len(queries), QUERIES_PER_CALL):
         token = None
         while True:
-            kwargs = {"MetricDataQueries": queries[i:i + QUERIES_PER_CALL], "StartTime": start, "EndTime": end,
-                      "ScanBy": "TimestampAscending", **({"NextToken": token} if token else {})}
+            kwargs = {
+                "MetricDataQueries": queries[i : i + QUERIES_PER_CALL],
+                "StartTime": start,
+                "EndTime": end,
+                "ScanBy": "TimestampAscending",
+                **({"NextToken": token} if token else {}),
+            }
             page = _call(source, "GetMetricData", cw.get_metric_data, **kwargs)
             for result in page.get("MetricDataResults", []):
                 dims, column = meaning[result["Id"]]
@@ -142,11 +174,19 @@ def hourly_table(values: dict[tuple, dict[str, float]], source: str, run_id: str
             continue  # no utilisation datapoint in the hour: unknown, not idle
         named = dict(dims)
         machine = named.get("InstanceId") or named.get("host")
-        rows.append({"hour": hour, "gpu_uuid": f"{machine}:{named['index']}",
-                     "gpu_model": normalize_gpu_model(named.get("name"), figures.get("mem_total_mib")),
-                     "host": named.get("host") or named.get("InstanceId"), "resource_hint": named.get("InstanceId"),
-                     "samples": int(figures["samples"]), "source": source, "ingest_run_id": run_id,
-                     **{k: v for k, v in figures.items() if k != "samples"}})
+        rows.append(
+            {
+                "hour": hour,
+                "gpu_uuid": f"{machine}:{named['index']}",
+                "gpu_model": normalize_gpu_model(named.get("name"), figures.get("mem_total_mib")),
+                "host": named.get("host") or named.get("InstanceId"),
+                "resource_hint": named.get("InstanceId"),
+                "samples": int(figures["samples"]),
+                "source": source,
+                "ingest_run_id": run_id,
+                **{k: v for k, v in figures.items() if k != "samples"},
+            }
+        )
     columns = {f.name: [r.get(f.name) for r in rows] for f in GPU_METRICS_HOURLY}
     return pa.table(columns, schema=GPU_METRICS_HOURLY)
 
@@ -165,7 +205,7 @@ class CloudWatchGpu:
         time_range=True,
         window_cursor="cursor",
         description="the CloudWatch agent's NVIDIA GPU metrics (`nvidia_smi_*` in `CWAgent`) through "
-                    "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
+        "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -176,18 +216,25 @@ class CloudWatchGpu:
         state = {"cursor": end.isoformat()}
         rules = metrics_attribution.rules_batches(ctx, resource_map)
         if end <= start:
-            return FetchResult(rules, {**ctx.state, **state}, watermark=ctx.state.get("cursor"),
-                               skipped_reason="no complete hour since the last run")
+            return FetchResult(
+                rules,
+                {**ctx.state, **state},
+                watermark=ctx.state.get("cursor"),
+                skipped_reason="no complete hour since the last run",
+            )
         cw = aws_common.client("cloudwatch", ctx.source, options)
         gpus = list_gpus(cw, ctx.source, namespace, set(instance_ids) if instance_ids else None)
         values = fetch_hourly(cw, ctx.source, gpus, namespace, start, end) if gpus else {}
         new = hourly_table(values, ctx.source, ctx.run_id)
         log.info("%s: %d GPU series, %d GPU-hours from %s to %s", ctx.source, len(gpus), new.num_rows, start, end)
-        hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
+        hours = [
+            (start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))
+        ]
         if not ctx.window.full_refresh and self._unchanged(ctx, new, start, end):
             return FetchResult(rules, state, watermark=end.isoformat(), skipped_reason="no new or changed hours")
-        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new, slices=hours)], state,
-                           watermark=end.isoformat())
+        return FetchResult(
+            rules + [Batch(table="gpu_metrics_hourly", data=new, slices=hours)], state, watermark=end.isoformat()
+        )
 
     @staticmethod
     def _unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
@@ -198,7 +245,8 @@ class CloudWatchGpu:
             diff = ctx.con.execute(
                 f"SELECT count(*) FROM ((SELECT {cols} FROM _cloudwatch_new EXCEPT ALL {stored}) "
                 f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _cloudwatch_new))",
-                [ctx.source, start, end, ctx.source, start, end]).fetchall()[0][0]
+                [ctx.source, start, end, ctx.source, start, end],
+            ).fetchall()[0][0]
         finally:
             ctx.con.unregister("_cloudwatch_new")
         return diff == 0

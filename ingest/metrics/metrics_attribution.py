@@ -25,14 +25,17 @@ def _values(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) ->
     if not rows:
         nulls = ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in columns)
         return f"{name} AS (SELECT {nulls} WHERE false)"
-    body = ", ".join("(" + ", ".join(sql_literal(str(v)) if v is not None else "NULL" for v in row) + ")"
-                     for row in rows)
+    body = ", ".join(
+        "(" + ", ".join(sql_literal(str(v)) if v is not None else "NULL" for v in row) + ")" for row in rows
+    )
     return f"{name}({', '.join(columns)}) AS (VALUES {body})"
 
 
 def gpu_model_rows(con: duckdb.DuckDBPyConnection, hourly: str) -> list[tuple[str, str | None]]:
     """(name as reported, canonical model) for every GPU name in an hourly relation."""
-    names = con.execute(f"SELECT name, max(mem_total_mib) FROM {hourly} WHERE name IS NOT NULL GROUP BY name").fetchall()
+    names = con.execute(
+        f"SELECT name, max(mem_total_mib) FROM {hourly} WHERE name IS NOT NULL GROUP BY name"
+    ).fetchall()
     return [(name, normalize_gpu_model(name, memory)) for name, memory in names]
 
 
@@ -63,7 +66,7 @@ def provider_id_resource(provider_id: str | None) -> str | None:
     if provider_id.startswith("aws://"):
         return provider_id.rstrip("/").rsplit("/", 1)[-1] or None
     if provider_id.startswith("gce://"):
-        parts = provider_id[len("gce://"):].strip("/").split("/")
+        parts = provider_id[len("gce://") :].strip("/").split("/")
         if len(parts) == 3:
             return f"//compute.googleapis.com/projects/{parts[0]}/zones/{parts[1]}/instances/{parts[2]}"
     return provider_id
@@ -88,8 +91,9 @@ SELECT a.hour, a.gpu_uuid, md.gpu_model, a.mig_instance, a.host, CAST(NULL AS VA
 FROM hourly a LEFT JOIN models md ON md.name = a.name"""
 
 
-def rules_batches(ctx: IngestContext, resource_map: dict[str, str] | None = None,
-                  namespace_teams: dict[str, str] | None = None) -> list[Batch]:
+def rules_batches(
+    ctx: IngestContext, resource_map: dict[str, str] | None = None, namespace_teams: dict[str, str] | None = None
+) -> list[Batch]:
     """The source's attribution rules as a batch replacing its ``attribution_rules``; none when unchanged."""
     rules = attribution.rules_table(ctx.source, resource_map=resource_map, namespace_teams=namespace_teams)
     if not attribution.rules_changed(ctx.con, ctx.source, rules):

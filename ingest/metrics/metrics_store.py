@@ -44,17 +44,35 @@ from gpufinops.warehouse.schema import UTC_TS, sql_type
 log = logging.getLogger(__name__)
 
 # One row per GPU (or MIG slice) per sample time. Metric columns are NULL when not exported.
-SAMPLE_SCHEMA = pa.schema([
-    ("ts", UTC_TS), ("gpu_uuid", pa.string()), ("mig_instance", pa.string()), ("gpu_index", pa.string()),
-    ("name", pa.string()), ("host", pa.string()), ("resource_hint", pa.string()), ("provider_id", pa.string()),
-    ("namespace", pa.string()), ("pod", pa.string()), ("container", pa.string()),
-    ("util", pa.float64()), ("gr_active", pa.float64()), ("sm_active", pa.float64()),
-    ("tensor_active", pa.float64()), ("fp16_active", pa.float64()), ("fp32_active", pa.float64()),
-    ("dram_active", pa.float64()), ("mem_used_mib", pa.float64()), ("mem_free_mib", pa.float64()),
-    ("mem_reserved_mib", pa.float64()), ("mem_total_mib", pa.float64()), ("power_w", pa.float64()),
-    # dcgm-exporter's `vgpu` label (--kubernetes-virtual-gpus): the GPU is shared by time-slicing or MPS
-    ("vgpu", pa.string()),
-])
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("ts", UTC_TS),
+        ("gpu_uuid", pa.string()),
+        ("mig_instance", pa.string()),
+        ("gpu_index", pa.string()),
+        ("name", pa.string()),
+        ("host", pa.string()),
+        ("resource_hint", pa.string()),
+        ("provider_id", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("container", pa.string()),
+        ("util", pa.float64()),
+        ("gr_active", pa.float64()),
+        ("sm_active", pa.float64()),
+        ("tensor_active", pa.float64()),
+        ("fp16_active", pa.float64()),
+        ("fp32_active", pa.float64()),
+        ("dram_active", pa.float64()),
+        ("mem_used_mib", pa.float64()),
+        ("mem_free_mib", pa.float64()),
+        ("mem_reserved_mib", pa.float64()),
+        ("mem_total_mib", pa.float64()),
+        ("power_w", pa.float64()),
+        # dcgm-exporter's `vgpu` label (--kubernetes-virtual-gpus): the GPU is shared by time-slicing or MPS
+        ("vgpu", pa.string()),
+    ]
+)
 WORKLOAD_COLUMNS = ("namespace", "pod", "container")
 COMPACT_AFTER_FILES = 32
 # Parquet key-value metadata of a sample file in which one GPU (or slice) has several rows at one time
@@ -63,6 +81,7 @@ SHARED_KEY = b"gpufinops.shared"
 
 
 # ---- the store -----------------------------------------------------------------------------------
+
 
 def samples_dir(ctx: IngestContext) -> Path:
     """``<warehouse dir>/samples/<source>``, created."""
@@ -86,8 +105,11 @@ def _shared(samples: pa.Table) -> bool:
     """Whether a GPU (or slice) has more than one row at one time: workloads sharing it (time-slicing)."""
     if samples.num_rows == 0 or not any(samples.column(c).null_count < samples.num_rows for c in WORKLOAD_COLUMNS):
         return False  # no workload labels: one row per GPU and time by construction
-    keys = samples.select(["ts", "gpu_uuid", "mig_instance"]).group_by(["ts", "gpu_uuid", "mig_instance"],
-                                                                        use_threads=False).aggregate([])
+    keys = (
+        samples.select(["ts", "gpu_uuid", "mig_instance"])
+        .group_by(["ts", "gpu_uuid", "mig_instance"], use_threads=False)
+        .aggregate([])
+    )
     return keys.num_rows < samples.num_rows
 
 
@@ -252,21 +274,25 @@ def store_relation(folder: Path, plan: dict[str, list[str]]) -> tuple[str, list[
     relation = f"read_parquet({_list(files)}, union_by_name = true, hive_partitioning = false)"
     if all(len(hours) == 24 for hours in plan.values()):
         return relation, per_day  # whole days: every sample of their files
-    ranges = " OR ".join(f"(ts >= TIMESTAMPTZ '{a}' AND ts < TIMESTAMPTZ '{b}')"
-                         for a, b in _runs([h for hours in plan.values() for h in hours]))
+    ranges = " OR ".join(
+        f"(ts >= TIMESTAMPTZ '{a}' AND ts < TIMESTAMPTZ '{b}')"
+        for a, b in _runs([h for hours in plan.values() for h in hours])
+    )
     return f"(SELECT * FROM {relation} WHERE {ranges})", per_day
 
 
 # ---- rollup --------------------------------------------------------------------------------------
 
 _SAMPLE_EXPRS = {  # per-sample figure -> expression over SAMPLE_SCHEMA columns
-    "util": "util", "sm_active": "coalesce(sm_active, gr_active)", "tensor_active": "tensor_active",
+    "util": "util",
+    "sm_active": "coalesce(sm_active, gr_active)",
+    "tensor_active": "tensor_active",
     "mem_used": "mem_used_mib",
     "mem_total": "coalesce(mem_total_mib, mem_used_mib + mem_free_mib + coalesce(mem_reserved_mib, 0))",
     "power_w": "power_w",
 }
 _ATTRS = ("name", "host", "resource_hint", "provider_id")  # the hour's largest value
-_LABELS = ("namespace", "pod", "container")                   # the value most of the hour's samples carry
+_LABELS = ("namespace", "pod", "container")  # the value most of the hour's samples carry
 # Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
 # and a re-run must reproduce the stored rows exactly.
 MEAN = "round({}, 9)"
@@ -286,8 +312,10 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     if deduplicate:
         figures = ", ".join(f"max({expr}) AS {name}" for name, expr in _SAMPLE_EXPRS.items())
         attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS + _LABELS)
-        source = (f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
-                  f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),")
+        source = (
+            f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
+            f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),"
+        )
         relation, col = "per_ts", {name: name for name in _SAMPLE_EXPRS}
     else:
         source, col = "", dict(_SAMPLE_EXPRS)
@@ -296,8 +324,8 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
 hourly AS (
   SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
          {", ".join(f"mode({a}) AS {a}" for a in _LABELS)},
-         {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col['util']}, 0.95) AS util_p95,
-         max({col['util']}) AS util_max, max({col['mem_used']}) AS mem_used_max_mib, max({col['mem_total']}) AS mem_total_mib,
+         {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
+         max({col["util"]}) AS util_max, max({col["mem_used"]}) AS mem_used_max_mib, max({col["mem_total"]}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
          {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
          {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples
@@ -305,8 +333,9 @@ hourly AS (
 )"""
 
 
-def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str,
-               deduplicate: bool = True, part: str = "") -> str:
+def rollup_sql(
+    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
     """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
 
     The hourly rollup is computed once, here, into a temporary table of this connection (the
@@ -314,7 +343,10 @@ def rollup_sql(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run
     """
     table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
-                f"SELECT * FROM hourly")
-    return attributed_sql(f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id,
-                          models=gpu_model_rows(con, table))
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
+        f"SELECT * FROM hourly"
+    )
+    return attributed_sql(
+        f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id, models=gpu_model_rows(con, table)
+    )

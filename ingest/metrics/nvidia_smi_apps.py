@@ -46,13 +46,18 @@ from gpufinops.ingest.metrics.nvidia_smi_format import (
 
 log = logging.getLogger(__name__)
 
-KIND = "compute-apps"            # the log's kind in the source's state, and its samples' sub-folder
+KIND = "compute-apps"  # the log's kind in the source's state, and its samples' sub-folder
 TABLE = "gpu_processes_hourly"
 MEMORY_COLUMNS = ("used_gpu_memory", "used_memory")
 # Role -> accepted header names (without their " [unit]"), first present wins.
 COLUMNS = {
-    "ts": ("timestamp",), "uuid": ("gpu_uuid",), "bus_id": ("gpu_bus_id",), "pid": ("pid",),
-    "process": ("process_name",), "mem": MEMORY_COLUMNS, "host": ("host", "hostname"),
+    "ts": ("timestamp",),
+    "uuid": ("gpu_uuid",),
+    "bus_id": ("gpu_bus_id",),
+    "pid": ("pid",),
+    "process": ("process_name",),
+    "mem": MEMORY_COLUMNS,
+    "host": ("host", "hostname"),
 }
 
 
@@ -69,83 +74,124 @@ def is_apps_log(path: str) -> bool:
 
 def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
     bases = base_names(fields)
-    cols = {role: bases.index(found) for role, names in COLUMNS.items()
-            if (found := next((name for name in names if name in bases), None)) is not None}
+    cols = {
+        role: bases.index(found)
+        for role, names in COLUMNS.items()
+        if (found := next((name for name in names if name in bases), None)) is not None
+    }
     if host_column:
         if host_column not in bases:
             raise IngestError(f"{source}: file {path} has no column {host_column!r} (the configured host_column)")
         cols["host"] = bases.index(host_column)
     missing = [names[0] for role, names in COLUMNS.items() if role in ("ts", "pid", "mem") and role not in cols]
     if missing:
-        raise IngestError(f"{source}: file {path} has no {' or '.join(missing)} column (nvidia-smi "
-                          f"--query-compute-apps must include timestamp, gpu_uuid, pid and used_gpu_memory)")
+        raise IngestError(
+            f"{source}: file {path} has no {' or '.join(missing)} column (nvidia-smi "
+            f"--query-compute-apps must include timestamp, gpu_uuid, pid and used_gpu_memory)"
+        )
     if "uuid" not in cols and "bus_id" not in cols:
         raise IngestError(f"{source}: file {path} has no gpu_uuid column (nor gpu_bus_id) to identify the GPU")
     return cols
 
 
-def segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
-                    line_offset: int | None = None) -> str:
+def segment_select(
+    csv_path: str, fields: list[str], cols: dict[str, int], host: str, line_offset: int | None = None
+) -> str:
     def text(role: str) -> str:
         return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+
     tolerant = line_offset is not None  # see nvidia_smi_format.segment_select
     host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
     ts, ts_raw = typed_sql("ts", cols, "ts", tolerant)
     pid, pid_raw = typed_sql("pid", cols, "integer", tolerant)
     mem, mem_raw = typed_sql("mem", cols, "number", tolerant)
-    items = [f"{ts} AS ts",
-             f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('bus_id')}) AS gpu_uuid",
-             f"{host_expr} AS host", f"CAST({pid} AS INTEGER) AS pid", f"{text('process')} AS process_name",
-             f"CAST({mem} AS DOUBLE) AS mem_used_mib"]
+    items = [
+        f"{ts} AS ts",
+        f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('bus_id')}) AS gpu_uuid",
+        f"{host_expr} AS host",
+        f"CAST({pid} AS INTEGER) AS pid",
+        f"{text('process')} AS process_name",
+        f"CAST({mem} AS DOUBLE) AS mem_used_mib",
+    ]
     if tolerant:
-        items += [f"{ts_raw} AS __unparsed_ts", f"{pid_raw} AS __unparsed_pid", f"{mem_raw} AS __unparsed_mem_used_mib",
-                  "__line"]
+        items += [
+            f"{ts_raw} AS __unparsed_ts",
+            f"{pid_raw} AS __unparsed_pid",
+            f"{mem_raw} AS __unparsed_mem_used_mib",
+            "__line",
+        ]
     return f"SELECT {', '.join(items)} FROM {data_rows(csv_path, fields, cols['pid'], line_offset)}"
 
 
-def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str,
-              parts: list[tuple[str, list[str], dict]]) -> str | None:
+def _diagnose(
+    con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]
+) -> str | None:
     """After a failed parse, the column and first value that is not a time, pid or memory figure."""
     for csv_path, fields, cols in parts:
         relation = data_rows(csv_path, fields, cols["pid"])
         checks = {
-            "ts": (f"try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL",
-                   "a time (YYYY/MM/DD HH:MM:SS.mmm)"),
+            "ts": (
+                f"try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL",
+                "a time (YYYY/MM/DD HH:MM:SS.mmm)",
+            ),
             "pid": (f"TRY_CAST({value_sql(cols['pid'])} AS INTEGER) IS NULL", "a process id or an N/A marker"),
             "mem": (f"TRY_CAST({number_sql(cols['mem'])} AS DOUBLE) IS NULL", "a number or an N/A marker"),
         }
         for role, (bad, kind) in checks.items():
-            value = con.execute(f"SELECT any_value(trim(c{cols[role]})) FROM {relation} "
-                                f"WHERE {value_sql(cols[role])} IS NOT NULL AND {bad}").fetchall()[0][0]
+            value = con.execute(
+                f"SELECT any_value(trim(c{cols[role]})) FROM {relation} "
+                f"WHERE {value_sql(cols[role])} IS NOT NULL AND {bad}"
+            ).fetchall()[0][0]
             if value is not None:
                 return f"{source}: file {path}: column {fields[cols[role]]!r} has value {value!r}, which is not {kind}"
     return None
 
 
-def parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-               host_column: str | None, mode: str = validate.FAIL, run_id: str = "") -> tuple[dict[str, Any], str | None]:
+def parse_file(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    path: str,
+    out_path: Path,
+    host_column: str | None,
+    mode: str = validate.FAIL,
+    run_id: str = "",
+) -> tuple[dict[str, Any], str | None]:
     """Write the compute-apps log's samples to ``out_path``; returns (the days (slice values) and last
     time, the SELECT of its rejected rows under skip_rows)."""
     header = header_line(path) or b""
     marker = next(name.encode() for name in MEMORY_COLUMNS if name.encode() in header)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nvsmi-apps-") as tmp_dir:
-        parts = [(csv_path, fields, column_map(source, path, fields, host_column), offset)
-                 for csv_path, fields, offset in split_by_header(source, path, tmp_dir, marker)]
+        parts = [
+            (csv_path, fields, column_map(source, path, fields, host_column), offset)
+            for csv_path, fields, offset in split_by_header(source, path, tmp_dir, marker)
+        ]
 
         def samples(numbered: bool) -> str:
-            return " UNION ALL ".join(segment_select(p, f, c, file_host(path), o if numbered else None)
-                                      for p, f, c, o in parts)
+            return " UNION ALL ".join(
+                segment_select(p, f, c, file_host(path), o if numbered else None) for p, f, c, o in parts
+            )
+
         labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", "mem": "mem_used_mib", "pid": "pid"})
-        parsed, rows, rejects = write_samples(con, source, path, out_path, samples, labels,
-                                              lambda: _diagnose(con, source, path, [p[:3] for p in parts]), mode, run_id)
+        parsed, rows, rejects = write_samples(
+            con,
+            source,
+            path,
+            out_path,
+            samples,
+            labels,
+            lambda: _diagnose(con, source, path, [p[:3] for p in parts]),
+            mode,
+            run_id,
+        )
     if not rows:
         log.info("%s: file %s lists no GPU processes (idle)", source, path)
     return parsed, rejects
 
 
-def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
-               run_id: str) -> str:
+def rollup_sql(
+    con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str, run_id: str
+) -> str:
     """Hourly rows of gpu_processes_hourly for ``days`` from the sample files; the load attributes them
     to a billed resource and team from their host, exactly as the host's GPU rows are."""
     if not sample_files:

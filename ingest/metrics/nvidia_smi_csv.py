@@ -58,14 +58,20 @@ from gpufinops.ingest.metrics.nvidia_smi_format import (
 log = logging.getLogger(__name__)
 
 
-
-def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]) -> str | None:
+def _diagnose(
+    con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]
+) -> str | None:
     """After a failed parse, the column and first value that is neither a number/time nor N/A."""
     for csv_path, fields, cols in parts:
         relation = relation_sql(csv_path, fields, cols)
-        checks = {"ts": f"{value_sql(cols['ts'])} IS NOT NULL AND try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL"}
-        checks |= {role: f"{value_sql(cols[role])} IS NOT NULL AND TRY_CAST({number_sql(cols[role])} AS DOUBLE) IS NULL"
-                   for role in NUMERIC if role in cols}
+        checks = {
+            "ts": f"{value_sql(cols['ts'])} IS NOT NULL AND try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL"
+        }
+        checks |= {
+            role: f"{value_sql(cols[role])} IS NOT NULL AND TRY_CAST({number_sql(cols[role])} AS DOUBLE) IS NULL"
+            for role in NUMERIC
+            if role in cols
+        }
         for role, bad in checks.items():
             value = con.execute(f"SELECT any_value(trim(c{cols[role]})) FROM {relation} WHERE {bad}").fetchall()[0][0]
             if value is not None:
@@ -74,40 +80,62 @@ def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: lis
     return None
 
 
-def _parse_file(con: duckdb.DuckDBPyConnection, source: str, path: str, out_path: Path,
-                host_column: str | None, mode: str = validate.FAIL, run_id: str = "") -> tuple[dict[str, Any], str | None]:
+def _parse_file(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    path: str,
+    out_path: Path,
+    host_column: str | None,
+    mode: str = validate.FAIL,
+    run_id: str = "",
+) -> tuple[dict[str, Any], str | None]:
     """Write the log's samples to ``out_path``; returns (the days (slice values) and last sample
     time, the SELECT of its rejected rows under skip_rows)."""
     with tempfile.TemporaryDirectory(prefix="nvsmi-") as tmp_dir:
-        parts = [(csv_path, fields, column_map(source, path, fields, host_column), offset)
-                 for csv_path, fields, offset in split_by_header(source, path, tmp_dir)]
+        parts = [
+            (csv_path, fields, column_map(source, path, fields, host_column), offset)
+            for csv_path, fields, offset in split_by_header(source, path, tmp_dir)
+        ]
 
         def samples(numbered: bool) -> str:
-            return " UNION ALL ".join(segment_select(p, f, c, file_host(path), o if numbered else None)
-                                      for p, f, c, o in parts)
+            return " UNION ALL ".join(
+                segment_select(p, f, c, file_host(path), o if numbered else None) for p, f, c, o in parts
+            )
+
         labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", **NUMERIC})
-        parsed, rows, rejects = write_samples(con, source, path, out_path, samples, labels,
-                                              lambda: _diagnose(con, source, path, [p[:3] for p in parts]),
-                                              mode, run_id)
+        parsed, rows, rejects = write_samples(
+            con,
+            source,
+            path,
+            out_path,
+            samples,
+            labels,
+            lambda: _diagnose(con, source, path, [p[:3] for p in parts]),
+            mode,
+            run_id,
+        )
     if not rows:
         log.warning("%s: file %s holds a header but no samples yet", source, path)
     return parsed, rejects
 
 
-def rollup_sql(con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str,
-               run_id: str) -> str:
+def rollup_sql(
+    con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str, run_id: str
+) -> str:
     """Hourly rows of gpu_metrics_hourly for ``days`` from the sample files (attributed by the load)."""
     if not sample_files:
         return "SELECT * FROM gpu_metrics_hourly WHERE false"
     parquet = f"read_parquet([{', '.join(sql_literal(f) for f in sample_files)}])"
     day_list = ", ".join(sql_literal(d) for d in days)
     none = "CAST(NULL AS VARCHAR)"
-    samples = (f"(SELECT ts, gpu_uuid, {none} AS mig_instance, name, host, {none} AS resource_hint, "
-               f"{none} AS provider_id, {none} AS namespace, {none} AS pod, {none} AS container, util, "
-               f"CAST(NULL AS DOUBLE) AS gr_active, "
-               f"CAST(NULL AS DOUBLE) AS sm_active, CAST(NULL AS DOUBLE) AS tensor_active, mem_used_mib, "
-               f"CAST(NULL AS DOUBLE) AS mem_free_mib, CAST(NULL AS DOUBLE) AS mem_reserved_mib, mem_total_mib, "
-               f"power_w FROM {parquet} WHERE CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list}))")
+    samples = (
+        f"(SELECT ts, gpu_uuid, {none} AS mig_instance, name, host, {none} AS resource_hint, "
+        f"{none} AS provider_id, {none} AS namespace, {none} AS pod, {none} AS container, util, "
+        f"CAST(NULL AS DOUBLE) AS gr_active, "
+        f"CAST(NULL AS DOUBLE) AS sm_active, CAST(NULL AS DOUBLE) AS tensor_active, mem_used_mib, "
+        f"CAST(NULL AS DOUBLE) AS mem_free_mib, CAST(NULL AS DOUBLE) AS mem_reserved_mib, mem_total_mib, "
+        f"power_w FROM {parquet} WHERE CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list}))"
+    )
     return metrics_store.rollup_sql(con, samples, source=source, run_id=run_id)
 
 
@@ -141,7 +169,7 @@ class NvidiaSmiCsv:
         default_schedule="*/15 * * * *",
         options=NvidiaSmiCsvOptions,
         description="`nvidia-smi --query-gpu … --format=csv` logs (units in headers and values, `[N/A]`), rolled up "
-                    "hourly per GPU; `--query-compute-apps` logs among them, hourly per process (`gpu_processes_hourly`)",
+        "hourly per GPU; `--query-compute-apps` logs among them, hourly per process (`gpu_processes_hourly`)",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -151,13 +179,17 @@ class NvidiaSmiCsv:
             raise IngestError(f"{ctx.source}: no file matches path {ctx.options.path!r}")
         changed, removed = changed_files(files, previous)
         folder = metrics_store.samples_dir(ctx)  # a log whose samples file went missing is read again
-        changed += [p for p in files if p in previous and p not in changed
-                    and not _sample_path(folder, p, _kind(previous[p])).exists()]
+        changed += [
+            p
+            for p in files
+            if p in previous and p not in changed and not _sample_path(folder, p, _kind(previous[p])).exists()
+        ]
         resource_map = dict(ctx.options.resource_map)
         rules = metrics_attribution.rules_batches(ctx, resource_map)
         if not changed and not removed:
-            return FetchResult(rules, ctx.state, watermark=ctx.state.get("watermark"),
-                               skipped_reason="no new or changed files")
+            return FetchResult(
+                rules, ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new or changed files"
+            )
         host_column = ctx.options.host_column
         entries = {path: previous[path] for path in files if path in previous}
         affected: dict[str, set[str]] = {GPU: set(), apps.KIND: set()}  # log kind -> days to roll up again
@@ -169,8 +201,9 @@ class NvidiaSmiCsv:
             affected[_kind(old)] |= set(old.get("days", []))
             kind = apps.KIND if apps.is_apps_log(path) else GPU
             parse = apps.parse_file if kind == apps.KIND else _parse_file
-            parsed, rejects = parse(ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column, mode,
-                                    ctx.run_id)
+            parsed, rejects = parse(
+                ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column, mode, ctx.run_id
+            )
             rejected += [rejects] if rejects else []
             if kind != _kind(old):
                 _sample_path(folder, path, _kind(old)).unlink(missing_ok=True)
@@ -187,13 +220,21 @@ class NvidiaSmiCsv:
             if not affected[kind]:
                 continue
             days = sorted(affected[kind])
-            sample_files = [str(_sample_path(folder, p, kind)) for p, e in sorted(entries.items())
-                            if _kind(e) == kind and affected[kind] & set(e["days"])]
+            sample_files = [
+                str(_sample_path(folder, p, kind))
+                for p, e in sorted(entries.items())
+                if _kind(e) == kind and affected[kind] & set(e["days"])
+            ]
             sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id)
             batches.append(Batch(table=table, data=sql, slices=days))
             if kind == apps.KIND:  # the processes' presence per GPU-hour, for the shared-GPU chargeback
-                batches.append(Batch(table="gpu_workloads_hourly", slices=days,
-                                     data=apps.workloads_sql(sample_files, days, ctx.source, ctx.run_id)))
+                batches.append(
+                    Batch(
+                        table="gpu_workloads_hourly",
+                        slices=days,
+                        data=apps.workloads_sql(sample_files, days, ctx.source, ctx.run_id),
+                    )
+                )
         if mode == validate.SKIP_ROWS and changed:  # each log read replaces its previous rejects
             data = " UNION ALL ".join(f"({r})" for r in rejected) if rejected else None
             batches.append(validate.rejects_batch(data, changed))

@@ -20,10 +20,16 @@ log = logging.getLogger(__name__)
 
 # Role -> accepted header names (without their " [unit]"), first present wins.
 COLUMNS = {
-    "ts": ("timestamp",), "util": ("utilization.gpu",), "uuid": ("uuid", "gpu_uuid"),
-    "index": ("index",), "name": ("name", "gpu_name"), "mem_used": ("memory.used",),
-    "mem_total": ("memory.total",), "power": ("power.draw", "power.draw.instant", "power.draw.average"),
-    "mig": ("mig.mode.current",), "host": ("host", "hostname"),
+    "ts": ("timestamp",),
+    "util": ("utilization.gpu",),
+    "uuid": ("uuid", "gpu_uuid"),
+    "index": ("index",),
+    "name": ("name", "gpu_name"),
+    "mem_used": ("memory.used",),
+    "mem_total": ("memory.total",),
+    "power": ("power.draw", "power.draw.instant", "power.draw.average"),
+    "mig": ("mig.mode.current",),
+    "host": ("host", "hostname"),
 }
 NUMERIC = {"util": "util", "mem_used": "mem_used_mib", "mem_total": "mem_total_mib", "power": "power_w"}
 GPU_MARKER = b"utilization.gpu"  # a --query-gpu header names it; a data line never does
@@ -68,14 +74,15 @@ def _header_lines(path: str, marker: bytes = GPU_MARKER) -> list[bytes]:
             while hit >= 0:
                 end = chunk.find(b"\n", hit)
                 end = len(chunk) if end < 0 else end
-                line = chunk[chunk.rfind(b"\n", 0, hit) + 1:end].strip()
+                line = chunk[chunk.rfind(b"\n", 0, hit) + 1 : end].strip()
                 headers += [line] if line not in headers else []
                 hit = chunk.find(marker, end)
     return headers
 
 
-def split_by_header(source: str, path: str, tmp_dir: str,
-                    marker: bytes = GPU_MARKER) -> list[tuple[str, list[str], int]]:
+def split_by_header(
+    source: str, path: str, tmp_dir: str, marker: bytes = GPU_MARKER
+) -> list[tuple[str, list[str], int]]:
     """(csv file, header fields, lines of the log before it) per distinct header; a log whose header
     changes is split. Lines are counted without blank ones, as the CSV reader counts them.
 
@@ -121,8 +128,10 @@ def column_map(source: str, path: str, fields: list[str], host_column: str | Non
         cols["host"] = bases.index(host_column)
     for role, column in (("ts", "timestamp"), ("util", "utilization.gpu")):
         if role not in cols:
-            raise IngestError(f"{source}: file {path} has no {column} column (nvidia-smi --query-gpu must "
-                              f"include timestamp, uuid or index, and utilization.gpu)")
+            raise IngestError(
+                f"{source}: file {path} has no {column} column (nvidia-smi --query-gpu must "
+                f"include timestamp, uuid or index, and utilization.gpu)"
+            )
     if "uuid" not in cols and "index" not in cols:
         raise IngestError(f"{source}: file {path} has no uuid column (nor index) to identify the GPU")
     return cols
@@ -147,13 +156,17 @@ def data_rows(csv_path: str, fields: list[str], header_column: int, line_offset:
     name) and a partly written (padded) last line left out. With ``line_offset``, each row also
     holds its line number in the log (``__line``; validation's slow path and skip_rows)."""
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(fields)))
-    relation = (f"read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
-                f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
-                f"strict_mode = false, nullstr = '\x01')")
+    relation = (
+        f"read_csv({sql_literal(csv_path)}, header = false, delim = ',', quote = '', "
+        f"escape = '', auto_detect = false, columns = {{{columns}}}, null_padding = true, "
+        f"strict_mode = false, nullstr = '\x01')"
+    )
     if line_offset is not None:
         relation = f"(SELECT *, row_number() OVER () + {int(line_offset)} AS __line FROM {relation})"
-    return (f"(SELECT * FROM {relation} WHERE c{len(fields) - 1} IS NOT NULL "
-            f"AND trim(c{header_column}) <> {sql_literal(fields[header_column])})")
+    return (
+        f"(SELECT * FROM {relation} WHERE c{len(fields) - 1} IS NOT NULL "
+        f"AND trim(c{header_column}) <> {sql_literal(fields[header_column])})"
+    )
 
 
 def typed_sql(role: str, cols: dict[str, int], kind: str, tolerant: bool) -> tuple[str, str | None]:
@@ -161,27 +174,38 @@ def typed_sql(role: str, cols: dict[str, int], kind: str, tolerant: bool) -> tup
     raw = value_sql(cols[role])
     if kind == "ts":
         typed = f"{'try_strptime' if tolerant else 'strptime'}({raw}, {TIMESTAMP_FORMAT})"
-        return f"timezone('UTC', {typed})", (f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END"
-                                            if tolerant else None)
+        return f"timezone('UTC', {typed})", (
+            f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END" if tolerant else None
+        )
     target = "INTEGER" if kind == "integer" else "DOUBLE"
     value = raw if kind == "integer" else number_sql(cols[role])
     typed = f"{'TRY_CAST' if tolerant else 'CAST'}({value} AS {target})"
-    return typed, (f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END" if tolerant else None)
+    return typed, (
+        f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL THEN trim(c{cols[role]}) END" if tolerant else None
+    )
 
 
-def segment_select(csv_path: str, fields: list[str], cols: dict[str, int], host: str,
-                    line_offset: int | None = None) -> str:
+def segment_select(
+    csv_path: str, fields: list[str], cols: dict[str, int], host: str, line_offset: int | None = None
+) -> str:
     """The segment's samples; with ``line_offset`` (skip_rows, or finding a bad line) also each
     sample's line, and values that do not parse as NULL with their text in ``__unparsed_*``."""
+
     def text(role: str) -> str:
         return value_sql(cols[role]) if role in cols else "CAST(NULL AS VARCHAR)"
+
     tolerant = line_offset is not None
     host_expr = f"COALESCE({text('host')}, {sql_literal(host)})"
     uuid_expr = f"COALESCE({text('uuid')}, {host_expr} || ':' || {text('index')})"
     ts, ts_raw = typed_sql("ts", cols, "ts", tolerant)
-    items = [f"{ts} AS ts",
-             f"{uuid_expr} AS gpu_uuid", f"{text('index')} AS gpu_index", f"{text('name')} AS name",
-             f"{host_expr} AS host", f"{text('mig')} AS mig_mode"]
+    items = [
+        f"{ts} AS ts",
+        f"{uuid_expr} AS gpu_uuid",
+        f"{text('index')} AS gpu_index",
+        f"{text('name')} AS name",
+        f"{host_expr} AS host",
+        f"{text('mig')} AS mig_mode",
+    ]
     unparsed = {"ts": ts_raw}
     for role, name in NUMERIC.items():
         typed, raw = typed_sql(role, cols, "number", tolerant) if role in cols else ("NULL", None)

@@ -64,6 +64,7 @@ def _request(url: str) -> urllib.request.Request:
     headers = {"Accept": "text/plain; version=0.0.4"}
     if parts.username is not None:
         import base64
+
         pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         host = parts.hostname or ""

@@ -48,13 +48,17 @@ def samples_sql(samples: str, *, source: str, run_id: str, deduplicate: bool = T
 
     With ``deduplicate`` a sample stored twice (same time, GPU, slice and workload) counts once.
     """
-    columns = ("ts, gpu_uuid, mig_instance, namespace, pod, container, host, vgpu, util, "
-               "coalesce(sm_active, gr_active) AS sm, mem_used_mib")
+    columns = (
+        "ts, gpu_uuid, mig_instance, namespace, pod, container, host, vgpu, util, "
+        "coalesce(sm_active, gr_active) AS sm, mem_used_mib"
+    )
     labelled = f"SELECT {columns} FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL AND {_LABELLED}"
     if deduplicate:
-        labelled = (f"SELECT ts, gpu_uuid, mig_instance, namespace, pod, container, max(host) AS host, max(vgpu) AS vgpu, "
-                    f"max(util) AS util, max(sm) AS sm, max(mem_used_mib) AS mem_used_mib FROM ({labelled}) "
-                    f"GROUP BY ALL")
+        labelled = (
+            f"SELECT ts, gpu_uuid, mig_instance, namespace, pod, container, max(host) AS host, max(vgpu) AS vgpu, "
+            f"max(util) AS util, max(sm) AS sm, max(mem_used_mib) AS mem_used_mib FROM ({labelled}) "
+            f"GROUP BY ALL"
+        )
     return f"""
 WITH labelled AS ({labelled}),
 per AS (
@@ -74,13 +78,16 @@ w AS (
 {_select(source, run_id)}"""
 
 
-def rollup(con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True,
-           part: str = "") -> str:
+def rollup(
+    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
     """The workload rows, computed now into a temporary table (the samples are read outside the load's
     transaction); returns the SELECT the load inserts."""
     table = f"_gpufinops_workloads_{run_id}{part}"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                f"{samples_sql(samples, source=source, run_id=run_id, deduplicate=deduplicate)}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS "
+        f"{samples_sql(samples, source=source, run_id=run_id, deduplicate=deduplicate)}"
+    )
     return f"SELECT * FROM {table}"
 
 

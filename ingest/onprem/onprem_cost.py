@@ -38,14 +38,43 @@ DEFAULT_IDLE_POWER_FRACTION = Decimal("0.1")  # an idle datacentre GPU draws abo
 
 POWER_MEASURED, POWER_TDP_MODEL, POWER_IDLE_NO_METRICS = "measured", "tdp_model", "idle_no_metrics"
 
-CLUSTER_KEYS = ("node_groups", "pue", "energy_usd_per_kwh", "amortisation_months", "amortisation_years",
-                "facility_usd_per_node_month", "operations_usd_per_node_month", "host_power_w",
-                "idle_power_fraction", "node_teams", "node_tags", "metrics_source", "cluster", "region",
-                "billing_account_id", "billing_account_name", "service_name")
-GROUP_KEYS = ("name", "nodes", "gpu_model", "gpus_per_node", "server_price_usd", "gpu_price_usd",
-              "network_price_usd", "storage_price_usd", "amortisation_months", "amortisation_years",
-              "host_power_w", "idle_power_w", "facility_usd_per_node_month", "operations_usd_per_node_month",
-              "team", "tags")
+CLUSTER_KEYS = (
+    "node_groups",
+    "pue",
+    "energy_usd_per_kwh",
+    "amortisation_months",
+    "amortisation_years",
+    "facility_usd_per_node_month",
+    "operations_usd_per_node_month",
+    "host_power_w",
+    "idle_power_fraction",
+    "node_teams",
+    "node_tags",
+    "metrics_source",
+    "cluster",
+    "region",
+    "billing_account_id",
+    "billing_account_name",
+    "service_name",
+)
+GROUP_KEYS = (
+    "name",
+    "nodes",
+    "gpu_model",
+    "gpus_per_node",
+    "server_price_usd",
+    "gpu_price_usd",
+    "network_price_usd",
+    "storage_price_usd",
+    "amortisation_months",
+    "amortisation_years",
+    "host_power_w",
+    "idle_power_w",
+    "facility_usd_per_node_month",
+    "operations_usd_per_node_month",
+    "team",
+    "tags",
+)
 
 
 class OnpremConfigError(ValueError):
@@ -61,17 +90,18 @@ class GpuSpec:
 @dataclass(frozen=True)
 class NodeGroup:
     """One kind of node: the figures every GPU-hour of the group is priced with."""
+
     name: str
     gpu_model: str
     gpus_per_node: int
     nodes: tuple[str, ...]
     gpu_price_usd: Decimal
-    gpu_price_source: str          # "config" or "gpu_specs.list_price_usd"
-    node_price_usd: Decimal        # server + network + storage share, per node
+    gpu_price_source: str  # "config" or "gpu_specs.list_price_usd"
+    node_price_usd: Decimal  # server + network + storage share, per node
     amortisation_months: Decimal
     tdp_w: Decimal
     idle_w: Decimal
-    host_w: Decimal                # the node's non-GPU draw
+    host_w: Decimal  # the node's non-GPU draw
     pue: Decimal
     usd_per_kwh: Decimal
     facility_usd_per_node_month: Decimal
@@ -106,8 +136,8 @@ class GpuHourCost:
     hardware: Decimal
     energy: Decimal
     facility: Decimal
-    power_w: Decimal               # the GPU's draw used (without the host share)
-    power_basis: str               # measured | tdp_model | idle_no_metrics
+    power_w: Decimal  # the GPU's draw used (without the host share)
+    power_basis: str  # measured | tdp_model | idle_no_metrics
 
     @property
     def total(self) -> Decimal:
@@ -124,8 +154,9 @@ def quantity(value: float | Decimal | None, step: Decimal) -> Decimal | None:
 def hourly_gpu_cost(group: NodeGroup, util_pct: Decimal | None, power_w: Decimal | None) -> GpuHourCost:
     """The cost of one GPU of ``group`` for one hour, at a measured power or utilisation."""
     n = group.gpus_per_node
-    hardware = ((group.gpu_price_usd + group.node_price_usd / n)
-                / (group.amortisation_months * HOURS_PER_MONTH)).quantize(MONEY)
+    hardware = (
+        (group.gpu_price_usd + group.node_price_usd / n) / (group.amortisation_months * HOURS_PER_MONTH)
+    ).quantize(MONEY)
     if power_w is not None:
         basis, watts = POWER_MEASURED, power_w
     elif util_pct is not None:
@@ -133,12 +164,14 @@ def hourly_gpu_cost(group: NodeGroup, util_pct: Decimal | None, power_w: Decimal
     else:
         basis, watts = POWER_IDLE_NO_METRICS, group.idle_w
     energy = ((watts + group.host_w / n) / 1000 * group.pue * group.usd_per_kwh).quantize(MONEY)
-    facility = ((group.facility_usd_per_node_month + group.operations_usd_per_node_month)
-                / n / HOURS_PER_MONTH).quantize(MONEY)
+    facility = (
+        (group.facility_usd_per_node_month + group.operations_usd_per_node_month) / n / HOURS_PER_MONTH
+    ).quantize(MONEY)
     return GpuHourCost(hardware, energy, facility, watts, basis)
 
 
 # ---- config ----------------------------------------------------------------------------------------
+
 
 def _key(source: str, path: str) -> str:
     return f"sources.{source}.{path}"
@@ -152,15 +185,17 @@ def _decimal(source: str, path: str, value: Any, *, positive: bool = False) -> D
     except InvalidOperation:
         raise OnpremConfigError(f"{_key(source, path)}: must be a number, not {value!r}") from None
     if not number.is_finite() or number < 0 or (positive and number == 0):
-        raise OnpremConfigError(f"{_key(source, path)}: must be {'more than 0' if positive else 'at least 0'}, "
-                                f"not {value!r}")
+        raise OnpremConfigError(
+            f"{_key(source, path)}: must be {'more than 0' if positive else 'at least 0'}, not {value!r}"
+        )
     return number
 
 
 def _fraction(source: str, value: Decimal) -> Decimal:
     if value > 1:
-        raise OnpremConfigError(f"{_key(source, 'idle_power_fraction')}: must be between 0 and 1 (a share of the "
-                                f"GPU's TDP), not {value}")
+        raise OnpremConfigError(
+            f"{_key(source, 'idle_power_fraction')}: must be between 0 and 1 (a share of the GPU's TDP), not {value}"
+        )
     return value
 
 
@@ -170,8 +205,9 @@ def _optional(source: str, table: dict, path: str, key: str, default: Decimal) -
 
 def _amortisation(source: str, table: dict, path: str, default: Decimal | None) -> Decimal | None:
     if "amortisation_months" in table and "amortisation_years" in table:
-        raise OnpremConfigError(f"{_key(source, path + 'amortisation_years')}: set amortisation_months or "
-                                f"amortisation_years, not both")
+        raise OnpremConfigError(
+            f"{_key(source, path + 'amortisation_years')}: set amortisation_months or amortisation_years, not both"
+        )
     if "amortisation_months" in table:
         return _decimal(source, path + "amortisation_months", table["amortisation_months"], positive=True)
     if "amortisation_years" in table:
@@ -188,10 +224,11 @@ def _strings(source: str, path: str, value: Any) -> tuple[tuple[str, str], ...]:
 def gpu_model_of(source: str, path: str, value: Any) -> str:
     """The canonical model of a configured GPU name; an unknown one is a config error naming the key."""
     model = normalize_gpu_model(value) if isinstance(value, str) else None
-    if model not in CANONICAL_GPU_MODELS:
-        raise OnpremConfigError(f"{_key(source, path)}: unknown GPU model {value!r} "
-                                f"(known: {', '.join(CANONICAL_GPU_MODELS)})")
-    return model
+    if model is None or model not in CANONICAL_GPU_MODELS:
+        raise OnpremConfigError(
+            f"{_key(source, path)}: unknown GPU model {value!r} (known: {', '.join(CANONICAL_GPU_MODELS)})"
+        )
+    return str(model)
 
 
 def _group(source: str, i: int, table: Any, cluster: dict, specs: dict[str, GpuSpec]) -> NodeGroup:
@@ -220,32 +257,46 @@ def _group(source: str, i: int, table: Any, cluster: dict, specs: dict[str, GpuS
     elif spec.list_price_usd is not None:
         gpu_price, price_source = spec.list_price_usd, "gpu_specs.list_price_usd"
     else:
-        raise OnpremConfigError(f"{_key(source, path + 'gpu_price_usd')}: missing price (gpu_specs has no list "
-                                f"price for {model})")
+        raise OnpremConfigError(
+            f"{_key(source, path + 'gpu_price_usd')}: missing price (gpu_specs has no list price for {model})"
+        )
     if spec.tdp_w is None:
         raise OnpremConfigError(f"{_key(source, path + 'gpu_model')}: gpu_specs has no TDP for {model}")
     amortisation = _amortisation(source, table, path, cluster["amortisation_months"])
     if amortisation is None:
-        raise OnpremConfigError(f"{_key(source, 'amortisation_months')}: missing (set amortisation_months or "
-                                f"amortisation_years for the cluster or for node_groups[{i}])")
-    node_price = (_decimal(source, path + "server_price_usd", table["server_price_usd"])
-                  + _optional(source, table, path, "network_price_usd", Decimal(0))
-                  + _optional(source, table, path, "storage_price_usd", Decimal(0)))
+        raise OnpremConfigError(
+            f"{_key(source, 'amortisation_months')}: missing (set amortisation_months or "
+            f"amortisation_years for the cluster or for node_groups[{i}])"
+        )
+    node_price = (
+        _decimal(source, path + "server_price_usd", table["server_price_usd"])
+        + _optional(source, table, path, "network_price_usd", Decimal(0))
+        + _optional(source, table, path, "storage_price_usd", Decimal(0))
+    )
     team = table.get("team")
     if team is not None and not isinstance(team, str):
         raise OnpremConfigError(f"{_key(source, path + 'team')}: must be a string")
     return NodeGroup(
-        name=name, gpu_model=model, gpus_per_node=gpus, nodes=tuple(nodes), gpu_price_usd=gpu_price,
-        gpu_price_source=price_source, node_price_usd=node_price, amortisation_months=amortisation,
-        tdp_w=spec.tdp_w, idle_w=_optional(source, table, path, "idle_power_w",
-                                           spec.tdp_w * cluster["idle_power_fraction"]),
+        name=name,
+        gpu_model=model,
+        gpus_per_node=gpus,
+        nodes=tuple(nodes),
+        gpu_price_usd=gpu_price,
+        gpu_price_source=price_source,
+        node_price_usd=node_price,
+        amortisation_months=amortisation,
+        tdp_w=spec.tdp_w,
+        idle_w=_optional(source, table, path, "idle_power_w", spec.tdp_w * cluster["idle_power_fraction"]),
         host_w=_optional(source, table, path, "host_power_w", cluster["host_power_w"]),
-        pue=cluster["pue"], usd_per_kwh=cluster["usd_per_kwh"],
-        facility_usd_per_node_month=_optional(source, table, path, "facility_usd_per_node_month",
-                                              cluster["facility"]),
-        operations_usd_per_node_month=_optional(source, table, path, "operations_usd_per_node_month",
-                                                cluster["operations"]),
-        team=team, tags=_strings(source, path + "tags", table.get("tags", {})))
+        pue=cluster["pue"],
+        usd_per_kwh=cluster["usd_per_kwh"],
+        facility_usd_per_node_month=_optional(source, table, path, "facility_usd_per_node_month", cluster["facility"]),
+        operations_usd_per_node_month=_optional(
+            source, table, path, "operations_usd_per_node_month", cluster["operations"]
+        ),
+        team=team,
+        tags=_strings(source, path + "tags", table.get("tags", {})),
+    )
 
 
 def parse_cluster(source: str, options: dict[str, Any], specs: dict[str, GpuSpec]) -> Cluster:
@@ -255,46 +306,61 @@ def parse_cluster(source: str, options: dict[str, Any], specs: dict[str, GpuSpec
             raise OnpremConfigError(f"{_key(source, key)}: unknown key (allowed: {', '.join(CLUSTER_KEYS)})")
     for key in ("node_groups", "pue", "energy_usd_per_kwh"):
         if key not in options:
-            raise OnpremConfigError(f"{_key(source, key)}: missing "
-                                    f"{'price' if key == 'energy_usd_per_kwh' else 'required key'}")
+            raise OnpremConfigError(
+                f"{_key(source, key)}: missing {'price' if key == 'energy_usd_per_kwh' else 'required key'}"
+            )
     pue = _decimal(source, "pue", options["pue"], positive=True)
     if pue < 1:
         raise OnpremConfigError(f"{_key(source, 'pue')}: must be at least 1 (facility power / IT power), not {pue}")
     cluster = {
-        "pue": pue, "usd_per_kwh": _decimal(source, "energy_usd_per_kwh", options["energy_usd_per_kwh"]),
+        "pue": pue,
+        "usd_per_kwh": _decimal(source, "energy_usd_per_kwh", options["energy_usd_per_kwh"]),
         "amortisation_months": _amortisation(source, options, "", None),
         "facility": _optional(source, options, "", "facility_usd_per_node_month", Decimal(0)),
         "operations": _optional(source, options, "", "operations_usd_per_node_month", Decimal(0)),
         "host_power_w": _optional(source, options, "", "host_power_w", Decimal(0)),
-        "idle_power_fraction": _fraction(source, _optional(source, options, "", "idle_power_fraction",
-                                                           DEFAULT_IDLE_POWER_FRACTION)),
+        "idle_power_fraction": _fraction(
+            source, _optional(source, options, "", "idle_power_fraction", DEFAULT_IDLE_POWER_FRACTION)
+        ),
     }
     tables = options["node_groups"]
     if not isinstance(tables, list) or not tables:
-        raise OnpremConfigError(f"{_key(source, 'node_groups')}: must be a non-empty array of tables "
-                                f"([[sources.{source}.node_groups]])")
+        raise OnpremConfigError(
+            f"{_key(source, 'node_groups')}: must be a non-empty array of tables ([[sources.{source}.node_groups]])"
+        )
     groups = tuple(_group(source, i, t, cluster, specs) for i, t in enumerate(tables))
     _check_names(source, groups)
     teams = _strings(source, "node_teams", options.get("node_teams", {}))
     node_tags_raw = options.get("node_tags", {})
     if not isinstance(node_tags_raw, dict):
         raise OnpremConfigError(f"{_key(source, 'node_tags')}: must be a table of node -> table of tags")
-    node_tags = tuple(sorted((node, _strings(source, f"node_tags.{node}", tags)) for node, tags in node_tags_raw.items()))
+    node_tags = tuple(
+        sorted((node, _strings(source, f"node_tags.{node}", tags)) for node, tags in node_tags_raw.items())
+    )
     known = {n for g in groups for n in g.nodes}
     for key, node in [("node_teams", n) for n, _ in teams] + [("node_tags", n) for n, _ in node_tags]:
         if node not in known:
             raise OnpremConfigError(f"{_key(source, f'{key}.{node}')}: no node group lists node {node!r}")
-    text = {k: options.get(k) for k in ("cluster", "region", "billing_account_id", "billing_account_name",
-                                        "service_name", "metrics_source")}
+    text = {
+        k: options.get(k)
+        for k in ("cluster", "region", "billing_account_id", "billing_account_name", "service_name", "metrics_source")
+    }
     for key, value in text.items():
         if value is not None and (not isinstance(value, str) or not value):
             raise OnpremConfigError(f"{_key(source, key)}: must be a non-empty string")
     name = text["cluster"] or source
-    return Cluster(source=source, name=name, region=text["region"] or name,
-                   billing_account_id=text["billing_account_id"] or "onprem",
-                   billing_account_name=text["billing_account_name"] or name,
-                   service_name=text["service_name"] or "On-prem GPU cluster", groups=groups,
-                   node_teams=teams, node_tags=node_tags, metrics_source=text["metrics_source"])
+    return Cluster(
+        source=source,
+        name=name,
+        region=text["region"] or name,
+        billing_account_id=text["billing_account_id"] or "onprem",
+        billing_account_name=text["billing_account_name"] or name,
+        service_name=text["service_name"] or "On-prem GPU cluster",
+        groups=groups,
+        node_teams=teams,
+        node_tags=node_tags,
+        metrics_source=text["metrics_source"],
+    )
 
 
 def _check_names(source: str, groups: tuple[NodeGroup, ...]) -> None:
@@ -306,12 +372,18 @@ def _check_names(source: str, groups: tuple[NodeGroup, ...]) -> None:
         seen_groups.add(group.name)
         for node in group.nodes:
             if node in seen_nodes:
-                raise OnpremConfigError(f"{_key(source, f'node_groups[{i}].nodes')}: node {node!r} is also in "
-                                        f"node_groups[{seen_nodes[node]}]")
+                raise OnpremConfigError(
+                    f"{_key(source, f'node_groups[{i}].nodes')}: node {node!r} is also in "
+                    f"node_groups[{seen_nodes[node]}]"
+                )
             seen_nodes[node] = i
 
 
 def specs_from_rows(rows: list[tuple[str, float | None, Decimal | None]]) -> dict[str, GpuSpec]:
     """``{model: GpuSpec}`` from (gpu_model, tdp_w, list_price_usd) rows of ``gpu_specs``."""
-    return {model: GpuSpec(None if tdp is None else quantity(float(tdp), WATT_STEP),
-                           None if price is None else Decimal(price)) for model, tdp, price in rows}
+    return {
+        model: GpuSpec(
+            None if tdp is None else quantity(float(tdp), WATT_STEP), None if price is None else Decimal(price)
+        )
+        for model, tdp, price in rows
+    }

@@ -19,7 +19,9 @@ LIST_COLUMNS = ("severity", "rule", "scope", "period", "threshold", "teams", "ti
 def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.stdout) -> int:
     """Evaluate and deliver; exit 1 when a delivery failed (the next run retries it)."""
     result = run_mod.run(cfg, now=now, send=send)
-    print(f"alerts as of {result.now:%Y-%m-%d %H:%M} UTC (rules evaluated in {result.evaluate_seconds:.2f} s):", file=out)
+    print(
+        f"alerts as of {result.now:%Y-%m-%d %H:%M} UTC (rules evaluated in {result.evaluate_seconds:.2f} s):", file=out
+    )
     for outcome in result.outcomes:
         state = "" if outcome.complete else " (not evaluated)"
         print(f"  {outcome.rule:<11} {len(outcome.alerts):>4} holding{state}", file=out)
@@ -27,14 +29,20 @@ def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.
             print(f"    note: {note}", file=out)
     changes = result.changes
     closed = changes.get("closed", [])
-    print(f"opened {len(changes.get('opened', []))}, still open {len(changes.get('refreshed', []))}, "
-          f"resolved {sum(1 for _, s, _ in closed if s == 'resolved')}, "
-          f"expired/superseded {sum(1 for _, s, _ in closed if s != 'resolved')}; "
-          f"{len(changes.get('notifications', []))} notification(s) planned", file=out)
+    print(
+        f"opened {len(changes.get('opened', []))}, still open {len(changes.get('refreshed', []))}, "
+        f"resolved {sum(1 for _, s, _ in closed if s == 'resolved')}, "
+        f"expired/superseded {sum(1 for _, s, _ in closed if s != 'resolved')}; "
+        f"{len(changes.get('notifications', []))} notification(s) planned",
+        file=out,
+    )
     d = result.delivered
     if send:
-        print(f"delivered: sent {len(d.sent)}, failed {len(d.failed)}, unknown {len(d.unknown)}"
-              + (f", cancelled {len(d.cancelled)}" if d.cancelled else ""), file=out)
+        print(
+            f"delivered: sent {len(d.sent)}, failed {len(d.failed)}, unknown {len(d.unknown)}"
+            + (f", cancelled {len(d.cancelled)}" if d.cancelled else ""),
+            file=out,
+        )
         for label in d.sent:
             print(f"  sent     {label}", file=out)
         for label in d.failed:
@@ -44,11 +52,19 @@ def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.
     return 0 if result.ok else 1
 
 
-def list_alerts(cfg: Config, *, team: str | None = None, status: str = "open", rule: str | None = None,
-                fmt: str = "table", out=sys.stdout) -> int:
+def list_alerts(
+    cfg: Config,
+    *,
+    team: str | None = None,
+    status: str = "open",
+    rule: str | None = None,
+    fmt: str = "table",
+    out=sys.stdout,
+) -> int:
     with db.reader(cfg.warehouse_path) as con:  # an older warehouse without the alert tables lists none
-        frame = alerts_queries.alerts(con, teams=[team] if team else None, status=None if status == "all" else status,
-                                      rule=rule)
+        frame = alerts_queries.alerts(
+            con, teams=[team] if team else None, status=None if status == "all" else status, rule=rule
+        )
     if fmt == "json":
         print(output.to_json([render.alert_object(r) for r in frame.to_dicts()]), file=out)
         return 0

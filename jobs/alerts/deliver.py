@@ -38,9 +38,9 @@ log = logging.getLogger("gpufinops.alerts")
 
 @dataclass
 class Delivered:
-    sent: list[str] = field(default_factory=list)        # "channel target" per notification
+    sent: list[str] = field(default_factory=list)  # "channel target" per notification
     failed: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)     # left 'sending' by a process that died
+    unknown: list[str] = field(default_factory=list)  # left 'sending' by a process that died
     cancelled: list[str] = field(default_factory=list)
     interrupted: bool = False
 
@@ -63,6 +63,7 @@ def route(cfg: Config) -> Callable[[tuple[str, ...]], list[tuple[str, str]]]:
             if channel.teams is None or (teams and set(teams) <= set(channel.teams)):
                 out.append((channel.kind, channel.target))
         return out
+
     return targets
 
 
@@ -77,8 +78,14 @@ def _record(cfg: Config, nid: str, status: str, **kwargs) -> None:
 def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop: threading.Event) -> None:
     settings = cfg.report
     label = f"email {note['target']}"
-    message = render.email(note["notification_id"], note["event"], rows, settings.sender, note["target"],
-                           dashboard_url=settings.dashboard_url)
+    message = render.email(
+        note["notification_id"],
+        note["event"],
+        rows,
+        settings.sender,
+        note["target"],
+        dashboard_url=settings.dashboard_url,
+    )
     payload = message.as_bytes()
     delay = settings.retry_backoff_seconds
     for attempt in range(1, settings.send_attempts + 1):
@@ -87,11 +94,16 @@ def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop:
         def accepting(reached: list[bool] = reached) -> None:  # bound now: B023
             _record(cfg, note["notification_id"], "sending", attempt=True)
             reached.append(True)
+
         try:
             mail.smtp_send(settings, note["target"], payload, accepting)
         except mail.StateUnknown as exc:
-            _record(cfg, note["notification_id"], "sending",
-                    error=f"state unknown, not resent automatically: {mail._scrub(str(exc), settings)}")
+            _record(
+                cfg,
+                note["notification_id"],
+                "sending",
+                error=f"state unknown, not resent automatically: {mail._scrub(str(exc), settings)}",
+            )
             out.unknown.append(label)
             return
         except mail.SendFailed as exc:
@@ -109,8 +121,16 @@ def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop:
         return
 
 
-def _send_http(cfg: Config, channel: Channel, note: dict, rows: list[dict], out: Delivered,
-               stop: threading.Event, environ: dict[str, str], sleep: Callable[[float], None]) -> None:
+def _send_http(
+    cfg: Config,
+    channel: Channel,
+    note: dict,
+    rows: list[dict],
+    out: Delivered,
+    stop: threading.Event,
+    environ: dict[str, str],
+    sleep: Callable[[float], None],
+) -> None:
     label = f"{channel.kind} {channel.target}"
     secret_env = channel.url_env if channel.kind == "slack" else channel.secret_env
     assert secret_env is not None  # alerts.settings: a Slack channel has url_env, a webhook secret_env
@@ -125,9 +145,13 @@ def _send_http(cfg: Config, channel: Channel, note: dict, rows: list[dict], out:
             url = channel.url
             body = json.dumps(render.webhook(nid, note["event"], rows, _now()), separators=(",", ":")).encode()
             stamp = str(int(time.time()))
-            headers = {"Content-Type": "application/json", "User-Agent": "gpufinops-alerts/1",
-                       signed.TIMESTAMP_HEADER: stamp, signed.SIGNATURE_HEADER: signed.sign(secret.encode(), stamp, body),
-                       signed.DELIVERY_HEADER: nid}
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "gpufinops-alerts/1",
+                signed.TIMESTAMP_HEADER: stamp,
+                signed.SIGNATURE_HEADER: signed.sign(secret.encode(), stamp, body),
+                signed.DELIVERY_HEADER: nid,
+            }
         _record(cfg, nid, "sending", attempt=True)
         attempt = signed._post(url, body, headers, channel.timeout_s)
         if attempt.delivered:
@@ -145,8 +169,13 @@ def _send_http(cfg: Config, channel: Channel, note: dict, rows: list[dict], out:
         sleep(min(signed.BACKOFF_BASE_S * 2 ** (number - 1), signed.BACKOFF_MAX_S))
 
 
-def deliver_pending(cfg: Config, *, stop: threading.Event | None = None, environ: dict[str, str] | None = None,
-                    sleep: Callable[[float], None] = time.sleep) -> Delivered:
+def deliver_pending(
+    cfg: Config,
+    *,
+    stop: threading.Event | None = None,
+    environ: dict[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Delivered:
     """Send every notification the ledger holds that is not done (see the module doc)."""
     stop = stop or threading.Event()
     environ = dict(os.environ if environ is None else environ)
@@ -158,24 +187,31 @@ def deliver_pending(cfg: Config, *, stop: threading.Event | None = None, environ
     channels = {c.target: c for c in cfg.alerts.channels}
     emails = {r.email.lower() for r in cfg.report.recipients} if cfg.alerts.email else set()
     for target in sorted({n["target"] for n in pending if n["target"] in channels}):
-        channel = channels[target]   # a missing secret is a config error before anything is sent
+        channel = channels[target]  # a missing secret is a config error before anything is sent
         env = channel.url_env if channel.kind == "slack" else channel.secret_env
         if not environ.get(env or ""):
-            raise ConfigError(f"{channel.key}.{'url_env' if channel.kind == 'slack' else 'secret_env'}: "
-                              f"environment variable {env} is not set")
+            raise ConfigError(
+                f"{channel.key}.{'url_env' if channel.kind == 'slack' else 'secret_env'}: "
+                f"environment variable {env} is not set"
+            )
     for note in pending:
         if stop.is_set():
             out.interrupted = True
             break
         label = f"{note['channel']} {note['target']}"
         channel = channels.get(note["target"])
-        if (note["channel"] == "email" and note["target"] not in emails) or (note["channel"] != "email" and channel is None):
+        if (note["channel"] == "email" and note["target"] not in emails) or (
+            note["channel"] != "email" and channel is None
+        ):
             _record(cfg, note["notification_id"], "cancelled", error="the target is no longer configured")
             out.cancelled.append(label)
             continue
         if note["status"] == "sending" and note["channel"] != "webhook":
-            log.warning("alert notification %s to %s: a previous run ended mid-delivery; not resent (it may have "
-                        "arrived)", note["notification_id"], label)
+            log.warning(
+                "alert notification %s to %s: a previous run ended mid-delivery; not resent (it may have arrived)",
+                note["notification_id"],
+                label,
+            )
             out.unknown.append(label)
             continue
         alert_rows = [rows[a] for a in note["alert_ids"] if a in rows]

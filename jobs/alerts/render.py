@@ -21,6 +21,7 @@ SLACK_HEADER_MAX, SLACK_SECTION_MAX, SLACK_BLOCKS_MAX = 150, 3000, 50
 
 def alert_object(row: dict[str, Any]) -> dict[str, Any]:
     """An alert as JSON (API, webhook): plain types, money as numbers, times ISO-8601 UTC."""
+
     def ts(value):
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value is not None else None
 
@@ -28,13 +29,25 @@ def alert_object(row: dict[str, Any]) -> dict[str, Any]:
         return float(value) if isinstance(value, Decimal) else value
 
     details = row.get("details")
-    return {"id": row["alert_id"], "rule": row["rule"], "scope": row["scope"], "period": row["period"],
-            "threshold": row["threshold"], "severity": row["severity"], "status": row["status"],
-            "teams": list(row.get("teams") or []), "title": row["title"], "summary": row["summary"],
-            "value_usd": num(row.get("value_usd")), "limit_usd": num(row.get("limit_usd")),
-            "details": json.loads(details) if isinstance(details, str) else (details or {}),
-            "resolution": row.get("resolution"), "opened_at": ts(row.get("opened_at")),
-            "evaluated_at": ts(row.get("evaluated_at")), "closed_at": ts(row.get("closed_at"))}
+    return {
+        "id": row["alert_id"],
+        "rule": row["rule"],
+        "scope": row["scope"],
+        "period": row["period"],
+        "threshold": row["threshold"],
+        "severity": row["severity"],
+        "status": row["status"],
+        "teams": list(row.get("teams") or []),
+        "title": row["title"],
+        "summary": row["summary"],
+        "value_usd": num(row.get("value_usd")),
+        "limit_usd": num(row.get("limit_usd")),
+        "details": json.loads(details) if isinstance(details, str) else (details or {}),
+        "resolution": row.get("resolution"),
+        "opened_at": ts(row.get("opened_at")),
+        "evaluated_at": ts(row.get("evaluated_at")),
+        "closed_at": ts(row.get("closed_at")),
+    }
 
 
 def _rank(row: dict) -> tuple:
@@ -79,15 +92,27 @@ def html_body(event: str, rows: list[dict], dashboard_url: str | None = None) ->
     items = []
     for row in ordered(rows):
         text = row.get("resolution") if event == "resolved" else row["summary"]
-        items.append(f"<li><b>{html.escape(row['severity'].upper() if event == 'opened' else 'RESOLVED')}</b> "
-                     f"{html.escape(row['title'])}<br>{html.escape(text or '')}</li>")
+        items.append(
+            f"<li><b>{html.escape(row['severity'].upper() if event == 'opened' else 'RESOLVED')}</b> "
+            f"{html.escape(row['title'])}<br>{html.escape(text or '')}</li>"
+        )
     link = f'<p><a href="{html.escape(dashboard_url)}">Open the dashboard</a></p>' if dashboard_url else ""
-    return (f"<html><body><h2>{html.escape(subject(event, rows).removeprefix('[gpufinops] '))}</h2>"
-            f"<ul>{''.join(items)}</ul>{link}</body></html>")
+    return (
+        f"<html><body><h2>{html.escape(subject(event, rows).removeprefix('[gpufinops] '))}</h2>"
+        f"<ul>{''.join(items)}</ul>{link}</body></html>"
+    )
 
 
-def email(nid: str, event: str, rows: list[dict], sender: str, recipient: str, *,
-          dashboard_url: str | None = None, now: datetime | None = None) -> EmailMessage:
+def email(
+    nid: str,
+    event: str,
+    rows: list[dict],
+    sender: str,
+    recipient: str,
+    *,
+    dashboard_url: str | None = None,
+    now: datetime | None = None,
+) -> EmailMessage:
     """The mail of one notification; its Message-ID is the notification's (a resend is recognisable)."""
     msg = EmailMessage(policy=policy.SMTP)
     msg["Subject"] = subject(event, rows)
@@ -114,7 +139,9 @@ def _mrkdwn(text: str) -> str:
 def slack(event: str, rows: list[dict], dashboard_url: str | None = None) -> dict[str, Any]:
     """A Slack incoming-webhook body: ``text`` (the notification fallback) and Block Kit ``blocks``."""
     title = subject(event, rows).removeprefix("[gpufinops] ")
-    blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": _clip(title, SLACK_HEADER_MAX)}}]
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(title, SLACK_HEADER_MAX)}}
+    ]
     for row in ordered(rows)[: SLACK_BLOCKS_MAX - 2]:
         mark = ":white_check_mark:" if event == "resolved" else SEVERITY_MARK.get(row["severity"], "")
         body = row.get("resolution") if event == "resolved" else row["summary"]
@@ -129,6 +156,10 @@ def slack(event: str, rows: list[dict], dashboard_url: str | None = None) -> dic
 
 def webhook(nid: str, event: str, rows: list[dict], sent_at: datetime) -> dict[str, Any]:
     """The signed webhook's body: ``delivery_id`` is the notification's id (the same on a resend)."""
-    return {"event": "alerts", "status": event, "delivery_id": nid,
-            "sent_at": sent_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-            "alerts": [alert_object(r) for r in rows]}
+    return {
+        "event": "alerts",
+        "status": event,
+        "delivery_id": nid,
+        "sent_at": sent_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "alerts": [alert_object(r) for r in rows],
+    }

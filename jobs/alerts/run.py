@@ -69,19 +69,27 @@ def evaluate_and_record(cfg: Config, now: datetime) -> tuple[list[alert_model.Ru
         outcomes = alert_model.evaluate(con, cfg.alerts.settings, now)
     seconds = time.perf_counter() - started
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-        changes = alerts_store.reconcile(con, lambda rows: alert_model.plan(rows, outcomes), deliver.route(cfg),
-                                         _group_of, now)
+        changes = alerts_store.reconcile(
+            con, lambda rows: alert_model.plan(rows, outcomes), deliver.route(cfg), _group_of, now
+        )
     return outcomes, changes, seconds
 
 
-def run(cfg: Config, *, now: datetime | None = None, stop: threading.Event | None = None,
-        environ: dict[str, str] | None = None, sleep: Callable[[float], None] = time.sleep,
-        send: bool = True) -> RunOutcome:
+def run(
+    cfg: Config,
+    *,
+    now: datetime | None = None,
+    stop: threading.Event | None = None,
+    environ: dict[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    send: bool = True,
+) -> RunOutcome:
     """Evaluate, record, deliver (``send=False``: record only; the notifications wait in the ledger)."""
     now = now or datetime.now(UTC)
     if not cfg.warehouse_path.exists():
-        raise FileNotFoundError(f"warehouse {cfg.warehouse_path} does not exist yet: run `gpufinops ingest` "
-                                "or `gpufinops demo` first")
+        raise FileNotFoundError(
+            f"warehouse {cfg.warehouse_path} does not exist yet: run `gpufinops ingest` or `gpufinops demo` first"
+        )
     with _run_lock(cfg):
         _migrate(cfg)
         outcomes, changes, seconds = evaluate_and_record(cfg, now)

@@ -23,9 +23,21 @@ from gpufinops.models.budgets import Budget, BudgetScope
 
 BUDGET_KEYS = {"name", "scope", "period", "amount", "thresholds", "forecast"}
 SCOPE_KEYS = {"teams", "providers", "gpu_models", "tags"}
-ALERTS_KEYS = {"rules", "email", "schedule", "slack", "webhooks", "forecast_min_days", "anomaly_days",
-               "anomaly_directions", "anomaly_min_usd", "idle_util_pct", "idle_min_hours", "idle_min_cost_usd",
-               "idle_max_lag_hours"}
+ALERTS_KEYS = {
+    "rules",
+    "email",
+    "schedule",
+    "slack",
+    "webhooks",
+    "forecast_min_days",
+    "anomaly_days",
+    "anomaly_directions",
+    "anomaly_min_usd",
+    "idle_util_pct",
+    "idle_min_hours",
+    "idle_min_cost_usd",
+    "idle_max_lag_hours",
+}
 SLACK_KEYS = {"url_env", "name", "teams", "max_attempts", "timeout_s"}
 WEBHOOK_KEYS = {"url", "secret_env", "name", "teams", "max_attempts", "timeout_s"}
 DEFAULT_SCHEDULE = "*/30 * * * *"
@@ -33,28 +45,33 @@ DEFAULT_SCHEDULE = "*/30 * * * *"
 
 @dataclass(frozen=True)
 class Channel:
-    kind: str                          # slack | webhook
-    target: str                        # the ledger's name for it (never the secret URL itself)
-    teams: tuple[str, ...] | None      # None: every alert
-    url: str | None = None             # webhook: the URL (Slack's comes from url_env)
+    kind: str  # slack | webhook
+    target: str  # the ledger's name for it (never the secret URL itself)
+    teams: tuple[str, ...] | None  # None: every alert
+    url: str | None = None  # webhook: the URL (Slack's comes from url_env)
     url_env: str | None = None
     secret_env: str | None = None
     max_attempts: int = 5
     timeout_s: float = 10.0
-    key: str = ""                      # where it is configured, e.g. alerts.slack[0]
+    key: str = ""  # where it is configured, e.g. alerts.slack[0]
 
 
 @dataclass(frozen=True)
 class AlertConfig:
     settings: AlertSettings = field(default_factory=AlertSettings)
-    email: bool = False                # mail [[report.recipients]] through the [report] SMTP settings
-    schedule: str = DEFAULT_SCHEDULE   # `serve`: besides after every cost or metrics ingest
+    email: bool = False  # mail [[report.recipients]] through the [report] SMTP settings
+    schedule: str = DEFAULT_SCHEDULE  # `serve`: besides after every cost or metrics ingest
     channels: tuple[Channel, ...] = ()
 
 
 def _number(value: Any, key: str, *, low: float, integer: bool = False, strict: bool = False) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
-            or (isinstance(value, float) and not math.isfinite(value)) or value < low or (strict and value == low):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int if integer else (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))
+        or value < low
+        or (strict and value == low)
+    ):
         kind = "a whole number" if integer else "a number"
         raise ConfigError(f"{key}: must be {kind} {'>' if strict else '>='} {low:g}, not {value!r}")
     return value
@@ -72,7 +89,7 @@ def _scope(value: Any, key: str) -> BudgetScope:
     if value is None or value == "all":
         return BudgetScope()
     if not isinstance(value, dict):
-        raise ConfigError(f"{key}: must be \"all\" or a table of {', '.join(sorted(SCOPE_KEYS))}")
+        raise ConfigError(f'{key}: must be "all" or a table of {", ".join(sorted(SCOPE_KEYS))}')
     for option in value:
         if option not in SCOPE_KEYS:
             raise ConfigError(f"{key}.{option}: unknown key (allowed: {', '.join(sorted(SCOPE_KEYS))})")
@@ -84,7 +101,8 @@ def _scope(value: Any, key: str) -> BudgetScope:
         teams=_strings(value["teams"], f"{key}.teams", "team names") if "teams" in value else (),
         providers=tuple(p.lower() for p in providers),
         gpu_models=_strings(value["gpu_models"], f"{key}.gpu_models", "GPU models") if "gpu_models" in value else (),
-        tags=tuple((k, _strings(v, f"{key}.tags.{k}", "tag values")) for k, v in tags.items()))
+        tags=tuple((k, _strings(v, f"{key}.tags.{k}", "tag values")) for k, v in tags.items()),
+    )
 
 
 def _budget(index: int, table: Any) -> Budget:
@@ -103,21 +121,31 @@ def _budget(index: int, table: Any) -> Budget:
     amount = _amount(table["amount"], f"{where}.amount")
     period = table.get("period", "month")
     if period not in budgets_mod.PERIODS:
-        raise ConfigError(f"{where}.period: must be \"month\" or \"quarter\", not {period!r}")
+        raise ConfigError(f'{where}.period: must be "month" or "quarter", not {period!r}')
     thresholds = table.get("thresholds", list(budgets_mod.DEFAULT_THRESHOLDS))
     if not isinstance(thresholds, list) or not thresholds:
-        raise ConfigError(f"{where}.thresholds: must be a non-empty list of shares of the amount, e.g. [0.5, 0.75, 0.9, 1.0]")
+        raise ConfigError(
+            f"{where}.thresholds: must be a non-empty list of shares of the amount, e.g. [0.5, 0.75, 0.9, 1.0]"
+        )
     for i, t in enumerate(thresholds):
         _number(t, f"{where}.thresholds[{i}]", low=0, strict=True)
         if t > 10:
-            raise ConfigError(f"{where}.thresholds[{i}]: {t!r} is a share of the amount (0.75 = 75 %), not a percentage")
+            raise ConfigError(
+                f"{where}.thresholds[{i}]: {t!r} is a share of the amount (0.75 = 75 %), not a percentage"
+            )
     if len(set(thresholds)) != len(thresholds):
         raise ConfigError(f"{where}.thresholds: lists a threshold twice")
     forecast = table.get("forecast", False)
     if not isinstance(forecast, bool):
         raise ConfigError(f"{where}.forecast: must be true or false")
-    return Budget(name.strip(), amount, period, _scope(table.get("scope"), f"{where}.scope"),
-                  tuple(sorted(float(t) for t in thresholds)), forecast)
+    return Budget(
+        name.strip(),
+        amount,
+        period,
+        _scope(table.get("scope"), f"{where}.scope"),
+        tuple(sorted(float(t) for t in thresholds)),
+        forecast,
+    )
 
 
 def _amount(value: Any, key: str) -> Decimal:
@@ -170,12 +198,21 @@ def _channel(kind: str, index: int, table: Any) -> Channel:
     name = table.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(f"{where}.name: must be a non-empty string")
-    webhook_name = f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}" if url is not None else None
+    webhook_name = (
+        f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}" if url is not None else None
+    )
     target = name or webhook_name or env  # a Slack channel is named by its variable (never by its secret URL)
-    return Channel(kind, f"{kind}:{target}", teams, url=url, url_env=env if kind == "slack" else None,
-                   secret_env=env if kind == "webhook" else None,
-                   max_attempts=int(_number(table.get("max_attempts", 5), f"{where}.max_attempts", low=1, integer=True)),
-                   timeout_s=float(_number(table.get("timeout_s", 10.0), f"{where}.timeout_s", low=0.1)), key=where)
+    return Channel(
+        kind,
+        f"{kind}:{target}",
+        teams,
+        url=url,
+        url_env=env if kind == "slack" else None,
+        secret_env=env if kind == "webhook" else None,
+        max_attempts=int(_number(table.get("max_attempts", 5), f"{where}.max_attempts", low=1, integer=True)),
+        timeout_s=float(_number(table.get("timeout_s", 10.0), f"{where}.timeout_s", low=0.1)),
+        key=where,
+    )
 
 
 def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> AlertConfig:
@@ -193,8 +230,9 @@ def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> Al
         values["rules"] = tuple(dict.fromkeys(rules))
     for key in ("forecast_min_days", "anomaly_days", "idle_min_hours", "idle_max_lag_hours"):
         if key in section:
-            values[key] = _number(section[key], f"alerts.{key}", low=0 if key == "idle_max_lag_hours" else 1,
-                                  integer=True)
+            values[key] = _number(
+                section[key], f"alerts.{key}", low=0 if key == "idle_max_lag_hours" else 1, integer=True
+            )
     for key in ("anomaly_min_usd", "idle_util_pct"):
         if key in section:
             values[key] = float(_number(section[key], f"alerts.{key}", low=0))
@@ -203,7 +241,7 @@ def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> Al
     if "anomaly_directions" in section:
         directions = _strings(section["anomaly_directions"], "alerts.anomaly_directions", "directions")
         if any(d not in ("spike", "drop") for d in directions):
-            raise ConfigError("alerts.anomaly_directions: each must be \"spike\" or \"drop\"")
+            raise ConfigError('alerts.anomaly_directions: each must be "spike" or "drop"')
         values["anomaly_directions"] = directions
     # mail is opted into by configuring alerting: a config that only mails the weekly report (or only
     # has the [dashboard] budget keys) does not start sending alerts after an upgrade

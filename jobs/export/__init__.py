@@ -33,6 +33,7 @@ class ExportError(ValueError):
 @dataclass
 class Fleet:
     """Everything an export reads, through one read-only connection."""
+
     objects: list[dict]
     clusters: clusters_mod.ClusterMap
     inventory: inventory_mod.Inventory
@@ -47,8 +48,11 @@ def load(con, *, team: str | None = None, settings: ExportSettings | None = None
     recs = objects.load(con)
     resources = queries.export_gpu_resources(con, tag_keys=settings.cluster_tag_keys, days=WINDOW_DAYS).to_dicts()
     hours = queries.export_gpu_hours(con, days=WINDOW_DAYS)
-    cmap = clusters_mod.ClusterMap(resources, queries.export_onprem_node_groups(con, days=WINDOW_DAYS).to_dicts(),
-                                   queries.export_team_namespaces(con, days=WINDOW_DAYS).to_dicts())
+    cmap = clusters_mod.ClusterMap(
+        resources,
+        queries.export_onprem_node_groups(con, days=WINDOW_DAYS).to_dicts(),
+        queries.export_team_namespaces(con, days=WINDOW_DAYS).to_dicts(),
+    )
     inv = inventory_mod.load(con)
     fleet_plan = plan.build(recs, resources, hours, cmap, inv)
     if team is not None:
@@ -64,13 +68,17 @@ def _header(fmt: str, fleet: Fleet, team: str | None, shown: list[clusters_mod.C
     carried = plan.plan_objects(fleet.objects)
     left_out = [o for o in fleet.objects if o not in carried]
     scope = f" for team {team}" if team else ""
-    lines = [f"gpufinops export {fmt}{scope}: each resource's plan, per target cluster",
-             f"plan total: {_money(plans.total(carried))} (models.plans.total over {len(carried)} primary/step "
-             f"object(s) of {len(fleet.plan.plans)} plan(s), open or accepted)"]
+    lines = [
+        f"gpufinops export {fmt}{scope}: each resource's plan, per target cluster",
+        f"plan total: {_money(plans.total(carried))} (models.plans.total over {len(carried)} primary/step "
+        f"object(s) of {len(fleet.plan.plans)} plan(s), open or accepted)",
+    ]
     if left_out:
         alternatives = sum(1 for o in left_out if o.get("plan") == "alternative")
-        lines.append(f"not carried: {len(left_out)} object(s) ({alternatives} alternative(s), never added; "
-                     "the rest dismissed, applied or without a plan)")
+        lines.append(
+            f"not carried: {len(left_out)} object(s) ({alternatives} alternative(s), never added; "
+            "the rest dismissed, applied or without a plan)"
+        )
     if any(o.get("plan") is None for o in fleet.objects):
         lines.append("some recommendations have no plan yet: run `gpufinops recommend` to reconcile them")
     for c in shown:
@@ -108,8 +116,9 @@ def _clusters(fleet: Fleet, wanted: str | None) -> list[clusters_mod.Cluster]:
     return chosen
 
 
-def render(con, fmt: str, *, team: str | None = None, cluster: str | None = None,
-           settings: ExportSettings | None = None) -> str:
+def render(
+    con, fmt: str, *, team: str | None = None, cluster: str | None = None, settings: ExportSettings | None = None
+) -> str:
     """The export in ``fmt`` for one team (None: every team) and one cluster (None: every cluster)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")

@@ -44,12 +44,12 @@ class NodeGroup:
 
 @dataclass
 class Cluster:
-    provider: str                      # aws | gcp | onprem | another provider code
-    name: str                          # as the comments and --cluster say it
+    provider: str  # aws | gcp | onprem | another provider code
+    name: str  # as the comments and --cluster say it
     region: str | None = None
     account: str | None = None
-    named_by: str = "default"          # "tag <key>" | "default" | "onprem source"
-    label: str = ""                    # the name as a Kubernetes label value (unique in the export)
+    named_by: str = "default"  # "tag <key>" | "default" | "onprem source"
+    label: str = ""  # the name as a Kubernetes label value (unique in the export)
     node_groups: list[NodeGroup] = field(default_factory=list)
 
     @property
@@ -93,10 +93,18 @@ class ClusterMap:
         for row in resources:
             identities[row["resource_id"]] = self._identity(row)
         for group in node_groups:
-            cluster = self._cluster(("onprem", group["cluster"]), "onprem", group["cluster"], None, group["cluster"],
-                                    "onprem source")
-            cluster.node_groups.append(NodeGroup(group["node_group"], group["gpu_model"], int(group["nodes"]),
-                                                 int(group["gpus"]), int(group["gpus_per_node"])))
+            cluster = self._cluster(
+                ("onprem", group["cluster"]), "onprem", group["cluster"], None, group["cluster"], "onprem source"
+            )
+            cluster.node_groups.append(
+                NodeGroup(
+                    group["node_group"],
+                    group["gpu_model"],
+                    int(group["nodes"]),
+                    int(group["gpus"]),
+                    int(group["gpus_per_node"]),
+                )
+            )
         by_name: dict[str, set[tuple]] = defaultdict(set)
         for key, _provider, name, *_rest in identities.values():
             by_name[name].add(key)
@@ -125,8 +133,9 @@ class ClusterMap:
         name = f"{provider}/{region or 'unknown-region'}/{account or 'unknown-account'}"
         return (provider, region, account, None), provider, name, region, account, "default"
 
-    def _cluster(self, key: tuple, provider: str, name: str, region: str | None, account: str | None,
-                 named_by: str) -> Cluster:
+    def _cluster(
+        self, key: tuple, provider: str, name: str, region: str | None, account: str | None, named_by: str
+    ) -> Cluster:
         if key not in self.clusters:
             self.clusters[key] = Cluster(provider, name, region, account, named_by)
         return self.clusters[key]
@@ -137,8 +146,9 @@ class ClusterMap:
     def all(self) -> list[Cluster]:
         return sorted(self.clusters.values(), key=lambda c: (c.provider, c.name))
 
-    def team_namespaces(self, cluster: Cluster, team: str, configured: dict[str, tuple[str, ...]]
-                        ) -> tuple[list[str], str]:
+    def team_namespaces(
+        self, cluster: Cluster, team: str, configured: dict[str, tuple[str, ...]]
+    ) -> tuple[list[str], str]:
         """The namespaces a team's LocalQueues go in on ``cluster`` and where they come from."""
         seen = sorted(self.namespaces.get((cluster.label, team), ()))
         if seen:

@@ -41,9 +41,9 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Filters:
-    since: datetime | None = None   # ChargePeriodStart >= since
-    until: datetime | None = None   # ChargePeriodStart < until
-    provider: str | None = None     # a ProviderName, or its short code (aws, gcp, onprem)
+    since: datetime | None = None  # ChargePeriodStart >= since
+    until: datetime | None = None  # ChargePeriodStart < until
+    provider: str | None = None  # a ProviderName, or its short code (aws, gcp, onprem)
 
 
 def _q(name: str) -> str:
@@ -60,8 +60,12 @@ def _column(name: str, fmt: str) -> str:
 
 def provider_names(con: duckdb.DuckDBPyConnection, wanted: str) -> list[str]:
     """The warehouse's ProviderNames that ``wanted`` names (by name, any case, or short code)."""
-    names = [r[0] for r in con.execute('SELECT DISTINCT "ProviderName" FROM cost_line_items '
-                                       'WHERE "ProviderName" IS NOT NULL ORDER BY 1').fetchall()]
+    names = [
+        r[0]
+        for r in con.execute(
+            'SELECT DISTINCT "ProviderName" FROM cost_line_items WHERE "ProviderName" IS NOT NULL ORDER BY 1'
+        ).fetchall()
+    ]
     chosen = [n for n in names if n.lower() == wanted.lower() or provider_code(n) == wanted.lower()]
     if not chosen:
         known = ", ".join(f"{n} ({provider_code(n)})" for n in names) or "none: the warehouse holds no cost lines"
@@ -90,8 +94,9 @@ def _copy_options(fmt: str) -> str:
     return "FORMAT csv, HEADER true, DELIMITER ','"
 
 
-def export(con: duckdb.DuckDBPyConnection, out: str | os.PathLike, fmt: str = "parquet",
-           filters: Filters = Filters()) -> int:
+def export(
+    con: duckdb.DuckDBPyConnection, out: str | os.PathLike, fmt: str = "parquet", filters: Filters = Filters()
+) -> int:
     """Write the FOCUS dataset to ``out``; returns the number of rows written."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt}: not a FOCUS export format (choose {' or '.join(FORMATS)})")

@@ -58,8 +58,12 @@ class Inventory:
     def from_rows(cls, rows: list[dict]) -> Inventory:
         inv = cls()
         for row in rows:
-            if (row.get("gpu_fraction") or 1) < 1 or not row.get("gpu_count") or not row.get("gpu_model") \
-                    or str(row["gpu_model"]).startswith(NON_NVIDIA_PREFIXES):
+            if (
+                (row.get("gpu_fraction") or 1) < 1
+                or not row.get("gpu_count")
+                or not row.get("gpu_model")
+                or str(row["gpu_model"]).startswith(NON_NVIDIA_PREFIXES)
+            ):
                 continue
             it = InstanceType(row["provider"], row["instance_type"], row["gpu_model"], int(row["gpu_count"]))
             inv.types[(it.provider, it.name)] = it
@@ -70,8 +74,10 @@ class Inventory:
 
     def of_model(self, provider: str, gpu_model: str) -> list[InstanceType]:
         """The provider's whole-GPU types of one model, fewest GPUs first."""
-        return sorted((t for t in self.types.values() if t.provider == provider and t.gpu_model == gpu_model),
-                      key=lambda t: (t.gpus, t.name))
+        return sorted(
+            (t for t in self.types.values() if t.provider == provider and t.gpu_model == gpu_model),
+            key=lambda t: (t.gpus, t.name),
+        )
 
     def skypilot_shapes(self, provider: str) -> dict[str, set[int]]:
         """SkyPilot accelerator name -> the GPU counts the provider's catalogue offers for it."""
@@ -89,5 +95,6 @@ def load(con) -> Inventory:
     rows = queries.gpu_instance_inventory(con).to_dicts()
     if not rows:
         from gpufinops.warehouse.reference import load_gpu_instance_types
+
         rows = [r for r in load_gpu_instance_types().to_pylist() if r.get("accelerator") == "gpu"]
     return Inventory.from_rows(rows)

@@ -30,35 +30,54 @@ SPOT_WEIGHT, ON_DEMAND_WEIGHT = 60, 30
 
 def instance_types(pool: Pool, capacity: str, inventory: Inventory) -> tuple[list[tuple[str, int]], str]:
     """(type, GPUs) the NodePool may launch, fewest GPUs first, and where the list comes from."""
+
     def known(names: list[str]) -> list[tuple[str, int]]:
-        found = [(n, t.gpus) for n in names if (t := inventory.get("aws", n)) is not None and t.gpu_model == pool.gpu_model]
+        found = [
+            (n, t.gpus) for n in names if (t := inventory.get("aws", n)) is not None and t.gpu_model == pool.gpu_model
+        ]
         return sorted(found, key=lambda nt: (nt[1], nt[0]))
+
     for names, origin in ((pool.types_for(capacity), "the plan"), (list(pool.instance_types), "the plan")):
-        if (found := known(names)):
+        if found := known(names):
             return found, origin
     fallback = [(t.name, t.gpus) for t in inventory.of_model("aws", pool.gpu_model)]
     return fallback, "the inventory (the plan names no known type)"
 
 
-def node_pool(cluster: Cluster, pool: Pool, name: str, capacity: str, limit: int, types: list[str],
-              node_class: str) -> dict[str, Any]:
+def node_pool(
+    cluster: Cluster, pool: Pool, name: str, capacity: str, limit: int, types: list[str], node_class: str
+) -> dict[str, Any]:
     labels = {"gpufinops.io/team": slug(pool.team), "gpufinops.io/gpu-model": slug(pool.gpu_model)}
-    requirements = [{"key": CAPACITY_TYPE, "operator": "In", "values": [capacity]},
-                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]
-    return {"apiVersion": API_VERSION, "kind": "NodePool",
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpufinops", **cluster.labels()},
-                         "annotations": cluster.annotations()},
-            "spec": {"weight": SPOT_WEIGHT if capacity == "spot" else ON_DEMAND_WEIGHT,
-                     "limits": {GPU_RESOURCE: limit},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                                            "name": node_class},
-                                           "requirements": requirements,
-                                           "taints": [{"key": GPU_RESOURCE, "effect": "NoSchedule"}]}}}}
+    requirements = [
+        {"key": CAPACITY_TYPE, "operator": "In", "values": [capacity]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+    ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "NodePool",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "gpufinops", **cluster.labels()},
+            "annotations": cluster.annotations(),
+        },
+        "spec": {
+            "weight": SPOT_WEIGHT if capacity == "spot" else ON_DEMAND_WEIGHT,
+            "limits": {GPU_RESOURCE: limit},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+                    "requirements": requirements,
+                    "taints": [{"key": GPU_RESOURCE, "effect": "NoSchedule"}],
+                },
+            },
+        },
+    }
 
 
-def cluster_documents(cluster: Cluster, fleet: FleetPlan, inventory: Inventory, node_class: str
-                      ) -> tuple[list[tuple[dict[str, Any], list[str]]], list[str]]:
+def cluster_documents(
+    cluster: Cluster, fleet: FleetPlan, inventory: Inventory, node_class: str
+) -> tuple[list[tuple[dict[str, Any], list[str]]], list[str]]:
     """One EKS cluster's NodePools, and the notes on what it leaves out."""
     docs: list[tuple[dict[str, Any], list[str]]] = []
     notes: list[str] = []
@@ -73,13 +92,17 @@ def cluster_documents(cluster: Cluster, fleet: FleetPlan, inventory: Inventory, 
                 continue
             types, origin = instance_types(pool, capacity, inventory)
             if not types:
-                notes.append(f"team {pool.team}: no AWS instance type carries {pool.gpu_model}: no NodePool for "
-                             f"its {gpus} {capacity} GPUs")
+                notes.append(
+                    f"team {pool.team}: no AWS instance type carries {pool.gpu_model}: no NodePool for "
+                    f"its {gpus} {capacity} GPUs"
+                )
                 continue
             step = types[0][1]
             limit = math.ceil(gpus / step) * step
-            comment = [f"team {pool.team}: {gpus} {pool.gpu_model} GPU(s) {capacity} (today {pool.current_gpus}, "
-                       f"{pool.current_spot_gpus} spot); instance types from {origin}; from recommendations: {ids}"]
+            comment = [
+                f"team {pool.team}: {gpus} {pool.gpu_model} GPU(s) {capacity} (today {pool.current_gpus}, "
+                f"{pool.current_spot_gpus} spot); instance types from {origin}; from recommendations: {ids}"
+            ]
             if limit != gpus:
                 comment.append(f"limit {limit}: {gpus} rounded up to whole {types[0][0]} nodes ({step} GPUs each)")
             name = names(f"gpufinops-{pool.team}-{pool.gpu_model}-{capacity}")

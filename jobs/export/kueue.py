@@ -48,11 +48,15 @@ def _pool_note(pool: Pool) -> str:
     if pool.cluster.provider == "onprem":
         note = f"{pool.gpu_model}: {_gpus(pool.gpus)}; today {pool.current_gpus}"
     else:
-        note = (f"{pool.gpu_model}: {_gpus(pool.gpus)} ({pool.spot_gpus} spot, {pool.on_demand_gpus} on-demand); "
-                f"today {pool.current_gpus} ({pool.current_spot_gpus} spot)")
+        note = (
+            f"{pool.gpu_model}: {_gpus(pool.gpus)} ({pool.spot_gpus} spot, {pool.on_demand_gpus} on-demand); "
+            f"today {pool.current_gpus} ({pool.current_spot_gpus} spot)"
+        )
     if pool.capped_from is not None:
-        note += (f"; the plan asks {pool.capped_from}, cut to fit the cluster's "
-                 f"{pool.cluster.capacity(pool.gpu_model)} {pool.gpu_model} GPUs shared by every team")
+        note += (
+            f"; the plan asks {pool.capped_from}, cut to fit the cluster's "
+            f"{pool.cluster.capacity(pool.gpu_model)} {pool.gpu_model} GPUs shared by every team"
+        )
     return note
 
 
@@ -60,16 +64,22 @@ def _plans_note(pools: list[Pool]) -> str:
     plans = {p.plan_id: p for pool in pools for p in pool.plans}
     if not plans:
         return "no plan changes these GPUs: today's peak as is"
-    return "plans: " + "; ".join(f"{', '.join(p.ids)} (${float(p.monthly_savings_usd):,.2f}/month)"
-                                 for p in sorted(plans.values(), key=lambda p: p.plan_id))
+    return "plans: " + "; ".join(
+        f"{', '.join(p.ids)} (${float(p.monthly_savings_usd):,.2f}/month)"
+        for p in sorted(plans.values(), key=lambda p: p.plan_id)
+    )
 
 
-def cluster_documents(cluster: Cluster, fleet: FleetPlan, clusters: ClusterMap,
-                      settings: ExportSettings) -> tuple[list[tuple[dict[str, Any], list[str]]], list[str]]:
+def cluster_documents(
+    cluster: Cluster, fleet: FleetPlan, clusters: ClusterMap, settings: ExportSettings
+) -> tuple[list[tuple[dict[str, Any], list[str]]], list[str]]:
     """One cluster's manifests, and the notes on what it leaves out (for the cluster's header)."""
     pools = [p for p in fleet.of_cluster(cluster) if p.gpus > 0]
-    notes = [f"no team, in no ClusterQueue: {_gpus(p.gpus)} {p.gpu_model} (resources without a team)"
-             for p in pools if p.team is None]
+    notes = [
+        f"no team, in no ClusterQueue: {_gpus(p.gpus)} {p.gpu_model} (resources without a team)"
+        for p in pools
+        if p.team is None
+    ]
     pools = [p for p in pools if p.team is not None]
     names = UniqueNames()
     flavors: dict[tuple[str, bool], str] = {}
@@ -80,11 +90,17 @@ def cluster_documents(cluster: Cluster, fleet: FleetPlan, clusters: ClusterMap,
             if key in flavors:
                 continue
             capacity = _capacity(pool, spot)
-            flavors[key] = names(f"{cluster.provider}-{pool.gpu_model}" + ("" if capacity == "onprem" else f"-{capacity}"))
+            flavors[key] = names(
+                f"{cluster.provider}-{pool.gpu_model}" + ("" if capacity == "onprem" else f"-{capacity}")
+            )
             flavor_spec = {"nodeLabels": flavor_labels(cluster.provider, pool.gpu_model, spot)}
             meta = _meta(flavors[key], cluster, **{GPU_MODEL_LABEL: slug(pool.gpu_model)})
-            docs.append(({"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta, "spec": flavor_spec},
-                         [f"{pool.gpu_model} GPUs on {cluster.name}, {capacity}"]))
+            docs.append(
+                (
+                    {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta, "spec": flavor_spec},
+                    [f"{pool.gpu_model} GPUs on {cluster.name}, {capacity}"],
+                )
+            )
     cohort = slug(f"gpufinops-{cluster.label}")
     local_names: set[tuple[str, str]] = set()
     locals_: list[tuple[dict[str, Any], list[str]]] = []
@@ -94,25 +110,54 @@ def cluster_documents(cluster: Cluster, fleet: FleetPlan, clusters: ClusterMap,
         quotas = [(flavors[(p.gpu_model, spot)], gpus) for p in mine for spot, gpus in _splits(p)]
         quotas.sort(key=lambda q: not q[0].endswith("-spot"))  # stable: spot flavors first
         namespaces, origin = clusters.team_namespaces(cluster, team, settings.namespaces)
-        spec: dict[str, Any] = {"cohortName": cohort, "queueingStrategy": "BestEffortFIFO",
-                                "resourceGroups": [{"coveredResources": [GPU_RESOURCE], "flavors": [
-                                    {"name": f, "resources": [{"name": GPU_RESOURCE, "nominalQuota": q}]}
-                                    for f, q in quotas]}]}
+        spec: dict[str, Any] = {
+            "cohortName": cohort,
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU_RESOURCE],
+                    "flavors": [
+                        {"name": f, "resources": [{"name": GPU_RESOURCE, "nominalQuota": q}]} for f, q in quotas
+                    ],
+                }
+            ],
+        }
         comments = [f"team {team}: " + _pool_note(p) for p in mine] + [_plans_note(mine)]
         if namespaces:
-            spec["namespaceSelector"] = {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]}
+            spec["namespaceSelector"] = {
+                "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]
+            }
         else:
-            comments.append(f"no LocalQueue and no namespace admitted: the data names no namespace for team {team} "
-                            f"(set namespace_teams on its metrics source, or [export] namespaces.{team})")
-        docs.append(({"apiVersion": API_VERSION, "kind": "ClusterQueue",
-                      "metadata": _meta(queue, cluster, **{TEAM_LABEL: slug(team)}), "spec": spec}, comments))
+            comments.append(
+                f"no LocalQueue and no namespace admitted: the data names no namespace for team {team} "
+                f"(set namespace_teams on its metrics source, or [export] namespaces.{team})"
+            )
+        docs.append(
+            (
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "ClusterQueue",
+                    "metadata": _meta(queue, cluster, **{TEAM_LABEL: slug(team)}),
+                    "spec": spec,
+                },
+                comments,
+            )
+        )
         for namespace in namespaces:
             name = "gpu" if (namespace, "gpu") not in local_names else slug(f"gpu-{team}")
             local_names.add((namespace, name))
             meta = {**_meta(name, cluster, **{TEAM_LABEL: slug(team)}), "namespace": namespace}
-            locals_.append(({"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": meta,
-                             "spec": {"clusterQueue": queue}}, [f"team {team} in namespace {namespace} ({origin})"]))
+            locals_.append(
+                (
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": "LocalQueue",
+                        "metadata": meta,
+                        "spec": {"clusterQueue": queue},
+                    },
+                    [f"team {team} in namespace {namespace} ({origin})"],
+                )
+            )
     return docs + locals_, notes
 
 

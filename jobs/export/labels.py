@@ -17,15 +17,30 @@ CAPACITY_TYPE = "karpenter.sh/capacity-type"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 GKE_ACCELERATOR = {
-    "T4": "nvidia-tesla-t4", "L4": "nvidia-l4", "P100": "nvidia-tesla-p100", "K80": "nvidia-tesla-k80",
-    "V100-16GB": "nvidia-tesla-v100", "A100-40GB": "nvidia-tesla-a100", "A100-80GB": "nvidia-a100-80gb",
-    "H100-SXM": "nvidia-h100-80gb", "H200": "nvidia-h200-141gb",
+    "T4": "nvidia-tesla-t4",
+    "L4": "nvidia-l4",
+    "P100": "nvidia-tesla-p100",
+    "K80": "nvidia-tesla-k80",
+    "V100-16GB": "nvidia-tesla-v100",
+    "A100-40GB": "nvidia-tesla-a100",
+    "A100-80GB": "nvidia-a100-80gb",
+    "H100-SXM": "nvidia-h100-80gb",
+    "H200": "nvidia-h200-141gb",
 }
 GFD_PRODUCT = {
-    "T4": "Tesla-T4", "L4": "NVIDIA-L4", "A10": "NVIDIA-A10", "A10G": "NVIDIA-A10G", "A40": "NVIDIA-A40",
-    "L40S": "NVIDIA-L40S", "V100-16GB": "Tesla-V100-SXM2-16GB", "V100-32GB": "Tesla-V100-SXM2-32GB",
-    "A100-40GB": "NVIDIA-A100-SXM4-40GB", "A100-80GB": "NVIDIA-A100-SXM4-80GB",
-    "H100-SXM": "NVIDIA-H100-80GB-HBM3", "H100-PCIe": "NVIDIA-H100-PCIe", "H200": "NVIDIA-H200",
+    "T4": "Tesla-T4",
+    "L4": "NVIDIA-L4",
+    "A10": "NVIDIA-A10",
+    "A10G": "NVIDIA-A10G",
+    "A40": "NVIDIA-A40",
+    "L40S": "NVIDIA-L40S",
+    "V100-16GB": "Tesla-V100-SXM2-16GB",
+    "V100-32GB": "Tesla-V100-SXM2-32GB",
+    "A100-40GB": "NVIDIA-A100-SXM4-40GB",
+    "A100-80GB": "NVIDIA-A100-SXM4-80GB",
+    "H100-SXM": "NVIDIA-H100-80GB-HBM3",
+    "H100-PCIe": "NVIDIA-H100-PCIe",
+    "H200": "NVIDIA-H200",
 }
 
 
@@ -42,8 +57,10 @@ def gpu_memory_mib(gpu_model: str) -> int | None:
 def flavor_labels(provider: str, gpu_model: str, spot: bool) -> dict[str, str]:
     """The nodeLabels that select this provider's GPU nodes of one model and capacity type."""
     if provider == "aws":
-        labels = {CAPACITY_TYPE: "spot" if spot else "on-demand",
-                  "karpenter.k8s.aws/instance-gpu-name": aws_gpu_name(gpu_model)}
+        labels = {
+            CAPACITY_TYPE: "spot" if spot else "on-demand",
+            "karpenter.k8s.aws/instance-gpu-name": aws_gpu_name(gpu_model),
+        }
         memory = gpu_memory_mib(gpu_model)
         if memory:
             labels["karpenter.k8s.aws/instance-gpu-memory"] = str(memory)

@@ -14,8 +14,24 @@ from typing import Any
 import duckdb
 import polars as pl
 
-FIELDS = ("id", "kind", "team", "provider", "resource_id", "workload", "current", "proposed",
-          "monthly_savings_usd", "confidence", "risk", "evidence", "created_at", "status", "plan", "plan_id")
+FIELDS = (
+    "id",
+    "kind",
+    "team",
+    "provider",
+    "resource_id",
+    "workload",
+    "current",
+    "proposed",
+    "monthly_savings_usd",
+    "confidence",
+    "risk",
+    "evidence",
+    "created_at",
+    "status",
+    "plan",
+    "plan_id",
+)
 JSON_FIELDS = ("current", "proposed", "evidence")
 STATUSES = ("open", "accepted", "dismissed", "applied")
 
@@ -48,10 +64,14 @@ def from_frame(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return [to_object(row) for row in frame.iter_rows(named=True)]
 
 
-def load(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None, kind: str | None = None,
-         status: str | None = None) -> list[dict[str, Any]]:
+def load(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    kind: str | None = None,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
     """The stored recommendations matching the filters, largest savings first."""
     from gpufinops.warehouse import queries
 
     return from_frame(queries.recommendations(con, kind=kind, team=team, status=status))
-

@@ -39,8 +39,11 @@ ACTIONABLE = ("open", "accepted")
 
 def plan_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The objects an export carries out: primary and step objects, open or accepted, not conditional."""
-    return [o for o in objects if o.get("status") in ACTIONABLE and plans.counted(o)
-            and not (o.get("evidence") or {}).get("conditional")]
+    return [
+        o
+        for o in objects
+        if o.get("status") in ACTIONABLE and plans.counted(o) and not (o.get("evidence") or {}).get("conditional")
+    ]
 
 
 def spot_share(proposed: dict[str, Any]) -> float | None:
@@ -54,6 +57,7 @@ def spot_share(proposed: dict[str, Any]) -> float | None:
 @dataclass(frozen=True)
 class Placement:
     """One resource's GPUs: where they run, how many, how much of them on spot."""
+
     resource_id: str | None
     team: str | None
     cluster: Cluster | None
@@ -62,7 +66,7 @@ class Placement:
     spot_share: float = 0.0
     instance_type: str | None = None
     released: bool = False
-    schedule: str | None = None      # e.g. scheduled_off_hours: stopped nights and weekends
+    schedule: str | None = None  # e.g. scheduled_off_hours: stopped nights and weekends
     committed: bool = False
     replicas: int | None = None
 
@@ -70,10 +74,11 @@ class Placement:
 @dataclass
 class ResourcePlan:
     """One resource's plan objects (primary first) with the resource before and after them."""
+
     objects: list[dict[str, Any]]
     before: Placement
     after: Placement
-    problem: str | None = None       # why it cannot be placed on a cluster
+    problem: str | None = None  # why it cannot be placed on a cluster
 
     @property
     def plan_id(self) -> str:
@@ -90,8 +95,13 @@ class ResourcePlan:
     @property
     def resizes(self) -> bool:
         a, b = self.before, self.after
-        return (a.cluster is not b.cluster or a.gpu_model != b.gpu_model or a.gpus != b.gpus
-                or abs(a.spot_share - b.spot_share) > 1e-9 or a.instance_type != b.instance_type)
+        return (
+            a.cluster is not b.cluster
+            or a.gpu_model != b.gpu_model
+            or a.gpus != b.gpus
+            or abs(a.spot_share - b.spot_share) > 1e-9
+            or a.instance_type != b.instance_type
+        )
 
 
 def _apply(state: Placement, rec: dict[str, Any], clusters: ClusterMap) -> tuple[Placement, str | None]:
@@ -103,24 +113,39 @@ def _apply(state: Placement, rec: dict[str, Any], clusters: ClusterMap) -> tuple
         return replace(state, schedule=new.get("state")), None
     if kind in SIZE_KINDS:
         count = new.get("gpu_count")
-        return replace(state, gpu_model=new.get("gpu_model") or state.gpu_model,
-                       gpus=state.gpus if count is None else int(count),
-                       instance_type=new.get("instance_type") or state.instance_type), None
+        return replace(
+            state,
+            gpu_model=new.get("gpu_model") or state.gpu_model,
+            gpus=state.gpus if count is None else int(count),
+            instance_type=new.get("instance_type") or state.instance_type,
+        ), None
     if kind == "spot_mix":
         share = spot_share(new)
         replicas = (rec.get("evidence") or {}).get("replicas")
-        return replace(state, spot_share=state.spot_share if share is None else share,
-                       replicas=int(replicas) if isinstance(replicas, (int, float)) else state.replicas), None
+        return replace(
+            state,
+            spot_share=state.spot_share if share is None else share,
+            replicas=int(replicas) if isinstance(replicas, (int, float)) else state.replicas,
+        ), None
     if kind == "commitment":
         return replace(state, committed=True), None
     if kind == "onprem_vs_cloud" and provider_code(new.get("provider")) == "onprem":
         target = clusters.onprem(new.get("cluster"))
         count = new.get("gpu_count")
-        moved = replace(state, cluster=target, gpu_model=new.get("gpu_model") or state.gpu_model,
-                        gpus=state.gpus if count is None else int(count), spot_share=0.0,
-                        instance_type=new.get("instance_type"), committed=False)
-        problem = None if target else (f"on-prem cluster {new.get('cluster')!r} has no cost lines in the window: "
-                                       "its capacity is unknown")
+        moved = replace(
+            state,
+            cluster=target,
+            gpu_model=new.get("gpu_model") or state.gpu_model,
+            gpus=state.gpus if count is None else int(count),
+            spot_share=0.0,
+            instance_type=new.get("instance_type"),
+            committed=False,
+        )
+        problem = (
+            None
+            if target
+            else (f"on-prem cluster {new.get('cluster')!r} has no cost lines in the window: its capacity is unknown")
+        )
         return moved, problem
     return state, None
 
@@ -128,30 +153,52 @@ def _apply(state: Placement, rec: dict[str, Any], clusters: ClusterMap) -> tuple
 def _today(row: dict[str, Any] | None, rec: dict[str, Any], clusters: ClusterMap) -> Placement:
     if row is not None:
         gpus = int(row["gpus"] or 0)
-        return Placement(row["resource_id"], rec.get("team") or row["team"], clusters.of_resource[row["resource_id"]],
-                         row["gpu_model"], gpus, (row["spot_gpus"] or 0) / gpus if gpus else 0.0, row["instance_type"])
+        return Placement(
+            row["resource_id"],
+            rec.get("team") or row["team"],
+            clusters.of_resource[row["resource_id"]],
+            row["gpu_model"],
+            gpus,
+            (row["spot_gpus"] or 0) / gpus if gpus else 0.0,
+            row["instance_type"],
+        )
     cur = rec.get("current") or {}
-    return Placement(rec.get("resource_id"), rec.get("team"), None, cur.get("gpu_model"),
-                     int(cur.get("gpu_count") or 0), 1.0 if cur.get("pricing") == "spot" else 0.0,
-                     cur.get("instance_type"))
+    return Placement(
+        rec.get("resource_id"),
+        rec.get("team"),
+        None,
+        cur.get("gpu_model"),
+        int(cur.get("gpu_count") or 0),
+        1.0 if cur.get("pricing") == "spot" else 0.0,
+        cur.get("instance_type"),
+    )
 
 
-def resource_plans(objects: list[dict[str, Any]], resources: dict[str, dict], clusters: ClusterMap
-                   ) -> list[ResourcePlan]:
+def resource_plans(
+    objects: list[dict[str, Any]], resources: dict[str, dict], clusters: ClusterMap
+) -> list[ResourcePlan]:
     """Every plan among ``objects`` (already filtered by :func:`plan_objects`), largest saving first."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for obj in objects:
         grouped[obj.get("plan_id") or obj["id"]].append(obj)
     out = []
     for members in grouped.values():
-        members.sort(key=lambda o: (o.get("plan") != "primary", len((o.get("evidence") or {}).get("priced_after") or ()),
-                                    o["id"]))
+        members.sort(
+            key=lambda o: (
+                o.get("plan") != "primary",
+                len((o.get("evidence") or {}).get("priced_after") or ()),
+                o["id"],
+            )
+        )
         first = members[0]
         before = _today(resources.get(first.get("resource_id") or ""), first, clusters)
         state, problem = before, None
         if before.cluster is None:
-            problem = (f"resource {first.get('resource_id')} has no GPU cost lines in the window: its cluster is unknown"
-                       if first.get("resource_id") else "no resource: nothing to place on a cluster")
+            problem = (
+                f"resource {first.get('resource_id')} has no GPU cost lines in the window: its cluster is unknown"
+                if first.get("resource_id")
+                else "no resource: nothing to place on a cluster"
+            )
         for obj in members:
             state, issue = _apply(state, obj, clusters)
             problem = problem or issue
@@ -162,6 +209,7 @@ def resource_plans(objects: list[dict[str, Any]], resources: dict[str, dict], cl
 @dataclass
 class Pool:
     """GPUs of one model for one team (None: no team) on one cluster: today and as planned."""
+
     cluster: Cluster
     team: str | None
     gpu_model: str
@@ -171,8 +219,8 @@ class Pool:
     delta_spot_gpus: float = 0.0
     gpus: int = 0
     spot_gpus: int = 0
-    capped_from: int | None = None                 # the planned GPUs before the cluster's capacity cut them
-    instance_types: dict[str, set[str]] = field(default_factory=dict)   # type -> {"spot", "on-demand"}
+    capped_from: int | None = None  # the planned GPUs before the cluster's capacity cut them
+    instance_types: dict[str, set[str]] = field(default_factory=dict)  # type -> {"spot", "on-demand"}
     plans: list[ResourcePlan] = field(default_factory=list)
 
     @property
@@ -207,8 +255,9 @@ class FleetPlan:
         with or without ``--team``: the other teams' share of the cluster still counts)."""
         if team is None:
             return self
-        return FleetPlan([p for p in self.pools if p.team == team],
-                         [p for p in self.plans if p.objects[0].get("team") == team])
+        return FleetPlan(
+            [p for p in self.pools if p.team == team], [p for p in self.plans if p.objects[0].get("team") == team]
+        )
 
 
 class _Pools:
@@ -225,20 +274,34 @@ class _Pools:
 def _peaks(hours: pl.DataFrame, clusters: ClusterMap) -> pl.DataFrame:
     labels = {rid: c.label for rid, c in clusters.of_resource.items()}
     if hours.is_empty():
-        return pl.DataFrame(schema={"cluster": pl.String, "team": pl.String, "gpu_model": pl.String,
-                                    "gpus": pl.Int64, "spot_gpus": pl.Int64})
-    return (hours.with_columns(pl.col("resource_id").replace_strict(labels, default=None).alias("cluster"))
-            .filter(pl.col("cluster").is_not_null())
-            .group_by("cluster", "team", "gpu_model", "hour").agg(pl.col("gpus").sum(), pl.col("spot_gpus").sum())
-            .group_by("cluster", "team", "gpu_model").agg(pl.col("gpus").max(), pl.col("spot_gpus").max()))
+        return pl.DataFrame(
+            schema={
+                "cluster": pl.String,
+                "team": pl.String,
+                "gpu_model": pl.String,
+                "gpus": pl.Int64,
+                "spot_gpus": pl.Int64,
+            }
+        )
+    return (
+        hours.with_columns(pl.col("resource_id").replace_strict(labels, default=None).alias("cluster"))
+        .filter(pl.col("cluster").is_not_null())
+        .group_by("cluster", "team", "gpu_model", "hour")
+        .agg(pl.col("gpus").sum(), pl.col("spot_gpus").sum())
+        .group_by("cluster", "team", "gpu_model")
+        .agg(pl.col("gpus").max(), pl.col("spot_gpus").max())
+    )
 
 
 def _step(pool: Pool, inventory: Inventory, capacity: str) -> int:
     """The GPUs of the smallest AWS instance type the pool's ``capacity`` runs on (1 elsewhere)."""
     if pool.cluster.provider != "aws":
         return 1
-    sizes = [t.gpus for name in (pool.types_for(capacity) or list(pool.instance_types))
-             if (t := inventory.get("aws", name)) is not None]
+    sizes = [
+        t.gpus
+        for name in (pool.types_for(capacity) or list(pool.instance_types))
+        if (t := inventory.get("aws", name)) is not None
+    ]
     return min(sizes, default=1)
 
 
@@ -268,8 +331,13 @@ def _fit_onprem(pools: list[Pool]) -> None:
         p.spot_gpus = 0
 
 
-def build(objects: list[dict[str, Any]], resources: list[dict], hours: pl.DataFrame, clusters: ClusterMap,
-          inventory: Inventory) -> FleetPlan:
+def build(
+    objects: list[dict[str, Any]],
+    resources: list[dict],
+    hours: pl.DataFrame,
+    clusters: ClusterMap,
+    inventory: Inventory,
+) -> FleetPlan:
     """The planned pools of every cluster the cost lines or the plans name."""
     by_id = {r["resource_id"]: r for r in resources}
     planned = resource_plans(plan_objects(objects), by_id, clusters)
@@ -295,7 +363,8 @@ def build(objects: list[dict[str, Any]], resources: list[dict], hours: pl.DataFr
     for placement in final.values():
         if placement.cluster is not None and placement.gpus > 0:
             pools.get(placement.cluster, placement.team, placement.gpu_model).add_instance_type(
-                placement.instance_type, placement.spot_share)
+                placement.instance_type, placement.spot_share
+            )
     for pool in pools.pools.values():
         _finish(pool, inventory)
     onprem: dict[tuple, list[Pool]] = defaultdict(list)

@@ -23,9 +23,16 @@ from gpufinops.jobs.config_checks import ConfigError
 # carry them: EKS managed node groups tag their instances `eks:cluster-name`, Karpenter's nodes
 # `eks:eks-cluster-name`, AWS's split cost allocation data `aws:eks:cluster-name` (CUR 2.0 writes
 # `aws_eks_cluster_name`); GKE labels its node VMs `goog-k8s-cluster-name`; `cluster` is a user's own.
-DEFAULT_CLUSTER_TAG_KEYS = ("eks:cluster-name", "eks:eks-cluster-name", "aws:eks:cluster-name",
-                            "aws_eks_cluster_name", "goog-k8s-cluster-name", "cluster", "user:cluster",
-                            "user_cluster")
+DEFAULT_CLUSTER_TAG_KEYS = (
+    "eks:cluster-name",
+    "eks:eks-cluster-name",
+    "aws:eks:cluster-name",
+    "aws_eks_cluster_name",
+    "goog-k8s-cluster-name",
+    "cluster",
+    "user:cluster",
+    "user_cluster",
+)
 KEYS = ("namespaces", "cluster_tag_keys", "node_class")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -39,7 +46,7 @@ class ExportSettings:
 
 def _namespaces(value: Any) -> dict[str, tuple[str, ...]]:
     if not isinstance(value, dict):
-        raise ConfigError("export.namespaces: must be a table of team = \"namespace\" (or a list of namespaces)")
+        raise ConfigError('export.namespaces: must be a table of team = "namespace" (or a list of namespaces)')
     out = {}
     for team, names in value.items():
         names = [names] if isinstance(names, str) else names
@@ -47,8 +54,10 @@ def _namespaces(value: Any) -> dict[str, tuple[str, ...]]:
             raise ConfigError(f"export.namespaces.{team}: must be a namespace or a non-empty list of namespaces")
         for name in names:
             if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
-                raise ConfigError(f"export.namespaces.{team}: {name!r} is not a Kubernetes namespace name "
-                                  "(lower-case alphanumerics and '-', at most 63 characters)")
+                raise ConfigError(
+                    f"export.namespaces.{team}: {name!r} is not a Kubernetes namespace name "
+                    "(lower-case alphanumerics and '-', at most 63 characters)"
+                )
         out[str(team)] = tuple(dict.fromkeys(names))
     return out
 
@@ -62,11 +71,11 @@ def parse(table: dict[str, Any] | None) -> ExportSettings:
         if key not in KEYS:
             raise ConfigError(f"export.{key}: unknown key (allowed: {', '.join(KEYS)})")
     keys = table.get("cluster_tag_keys", list(DEFAULT_CLUSTER_TAG_KEYS))
-    if not isinstance(keys, list) or not all(isinstance(k, str) and k and '"' not in k and "\\" not in k
-                                             for k in keys):
+    if not isinstance(keys, list) or not all(isinstance(k, str) and k and '"' not in k and "\\" not in k for k in keys):
         raise ConfigError("export.cluster_tag_keys: must be a list of tag keys (non-empty, without quotes)")
     node_class = table.get("node_class", "default")
     if not isinstance(node_class, str) or not DNS_LABEL.match(node_class):
         raise ConfigError(f"export.node_class: {node_class!r} is not an EC2NodeClass name")
-    return ExportSettings(namespaces=_namespaces(table.get("namespaces", {})), cluster_tag_keys=tuple(keys),
-                          node_class=node_class)
+    return ExportSettings(
+        namespaces=_namespaces(table.get("namespaces", {})), cluster_tag_keys=tuple(keys), node_class=node_class
+    )

@@ -41,8 +41,14 @@ def accelerators(after: Placement, inventory: Inventory) -> tuple[str | None, st
     if cluster.provider == "onprem":
         name, per_node = skypilot_name(after.gpu_model), cluster.max_gpus_per_node(after.gpu_model)
         if count > per_node:
-            return None, None, [f"{name}:{count} does not fit on one {cluster.name} node "
-                                f"({per_node or 'no'} {after.gpu_model} GPUs per node): split the work"]
+            return (
+                None,
+                None,
+                [
+                    f"{name}:{count} does not fit on one {cluster.name} node "
+                    f"({per_node or 'no'} {after.gpu_model} GPUs per node): split the work"
+                ],
+            )
         return f"{name}:{count}", None, []
     if cluster.provider not in CLOUDS:
         return None, None, [f"SkyPilot has no catalogue here for provider {cluster.provider}"]
@@ -53,10 +59,18 @@ def accelerators(after: Placement, inventory: Inventory) -> tuple[str | None, st
     if count not in shapes:
         bigger = [n for n in shapes if n >= count]
         if not bigger:
-            return None, None, [f"{name}:{count} is no {cluster.provider.upper()} shape "
-                                f"(offered: {', '.join(f'{name}:{n}' for n in shapes) or 'none'})"]
-        notes.append(f"{name}:{count} is no {cluster.provider.upper()} shape: asking for {name}:{bigger[0]}, "
-                     "the smallest that holds it")
+            return (
+                None,
+                None,
+                [
+                    f"{name}:{count} is no {cluster.provider.upper()} shape "
+                    f"(offered: {', '.join(f'{name}:{n}' for n in shapes) or 'none'})"
+                ],
+            )
+        notes.append(
+            f"{name}:{count} is no {cluster.provider.upper()} shape: asking for {name}:{bigger[0]}, "
+            "the smallest that holds it"
+        )
         count = bigger[0]
     kept_type = itype.name if itype is not None and not itype.attached and itype.gpus == count else None
     return f"{name}:{count}", kept_type, notes
@@ -69,8 +83,10 @@ def task(plan: ResourcePlan, inventory: Inventory) -> tuple[dict[str, Any] | Non
     cluster = after.cluster
     if shape is None or cluster is None:  # accelerators() gives no shape without a cluster
         return None, notes
-    resources: dict[str, Any] = {"infra": "k8s" if cluster.provider == "onprem" else f"{cluster.provider}/{cluster.region}",
-                                 "accelerators": shape}
+    resources: dict[str, Any] = {
+        "infra": "k8s" if cluster.provider == "onprem" else f"{cluster.provider}/{cluster.region}",
+        "accelerators": shape,
+    }
     if itype:
         resources["instance_type"] = itype
     doc: dict[str, Any] = {"resources": resources}
@@ -81,13 +97,15 @@ def task(plan: ResourcePlan, inventory: Inventory) -> tuple[dict[str, Any] | Non
             fallback = max(1, round((1 - after.spot_share) * replicas))
             doc["service"] = {"replica_policy": {"base_ondemand_fallback_replicas": fallback}}
     else:
-        notes.append(f"on-prem cluster {cluster.name}: use its kubeconfig context (infra: k8s/<context>) if you have "
-                     "several")
+        notes.append(
+            f"on-prem cluster {cluster.name}: use its kubeconfig context (infra: k8s/<context>) if you have several"
+        )
     return doc, notes
 
 
-def documents(fleet: FleetPlan, inventory: Inventory, wanted: set[str] | None = None
-              ) -> tuple[list[tuple[ResourcePlan, dict[str, Any], list[str]]], list[str]]:
+def documents(
+    fleet: FleetPlan, inventory: Inventory, wanted: set[str] | None = None
+) -> tuple[list[tuple[ResourcePlan, dict[str, Any], list[str]]], list[str]]:
     """Every task override (with its plan) whose plan leaves its work on a cluster labelled in ``wanted``
     (None: any), and the header notes on plans that change no task resource."""
     candidates, header = [], []
@@ -108,7 +126,7 @@ def documents(fleet: FleetPlan, inventory: Inventory, wanted: set[str] | None = 
             continue
         candidates.append((plan, doc, notes, kinds))
     merged: dict[tuple, list] = {}
-    for plan, doc, notes, kinds in candidates:   # a service's replicas, planned alike: one task
+    for plan, doc, notes, kinds in candidates:  # a service's replicas, planned alike: one task
         workload = plan.objects[0].get("workload")
         key = (plan.after.team, workload, repr(doc)) if workload else (plan.plan_id,)
         merged.setdefault(key, []).append((plan, doc, notes, kinds))
@@ -125,8 +143,10 @@ def documents(fleet: FleetPlan, inventory: Inventory, wanted: set[str] | None = 
         for member, _doc, _notes, kinds in group:
             before = member.before
             where = before.cluster.name if before.cluster else "an unknown cluster"
-            comments += [f"team {member.after.team or before.team or '(none)'}, resource {before.resource_id} "
-                         f"({before.instance_type or '?'} on {where}), plan {member.plan_id}: "
-                         f"${float(member.monthly_savings_usd):,.2f}/month; carries {kinds}"]
+            comments += [
+                f"team {member.after.team or before.team or '(none)'}, resource {before.resource_id} "
+                f"({before.instance_type or '?'} on {where}), plan {member.plan_id}: "
+                f"${float(member.monthly_savings_usd):,.2f}/month; carries {kinds}"
+            ]
         out.append((plan, {"name": names(text, "task"), **doc}, comments + notes))
     return out, header

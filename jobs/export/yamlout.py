@@ -55,7 +55,7 @@ def _lines(value: Any, indent: int) -> list[str]:
         for item in value:
             if isinstance(item, (dict, list)) and item:
                 nested = _lines(item, indent + 2)
-                out.append(f"{pad}- {nested[0][indent + 2:]}")
+                out.append(f"{pad}- {nested[0][indent + 2 :]}")
                 out.extend(nested[1:])
             else:
                 out.append(f"{pad}- {_inline(item)}")

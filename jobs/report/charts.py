@@ -19,9 +19,12 @@ PROVIDER_COLORS = {"AWS": "#ff9900", "Google Cloud": "#4285f4", "onprem": "#6b72
 def _png(chart: alt.TopLevelMixin) -> bytes:
     import vl_convert as vlc
 
-    spec = chart.configure_view(strokeWidth=0).configure_axis(
-        labelFontSize=11, titleFontSize=11, gridColor="#e5e7eb").configure_legend(
-        labelFontSize=11, titleFontSize=11, orient="bottom").to_json()
+    spec = (
+        chart.configure_view(strokeWidth=0)
+        .configure_axis(labelFontSize=11, titleFontSize=11, gridColor="#e5e7eb")
+        .configure_legend(labelFontSize=11, titleFontSize=11, orient="bottom")
+        .to_json()
+    )
     return _shrink(vlc.vegalite_to_png(spec, scale=SCALE))
 
 
@@ -36,7 +39,8 @@ def _shrink(png: bytes) -> bytes:
 
     out = io.BytesIO()
     Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(
-        out, "PNG", optimize=True)
+        out, "PNG", optimize=True
+    )
     return out.getvalue()
 
 
@@ -53,10 +57,14 @@ def spend_trend(rows: list[dict[str, Any]], report_week: str) -> bytes | None:
         y=alt.Y("sum(usd):Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
         color=alt.Color("provider:N", title="Provider", scale=alt.Scale(domain=providers, range=colors)),
         order=alt.Order("provider:N"),
-        opacity=alt.condition(alt.datum.week == report_week, alt.value(1.0), alt.value(0.55)))
+        opacity=alt.condition(alt.datum.week == report_week, alt.value(1.0), alt.value(0.55)),
+    )
     totals = frame.group_by("week").agg(pl.col("usd").sum())
-    labels = alt.Chart(totals).mark_text(dy=-7, fontSize=10, color="#374151").encode(
-        x=alt.X("week:O", sort=weeks), y="usd:Q", text=alt.Text("usd:Q", format="$,.0f"))
+    labels = (
+        alt.Chart(totals)
+        .mark_text(dy=-7, fontSize=10, color="#374151")
+        .encode(x=alt.X("week:O", sort=weeks), y="usd:Q", text=alt.Text("usd:Q", format="$,.0f"))
+    )
     return _png((bars + labels).properties(width=WIDTH, height=230))
 
 
@@ -66,12 +74,18 @@ def top_recommendations(rows: list[dict[str, Any]]) -> bytes | None:
         return None
     frame = pl.DataFrame(rows, schema={"label": pl.Utf8, "kind": pl.Utf8, "usd": pl.Float64})
     order = frame.sort("usd", descending=True)["label"].to_list()
-    bars = alt.Chart(frame).mark_bar(color="#059669").encode(
-        y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=330)),
-        x=alt.X("usd:Q", title="Savings per month (USD)", axis=alt.Axis(format="$,.0f")),
-        tooltip=["kind", "usd"])
+    bars = (
+        alt.Chart(frame)
+        .mark_bar(color="#059669")
+        .encode(
+            y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=330)),
+            x=alt.X("usd:Q", title="Savings per month (USD)", axis=alt.Axis(format="$,.0f")),
+            tooltip=["kind", "usd"],
+        )
+    )
     text = bars.mark_text(align="left", dx=4, fontSize=10, color="#374151").encode(
-        text=alt.Text("usd:Q", format="$,.0f"))
+        text=alt.Text("usd:Q", format="$,.0f")
+    )
     return _png((bars + text).properties(width=WIDTH - 290, height=max(60, 24 * len(rows))))
 
 
@@ -81,9 +95,14 @@ def idle_cost(rows: list[dict[str, Any]], report_week: str) -> bytes | None:
     if frame.is_empty() or frame["usd"].sum() == 0:
         return None
     weeks = sorted(frame["week"].unique().to_list())
-    chart = alt.Chart(frame.with_columns(pl.col("team").fill_null("(no team)"))).mark_bar(size=38).encode(
-        x=alt.X("week:O", title=None, sort=weeks, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("sum(usd):Q", title="Idle GPU cost (USD)", axis=alt.Axis(format="$,.0f")),
-        color=alt.Color("team:N", title="Team", scale=alt.Scale(scheme="tableau10")),
-        opacity=alt.condition(alt.datum.week == report_week, alt.value(1.0), alt.value(0.55)))
+    chart = (
+        alt.Chart(frame.with_columns(pl.col("team").fill_null("(no team)")))
+        .mark_bar(size=38)
+        .encode(
+            x=alt.X("week:O", title=None, sort=weeks, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("sum(usd):Q", title="Idle GPU cost (USD)", axis=alt.Axis(format="$,.0f")),
+            color=alt.Color("team:N", title="Team", scale=alt.Scale(scheme="tableau10")),
+            opacity=alt.condition(alt.datum.week == report_week, alt.value(1.0), alt.value(0.55)),
+        )
+    )
     return _png(chart.properties(width=WIDTH, height=200))

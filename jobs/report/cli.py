@@ -42,16 +42,19 @@ def write_report(cfg: Config, week: Week, scope: Scope, out: Path) -> list[Path]
     return deliver.write_file(report, out, cfg.report, _preview_recipient(cfg, scope))
 
 
-def weekly(cfg: Config, *, week: str | None, team: str | None, out: str | None, send: bool,
-           stdout: IO[str] = sys.stdout) -> int:
+def weekly(
+    cfg: Config, *, week: str | None, team: str | None, out: str | None, send: bool, stdout: IO[str] = sys.stdout
+) -> int:
     try:
         chosen = parse_week(week) if week else default_week(cfg)
     except ValueError as exc:
         print(f"gpufinops: --week: {exc}", file=sys.stderr)
         return 2
     if send and team:
-        print("gpufinops: --send mails every configured recipient their own teams; --team is for previews",
-              file=sys.stderr)
+        print(
+            "gpufinops: --send mails every configured recipient their own teams; --team is for previews",
+            file=sys.stderr,
+        )
         return 2
     scope = Scope("lead", (team,), actor="cli") if team else Scope("finance", actor="cli")
     if out:
@@ -70,13 +73,19 @@ def weekly(cfg: Config, *, week: str | None, team: str | None, out: str | None, 
     for email in outcome.already_sent:
         print(f"{email:<40} already sent for {chosen}", file=stdout)
     for email in outcome.unknown:
-        print(f"{email:<40} unknown (a send ended mid-transaction; resent after "
-              f"{cfg.report.sending_timeout_minutes:g} min)", file=stdout)
+        print(
+            f"{email:<40} unknown (a send ended mid-transaction; resent after "
+            f"{cfg.report.sending_timeout_minutes:g} min)",
+            file=stdout,
+        )
     for email in outcome.failed:
         print(f"{email:<40} failed (see report_deliveries; retried on the next run)", file=stdout)
     unsent = [f"{e} (failed)" for e in outcome.failed] + [f"{e} (unknown)" for e in outcome.unknown]
     if unsent or outcome.interrupted:
-        print(f"gpufinops: report weekly --send: {len(unsent)} recipient(s) not sent for {chosen}: "
-              f"{', '.join(unsent) or 'interrupted'}", file=sys.stderr)
+        print(
+            f"gpufinops: report weekly --send: {len(unsent)} recipient(s) not sent for {chosen}: "
+            f"{', '.join(unsent) or 'interrupted'}",
+            file=sys.stderr,
+        )
         return 1
     return 0

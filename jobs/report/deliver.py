@@ -44,7 +44,7 @@ class Outcome:
     sent: list[str] = field(default_factory=list)
     already_sent: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)    # left 'sending': may have been delivered
+    unknown: list[str] = field(default_factory=list)  # left 'sending': may have been delivered
     interrupted: bool = False
 
 
@@ -83,27 +83,41 @@ def _now() -> datetime:
 
 def ledger(cfg: Config, week: Week) -> dict[str, dict]:
     """recipient (lower-case) → its report_deliveries row for this week."""
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # writer: migrates a v3 file
+    with db.writer(
+        cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False
+    ) as con:  # writer: migrates a v3 file
         frame = queries.report_delivery_status(con, REPORT, str(week))
     return {row["recipient"].lower(): row for row in frame.iter_rows(named=True)}
 
 
-def _record(cfg: Config, week: Week, recipient: str, status: str, *, attempt: bool = False,
-            message_id: str | None = None, error: str | None = None) -> None:
+def _record(
+    cfg: Config,
+    week: Week,
+    recipient: str,
+    status: str,
+    *,
+    attempt: bool = False,
+    message_id: str | None = None,
+    error: str | None = None,
+) -> None:
     """Upsert one recipient's row (no key index on the table: update, else insert, in one transaction)."""
     key = [REPORT, str(week), recipient.lower()]
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:
         con.execute("BEGIN TRANSACTION")
-        found = con.execute("SELECT count(*) FROM report_deliveries WHERE report = ? AND week = ? AND recipient = ?",
-                            key).fetchall()[0][0]
+        found = con.execute(
+            "SELECT count(*) FROM report_deliveries WHERE report = ? AND week = ? AND recipient = ?", key
+        ).fetchall()[0][0]
         if not found:
-            con.execute("INSERT INTO report_deliveries VALUES (?, ?, ?, ?, 0, NULL, NULL, NULL, ?)",
-                        [*key, status, _now()]).fetchall()
-        con.execute("""UPDATE report_deliveries SET status = ?, attempts = attempts + ?,
+            con.execute(
+                "INSERT INTO report_deliveries VALUES (?, ?, ?, ?, 0, NULL, NULL, NULL, ?)", [*key, status, _now()]
+            ).fetchall()
+        con.execute(
+            """UPDATE report_deliveries SET status = ?, attempts = attempts + ?,
                               message_id = coalesce(?, message_id), error = ?,
                               sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END, updated_at = ?
                        WHERE report = ? AND week = ? AND recipient = ?""",
-                    [status, 1 if attempt else 0, message_id, error, status, _now(), _now(), *key]).fetchall()
+            [status, 1 if attempt else 0, message_id, error, status, _now(), _now(), *key],
+        ).fetchall()
         con.execute("COMMIT")
 
 
@@ -136,10 +150,16 @@ def smtp_send(settings: ReportSettings, recipient: str, payload: bytes, on_accep
         credentials = settings.credentials()
         if credentials and not settings.smtp_starttls:
             if not settings.smtp_allow_plaintext_auth:
-                raise SendFailed(f"refusing to send the SMTP password to {settings.smtp_host}:{settings.smtp_port} "
-                                 f"without TLS (set smtp_starttls = true, or smtp_allow_plaintext_auth = true)")
-            log.warning("SMTP AUTH to %s:%s without TLS (smtp_allow_plaintext_auth = true): the password crosses "
-                        "the network in plain text", settings.smtp_host, settings.smtp_port)
+                raise SendFailed(
+                    f"refusing to send the SMTP password to {settings.smtp_host}:{settings.smtp_port} "
+                    f"without TLS (set smtp_starttls = true, or smtp_allow_plaintext_auth = true)"
+                )
+            log.warning(
+                "SMTP AUTH to %s:%s without TLS (smtp_allow_plaintext_auth = true): the password crosses "
+                "the network in plain text",
+                settings.smtp_host,
+                settings.smtp_port,
+            )
         if credentials:
             smtp.login(*credentials)
         code, reply = smtp.mail(_address(settings.sender))
@@ -168,8 +188,9 @@ def _address(sender: str) -> str:
     return sender.split("<")[-1].rstrip(">").strip() if "<" in sender else sender
 
 
-def _send_one(cfg: Config, week: Week, recipient: Recipient, report: Report, outcome: Outcome,
-              stop: threading.Event) -> None:
+def _send_one(
+    cfg: Config, week: Week, recipient: Recipient, report: Report, outcome: Outcome, stop: threading.Event
+) -> None:
     settings: ReportSettings = cfg.report
     message = mime.build(report, settings.sender, recipient.email)
     payload = message.as_bytes()
@@ -180,11 +201,17 @@ def _send_one(cfg: Config, week: Week, recipient: Recipient, report: Report, out
         def accepting(reached_data: list[bool] = reached_data) -> None:  # bound now: B023
             _record(cfg, week, recipient.email, "sending", attempt=True, message_id=message["Message-ID"])
             reached_data.append(True)
+
         try:
             smtp_send(settings, recipient.email, payload, accepting)
         except StateUnknown as exc:
-            _record(cfg, week, recipient.email, "sending",
-                    error=f"state unknown, not resent automatically: {_scrub(str(exc), settings)}")
+            _record(
+                cfg,
+                week,
+                recipient.email,
+                "sending",
+                error=f"state unknown, not resent automatically: {_scrub(str(exc), settings)}",
+            )
             outcome.unknown.append(recipient.email)
             return
         except SendFailed as exc:
@@ -203,8 +230,9 @@ def _send_one(cfg: Config, week: Week, recipient: Recipient, report: Report, out
         return
 
 
-def send_weekly(cfg: Config, week: Week, *, stop: threading.Event | None = None,
-                now: datetime | None = None) -> Outcome:
+def send_weekly(
+    cfg: Config, week: Week, *, stop: threading.Event | None = None, now: datetime | None = None
+) -> Outcome:
     """Mail the week's report to every configured recipient not yet mailed; see the module doc."""
     stop = stop or threading.Event()
     settings: ReportSettings = cfg.report
@@ -220,13 +248,23 @@ def send_weekly(cfg: Config, week: Week, *, stop: threading.Event | None = None,
             if row and row["status"] == "sent":
                 outcome.already_sent.append(recipient.email)
             elif row and row["status"] == "sending" and not _older(row, stale_before):
-                log.warning("weekly report %s to %s: a send ended mid-transaction less than %g min ago; not resent "
-                            "yet (it may have been delivered)", week, recipient.email, settings.sending_timeout_minutes)
+                log.warning(
+                    "weekly report %s to %s: a send ended mid-transaction less than %g min ago; not resent "
+                    "yet (it may have been delivered)",
+                    week,
+                    recipient.email,
+                    settings.sending_timeout_minutes,
+                )
                 outcome.unknown.append(recipient.email)
             else:
                 if row and row["status"] == "sending":
-                    log.warning("weekly report %s to %s: left 'sending' since %s; sending again with the same "
-                                "Message-ID (servers de-duplicate on it)", week, recipient.email, row.get("updated_at"))
+                    log.warning(
+                        "weekly report %s to %s: left 'sending' since %s; sending again with the same "
+                        "Message-ID (servers de-duplicate on it)",
+                        week,
+                        recipient.email,
+                        row.get("updated_at"),
+                    )
                 pending.append(recipient)
         reports: dict[tuple, Report] = {}
         for recipient in pending:
@@ -236,8 +274,9 @@ def send_weekly(cfg: Config, week: Week, *, stop: threading.Event | None = None,
             key = (recipient.role, recipient.teams)
             if key not in reports:
                 with db.reader(cfg.warehouse_path) as con:
-                    reports[key] = render(con, week, recipient.scope, tz=settings.timezone,
-                                          dashboard_url=settings.dashboard_url, now=now)
+                    reports[key] = render(
+                        con, week, recipient.scope, tz=settings.timezone, dashboard_url=settings.dashboard_url, now=now
+                    )
             _send_one(cfg, week, recipient, reports[key], outcome, stop)
     return outcome
 

@@ -36,8 +36,8 @@ class TeamLine:
     idle_cost: Decimal
     open_savings: Decimal
     comparable: bool = True
-    allocated_gpu: Decimal = ZERO     # its workloads' share of shared GPUs (in spend and gpu_spend)
-    unallocated_gpu: Decimal = ZERO   # idle capacity of shared GPUs it carries (in spend and gpu_spend)
+    allocated_gpu: Decimal = ZERO  # its workloads' share of shared GPUs (in spend and gpu_spend)
+    unallocated_gpu: Decimal = ZERO  # idle capacity of shared GPUs it carries (in spend and gpu_spend)
 
     @property
     def change_pct(self) -> float | None:
@@ -54,19 +54,19 @@ class WeekFigures:
     gpu_spend: Decimal = ZERO
     idle_cost: Decimal = ZERO
     idle_gpu_hours: int = 0
-    allocated_gpu: Decimal = ZERO     # shared GPUs: charged to the workloads that ran on them
-    unallocated_gpu: Decimal = ZERO   # shared GPUs: idle capacity (its own line for finance)
+    allocated_gpu: Decimal = ZERO  # shared GPUs: charged to the workloads that ran on them
+    unallocated_gpu: Decimal = ZERO  # shared GPUs: idle capacity (its own line for finance)
     data_through: datetime | None = None
     teams: list[TeamLine] = field(default_factory=list)
     providers: list[dict[str, Any]] = field(default_factory=list)
     open_recommendations: list[dict[str, Any]] = field(default_factory=list)
-    spend_trend: list[dict[str, Any]] = field(default_factory=list)   # week, provider, usd (float)
-    idle_trend: list[dict[str, Any]] = field(default_factory=list)    # week, team, usd (float)
+    spend_trend: list[dict[str, Any]] = field(default_factory=list)  # week, provider, usd (float)
+    idle_trend: list[dict[str, Any]] = field(default_factory=list)  # week, team, usd (float)
     forecast: dict[str, Any] | None = None
-    previous_complete: bool = True   # False: the data starts inside the week before, no fair comparison
-    withheld: list[dict[str, Any]] = field(default_factory=list)      # reason, findings, kinds
+    previous_complete: bool = True  # False: the data starts inside the week before, no fair comparison
+    withheld: list[dict[str, Any]] = field(default_factory=list)  # reason, findings, kinds
     stale_sources: list[dict[str, Any]] = field(default_factory=list)  # source, message (warehouse.freshness)
-    onprem: list[dict[str, Any]] = field(default_factory=list)   # the on-prem comparison: facts, not savings
+    onprem: list[dict[str, Any]] = field(default_factory=list)  # the on-prem comparison: facts, not savings
 
     @property
     def withheld_total(self) -> int:
@@ -120,10 +120,12 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     teams = scope.team_filter
     figures = WeekFigures(week, scope, tz)
     first = week.shift(-(TREND_WEEKS - 1))
-    daily = allocation_queries.report_team_spend_daily(con, team=teams, start=first.start(zone), end=week.end(zone),
-                                                       tz=tz)
-    daily = daily.with_columns(pl.col("day").map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8)
-                               .alias("week"))
+    daily = allocation_queries.report_team_spend_daily(
+        con, team=teams, start=first.start(zone), end=week.end(zone), tz=tz
+    )
+    daily = daily.with_columns(
+        pl.col("day").map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8).alias("week")
+    )
     this, before = str(week), str(week.shift(-1))
     figures.spend = _dec(daily.filter(pl.col("week") == this)["effective_cost"].sum())
     figures.previous_spend = _dec(daily.filter(pl.col("week") == before)["effective_cost"].sum())
@@ -138,11 +140,13 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     if not totals.is_empty():  # a week the data only partly covers would read as a dip: leave it out
         first_day = cast(datetime, totals["first_charge"].min()).astimezone(zone).date()
         figures.previous_complete = week.shift(-1).monday >= first_day
-        figures.spend_trend = [r for r in figures.spend_trend
-                               if parse_week(r["week"]).monday >= first_day or r["week"] == this]
+        figures.spend_trend = [
+            r for r in figures.spend_trend if parse_week(r["week"]).monday >= first_day or r["week"] == this
+        ]
     idle = _idle_hours(con, teams, first.start(zone), week.end(zone), tz)
-    figures.idle_trend = [r for r in _weekly(idle, "team", "effective_cost")
-                          if r["week"] in {t["week"] for t in figures.spend_trend}]
+    figures.idle_trend = [
+        r for r in _weekly(idle, "team", "effective_cost") if r["week"] in {t["week"] for t in figures.spend_trend}
+    ]
     this_idle = idle.filter(pl.col("week") == this)
     figures.idle_cost = _dec(this_idle["effective_cost"].sum())
     figures.idle_gpu_hours = int(this_idle["gpu_hours"].sum() or 0)
@@ -156,8 +160,11 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     figures.forecast = _forecast(con, scope, week.end(zone))
     figures.withheld = queries.withheld_counts(con, team=teams).to_dicts()
     figures.stale_sources = freshness.stale_sources(con).select("source", "message").to_dicts()
-    figures.onprem = [r for r in queries.onprem_comparison(con, team=teams).to_dicts()
-                      if r["team"] is None and teams is None or scope.allows(r["team"])]
+    figures.onprem = [
+        r
+        for r in queries.onprem_comparison(con, team=teams).to_dicts()
+        if r["team"] is None and teams is None or scope.allows(r["team"])
+    ]
     return figures
 
 
@@ -174,13 +181,15 @@ def _providers(daily: pl.DataFrame, this: str, before: str) -> list[dict[str, An
         part = daily.filter(pl.col("provider") == provider)
         spend = _dec(part.filter(pl.col("week") == this)["effective_cost"].sum())
         previous = _dec(part.filter(pl.col("week") == before)["effective_cost"].sum())
-        rows.append({"provider": provider, "spend": spend, "previous_spend": previous,
-                     "change_pct": _change(spend, previous)})
+        rows.append(
+            {"provider": provider, "spend": spend, "previous_spend": previous, "change_pct": _change(spend, previous)}
+        )
     return rows
 
 
-def _idle_hours(con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime,
-                tz: str) -> pl.DataFrame:
+def _idle_hours(
+    con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime, tz: str
+) -> pl.DataFrame:
     """Idle GPU resource-hours by the idle model's own rule (threshold and minimum run)."""
     from gpufinops.models.idle import IdleParams, idle_hours
 
@@ -192,11 +201,18 @@ def _idle_hours(con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: 
     idle = idle_hours(hours, IdleParams()).filter(pl.col("idle"))
     if idle.is_empty():
         return pl.DataFrame(schema=schema)
-    return idle.with_columns(
-        pl.col("hour").dt.convert_time_zone(tz).dt.date()
-        .map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8).alias("week"),
-        pl.col("gpu_count").fill_null(1).cast(pl.Int64).alias("gpu_hours"),
-    ).group_by("week", "team").agg(pl.col("effective_cost").sum(), pl.col("gpu_hours").sum())
+    return (
+        idle.with_columns(
+            pl.col("hour")
+            .dt.convert_time_zone(tz)
+            .dt.date()
+            .map_elements(lambda d: str(week_of(d)), return_dtype=pl.Utf8)
+            .alias("week"),
+            pl.col("gpu_count").fill_null(1).cast(pl.Int64).alias("gpu_hours"),
+        )
+        .group_by("week", "team")
+        .agg(pl.col("effective_cost").sum(), pl.col("gpu_hours").sum())
+    )
 
 
 def _open_recommendations(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict[str, Any]]:
@@ -211,28 +227,40 @@ def _open_recommendations(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[
     return rows
 
 
-def _team_lines(daily: pl.DataFrame, idle: pl.DataFrame, recs: list[dict[str, Any]], this: str,
-                before: str) -> list[TeamLine]:
+def _team_lines(
+    daily: pl.DataFrame, idle: pl.DataFrame, recs: list[dict[str, Any]], this: str, before: str
+) -> list[TeamLine]:
     names = set(daily["team"].drop_nulls().to_list()) | {r["team"] for r in recs if r["team"]}
     lines = []
     for team in sorted(names):
         part = daily.filter(pl.col("team") == team)
         week_part = part.filter(pl.col("week") == this)
-        lines.append(TeamLine(
-            team=team,
-            spend=_dec(week_part["effective_cost"].sum()),
-            previous_spend=_dec(part.filter(pl.col("week") == before)["effective_cost"].sum()),
-            gpu_spend=_dec(week_part["gpu_cost"].sum()),
-            idle_cost=_dec(idle.filter((pl.col("team") == team) & (pl.col("week") == this))["effective_cost"].sum()),
-            open_savings=open_savings([r for r in recs if r["team"] == team]),
-            allocated_gpu=_dec(week_part["allocated_gpu_cost"].sum()),
-            unallocated_gpu=_dec(week_part["unallocated_gpu_cost"].sum())))
+        lines.append(
+            TeamLine(
+                team=team,
+                spend=_dec(week_part["effective_cost"].sum()),
+                previous_spend=_dec(part.filter(pl.col("week") == before)["effective_cost"].sum()),
+                gpu_spend=_dec(week_part["gpu_cost"].sum()),
+                idle_cost=_dec(
+                    idle.filter((pl.col("team") == team) & (pl.col("week") == this))["effective_cost"].sum()
+                ),
+                open_savings=open_savings([r for r in recs if r["team"] == team]),
+                allocated_gpu=_dec(week_part["allocated_gpu_cost"].sum()),
+                unallocated_gpu=_dec(week_part["unallocated_gpu_cost"].sum()),
+            )
+        )
     unallocated = daily.filter(pl.col("team").is_null())
     if not unallocated.is_empty():
-        lines.append(TeamLine("(no team tag)",
-                              _dec(unallocated.filter(pl.col("week") == this)["effective_cost"].sum()),
-                              _dec(unallocated.filter(pl.col("week") == before)["effective_cost"].sum()),
-                              _dec(unallocated.filter(pl.col("week") == this)["gpu_cost"].sum()), ZERO, ZERO))
+        lines.append(
+            TeamLine(
+                "(no team tag)",
+                _dec(unallocated.filter(pl.col("week") == this)["effective_cost"].sum()),
+                _dec(unallocated.filter(pl.col("week") == before)["effective_cost"].sum()),
+                _dec(unallocated.filter(pl.col("week") == this)["gpu_cost"].sum()),
+                ZERO,
+                ZERO,
+            )
+        )
     return sorted(lines, key=lambda line: -line.spend)
 
 
@@ -246,10 +274,11 @@ def _forecast(con: duckdb.DuckDBPyConnection, scope: Scope, as_of: datetime) -> 
     if frame is None or frame.is_empty():
         return None
     month = as_of.strftime("%Y-%m")
-    rows = [r for r in frame.iter_rows(named=True)
-            if str(r.get("month"))[:7] == month and scope.allows(r.get("team"))]
+    rows = [r for r in frame.iter_rows(named=True) if str(r.get("month"))[:7] == month and scope.allows(r.get("team"))]
     if not rows:
         return None
-    total = {key: sum((_dec(r.get(key)) for r in rows), ZERO)
-             for key in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")}
+    total = {
+        key: sum((_dec(r.get(key)) for r in rows), ZERO)
+        for key in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")
+    }
     return {"month": month, **total}

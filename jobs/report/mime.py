@@ -14,7 +14,7 @@ from email.utils import format_datetime
 
 from gpufinops.jobs.report.render import Report
 
-UNDISCLOSED = "undisclosed-recipients:;"   # a preview written to a file goes to no one
+UNDISCLOSED = "undisclosed-recipients:;"  # a preview written to a file goes to no one
 
 
 def message_id(report: Report, recipient: str) -> str:
@@ -36,8 +36,10 @@ def build(report: Report, sender: str, recipient: str | None, *, now: datetime |
     msg.add_alternative(report.html, subtype="html")
     _text_part, html_part = msg.iter_parts()  # multipart/alternative: the text, then the HTML
     for image in report.images:
-        html_part.add_related(image.png, maintype="image", subtype="png", cid=f"<{image.cid}>",
-                              filename=f"{image.cid.split('@')[0]}.png")
-    msg.add_attachment(report.csv_bytes, maintype="text", subtype="csv", filename=report.csv_name,
-                       params={"charset": "utf-8"})  # base64: the CSV's bytes (and CRLFs) arrive unchanged
+        html_part.add_related(
+            image.png, maintype="image", subtype="png", cid=f"<{image.cid}>", filename=f"{image.cid.split('@')[0]}.png"
+        )
+    msg.add_attachment(
+        report.csv_bytes, maintype="text", subtype="csv", filename=report.csv_name, params={"charset": "utf-8"}
+    )  # base64: the CSV's bytes (and CRLFs) arrive unchanged
     return msg

@@ -25,13 +25,27 @@ from gpufinops.jobs.report.weeks import Week
 from gpufinops.warehouse.scope import Scope
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-CSV_COLUMNS = ("id", "kind", "team", "provider", "resource_id", "action", "pattern", "monthly_savings_usd",
-               "current_monthly_cost_usd", "confidence", "risk", "created_at", "plan", "plan_id")
+CSV_COLUMNS = (
+    "id",
+    "kind",
+    "team",
+    "provider",
+    "resource_id",
+    "action",
+    "pattern",
+    "monthly_savings_usd",
+    "current_monthly_cost_usd",
+    "confidence",
+    "risk",
+    "created_at",
+    "plan",
+    "plan_id",
+)
 
 
 @dataclass(frozen=True)
 class Image:
-    cid: str          # Content-ID, without the angle brackets
+    cid: str  # Content-ID, without the angle brackets
     title: str
     png: bytes
 
@@ -41,8 +55,8 @@ class Report:
     week: Week
     scope: Scope
     subject: str
-    html: str                      # the mail's HTML: images as cid: references
-    text: str                      # the plain-text alternative
+    html: str  # the mail's HTML: images as cid: references
+    text: str  # the plain-text alternative
     images: list[Image]
     csv_name: str
     csv_bytes: bytes
@@ -83,9 +97,13 @@ def pct(value: float | None) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"]), trim_blocks=True,
-                             lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["usd"] = usd
     env.filters["pct"] = pct
     return env
@@ -107,24 +125,45 @@ def _gpus(current: dict[str, Any]) -> str:
 def _rec_rows(figures: WeekFigures) -> list[dict[str, Any]]:
     rows = []
     for rec in figures.top_recommendations:
-        rows.append({"kind": rec["kind"], "team": rec["team"] or "-", "provider": rec["provider"] or "-",
-                     "resource": _short_resource(rec["resource_id"]), "resource_id": rec["resource_id"],
-                     "action": rec["proposed"].get("action") or rec["kind"].replace("_", " "),
-                     "pattern": (rec["evidence"].get("pattern") or "").replace("_", " "),
-                     "monthly_savings_usd": rec["monthly_savings_usd"], "confidence": rec["confidence"],
-                     "gpu": _gpus(rec["current"])})
+        rows.append(
+            {
+                "kind": rec["kind"],
+                "team": rec["team"] or "-",
+                "provider": rec["provider"] or "-",
+                "resource": _short_resource(rec["resource_id"]),
+                "resource_id": rec["resource_id"],
+                "action": rec["proposed"].get("action") or rec["kind"].replace("_", " "),
+                "pattern": (rec["evidence"].get("pattern") or "").replace("_", " "),
+                "monthly_savings_usd": rec["monthly_savings_usd"],
+                "confidence": rec["confidence"],
+                "gpu": _gpus(rec["current"]),
+            }
+        )
     return rows
 
 
 def _images(figures: WeekFigures, recs: list[dict[str, Any]]) -> list[Image]:
     week = str(figures.week)
     made = [
-        ("spend-trend", f"Spend per week, last {len({r['week'] for r in figures.spend_trend})} weeks",
-         charts.spend_trend(figures.spend_trend, week)),
-        ("top-recommendations", "Largest open savings (per month)",
-         charts.top_recommendations([{"label": f"{r['team']} · {r['resource']} · {r['kind'].replace('_', ' ')}",
-                                      "kind": r["kind"],
-                                      "usd": float(r["monthly_savings_usd"])} for r in recs])),
+        (
+            "spend-trend",
+            f"Spend per week, last {len({r['week'] for r in figures.spend_trend})} weeks",
+            charts.spend_trend(figures.spend_trend, week),
+        ),
+        (
+            "top-recommendations",
+            "Largest open savings (per month)",
+            charts.top_recommendations(
+                [
+                    {
+                        "label": f"{r['team']} · {r['resource']} · {r['kind'].replace('_', ' ')}",
+                        "kind": r["kind"],
+                        "usd": float(r["monthly_savings_usd"]),
+                    }
+                    for r in recs
+                ]
+            ),
+        ),
         ("idle-gpu-cost", "Cost of idle GPU-hours per week", charts.idle_cost(figures.idle_trend, week)),
     ]
     return [Image(f"{cid}-{week}@gpufinops", title, png) for cid, title, png in made if png is not None]
@@ -136,31 +175,67 @@ def _csv(figures: WeekFigures) -> bytes:
     writer.writerow(CSV_COLUMNS)
     for rec in figures.open_recommendations:
         created = rec["created_at"]
-        writer.writerow([rec["id"], rec["kind"], rec["team"] or "", rec["provider"] or "", rec["resource_id"] or "",
-                         rec["proposed"].get("action", ""), rec["evidence"].get("pattern", ""),
-                         f"{Decimal(str(rec['monthly_savings_usd'])):.2f}",
-                         rec["current"].get("monthly_cost_usd", ""), rec["confidence"], rec["risk"] or "",
-                         created.astimezone(UTC).isoformat() if isinstance(created, datetime) else created,
-                         rec.get("plan") or "", rec.get("plan_id") or ""])
+        writer.writerow(
+            [
+                rec["id"],
+                rec["kind"],
+                rec["team"] or "",
+                rec["provider"] or "",
+                rec["resource_id"] or "",
+                rec["proposed"].get("action", ""),
+                rec["evidence"].get("pattern", ""),
+                f"{Decimal(str(rec['monthly_savings_usd'])):.2f}",
+                rec["current"].get("monthly_cost_usd", ""),
+                rec["confidence"],
+                rec["risk"] or "",
+                created.astimezone(UTC).isoformat() if isinstance(created, datetime) else created,
+                rec.get("plan") or "",
+                rec.get("plan_id") or "",
+            ]
+        )
     return buffer.getvalue().encode()
 
 
-def render(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, *, tz: str = "UTC",
-           dashboard_url: str | None = None, now: datetime | None = None) -> Report:
+def render(
+    con: duckdb.DuckDBPyConnection,
+    week: Week,
+    scope: Scope,
+    *,
+    tz: str = "UTC",
+    dashboard_url: str | None = None,
+    now: datetime | None = None,
+) -> Report:
     """The weekly report for one scope: its teams only, in every number, chart and row."""
     figures = collect(con, week, scope, tz)
     recs = _rec_rows(figures)
     images = _images(figures, recs)
     label = scope_label(scope)
     context: dict[str, Any] = {
-        "f": figures, "week": str(week), "scope_label": label, "recs": recs, "images": images,
-        "first_day": week.days[0], "last_day": week.days[-1], "tz": tz, "dashboard_url": dashboard_url,
+        "f": figures,
+        "week": str(week),
+        "scope_label": label,
+        "recs": recs,
+        "images": images,
+        "first_day": week.days[0],
+        "last_day": week.days[-1],
+        "tz": tz,
+        "dashboard_url": dashboard_url,
         "generated_at": (now or datetime.now(UTC)).astimezone(UTC),
         "csv_name": f"open-recommendations-{week}.csv",
     }
     env = _environment()
-    subject = (f"GPU spend {week} ({label}): {usd(figures.spend)}, {pct(figures.change_pct)} week on week; "
-               f"{usd(figures.open_savings)}/month to save")
-    return Report(week=week, scope=scope, subject=subject, html=env.get_template("weekly.html.j2").render(context),
-                  text=env.get_template("weekly.txt.j2").render(context), images=images,
-                  csv_name=context["csv_name"], csv_bytes=_csv(figures), figures=figures)
+    subject = (
+        f"GPU spend {week} ({label}): {usd(figures.spend)}, {pct(figures.change_pct)} week on week; "
+        f"{usd(figures.open_savings)}/month to save"
+    )
+    return Report(
+        week=week,
+        scope=scope,
+        subject=subject,
+        html=env.get_template("weekly.html.j2").render(context),
+        text=env.get_template("weekly.txt.j2").render(context),
+        images=images,
+        csv_name=context["csv_name"],
+        csv_bytes=_csv(figures),
+        figures=figures,
+    )

@@ -16,9 +16,22 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gpufinops.jobs.config_checks import ConfigError
 from gpufinops.warehouse.scope import Scope
 
-REPORT_KEYS = {"timezone", "sender", "smtp_host", "smtp_port", "smtp_starttls", "smtp_user_env",
-               "smtp_password_env", "smtp_timeout_seconds", "send_attempts", "retry_backoff_seconds",
-               "dashboard_url", "recipients", "smtp_allow_plaintext_auth", "sending_timeout_minutes"}
+REPORT_KEYS = {
+    "timezone",
+    "sender",
+    "smtp_host",
+    "smtp_port",
+    "smtp_starttls",
+    "smtp_user_env",
+    "smtp_password_env",
+    "smtp_timeout_seconds",
+    "send_attempts",
+    "retry_backoff_seconds",
+    "dashboard_url",
+    "recipients",
+    "smtp_allow_plaintext_auth",
+    "sending_timeout_minutes",
+}
 RECIPIENT_KEYS = {"email", "role", "teams", "name"}
 REPORT_ROLES = ("finance", "lead")
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
@@ -46,12 +59,12 @@ class ReportSettings:
     smtp_user_env: str | None = None
     smtp_password_env: str | None = None
     smtp_timeout_seconds: float = 30.0
-    send_attempts: int = 3                 # per delivery run; a later run retries a failed send again
-    retry_backoff_seconds: float = 30.0    # doubled after each failed attempt
+    send_attempts: int = 3  # per delivery run; a later run retries a failed send again
+    retry_backoff_seconds: float = 30.0  # doubled after each failed attempt
     dashboard_url: str | None = None
     recipients: tuple[Recipient, ...] = field(default_factory=tuple)
     smtp_allow_plaintext_auth: bool = False  # AUTH without TLS: refused unless this is set (then warned)
-    sending_timeout_minutes: float = 15.0    # a delivery left 'sending' longer is resent (same Message-ID)
+    sending_timeout_minutes: float = 15.0  # a delivery left 'sending' longer is resent (same Message-ID)
 
     @property
     def tz(self) -> ZoneInfo:
@@ -146,8 +159,10 @@ def parse(section: Any) -> ReportSettings:
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"report.timezone: unknown time zone {values.get('timezone')!r}") from None
     if "smtp_user_env" in values and not values.get("smtp_starttls") and not values.get("smtp_allow_plaintext_auth"):
-        raise ConfigError("report.smtp_starttls: false with smtp_user_env set would send the SMTP password in plain "
-                          "text; set smtp_starttls = true, or smtp_allow_plaintext_auth = true for a trusted relay")
+        raise ConfigError(
+            "report.smtp_starttls: false with smtp_user_env set would send the SMTP password in plain "
+            "text; set smtp_starttls = true, or smtp_allow_plaintext_auth = true for a trusted relay"
+        )
     recipients = section.get("recipients", [])
     if not isinstance(recipients, list):
         raise ConfigError("report.recipients: must be an array of tables ([[report.recipients]])")

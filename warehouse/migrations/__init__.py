@@ -27,15 +27,24 @@ from gpufinops.warehouse.migrations import (
 )
 
 _MODULES: tuple[ModuleType, ...] = (
-    v001_foundation, v002_spot_interruption_bands, v003_gpu_processes, v004_prices_deliveries_jobs,
-    v005_cost_daily, v006_attribution_hints, v007_alerts, v008_plans_onprem_comparison, v009_ingest_rejects,
-    v010_gpu_allocation, v011_repair_v5_v6,
+    v001_foundation,
+    v002_spot_interruption_bands,
+    v003_gpu_processes,
+    v004_prices_deliveries_jobs,
+    v005_cost_daily,
+    v006_attribution_hints,
+    v007_alerts,
+    v008_plans_onprem_comparison,
+    v009_ingest_rejects,
+    v010_gpu_allocation,
+    v011_repair_v5_v6,
 )
 
 
 def _statements(module: ModuleType) -> Callable[[], list[str]]:
     def statements() -> list[str]:
         return list(module.STATEMENTS)
+
     statements.__name__ = f"migration_{module.VERSION}"
     return statements
 

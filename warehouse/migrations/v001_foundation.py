@@ -7,7 +7,7 @@ decisions and the ingest ledger and state.
 VERSION = 1
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS cost_line_items (
+    """CREATE TABLE IF NOT EXISTS cost_line_items (
   "AvailabilityZone" VARCHAR,
   "BilledCost" DECIMAL(38,15),
   "BillingAccountId" VARCHAR,
@@ -71,8 +71,8 @@ STATEMENTS: tuple[str, ...] = (
   "x_Team" VARCHAR,
   "x_Source" VARCHAR,
   "x_IngestRunId" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS spot_prices (
+)""",
+    """CREATE TABLE IF NOT EXISTS spot_prices (
   "provider" VARCHAR,
   "region" VARCHAR,
   "zone" VARCHAR,
@@ -80,8 +80,8 @@ STATEMENTS: tuple[str, ...] = (
   "product" VARCHAR,
   "ts" TIMESTAMPTZ,
   "price_usd" DECIMAL(18,8)
-)''',
-    '''CREATE TABLE IF NOT EXISTS instance_types (
+)""",
+    """CREATE TABLE IF NOT EXISTS instance_types (
   "provider" VARCHAR,
   "region" VARCHAR,
   "instance_type" VARCHAR,
@@ -93,8 +93,8 @@ STATEMENTS: tuple[str, ...] = (
   "on_demand_usd_per_hour" DECIMAL(18,8),
   "source" VARCHAR,
   "updated_at" TIMESTAMPTZ
-)''',
-    '''CREATE TABLE IF NOT EXISTS gpu_specs (
+)""",
+    """CREATE TABLE IF NOT EXISTS gpu_specs (
   "gpu_model" VARCHAR,
   "memory_gib" DOUBLE,
   "memory_bandwidth_gbps" DOUBLE,
@@ -105,8 +105,8 @@ STATEMENTS: tuple[str, ...] = (
   "tdp_w" DOUBLE,
   "list_price_usd" DECIMAL(12,2),
   "source_url" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS gpu_metrics_hourly (
+)""",
+    """CREATE TABLE IF NOT EXISTS gpu_metrics_hourly (
   "hour" TIMESTAMPTZ,
   "gpu_uuid" VARCHAR,
   "gpu_model" VARCHAR,
@@ -125,8 +125,8 @@ STATEMENTS: tuple[str, ...] = (
   "samples" INTEGER,
   "source" VARCHAR,
   "ingest_run_id" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS recommendations (
+)""",
+    """CREATE TABLE IF NOT EXISTS recommendations (
   "id" VARCHAR,
   "kind" VARCHAR,
   "team" VARCHAR,
@@ -141,15 +141,15 @@ STATEMENTS: tuple[str, ...] = (
   "evidence" JSON,
   "created_at" TIMESTAMPTZ,
   "status" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS decisions (
+)""",
+    """CREATE TABLE IF NOT EXISTS decisions (
   "recommendation_id" VARCHAR,
   "decision" VARCHAR,
   "reason" VARCHAR,
   "actor" VARCHAR,
   "decided_at" TIMESTAMPTZ
-)''',
-    '''CREATE TABLE IF NOT EXISTS ingest_runs (
+)""",
+    """CREATE TABLE IF NOT EXISTS ingest_runs (
   "run_id" VARCHAR,
   "source" VARCHAR,
   "source_type" VARCHAR,
@@ -159,10 +159,10 @@ STATEMENTS: tuple[str, ...] = (
   "rows" BIGINT,
   "watermark" VARCHAR,
   "error" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS ingest_state (
+)""",
+    """CREATE TABLE IF NOT EXISTS ingest_state (
   "source" VARCHAR,
   "state" JSON,
   "updated_at" TIMESTAMPTZ
-)''',
+)""",
 )

@@ -6,7 +6,7 @@ The AWS spot advisor's interruption-frequency bands.
 VERSION = 2
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS spot_interruption_bands (
+    """CREATE TABLE IF NOT EXISTS spot_interruption_bands (
   "provider" VARCHAR,
   "region" VARCHAR,
   "os" VARCHAR,
@@ -17,5 +17,5 @@ STATEMENTS: tuple[str, ...] = (
   "savings_pct" INTEGER,
   "source" VARCHAR,
   "updated_at" TIMESTAMPTZ
-)''',
+)""",
 )

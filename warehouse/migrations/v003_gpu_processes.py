@@ -6,7 +6,7 @@ Per-process GPU memory (nvidia-smi --query-compute-apps).
 VERSION = 3
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS gpu_processes_hourly (
+    """CREATE TABLE IF NOT EXISTS gpu_processes_hourly (
   "hour" TIMESTAMPTZ,
   "gpu_uuid" VARCHAR,
   "host" VARCHAR,
@@ -19,5 +19,5 @@ STATEMENTS: tuple[str, ...] = (
   "team" VARCHAR,
   "source" VARCHAR,
   "ingest_run_id" VARCHAR
-)''',
+)""",
 )

@@ -7,9 +7,9 @@ webhook deliveries, the job ledger.
 VERSION = 4
 
 STATEMENTS: tuple[str, ...] = (
-    '''ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "model_version" VARCHAR''',
-    '''ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "evidence_hash" VARCHAR''',
-    '''CREATE TABLE IF NOT EXISTS price_catalog (
+    """ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "model_version" VARCHAR""",
+    """ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "evidence_hash" VARCHAR""",
+    """CREATE TABLE IF NOT EXISTS price_catalog (
   "provider" VARCHAR,
   "service_id" VARCHAR,
   "sku_id" VARCHAR,
@@ -27,8 +27,8 @@ STATEMENTS: tuple[str, ...] = (
   "flag" VARCHAR,
   "source" VARCHAR,
   "ingest_run_id" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS price_history (
+)""",
+    """CREATE TABLE IF NOT EXISTS price_history (
   "provider" VARCHAR,
   "region" VARCHAR,
   "instance_type" VARCHAR,
@@ -38,8 +38,8 @@ STATEMENTS: tuple[str, ...] = (
   "currency" VARCHAR,
   "source" VARCHAR,
   "ingest_run_id" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS report_deliveries (
+)""",
+    """CREATE TABLE IF NOT EXISTS report_deliveries (
   "report" VARCHAR,
   "week" VARCHAR,
   "recipient" VARCHAR,
@@ -49,8 +49,8 @@ STATEMENTS: tuple[str, ...] = (
   "sent_at" TIMESTAMPTZ,
   "error" VARCHAR,
   "updated_at" TIMESTAMPTZ
-)''',
-    '''CREATE TABLE IF NOT EXISTS webhook_deliveries (
+)""",
+    """CREATE TABLE IF NOT EXISTS webhook_deliveries (
   "delivery_id" VARCHAR,
   "url" VARCHAR,
   "payload_sha256" VARCHAR,
@@ -60,13 +60,13 @@ STATEMENTS: tuple[str, ...] = (
   "last_attempt_at" TIMESTAMPTZ,
   "http_status" INTEGER,
   "error" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS job_runs (
+)""",
+    """CREATE TABLE IF NOT EXISTS job_runs (
   "run_id" VARCHAR,
   "job" VARCHAR,
   "started_at" TIMESTAMPTZ,
   "finished_at" TIMESTAMPTZ,
   "status" VARCHAR,
   "error" VARCHAR
-)''',
+)""",
 )

@@ -7,7 +7,7 @@ and GPU usage columns; v011 rebuilds the rollup with them.)
 VERSION = 5
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS cost_daily (
+    """CREATE TABLE IF NOT EXISTS cost_daily (
   "day" TIMESTAMPTZ,
   "source" VARCHAR,
   "provider" VARCHAR,
@@ -18,8 +18,8 @@ STATEMENTS: tuple[str, ...] = (
   "gpu_cost" DECIMAL(38,15),
   "line_items" BIGINT,
   "last_charge" TIMESTAMPTZ
-)''',
-    '''        INSERT INTO cost_daily
+)""",
+    """        INSERT INTO cost_daily
         SELECT make_timestamptz(day_n * 86400000000) AS day, source, provider, team, service,
                billed_cost, effective_cost, gpu_cost, line_items, last_charge
         FROM (SELECT epoch_us("ChargePeriodStart") // 86400000000 AS day_n, "x_Source" AS source,
@@ -28,5 +28,5 @@ STATEMENTS: tuple[str, ...] = (
                      coalesce(sum("EffectiveCost") FILTER (WHERE ("x_GpuCount" > 0 OR "x_GpuModel" IS NOT NULL)), 0) AS gpu_cost,
                      count(*) AS line_items, max("ChargePeriodStart") AS last_charge
               FROM cost_line_items WHERE TRUE AND "ChargePeriodStart" IS NOT NULL
-              GROUP BY ALL)''',
+              GROUP BY ALL)""",
 )

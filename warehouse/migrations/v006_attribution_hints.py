@@ -7,19 +7,19 @@ rules and withheld findings. (Shipped without gpu_instance_reference; v011 creat
 VERSION = 6
 
 STATEMENTS: tuple[str, ...] = (
-    '''ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "resource_hint" VARCHAR''',
-    '''ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "provider_id" VARCHAR''',
-    '''ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "namespace" VARCHAR''',
-    '''ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "pod" VARCHAR''',
-    '''ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "container" VARCHAR''',
-    '''UPDATE gpu_metrics_hourly SET resource_hint = resource_id WHERE resource_hint IS NULL AND resource_id IS NOT NULL''',
-    '''CREATE TABLE IF NOT EXISTS attribution_rules (
+    """ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "resource_hint" VARCHAR""",
+    """ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "provider_id" VARCHAR""",
+    """ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "namespace" VARCHAR""",
+    """ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "pod" VARCHAR""",
+    """ALTER TABLE gpu_metrics_hourly ADD COLUMN IF NOT EXISTS "container" VARCHAR""",
+    """UPDATE gpu_metrics_hourly SET resource_hint = resource_id WHERE resource_hint IS NULL AND resource_id IS NOT NULL""",
+    """CREATE TABLE IF NOT EXISTS attribution_rules (
   "source" VARCHAR,
   "kind" VARCHAR,
   "key" VARCHAR,
   "value" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS withheld_findings (
+)""",
+    """CREATE TABLE IF NOT EXISTS withheld_findings (
   "kind" VARCHAR,
   "resource_id" VARCHAR,
   "team" VARCHAR,
@@ -30,5 +30,5 @@ STATEMENTS: tuple[str, ...] = (
   "source_hint" VARCHAR,
   "model_version" VARCHAR,
   "created_at" TIMESTAMPTZ
-)''',
+)""",
 )

@@ -6,7 +6,7 @@ Alerts and their delivery ledger.
 VERSION = 7
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS alerts (
+    """CREATE TABLE IF NOT EXISTS alerts (
   "alert_id" VARCHAR,
   "rule" VARCHAR,
   "scope" VARCHAR,
@@ -24,8 +24,8 @@ STATEMENTS: tuple[str, ...] = (
   "opened_at" TIMESTAMPTZ,
   "evaluated_at" TIMESTAMPTZ,
   "closed_at" TIMESTAMPTZ
-)''',
-    '''CREATE TABLE IF NOT EXISTS alert_deliveries (
+)""",
+    """CREATE TABLE IF NOT EXISTS alert_deliveries (
   "notification_id" VARCHAR,
   "alert_id" VARCHAR,
   "event" VARCHAR,
@@ -39,5 +39,5 @@ STATEMENTS: tuple[str, ...] = (
   "created_at" TIMESTAMPTZ,
   "updated_at" TIMESTAMPTZ,
   "sent_at" TIMESTAMPTZ
-)''',
+)""",
 )

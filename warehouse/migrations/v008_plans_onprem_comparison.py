@@ -7,9 +7,9 @@ recommendations.
 VERSION = 8
 
 STATEMENTS: tuple[str, ...] = (
-    '''ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "plan" VARCHAR''',
-    '''ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "plan_id" VARCHAR''',
-    '''CREATE TABLE IF NOT EXISTS onprem_comparison (
+    """ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "plan" VARCHAR""",
+    """ALTER TABLE recommendations ADD COLUMN IF NOT EXISTS "plan_id" VARCHAR""",
+    """CREATE TABLE IF NOT EXISTS onprem_comparison (
   "id" VARCHAR,
   "team" VARCHAR,
   "resource_id" VARCHAR,
@@ -23,6 +23,6 @@ STATEMENTS: tuple[str, ...] = (
   "evidence" JSON,
   "model_version" VARCHAR,
   "created_at" TIMESTAMPTZ
-)''',
+)""",
     """DELETE FROM recommendations WHERE kind = 'onprem_vs_cloud' AND monthly_savings_usd = 0 AND status = 'open'""",
 )

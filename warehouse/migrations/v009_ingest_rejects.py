@@ -6,8 +6,8 @@ Rows refused by on_invalid = "skip_rows" (ingest_rejects) and their count per ru
 VERSION = 9
 
 STATEMENTS: tuple[str, ...] = (
-    '''ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS "rows_rejected" BIGINT''',
-    '''CREATE TABLE IF NOT EXISTS ingest_rejects (
+    """ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS "rows_rejected" BIGINT""",
+    """CREATE TABLE IF NOT EXISTS ingest_rejects (
   "source" VARCHAR,
   "run_id" VARCHAR,
   "file" VARCHAR,
@@ -16,5 +16,5 @@ STATEMENTS: tuple[str, ...] = (
   "value" VARCHAR,
   "reason" VARCHAR,
   "rejected_at" TIMESTAMPTZ
-)''',
+)""",
 )

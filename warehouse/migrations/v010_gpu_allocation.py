@@ -7,7 +7,7 @@ before have no workload rows, so they are not allocated until their metrics are 
 VERSION = 10
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS gpu_workloads_hourly (
+    """CREATE TABLE IF NOT EXISTS gpu_workloads_hourly (
   "hour" TIMESTAMPTZ,
   "gpu_uuid" VARCHAR,
   "mig_instance" VARCHAR,
@@ -25,8 +25,8 @@ STATEMENTS: tuple[str, ...] = (
   "mem_used_max_mib" DOUBLE,
   "source" VARCHAR,
   "ingest_run_id" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS gpu_allocation_hourly (
+)""",
+    """CREATE TABLE IF NOT EXISTS gpu_allocation_hourly (
   "hour" TIMESTAMPTZ,
   "resource_id" VARCHAR,
   "provider" VARCHAR,
@@ -45,9 +45,9 @@ STATEMENTS: tuple[str, ...] = (
   "source" VARCHAR,
   "owner_team" VARCHAR,
   "service" VARCHAR
-)''',
-    '''CREATE TABLE IF NOT EXISTS allocation_settings (
+)""",
+    """CREATE TABLE IF NOT EXISTS allocation_settings (
   "key" VARCHAR,
   "value" VARCHAR
-)''',
+)""",
 )

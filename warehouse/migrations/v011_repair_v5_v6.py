@@ -11,7 +11,7 @@ Frozen: never edit it.
 VERSION = 11
 
 STATEMENTS: tuple[str, ...] = (
-    '''CREATE TABLE IF NOT EXISTS gpu_instance_reference (
+    """CREATE TABLE IF NOT EXISTS gpu_instance_reference (
   "provider" VARCHAR,
   "instance_type" VARCHAR,
   "accelerator" VARCHAR,
@@ -25,9 +25,9 @@ STATEMENTS: tuple[str, ...] = (
   "vcpus" INTEGER,
   "memory_gib" DOUBLE,
   "source_url" VARCHAR
-)''',
-    '''DROP TABLE IF EXISTS cost_daily''',
-    '''CREATE TABLE cost_daily (
+)""",
+    """DROP TABLE IF EXISTS cost_daily""",
+    """CREATE TABLE cost_daily (
   "day" TIMESTAMPTZ,
   "source" VARCHAR,
   "provider" VARCHAR,
@@ -41,8 +41,8 @@ STATEMENTS: tuple[str, ...] = (
   "gpu_usage_lines" BIGINT,
   "line_items" BIGINT,
   "last_charge" TIMESTAMPTZ
-)''',
-    '''        INSERT INTO cost_daily
+)""",
+    """        INSERT INTO cost_daily
         SELECT make_timestamptz(day_n * 86400000000) AS day, source, provider, team, service, gpu_model,
                billed_cost, effective_cost, gpu_cost, gpu_usage_cost, gpu_usage_lines, line_items, last_charge
         FROM (SELECT epoch_us("ChargePeriodStart") // 86400000000 AS day_n, "x_Source" AS source,
@@ -53,5 +53,5 @@ STATEMENTS: tuple[str, ...] = (
                      count(*) FILTER (WHERE ("x_GpuCount" > 0 OR "x_GpuModel" IS NOT NULL) AND "ChargeCategory" = 'Usage' AND "ResourceId" IS NOT NULL) AS gpu_usage_lines,
                      count(*) AS line_items, max("ChargePeriodStart") AS last_charge
               FROM cost_line_items WHERE TRUE AND "ChargePeriodStart" IS NOT NULL
-              GROUP BY ALL)''',
+              GROUP BY ALL)""",
 )

@@ -26,8 +26,10 @@ GPU_USAGE = gpu_usage("c")
 
 def provider_code(lowered: str) -> str:
     """The catalogue provider code of a lower-cased ProviderName expression: 'aws', 'gcp', or itself."""
-    return (f"CASE WHEN {lowered} LIKE '%amazon%' OR {lowered} LIKE 'aws%' THEN 'aws' "
-            f"WHEN {lowered} LIKE '%google%' THEN 'gcp' ELSE {lowered} END")
+    return (
+        f"CASE WHEN {lowered} LIKE '%amazon%' OR {lowered} LIKE 'aws%' THEN 'aws' "
+        f"WHEN {lowered} LIKE '%google%' THEN 'gcp' ELSE {lowered} END"
+    )
 
 
 def frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pl.DataFrame:
@@ -37,8 +39,13 @@ def frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
     return result
 
 
-def filters(team: str | list[str] | None, start: datetime | None, end: datetime | None,
-            team_col: str = 'c."x_Team"', time_col: str = 'c."ChargePeriodStart"') -> tuple[str, list]:
+def filters(
+    team: str | list[str] | None,
+    start: datetime | None,
+    end: datetime | None,
+    team_col: str = 'c."x_Team"',
+    time_col: str = 'c."ChargePeriodStart"',
+) -> tuple[str, list]:
     """A WHERE clause (and its parameters) keeping ``team``'s rows in [start, end)."""
     clauses: list[str] = ["TRUE"]
     params: list[object] = []

@@ -11,8 +11,13 @@ from gpufinops.warehouse import reference
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
 
 
-def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                       start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
+def gpu_resource_hours(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
     """One row per billed GPU resource-hour with its cost and the utilisation measured in it.
 
     Cost is the resource's GPU usage lines in that hour (EffectiveCost, amortised). Utilisation
@@ -20,7 +25,9 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
     """
     where, params = filters(team, start, end)
     util_where, util_params = filters(None, start, end, time_col="hour")  # only the window's metrics
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH cost AS (
             SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
                    any_value(c."ProviderName") AS provider, any_value(c."x_Team") AS team,
@@ -45,35 +52,47 @@ def gpu_resource_hours(con: duckdb.DuckDBPyConnection, *, team: str | list[str] 
                util.mem_used_max_mib, util.mem_total_mib, util.sm_active_mean, util.tensor_active_mean,
                util.power_w, util.metric_teams
         FROM cost LEFT JOIN util USING (resource_id, hour)
-        ORDER BY resource_id, hour""", params + util_params)
+        ORDER BY resource_id, hour""",
+        params + util_params,
+    )
 
 
-def unattributed_gpu_hours(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
-                           end: datetime | None = None) -> pl.DataFrame:
+def unattributed_gpu_hours(
+    con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
     """GPU-hours that no team can be charged for, per source and host: ``missing`` says whether no billed
     resource claims them (fix the resource_map, or the bill has not arrived) or the resource has no team
     (tag it, or map its namespace). The fleet page's "(unattributed)" row is exactly these hours."""
     where, params = filters(None, start, end, time_col="hour")
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT source, host, CASE WHEN resource_id IS NULL THEN 'billed resource' ELSE 'team' END AS missing,
                any_value(resource_id) AS resource_id, count(*) AS gpu_hours, count(DISTINCT gpu_uuid) AS gpus,
                min(hour) AS first_hour, max(hour) AS last_hour
         FROM gpu_metrics_hourly WHERE (resource_id IS NULL OR team IS NULL) AND {where}
-        GROUP BY source, host, missing ORDER BY gpu_hours DESC, source, host""", params)
+        GROUP BY source, host, missing ORDER BY gpu_hours DESC, source, host""",
+        params,
+    )
 
 
-def gpu_hours_attribution(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
-                          end: datetime | None = None) -> pl.DataFrame:
+def gpu_hours_attribution(
+    con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
     """Per metrics source: GPU-hours measured, how many were matched to a billed resource and a team,
     and the unattributed share (0–1). A MIG slice's hour counts as one GPU-hour of its slice."""
     where, params = filters(None, start, end, time_col="hour")
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT source, count(*) AS gpu_hours,
                count(*) FILTER (WHERE resource_id IS NOT NULL) AS attributed_gpu_hours,
                count(*) FILTER (WHERE resource_id IS NULL) AS unattributed_gpu_hours,
                count(*) FILTER (WHERE team IS NOT NULL) AS team_gpu_hours,
                count(*) FILTER (WHERE resource_id IS NULL) / count(*) AS unattributed_share
-        FROM gpu_metrics_hourly WHERE {where} GROUP BY source ORDER BY source""", params)
+        FROM gpu_metrics_hourly WHERE {where} GROUP BY source ORDER BY source""",
+        params,
+    )
 
 
 def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -84,7 +103,9 @@ def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     preferred silently: a node reporting more GPUs than its type has is mis-attributed metrics, one
     reporting fewer has GPUs without an exporter (gpu_count withholds it).
     """
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH billed AS (
             SELECT c."ResourceId" AS resource_id, any_value(c."ProviderName") AS provider,
                    any_value(c."x_InstanceType") AS instance_type, max(c."x_GpuCount") AS bill_gpus,
@@ -110,41 +131,63 @@ def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                m.last_measured_hour
         FROM expected e JOIN measured m USING (resource_id)
         WHERE e.expected_gpus IS NOT NULL AND m.measured_gpus <> e.expected_gpus
-        ORDER BY e.resource_id""")
+        ORDER BY e.resource_id""",
+    )
 
 
-def resource_utilisation(con: duckdb.DuckDBPyConnection, resource_id: str, *, start: datetime | None = None,
-                         end: datetime | None = None) -> pl.DataFrame:
+def resource_utilisation(
+    con: duckdb.DuckDBPyConnection, resource_id: str, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
     """Hourly utilisation and memory of one billed resource (a recommendation's evidence chart).
     Callers take ``resource_id`` from a recommendation already read through their team scope."""
     where, params = filters(None, start, end, time_col="hour")
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT hour, any_value(gpu_model) AS gpu_model, count(DISTINCT gpu_uuid) AS gpus,
                avg(util_mean) AS util_mean, max(util_max) AS util_max,
                max(mem_used_max_mib) / 1024.0 AS mem_used_max_gib, max(mem_total_mib) / 1024.0 AS mem_total_gib
         FROM gpu_metrics_hourly WHERE resource_id = ? AND {where} GROUP BY hour ORDER BY hour""",
-        [resource_id] + params)
+        [resource_id] + params,
+    )
 
 
 def gpu_memory_gib(con: duckdb.DuckDBPyConnection, gpu_models: list[str]) -> pl.DataFrame:
     """Memory per GPU model from the reference specs (a proposed GPU's capacity line)."""
-    return frame(con, "SELECT gpu_model, memory_gib FROM gpu_specs WHERE gpu_model IN (SELECT unnest(?::VARCHAR[]))",
-                  [list(gpu_models)])
+    return frame(
+        con,
+        "SELECT gpu_model, memory_gib FROM gpu_specs WHERE gpu_model IN (SELECT unnest(?::VARCHAR[]))",
+        [list(gpu_models)],
+    )
 
 
-def fleet_utilisation(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                      start: datetime | None = None, end: datetime | None = None) -> pl.DataFrame:
+def fleet_utilisation(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
     """Per team × GPU model: GPU-hours measured and their mean / p95 utilisation (the fleet heatmap)."""
     where, params = filters(team, start, end, team_col="team", time_col="hour")
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT coalesce(team, '(unattributed)') AS team, gpu_model, count(*) AS gpu_hours,
                avg(util_mean) AS util_mean, avg(util_p95) AS util_p95
-        FROM gpu_metrics_hourly WHERE {where} GROUP BY ALL ORDER BY team, gpu_model""", params)
+        FROM gpu_metrics_hourly WHERE {where} GROUP BY ALL ORDER BY team, gpu_model""",
+        params,
+    )
 
 
-def idle_gpu_cost(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                  start: datetime | None = None, end: datetime | None = None,
-                  idle_util_pct: float = 5.0) -> pl.DataFrame:
+def idle_gpu_cost(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    idle_util_pct: float = 5.0,
+) -> pl.DataFrame:
     """Per team × GPU model: GPU cost in the window, and the billed GPU resource-hours that were idle
     (measured peak utilisation under ``idle_util_pct``), their GPU-hours and their cost. Hours
     without metrics are not idle. The idle hours are found in the (small) metrics table first and
@@ -152,7 +195,9 @@ def idle_gpu_cost(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | Non
     where, params = filters(team, start, end)
     util_where, util_params = filters(None, start, end, time_col="hour")
     day_where, day_params = filters(team, start, end, team_col="d.team", time_col="d.day")
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH idle AS (
             SELECT resource_id, epoch_us(hour) // 3600000000 AS hour_n FROM gpu_metrics_hourly
             WHERE resource_id IS NOT NULL AND {util_where} GROUP BY 1, 2 HAVING max(util_max) < ?),
@@ -176,16 +221,21 @@ def idle_gpu_cost(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | Non
                coalesce(i.idle_gpu_hours, 0) AS idle_gpu_hours, coalesce(i.idle_cost, 0) AS idle_cost, t.gpu_cost
         FROM totals t LEFT JOIN idle_totals i ON t.team IS NOT DISTINCT FROM i.team
              AND t.gpu_model IS NOT DISTINCT FROM i.gpu_model
-        ORDER BY idle_cost DESC, t.team, t.gpu_model""", util_params + [idle_util_pct] + params + day_params)
+        ORDER BY idle_cost DESC, t.team, t.gpu_model""",
+        util_params + [idle_util_pct] + params + day_params,
+    )
 
 
-def team_gpu_capacity(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None,
-                      days: int = 14) -> pl.DataFrame:
+def team_gpu_capacity(
+    con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None, days: int = 14
+) -> pl.DataFrame:
     """Per (team, provider, GPU model): the peak number of GPUs billed at the same hour over the last
     ``days`` days of data, of them on spot (PricingCategory 'Dynamic'), and the instance types seen.
     The window ends at the newest charge, not at now, so an export of older data stays meaningful."""
     where, params = filters(team, None, None)
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH per_resource AS (
             SELECT c."x_Team" AS team, c."ProviderName" AS provider_name, c."x_GpuModel" AS gpu_model,
                    date_trunc('hour', c."ChargePeriodStart") AS hour, c."ResourceId" AS resource_id,
@@ -208,11 +258,16 @@ def team_gpu_capacity(con: duckdb.DuckDBPyConnection, *, team: str | list[str] |
                   AND p.gpu_model IS NOT DISTINCT FROM h.gpu_model AND p.instance_type IS NOT NULL)
                    AS instance_types
         FROM hourly h GROUP BY h.team, h.provider_name, h.gpu_model
-        ORDER BY h.team, h.provider_name, h.gpu_model""", [days] + params)
+        ORDER BY h.team, h.provider_name, h.gpu_model""",
+        [days] + params,
+    )
 
 
 def gpu_instance_inventory(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """The shipped GPU instance inventory (``gpu_instance_reference``): GPU model and count per type."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT provider, instance_type, gpu_model, gpu_count, gpu_fraction, gpu_memory_gib
-        FROM gpu_instance_reference WHERE accelerator = 'gpu' AND gpu_count > 0 ORDER BY ALL""")
+        FROM gpu_instance_reference WHERE accelerator = 'gpu' AND gpu_count > 0 ORDER BY ALL""",
+    )

@@ -10,7 +10,9 @@ from gpufinops.warehouse.queries.fragments import frame
 
 def ingest_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Each source's latest run, its last success and the data's freshness."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         WITH ranked AS (
             SELECT *, row_number() OVER (PARTITION BY source ORDER BY started_at DESC) AS rn
             FROM ingest_runs)
@@ -20,7 +22,8 @@ def ingest_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                    AS last_success_at,
                (SELECT any_value(watermark ORDER BY started_at DESC) FROM ingest_runs s
                 WHERE s.source = r.source AND s.watermark IS NOT NULL) AS watermark
-        FROM ranked r WHERE rn = 1 ORDER BY source""")
+        FROM ranked r WHERE rn = 1 ORDER BY source""",
+    )
 
 
 def dashboard_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
@@ -44,15 +47,22 @@ def cost_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
 
 def job_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Each non-ingest job's latest run (recommend, report, feed push) and its last success."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT job, arg_max(status, started_at) AS last_status, max(started_at) AS last_started_at,
                arg_max(error, started_at) AS last_error,
                max(finished_at) FILTER (WHERE status = 'succeeded') AS last_success_at
-        FROM job_runs GROUP BY job ORDER BY job""")
+        FROM job_runs GROUP BY job ORDER BY job""",
+    )
 
 
 def report_delivery_status(con: duckdb.DuckDBPyConnection, report: str, week: str) -> pl.DataFrame:
     """The delivery ledger of one report and week: one row per recipient."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT recipient, status, attempts, message_id, sent_at, error, updated_at
-        FROM report_deliveries WHERE report = ? AND week = ? ORDER BY recipient""", [report, week])
+        FROM report_deliveries WHERE report = ? AND week = ? ORDER BY recipient""",
+        [report, week],
+    )

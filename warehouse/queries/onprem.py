@@ -10,14 +10,17 @@ import polars as pl
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame, provider_code
 
 
-def onprem_gpu_usage(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None,
-                     end: datetime | None = None) -> pl.DataFrame:
+def onprem_gpu_usage(
+    con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
     """Per on-prem (cluster, node group, team, workload): GPU-hours, the utilisation measured in them
     (``util_pct_sum`` over ``measured_gpu_hours``, exact DECIMAL), cost by component, the cost-model
     figures the ``onprem`` source priced them with (from the energy lines' Tags), how the power was
     known, and the spread of the hourly mean utilisation (p95, share of hours at 90 % or more)."""
     where, params = filters(None, start, end)
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH lines AS (
             SELECT c."SubAccountId" AS cluster, c."RegionId" AS region, c."x_InstanceType" AS node_group,
                    c."x_GpuModel" AS gpu_model, c."x_Team" AS team, c."ResourceId" AS node,
@@ -51,7 +54,9 @@ def onprem_gpu_usage(con: duckdb.DuckDBPyConnection, *, start: datetime | None =
                    AND h.node_group = t.node_group AND h.team IS NOT DISTINCT FROM t.team
                    AND h.workload IS NOT DISTINCT FROM t.workload) AS saturated_hour_share
         FROM typed t GROUP BY t.cluster, t.node_group, t.team, t.workload
-        ORDER BY t.cluster, t.node_group, t.team, t.workload""", params)
+        ORDER BY t.cluster, t.node_group, t.team, t.workload""",
+        params,
+    )
 
 
 def cloud_gpu_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -61,7 +66,9 @@ def cloud_gpu_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     row per pricing, ``spot_prices`` averaged over their last 30 days) and, where a catalogue has no
     price, what the bills show (the hourly list price; the spot rate actually paid). A price in another
     currency than USD is left out."""
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH it AS (
             SELECT provider, region, instance_type, any_value(gpu_model) AS gpu_model, max(gpu_count) AS gpu_count
             FROM instance_types WHERE gpu_count > 0 GROUP BY ALL),
@@ -106,4 +113,5 @@ def cloud_gpu_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         LEFT JOIN billed b USING (provider, region, instance_type)
         LEFT JOIN gpu_specs s ON s.gpu_model = coalesce(it.gpu_model, b.gpu_model)
         WHERE r.rn = 1 AND coalesce(it.gpu_count, b.gpu_count) > 0
-        ORDER BY r.provider, r.region, r.instance_type, r.pricing""")
+        ORDER BY r.provider, r.region, r.instance_type, r.pricing""",
+    )

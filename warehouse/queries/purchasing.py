@@ -12,13 +12,17 @@ from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
 
 def spot_series(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Which (provider, region, instance type) have spot price history, and how many points."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT provider, region, instance_type, count(*) AS points, min(ts) AS first_ts, max(ts) AS last_ts
-        FROM spot_prices GROUP BY ALL ORDER BY provider, instance_type, region""")
+        FROM spot_prices GROUP BY ALL ORDER BY provider, instance_type, region""",
+    )
 
 
-def spot_price_history(con: duckdb.DuckDBPyConnection, provider: str, instance_type: str,
-                       region: str | None = None) -> pl.DataFrame:
+def spot_price_history(
+    con: duckdb.DuckDBPyConnection, provider: str, instance_type: str, region: str | None = None
+) -> pl.DataFrame:
     """Spot price points of one instance type (every region unless one is named), with the on-demand
     price of the same type and region (the instance catalogue, else the latest USD on-demand price
     in ``price_history``) for comparison."""
@@ -26,7 +30,9 @@ def spot_price_history(con: duckdb.DuckDBPyConnection, provider: str, instance_t
     if region is not None:
         clauses.append("s.region = ?")
         params.append(region)
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH od_all AS (
             SELECT provider, region, instance_type, max(on_demand_usd_per_hour) AS on_demand_usd
             FROM instance_types GROUP BY ALL
@@ -36,7 +42,9 @@ def spot_price_history(con: duckdb.DuckDBPyConnection, provider: str, instance_t
         od AS (SELECT provider, region, instance_type, max(on_demand_usd) AS on_demand_usd FROM od_all GROUP BY ALL)
         SELECT s.ts, s.region, s.zone, s.price_usd, od.on_demand_usd
         FROM spot_prices s LEFT JOIN od USING (provider, region, instance_type)
-        WHERE {' AND '.join(clauses)} ORDER BY s.ts, s.region, s.zone""", params)
+        WHERE {" AND ".join(clauses)} ORDER BY s.ts, s.region, s.zone""",
+        params,
+    )
 
 
 def spot_interruption(con: duckdb.DuckDBPyConnection, *, instance_type: str | None = None) -> pl.DataFrame:
@@ -44,17 +52,23 @@ def spot_interruption(con: duckdb.DuckDBPyConnection, *, instance_type: str | No
     where, params = "TRUE", []
     if instance_type is not None:
         where, params = "instance_type = ?", [instance_type]
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT provider, region, instance_type, arg_max(band_label, updated_at) AS band_label,
                arg_max(band_index, updated_at) AS band_index, arg_max(savings_pct, updated_at) AS savings_pct
-        FROM spot_interruption_bands WHERE {where} GROUP BY ALL ORDER BY instance_type, region""", params)
+        FROM spot_interruption_bands WHERE {where} GROUP BY ALL ORDER BY instance_type, region""",
+        params,
+    )
 
 
 def spot_price_changes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Spot and on-demand $/h of each (provider, region, instance type) at every point either
     changed: from `price_history` (spot / on_demand rows) and, for AWS, `spot_prices` (per-zone
     points averaged per region and day) against `instance_types`' on-demand price."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         WITH ph AS (
             SELECT provider, region, instance_type, pricing, effective_from AS ts, CAST(price AS DOUBLE) AS price
             FROM price_history WHERE pricing IN ('spot', 'on_demand') AND price IS NOT NULL),
@@ -80,14 +94,17 @@ def spot_price_changes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
             GROUP BY 1, 2, 3, 4)
         SELECT * FROM hist WHERE on_demand_usd > 0 AND spot_usd IS NOT NULL
         UNION ALL SELECT * FROM aws
-        ORDER BY provider, region, instance_type, ts""")
+        ORDER BY provider, region, instance_type, ts""",
+    )
 
 
 def spot_mix_usage(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None) -> pl.DataFrame:
     """Per GPU resource billed only on-demand since ``start``: hours, cost, tags, and its runs (the
     longest stretch of consecutive billed hours is the job length an interruption can waste)."""
     where, params = filters(None, start, None)
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH h AS (
             SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
                    any_value(c."ProviderName") AS provider_name, any_value(c."x_Team") AS team,
@@ -112,55 +129,71 @@ def spot_mix_usage(con: duckdb.DuckDBPyConnection, *, start: datetime | None = N
                any_value(p.longest_run_hours) AS longest_run_hours, any_value(p.mean_run_hours) AS mean_run_hours
         FROM h JOIN per_run p USING (resource_id)
         GROUP BY h.resource_id HAVING bool_and(on_demand)
-        ORDER BY h.resource_id""", params)
+        ORDER BY h.resource_id""",
+        params,
+    )
 
 
 def fleet_spot_ratios(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None) -> pl.DataFrame:
     """What the fleet itself paid for spot: EffectiveCost / ListCost (on-demand list) of the GPU
     spot usage lines per (provider, region, instance type), with the hours behind it."""
     where, params = filters(None, start, None)
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT c."ProviderName" AS provider_name, c."RegionId" AS region, c."x_InstanceType" AS instance_type,
                CAST(sum(c."EffectiveCost") / sum(c."ListCost") AS DOUBLE) AS spot_ratio,
                count(*) AS spot_hours
         FROM cost_line_items c
         WHERE c."PricingCategory" = 'Dynamic' AND c."ChargeCategory" = 'Usage' AND {GPU_USAGE}
           AND c."ListCost" > 0 AND {where}
-        GROUP BY ALL ORDER BY ALL""", params)
+        GROUP BY ALL ORDER BY ALL""",
+        params,
+    )
 
 
 def spot_bands(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """The spot advisor's interruption band and typical saving per (provider, region, instance type), Linux."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT provider, region, instance_type, any_value(band_index) AS band_index,
                any_value(band_label) AS band_label, any_value(band_max_pct) AS band_max_pct,
                any_value(savings_pct) AS savings_pct, any_value(source) AS source
         FROM spot_interruption_bands WHERE os IS NULL OR os ILIKE 'linux%'
-        GROUP BY ALL ORDER BY ALL""")
+        GROUP BY ALL ORDER BY ALL""",
+    )
 
 
 def commitment_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """The latest catalogue price per (provider, region, instance type) for on-demand and 1-/3-year
     commitments, $/h (`price_history`; commitments are stored per hour)."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT provider, region, instance_type,
                CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'on_demand') AS DOUBLE) AS on_demand_usd,
                CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'commit_1y') AS DOUBLE) AS commit_1y_usd,
                CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'commit_3y') AS DOUBLE) AS commit_3y_usd,
                any_value(source) AS source
         FROM price_history WHERE pricing IN ('on_demand', 'commit_1y', 'commit_3y') AND price IS NOT NULL
-        GROUP BY ALL ORDER BY ALL""")
+        GROUP BY ALL ORDER BY ALL""",
+    )
 
 
 def fleet_commitment_ratios(con: duckdb.DuckDBPyConnection, *, start: datetime | None = None) -> pl.DataFrame:
     """What the fleet's own commitments cost against list: EffectiveCost / ListCost of the GPU usage
     lines covered by a commitment, per (provider, region, instance type) and commitment type."""
     where, params = filters(None, start, None)
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         SELECT c."ProviderName" AS provider_name, c."RegionId" AS region, c."x_InstanceType" AS instance_type,
                any_value(c."CommitmentDiscountType") AS commitment_type,
                CAST(sum(c."EffectiveCost") / sum(c."ListCost") AS DOUBLE) AS commit_ratio, count(*) AS hours
         FROM cost_line_items c
         WHERE c."PricingCategory" = 'Committed' AND c."ChargeCategory" = 'Usage' AND {GPU_USAGE}
           AND c."ListCost" > 0 AND {where}
-        GROUP BY 1, 2, 3 ORDER BY ALL""", params)
+        GROUP BY 1, 2, 3 ORDER BY ALL""",
+        params,
+    )

@@ -26,7 +26,9 @@ def rightsizing_resources(con: duckdb.DuckDBPyConnection, start: datetime) -> pl
     """Per billed GPU resource since ``start``: its cost, billed and measured hours, and the spread of
     its hourly utilisation (the busiest GPU's p95 in each hour) as quantiles, peak memory, SM/tensor
     activity. The rightsizing models (gpu_type, quantization) read this; one row per resource."""
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH cost AS ({_RIGHTSIZING_COST}),
         util AS (
             SELECT resource_id, hour, max(util_p95) AS util_p95, avg(util_mean) AS util_mean,
@@ -47,20 +49,26 @@ def rightsizing_resources(con: duckdb.DuckDBPyConnection, start: datetime) -> pl
         FROM (SELECT resource_id, hour, provider, team, region, instance_type, gpu_model, pricing_category, tags,
                      effective_cost, max(gpu_count) OVER (PARTITION BY resource_id) AS gpu_count FROM cost) cost
         LEFT JOIN util USING (resource_id, hour) LEFT JOIN {reference.INSTANCE_GPUS_SQL} inv USING (instance_type)
-        GROUP BY cost.resource_id ORDER BY cost.resource_id""", [start, start])
+        GROUP BY cost.resource_id ORDER BY cost.resource_id""",
+        [start, start],
+    )
 
 
 def rightsizing_gpus(con: duckdb.DuckDBPyConnection, start: datetime) -> pl.DataFrame:
     """Per GPU of each billed GPU resource since ``start``: hours measured, the p95 of its hourly p95
     utilisation, its peak memory. gpu_count reads this to count the GPUs a resource keeps busy."""
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH billed AS (SELECT DISTINCT resource_id FROM ({_RIGHTSIZING_COST}))
         SELECT m.resource_id, m.gpu_uuid, count(*) AS measured_hours,
                quantile_cont(m.util_p95, 0.95) AS util_p95, max(m.util_max) AS util_max,
                avg(m.util_mean) AS util_mean, max(m.mem_used_max_mib) AS mem_used_max_mib,
                max(m.mem_total_mib) AS mem_total_mib
         FROM gpu_metrics_hourly m JOIN billed USING (resource_id)
-        WHERE m.hour >= ? GROUP BY 1, 2 ORDER BY 1, 2""", [start, start])
+        WHERE m.hour >= ? GROUP BY 1, 2 ORDER BY 1, 2""",
+        [start, start],
+    )
 
 
 def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = False) -> pl.DataFrame:
@@ -84,7 +92,9 @@ def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = F
             WHERE NOT EXISTS (SELECT 1 FROM instance_types i WHERE i.region = p.region
                               AND i.instance_type = p.instance_type AND i.on_demand_usd_per_hour > 0)
               AND NOT EXISTS (SELECT 1 FROM billed b WHERE b.region = p.region AND b.instance_type = p.instance_type)"""
-    return frame(con, f"""
+    return frame(
+        con,
+        f"""
         WITH hours AS (
             SELECT lower(c."ProviderName") AS provider_name, c."RegionId" AS region,
                    c."x_InstanceType" AS instance_type, c."ResourceId" AS resource_id,
@@ -103,7 +113,7 @@ def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = F
                    CAST(on_demand_usd_per_hour AS DECIMAL(38, 15)) AS on_demand_usd_per_hour, 'catalogue' AS origin
             FROM instance_types WHERE gpu_count > 0 AND on_demand_usd_per_hour > 0
             UNION ALL BY NAME
-            SELECT {provider_code('provider_name')} AS provider,
+            SELECT {provider_code("provider_name")} AS provider,
                    region, instance_type, gpu_model, gpu_count,
                    CAST(on_demand_usd_per_hour AS DECIMAL(38, 15)) AS on_demand_usd_per_hour, 'billed' AS origin
             FROM billed b WHERE NOT EXISTS (SELECT 1 FROM instance_types i WHERE i.region = b.region
@@ -111,11 +121,17 @@ def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = F
             {extra})
         SELECT o.*, s.memory_gib, s.memory_bandwidth_gbps, s.fp32_tflops, s.fp16_tflops, s.bf16_tflops, s.int8_tops
         FROM offers o LEFT JOIN gpu_specs s USING (gpu_model)
-        ORDER BY provider, region, on_demand_usd_per_hour, instance_type""")
+        ORDER BY provider, region, on_demand_usd_per_hour, instance_type""",
+    )
 
 
 def reference_prices_table():
     """The shipped us-east-1 on-demand list (warehouse/data/aws_ondemand_karpenter.csv) as Arrow."""
     import pyarrow.csv as pacsv
-    return pacsv.read_csv(reference.KARPENTER_PRICES_PATH, convert_options=pacsv.ConvertOptions(
-        column_types={"region": "string", "instance_type": "string", "ondemand_usd_per_hour": "string"}))
+
+    return pacsv.read_csv(
+        reference.KARPENTER_PRICES_PATH,
+        convert_options=pacsv.ConvertOptions(
+            column_types={"region": "string", "instance_type": "string", "ondemand_usd_per_hour": "string"}
+        ),
+    )
