@@ -200,6 +200,7 @@ def generate(gpus: int, days: int) -> dict[str, Any]:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET memory_limit = '3GB'")
+    con.execute(f"SET temp_directory = '{home / 'tmp'}'")  # spills beside the cache, not in the working dir
     per_file = max(1, 1_000_000 // (hours * LINES_PER_HOUR))
     keys = []
     for number, first in enumerate(range(0, instances, per_file), start=1):
