@@ -79,7 +79,8 @@ def generate(line_items: int, gpus: int) -> Path:
                                         WHEN r % 20 = 11 AND h >= {METRIC_DAYS * 24 - 10} THEN 1.0
                                         ELSE 20 + (hash(r, i, h) % 75)::DOUBLE END AS u
                   FROM gpu, range({METRIC_DAYS * 24}) t(h))""")
-        con.execute("""INSERT INTO ingest_runs VALUES ('bench-cost', 'bench', 'focus_files', now(), now(), 'succeeded',
+        con.execute("""INSERT INTO ingest_runs (run_id, source, source_type, started_at, finished_at, status, rows,
+                       watermark, error) VALUES ('bench-cost', 'bench', 'focus_files', now(), now(), 'succeeded',
                        0, NULL, NULL), ('bench-metrics', 'metrics', 'dcgm_exporter', now(), now(), 'succeeded', 0, NULL,
                        NULL)""")
         con.execute("CHECKPOINT")
