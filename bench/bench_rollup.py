@@ -139,8 +139,9 @@ def add_hour(home: Path, gpus: int, days: int) -> None:
 
 def run(gpus: int, days: int) -> int:
     home = generate(gpus, days)
-    for stale in (home / "samples" / SOURCE).glob("day=*/new-hour.parquet"):
-        stale.unlink()
+    for stale in (home / "samples" / SOURCE).glob("day=*/*.parquet"):  # the last run's new hour and its scrapes
+        if stale.name != "base.parquet":
+            stale.unlink()
     for path in home.glob("gpufinops.duckdb*"):
         path.unlink()
     shutil.rmtree(home / ".duckdb_tmp", ignore_errors=True)
