@@ -54,3 +54,55 @@ def test_one_type_reference_prints_types_defaults_and_descriptions():
         [sys.executable, "-m", "gpufinops.ingest.core.docs", "nope"], capture_output=True, text=True, cwd=README.parent
     )
     assert bad.returncode == 2 and "unknown source type 'nope'" in bad.stderr
+
+
+def _table_after(heading: str) -> list[list[str]]:
+    """The cells of the first Markdown table after the line starting with ``heading``."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    first = next(i for i in range(start, len(lines)) if lines[i].startswith("|"))
+    rows = []
+    for line in lines[first + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_the_readme_command_table_lists_every_cli_command_and_no_other():
+    import argparse
+
+    from gpufinops.jobs import cli
+
+    parser = cli._parser()  # noqa: SLF001
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    documented = {cells[0].strip("`").split()[1] for cells in _table_after("| command | does |")}
+    assert documented == set(sub.choices)
+
+
+def test_the_readme_daemon_table_gives_the_code_s_default_schedules():
+    from gpufinops.jobs.serve_settings import DEFAULT_FEED, DEFAULT_RECOMMEND, DEFAULT_REPORT
+
+    rows = {cells[0].strip("`"): cells[1] for cells in _table_after("| job | default schedule |")}
+    for job, cron in (("recommend", DEFAULT_RECOMMEND), ("report", DEFAULT_REPORT), ("feed", DEFAULT_FEED)):
+        assert rows[job].startswith(f"`{cron}`"), (job, rows[job])
+
+
+def test_the_readme_freshness_table_gives_the_code_s_expected_lags():
+    import re
+
+    from gpufinops.warehouse.freshness import EXPECTED_LAG_HOURS
+
+    documented: dict[str, float] = {}
+    for types, lag in _table_after("| source types | expected lag |"):
+        # "`aws_spot_prices` | 24 h; `aws_pricing`, `gcp_catalog` 7 days": each name takes the next figure
+        text = f"{types} {lag}"
+        pending: list[str] = []
+        for token in re.finditer(r"`(\w+)`|(\d+) (h|days?)\b", text):
+            if token.group(1):
+                pending.append(token.group(1))
+            else:
+                hours = float(token.group(2)) * (24 if token.group(3).startswith("day") else 1)
+                documented |= {name: hours for name in pending}
+                pending = []
+    assert documented == {name: hours for name, (_, hours) in EXPECTED_LAG_HOURS.items()}
