@@ -27,7 +27,7 @@ import pyarrow as pa
 from gpufinops.ingest.aws import aws_common
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
-from gpufinops.ingest.metrics import metrics_attribution
+from gpufinops.ingest.metrics import metrics_attribution, metrics_store
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 from gpufinops.warehouse.schema import GPU_METRICS_HOURLY
 
@@ -195,8 +195,8 @@ class CloudWatchGpu:
     meta = IngestorMeta(
         name="cloudwatch_gpu",
         target_table="gpu_metrics_hourly",
-        key=("source", "hour", "gpu_uuid", "mig_instance"),
-        slice_expr="strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')",
+        key=metrics_store.GPU_HOURLY_KEY,
+        slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
         cursor="hour (last complete hour loaded)",
         lookback=timedelta(hours=3),
@@ -228,7 +228,8 @@ class CloudWatchGpu:
         new = hourly_table(values, ctx.source, ctx.run_id)
         log.info("%s: %d GPU series, %d GPU-hours from %s to %s", ctx.source, len(gpus), new.num_rows, start, end)
         hours = [
-            (start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))
+            (start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
+            for h in range(int((end - start) / timedelta(hours=1)))
         ]
         if not ctx.window.full_refresh and self._unchanged(ctx, new, start, end):
             return FetchResult(rules, state, watermark=end.isoformat(), skipped_reason="no new or changed hours")

@@ -268,8 +268,8 @@ class DcgmExporter:
     meta = IngestorMeta(
         name="dcgm_exporter",
         target_table="gpu_metrics_hourly",
-        key=("source", "hour", "gpu_uuid", "mig_instance"),
-        slice_expr="strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')",
+        key=metrics_store.GPU_HOURLY_KEY,
+        slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
         cursor="files of the sample store's day partitions",
         lookback=timedelta(0),

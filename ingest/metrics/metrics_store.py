@@ -74,6 +74,11 @@ SAMPLE_SCHEMA = pa.schema(
     ]
 )
 WORKLOAD_COLUMNS = ("namespace", "pod", "container")
+# gpu_metrics_hourly as the hourly metrics sources load it: unique per (source, hour, GPU, MIG slice),
+# replaced one UTC hour at a time; HOUR_FORMAT writes an hour as HOUR_SLICE_SQL renders it.
+GPU_HOURLY_KEY = ("source", "hour", "gpu_uuid", "mig_instance")
+HOUR_FORMAT = "%Y-%m-%dT%H"
+HOUR_SLICE_SQL = f"strftime(\"hour\" AT TIME ZONE 'UTC', '{HOUR_FORMAT}')"
 COMPACT_AFTER_FILES = 32
 # Parquet key-value metadata of a sample file in which one GPU (or slice) has several rows at one time
 # (one per workload sharing it): the rollup must then group per time (see ``needs_dedup``).
@@ -209,7 +214,7 @@ def may_overlap(files: list[str]) -> bool:
 def _hour_range(start: datetime, end: datetime) -> list[str]:
     hours, hour = [], start.replace(minute=0, second=0, microsecond=0)
     while hour <= end:
-        hours.append(hour.strftime("%Y-%m-%dT%H"))
+        hours.append(hour.strftime(HOUR_FORMAT))
         hour += timedelta(hours=1)
     return hours
 
@@ -256,7 +261,7 @@ def _runs(hours: list[str]) -> list[tuple[str, str]]:
     """Sorted hours ('YYYY-MM-DDTHH') as [start, end) runs of consecutive hours."""
     runs: list[list[datetime]] = []
     for text in sorted(hours):
-        hour = datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+        hour = datetime.strptime(text, HOUR_FORMAT).replace(tzinfo=UTC)
         if runs and runs[-1][1] == hour:
             runs[-1][1] = hour + timedelta(hours=1)
         else:

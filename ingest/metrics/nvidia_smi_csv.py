@@ -161,7 +161,7 @@ class NvidiaSmiCsv:
     meta = IngestorMeta(
         name="nvidia_smi_csv",
         target_table="gpu_metrics_hourly",
-        key=("source", "hour", "gpu_uuid", "mig_instance"),
+        key=metrics_store.GPU_HOURLY_KEY,
         slice_expr="CAST(date_trunc('day', \"hour\") AS VARCHAR)",
         source_column="source",
         cursor="file fingerprints (size, mtime)",

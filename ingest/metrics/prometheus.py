@@ -33,7 +33,7 @@ from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import bad_figure, rejects_table
-from gpufinops.ingest.metrics import metrics_attribution, workloads
+from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.scrape import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
 from gpufinops.warehouse.schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
 
@@ -223,8 +223,8 @@ class Prometheus:
     meta = IngestorMeta(
         name="prometheus",
         target_table="gpu_metrics_hourly",
-        key=("source", "hour", "gpu_uuid", "mig_instance"),
-        slice_expr="strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')",
+        key=metrics_store.GPU_HOURLY_KEY,
+        slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
         cursor="hour (last complete hour loaded)",
         lookback=timedelta(hours=3),
@@ -257,7 +257,7 @@ class Prometheus:
         running = con.sql(workloads.partials_sql("_prometheus_partials", source=ctx.source, run_id=ctx.run_id)
                           ).to_arrow_table().cast(GPU_WORKLOADS_HOURLY)
         con.unregister("_prometheus_partials")
-        hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(int((end - start) / timedelta(hours=1)))]
+        hours = [(start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT) for h in range(int((end - start) / timedelta(hours=1)))]
         watermark = end.isoformat()
         rules = metrics_attribution.rules_batches(ctx, resource_map, namespace_teams)
         refused = [validate.rejects_batch(rejects_table(ctx, rejects), [r["file"] for r in rejects])] if rejects else []
