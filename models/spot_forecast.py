@@ -18,14 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 import polars as pl
-from sklearn.linear_model import Ridge
 
 from gpufinops.models.frames import as_datetime
 from gpufinops.warehouse import queries
+
+if TYPE_CHECKING:  # scikit-learn is imported where a ridge is fitted: ~0.9 s that every command validating
+    from sklearn.linear_model import Ridge  # a [models] section (and the dashboard) would otherwise pay
 
 GCP_HISTORY_CSV = (
     Path(__file__).resolve().parent.parent
@@ -187,6 +190,8 @@ def fit_shrunk(
 ) -> tuple[Ridge, float]:
     """Fit the ridge, and a shrinkage toward the last value (0 = last value, 1 = the regression) chosen on
     the most recent ``validation_weeks`` of the training targets by a fit that did not see them."""
+    from sklearn.linear_model import Ridge
+
     cut = until - np.timedelta64(7 * (h + params.validation_weeks), "D")
     inner, valid = train & (weeks + np.timedelta64(7 * h, "D") <= cut), train & (weeks > cut)
     shrink = 1.0
