@@ -122,9 +122,9 @@ def load_current(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: 
 
 
 def savings_figure(spend: Spend, label: str) -> Decimal:
-    """One number, computed where every other total is (models.plans.total: primary and step objects)."""
-    rows = spend.savings.filter(pl.col("status") == SAVINGS_STATUS[label])
-    return plans.total(rows.to_dicts())
+    """One number, computed where every other total is (models.plans.total: primary and step objects),
+    for the one status ``label`` stands for (identified = open, accepted, realised = applied)."""
+    return plans.total(spend.savings.to_dicts(), statuses=(SAVINGS_STATUS[label],))
 
 
 def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | None:

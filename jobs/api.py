@@ -204,26 +204,32 @@ def create_app(
 
     @app.get("/v1/savings")
     def savings(
-        request: Request, team: str | None = None, status: str = "open", scope: Scope = Depends(caller)
+        request: Request, team: str | None = None, status: str | None = None, scope: Scope = Depends(caller)
     ) -> Response:
         """The one savings total (models.plans.total) of the caller's recommendations: primary and step
-        objects of each resource's plan; alternatives are counted apart and never added."""
+        objects of each resource's plan, open or accepted (``status`` asks for one status's figure);
+        alternatives are counted apart and never added, and ``left_out_by_decision`` counts the
+        dismissed and applied findings the total leaves out."""
         from gpufinops.jobs.export import objects
         from gpufinops.models import plans
 
-        if status not in objects.STATUSES:
+        if status is not None and status not in objects.STATUSES:
             raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(objects.STATUSES)})")
         teams = _teams_for(scope, team)
+        statuses = (status,) if status else plans.OUTSTANDING
 
         def figures(con):
-            recs = objects.load(con, team=teams, status=status)
-            counted = [r for r in recs if plans.counted(r)]
+            recs = objects.load(con, team=teams)
+            chosen = [r for r in recs if r["status"] in statuses]
+            counted = [r for r in chosen if plans.counted(r, statuses)]
             return {
                 "status": status,
-                "monthly_savings_usd": float(plans.total(recs)),
+                "statuses": list(statuses),
+                "monthly_savings_usd": float(plans.total(chosen, statuses)),
                 "plans": len({r["plan_id"] for r in counted}),
                 "actions": len(counted),
-                "alternatives": len(recs) - len(counted),
+                "alternatives": sum(1 for r in chosen if r.get("plan") not in plans.COUNTED),
+                "left_out_by_decision": len(plans.left_out(recs)),
             }
 
         return _etag_response(request, read(figures))

@@ -203,57 +203,8 @@ def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import output, progress
-    from gpufinops.models.registry import MODELS
-    from gpufinops.models.run import analyse
-    from gpufinops.warehouse import db
-    with progress.steps(len(MODELS), "recommend") as step, \
-            db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, create=False) as con:  # models need data
-        run = analyse(con, [args.kind] if args.kind else None, settings=cfg.models,  # every model runs
-                      on_model=lambda kind, done: step.done() if done else step.start(f"model {kind}"))
-    recs, withheld = run.recommendations, run.withheld
-    if args.team:
-        recs = [r for r in recs if r.team == args.team]
-        withheld = [w for w in withheld if w.team == args.team]
-    if args.format == "json":
-        print(json.dumps([r.to_dict() for r in recs], indent=2))
-        return 0
-    if args.format == "csv":
-        from gpufinops.models.recommendation import flat_csv
-        output.write(flat_csv([r.to_dict() for r in recs]))
-        return 0
-    from gpufinops.jobs import tables
-    from gpufinops.models import plans
-    if recs:
-        tables.print_recommendations(recs)
-        counted = [r for r in recs if plans.counted(r)]
-        print(f"\ntotal: {output.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s) "
-              f"({len(counted)} action(s); {len(recs) - len(counted)} alternative(s), never added)")
-    else:
-        print("no recommendations")
-    _print_withheld(withheld, args.show_withheld)
-    return 0
-
-
-def _print_withheld(withheld: list, show: bool) -> None:
-    """A line per withhold reason and count; with ``show``, every withheld finding."""
-    from gpufinops.jobs import tables
-    counts: dict[str, int] = {}
-    for w in withheld:
-        counts[w.reason] = counts.get(w.reason, 0) + 1
-    if not counts:
-        return
-    print()
-    for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        print(f"withheld: {n} × {reason.replace('_', ' ')}")
-    if not show:
-        from rich.padding import Padding
-
-        from gpufinops.jobs import output
-        output.emit(output.console(), Padding("(gpufinops recommend --show-withheld lists each with the missing fact "
-                                              "and the source that provides it)", (0, 0, 0, 2)))  # wrapped, indented
-        return
-    tables.print_withheld(withheld)
+    from gpufinops.jobs import recommend_cmd
+    return recommend_cmd.run(cfg, args)
 
 
 def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:

@@ -78,7 +78,18 @@ def _rec_row(rec) -> dict[str, Any]:
         "action": rec.proposed.get("action"),
         "monthly_savings_usd": rec.monthly_savings_usd,
         "confidence": rec.confidence,
+        "status": rec.status,
     }
+
+
+STATUS = Col("status", "Status", TEXT, no_wrap=True)
+
+
+def _with_status(columns: tuple[Col, ...], recs) -> tuple[Col, ...]:
+    """The columns, with the stored status beside the kind once any finding has been decided on."""
+    if all(r.status == "open" for r in recs):
+        return columns
+    return (columns[0], STATUS, *columns[1:])
 
 
 def print_summary(
@@ -104,10 +115,14 @@ def print_summary(
     ]
     output.print_table(spend, SPEND_COLUMNS, out=out, width=width)
     counted = [r for r in recs if plans.counted(r)]
+    alternatives = sum(1 for r in recs if r.plan not in plans.COUNTED)
     p(
         f"\nSavings: {output.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s), one per "
-        f"resource ({len(counted)} action(s); {len(recs) - len(counted)} alternative(s) listed, never added)"
+        f"resource ({len(counted)} action(s); {alternatives} alternative(s) listed, never added)"
     )
+    dropped = plans.left_out(recs)
+    if dropped:  # the warehouse's decisions (a re-run keeps them)
+        p(f"  left out of the total because of decisions: {len(dropped)} finding(s) dismissed or applied")
     others, idle = [r for r in recs if r.kind != "idle_gpu"], [r for r in recs if r.kind == "idle_gpu"]
     p(f"\nIdle GPUs: {len(idle)} finding(s), {output.money(plans.total(idle))}/month")
     output.print_table(
@@ -119,7 +134,7 @@ def print_summary(
             }
             for r in idle
         ],
-        IDLE_COLUMNS,
+        _with_status(IDLE_COLUMNS, idle),
         out=out,
         width=width,
     )
@@ -129,7 +144,9 @@ def print_summary(
         below = " (on-prem vs cloud below)" if onprem else ""
         p(f"\nOther findings: {len(others)}, {output.money(plans.total(others))}/month counted{below}")
         if listed:
-            output.print_table([_rec_row(r) for r in listed], FINDING_COLUMNS, out=out, width=width)
+            output.print_table(
+                [_rec_row(r) for r in listed], _with_status(FINDING_COLUMNS, listed), out=out, width=width
+            )
     if onprem:  # the whole sentence: it carries the cost per used GPU-hour and the break-even utilisation
         p("\nOn-prem vs cloud (cost per used GPU-hour, break-even utilisation):")
         facts = {id(r) for r in comparison}  # verdicts, not savings: no saving to show

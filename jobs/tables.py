@@ -7,6 +7,7 @@ the table a command prints is defined once (``recommend``, ``demo`` and ``ingest
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import IO, Any
 
 from gpufinops.jobs import output
@@ -16,6 +17,7 @@ from gpufinops.models.recommendation import flat_row
 RECOMMENDATION_COLUMNS = (
     Col("monthly_savings_usd", "Savings/mo", MONEY),
     Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("status", "Status", TEXT, no_wrap=True, hide_below=120),  # always shown once a finding is decided
     Col("team", "Team", TEXT, no_wrap=True),
     Col("provider", "Cloud", TEXT, no_wrap=True, hide_below=90),
     Col("resource_id", "Resource", ID),
@@ -51,11 +53,13 @@ def print_recommendations(
     recs: Sequence[Any], *, out: IO[str] | None = None, width: int | None = None, title: str | None = None
 ) -> None:
     width = width or output.terminal_width(out)
-    hidden = [c for c in RECOMMENDATION_COLUMNS if c not in output.shown_columns(RECOMMENDATION_COLUMNS, width)]
+    rows = recommendation_rows(recs)
+    columns = RECOMMENDATION_COLUMNS
+    if any(row.get("status") not in (None, "open") for row in rows):  # a decision: its status is always shown
+        columns = tuple(replace(c, hide_below=0) if c.key == "status" else c for c in columns)
+    hidden = [c for c in columns if c not in output.shown_columns(columns, width)]
     caption = HIDDEN_ID_CAPTION if any(c.key == "id" for c in hidden) else None
-    output.print_table(
-        recommendation_rows(recs), RECOMMENDATION_COLUMNS, out=out, width=width, title=title, caption=caption
-    )
+    output.print_table(rows, columns, out=out, width=width, title=title, caption=caption)
 
 
 SOURCE_COLUMNS = (

@@ -18,8 +18,10 @@ candidates of one resource become one plan (``plan_id``, shared by its objects):
   candidate whose saving is conditional (``evidence.conditional``: packing other work onto spare GPUs).
 
 :func:`total` is the one place a savings total is computed: the sum over ``primary`` and ``step``
-objects. The CLI, the demo, the dashboard, the weekly report, the API and the exports all call it (or
-its SQL twin ``COUNTED_SQL`` over the stored recommendations).
+objects whose stored status is still to act on (``open`` or ``accepted``): a dismissed or applied finding
+is never in a total (:func:`left_out` lists those a decision took out). The CLI, the demo, the dashboard,
+the weekly report, the API and the exports all call it (or its SQL twin ``COUNTED_SQL`` over the stored
+recommendations), on objects read through the one read model (``warehouse.queries.RECOMMENDATION_VIEW``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ FAMILIES = {
 }
 ORDER = ("usage", "rightsize", "purchase")
 COUNTED = ("primary", "step")
-COUNTED_SQL = "plan IN ('primary', 'step')"  # the same rule over the recommendations table
+OUTSTANDING = ("open", "accepted")  # statuses a total counts: dismissed and applied findings never add up
+COUNTED_SQL = "plan IN ('primary', 'step') AND status IN ('open', 'accepted')"  # the same rule in SQL
 ZERO = Decimal(0)
 
 
@@ -146,16 +149,27 @@ def _after(step: Recommendation, before: Recommendation) -> None:
         }
 
 
-def counted(rec: Recommendation | dict[str, Any]) -> bool:
-    plan = rec.get("plan") if isinstance(rec, dict) else rec.plan
-    return plan in COUNTED
+def _get(rec: Recommendation | dict[str, Any], key: str, default: Any = None) -> Any:
+    return rec.get(key, default) if isinstance(rec, dict) else getattr(rec, key, default)
 
 
-def total(recs: Iterable[Recommendation | dict[str, Any]]) -> Decimal:
-    """The monthly savings of a set of recommendations: primary and step objects only, each once."""
+def counted(rec: Recommendation | dict[str, Any], statuses: tuple[str, ...] = OUTSTANDING) -> bool:
+    """In a total: a primary or step object whose status is one of ``statuses`` (open or accepted)."""
+    return _get(rec, "plan") in COUNTED and (_get(rec, "status") or "open") in statuses
+
+
+def left_out(recs: Iterable[Recommendation | dict[str, Any]]) -> list[Recommendation | dict[str, Any]]:
+    """The primary and step objects a decision took out of the total (dismissed or applied)."""
+    return [r for r in recs if _get(r, "plan") in COUNTED and not counted(r)]
+
+
+def total(recs: Iterable[Recommendation | dict[str, Any]], statuses: tuple[str, ...] = OUTSTANDING) -> Decimal:
+    """The monthly savings of a set of recommendations: primary and step objects only, each once, of the
+    findings still to act on (``statuses``: open and accepted; the dashboard's "realised" figure passes
+    ``("applied",)``)."""
     out = ZERO
     for rec in recs:
-        if counted(rec):
+        if counted(rec, statuses):
             value = rec.get("monthly_savings_usd") if isinstance(rec, dict) else rec.monthly_savings_usd
             out += Decimal(str(value or 0))
     return money(out)

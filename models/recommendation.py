@@ -75,12 +75,39 @@ class Recommendation:
     # One plan per resource (models/plans.py): "primary" | "step" | "alternative", and the id its objects share.
     plan: str | None = None
     plan_id: str | None = None
+    # The latest decision recorded on the finding (the read model's; None for a model's fresh output).
+    decision: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=False)
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> Recommendation:
+        """A stored finding's object (``jobs.export.objects``: the read model) as a record, status and
+        decision included; money back to exact cents."""
+        created = obj.get("created_at")
+        return cls(
+            id=str(obj["id"]),
+            kind=str(obj["kind"]),
+            team=obj.get("team"),
+            provider=obj.get("provider"),
+            resource_id=obj.get("resource_id"),
+            workload=obj.get("workload"),
+            plan=obj.get("plan"),
+            plan_id=obj.get("plan_id"),
+            decision=obj.get("decision"),
+            current=dict(obj.get("current") or {}),
+            proposed=dict(obj.get("proposed") or {}),
+            evidence=dict(obj.get("evidence") or {}),
+            monthly_savings_usd=money(Decimal(str(obj.get("monthly_savings_usd") or 0))),
+            confidence=float(obj.get("confidence") or 0.0),
+            risk=obj.get("risk") or "",
+            created_at=datetime.fromisoformat(created) if isinstance(created, str) else created or datetime.now(UTC),
+            status=obj.get("status") or "open",
+        )
 
 
 # Why a model made no finding on a resource it looked at, and what would let it: every withhold
@@ -198,6 +225,8 @@ FLAT_COLUMNS = (
     "pattern",
     "change",
     "plan_id",
+    "status",
+    "decision",
 )
 CHANGE_KEYS = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
 
@@ -227,6 +256,9 @@ def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
 
     current, proposed, evidence = part("current"), part("proposed"), part("evidence")
     savings = rec.get("monthly_savings_usd")
+    decision = rec.get("decision")  # the object's {"decision": …} or the read model's column
+    if isinstance(decision, dict):
+        decision = decision.get("decision")
     return {
         "id": rec.get("id"),
         "plan": rec.get("plan"),
@@ -240,6 +272,8 @@ def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
         "action": proposed.get("action"),
         "pattern": evidence.get("pattern"),
         "change": change_text(current, proposed),
+        "status": rec.get("status"),
+        "decision": decision or None,
     }
 
 

@@ -151,7 +151,8 @@ def test_recommendation_objects_follow_the_contract(api):
             "status",
             "plan",
             "plan_id",
-        ]  # CONTRACT's addition: one resource's plan
+            "decision",
+        ]  # additions: one resource's plan; the latest decision (null until someone decides)
         assert isinstance(obj["monthly_savings_usd"], float)  # money as a JSON number
         assert Decimal(str(obj["monthly_savings_usd"])) == rec.monthly_savings_usd
         assert obj["current"] == rec.to_dict()["current"] and obj["proposed"] == rec.to_dict()["proposed"]

@@ -26,6 +26,7 @@ TABLE_COLUMNS = (
     "action",
     "confidence",
     "status",
+    "decision",
     "workload",
     "risk",
     "change",
@@ -130,7 +131,8 @@ def main() -> None:
     cols[1].metric(
         "Monthly savings shown",
         f"{money(plans.total(shown.to_dicts()))}/month",
-        help="primary and step objects of each resource's plan; alternatives are shown, never added",
+        help="primary and step objects of each resource's plan, open or accepted; alternatives are shown, "
+        "never added, and a dismissed or applied finding is never in a total",
     )
     cols[2].download_button(
         "Download CSV",

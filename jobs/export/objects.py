@@ -2,6 +2,9 @@
 
 The API, every export and the webhook hand out the same objects: ``current``/``proposed``/
 ``evidence`` parsed from their JSON columns, money as JSON numbers, ``created_at`` ISO-8601 UTC.
+The rows come from the one read model (``warehouse.queries.RECOMMENDATION_VIEW``): ``status`` is the
+stored one and ``decision`` the latest decision recorded on the finding (``{"decision", "reason",
+"actor", "decided_at"}``), or null when nobody decided. ``gpufinops recommend`` prints these objects too.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ FIELDS = (
     "status",
     "plan",
     "plan_id",
+    "decision",
 )
 JSON_FIELDS = ("current", "proposed", "evidence")
 STATUSES = ("open", "accepted", "dismissed", "applied")
@@ -50,6 +54,9 @@ def to_object(row: dict[str, Any]) -> dict[str, Any]:
     rather than failing the whole feed)."""
     out: dict[str, Any] = {}
     for name in FIELDS:
+        if name == "decision":
+            out[name] = decision_of(row)
+            continue
         value = row.get(name)
         if name in JSON_FIELDS:
             try:
@@ -58,6 +65,18 @@ def to_object(row: dict[str, Any]) -> dict[str, Any]:
                 value = {}
         out[name] = _plain(value)
     return out
+
+
+def decision_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The latest decision on a finding as the object's ``decision`` (None when nobody decided)."""
+    if not row.get("decision"):
+        return None
+    return {
+        "decision": row["decision"],
+        "reason": row.get("decision_reason") or "",
+        "actor": row.get("decided_by"),
+        "decided_at": _plain(row.get("decided_at")),
+    }
 
 
 def from_frame(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -70,8 +89,16 @@ def load(
     team: str | list[str] | None = None,
     kind: str | None = None,
     status: str | None = None,
+    ids: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The stored recommendations matching the filters, largest savings first."""
     from gpufinops.warehouse import queries
 
-    return from_frame(queries.recommendations(con, kind=kind, team=team, status=status))
+    return from_frame(queries.recommendations(con, kind=kind, team=team, status=status, ids=ids))
+
+
+def of_run(con: duckdb.DuckDBPyConnection, recs: list[Any]) -> list[dict[str, Any]]:
+    """The findings a model run just produced and stored, as the store now holds them (its status and
+    decision, not the run's fresh ``open``), in the run's order: what ``recommend`` and the demo print."""
+    stored = {o["id"]: o for o in load(con, ids=[r.id for r in recs])}
+    return [stored[r.id] for r in recs if r.id in stored]

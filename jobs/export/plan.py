@@ -34,7 +34,7 @@ from gpufinops.models import plans
 from gpufinops.models.recommendation import provider_code
 
 SIZE_KINDS = ("gpu_count", "gpu_type", "quantization")
-ACTIONABLE = ("open", "accepted")
+ACTIONABLE = plans.OUTSTANDING  # what a total counts is what a scheduler carries out
 
 
 def plan_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

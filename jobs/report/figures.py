@@ -101,7 +101,7 @@ class WeekFigures:
 
 
 def open_savings(recs: list[dict[str, Any]]) -> Decimal:
-    """Monthly savings of open recommendations: the one total (models.plans.total), each resource's plan
+    """Monthly savings of open (and accepted) recommendations: the one total (models.plans.total), each resource's plan
     counted once (primary and steps); alternatives for a resource cannot both be taken and never add up."""
     return plans.total(recs)
 
@@ -216,10 +216,12 @@ def _idle_hours(
 
 
 def _open_recommendations(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict[str, Any]]:
-    frame = queries.recommendations(con, status="open", team=scope.team_filter)
+    """The findings still to act on (open or accepted, ``models.plans.OUTSTANDING``), through the one
+    read model: a dismissed or applied finding is in no figure of the report."""
+    frame = queries.recommendations(con, team=scope.team_filter)
     rows = []
     for row in frame.iter_rows(named=True):
-        if not scope.allows(row["team"]):
+        if not scope.allows(row["team"]) or row["status"] not in plans.OUTSTANDING:
             continue
         for key in ("current", "proposed", "evidence"):
             row[key] = json.loads(row[key]) if isinstance(row[key], str) else (row[key] or {})

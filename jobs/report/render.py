@@ -40,6 +40,8 @@ CSV_COLUMNS = (
     "created_at",
     "plan",
     "plan_id",
+    "status",
+    "decision",
 )
 
 
@@ -191,6 +193,8 @@ def _csv(figures: WeekFigures) -> bytes:
                 created.astimezone(UTC).isoformat() if isinstance(created, datetime) else created,
                 rec.get("plan") or "",
                 rec.get("plan_id") or "",
+                rec.get("status") or "",
+                rec.get("decision") or "",
             ]
         )
     return buffer.getvalue().encode()

@@ -7,6 +7,19 @@ import polars as pl
 
 from gpufinops.warehouse.queries.fragments import filters, frame
 
+# The one read model of a recommendation: the stored row (its status is the store's, which a decision
+# sets and a model run keeps) joined with the latest decision recorded on it (``decision``,
+# ``decision_reason``, ``decided_by``, ``decided_at``; NULL when nobody decided). Every query below that
+# hands recommendations to a surface reads this view, never the bare table.
+RECOMMENDATION_VIEW = """(
+    SELECT r.*, d.decision, d.reason AS decision_reason, d.actor AS decided_by, d.decided_at
+    FROM recommendations r
+    LEFT JOIN (
+        SELECT recommendation_id, decision, reason, actor, decided_at,
+               row_number() OVER (PARTITION BY recommendation_id ORDER BY decided_at DESC, decision) AS newest
+        FROM decisions) d ON d.recommendation_id = r.id AND d.newest = 1
+)"""
+
 
 def recommendations(
     con: duckdb.DuckDBPyConnection,
@@ -14,19 +27,26 @@ def recommendations(
     kind: str | None = None,
     team: str | list[str] | None = None,
     status: str | None = None,
+    ids: list[str] | None = None,
 ) -> pl.DataFrame:
-    clauses, params = ["TRUE"], []
+    """Stored recommendations through :data:`RECOMMENDATION_VIEW` (status and latest decision), largest
+    savings first; ``ids`` keeps only those (e.g. the findings one model run produced)."""
+    clauses: list[str] = ["TRUE"]
+    params: list[object] = []
     if kind:
         clauses.append("kind = ?")
         params.append(kind)
     if status:
         clauses.append("status = ?")
         params.append(status)
+    if ids is not None:
+        clauses.append("id IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(ids))
     where_team, team_params = filters(team, None, None, team_col="team")
     return frame(
         con,
         f"""
-        SELECT * FROM recommendations WHERE {" AND ".join(clauses)} AND {where_team}
+        SELECT * FROM {RECOMMENDATION_VIEW} WHERE {" AND ".join(clauses)} AND {where_team}
         ORDER BY monthly_savings_usd DESC, id""",
         params + team_params,
     )
@@ -84,7 +104,8 @@ def withheld_counts(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | N
 
 def savings_by_status(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> pl.DataFrame:
     """Every recommendation's status, plan role and monthly savings (open = identified, accepted,
-    applied = realised): totals over them are ``models.plans.total`` (primary and step objects only)."""
+    applied = realised): totals over them are ``models.plans.total`` (primary and step objects of open
+    and accepted findings; ``statuses=`` picks another status's figure)."""
     where, params = filters(team, None, None, team_col="team")
     return frame(
         con,
@@ -100,7 +121,7 @@ def dashboard_recommendation(
 ) -> pl.DataFrame:
     """One recommendation, or none when it does not exist or lies outside the caller's teams."""
     where, params = filters(team, None, None, team_col="team")
-    return frame(con, f"SELECT * FROM recommendations WHERE id = ? AND {where}", [recommendation_id] + params)
+    return frame(con, f"SELECT * FROM {RECOMMENDATION_VIEW} WHERE id = ? AND {where}", [recommendation_id] + params)
 
 
 def decisions_log(
@@ -123,7 +144,7 @@ def decisions_log(
 
 def recommendation_by_id(con: duckdb.DuckDBPyConnection, recommendation_id: str) -> pl.DataFrame:
     """One stored recommendation (zero rows when there is none); the caller applies its scope."""
-    return frame(con, "SELECT * FROM recommendations WHERE id = ?", [recommendation_id])
+    return frame(con, f"SELECT * FROM {RECOMMENDATION_VIEW} WHERE id = ?", [recommendation_id])
 
 
 def undelivered_recommendations(
@@ -141,7 +162,7 @@ def undelivered_recommendations(
         WITH delivered AS (
             SELECT DISTINCT unnest(from_json(d.recommendation_ids, '["VARCHAR"]')) AS id
             FROM webhook_deliveries d WHERE d.url = ? AND d.status = 'delivered')
-        SELECT r.* FROM recommendations r
+        SELECT r.* FROM {RECOMMENDATION_VIEW} r
         WHERE r.status <> 'dismissed' AND r.id NOT IN (SELECT id FROM delivered)
           AND {kind_clause} AND {where_team}
         ORDER BY r.created_at, r.id""",
