@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import cast
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -21,6 +21,7 @@ from gpufinops.dashboard.common import data_version, db_path, money, money_frame
 from gpufinops.dashboard.recommendation_list import short_resource
 from gpufinops.models import plans
 from gpufinops.warehouse import allocation_queries, queries
+from gpufinops.warehouse.labels import NO_TEAM
 
 SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
 
@@ -37,32 +38,38 @@ class Spend:
     anomalies: pl.DataFrame | None
     allocated_gpu_month_to_date: Decimal = Decimal(0)  # its workloads' share of shared GPUs
     unallocated_gpu_month_to_date: Decimal = Decimal(0)  # idle capacity of shared GPUs it carries
+    outlook: Any = None  # models.outlook.Outlook of the month the newest data falls in (None: no forecast)
 
 
 def _forecast(
     con: duckdb.DuckDBPyConnection, teams: list[str] | None, as_of: datetime, start: datetime
-) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
-    """Forecast and anomalies from models.forecast, when that model is present."""
+) -> tuple[pl.DataFrame | None, pl.DataFrame | None, Any]:
+    """Forecast, anomalies and this month's outlook (``models.outlook.month_outlook``: the number the
+    budgets, the report and the API quote) from the forecast model, when it is present."""
     try:
         from gpufinops.models.forecast import cost_anomalies, cost_forecast
+        from gpufinops.models.outlook import month_outlook
     except ImportError:
-        return None, None
-    # the forecast model's as_of is the first day not known yet: the day after the last day of data
+        return None, None, None
+    outlook = month_outlook(con, teams)
+    # the forecast model's as_of is the first day not known yet (the outlook's, else the day after the data)
+    first_unknown = outlook.first_unknown_day if outlook is not None else as_of + timedelta(days=1)
     return (
-        cost_forecast(con, teams=teams, as_of=as_of + timedelta(days=1)),
+        cost_forecast(con, teams=teams, as_of=first_unknown),
         cost_anomalies(con, teams=teams, start=start, end=as_of + timedelta(days=1)),
+        outlook,
     )
 
 
 def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, forecaster=_forecast) -> Spend:
     as_of = queries.latest_charge_day(con, team=teams)
     if as_of is None:
-        return Spend(None, None, Decimal(0), Decimal(0), pl.DataFrame(), pl.DataFrame(), None, None)
+        return Spend(None, None, Decimal(0), Decimal(0), pl.DataFrame(), pl.DataFrame(), None, None, outlook=None)
     month_start, month_end = month_bounds(as_of)
     start = min(window_start(as_of, days), month_start)
     daily = allocation_queries.team_spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
     mtd = daily.filter(pl.col("day") >= month_start)
-    forecast, anomalies = forecaster(con, teams, as_of, start)
+    forecast, anomalies, outlook = forecaster(con, teams, as_of, start)
     return Spend(
         as_of,
         month_start,
@@ -74,6 +81,7 @@ def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, for
         anomalies,
         total(mtd, "allocated_gpu_cost"),
         total(mtd, "unallocated_gpu_cost"),
+        outlook=outlook,
     )
 
 
@@ -128,17 +136,13 @@ def savings_figure(spend: Spend, label: str) -> Decimal:
 
 
 def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | None:
-    """(month, forecast, lower, upper) of the month being forecast, summed over the teams and providers
-    in scope. The month is the one after the last day of data (the next one when the data ends on
-    a month's last day). Summed interval bounds are conservative (wider than the sum's own)."""
-    if spend.forecast is None or spend.forecast.is_empty():
+    """(month, forecast, lower, upper) of the month the newest cost data falls in, for the teams in
+    scope: ``models.outlook``'s, the one number the budgets, the report and the API quote (a complete
+    month's forecast is its actual, with a zero-width interval)."""
+    if spend.outlook is None:
         return None
-    rows = spend.forecast.filter(pl.col("horizon") == "month_end")
-    if rows.is_empty():
-        return None
-    first = cast(date, rows["month"].min())  # a DATE column of a non-empty frame
-    month = f"{first:%B %Y}"
-    return month, total(rows, "forecast_usd"), total(rows, "lower_usd"), total(rows, "upper_usd")
+    o = spend.outlook
+    return f"{o.period_start:%B %Y}", o.forecast_usd, o.lower_usd, o.upper_usd
 
 
 def render_kpis(spend: Spend, budget: float | None) -> None:
@@ -158,7 +162,8 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
         cols[1].metric("Forecast to month end", "—", help="forecast not available yet")
     else:
         cols[1].metric(f"Forecast: {fc[0]}", money(fc[1]), help="80% prediction interval below")
-        cols[1].caption(f"interval {money(fc[2])} – {money(fc[3])}")
+        complete = spend.outlook.complete
+        cols[1].caption("complete: every day known" if complete else f"interval {money(fc[2])} – {money(fc[3])}")
     share = (spend.gpu_month_to_date / spend.month_to_date) if spend.month_to_date else Decimal(0)
     cols[2].metric("GPU spend this month", money(spend.gpu_month_to_date))
     cols[2].caption(f"{float(share):.1%} of spend")
@@ -221,7 +226,12 @@ def render_charts(spend: Spend, *, by_team: bool = True) -> None:
     left, right = st.columns(2)
     charts.draw(left, provider_chart)
     if by_team:
-        by_team_frame = daily.group_by("day", "team").agg(pl.col("effective_cost").sum()).sort("day")
+        by_team_frame = (  # spend without a team has the one name for it, not a blank legend entry
+            daily.with_columns(pl.col("team").fill_null(NO_TEAM))
+            .group_by("day", "team")
+            .agg(pl.col("effective_cost").sum())
+            .sort("day")
+        )
         charts.draw(
             right,
             charts.stacked_area(
@@ -245,18 +255,28 @@ def render_charts(spend: Spend, *, by_team: bool = True) -> None:
 HORIZONS = {"month_end": "{month:%B %Y}", "next_month": "{month:%B %Y}"}
 
 
-def forecast_view(forecast: pl.DataFrame) -> pl.DataFrame:
+def forecast_view(forecast: pl.DataFrame, outlook: Any = None) -> pl.DataFrame:
     """The forecast summed over the teams and providers in scope, one row per forecast month, its
-    label the month's name (``November 2026``)."""
-    frame = money_frame(
-        forecast.group_by("horizon", "month").agg(
-            [pl.col(c).sum() for c in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")]
-        ),
-        "actual_to_date_usd",
-        "forecast_usd",
-        "lower_usd",
-        "upper_usd",
-    ).sort("month")
+    label the month's name (``November 2026``). The month the newest data falls in is ``outlook``'s row
+    (the number every surface quotes); the months after it are the model's."""
+    columns = ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")
+    frame = forecast.group_by("horizon", "month").agg([pl.col(c).sum() for c in columns])
+    if outlook is not None:
+        row = pl.DataFrame(
+            {
+                "horizon": ["month_end"],
+                "month": [outlook.period_start],
+                **{
+                    c: [float(v)]
+                    for c, v in zip(
+                        columns, (outlook.actual_usd, outlook.forecast_usd, outlook.lower_usd, outlook.upper_usd)
+                    )
+                },
+            },
+            schema=frame.schema,
+        )
+        frame = pl.concat([row, frame.filter(pl.col("month") > outlook.period_start)])
+    frame = money_frame(frame, *columns).sort("month")
     return frame.with_columns(pl.col("month").dt.strftime("%B %Y").alias("label"))
 
 
@@ -268,7 +288,7 @@ def render_forecast(spend: Spend) -> None:
     if spend.forecast.is_empty():
         st.info("Not enough history to forecast yet.")
         return
-    view = forecast_view(spend.forecast)
+    view = forecast_view(spend.forecast, spend.outlook)
     left, right = st.columns(2)
     charts.draw(left, charts.forecast(view, title="Spend per month: forecast, 80% interval"))
     figures = view.select(
@@ -293,8 +313,9 @@ def render_forecast(spend: Spend) -> None:
         },
     )
     right.caption(
-        "The month being forecast is the one after the last day of data when that day ends a month. "
-        "Teams' and providers' intervals are added, so the total's is wider than its own."
+        "The first month is the one the newest data falls in: its known days are actuals and only the "
+        "rest is forecast (a complete month's forecast is what it cost). Teams' and providers' intervals "
+        "are added, so the total's is wider than its own."
     )
 
 

@@ -17,11 +17,11 @@ from decimal import ROUND_HALF_UP, Decimal
 import duckdb
 import polars as pl
 
-from gpufinops.models import forecast
+from gpufinops.models import forecast, outlook
 from gpufinops.models.alert_records import Alert, AlertSettings, RuleOutcome
 from gpufinops.models.budgets import Budget, period_bounds
-from gpufinops.models.frames import as_float
 from gpufinops.warehouse import alerts_queries as aq
+from gpufinops.warehouse.labels import team_label
 
 CENT = Decimal("0.01")
 
@@ -100,7 +100,9 @@ def _evaluate_budget(
     share = float(spent / budget.amount)
     fc = _budget_forecast(con, budget, series, start, end, edge, settings, outcome) if budget.forecast else None
     context = f"{usd(spent)} of {usd(budget.amount)} ({_pct(share)}) spent in {label}"
-    if fc is not None:
+    if fc is not None and fc["complete"]:  # every day known: the forecast is the actual
+        context += f"; forecast {usd(fc['forecast'])} (complete: every day known)"
+    elif fc is not None:
         context += f"; forecast {usd(fc['forecast'])} ({usd(fc['lower'])}–{usd(fc['upper'])})"
     outcome.context[budget.name] = context
     details = {
@@ -164,8 +166,9 @@ def _budget_forecast(
     settings: AlertSettings,
     outcome: RuleOutcome,
 ) -> dict | None:
-    """The period-end forecast of the budget's scope (``models.forecast.period_forecast``), summed
-    over its (team, provider) series; None (with a note saying why) when the history is too short."""
+    """The period-end forecast of the budget's scope (``models.outlook.period_outlook``, the one every
+    surface quotes: a complete period's forecast is its actual); None (with a note saying why) when the
+    history is too short."""
     history_days = series.filter(pl.col("day") < edge.date())["day"].n_unique()
     if history_days < settings.forecast_min_days:
         outcome.notes.append(
@@ -173,18 +176,8 @@ def _budget_forecast(
             f"in its scope, the forecast needs {settings.forecast_min_days}"
         )
         return None
-    rows = forecast.period_forecast(
-        con, period_start=start, period_end=end, as_of=edge.date(), daily=series.drop("cost")
-    )
-    if rows.is_empty():
-        return None
-    return {
-        "forecast": round(float(rows["forecast_usd"].sum()), 2),
-        "lower": round(float(rows["lower_usd"].sum()), 2),
-        "upper": round(float(rows["upper_usd"].sum()), 2),
-        "actual_complete_days_usd": round(float(rows["actual_to_date_usd"].sum()), 2),
-        "history_days": int(as_float(rows["history_days"].max())),
-    }
+    found = outlook.period_outlook(con, budget.scope, start, end, edge=edge, series=series)
+    return found.to_dict() if found is not None else None
 
 
 # ---- cost anomalies -------------------------------------------------------------------------------
@@ -225,11 +218,11 @@ def anomaly_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: d
         outcome.alerts.append(
             Alert(
                 "anomaly",
-                f"{team or '(no team)'}/{provider}",
+                f"{team_label(team)}/{provider}",
                 row["day"].isoformat(),
                 row["direction"],
                 "warning",
-                title=f"Cost {row['direction']}: {team or 'unattributed'} on {provider}, {row['day']:%Y-%m-%d}",
+                title=f"Cost {row['direction']}: {team_label(team)} on {provider}, {row['day']:%Y-%m-%d}",
                 summary=f"{usd(row['cost_usd'])} on {row['day']:%Y-%m-%d}, {word} the expected {usd(row['expected_usd'])} "
                 f"(band {usd(row['lower_usd'])}–{usd(row['upper_usd'])})"
                 + (f"; moved: {moved}" if moved else "")
@@ -288,7 +281,7 @@ def idle_burn_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now:
                 row["run_start"].isoformat(),
                 threshold,
                 "warning",
-                title=f"Idle GPUs: {row['resource_id']} ({team or 'no team'}) idle for {row['hours']} h",
+                title=f"Idle GPUs: {row['resource_id']} ({team_label(team)}) idle for {row['hours']} h",
                 summary=f"{gpus} × {row['gpu_model'] or 'GPU'} on {row['resource_id']} have been under "
                 f"{settings.idle_util_pct:g} % since {row['run_start']:%Y-%m-%d %H:%M} UTC ({row['hours']} h, peak "
                 f"{row['util_max']:.1f} %), costing {usd(cost)}{estimated}.",

@@ -161,8 +161,9 @@ def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date |
     first = as_date(daily["day"].min())
     grid = pl.DataFrame({"day": pl.date_range(first, last, "1d", eager=True)})
     keys = daily.select("team", "provider").unique()
-    # a day inside the data's span without lines for a series cost nothing on it
-    return (keys.join(grid, how="cross").join(daily, on=["team", "provider", "day"], how="left")
+    # a day inside the data's span without lines for a series cost nothing on it; a series without a
+    # team (unattributed spend) is matched too (nulls_equal): scope "all" forecasts every dollar
+    return (keys.join(grid, how="cross").join(daily, on=["team", "provider", "day"], how="left", nulls_equal=True)
             .with_columns(pl.col("cost_usd").fill_null(0.0)).sort("team", "provider", "day", nulls_last=True))
 
 

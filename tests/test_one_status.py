@@ -44,6 +44,13 @@ def dollars(text: str) -> Decimal:
     return Decimal(text.replace(",", ""))
 
 
+def printed_dollars(pattern: str, text: str) -> Decimal:
+    """The amount the first group of ``pattern`` captures in ``text`` (the test fails when it is absent)."""
+    found = re.search(pattern, text, re.M)
+    assert found, (pattern, text[-2000:])
+    return dollars(found.group(1))
+
+
 def recommend_formats() -> tuple[str, ...]:
     """`recommend --format`'s choices, as the parser declares them."""
     sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -72,11 +79,11 @@ def read_printed(text: str, store_states: dict) -> tuple[Decimal, dict]:
         rows = list(csv.DictReader(io.StringIO(text)))
         return plans.total(rows), states_of(rows)
     if stripped.startswith("#"):  # a scheduler's YAML under its header: carries only what the total counts
-        total = dollars(re.search(r"plan total: \$([\d,.]+)/month", text).group(1))
+        total = printed_dollars(r"plan total: \$([\d,.]+)/month", text)
         carried = {rid for rid in store_states if rid in text}
         return total, {rid: store_states[rid] for rid in carried}
     # a table: the total line, and the row of each finding (its id and status on the row's first line)
-    total = dollars(re.search(r"^total: \$([\d,.]+)/month", text, re.M).group(1))
+    total = printed_dollars(r"^total: \$([\d,.]+)/month", text)
     shown = {}
     for line in text.splitlines():
         for rid, (_status, decision) in store_states.items():
@@ -180,7 +187,7 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
     out = io.StringIO()  # the demo again, on the same home: the warehouse (and its decisions) stays
     assert demo.run(demo_home, days=14, out=out) == 0
     printed = out.getvalue()
-    totals["demo summary"] = dollars(re.search(r"Savings: \$([\d,.]+)/month", printed).group(1))
+    totals["demo summary"] = printed_dollars(r"Savings: \$([\d,.]+)/month", printed)
     assert f"left out of the total because of decisions: {len(left_out)} finding(s)" in printed
 
     assert set(totals.values()) == {expected}, totals

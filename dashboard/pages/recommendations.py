@@ -15,6 +15,7 @@ from gpufinops.dashboard.common import connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
 from gpufinops.models import plans
 from gpufinops.warehouse import db, queries, store
+from gpufinops.warehouse.labels import team_label
 
 TABLE_COLUMNS = (
     "monthly_savings_usd",
@@ -102,7 +103,7 @@ def withheld_list(ctx) -> None:
 
 def detail_labels(shown: pl.DataFrame) -> dict[str, str]:
     labels_by_id = {
-        row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {row['team'] or '(no team)'} · "
+        row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {team_label(row['team'])} · "
         f"{row['resource'] or row['id']}"
         for row in shown.iter_rows(named=True)
     }

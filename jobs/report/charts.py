@@ -11,6 +11,8 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from gpufinops.warehouse.labels import NO_TEAM
+
 WIDTH = 600
 SCALE = 2  # sharp on high-density screens; the <img> tag shows it at WIDTH
 PROVIDER_COLORS = {"AWS": "#ff9900", "Google Cloud": "#4285f4", "onprem": "#6b7280"}
@@ -96,7 +98,7 @@ def idle_cost(rows: list[dict[str, Any]], report_week: str) -> bytes | None:
         return None
     weeks = sorted(frame["week"].unique().to_list())
     chart = (
-        alt.Chart(frame.with_columns(pl.col("team").fill_null("(no team)")))
+        alt.Chart(frame.with_columns(pl.col("team").fill_null(NO_TEAM)))
         .mark_bar(size=38)
         .encode(
             x=alt.X("week:O", title=None, sort=weeks, axis=alt.Axis(labelAngle=0)),

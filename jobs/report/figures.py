@@ -20,6 +20,7 @@ import polars as pl
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
 from gpufinops.models import plans
 from gpufinops.warehouse import allocation_queries, freshness, queries
+from gpufinops.warehouse.labels import NO_TEAM
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -255,7 +256,7 @@ def _team_lines(
     if not unallocated.is_empty():
         lines.append(
             TeamLine(
-                "(no team tag)",
+                NO_TEAM,
                 _dec(unallocated.filter(pl.col("week") == this)["effective_cost"].sum()),
                 _dec(unallocated.filter(pl.col("week") == before)["effective_cost"].sum()),
                 _dec(unallocated.filter(pl.col("week") == this)["gpu_cost"].sum()),
@@ -267,20 +268,20 @@ def _team_lines(
 
 
 def _forecast(con: duckdb.DuckDBPyConnection, scope: Scope, as_of: datetime) -> dict[str, Any] | None:
-    """Spend to the end of the month the week ends in, when the forecast model is installed."""
+    """The outlook of the month the week's newest data falls in (``models.outlook.month_outlook``: the
+    number the budgets, the dashboard and the API quote; a complete month's forecast is its actual)."""
     try:
-        from gpufinops.models.forecast import cost_forecast
+        from gpufinops.models.outlook import month_outlook
     except ImportError:
         return None
-    frame = cost_forecast(con, teams=scope.team_filter, as_of=as_of)
-    if frame is None or frame.is_empty():
+    found = month_outlook(con, scope.team_filter, now=as_of)
+    if found is None:
         return None
-    month = as_of.strftime("%Y-%m")
-    rows = [r for r in frame.iter_rows(named=True) if str(r.get("month"))[:7] == month and scope.allows(r.get("team"))]
-    if not rows:
-        return None
-    total = {
-        key: sum((_dec(r.get(key)) for r in rows), ZERO)
-        for key in ("actual_to_date_usd", "forecast_usd", "lower_usd", "upper_usd")
+    return {
+        "month": f"{found.period_start:%Y-%m}",
+        "actual_to_date_usd": found.actual_usd,
+        "forecast_usd": found.forecast_usd,
+        "lower_usd": found.lower_usd,
+        "upper_usd": found.upper_usd,
+        "complete": found.complete,
     }
-    return {"month": month, **total}
