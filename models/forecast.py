@@ -115,7 +115,7 @@ def fit_series(y: np.ndarray, days: list[date], params: ForecastParams = Forecas
     for alpha in params.alphas:
         preds, _ = _filter(x, alpha)
         err = float(np.mean(np.abs(y[warm:] - preds[warm:] * f[warm:]))) if len(y) > warm else 0.0
-        if err < best_err - 1e-12:
+        if err < best_err * (1 - 1e-9):  # relative: a float-noise tie keeps the smaller weight (deterministic)
             best_alpha, best_err = alpha, err
     preds, level = _filter(x, best_alpha)
     resid = (y - preds * f)[warm:]
@@ -156,7 +156,8 @@ def _series(con: duckdb.DuckDBPyConnection, teams: list[str] | None, end: date |
         daily = daily.filter(pl.col("day") < until.astimezone(UTC).date())
         if daily.is_empty():
             return daily.select("day", "team", "provider", "cost_usd")
-    daily = daily.group_by("day", "team", "provider").agg(pl.col("cost_usd").sum())
+    # rounded to micro-dollars: a parallel float sum's last bits differ run to run, and must not move the fit
+    daily = daily.group_by("day", "team", "provider").agg(pl.col("cost_usd").sum().round(6))
     last = end or as_date(daily["day"].max())
     first = as_date(daily["day"].min())
     grid = pl.DataFrame({"day": pl.date_range(first, last, "1d", eager=True)})
