@@ -16,7 +16,7 @@ FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "r
 
 def spend_lines(
     con,
-    team: str,
+    team: str | None,
     first: date,
     days: int,
     per_day: float,
