@@ -365,3 +365,10 @@ def test_json_answers_are_plain(home):
     assert plain(datetime(2026, 11, 1, 6, tzinfo=UTC)) == "2026-11-01T06:00:00Z"
     assert plain(date(2026, 11, 1)) == "2026-11-01"
     json.dumps(value, allow_nan=False)
+
+
+def test_stdio_insecure_demo_without_tokens_serves_finance_scope(tmp_path, home):
+    bare = tmp_path / "gpufinops.toml"
+    bare.write_text(f'[warehouse]\npath = "{config_of(home).warehouse_path}"\n')
+    got = anyio.run(over_stdio, stdio(bare, None, "--insecure-demo"), lambda s: call(s, "costs_daily"))
+    assert not got[0] and teams_in(got[1]) == TEAMS
