@@ -1,7 +1,7 @@
-"""`gpufinops mcp` through the official SDK's own client: over stdio against the real command in a
-subprocess (``mcp.client.stdio``), over streamable HTTP against the server on a loopback port
-(``mcp.client.streamable_http``), on the API tests' warehouse (tests/feed_fleet.py's cost lines and
-findings) with shared-GPU allocation rows, budgets and the alerts `alerts run` raised on them.
+"""`gpufinops mcp` through the official SDK's own client over stdio (``mcp.client.stdio``) against the
+real command in a subprocess, on tests/mcp_fixture.py's warehouse (the API tests' cost lines and
+findings with shared-GPU allocation rows, budgets and their alerts); tests/test_mcp_http.py covers
+streamable HTTP.
 
 Every tool is listed and called; a lead token never sees another team in any tool's answer, a
 scheduler token reads recommendations and plans but no costs, a wrong or missing token is refused.
@@ -11,13 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import threading
-import time
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -25,116 +18,32 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.feed_fleet import FLEET, HOURS, START
-from tests.test_api import API_TOML, TOKENS
+from tests.feed_fleet import HOURS
+from tests.mcp_fixture import (
+    CALLS,
+    FINANCE,
+    GPUFINOPS,
+    SCHEDULER,
+    TEAMS,
+    VISION,
+    WAIT_S,
+    build_home,
+    call,
+    config_of,
+    every_tool,
+    teams_in,
+)
+from tests.test_api import TOKENS
 
 pytest.importorskip("mcp", reason="the mcp extra (`.venv/bin/pip install -e '.[mcp]'`)")
 
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-
-FINANCE, VISION, SCHEDULER = TOKENS  # the variables' names
-GPUFINOPS = str(Path(sys.executable).parent / "gpufinops")
-WAIT_S = 60  # the longest any one exchange may take on a loaded 2-core machine
-BUDGETS_TOML = """
-[[budgets]]
-name = "vision-gpus"
-amount = 2000
-scope = { teams = ["vision"] }
-
-[[budgets]]
-name = "nlp-gpus"
-amount = 500
-scope = { teams = ["nlp"] }
-
-[[budgets]]
-name = "fleet"
-amount = 100000
-"""
-TEAMS = {team for team, *_ in FLEET}
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, feed_template) -> Path:
-    """A config and warehouse: the feed fleet, vision's node i-0vision0001 shared with an nlp pod (its
-    idle share unallocated), the cost rollup refreshed, budgets configured and their alerts raised."""
-    from gpufinops.jobs import config as config_mod
-    from gpufinops.jobs.alerts import run as alerts_run
-    from gpufinops.warehouse import db, rollups
-
-    home = tmp_path_factory.mktemp("mcp")
-    warehouse = home / "gpufinops.duckdb"
-    shutil.copyfile(feed_template, warehouse)
-    with db.writer(warehouse) as con:
-        rows = [
-            (START + timedelta(hours=h), team, pod, share, Decimal(cost), basis, method)
-            for h in range(HOURS)
-            for team, pod, share, cost, basis, method in (
-                ("vision", "vision-train-0", 0.5, "1.3725", "timeslice", "presence"),
-                ("nlp", "nlp-embed-0", 0.25, "0.68625", "timeslice", "presence"),
-                ("vision", None, 0.25, "0.68625", "unallocated", "idle"),
-            )
-        ]
-        con.executemany(
-            """INSERT INTO gpu_allocation_hourly (hour, resource_id, provider, host, gpu_uuid, namespace, pod,
-               team, share, cost_usd, basis, method, source, owner_team, service)
-               VALUES (?, 'i-0vision0001', 'AWS', 'ip-10-0-0-1', 'GPU-0001', ?, ?, ?, ?, ?, ?, ?, 'dcgm', 'vision',
-                       'Compute')""",
-            [
-                (hour, team, pod, team, share, cost, basis, method)
-                for hour, team, pod, share, cost, basis, method in rows
-            ],
-        )
-        rollups.refresh_cost_daily(con)
-    config = home / "gpufinops.toml"
-    config.write_text(f'[warehouse]\npath = "{warehouse}"\n{API_TOML}{BUDGETS_TOML}')
-    cfg = config_mod.load(str(config), environ={})
-    alerts_run.run(cfg, now=START + timedelta(hours=HOURS), send=False)
-    return config
-
-
-def config_of(home: Path):
-    from gpufinops.jobs import config as config_mod
-
-    return config_mod.load(str(home), environ={})
-
-
-CALLS: dict[str, dict[str, Any]] = {  # every tool, with arguments that exercise it
-    "costs_daily": {},
-    "gpu_allocation": {},
-    "recommendations": {"status": "open"},
-    "plans": {},
-    "alerts": {"status": "all"},
-    "budgets": {},
-}
-
-
-async def call(session: ClientSession, name: str, arguments: dict[str, Any] | None = None) -> tuple[bool, Any]:
-    """(is_error, the structured answer or the error text)."""
-    result = await session.call_tool(name, arguments or {})
-    if result.is_error:
-        return True, " ".join(getattr(c, "text", "") for c in result.content)
-    return False, result.structured_content
-
-
-def teams_in(answer: Any) -> set[str]:
-    """Every team an answer names, wherever it sits (a row's team, an alert's teams, a budget's scope)."""
-    found: set[str] = set()
-    if isinstance(answer, dict):
-        for key, value in answer.items():
-            if key in ("team", "owner_team") and isinstance(value, str):
-                found.add(value)
-            elif key == "teams" and isinstance(value, list):
-                found |= {v for v in value if isinstance(v, str)}
-            elif key == "effective_cost_by_team" and isinstance(value, dict):
-                found |= set(value)
-            else:
-                found |= teams_in(value)
-    elif isinstance(answer, list):
-        for value in answer:
-            found |= teams_in(value)
-    return found
+    return build_home(tmp_path_factory.mktemp("mcp"), feed_template)
 
 
 def stdio(home: Path, token_env: str | None, *extra: str, env: dict[str, str] | None = None):
@@ -148,16 +57,6 @@ async def over_stdio(params: StdioServerParameters, work) -> Any:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             return await work(session)
-
-
-async def every_tool(session: ClientSession) -> dict[str, Any]:
-    tools = await session.list_tools()
-    answers: dict[str, Any] = {"tools": {t.name: t for t in tools.tools}}
-    for name, arguments in CALLS.items():
-        answers[name] = await call(session, name, arguments)
-    answers["nlp_costs"] = await call(session, "costs_daily", {"team": "nlp"})
-    answers["bad_day"] = await call(session, "costs_daily", {"start": "2026-13-01"})
-    return answers
 
 
 def test_finance_over_stdio_lists_and_answers_every_tool(home):
@@ -253,105 +152,11 @@ def test_your_own_variable_holding_a_configured_token_gets_its_scope(home):
 # ---- streamable HTTP ----------------------------------------------------------------------------
 
 
-class Served:
-    """The HTTP app under uvicorn in a thread on a free loopback port (its lifespan runs the SDK's
-    session manager)."""
-
-    def __init__(self, app) -> None:
-        import uvicorn
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/mcp"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        deadline = time.monotonic() + WAIT_S
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
-
-
-@pytest.fixture(scope="module")
-def http(home):
-    from gpufinops.jobs import mcp_server
-
-    with Served(mcp_server.http_app(config_of(home), environ=TOKENS)) as served:
-        yield served.url
-
-
-async def over_http(url: str, token: str | None, work) -> Any:
-    import httpx2
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with anyio.fail_after(WAIT_S):
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=WAIT_S) as client,
-            streamable_http_client(url, http_client=client) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await work(session)
-
-
-def test_http_scopes_each_token(http):
-    finance = anyio.run(over_http, http, TOKENS[FINANCE], every_tool)
-    assert all(not finance[name][0] for name in CALLS)
-    assert teams_in(finance["costs_daily"][1]) == TEAMS
-    lead = anyio.run(over_http, http, TOKENS[VISION], every_tool)
-    assert all(teams_in(lead[name][1]) <= {"vision"} for name in CALLS)
-    assert lead["nlp_costs"][0] and lead["nlp_costs"][1].endswith("team: this token may not see team 'nlp'")
-    scheduler = anyio.run(over_http, http, TOKENS[SCHEDULER], every_tool)
-    assert scheduler["costs_daily"][0] and not scheduler["plans"][0]
-
-
-@pytest.mark.parametrize("token", [None, "not-a-configured-token-at-all"])
-def test_http_refuses_a_missing_or_wrong_token(http, token):
-    import httpx2
-    from mcp.shared.exceptions import MCPError
-
-    with pytest.raises(BaseExceptionGroup) as refused:  # the SDK's client fails the handshake on the 401
-        anyio.run(over_http, http, token, lambda s: s.list_tools())
-    leaves = list(refused.value.exceptions)
-    while any(isinstance(e, BaseExceptionGroup) for e in leaves):
-        leaves = [x for e in leaves for x in (e.exceptions if isinstance(e, BaseExceptionGroup) else [e])]
-    assert any(isinstance(e, MCPError) and "error response" in str(e) for e in leaves), leaves
-    answer = httpx2.post(
-        http,
-        headers={"Authorization": f"Bearer {token}"} if token else {},
-        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-        timeout=WAIT_S,
-    )
-    assert answer.status_code == 401
-    assert token is None or token not in answer.text
-
-
-def test_http_refuses_to_start_without_tokens_unless_insecure_demo(tmp_path, home):
-    from gpufinops.jobs import mcp_server
-    from gpufinops.jobs.config import ConfigError
-
+def test_stdio_insecure_demo_without_tokens_serves_finance_scope(tmp_path, home):
     bare = tmp_path / "gpufinops.toml"
     bare.write_text(f'[warehouse]\npath = "{config_of(home).warehouse_path}"\n')
-    with pytest.raises(ConfigError, match="refuses to start without them"):
-        mcp_server.http_app(config_of(bare), environ={})
-    run = subprocess.run(
-        [GPUFINOPS, "--config", str(bare), "mcp", "--transport", "http", "--port", "1"],
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-    )
-    assert run.returncode == 2 and "no [[api.tokens]] configured" in run.stderr
-    with Served(mcp_server.http_app(config_of(bare), insecure_demo=True, environ={})) as served:
-        answer = anyio.run(over_http, served.url, None, lambda s: call(s, "costs_daily", {"team": "search"}))
-    assert not answer[0] and teams_in(answer[1]) == {"search"}
+    got = anyio.run(over_stdio, stdio(bare, None, "--insecure-demo"), lambda s: call(s, "costs_daily"))
+    assert not got[0] and teams_in(got[1]) == TEAMS
 
 
 def test_json_answers_are_plain(home):
@@ -365,10 +170,3 @@ def test_json_answers_are_plain(home):
     assert plain(datetime(2026, 11, 1, 6, tzinfo=UTC)) == "2026-11-01T06:00:00Z"
     assert plain(date(2026, 11, 1)) == "2026-11-01"
     json.dumps(value, allow_nan=False)
-
-
-def test_stdio_insecure_demo_without_tokens_serves_finance_scope(tmp_path, home):
-    bare = tmp_path / "gpufinops.toml"
-    bare.write_text(f'[warehouse]\npath = "{config_of(home).warehouse_path}"\n')
-    got = anyio.run(over_stdio, stdio(bare, None, "--insecure-demo"), lambda s: call(s, "costs_daily"))
-    assert not got[0] and teams_in(got[1]) == TEAMS
