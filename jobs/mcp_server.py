@@ -218,7 +218,7 @@ def run(cfg: Config, args: argparse.Namespace) -> int:
         import mcp  # noqa: F401
     except ImportError:
         print(f"gpufinops: {MISSING_SDK}", file=sys.stderr)
-        return 2
+        return 1  # as `gpufinops dashboard` without streamlit
     if args.transport == "stdio":
         scope = stdio_scope(cfg, args.token_env, insecure_demo=args.insecure_demo, environ=os.environ)
         if scope.actor == "insecure-demo":

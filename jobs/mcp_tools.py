@@ -187,11 +187,6 @@ def plans(con, scope: Scope, team: str | None = None, status: str | None = "open
     out = []
     for plan_id, members in grouped.items():
         first = members[0]
-
-        def brief(rec: dict[str, Any]) -> dict[str, Any]:
-            keys = ("id", "kind", "plan", "status", "monthly_savings_usd", "proposed")
-            return {k: rec[k] for k in keys}
-
         out.append(
             {
                 "plan_id": plan_id,
@@ -207,6 +202,11 @@ def plans(con, scope: Scope, team: str | None = None, status: str | None = "open
     result = limited(out, limit)
     result["monthly_savings_usd"] = plans_mod.total(recs)
     return result
+
+
+def brief(rec: dict[str, Any]) -> dict[str, Any]:
+    """A recommendation inside its plan: what it does and saves (the whole object: `recommendations`)."""
+    return {k: rec[k] for k in ("id", "kind", "plan", "status", "monthly_savings_usd", "proposed")}
 
 
 def alerts(

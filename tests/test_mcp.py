@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,12 @@ def test_json_answers_are_plain(home):
     assert plain(datetime(2026, 11, 1, 6, tzinfo=UTC)) == "2026-11-01T06:00:00Z"
     assert plain(date(2026, 11, 1)) == "2026-11-01"
     json.dumps(value, allow_nan=False)
+
+
+def test_without_the_sdk_the_command_names_the_extra(home, monkeypatch, capsys):
+    from gpufinops.jobs import cli
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` raises ImportError, as when not installed
+    assert cli.main(["--config", str(home), "mcp", "--insecure-demo"]) == 1
+    err = capsys.readouterr().err
+    assert "install the 'mcp' extra" in err and ".venv/bin/pip install -e '.[mcp]'" in err
