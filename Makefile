@@ -6,34 +6,41 @@ HOME_DIR ?= demo
 
 .PHONY: install demo test test-fast check bench dashboard clean
 
+# pip's output (the build backend's among it) goes to $(PIP_LOG), its tail shown only when an install
+# fails: `make demo` prints one line per install step, then the demo. `$(PIP) ARGS` runs `pip install ARGS`.
+PIP_LOG := $(VENV)/install.log
+PIP = @sh -c 'echo "pip install $$* (its output: $(PIP_LOG))" >&2; \
+	$(BIN)/python -m pip install --disable-pip-version-check "$$@" >>$(PIP_LOG) 2>&1 || \
+	{ tail -n 60 $(PIP_LOG) >&2; echo "pip install $$* failed: the whole log is $(PIP_LOG)" >&2; exit 1; }' pip
+
 $(BIN)/python:
-	$(PYTHON) -c 'import sys; sys.exit("gpufinops needs Python 3.11+") if sys.version_info < (3, 11) else None'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(PYTHON) -c 'import sys; sys.exit("gpufinops needs Python 3.11+") if sys.version_info < (3, 11) else None'
+	@$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
-	touch $@
+	$(PIP) -e .
+	@touch $@
 
 # What `make demo` needs for every command its summary prints (the dashboard among them).
 $(VENV)/.installed-dashboard: pyproject.toml $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[dashboard]'
-	touch $@
+	$(PIP) -e '.[dashboard]'
+	@touch $@
 
 # Everything a user of their own clouds needs: the AWS and Google Cloud SDKs and the dashboard.
 $(VENV)/.installed-user: pyproject.toml $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[aws,gcp,dashboard]'
-	touch $@
+	$(PIP) -e '.[aws,gcp,dashboard]'
+	@touch $@
 
 $(VENV)/.installed-all: pyproject.toml $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[aws,gcp,dashboard,test]'
-	touch $@
+	$(PIP) -e '.[aws,gcp,dashboard,mcp,test]'
+	@touch $@
 
 install: $(VENV)/.installed-user
 	@echo "installed gpufinops with the aws, gcp and dashboard extras: $(BIN)/gpufinops --version"
 
 demo: $(VENV)/.installed-dashboard
-	$(BIN)/gpufinops demo --home $(HOME_DIR)
+	@$(BIN)/gpufinops demo --home $(HOME_DIR)
 
 # The BigQuery API emulator the GCP billing-export tests run against, in its own venv (it pins
 # protobuf 6); DuckDB's spatial extension is copied from its wheel so the emulator never downloads it.

@@ -68,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=60, metavar="N", help="days of fleet history to simulate (default: 60)")
     demo.add_argument("--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)")
 
-    from gpufinops.jobs import init_cmd
+    from gpufinops.jobs import init_cmd, mcp_server
     init_cmd.add_parser(sub)
+    mcp_server.add_parser(sub)
     doctor = sub.add_parser("doctor", help="check the config, installed extras, credentials, each source and the "
                                            "warehouse; one line per check with its fix")
     doctor.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
@@ -325,7 +326,12 @@ def cmd_alerts(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     return alerts_cli.list_alerts(cfg, team=args.team, status=args.status, rule=args.rule, fmt=args.format)
 
 
-COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts)
+def cmd_mcp(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from gpufinops.jobs import mcp_server
+    return mcp_server.run(cfg, args)
+
+
+COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts, mcp=cmd_mcp)
 
 
 if __name__ == "__main__":

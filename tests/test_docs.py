@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from gpufinops.ingest.core import docs
 from gpufinops.ingest.core.registry import default_registry
@@ -16,7 +19,7 @@ def test_the_readme_source_table_is_the_one_the_specs_generate():
     expected = docs.source_table()
     assert docs.readme_block(README.read_text()) == expected, (
         "README.md's source table drifted from the ingestor specs: run "
-        "`python -m gpufinops.ingest.core.docs --write README.md` and commit the result"
+        "`.venv/bin/python -m gpufinops.ingest.core.docs --write README.md` and commit the result"
     )
 
 
@@ -106,3 +109,94 @@ def test_the_readme_freshness_table_gives_the_code_s_expected_lags():
                 documented |= {name: hours for name in pending}
                 pending = []
     assert documented == {name: hours for name, (_, hours) in EXPECTED_LAG_HOURS.items()}
+
+
+SHELL_FENCES = ("sh", "bash", "shell", "console", "")
+
+
+def readme_commands(text: str) -> list[str]:
+    """The shell commands the README gives: lines of its shell code blocks and inline code spans that
+    start like a command (``.venv/bin/``, ``make``, ``python``, ``pip``), comments dropped."""
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    fence = re.compile(r"^```([\w-]*)\n(.*?)^```", flags=re.M | re.S)
+    lines = [
+        line.strip().removeprefix("$ ")
+        for lang, body in fence.findall(text)
+        if lang in SHELL_FENCES
+        for line in body.splitlines()
+    ]
+    spans = re.findall(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", fence.sub("", text), flags=re.S)  # `a`, ``a`b``
+    lines += [" ".join(span.split()) for _, span in spans]
+    commands = [re.sub(r"\s+#.*", "", line).strip() for line in lines]
+    return [c for c in commands if re.match(r"(\.venv/bin/|make |python3? |pip )", c)]
+
+
+def command_problem(command: str) -> str | None:
+    """Why a README command would not run as written in a clone after `make install`, or None."""
+    import importlib.util
+    import shlex
+    import tomllib
+
+    from gpufinops.jobs import cli
+
+    root = README.parent
+    words = shlex.split(command)
+    if words[0] in ("python", "python3"):
+        return "a bare `python` has no gpufinops in a clone: write `.venv/bin/python`"
+    if words[0] == "make":
+        targets = set(re.findall(r"^([\w.-]+):", (root / "Makefile").read_text(), flags=re.M))
+        missing = [w for w in words[1:] if "=" not in w and w not in targets]
+        return f"no make target {missing[0]!r}" if missing else None
+    if words[0].startswith(".venv/bin/"):
+        words[0] = words[0].removeprefix(".venv/bin/")
+    if words[0] in ("pip", "python") and "install" in words:
+        extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+        for spec in re.findall(r"(?:^|gpufinops|\.)\[([\w,-]+)\]", command):
+            unknown = set(spec.split(",")) - extras
+            if unknown:
+                return f"no extra {sorted(unknown)[0]!r} in pyproject.toml"
+        return None
+    if words[0] == "python":
+        if words[1:2] == ["-m"]:
+            return None if importlib.util.find_spec(words[2]) else f"no module {words[2]!r}"
+        return None if (root / words[1]).is_file() else f"no file {words[1]!r}"
+    if words[0] == "gpufinops":
+        if any(w in ("…", "COMMAND") for w in words):  # the usage line: its options must exist
+            options = {o for a in cli._parser()._actions for o in a.option_strings}  # noqa: SLF001
+            flags = [w.strip("[]") for w in words[1:] if w.startswith("[-")]
+            strange = [f for f in flags if f not in options]
+            return f"no option {strange[0]!r}" if strange else None
+        try:
+            cli._parser().parse_args(words[1:])  # noqa: SLF001
+        except SystemExit:
+            return "gpufinops does not accept these arguments"
+        return None
+    if not (Path(sys.executable).parent / words[0]).exists():
+        return f"no {words[0]!r} in .venv/bin"
+    return None
+
+
+def test_every_readme_command_names_what_exists():
+    """`python -m gpufinops.ingest.core.docs` and `python docs/capture_screenshots.py` once stood in
+    the README: no `python` on a clone's PATH has gpufinops. Every make target, module, script, extra
+    and gpufinops command a README command names exists."""
+    commands = readme_commands(README.read_text())
+    assert len(commands) > 20 and any(c.startswith(".venv/bin/gpufinops ") for c in commands)
+    problems = {c: p for c in commands if (p := command_problem(c))}
+    assert not problems, problems
+
+
+@pytest.mark.parametrize(
+    ("command", "problem"),
+    [
+        ("python -m gpufinops.ingest.core.docs", "a bare `python`"),
+        ("make demos", "no make target 'demos'"),
+        (".venv/bin/python -m gpufinops.ingest.core.nodocs", "no module"),
+        (".venv/bin/python docs/capture_screenshot.py", "no file"),
+        (".venv/bin/pip install -e '.[aws,gpc]'", "no extra 'gpc'"),
+        (".venv/bin/gpufinops recomend", "does not accept"),
+        (".venv/bin/gpufinops [--confg PATH] COMMAND …", "no option '--confg'"),
+    ],
+)
+def test_a_broken_command_is_caught(command, problem):
+    assert problem in (command_problem(command) or "")
