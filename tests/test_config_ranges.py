@@ -160,3 +160,29 @@ def test_dates_outside_the_supported_window_are_exit_2(tmp_path, monkeypatch, ca
 def test_the_window_edges_are_accepted():
     assert cli._date("1970-01-01").year == 1970 and cli._date("2199-12-31").year == 2199
     assert math.isclose(cli._date("2199-12-31T23:59:59").timestamp(), cli.LAST_DATE.timestamp() + 86399)
+
+
+def _section_numbers() -> list[tuple[str, str, ranges.Range]]:
+    from gpufinops.jobs.config_checks import NUMBERS
+
+    config_mod.load(None, environ={})  # the loader imports every section's settings module
+    return [(section, key, declared) for section, keys in sorted(NUMBERS.items()) for key, declared in keys.items()]
+
+
+SECTION_NUMBERS = _section_numbers()
+
+
+def test_the_sections_declare_their_numbers():
+    assert {("jobs", "ingest_retries"), ("report", "smtp_port"), ("dashboard", "stale_after_hours")} <= {
+        (s, k) for s, k, _ in SECTION_NUMBERS
+    }
+
+
+@pytest.mark.parametrize("section, key, declared", SECTION_NUMBERS, ids=[f"{s}.{k}" for s, k, _ in SECTION_NUMBERS])
+def test_every_section_number_outside_its_range_is_refused(tmp_path, section, key, declared):
+    for bad in declared.outside():
+        path = tmp_path / "gpufinops.toml"
+        path.write_text(f"[{section}]\n{key} = {bad!r}\n")  # nan and inf are TOML too
+        with pytest.raises(ConfigError) as info:
+            config_mod.load(path, environ={})
+        assert str(info.value).startswith(f"{section}.{key}: must be "), (bad, info.value)

@@ -137,7 +137,7 @@ def is_numeric(tp: Any) -> bool:
     """An int or float option (Optional too): one whose declared range is checked."""
     if _is_union(tp):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return len(args) == 1 and is_numeric(args[0])
+        return bool(args) and all(is_numeric(a) for a in args)
     return tp in (int, float)
 
 
