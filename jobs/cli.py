@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-from datetime import UTC, datetime, timedelta
 from typing import cast
 
 # Numeric libraries beside DuckDB: one thread each (DESIGN.md: a numpy matmul beside DuckDB
@@ -17,26 +16,12 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
 from gpufinops.jobs import config as config_mod  # noqa: E402
+from gpufinops.jobs import dates  # noqa: E402
 
 log = logging.getLogger("gpufinops")
 
 
-FIRST_DATE, LAST_DATE = datetime(1970, 1, 1, tzinfo=UTC), datetime(2199, 12, 31, tzinfo=UTC)  # as the API's
-
-
-def _date(text: str) -> datetime:
-    """A date or date-time on the command line, within FIRST_DATE … LAST_DATE; without an offset it is UTC."""
-    try:
-        value = datetime.fromisoformat(text)
-        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date: {text!r} (expected YYYY-MM-DD)") from None
-    except OverflowError:  # an offset that takes year 1 or 9999 out of the calendar
-        value = FIRST_DATE - timedelta(days=1)
-    if not FIRST_DATE <= value <= LAST_DATE + timedelta(days=1):
-        raise argparse.ArgumentTypeError(f"{text}: outside the supported dates {FIRST_DATE:%Y-%m-%d} … "
-                                         f"{LAST_DATE:%Y-%m-%d}") from None
-    return value
+_date = dates.parse  # a date on the command line: jobs/dates.py
 
 
 def _version() -> str:

@@ -16,7 +16,7 @@ import pytest
 
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.spec import MISSING, OptionError, default_of, is_numeric
-from gpufinops.jobs import cli
+from gpufinops.jobs import cli, dates
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config import ConfigError
 from gpufinops.warehouse import ranges
@@ -158,8 +158,8 @@ def test_dates_outside_the_supported_window_are_exit_2(tmp_path, monkeypatch, ca
 
 
 def test_the_window_edges_are_accepted():
-    assert cli._date("1970-01-01").year == 1970 and cli._date("2199-12-31").year == 2199
-    assert math.isclose(cli._date("2199-12-31T23:59:59").timestamp(), cli.LAST_DATE.timestamp() + 86399)
+    assert dates.parse("1970-01-01").year == 1970 and dates.parse("2199-12-31").year == 2199
+    assert math.isclose(dates.parse("2199-12-31T23:59:59").timestamp(), dates.LAST_DATE.timestamp() + 86399)
 
 
 def _section_numbers() -> list[tuple[str, str, ranges.Range]]:
