@@ -154,14 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = getattr(args, "out", None)
         if out:  # every output file is checked before any work (jobs/files.py)
-            files.check(out)
+            files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
         if args.command == "demo":
             from gpufinops.jobs import demo
             return demo.run(args.home, days=args.days, seed=args.seed)
         if args.command == "init":  # it loads no config: the warehouse of one that loads is protected still
             _protect_configured(args)
             if out:
-                files.check(out)
+                files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
             from gpufinops.jobs import init_cmd
             return init_cmd.run(args)
         if args.command == "doctor":
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         errors.remember_secrets(cfg.secrets())
         files.protect(cfg.warehouse_path)
         if out:
-            files.check(out)
+            files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
         if not _reads_only(args):  # migrations and reference data: once, here (warehouse/db.py)
             from gpufinops.warehouse import db
             db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
