@@ -4,7 +4,8 @@ Bearer tokens come from ``[[api.tokens]]``: each names the environment variable 
 (``token_env``) and a role (``finance``: every team; ``lead``: its ``teams``; ``scheduler``: reads
 recommendations only), turned into a ``warehouse.scope.Scope``. Token values are compared in constant
 time and never logged or echoed. Reads open a read-only warehouse connection per request (retrying
-briefly while a job writes); a decision opens a short-lived writer. GET answers carry an ``ETag``
+briefly while a job writes); a decision opens a short-lived writer, one at a time (a
+request that waits past ``write_retry_s`` for the warehouse is 503 with ``Retry-After``, never a 500). GET answers carry an ``ETag``
 (a hash of the body) and honour ``If-None-Match`` with 304, so a poller fetches only changes.
 """
 
@@ -15,6 +16,7 @@ import hmac
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -152,6 +154,9 @@ def create_app(
     if open_scope:
         log.warning(INSECURE_WARNING)
 
+    # Decisions of concurrent requests are written one at a time: DuckDB admits one writing process,
+    # and two of this process's connections updating one row conflict (retried in store.record_decision).
+    decisions = threading.Lock()
     app = FastAPI(title="gpufinops", version="1", docs_url=None, redoc_url=None)
 
     def caller(request: Request) -> Scope:
@@ -243,6 +248,8 @@ def create_app(
             raise HTTPException(403, detail="a scheduler token reads recommendations only")
         if not cfg.warehouse_path.exists():  # a decision never creates an empty warehouse
             raise HTTPException(503, detail="warehouse not available yet")
+        if not decisions.acquire(timeout=write_retry_s):  # one writer at a time in this process
+            raise HTTPException(503, detail="warehouse busy, retry", headers={"Retry-After": "2"})
         try:
             with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, retry_seconds=write_retry_s) as con:
                 store.record_decision(
@@ -251,8 +258,11 @@ def create_app(
                 rec = objects.from_frame(queries.recommendation_by_id(con, recommendation_id))[0]
         except store.UnknownRecommendation:
             raise HTTPException(404, detail=f"no recommendation {recommendation_id!r}") from None
-        except db.WarehouseBusy:
+        except (db.WarehouseBusy, store.WriteConflict) as exc:  # never a 500 for a busy warehouse
+            log.warning("decision on %s not recorded: %s", recommendation_id, exc)
             raise HTTPException(503, detail="warehouse busy, retry", headers={"Retry-After": "2"}) from None
+        finally:
+            decisions.release()
         log.info("decision %s on %s by %s", body.decision, recommendation_id, scope.actor)
         return JSONResponse(rec)
 

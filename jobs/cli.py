@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-from datetime import UTC, datetime
 from typing import cast
 
 # Numeric libraries beside DuckDB: one thread each (DESIGN.md: a numpy matmul beside DuckDB
@@ -17,17 +16,12 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
 from gpufinops.jobs import config as config_mod  # noqa: E402
+from gpufinops.jobs import dates  # noqa: E402
 
 log = logging.getLogger("gpufinops")
 
 
-def _date(text: str) -> datetime:
-    """A date or date-time on the command line; without an offset it is UTC."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date: {text!r} (expected YYYY-MM-DD)") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+_date = dates.parse  # a date on the command line: jobs/dates.py
 
 
 def _version() -> str:
@@ -153,16 +147,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gpufinops.jobs import errors
+    from gpufinops.jobs import errors, files
 
     args = _parser().parse_args(argv)
     errors.configure_logging(args.verbose)
     cfg = None
     try:
+        out = getattr(args, "out", None)
+        if out:  # every output file is checked before any work (jobs/files.py)
+            files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
         if args.command == "demo":
             from gpufinops.jobs import demo
             return demo.run(args.home, days=args.days, seed=args.seed)
-        if args.command == "init":
+        if args.command == "init":  # it loads no config: the warehouse of one that loads is protected still
+            _protect_configured(args)
+            if out:
+                files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
             from gpufinops.jobs import init_cmd
             return init_cmd.run(args)
         if args.command == "doctor":
@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             return doctor.run(args.config, db=args.db, timeout=args.timeout)
         cfg = config_mod.load(args.config, db=args.db)
         errors.remember_secrets(cfg.secrets())
+        files.protect(cfg.warehouse_path)
+        if out:
+            files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
         if not _reads_only(args):  # migrations and reference data: once, here (warehouse/db.py)
             from gpufinops.warehouse import db
             db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
@@ -179,6 +182,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (Exception, KeyboardInterrupt) as exc:  # the one error funnel (jobs/errors.py)
         return errors.report(exc, verbose=args.verbose, cfg=cfg)
+
+
+def _protect_configured(args: argparse.Namespace) -> None:
+    from gpufinops.jobs import files
+    try:
+        cfg = config_mod.load(args.config, db=args.db)
+    except Exception:  # no config yet, or a broken one: init writes a new one
+        if args.db:
+            files.protect(args.db)
+        return
+    files.protect(cfg.warehouse_path)
 
 
 def _reads_only(args: argparse.Namespace) -> bool:

@@ -194,10 +194,18 @@ def load(
 def _read(chosen: str | os.PathLike | None, config_path: Path | None) -> dict[str, Any]:
     if config_path is None:
         return {}
+    if config_path.exists() and not config_path.is_file() and not config_path.is_dir():  # a FIFO would block
+        raise ConfigError(f"config file {chosen} is not a regular file")
     try:
-        return tomllib.loads(config_path.read_text())
+        return tomllib.loads(config_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {chosen} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {chosen} is a directory, not a TOML file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {chosen} is not UTF-8 text (byte {exc.start}): not a TOML file") from None
+    except OSError as exc:  # permissions, I/O
+        raise ConfigError(f"config file {chosen} can not be read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {chosen} is not valid TOML: {exc}") from None
 

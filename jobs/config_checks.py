@@ -1,13 +1,20 @@
 """``ConfigError`` and the value checks the config sections share.
 
-A leaf module (it imports nothing of gpufinops), so every section's settings module can raise the
-one error type and reuse the checks without importing the loader (``jobs.config``), which imports
-them all.
+A leaf module (it imports nothing of gpufinops but the leaf ``warehouse.ranges``), so every section's
+settings module can raise the one error type and reuse the checks without importing the loader
+(``jobs.config``), which imports them all. A section's numeric keys are declared with their ranges
+(:func:`numbers`) and checked by :func:`check_table`, the same ``Range`` the source options and the
+``[models]`` settings declare.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from gpufinops.warehouse.ranges import Range
+
+NUMBERS: dict[str, Mapping[str, Range]] = {}  # every section's declared numeric keys (the tests iterate them)
 
 
 class ConfigError(ValueError):
@@ -31,13 +38,28 @@ def validate_cron(expression: Any, key: str) -> None:
         raise ConfigError(f"{key}: invalid cron expression {expression!r}: {exc}") from None
 
 
-def check_table(section: Any, name: str, allowed: set[str] | frozenset[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``section`` as a table whose every key is one of ``allowed`` (a typo is named, with the keys there are)."""
+def numbers(section: str, declared: Mapping[str, Range]) -> Mapping[str, Range]:
+    """Declare the numeric keys of ``section`` and their ranges (checked by check_table)."""
+    NUMBERS[section] = declared
+    return declared
+
+
+def check_table(
+    section: Any,
+    name: str,
+    allowed: set[str] | frozenset[str] | tuple[str, ...],
+    ranges: Mapping[str, Range] | None = None,
+) -> dict[str, Any]:
+    """``section`` as a table whose every key is one of ``allowed`` (a typo is named, with the keys there are)
+    and whose numeric keys (``ranges``, from :func:`numbers`) are within their declared range."""
     if not isinstance(section, dict):
         raise ConfigError(f"{name}: must be a table")
     for option in section:
         if option not in allowed:
             raise ConfigError(f"{name}.{option}: unknown key (allowed: {', '.join(sorted(allowed))})")
+    for option, declared in (ranges or {}).items():
+        if option in section and (problem := declared.problem(section[option])):
+            raise ConfigError(f"{name}.{option}: {problem}")
     return section
 
 

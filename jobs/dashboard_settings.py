@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufinops.jobs.config_checks import ConfigError, check_table, is_number
+from gpufinops.jobs.config_checks import ConfigError, check_table, is_number, numbers
+from gpufinops.warehouse.ranges import NON_NEGATIVE
 
 DASHBOARD_KEYS = {"auth", "header", "oidc_provider", "users", "monthly_budget_usd", "team_budgets", "stale_after_hours"}
+DASHBOARD_NUMBERS = numbers("dashboard", {"monthly_budget_usd": NON_NEGATIVE, "stale_after_hours": NON_NEGATIVE})
 USER_KEYS = {"email", "role", "teams"}
 AUTH_MODES = ("none", "oidc", "header")
 
@@ -80,7 +82,7 @@ def parse(section: Any) -> DashboardSettings:
     """``[dashboard]`` → DashboardSettings; every problem is a ConfigError naming the key."""
     if section is None:
         return DashboardSettings()
-    check_table(section, "dashboard", DASHBOARD_KEYS)
+    check_table(section, "dashboard", DASHBOARD_KEYS, DASHBOARD_NUMBERS)
     auth = section.get("auth", "none")
     if auth not in AUTH_MODES:
         raise ConfigError(f'dashboard.auth: must be "none", "oidc" or "header", not {auth!r}')

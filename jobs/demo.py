@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufinops.jobs import config as config_mod
-from gpufinops.jobs import tables
+from gpufinops.jobs import files, tables
 from gpufinops.jobs.ingest_cmd import run_configured
 from gpufinops.models.recommendation import Recommendation
 from gpufinops.models.run import analyse
@@ -87,7 +87,7 @@ def write_config(home: Path, resource_map: dict[str, str]) -> Path:
         "",
     ]
     path = home / "gpufinops.toml"
-    path.write_text("\n".join(lines))
+    files.write_text(path, "\n".join(lines), flag="--home")
     return path
 
 

@@ -69,6 +69,10 @@ def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
     from gpufinops.warehouse import db
 
     setting = getattr(cfg, "warehouse_setting", None)
+    from gpufinops.jobs.files import OutputRefused
+
+    if isinstance(exc, OutputRefused):
+        return str(exc), 2
     if isinstance(exc, ConfigError):
         return (f"config error in {exc.origin}: {exc}" if exc.origin else f"config error: {exc}"), 2
     if isinstance(exc, db.WarehouseError):

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+from gpufinops.jobs import files
 
 SOURCE_FLAGS = ("aws_cur_bucket", "aws_cur_path", "bigquery_table", "gcp_billing_path", "dcgm_target",
                 "prometheus_url", "nvidia_smi_path", "focus_path", "onprem_group")
@@ -290,16 +290,13 @@ def write(text: str, out: Path) -> int:
     """Validate ``text`` with the config loader, then write it; 0, or 2 with the key at fault."""
     from gpufinops.jobs import config as config_mod
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, suffix=".toml", delete=False) as tmp:
-        tmp.write(text)
     try:
-        config_mod.load(tmp.name, environ={})
+        with files.replacing(out, make_parents=True) as tmp:  # the one file writer: renamed only when valid
+            tmp.write_text(text)
+            config_mod.load(str(tmp), environ={})
     except config_mod.ConfigError as exc:
-        os.unlink(tmp.name)
         print(f"gpufinops: init: the config would not load: {exc}", file=sys.stderr)
         return 2
-    os.replace(tmp.name, out)
     return 0
 
 

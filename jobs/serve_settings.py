@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpufinops.jobs.config_checks import ConfigError, validate_cron
+from gpufinops.jobs.config_checks import ConfigError, check_table, numbers, validate_cron
+from gpufinops.warehouse.ranges import NON_NEGATIVE, at_least
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
@@ -25,6 +26,15 @@ JOBS_KEYS = {
     "retry_backoff_seconds",
     "every_seconds",
 }
+JOBS_NUMBERS = numbers(
+    "jobs",
+    {
+        "misfire_grace_seconds": NON_NEGATIVE,
+        "ingest_retries": NON_NEGATIVE,
+        "retry_backoff_seconds": NON_NEGATIVE,
+        "every_seconds": at_least(1),
+    },
+)
 DEFAULT_RECOMMEND = "0 3 * * *"  # daily, after the night's billing exports have landed
 DEFAULT_REPORT = "0 8 * * 1"  # Monday 08:00 in [report].timezone
 DEFAULT_FEED = "*/30 * * * *"
@@ -57,8 +67,7 @@ def parse(section: Any) -> JobSettings:
     """``[jobs]`` → JobSettings; every problem is a ConfigError naming the key."""
     if section is None:
         return JobSettings()
-    if not isinstance(section, dict):
-        raise ConfigError("jobs: must be a table")
+    check_table(section, "jobs", JOBS_KEYS, JOBS_NUMBERS)
     values: dict[str, Any] = {}
     for key, value in section.items():
         if key not in JOBS_KEYS:

@@ -29,9 +29,11 @@ import numpy as np
 import polars as pl
 
 from gpufinops.models import features, spot_mix
+from gpufinops.models.features import setting
 from gpufinops.models.frames import as_datetime, as_float
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from gpufinops.warehouse import gpu_charges, queries
+from gpufinops.warehouse.ranges import PERCENT
 
 HOURS_PER_MONTH = 730.5
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
@@ -44,8 +46,8 @@ class CommitmentSettings:
 
     commit_lookback_days: int = 30
     commit_min_days: float = 14.0  # less history: withheld (a baseline needs weeks)
-    commit_baseline_percentile: float = 10.0
-    commit_idle_util_pct: float = 5.0
+    commit_baseline_percentile: float = setting(10.0, PERCENT)
+    commit_idle_util_pct: float = setting(5.0, PERCENT)
     commit_min_monthly_savings_usd: float = 25.0
 
     @classmethod

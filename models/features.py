@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import weakref
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -21,42 +21,46 @@ import polars as pl
 
 from gpufinops.models import frames
 from gpufinops.models.recommendation import money
-from gpufinops.warehouse import gpu_charges, queries
+from gpufinops.warehouse import gpu_charges, queries, ranges
 
 DAYS_PER_MONTH = Decimal("30.4375")
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
+
+
+def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE) -> Any:
+    """A numeric ``[models]`` setting and the range its values must fall in (checked by parse_settings)."""
+    return field(default=default, metadata={"range": range})
 
 
 @dataclass(frozen=True)
 class RightsizingSettings:
     """The ``[models]`` config section (every key optional; defaults follow AWS Compute Optimizer)."""
 
-    lookback_days: int = 14  # window the percentiles are taken over
-    min_days: float = 7.0  # fewer measured days than this: withheld
-    min_coverage: float = 0.6  # measured / billed hours below this: withheld
-    idle_util_pct: float = 5.0  # p95 below this is idle_gpu's finding, not a resize
-    spare_gpu_util_pct: float = 10.0  # gpu_count: a GPU whose p95 stays under this is spare …
-    spare_gpu_mem_fraction: float = 0.10  # … and holds less than this share of its memory
-    memory_headroom: float = 1.2  # peak memory × this must fit the target GPU
-    max_target_util_pct: float = 60.0  # predicted p95 utilisation on the target must stay under this
-    min_savings_fraction: float = 0.25  # a move must cut the resource's cost by at least this share
-    min_monthly_savings_usd: float = 25.0
+    lookback_days: int = setting(14, ranges.at_least(1))  # window the percentiles are taken over
+    min_days: float = setting(7.0)  # fewer measured days than this: withheld
+    min_coverage: float = setting(0.6, ranges.SHARE)  # measured / billed hours below this: withheld
+    idle_util_pct: float = setting(5.0, ranges.PERCENT)  # p95 below this is idle_gpu's finding, not a resize
+    spare_gpu_util_pct: float = setting(10.0, ranges.PERCENT)  # gpu_count: a GPU whose p95 stays under this is spare …
+    spare_gpu_mem_fraction: float = setting(0.10, ranges.SHARE)  # … and holds less than this share of its memory
+    memory_headroom: float = setting(1.2, ranges.at_least(1.0))  # peak memory × this must fit the target GPU
+    max_target_util_pct: float = setting(60.0, ranges.PERCENT)  # predicted p95 on the target must stay under this
+    min_savings_fraction: float = setting(0.25, ranges.SHARE)  # a move must cut the cost by at least this share
+    min_monthly_savings_usd: float = setting(25.0)
     quantization_precisions: tuple[str, ...] = ("fp16",)  # add "int8"/"fp8" to propose those too
     inference_workloads: tuple[str, ...] = ("online_inference", "batch_inference", "inference", "serving")
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> RightsizingSettings:
         """Validated settings from ``cfg.raw["models"]``; a bad value of one of these keys is a clear error."""
-        values = parse_settings(cls, section)
-        if values.get("memory_headroom", 1.0) < 1.0:
-            raise ValueError("[models] memory_headroom must be at least 1.0")
-        return cls(**values)
+        return cls(**parse_settings(cls, section))
 
 
 def parse_settings(cls, section: dict[str, Any] | None) -> dict[str, Any]:
     """The values of a settings dataclass's own keys found in the ``[models]`` section, checked:
-    numbers non-negative, lists lists of strings (lower-cased). Keys of other models are theirs."""
-    known = {f.name for f in fields(cls)}
+    numbers within their declared range (``setting``; else non-negative), lists lists of strings
+    (lower-cased). Keys of other models are theirs."""
+    declared = {f.name: f for f in fields(cls)}
+    known = set(declared)
     values: dict[str, Any] = {}
     for key, value in (section or {}).items():
         if key not in known:
@@ -66,8 +70,8 @@ def parse_settings(cls, section: dict[str, Any] | None) -> dict[str, Any]:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"[models] {key} must be a list of strings (got {value!r})")
             values[key] = tuple(v.lower() for v in value)
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"[models] {key} must be a non-negative number (got {value!r})")
+        elif problem := ranges.declared(declared[key].metadata).problem(value):
+            raise ValueError(f"[models] {key} {problem}")
         else:
             values[key] = type(default)(value)
     return values

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gpufinops.models.features import parse_settings
+from gpufinops.models.features import parse_settings, setting
+from gpufinops.warehouse.ranges import SHARE
 
 HOURS_PER_MONTH = 730
 
@@ -20,7 +21,7 @@ HOURS_PER_MONTH = 730
 class OnpremSettings:
     """This model's `[models]` keys (validated with the others by models.run.validate_settings)."""
 
-    onprem_target_utilisation: float = 0.85  # an on-prem group is full at this busy share
+    onprem_target_utilisation: float = setting(0.85, SHARE)  # an on-prem group is full at this busy share
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> OnpremSettings:

@@ -35,10 +35,11 @@ import numpy as np
 import polars as pl
 
 from gpufinops.models import features, spot_forecast
-from gpufinops.models.features import tag
+from gpufinops.models.features import setting, tag
 from gpufinops.models.frames import as_datetime
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from gpufinops.warehouse import gpu_charges, queries
+from gpufinops.warehouse.ranges import SHARE
 
 DAYS_PER_MONTH = 30.4375
 HOURS_PER_MONTH = DAYS_PER_MONTH * 24
@@ -55,8 +56,8 @@ class SpotMixSettings:
     spot_checkpoint_interval_min: float = 60.0      # tag ``checkpoint_interval_min`` overrides
     spot_restart_overhead_min: float = 20.0         # tag ``restart_overhead_min`` overrides
     spot_max_uncheckpointed_run_hours: float = 2.0  # longer runs without checkpoints never go to spot
-    spot_max_share: float = 1.0                     # share of a batch / training workload moved
-    spot_serving_floor_share: float = 0.5           # share of serving replicas kept on on-demand
+    spot_max_share: float = setting(1.0, SHARE)     # share of a batch / training workload moved
+    spot_serving_floor_share: float = setting(0.5, SHARE)  # share of serving replicas kept on on-demand
     spot_serving_min_replicas: int = 3              # fewer: a lost spot replica would leave too little capacity
     spot_unknown_band_interruptions: float = 1.0    # a month, when no advisor band is known (worst band)
     spot_min_savings_fraction: float = 0.2

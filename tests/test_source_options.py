@@ -76,7 +76,7 @@ def load(tmp_path: Path, source: str) -> config.Config:
         ),
         (
             'type = "gcp_billing_export"\npath = "f"\nlookback_days = -1',
-            "sources.x.lookback_days: must be a number of days ≥ 0",
+            "sources.x.lookback_days: must be a non-negative number (got -1)",
         ),
         (
             'type = "gcp_catalog"\noutputs = ["price_catalog", "prices"]',

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -183,6 +185,13 @@ class UnknownRecommendation(LookupError):
     pass
 
 
+class WriteConflict(RuntimeError):
+    """A decision kept colliding with other writers of the same rows for the whole retry budget."""
+
+
+DECISION_ATTEMPTS = 8  # DuckDB's optimistic concurrency: a conflicting transaction is rolled back whole
+
+
 def record_decision(
     con: duckdb.DuckDBPyConnection,
     recommendation_id: str,
@@ -191,16 +200,45 @@ def record_decision(
     actor: str,
     *,
     teams: list[str] | None = None,
+    attempts: int = DECISION_ATTEMPTS,
 ) -> str:
     """Record who decided what on a recommendation, and set its status, in one transaction.
 
     ``teams`` (None = every team) scopes the caller: a recommendation outside it is reported as
     unknown, exactly like one that does not exist, so a scoped caller learns nothing of other teams.
-    Returns the new status.
+    A write conflict with another connection (``Conflict on update``) rolls the whole transaction
+    back, so it is retried, up to ``attempts`` times with a jittered backoff, then WriteConflict:
+    each decision is recorded once or not at all. Returns the new status.
     """
     if decision not in DECISION_STATUS:
         raise ValueError(f"decision must be one of {', '.join(DECISION_STATUS)}, not {decision!r}")
     status = DECISION_STATUS[decision]
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, not {attempts}")
+    attempt = 0
+    while True:
+        try:
+            _decide_once(con, recommendation_id, decision, status, reason, actor, teams)
+            return status
+        except duckdb.TransactionException as exc:
+            attempt += 1
+            if attempt >= attempts:
+                raise WriteConflict(
+                    f"recommendation {recommendation_id!r}: still in conflict with other writers after "
+                    f"{attempts} attempts ({str(exc).splitlines()[0]})"
+                ) from exc
+            time.sleep(random.uniform(0, min(0.01 * 2**attempt, 0.5)))  # full jitter, capped
+
+
+def _decide_once(
+    con: duckdb.DuckDBPyConnection,
+    recommendation_id: str,
+    decision: str,
+    status: str,
+    reason: str | None,
+    actor: str,
+    teams: list[str] | None,
+) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
         found = con.execute("SELECT team FROM recommendations WHERE id = ?", [recommendation_id]).fetchall()
@@ -214,4 +252,3 @@ def record_decision(
     except BaseException:
         rollback(con)
         raise
-    return status

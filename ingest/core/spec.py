@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
+from gpufinops.warehouse import ranges
+from gpufinops.warehouse.ranges import Range
+
 T = TypeVar("T", bound="SourceOptions")
 MISSING: Any = dataclasses.MISSING
 
@@ -34,12 +37,13 @@ class OptionProblem(ValueError):
         self.problem = problem
 
 
-def option(default: Any = MISSING, doc: str = "", *, secret: bool = False) -> Any:
-    """A declared option: ``default`` (none: required), a one-line ``doc``; ``secret`` keeps it out of reprs.
+def option(default: Any = MISSING, doc: str = "", *, secret: bool = False, range: Range | None = None) -> Any:
+    """A declared option: ``default`` (none: required), a one-line ``doc``; ``secret`` keeps it out of reprs;
+    ``range``: the values a number may take (default: non-negative; ``warehouse.ranges``).
 
     A list or table default is given as a tuple / mapping and copied per instance.
     """
-    metadata = {"doc": doc, "secret": secret}
+    metadata = {"doc": doc, "secret": secret, "range": range or ranges.NON_NEGATIVE}
     if isinstance(default, (list, dict, set)):
         value = default
         return dataclasses.field(default_factory=lambda: type(value)(value), metadata=metadata, repr=not secret)
@@ -88,9 +92,6 @@ class SourceOptions:
         :class:`OptionError` naming ``where.key``: a missing required key, an unknown key, a wrong type."""
         hints = typing.get_type_hints(cls)
         declared = {f.name: f for f in cls.fields()}
-        for name, fld in declared.items():
-            if _required(fld) and name not in table:
-                raise OptionError(f"{where}.{name}: missing required key for source type {source_type}")
         allowed = sorted(set(declared) | set(common))
         values: dict[str, Any] = {}
         for name, value in table.items():
@@ -102,7 +103,16 @@ class SourceOptions:
                 )
             if not conforms(value, hints[name]):
                 raise OptionError(f"{where}.{name}: must be {describe(hints[name])}, not {value!r}")
+            if (
+                value is not None
+                and is_numeric(hints[name])
+                and (problem := ranges.declared(declared[name].metadata).problem(value))
+            ):
+                raise OptionError(f"{where}.{name}: {problem}")
             values[name] = value
+        for name, fld in declared.items():
+            if _required(fld) and name not in table:
+                raise OptionError(f"{where}.{name}: missing required key for source type {source_type}")
         instance = cls(**values)
         try:
             instance.validate()
@@ -121,6 +131,14 @@ def choices_problem(key: str, value: str | list[str], known: tuple[str, ...]) ->
     if not wanted or any(v not in known for v in wanted):
         return OptionProblem(key, f"must list some of {', '.join(known)} (got {value!r})")
     return None
+
+
+def is_numeric(tp: Any) -> bool:
+    """An int or float option (Optional too): one whose declared range is checked."""
+    if _is_union(tp):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return bool(args) and all(is_numeric(a) for a in args)
+    return tp in (int, float)
 
 
 def _required(fld: dataclasses.Field) -> bool:
@@ -222,5 +240,5 @@ class ExporterOptions(ResourceMapOptions, OnInvalidOptions):
     resource_label: str = option("instance_id", "the label holding the billed resource id")
     provider_id_label: str = option("provider_id", "the label holding a Kubernetes node's providerID")
     namespace_teams: dict[str, str] = option({}, "Kubernetes namespace → team")
-    timeout_s: float = option(10.0, "HTTP timeout per request, seconds")
-    retries: int = option(3, "retries of a failed request")
+    timeout_s: float = option(10.0, "HTTP timeout per request, seconds", range=ranges.POSITIVE)
+    retries: int = option(3, "retries of a failed request", range=ranges.NON_NEGATIVE)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from gpufinops.jobs import files
 from gpufinops.jobs.export import clusters as clusters_mod
 from gpufinops.jobs.export import inventory as inventory_mod
 from gpufinops.jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
@@ -162,11 +162,8 @@ def _render_skypilot(fleet: Fleet, team: str | None, shown: list[clusters_mod.Cl
 
 
 def write(text: str, out: str | os.PathLike | None) -> None:
-    """To ``out`` through a temporary file and a rename (never half-written), else stdout."""
+    """To ``out`` through the one file writer (jobs/files.py: never half-written), else stdout."""
     if out is None:
         print(text, end="")
         return
-    path = Path(out)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    files.write_text(out, text)

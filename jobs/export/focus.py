@@ -9,8 +9,9 @@ extensions (``x_InstanceType``, ``x_GpuModel``, ``x_GpuCount``, ``x_Team``, ``x_
 DuckDB streams the rows from the warehouse into the file with one ``COPY (SELECT …) TO``: row
 groups are written as they are read (insertion order is not kept, nothing is sorted), so 10M rows
 never sit in memory. The warehouse is opened read-only and never created; the file is written
-beside ``--out`` under a temporary name and renamed when complete, so a failed export leaves no
-half-written file.
+through the one file writer (:mod:`gpufinops.jobs.files`): beside ``--out`` under a temporary name,
+renamed when complete, so a failed or killed export leaves no half-written file, and a target that
+is the warehouse, a directory, a device or a FIFO is refused.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import duckdb
 
+from gpufinops.jobs import files
 from gpufinops.models.recommendation import provider_code
 from gpufinops.warehouse import schema
 from gpufinops.warehouse.fetch import scalar
@@ -100,20 +101,11 @@ def export(
     """Write the FOCUS dataset to ``out``; returns the number of rows written."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt}: not a FOCUS export format (choose {' or '.join(FORMATS)})")
-    path = Path(out)
-    if path.is_dir():
-        raise ExportError(f"--out {path}: is a directory (give the file to write)")
-    if not path.parent.exists():
-        raise ExportError(f"--out {path}: folder {path.parent} does not exist")
+    files.check(out)  # refused before the query is built (the warehouse, a directory, a FIFO, …)
     sql = select_sql(con, fmt, filters)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     con.execute("SET preserve_insertion_order = false")  # stream row groups as they come
-    try:
+    with files.replacing(out) as tmp:
         rows = scalar(con.execute(f"COPY ({sql}) TO {_literal(tmp.as_posix())} ({_copy_options(fmt)})"), "COPY")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return int(rows)
 
 

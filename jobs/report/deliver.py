@@ -293,11 +293,12 @@ def _older(row: dict, moment: datetime) -> bool:
 def write_file(report: Report, path: Path, settings: ReportSettings, recipient: str | None = None) -> list[Path]:
     """``--out``: ``.eml`` is the MIME message exactly as mailed; any other name gets the same HTML
     with its images inlined (opens in a browser) and the CSV attachment written beside it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from gpufinops.jobs import files  # the one file writer: refused targets, temp beside, rename
+
     if path.suffix.lower() == ".eml":
-        path.write_bytes(mime.build(report, settings.sender, recipient).as_bytes())
+        files.write_bytes(path, mime.build(report, settings.sender, recipient).as_bytes(), make_parents=True)
         return [path]
     csv_path = path.with_name(report.csv_name)
-    path.write_text(report.standalone_html(), encoding="utf-8")
-    csv_path.write_bytes(report.csv_bytes)
+    files.write_text(path, report.standalone_html(), make_parents=True)
+    files.write_bytes(csv_path, report.csv_bytes, make_parents=True)
     return [path, csv_path]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gpufinops.jobs.config_checks import ConfigError
+from gpufinops.jobs.config_checks import ConfigError, check_table, numbers
+from gpufinops.warehouse.ranges import NON_NEGATIVE, POSITIVE, Range, at_least
 from gpufinops.warehouse.scope import Scope
 
 REPORT_KEYS = {
@@ -32,6 +33,16 @@ REPORT_KEYS = {
     "smtp_allow_plaintext_auth",
     "sending_timeout_minutes",
 }
+REPORT_NUMBERS = numbers(
+    "report",
+    {
+        "smtp_port": Range(1, 65535, "a TCP port, 1 to 65535"),
+        "send_attempts": at_least(1),
+        "smtp_timeout_seconds": POSITIVE,
+        "retry_backoff_seconds": NON_NEGATIVE,
+        "sending_timeout_minutes": POSITIVE,
+    },
+)
 RECIPIENT_KEYS = {"email", "role", "teams", "name"}
 REPORT_ROLES = ("finance", "lead")
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
@@ -123,11 +134,7 @@ def parse(section: Any) -> ReportSettings:
     """``[report]`` → ReportSettings; every problem is a ConfigError naming the key."""
     if section is None:
         return ReportSettings()
-    if not isinstance(section, dict):
-        raise ConfigError("report: must be a table")
-    for key in section:
-        if key not in REPORT_KEYS:
-            raise ConfigError(f"report.{key}: unknown key (allowed: {', '.join(sorted(REPORT_KEYS))})")
+    check_table(section, "report", REPORT_KEYS, REPORT_NUMBERS)
     values: dict[str, Any] = {}
     for key in ("timezone", "sender", "smtp_host", "smtp_user_env", "smtp_password_env", "dashboard_url"):
         if key in section:
