@@ -154,8 +154,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from gpufinops.jobs import errors
 
-    args = _parser().parse_args(argv)
-    errors.configure_logging(args.verbose)
+    with errors.scrubbed_output():  # every command's output through the one scrubber (ingest.core.scrub)
+        args = _parser().parse_args(argv)
+        errors.configure_logging(args.verbose)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gpufinops.jobs import errors
+
     cfg = None
     try:
         if args.command == "demo":

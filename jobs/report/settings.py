@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpufinops.jobs.config_checks import ConfigError
+from gpufinops.jobs.report.headers import refuse_unsafe
 from gpufinops.warehouse.scope import Scope
 
 REPORT_KEYS = {
@@ -128,6 +129,7 @@ def parse(section: Any) -> ReportSettings:
     for key in section:
         if key not in REPORT_KEYS:
             raise ConfigError(f"report.{key}: unknown key (allowed: {', '.join(sorted(REPORT_KEYS))})")
+    refuse_unsafe(section, "report")  # sender, recipients, names and teams become mail headers: no CR/LF
     values: dict[str, Any] = {}
     for key in ("timezone", "sender", "smtp_host", "smtp_user_env", "smtp_password_env", "dashboard_url"):
         if key in section:
