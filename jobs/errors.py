@@ -36,7 +36,7 @@ def scrubbed_output() -> Iterator[None]:
     table, progress bar and log line of every command, without code of its own."""
     saved = sys.stdout, sys.stderr
     wrapped = [s if isinstance(s, scrubber.ScrubbingStream) else scrubber.ScrubbingStream(s) for s in saved]
-    sys.stdout, sys.stderr = wrapped  # type: ignore[assignment]
+    sys.stdout, sys.stderr = wrapped
     try:
         yield
     finally:

@@ -171,7 +171,9 @@ class Hostile:
     with 200), ``500``, or ``stall`` (reads the request, never answers until closed)."""
 
     def __init__(self, script: list[str]) -> None:
-        self.script, self.posts, self.gets = list(script), [], []
+        self.script = list(script)
+        self.posts: list[str] = []
+        self.gets: list[str] = []
         self.release = threading.Event()
         me = self
 

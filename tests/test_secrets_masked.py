@@ -132,10 +132,11 @@ def start(args: list[str], tmp_path: Path, env: dict[str, str]) -> subprocess.Po
     )
 
 
-def finish(proc: subprocess.Popen, deadline: float) -> tuple[str, str]:
+def finish(proc: subprocess.Popen, deadline: float, interrupted: list[int]) -> tuple[str, str]:
     try:
         return proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:  # still serving or computing: Ctrl-C, then whatever is left
+        interrupted.append(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         try:
             return proc.communicate(timeout=20)
@@ -161,7 +162,7 @@ def test_no_command_prints_a_planted_secret_at_any_verbosity(tmp_path):
     config = write_config(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "GPUFINOPS_TEST_SMTP_USER": "mailer", **PLANTED}
     env.pop("GPUFINOPS_CONFIG", None)
-    leaks, ran = [], []
+    leaks, ran, interrupted = [], [], set()
     registry = commands()
     assert {"doctor", "ingest", "alerts", "report", "api", "serve"} <= set(registry)
     first = ["ingest", *sorted(c for c in registry if c != "ingest")]  # ingest first: the warehouse exists after
@@ -172,11 +173,15 @@ def test_no_command_prints_a_planted_secret_at_any_verbosity(tmp_path):
             runs.append((args[2:], start(args, tmp_path, env)))
         deadline = time.monotonic() + CAP_S
         for shown, proc in runs:
-            out, err = finish(proc, deadline)
+            stopped: list[int] = []
+            out, err = finish(proc, deadline, stopped)
             ran.append(" ".join(shown))
+            if stopped:
+                interrupted.add(command)
             for name, value in PLANTED.items():
                 for stream, text in (("stdout", out), ("stderr", err)):
                     if value in text:
                         leaks.append(f"`gpufinops {' '.join(shown)}` printed {name} on {stream}")
     assert not leaks, "\n".join(leaks)
     assert len(ran) == 3 * len(registry)
+    assert not {"doctor", "ingest", "alerts", "sql"} & interrupted, interrupted  # these ran to their end

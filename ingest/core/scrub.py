@@ -129,4 +129,4 @@ class ScrubbingStream(io.TextIOBase):
 
     @property
     def buffer(self):  # a caller writing bytes gets the raw stream (binary output is not text)
-        return self.inner.buffer  # type: ignore[attr-defined]
+        return self.inner.buffer
