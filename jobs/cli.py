@@ -149,8 +149,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from gpufinops.jobs import errors, files
 
-    args = _parser().parse_args(argv)
-    errors.configure_logging(args.verbose)
+    with errors.scrubbed_output():  # every command's output through the one scrubber (ingest.core.scrub)
+        args = _parser().parse_args(argv)
+        errors.configure_logging(args.verbose)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gpufinops.jobs import errors
+
     cfg = None
     try:
         out = getattr(args, "out", None)

@@ -49,6 +49,9 @@ def check_config(path: str | None, db: str | None):
         return None, Check(
             "config", FAIL, str(exc), f"edit {chosen or 'the config'} (`gpufinops init` writes a new one)"
         )
+    from gpufinops.ingest.core import scrub
+
+    scrub.remember(cfg.secrets())  # what the checks print is scrubbed of them too (the CLI's streams)
     if cfg.path is None:
         return cfg, Check(
             "config",

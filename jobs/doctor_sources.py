@@ -206,8 +206,17 @@ def gcp_price_history(source: SourceConfig, base_dir: Path, timeout: float) -> R
 # --- GPU metrics -------------------------------------------------------------------------------------
 
 
+def _get(url: str) -> tuple[urllib.request.Request, str]:
+    """The GET ingest makes (``user:password@`` becomes Basic auth) and the URL without its credentials."""
+    from gpufinops.ingest.metrics import scrape
+
+    request = scrape._request(url)
+    request.add_header("User-Agent", "gpufinops-doctor")
+    return request, scrape.display_url(url)
+
+
 def http_get(url: str, timeout: float, expect: tuple[str, ...] | None = GPU_METRICS) -> Result:
-    request = urllib.request.Request(url, headers={"User-Agent": "gpufinops-doctor"})
+    request, url = _get(url)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read(4_000_000).decode("utf-8", "replace")
@@ -248,12 +257,13 @@ def dcgm_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Resul
 
 
 def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    url = str(source.options["url"]).rstrip("/")
+    base = str(source.options["url"]).rstrip("/")
+    url = _get(base)[1]
     selector = source.options.get("selector")
     for metric in GPU_METRICS:  # series seen in the last day (an instant query sees only the last 5 minutes)
         series = f"{metric}{{{selector}}}" if selector else metric
         query = f"count(last_over_time({series}[1d]))"
-        target = f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+        target = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]
         try:
             with urllib.request.urlopen(target, timeout=timeout) as response:
                 answer = json.loads(response.read())

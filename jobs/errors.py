@@ -10,33 +10,40 @@ traceback only with ``-v``, through the scrubbing log formatter: no secret value
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
-log = logging.getLogger("gpufinops")
+from gpufinops.ingest.core import scrub as scrubber
 
-URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"]+:[^/\s@'\"]*@")
-_SECRETS: list[str] = []
+log = logging.getLogger("gpufinops")
 
 
 def remember_secrets(values: list[str]) -> None:
     """The secret values (from the config's ``*_env`` variables) every message is scrubbed of."""
-    _SECRETS[:] = sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)
+    scrubber.remember(values)
 
 
-def scrub(text: str) -> str:
-    for value in _SECRETS:
-        text = text.replace(value, "***")
-    return URL_CREDENTIALS.sub("***:***@", text)
+scrub = scrubber.scrub
+ScrubbingFormatter = scrubber.ScrubbingFormatter
 
 
-class ScrubbingFormatter(logging.Formatter):
-    """Formats records (tracebacks included) and scrubs the result."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return scrub(super().format(record))
+@contextlib.contextmanager
+def scrubbed_output() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` through the one scrubber while a command runs: every print,
+    table, progress bar and log line of every command, without code of its own."""
+    saved = sys.stdout, sys.stderr
+    wrapped = [s if isinstance(s, scrubber.ScrubbingStream) else scrubber.ScrubbingStream(s) for s in saved]
+    sys.stdout, sys.stderr = wrapped
+    try:
+        yield
+    finally:
+        for stream in wrapped:
+            with contextlib.suppress(Exception):  # a closed pipe: nothing more to show
+                stream.flush()
+        sys.stdout, sys.stderr = saved
 
 
 def configure_logging(verbose: int) -> None:

@@ -10,7 +10,8 @@ Each webhook gets, in batches, every recommendation no delivered batch has carri
 
 A receiver recomputes the HMAC over the raw body, compares in constant time and refuses a timestamp
 older than a few minutes (a replay); ``verify_signature`` does exactly that. A 5xx, 408, 429 or a
-connection error is retried with exponential backoff; another 4xx fails the batch at once. Every
+connection error is retried with exponential backoff; another 4xx, or a 3xx (never followed: a
+redirect would turn the POST into a GET; the error names its Location), fails the batch at once. Every
 attempt is written to ``webhook_deliveries`` (one row per batch: attempts, status, HTTP status,
 error), so a delivered batch is never sent again and a failed one is retried on the next push.
 Delivery is at-least-once: a receiver dedupes on ``X-Gpufinops-Delivery``.
@@ -31,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpufinops.ingest.core.scrub import scrub
 from gpufinops.jobs.api_settings import ApiWebhook
 from gpufinops.jobs.config import Config, ConfigError
 
@@ -73,12 +75,35 @@ class _Attempt:
         return self.http_status is None or self.http_status >= 500 or self.http_status in RETRY_STATUSES
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: urllib would turn the POST into a GET (a login page answers 200 to
+    it), and the receiver never sees the notification. A 3xx is a failure naming its Location."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> _Attempt:
+    """One POST; delivered only on a 2xx to the POST itself (no redirect followed)."""
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return _Attempt(response.status, None)
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            response.read(65536)  # the answer in full within the timeout (a receiver that stalls after 200 fails)
+            status = response.status
+            if 200 <= status < 300:
+                return _Attempt(status, None)
+            return _Attempt(status, f"HTTP {status}: not a 2xx answer")
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            location = exc.headers.get("Location") if exc.headers else None
+            return _Attempt(
+                exc.code,
+                f"HTTP {exc.code} {exc.reason}: redirected to {location or '(no Location)'}; not followed "
+                f"(a redirect turns the POST into a GET): configure the final URL",
+            )
         return _Attempt(exc.code, f"HTTP {exc.code} {exc.reason}")
     except (urllib.error.URLError, OSError) as exc:  # refused, reset, timed out, DNS
         reason = getattr(exc, "reason", exc)
@@ -95,9 +120,7 @@ def _record(
     """Upsert the batch's row after each attempt, on a short-lived writer."""
     from gpufinops.warehouse import db
 
-    error = attempt.error if attempt else None
-    for secret in cfg.secrets():  # never store a secret, even if an error message carried one
-        error = error.replace(secret, "***") if error else error
+    error = scrub(attempt.error, cfg.secrets()) if attempt and attempt.error else None  # never a secret stored
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
         con.execute("BEGIN TRANSACTION")
         try:

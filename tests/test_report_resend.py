@@ -81,3 +81,22 @@ def test_smtp_auth_without_tls_is_refused_unless_allowed(report_demo, tmp_path, 
         assert len(deliver.send_weekly(cfg, default_week(cfg)).sent) == 3
     assert "without TLS (smtp_allow_plaintext_auth = true)" in caplog.text
     assert "pa55-w0rd-secret" not in caplog.text and recorder.logins
+
+
+def test_a_server_that_never_answers_data_leaves_unknown_then_resends_the_same_message_id(report_demo, tmp_path):
+    recorder = Recorder(stall={VISION})  # aiosmtpd takes VISION's message and never answers its DATA
+    with Server(recorder) as port:
+        config = make_config(report_demo, tmp_path, port, attempts=1)
+        config.write_text(config.read_text().replace("smtp_timeout_seconds = 20", "smtp_timeout_seconds = 1"))
+        cfg = config_mod.load(config)
+        week = str(default_week(cfg))
+        stalled = cli(config, "report", "weekly", "--week", week, "--send")
+        assert stalled.returncode == 1 and f"{VISION} (unknown)" in stalled.stderr, stalled.stdout + stalled.stderr
+        recorder.release.set()
+        recorder.stall.clear()
+        assert {a: len(recorder.to(a)) for a in (FINANCE, RESEARCH)} == {FINANCE: 1, RESEARCH: 1}  # not blocked
+        first_id = recorder.to(VISION)[0]["Message-ID"]
+        _age(cfg.warehouse_path, week, VISION, minutes=20)  # past sending_timeout_minutes (15)
+        again = cli(config, "report", "weekly", "--week", week, "--send")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [m["Message-ID"] for m in recorder.to(VISION)] == [first_id, first_id]

@@ -246,7 +246,8 @@ def pending_notifications(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         """
         SELECT notification_id, any_value(event) AS event, any_value(channel) AS channel,
                any_value(target) AS target, any_value(status) AS status, max(attempts) AS attempts,
-               list(alert_id ORDER BY alert_id) AS alert_ids, min(created_at) AS created_at
+               list(alert_id ORDER BY alert_id) AS alert_ids, min(created_at) AS created_at,
+               max(updated_at) AS updated_at
         FROM alert_deliveries WHERE status IN ('pending', 'failed', 'sending')
         GROUP BY notification_id ORDER BY created_at, notification_id""",
     )

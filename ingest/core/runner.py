@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from gpufinops.ingest.core.registry import (
     LoadWindow,
     Registry,
 )
+from gpufinops.ingest.core.scrub import scrub
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
 from gpufinops.warehouse import allocation, attribution, db, rollups, schema
 
@@ -61,18 +61,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"]+:[^/\s@'\"]*@")
-
-
-def scrub(message: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """``message`` without the secret values and without ``user:password@`` in any URL."""
-    for value in secrets:
-        if value and len(value) >= 4:
-            message = message.replace(value, "***")
-    return URL_CREDENTIALS.sub("***:***@", message)
-
-
-_scrub = scrub
+_scrub = scrub  # the one scrubber (ingest.core.scrub)
 
 
 def _error_sentence(source: str, exc: BaseException) -> str:

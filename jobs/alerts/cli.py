@@ -16,8 +16,10 @@ from gpufinops.warehouse import alerts_queries, db
 LIST_COLUMNS = ("severity", "rule", "scope", "period", "threshold", "teams", "title", "opened_at", "status")
 
 
-def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.stdout) -> int:
-    """Evaluate and deliver; exit 1 when a delivery failed (the next run retries it)."""
+def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=None) -> int:
+    """Evaluate and deliver; exit 1 while a notification is unsent (failed or unknown: the next runs
+    retry it)."""
+    out = out or sys.stdout  # at call time: the CLI's scrubbed stream
     result = run_mod.run(cfg, now=now, send=send)
     print(
         f"alerts as of {result.now:%Y-%m-%d %H:%M} UTC (rules evaluated in {result.evaluate_seconds:.2f} s):", file=out
@@ -48,7 +50,11 @@ def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=sys.
         for label in d.failed:
             print(f"  failed   {label} (retried by the next run)", file=out)
         for label in d.unknown:
-            print(f"  unknown  {label} (a run died while it was being delivered: not resent)", file=out)
+            print(
+                f"  unknown  {label} (a send ended mid-delivery: resent with the same Message-ID / delivery id "
+                f"after {cfg.report.sending_timeout_minutes:g} min)",
+                file=out,
+            )
     return 0 if result.ok else 1
 
 
@@ -59,8 +65,9 @@ def list_alerts(
     status: str = "open",
     rule: str | None = None,
     fmt: str = "table",
-    out=sys.stdout,
+    out=None,
 ) -> int:
+    out = out or sys.stdout
     with db.reader(cfg.warehouse_path) as con:  # an older warehouse without the alert tables lists none
         frame = alerts_queries.alerts(
             con, teams=[team] if team else None, status=None if status == "all" else status, rule=rule

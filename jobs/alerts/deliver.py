@@ -7,12 +7,18 @@ no team (a budget over everything, stale data) to finance only. A Slack or webho
 
 Each notification walks ``pending`` → ``sending`` → ``sent`` (or ``failed``, retried by the next
 run). E-mail is sent with the weekly report's SMTP client (jobs.report.deliver.smtp_send):
-``sending`` is written once the server accepted the recipient, just before DATA, so a process that
-dies while the server takes the message leaves ``sending`` — not resent (it may have arrived; never
-twice), reported as unknown. Slack has no way to deduplicate either, so a ``sending`` Slack post is
-treated the same way. The signed webhook carries the notification id as ``delivery_id`` /
-``X-Gpufinops-Delivery``, so a ``sending`` one is posted again with the same id and the receiver
-deduplicates (at-least-once on the wire, once for a receiver that checks the id).
+``sending`` is written once the server accepted the recipient, just before DATA, so a send that
+timed out or lost its connection in DATA (or a process that died there) leaves ``sending``: its
+state is unknown (the server may have queued it). It is not resent before
+``[report] sending_timeout_minutes`` has passed, then resent with the SAME Message-ID (the
+notification's), which receivers deduplicate on. A Slack post left ``sending`` is treated the same
+way (Slack cannot deduplicate: at worst one duplicate post, never a lost one). The signed webhook
+carries the notification id as ``delivery_id`` / ``X-Gpufinops-Delivery``, so a ``sending`` one is
+posted again at once with the same id and the receiver deduplicates. A webhook is delivered only
+on a 2xx to the POST itself (jobs.webhook: a redirect is never followed and is a failure).
+
+Every notification is sent on its own: an error in one (a server refusing, a header it cannot
+carry, a bug) is recorded on that notification as ``failed`` and the others are still sent.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from gpufinops.ingest.core.scrub import scrub
 from gpufinops.jobs import webhook as signed
 from gpufinops.jobs.alerts import render
 from gpufinops.jobs.alerts.settings import AlertConfig, Channel
@@ -68,9 +75,8 @@ def route(cfg: Config) -> Callable[[tuple[str, ...]], list[tuple[str, str]]]:
 
 
 def _record(cfg: Config, nid: str, status: str, **kwargs) -> None:
-    for secret in cfg.secrets():  # an error text never keeps a secret
-        if kwargs.get("error") and secret:
-            kwargs["error"] = kwargs["error"].replace(secret, "***")
+    if kwargs.get("error"):  # an error text never keeps a secret
+        kwargs["error"] = " ".join(scrub(kwargs["error"], cfg.secrets()).split())[:1000]
     with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
         alerts_store.mark(con, nid, status, _now(), **kwargs)
 
@@ -102,7 +108,11 @@ def _send_email(cfg: Config, note: dict, rows: list[dict], out: Delivered, stop:
                 cfg,
                 note["notification_id"],
                 "sending",
-                error=f"state unknown, not resent automatically: {mail._scrub(str(exc), settings)}",
+                error=f"state unknown ({exc}): resent with the same Message-ID after "
+                f"{settings.sending_timeout_minutes:g} min unless it is confirmed",
+            )
+            log.warning(
+                "alert %s to %s: state unknown: %s", note["notification_id"], label, mail._scrub(str(exc), settings)
             )
             out.unknown.append(label)
             return
@@ -158,7 +168,7 @@ def _send_http(
             _record(cfg, nid, "sent", http_status=attempt.http_status)
             out.sent.append(label)
             return
-        error = (attempt.error or "").replace(secret, "***")
+        error = scrub(attempt.error or "", [secret])
         final = not attempt.retryable or number == channel.max_attempts
         _record(cfg, nid, "failed", http_status=attempt.http_status, error=error)
         log.warning("alert %s to %s: attempt %d/%d failed: %s", nid, label, number, channel.max_attempts, error)
@@ -194,29 +204,70 @@ def deliver_pending(
                 f"{channel.key}.{'url_env' if channel.kind == 'slack' else 'secret_env'}: "
                 f"environment variable {env} is not set"
             )
+    stale_before = _now() - timedelta(minutes=cfg.report.sending_timeout_minutes)
     for note in pending:
         if stop.is_set():
             out.interrupted = True
             break
-        label = f"{note['channel']} {note['target']}"
-        channel = channels.get(note["target"])
-        if (note["channel"] == "email" and note["target"] not in emails) or (
-            note["channel"] != "email" and channel is None
-        ):
-            _record(cfg, note["notification_id"], "cancelled", error="the target is no longer configured")
-            out.cancelled.append(label)
-            continue
-        if note["status"] == "sending" and note["channel"] != "webhook":
+        try:
+            _deliver_one(cfg, note, rows, channels, emails, stale_before, out, stop, environ, sleep)
+        except Exception as exc:  # one bad notification never blocks the others: recorded on it, next run retries
+            label = f"{note['channel']} {note['target']}"
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("alert %s to %s: not sent: %s", note["notification_id"], label, scrub(error, cfg.secrets()))
+            log.debug("traceback of the failed notification", exc_info=exc)
+            _record(cfg, note["notification_id"], "failed", error=f"not sent: {error}")
+            out.failed.append(label)
+    return out
+
+
+def _deliver_one(
+    cfg: Config,
+    note: dict,
+    rows: dict[str, dict],
+    channels: dict[str, Channel],
+    emails: set[str],
+    stale_before: datetime,
+    out: Delivered,
+    stop: threading.Event,
+    environ: dict[str, str],
+    sleep: Callable[[float], None],
+) -> None:
+    """One notification, on its own (see ``deliver_pending``)."""
+    label = f"{note['channel']} {note['target']}"
+    channel = channels.get(note["target"])
+    if (note["channel"] == "email" and note["target"] not in emails) or (
+        note["channel"] != "email" and channel is None
+    ):
+        _record(cfg, note["notification_id"], "cancelled", error="the target is no longer configured")
+        out.cancelled.append(label)
+        return
+    if note["status"] == "sending" and note["channel"] != "webhook":
+        if not _older(note.get("updated_at"), stale_before):
             log.warning(
-                "alert notification %s to %s: a previous run ended mid-delivery; not resent (it may have arrived)",
+                "alert notification %s to %s: a send ended mid-delivery less than %g min ago; not resent yet "
+                "(it may have arrived)",
                 note["notification_id"],
                 label,
+                cfg.report.sending_timeout_minutes,
             )
             out.unknown.append(label)
-            continue
-        alert_rows = [rows[a] for a in note["alert_ids"] if a in rows]
-        if note["channel"] == "email":
-            _send_email(cfg, note, alert_rows, out, stop)
-        elif channel is not None:  # always: a target no longer configured was cancelled above
-            _send_http(cfg, channel, note, alert_rows, out, stop, environ, sleep)
-    return out
+            return
+        log.warning(
+            "alert notification %s to %s: left 'sending' since %s; sending again with the same %s",
+            note["notification_id"],
+            label,
+            note.get("updated_at"),
+            "Message-ID (receivers deduplicate on it)" if note["channel"] == "email" else "content",
+        )
+    alert_rows = [rows[a] for a in note["alert_ids"] if a in rows]
+    if note["channel"] == "email":
+        _send_email(cfg, note, alert_rows, out, stop)
+    elif channel is not None:  # always: a target no longer configured was cancelled above
+        _send_http(cfg, channel, note, alert_rows, out, stop, environ, sleep)
+
+
+def _older(updated: datetime | None, moment: datetime) -> bool:
+    if updated is None:
+        return True
+    return (updated if updated.tzinfo else updated.replace(tzinfo=UTC)) < moment

@@ -15,6 +15,8 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 from typing import Any
 
+from gpufinops.jobs.report.headers import header
+
 SEVERITY_MARK = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info": ":large_blue_circle:"}
 SLACK_HEADER_MAX, SLACK_SECTION_MAX, SLACK_BLOCKS_MAX = 150, 3000, 50
 
@@ -115,13 +117,16 @@ def email(
 ) -> EmailMessage:
     """The mail of one notification; its Message-ID is the notification's (a resend is recognisable)."""
     msg = EmailMessage(policy=policy.SMTP)
-    msg["Subject"] = subject(event, rows)
-    msg["From"] = sender
-    msg["To"] = recipient
-    msg["Date"] = format_datetime(now or datetime.now(UTC))
-    msg["Message-ID"] = f"<{nid}@gpufinops>"
-    msg["X-Gpufinops-Alerts"] = ",".join(r["alert_id"] for r in rows)
-    msg["X-Gpufinops-Event"] = event
+    for name, value in (
+        ("Subject", subject(event, rows)),
+        ("From", sender),
+        ("To", recipient),
+        ("Date", format_datetime(now or datetime.now(UTC))),
+        ("Message-ID", f"<{nid}@gpufinops>"),
+        ("X-Gpufinops-Alerts", ",".join(r["alert_id"] for r in rows)),
+        ("X-Gpufinops-Event", event),
+    ):
+        msg[name] = header(value)  # a title built from a bill's team tag may hold a CR/LF
     msg.set_content(text_body(event, rows, dashboard_url))
     msg.add_alternative(html_body(event, rows, dashboard_url), subtype="html")
     return msg

@@ -34,7 +34,9 @@ class RunOutcome:
 
     @property
     def ok(self) -> bool:
-        return not self.delivered.failed and not self.delivered.interrupted
+        """No notification left unsent: failed, unknown (a send that timed out in DATA) or interrupted."""
+        d = self.delivered
+        return not d.failed and not d.unknown and not d.interrupted
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from gpufinops.jobs.config_checks import ConfigError, check_table, validate_cron
 from gpufinops.jobs.dashboard_settings import DashboardSettings
+from gpufinops.jobs.report.headers import refuse_unsafe
 from gpufinops.models import budgets as budgets_mod
 from gpufinops.models.alerts import RULES, AlertSettings
 from gpufinops.models.budgets import Budget, BudgetScope
@@ -171,6 +172,7 @@ def parse_budgets(entries: Any, dashboard: DashboardSettings) -> tuple[Budget, .
     names: dict[str, str] = {}
     for i, budget in enumerate(found + aliases):
         where = f"budgets[{i}].name" if i < len(found) else budget.origin
+        refuse_unsafe(budget.name, where)  # a [dashboard] team_budgets key too
         if budget.name in names:
             raise ConfigError(f"{where}: a budget named {budget.name!r} is already defined by {names[budget.name]}")
         names[budget.name] = where
@@ -218,6 +220,8 @@ def _channel(kind: str, index: int, table: Any) -> Channel:
 def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> AlertConfig:
     """The whole alerting config: ``[[budgets]]``, ``[alerts]`` (None when absent) and the ``[dashboard]``
     budget aliases."""
+    refuse_unsafe(budget_entries, "budgets")  # names become mail subjects and headers: no CR/LF (exit 2)
+    refuse_unsafe(section, "alerts")
     budgets = parse_budgets(budget_entries, dashboard)
     configured = section is not None or bool(budget_entries)
     section = check_table({} if section is None else section, "alerts", ALERTS_KEYS)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from gpufinops.ingest.core.scrub import scrub
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.jobs.report import mime
 from gpufinops.jobs.report.render import Report, render
@@ -126,9 +127,7 @@ def _scrub(text: str, settings: ReportSettings) -> str:
         secrets = [v for v in (settings.credentials() or ()) if v and len(v) >= 4]
     except ConfigError:  # credentials missing: nothing to scrub
         secrets = []
-    for value in secrets:
-        text = text.replace(value, "***")
-    return " ".join(text.split())[:1000]
+    return " ".join(scrub(text, secrets).split())[:1000]  # the one scrubber (ingest.core.scrub)
 
 
 def _text(reply: bytes | str) -> str:
@@ -272,12 +271,23 @@ def send_weekly(
                 outcome.interrupted = True
                 break
             key = (recipient.role, recipient.teams)
-            if key not in reports:
-                with db.reader(cfg.warehouse_path) as con:
-                    reports[key] = render(
-                        con, week, recipient.scope, tz=settings.timezone, dashboard_url=settings.dashboard_url, now=now
-                    )
-            _send_one(cfg, week, recipient, reports[key], outcome, stop)
+            try:  # one recipient's failure (a bug, a header it cannot carry) never blocks the others
+                if key not in reports:
+                    with db.reader(cfg.warehouse_path) as con:
+                        reports[key] = render(
+                            con,
+                            week,
+                            recipient.scope,
+                            tz=settings.timezone,
+                            dashboard_url=settings.dashboard_url,
+                            now=now,
+                        )
+                _send_one(cfg, week, recipient, reports[key], outcome, stop)
+            except Exception as exc:
+                error = _scrub(f"not sent: {type(exc).__name__}: {exc}", settings)
+                log.warning("weekly report %s to %s: %s", week, recipient.email, error)
+                _record(cfg, week, recipient.email, "failed", error=error)
+                outcome.failed.append(recipient.email)
     return outcome
 
 

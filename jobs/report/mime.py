@@ -12,6 +12,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
 
+from gpufinops.jobs.report.headers import header
 from gpufinops.jobs.report.render import Report
 
 UNDISCLOSED = "undisclosed-recipients:;"  # a preview written to a file goes to no one
@@ -25,13 +26,16 @@ def message_id(report: Report, recipient: str) -> str:
 
 def build(report: Report, sender: str, recipient: str | None, *, now: datetime | None = None) -> EmailMessage:
     msg = EmailMessage(policy=policy.SMTP)
-    msg["Subject"] = report.subject
-    msg["From"] = sender
-    msg["To"] = recipient or UNDISCLOSED
-    msg["Date"] = format_datetime(now or datetime.now(UTC))
-    msg["Message-ID"] = message_id(report, recipient or "preview")
-    msg["X-Gpufinops-Week"] = str(report.week)
-    msg["X-Gpufinops-Scope"] = "all" if report.scope.teams is None else ",".join(report.scope.teams)
+    for name, value in (
+        ("Subject", report.subject),
+        ("From", sender),
+        ("To", recipient or UNDISCLOSED),
+        ("Date", format_datetime(now or datetime.now(UTC))),
+        ("Message-ID", message_id(report, recipient or "preview")),
+        ("X-Gpufinops-Week", str(report.week)),
+        ("X-Gpufinops-Scope", "all" if report.scope.teams is None else ",".join(report.scope.teams)),
+    ):
+        msg[name] = header(value)  # every header through the one sanitiser (jobs.report.headers)
     msg.set_content(report.text)
     msg.add_alternative(report.html, subtype="html")
     _text_part, html_part = msg.iter_parts()  # multipart/alternative: the text, then the HTML

@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpufinops.jobs.config_checks import ConfigError, check_table, numbers
+from gpufinops.jobs.report.headers import refuse_unsafe
 from gpufinops.warehouse.ranges import NON_NEGATIVE, POSITIVE, Range, at_least
 from gpufinops.warehouse.scope import Scope
 
@@ -135,6 +136,7 @@ def parse(section: Any) -> ReportSettings:
     if section is None:
         return ReportSettings()
     check_table(section, "report", REPORT_KEYS, REPORT_NUMBERS)
+    refuse_unsafe(section, "report")  # sender, recipients, names and teams become mail headers: no CR/LF
     values: dict[str, Any] = {}
     for key in ("timezone", "sender", "smtp_host", "smtp_user_env", "smtp_password_env", "dashboard_url"):
         if key in section:

@@ -1,0 +1,132 @@
+"""The one scrubber: every text a user can see — stdout, stderr, logs at every verbosity, error
+sentences, the ledgers' error columns — passes through ``scrub`` before it is shown or stored.
+
+It removes
+- the values of the secrets the config names (``*_env`` variables: API tokens, the SMTP password,
+  webhook secrets…) once ``remember`` has been told them, and of the well-known credential
+  variables of the environment (AWS secret keys and session tokens, …);
+- the userinfo of any URL (``http://admin:pa55@host`` → ``http://***:***@host``, a bare token as
+  user ``https://tok@host`` → ``https://***@host``);
+- bearer / basic tokens of an ``Authorization`` header, AWS access key ids, and values of
+  ``…secret…=`` / ``…password…=`` / ``…token…=`` pairs.
+
+The CLI wraps ``sys.stdout`` / ``sys.stderr`` in ``ScrubbingStream`` and the log handler in
+``ScrubbingFormatter`` (``jobs.errors``), so a new command is covered without code of its own.
+Lives in ``ingest.core`` so that ingest (which never imports jobs) and jobs share it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+from collections.abc import Iterable
+from typing import IO
+
+MASK = "***"
+MIN_SECRET_LEN = 4  # shorter values would mask ordinary words
+
+URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@'\"<>]+:[^/\s@'\"<>]*@")
+URL_USER = re.compile(r"(?<=://)(?!\*\*\*@)[^/\s:@'\"<>]+@")
+BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+AWS_ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}\b")
+# a query string's or a command line's ``…secret…=value`` (not ``secret_env=NAME``: a variable's name)
+SECRET_PAIR = re.compile(
+    r"(?i)\b([\w-]*(?:secret|password|passwd|token|api_key|apikey)[\w-]*)(?<!_env)(=)(?!\*\*\*)()[^\s\"',;&]{4,}"
+)
+# credential variables of the SDKs' default chains: masked even when no config key names them
+WELL_KNOWN_ENV = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+    "GPUFINOPS_API_TOKEN",
+)
+_SECRETS: list[str] = []
+
+
+def remember(values: Iterable[str]) -> None:
+    """Add secret values every later text is scrubbed of (the config's ``*_env`` values)."""
+    merged = set(_SECRETS) | {v for v in values if v and len(v) >= MIN_SECRET_LEN}
+    _SECRETS[:] = sorted(merged, key=len, reverse=True)  # the longest first: no half-masked value
+
+
+def forget() -> None:
+    """Drop the remembered values (a new config is loaded, or a test starts)."""
+    _SECRETS.clear()
+
+
+def _environment_secrets() -> list[str]:
+    return [v for n in WELL_KNOWN_ENV if len(v := os.environ.get(n, "")) >= MIN_SECRET_LEN]
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` without any secret value, URL userinfo, bearer token or AWS key (see the module doc)."""
+    if not text:
+        return text
+    values = sorted(
+        {v for v in (*secrets, *_SECRETS, *_environment_secrets()) if v and len(v) >= MIN_SECRET_LEN},
+        key=len,
+        reverse=True,
+    )
+    for value in values:
+        text = text.replace(value, MASK)
+    text = URL_CREDENTIALS.sub(f"{MASK}:{MASK}@", text)
+    text = URL_USER.sub(f"{MASK}@", text)
+    text = BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = AWS_ACCESS_KEY_ID.sub(MASK, text)
+    return SECRET_PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{MASK}", text)
+
+
+class ScrubbingFormatter(logging.Formatter):
+    """Formats records (tracebacks included) and scrubs the result."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
+class ScrubbingStream(io.TextIOBase):
+    """A text stream that scrubs what is written to ``inner``. Whole lines are scrubbed at once (a
+    secret split over two ``write`` calls is still found); ``flush`` writes out a partial line (a
+    prompt, a progress bar's carriage return)."""
+
+    def __init__(self, inner: IO[str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        cut = max(self._pending.rfind("\n"), self._pending.rfind("\r"))
+        if cut >= 0:
+            done, self._pending = self._pending[: cut + 1], self._pending[cut + 1 :]
+            self.inner.write(scrub(done))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            done, self._pending = self._pending, ""
+            self.inner.write(scrub(done))
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.inner, "errors", None)
+
+    @property
+    def buffer(self):  # a caller writing bytes gets the raw stream (binary output is not text)
+        return self.inner.buffer
