@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gpufinops.jobs import errors, files
+    from gpufinops.jobs import errors
 
     with errors.scrubbed_output():  # every command's output through the one scrubber (ingest.core.scrub)
         args = _parser().parse_args(argv)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gpufinops.jobs import errors
+    from gpufinops.jobs import errors, files
 
     cfg = None
     try:
