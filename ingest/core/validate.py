@@ -144,7 +144,7 @@ def cost_checks(origin: dict[str, str], now: datetime | None = None) -> list[Che
     ]
     # the declared domains of the ledger's columns (names that become labels, …), per file and row
     return checks + [Check(label(c), condition, domains.shown_sql(c), reason)
-                     for c, d in domains.DOMAINS["cost_line_items"].items()
+                     for c, d in domains.DOMAINS.get("cost_line_items", {}).items()
                      for condition, reason in d.violation_sql(c, now)]
 
 
