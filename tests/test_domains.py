@@ -144,3 +144,9 @@ def test_engine_text_is_one_short_line_without_sql_or_long_numbers():
     text = funnel.engine_text(caught.value)
     assert len(text) <= funnel.LONGEST and "x" * 60 not in text, text
     assert funnel.load_error("src", "object s3://b/k", caught.value).startswith("src: object s3://b/k: ")
+
+
+def test_money_is_refused_beyond_the_ledger_in_either_sign():
+    assert domains.reason("cost_line_items", "BilledCost", -1e300) == "is not an amount below 10^23"
+    assert domains.reason("cost_line_items", "BilledCost", -12.5) is None
+    assert domains.reason("spot_prices", "price_usd", -0.01) == "is not an amount from 0 to 10^23"

@@ -76,6 +76,8 @@ class Domain:
             return "is not a finite number"
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
             return self._range_reason()
+        if self.kind == "money" and abs(number) >= MONEY_LIMIT:
+            return self._range_reason()
         other = (row or {}).get(self.at_most) if self.at_most else None
         if other is not None and math.isfinite(float(other)) and number > float(other):
             return f"is more than {self.at_most} {_num(float(other))}"
