@@ -26,7 +26,7 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +35,7 @@ from tests.aws_loopback import moto_s3
 from tests.conftest import free_port
 
 JSON = "application/x-amz-json-1.0"
+LOOP_TOKEN = "the-same-token-again"
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -50,6 +51,10 @@ class CloudWatchFront:
         self.points: list[dict] = []  # every PutMetricData datum: namespace, name, dims, ts, value
         self.requests: list[dict] = []
         self.throttle: dict[str, int] = {}  # operation -> how many of its next calls are throttled
+        # hostile answers: ``tamper(results)`` edits GetMetricData's merged results before they are paged;
+        # ``loop_token``: every GetMetricData page answers the same NextToken again, forever
+        self.tamper: Callable[[list[dict]], None] | None = None
+        self.loop_token = False
         self._pages: dict[str, list[dict]] = {}
         self._server: ThreadingHTTPServer | None = None
 
@@ -104,6 +109,8 @@ class CloudWatchFront:
             self._record(request)
         if operation != "GetMetricData":
             return self._forward(headers, body)
+        if self.loop_token and request.get("NextToken") == LOOP_TOKEN:
+            return 200, json.dumps({"MetricDataResults": [], "Messages": [], "NextToken": LOOP_TOKEN}).encode()
         if request.get("NextToken"):
             return 200, self._page(request["NextToken"])
         queries = request.get("MetricDataQueries", [])
@@ -119,6 +126,8 @@ class CloudWatchFront:
             if q not in standard:
                 results[q["Id"]] = self._percentile_result(q, request)
         ordered = [results[q["Id"]] for q in queries if q.get("ReturnData", True)]
+        if self.tamper:
+            self.tamper(ordered)
         token = str(uuid.uuid4())
         self._pages[token] = ordered
         return 200, self._page(token)
@@ -148,7 +157,9 @@ class CloudWatchFront:
         results = self._pages.pop(token)
         page, rest = results[: self.page_size], results[self.page_size :]
         answer: dict = {"MetricDataResults": page, "Messages": []}
-        if rest:
+        if self.loop_token:
+            answer["NextToken"] = LOOP_TOKEN
+        elif rest:
             following = str(uuid.uuid4())
             self._pages[following] = rest
             answer["NextToken"] = following

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common, cur_mapping
 from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA, period_start
-from gpufinops.ingest.core import pushdown
+from gpufinops.ingest.core import paging, pushdown
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 
@@ -129,7 +129,8 @@ class Athena:
         header: list[str] | None = None
         rows: list[list[str | None]] = []
         try:
-            for page in self.client.get_paginator("get_query_results").paginate(QueryExecutionId=query_id):
+            pages = paging.Pages(self.source, f"Athena GetQueryResults of {query_id} ({what})")
+            for page in pages.each(self.client.get_paginator("get_query_results").paginate(QueryExecutionId=query_id)):
                 result = page["ResultSet"]
                 if header is None:
                     info = result.get("ResultSetMetadata", {}).get("ColumnInfo") or []

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.registry import IngestError
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,10 @@ class S3Store:
         out = []
         start = f"{self.prefix}/" if self.prefix else ""
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start):
+            pages = paging.Pages(self.source, f"S3 ListObjectsV2 of s3://{self.bucket}/{start}")
+            for page in pages.each(
+                self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start)
+            ):
                 for item in page.get("Contents", []):
                     key = item["Key"][len(start) :]
                     out.append(

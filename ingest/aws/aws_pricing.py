@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
+from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.warehouse import reference, schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
@@ -77,8 +78,11 @@ def _api_price(
         )
     ]
     try:
-        for page in pricing.get_paginator("get_products").paginate(
-            ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1"
+        pages = paging.Pages(source, f"Pricing GetProducts for {instance_type} in {region}")
+        for page in pages.each(
+            pricing.get_paginator("get_products").paginate(
+                ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1"
+            )
         ):
             for item in page.get("PriceList", []):
                 price, attributes, when = _price_from_product(item)

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import option
@@ -54,7 +55,8 @@ def gpu_instance_types(ec2: Any, source: str, region: str) -> list[dict]:
     """Every instance type of the region that has GPUs (DescribeInstanceTypes, paginated)."""
     found = []
     try:
-        for page in ec2.get_paginator("describe_instance_types").paginate():
+        pages = paging.Pages(source, f"DescribeInstanceTypes in {region}")
+        for page in pages.each(ec2.get_paginator("describe_instance_types").paginate()):
             found += [t for t in page.get("InstanceTypes", []) if t.get("GpuInfo", {}).get("Gpus")]
     except Exception as exc:
         if aws_common.is_client_error(exc):
@@ -68,8 +70,14 @@ def _history(ec2: Any, source: str, region: str, types: list[str], start: dateti
     paginator = ec2.get_paginator("describe_spot_price_history")
     try:
         for i in range(0, len(types), TYPES_PER_CALL):
-            for page in paginator.paginate(
-                InstanceTypes=types[i : i + TYPES_PER_CALL], ProductDescriptions=[PRODUCT], StartTime=start, EndTime=end
+            pages = paging.Pages(source, f"DescribeSpotPriceHistory in {region}")
+            for page in pages.each(
+                paginator.paginate(
+                    InstanceTypes=types[i : i + TYPES_PER_CALL],
+                    ProductDescriptions=[PRODUCT],
+                    StartTime=start,
+                    EndTime=end,
+                )
             ):
                 points += page.get("SpotPriceHistory", [])
     except Exception as exc:

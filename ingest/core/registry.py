@@ -100,6 +100,8 @@ class Batch:
     # own (e.g. a metrics source's attribution_rules batch, sliced by source).
     slice_expr: str | None = None
     source_column: str | None = None
+    # Where the rows came from (a file, an object, an API call): an error loading them names it.
+    context: str | None = None
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from gpufinops.ingest.core import funnel
 from gpufinops.ingest.core.registry import (
     Batch,
     FetchResult,
@@ -31,7 +32,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.scrub import scrub
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
-from gpufinops.warehouse import allocation, attribution, db, rollups, schema
+from gpufinops.warehouse import allocation, attribution, db, domains, rollups, schema
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ _scrub = scrub  # the one scrubber (ingest.core.scrub)
 def _error_sentence(source: str, exc: BaseException) -> str:
     if isinstance(exc, IngestError):
         text = str(exc)
+    elif isinstance(exc, duckdb.Error):
+        text = funnel.engine_text(exc)
     else:
         text = f"{type(exc).__name__}: {exc}"
     text = " ".join(text.split())
@@ -131,6 +134,7 @@ def _insert_batch(
     source_column: str,
     slice_expr: str,
     touched: attribution.Touched,
+    key: tuple[str, ...] = (),
 ) -> int:
     table = schema.TABLES[batch.table]
     source_column = batch.source_column or source_column
@@ -148,7 +152,7 @@ def _insert_batch(
     if batch.slices:
         allocation.capture(con, table.name, in_slices, slice_params)  # what the old rows paid for / measured
         con.execute(f"DELETE FROM {table.name} WHERE {in_slices}", slice_params)
-    inserted = _insert_rows(con, batch, table)
+    inserted = _insert_rows(con, batch, table, key)
     if table.name == "cost_line_items":
         attribution.capture_cost_ids(
             con, in_slices if batch.slices else f'"{source_column}" = ?', slice_params if batch.slices else [source]
@@ -166,21 +170,27 @@ def _insert_batch(
     return inserted
 
 
-def _insert_rows(con: duckdb.DuckDBPyConnection, batch: Batch, table: schema.Table) -> int:
+def _insert_rows(con: duckdb.DuckDBPyConnection, batch: Batch, table: schema.Table, key: tuple[str, ...]) -> int:
+    """Insert the batch's rows, each checked against its columns' declared domains (warehouse/domains.py)
+    in the same pass: a value outside them fails the load (the caller names the row, column and value)."""
     if batch.data is None:  # a pure withdrawal: the slices are deleted, nothing replaces them
         return 0
     if isinstance(batch.data, str):
-        inserted = con.execute(f"INSERT INTO {table.name} BY NAME {batch.data}", batch.params).fetchall()[0][0]
-    else:
-        data = batch.data
-        if isinstance(data, pa.Table):
-            _check_arrow_schema(data, table)
-        con.register("_gpufinops_batch", data)
+        columns = [r[0] for r in con.execute(f"DESCRIBE {batch.data}", batch.params).fetchall()]
+        checked = domains.guard_sql(table.name, batch.data, columns, key)
+        return int(con.execute(f"INSERT INTO {table.name} BY NAME {checked}", batch.params).fetchall()[0][0])
+    data = batch.data
+    if isinstance(data, pa.Table):
+        _check_arrow_schema(data, table)
+    checked = domains.guard_sql(table.name, "SELECT * FROM _gpufinops_batch", list(data.schema.names), key)
+    con.register("_gpufinops_batch", data)
+    try:
+        return int(con.execute(f"INSERT INTO {table.name} BY NAME {checked}").fetchall()[0][0])
+    finally:
         try:
-            inserted = con.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM _gpufinops_batch").fetchall()[0][0]
-        finally:
             con.unregister("_gpufinops_batch")
-    return int(inserted)
+        except duckdb.Error:  # a failed insert aborted the transaction: the rollback drops the view
+            pass
 
 
 def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
@@ -209,7 +219,8 @@ def _load(
     try:
         for batch in result.batches:
             failed_batch = batch
-            inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched)
+            key = meta.key if batch.table == meta.target_table else ("hour", "gpu_uuid", "host")
+            inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched, key)
             if batch.table == "ingest_rejects":
                 rejected += inserted
             elif batch.table not in UNCOUNTED_TABLES:
@@ -226,14 +237,22 @@ def _load(
         con.execute("COMMIT")
     except BaseException as exc:
         db.rollback(con)
-        if isinstance(exc, duckdb.Error) and failed_batch is not None and failed_batch.diagnose:
-            explained = failed_batch.diagnose(exc)
-            if explained:
-                raise IngestError(explained) from exc
+        if isinstance(exc, duckdb.Error) and failed_batch is not None:
+            raise IngestError(_batch_error(source, failed_batch, exc)) from exc
         raise
     if rejected:
         log.warning("%s: %d row(s) failed validation and were quarantined in ingest_rejects", source, rejected)
     return rows, rejected
+
+
+def _batch_error(source: str, batch: Batch, exc: duckdb.Error) -> str:
+    """One sentence for a failed batch: a value outside its domain, what the ingestor's ``diagnose`` finds
+    (the file, row and column), else the engine's reason, shortened, naming where the rows came from."""
+    where = batch.context or f"the rows for {batch.table}"
+    found = funnel.domain_error(source, where, batch.table, exc)
+    if found is None and batch.diagnose:
+        found = batch.diagnose(exc)
+    return found or funnel.load_error(source, where, exc)
 
 
 def run_source(

@@ -32,8 +32,10 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 
+from gpufinops.ingest.core import funnel
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, IngestContext, IngestError
+from gpufinops.warehouse import domains
 
 FAIL, SKIP_ROWS = "fail", "skip_rows"
 MODES = (FAIL, SKIP_ROWS)
@@ -63,8 +65,8 @@ class Cast:
     kind: str            # "number" | "integer" | "time" | "json" | "finite" (a DOUBLE that must be finite)
 
     def bad(self) -> str:
-        if self.kind == "finite":
-            return f"({self.expr} IS NOT NULL AND NOT isfinite({self.expr}))"
+        if self.kind == "finite":  # and within the ledger's DECIMAL(38,15)
+            return f"({self.expr} IS NOT NULL AND (NOT isfinite({self.expr}) OR abs({self.expr}) >= 1e23))"
         target = {"number": "DOUBLE", "integer": "BIGINT", "time": "TIMESTAMPTZ", "json": "JSON"}[self.kind]
         if self.kind == "number":  # DECIMAL(38,15) refuses what DOUBLE takes: inf, nan, 1e400
             return (f"({self.expr} IS NOT NULL AND trim(CAST({self.expr} AS VARCHAR)) <> '' AND "
@@ -75,7 +77,8 @@ class Cast:
     @property
     def what(self) -> str:
         return {"number": "is not a number", "integer": "is not a whole number", "time": "is not a date/time",
-                "json": "is not valid JSON", "finite": "is not a finite number"}[self.kind]
+                "json": "is not valid JSON",
+                "finite": "is not a finite number below 10^23 (the ledger's DECIMAL(38,15))"}[self.kind]
 
 
 @dataclass
@@ -139,7 +142,10 @@ def cost_checks(origin: dict[str, str], now: datetime | None = None) -> list[Che
         Check(label("x_GpuCount"), f"\"x_GpuCount\" < 0 OR \"x_GpuCount\" > {MAX_GPUS}", text_of('"x_GpuCount"'),
               sql_literal(f"is not a GPU count (0–{MAX_GPUS})")),
     ]
-    return checks
+    # the declared domains of the ledger's columns (names that become labels, …), per file and row
+    return checks + [Check(label(c), condition, domains.shown_sql(c), reason)
+                     for c, d in domains.DOMAINS.get("cost_line_items", {}).items()
+                     for condition, reason in d.violation_sql(c, now)]
 
 
 def message_sql(checks: list[Check]) -> str:
@@ -268,6 +274,12 @@ def explain(con: duckdb.DuckDBPyConnection, source: str, parts: list[Part], chec
             found = _cast_problem(con, source, part)
             if found:
                 return found
+        for part in parts:  # a value the mapping can not convert: the first part whose rows do not map
+            try:
+                con.execute(f"SELECT count(*) FROM ({part.mapped(part.relation, ())}) AS m "
+                            f"WHERE length(CAST(m AS VARCHAR)) > 0").fetchall()
+            except duckdb.Error as unmapped:
+                return funnel.load_error(source, part.where(), unmapped)
     except duckdb.Error as again:  # the part does not even read: say so, naming it
         failing = parts[int(marker.group(1))] if marker else parts[0]
         return read_error(source, failing.where(), again)
@@ -344,8 +356,13 @@ def csv_header(path: str) -> list[str]:
     opener = gzip.open if path.lower().endswith(".gz") else open
     with opener(path, "rb") as f:
         first = f.readline()
-    text = first.decode("utf-8", "replace").lstrip("\ufeff")
-    return next(csv.reader(io.StringIO(text)), [])
+    text = first.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
+    if any(ord(ch) < 32 and ch != "\t" or ord(ch) == 127 for ch in text):
+        raise ValueError("line 1 (the header) holds a control character (a CR or LF inside a column name?)")
+    try:
+        return next(csv.reader(io.StringIO(text)), [])
+    except csv.Error as exc:
+        raise ValueError(f"line 1 (the header): {exc}") from None
 
 
 def parquet_header(path: str) -> list[str]:

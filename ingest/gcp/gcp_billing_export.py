@@ -27,7 +27,7 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import paging, validate
 from gpufinops.ingest.core.files import expand_paths, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
@@ -160,7 +160,8 @@ class _BigQuery:
             if arrow:
                 result = job.to_arrow(create_bqstorage_client=False)
             else:
-                result = list(job.result(timeout=gcp_common.TIMEOUT_S))
+                pages = paging.Pages(self.ctx.source, f"BigQuery {what} result pages on {self.table}")
+                result = [row for page in pages.each(job.result(timeout=gcp_common.TIMEOUT_S).pages) for row in page]
             self.jobs += 1
             self.bytes_processed += int(job.total_bytes_processed or 0)
             self.bytes_billed += int(job.total_bytes_billed or 0)

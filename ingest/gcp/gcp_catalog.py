@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import choices_problem, option
 from gpufinops.ingest.gcp import gcp_common
@@ -84,7 +85,8 @@ def list_skus(ctx: IngestContext) -> list[Any]:
 
     currency = options.currency
     skus, token = [], ""
-    for page in range(MAX_PAGES):
+    pages = paging.Pages(ctx.source, "Cloud Billing Catalog ListSkus", max_pages=MAX_PAGES)
+    for page in range(MAX_PAGES + 1):
         request = ListSkusRequest(
             parent=COMPUTE_SERVICE,
             page_size=PAGE_SIZE,
@@ -98,10 +100,10 @@ def list_skus(ctx: IngestContext) -> list[Any]:
             options,
         )
         skus += list(pager.skus)
-        token = pager.next_page_token
+        token = pages.follow(pager.next_page_token) or ""
         if not token:
             return skus
-    raise IngestError(f"{ctx.source}: ListSkus returned more than {MAX_PAGES} pages; stopping")
+    raise AssertionError("unreachable: the pages' bound stops the listing first")  # pragma: no cover
 
 
 def _instance_rows(machines: list[dict]) -> list[dict]:

@@ -18,6 +18,7 @@ publish the GPU's UUID); its ``InstanceId`` is the resource hint attribution mat
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,9 +26,11 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
+from gpufinops.warehouse import domains
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 from gpufinops.warehouse.schema import GPU_METRICS_HOURLY
 
@@ -95,7 +98,7 @@ def list_gpus(cw: Any, source: str, namespace: str, instance_ids: set[str] | Non
     """GPU (its dimensions, sorted) -> metric name -> the series' Dimensions, from ListMetrics."""
     gpus: dict[tuple, dict[str, list]] = {}
     for metric in STATISTICS:
-        token = None
+        token, pages = None, paging.Pages(source, f"ListMetrics of {namespace}/{metric}")
         while True:
             kwargs = {"Namespace": namespace, "MetricName": metric, **({"NextToken": token} if token else {})}
             page = _call(source, f"ListMetrics of {namespace}/{metric}", cw.list_metrics, **kwargs)
@@ -108,7 +111,7 @@ def list_gpus(cw: Any, source: str, namespace: str, instance_ids: set[str] | Non
                 gpus.setdefault(dims, {})[metric] = [
                     {"Name": d["Name"], "Value": d["Value"]} for d in series["Dimensions"]
                 ]
-            token = page.get("NextToken")
+            token = pages.follow(page.get("NextToken"))
             if not token:
                 break
     return gpus
@@ -131,7 +134,7 @@ def _queries(gpus: dict[tuple, dict[str, list]], namespace: str) -> tuple[list[d
                         },
                     }
                 )
-                meaning[query_id] = (dims, column)
+                meaning[query_id] = (dims, column, f"{metric} {stat}")
     return queries, meaning
 
 
@@ -142,7 +145,10 @@ def fetch_hourly(
     queries, meaning = _queries(gpus, namespace)
     values: dict[tuple, dict[str, float]] = {}
     for i in range(0, len(queries), QUERIES_PER_CALL):
-        token = None
+        token, pages = (
+            None,
+            paging.Pages(source, f"GetMetricData of {namespace} (queries {i + 1}–{i + QUERIES_PER_CALL})"),
+        )
         while True:
             kwargs = {
                 "MetricDataQueries": queries[i : i + QUERIES_PER_CALL],
@@ -153,17 +159,35 @@ def fetch_hourly(
             }
             page = _call(source, "GetMetricData", cw.get_metric_data, **kwargs)
             for result in page.get("MetricDataResults", []):
-                dims, column = meaning[result["Id"]]
+                dims, column, statistic = meaning[result["Id"]]
                 if result.get("StatusCode") not in (None, "Complete", "PartialData"):
                     raise IngestError(f"{source}: GetMetricData answered {result.get('StatusCode')} for {result['Id']}")
                 for stamp, value in zip(result.get("Timestamps", []), result.get("Values", [])):
                     hour = _hour(stamp)
                     if start <= hour < end:
-                        values.setdefault((dims, hour), {})[column] = float(value)
-            token = page.get("NextToken")
+                        values.setdefault((dims, hour), {})[column] = _checked(
+                            source, statistic, dims, hour, column, value
+                        )
+            token = pages.follow(page.get("NextToken"))
             if not token:
                 break
     return values
+
+
+def _checked(source: str, statistic: str, dims: tuple, hour: datetime, column: str, value: Any) -> float:
+    """``value`` as a float when it lies in its column's declared domain, else one sentence naming the series."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    why = domains.reason("gpu_metrics_hourly", column, number)
+    if why is None:
+        return number
+    series = ", ".join(f"{k} {v}" for k, v in dims)
+    raise IngestError(
+        f"{source}: GetMetricData {statistic} of series ({series}) at {hour:%Y-%m-%d %H:%M} UTC: "
+        f"value {str(value)[:40]!r} {why}"
+    )
 
 
 def hourly_table(values: dict[tuple, dict[str, float]], source: str, run_id: str) -> pa.Table:
@@ -234,7 +258,10 @@ class CloudWatchGpu:
         if not ctx.window.full_refresh and self._unchanged(ctx, new, start, end):
             return FetchResult(rules, state, watermark=end.isoformat(), skipped_reason="no new or changed hours")
         return FetchResult(
-            rules + [Batch(table="gpu_metrics_hourly", data=new, slices=hours)], state, watermark=end.isoformat()
+            rules
+            + [Batch(table="gpu_metrics_hourly", data=new, slices=hours, context=f"GetMetricData of {namespace}")],
+            state,
+            watermark=end.isoformat(),
         )
 
     @staticmethod

@@ -337,8 +337,9 @@ class DcgmExporter:
                                            deduplicate=deduplicate, part=f"_{n}")
             running = workloads.rollup(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
                                        deduplicate=deduplicate, part=f"_{n}")
-            batches += [Batch(table="gpu_metrics_hourly", data=sql, slices=hours),
-                        Batch(table="gpu_workloads_hourly", data=running, slices=hours)]
+            where = f"the hourly rollup of the sample store's {day}"
+            batches += [Batch(table="gpu_metrics_hourly", data=sql, slices=hours, context=where),
+                        Batch(table="gpu_workloads_hourly", data=running, slices=hours, context=where)]
         return FetchResult(batches, state, watermark=watermark)
 
 

@@ -226,12 +226,14 @@ class NvidiaSmiCsv:
                 if _kind(e) == kind and affected[kind] & set(e["days"])
             ]
             sql = rollup(ctx.con, sample_files, days, ctx.source, ctx.run_id)
-            batches.append(Batch(table=table, data=sql, slices=days))
+            where = f"the hourly rollup of {len(sample_files)} log(s)' samples"
+            batches.append(Batch(table=table, data=sql, slices=days, context=where))
             if kind == apps.KIND:  # the processes' presence per GPU-hour, for the shared-GPU chargeback
                 batches.append(
                     Batch(
                         table="gpu_workloads_hourly",
                         slices=days,
+                        context=where,
                         data=apps.workloads_sql(sample_files, days, ctx.source, ctx.run_id),
                     )
                 )

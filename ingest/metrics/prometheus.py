@@ -264,8 +264,10 @@ class Prometheus:
         if not ctx.window.full_refresh and not refused and self._unchanged(con, ctx.source, new, start, end) \
                 and self._unchanged(con, ctx.source, running, start, end, "gpu_workloads_hourly", WORKLOADS_COMPARED):
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
-        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours),
-                                    Batch(table="gpu_workloads_hourly", data=running, slices=hours)]
+        where = f"query_range of {display_url(options.url)}"
+        return FetchResult(rules + [Batch(table="gpu_metrics_hourly", data=new.cast(GPU_METRICS_HOURLY), slices=hours,
+                                          context=where),
+                                    Batch(table="gpu_workloads_hourly", data=running, slices=hours, context=where)]
                            + refused, state, watermark=watermark)
 
     @staticmethod

@@ -80,7 +80,7 @@ def fetch_text(url: str, *, timeout_s: float, retries: int) -> str:
 
 def fetch_bytes(url: str, *, timeout_s: float, retries: int) -> bytes:
     """The body of ``url``; retried with backoff on connection errors, 5xx and 429; raises the last error."""
-    delay = 0.5
+    delay, retries = 0.5, max(1, retries)  # at least the one request
     for attempt in range(1, retries + 1):
         try:
             with urllib.request.urlopen(_request(url), timeout=timeout_s) as response:

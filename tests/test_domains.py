@@ -1,0 +1,152 @@
+"""The declared value domains (warehouse/domains.py), the page bounds (ingest/core/paging.py) and the
+error funnel (ingest/core/funnel.py) on their own: each must be able to refuse, and the README's table
+is the one the declarations generate."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from gpufinops.ingest.core import funnel, paging
+from gpufinops.ingest.core.registry import IngestError, default_registry
+from gpufinops.warehouse import domains, schema
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_every_declared_column_is_a_column_of_its_table_and_every_loaded_table_is_declared():
+    for table, columns in domains.DOMAINS.items():
+        names = set(schema.TABLES[table].schema.names)
+        assert set(columns) <= names, (table, set(columns) - names)
+        for column, domain in columns.items():
+            other = domain.at_most
+            assert other is None or other in names, (table, column)
+    loaded = {cls.meta.target_table for cls in default_registry()}
+    assert loaded <= set(domains.DOMAINS), loaded - set(domains.DOMAINS)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "why"),
+    [
+        ("util_mean", -50.0, "is outside 0–100 %"),
+        ("util_max", 250.0, "is outside 0–100 %"),
+        ("util_mean", math.nan, "is not a finite number"),
+        ("power_mean_w", math.inf, "is not a finite number"),
+        ("mem_total_mib", 1e308, "is outside 0–1048576 MiB"),
+        ("samples", -5, "is outside 0–2147483647"),
+        ("sm_active_mean", 1.5, "is outside 0–1"),
+        ("team", "ml\r\nBcc: x@example.com", "holds a control character"),
+        ("gpu_model", "x" * 300, "is longer than 256 characters"),
+        ("hour", datetime(1970, 1, 1, tzinfo=UTC), "is not a plausible time"),
+        ("hour", datetime.now(UTC) + timedelta(days=3), "is not a plausible time"),
+    ],
+)
+def test_a_value_outside_its_domain_is_named(column, value, why):
+    assert why in (domains.reason("gpu_metrics_hourly", column, value) or "")
+
+
+def test_values_inside_their_domain_pass():
+    row = {"mem_total_mib": 40960.0}
+    for column, value in (("util_mean", 0.0), ("util_max", 100.0), ("mem_used_max_mib", 40960.0), ("samples", 0)):
+        assert domains.reason("gpu_metrics_hourly", column, value, row) is None
+    assert domains.reason("gpu_metrics_hourly", "team", None) is None  # unknown is not wrong
+    assert "is more than mem_total_mib" in domains.reason("gpu_metrics_hourly", "mem_used_max_mib", 50000.0, row)
+
+
+def test_the_sql_guard_refuses_what_the_python_check_refuses():
+    """The runner's guard (SQL) and an ingestor's own check (Python) read the same declarations."""
+    con = duckdb.connect()
+    columns = ["hour", "gpu_uuid", "util_mean", "mem_used_max_mib", "mem_total_mib", "team"]
+    good = ("TIMESTAMPTZ '2026-01-01 00:00:00+00'", "'g0'", "50.0", "100.0", "200.0", "'ml'")
+    select = "SELECT " + ", ".join(f"{v} AS {c}" for c, v in zip(columns, good))
+    guarded = domains.guard_sql("gpu_metrics_hourly", select, columns, ("hour", "gpu_uuid"))
+    assert len(con.execute(guarded).fetchall()) == 1
+    for column, bad, why in (
+        ("util_mean", "'NaN'::DOUBLE", "is not a finite number"),
+        ("util_mean", "-50.0", "is outside 0–100 %"),
+        ("mem_used_max_mib", "300.0", "is more than mem_total_mib 200.0"),
+        ("team", "'a' || chr(10) || 'b'", "value 'a?b' holds a control character"),
+    ):
+        values = [bad if c == column else v for c, v in zip(columns, good)]
+        select = "SELECT " + ", ".join(f"{v} AS {c}" for c, v in zip(columns, values))
+        with pytest.raises(duckdb.Error) as caught:
+            con.execute(domains.guard_sql("gpu_metrics_hourly", select, columns, ("hour", "gpu_uuid")))
+        sentence = funnel.domain_error("src", "file x.csv", "gpu_metrics_hourly", caught.value)
+        assert sentence is not None and sentence.startswith("src: file x.csv: gpu_metrics_hourly row (hour 2026-01-01")
+        assert f"gpu_uuid g0): column {column} value '" in sentence and why in sentence, sentence
+        assert domains.reason(
+            "gpu_metrics_hourly", column, con.execute(f"SELECT {bad}").fetchone()[0], {"mem_total_mib": 200.0}
+        )
+
+
+def test_the_readme_domain_table_is_the_one_the_declarations_generate():
+    assert domains.readme_block(README.read_text()) == domains.markdown_table(), (
+        "README.md's value-domain table drifted: regenerate it with `python -m gpufinops.warehouse.domains`"
+    )
+
+
+# ---- paging ---------------------------------------------------------------------------------------
+
+
+def test_a_token_answered_twice_stops_the_listing_naming_it():
+    pages = paging.Pages("src", "ListThings of ns")
+    assert pages.follow("a") == "a" and pages.follow("b") == "b"
+    with pytest.raises(IngestError, match=r"^src: ListThings of ns answered the same page token twice \(after 3"):
+        pages.follow("a")
+    assert paging.Pages("src", "x").follow(None) is None and paging.Pages("src", "x").follow("") is None
+
+
+def test_pages_and_time_are_bounded():
+    pages = paging.Pages("src", "ListThings", max_pages=3)
+    for token in ("1", "2", "3"):
+        pages.follow(token)
+    with pytest.raises(IngestError, match="ListThings answered more than 3 pages; stopped"):
+        pages.follow("4")
+    now = [0.0]
+    slow = paging.Pages("src", "GetThings", max_seconds=60, clock=lambda: now[0])
+    assert list(slow.each(iter([1, 2]))) == [1, 2]
+    now[0] = 61.0
+    with pytest.raises(IngestError, match=r"GetThings still paging after 61 s \(3 pages\); stopped"):
+        list(slow.each(iter([3])))
+
+
+def test_every_paginator_of_every_ingestor_goes_through_the_bounds():
+    """A naive `while token:` or a bare boto3 paginator in an ingestor is not bounded."""
+    root = Path(__file__).resolve().parent.parent / "ingest"
+    for path in root.rglob("*.py"):
+        if path.name == "paging.py":
+            continue
+        text = path.read_text()
+        for line_number, line in enumerate(text.splitlines(), 1):
+            if ".paginate(" in line:
+                context = "\n".join(text.splitlines()[line_number - 3 : line_number])
+                assert "pages.each(" in context, f"{path.name}:{line_number} pages without ingest.core.paging"
+        if "NextToken" in text or "next_page_token" in text:
+            assert "paging.Pages(" in text, path.name
+
+
+# ---- the funnel -----------------------------------------------------------------------------------
+
+
+def test_engine_text_is_one_short_line_without_sql_or_long_numbers():
+    con = duckdb.connect()
+    with pytest.raises(duckdb.Error) as caught:
+        con.execute("SELECT CAST(CAST('1e300' AS DOUBLE) AS DECIMAL(38,15)) AS x, CAST('{bad' AS JSON) AS y")
+    text = funnel.engine_text(caught.value)
+    assert "LINE 1" not in text and "^" not in text and "\n" not in text and len(text) <= funnel.LONGEST
+    assert "1e+300" in text and "0000000000" not in text, text
+    with pytest.raises(duckdb.Error) as caught:
+        con.execute("SELECT CAST('{' || repeat('x', 500) AS JSON)")
+    text = funnel.engine_text(caught.value)
+    assert len(text) <= funnel.LONGEST and "x" * 60 not in text, text
+    assert funnel.load_error("src", "object s3://b/k", caught.value).startswith("src: object s3://b/k: ")
+
+
+def test_money_is_refused_beyond_the_ledger_in_either_sign():
+    assert domains.reason("cost_line_items", "BilledCost", -1e300) == "is not an amount below 10^23"
+    assert domains.reason("cost_line_items", "BilledCost", -12.5) is None
+    assert domains.reason("spot_prices", "price_usd", -0.01) == "is not an amount from 0 to 10^23"
