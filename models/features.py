@@ -200,6 +200,21 @@ def evidence_problem(row: dict, settings: RightsizingSettings) -> str | None:
     return None
 
 
+def thin(kind: str, row: dict, problem: str, settings: RightsizingSettings):
+    """The withheld record of :func:`evidence_problem`'s ``problem``: a resource billed for fewer days than
+    ``min_days`` needs more days of history (how many), one billed longer needs its metrics."""
+    import dataclasses
+
+    from gpufinops.models.recommendation import Withheld
+
+    billed_days = (row.get("billed_hours") or 0) / 24
+    if billed_days >= settings.min_days or not problem.startswith("only"):
+        return Withheld.from_detail(kind, row, problem)
+    more = math.ceil(settings.min_days - billed_days - 1e-9)
+    w = Withheld.of(kind, row, "short_history", f"{problem}; billed for {billed_days:.1f} days so far")
+    return dataclasses.replace(w, source_hint=f"{more} more day{'s' if more != 1 else ''} of history")
+
+
 def confidence(row: dict, settings: RightsizingSettings, base: float) -> float:
     """Base confidence scaled by how much of the lookback the metrics cover."""
     days = min(1.0, (row["measured_hours"] or 0) / 24 / settings.lookback_days)

@@ -107,7 +107,7 @@ def recommend(
             continue
         problem = features.evidence_problem(row, settings)
         if problem:
-            withheld.append(Withheld.from_detail("gpu_count", row, problem))
+            withheld.append(features.thin("gpu_count", row, problem, settings))
             continue
         rec = _recommendation(row, needed, offers, settings)
         if rec is not None:

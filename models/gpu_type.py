@@ -272,7 +272,7 @@ def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], mo
             continue
         problem = features.evidence_problem(row, s)
         if problem:
-            withheld.append(Withheld.from_detail("gpu_type", row, problem))
+            withheld.append(features.thin("gpu_type", row, problem, s))
             continue
         ramp = features.ramping(row)
         if ramp:

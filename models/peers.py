@@ -35,12 +35,12 @@ def table(res: pl.DataFrame, idle_util_pct: float) -> dict[tuple[str, str], dict
         & pl.col("workload").is_not_null()
         & pl.col("gpu_model").is_not_null()
     )
-    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    out: dict[tuple[str, str], dict[str, list[list[float]]]] = {}
     for r in usable.with_columns(pl.col("precision").fill_null("any")).iter_rows(named=True):
         q = [float(v) for v in r["util_quantiles"]]
         out.setdefault((r["workload"], r["precision"]), {}).setdefault(r["gpu_model"], []).append(q)
     return {
-        cls: {gpu: np.mean(np.array(qs), axis=0).tolist() for gpu, qs in by.items()}  # type: ignore[misc]
+        cls: {gpu: [float(v) for v in np.mean(np.array(qs), axis=0)] for gpu, qs in by.items()}
         for cls, by in out.items()
     }
 

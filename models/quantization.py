@@ -84,7 +84,7 @@ def recommend(
             continue
         problem = features.evidence_problem(row, s)
         if problem:
-            withheld.append(Withheld.from_detail("quantization", row, problem))
+            withheld.append(features.thin("quantization", row, problem, s))
             continue
         ramp = features.ramping(row)
         if ramp:

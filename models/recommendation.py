@@ -104,6 +104,10 @@ WITHHOLD_REASONS = {
         "the utilisation source: export every GPU of the node (DCGM exporter on each GPU)",
     ),
     "policy": ("nothing: a rule forbids the change for this workload", "the resource's tags"),
+    "short_history": (
+        "more days of usage than the resource has had so far",
+        "more days of history (the detail says how many): nothing to configure, the next runs will have them",
+    ),
     "ramping": (
         "days of usage at the new level (the lookback still holds the level before the change)",
         "more days of history: re-run once the last days' level fills the lookback's busiest 5 % of hours",

@@ -108,7 +108,9 @@ def test_thin_evidence_is_withheld(warehouse):
         warehouse, [*peers(), vm("new", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17, days=3)]
     )
     assert not [r for r in recs if r.resource_id == "new"]
-    assert any(w.resource_id == "new" and w.reason == "thin_evidence" and "measured days" in w.detail for w in withheld)
+    (w,) = [w for w in withheld if w.resource_id == "new"]
+    assert w.reason == "short_history" and "measured days" in w.detail  # billed 3 days: 4 more needed
+    assert w.source_hint == "4 more days of history"
 
 
 def test_regression_learns_the_fleet_scaling_and_beats_the_baseline():
