@@ -200,6 +200,22 @@ def test_selection_rule_prefers_a_baseline_on_a_tie():
     assert pick({"fleet_regression": 2.9, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "fleet_regression"
 
 
+def test_wrong_verdicts_on_held_out_pairs_come_before_the_error():
+    """The findings a predictor yields decide: fewer wrong "fits under the ceiling" verdicts wins even
+    with a larger MAE; the MAE only breaks ties."""
+    pick = gpu_type.select_predictor
+    maes = {"fleet_regression": 5.0, "spec_ratio_baseline": 3.0, "no_change_baseline": 4.0}
+    assert (
+        pick(maes, {"fleet_regression": 0.1, "spec_ratio_baseline": 0.2, "no_change_baseline": 0.3})
+        == "fleet_regression"
+    )
+    assert (
+        pick(maes, {"fleet_regression": 0.2, "spec_ratio_baseline": 0.2, "no_change_baseline": 0.1})
+        == "no_change_baseline"
+    )
+    assert pick(maes, dict.fromkeys(maes, 0.1)) == "spec_ratio_baseline"
+
+
 def test_too_few_observations_fall_back_to_the_spec_ratio_baseline():
     model = gpu_type.fit(pl.DataFrame())
     assert model.name == "spec_ratio_baseline" and not model.measured
