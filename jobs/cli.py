@@ -92,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--quick", action="store_true",
                           help="one seed of each generator (the demo's default seed, the second generator's first seed)")
     evaluate.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    evaluate.add_argument("--explain", metavar="KIND", choices=ModelKinds(),
+                          help="also print KIND's false positives and negatives on the second generator, with their evidence")
 
     sub.add_parser("migrate", help="upgrade the warehouse to this version's schema (every other command does it "
                                    "at its start too)")
@@ -235,7 +237,8 @@ def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     seeds = evaluate.INDEPENDENT_SEEDS[:1] if args.quick else evaluate.INDEPENDENT_SEEDS
     with progress.steps(len(seeds) + len(fleets) + 1, "evaluate") as step:
         result = evaluate.evaluate(fleets=fleets, independent_seeds=seeds, step=step)
-    print(json.dumps(result, indent=2, default=str) if args.format == "json" else evaluate.render(result))
+    print(json.dumps(result, indent=2, default=str) if args.format == "json"
+          else evaluate.render(result, explain=args.explain))
     return 0
 
 

@@ -99,7 +99,7 @@ def _named(score: dict, names: dict[str | None, str]) -> dict:
 def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     """Generate, ingest (with the restatement), analyse and score one second-generator fleet."""
     from gpufinops.jobs import config as config_mod
-    from gpufinops.jobs import eval_baselines
+    from gpufinops.jobs import eval_baselines, eval_explain
     from gpufinops.jobs.eval_score import score
     from gpufinops.jobs.ingest_cmd import run_configured
     from gpufinops.models import features, gpu_type
@@ -130,6 +130,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
         model = gpu_type.fit(gpu_type.observations(features.resources(con, s), features.specs(con), s.idle_util_pct))
         specs = features.specs(con)
         baselines = eval_baselines.all_baselines(con)
+        resources = features.resources(con, s).select("resource_id", *eval_explain.RESOURCE_KEYS).to_dicts()
     recs = run.recommendations  # every candidate; score() reads each one's standalone saving
     kinds = set(KINDS)
     return {
@@ -153,6 +154,8 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
         "lookalikes": {k: len([x for x in truth["lookalikes"] if x["kind"] == k]) for k in kinds},
         "right_targets": right_targets(recs, truth),
         "withheld": run.withheld_counts(),
+        "findings": eval_explain.findings_of(recs, truth, names),
+        "explain": eval_explain.explain(recs, run.withheld, resources, truth, names),
         "evidence_predictors": [
             {
                 "kind": r.kind,

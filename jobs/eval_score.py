@@ -69,7 +69,9 @@ def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str,
     for kind in sorted(kinds & {p["kind"] for p in items}):
         planted = {p["resource_id"]: p for p in items if p["kind"] == kind}
         members = {rid: p["resource_id"] for p in planted.values() for rid in p.get("resource_ids", [])}
-        found = {members.get(r.resource_id, r.resource_id): r for r in recs if r.kind == kind}
+        # a conditional finding (gpu_count's "pack other work onto it") claims no saving and is never in a
+        # total: it is counted apart, not as a finding
+        found = {members.get(r.resource_id, r.resource_id): r for r in recs if r.kind == kind and not _conditional(r)}
         hits = set(planted) & set(found)
         truth_usd, found_usd = Decimal(0), Decimal(0)
         priced = True
@@ -96,6 +98,10 @@ def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str,
             "extra": sorted(set(found) - hits, key=str),
         }
     return out
+
+
+def _conditional(rec) -> bool:
+    return bool((getattr(rec, "evidence", None) or {}).get("conditional"))
 
 
 def _region(machine: dict, truth: dict) -> str:

@@ -179,7 +179,10 @@ def evaluate(
             )
             done()
         if result["independent"]:
+            from gpufinops.jobs import eval_explain
+
             result["independent_summary"] = eval_independent.summarise(result["independent"])
+            result["calibration"] = eval_explain.calibration(result["independent"])
         for n, fleet in enumerate(fleets):
             home = Path(tmp) / f"fleet-{n}"
             show(f"fleet {n + 1} of {len(fleets)}: {fleet['name']} (simulate, ingest, every model)")
@@ -208,12 +211,17 @@ def evaluate(
     return result
 
 
-def render(result: dict[str, Any]) -> str:
-    from gpufinops.jobs import eval_independent
+def render(result: dict[str, Any], explain: str | None = None) -> str:
+    """The figures as text; ``explain`` (a kind): also that kind's false positives and negatives."""
+    from gpufinops.jobs import eval_explain, eval_independent
 
     out = io.StringIO()
     if result.get("independent"):
         out.write(eval_independent.render(result["independent"], result["independent_summary"]))
+        if result.get("calibration"):
+            out.write("\n".join(eval_explain.render_calibration(result["calibration"])) + "\n")
+        if explain:
+            out.write(eval_explain.render_explain(result["independent"], explain))
         print("\nDemo fleets (simulator/demo_fleet.py; truth from the demo's own price tables)", file=out)
     for fleet in result["fleets"]:
         print(f"\n{fleet['name']} (seed {fleet['seed']}, {fleet['days']} days, {fleet['machines']} machines)", file=out)

@@ -18,6 +18,7 @@ commitment rate / on-demand rate, the share of hours the covered capacity must r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -128,8 +129,17 @@ def findings(inputs: CommitmentInputs, settings: CommitmentSettings, now: dateti
         if rec is not None:
             recs.append(rec)
         elif reason is not None:
-            withheld.append(Withheld.from_detail("commitment", group, reason, resource_id=_group_id(group)))
+            withheld.append(_withheld(group, reason, len(usage) / 24, settings))
     return Findings(sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld)
+
+
+def _withheld(group: dict, reason: str, window_days: float, s: CommitmentSettings) -> Withheld:
+    """A short history is fixed by time alone: its hint says how many more days (not a source to add)."""
+    if window_days >= s.commit_min_days:
+        return Withheld.from_detail("commitment", group, reason, resource_id=_group_id(group))
+    more = math.ceil(s.commit_min_days - window_days - 1e-9)
+    w = Withheld.of("commitment", group, "short_history", reason, resource_id=_group_id(group))
+    return dataclasses.replace(w, source_hint=f"{more} more day{'s' if more != 1 else ''} of history")
 
 
 def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.DataFrame:
@@ -195,7 +205,8 @@ def _assess(
     window_days = len(usage) / 24
     if window_days < s.commit_min_days:
         return None, (
-            f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): too short for a 1-year commitment"
+            f"only {window_days:.1f} days of usage (< {s.commit_min_days:g}): too short for a 1-year commitment; "
+            f"{math.ceil(s.commit_min_days - window_days - 1e-9)} more days of history"
         )
     on_demand_rate = as_float(part["effective_cost"].cast(pl.Float64).mean())
     price = _commit_price(group, on_demand_rate, catalogue, fleet)

@@ -44,6 +44,9 @@ class RightsizingSettings:
     spare_gpu_mem_fraction: float = setting(0.10, ranges.SHARE)  # … and holds less than this share of its memory
     memory_headroom: float = setting(1.2, ranges.at_least(1.0))  # peak memory × this must fit the target GPU
     max_target_util_pct: float = setting(60.0, ranges.PERCENT)  # predicted p95 on the target must stay under this
+    underused_util_pct: float = setting(
+        40.0, ranges.PERCENT
+    )  # p95 under this, no finding: withheld, naming each refused target
     min_savings_fraction: float = setting(0.25, ranges.SHARE)  # a move must cut the cost by at least this share
     min_monthly_savings_usd: float = setting(25.0)
     quantization_precisions: tuple[str, ...] = ("fp16",)  # add "int8"/"fp8" to propose those too
@@ -122,7 +125,7 @@ def resources(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> 
     cached = _RESOURCES.get(con)
     if cached is None or cached[0] != key:
         frame = queries.rightsizing_resources(con, start)
-        cached = (key, frame if frame.is_empty() else enrich(frame))
+        cached = (key, frame if frame.is_empty() else with_peaks(enrich(frame), daily_peaks(con, start)))
         _RESOURCES[con] = cached
     return cached[1]
 
@@ -140,6 +143,59 @@ def enrich(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+RECENT_DAYS = 2  # the days a ramp-up is read from, and how recent a resource's last bill must be
+
+
+def daily_peaks(con: duckdb.DuckDBPyConnection, start: datetime) -> pl.DataFrame:
+    """Per resource and day since ``start``: the busiest hour's p95 of its busiest GPU (a short daily peak
+    the p95 over all hours can miss: a 1-hour peak is 4 % of the hours)."""
+    return queries.fragments.frame(
+        con,
+        "SELECT resource_id, date_trunc('day', hour) AS day, max(util_p95) AS peak FROM gpu_metrics_hourly "
+        "WHERE resource_id IS NOT NULL AND hour >= ? AND util_p95 IS NOT NULL GROUP BY 1, 2",
+        [start],
+    )
+
+
+def with_peaks(res: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+    """Adds ``util_peak_daily`` (the median day's peak hour), ``util_recent_peak`` (the peak of the last
+    :data:`RECENT_DAYS` measured days) and ``active`` (billed within :data:`RECENT_DAYS` of the fleet's
+    newest hour: a resource terminated mid-window saves nothing more)."""
+    newest = res["last_hour"].max()
+    active = pl.col("last_hour") >= pl.lit(newest) - pl.duration(days=RECENT_DAYS)
+    if peaks.is_empty():
+        return res.with_columns(
+            pl.lit(None, pl.Float64).alias("util_peak_daily"),
+            pl.lit(None, pl.Float64).alias("util_recent_peak"),
+            active.alias("active"),
+        )
+    per = (
+        peaks.sort("day")
+        .group_by("resource_id")
+        .agg(
+            pl.col("peak").median().alias("util_peak_daily"),
+            pl.col("peak").tail(RECENT_DAYS).max().alias("util_recent_peak"),
+        )
+    )
+    return res.join(per, on="resource_id", how="left").with_columns(active.alias("active"))
+
+
+def sizing_util(row: dict) -> float:
+    """The utilisation a resize must carry: the window's p95, or the median day's peak hour when higher."""
+    return max(row["util_p95"], row.get("util_peak_daily") or 0.0)
+
+
+def ramping(row: dict) -> str | None:
+    """Why a resource's recent days say more than its window (a ramp-up after a deploy), or None."""
+    recent, p95 = row.get("util_recent_peak"), row["util_p95"]
+    if recent is not None and p95 and recent > max(1.25 * sizing_util(row), sizing_util(row) + 10):
+        return (
+            f"utilisation is ramping up: the last {RECENT_DAYS} days peak at {recent:.0f} % against "
+            f"{sizing_util(row):.0f} % over the window; wait until the lookback holds the new level"
+        )
+    return None
+
+
 def evidence_problem(row: dict, settings: RightsizingSettings) -> str | None:
     """Why a resource's evidence is too thin to act on, or None when it is enough."""
     measured_days = (row["measured_hours"] or 0) / 24
@@ -148,6 +204,21 @@ def evidence_problem(row: dict, settings: RightsizingSettings) -> str | None:
     if (row["coverage"] or 0) < settings.min_coverage:
         return f"metrics cover {row['coverage']:.0%} of billed hours (need {settings.min_coverage:.0%})"
     return None
+
+
+def thin(kind: str, row: dict, problem: str, settings: RightsizingSettings):
+    """The withheld record of :func:`evidence_problem`'s ``problem``: a resource billed for fewer days than
+    ``min_days`` needs more days of history (how many), one billed longer needs its metrics."""
+    import dataclasses
+
+    from gpufinops.models.recommendation import Withheld
+
+    billed_days = (row.get("billed_hours") or 0) / 24
+    if billed_days >= settings.min_days or not problem.startswith("only"):
+        return Withheld.from_detail(kind, row, problem)
+    more = math.ceil(settings.min_days - billed_days - 1e-9)
+    w = Withheld.of(kind, row, "short_history", f"{problem}; billed for {billed_days:.1f} days so far")
+    return dataclasses.replace(w, source_hint=f"{more} more day{'s' if more != 1 else ''} of history")
 
 
 def confidence(row: dict, settings: RightsizingSettings, base: float) -> float:

@@ -7,7 +7,8 @@ resource needs its busy GPUs; the spare ones are the saving, priced at the resou
 GPU-hour from its line items. A resource with no busy GPU is idle_gpu's finding, not this one.
 Priced as the provider bills (never per GPU of an instance billed whole): the cheapest smaller type of
 the same GPU that holds the busy GPUs, else the cheapest fitting type of another GPU model with fewer
-GPUs, each at the list-price ratio; with neither offered, packing other work onto the spare GPUs, whose
+GPUs (only when the busy GPUs are not saturated: a flat-out GPU reads ~95 % on any model, so its need
+elsewhere is unknown), each at the list-price ratio; with neither offered, packing other work onto the spare GPUs, whose
 saving is conditional (an ``alternative`` in the plan, never in a total).
 """
 
@@ -87,7 +88,8 @@ def recommend(
         .sort("resource_id")
         .iter_rows(named=True)
     ]
-    rows = res.filter(pl.col("gpu_count") > 1).join(per, on="resource_id", how="inner")
+    active = pl.col("active") if "active" in res.columns else pl.lit(True)  # terminated: saves nothing more
+    rows = res.filter((pl.col("gpu_count") > 1) & active).join(per, on="resource_id", how="inner")
     recs = []
     for row in rows.sort("resource_id").iter_rows(named=True):
         needed, spare = row["busy_gpus"], row["gpu_count"] - row["busy_gpus"]
@@ -105,7 +107,7 @@ def recommend(
             continue
         problem = features.evidence_problem(row, settings)
         if problem:
-            withheld.append(Withheld.from_detail("gpu_count", row, problem))
+            withheld.append(features.thin("gpu_count", row, problem, settings))
             continue
         rec = _recommendation(row, needed, offers, settings)
         if rec is not None:
@@ -151,11 +153,11 @@ def _other_gpu(
 ) -> dict | None:
     """The cheapest type of another GPU model with fewer GPUs that fits the busy GPUs' work: their peak
     memory × headroom in each GPU, their utilisation scaled by the spec ratio under the ceiling."""
-    from gpufinops.models.gpu_type import USABLE_MEMORY, _log_ratio, baseline
+    from gpufinops.models.gpu_type import SATURATED_PCT, USABLE_MEMORY, _log_ratio, baseline
 
     src = offers.filter(pl.col("gpu_model") == row["gpu_model"]).head(1)
-    if src.is_empty() or row["busy_util_p95"] is None:
-        return None
+    if src.is_empty() or row["busy_util_p95"] is None or row["busy_util_p95"] >= SATURATED_PCT:
+        return None  # flat-out GPUs read ~95 % on any GPU: what they need on another model is unknown
     source = src.row(0, named=True)
     mem_gib = (row["gpu_mem_max_mib"] or 0) / 1024
     pool = offers.filter(

@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from gpufinops.models import features
+from gpufinops.models import features, peers
 from gpufinops.models.features import RightsizingSettings
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
 
@@ -70,11 +70,20 @@ PREDICTORS = (REGRESSION, SPEC_RATIO, NO_CHANGE)
 MAE_KEYS = {REGRESSION: "regression_mae_pct", SPEC_RATIO: "spec_ratio_mae_pct", NO_CHANGE: "no_change_mae_pct"}
 
 
-def select_predictor(maes: dict[str, float]) -> str:
-    """The predictor to use from held-out MAEs: the regression only when it beats both baselines,
-    else the better baseline (spec ratio on a tie)."""
-    best_baseline = SPEC_RATIO if maes[SPEC_RATIO] <= maes[NO_CHANGE] else NO_CHANGE
-    return REGRESSION if maes[REGRESSION] < maes[best_baseline] else best_baseline
+DECISION_KEYS = {REGRESSION: "regression_wrong_verdicts", SPEC_RATIO: "spec_ratio_wrong_verdicts",
+                 NO_CHANGE: "no_change_wrong_verdicts"}
+
+
+def select_predictor(maes: dict[str, float], wrong: dict[str, float] | None = None) -> str:
+    """The predictor to use from held-out errors. First the findings it would yield: the share of held-out
+    pairs whose verdict "fits under the utilisation ceiling" it gets wrong (``wrong``); then, between
+    equals, the MAE. The regression only when it beats both baselines, else the better baseline (spec
+    ratio on a tie)."""
+    def key(p: str) -> tuple[float, float]:
+        return ((wrong or {}).get(p) or 0.0, maes[p])
+
+    best_baseline = SPEC_RATIO if key(SPEC_RATIO) <= key(NO_CHANGE) else NO_CHANGE
+    return REGRESSION if key(REGRESSION) < key(best_baseline) else best_baseline
 
 
 @dataclass
@@ -84,6 +93,7 @@ class ThroughputModel:
     groups: int = 0
     quality: dict[str, Any] = field(default_factory=dict)
     predictor: str = SPEC_RATIO     # which of PREDICTORS :meth:`predict` uses (chosen by :func:`fit`)
+    peers: dict = field(default_factory=dict)  # models.peers.table: read before the predictor
 
     @property
     def name(self) -> str:
@@ -141,9 +151,10 @@ def observations(res: pl.DataFrame, specs: dict[str, dict], idle_util_pct: float
     return pl.DataFrame(rows)
 
 
-def fit(obs: pl.DataFrame) -> ThroughputModel:
+def fit(obs: pl.DataFrame, ceiling_pct: float = 60.0) -> ThroughputModel:
     """Fit the regression, score it and both baselines on held-out GPU pairs, and select the predictor
-    with the lowest error (the regression only when it beats both baselines)."""
+    whose verdicts (fits under ``ceiling_pct`` or not) are wrong least often, then the lowest error (the
+    regression only when it beats both baselines)."""
     from sklearn.linear_model import HuberRegressor
     from sklearn.model_selection import GroupKFold
 
@@ -165,14 +176,29 @@ def fit(obs: pl.DataFrame) -> ThroughputModel:
     final = HuberRegressor(max_iter=500).fit(X, np.log1p(y))
     maes = {REGRESSION: float(np.abs(held_out - y).mean()), SPEC_RATIO: float(np.abs(base - y).mean()),
             NO_CHANGE: float(np.abs(x_util - y).mean())}
-    predictor = select_predictor(maes)
+    held = {REGRESSION: held_out, SPEC_RATIO: base, NO_CHANGE: x_util}
+    # a verdict is asked only of a resource under the ceiling, moving to a GPU it would need more of
+    asked = (x_util < ceiling_pct) & (y > x_util)
+    asked = asked if asked.any() else np.ones_like(asked)
+    wrong = {p: float(((v[asked] <= ceiling_pct) != (y[asked] <= ceiling_pct)).mean()) for p, v in held.items()}
+    predictor = select_predictor(maes, wrong)
     quality = {
-        "predictor": predictor, "selection": "lowest held-out MAE; the regression only where it beats both baselines",
+        "predictor": predictor,
+        "selection": f"fewest wrong verdicts (fits under {ceiling_pct:g} % or not) on held-out GPU pairs, then the "
+                     f"lowest held-out MAE; the regression only where it beats both baselines",
+        **{DECISION_KEYS[p]: round(v, 4) for p, v in wrong.items()},
         "pairs": int(obs.height), "gpu_pairs": int(len(set(groups.tolist()))), "folds": folds,
         **{MAE_KEYS[p]: round(v, 2) for p, v in maes.items()},
         "coefficients": [round(float(c), 4) for c in final.coef_],
     }
     return ThroughputModel(final, int(obs.height), int(len(set(groups.tolist()))), quality, predictor)
+
+
+def fit_fleet(res: pl.DataFrame, spec: dict[str, dict], s: RightsizingSettings) -> ThroughputModel:
+    """The throughput model of a fleet: the predictor fitted on its pairs, and its peer replicas."""
+    model = fit(observations(res, spec, s.idle_util_pct), s.max_target_util_pct)
+    model.peers = peers.table(res, s.idle_util_pct)
+    return model
 
 
 def recommend_from_warehouse(con: duckdb.DuckDBPyConnection,
@@ -212,14 +238,16 @@ def findings(inputs: GpuTypeInputs, settings: RightsizingSettings, *, recommend_
     (``recommend_fn``: quantization's); no connection."""
     if inputs.resources.is_empty():
         return Findings()
-    model = fit(observations(inputs.resources, inputs.specs, settings.idle_util_pct))
+    model = fit_fleet(inputs.resources, inputs.specs, settings)
     recs, withheld = (recommend_fn or recommend)(inputs.resources, inputs.offers, inputs.specs, model, settings)
     return Findings(recs, withheld)
 
 
 def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:
-    """Cloud resources that are measured, not idle and not committed (a commitment is paid anyway)."""
-    return res.filter(pl.col("provider_code").is_in(list(features.CLOUD_PROVIDERS))
+    """Cloud resources still running (billed in the fleet's last days), measured, not idle and not committed
+    (a commitment is paid anyway)."""
+    active = pl.col("active") if "active" in res.columns else pl.lit(True)
+    return res.filter(active & pl.col("provider_code").is_in(list(features.CLOUD_PROVIDERS))
                       & (pl.col("pricing_category").fill_null("Standard") != "Committed")
                       & pl.col("util_p95").is_not_null() & (pl.col("util_p95") >= s.idle_util_pct))
 
@@ -232,21 +260,35 @@ def recommend(res: pl.DataFrame, offers: pl.DataFrame, spec: dict[str, dict], mo
         if row["gpu_count"] is None:
             withheld.append(unknown_count("gpu_type", row))
             continue
+        refused: list[str] = []
         choice = best_target(row, offers, spec, model, s, mem_gib=(row["mem_used_max_mib"] or 0) / 1024,
-                             util=row["util_p95"], precision=row["precision"])
+                             util=features.sizing_util(row), precision=row["precision"], refused=refused)
         if choice is None:
+            if row["util_p95"] < s.underused_util_pct:
+                withheld.append(nothing_fits("gpu_type", row, refused, s))
             continue
         if choice.get("unpriced"):
             withheld.append(Withheld.from_detail("gpu_type", row, choice["unpriced"]))
             continue
         problem = features.evidence_problem(row, s)
         if problem:
-            withheld.append(Withheld.from_detail("gpu_type", row, problem))
+            withheld.append(features.thin("gpu_type", row, problem, s))
+            continue
+        ramp = features.ramping(row)
+        if ramp:
+            withheld.append(Withheld.of("gpu_type", row, "ramping", ramp))
             continue
         rec = _recommendation(row, choice, model, s)
         if rec is not None:
             recs.append(rec)
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
+
+
+def nothing_fits(kind: str, row: dict, refused: list[str], s: RightsizingSettings, lead: str | None = None) -> Withheld:
+    """An under-used resource (p95 under ``underused_util_pct``) that no cheaper type fits: what was
+    considered and why each was refused."""
+    lead = lead or f"p95 {row['util_p95']:.0f} % (< {s.underused_util_pct:g} %)"
+    return Withheld.of(kind, row, "no_fitting_target", f"{lead}, but no cheaper type fits: " + "; ".join(refused[:6]))
 
 
 def unknown_count(kind: str, row: dict) -> Withheld:
@@ -257,9 +299,14 @@ def unknown_count(kind: str, row: dict) -> Withheld:
 
 def best_target(row: dict, offers: pl.DataFrame, spec: dict[str, dict], model: ThroughputModel,
                 s: RightsizingSettings, *, mem_gib: float, util: float, precision: str | None,
-                new_precision: str | None = None, util_factor: float = 1.0) -> dict | None:
+                new_precision: str | None = None, util_factor: float = 1.0,
+                refused: list[str] | None = None) -> dict | None:
     """The cheapest offer in the region that fits; {"unpriced": reason} when the current config has no
-    price or spec to compare with; None when nothing fits."""
+    price or spec to compare with; None when nothing fits (each offer's refusal appended to ``refused``).
+
+    The utilisation needed on a target is read from peer replicas (:mod:`models.peers`) where the
+    workload class runs on that GPU at the same precision, else predicted by ``model``."""
+    refused = [] if refused is None else refused
     current_price = features.list_price(offers, row["provider_code"], row["region"], row["instance_type"])
     if current_price is None or row["gpu_model"] not in spec:
         what = "price" if current_price is None else "gpu_specs entry"
@@ -270,16 +317,35 @@ def best_target(row: dict, offers: pl.DataFrame, spec: dict[str, dict], model: T
                          & (pl.col("on_demand_usd_per_hour") <= float(current_price) * (1 - s.min_savings_fraction)))
     for offer in pool.sort("on_demand_usd_per_hour", "instance_type").iter_rows(named=True):
         usable_gib = float(offer["memory_gib"]) * USABLE_MEMORY
+        label = f"{offer['instance_type']} ({offer['gpu_model']})"
         if mem_gib * s.memory_headroom > usable_gib:
+            refused.append(f"{label}: memory {mem_gib:.1f} GiB × {s.memory_headroom:g} headroom > "
+                           f"{usable_gib:.1f} GiB usable")
             continue
         ratios = _log_ratio(spec[row["gpu_model"]], spec.get(offer["gpu_model"]), new_precision or precision)
         if ratios is None:
+            refused.append(f"{label}: no gpu_specs entry to compare with")
             continue
-        predicted = model.predict(util * util_factor, ratios, row.get("sm_active_mean"), row.get("tensor_active_mean"))
+        peer = None if new_precision else peers.predict(model.peers, row, offer["gpu_model"], util, SATURATED_PCT)
+        if peer is not None:
+            predicted, how, peer_evidence = peer[0], peers.PEER_PREDICTOR, peer[1]
+        else:
+            predicted = model.predict(util * util_factor, ratios, row.get("sm_active_mean"),
+                                      row.get("tensor_active_mean"))
+            how, peer_evidence = model.name, {}
+            slower = None if new_precision else peers.other_classes(model.peers, row, offer["gpu_model"], util)
+            if slower is not None and slower[0] > predicted:
+                predicted, how, peer_evidence = slower[0], peers.OTHER_CLASSES, slower[1]
         if predicted > s.max_target_util_pct:
+            refused.append(f"{label}: predicted p95 {predicted:.0f} % > {s.max_target_util_pct:g} % cap "
+                           f"({how.replace('_', ' ')})")
             continue
         return {"offer": offer, "current_price": current_price, "predicted_util_p95": predicted,
-                "usable_gib": usable_gib, "baseline_util_p95": baseline(util * util_factor, ratios)}
+                "usable_gib": usable_gib, "baseline_util_p95": baseline(util * util_factor, ratios),
+                "predicted_by": how, "peer_evidence": peer_evidence}
+    if pool.is_empty():
+        refused.append(f"no {row['gpu_count']}-GPU type in {row['region']} cuts the cost by "
+                       f"≥ {s.min_savings_fraction:.0%}")
     return None
 
 
@@ -297,20 +363,21 @@ def _recommendation(row: dict, choice: dict, model: ThroughputModel, s: Rightsiz
     base = 0.85 if model.measured else 0.6
     headroom = 1 - choice["predicted_util_p95"] / s.max_target_util_pct
     evidence = {
-        "util_p95": row["util_p95"], "util_mean": row["util_mean"],
+        "util_p95": row["util_p95"], "util_mean": row["util_mean"], "util_peak_daily": row.get("util_peak_daily"),
         "mem_max_gib": round((row["mem_used_max_mib"] or 0) / 1024, 2),
         "mem_needed_gib": round((row["mem_used_max_mib"] or 0) / 1024 * s.memory_headroom, 2),
         "target_usable_memory_gib": round(choice["usable_gib"], 2),
         "predicted_target_util_p95": round(choice["predicted_util_p95"], 1),
         "baseline_target_util_p95": round(choice["baseline_util_p95"], 1),
-        "throughput_model": model.name, "throughput_model_quality": model.quality,
+        "throughput_model": choice.get("predicted_by", model.name), "throughput_model_quality": model.quality,
+        **choice.get("peer_evidence", {}),
         "throughput_predictor_mae_pct": model.maes(),
         "current_usd_per_hour": float(price), "target_usd_per_hour": float(offer["on_demand_usd_per_hour"]),
         "target_price_source": offer["origin"], "window_days": round(row["window_days"], 2),
         "measured_hours": row["measured_hours"], "metric_coverage": round(row["coverage"], 4),
         "sm_active_mean": row["sm_active_mean"], "tensor_active_mean": row["tensor_active_mean"],
     }
-    risk = (f"Predicted from {model.name.replace('_', ' ')}: benchmark the workload on {offer['gpu_model']} "
+    risk = (f"Predicted from {evidence['throughput_model'].replace('_', ' ')}: benchmark the workload on {offer['gpu_model']} "
             f"(latency at peak, batch size) before moving; peak memory {evidence['mem_max_gib']} GiB leaves "
             f"{evidence['target_usable_memory_gib'] - evidence['mem_needed_gib']:.1f} GiB beyond the headroom.")
     return Recommendation(

@@ -5,6 +5,9 @@ hour (EffectiveCost). Only runs of at least ``min_run_hours`` consecutive idle h
 short pause between two jobs is not waste). Hours without metrics are unknown, never idle.
 Resources are told apart by when they idle: always idle (stop or release it), idle nights and
 weekends (schedule it off), or idle in long stretches at any time (scale it to zero when idle).
+A schedule is proposed only where at least ``min_off_hours_idle_share`` of the measured off-hours are
+idle: a busy service whose nightly trough dips under the threshold for a few hours has nothing a
+schedule could stop (its time-of-day profile is a trough, not an off switch).
 On shared nodes a pod that holds an idle GPU's memory is its own finding (``allocated_idle``,
 models/allocated_idle.py).
 """
@@ -36,6 +39,7 @@ class IdleParams:
     work_end_hour: int = 19
     min_monthly_savings_usd: Decimal = Decimal("25")
     gone_after_hours: int = 24  # a resource not billed in the data's last this many hours is gone
+    min_off_hours_idle_share: float = 0.25  # a schedule needs this share of the off-hours idle (else: troughs)
     allocated_min_mem_gib: float = 1.0  # allocated_idle: a pod holding at least this much of an idle GPU …
     allocated_min_presence: float = 0.5  # … for at least this share of the hour's samples
 
@@ -170,6 +174,7 @@ def recommend(
             pl.len().alias("measured_hours"),
             pl.col("idle").sum().alias("idle_hours"),
             (pl.col("idle") & pl.col("off_hours")).sum().alias("idle_off_hours"),
+            pl.col("off_hours").sum().alias("measured_off_hours"),
             pl.col("effective_cost").filter(pl.col("idle")).sum().alias("idle_cost"),
             pl.col("util_p95").quantile(0.95).alias("util_p95"),
             pl.col("util_max").max().alias("util_max"),
@@ -199,6 +204,11 @@ def _recommendation(row: dict, params: IdleParams, now: datetime | None) -> Reco
     idle_fraction = row["idle_hours"] / row["measured_hours"]
     off_share = row["idle_off_hours"] / row["idle_hours"]
     pattern = _pattern(idle_fraction, off_share, params)
+    if (
+        pattern == "idle_off_hours"
+        and row["idle_off_hours"] < params.min_off_hours_idle_share * row["measured_off_hours"]
+    ):
+        return None  # a few quiet hours in the nightly trough of a busy resource: nothing a schedule could stop
     action, proposed_state, risk = _ACTIONS[pattern]
     idle_cost = Decimal(row["idle_cost"])
     monthly_cost = Decimal(row["billed_cost"]) / window_days * DAYS_PER_MONTH

@@ -72,15 +72,23 @@ def recommend(
         if row["gpu_count"] is None:
             withheld.append(gpu_type.unknown_count("quantization", row))
             continue
-        best = _best_step(row, steps, precision, offers, spec, model, s)
+        refused: list[str] = []
+        best = _best_step(row, steps, precision, offers, spec, model, s, refused)
         if best is None:
+            if refused:
+                lead = f"{precision.upper()} inference at p95 {row['util_p95']:.0f} %"
+                withheld.append(gpu_type.nothing_fits("quantization", row, refused, s, lead))
             continue
         if "unpriced" in best:
             withheld.append(Withheld.from_detail("quantization", row, best["unpriced"]))
             continue
         problem = features.evidence_problem(row, s)
         if problem:
-            withheld.append(Withheld.from_detail("quantization", row, problem))
+            withheld.append(features.thin("quantization", row, problem, s))
+            continue
+        ramp = features.ramping(row)
+        if ramp:
+            withheld.append(Withheld.of("quantization", row, "ramping", ramp))
             continue
         recs.append(_recommendation(row, best, precision, source, model, s))
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
@@ -94,14 +102,19 @@ def _best_step(
     spec: dict,
     model: ThroughputModel,
     s: RightsizingSettings,
+    refused: list[str] | None = None,
 ) -> dict | None:
-    mem_gib, util = (row["mem_used_max_mib"] or 0) / 1024, row["util_p95"]
+    """The best-saving (precision, target) step; None when it fits as it is (gpu_type's finding) or when
+    nothing fits (each target's refusal at each step appended to ``refused``)."""
+    refused = [] if refused is None else refused
+    mem_gib, util = (row["mem_used_max_mib"] or 0) / 1024, features.sizing_util(row)
     as_is = gpu_type.best_target(row, offers, spec, model, s, mem_gib=mem_gib, util=util, precision=precision)
     if as_is is not None:
         return as_is if "unpriced" in as_is else None  # fits without quantizing: gpu_type's finding
     monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
     options = []
     for step in steps:
+        at_step: list[str] = []
         factor = BITS[step] / BITS[precision]
         choice = gpu_type.best_target(
             row,
@@ -114,7 +127,9 @@ def _best_step(
             precision=precision,
             new_precision=step,
             util_factor=factor,
+            refused=at_step,
         )
+        refused.extend(f"at {step.upper()} {r}" for r in at_step)
         if choice is not None and "offer" in choice:
             ratio = Decimal(str(choice["offer"]["on_demand_usd_per_hour"])) / choice["current_price"]
             options.append(

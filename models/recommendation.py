@@ -131,6 +131,19 @@ WITHHOLD_REASONS = {
         "the utilisation source: export every GPU of the node (DCGM exporter on each GPU)",
     ),
     "policy": ("nothing: a rule forbids the change for this workload", "the resource's tags"),
+    "short_history": (
+        "more days of usage than the resource has had so far",
+        "more days of history (the detail says how many): nothing to configure, the next runs will have them",
+    ),
+    "ramping": (
+        "days of usage at the new level (the lookback still holds the level before the change)",
+        "more days of history: re-run once the last days' level fills the lookback's busiest 5 % of hours",
+    ),
+    "no_fitting_target": (
+        "a cheaper type the workload is known to fit (each one considered is listed with why it was refused)",
+        "a benchmark of the workload on the refused GPU (a replica there measures its p95), or [models] "
+        "max_target_util_pct / memory_headroom if the cap is stricter than the service needs",
+    ),
     "capacity": (
         "free GPUs on the on-prem node group at its target utilisation",
         "more nodes in the group, or less load on it ([models] onprem_target_utilisation)",

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import duckdb
 
-from gpufinops.models import plans
+from gpufinops.models import calibration, plans
 from gpufinops.models.recommendation import Recommendation, Withheld
 from gpufinops.models.registry import KINDS, MODELS, VERSIONS, setting_keys
 from gpufinops.warehouse import store
@@ -68,7 +68,7 @@ def analyse(
         found = spec.run(con, settings)
         if on_model:
             on_model(spec.kind, True)
-        run.recommendations.extend(found.recommendations)
+        run.recommendations.extend(calibration.apply(found.recommendations))
         run.withheld.extend(found.withheld)
         run.comparison.extend(found.comparison)
     run.recommendations = plans.reconcile(run.recommendations)

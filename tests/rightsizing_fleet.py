@@ -9,6 +9,7 @@ max; mean a little lower) holding ``mem_gib[i]`` GiB.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -39,6 +40,8 @@ class Machine:
     days: int = 21
     measured: float = 1.0  # share of billed hours with metrics (the first hours of each day)
     swing: float = 0.0  # utilisation rises by this × hour-of-day / 23 (a diurnal spread)
+    shape: Callable[[int, int], float] | None = None  # (hour index, hours) -> utilisation multiplier
+    ended_days_ago: int = 0  # last billed this many days before END (terminated mid-window)
 
 
 def offer(
@@ -60,7 +63,7 @@ def build(path: Path, machines: list[Machine], offers: list[dict]) -> Path:
     for m in machines:
         hours = m.days * 24
         for h in range(hours):
-            start = END - timedelta(hours=hours - h)
+            start = END - timedelta(hours=hours - h, days=m.ended_days_ago)
             lines.append(
                 {
                     "ProviderName": m.provider,
@@ -85,7 +88,7 @@ def build(path: Path, machines: list[Machine], offers: list[dict]) -> Path:
             if (h % 24) >= 24 * m.measured:
                 continue
             for g in range(m.gpu_count):
-                util = min(100.0, m.utils[g] * (1 + m.swing * (h % 24) / 23))
+                util = min(100.0, m.utils[g] * (1 + m.swing * (h % 24) / 23) * (m.shape(h, hours) if m.shape else 1.0))
                 metrics.append(
                     {
                         "hour": start,

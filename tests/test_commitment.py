@@ -123,7 +123,9 @@ def test_short_history_is_withheld(con):
     gcp_prices(con)
     gcp_machine(con, "vm-new", range(5 * 24))
     recs, withheld = commitment.recommend(con)
-    assert recs == [] and "too short" in withheld[0].detail and withheld[0].reason == "thin_evidence"
+    assert recs == [] and "too short" in withheld[0].detail and withheld[0].reason == "short_history"
+    # 5 days of the 14 needed: the fix is time, said in days (not "add a utilisation source")
+    assert withheld[0].source_hint == "9 more days of history" and "9 more days" in withheld[0].detail
 
 
 def test_workloads_moving_to_spot_are_not_committed(con):

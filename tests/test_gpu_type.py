@@ -108,7 +108,9 @@ def test_thin_evidence_is_withheld(warehouse):
         warehouse, [*peers(), vm("new", "a2-ultragpu-1g", "A100-80GB", "5.0688", 20, 17, days=3)]
     )
     assert not [r for r in recs if r.resource_id == "new"]
-    assert any(w.resource_id == "new" and w.reason == "thin_evidence" and "measured days" in w.detail for w in withheld)
+    (w,) = [w for w in withheld if w.resource_id == "new"]
+    assert w.reason == "short_history" and "measured days" in w.detail  # billed 3 days: 4 more needed
+    assert w.source_hint == "4 more days of history"
 
 
 def test_regression_learns_the_fleet_scaling_and_beats_the_baseline():
@@ -196,6 +198,22 @@ def test_selection_rule_prefers_a_baseline_on_a_tie():
         pick({"fleet_regression": 3.0, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "no_change_baseline"
     )
     assert pick({"fleet_regression": 2.9, "spec_ratio_baseline": 5.0, "no_change_baseline": 3.0}) == "fleet_regression"
+
+
+def test_wrong_verdicts_on_held_out_pairs_come_before_the_error():
+    """The findings a predictor yields decide: fewer wrong "fits under the ceiling" verdicts wins even
+    with a larger MAE; the MAE only breaks ties."""
+    pick = gpu_type.select_predictor
+    maes = {"fleet_regression": 5.0, "spec_ratio_baseline": 3.0, "no_change_baseline": 4.0}
+    assert (
+        pick(maes, {"fleet_regression": 0.1, "spec_ratio_baseline": 0.2, "no_change_baseline": 0.3})
+        == "fleet_regression"
+    )
+    assert (
+        pick(maes, {"fleet_regression": 0.2, "spec_ratio_baseline": 0.2, "no_change_baseline": 0.1})
+        == "no_change_baseline"
+    )
+    assert pick(maes, dict.fromkeys(maes, 0.1)) == "spec_ratio_baseline"
 
 
 def test_too_few_observations_fall_back_to_the_spec_ratio_baseline():

@@ -65,6 +65,19 @@ def test_idle_nights_and_weekends_is_a_schedule():
     assert rec.evidence["idle_cost_usd"] == Decimal(idle_hours * 10)
 
 
+def test_the_nightly_trough_of_a_busy_service_is_not_a_schedule():
+    """A serving replica dipping under 5 % for 3 hours each night (its time-of-day trough): 42 of ~230
+    off-hours idle; a schedule would have to stop it through its busy evenings and weekends too."""
+    utils = [3.0 if 2 <= (START + timedelta(hours=h)).hour < 5 else 30.0 for h in range(14 * 24)]
+    assert idle.recommend(frame(hours("i-trough", utils, gpu_count=1))) == []
+    dev = [
+        70.0 if (t := START + timedelta(hours=h)).weekday() < 5 and 9 <= t.hour < 18 else 0.5 for h in range(14 * 24)
+    ]
+    assert [r.evidence["pattern"] for r in idle.recommend(frame(hours("i-dev", dev, gpu_count=1)))] == [
+        "idle_off_hours"
+    ]
+
+
 def test_short_pauses_and_gaps_are_not_idle():
     pauses = ([80.0] * 5 + [1.0] * 2) * 48  # 2-hour pauses between jobs: under the run length
     gaps = [None] * (14 * 24)  # no metrics at all: unknown, never idle

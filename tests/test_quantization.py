@@ -66,7 +66,10 @@ def test_untagged_precision_is_inferred_only_from_dcgm_activity():
 
 def test_thin_evidence_is_withheld(warehouse):
     recs, withheld = run(warehouse, [*peers(), ranker(days=5)])
-    assert recs == [] and any(w.reason == "thin_evidence" and "measured days" in w.detail for w in withheld)
+    assert recs == [] and any(
+        w.reason == "short_history" and "measured days" in w.detail and w.source_hint == "2 more days of history"
+        for w in withheld
+    )
 
 
 def test_no_target_in_the_region_means_no_recommendation(warehouse):

@@ -74,8 +74,8 @@ def rightsizing_gpus(con: duckdb.DuckDBPyConnection, start: datetime) -> pl.Data
 def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = False) -> pl.DataFrame:
     """What can be bought where: the ``instance_types`` catalogue, completed by the GPU instance types
     the bills themselves show on offer in a region, each with its GPU's memory and throughput from
-    ``gpu_specs``. A billed type's hourly price is the median over its on-demand resource-hours of the
-    hour's summed ListCost (GCP bills GPU, vCPU and RAM as separate SKU lines; AWS one line). A
+    ``gpu_specs``. A billed type's hourly price is the median over its on-demand resource-hours of its
+    last 3 billed days (the price in force now, after any change in the window) of the hour's summed ListCost (GCP bills GPU, vCPU and RAM as separate SKU lines; AWS one line). A
     catalogue row wins over a billed one. With ``reference``, the AWS GPU types of the shipped inventory
     are offered in us-east-1 at the shipped list price (karpenter's us-east-1 price list) where neither
     names them: what a new user without pricing credentials can still be told (origin 'reference')."""
@@ -106,8 +106,11 @@ def rightsizing_catalogue(con: duckdb.DuckDBPyConnection, *, reference: bool = F
             GROUP BY ALL),
         billed AS (
             SELECT provider_name, region, instance_type, any_value(gpu_model) AS gpu_model,
-                   max(gpu_count) AS gpu_count, median(list_cost) AS on_demand_usd_per_hour
-            FROM hours WHERE list_cost > 0 GROUP BY 1, 2, 3),
+                   max(gpu_count) AS gpu_count,
+                   median(list_cost) FILTER (WHERE hour > last_hour - INTERVAL 3 DAY) AS on_demand_usd_per_hour
+            FROM (SELECT *, max(hour) OVER (PARTITION BY provider_name, region, instance_type) AS last_hour
+                  FROM hours WHERE list_cost > 0)
+            GROUP BY 1, 2, 3),
         offers AS (
             SELECT provider, region, instance_type, gpu_model, gpu_count,
                    CAST(on_demand_usd_per_hour AS DECIMAL(38, 15)) AS on_demand_usd_per_hour, 'catalogue' AS origin
