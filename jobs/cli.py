@@ -324,6 +324,9 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         print(f"gpufinops: export {args.kind}: {exc}", file=sys.stderr)
         return 2
     export.write(text, args.out)
+    if args.out:
+        from gpufinops.jobs import layouts
+        layouts.wrote(args.out, layouts.export_detail(args.kind, text))
     return 0
 
 
@@ -348,7 +351,8 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     except focus.ExportError as exc:
         print(f"gpufinops: export focus: {exc}", file=sys.stderr)
         return 2
-    print(f"export focus: {rows:,} rows of FOCUS 1.2 ({fmt}) written to {args.out}")
+    from gpufinops.jobs import layouts
+    layouts.wrote(args.out, f"{rows:,} rows of FOCUS 1.2 ({fmt})")
     return 0
 
 
