@@ -59,6 +59,7 @@ STATES = {  # current / proposed resource states
     "scheduled_off_hours": "Off nights and weekends",
     "scale_to_zero": "Scaled to zero when idle",
     "running": "Running",
+    "stopped": "Stopped",
 }
 ALERT_RULES = {
     "budget": "Budget",
@@ -194,8 +195,8 @@ LABELLED_FIELDS = ("kind", "pattern", "status", "rule", "severity", "workload", 
 
 def with_labels(record: Mapping[str, Any], fields: tuple[str, ...] = LABELLED_FIELDS) -> dict[str, Any]:
     """``record`` with a ``<field>_label`` beside each code field it holds (codes unchanged; additive),
-    and, in a recommendation's ``current`` / ``proposed``, a ``pricing_label`` / ``state_label``; the
-    pattern is read from the evidence when the record has no top-level one."""
+    ``team_label``, ``current_pricing_label`` / ``proposed_state_label`` … for a recommendation's
+    ``current`` / ``proposed`` terms, and ``pattern_label`` from its evidence."""
     out = dict(record)
     for name in fields:
         value = record.get(name)
@@ -206,14 +207,12 @@ def with_labels(record: Mapping[str, Any], fields: tuple[str, ...] = LABELLED_FI
         out["pattern_label"] = label(evidence["pattern"], "pattern")
     if "team" in record:
         out["team_label"] = team_label(record.get("team"))
-    for side in ("current", "proposed"):
+    for side in ("current", "proposed"):  # beside the object, which stays exactly as a scheduler reads it
         part = record.get(side)
         if isinstance(part, Mapping):
-            labelled = dict(part)
             for key in ("pricing", "state"):
                 if isinstance(part.get(key), str):
-                    labelled[f"{key}_label"] = label(part[key], key)
-            out[side] = labelled
+                    out[f"{side}_{key}_label"] = label(part[key], key)
     return out
 
 
