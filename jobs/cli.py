@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             return doctor.run(args.config, db=args.db, timeout=args.timeout)
         cfg = config_mod.load(args.config, db=args.db)
         errors.remember_secrets(cfg.secrets())
+        from gpufinops.jobs import arg_checks
+        if (problem := arg_checks.problem(cfg, args)) is not None:  # contradictory or unknown: a usage error
+            print(f"gpufinops: {args.command}: {problem}", file=sys.stderr)
+            return 2
         if not _reads_only(args):  # migrations and reference data: once, here (warehouse/db.py)
             from gpufinops.warehouse import db
             db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)

@@ -80,7 +80,10 @@ def _error_sentence(source: str, exc: BaseException) -> str:
         text = str(exc)
     else:
         text = f"{type(exc).__name__}: {exc}"
-    text = " ".join(text.split())
+    from gpufinops.ingest.core.credentials import hint
+
+    extra = hint(exc)
+    text = " ".join(text.split()) + (f" ({extra})" if extra and extra not in text else "")
     return text if text.startswith((source, f"sources.{source}.")) else f"{source}: {text}"
 
 
