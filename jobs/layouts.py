@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -123,34 +122,7 @@ ALERT_COLUMNS = (
     Col("opened_at", "Opened", TIME, hide_below=135),
     Col("status", "Status", TEXT, no_wrap=True, hide_below=170),
 )
-PERCENT_RULES = ("budget", "budget_forecast")
 TOKEN_MAX = 32  # an id inside a title loses its middle past this, as in the Scope column
-
-
-def period_text(value: Any) -> str:
-    """``2026-10`` stays; an ISO time reads as a day (or a day and a minute)."""
-    if value is None:
-        return output.MISSING
-    text = str(value)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return text
-    if "T" not in text and " " not in text:
-        return text
-    return moment.strftime("%Y-%m-%d") if (moment.hour, moment.minute) == (0, 0) else output.when(moment)
-
-
-def threshold_text(rule: str | None, value: Any) -> str:
-    """A budget's threshold as a percentage (``1`` → ``100 %``); other rules' thresholds as they read."""
-    if value is None:
-        return output.MISSING
-    if rule in PERCENT_RULES:
-        try:
-            return f"{float(value) * 100:g} %"
-        except ValueError:
-            return str(value)
-    return str(value)
 
 
 def _short_tokens(text: str) -> str:
@@ -168,8 +140,8 @@ def alert_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "rule": labels.label(row.get("rule"), "rule"),
                 "status": labels.label(row.get("status"), "status"),
                 "title": _short_tokens(str(row.get("title") or output.MISSING)),
-                "period": period_text(row.get("period")),
-                "threshold": threshold_text(row.get("rule"), row.get("threshold")),
+                "period": labels.period_text(row.get("period")),
+                "threshold": labels.threshold_text(row.get("rule"), row.get("threshold")),
                 "teams": ", ".join(labels.team_label(t) for t in teams)
                 if isinstance(teams, list) and teams
                 else labels.NO_TEAM,

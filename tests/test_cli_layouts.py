@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from gpufinops.jobs import cli, layouts, output
+from gpufinops.warehouse import labels
 
 WIDTHS = (80, 120, 200)
 RUN_ID = "13859f1361d74ae2b9497f17b24fbc64"
@@ -131,14 +132,14 @@ def test_alerts_list_reads_as_words(width: int) -> None:
 
 
 def test_threshold_and_period_text() -> None:
-    assert layouts.threshold_text("budget", "0.9") == "90 %"
-    assert layouts.threshold_text("budget_forecast", "1") == "100 %"
-    assert layouts.threshold_text("budget", "NaN?") == "NaN?"
-    assert layouts.threshold_text("idle_burn", "6h/$50.00") == "6h/$50.00"
-    assert layouts.period_text("2026-10") == "2026-10"
-    assert layouts.period_text("2026-09-02T00:00:00+00:00") == "2026-09-02"
-    assert layouts.period_text("2026-09-02T13:05:00+00:00") == "2026-09-02 13:05 UTC"
-    assert layouts.period_text(None) == output.MISSING
+    assert labels.threshold_text("budget", "0.9") == "90 %"
+    assert labels.threshold_text("budget_forecast", "1") == "100 %"
+    assert labels.threshold_text("budget", "NaN?") == "NaN?"
+    assert labels.threshold_text("idle_burn", "6h/$50.00") == "6h/$50.00"
+    assert labels.period_text("2026-10") == "2026-10"
+    assert labels.period_text("2026-09-02T00:00:00+00:00") == "2026-09-02"
+    assert labels.period_text("2026-09-02T13:05:00+00:00") == "2026-09-02 13:05 UTC"
+    assert labels.period_text(None) == "-"
 
 
 def test_every_export_says_what_it_wrote(feed_warehouse: Path, tmp_path: Path, capsys) -> None:

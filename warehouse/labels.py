@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 # Spend (or GPU-hours) that no team can be charged for: one name on every surface.
@@ -230,3 +231,38 @@ def age(hours: float | None) -> str:
         return f"{whole} hour{'s' if whole != 1 else ''}"
     days = round(hours / 24)
     return f"{days} days"
+
+
+PERCENT_RULES = ("budget", "budget_forecast")  # their thresholds are shares of the budget
+
+
+def period_text(value: Any) -> str:
+    """An alert's period as people read it: ``2026-10`` stays; an ISO time reads as a day (or a day and
+    a minute, in UTC)."""
+    if value is None:
+        return "-"
+    text = str(value)
+    if "T" not in text:
+        return text
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    if (moment.hour, moment.minute) == (0, 0):
+        return moment.strftime("%Y-%m-%d")
+    return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if moment.tzinfo is not None else "")
+
+
+def threshold_text(rule: str | None, value: Any) -> str:
+    """A budget's threshold as a percentage (``1`` → ``100 %``); other rules' thresholds as they read."""
+    if value is None:
+        return "-"
+    if rule in PERCENT_RULES:
+        try:
+            share = float(value)
+        except ValueError:
+            return str(value)
+        return f"{share * 100:g} %" if share == share and abs(share) != float("inf") else str(value)
+    return str(value)
