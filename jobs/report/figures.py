@@ -20,6 +20,7 @@ import polars as pl
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
 from gpufinops.models import plans
 from gpufinops.warehouse import allocation_queries, freshness, queries
+from gpufinops.warehouse.labels import NO_TEAM
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -253,7 +254,7 @@ def _team_lines(
     if not unallocated.is_empty():
         lines.append(
             TeamLine(
-                "(no team tag)",
+                NO_TEAM,
                 _dec(unallocated.filter(pl.col("week") == this)["effective_cost"].sum()),
                 _dec(unallocated.filter(pl.col("week") == before)["effective_cost"].sum()),
                 _dec(unallocated.filter(pl.col("week") == this)["gpu_cost"].sum()),
