@@ -286,6 +286,10 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         except duckdb.Error as exc:
             print(f"gpufinops: sql: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 1
+    if args.format == "table":  # a table when every column fits whole, else a block per row
+        from gpufinops.jobs import layouts
+        output.write(layouts.frame_text(frame, output.terminal_width()))
+        return 0
     output.write(output.render(frame, args.format))
     return 0
 

@@ -317,10 +317,8 @@ def frame_columns(frame: pl.DataFrame) -> list[Col]:
 
 
 def table(frame: pl.DataFrame, width: int | None = None) -> str:
-    """Any frame fitting ``width`` (default: the terminal's): a table when every column fits whole,
-    else one block per row (jobs/layouts.py)."""
-    from gpufinops.jobs import layouts
-    return layouts.frame_text(frame, width or terminal_width())
+    """Any frame as a table fitting ``width`` (default: the terminal's)."""
+    return table_text(frame, frame_columns(frame), width=width or terminal_width())
 
 
 # --- machine-readable -------------------------------------------------------------------------------

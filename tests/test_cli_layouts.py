@@ -40,7 +40,7 @@ def ingest_runs_frame() -> pl.DataFrame:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_sql_never_clips_a_value_nor_splits_a_header(width: int) -> None:
     frame = ingest_runs_frame()
-    text = output.table(frame, width=width)
+    text = layouts.frame_text(frame, width)
     lines = text.splitlines()
     assert all(len(line) <= width for line in lines), text
     for value in (RUN_ID, "139,420", "16,809", "2026-11-01T05:00:00+00:00", "2026-12-01 22:10 UTC"):
@@ -52,22 +52,22 @@ def test_sql_never_clips_a_value_nor_splits_a_header(width: int) -> None:
 
 def test_sql_picks_records_when_narrow_and_a_table_when_wide() -> None:
     frame = ingest_runs_frame()
-    narrow = output.table(frame, width=120)
+    narrow = layouts.frame_text(frame, 120)
     assert narrow.startswith("── row 1 of 2") and "rows           139,420" in narrow
-    assert output.table(frame, width=200).startswith("── row 1 of 2")  # the error's longest word does not fit
-    wide = output.table(frame.with_columns(pl.lit("AccessDenied").alias("error")), width=200)
+    assert layouts.frame_text(frame, 200).startswith("── row 1 of 2")  # the error's longest word does not fit
+    wide = layouts.frame_text(frame.with_columns(pl.lit("AccessDenied").alias("error")), width=200)
     assert wide.splitlines()[0].split() == frame.columns  # one header line: a table
-    small = output.table(pl.DataFrame({"source": ["aws_cur"], "rows": [3]}), width=80)
+    small = layouts.frame_text(pl.DataFrame({"source": ["aws_cur"], "rows": [3]}), width=80)
     assert small.splitlines()[0].split() == ["source", "rows"]
 
 
 def test_sql_layout_with_hostile_values() -> None:
     frame = pl.DataFrame({"x": [float("nan"), float("inf"), -1.5], "t": ["a\r\nb", "", "x" * 300]})
     for width in WIDTHS:
-        text = output.table(frame, width=width)
+        text = layouts.frame_text(frame, width)
         assert all(len(line) <= width for line in text.splitlines())
         assert "-1.5" in text
-    assert output.table(pl.DataFrame(), width=80).startswith("(no columns)")
+    assert layouts.frame_text(pl.DataFrame(), 80).startswith("(no columns)")
 
 
 def test_formats_unchanged() -> None:
