@@ -269,11 +269,12 @@ def test_no_page_shows_a_raw_code_or_timestamp(demo_home, browser, tmp_path):
         page = context.new_page()
         for name, (path, _) in PAGES.items():
             load(page, f"{url}/{path}", name)
-            page.wait_for_function(  # every table's grid mounted: its cells are what is read
-                """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].every(
-                       d => d.querySelector('table td'))""",
+            page.wait_for_function(  # the tables' grids mounted: their cells are what is read
+                """() => ![...document.querySelectorAll('[data-testid="stDataFrame"]')].some(d => d.offsetParent)
+                       || document.querySelector('[data-testid="stDataFrame"] table td')""",
                 timeout=60_000,
             )
+            page.wait_for_timeout(500)  # the other grids of the page paint in the same frame or the next
             text = page.evaluate(VISIBLE_TEXT)
             assert len(text) > 300 and PAGES[name][1] in text, name  # the page and its tables were read
             codes, stamps = raw_codes(text, allowed), ISO_TIME.findall(text)
