@@ -9,6 +9,8 @@ import streamlit as st
 
 from gpufinops.dashboard import labels
 from gpufinops.warehouse import alerts_queries
+from gpufinops.warehouse.labels import label as code_label
+from gpufinops.warehouse.labels import period_text
 
 SHOWN = ("severity", "title", "summary", "rule", "period", "value_usd", "limit_usd", "opened_at")
 
@@ -25,13 +27,16 @@ def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
         return
     counts = frame.group_by("severity").len()
     summary = ", ".join(
-        f"{n} {s}" for s, n in sorted(counts.iter_rows(), key=lambda r: ("critical", "warning", "info").index(r[0]))
+        f"{n} {code_label(s, 'severity').lower()}"
+        for s, n in sorted(counts.iter_rows(), key=lambda r: ("critical", "warning", "info").index(r[0]))
     )
     st.warning(
         f"{frame.height} open alert(s): {summary}. `gpufinops alerts list` lists them; "
         "they resolve on their own when the condition no longer holds."
     )
     view = frame.select(*SHOWN).with_columns(pl.col("value_usd").cast(pl.Float64), pl.col("limit_usd").cast(pl.Float64))
+    if "period" in view.columns:  # 2026-10, or the day an idle stretch began: never an ISO timestamp
+        view = view.with_columns(pl.col("period").map_elements(period_text, return_dtype=pl.Utf8))
     labels.table(
         st,
         view,
@@ -39,6 +44,6 @@ def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
             "value_usd": st.column_config.NumberColumn("Value", format="dollar"),
             "limit_usd": st.column_config.NumberColumn("Limit", format="dollar"),
             "title": st.column_config.TextColumn("Alert"),
-            "summary": st.column_config.TextColumn("Summary", width="large"),
+            "summary": st.column_config.TextColumn("Summary", width="large", help="hover a cell to read it whole"),
         },
     )

@@ -25,7 +25,9 @@ LABEL_LIMIT = 260  # category labels (services, "team · GPU") are not cut at Ve
 
 def spec(datasets: dict[str, pl.DataFrame], body: Spec, title: str | None = None) -> Spec:
     """A Vega-Lite spec over named datasets (each a polars frame Streamlit sends as Arrow)."""
-    out: Spec = {"datasets": datasets, **body}
+    from gpufinops.dashboard.labels import coded  # codes and no team by their labels, in legends and tooltips
+
+    out: Spec = {"datasets": {name: coded(frame) for name, frame in datasets.items()}, **body}
     if title:
         out["title"] = {"text": title, "anchor": "start"}
     return out

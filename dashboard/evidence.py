@@ -69,7 +69,7 @@ def _text(key: str, value: Any) -> str:
         return "; ".join(f"{labels.label(k)} {_text(k, v)}" for k, v in list(value.items())[:8])[:300]
     if isinstance(value, str) and ISO_TIME.match(value):  # 2026-09-02T00:00:00Z -> 2026-09-02 00:00 UTC
         return value[:10] + " " + value[11:16] + " UTC"
-    return str(value)
+    return str(labels.value_label(key, value))  # a code (pricing, pattern, …) by its label
 
 
 FRACTION_WORDS = ("fraction", "share", "coverage", "ratio", "overhead", "confidence")

@@ -8,13 +8,17 @@ configuration relabels and formats them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import polars as pl
 import streamlit as st
 
+from gpufinops.warehouse.labels import NO_TEAM, team_label
+from gpufinops.warehouse.labels import label as code_label
+
 MISSING = "—"
+ISO_TEXT = r"\b(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(?::\d\d(?:\.\d+)?)?(?:Z|[+-]00:?00)?"
 
 LABELS = {
     "team": "Team",
@@ -138,6 +142,7 @@ LABELS = {
 }
 ACRONYMS = {
     "gpu": "GPU",
+    "gpus": "GPUs",
     "usd": "(USD)",
     "id": "ID",
     "gib": "GiB",
@@ -202,9 +207,56 @@ def column(field: str, dtype: pl.DataType, *, dates: Iterable[str] = ()) -> Any:
     return st.column_config.TextColumn(name)
 
 
+# Columns whose values are codes, and the table of warehouse/labels.py that names them.
+CODE_COLUMNS = {
+    "kind": "kind",
+    "pattern": "pattern",
+    "status": "status",
+    "last_status": "status",
+    "rule": "rule",
+    "severity": "severity",
+    "workload": "workload",
+    "plan": "plan",
+    "pricing": "pricing",
+    "state": "state",
+    "reason": "reason",
+    "basis": "basis",
+    "role": "role",
+}
+TEAM_COLUMNS = ("team",)
+
+
+def value_label(field: str, value: Any) -> Any:
+    """A cell's value as people read it: a code column's codes by their labels, no team as NO_TEAM."""
+    if field in TEAM_COLUMNS:
+        return team_label(value)
+    if field in CODE_COLUMNS and isinstance(value, str):
+        return code_label(value, CODE_COLUMNS[field])
+    return value
+
+
+def _labeller(table: str) -> Callable[[str], str]:
+    def one(value: str) -> str:
+        return code_label(value, table)
+
+    return one
+
+
+def coded(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its code columns' values as labels and no team as NO_TEAM (charts' legends and
+    tooltips read it; nothing else changes)."""
+    exprs = []
+    for name, dtype in frame.schema.items():
+        if dtype == pl.Utf8 and name in TEAM_COLUMNS:
+            exprs.append(pl.col(name).fill_null(NO_TEAM))
+        elif dtype == pl.Utf8 and name in CODE_COLUMNS:
+            exprs.append(pl.col(name).map_elements(_labeller(CODE_COLUMNS[name]), return_dtype=pl.Utf8))
+    return frame.with_columns(exprs) if exprs else frame
+
+
 def view(frame: pl.DataFrame, *, dates: Iterable[str] = ()) -> pl.DataFrame:
-    """The frame as shown: DECIMAL money as floats (display only), day columns as dates, missing
-    text as a dash."""
+    """The frame as shown: DECIMAL money as floats (display only), day columns as dates, code columns
+    by their labels (warehouse/labels.py), no team as NO_TEAM, missing text as a dash."""
     dates = set(dates)
     exprs = []
     for name, dtype in frame.schema.items():
@@ -212,9 +264,9 @@ def view(frame: pl.DataFrame, *, dates: Iterable[str] = ()) -> pl.DataFrame:
             exprs.append(pl.col(name).cast(pl.Float64))
         elif name in dates and dtype.is_temporal():
             exprs.append(pl.col(name).cast(pl.Date))
-        elif dtype == pl.Utf8:
-            exprs.append(pl.col(name).fill_null(MISSING))
-    return frame.with_columns(exprs) if exprs else frame
+        elif dtype == pl.Utf8 and name not in TEAM_COLUMNS:  # a time held as text (a watermark) reads as one
+            exprs.append(pl.col(name).str.replace_all(ISO_TEXT, "$1 $2 UTC").fill_null(MISSING))
+    return coded(frame.with_columns(exprs) if exprs else frame)
 
 
 def config(frame: pl.DataFrame, *, dates: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> dict:

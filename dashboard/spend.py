@@ -150,13 +150,15 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
     delta = None
     if budget:
         left = Decimal(str(budget)) - spend.month_to_date
-        delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'} budget {money(budget)}"
+        delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'}"  # short: a metric's delta is cut off
     cols[0].metric(
         "Spend this month",
         money(spend.month_to_date),
         delta=delta,
         delta_color="normal" if budget is None or spend.month_to_date <= Decimal(str(budget)) else "inverse",
     )
+    if budget:
+        cols[0].caption(f"budget {money(budget)}")
     fc = forecast_month_end(spend)
     if fc is None:
         cols[1].metric("Forecast to month end", "—", help="forecast not available yet")
@@ -187,6 +189,8 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
         help="idle capacity of shared GPUs (no workload on them), carried by the nodes' teams "
         '(or spread over their users: [allocation] unallocated = "spread")',
     )
+    if not spend.allocated_gpu_month_to_date and not spend.unallocated_gpu_month_to_date:
+        cols[2].caption("no shared GPUs in this scope this month (no pods, MIG slices or time-sliced work)")
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:

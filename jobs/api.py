@@ -91,8 +91,18 @@ def _unauthorized(detail: str, error: str | None = None) -> HTTPException:
     return HTTPException(401, detail=detail, headers={"WWW-Authenticate": challenge})
 
 
+def _labelled(payload: Any) -> Any:
+    """Every object of a response with a ``*_label`` beside each code it holds (warehouse/labels.py;
+    additive: the codes stay as they are)."""
+    from gpufinops.warehouse.labels import with_labels
+
+    if isinstance(payload, list):
+        return [_labelled(item) for item in payload]
+    return with_labels(payload) if isinstance(payload, dict) else payload
+
+
 def _etag_response(request: Request, payload: Any) -> Response:
-    body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+    body = json.dumps(_labelled(payload), separators=(",", ":"), allow_nan=False).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
     wanted = request.headers.get("if-none-match", "")
@@ -264,7 +274,7 @@ def create_app(
         finally:
             decisions.release()
         log.info("decision %s on %s by %s", body.decision, recommendation_id, scope.actor)
-        return JSONResponse(rec)
+        return JSONResponse(_labelled(rec))
 
     @app.get("/v1/costs/daily")
     def costs_daily(

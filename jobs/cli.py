@@ -182,6 +182,10 @@ def _run(args: argparse.Namespace) -> int:
         files.protect(cfg.warehouse_path)
         if out:
             files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
+        from gpufinops.jobs import arg_checks
+        if (problem := arg_checks.problem(cfg, args)) is not None:  # contradictory or unknown: a usage error
+            print(f"gpufinops: {args.command}: {problem}", file=sys.stderr)
+            return 2
         if not _reads_only(args):  # migrations and reference data: once, here (warehouse/db.py)
             from gpufinops.warehouse import db
             db.prepare(cfg.warehouse_path, memory_limit=cfg.memory_limit)
@@ -258,6 +262,10 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         except duckdb.Error as exc:
             print(f"gpufinops: sql: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 1
+    if args.format == "table":  # a table when every column fits whole, else a block per row
+        from gpufinops.jobs import layouts
+        output.write(layouts.frame_text(frame, output.terminal_width()))
+        return 0
     output.write(output.render(frame, args.format))
     return 0
 
@@ -300,6 +308,9 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         print(f"gpufinops: export {args.kind}: {exc}", file=sys.stderr)
         return 2
     export.write(text, args.out)
+    if args.out:
+        from gpufinops.jobs import layouts
+        layouts.wrote(args.out, layouts.export_detail(args.kind, text))
     return 0
 
 
@@ -324,7 +335,8 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     except focus.ExportError as exc:
         print(f"gpufinops: export focus: {exc}", file=sys.stderr)
         return 2
-    print(f"export focus: {rows:,} rows of FOCUS 1.2 ({fmt}) written to {args.out}")
+    from gpufinops.jobs import layouts
+    layouts.wrote(args.out, f"{rows:,} rows of FOCUS 1.2 ({fmt})")
     return 0
 
 

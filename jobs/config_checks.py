@@ -56,7 +56,11 @@ def check_table(
         raise ConfigError(f"{name}: must be a table")
     for option in section:
         if option not in allowed:
-            raise ConfigError(f"{name}.{option}: unknown key (allowed: {', '.join(sorted(allowed))})")
+            import difflib
+
+            near = difflib.get_close_matches(str(option), sorted(allowed), n=1)
+            guess = f"did you mean `{near[0]}`? " if near else ""
+            raise ConfigError(f"{name}.{option}: unknown key ({guess}allowed: {', '.join(sorted(allowed))})")
     for option, declared in (ranges or {}).items():
         if option in section and (problem := declared.problem(section[option])):
             raise ConfigError(f"{name}.{option}: {problem}")

@@ -83,6 +83,20 @@ def command(
     return cmd, env, listen
 
 
+def port_in_use(host: str | None, port: int) -> str | None:
+    """Why ``port`` cannot be listened on at ``host`` (None: every interface), or None when it can."""
+    import socket
+
+    family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Streamlit's server does
+        try:
+            probe.bind((host or "", port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -101,6 +115,13 @@ def run(cfg: Config, port: int, host: str | None = None) -> int:
             "anyone who reaches this port sees every team's spend",
             file=sys.stderr,
         )
+    if (busy := port_in_use(listen, port)) is not None:  # before the URL: a URL printed must be ours
+        print(
+            f"gpufinops: dashboard: port {port} on {listen or 'every interface'} is in use ({busy}): "
+            f"choose another with --port",
+            file=sys.stderr,
+        )
+        return 2
     print(f"gpufinops: dashboard on http://{listen or '0.0.0.0'}:{port} (Ctrl-C stops it)", file=sys.stderr)
     child = subprocess.Popen(
         cmd, env=env, process_group=0, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None

@@ -56,8 +56,22 @@ TRUTH_COLUMNS = (
 
 
 def exe_name() -> str:
-    """How to call gpufinops again: the path it was run by (``.venv/bin/gpufinops``), else its name."""
-    return os.path.relpath(sys.argv[0]) if Path(sys.argv[0]).name == "gpufinops" else "gpufinops"
+    """How to call gpufinops again, runnable as printed: its bare name when that name on the PATH is
+    this program, else the path it was run by (``.venv/bin/gpufinops``), else ``python -m``."""
+    import shutil
+
+    argv0 = Path(sys.argv[0])
+    on_path = shutil.which("gpufinops")
+    if argv0.name == "gpufinops":
+        if on_path and Path(on_path).resolve() == argv0.resolve():
+            return "gpufinops"
+        shown = os.path.relpath(argv0)
+        if shown.startswith(".."):
+            return str(argv0.absolute())
+        return shown if os.sep in shown else f".{os.sep}{shown}"
+    if on_path:
+        return "gpufinops"
+    return f"{os.path.relpath(sys.executable)} -m gpufinops.jobs.cli"
 
 
 def shown_path(path: Path) -> str:

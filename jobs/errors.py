@@ -86,6 +86,8 @@ def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
         text = str(exc)
         if setting and (exc.usage or isinstance(exc, db.WarehouseMissing)) and str(exc.path) in text:
             text = text.replace(str(exc.path), f"{exc.path} (set by {setting})", 1)
+        if isinstance(exc, db.WarehouseMissing):
+            text = _missing_hint(text)
         return text, 2 if exc.usage else 1
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         name = getattr(exc, "filename", None)
@@ -104,7 +106,32 @@ def explain(exc: BaseException, cfg: Any = None) -> tuple[str, int]:
         return f"the warehouse {path} failed: {first}" if path else first, 1
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", 130
+    from gpufinops.ingest.core.credentials import hint
+
+    if (credentials := hint(exc)) is not None:
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())} ({credentials})", 1
     return f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (run with -v for the traceback)", 1
+
+
+def _missing_hint(text: str) -> str:
+    """The missing-warehouse sentence with commands runnable as printed, and the demo's config named
+    when a demo home (``./demo/gpufinops.toml``) exists: its warehouse is not the default one."""
+    import os
+    import shlex
+    from pathlib import Path
+
+    from gpufinops.jobs.demo_summary import exe_name
+
+    exe = exe_name()
+    text = text.replace("`gpufinops ", f"`{exe} ")
+    demo_config = Path("demo") / "gpufinops.toml"
+    chosen = (
+        "--config" in sys.argv or any(a.startswith("--config=") for a in sys.argv) or "GPUFINOPS_CONFIG" in os.environ
+    )
+    if demo_config.is_file() and not chosen:
+        again = shlex.join(sys.argv[1:]) if Path(sys.argv[0]).name in ("gpufinops", "cli.py") else "…"
+        text += f"; a demo home exists here: run `{exe} --config {demo_config} {again}`"
+    return text
 
 
 def report(exc: BaseException, *, verbose: int, cfg: Any = None) -> int:

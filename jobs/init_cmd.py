@@ -310,14 +310,26 @@ def run(args: argparse.Namespace, prompt: Callable[[str], str] = input) -> int:
         picked_by_flags = any(getattr(args, name) for name in SOURCE_FLAGS)
         if args.interactive or (not args.yes and not picked_by_flags and sys.stdin.isatty()):
             choices = ask(choices, prompt)
+        elif not args.yes and not picked_by_flags:  # no terminal to ask on, nothing asked for: no empty config
+            flags = ", ".join("--" + name.replace("_", "-") for name in SOURCE_FLAGS)
+            print(f"gpufinops: init: no terminal to ask on and no source given: pass one or more of {flags} "
+                  f"(--yes writes a template without sources, --interactive asks anyway)", file=sys.stderr)
+            return 2
         text = render(choices)
     except (ValueError, EOFError) as exc:
         print(f"gpufinops: init: {exc}", file=sys.stderr)
         return 2
     status = write(text, out)
     if status == 0:
-        sources = text.count("\n[sources.")
+        from gpufinops.jobs.demo_summary import exe_name
+
+        sources, exe = text.count("\n[sources."), exe_name()
+        if not sources:
+            print(f"Wrote {out}: a commented template with no source yet (ingest has nothing to load). Next: add "
+                  f"[sources.<name>] tables to it, or write it again with flags:\n"
+                  f"  {exe} init --force --out {out} --aws-cur-bucket BUCKET     # or --help for every source flag")
+            return status
         print(f"Wrote {out} ({sources} source(s)). Next:\n"
-              f"  gpufinops --config {out} doctor     # checks credentials and every source\n"
-              f"  gpufinops --config {out} ingest     # loads them")
+              f"  {exe} --config {out} doctor     # checks credentials and every source\n"
+              f"  {exe} --config {out} ingest     # loads them")
     return status

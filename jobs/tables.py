@@ -13,6 +13,7 @@ from typing import IO, Any
 from gpufinops.jobs import output
 from gpufinops.jobs.output import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
 from gpufinops.models.recommendation import flat_row
+from gpufinops.warehouse import labels
 
 RECOMMENDATION_COLUMNS = (
     Col("monthly_savings_usd", "Savings/mo", MONEY),
@@ -38,6 +39,8 @@ def recommendation_rows(recs: Iterable[Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 **flat,
+                "kind": labels.label(flat["kind"], "kind"),  # the code is in --format csv / json
+                "team": labels.team_label(flat["team"]),
                 "resource_id": flat["resource_id"] or rec_workload(rec) or output.MISSING,
                 "what": flat["action"] or flat["change"] or output.MISSING,
             }
@@ -127,10 +130,10 @@ def print_withheld(withheld: Iterable[Any], *, out: IO[str] | None = None, width
     """Each withheld finding: the model, the resource, the reason, the numbers, and the source to add."""
     rows = [
         {
-            "kind": w.kind,
-            "team": w.team,
+            "kind": labels.label(w.kind, "kind"),
+            "team": labels.team_label(w.team),
             "resource_id": w.resource_id or output.MISSING,
-            "reason": w.reason.replace("_", " "),
+            "reason": labels.label(w.reason, "reason"),
             "detail": w.detail,
             "source_hint": w.source_hint,
         }

@@ -80,7 +80,8 @@ def test_alert_objects_filters_and_etag(api):
     finance = auth("GPUFINOPS_TOKEN_FINANCE")
     first = httpx.get(f"{api}/v1/alerts", params={"rule": "budget"}, headers=finance)
     obj = first.json()[0]
-    assert list(obj) == [
+    assert obj["rule_label"] == "Budget" and obj["severity_label"] in ("Info", "Warning", "Critical")
+    assert [k for k in obj if not k.endswith("_label")] == [
         "id",
         "rule",
         "scope",

@@ -221,10 +221,12 @@ def test_the_demo_summary_prints_only_commands_that_work(demo_home, monkeypatch)
 
     out = io.StringIO()
     demo_summary._print_next(out, demo_home / "gpufinops.toml")
-    commands = [shlex.split(line) for line in out.getvalue().splitlines() if line.strip().startswith("gpufinops ")]
+    exe = demo_summary.exe_name()  # runnable as printed: here `python -m gpufinops.jobs.cli` (not on the PATH)
+    lines = out.getvalue().splitlines()
+    commands = [shlex.split(line) for line in lines if line.strip().startswith(exe + " ")]
     assert [c[-1] for c in commands] == ["recommend", "SELECT * FROM ingest_runs", "dashboard"]
     for args in commands[:-1]:
-        assert cli(*args[1:]).returncode == 0, args
+        assert cli(*args[len(shlex.split(exe)) :]).returncode == 0, args
     assert extras.installed("streamlit")  # the dashboard command starts (test_dashboard.py starts it for real)
     installed = extras.installed
     monkeypatch.setattr(extras, "installed", lambda module: module != "streamlit" and installed(module))

@@ -19,7 +19,7 @@ import pytest
 
 from gpufinops.dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds, window_start
 from gpufinops.ingest.core.runner import run_source
-from gpufinops.warehouse import db, freshness, queries
+from gpufinops.warehouse import db, freshness, labels, queries
 from tests.conftest import FOCUS_SAMPLE, query
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
@@ -223,7 +223,7 @@ def test_dashboard_shows_spend_of_a_focus_sample(monkeypatch, focus_registry, wa
     assert metrics(at)["Spend this month"] == money(expected["spend"])
     at.switch_page("pages/health.py").run()
     health = at.dataframe[1].value
-    assert list(health["source"]) == ["focus"] and list(health["last_status"]) == ["succeeded"]
+    assert list(health["source"]) == ["focus"] and list(health["last_status"]) == ["Succeeded"]  # by its label
 
 
 # --- roles -----------------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ def test_every_recommendation_kind_has_a_detail_view(monkeypatch, demo_warehouse
     at.multiselect(key="recs_status").set_value(["open", "accepted", "dismissed", "applied"]).run()
     options = at.selectbox(key="recs_detail").options
     with db.reader(demo_warehouse) as con:
-        kinds = set(queries.recommendations(con)["kind"])
+        kinds = {labels.label(k, "kind") for k in queries.recommendations(con)["kind"]}  # by their labels
     assert len(options) == len(at.dataframe[0].value) and {o.split(" · ")[1] for o in options} == kinds
     for option in options:
         at.selectbox(key="recs_detail").set_value(option).run()

@@ -91,7 +91,7 @@ def load(tmp_path: Path, source: str) -> config.Config:
         (
             'type = "aws_spot_advisor"\nurls = ["u"]',
             "sources.x.urls: unknown key for source type aws_spot_advisor "
-            "(allowed: enabled, path, regions, schedule, type, url)",
+            "(did you mean `url`? allowed: enabled, path, regions, schedule, type, url)",
         ),
     ],
 )

@@ -93,8 +93,28 @@ def main() -> None:
             f"the bill has not arrived yet), {no_team:,} on billed resources without a team tag."
         )
         labels.table(st, unattributed)
-    if attribution is not None and not attribution.is_empty():
-        labels.table(st, attribution)
+    if attribution is not None and not attribution.is_empty():  # the same hours as the sentence above, by source
+        teamless = pl.col("gpu_hours") - pl.col("team_gpu_hours")
+        labels.table(
+            st,
+            attribution.with_columns(
+                teamless.alias("no_team_gpu_hours"), (teamless / pl.col("gpu_hours")).alias("no_team_share")
+            ).select(
+                "source",
+                "gpu_hours",
+                "team_gpu_hours",
+                "no_team_gpu_hours",
+                "no_team_share",
+                "attributed_gpu_hours",
+                "unattributed_gpu_hours",
+            ),
+            overrides={
+                "no_team_gpu_hours": st.column_config.NumberColumn("GPU-hours of no team", format="localized"),
+                "no_team_share": st.column_config.NumberColumn("Share of no team", format="percent"),
+                "attributed_gpu_hours": st.column_config.NumberColumn("On a billed resource", format="localized"),
+                "unattributed_gpu_hours": st.column_config.NumberColumn("On no billed resource", format="localized"),
+            },
+        )
 
 
 main()

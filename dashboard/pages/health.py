@@ -15,6 +15,7 @@ import streamlit as st
 from gpufinops.dashboard import labels
 from gpufinops.dashboard.common import connection, page_header
 from gpufinops.warehouse import freshness, queries
+from gpufinops.warehouse.labels import age
 
 
 def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: float) -> pl.DataFrame:
@@ -27,6 +28,11 @@ def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: floa
             | (pl.col("last_status") == "failed")
         ).alias("failing")
     )
+
+
+def ages(frame: pl.DataFrame, hours: str) -> pl.Series:
+    """An hours column as people say it (``31 days``, ``5 hours``), never ``740.5``."""
+    return pl.Series(hours, [age(h) for h in frame[hours].to_list()], dtype=pl.Utf8)
 
 
 def main() -> None:
@@ -51,12 +57,12 @@ def main() -> None:
         st.error("Stale data: " + "; ".join(f"**{r['source']}** — {r['message']}" for r in stale.iter_rows(named=True)))
     labels.table(
         st,
-        fresh.select(
-            "source", "source_type", "kind", "stale", "newest_data_at", "age_hours", "expected_lag_hours", "message"
-        ),
+        fresh.with_columns(
+            ages(fresh, "age_hours").alias("age"), ages(fresh, "expected_lag_hours").alias("expected_lag")
+        ).select("source", "source_type", "kind", "stale", "newest_data_at", "age", "expected_lag", "message"),
         overrides={
-            "age_hours": st.column_config.NumberColumn("Age (hours)", format="%.1f"),
-            "expected_lag_hours": st.column_config.NumberColumn("Expected lag (hours)", format="%.0f"),
+            "expected_lag": st.column_config.TextColumn("Expected within"),
+            "message": st.column_config.TextColumn("Freshness", width="large"),
         },
     )
     limit = ctx.settings.stale_after_hours
@@ -72,19 +78,19 @@ def main() -> None:
         )
     labels.table(
         st,
-        runs.select(
+        runs.with_columns(ages(runs, "hours_since_success").alias("since_success")).select(
             "source",
             "source_type",
             "failing",
             "last_status",
-            "hours_since_success",
+            "since_success",
             "last_success_at",
             "last_started_at",
             "last_rows",
             "watermark",
             "last_error",
         ),
-        overrides={"hours_since_success": st.column_config.NumberColumn("Hours since success", format="%.1f")},
+        overrides={"since_success": st.column_config.TextColumn("Since the last success")},
     )
     st.subheader("GPU counts")
     if counts.is_empty():

@@ -10,12 +10,19 @@ import streamlit as st
 from gpufinops.dashboard import charts, labels
 from gpufinops.dashboard.common import connection, money_frame, page_header
 from gpufinops.warehouse import queries
+from gpufinops.warehouse.labels import PRICING
+from gpufinops.warehouse.labels import label as code_label
 
 PATTERNS = {
     "keep_onprem": "keep on-prem",
     "shrink_cluster": "shrink, send the work to the cloud",
     "burst_to_spot": "keep, burst peaks to cloud spot",
 }
+
+
+def option_text(option: str) -> str:
+    """``gcp a2-ultragpu-1g on_demand (us-central1)`` with its pricing term as a label."""
+    return " ".join(code_label(w, "pricing") if w in PRICING else w for w in option.split(" "))
 
 
 def main() -> None:
@@ -32,6 +39,7 @@ def main() -> None:
     view = facts.with_columns(
         pl.col("pattern").replace_strict(PATTERNS, default=pl.col("pattern")).alias("verdict"),
         pl.col("team").fill_null("(whole group)"),
+        pl.col("cheapest_cloud_option").map_elements(option_text, return_dtype=pl.Utf8),
     )
     st.caption(
         "Cost per GPU-hour of work actually done (busy share of the hour) on each node group, against "
@@ -83,7 +91,7 @@ def main() -> None:
             "break_even_utilisation_pct": st.column_config.NumberColumn("Break-even", format="%.1f%%"),
             "onprem_usd_per_used_gpu_hour": st.column_config.NumberColumn("On-prem per used GPU-hour", format="$%.2f"),
             "cloud_usd_per_used_gpu_hour": st.column_config.NumberColumn("Cloud per used GPU-hour", format="$%.2f"),
-            "cheapest_cloud_option": st.column_config.TextColumn("Cheapest cloud option"),
+            "cheapest_cloud_option": st.column_config.TextColumn("Cheapest cloud option", width="large"),
             "action": st.column_config.TextColumn("Action", width="large"),
         },
     )

@@ -7,6 +7,8 @@ viewer's teams, with the viewer as the actor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 import streamlit as st
 
@@ -15,7 +17,8 @@ from gpufinops.dashboard.common import connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
 from gpufinops.models import plans
 from gpufinops.warehouse import db, queries, store
-from gpufinops.warehouse.labels import team_label
+from gpufinops.warehouse.labels import NO_TEAM, team_label
+from gpufinops.warehouse.labels import label as code_label
 
 TABLE_COLUMNS = (
     "monthly_savings_usd",
@@ -42,6 +45,15 @@ DECISIONS = {"Accept": "accept", "Dismiss": "dismiss", "Mark applied": "apply", 
 NOTICE = "recs_notice"  # the last decision's confirmation, shown after the rerun that refreshes the counts
 
 
+def option_label(col: str) -> Callable[[str], str]:
+    """How a filter's option reads: a code by its label, a finding without a team as NO_TEAM."""
+
+    def shown(value: str) -> str:
+        return NO_TEAM if value == NONE and col == "team" else str(labels.value_label(col, value))
+
+    return shown
+
+
 def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     """The sidebar filters applied; choices come from the scoped frame itself."""
     side = st.sidebar
@@ -49,7 +61,13 @@ def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     for col, default in (("kind", None), ("status", ["open", "accepted"]), ("team", None), ("provider", None)):
         options = sorted(recs[col].fill_null(NONE).unique().to_list())
         chosen_default = [d for d in (default or options) if d in options]
-        picks[col] = side.multiselect(col.capitalize(), options, default=chosen_default, key=f"recs_{col}")
+        picks[col] = side.multiselect(
+            col.capitalize(),
+            options,
+            default=chosen_default,
+            key=f"recs_{col}",
+            format_func=option_label(col),
+        )
     out = recs
     for col, chosen in picks.items():
         out = out.filter(pl.col(col).fill_null(NONE).is_in(chosen))
@@ -66,13 +84,14 @@ def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
     except db.WarehouseBusy:
         st.error("The warehouse is busy with an ingest: try again in a moment.")
     else:
-        st.session_state[NOTICE] = f"Recorded: {decision} by {ctx.scope.actor}; the recommendation is now {status}."
+        now = code_label(status, "status").lower()
+        st.session_state[NOTICE] = f"Recorded: {decision} by {ctx.scope.actor}; the recommendation is now {now}."
         st.rerun()
 
 
 def decision_form(rec: dict, ctx) -> None:
     with st.form(f"decide_{rec['id']}", clear_on_submit=True):
-        st.markdown(f"**Decide** (currently *{rec['status']}*)")
+        st.markdown(f"**Decide** (currently *{code_label(rec['status'], 'status').lower()}*)")
         label = st.radio("Decision", list(DECISIONS), horizontal=True, key="decision_choice")
         reason = st.text_input("Reason", max_chars=500, key="decision_reason")
         if st.form_submit_button("Record decision"):
@@ -89,7 +108,7 @@ def withheld_list(ctx) -> None:
     if withheld.is_empty():
         return
     counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
-    summary = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in counts.iter_rows())
+    summary = ", ".join(f"{n} {code_label(reason, 'reason').lower()}" for reason, n in counts.iter_rows())
     with st.expander(f"Withheld: {withheld.height} finding(s) the models could not price or prove ({summary})"):
         labels.table(
             st,
@@ -103,7 +122,8 @@ def withheld_list(ctx) -> None:
 
 def detail_labels(shown: pl.DataFrame) -> dict[str, str]:
     labels_by_id = {
-        row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {row['kind']} · {team_label(row['team'])} · "
+        row["id"]: f"{money(row['monthly_savings_usd'])}/mo · {code_label(row['kind'], 'kind')} · "
+        f"{team_label(row['team'])} · "
         f"{row['resource'] or row['id']}"
         for row in shown.iter_rows(named=True)
     }

@@ -5,6 +5,8 @@ Prices are market data, not any team's spend: every role sees them.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import polars as pl
 import streamlit as st
 
@@ -12,6 +14,9 @@ from gpufinops.dashboard import charts, labels
 from gpufinops.dashboard.common import connection, money, page_header
 from gpufinops.dashboard.evidence import spot_until, spot_view
 from gpufinops.warehouse import queries
+from gpufinops.warehouse.labels import age
+
+STALE_AFTER = timedelta(days=2)  # spot prices change daily or faster: two days without one is stale
 
 
 def main() -> None:
@@ -51,11 +56,20 @@ def main() -> None:
         )
         if latest["on_demand_usd"]:
             cols[2].metric("Spot discount", f"{1 - float(latest['price_usd']) / float(latest['on_demand_usd']):.0%}")
+        until = spot_until(view)
+        last_seen = latest["ts"]
+        if last_seen is not None and until - last_seen > STALE_AFTER:
+            st.warning(
+                f"Stale: the newest spot price is from {last_seen:%Y-%m-%d} "
+                f"({age((until - last_seen).total_seconds() / 3600)} old); the chart holds it flat up to "
+                f"{until:%Y-%m-%d} only because a price holds until it changes. Run the price source "
+                "(`gpufinops ingest`) for current prices."
+            )
         charts.draw(
             st,
             charts.spot_prices(
                 view,
-                until=spot_until(view),
+                until=until,
                 title=f"{instance_type}: spot price (steps, held until the next change) vs on-demand (dashed)",
             ),
         )

@@ -72,7 +72,10 @@ def _error_sentence(source: str, exc: BaseException) -> str:
         text = funnel.engine_text(exc)
     else:
         text = f"{type(exc).__name__}: {exc}"
-    text = " ".join(text.split())
+    from gpufinops.ingest.core.credentials import hint
+
+    extra = hint(exc)
+    text = " ".join(text.split()) + (f" ({extra})" if extra and extra not in text else "")
     return text if text.startswith((source, f"sources.{source}.")) else f"{source}: {text}"
 
 

@@ -11,6 +11,7 @@ and the key); the ingestor reads the parsed instance (``ctx.options.path``) inst
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Mapping
@@ -93,14 +94,17 @@ class SourceOptions:
         hints = typing.get_type_hints(cls)
         declared = {f.name: f for f in cls.fields()}
         allowed = sorted(set(declared) | set(common))
+        for name in table:  # a misspelt key first: it is why a required one looks missing
+            if name not in common and name not in declared:
+                near = difflib.get_close_matches(name, allowed, n=1)
+                guess = f"did you mean `{near[0]}`? " if near else ""
+                raise OptionError(
+                    f"{where}.{name}: unknown key for source type {source_type} ({guess}allowed: {', '.join(allowed)})"
+                )
         values: dict[str, Any] = {}
         for name, value in table.items():
             if name in common:
                 continue
-            if name not in declared:
-                raise OptionError(
-                    f"{where}.{name}: unknown key for source type {source_type} (allowed: {', '.join(allowed)})"
-                )
             if not conforms(value, hints[name]):
                 raise OptionError(f"{where}.{name}: must be {describe(hints[name])}, not {value!r}")
             if (

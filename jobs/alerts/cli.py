@@ -78,6 +78,11 @@ def list_alerts(
     if frame.is_empty():
         print(f"no {'' if status == 'all' else status + ' '}alerts", file=out)
         return 0
+    if fmt == "table":
+        from gpufinops.jobs import layouts
+
+        out.write(layouts.alerts_text(frame.select(*LIST_COLUMNS).to_dicts(), output.terminal_width(out)))
+        return 0
     view = frame.select(*LIST_COLUMNS, "summary").with_columns(pl.col("teams").list.join(","))
-    output.write(output.render(view if fmt == "csv" else view.drop("summary"), fmt), out)  # CSV: no blank last line
+    output.write(output.render(view, fmt), out)  # CSV: no blank last line
     return 0

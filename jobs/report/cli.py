@@ -58,8 +58,10 @@ def weekly(
         return 2
     scope = Scope("lead", (team,), actor="cli") if team else Scope("finance", actor="cli")
     if out:
+        from gpufinops.jobs import layouts
+
         for path in write_report(cfg, chosen, scope, Path(out)):
-            print(f"wrote {path}", file=stdout)
+            layouts.wrote(path, out=stdout)
     elif not send:
         stdout.write(render_for(cfg, chosen, scope).text)
     if not send:

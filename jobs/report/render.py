@@ -22,6 +22,7 @@ import jinja2
 from gpufinops.jobs.report import charts
 from gpufinops.jobs.report.figures import WeekFigures, collect
 from gpufinops.jobs.report.weeks import Week
+from gpufinops.warehouse import labels
 from gpufinops.warehouse.scope import Scope
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -130,12 +131,15 @@ def _rec_rows(figures: WeekFigures) -> list[dict[str, Any]]:
         rows.append(
             {
                 "kind": rec["kind"],
-                "team": rec["team"] or "-",
+                "kind_label": labels.label(rec["kind"], "kind"),
+                "team": labels.team_label(rec["team"]),
                 "provider": rec["provider"] or "-",
                 "resource": _short_resource(rec["resource_id"]),
                 "resource_id": rec["resource_id"],
-                "action": rec["proposed"].get("action") or rec["kind"].replace("_", " "),
-                "pattern": (rec["evidence"].get("pattern") or "").replace("_", " "),
+                "action": rec["proposed"].get("action") or labels.label(rec["kind"], "kind"),
+                "pattern": labels.label(rec["evidence"].get("pattern"), "pattern")
+                if rec["evidence"].get("pattern")
+                else "",
                 "monthly_savings_usd": rec["monthly_savings_usd"],
                 "confidence": rec["confidence"],
                 "gpu": _gpus(rec["current"]),
@@ -158,7 +162,7 @@ def _images(figures: WeekFigures, recs: list[dict[str, Any]]) -> list[Image]:
             charts.top_recommendations(
                 [
                     {
-                        "label": f"{r['team']} · {r['resource']} · {r['kind'].replace('_', ' ')}",
+                        "label": f"{r['team']} · {r['resource']} · {r['kind_label']}",
                         "kind": r["kind"],
                         "usd": float(r["monthly_savings_usd"]),
                     }

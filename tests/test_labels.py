@@ -1,0 +1,117 @@
+"""The one label table (warehouse/labels.py): every code a registry or an enum can produce has its own
+human label (the registries are iterated, so a new kind, rule, role or pattern fails here until it is
+named), codes found in real findings too, and the API's `*_label` fields are additive."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufinops.warehouse import labels
+
+
+def registered_codes() -> dict[str, set[str]]:
+    """Every code each registry or enum declares, by the label table it belongs in."""
+    from gpufinops.dashboard.access import DASHBOARD_ROLES
+    from gpufinops.ingest.gcp.gcp_price_history import PRICINGS
+    from gpufinops.jobs.api_settings import TOKEN_ROLES
+    from gpufinops.jobs.export.objects import STATUSES as RECOMMENDATION_STATUSES
+    from gpufinops.jobs.report.settings import REPORT_ROLES
+    from gpufinops.models import idle, onprem_vs_cloud, plans
+    from gpufinops.models.alert_records import ALERT_RULES, RULES, SEVERITIES, STATUSES
+    from gpufinops.models.features import RightsizingSettings
+    from gpufinops.models.recommendation import WITHHOLD_REASONS
+    from gpufinops.models.registry import KINDS
+    from gpufinops.simulator.demo_workloads import FLEET
+
+    return {
+        "kind": set(KINDS),
+        "rule": set(ALERT_RULES) | set(RULES),
+        "severity": set(SEVERITIES),
+        "status": set(STATUSES) | set(RECOMMENDATION_STATUSES) | {"running", "succeeded", "failed", "skipped"},
+        "role": set(TOKEN_ROLES) | set(REPORT_ROLES) | set(DASHBOARD_ROLES),
+        "reason": set(WITHHOLD_REASONS),
+        "pattern": set(idle._ACTIONS),
+        "state": {state for _, state, _ in idle._ACTIONS.values()},
+        "pricing": {p for p, _ in PRICINGS.values()} | set(onprem_vs_cloud.PAY_PER_USE),
+        "workload": {s.workload for s in FLEET} | set(RightsizingSettings().inference_workloads),
+        "plan": set(plans.COUNTED) | {"alternative"},
+    }
+
+
+def finding_codes() -> dict[str, set[str]]:
+    """Every code in a realistic set of findings of every kind (tests/feed_fleet.py)."""
+    from tests.feed_fleet import realistic_recommendations
+
+    found: dict[str, set[str]] = {k: set() for k in ("kind", "pattern", "pricing", "state", "workload", "plan")}
+    from gpufinops.models import plans
+
+    for rec in plans.reconcile(realistic_recommendations()):
+        found["kind"].add(rec.kind)
+        if rec.workload and labels.is_code(rec.workload):  # a class (batch_inference), not a name (vision-train)
+            found["workload"].add(rec.workload)
+        if rec.plan:
+            found["plan"].add(rec.plan)
+        if isinstance((rec.evidence or {}).get("pattern"), str):
+            found["pattern"].add(rec.evidence["pattern"])
+        for side in (rec.current, rec.proposed):
+            for key in ("pricing", "state"):
+                if isinstance((side or {}).get(key), str):
+                    found[key].add(side[key])
+    return found
+
+
+@pytest.mark.parametrize("source", ["registries", "findings"])
+def test_every_code_has_its_own_label(source: str) -> None:
+    codes = registered_codes() if source == "registries" else finding_codes()
+    missing = {field: sorted(c for c in values if c not in labels.TABLES[field]) for field, values in codes.items()}
+    missing = {k: v for k, v in missing.items() if v}
+    assert not missing, f"codes without a label in warehouse/labels.py: {missing}"
+    for field, values in codes.items():
+        for code in values:
+            text = labels.label(code, field)
+            assert not labels.is_code(text) and text.strip() and "_" not in text, (field, code, text)
+
+
+def test_label_falls_back_to_words_and_keeps_plain_text() -> None:
+    assert labels.label("idle_gpu") == "Idle GPU"
+    assert labels.label("spot_mix", "pricing") == "Spot mix"
+    assert labels.label("brand_new_code") == "Brand new code"
+    assert labels.label("vision") == "vision"  # a team's name is not a code
+    assert labels.label(None) == "—" and labels.label("") == "—"
+    assert labels.words("gpu_hours") == "GPU hours"
+    assert labels.is_code("always_idle") and not labels.is_code("Always idle") and not labels.is_code("vision")
+
+
+def test_with_labels_is_additive() -> None:
+    record = {
+        "kind": "idle_gpu",
+        "team": None,
+        "status": "open",
+        "evidence": {"pattern": "always_idle"},
+        "current": {"pricing": "on_demand", "gpu_count": 8},
+        "proposed": {"state": "released"},
+    }
+    out = labels.with_labels(record)
+    assert {k: out[k] for k in record} == record  # every code unchanged
+    assert out["kind_label"] == "Idle GPU" and out["pattern_label"] == "Always idle"
+    assert out["status_label"] == "Open" and out["team_label"] == labels.NO_TEAM
+    assert out["current_pricing_label"] == "On-demand" and out["proposed_state_label"] == "Released"
+    assert labels.with_labels({"pattern": "keep_onprem"})["pattern_label"] == "Keep on-prem"
+
+
+@pytest.mark.parametrize(
+    ("hours", "text"),
+    [
+        (740.5, "31 days"),
+        (0.5, "30 minutes"),
+        (1.0, "1 hour"),
+        (5.2, "5 hours"),
+        (47.9, "48 hours"),
+        (None, "—"),
+        (float("nan"), "—"),
+        (float("inf"), "—"),
+        (-3, "in the future"),
+    ],
+)
+def test_age_reads_as_people_say_it(hours, text) -> None:
+    assert labels.age(hours) == text
