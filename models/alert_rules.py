@@ -85,16 +85,7 @@ def _evaluate_budget(
 ) -> None:
     start, end, label = period
     scope = budget.scope
-    providers = [n for n in names if scope.matches_provider(n)] if scope.providers else None
-    series = aq.scope_daily_series(
-        con,
-        teams=list(scope.teams) or None,
-        provider_names_=providers,
-        gpu_models=list(scope.gpu_models) or None,
-        tags=[(k, list(v)) for k, v in scope.tags] or None,
-        before=now,
-        complete_until=edge,
-    )
+    series = outlook.scope_series(con, scope, now=now, edge=edge, names=names)
     in_period = series.filter((pl.col("day") >= start) & (pl.col("day") < end))
     spent = Decimal(str(in_period["cost"].sum())) if not in_period.is_empty() else Decimal(0)
     share = float(spent / budget.amount)

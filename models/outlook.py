@@ -66,14 +66,16 @@ def scope_series(
     *,
     now: datetime | None = None,
     edge: datetime | None = None,
+    names: list[str] | None = None,
 ) -> pl.DataFrame:
     """The scope's daily cost per (team, provider), ``cost`` exact and ``cost_usd`` for the model, as of
-    ``now`` (every line with any team, or none, when the scope is every team)."""
+    ``now`` (every line with any team, or none, when the scope is every team). ``names``: the warehouse's
+    provider names when the caller already has them (the budget rule reads them once for every budget)."""
     from gpufinops.warehouse import alerts_queries as aq
 
     providers = None
     if scope.providers:
-        providers = [n for n in aq.provider_names(con) if scope.matches_provider(n)]
+        providers = [n for n in (aq.provider_names(con) if names is None else names) if scope.matches_provider(n)]
     return aq.scope_daily_series(
         con,
         teams=list(scope.teams) or None,
