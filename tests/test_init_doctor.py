@@ -150,7 +150,7 @@ def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
             '[sources.aws_spot_advisor]\ntype = "aws_spot_advisor"\nregions = ["us-east-1"]\n', ""
         )
         path.write_text(text)
-        status, lines = run_doctor(path)
+        status, lines = run_doctor(path, timeout=30.0)  # moto imports each service on its first call: slow under load
         assert status == 0, lines
         assert lines["credentials aws"].startswith("ok found by boto3 (env)")
         assert "AKIA" not in "".join(lines.values())  # never the key
@@ -159,7 +159,7 @@ def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
         assert lines["source aws_spot_advisor_copy"].startswith("ok")
         assert lines["warehouse"].startswith("warn") and "gpufinops ingest creates it" in lines["warehouse"]
         path.write_text(path.read_text().replace('bucket = "acme-cur"', 'bucket = "no-such-bucket"'))
-        status, lines = run_doctor(path)
+        status, lines = run_doctor(path, timeout=30.0)
         assert status == 1
         assert lines["source aws_cur"].startswith("FAIL aws_cur: s3://no-such-bucket: 404")
         assert "fix: " in lines["source aws_cur"]
