@@ -66,6 +66,11 @@ def choose(fleets: list[dict], kind: str, training: tuple[int, ...] = quantizati
     else:
         what = "baseline " if chosen != gpu_type.REGRESSION else ""
         reason = f"{what}{chosen} beat the model (gpu_type's selection) on training seeds {seeds}: F1 {best_f1:.2f} vs {model_f1:.2f}"
+    tied = [
+        n for n in scores if n not in (chosen, SELECTED) and _key(n, scores[n])[:2] == _key(chosen, scores[chosen])[:2]
+    ]
+    if tied:
+        reason += f" (tied with {', '.join(sorted(tied))} on F1 and savings error: {'the model stays' if chosen == SELECTED else 'the simpler one'})"
     return {
         "kind": kind,
         "chosen": chosen,
