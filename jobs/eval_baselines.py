@@ -4,7 +4,8 @@
   95th percentile under 5 % is idle, and all of its cost is the saving.
 * ``gpu_count`` — *any GPU with p95 < 10 % is spare* (no memory check), priced per GPU.
 * ``gpu_type`` / ``quantization`` — the model's own rules with each throughput predictor forced:
-  the spec-ratio scaling, "no change", and the fleet regression (whichever the model did not select).
+  the spec-ratio scaling, "no change", and the fleet regression, each for every step (quantization's
+  ``quantization_predictor`` forced to it too); :mod:`jobs.eval_choice` picks quantization's from these.
 * ``spot_mix`` — *every on-demand, non-notebook resource to spot* at the best spot price evidence
   (no rules, no rework).
 * ``commitment`` — *commit every machine billed on-demand in ≥ 95 % of the last 30 days' hours* at the
@@ -96,9 +97,10 @@ def with_predictors(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
         if predictor == gpu_type.REGRESSION and model.fitted is None:
             continue
         forced = dataclasses.replace(model, predictor=predictor)
+        quantized = dataclasses.replace(s, quantization_predictor=predictor)
         out[predictor] = (
             gpu_type.recommend(res, offers, spec, forced, s)[0]
-            + quantization.recommend(res, offers, spec, forced, s)[0]
+            + quantization.recommend(res, offers, spec, forced, quantized)[0]
         )
     return out
 

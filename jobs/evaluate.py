@@ -183,6 +183,9 @@ def evaluate(
 
             result["independent_summary"] = eval_independent.summarise(result["independent"])
             result["calibration"] = eval_explain.calibration(result["independent"])
+            from gpufinops.jobs import eval_choice
+
+            result["predictor_choice"] = eval_choice.choices(result["independent"])
         for n, fleet in enumerate(fleets):
             home = Path(tmp) / f"fleet-{n}"
             show(f"fleet {n + 1} of {len(fleets)}: {fleet['name']} (simulate, ingest, every model)")
@@ -218,6 +221,10 @@ def render(result: dict[str, Any], explain: str | None = None) -> str:
     out = io.StringIO()
     if result.get("independent"):
         out.write(eval_independent.render(result["independent"], result["independent_summary"]))
+        if result.get("predictor_choice"):
+            from gpufinops.jobs import eval_choice
+
+            out.write("\n".join(eval_choice.render(result["predictor_choice"])) + "\n")
         if result.get("calibration"):
             out.write("\n".join(eval_explain.render_calibration(result["calibration"])) + "\n")
         if explain:

@@ -51,6 +51,12 @@ class RightsizingSettings:
     min_monthly_savings_usd: float = setting(25.0)
     quantization_precisions: tuple[str, ...] = ("fp16",)  # add "int8"/"fp8" to propose those too
     inference_workloads: tuple[str, ...] = ("online_inference", "batch_inference", "inference", "serving")
+    # the throughput predictor that prices quantization's steps: "selected" (gpu_type's choice) or one of
+    # gpu_type.PREDICTORS; the default is the one whose findings scored best (models.quantization.PREDICTOR)
+    quantization_predictor: str = field(
+        default="no_change_baseline",
+        metadata={"choices": ("selected", "fleet_regression", "spec_ratio_baseline", "no_change_baseline")},
+    )
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> RightsizingSettings:
@@ -73,6 +79,11 @@ def parse_settings(cls, section: dict[str, Any] | None) -> dict[str, Any]:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"[models] {key} must be a list of strings (got {value!r})")
             values[key] = tuple(v.lower() for v in value)
+        elif "choices" in declared[key].metadata:
+            choices = declared[key].metadata["choices"]
+            if not isinstance(value, str) or value.lower() not in choices:
+                raise ValueError(f"[models] {key} must be one of {', '.join(choices)} (got {value!r})")
+            values[key] = value.lower()
         elif problem := ranges.declared(declared[key].metadata).problem(value):
             raise ValueError(f"[models] {key} {problem}")
         else:

@@ -9,10 +9,19 @@ cheaper GPU of the same count, or on fewer GPUs of the same type. A move that fi
 quantizing is gpu_type's finding, not this one. Which precisions are proposed is configurable
 (``quantization_precisions``, default FP16 only: INT8/FP8 need calibration and can be slower than
 FP16 on GPUs whose runtimes lack fast INT8 kernels).
+
+Which throughput predictor prices the quantized steps is quantization's own choice
+(``quantization_predictor``, default :data:`PREDICTOR`), made by the findings each predictor yields on
+the second generator's training seeds (:data:`TRAINING_SEEDS`: F1, then the savings error) and checked
+on the held-out seed by ``gpufinops evaluate``: the spec-ratio scaling over-predicts what an FP16
+encoder needs on a smaller GPU, so "no change" (the FP16 job's busy time shrinks as its bytes do) wins.
+Whether the move fits without quantizing is still judged by gpu_type's own predictor, so exactly one of
+the two kinds claims a move.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from decimal import Decimal
 
@@ -23,6 +32,11 @@ from gpufinops.models import features, gpu_type
 from gpufinops.models.features import RightsizingSettings
 from gpufinops.models.gpu_type import ThroughputModel
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+
+# chosen from `gpufinops evaluate` on the training seeds (tests/test_quantization_choice.py re-derives it)
+PREDICTOR: str = RightsizingSettings.quantization_predictor
+TRAINING_SEEDS, HELD_OUT_SEEDS = (1, 2), (3,)
+FEWER_GPUS = "none_same_gpu_type"  # a fewer-GPUs step is priced by the bytes factor, not a predictor
 
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 
@@ -54,6 +68,22 @@ def current_precision(row: dict) -> tuple[str | None, str]:
     return None, "unknown"
 
 
+def pricing_model(model: ThroughputModel, s: RightsizingSettings) -> tuple[ThroughputModel, str]:
+    """(the model that predicts a quantized step's utilisation, why that predictor)."""
+    wanted = s.quantization_predictor
+    if wanted == "selected" or wanted == model.predictor:
+        return (
+            model,
+            f"{model.predictor}: gpu_type's choice" if wanted == "selected" else f"{wanted}: quantization_predictor",
+        )
+    if wanted == gpu_type.REGRESSION and model.fitted is None:
+        return model, f"{model.predictor}: quantization_predictor {wanted} asked for, too few observations to fit it"
+    why = f"{wanted}: quantization_predictor" + (
+        " (chosen by findings F1 on the evaluation's training seeds)" if wanted == PREDICTOR else ""
+    )
+    return dataclasses.replace(model, predictor=wanted), why
+
+
 def recommend(
     res: pl.DataFrame,
     offers: pl.DataFrame,
@@ -63,6 +93,7 @@ def recommend(
 ) -> tuple[list[Recommendation], list[Withheld]]:
     recs: list[Recommendation] = []
     withheld: list[Withheld] = []
+    priced, why = pricing_model(model, s)
     inference = gpu_type.candidates(res, s).filter(pl.col("workload").is_in(list(s.inference_workloads)))
     for row in inference.sort("resource_id").iter_rows(named=True):
         precision, source = current_precision(row)
@@ -73,7 +104,7 @@ def recommend(
             withheld.append(gpu_type.unknown_count("quantization", row))
             continue
         refused: list[str] = []
-        best = _best_step(row, steps, precision, offers, spec, model, s, refused)
+        best = _best_step(row, steps, precision, offers, spec, model, s, refused, priced)
         if best is None:
             if refused:
                 lead = f"{precision.upper()} inference at p95 {row['util_p95']:.0f} %"
@@ -90,7 +121,7 @@ def recommend(
         if ramp:
             withheld.append(Withheld.of("quantization", row, "ramping", ramp))
             continue
-        recs.append(_recommendation(row, best, precision, source, model, s))
+        recs.append(_recommendation(row, best, precision, source, priced, s, why))
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
 
 
@@ -103,10 +134,13 @@ def _best_step(
     model: ThroughputModel,
     s: RightsizingSettings,
     refused: list[str] | None = None,
+    priced: ThroughputModel | None = None,
 ) -> dict | None:
-    """The best-saving (precision, target) step; None when it fits as it is (gpu_type's finding) or when
-    nothing fits (each target's refusal at each step appended to ``refused``)."""
+    """The best-saving (precision, target) step; None when it fits as it is (gpu_type's finding, judged
+    by ``model``) or when nothing fits (each target's refusal at each step appended to ``refused``); the
+    quantized steps are predicted by ``priced`` (default ``model``)."""
     refused = [] if refused is None else refused
+    priced = model if priced is None else priced
     mem_gib, util = (row["mem_used_max_mib"] or 0) / 1024, features.sizing_util(row)
     as_is = gpu_type.best_target(row, offers, spec, model, s, mem_gib=mem_gib, util=util, precision=precision)
     if as_is is not None:
@@ -120,7 +154,7 @@ def _best_step(
             row,
             offers,
             spec,
-            model,
+            priced,
             s,
             mem_gib=mem_gib * factor,
             util=util,
@@ -177,7 +211,7 @@ def _fewer_gpus(row: dict, mem_gib: float, util: float, spec: dict, s: Rightsizi
 
 
 def _recommendation(
-    row: dict, best: dict, precision: str, source: str, model: ThroughputModel, s: RightsizingSettings
+    row: dict, best: dict, precision: str, source: str, model: ThroughputModel, s: RightsizingSettings, why: str
 ) -> Recommendation:
     monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
     current = {**features.current_config(row, monthly_cost), "precision": precision}
@@ -205,7 +239,8 @@ def _recommendation(
         "metric_coverage": round(row["coverage"], 4),
         "sm_active_mean": row["sm_active_mean"],
         "tensor_active_mean": row["tensor_active_mean"],
-        "throughput_model": model.name,
+        "throughput_model": best.get("predicted_by", model.name) if offer is not None else FEWER_GPUS,
+        "throughput_predictor_choice": why,
         "throughput_predictor_mae_pct": model.maes(),
     }
     if offer is not None:

@@ -86,8 +86,13 @@ def test_evaluate_prints_the_independent_figures_beside_their_baselines():
         "vs p95 < 5 % over the window",
         "on published trtllm ratios",
         "on published mlperf_inference ratios",
+        "throughput predictor per kind, chosen by its findings",
+        "quantization: ",
+        "held-out seed not run",  # seed 2 trains; the held-out seed 3 was not run
     ):
         assert line in text, line
+    choice = result["predictor_choice"]["quantization"]
+    assert choice["training_seeds"] == [2] and choice["shipped"] == "no_change_baseline"
 
 
 def test_cli_has_the_evaluate_command():

@@ -4,6 +4,7 @@ workloads that already fit left alone, the validation warning always present, th
 from __future__ import annotations
 
 import duckdb
+import pytest
 
 from gpufinops.models import features, gpu_type, quantization
 from tests.rightsizing_fleet import Machine, build, offer
@@ -32,8 +33,9 @@ def test_fp32_serving_moves_to_a_cheaper_gpu_at_fp16(warehouse):
     assert rec.current["precision"] == "fp32" and rec.proposed["precision"] == "fp16"
     assert rec.proposed["gpu_model"] == "L4" and rec.proposed["instance_type"] == "g2-standard-4"
     assert rec.evidence["mem_estimate_gib"] == 15.5 and rec.evidence["precision_source"] == "tag"
-    maes = rec.evidence["throughput_predictor_mae_pct"]  # the predictor used, beside all three errors
-    assert set(maes) == set(gpu_type.PREDICTORS) and maes[rec.evidence["throughput_model"]] == min(maes.values())
+    maes = rec.evidence["throughput_predictor_mae_pct"]  # all three errors, beside the predictor that priced it
+    assert set(maes) == set(gpu_type.PREDICTORS) and rec.evidence["throughput_model"] == quantization.PREDICTOR
+    assert rec.evidence["throughput_predictor_choice"].startswith(f"{quantization.PREDICTOR}: quantization_predictor")
     assert "must be validated" in rec.risk and rec.monthly_savings_usd > 0
     assert rec.confidence < 0.7  # a precision change is never a sure thing
 
@@ -78,3 +80,41 @@ def test_no_target_in_the_region_means_no_recommendation(warehouse):
         warehouse, [*peers(), lone], OFFERS + [offer("a2-highgpu-1g", "A100-40GB", 1, "4.2", "asia-northeast1", "gcp")]
     )
     assert recs == []
+
+
+CHOICES = ("selected", *gpu_type.PREDICTORS)
+
+
+@pytest.mark.parametrize("predictor", CHOICES)
+def test_shapes_that_must_not_be_quantized_under_any_predictor(warehouse, predictor):
+    """Whichever predictor prices the FP16 step: a memory-bound FP32 model whose FP16 copy (35 GiB × 1.2)
+    fits no cheaper GPU, a model already at FP16, FP32 training, and a 2-GPU FP32 job whose FP16 copy
+    still needs both GPUs (36 GiB each → 18 GiB × 1.2 per GPU, 80 % busy) get no quantization finding."""
+    membound = ranker("membound", mem=70)
+    membound.instance_type, membound.gpu_model, membound.usd_per_hour = "a2-ultragpu-1g", "A100-80GB", "5.0688"
+    half = ranker("half", precision="fp16", mem=31)
+    train = ranker("train", workload="training")
+    pair = Machine("pair", "a2-highgpu-2g", "A100-40GB", 2, "7.3468", [80, 80], [36, 36], provider="Google Cloud",
+                   region="us-central1", tags={"workload": "online_inference", "precision": "fp32"})  # fmt: skip
+    offers = OFFERS + [offer("a2-highgpu-2g", "A100-40GB", 2, "7.3468", "us-central1", "gcp")]
+    recs, withheld = run(
+        warehouse, [*peers(), membound, half, train, pair], offers, {"quantization_predictor": predictor}
+    )
+    assert recs == []
+    (w,) = [w for w in withheld if w.resource_id == "membound"]  # considered, and said why not
+    assert w.reason == "no_fitting_target" and "at FP16 g2-standard-4 (L4): memory" in w.detail
+
+
+def test_the_evidence_names_the_predictor_that_priced_the_step(warehouse):
+    recs, _ = run(warehouse, [*peers(), ranker()], settings={"quantization_predictor": "selected"})
+    (rec,) = recs
+    assert rec.evidence["throughput_predictor_choice"].endswith("gpu_type's choice")
+    assert rec.evidence["throughput_model"] in gpu_type.PREDICTORS
+
+
+def test_an_unknown_predictor_is_a_config_error():
+    with pytest.raises(ValueError, match=r"\[models\] quantization_predictor must be one of .*got 'ridge'"):
+        features.RightsizingSettings.from_config({"quantization_predictor": "ridge"})
+    assert features.RightsizingSettings.from_config({"quantization_predictor": "Selected"}).quantization_predictor == (
+        "selected"
+    )
