@@ -128,7 +128,8 @@ def readme_commands(text: str) -> list[str]:
     spans = re.findall(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", fence.sub("", text), flags=re.S)  # `a`, ``a`b``
     lines += [" ".join(span.split()) for _, span in spans]
     commands = [re.sub(r"\s+#.*", "", line).strip() for line in lines]
-    return [c for c in commands if re.match(r"(\.venv/bin/|make |python3? |pip )", c)]
+    # a program named alone (`.venv/bin/gpufinops`) is a name in a sentence, not a command to run
+    return [c for c in commands if re.match(r"(\.venv/bin/|make |python3? |pip )", c) and " " in c]
 
 
 def command_problem(command: str) -> str | None:
