@@ -175,8 +175,11 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
     totals["dashboard recommendations"] = dollars(metrics(at)["Monthly savings shown"].removesuffix("/month")[1:])
     at.multiselect(key="recs_status").set_value(["open", "accepted", "dismissed", "applied"]).run()
     table = at.dataframe[0].value
+    from gpufinops.warehouse.labels import label
+
+    code_of = {label(c, "status"): c for c in ("open", "accepted", "dismissed", "applied")}  # the page shows labels
     shown["dashboard"] = {
-        rid: (status, None if decision in (None, "", "—") else decision)  # the page writes a missing value "—"
+        rid: (code_of[status], None if decision in (None, "", "—") else decision)  # a missing value is "—"
         for rid, status, decision in zip(table["id"], table["status"], table["decision"])
     }
     overview = metrics(open_page(make_app(monkeypatch, warehouse), "overview"))

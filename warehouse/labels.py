@@ -102,6 +102,9 @@ WITHHOLD_REASONS = {
     "incomplete_metrics": "Incomplete metrics",
     "policy": "Policy",
     "capacity": "No capacity",
+    "short_history": "Short history",
+    "ramping": "Ramping up",
+    "no_fitting_target": "No target fits",
 }
 BASES = {  # gpu_allocation_hourly.basis
     "whole": "Whole GPU",
