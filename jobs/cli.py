@@ -1,4 +1,4 @@
-"""The ``gpufinops`` command line (CONTRACT.md): exit 0 ok, 1 a failed run, 2 usage or config error."""
+"""The ``gpufinops`` command line (README *Usage*): exit 0 ok, 1 a failed run, 2 usage or config error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 from typing import cast
 
-# Numeric libraries beside DuckDB: one thread each (DESIGN.md: a numpy matmul beside DuckDB
+# Numeric libraries beside DuckDB: one thread each (measured here: a numpy matmul beside DuckDB
 # doubled a query's time). Must be set before numpy / polars are imported.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")

@@ -1,4 +1,4 @@
-"""The Recommendation record (CONTRACT.md) every model produces."""
+"""The Recommendation record (README *Recommendation object*) every model produces."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Checked against real public data: AWS DescribeInstanceTypes answers (amazon-ec2-instance-selector
 fixtures), Google Cloud machine data built from the Cloud Billing Catalog (Cyclenerd pricing.yml) and
 accelerator availability, and Karpenter's us-east-1 price list. The copies in tests/data run everywhere;
-the same checks against /work/shared/data skip when that folder is absent (CI clones the repo alone).
+the same checks against fuller copies in a data folder beside the checkout skip where it is absent.
 """
 
 from __future__ import annotations

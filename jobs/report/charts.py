@@ -1,6 +1,6 @@
 """The report's charts: altair specs rendered to PNG with vl-convert (no browser, no network).
 
-Each function takes plain rows (money already cast to float: DESIGN.md, a Decimal column makes a
+Each function takes plain rows (money already cast to float: a Decimal column makes a
 chart treat money as categories) and returns PNG bytes, or None when there is nothing to draw.
 """
 

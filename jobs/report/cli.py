@@ -1,4 +1,4 @@
-"""`gpufinops report weekly [--week YYYY-Www] [--team T] [--out FILE] [--send]` (CONTRACT.md)."""
+"""`gpufinops report weekly [--week YYYY-Www] [--team T] [--out FILE] [--send]` (README *The weekly report*)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``render(con, week, scope) -> Report``: the weekly report as data, nothing sent, nothing written.
 
-Delivery (``deliver.py``: SMTP, a file) is separate (DESIGN.md, "render, then deliver"), so
+Delivery (``deliver.py``: SMTP, a file) is separate ("render, then deliver"), so
 ``gpufinops report weekly --out`` previews exactly what is mailed. The HTML refers to its charts by
 ``cid:`` (inline MIME parts); ``Report.standalone_html`` swaps them for ``data:`` URIs for a browser.
 """
