@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOME_DIR ?= demo
 
-.PHONY: install demo test test-fast check bench dashboard clean
+.PHONY: install demo test test-fast check docs bench dashboard clean
 
 # pip's output (the build backend's among it) goes to $(PIP_LOG), its tail shown only when an install
 # fails: `make demo` prints one line per install step, then the demo. `$(PIP) ARGS` runs `pip install ARGS`.
@@ -33,7 +33,7 @@ $(VENV)/.installed-user: pyproject.toml $(VENV)/.installed
 	@touch $@
 
 $(VENV)/.installed-all: pyproject.toml $(VENV)/.installed
-	$(PIP) -e '.[aws,gcp,dashboard,mcp,test]'
+	$(PIP) -e '.[aws,gcp,dashboard,mcp,test,docs]'
 	@touch $@
 
 install: $(VENV)/.installed-user
@@ -73,11 +73,24 @@ test: $(VENV)/.installed-all $(BQ_VENV)/.installed $(FOCUS_VENV)/.installed
 test-fast: $(VENV)/.installed-all
 	$(BIN)/python -m pytest -m "not browser and not emulator and not slow"
 
-# Lint, format and types (configured in pyproject.toml); .ci/run runs it before the tests.
+# Lint, format and types (configured in pyproject.toml), and the documentation site built strictly;
+# .ci/run runs it before the tests.
 check: $(VENV)/.installed-all
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(MKDOCS_BUILD)
+
+# The documentation site (mkdocs.yml, docs/) into site/ (git-ignored): a broken link or anchor, or a
+# page missing from the nav, fails the build (not with --quiet: mkdocs 1.6 then counts no warning).
+MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+$(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed
+	$(PIP) -e '.[docs]'
+	@touch $@
+
+docs: $(VENV)/.installed-docs
+	$(MKDOCS_BUILD)
+	@echo "built the documentation into site/: open site/index.html"
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.run_all
@@ -87,4 +100,4 @@ dashboard: $(VENV)/.installed-dashboard
 	$(BIN)/gpufinops --config $(HOME_DIR)/gpufinops.toml dashboard
 
 clean:
-	rm -rf $(VENV) $(BQ_VENV) $(FOCUS_VENV) $(HOME_DIR) data bench/.cache .pytest_cache
+	rm -rf $(VENV) $(BQ_VENV) $(FOCUS_VENV) $(HOME_DIR) data bench/.cache .pytest_cache site

@@ -1,8 +1,11 @@
-"""The README's tables that describe options are generated from the code, and checked (as Datasette does)."""
+"""The documentation (README.md, the site under docs/): tables that describe options are generated from the
+code and checked (as Datasette does), every command a page gives runs as written, and the site builds strictly."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +15,18 @@ import pytest
 from gpufinops.ingest.core import docs
 from gpufinops.ingest.core.registry import default_registry
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+SOURCES_PAGE = DOCS / "sources" / "index.md"  # the generated source table
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 
 
-def test_the_readme_source_table_is_the_one_the_specs_generate():
+def test_the_source_table_is_the_one_the_specs_generate():
     expected = docs.source_table()
-    assert docs.readme_block(README.read_text()) == expected, (
-        "README.md's source table drifted from the ingestor specs: run "
-        "`.venv/bin/python -m gpufinops.ingest.core.docs --write README.md` and commit the result"
+    assert docs.readme_block(SOURCES_PAGE.read_text()) == expected, (
+        "docs/sources/index.md's source table drifted from the ingestor specs: run "
+        "`.venv/bin/python -m gpufinops.ingest.core.docs --write docs/sources/index.md` and commit the result"
     )
 
 
@@ -32,13 +39,11 @@ def test_the_table_lists_every_source_type_with_its_keys():
     assert "`url`; optional" in prometheus and "`lookback_hours` (3)" in prometheus and "`7 * * * *`" in prometheus
 
 
-def test_a_drifted_readme_is_caught_and_rewritten(tmp_path):
-    stale = tmp_path / "README.md"
+def test_a_drifted_page_is_caught_and_rewritten(tmp_path):
+    stale = tmp_path / "index.md"
     stale.write_text(f"# x\n\n{docs.BEGIN}\n| `type` | an old hand-copied table |\n{docs.END}\n\nafter\n")
     assert docs.readme_block(stale.read_text()) != docs.source_table()
-    subprocess.run(
-        [sys.executable, "-m", "gpufinops.ingest.core.docs", "--write", str(stale)], check=True, cwd=README.parent
-    )
+    subprocess.run([sys.executable, "-m", "gpufinops.ingest.core.docs", "--write", str(stale)], check=True, cwd=ROOT)
     text = stale.read_text()
     assert docs.readme_block(text) == docs.source_table() and text.startswith("# x\n") and text.endswith("after\n")
 
@@ -49,19 +54,19 @@ def test_one_type_reference_prints_types_defaults_and_descriptions():
         capture_output=True,
         text=True,
         check=True,
-        cwd=README.parent,
+        cwd=ROOT,
     ).stdout
     assert "  region (a string; required): " in out
     assert "  lookback_hours (a number; default 3): " in out
     bad = subprocess.run(
-        [sys.executable, "-m", "gpufinops.ingest.core.docs", "nope"], capture_output=True, text=True, cwd=README.parent
+        [sys.executable, "-m", "gpufinops.ingest.core.docs", "nope"], capture_output=True, text=True, cwd=ROOT
     )
     assert bad.returncode == 2 and "unknown source type 'nope'" in bad.stderr
 
 
-def _table_after(heading: str) -> list[list[str]]:
-    """The cells of the first Markdown table after the line starting with ``heading``."""
-    lines = README.read_text().splitlines()
+def _table_after(heading: str, page: Path) -> list[list[str]]:
+    """The cells of the first Markdown table after the line starting with ``heading`` in ``page``."""
+    lines = page.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(heading))
     first = next(i for i in range(start, len(lines)) if lines[i].startswith("|"))
     rows = []
@@ -72,32 +77,32 @@ def _table_after(heading: str) -> list[list[str]]:
     return rows
 
 
-def test_the_readme_command_table_lists_every_cli_command_and_no_other():
+def test_the_command_table_lists_every_cli_command_and_no_other():
     import argparse
 
     from gpufinops.jobs import cli
 
     parser = cli._parser()  # noqa: SLF001
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
-    documented = {cells[0].strip("`").split()[1] for cells in _table_after("| command | does |")}
+    documented = {cells[0].strip("`").split()[1] for cells in _table_after("| command | does |", DOCS / "commands.md")}
     assert documented == set(sub.choices)
 
 
-def test_the_readme_daemon_table_gives_the_code_s_default_schedules():
+def test_the_daemon_table_gives_the_code_s_default_schedules():
     from gpufinops.jobs.serve_settings import DEFAULT_FEED, DEFAULT_RECOMMEND, DEFAULT_REPORT
 
-    rows = {cells[0].strip("`"): cells[1] for cells in _table_after("| job | default schedule |")}
+    rows = {cells[0].strip("`"): cells[1] for cells in _table_after("| job | default schedule |", DOCS / "serve.md")}
     for job, cron in (("recommend", DEFAULT_RECOMMEND), ("report", DEFAULT_REPORT), ("feed", DEFAULT_FEED)):
         assert rows[job].startswith(f"`{cron}`"), (job, rows[job])
 
 
-def test_the_readme_freshness_table_gives_the_code_s_expected_lags():
+def test_the_freshness_table_gives_the_code_s_expected_lags():
     import re
 
     from gpufinops.warehouse.freshness import EXPECTED_LAG_HOURS
 
     documented: dict[str, float] = {}
-    for types, lag in _table_after("| source types | expected lag |"):
+    for types, lag in _table_after("| source types | expected lag |", DOCS / "dashboard.md"):
         # "`aws_spot_prices` | 24 h; `aws_pricing`, `gcp_catalog` 7 days": each name takes the next figure
         text = f"{types} {lag}"
         pending: list[str] = []
@@ -114,8 +119,8 @@ def test_the_readme_freshness_table_gives_the_code_s_expected_lags():
 SHELL_FENCES = ("sh", "bash", "shell", "console", "")
 
 
-def readme_commands(text: str) -> list[str]:
-    """The shell commands the README gives: lines of its shell code blocks and inline code spans that
+def page_commands(text: str) -> list[str]:
+    """The shell commands a page gives: lines of its shell code blocks and inline code spans that
     start like a command (``.venv/bin/``, ``make``, ``python``, ``pip``), comments dropped."""
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     fence = re.compile(r"^```([\w-]*)\n(.*?)^```", flags=re.M | re.S)
@@ -133,14 +138,14 @@ def readme_commands(text: str) -> list[str]:
 
 
 def command_problem(command: str) -> str | None:
-    """Why a README command would not run as written in a clone after `make install`, or None."""
+    """Why a documented command would not run as written in a clone after `make install`, or None."""
     import importlib.util
     import shlex
     import tomllib
 
     from gpufinops.jobs import cli
 
-    root = README.parent
+    root = ROOT
     words = shlex.split(command)
     if words[0] in ("python", "python3"):
         return "a bare `python` has no gpufinops in a clone: write `.venv/bin/python`"
@@ -177,14 +182,22 @@ def command_problem(command: str) -> str | None:
     return None
 
 
-def test_every_readme_command_names_what_exists():
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_command_a_page_gives_names_what_exists(page):
     """`python -m gpufinops.ingest.core.docs` and `python docs/capture_screenshots.py` once stood in
     the README: no `python` on a clone's PATH has gpufinops. Every make target, module, script, extra
-    and gpufinops command a README command names exists."""
-    commands = readme_commands(README.read_text())
-    assert len(commands) > 20 and any(c.startswith(".venv/bin/gpufinops ") for c in commands)
-    problems = {c: p for c in commands if (p := command_problem(c))}
+    and gpufinops command a page's command names exists."""
+    problems = {c: p for c in page_commands(page.read_text()) if (p := command_problem(c))}
     assert not problems, problems
+
+
+def test_the_pages_give_commands_and_the_readme_its_two():
+    """The check above reads commands where they are: a parser that found none would pass vacuously."""
+    commands = [c for page in PAGES for c in page_commands(page.read_text())]
+    assert len(commands) > 60 and sum(c.startswith(".venv/bin/gpufinops ") for c in commands) > 20
+    readme = page_commands(README.read_text())
+    assert "make demo" in readme and "make test" in readme  # CI reads the test command from the README
+    assert any(c.startswith(".venv/bin/gpufinops --config demo/gpufinops.toml ") for c in readme)
 
 
 @pytest.mark.parametrize(
@@ -201,3 +214,57 @@ def test_every_readme_command_names_what_exists():
 )
 def test_a_broken_command_is_caught(command, problem):
     assert problem in (command_problem(command) or "")
+
+
+# ---- the site --------------------------------------------------------------------------------------
+
+RESERVED_OUTSIDE = ("../shared", "DESIGN.md", "CONTRACT.md")  # documents that live outside the repository
+
+
+def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("mkdocs", reason="mkdocs is the docs extra (`make check` and `make test` install it)")
+    pytest.importorskip("material", reason="mkdocs-material is the docs extra")
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """`mkdocs build --strict`: no broken link or anchor, every page in the nav (mkdocs.yml's validation)."""
+    built = _mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0 and "WARNING" not in built.stderr, built.stderr[-3000:]
+    assert (tmp_path / "site" / "sources" / "index.html").is_file()
+    assert (tmp_path / "site" / "screenshots" / "dashboard-overview.png").is_file()
+
+
+def test_a_broken_anchor_or_a_page_outside_the_nav_fails_the_build(tmp_path):
+    """The strict build can fail: a copy of the site with a link to a missing anchor and a page the nav omits."""
+    copy = tmp_path / "repo"
+    shutil.copytree(DOCS, copy / "docs", ignore=shutil.ignore_patterns("screenshots", "*.py"))
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    (copy / "docs" / "orphan.md").write_text("# Orphan\n\n[commands](commands.md#no-such-section)\n")
+    built = _mkdocs_build(copy / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode != 0
+    assert "orphan.md" in built.stderr and "no-such-section" in built.stderr, built.stderr[-3000:]
+
+
+def test_the_docs_cite_nothing_outside_the_repository():
+    """Every relative link of every page resolves inside the repository, and no page names a document
+    kept outside it."""
+    link = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+    problems = []
+    for page in [*PAGES, ROOT / "mkdocs.yml"]:
+        text = page.read_text()
+        problems += [f"{page.name}: names {name}" for name in RESERVED_OUTSIDE if name in text]
+        for target in link.findall(text):
+            if "://" in target or target.startswith("mailto:"):
+                problems.append(f"{page.name}: links outside the repository: {target}")
+                continue
+            resolved = (page.parent / target).resolve()
+            if not resolved.exists() or ROOT not in (resolved, *resolved.parents):
+                problems.append(f"{page.name}: {target} is not a file of the repository")
+    assert not problems, problems

@@ -1,5 +1,5 @@
 """The declared value domains (warehouse/domains.py), the page bounds (ingest/core/paging.py) and the
-error funnel (ingest/core/funnel.py) on their own: each must be able to refuse, and the README's table
+error funnel (ingest/core/funnel.py) on their own: each must be able to refuse, and the docs' table
 is the one the declarations generate."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from gpufinops.ingest.core import funnel, paging
 from gpufinops.ingest.core.registry import IngestError, default_registry
 from gpufinops.warehouse import domains, schema
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+LOADS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "sources" / "loads.md"  # the generated domain table
 
 
 def test_every_declared_column_is_a_column_of_its_table_and_every_loaded_table_is_declared():
@@ -83,9 +83,10 @@ def test_the_sql_guard_refuses_what_the_python_check_refuses():
         )
 
 
-def test_the_readme_domain_table_is_the_one_the_declarations_generate():
-    assert domains.readme_block(README.read_text()) == domains.markdown_table(), (
-        "README.md's value-domain table drifted: regenerate it with `python -m gpufinops.warehouse.domains`"
+def test_the_docs_domain_table_is_the_one_the_declarations_generate():
+    assert domains.readme_block(LOADS_PAGE.read_text()) == domains.markdown_table(), (
+        "docs/sources/loads.md's value-domain table drifted: regenerate it with "
+        "`.venv/bin/python -m gpufinops.warehouse.domains`"
     )
 
 
