@@ -99,7 +99,7 @@ def ctas_floor(path: str, db_path: str) -> dict[str, Any]:
     """DuckDB's own floor: ``CREATE TABLE AS SELECT *`` from the file, read the way focus_files reads it.
 
     Same connection settings as a load (``warehouse.db.writer``: UTC, memory limit, temp directory),
-    no casts, no derived columns, no ledger: what a load is compared with (README *Benchmarks*).
+    no casts, no derived columns, no ledger: what a load is compared with (docs/benchmarks.md).
     """
     from gpufinops.ingest.core import focus_files
     from gpufinops.warehouse import db

@@ -4,7 +4,7 @@ Inputs are polars frames whose money columns are already floats. Every title, ax
 label a reader understands; bars are for categories, lines only over time (in UTC: a day is never
 shifted by the browser's time zone, and never shows ``00:00:00``). The specs are written directly
 rather than through Altair: Altair's import and its JSON-schema validation of every chart were a
-third of a cold page's server time (``dashboard/README.md`` has the profile).
+third of a cold page's server time (docs/dashboard.md, *Page loads*, has the profile).
 """
 
 from __future__ import annotations

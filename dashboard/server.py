@@ -1,7 +1,7 @@
 """``python -m gpufinops.dashboard.server APP [streamlit options]``: Streamlit's own server, warmed before the
 first reader arrives. ``gpufinops dashboard`` starts this module as its child.
 
-Profiled on the demo (``dashboard/README.md``), a fresh server's first page spent its time on
+Profiled on the demo (docs/dashboard.md, *Page loads*), a fresh server's first page spent its time on
 one-time work, not on its queries: imports inside the first script run (pandas, pulled in by the
 first ``st.dataframe``: 0.56 s; Altair: 0.32 s, since removed; polars, DuckDB, numpy, the forecast
 model), Streamlit's check whether it runs in a REPL (``inspect.stack()`` over every loaded

@@ -1,4 +1,4 @@
-"""`gpufinops api`: the HTTP API of the README's *Feeding schedulers* (FastAPI, served by uvicorn).
+"""`gpufinops api`: the HTTP API of docs/api.md (FastAPI, served by uvicorn).
 
 Bearer tokens come from ``[[api.tokens]]``: each names the environment variable holding its value
 (``token_env``) and a role (``finance``: every team; ``lead``: its ``teams``; ``scheduler``: reads

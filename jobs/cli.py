@@ -1,4 +1,4 @@
-"""The ``gpufinops`` command line (README *Usage*): exit 0 ok, 1 a failed run, 2 usage or config error."""
+"""The ``gpufinops`` command line (docs/commands.md): exit 0 ok, 1 a failed run, 2 usage or config error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The TOML config (README *Config (TOML)*), with GPUFINOPS_* environment overrides, validated at start-up.
+"""The TOML config (docs/config.md), with GPUFINOPS_* environment overrides, validated at start-up.
 
 Precedence: built-in defaults < the file (``--config``, else ``$GPUFINOPS_CONFIG``, else
 ``./gpufinops.toml`` when present) < ``GPUFINOPS_<SECTION>__<KEY>`` variables (``__`` separates the

@@ -270,7 +270,7 @@ def _other_sections(c: Choices) -> list[str]:
 def render(c: Choices) -> str:
     lines = [f"# gpufinops config, written by `gpufinops init` on {date.today().isoformat()}.",
              "# Check it: gpufinops --config <this file> doctor   ·   Load it: gpufinops --config <this file> ingest",
-             "# Relative paths are relative to this file. Every key is described in the README.", "",
+             "# Relative paths are relative to this file. Every key is described in docs/config.md.", "",
              "[warehouse]", f"path = {_s(c.warehouse)}", '# memory_limit = "2GB"', "",
              "[teams]", f"tag_keys = {_s(c.team_tags)}   # where a team name is found, in order", ""]
     if c.aws_bucket or c.aws_path:
@@ -280,9 +280,10 @@ def render(c: Choices) -> str:
     lines += _metrics_sections(c) + _other_sections(c)
     if not any((c.aws_bucket, c.aws_path, c.bigquery_table, c.gcp_path, c.dcgm_targets, c.prometheus_url,
                 c.nvidia_smi_path, c.focus_path, c.onprem_groups)):
-        lines += ["# No sources yet: add [sources.<name>] tables (see the README), or run `gpufinops init` again.", ""]
+        lines += ["# No sources yet: add [sources.<name>] tables (docs/sources/index.md), or run `gpufinops init` again.",
+                  ""]
     lines += ["# Optional: the weekly report's mail ([report]), API tokens ([[api.tokens]]), dashboard sign-in",
-              "# ([dashboard] auth) and model thresholds ([models]): see the README."]
+              "# ([dashboard] auth) and model thresholds ([models]): see docs/config.md."]
     return "\n".join(lines) + "\n"
 
 

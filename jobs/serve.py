@@ -1,4 +1,4 @@
-"""`gpufinops serve`: the scheduler daemon, the only process that starts APScheduler (README *Running unattended*).
+"""`gpufinops serve`: the scheduler daemon, the only process that starts APScheduler (docs/serve.md).
 
 One job per configured source at its schedule (the ingestor registry's default unless the source
 sets ``schedule``), a daily recommend run, the weekly report and the feed push, each overridable in

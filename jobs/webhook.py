@@ -2,7 +2,7 @@
 
 Each webhook gets, in batches, every recommendation no delivered batch has carried to it yet
 (dismissed ones never). A POST's body is JSON ``{"event": "recommendations", "delivery_id", "sent_at",
-"recommendations": [objects as in the README's *Recommendation object*]}``, with headers
+"recommendations": [objects as in docs/models.md, *The recommendation object*]}``, with headers
 
 - ``X-Gpufinops-Timestamp``: Unix seconds when the attempt was signed;
 - ``X-Gpufinops-Signature``: ``sha256=`` + hex HMAC-SHA256(secret, timestamp + "." + raw body);

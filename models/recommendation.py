@@ -1,4 +1,4 @@
-"""The Recommendation record (README *Recommendation object*) every model produces."""
+"""The Recommendation record (docs/models.md, *The recommendation object*) every model produces."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class Recommendation:
 
 
 # Why a model made no finding on a resource it looked at, and what would let it: every withhold
-# names the missing fact and the source that provides it (README *Withheld findings*).
+# names the missing fact and the source that provides it (docs/models.md, *Withheld findings*).
 WITHHOLD_REASONS = {
     "thin_evidence": (
         "GPU metrics for enough of the lookback (days measured, share of billed hours)",

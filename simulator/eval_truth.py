@@ -4,7 +4,7 @@ What is true comes from the generator: which hours a machine does work, the requ
 serves and the published throughput of its benchmark on every GPU model, the memory its model holds
 at each precision, the prices at the end of the window (after their mid-window change), the spot
 market's real level and interruption rate. What is *worth a finding* is the product's policy, the
-same thresholds the README documents (they are settings, not formulas): utilisation ceiling 60 %
+same thresholds docs/models.md documents (they are settings, not formulas): utilisation ceiling 60 %
 on a target, memory × 1.2, a move cuts ≥ 25 % and ≥ $25/month, idle runs of ≥ 3 h, spot needs
 checkpoints (or runs ≤ 2 h) and a ≥ 20 % expected saving, a commitment covers machines busy every hour.
 

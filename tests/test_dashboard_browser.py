@@ -7,7 +7,7 @@ they depend on the machine (``bench/bench_dashboard_browser.py`` measures them a
 own floor). A second server in trusted-header mode shows a lead only its team, and nothing at all to
 a request without the header; SIGTERM to `gpufinops dashboard` ends its Streamlit child.
 
-`docs/capture_screenshots.py` refreshes the screenshots in docs/screenshots/ (the README's pictures).
+`docs/capture_screenshots.py` refreshes the screenshots in docs/screenshots/ (the documentation's pictures).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every cost ingestor's fixture and the demo are loaded, exported with `export focus`, and judged by
 the validator's own rules file (tests/focus_rules.py). No rule may fail; the only violations
-allowed are the documented exceptions below (README, "FOCUS 1.2 conformance"), each confined to the
+allowed are the documented exceptions below (docs/focus.md, "Conformance"), each confined to the
 rows it is about, so a violation anywhere else still fails the test. A FOCUS file written by
 `export focus` and read back by `focus_files` gives the same rows.
 """
@@ -27,7 +27,7 @@ from tests.conftest import query
 MODEL = focus_rules.Model()
 AWS_ISSUER = """"ProviderName" = 'AWS' AND "InvoiceIssuerName" LIKE 'Amazon Web Services%'"""
 PROVIDER_EXPORT = """"x_Source" = 'focus'"""  # rows of AWS's, Microsoft's and Oracle's own FOCUS 1.0 export
-# rule -> the rows it may be violated on (README "FOCUS 1.2 conformance" gives each one's evidence)
+# rule -> the rows it may be violated on (docs/focus.md, "Conformance", gives each one's evidence)
 EXCEPTIONS = {
     # AWS names its provider 'AWS' and its invoicing entity 'Amazon Web Services, Inc.' (…Canada, EMEA
     # SARL): the validator reads ProviderName ≠ InvoiceIssuerName as "paid to a third party"
@@ -93,7 +93,7 @@ def test_focus_12_rules_pass_on_every_fixture(exports, case):
 
 
 def test_exceptions_are_confined_to_the_rows_they_name(exports):
-    """Without the exceptions, exactly the documented rules fail, and only where the README says."""
+    """Without the exceptions, exactly the documented rules fail, and only where docs/focus.md says."""
     expected = {
         "aws_cur CUR 2.0": {"BilledCost-C-005-C", "EffectiveCost-C-005-C", "InvoiceId-C-004-C"},
         "aws_cur legacy CUR": {"BilledCost-C-005-C", "InvoiceId-C-004-C", "InvoiceId-C-005-C"},

@@ -1,4 +1,4 @@
-"""The structure the README describes, checked: packages import one way, without cycles (a
+"""The structure docs/architecture.md describes, checked: packages import one way, without cycles (a
 function-level import counts: it is a cycle the moment the function runs), and no module of the
 product grows past 400 lines (generated data excepted)."""
 
@@ -106,7 +106,7 @@ def test_no_import_cycle_between_product_modules():
     assert _cycles(graph) == []
 
 
-# Who may not import whom (README *Layout*, the flow): data moves simulator -> ingest -> warehouse -> models ->
+# Who may not import whom (docs/architecture.md, the flow): data moves simulator -> ingest -> warehouse -> models ->
 # dashboard / jobs; jobs wires the others together. Nothing imports a room downstream of it, and the
 # dashboard never imports ingest (nor, lazily or not, a cloud SDK: tests/test_dashboard.py checks that).
 FORBIDDEN = {

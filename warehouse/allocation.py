@@ -1,7 +1,7 @@
 """Chargeback of shared GPUs: ``gpu_allocation_hourly``, kept in step with bills and metrics.
 
 A GPU-hour's cost is divided among what ran on it (Kubernetes pods and namespaces, MIG slices,
-time-sliced or MPS workloads, processes) with the unallocated remainder shown (README *Shared
+time-sliced or MPS workloads, processes) with the unallocated remainder shown (docs/sources/shared-gpus.md
 GPUs*; the SQL and its conventions are in :mod:`warehouse.allocation_sql`).
 
 Like attribution (:mod:`warehouse.attribution`), the table is a pure function of the warehouse:

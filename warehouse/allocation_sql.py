@@ -1,4 +1,4 @@
-"""The SQL of the shared-GPU chargeback (``warehouse/allocation.py`` runs it; README *Shared GPUs*).
+"""The SQL of the shared-GPU chargeback (``warehouse/allocation.py`` runs it; docs/sources/shared-gpus.md).
 
 One statement turns a scope of (resource, UTC day) pairs into ``gpu_allocation_hourly`` rows:
 

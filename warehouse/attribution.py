@@ -19,7 +19,7 @@ The rules (``resource_map``, ``namespace_teams`` of a metrics source; ``host_tea
 source, from its ``node_teams`` and node groups) live in the table ``attribution_rules`` so that a
 cost load, which does not know the metrics sources' config, resolves with them too.
 
-Resolution, in order (README *Attribution*):
+Resolution, in order (docs/sources/utilisation.md, *Attribution*):
 
 * ``resource_id``: the ``resource_hint`` when it is a billed ResourceId; else the host when it is
   one; else the source's ``resource_map[host]``; else the node's provider id (``aws:///zone/i-…`` →

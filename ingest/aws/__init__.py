@@ -1,1 +1,1 @@
-"""ingest.aws: see ingest/README section in the top-level README."""
+"""ingest.aws: the AWS sources (docs/sources/aws.md)."""

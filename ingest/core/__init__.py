@@ -1,1 +1,1 @@
-"""ingest.core: see ingest/README section in the top-level README."""
+"""ingest.core: the registry, option specs and load path every source shares (docs/sources/loads.md)."""

@@ -4,8 +4,8 @@ Like dlt's source arguments and the Meltano SDK's ``config_jsonschema``: a field
 one-line description (``option(...)``) are the whole declaration. From it the config validator
 derives the allowed and required keys and checks each value's type (one sentence naming the source
 and the key); the ingestor reads the parsed instance (``ctx.options.path``) instead of a dict;
-``python -m gpufinops.ingest.core.docs`` prints the README's source table. A rule a type cannot express (one of
-``path`` or ``bucket``) is the ``validate()`` method of the Options, raising :class:`OptionProblem`.
+``python -m gpufinops.ingest.core.docs`` prints the source table of docs/sources/index.md. A rule a type cannot
+express (one of ``path`` or ``bucket``) is the ``validate()`` method of the Options, raising :class:`OptionProblem`.
 """
 
 from __future__ import annotations

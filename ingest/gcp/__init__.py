@@ -1,1 +1,1 @@
-"""ingest.gcp: see ingest/README section in the top-level README."""
+"""ingest.gcp: the Google Cloud sources (docs/sources/gcp.md)."""

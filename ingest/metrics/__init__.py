@@ -1,1 +1,1 @@
-"""ingest.metrics: see ingest/README section in the top-level README."""
+"""ingest.metrics: the GPU utilisation sources (docs/sources/utilisation.md)."""

@@ -1,1 +1,1 @@
-"""ingest.onprem: see ingest/README section in the top-level README."""
+"""ingest.onprem: private GPU clusters (docs/sources/onprem.md)."""

@@ -1,4 +1,4 @@
-"""Stored recommendations as the contract's JSON objects (README *Recommendation object*).
+"""Stored recommendations as the contract's JSON objects (docs/models.md, *The recommendation object*).
 
 The API, every export and the webhook hand out the same objects: ``current``/``proposed``/
 ``evidence`` parsed from their JSON columns, money as JSON numbers, ``created_at`` ISO-8601 UTC.

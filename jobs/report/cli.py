@@ -1,4 +1,4 @@
-"""`gpufinops report weekly [--week YYYY-Www] [--team T] [--out FILE] [--send]` (README *The weekly report*)."""
+"""`gpufinops report weekly [--week YYYY-Www] [--team T] [--out FILE] [--send]` (docs/report.md)."""
 
 from __future__ import annotations
 

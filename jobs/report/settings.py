@@ -1,4 +1,4 @@
-"""The ``[report]`` config section and its ``[[report.recipients]]`` (README *The weekly report*), validated at start-up.
+"""The ``[report]`` config section and its ``[[report.recipients]]`` (docs/report.md), validated at start-up.
 
 Credentials are never in the file: ``smtp_user_env`` / ``smtp_password_env`` name the environment
 variables that hold them. Without them (or with ``smtp_starttls = false``) mail goes out as plain
