@@ -19,7 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 SOURCES_PAGE = DOCS / "sources" / "index.md"  # the generated source table
-PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+# every page a user or contributor reads: the front page, the site, and a folder's own README (models/, bench/)
+FOLDER_READMES = [
+    p
+    for p in sorted(ROOT.glob("*/README.md"))
+    if p.parent.name in ("bench", "tests") or (p.parent / "__init__.py").is_file()
+]
+PAGES = [README, *sorted(DOCS.rglob("*.md")), *FOLDER_READMES]
 
 
 def test_the_source_table_is_the_one_the_specs_generate():
