@@ -57,8 +57,9 @@ def _rows(path: Path) -> list[dict]:
 def _lines(warehouse: Path) -> dict[str, dict]:
     with db.reader(warehouse) as con:
         cur = con.execute(f"""SELECT "ChargeDescription", {", ".join(f'CAST("{c}" AS VARCHAR)' for c in focus13.SUMMABLE)},
-            "ResourceId", epoch_us("ChargePeriodStart") // 3600000000 AS hour_n FROM cost_line_items""")
-        return {
+            CASE WHEN "ChargeCategory" = 'Usage' AND ("x_GpuCount" > 0 OR "x_GpuModel" IS NOT NULL) THEN "ResourceId" END,
+            epoch_us("ChargePeriodStart") // 3600000000 AS hour_n FROM cost_line_items""")
+        return {  # ResourceId: only a GPU usage line's (the lines an allocation splits)
             r[0]: {**{c: r[1 + k] for k, c in enumerate(focus13.SUMMABLE)}, "ResourceId": r[-2], "hour_n": r[-1]}
             for r in cur.fetchall()
         }
@@ -230,9 +231,10 @@ def shared_demo(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("focus13")
     demo.run(root / "demo", days=7, out=open(os.devnull, "w"))
     warehouse = root / "demo" / "data" / "gpufinops.duckdb"
-    with db.writer(warehouse) as con:
+    with db.writer(warehouse) as con:  # each line told apart by its ChargeDescription (see _check_split)
+        con.execute("""UPDATE cost_line_items SET "ChargeDescription" = "ChargeDescription" || ' #' || CAST(rowid AS VARCHAR)""")
         con.execute("""INSERT INTO gpu_workloads_hourly BY NAME
-            SELECT hour, gpu_uuid, mig_instance, host, ['ml-train', 'inference', 'batch'][1 + hash(gpu_uuid) % 3] AS namespace,
+            SELECT hour, gpu_uuid, mig_instance, host, ['ml-train', 'inference', 'batch'][CAST(1 + hash(gpu_uuid) % 3 AS BIGINT)] AS namespace,
                    'job-' || CAST(hash(gpu_uuid, hour) % 5 AS VARCHAR) || E'\\r\\n\\t' AS pod, samples // 2 + 1 AS samples,
                    samples // 2 + 1 AS occupied_samples, source
             FROM gpu_metrics_hourly WHERE hash(gpu_uuid, hour) % 4 <> 0 AND samples > 1""")
