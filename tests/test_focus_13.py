@@ -92,7 +92,9 @@ def _check_split(warehouse: Path, rows: list[dict]) -> int:
                 assert all(r[column] is None for r in group), (key, column)
                 continue
             assert sum(Decimal(r[column]) for r in group) == Decimal(line[column]), (key, column)
-        if is_shared:
+        if is_shared:  # dimensions, unit prices and Tags: the origin's on every allocated row
+            kept = [n for n, _, _ in schema.FOCUS_12_COLUMNS if n not in focus13.SUMMABLE]
+            assert len({tuple(r[n] for n in kept) for r in group}) == 1, key
             ratios = [json.loads(r["AllocatedMethodDetails"])["Elements"][0]["AllocatedRatio"] for r in group]
             assert sum(ratios) == pytest.approx(1, abs=1e-9), key
     return split
@@ -232,7 +234,9 @@ def shared_demo(tmp_path_factory) -> dict[str, Path]:
     demo.run(root / "demo", days=7, out=open(os.devnull, "w"))
     warehouse = root / "demo" / "data" / "gpufinops.duckdb"
     with db.writer(warehouse) as con:  # each line told apart by its ChargeDescription (see _check_split)
-        con.execute("""UPDATE cost_line_items SET "ChargeDescription" = "ChargeDescription" || ' #' || CAST(rowid AS VARCHAR)""")
+        con.execute(
+            """UPDATE cost_line_items SET "ChargeDescription" = "ChargeDescription" || ' #' || CAST(rowid AS VARCHAR)"""
+        )
         con.execute("""INSERT INTO gpu_workloads_hourly BY NAME
             SELECT hour, gpu_uuid, mig_instance, host, ['ml-train', 'inference', 'batch'][CAST(1 + hash(gpu_uuid) % 3 AS BIGINT)] AS namespace,
                    'job-' || CAST(hash(gpu_uuid, hour) % 5 AS VARCHAR) || E'\\r\\n\\t' AS pod, samples // 2 + 1 AS samples,
