@@ -7,7 +7,10 @@ its peak RSS is its own:
 0. DuckDB's floor: ``COPY (SELECT * FROM cost_line_items) TO '…parquet'`` on a read-only connection
    with the same settings (zstd, 122,880-row groups, insertion order not kept);
 1. ``export focus``: :func:`jobs.export.focus.export` (spec column order, JSON as text, the file
-   written beside ``--out`` and renamed), read back to check its row count.
+   written beside ``--out`` and renamed), read back to check its row count;
+2. ``export focus --focus-version 1.3`` on a copy of the warehouse in which a tenth of the usage
+   lines' resource-hours are shared GPUs (three ``gpu_allocation_hourly`` rows each: two pods and the
+   unallocated share), so those lines are split into allocated rows.
 
 Prints rows, seconds, rows/s, peak RSS and export / floor against the targets (≥ 1M rows/s,
 peak RSS < 2 GiB). A missed target prints FAIL but exits 0 (figures, not tests); a wrong row count
@@ -65,13 +68,39 @@ def copy_floor(db_path: str, out: str) -> dict[str, Any]:
     return {"rows": rows}
 
 
-def export_focus(db_path: str, out: str) -> dict[str, Any]:
-    """What ``gpufinops export focus --out OUT`` does."""
+def export_focus(db_path: str, out: str, version: str = "1.2") -> dict[str, Any]:
+    """What ``gpufinops export focus [--focus-version VERSION] --out OUT`` does."""
     from gpufinops.jobs.export import focus
     from gpufinops.warehouse import db
 
     with db.reader(db_path, memory_limit=MEMORY_LIMIT) as con:
-        return {"rows": focus.export(con, out, "parquet")}
+        return {"rows": focus.export(con, out, "parquet", version=version)}
+
+
+def share_gpus(db_path: str, shared_path: str) -> dict[str, Any]:
+    """A copy of the warehouse where a tenth of the usage lines' resource-hours carry allocation rows."""
+    import shutil
+
+    from gpufinops.warehouse import db
+
+    tmp = Path(shared_path + ".tmp")
+    shutil.copy(db_path, tmp)
+    with db.writer(tmp, memory_limit="2GB") as con:
+        con.execute("""INSERT INTO gpu_allocation_hourly BY NAME
+            WITH hours AS (
+              SELECT "ResourceId" AS resource_id, date_trunc('hour', "ChargePeriodStart") AS hour,
+                     sum("EffectiveCost") AS cost
+              FROM cost_line_items WHERE "ChargeCategory" = 'Usage' AND hash("ResourceId") % 10 = 0 GROUP BY 1, 2)
+            SELECT h.hour, h.resource_id, 'GPU-' || h.resource_id AS gpu_uuid, p.namespace, p.pod, 'bench' AS team,
+                   p.share, CAST(h.cost * p.share AS DECIMAL(38, 15)) AS cost_usd, p.basis, p.method, 'bench' AS source
+            FROM hours h, (VALUES ('ml', 'train-0', 0.5, 'timeslice', 'equal'), ('ml', 'serve-0', 0.25, 'timeslice', 'equal'),
+                                  (NULL, NULL, 0.25, 'unallocated', 'idle')) p(namespace, pod, share, basis, method)""")
+        lines = con.execute("""SELECT count(*) FROM cost_line_items c SEMI JOIN gpu_allocation_hourly a
+            ON a.resource_id = c."ResourceId" AND a.hour = date_trunc('hour', c."ChargePeriodStart")
+            WHERE c."ChargeCategory" = 'Usage'""").fetchall()[0][0]
+        con.execute("CHECKPOINT")
+    tmp.rename(shared_path)
+    return {"rows": lines}
 
 
 def file_rows(path: str) -> int:
@@ -122,6 +151,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name in sizes:
         (out_dir / name).unlink(missing_ok=True)
+    shared = db_path.with_name(db_path.stem + "_shared.duckdb")
+    if not shared.exists():
+        made = measure_in_subprocess(
+            "export focus: share a tenth of the GPU-hours",
+            "bench.bench_export_focus:share_gpus",
+            {"db_path": str(db_path), "shared_path": str(shared)},
+        )
+        report(made)
+    v13 = measure_in_subprocess(
+        "export focus --focus-version 1.3",
+        "bench.bench_export_focus:export_focus",
+        {"db_path": str(shared), "out": str(out_dir / "export13.parquet"), "version": "1.3"},
+    )
+    v13["vs_floor"] = round(v13["seconds"] / floor["seconds"], 2)
+    report(v13, targets=TARGETS)
+    split = v13["rows"] - rows
+    print(
+        f"{'':<34} 1.3 / floor = {v13['vs_floor']:.2f}×, 1.3 / 1.2 = {v13['seconds'] / figure['seconds']:.2f}×; "
+        f"{v13['rows']:,d} rows ({split:,d} more: shared lines split into their allocated rows)",
+        flush=True,
+    )
+    (out_dir / "export13.parquet").unlink(missing_ok=True)
     if written != rows or figure["rows"] != rows:
         print(
             f"export focus wrote {figure['rows']:,d} rows ({written:,d} read back), expected {rows:,d}", file=sys.stderr

@@ -125,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--provider", help="focus: one provider (its ProviderName, or aws | gcp | onprem)")
     export.add_argument("--format", dest="file_format", choices=("parquet", "csv"),
                         help="focus: the file format (default: from --out's extension, else parquet)")
+    export.add_argument("--focus-version", choices=("1.2", "1.3"),
+                        help="focus: the FOCUS version (default 1.2; 1.3 splits shared GPU lines into allocated rows)")
 
     sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")
     report = sub.add_parser("report", help="the weekly report (`report weekly`)")
@@ -297,7 +299,8 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.kind == "focus":
         return cmd_export_focus(cfg, args)
     focus_only = [flag for flag, value in (("--from", args.from_date), ("--to", args.to_date),
-                                           ("--provider", args.provider), ("--format", args.file_format)) if value]
+                                           ("--provider", args.provider), ("--format", args.file_format),
+                                           ("--focus-version", args.focus_version)) if value]
     if focus_only:
         print(f"gpufinops: export {args.kind}: {', '.join(focus_only)} applies to `export focus` only", file=sys.stderr)
         return 2
@@ -331,12 +334,12 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
                             until=None if args.to_date is None else focus.day_after(args.to_date))
     try:
         with db.reader(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-            rows = focus.export(con, args.out, fmt, filters)
+            rows = focus.export(con, args.out, fmt, filters, args.focus_version or "1.2")
     except focus.ExportError as exc:
         print(f"gpufinops: export focus: {exc}", file=sys.stderr)
         return 2
     from gpufinops.jobs import layouts
-    layouts.wrote(args.out, f"{rows:,} rows of FOCUS 1.2 ({fmt})")
+    layouts.wrote(args.out, f"{rows:,} rows of FOCUS {args.focus_version or '1.2'} ({fmt})")
     return 0
 
 

@@ -63,3 +63,17 @@ FOCUS_12_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("SubAccountType", "String", "Conditional"),
     ("Tags", "JSON", "Conditional"),
 )
+
+# FOCUS 1.3 Cost and Usage: the 1.2 columns (ProviderName and PublisherName kept, as the 1.3 model still
+# requires them) plus these, in the spec's alphabetical place (checked by tests/test_focus_13.py).
+FOCUS_13_ADDED: tuple[tuple[str, str, str], ...] = (
+    ("AllocatedMethodDetails", "JSON", "Conditional"),
+    ("AllocatedMethodId", "String", "Conditional"),
+    ("AllocatedResourceId", "String", "Conditional"),
+    ("AllocatedResourceName", "String", "Conditional"),
+    ("AllocatedTags", "JSON", "Conditional"),
+    ("ContractApplied", "JSON", "Conditional"),
+    ("HostProviderName", "String", "Mandatory"),
+    ("ServiceProviderName", "String", "Mandatory"),
+)
+FOCUS_13_COLUMNS: tuple[tuple[str, str, str], ...] = tuple(sorted(FOCUS_12_COLUMNS + FOCUS_13_ADDED))

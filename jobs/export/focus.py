@@ -1,5 +1,8 @@
 """`gpufinops export focus`: the warehouse's cost line items as a FOCUS 1.2 dataset (Parquet or CSV).
 
+``--focus-version 1.3`` writes FOCUS 1.3 instead, shared GPU lines split into their allocated rows
+(:mod:`jobs.export.focus13`); 1.2 is the default.
+
 The columns are the 57 FOCUS 1.2 columns by their spec names, in the spec's order, then the ``x_``
 extensions (``x_InstanceType``, ``x_GpuModel``, ``x_GpuCount``, ``x_Team``, ``x_Source``,
 ``x_IngestRunId``). Money and quantities stay exact: Parquet ``DECIMAL(38,15)``, CSV decimal text
@@ -23,11 +26,13 @@ from datetime import datetime, timedelta
 import duckdb
 
 from gpufinops.jobs import files
+from gpufinops.jobs.export import focus13
 from gpufinops.models.recommendation import provider_code
 from gpufinops.warehouse import schema
 from gpufinops.warehouse.fetch import scalar
 
 FORMATS = ("parquet", "csv")
+VERSIONS = ("1.2", "1.3")  # 1.2: the default
 FOCUS_COLUMNS = tuple(name for name, _, _ in schema.FOCUS_12_COLUMNS)
 EXTENSION_COLUMNS = tuple(f.name for f in schema.COST_EXTENSIONS)
 EXPORT_COLUMNS = FOCUS_COLUMNS + EXTENSION_COLUMNS
@@ -51,10 +56,10 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _column(name: str, fmt: str) -> str:
-    if fmt == "csv" and name in _TIMESTAMPS:
+def _column(name: str, fmt: str, timestamps: set[str] = _TIMESTAMPS, json_columns: set[str] = _JSON) -> str:
+    if fmt == "csv" and name in timestamps:
         return f"strftime(timezone('UTC', {_q(name)}), '{CSV_DATETIME}') AS {_q(name)}"
-    if name in _JSON:
+    if name in json_columns:
         return f"CAST({_q(name)} AS VARCHAR) AS {_q(name)}"
     return _q(name)
 
@@ -74,8 +79,8 @@ def provider_names(con: duckdb.DuckDBPyConnection, wanted: str) -> list[str]:
     return chosen
 
 
-def select_sql(con: duckdb.DuckDBPyConnection, fmt: str, filters: Filters) -> str:
-    """The SELECT that produces the export's rows (COPY takes no bound parameters: values are literals)."""
+def where_sql(con: duckdb.DuckDBPyConnection, filters: Filters) -> str:
+    """The WHERE clause of the lines ``filters`` picks ('' for all; COPY takes no bound parameters)."""
     where = []
     if filters.since is not None:
         where.append(f'"ChargePeriodStart" >= CAST({_literal(filters.since.isoformat())} AS TIMESTAMPTZ)')
@@ -84,9 +89,18 @@ def select_sql(con: duckdb.DuckDBPyConnection, fmt: str, filters: Filters) -> st
     if filters.provider is not None:
         names = ", ".join(_literal(n) for n in provider_names(con, filters.provider))
         where.append(f'"ProviderName" IN ({names})')
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f" WHERE {' AND '.join(where)}" if where else ""
+
+
+def select_sql(con: duckdb.DuckDBPyConnection, fmt: str, filters: Filters, version: str = "1.2") -> str:
+    """The SELECT that produces the export's rows (COPY takes no bound parameters: values are literals)."""
+    if version == "1.3":
+        columns = ", ".join(
+            _column(name, fmt, focus13.TIMESTAMPS, focus13.JSON_COLUMNS) for name in focus13.EXPORT_COLUMNS
+        )
+        return f"SELECT {columns} FROM ({focus13.select_sql(where_sql(con, filters))})"
     columns = ", ".join(_column(name, fmt) for name in EXPORT_COLUMNS)
-    return f"SELECT {columns} FROM cost_line_items{clause}"
+    return f"SELECT {columns} FROM cost_line_items{where_sql(con, filters)}"
 
 
 def _copy_options(fmt: str) -> str:
@@ -96,13 +110,21 @@ def _copy_options(fmt: str) -> str:
 
 
 def export(
-    con: duckdb.DuckDBPyConnection, out: str | os.PathLike, fmt: str = "parquet", filters: Filters = Filters()
+    con: duckdb.DuckDBPyConnection,
+    out: str | os.PathLike,
+    fmt: str = "parquet",
+    filters: Filters = Filters(),
+    version: str = "1.2",
 ) -> int:
-    """Write the FOCUS dataset to ``out``; returns the number of rows written."""
+    """Write the FOCUS ``version`` dataset to ``out``; returns the number of rows written."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt}: not a FOCUS export format (choose {' or '.join(FORMATS)})")
+    if version not in VERSIONS:
+        raise ExportError(
+            f"--focus-version {version}: not a FOCUS version this export writes (choose {' or '.join(VERSIONS)})"
+        )
     files.check(out)  # refused before the query is built (the warehouse, a directory, a FIFO, …)
-    sql = select_sql(con, fmt, filters)
+    sql = select_sql(con, fmt, filters, version)
     con.execute("SET preserve_insertion_order = false")  # stream row groups as they come
     with files.replacing(out) as tmp:
         rows = scalar(con.execute(f"COPY ({sql}) TO {_literal(tmp.as_posix())} ({_copy_options(fmt)})"), "COPY")
