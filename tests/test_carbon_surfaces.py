@@ -1,0 +1,65 @@
+"""`gpufinops carbon` and `GET /v1/carbon`: the one read model, scoped, in table, CSV and JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import httpx
+import pytest
+
+from gpufinops.jobs import carbon_cmd, cli
+from gpufinops.warehouse import db
+from gpufinops.warehouse.queries import carbon as carbon_queries
+from tests.carbon_fleet import build
+from tests.test_api import FINANCE, SCHEDULER, TOKENS, VISION, Served, make_config
+
+
+@pytest.fixture
+def carbon_warehouse(tmp_path):
+    path = tmp_path / "wh" / "gpufinops.duckdb"
+    with db.writer(path) as con:
+        build(con)
+    return path
+
+
+def test_the_cli_choices_are_the_read_models():
+    assert carbon_cmd.BY == carbon_queries.BY
+
+
+def test_carbon_cli_formats(carbon_warehouse, capsys):
+    assert cli.main(["--db", str(carbon_warehouse), "carbon", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    with db.reader(carbon_warehouse) as con:
+        [(total,)] = con.execute("SELECT sum(kg_co2e) FROM carbon_hourly").fetchall()
+    assert sum(r["kg_co2e"] or 0 for r in rows) == pytest.approx(total)
+    assert {r["team"] for r in rows} == {"ml", "vision"}
+    ml = next(r for r in rows if r["team"] == "ml")
+    assert ml["withheld_gpu_hours"] == 8  # i-dark: billed, never measured
+    assert cli.main(["--db", str(carbon_warehouse), "carbon", "--by", "resource", "--format", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["resource_id"] for r in table} == {"i-aws", "i-gcp", "i-dark", "i-noregion"}
+    assert cli.main(["--db", str(carbon_warehouse), "carbon", "--by", "month"]) == 0
+    text = capsys.readouterr().out
+    assert "2026-11" in text and "withheld, not estimated" in text and "eGRID2023" in text
+    assert cli.main(["--db", str(carbon_warehouse), "carbon", "--from", "2026-11-03", "--to", "2026-11-02"]) == 2
+
+
+def test_carbon_api_is_scoped(tmp_path, carbon_warehouse):
+    from gpufinops.jobs.api import create_app
+
+    cfg = make_config(tmp_path, carbon_warehouse)
+    with Served(create_app(cfg, environ=TOKENS)) as served:
+        url = served.url
+        everyone = httpx.get(f"{url}/v1/carbon", headers=FINANCE).json()
+        assert {r["team"] for r in everyone} == {"ml", "vision"}
+        lead = httpx.get(f"{url}/v1/carbon", params={"by": "resource"}, headers=VISION).json()
+        assert {r["team"] for r in lead} == {"vision"} and all(r["kg_co2e"] > 0 for r in lead)
+        assert httpx.get(f"{url}/v1/carbon", params={"team": "ml"}, headers=VISION).status_code == 403
+        assert httpx.get(f"{url}/v1/carbon", headers=SCHEDULER).status_code == 403
+        assert httpx.get(f"{url}/v1/carbon", params={"by": "x"}, headers=FINANCE).status_code == 400
+        one = httpx.get(f"{url}/v1/carbon", params={"from": "2026-11-02", "to": "2026-11-02"}, headers=FINANCE)
+        assert one.status_code == 200 and one.json()
+        none = httpx.get(f"{url}/v1/carbon", params={"from": "2026-12-01"}, headers=FINANCE).json()
+        assert none == []
