@@ -63,3 +63,14 @@ def test_carbon_api_is_scoped(tmp_path, carbon_warehouse):
         assert one.status_code == 200 and one.json()
         none = httpx.get(f"{url}/v1/carbon", params={"from": "2026-12-01"}, headers=FINANCE).json()
         assert none == []
+
+
+@pytest.mark.parametrize("page, heading", [("team", "Energy and emissions"), ("fleet", "Energy and emissions per team")])
+def test_dashboard_pages_show_energy_and_emissions(monkeypatch, carbon_warehouse, page, heading):
+    from tests.test_dashboard import make_app, open_page
+
+    at = open_page(make_app(monkeypatch, carbon_warehouse), page)
+    assert heading in [s.value for s in at.subheader]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Emissions"].endswith("kg CO₂e") and shown["GPU-hours withheld"] == "8"
+    assert any("withheld, not estimated" in c.value for c in at.caption)
