@@ -65,7 +65,9 @@ def test_carbon_api_is_scoped(tmp_path, carbon_warehouse):
         assert none == []
 
 
-@pytest.mark.parametrize("page, heading", [("team", "Energy and emissions"), ("fleet", "Energy and emissions per team")])
+@pytest.mark.parametrize(
+    "page, heading", [("team", "Energy and emissions"), ("fleet", "Energy and emissions per team")]
+)
 def test_dashboard_pages_show_energy_and_emissions(monkeypatch, carbon_warehouse, page, heading):
     from tests.test_dashboard import make_app, open_page
 
@@ -74,3 +76,19 @@ def test_dashboard_pages_show_energy_and_emissions(monkeypatch, carbon_warehouse
     shown = {m.label: m.value for m in at.metric}
     assert shown["Emissions"].endswith("kg CO₂e") and shown["GPU-hours withheld"] == "8"
     assert any("withheld, not estimated" in c.value for c in at.caption)
+
+
+def test_weekly_report_shows_energy_and_emissions_per_team_in_scope(carbon_warehouse):
+    from gpufinops.jobs.report.render import render
+    from gpufinops.jobs.report.weeks import parse_week
+    from gpufinops.warehouse.scope import Scope
+
+    week = parse_week("2026-W45")
+    with db.reader(carbon_warehouse) as con:
+        everyone = render(con, week, Scope("finance"))
+        lead = render(con, week, Scope("lead", ("vision",)))
+        [(total,)] = con.execute("SELECT sum(kg_co2e) FROM carbon_hourly").fetchall()
+    assert sum(c["kg_co2e"] or 0 for c in everyone.figures.carbon) == pytest.approx(total)
+    assert "Energy and emissions" in everyone.html and "Energy and emissions" in everyone.text
+    assert "withheld" in everyone.text and everyone.figures.carbon_withheld_gpu_hours == 8
+    assert [c["team"] for c in lead.figures.carbon] == ["vision"]
