@@ -317,7 +317,7 @@ def create_app(
         )
         return _etag_response(request, [alert_object(r) for r in frame.to_dicts()])
 
-    api_carbon.register(app, caller, read)  # GET /v1/carbon (jobs/api_carbon.py)
+    api_carbon.register(app, caller, read, teams_for=_teams_for, day=_day, respond=_etag_response)  # GET /v1/carbon
     return app
 
 

@@ -16,8 +16,16 @@ from fastapi.responses import Response
 from gpufinops.warehouse.scope import Scope
 
 
-def register(app: FastAPI, caller: Callable[..., Scope], read: Callable[[Callable], Any]) -> None:
-    from gpufinops.jobs import api  # the shared helpers: date parsing, team scope, ETag answers
+def register(
+    app: FastAPI,
+    caller: Callable[..., Scope],
+    read: Callable[[Callable], Any],
+    *,
+    teams_for: Callable[[Scope, str | None], list[str] | None],
+    day: Callable[[str | None, str], Any],
+    respond: Callable[[Request, Any], Response],
+) -> None:
+    """Add the route; ``teams_for``, ``day`` and ``respond`` are the API's own scope, date and ETag helpers."""
 
     @app.get("/v1/carbon")
     def carbon(
@@ -34,11 +42,11 @@ def register(app: FastAPI, caller: Callable[..., Scope], read: Callable[[Callabl
             raise HTTPException(403, detail="a scheduler token may not read carbon figures")
         if by not in carbon_queries.BY:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(carbon_queries.BY)}")
-        teams = api._teams_for(scope, team)
-        start, end = api._day(from_, "from"), api._day(to, "to")
+        teams = teams_for(scope, team)
+        start, end = day(from_, "from"), day(to, "to")
         if start and end and end < start:
             raise HTTPException(400, detail="to: before from")
         begin = datetime.combine(start, time(), UTC) if start else None
         stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
         frame = read(lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop))
-        return api._etag_response(request, frame.to_dicts())
+        return respond(request, frame.to_dicts())

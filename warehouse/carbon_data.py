@@ -31,7 +31,7 @@ LBS_PER_MWH_TO_G_PER_KWH = 0.45359237  # 1 lb = 453.59237 g; 1 MWh = 1000 kWh
 PROVIDER_PUE: dict[str, tuple[float, str]] = {
     "aws": (1.15, "AWS global PUE 2024 (aws.amazon.com/sustainability/data-centers)"),
     "gcp": (1.09, "Google fleet trailing-twelve-month PUE 2024 (google.com/about/datacenters/efficiency)"),
-    "azure": (1.18, "Microsoft global datacenter average PUE (datacenters.microsoft.com)"),
+    "azure": (1.18, "Microsoft global facility average PUE (docs/carbon.md)"),
 }
 DEFAULT_PUE = (1.56, "Uptime Institute Global Data Center Survey 2024 average PUE")
 
