@@ -44,7 +44,19 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
     if frame.is_empty():
         print("no carbon rows (carbon_hourly is filled by loads of bills and GPU metrics)", file=out)
         return 0
-    output.write(output.table(frame, output.terminal_width(out)), out)
+    cols = [output.Col("month", "Month", output.TEXT, no_wrap=True)]
+    if args.by != "month":
+        cols.append(output.Col("team", "Team", output.TEXT))
+    if args.by == "resource":
+        cols += [output.Col("resource_id", "Resource", output.ID), output.Col("region", "Region", output.TEXT)]
+    cols += [
+        output.Col("gpu_hours", "GPU-h", output.NUMBER),
+        output.Col("withheld_gpu_hours", "Withheld GPU-h", output.NUMBER),
+        output.Col("kwh", "kWh", output.NUMBER),
+        output.Col("kg_co2e", "kg CO2e", output.NUMBER),
+        output.Col("kg_co2e_per_gpu_hour", "kg/GPU-h", output.NUMBER, hide_below=100),
+    ]
+    output.print_table(frame, cols, out=out, width=output.terminal_width(out))
     withheld = float(frame["withheld_gpu_hours"].sum() or 0)
     if withheld:
         print(f"{withheld:,.1f} GPU-hours had no power measurement: withheld, not estimated", file=out)
