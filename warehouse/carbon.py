@@ -40,7 +40,17 @@ def settings_of(con: duckdb.DuckDBPyConnection) -> CarbonSettings:
     return stored(con) or CarbonSettings()
 
 
-def _lines_sql(scope: str) -> str:
+def _within(column: str, days: tuple[int, int] | None) -> str:
+    """A range on ``column`` covering the scope's days, so the tables' zone maps skip the rest."""
+    if days is None:
+        return "TRUE"
+    return (
+        f"{column} >= make_timestamptz({int(days[0]) * US_PER_DAY}) "
+        f"AND {column} < make_timestamptz({(int(days[1]) + 1) * US_PER_DAY})"
+    )
+
+
+def _lines_sql(scope: str, days: tuple[int, int] | None = None) -> str:
     """Per billed GPU resource-hour: provider, region, team, instance type, GPU count, on-prem energy model."""
     return f"""
   SELECT c."ResourceId" AS resource_id, epoch_us(c."ChargePeriodStart") // {US_PER_HOUR} AS hour_n,
@@ -52,10 +62,11 @@ def _lines_sql(scope: str) -> str:
   FROM cost_line_items c SEMI JOIN {scope} s ON s.resource_id = c."ResourceId"
        AND s.day_n = epoch_us(c."ChargePeriodStart") // {US_PER_DAY}
   WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE}
+    AND {_within('c."ChargePeriodStart"', days)}
   GROUP BY 1, 2"""
 
 
-def _power_sql(scope: str) -> str:
+def _power_sql(scope: str, days: tuple[int, int] | None = None) -> str:
     """Per GPU-hour: its measured draw, W. A MIG GPU's draw is the GPU's row (slices carry no draw of
     their own; where a source repeats the GPU's draw on each slice, the largest, never the sum); one
     source per GPU-hour (the first by name that measured it)."""
@@ -66,23 +77,24 @@ def _power_sql(scope: str) -> str:
                any_value(m.team) AS team
         FROM gpu_metrics_hourly m SEMI JOIN {scope} s ON s.resource_id = m.resource_id
              AND s.day_n = epoch_us(m.hour) // {US_PER_DAY}
-        WHERE m.gpu_uuid IS NOT NULL AND m.resource_id IS NOT NULL
+        WHERE m.gpu_uuid IS NOT NULL AND m.resource_id IS NOT NULL AND {_within("m.hour", days)}
         GROUP BY 1, 2, 3, 4)
   GROUP BY 1, 2, 3"""
 
 
-def rows_sql(scope: str, settings: CarbonSettings) -> str:
+def rows_sql(scope: str, settings: CarbonSettings, days: tuple[int, int] | None = None) -> str:
     """SELECT of carbon_hourly rows for the (resource_id, day_n) pairs in ``scope``."""
     fraction = repr(float(settings.node_fraction))
     embodied = (
         "NULL" if settings.embodied_kg_co2e_per_gpu_hour is None else repr(settings.embodied_kg_co2e_per_gpu_hour)
     )
     return f"""
-WITH lines AS ({_lines_sql(scope)}),
-power AS ({_power_sql(scope)}),
+WITH lines AS ({_lines_sql(scope, days)}),
+power AS ({_power_sql(scope, days)}),
 alloc AS (
   SELECT a.*, epoch_us(a.hour) // {US_PER_HOUR} AS hour_n FROM gpu_allocation_hourly a
-  SEMI JOIN {scope} s ON s.resource_id = a.resource_id AND s.day_n = epoch_us(a.hour) // {US_PER_DAY}),
+  SEMI JOIN {scope} s ON s.resource_id = a.resource_id AND s.day_n = epoch_us(a.hour) // {US_PER_DAY}
+  WHERE {_within("a.hour", days)}),
 rh_power AS (
   SELECT resource_id, hour_n, sum(power_w) / 1000.0 AS kwh, count(*) AS gpus, count(power_w) AS measured,
          any_value(team) AS team
@@ -142,14 +154,16 @@ SELECT make_timestamptz(hour_n * {US_PER_HOUR}) AS hour, resource_id, provider, 
 FROM energy"""
 
 
-def _lookups(con: duckdb.DuckDBPyConnection, scope: str, settings: CarbonSettings) -> None:
+def _lookups(
+    con: duckdb.DuckDBPyConnection, scope: str, settings: CarbonSettings, days: tuple[int, int] | None = None
+) -> None:
     """The (provider, region) pairs of the scope's bills with their PUE and grid intensity, resolved in
     Python from the vendored tables (a few rows), and the node-watts table."""
     code = provider_code("lower(coalesce(\"ProviderName\", ''))")
     pairs = con.execute(f"""
         SELECT DISTINCT {code}, "RegionId" FROM cost_line_items c SEMI JOIN {scope} s
         ON s.resource_id = c."ResourceId" AND s.day_n = epoch_us(c."ChargePeriodStart") // {US_PER_DAY}
-        WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE}""").fetchall()
+        WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND {_within('c."ChargePeriodStart"', days)}""").fetchall()
     # metrics with no bill: no provider, no region (a NULL ProviderName's code is '')
     pairs = sorted({(p or "", r) for p, r in pairs} | {("", None)}, key=lambda pr: (pr[0], pr[1] or ""))
     grid, pue = dict(settings.grid), dict(settings.pue)
@@ -173,12 +187,16 @@ def recompute(con: duckdb.DuckDBPyConnection, scope: str) -> int:
     """Replace the carbon rows of every (resource_id, day_n) in the table ``scope``; returns rows written.
     Runs inside the caller's transaction (the allocation's), after the allocation rows are written."""
     settings = settings_of(con)
+    first, last = con.execute(f"SELECT min(day_n), max(day_n) FROM {scope}").fetchall()[0]
+    if first is None:
+        return 0
+    days = (int(first), int(last))
     con.execute(
-        f"DELETE FROM carbon_hourly c WHERE EXISTS (SELECT 1 FROM {scope} s "
+        f"DELETE FROM carbon_hourly c WHERE {_within('c.hour', days)} AND EXISTS (SELECT 1 FROM {scope} s "
         f"WHERE s.resource_id = c.resource_id AND s.day_n = epoch_us(c.hour) // {US_PER_DAY})"
     )
-    _lookups(con, scope, settings)
-    sql = rows_sql(scope, settings)
+    _lookups(con, scope, settings, days)
+    sql = rows_sql(scope, settings, days)
     written = int(con.execute(f"INSERT INTO carbon_hourly BY NAME {sql}").fetchall()[0][0])
     for table in (LOOKUP, NODE_WATTS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
