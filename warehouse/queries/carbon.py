@@ -20,16 +20,6 @@ _KEYS = {
     "team": ["month", "team"],
     "resource": ["month", "team", "resource_id", "provider", "region"],
 }
-FIGURES = (
-    "gpu_hours",
-    "withheld_gpu_hours",
-    "gpu_kwh",
-    "node_kwh",
-    "kwh",
-    "kg_co2e",
-    "kg_co2e_per_gpu_hour",
-    "embodied_kg_co2e",
-)
 
 
 def carbon_summary(
