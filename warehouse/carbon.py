@@ -21,6 +21,7 @@ a change of the settings (or of the vendored codecarbon version) recomputes all 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -197,7 +198,13 @@ def recompute(con: duckdb.DuckDBPyConnection, scope: str) -> int:
     )
     _lookups(con, scope, settings, days)
     sql = rows_sql(scope, settings, days)
-    written = int(con.execute(f"INSERT INTO carbon_hourly BY NAME {sql}").fetchall()[0][0])
+    ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    con.execute("SET preserve_insertion_order = false")  # row order means nothing here (as for the allocation)
+    try:
+        written = int(con.execute(f"INSERT INTO carbon_hourly BY NAME {sql}").fetchall()[0][0])
+    finally:  # (an aborted transaction refuses statements: the caller rolls it back)
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
     for table in (LOOKUP, NODE_WATTS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return written
