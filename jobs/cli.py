@@ -62,9 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=60, metavar="N", help="days of fleet history to simulate (default: 60)")
     demo.add_argument("--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)")
 
-    from gpufinops.jobs import init_cmd, mcp_server
+    from gpufinops.jobs import carbon_cmd, init_cmd, mcp_server
     init_cmd.add_parser(sub)
     mcp_server.add_parser(sub)
+    carbon_cmd.add_parser(sub)
     doctor = sub.add_parser("doctor", help="check the config, installed extras, credentials, each source and the "
                                            "warehouse; one line per check with its fix")
     doctor.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
@@ -370,7 +371,12 @@ def cmd_mcp(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     return mcp_server.run(cfg, args)
 
 
-COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts, mcp=cmd_mcp)
+def cmd_carbon(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from gpufinops.jobs import carbon_cmd
+    return carbon_cmd.run(cfg, args)
+
+
+COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts, mcp=cmd_mcp, carbon=cmd_carbon)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gpufinops.jobs.report.settings import ReportSettings
     from gpufinops.jobs.serve_settings import JobSettings
     from gpufinops.warehouse.allocation import AllocationSettings
+    from gpufinops.warehouse.carbon_settings import CarbonSettings
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -57,6 +58,7 @@ TOP_LEVEL_SECTIONS = {
     "alerts",
     "export",
     "allocation",
+    "carbon",
 }
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 TEAMS_KEYS = {"tag_keys"}
@@ -93,6 +95,7 @@ class Config:
     models: dict[str, Any] | None = None
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
+    carbon: CarbonSettings = field(default_factory=lambda: _carbon_defaults())  # [carbon]
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -285,6 +288,7 @@ def _parse(
     dashboard = dashboard_settings.parse(raw.get("dashboard"))
     api = api_settings.parse(raw.get("api"))
     allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
+    carbon = _owned_by_a_package(_carbon_defaults().from_config, raw.get("carbon"), "carbon")
     if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
         from gpufinops.models.run import validate_settings as validate_models
 
@@ -308,7 +312,14 @@ def _parse(
         models=raw.get("models"),
         warehouse_setting=setting,
         secret_env_names=tuple(dict.fromkeys(names)),
+        carbon=carbon,
     )
+
+
+def _carbon_defaults() -> CarbonSettings:
+    from gpufinops.warehouse.carbon_settings import CarbonSettings
+
+    return CarbonSettings()
 
 
 def _validate_memory_limit(value: Any) -> None:

@@ -10,7 +10,7 @@ from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import RunResult, run_source
 from gpufinops.jobs import progress, tables
 from gpufinops.jobs.config import Config, ConfigError
-from gpufinops.warehouse import allocation, db, freshness, queries
+from gpufinops.warehouse import allocation, carbon, db, freshness, queries
 
 
 def run_configured(
@@ -34,6 +34,7 @@ def run_configured(
     registry = default_registry()
     if cfg.allocation is not None:  # a changed [allocation] reallocates now, whether or not a source has news
         allocation.configure(cfg.warehouse_path, cfg.allocation, memory_limit=cfg.memory_limit)
+    carbon.configure(cfg.warehouse_path, cfg.carbon, memory_limit=cfg.memory_limit)  # likewise a changed [carbon]
     results = []
     for name in chosen:
         source = cfg.sources[name]

@@ -168,6 +168,13 @@ def test_every_order_gives_the_same_allocation(outcomes):
     assert rows > 0
 
 
+def test_every_order_gives_the_same_carbon_rows(outcomes):
+    """carbon_hourly is rebuilt with the allocation (warehouse/carbon.py): the same rows in every order."""
+    digests = {name: table_digest(path, "carbon_hourly") for name, path in outcomes.items()}
+    assert len(set(digests.values())) == 1, digests
+    assert digests["bill first"][0] > 0
+
+
 def test_the_allocation_is_the_restated_bill_split_as_measured(outcomes):
     warehouse = outcomes["restated between re-runs"]
     sums = query(

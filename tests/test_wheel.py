@@ -84,6 +84,7 @@ def test_the_wheel_holds_no_top_level_package_but_gpufinops(wheel):
         names = archive.namelist()
     assert {t for t in tops if not t.endswith(".dist-info")} == {"gpufinops"}
     assert "gpufinops/warehouse/data/gpu_instance_types.csv" in names  # package data travels
+    assert "gpufinops/warehouse/data/codecarbon_global_energy_mix.json" in names  # the vendored carbon tables too
     assert "gpufinops/dashboard/pages/overview.py" in names
 
 

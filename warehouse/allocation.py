@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.warehouse import attribution
+from gpufinops.warehouse import attribution, carbon
 from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, compute_sql
 
 log = logging.getLogger(__name__)
@@ -195,6 +195,7 @@ def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> i
     finally:  # (an aborted load's transaction refuses statements: the caller rolls it back and closes)
         with contextlib.suppress(duckdb.Error):
             con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
+    carbon.recompute(con, SCOPE)  # energy and emissions follow the same resource-days (warehouse/carbon.py)
     for table in (BATCHES, PART):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return written

@@ -283,6 +283,28 @@ GPU_ALLOCATION_HOURLY = pa.schema([
 # v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
 ALLOCATION_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
+# v13: energy and emissions per allocated GPU-hour (warehouse/carbon.py; docs/carbon.md). The rows of a
+# (resource_id, hour) sum to the resource's measured energy; hours without a power measurement are
+# rows with energy_basis = 'withheld' and NULL energy, never a guess.
+CARBON_HOURLY = pa.schema([
+    ("hour", UTC_TS), ("resource_id", pa.string()), ("provider", pa.string()), ("region", pa.string()),
+    ("gpu_uuid", pa.string()), ("mig_instance", pa.string()), ("namespace", pa.string()), ("pod", pa.string()),
+    ("team", pa.string()),
+    ("gpu_hours", pa.float64()),        # GPU-hours the row covers (its allocation share)
+    ("gpu_kwh", pa.float64()), ("node_kwh", pa.float64()),
+    ("pue", pa.float64()),
+    ("kwh", pa.float64()),              # facility energy: (gpu_kwh + node_kwh) x pue
+    ("grid_g_co2e_per_kwh", pa.float64()),
+    ("kg_co2e", pa.float64()),
+    ("embodied_kg_co2e", pa.float64()),  # optional ([carbon] embodied_kg_co2e_per_gpu_hour), not in kg_co2e
+    ("energy_basis", pa.string()),      # measured | withheld
+    ("node_basis", pa.string()), ("pue_source", pa.string()), ("intensity_source", pa.string()),
+    ("allocation_basis", pa.string()),  # the gpu_allocation_hourly basis, or 'resource' (not allocated)
+])
+
+# v13: the [carbon] settings every load computes carbon_hourly with.
+CARBON_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -321,6 +343,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("gpu_workloads_hourly", GPU_WORKLOADS_HOURLY),
     Table("gpu_allocation_hourly", GPU_ALLOCATION_HOURLY),
     Table("allocation_settings", ALLOCATION_SETTINGS),
+    Table("carbon_hourly", CARBON_HOURLY),
+    Table("carbon_settings", CARBON_SETTINGS),
 )}
 
 

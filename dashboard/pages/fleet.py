@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard import carbon_view, charts, labels
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
@@ -16,6 +16,7 @@ from gpufinops.dashboard.common import (
     window_picker,
     window_start,
 )
+from gpufinops.warehouse.queries import carbon as carbon_queries
 
 IDLE_UTIL_PCT = 5.0
 
@@ -32,6 +33,8 @@ def main() -> None:
             # hours nobody's bill claims belong to no team: only a viewer of every team sees them
             unattributed = cached_query(con, "unattributed_gpu_hours", start=start) if ctx.teams is None else None
             attribution = cached_query(con, "gpu_hours_attribution", start=start) if ctx.teams is None else None
+            emissions = carbon_queries.carbon_summary(con, by="team", team=ctx.teams, start=start)
+            emission_sources = carbon_queries.sources(con, team=ctx.teams, start=start)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -79,6 +82,7 @@ def main() -> None:
             ),
         )
     labels.table(st, idle_view)
+    carbon_view.render(emissions, emission_sources, heading="Energy and emissions per team")
     st.subheader("Unattributed GPU-hours")
     if unattributed is None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, charts, labels, spend
+from gpufinops.dashboard import alerts_view, carbon_view, charts, labels, spend
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
@@ -17,6 +17,7 @@ from gpufinops.dashboard.common import (
 from gpufinops.dashboard.recommendation_list import recommendation_list
 from gpufinops.models.budgets import monthly_budget_for
 from gpufinops.warehouse import allocation_queries, queries
+from gpufinops.warehouse.queries import carbon as carbon_queries
 
 
 def main() -> None:
@@ -42,6 +43,8 @@ def main() -> None:
             idle_nodes = allocation_queries.unallocated_by_node(con, team=[team], start=window)
             recs = queries.recommendations(con, team=[team])
             alerts = alerts_view.open_alerts(con, [team])
+            emissions = carbon_queries.carbon_summary(con, by="resource", team=[team], start=window)
+            emission_sources = carbon_queries.sources(con, team=[team], start=window)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -52,6 +55,7 @@ def main() -> None:
     spend.render_charts(data, by_team=False)
     spend.render_forecast(data)
     render_shared(shared, idle_nodes)
+    carbon_view.render(emissions, emission_sources)
     st.subheader("GPU fleet")
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")

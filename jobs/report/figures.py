@@ -68,6 +68,12 @@ class WeekFigures:
     withheld: list[dict[str, Any]] = field(default_factory=list)  # reason, findings, kinds
     stale_sources: list[dict[str, Any]] = field(default_factory=list)  # source, message (warehouse.freshness)
     onprem: list[dict[str, Any]] = field(default_factory=list)  # the on-prem comparison: facts, not savings
+    carbon: list[dict[str, Any]] = field(default_factory=list)  # team, kwh, kg_co2e, per GPU-hour, withheld hours
+    carbon_sources: list[dict[str, Any]] = field(default_factory=list)  # intensity and PUE behind them
+
+    @property
+    def carbon_withheld_gpu_hours(self) -> float:
+        return sum(float(c["withheld_gpu_hours"] or 0) for c in self.carbon)
 
     @property
     def withheld_total(self) -> int:
@@ -160,6 +166,7 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
             row["change_pct"] = None
     figures.forecast = _forecast(con, scope, week.end(zone))
     figures.withheld = queries.withheld_counts(con, team=teams).to_dicts()
+    figures.carbon, figures.carbon_sources = _carbon(con, teams, week.start(zone), week.end(zone))
     figures.stale_sources = freshness.stale_sources(con).select("source", "message").to_dicts()
     figures.onprem = [
         r
@@ -167,6 +174,31 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
         if r["team"] is None and teams is None or scope.allows(r["team"])
     ]
     return figures
+
+
+def _carbon(
+    con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The week's energy and emissions per team (the carbon read model's rows, months added up)."""
+    from gpufinops.warehouse.queries import carbon as carbon_queries
+
+    rows = carbon_queries.carbon_summary(con, by="team", team=teams, start=start, end=end)
+    if rows.is_empty():
+        return [], []
+    measured = pl.col("gpu_hours") - pl.col("withheld_gpu_hours")
+    per_team = (
+        rows.group_by("team")
+        .agg(
+            pl.col("kwh").sum(),
+            pl.col("kg_co2e").sum(),
+            pl.col("withheld_gpu_hours").sum(),
+            measured.sum().alias("measured_gpu_hours"),
+        )
+        .with_columns((pl.col("kg_co2e") / pl.col("measured_gpu_hours")).alias("kg_co2e_per_gpu_hour"))
+        .sort("kg_co2e", descending=True, nulls_last=True)
+    )
+    sources = carbon_queries.sources(con, team=teams, start=start, end=end).head(4).to_dicts()
+    return per_team.to_dicts(), sources
 
 
 def _weekly(frame: pl.DataFrame, by: str, value: str) -> list[dict[str, Any]]:

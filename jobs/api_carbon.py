@@ -1,0 +1,52 @@
+"""`GET /v1/carbon`: energy and emissions per month and team, resource or month (docs/carbon.md).
+
+Scoped like ``/v1/costs/daily``: a lead's token sees its teams only, a scheduler's none; ``to`` is
+inclusive (the whole day). The rows are the one read model's (``warehouse.queries.carbon``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import Response
+
+from gpufinops.warehouse.scope import Scope
+
+
+def register(
+    app: FastAPI,
+    caller: Callable[..., Scope],
+    read: Callable[[Callable], Any],
+    *,
+    teams_for: Callable[[Scope, str | None], list[str] | None],
+    day: Callable[[str | None, str], Any],
+    respond: Callable[[Request, Any], Response],
+) -> None:
+    """Add the route; ``teams_for``, ``day`` and ``respond`` are the API's own scope, date and ETag helpers."""
+
+    @app.get("/v1/carbon")
+    def carbon(
+        request: Request,
+        team: str | None = None,
+        by: str = "team",
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        scope: Scope = Depends(caller),
+    ) -> Response:
+        from gpufinops.warehouse.queries import carbon as carbon_queries
+
+        if not scope.sees_costs:
+            raise HTTPException(403, detail="a scheduler token may not read carbon figures")
+        if by not in carbon_queries.BY:
+            raise HTTPException(400, detail=f"by: must be one of {', '.join(carbon_queries.BY)}")
+        teams = teams_for(scope, team)
+        start, end = day(from_, "from"), day(to, "to")
+        if start and end and end < start:
+            raise HTTPException(400, detail="to: before from")
+        begin = datetime.combine(start, time(), UTC) if start else None
+        stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+        frame = read(lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop))
+        return respond(request, frame.to_dicts())

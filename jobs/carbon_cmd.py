@@ -1,0 +1,69 @@
+"""`gpufinops carbon`: energy and emissions per team, resource or month (docs/carbon.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+
+from gpufinops.jobs import dates
+from gpufinops.jobs.config import Config
+
+BY = ("team", "resource", "month")  # warehouse.queries.carbon.BY (imported only when the command runs)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "carbon", help="energy (kWh) and emissions (kg CO2e) from measured GPU power, per team, resource or month"
+    )
+    p.add_argument(
+        "--by", choices=BY, default="team", help="rows per month and team (default), resource, or month alone"
+    )
+    p.add_argument("--team", help="only this team")
+    p.add_argument("--from", dest="start", type=dates.parse, metavar="D", help="from this date (UTC)")
+    p.add_argument("--to", dest="end", type=dates.parse, metavar="D", help="up to and including this date")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="table (default), csv or json")
+
+
+def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
+    from gpufinops.jobs import output
+    from gpufinops.warehouse import db
+    from gpufinops.warehouse.queries import carbon as carbon_queries
+
+    out = out or sys.stdout
+    end = args.end + timedelta(days=1) if args.end is not None else None
+    if args.start is not None and end is not None and end <= args.start:
+        print("gpufinops: carbon: --to is before --from", file=sys.stderr)
+        return 2
+    with db.reader(cfg.warehouse_path) as con:
+        frame = carbon_queries.carbon_summary(con, by=args.by, team=args.team, start=args.start, end=end)
+        sources = carbon_queries.sources(con, team=args.team, start=args.start, end=end)
+    if args.format != "table":
+        output.write(output.render(frame, args.format), out)
+        return 0
+    if frame.is_empty():
+        print("no carbon rows (carbon_hourly is filled by loads of bills and GPU metrics)", file=out)
+        return 0
+    cols = [output.Col("month", "Month", output.TEXT, no_wrap=True)]
+    if args.by != "month":
+        cols.append(output.Col("team", "Team", output.TEXT))
+    if args.by == "resource":
+        cols += [output.Col("resource_id", "Resource", output.ID), output.Col("region", "Region", output.TEXT)]
+    cols += [
+        output.Col("gpu_hours", "GPU-h", output.NUMBER),
+        output.Col("withheld_gpu_hours", "Withheld GPU-h", output.NUMBER),
+        output.Col("kwh", "kWh", output.NUMBER),
+        output.Col("kg_co2e", "kg CO2e", output.NUMBER),
+        output.Col("kg_co2e_per_gpu_hour", "kg/GPU-h", output.NUMBER, hide_below=100),
+    ]
+    output.print_table(frame, cols, out=out, width=output.terminal_width(out))
+    withheld = float(frame["withheld_gpu_hours"].sum() or 0)
+    if withheld:
+        print(f"{withheld:,.1f} GPU-hours had no power measurement: withheld, not estimated", file=out)
+    for row in sources.head(5).iter_rows(named=True):
+        print(
+            f"  {row['grid_g_co2e_per_kwh']:.0f} gCO2e/kWh: {row['intensity_source']}; PUE {row['pue']:g} "
+            f"({row['pue_source']}); node: {row['node_basis']}",
+            file=out,
+        )
+    return 0

@@ -1,0 +1,71 @@
+"""evidence.kg_co2e_month_saved: one function over every registered kind, checked against the
+measured energy the change removes, recomputed here from the fixture's known power."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from gpufinops.models import carbon_evidence
+from gpufinops.models.recommendation import Recommendation
+from gpufinops.models.registry import KINDS
+from gpufinops.warehouse import db
+from tests.carbon_fleet import START, build
+
+DAYS = 2 / 24  # the fixture's two measured hours
+
+
+def test_every_registered_kind_is_classified_once():
+    removes, pricing = carbon_evidence.REMOVES_GPU_HOURS, carbon_evidence.PRICING_ONLY
+    assert set(KINDS) == removes | pricing and not removes & pricing
+
+
+def finding(kind: str) -> Recommendation:
+    current = {"gpu_model": "A100-40GB", "gpu_count": 2, "instance_type": "p4d.24xlarge"}
+    proposed = {
+        "idle_gpu": {**current, "gpu_count": 0},
+        "gpu_count": {**current, "gpu_count": 1},
+        "gpu_type": {**current, "gpu_model": "L4", "gpu_count": 2},
+        "quantization": {**current, "gpu_model": "L4", "gpu_count": 1},
+    }.get(kind, dict(current))
+    evidence = {"window_days": DAYS, "util_threshold_pct": 60.0}  # the fixture's GPUs peak at 50 %: idle
+    return Recommendation(
+        f"{kind}-x", kind, "ml", "aws", "i-aws", None, current, proposed, Decimal(1), 0.9, "", evidence
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kg_co2e_month_saved_over_the_registry(warehouse, kind):
+    with db.writer(warehouse) as con:
+        rows = build(con)
+        con.execute("DELETE FROM gpu_specs")
+        con.execute("INSERT INTO gpu_specs (gpu_model, tdp_w) VALUES ('A100-40GB', 400), ('L4', 72)")
+        rec = finding(kind)
+        carbon_evidence.annotate(con, [rec])
+    aws = [r for r in rows if r["resource_id"] == "i-aws"]
+    kg = sum(r["kg_co2e"] for r in aws)
+    kg_per_gpu_kwh = kg / sum(r["gpu_kwh"] for r in aws)
+    month = 30.4375 / DAYS
+    expected = {
+        "idle_gpu": kg * month,  # every hour idle: all of it
+        "gpu_count": 0.200 * 2 * kg_per_gpu_kwh * month,  # GPU-B (200 W, two hours) is the one given up
+        "gpu_type": kg * (1 - (2 * 72) / (2 * 400)) * month,
+        "quantization": kg * (1 - (1 * 72) / (2 * 400)) * month,
+    }
+    if kind in carbon_evidence.PRICING_ONLY:
+        assert "kg_co2e_month_saved" not in rec.evidence
+    else:
+        assert rec.evidence["kg_co2e_month_saved"] == pytest.approx(expected[kind], abs=1e-3)
+        assert rec.evidence["kg_co2e_month_saved_basis"]
+
+
+def test_a_finding_without_measured_energy_says_so(warehouse):
+    with db.writer(warehouse) as con:
+        build(con)
+        rec = finding("gpu_count")
+        rec.resource_id = "i-dark"
+        rec.evidence.update(first_hour=START, last_hour=START)
+        carbon_evidence.annotate(con, [rec])
+    assert rec.evidence["kg_co2e_month_saved"] is None
+    assert "no measured energy" in rec.evidence["kg_co2e_month_saved_basis"]

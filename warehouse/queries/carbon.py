@@ -1,0 +1,79 @@
+"""The one read model of ``carbon_hourly``: per month, team and resource (docs/carbon.md).
+
+The CLI (``gpufinops carbon``), the API (``GET /v1/carbon``), the dashboard and the weekly report all
+call :func:`carbon_summary`, so a figure is the same everywhere. GPU-hours without a power
+measurement are counted (``withheld_gpu_hours``), never given emissions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import polars as pl
+
+from gpufinops.warehouse.queries.fragments import filters, frame
+
+BY = ("team", "resource", "month")
+_KEYS = {
+    "month": ["month"],
+    "team": ["month", "team"],
+    "resource": ["month", "team", "resource_id", "provider", "region"],
+}
+
+
+def carbon_summary(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    by: str = "team",
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
+    """Energy and emissions per ``by`` (team | resource | month) and UTC month in [start, end).
+
+    ``kg_co2e_per_gpu_hour`` is over measured GPU-hours only; an unknown team reads "(untagged)"."""
+    if by not in BY:
+        raise ValueError(f"by: must be one of {', '.join(BY)}, not {by!r}")
+    where, params = filters(team, start, end, team_col="team", time_col="hour")
+    keys = _KEYS[by]
+    select_keys = ", ".join(
+        {
+            "month": "strftime(date_trunc('month', hour AT TIME ZONE 'UTC'), '%Y-%m') AS month",
+            "team": "coalesce(team, '(untagged)') AS team",
+            "resource_id": "resource_id",
+            "provider": "any_value(provider) AS provider",
+            "region": "any_value(region) AS region",
+        }[k]
+        for k in keys
+    )
+    group = ", ".join(str(i + 1) for i, k in enumerate(keys) if k not in ("provider", "region"))
+    sql = f"""
+        SELECT {select_keys},
+               sum(gpu_hours) AS gpu_hours,
+               coalesce(sum(gpu_hours) FILTER (WHERE energy_basis = 'withheld'), 0) AS withheld_gpu_hours,
+               sum(gpu_kwh) AS gpu_kwh, sum(node_kwh) AS node_kwh, sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e,
+               sum(kg_co2e) / nullif(sum(gpu_hours) FILTER (WHERE energy_basis = 'measured'), 0)
+                   AS kg_co2e_per_gpu_hour,
+               sum(embodied_kg_co2e) AS embodied_kg_co2e
+        FROM carbon_hourly WHERE {where}
+        GROUP BY {group} ORDER BY {", ".join(str(i + 1) for i in range(len(keys)))}"""
+    return frame(con, sql, params)
+
+
+def sources(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> pl.DataFrame:
+    """Where the intensities and PUEs came from, with the energy each covers (the figures' footnote)."""
+    where, params = filters(team, start, end, team_col="team", time_col="hour")
+    sql = f"""
+        SELECT region, intensity_source, any_value(grid_g_co2e_per_kwh) AS grid_g_co2e_per_kwh,
+               any_value(pue) AS pue, any_value(pue_source) AS pue_source, any_value(node_basis) AS node_basis,
+               sum(kwh) AS kwh
+        FROM carbon_hourly WHERE {where} AND energy_basis = 'measured'
+        GROUP BY 1, 2 ORDER BY kwh DESC NULLS LAST"""
+    return frame(con, sql, params)
