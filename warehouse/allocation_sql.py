@@ -91,15 +91,28 @@ def slice_weight_sql(mig: str, model: str, mode: str) -> str:
 
 
 def compute_sql(
-    scope: str, *, mig_weight: str, spread: bool, mps_hosts: list[str], days: tuple[int, int] | None = None
+    scope: str,
+    *,
+    mig_weight: str,
+    spread: bool,
+    mps_hosts: list[str],
+    days: tuple[int, int] | None = None,
+    grain: str = "day",
 ) -> str:
-    """SELECT of gpu_allocation_hourly rows for the (resource_id, day_n) pairs in ``scope``; ``days``
-    (first, last day number) bounds the scans so that the tables' zone maps skip other days.
+    """SELECT of gpu_allocation_hourly rows for the pairs in ``scope``: ``grain = "day"``, (resource_id,
+    day_n) pairs, each resource-day allocated when a workload ran on it; ``"hour"``, (resource_id,
+    hour_n) pairs of resource-days the caller knows to be allocated (the hours a load changed on a
+    resource-day whose other hours stand). ``days`` (first, last day number) bounds the scans so that
+    the tables' zone maps skip other days.
 
     The string keys (resource, GPU, slice, source) are joined once; every later step joins and groups
     on integer ids (``rh_id`` a resource-hour, ``gpu_id`` a GPU-hour, ``unit_id`` a GPU's or slice's hour)."""
+    if grain not in ("day", "hour") or (spread and grain == "hour"):
+        raise ValueError(f"allocation: no {grain!r} grain{' with spread' if spread else ''}")
     mps = " OR ".join(f"s.host GLOB '{pattern}'" for pattern in mps_hosts) or "false"
-    day = f"epoch_us({{}}) // {US_PER_DAY}"
+    per = US_PER_DAY if grain == "day" else US_PER_HOUR
+    key = "day_n" if grain == "day" else "hour_n"
+    grain_n = f"epoch_us({{}}) // {per}"  # a timestamp's day or hour number, as the scope holds it
     hour = f"epoch_us({{}}) // {US_PER_HOUR}"
 
     def within(column: str) -> str:
@@ -110,21 +123,27 @@ def compute_sql(
             f"AND {column} < make_timestamptz({(int(days[1]) + 1) * US_PER_DAY})"
         )
 
+    # day grain: a resource-day is allocated when a workload ran on it; hour grain: the caller checked
+    allocated = (
+        "FROM lines l SEMI JOIN days d ON d.resource_id = l.resource_id AND d.day_n = l.hour_n // 24"
+        if grain == "day"
+        else "FROM lines l"
+    )
     billed = "CASE WHEN rh.onprem THEN rh.onprem_gpus ELSE coalesce(rh.billed_gpus, 0) END"
     return f"""
-WITH scope AS (SELECT DISTINCT resource_id, day_n FROM {scope}),
+WITH scope AS (SELECT DISTINCT resource_id, {key} FROM {scope}),
 lines AS (
   SELECT c."ResourceId" AS resource_id, {hour.format('c."ChargePeriodStart"')} AS hour_n,
          c."ProviderName" AS provider, c."x_Team" AS team, c."x_GpuCount" AS gpu_count,
          c."ResourceName" AS resource_name, c."EffectiveCost" AS cost, c."ServiceName" AS service,
          CASE WHEN c."ProviderName" = 'onprem' THEN json_extract_string(c."Tags", '$.gpu_uuid') END AS line_gpu
   FROM cost_line_items c SEMI JOIN scope s ON s.resource_id = c."ResourceId"
-       AND s.day_n = {day.format('c."ChargePeriodStart"')}
+       AND s.{key} = {grain_n.format('c."ChargePeriodStart"')}
   WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND {within('c."ChargePeriodStart"')}),
 gm0 AS (
   SELECT m.resource_id, {hour.format("m.hour")} AS hour_n, m.gpu_uuid, m.mig_instance, m.source, m.host,
          m.gpu_model, m.samples
-  FROM gpu_metrics_hourly m SEMI JOIN scope s ON s.resource_id = m.resource_id AND s.day_n = {day.format("m.hour")}
+  FROM gpu_metrics_hourly m SEMI JOIN scope s ON s.resource_id = m.resource_id AND s.{key} = {grain_n.format("m.hour")}
   WHERE m.gpu_uuid IS NOT NULL AND {within("m.hour")}),
 wl0 AS (
   SELECT g.resource_id, g.hour_n, w.gpu_uuid, w.mig_instance, w.source, w.namespace, w.pod, w.container,
@@ -132,7 +151,7 @@ wl0 AS (
   FROM gpu_workloads_hourly w JOIN gm0 g ON g.source = w.source AND g.hour_n = {hour.format("w.hour")}
        AND g.gpu_uuid = w.gpu_uuid AND g.mig_instance IS NOT DISTINCT FROM w.mig_instance
   WHERE w.samples > 0 AND {within("w.hour")}),
-days AS (SELECT DISTINCT resource_id, hour_n // 24 AS day_n FROM wl0),
+days AS (SELECT DISTINCT resource_id, hour_n // 24 AS day_n FROM wl0),  -- (unused at hour grain)
 rh AS (  -- the allocated resource-hours: their GPU cost (also in integer units of 1e-15 USD) and owner
   SELECT row_number() OVER () AS rh_id, *, cost < 0 AS negative,
          CAST(floor(abs(cost)) AS HUGEINT) * {COST_SCALE}
@@ -142,7 +161,7 @@ rh AS (  -- the allocated resource-hours: their GPU cost (also in integer units 
            sum(cost) AS cost, arg_max(team, (abs(cost), team)) AS owner_team, max(gpu_count) AS billed_gpus,
            count(DISTINCT resource_name) FILTER (WHERE provider = 'onprem') AS onprem_gpus,
            bool_or(provider = 'onprem') AS onprem
-    FROM lines l SEMI JOIN days d ON d.resource_id = l.resource_id AND d.day_n = l.hour_n // 24
+    {allocated}
     GROUP BY 1, 2)),
 onprem_gpu AS (  -- an on-prem GPU's own lines
   SELECT r.rh_id, l.line_gpu AS gpu_uuid, sum(l.cost) AS cost, arg_max(l.team, (abs(l.cost), l.team)) AS team
