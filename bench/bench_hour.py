@@ -184,8 +184,8 @@ def load_hour(path: str, scrape: str) -> dict[str, Any]:
         return wrapper
 
     attribution_apply, allocation_apply = runner.attribution.apply, runner.allocation.apply
-    runner.attribution.apply = timed("attribution", attribution_apply)  # type: ignore[method-assign]
-    runner.allocation.apply = timed("allocation", allocation_apply)  # type: ignore[method-assign]
+    runner.attribution.apply = timed("attribution", attribution_apply)
+    runner.allocation.apply = timed("allocation", allocation_apply)
     try:
         result = runner.run_source(
             default_registry(), path, SOURCE, "dcgm_exporter", {"targets": [scrape]}, memory_limit=MEMORY_LIMIT
@@ -253,6 +253,8 @@ def run(gpus: int) -> int:
         "rows": load["rows"],
         "seconds": round(load["seconds"] + rules["seconds"], 3),
         "peak_rss_mib": max(load["peak_rss_mib"], rules["peak_rss_mib"]),
+        "cpu_seconds": round(load["cpu_seconds"] + rules["cpu_seconds"], 2),
+        "loadavg_1m": load.get("loadavg_1m"),
         "scrape_rollup_seconds": round(rollup_s, 3),
         "attribution_seconds": attribution_s,
         "allocation_seconds": allocation_s,
