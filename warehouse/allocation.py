@@ -26,6 +26,7 @@ import fnmatch
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -43,6 +44,8 @@ BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-nod
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
 SETTINGS_KEYS = ("unallocated", "mig_weight", "mps_hosts")
+# The slice of the hourly metrics sources (the ingestors' metrics_store.HOUR_SLICE_SQL): one UTC hour
+HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"
 
 
 @dataclass(frozen=True)
@@ -134,9 +137,22 @@ def capture(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list
         _start(con)
         con.execute(
             f"INSERT INTO {SCOPE} SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_HOUR} "
-            f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}",
+            f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}{_hours_bound(where, params)}",
             params,
         )
+
+
+def _hours_bound(where: str, params: list) -> str:
+    """`` AND hour`` within the hours an hourly slice names (``source = ? AND (HOUR_SLICE) IN (?, …)``), so
+    that the scan reads only their row groups instead of formatting every row's hour; else nothing."""
+    if HOUR_SLICE not in where or len(params) < 2:
+        return ""
+    try:
+        hours = [datetime.strptime(str(value), "%Y-%m-%dT%H").replace(tzinfo=UTC) for value in params[1:]]
+    except ValueError:
+        return ""
+    lo, hi = int(min(hours).timestamp()) * 1_000_000, int(max(hours).timestamp()) * 1_000_000 + US_PER_HOUR
+    return f" AND hour >= make_timestamptz({lo}) AND hour < make_timestamptz({hi})"
 
 
 def _capture_metrics(con: duckdb.DuckDBPyConnection, touched: attribution.Touched) -> None:
