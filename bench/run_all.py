@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import bench_allocation, bench_aws_cur, bench_export_focus, bench_focus_files, bench_models, bench_rollup
+from bench import (
+    bench_allocation,
+    bench_aws_cur,
+    bench_export_focus,
+    bench_focus_files,
+    bench_hour,
+    bench_models,
+    bench_rollup,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_rollup,
         bench_models,
         bench_allocation,
+        bench_hour,
         bench_dashboard,
         bench_alerts,
     )

@@ -26,21 +26,27 @@ import fnmatch
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
 
 from gpufinops.warehouse import attribution, carbon
-from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, compute_sql
+from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, US_PER_HOUR, compute_sql
 
 log = logging.getLogger(__name__)
 
-SCOPE = "_gpufinops_allocation_scope"
+SCOPE = "_gpufinops_allocation_scope"  # the resource-hours a load touched
+DAYS, HOURS = "_gpufinops_allocation_days", "_gpufinops_allocation_hours"  # what is recomputed: whole days, hours
+CARBON_DAYS = "_gpufinops_carbon_days"  # the resource-days whose carbon rows follow (warehouse/carbon.recompute)
+KEPT, WORKED = "_gpufinops_allocation_kept", "_gpufinops_allocation_worked"  # (the planning's steps)
 BATCHES, PART = "_gpufinops_allocation_batches", "_gpufinops_allocation_part"
 BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-node fleet: two days)
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
 SETTINGS_KEYS = ("unallocated", "mig_weight", "mps_hosts")
+# The slice of the hourly metrics sources (the ingestors' metrics_store.HOUR_SLICE_SQL): one UTC hour
+HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"
 
 
 @dataclass(frozen=True)
@@ -114,16 +120,16 @@ def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def _start(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {SCOPE} (resource_id VARCHAR, day_n BIGINT)")
+    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {SCOPE} (resource_id VARCHAR, hour_n BIGINT)")
 
 
 def capture(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list) -> None:
-    """Remember the resource-days the rows of ``table`` matching ``where`` bear on (called by the
+    """Remember the resource-hours the rows of ``table`` matching ``where`` bear on (called by the
     runner before a slice is deleted, and after cost rows are inserted)."""
     if table == "cost_line_items":
         _start(con)
         con.execute(
-            f'INSERT INTO {SCOPE} SELECT DISTINCT c."ResourceId", epoch_us(c."ChargePeriodStart") // {US_PER_DAY} '
+            f'INSERT INTO {SCOPE} SELECT DISTINCT c."ResourceId", epoch_us(c."ChargePeriodStart") // {US_PER_HOUR} '
             f'FROM cost_line_items c WHERE c."ResourceId" IS NOT NULL AND c."ChargeCategory" = \'Usage\' '
             f"AND {GPU_USAGE} AND {where}",
             params,
@@ -131,14 +137,27 @@ def capture(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list
     elif table in ("gpu_metrics_hourly", "gpu_workloads_hourly"):
         _start(con)
         con.execute(
-            f"INSERT INTO {SCOPE} SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} "
-            f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}",
+            f"INSERT INTO {SCOPE} SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_HOUR} "
+            f"FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {where}{_hours_bound(where, params)}",
             params,
         )
 
 
+def _hours_bound(where: str, params: list) -> str:
+    """`` AND hour`` within the hours an hourly slice names (``source = ? AND (HOUR_SLICE) IN (?, …)``), so
+    that the scan reads only their row groups instead of formatting every row's hour; else nothing."""
+    if HOUR_SLICE not in where or len(params) < 2:
+        return ""
+    try:
+        hours = [datetime.strptime(str(value), "%Y-%m-%dT%H").replace(tzinfo=UTC) for value in params[1:]]
+    except ValueError:
+        return ""
+    lo, hi = int(min(hours).timestamp()) * 1_000_000, int(max(hours).timestamp()) * 1_000_000 + US_PER_HOUR
+    return f" AND hour >= make_timestamptz({lo}) AND hour < make_timestamptz({hi})"
+
+
 def _capture_metrics(con: duckdb.DuckDBPyConnection, touched: attribution.Touched) -> None:
-    """The resource-days of the GPU-hours a load's metric slices hold now (attribution resolved)."""
+    """The resource-hours of the GPU-hours a load's metric slices hold now (attribution resolved)."""
     for table, source, slice_expr, slices in touched.metric_slices:
         if table != "gpu_metrics_hourly":
             continue
@@ -149,63 +168,154 @@ def _capture_metrics(con: duckdb.DuckDBPyConnection, touched: attribution.Touche
         capture(con, "gpu_metrics_hourly", "list_contains(?::VARCHAR[], source)", [sorted(touched.rule_sources)])
 
 
+def _span(con: duckdb.DuckDBPyConnection, table: str, key: str, per: int) -> tuple[int, int] | None:
+    """The whole UTC days (epoch microseconds, end exclusive) the ``key`` numbers (days or hours) of
+    ``table`` fall in; None when the table is empty. Bounding a scan by them lets zone maps skip the rest."""
+    first, last = con.execute(f"SELECT min({key}), max({key}) FROM {table}").fetchall()[0]
+    if first is None:
+        return None
+    return int(first) * per // US_PER_DAY * US_PER_DAY, (int(last) * per // US_PER_DAY + 1) * US_PER_DAY
+
+
+def _between(column: str, span: tuple[int, int]) -> str:
+    return f"{column} >= make_timestamptz({span[0]}) AND {column} < make_timestamptz({span[1]})"
+
+
 def _capture_moved(con: duckdb.DuckDBPyConnection) -> None:
     """Allocation rows of the scope's days whose GPU-hour no longer belongs to their resource."""
+    span = _span(con, SCOPE, "hour_n", US_PER_HOUR)
+    if span is None:
+        return
     con.execute(f"""
         INSERT INTO {SCOPE}
-        SELECT DISTINCT a.resource_id, epoch_us(a.hour) // {US_PER_DAY} FROM gpu_allocation_hourly a
-        WHERE a.gpu_uuid IS NOT NULL AND epoch_us(a.hour) // {US_PER_DAY} IN (SELECT DISTINCT day_n FROM {SCOPE})
+        SELECT DISTINCT a.resource_id, epoch_us(a.hour) // {US_PER_HOUR} FROM gpu_allocation_hourly a
+        WHERE a.gpu_uuid IS NOT NULL AND {_between("a.hour", span)}
+          AND epoch_us(a.hour) // {US_PER_DAY} IN (SELECT DISTINCT hour_n // 24 FROM {SCOPE})
           AND NOT EXISTS (SELECT 1 FROM gpu_metrics_hourly m
-                          WHERE m.hour = a.hour AND m.gpu_uuid = a.gpu_uuid AND m.resource_id = a.resource_id)""")
+                          WHERE m.hour = a.hour AND m.gpu_uuid = a.gpu_uuid AND m.resource_id = a.resource_id
+                            AND {_between("m.hour", span)})""")
 
 
 def _everything(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"DELETE FROM {SCOPE}")
-    con.execute(f"""INSERT INTO {SCOPE}
-        SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {DAYS} AS
+        SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} AS day_n FROM gpu_metrics_hourly
+        WHERE resource_id IS NOT NULL
         UNION SELECT DISTINCT resource_id, epoch_us(hour) // {US_PER_DAY} FROM gpu_allocation_hourly""")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {HOURS} (resource_id VARCHAR, hour_n BIGINT)")
+
+
+def _plan(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> None:
+    """Split the scope's resource-hours into whole resource-days to recompute and single hours.
+
+    A resource-hour's rows depend on its own bill, metrics and workloads, and on whether its
+    resource-day is allocated at all (a workload ran on it that day); the spread rule divides a
+    resource-day's idle cost by the whole day's use. So only the changed hours are recomputed of a
+    resource-day that keeps rows outside them (it was allocated) and still has a workload (it still is),
+    under ``unallocated = "show"``; every other touched resource-day is recomputed whole."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {HOURS} AS SELECT DISTINCT resource_id, hour_n FROM {SCOPE} "
+        "WHERE resource_id IS NOT NULL"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {DAYS} AS SELECT DISTINCT resource_id, hour_n // 24 AS day_n FROM {HOURS}"
+    )
+    span = _span(con, HOURS, "hour_n", US_PER_HOUR)
+    if settings.unallocated == "spread" or span is None:
+        con.execute(f"DELETE FROM {HOURS}")
+        return
+    # the resource-days that keep allocation rows outside the changed hours, then those of them still worked on
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {KEPT} AS
+        SELECT DISTINCT a.resource_id, epoch_us(a.hour) // {US_PER_DAY} AS day_n FROM gpu_allocation_hourly a
+        SEMI JOIN {DAYS} d ON d.resource_id = a.resource_id AND d.day_n = epoch_us(a.hour) // {US_PER_DAY}
+        ANTI JOIN {HOURS} h ON h.resource_id = a.resource_id AND h.hour_n = epoch_us(a.hour) // {US_PER_HOUR}
+        WHERE {_between("a.hour", span)}""")
+    hour_of = f"epoch_us(m.hour) // {US_PER_HOUR}"
+
+    def worked(among: str, key: str, per: int) -> str:  # the resource-days of ``among`` with a workload
+        return f"""
+        SELECT DISTINCT m.resource_id, epoch_us(m.hour) // {US_PER_DAY} AS day_n FROM gpu_metrics_hourly m
+        SEMI JOIN gpu_workloads_hourly w ON w.source = m.source AND epoch_us(w.hour) // {US_PER_HOUR} = {hour_of}
+             AND w.gpu_uuid = m.gpu_uuid AND w.mig_instance IS NOT DISTINCT FROM m.mig_instance AND w.samples > 0
+             AND {_between("w.hour", span)}
+        SEMI JOIN {among} k ON k.resource_id = m.resource_id AND k.{key} = epoch_us(m.hour) // {per}
+        WHERE m.gpu_uuid IS NOT NULL AND {_between("m.hour", span)}"""
+
+    # the changed hours first (a workload there settles it), the rest of the day only where none was
+    changed = (
+        f"(SELECT h.* FROM {HOURS} h SEMI JOIN {KEPT} k ON k.resource_id = h.resource_id AND k.day_n = h.hour_n // 24)"
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {WORKED} AS {worked(changed, 'hour_n', US_PER_HOUR)}")
+    rest = f"(SELECT * FROM {KEPT} EXCEPT SELECT * FROM {WORKED})"
+    con.execute(f"INSERT INTO {WORKED} {worked(rest, 'day_n', US_PER_DAY)}")
+    con.execute(
+        f"DELETE FROM {HOURS} h WHERE NOT EXISTS (SELECT 1 FROM {WORKED} k "
+        "WHERE k.resource_id = h.resource_id AND k.day_n = h.hour_n // 24)"
+    )
+    con.execute(
+        f"DELETE FROM {DAYS} d WHERE EXISTS (SELECT 1 FROM {WORKED} k "
+        "WHERE k.resource_id = d.resource_id AND k.day_n = d.day_n)"
+    )
 
 
 # ---- recompute -----------------------------------------------------------------------------------
 
 
 def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> int:
-    """Replace the allocation of every resource-day in the scope table; returns the rows written.
+    """Replace the allocation of every resource-day in the days table and every resource-hour in the
+    hours table (:func:`_plan`, :func:`_everything`); returns the rows written.
 
     Resource-days are independent (the spread rule works within one), so they are allocated in batches
-    of ``BATCH_RESOURCE_DAYS`` in day order: memory stays bounded by a batch, and each batch's scans are
-    bounded by its days (the tables' zone maps skip the rest)."""
-    con.execute(
-        f"DELETE FROM gpu_allocation_hourly a WHERE EXISTS (SELECT 1 FROM {SCOPE} s "
-        f"WHERE s.resource_id = a.resource_id AND s.day_n = epoch_us(a.hour) // {US_PER_DAY})"
-    )
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, day_n, "
-        f"(row_number() OVER (ORDER BY day_n, resource_id) - 1) // {BATCH_RESOURCE_DAYS} AS batch "
-        f"FROM (SELECT DISTINCT resource_id, day_n FROM {SCOPE} WHERE resource_id IS NOT NULL)"
-    )
-    bounds = con.execute(f"SELECT batch, min(day_n), max(day_n) FROM {BATCHES} GROUP BY 1 ORDER BY 1").fetchall()
-    written = 0
+    of ``BATCH_RESOURCE_DAYS`` in day order (the hours likewise, 24 to a resource-day): memory stays
+    bounded by a batch, and each batch's scans are bounded by its days (the tables' zone maps skip the rest)."""
+    for table, per, grain_n in ((DAYS, US_PER_DAY, "day_n"), (HOURS, US_PER_HOUR, "hour_n")):
+        span = _span(con, table, grain_n, per)
+        if span is not None:
+            con.execute(
+                f"DELETE FROM gpu_allocation_hourly a WHERE {_between('a.hour', span)} AND EXISTS ("
+                f"SELECT 1 FROM {table} s WHERE s.resource_id = a.resource_id AND s.{grain_n} = epoch_us(a.hour) // {per})"
+            )
     # Row order means nothing to the allocation (its ids are internal, its ties break on content): keeping
     # insertion order made the statement four times slower (bench/bench_allocation.py).
     ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     con.execute("SET preserve_insertion_order = false")
     try:
-        written = _insert_batches(con, settings, bounds)
+        written = _insert_batches(con, settings, DAYS, "day", BATCH_RESOURCE_DAYS)
+        written += _insert_batches(con, settings, HOURS, "hour", BATCH_RESOURCE_DAYS * 24)
     finally:  # (an aborted load's transaction refuses statements: the caller rolls it back and closes)
         with contextlib.suppress(duckdb.Error):
             con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
-    carbon.recompute(con, SCOPE)  # energy and emissions follow the same resource-days (warehouse/carbon.py)
-    for table in (BATCHES, PART):
+    _carbon_follows(con)
+    for table in (BATCHES, PART, DAYS, HOURS, KEPT, WORKED, CARBON_DAYS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return written
 
 
-def _insert_batches(con: duckdb.DuckDBPyConnection, settings: AllocationSettings, bounds: list[tuple]) -> int:
+def _carbon_follows(con: duckdb.DuckDBPyConnection) -> None:
+    """Energy and emissions (warehouse/carbon.py) follow every resource-day whose allocation was rebuilt or
+    whose hours a load touched (a day without workloads has carbon rows too, from its metrics alone)."""
+    days = [f"SELECT resource_id, day_n FROM {DAYS}", f"SELECT resource_id, hour_n // 24 FROM {HOURS}"]
+    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [SCOPE]).fetchall()[0][0]:
+        days.append(f"SELECT resource_id, hour_n // 24 FROM {SCOPE}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {CARBON_DAYS} AS SELECT DISTINCT * FROM ({' UNION ALL '.join(days)})")
+    carbon.recompute(con, CARBON_DAYS)
+
+
+def _insert_batches(
+    con: duckdb.DuckDBPyConnection, settings: AllocationSettings, table: str, grain: str, size: int
+) -> int:
+    key = f"{grain}_n"
+    to_day = "" if grain == "day" else " // 24"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, {key}, "
+        f"(row_number() OVER (ORDER BY {key}, resource_id) - 1) // {size} AS batch FROM {table}"
+    )
+    bounds = con.execute(
+        f"SELECT batch, min({key}){to_day}, max({key}){to_day} FROM {BATCHES} GROUP BY 1 ORDER BY 1"
+    ).fetchall()
     written = 0
     for batch, first_day, last_day in bounds:
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT resource_id, day_n FROM {BATCHES} WHERE batch = ?", [batch]
+            f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT resource_id, {key} FROM {BATCHES} WHERE batch = ?", [batch]
         )
         sql = compute_sql(
             PART,
@@ -213,6 +323,7 @@ def _insert_batches(con: duckdb.DuckDBPyConnection, settings: AllocationSettings
             spread=settings.unallocated == "spread",
             mps_hosts=list(settings.mps_hosts),
             days=(first_day, last_day),
+            grain=grain,
         )
         written += int(con.execute(f"INSERT INTO gpu_allocation_hourly BY NAME {sql}").fetchall()[0][0])
     return written
@@ -233,6 +344,7 @@ def apply(
             con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
             return 0
         _capture_moved(con)
+        _plan(con, settings)
     written = recompute(con, settings)  # a failure aborts the load's transaction, which drops the scope too
     con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
     if written:

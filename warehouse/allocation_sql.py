@@ -91,15 +91,28 @@ def slice_weight_sql(mig: str, model: str, mode: str) -> str:
 
 
 def compute_sql(
-    scope: str, *, mig_weight: str, spread: bool, mps_hosts: list[str], days: tuple[int, int] | None = None
+    scope: str,
+    *,
+    mig_weight: str,
+    spread: bool,
+    mps_hosts: list[str],
+    days: tuple[int, int] | None = None,
+    grain: str = "day",
 ) -> str:
-    """SELECT of gpu_allocation_hourly rows for the (resource_id, day_n) pairs in ``scope``; ``days``
-    (first, last day number) bounds the scans so that the tables' zone maps skip other days.
+    """SELECT of gpu_allocation_hourly rows for the pairs in ``scope``: ``grain = "day"``, (resource_id,
+    day_n) pairs, each resource-day allocated when a workload ran on it; ``"hour"``, (resource_id,
+    hour_n) pairs of resource-days the caller knows to be allocated (the hours a load changed on a
+    resource-day whose other hours stand). ``days`` (first, last day number) bounds the scans so that
+    the tables' zone maps skip other days.
 
     The string keys (resource, GPU, slice, source) are joined once; every later step joins and groups
     on integer ids (``rh_id`` a resource-hour, ``gpu_id`` a GPU-hour, ``unit_id`` a GPU's or slice's hour)."""
+    if grain not in ("day", "hour") or (spread and grain == "hour"):
+        raise ValueError(f"allocation: no {grain!r} grain{' with spread' if spread else ''}")
     mps = " OR ".join(f"s.host GLOB '{pattern}'" for pattern in mps_hosts) or "false"
-    day = f"epoch_us({{}}) // {US_PER_DAY}"
+    per = US_PER_DAY if grain == "day" else US_PER_HOUR
+    key = "day_n" if grain == "day" else "hour_n"
+    grain_n = f"epoch_us({{}}) // {per}"  # a timestamp's day or hour number, as the scope holds it
     hour = f"epoch_us({{}}) // {US_PER_HOUR}"
 
     def within(column: str) -> str:
@@ -110,29 +123,42 @@ def compute_sql(
             f"AND {column} < make_timestamptz({(int(days[1]) + 1) * US_PER_DAY})"
         )
 
+    # day grain: a resource-day is allocated when a workload ran on it; hour grain: the caller checked
+    allocated = (
+        "FROM lines l SEMI JOIN days d ON d.resource_id = l.resource_id AND d.day_n = l.hour_n // 24"
+        if grain == "day"
+        else "FROM lines l"
+    )
     billed = "CASE WHEN rh.onprem THEN rh.onprem_gpus ELSE coalesce(rh.billed_gpus, 0) END"
     return f"""
-WITH scope AS (SELECT DISTINCT resource_id, day_n FROM {scope}),
+WITH scope AS (SELECT DISTINCT resource_id, {key} FROM {scope}),
 lines AS (
   SELECT c."ResourceId" AS resource_id, {hour.format('c."ChargePeriodStart"')} AS hour_n,
          c."ProviderName" AS provider, c."x_Team" AS team, c."x_GpuCount" AS gpu_count,
          c."ResourceName" AS resource_name, c."EffectiveCost" AS cost, c."ServiceName" AS service,
          CASE WHEN c."ProviderName" = 'onprem' THEN json_extract_string(c."Tags", '$.gpu_uuid') END AS line_gpu
   FROM cost_line_items c SEMI JOIN scope s ON s.resource_id = c."ResourceId"
-       AND s.day_n = {day.format('c."ChargePeriodStart"')}
+       AND s.{key} = {grain_n.format('c."ChargePeriodStart"')}
   WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND {within('c."ChargePeriodStart"')}),
-gm0 AS (
-  SELECT m.resource_id, {hour.format("m.hour")} AS hour_n, m.gpu_uuid, m.mig_instance, m.source, m.host,
-         m.gpu_model, m.samples
-  FROM gpu_metrics_hourly m SEMI JOIN scope s ON s.resource_id = m.resource_id AND s.day_n = {day.format("m.hour")}
+gm0 AS (  -- the measured GPU-hours (and slices) of the scope, each numbered: gm_id
+  SELECT row_number() OVER () AS gm_id, m.resource_id, {hour.format("m.hour")} AS hour_n, m.gpu_uuid, m.mig_instance,
+         m.source, m.host, m.gpu_model, m.samples
+  FROM gpu_metrics_hourly m SEMI JOIN scope s ON s.resource_id = m.resource_id AND s.{key} = {grain_n.format("m.hour")}
   WHERE m.gpu_uuid IS NOT NULL AND {within("m.hour")}),
-wl0 AS (
-  SELECT g.resource_id, g.hour_n, w.gpu_uuid, w.mig_instance, w.source, w.namespace, w.pod, w.container,
-         w.process, w.samples, w.occupied_samples, w.sharing, coalesce(w.sm_active_mean, w.util_mean / 100) AS measure
+wl0 AS (  -- their workloads: the wide stream, joined once on the string keys and then on gm_id only
+  SELECT g.gm_id, w.namespace, w.pod, w.container, w.process, w.samples, w.occupied_samples, w.sharing,
+         coalesce(w.sm_active_mean, w.util_mean / 100) AS measure
   FROM gpu_workloads_hourly w JOIN gm0 g ON g.source = w.source AND g.hour_n = {hour.format("w.hour")}
        AND g.gpu_uuid = w.gpu_uuid AND g.mig_instance IS NOT DISTINCT FROM w.mig_instance
   WHERE w.samples > 0 AND {within("w.hour")}),
-days AS (SELECT DISTINCT resource_id, hour_n // 24 AS day_n FROM wl0),
+gm_work AS (  -- per GPU-hour (or slice) of a source: its workloads together (occupied: times any was on it)
+  SELECT gm_id, sum(samples) AS sum_samples,
+         least(coalesce(max(occupied_samples), sum(samples)), sum(samples)) AS occupied_seen,
+         bool_or(sharing = 'mps') AS mps_flag, bool_or(sharing IS NOT NULL) AS shared_flag, count(*) AS workloads,
+         count(measure) AS measured, max(measure) - min(measure) AS measure_spread,
+         sum(samples * measure) AS measure_total
+  FROM wl0 GROUP BY 1),
+days AS (SELECT DISTINCT g.resource_id, g.hour_n // 24 AS day_n FROM gm_work x JOIN gm0 g USING (gm_id)),
 rh AS (  -- the allocated resource-hours: their GPU cost (also in integer units of 1e-15 USD) and owner
   SELECT row_number() OVER () AS rh_id, *, cost < 0 AS negative,
          CAST(floor(abs(cost)) AS HUGEINT) * {COST_SCALE}
@@ -142,73 +168,22 @@ rh AS (  -- the allocated resource-hours: their GPU cost (also in integer units 
            sum(cost) AS cost, arg_max(team, (abs(cost), team)) AS owner_team, max(gpu_count) AS billed_gpus,
            count(DISTINCT resource_name) FILTER (WHERE provider = 'onprem') AS onprem_gpus,
            bool_or(provider = 'onprem') AS onprem
-    FROM lines l SEMI JOIN days d ON d.resource_id = l.resource_id AND d.day_n = l.hour_n // 24
+    {allocated}
     GROUP BY 1, 2)),
 onprem_gpu AS (  -- an on-prem GPU's own lines
   SELECT r.rh_id, l.line_gpu AS gpu_uuid, sum(l.cost) AS cost, arg_max(l.team, (abs(l.cost), l.team)) AS team
   FROM lines l JOIN rh r USING (resource_id, hour_n) WHERE l.line_gpu IS NOT NULL GROUP BY 1, 2),
-gm AS (SELECT r.rh_id, g.* EXCLUDE (resource_id, hour_n) FROM gm0 g JOIN rh r USING (resource_id, hour_n)),
-wl AS (SELECT r.rh_id, w.* EXCLUDE (resource_id, hour_n) FROM wl0 w JOIN rh r USING (resource_id, hour_n)),
-has_work AS (SELECT DISTINCT rh_id, gpu_uuid, source FROM wl),
+gm AS (
+  SELECT r.rh_id, g.* EXCLUDE (resource_id, hour_n), x.gm_id IS NOT NULL AS worked
+  FROM gm0 g JOIN rh r USING (resource_id, hour_n) LEFT JOIN gm_work x USING (gm_id)),
 chosen AS (  -- one source per GPU-hour: one that saw workloads, then the first by name
-  SELECT g.rh_id, g.gpu_uuid, arg_min(g.source, ((h.source IS NULL), g.source)) AS source
-  FROM gm g LEFT JOIN has_work h ON h.rh_id = g.rh_id AND h.gpu_uuid = g.gpu_uuid AND h.source = g.source
-  GROUP BY 1, 2),
+  SELECT rh_id, gpu_uuid, arg_min(source, ((NOT worked), source)) AS source
+  FROM (SELECT rh_id, gpu_uuid, source, bool_or(worked) AS worked FROM gm GROUP BY ALL) GROUP BY 1, 2),
 gpus AS (
   SELECT row_number() OVER () AS gpu_id, * FROM (
     SELECT g.rh_id, g.gpu_uuid, any_value(g.source) AS source, bool_or(g.mig_instance IS NOT NULL) AS mig
     FROM gm g SEMI JOIN chosen c ON c.rh_id = g.rh_id AND c.gpu_uuid = g.gpu_uuid AND c.source = g.source
     GROUP BY 1, 2)),
-units_raw AS (
-  SELECT row_number() OVER () AS unit_id, p.gpu_id, p.rh_id, g.gpu_uuid, g.mig_instance, g.source, g.host, g.samples,
-         CASE WHEN g.mig_instance IS NULL THEN 1.0 ELSE {slice_weight_sql("g.mig_instance", "g.gpu_model", mig_weight)} END
-             AS raw_weight
-  FROM gm g JOIN gpus p ON p.rh_id = g.rh_id AND p.gpu_uuid = g.gpu_uuid AND p.source = g.source
-  WHERE (g.mig_instance IS NOT NULL) = p.mig),
-gpu_weight AS (SELECT gpu_id, sum(raw_weight) AS total FROM units_raw GROUP BY 1),
-units AS (SELECT u.*, u.raw_weight / greatest(1.0, t.total) AS weight FROM units_raw u JOIN gpu_weight t USING (gpu_id)),
-wu AS (
-  SELECT u.unit_id, w.namespace, w.pod, w.container, w.process, w.samples, w.occupied_samples, w.sharing, w.measure
-  FROM wl w JOIN units u ON u.rh_id = w.rh_id AND u.gpu_uuid = w.gpu_uuid
-       AND u.mig_instance IS NOT DISTINCT FROM w.mig_instance AND u.source = w.source),
-unit_work AS (  -- per unit: its workloads together (occupied: sample times any workload was on it)
-  SELECT unit_id, sum(samples) AS sum_samples,
-         least(coalesce(max(occupied_samples), sum(samples)), sum(samples)) AS occupied_seen,
-         bool_or(sharing = 'mps') AS mps_flag, bool_or(sharing IS NOT NULL) AS shared_flag, count(*) AS workloads,
-         count(measure) AS measured, max(measure) - min(measure) AS measure_spread,
-         sum(samples * measure) AS measure_total
-  FROM wu GROUP BY 1),
-unit_n AS (  -- N: the unit's own sample times in the hour (its gpu_metrics_hourly row)
-  SELECT x.*, u.weight, u.host, u.mig_instance, greatest(coalesce(nullif(u.samples, 0), x.occupied_seen), 1) AS n_samples,
-         x.shared_flag OR x.sum_samples > x.occupied_seen AS shared
-  FROM unit_work x JOIN units u USING (unit_id)),
-unit_state AS (
-  SELECT s.unit_id, s.sum_samples, s.measure_total,
-         s.weight * least(s.occupied_seen, s.n_samples) / s.n_samples AS used,
-         s.shared AND s.workloads > 1 AND s.measured = s.workloads AND s.measure_spread > 1e-9
-             AND s.measure_total > 0 AS by_measure,
-         CASE WHEN s.mig_instance IS NOT NULL THEN 'mig' WHEN s.shared AND (s.mps_flag OR {mps}) THEN 'mps'
-              WHEN s.shared THEN 'timeslice' ELSE 'whole' END AS basis,
-         s.shared, s.mig_instance IS NOT NULL AS is_slice
-  FROM unit_n s),
-work_rows AS (
-  SELECT u.rh_id, u.gpu_id, u.host, u.gpu_uuid, u.mig_instance, w.namespace, w.pod, w.container, w.process, u.source,
-         s.used * CASE WHEN s.by_measure THEN w.samples * w.measure / s.measure_total
-                       ELSE w.samples / s.sum_samples END AS share,
-         s.basis,
-         CASE WHEN s.by_measure THEN 'measured' WHEN s.shared THEN 'equal' WHEN s.is_slice THEN 'slices'
-              ELSE 'presence' END AS method
-  FROM wu w JOIN unit_state s USING (unit_id) JOIN units u USING (unit_id)),
-idle_rows AS (  -- each unit's time without a workload, and a MIG GPU's slices no instance holds
-  SELECT u.rh_id, u.gpu_id, u.host, u.gpu_uuid, u.mig_instance, u.source, u.weight - coalesce(s.used, 0) AS share
-  FROM units u LEFT JOIN unit_state s USING (unit_id)
-  UNION ALL
-  SELECT rh_id, gpu_id, any_value(host), any_value(gpu_uuid), NULL, any_value(source), 1.0 - sum(weight)
-  FROM units WHERE mig_instance IS NOT NULL GROUP BY rh_id, gpu_id),
-gpu_rows AS (
-  SELECT * FROM work_rows
-  UNION ALL BY NAME
-  SELECT *, 'unallocated' AS basis, 'idle' AS method FROM idle_rows WHERE share > 1e-12),
 measured_gpus AS (SELECT rh_id, count(*) AS gpus FROM gpus GROUP BY 1),
 pieces AS (  -- each measured GPU's fraction of the resource-hour's cost, and its owning team
   SELECT g.gpu_id, g.rh_id,
@@ -218,8 +193,53 @@ pieces AS (  -- each measured GPU's fraction of the resource-hour's cost, and it
   FROM gpus g JOIN rh USING (rh_id) JOIN measured_gpus mg USING (rh_id)
   LEFT JOIN onprem_gpu o ON o.rh_id = g.rh_id AND o.gpu_uuid = g.gpu_uuid),
 piece_totals AS (SELECT rh_id, sum(piece) AS pieces FROM pieces GROUP BY 1),
+units_raw AS (  -- a unit: a GPU's or slice's hour of the chosen source (unit_id: its gm_id)
+  SELECT g.gm_id AS unit_id, p.gpu_id, p.rh_id, g.gpu_uuid, g.mig_instance, g.source, g.host, g.samples,
+         CASE WHEN g.mig_instance IS NULL THEN 1.0 ELSE {slice_weight_sql("g.mig_instance", "g.gpu_model", mig_weight)} END
+             AS raw_weight
+  FROM gm g JOIN gpus p ON p.rh_id = g.rh_id AND p.gpu_uuid = g.gpu_uuid AND p.source = g.source
+  WHERE (g.mig_instance IS NOT NULL) = p.mig),
+gpu_weight AS (SELECT gpu_id, sum(raw_weight) AS total FROM units_raw GROUP BY 1),
+units AS (
+  SELECT u.*, u.raw_weight / greatest(1.0, t.total) AS weight, p.piece, p.owner_team
+  FROM units_raw u JOIN gpu_weight t USING (gpu_id) JOIN pieces p USING (gpu_id)),
+unit_n AS (  -- N: the unit's own sample times in the hour (its gpu_metrics_hourly row)
+  SELECT x.*, u.rh_id, u.gpu_id, u.gpu_uuid, u.source, u.piece, u.owner_team, u.weight, u.host, u.mig_instance,
+         greatest(coalesce(nullif(u.samples, 0), x.occupied_seen), 1) AS n_samples,
+         x.shared_flag OR x.sum_samples > x.occupied_seen AS shared
+  FROM gm_work x JOIN units u ON u.unit_id = x.gm_id),
+unit_state AS (
+  SELECT s.gm_id AS unit_id, s.rh_id, s.gpu_id, s.host, s.gpu_uuid, s.mig_instance, s.source, s.piece, s.owner_team,
+         s.sum_samples, s.measure_total,
+         s.weight * least(s.occupied_seen, s.n_samples) / s.n_samples AS used,
+         s.shared AND s.workloads > 1 AND s.measured = s.workloads AND s.measure_spread > 1e-9
+             AND s.measure_total > 0 AS by_measure,
+         CASE WHEN s.mig_instance IS NOT NULL THEN 'mig' WHEN s.shared AND (s.mps_flag OR {mps}) THEN 'mps'
+              WHEN s.shared THEN 'timeslice' ELSE 'whole' END AS basis,
+         s.shared, s.mig_instance IS NOT NULL AS is_slice
+  FROM unit_n s),
+work_rows AS (
+  SELECT s.rh_id, s.host, s.gpu_uuid, s.mig_instance, w.namespace, w.pod, w.container, w.process, s.source,
+         s.used * CASE WHEN s.by_measure THEN w.samples * w.measure / s.measure_total
+                       ELSE w.samples / s.sum_samples END AS share,
+         s.basis,
+         CASE WHEN s.by_measure THEN 'measured' WHEN s.shared THEN 'equal' WHEN s.is_slice THEN 'slices'
+              ELSE 'presence' END AS method,
+         s.piece, s.owner_team
+  FROM wl0 w JOIN unit_state s ON s.unit_id = w.gm_id),
+idle_rows AS (  -- each unit's time without a workload, and a MIG GPU's slices no instance holds
+  SELECT u.rh_id, u.host, u.gpu_uuid, u.mig_instance, u.source, u.weight - coalesce(s.used, 0) AS share,
+         u.piece, u.owner_team
+  FROM units u LEFT JOIN unit_state s USING (unit_id)
+  UNION ALL
+  SELECT rh_id, any_value(host), any_value(gpu_uuid), NULL, any_value(source), 1.0 - sum(weight),
+         any_value(piece), any_value(owner_team)
+  FROM units WHERE mig_instance IS NOT NULL GROUP BY rh_id, gpu_id),
 priced AS (
-  SELECT r.* EXCLUDE (gpu_id), p.piece * r.share AS fraction, p.owner_team FROM gpu_rows r JOIN pieces p USING (gpu_id)
+  SELECT r.* EXCLUDE (piece), r.piece * r.share AS fraction FROM (
+    SELECT * FROM work_rows
+    UNION ALL BY NAME
+    SELECT *, 'unallocated' AS basis, 'idle' AS method FROM idle_rows WHERE share > 1e-12) r
   UNION ALL BY NAME  -- the GPUs billed but not measured in the hour (all of them when none was)
   SELECT rh.rh_id, greatest({billed}, coalesce(mg.gpus, 0), 1) - coalesce(mg.gpus, 0) AS share,
          'unallocated' AS basis, 'unmeasured' AS method, 1.0 - coalesce(pt.pieces, 0) AS fraction,
