@@ -283,6 +283,11 @@ GPU_ALLOCATION_HOURLY = pa.schema([
 # v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
 ALLOCATION_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
+# v12: results the load job computes for the dashboard (models/page_results.py), an Arrow IPC frame each.
+STORED_RESULTS = pa.schema([("name", pa.string()), ("scope", pa.string()), ("data_version", pa.string()),
+                            ("computed_at", UTC_TS), ("seconds", pa.float64()),
+                            pa.field("frame", pa.binary(), metadata={"sql_type": "BLOB"})])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -321,6 +326,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("gpu_workloads_hourly", GPU_WORKLOADS_HOURLY),
     Table("gpu_allocation_hourly", GPU_ALLOCATION_HOURLY),
     Table("allocation_settings", ALLOCATION_SETTINGS),
+    Table("stored_results", STORED_RESULTS),
 )}
 
 

@@ -16,8 +16,7 @@ from gpufinops.dashboard.common import (
     window_picker,
     window_start,
 )
-
-IDLE_UTIL_PCT = 5.0
+from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
 
 
 def main() -> None:

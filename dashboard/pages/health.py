@@ -13,7 +13,7 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.dashboard.common import connection, page_header
+from gpufinops.dashboard.common import cached_query, connection, page_header
 from gpufinops.warehouse import freshness, queries
 from gpufinops.warehouse.labels import age
 
@@ -42,7 +42,7 @@ def main() -> None:
         with connection() as con:
             sources = queries.ingest_status(con)
             fresh = freshness.source_freshness(con, now)
-            counts = queries.gpu_count_disagreements(con)
+            counts = cached_query(con, "gpu_count_disagreements")  # every GPU-hour: stored by the load job
             jobs = queries.job_status(con)
     except FileNotFoundError as exc:
         st.error(str(exc))
