@@ -79,7 +79,13 @@ check: $(VENV)/.installed-all
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(VENV)/.installed
+# What the benchmarks need: the dashboard, and the browser bench's playwright and httpx (it reads the page
+# table and the render wait of tests/test_dashboard_browser.py, so a new page is measured with no new code).
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed
+	$(PIP) -e '.[dashboard,bench]'
+	@touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run_all
 
 dashboard: $(VENV)/.installed-dashboard
