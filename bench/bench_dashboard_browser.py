@@ -286,7 +286,7 @@ def run_case(browser, label: str, home: Path, runs: int, app_dir: Path, demo: bo
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
             figures.append(
-                {**measure_dashboard(browser, home, Path(tmp)), **measure_floor(browser, app_dir, Path(tmp))}
+                {**measure_dashboard(browser, home, Path(tmp), demo), **measure_floor(browser, app_dir, Path(tmp))}
             )
     median = {key: statistics.median(f[key] for f in figures) for key in figures[0]}
     median.update(query_seconds(path, PAGES))
