@@ -92,7 +92,13 @@ docs: $(VENV)/.installed-docs
 	$(MKDOCS_BUILD)
 	@echo "built the documentation into site/: open site/index.html"
 
-bench: $(VENV)/.installed
+# What the benchmarks need: the dashboard, and the browser bench's playwright and httpx (it reads the page
+# table and the render wait of tests/test_dashboard_browser.py, so a new page is measured with no new code).
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed
+	$(PIP) -e '.[dashboard,bench]'
+	@touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run_all
 
 dashboard: $(VENV)/.installed-dashboard

@@ -259,8 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         generate(tmp, line_items)
         tmp.rename(path)
         print(f"  generated in {time.perf_counter() - started:.0f} s", flush=True)
-    with db.writer(path, memory_limit="3GB"):
-        pass  # a warehouse generated before the latest migrations is upgraded (and its rollups filled)
+    db.prepare(path, memory_limit="3GB")  # a warehouse generated before the latest migrations is upgraded
     with db.reader(path) as con:
         rows = con.execute("SELECT count(*) FROM cost_line_items").fetchall()[0][0]
     if rows != line_items:

@@ -1,21 +1,27 @@
-"""Benchmark: the dashboard's page loads in a real browser (Debian's chromium), on the demo, beside
-Streamlit's own floor measured in the same run.
+"""Benchmark: every dashboard page in a real browser (Chromium), on the demo and on a 10,000-GPU warehouse.
 
-For each of ``--runs`` fresh servers: the first visit with an empty browser cache (the Overview,
-which also downloads Streamlit's front-end bundle), then every page's first load by its sidebar
-link (the page's cold load: its queries and charts for the first time on this server), and a full
-reload of each page. The floor is a bare Streamlit app served the same way: its first visit (a page
-of five small charts, empty cache), its switch to a page holding only a title, and full reloads of
-both. Each figure is shown as a ratio to the matching floor. Medians over the runs; the 1-minute load average is
-printed (on a shared machine wall time grows with it). Figures, not tests: exit 0.
+For each page: its **first render** (the page's first full load on a fresh server, by its URL, in a
+browser that holds Streamlit's static files: a returning reader), its **reload** (the same URL again)
+and its **query time** (what the page reads from the warehouse on one render, in this process, a new
+read-only connection each time: p50 of five). Medians over ``--runs`` fresh servers, beside a bare
+Streamlit app measured the same way (Streamlit's floor), and the 1-minute load average.
 
-    python -m bench.bench_dashboard_browser [--runs 3] [--home DIR]
+Each warehouse is measured twice: without the stored results (an old warehouse: the page fits the
+forecast and scans the hourly rows itself, as every page load did before the load job stored them)
+and with them (``dashboard.precomputed.refresh``, what every load job runs; its time is printed).
+The large warehouse is ``bench_alerts``' (the dashboard bench's 10M line items and 10,000 GPUs × 30
+days of hourly metrics), generated once and cached in ``bench/.cache/``. Targets: first render p50
+< 1 s, reload p50 < 0.7 s. Figures, not tests: exit 0 (also when no Chromium is found: it says so).
+
+    python -m bench.bench_dashboard_browser [--runs 3] [--gpus 10000] [--line-items 10000000]
+    python -m bench.bench_dashboard_browser --quick      # the demo only, one run
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import signal
 import socket
@@ -24,11 +30,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.harness import REPO_ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
+CACHE = REPO_ROOT / "bench" / ".cache"
+FIRST_TARGET_S, RELOAD_TARGET_S = 1.0, 0.7
+QUERY_LOADS = 5
 FLOOR_APP = """import streamlit as st
 st.set_page_config(page_title="floor", layout="wide")
 st.navigation([st.Page("empty.py", title="Empty", default=True), st.Page("charts.py", title="Charts")]).run()
@@ -43,6 +53,19 @@ for _ in range(5):
 """
 
 
+def chromium_binary() -> Path | None:
+    """Debian's chromium, else the one `playwright install chromium` downloaded; None without either."""
+    if CHROMIUM.exists():
+        return CHROMIUM
+    with contextlib.suppress(Exception):
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            found = Path(p.chromium.executable_path)
+            return found if found.exists() else None
+    return None
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,138 +73,291 @@ def _port() -> int:
 
 
 @contextlib.contextmanager
-def server(cmd: list[str]):
+def server(cmd: list[str], log: Path, ready: str | None = None) -> Iterator[str]:
+    """A server on a free loopback port; once healthy, also until ``ready`` is in its log (the dashboard's
+    own warm-up of the default Overview, at most 120 s)."""
     import httpx
 
     port = _port()
-    proc = subprocess.Popen(
-        [*cmd, "--server.port" if cmd[0].endswith("streamlit") else "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "STREAMLIT_SERVER_ADDRESS": "127.0.0.1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
-                    break
-            except httpx.HTTPError:
+    flag = "--server.port" if cmd[0].endswith("streamlit") else "--port"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*cmd, flag, str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "STREAMLIT_SERVER_ADDRESS": "127.0.0.1"},
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
+                        break
                 time.sleep(0.2)
-        time.sleep(1.0)  # the dashboard's cache warm-up runs as the server starts (a reader arriving now)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+            deadline = time.monotonic() + 120
+            while ready and ready not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            yield url
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
 
 
-def measure_dashboard(browser, home: Path) -> dict[str, float]:
-    from tests.test_dashboard_browser import PAGES, load, navigate
+def warm_static_files(context, url: str) -> None:
+    """Streamlit's front-end bundle into the browser's cache without running any page (its websocket is
+    refused), so each page's first render is what a returning reader waits for."""
+    page = context.new_page()
+    page.route_web_socket("**/_stcore/stream", lambda ws: ws.close())
+    page.goto(url, wait_until="load")
+    page.close()
+
+
+def page_loads(context, url: str, pages: dict[str, tuple[str, str]], wait: Callable) -> dict[str, float]:
+    """Each page's first render (a new tab, its URL) and its reload (the same URL again), in seconds
+    (infinite: not rendered within the wait's 90 s)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     figures = {}
-    with server(
-        [str(Path(sys.executable).parent / "gpufinops"), "--config", str(home / "gpufinops.toml"), "dashboard"]
-    ) as url:
+    for name, (path, _) in pages.items():
+        tab = context.new_page()
+        for kind in ("first render", "reload"):
+            started = time.monotonic()
+            tab.goto(f"{url}/{path}")
+            try:
+                wait(tab, name)
+                figures[f"{name}: {kind}"] = time.monotonic() - started
+            except PlaywrightTimeout:
+                figures[f"{name}: {kind}"] = float("inf")
+        tab.close()
+    return figures
+
+
+def measure_dashboard(browser, home: Path, tmp: Path, demo: bool) -> dict[str, float]:
+    from tests.test_dashboard_browser import CHARTS, PAGES, WAIT_FOR_RENDER
+
+    def wait_rendered(tab, name: str) -> None:
+        # the demo's pages must show their charts (the browser test's count); another warehouse's pages
+        # may show fewer (no on-prem fleet, findings without series): every chart shown must be drawn
+        charts = CHARTS.get(name, 0) if demo else 0
+        tab.wait_for_function(WAIT_FOR_RENDER, arg=[PAGES[name][1], charts], timeout=90_000, polling=25)
+
+    cmd = [str(Path(sys.executable).parent / "gpufinops"), "--config", str(home / "gpufinops.toml"), "dashboard"]
+    with server(cmd, tmp / "dashboard.log", ready="default Overview computed") as url:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = context.new_page()
-        figures["first visit: overview"] = load(page, url, "overview")
-        for name in PAGES:
-            if name != "overview":
-                figures[f"cold: {name}"] = navigate(page, name)
-        for name, (path, _) in PAGES.items():
-            figures[f"full reload: {name}"] = load(page, f"{url}/{path}", name)
+        warm_static_files(context, url)
+        figures = page_loads(context, url, PAGES, wait_rendered)
         context.close()
     return figures
 
 
-def measure_floor(browser, app_dir: Path) -> dict[str, float]:
-    wait = """([title, n]) => {
+def measure_floor(browser, app_dir: Path, tmp: Path) -> dict[str, float]:
+    wait_js = """([title, n]) => {
         const app = document.querySelector('[data-testid="stApp"]');
         if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
         if (![...document.querySelectorAll('h1')].some(h => h.textContent.trim().startsWith(title))) return false;
         const found = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')];
         return found.length >= n && found.every(c => c.querySelector('canvas, svg'));
     }"""
-    figures = {}
-    cmd = [
-        str(Path(sys.executable).parent / "streamlit"),
-        "run",
-        str(app_dir / "app.py"),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-    ]
-    with server(cmd) as url:
+    pages = {"empty page": ("", "Empty"), "five small charts": ("charts", "Charts")}
+
+    def wait(tab, name: str) -> None:
+        tab.wait_for_function(wait_js, arg=[pages[name][1], 5 if name == "five small charts" else 0], polling=25)
+
+    streamlit = str(Path(sys.executable).parent / "streamlit")
+    cmd = [streamlit, "run", str(app_dir / "app.py"), "--server.headless", "true"]
+    cmd += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    with server(cmd, tmp / "floor.log") as url:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = context.new_page()
-        started = time.monotonic()
-        page.goto(f"{url}/charts")
-        page.wait_for_function(wait, arg=["Charts", 5], polling=25)
-        figures["first visit: five small charts"] = time.monotonic() - started
-        started = time.monotonic()
-        page.locator('[data-testid="stSidebarNavLink"]', has_text="Empty").first.click()
-        page.wait_for_function(wait, arg=["Empty", 0], polling=25)
-        figures["cold: an empty page"] = time.monotonic() - started
-        for title, path, n in (("Empty", "", 0), ("Charts", "charts", 5)):
-            started = time.monotonic()
-            page.goto(f"{url}/{path}")
-            page.wait_for_function(wait, arg=[title, n], polling=25)
-            figures[f"full reload: {title.lower()}"] = time.monotonic() - started
+        warm_static_files(context, url)
+        figures = page_loads(context, url, pages, wait)
         context.close()
     return figures
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="fresh servers to measure (default 3)")
-    parser.add_argument("--home", help="a demo home (default: one built in bench/.cache/demo-browser)")
-    args = parser.parse_args(argv)
-    if not CHROMIUM.exists():
-        print("bench_dashboard_browser: skipped, no /usr/bin/chromium")
-        return 0
-    home = Path(args.home) if args.home else REPO_ROOT / "bench" / ".cache" / "demo-browser"
-    if not (home / "data" / "gpufinops.duckdb").exists():
-        import io
+def page_reads(name: str) -> Callable:
+    """What page ``name`` reads on one render for a viewer of every team (dashboard/pages/*.py), stored
+    results included, without Streamlit's cache."""
+    from gpufinops.dashboard import alerts_view, precomputed, spend
+    from gpufinops.warehouse import allocation_queries, freshness, queries
 
+    def cached(con, query: str, **kwargs):
+        found = precomputed.stored_query(con, query, kwargs)
+        return found if found is not None else getattr(queries, query)(con, **kwargs)
+
+    def overview(con):
+        spend.load(con, None, precomputed.DEFAULT_WINDOW_DAYS)
+        freshness.stale_sources(con)
+        alerts_view.open_alerts(con, None)
+
+    def team(con):
+        one = cached(con, "cost_teams", team=None)[:1]
+        data = spend.load(con, one, precomputed.DEFAULT_WINDOW_DAYS)
+        if data.as_of is not None:
+            start = precomputed.window_start(data.as_of, precomputed.DEFAULT_WINDOW_DAYS)
+            cached(con, "fleet_utilisation", team=one, start=start)
+            allocation_queries.allocation_by_workload(con, team=one, start=start)
+            allocation_queries.unallocated_by_node(con, team=one, start=start)
+        queries.recommendations(con, team=one)
+        alerts_view.open_alerts(con, one)
+
+    def fleet(con):
+        for query, kwargs in precomputed.default_queries(con):
+            if query != "gpu_count_disagreements":
+                cached(con, query, **kwargs)
+
+    def recommendations(con):
+        queries.withheld_findings(con, team=None)
+        recs = queries.recommendations(con, team=None)
+        if not recs.is_empty():
+            top = recs.row(0, named=True)
+            queries.dashboard_recommendation(con, top["id"], team=None)
+            queries.resource_utilisation(con, top["resource_id"])
+            queries.decisions_log(con, team=None, recommendation_id=top["id"])
+
+    def spot(con):
+        queries.spot_series(con)
+        queries.spot_interruption(con)
+
+    def onprem(con):
+        queries.onprem_comparison(con, team=None)
+
+    def health(con):
+        queries.ingest_status(con)
+        freshness.source_freshness(con)
+        cached(con, "gpu_count_disagreements")
+        queries.job_status(con)
+
+    reads = {f.__name__: f for f in (overview, team, fleet, recommendations, spot, onprem, health)}
+    return reads.get(name, lambda con: None)  # a page added since: its query time is not measured here
+
+
+def query_seconds(path: Path, pages) -> dict[str, float]:
+    from gpufinops.warehouse import db
+
+    figures = {}
+    for name in pages:
+        read, times = page_reads(name), []
+        for _ in range(QUERY_LOADS + 1):
+            started = time.perf_counter()
+            with db.reader(path) as con:
+                read(con)
+            times.append(time.perf_counter() - started)
+        figures[f"{name}: query"] = statistics.median(times[1:])  # the first warms the file cache
+    return figures
+
+
+def demo_home(args) -> Path:
+    home = Path(args.home) if args.home else CACHE / "demo-browser"
+    if not (home / "data" / "gpufinops.duckdb").exists():
         from gpufinops.jobs import demo
 
         demo.run(home, out=io.StringIO())
-    from playwright.sync_api import sync_playwright
+    return home
 
+
+def large_home(line_items: int, gpus: int) -> Path:
+    from bench import bench_alerts
+
+    started = time.perf_counter()
+    path = bench_alerts.generate(line_items, gpus)  # cached after the first run
+    if time.perf_counter() - started > 1:
+        print(f"  generated the {gpus:,}-GPU warehouse in {time.perf_counter() - started:.0f} s", flush=True)
+    home = path.parent
+    (home / "gpufinops.toml").write_text(f'[warehouse]\npath = "{path.name}"\n')
+    return home
+
+
+def without_stored(path: Path) -> None:
+    from gpufinops.warehouse import db
+
+    db.prepare(path)
+    with db.writer(path) as con:
+        con.execute("DELETE FROM stored_results")
+
+
+def run_case(browser, label: str, home: Path, runs: int, app_dir: Path, demo: bool) -> dict[str, float]:
+    from tests.test_dashboard_browser import PAGES
+
+    path = home / "data" / "gpufinops.duckdb"
+    path = path if path.exists() else home / "gpufinops.duckdb"
+    figures: list[dict[str, float]] = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            figures.append(
+                {**measure_dashboard(browser, home, Path(tmp), demo), **measure_floor(browser, app_dir, Path(tmp))}
+            )
+    median = {key: statistics.median(f[key] for f in figures) for key in figures[0]}
+    median.update(query_seconds(path, PAGES))
+    print(f"  {label}: median of {runs} fresh server(s), load average {os.getloadavg()[0]:.1f}")
+    print(f"    {'page':<18} {'first render':>12} {'reload':>8} {'queries':>8}")
+    for name in PAGES:
+        first, reload, query = (median[f"{name}: {k}"] for k in ("first render", "reload", "query"))
+        verdict = "PASS" if first < FIRST_TARGET_S and reload < RELOAD_TARGET_S else "FAIL"
+        print(f"    {name:<18} {first:>10.2f} s {reload:>6.2f} s {query:>6.2f} s   [{verdict}]")
+    for name in ("empty page", "five small charts"):
+        first, reload = median[f"{name}: first render"], median[f"{name}: reload"]
+        print(f"    {'floor: ' + name:<18} {first:>10.2f} s {reload:>6.2f} s   (a bare Streamlit app)")
+    return median
+
+
+def measure_warehouse(browser, title: str, home: Path, args, app_dir: Path, demo: bool) -> None:
+    from gpufinops.dashboard import precomputed
+    from gpufinops.warehouse import db
+
+    path = home / "data" / "gpufinops.duckdb"
+    path = path if path.exists() else home / "gpufinops.duckdb"
+    print(f"dashboard pages in chromium, {title} ({path}); targets: first render < 1 s, reload < 0.7 s", flush=True)
+    if not args.no_before:
+        without_stored(path)
+        run_case(browser, "without stored results (the pages fit and scan themselves)", home, args.runs, app_dir, demo)
+    db.prepare(path)
+    seconds = precomputed.refresh(path)
+    print(f"  the load job's stored results (dashboard.precomputed.refresh): {seconds:.1f} s", flush=True)
+    run_case(browser, "with stored results (what every load job leaves)", home, args.runs, app_dir, demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, help="fresh servers per case (default 3; --quick 1)")
+    parser.add_argument("--home", help="a demo home (default: one built in bench/.cache/demo-browser)")
+    parser.add_argument("--gpus", type=int, default=10_000, help="GPUs of the large warehouse (default 10,000)")
+    parser.add_argument("--line-items", type=int, default=10_000_000, help="its line items (default 10M)")
+    parser.add_argument("--no-large", action="store_true", help="the demo only")
+    parser.add_argument("--no-demo", action="store_true", help="the large warehouse only")
+    parser.add_argument("--no-before", action="store_true", help="only with stored results")
+    parser.add_argument("--quick", action="store_true", help="the demo only, one run, with stored results")
+    args = parser.parse_args(argv)
+    args.runs = args.runs or (1 if args.quick else 3)
+    args.no_before = args.no_before or args.quick
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("bench_dashboard_browser: skipped, playwright is not installed (`make bench` installs it)")
+        return 0
+    binary = chromium_binary()
+    if binary is None:
+        print(
+            "bench_dashboard_browser: skipped, no Chromium binary (apt install chromium, or playwright install chromium)"
+        )
+        return 0
     from tests.test_dashboard_browser import BROWSER_ARGS
 
-    runs: list[dict[str, float]] = []
-    ours: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         app_dir = Path(tmp)
         for name, text in (("app.py", FLOOR_APP), ("empty.py", FLOOR_EMPTY), ("charts.py", FLOOR_CHARTS)):
             (app_dir / name).write_text(text)
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=BROWSER_ARGS)
-        for _ in range(args.runs):
-            dashboard = measure_dashboard(browser, home)
-            ours = list(dashboard)
-            runs.append({**dashboard, **measure_floor(browser, app_dir)})
-        browser.close()
-    median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    print(
-        f"dashboard page loads in chromium, demo ({home}), median of {args.runs} fresh servers, "
-        f"load average {os.getloadavg()[0]:.1f}:"
-    )
-    floors = {
-        "first visit": median["first visit: five small charts"],
-        "cold": median["cold: an empty page"],
-        "full reload": median["full reload: charts"],
-    }
-    for key in ours:
-        kind, seconds = key.split(":")[0], median[key]
-        print(f"  {key:<32} {seconds:6.2f} s   {seconds / floors[kind]:4.1f}× Streamlit's floor ({floors[kind]:.2f} s)")
-    print("  Streamlit's floor (a bare app in the same browser):")
-    for key in ("first visit: five small charts", "cold: an empty page", "full reload: empty", "full reload: charts"):
-        print(f"    {key:<30} {median[key]:6.2f} s")
+        browser = p.chromium.launch(executable_path=str(binary), headless=True, args=BROWSER_ARGS)
+        try:
+            if not args.no_demo:
+                measure_warehouse(browser, "the demo", demo_home(args), args, app_dir, demo=True)
+            if not (args.no_large or args.quick):
+                home = large_home(args.line_items, args.gpus)
+                title = f"{args.gpus:,} GPUs and {args.line_items:,} line items"
+                measure_warehouse(browser, title, home, args, app_dir, demo=False)
+        finally:
+            browser.close()
     return 0
 
 

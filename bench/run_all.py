@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     args = parser.parse_args(argv)
-    from bench import bench_alerts, bench_dashboard
+    from bench import bench_alerts, bench_dashboard, bench_dashboard_browser
     from gpufinops.jobs import progress
 
     benches = (
@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_hour,
         bench_dashboard,
         bench_alerts,
+        bench_dashboard_browser,  # skips itself, saying so, where no Chromium is found
     )
     status = 0
     with progress.steps(len(benches), "bench") as step:  # on a terminal only; the figures print above it

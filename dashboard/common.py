@@ -10,7 +10,6 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +18,11 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import access
+from gpufinops.dashboard import access, precomputed
+from gpufinops.dashboard.precomputed import DEFAULT_WINDOW_DAYS as DEFAULT_WINDOW_DAYS
+from gpufinops.dashboard.precomputed import WINDOW_CHOICES as WINDOW_CHOICES
+from gpufinops.dashboard.precomputed import month_bounds as month_bounds
+from gpufinops.dashboard.precomputed import window_start as window_start
 from gpufinops.warehouse import db, queries
 from gpufinops.warehouse.scope import Scope
 
@@ -144,20 +147,6 @@ def money_columns(*cols: str) -> dict[str, ColumnConfig]:
     return {c: st.column_config.NumberColumn(format=MONEY_FORMAT) for c in cols}
 
 
-def month_bounds(day: datetime) -> tuple[datetime, datetime]:
-    start = day.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = (start + timedelta(days=32)).replace(day=1)
-    return start, end
-
-
-def window_start(as_of: datetime, days: int) -> datetime:
-    return (as_of - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-WINDOW_CHOICES = (14, 30, 90, 365)
-DEFAULT_WINDOW_DAYS = 30
-
-
 def window_picker(key: str) -> int:
     """How many days of history the page's charts cover (a fixed choice list: no free text)."""
     return st.sidebar.selectbox(
@@ -175,11 +164,14 @@ def page_header(title: str) -> PageContext:
 
 @st.cache_data(ttl=900, max_entries=512, show_spinner=False)
 def _cached_query(_con: duckdb.DuckDBPyConnection, db_file: str, version: tuple, name: str, kwargs: dict):
-    return getattr(queries, name)(_con, **kwargs)
+    stored = precomputed.stored_query(_con, name, kwargs)  # what the load job computed for these arguments
+    return stored if stored is not None else getattr(queries, name)(_con, **kwargs)
 
 
 def cached_query(con: duckdb.DuckDBPyConnection, name: str, **kwargs):
-    """``queries.<name>(con, **kwargs)``, reused across renders while the warehouse's data version
-    (``queries.dashboard_data_version``) is unchanged: the heavy scans of 10M line items run once per
-    ingest, not once per click. The key holds every argument, the viewer's teams included."""
+    """``queries.<name>(con, **kwargs)``: the result the load job stored for these arguments on the data
+    held now (``dashboard.precomputed.STORED_QUERIES``), else the query's own; reused across renders while
+    the warehouse's data version (``queries.dashboard_data_version``) is unchanged, so the heavy scans of
+    10M line items run once per ingest, not once per click. The key holds every argument, the viewer's
+    teams included."""
     return _cached_query(con, str(db_path().resolve()), data_version(con), name, kwargs)

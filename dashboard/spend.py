@@ -16,8 +16,8 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels
-from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total, window_start
+from gpufinops.dashboard import charts, labels, precomputed
+from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total
 from gpufinops.dashboard.recommendation_list import short_resource
 from gpufinops.models import plans
 from gpufinops.warehouse import allocation_queries, queries
@@ -47,18 +47,13 @@ def _forecast(
     """Forecast, anomalies and this month's outlook (``models.outlook.month_outlook``: the number the
     budgets, the report and the API quote) from the forecast model, when it is present."""
     try:
-        from gpufinops.models.forecast import cost_anomalies, cost_forecast
-        from gpufinops.models.outlook import month_outlook
+        import gpufinops.models.forecast  # noqa: F401  (an optional model)
     except ImportError:
         return None, None, None
-    outlook = month_outlook(con, teams)
-    # the forecast model's as_of is the first day not known yet (the outlook's, else the day after the data)
-    first_unknown = outlook.first_unknown_day if outlook is not None else as_of + timedelta(days=1)
-    return (
-        cost_forecast(con, teams=teams, as_of=first_unknown),
-        cost_anomalies(con, teams=teams, start=start, end=as_of + timedelta(days=1)),
-        outlook,
-    )
+    # fitted by the load job and stored; computed here only when it is not (an old warehouse, a load
+    # since, a lead's several teams): the same functions on the same data, so the same numbers
+    fits = precomputed.stored_fits(con, teams, as_of, start) or precomputed.compute_fits(con, teams, as_of, start)
+    return fits.forecast, fits.anomalies, fits.outlook
 
 
 def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, forecaster=_forecast) -> Spend:
@@ -66,7 +61,7 @@ def load(con: duckdb.DuckDBPyConnection, teams: list[str] | None, days: int, for
     if as_of is None:
         return Spend(None, None, Decimal(0), Decimal(0), pl.DataFrame(), pl.DataFrame(), None, None, outlook=None)
     month_start, month_end = month_bounds(as_of)
-    start = min(window_start(as_of, days), month_start)
+    start = precomputed.spend_start(as_of, days)
     daily = allocation_queries.team_spend_daily(con, team=teams, start=start, end=as_of + timedelta(days=1))
     mtd = daily.filter(pl.col("day") >= month_start)
     forecast, anomalies, outlook = forecaster(con, teams, as_of, start)

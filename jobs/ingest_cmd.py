@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from datetime import datetime
@@ -11,6 +12,8 @@ from gpufinops.ingest.core.runner import RunResult, run_source
 from gpufinops.jobs import progress, tables
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.warehouse import allocation, carbon, db, freshness, queries
+
+log = logging.getLogger("gpufinops.ingest")
 
 
 def run_configured(
@@ -62,7 +65,21 @@ def run_configured(
             seconds[name] = time.monotonic() - started
         if step is not None:
             step.done()
+    if any(r.status == "succeeded" for r in results):
+        store_page_results(cfg)
     return results
+
+
+def store_page_results(cfg: Config) -> None:
+    """What the dashboard's pages read that is dear to compute (the forecast and anomaly fits, the heaviest
+    page queries), computed now on the data just loaded and stored in the warehouse
+    (``dashboard.precomputed``). A failure here fails no load: the pages then compute it themselves."""
+    from gpufinops.dashboard import precomputed
+
+    try:
+        precomputed.refresh(cfg.warehouse_path, memory_limit=cfg.memory_limit)
+    except Exception as exc:  # the loads are committed; the pages compute what is missing (and say nothing else)
+        log.warning("the dashboard's stored results were not refreshed (the pages compute them): %s", exc)
 
 
 def run(cfg: Config, names: list[str], **kwargs) -> int:

@@ -138,14 +138,19 @@ def period_outlook(
 
 
 def month_outlook(
-    con: duckdb.DuckDBPyConnection, teams: list[str] | None, *, now: datetime | None = None
+    con: duckdb.DuckDBPyConnection,
+    teams: list[str] | None,
+    *,
+    now: datetime | None = None,
+    edge: datetime | None = None,
 ) -> Outlook | None:
     """The outlook of the month the newest cost data (as of ``now``) falls in, for ``teams`` (None: every
-    team and the unattributed spend): the month the "all" budget watches, the dashboard and the report show."""
+    team and the unattributed spend): the month the "all" budget watches, the dashboard and the report show.
+    ``edge`` (``alerts_queries.data_edge`` as of ``now``) may be passed by a caller that has it already."""
     from gpufinops.models.budgets import period_bounds
     from gpufinops.warehouse import alerts_queries as aq
 
-    edge = aq.data_edge(con, now=now)
+    edge = edge if edge is not None else aq.data_edge(con, now=now)
     if edge is None or (teams is not None and not teams):
         return None
     start, end, _ = period_bounds(data_day(edge), "month")

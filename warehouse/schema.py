@@ -305,6 +305,11 @@ CARBON_HOURLY = pa.schema([
 # v13: the [carbon] settings every load computes carbon_hourly with.
 CARBON_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
+# v15: results the load job computes for the dashboard (models/page_results.py), an Arrow IPC frame each.
+STORED_RESULTS = pa.schema([("name", pa.string()), ("scope", pa.string()), ("data_version", pa.string()),
+                            ("computed_at", UTC_TS), ("seconds", pa.float64()),
+                            pa.field("frame", pa.binary(), metadata={"sql_type": "BLOB"})])
+
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
 
@@ -345,6 +350,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("allocation_settings", ALLOCATION_SETTINGS),
     Table("carbon_hourly", CARBON_HOURLY),
     Table("carbon_settings", CARBON_SETTINGS),
+
+    Table("stored_results", STORED_RESULTS),
 )}
 
 

@@ -16,9 +16,8 @@ from gpufinops.dashboard.common import (
     window_picker,
     window_start,
 )
+from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
 from gpufinops.warehouse.queries import carbon as carbon_queries
-
-IDLE_UTIL_PCT = 5.0
 
 
 def main() -> None:

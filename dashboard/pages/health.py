@@ -13,8 +13,8 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.dashboard.common import connection, page_header
-from gpufinops.warehouse import freshness, queries
+from gpufinops.dashboard.common import cached_query, connection, page_header
+from gpufinops.warehouse import freshness, queries, stored_results
 from gpufinops.warehouse.labels import age
 
 
@@ -42,8 +42,9 @@ def main() -> None:
         with connection() as con:
             sources = queries.ingest_status(con)
             fresh = freshness.source_freshness(con, now)
-            counts = queries.gpu_count_disagreements(con)
+            counts = cached_query(con, "gpu_count_disagreements")  # every GPU-hour: stored by the load job
             jobs = queries.job_status(con)
+            stored = stored_results.computed(con), stored_results.data_version(con)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -106,6 +107,17 @@ def main() -> None:
         st.caption("No scheduled job has run yet (recommend, report, feed).")
     else:
         labels.table(st, jobs)
+    (version, at, seconds, count), current = stored
+    if count and version == current and at is not None and seconds is not None:
+        st.caption(
+            f"The forecast, the anomalies and the heaviest page figures were computed by the last load job "
+            f"({count} results in {seconds:.1f} s, {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC) on the data held now."
+        )
+    else:
+        st.caption(
+            "The forecast, the anomalies and the heaviest page figures are computed on the pages (the load job "
+            "has not stored them for the data held now: the next `gpufinops ingest` does)."
+        )
 
 
 main()
