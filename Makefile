@@ -65,13 +65,17 @@ $(FOCUS_VENV)/.installed:
 	else $(FOCUS_PYTHON) -m venv $(FOCUS_VENV) && \
 	$(FOCUS_VENV)/bin/python -m pip install --quiet 'focus-validator==2.2.1' 'pyarrow<19' && touch $@; fi
 
+# The suite runs in one pytest worker per core (pytest-xdist; at most 4: each worker builds its own session
+# fixtures, demo warehouses among them), a file's tests together in one worker. `make test TEST_WORKERS=0`
+# runs it in this process alone, as a plain `pytest` does.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 test: $(VENV)/.installed-all $(BQ_VENV)/.installed $(FOCUS_VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The inner loop: the whole suite but the tests marked `browser` (Chromium), `emulator` (bqemulator,
 # Prometheus, the FOCUS validator) or `slow` (more than ~10 s); markers in pyproject.toml, tests/conftest.py.
 test-fast: $(VENV)/.installed-all
-	$(BIN)/python -m pytest -m "not browser and not emulator and not slow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not browser and not emulator and not slow"
 
 # Lint, format and types (configured in pyproject.toml), and the documentation site built strictly;
 # .ci/run runs it before the tests.
