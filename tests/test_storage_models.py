@@ -1,0 +1,116 @@
+"""The storage side on a held-out AWS account in moto (tests/storage_account.py): the inventory through
+boto3 on loopback, the bill's own rates, and each planted finding found with its dollars, nothing else."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from gpufinops.ingest.storage import aws_inventory
+from gpufinops.models import registry
+from gpufinops.models.run import analyse
+from gpufinops.warehouse import db, storage_store
+from tests import storage_account as acct
+from tests.aws_loopback import moto_s3, use_dummy_credentials
+
+pytestmark = pytest.mark.slow  # a moto account inventoried three times: ~40 s on 2 cores
+
+STORAGE_KINDS = ("storage_tier", "storage_orphan", "checkpoint_lifecycle")
+
+
+def _inventory(con, endpoint: str, at: datetime) -> aws_inventory.Inventory:
+    inv = aws_inventory.collect(
+        "storage", acct.clients(endpoint), acct.options(), at, storage_store.previous_volumes(con, "storage")
+    )
+    storage_store.load(con, "storage", inv)
+    return inv
+
+
+@pytest.fixture(scope="module")
+def account(tmp_path_factory):
+    """The account planted, inventoried three times (attached; just detached; 28 days later) and billed."""
+    mp = pytest.MonkeyPatch()
+    use_dummy_credentials(mp)
+    path = tmp_path_factory.mktemp("storage") / "wh.duckdb"
+    final = datetime.now(UTC).replace(microsecond=0) + timedelta(days=30)
+    with moto_s3() as endpoint:
+        ids = acct.plant(endpoint, final)
+        with db.writer(path) as con:
+            _inventory(con, endpoint, final - timedelta(days=29))
+            c = acct.clients(endpoint)
+            ec2 = c.ec2(acct.REGION)
+            ec2.detach_volume(VolumeId=ids["orphan"], InstanceId=ids["p5_gone"])
+            ec2.detach_volume(VolumeId=ids["cpu_orphan"], InstanceId=ids["m5"])
+            ec2.terminate_instances(InstanceIds=[ids["p5_gone"]])
+            _inventory(con, endpoint, final - timedelta(days=28))
+            inv = _inventory(con, endpoint, final)
+            acct.bill(con, ids, final)
+            run = analyse(con)
+    mp.undo()
+    yield path, ids, inv, run
+
+
+def test_each_planted_finding_is_found_with_the_bills_dollars_and_nothing_else(account):
+    _path, ids, _inv, run = account
+    found = {(r.kind, r.resource_id): r for r in run.recommendations if r.kind in STORAGE_KINDS}
+    expected = {
+        ("storage_tier", ids["tier"]): Decimal("1062.50"),  # 500×0.125 + 16000×0.065 → 500×0.08 at gp3's baseline
+        ("storage_orphan", ids["orphan"]): Decimal("30.00"),  # 1000×0.08 less a 1000 GiB snapshot at 0.05
+        ("storage_orphan", ids["old_snapshot"]): Decimal("20.00"),  # its own 400 GB-month lines at 0.05
+        # 650 GiB at 0.023; the rule leaves 195 GiB there, 260 GiB in Glacier IR at 0.004, 195 GiB expired
+        ("checkpoint_lifecycle", "s3://ml-ckpt/llm/"): Decimal("9.425"),
+    }
+    assert set(found) == set(expected), sorted(found)
+    for key, dollars in expected.items():
+        assert abs(found[key].monthly_savings_usd - dollars) <= dollars * Decimal("0.01"), (key, found[key])
+    tier = found[("storage_tier", ids["tier"])]
+    assert (
+        tier.proposed["volume_type"] == "gp3"
+        and tier.proposed["iops"] == 3000
+        and tier.proposed["throughput_mibps"] == 125
+    )
+    assert tier.team == "vision" and tier.evidence["gpu_resource_id"] == ids["p4d"]
+    orphan = found[("storage_orphan", ids["orphan"])]
+    assert orphan.team == "llm" and orphan.evidence["gpu_resource_type"] == "p5.48xlarge"
+    assert orphan.proposed["keep_snapshot"]["new"] is True
+    life = found[("checkpoint_lifecycle", "s3://ml-ckpt/llm/")]
+    assert life.team == "llm" and len(life.proposed["expire_prefixes"]) == 14  # each run but its newest 3
+    assert all(p.startswith("llm/run-") and p.endswith("/") for p in life.proposed["expire_prefixes"])
+
+
+def test_what_cannot_be_measured_or_listed_is_withheld_and_named(account):
+    _path, ids, _inv, run = account
+    withheld = {(w.kind, w.resource_id): w.reason for w in run.withheld if w.kind in STORAGE_KINDS}
+    assert withheld == {
+        ("storage_tier", ids["unmeasured"]): "no_iops_measurements",
+        ("checkpoint_lifecycle", "s3://no-such-bucket/ckpt/"): "no_prefix_access",
+    }
+
+
+def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attachment(account):
+    path, ids, inv, _run = account
+    assert {o["bucket"] for o in inv.objects} == {"ml-ckpt", "ml-data", "no-such-bucket"}
+    assert not any(o["prefix"].startswith("datasets/") for o in inv.objects)  # not configured: never listed
+    refused = next(o for o in inv.objects if o["bucket"] == "no-such-bucket")
+    assert "NoSuchBucket" in refused["access"] and refused["objects"] == 0
+    orphan = next(v for v in inv.volumes if v["volume_id"] == ids["orphan"])
+    assert orphan["attached_instance_id"] is None and orphan["last_instance_id"] == ids["p5_gone"]
+    assert orphan["last_instance_type"] == "p5.48xlarge"
+    assert {o["volume_id"] for o in inv.volume_ops} == {ids["tier"], ids["busy"], ids["cpu_io2"]}
+    with db.reader(path) as con:
+        versions = dict(con.execute("SELECT kind, any_value(model_version) FROM recommendations GROUP BY 1").fetchall())
+    assert all(versions[k] == registry.VERSIONS[k] for k in STORAGE_KINDS)
+
+
+def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path):
+    path, _ids, inv, _run = account
+    copy = tmp_path / "wh.duckdb"
+    copy.write_bytes(path.read_bytes())
+    bad = aws_inventory.Inventory(volumes=[{**inv.volumes[0], "team": "vision\r\nBcc: x"}])
+    with db.writer(copy, create=False) as con:
+        before = con.execute("SELECT count(*) FROM storage_volumes").fetchone()
+        with pytest.raises(storage_store.StorageInventoryError, match=r"storage_volumes row 1 .*column team"):
+            storage_store.load(con, "storage", bad)
+        assert con.execute("SELECT count(*) FROM storage_volumes").fetchone() == before
