@@ -3,6 +3,7 @@ boto3 on loopback, the bill's own rates, and each planted finding found with its
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -48,12 +49,12 @@ def account(tmp_path_factory):
             inv = _inventory(con, endpoint, final)
             acct.bill(con, ids, final)
             run = analyse(con)
+        yield path, ids, inv, run, endpoint
     mp.undo()
-    yield path, ids, inv, run
 
 
 def test_each_planted_finding_is_found_with_the_bills_dollars_and_nothing_else(account):
-    _path, ids, _inv, run = account
+    _path, ids, _inv, run, _endpoint = account
     found = {(r.kind, r.resource_id): r for r in run.recommendations if r.kind in STORAGE_KINDS}
     expected = {
         ("storage_tier", ids["tier"]): Decimal("1062.50"),  # 500×0.125 + 16000×0.065 → 500×0.08 at gp3's baseline
@@ -81,7 +82,7 @@ def test_each_planted_finding_is_found_with_the_bills_dollars_and_nothing_else(a
 
 
 def test_what_cannot_be_measured_or_listed_is_withheld_and_named(account):
-    _path, ids, _inv, run = account
+    _path, ids, _inv, run, _endpoint = account
     withheld = {(w.kind, w.resource_id): w.reason for w in run.withheld if w.kind in STORAGE_KINDS}
     assert withheld == {
         ("storage_tier", ids["unmeasured"]): "no_iops_measurements",
@@ -90,7 +91,7 @@ def test_what_cannot_be_measured_or_listed_is_withheld_and_named(account):
 
 
 def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attachment(account):
-    path, ids, inv, _run = account
+    path, ids, inv, _run, _endpoint = account
     assert {o["bucket"] for o in inv.objects} == {"ml-ckpt", "ml-data", "no-such-bucket"}
     assert not any(o["prefix"].startswith("datasets/") for o in inv.objects)  # not configured: never listed
     refused = next(o for o in inv.objects if o["bucket"] == "no-such-bucket")
@@ -105,7 +106,7 @@ def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attac
 
 
 def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path):
-    path, _ids, inv, _run = account
+    path, _ids, inv, _run, _endpoint = account
     copy = tmp_path / "wh.duckdb"
     copy.write_bytes(path.read_bytes())
     bad = aws_inventory.Inventory(volumes=[{**inv.volumes[0], "team": "vision\r\nBcc: x"}])
@@ -114,3 +115,37 @@ def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_pa
         with pytest.raises(storage_store.StorageInventoryError, match=r"storage_volumes row 1 .*column team"):
             storage_store.load(con, "storage", bad)
         assert con.execute("SELECT count(*) FROM storage_volumes").fetchone() == before
+
+
+def test_the_exports_apply_as_they_are_in_moto(account):
+    """The lifecycle configuration goes to S3 as exported and reads back the same; each ModifyVolume request
+    changes its volume to what the finding proposed."""
+    from gpufinops.jobs.export import objects, storage
+
+    path, ids, _inv, _run, endpoint = account
+    with db.reader(path) as con:
+        document = json.loads(storage.render(objects.load(con)))
+    c = acct.clients(endpoint)
+    s3, ec2 = c.s3, c.ec2(acct.REGION)
+    assert set(document["s3_lifecycle"]) == {"ml-ckpt"}
+    config = document["s3_lifecycle"]["ml-ckpt"]
+    s3.put_bucket_lifecycle_configuration(Bucket="ml-ckpt", LifecycleConfiguration=config)
+    back = s3.get_bucket_lifecycle_configuration(Bucket="ml-ckpt")["Rules"]
+    assert [r["ID"] for r in back] == [r["ID"] for r in config["Rules"]] and len(back) == 15
+    cold = next(r for r in back if r["ID"].startswith("gpufinops-cold-"))
+    assert cold["Transitions"][0] == {"Days": 30, "StorageClass": "GLACIER_IR"} and cold["Filter"] == {"Prefix": "llm/"}
+    assert document["modify_volume"] == [
+        {"VolumeId": ids["tier"], "VolumeType": "gp3", "Iops": 3000, "Throughput": 125}
+    ]
+    for request in document["modify_volume"]:
+        ec2.modify_volume(**request)
+    volume = ec2.describe_volumes(VolumeIds=[ids["tier"]])["Volumes"][0]
+    assert (volume["VolumeType"], volume["Iops"], volume["Throughput"]) == ("gp3", 3000, 125)
+    assert sorted(document["commands"]) == sorted(
+        [
+            f"aws ec2 delete-snapshot --snapshot-id {ids['old_snapshot']}",
+            f'aws ec2 wait snapshot-completed --snapshot-ids "$(aws ec2 create-snapshot --volume-id {ids["orphan"]} '
+            f'--query SnapshotId --output text)" && aws ec2 delete-volume --volume-id {ids["orphan"]}',
+        ]
+    )
+    assert document["monthly_savings_usd"] == pytest.approx(1062.50 + 30.00 + 20.00 + 9.43)
