@@ -262,7 +262,16 @@ FLAT_COLUMNS = (
     "status",
     "decision",
 )
-CHANGE_KEYS = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
+CHANGE_KEYS = (
+    "instance_type",
+    "gpu_model",
+    "gpu_count",
+    "pricing",
+    "precision",
+    "state",
+    "volume_type",
+    "storage_class",
+)
 
 
 def change_text(current: dict[str, Any], proposed: dict[str, Any]) -> str:

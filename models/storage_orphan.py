@@ -77,7 +77,7 @@ def _volume_finding(inputs: StorageInputs, settings: StorageSettings, v: dict[st
         f"delete {v['volume_id']}: snapshot {keep['snapshot_id']} keeps it"
         if not keep["new"]
         else f"snapshot {v['volume_id']}, then delete it"
-    )
+    ) + f" (last attached to GPU resource {gpu}, {gpu_type})"
     out.recommendations.append(
         Recommendation(
             id=stable_id(KIND, v["provider"], v["volume_id"]),

@@ -127,6 +127,7 @@ def findings(inputs: StorageInputs, settings: StorageSettings) -> Findings:
         action = f"change {v['volume_id']} from {v['volume_type']} to {target['volume_type']}"
         if target["iops"]:
             action += f" at {target['iops']:.0f} IOPS and {target['throughput_mibps']:.0f} MiB/s"
+        action += f" (volume of GPU resource {gpu}, {gpu_type})"
         out.recommendations.append(
             Recommendation(
                 id=stable_id(KIND, v["provider"], v["volume_id"]),
