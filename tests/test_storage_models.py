@@ -149,3 +149,25 @@ def test_the_exports_apply_as_they_are_in_moto(account):
         ]
     )
     assert document["monthly_savings_usd"] == pytest.approx(1062.50 + 30.00 + 20.00 + 9.43)
+
+
+def test_the_inventory_command_loads_a_warehouse_and_names_a_bad_option(account, tmp_path, capsys, monkeypatch):
+    from gpufinops.ingest.storage.__main__ import main
+
+    _path, _ids, _inv, _run, endpoint = account
+    use_dummy_credentials(monkeypatch)
+    config = tmp_path / "storage.toml"
+    config.write_text(
+        f'endpoint_url = "{endpoint}"\nregions = ["us-east-1"]\n'
+        '[[prefixes]]\nbucket = "ml-ckpt"\nprefix = "llm/*/"\nteam = "llm"\nread_filter = "llm"\n'
+    )
+    warehouse = tmp_path / "wh.duckdb"
+    assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 0
+    out = capsys.readouterr().out
+    assert "40 object(s) under 1 prefix(es)" in out, out
+    with db.reader(warehouse) as con:
+        roots = {r[0] for r in con.execute("SELECT DISTINCT prefix FROM storage_objects").fetchall()}
+    assert roots == {"llm/run-a/", "llm/run-b/"}  # the glob's matches
+    config.write_text('regions = ["us-east-1"]\n[[prefixes]]\nbucket = "ml-ckpt"\nprefix = "*"\n')
+    assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 2
+    assert "listing a whole bucket is refused" in capsys.readouterr().err
