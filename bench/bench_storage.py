@@ -94,10 +94,10 @@ def main() -> int:
         ("AWS_EC2_METADATA_DISABLED", "true"),
     ):
         os.environ.setdefault(name, value)
+    import socket
+
     from gpufinops.ingest.storage import aws_inventory
     from gpufinops.ingest.storage.options import StorageOptions
-
-    import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
