@@ -163,3 +163,40 @@ def test_a_checkpoint_prefix_read_more_than_its_kept_checkpoints_is_withheld():
     # Glacier IR (24.576) and expires the one aged 90: 235.52 − 95.232
     assert rec.monthly_savings_usd == Decimal("140.29")
     assert rec.proposed["expire_prefixes"] == [f"c/r/s{n}/" for n in range(3, 10)]
+
+
+def test_the_gcs_lifecycle_export_moves_then_deletes_by_prefix():
+    from gpufinops.jobs.export import storage
+
+    obj = {
+        "id": "x",
+        "kind": "checkpoint_lifecycle",
+        "provider": "gcp",
+        "plan": "primary",
+        "status": "open",
+        "monthly_savings_usd": 12.5,
+        "resource_id": "gs://ckpt/llm/",
+        "evidence": {},
+        "proposed": {
+            "bucket": "ckpt",
+            "prefix": "llm/",
+            "storage_class": "COLDLINE",
+            "transition_days": 30,
+            "expire_days": 90,
+            "expire_prefixes": ["llm/run-1/step-1/"],
+        },
+    }
+    document = storage.document([obj])
+    assert document["gcs_lifecycle"] == {
+        "ckpt": {
+            "rule": [
+                {
+                    "action": {"type": "SetStorageClass", "storageClass": "COLDLINE"},
+                    "condition": {"age": 30, "matchesPrefix": ["llm/"]},
+                },
+                {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["llm/run-1/step-1/"]}},
+            ]
+        }
+    }
+    assert document["s3_lifecycle"] == {} and document["monthly_savings_usd"] == 12.5
+    assert storage.document([{**obj, "status": "dismissed"}])["gcs_lifecycle"] == {}  # a dismissed plan is not carried
