@@ -57,13 +57,17 @@ def serve(port: int, volumes: int, snapshots: int, objects: int) -> None:
 
 def _clients(endpoint: str):
     import boto3
+    from botocore.config import Config
 
     from gpufinops.ingest.storage.aws_inventory import Clients
 
+    # moto answers a whole listing in one response when it does not page an action (DescribeVolumes): minutes
+    slow = Config(read_timeout=900, retries={"max_attempts": 1})
+
     return Clients(
-        ec2=lambda r: boto3.client("ec2", region_name=r, endpoint_url=endpoint),
-        cloudwatch=lambda r: boto3.client("cloudwatch", region_name=r, endpoint_url=endpoint),
-        s3=boto3.client("s3", region_name=REGION, endpoint_url=endpoint),
+        ec2=lambda r: boto3.client("ec2", region_name=r, endpoint_url=endpoint, config=slow),
+        cloudwatch=lambda r: boto3.client("cloudwatch", region_name=r, endpoint_url=endpoint, config=slow),
+        s3=boto3.client("s3", region_name=REGION, endpoint_url=endpoint, config=slow),
     )
 
 
