@@ -242,3 +242,17 @@ def volume_monthly_cost(
             return None, GP3_THROUGHPUT_METER
         cost += t_rate * extra_mibps
     return cost, ""
+
+
+def scope_counts(inputs: StorageInputs) -> dict[str, int]:
+    """How much of the inventory is GPU work (examined) and how much is out of scope (listed, not examined)."""
+    volumes = sum(1 for v in inputs.volumes if gpu_resource(inputs, v)[0])
+    gone = {v["volume_id"] for v in inputs.volumes}
+    snapshots = sum(1 for s in inputs.snapshots if s.get("team") or s["volume_id"] in gone)
+    return {
+        "volumes_in_scope": volumes,
+        "volumes_out_of_scope": len(inputs.volumes) - volumes,
+        "snapshots_in_scope": snapshots,
+        "snapshots_out_of_scope": len(inputs.snapshots) - snapshots,
+        "prefixes": len({(o["bucket"], o["prefix"]) for o in inputs.objects}),
+    }

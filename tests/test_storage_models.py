@@ -103,6 +103,13 @@ def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attac
     with db.reader(path) as con:
         versions = dict(con.execute("SELECT kind, any_value(model_version) FROM recommendations GROUP BY 1").fetchall())
     assert all(versions[k] == registry.VERSIONS[k] for k in STORAGE_KINDS)
+    from gpufinops.models import storage_common
+
+    with db.reader(path) as con:
+        scope = storage_common.scope_counts(storage_common.load(con))
+    # GPU work: tier, busy, unmeasured, orphan and the p4d's and g5's root volumes; the m5's two and its root
+    # volume are listed, not examined
+    assert (scope["volumes_in_scope"], scope["volumes_out_of_scope"]) == (6, 3)
 
 
 def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path):
@@ -165,6 +172,7 @@ def test_the_inventory_command_loads_a_warehouse_and_names_a_bad_option(account,
     assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 0
     out = capsys.readouterr().out
     assert "40 object(s) under 1 prefix(es)" in out, out
+    assert "out of scope (listed, not examined): " in out, out
     with db.reader(warehouse) as con:
         roots = {r[0] for r in con.execute("SELECT DISTINCT prefix FROM storage_objects").fetchall()}
     assert roots == {"llm/run-a/", "llm/run-b/"}  # the glob's matches

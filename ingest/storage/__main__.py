@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                 source, clients, options, datetime.now(UTC), storage_store.previous_volumes(con, source)
             )
             storage_store.load(con, source, inv)
+            from gpufinops.models import storage_common  # which of it is GPU work: the models' own rule
+
+            scope = storage_common.scope_counts(storage_common.load(con))
     except (IngestError, storage_store.StorageInventoryError) as exc:
         print(scrub(f"gpufinops storage: {exc}"), file=sys.stderr)
         return 1
@@ -64,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(o['objects'] for o in inv.objects)} object(s) under {len(options.rules)} prefix(es), "
         f"{len({o['volume_id'] for o in inv.volume_ops})} volume(s) measured"
         + (f"; not listed: {', '.join(refused)}" if refused else "")
+    )
+    print(
+        f"GPU work (examined): {scope['volumes_in_scope']} volume(s), {scope['snapshots_in_scope']} snapshot(s), "
+        f"{scope['prefixes']} prefix(es); out of scope (listed, not examined): {scope['volumes_out_of_scope']} "
+        f"volume(s), {scope['snapshots_out_of_scope']} snapshot(s)"
     )
     return 0
 
