@@ -159,7 +159,7 @@ def test_the_exports_apply_as_they_are_in_moto(account):
 
 
 def test_the_inventory_command_loads_a_warehouse_and_names_a_bad_option(account, tmp_path, capsys, monkeypatch):
-    from gpufinops.ingest.storage.__main__ import main
+    from gpufinops.jobs.storage_inventory import main
 
     _path, _ids, _inv, _run, endpoint = account
     use_dummy_credentials(monkeypatch)

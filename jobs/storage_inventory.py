@@ -1,4 +1,4 @@
-"""`python -m gpufinops.ingest.storage --config storage.toml --warehouse PATH`: take the AWS storage inventory.
+"""`python -m gpufinops.jobs.storage_inventory --config storage.toml --warehouse PATH`: take the AWS storage inventory.
 
 The TOML file holds the inventory's options (ingest/storage/options.py: ``regions``, ``team_tag_keys``,
 ``metrics_days``, ``endpoint_url``, ``[[prefixes]]`` tables with ``bucket``, ``prefix``, ``purpose``,
@@ -19,7 +19,7 @@ from gpufinops.ingest.core.scrub import scrub
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpufinops.ingest.storage", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gpufinops.jobs.storage_inventory", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the inventory's TOML file")
     parser.add_argument("--warehouse", required=True, help="the warehouse file (gpufinops.toml's [warehouse] path)")
     args = parser.parse_args(argv)
