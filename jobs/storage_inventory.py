@@ -19,7 +19,9 @@ from gpufinops.ingest.core.scrub import scrub
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpufinops.jobs.storage_inventory", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpufinops.jobs.storage_inventory", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--config", required=True, help="the inventory's TOML file")
     parser.add_argument("--warehouse", required=True, help="the warehouse file (gpufinops.toml's [warehouse] path)")
     args = parser.parse_args(argv)
