@@ -115,8 +115,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="without [[api.tokens]]: serve every caller with finance scope (demo only)")
 
     export = sub.add_parser("export", help="recommendations in a scheduler's own format, or the costs as FOCUS 1.2")
-    export.add_argument("kind", metavar="FORMAT", choices=("json", "kueue", "karpenter", "skypilot", "focus"),
-                        help="json, kueue, karpenter, skypilot (recommendations) or focus (the cost lines)")
+    export.add_argument("kind", metavar="FORMAT", choices=("json", "kueue", "karpenter", "skypilot", "storage", "focus"),
+                        help="json, kueue, karpenter, skypilot (recommendations), storage (lifecycle rules, volume "
+                             "changes) or focus (the cost lines)")
     export.add_argument("--team", metavar="T", help="only this team's recommendations (not for focus)")
     export.add_argument("--cluster", help="kueue / karpenter / skypilot: only this target cluster (its name or its "
                                           "gpufinops.io/cluster label value)")

@@ -113,6 +113,16 @@ def evaluate(recs: list[Recommendation], planted: list[dict[str, Any]], kinds: s
     return rows
 
 
+def _load_storage(con, seed: int) -> None:
+    """The storage inventory the demo's AWS account would list (simulator/demo_storage.py)."""
+    from gpufinops.simulator import demo_fleet, demo_storage
+    from gpufinops.simulator.demo_billing import build_fleet
+    from gpufinops.warehouse import storage_store
+
+    machines = build_fleet(seed)
+    storage_store.load(con, demo_storage.SOURCE, demo_storage.inventory(machines, demo_fleet.DEMO_END))
+
+
 def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> int:
     from gpufinops.jobs import demo_summary, progress
     from gpufinops.simulator import demo_fleet
@@ -135,6 +145,7 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
             return 1
         step.start("running the models")
         with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+            _load_storage(con, seed)
             run = analyse(con, on_model=lambda kind, done: None if done else step.start(f"model {kind}"))
             from gpufinops.jobs.export import objects  # what the store holds: status and decision included
 

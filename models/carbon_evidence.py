@@ -2,7 +2,7 @@
 
 One function, :func:`annotate`, runs over every reconciled recommendation (``models.run.analyse``)
 and fills the figure for each kind in ``REMOVES_GPU_HOURS``; the kinds in ``PRICING_ONLY`` change
-what an hour costs, not how many GPU-hours run, and get none (tests/test_carbon_evidence.py checks
+what an hour costs, or storage, not how many GPU-hours run, and get none (tests/test_carbon_evidence.py checks
 that every registered kind is in exactly one of the two). The figure is per month (30.4375 days), in
 kg CO2e, from ``carbon_hourly`` over the finding's window (``first_hour``/``last_hour``, else the
 ``window_days`` up to the resource's last measured hour):
@@ -31,7 +31,10 @@ import duckdb
 from gpufinops.models.recommendation import Recommendation
 
 REMOVES_GPU_HOURS = frozenset({"idle_gpu", "gpu_count", "gpu_type", "quantization"})
-PRICING_ONLY = frozenset({"spot_mix", "commitment", "onprem_vs_cloud"})
+# (and the storage kinds: they change volumes, snapshots and object classes, whose energy nothing measures)
+PRICING_ONLY = frozenset(
+    {"spot_mix", "commitment", "onprem_vs_cloud", "storage_tier", "storage_orphan", "checkpoint_lifecycle"}
+)
 DAYS_PER_MONTH = 30.4375
 
 

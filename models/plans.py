@@ -41,8 +41,12 @@ FAMILIES = {
     "spot_mix": "purchase",
     "commitment": "purchase",
     "onprem_vs_cloud": "purchase",
+    # storage: a volume's, snapshot's or prefix's own plan (exclusive: delete an orphan or re-tier it)
+    "storage_orphan": "storage",
+    "storage_tier": "storage",
+    "checkpoint_lifecycle": "storage",
 }
-ORDER = ("usage", "rightsize", "purchase")
+ORDER = ("usage", "rightsize", "purchase", "storage")
 COUNTED = ("primary", "step")
 OUTSTANDING = ("open", "accepted")  # statuses a total counts: dismissed and applied findings never add up
 COUNTED_SQL = "plan IN ('primary', 'step') AND status IN ('open', 'accepted')"  # the same rule in SQL

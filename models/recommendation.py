@@ -144,6 +144,27 @@ WITHHOLD_REASONS = {
         "a benchmark of the workload on the refused GPU (a replica there measures its p95), or [models] "
         "max_target_util_pct / memory_headroom if the cap is stricter than the service needs",
     ),
+    "no_iops_measurements": (
+        "the volume's read and write operations over enough days",
+        "CloudWatch AWS/EBS VolumeReadOps / VolumeWriteOps (the storage inventory reads them), or Cloud "
+        "Monitoring disk operations",
+    ),
+    "unpriced_storage": (
+        "the bill's rate for the storage meter (usage type or SKU) in the volume's or bucket's region",
+        "a cost source carrying the account's storage lines (aws_cur, focus_files, gcp_billing_export)",
+    ),
+    "no_prefix_access": (
+        "a listing of the configured prefix",
+        "s3:ListBucket (GCS: storage.objects.list) on the bucket for the inventory's credentials",
+    ),
+    "no_read_metrics": (
+        "GET requests on the prefix over the lookback",
+        "an S3 request-metrics filter on the prefix, named in the prefix's read_filter",
+    ),
+    "old_objects_read": (
+        "nothing: the prefix is read more than its kept checkpoints explain",
+        "the prefix's GET requests (a lifecycle rule would make those reads slower or dearer)",
+    ),
     "capacity": (
         "free GPUs on the on-prem node group at its target utilisation",
         "more nodes in the group, or less load on it ([models] onprem_target_utilisation)",
@@ -241,7 +262,16 @@ FLAT_COLUMNS = (
     "status",
     "decision",
 )
-CHANGE_KEYS = ("instance_type", "gpu_model", "gpu_count", "pricing", "precision", "state")
+CHANGE_KEYS = (
+    "instance_type",
+    "gpu_model",
+    "gpu_count",
+    "pricing",
+    "precision",
+    "state",
+    "volume_type",
+    "storage_class",
+)
 
 
 def change_text(current: dict[str, Any], proposed: dict[str, Any]) -> str:

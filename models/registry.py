@@ -20,7 +20,18 @@ from typing import Any, Generic, TypeVar
 
 import duckdb
 
-from gpufinops.models import commitment, gpu_count, gpu_type, idle, onprem_vs_cloud, quantization, spot_mix
+from gpufinops.models import (
+    checkpoint_lifecycle,
+    commitment,
+    gpu_count,
+    gpu_type,
+    idle,
+    onprem_vs_cloud,
+    quantization,
+    spot_mix,
+    storage_orphan,
+    storage_tier,
+)
 from gpufinops.models.features import RightsizingSettings
 from gpufinops.models.onprem_cost import OnpremSettings
 from gpufinops.models.recommendation import Findings
@@ -110,6 +121,30 @@ MODELS: tuple[ModelSpec[Any, Any], ...] = (
         commitment.load,
         commitment.findings,
         "Savings Plans / CUD coverage of the steady baseline",
+    ),
+    ModelSpec(
+        "storage_tier",
+        "storage_tier/1",
+        storage_tier.StorageSettings,
+        storage_tier.load,
+        storage_tier.findings,
+        "provisioned-IOPS volumes of GPU work whose measured IOPS fit gp3 (PD-SSD: pd-balanced)",
+    ),
+    ModelSpec(
+        "storage_orphan",
+        "storage_orphan/1",
+        storage_tier.StorageSettings,
+        storage_orphan.load,
+        storage_orphan.findings,
+        "volumes GPU work left unattached; snapshots past retention whose volume is gone",
+    ),
+    ModelSpec(
+        "checkpoint_lifecycle",
+        "checkpoint_lifecycle/1",
+        storage_tier.StorageSettings,
+        checkpoint_lifecycle.load,
+        checkpoint_lifecycle.findings,
+        "checkpoint prefixes whose old objects are not read: a lifecycle rule",
     ),
 )
 

@@ -101,7 +101,9 @@ def _line_item(row: dict) -> dict:
     region, category = row["RegionId"], row.get("ServiceCategory")
     instance_type = row.get("x_InstanceType")
     prefix = USAGE_TYPE_REGION.get(region, region)
-    if kind == "RIFee":
+    if row.get("_UsageType"):
+        usage_type = row["_UsageType"]
+    elif kind == "RIFee":
         usage_type = f"{prefix}-HeavyUsage:{row['ChargeDescription'].rsplit(', ', 1)[1].split()[0]}"
     elif instance_type:
         usage_type = f"{prefix}-{'SpotUsage' if row['PricingCategory'] == 'Dynamic' else 'BoxUsage'}:{instance_type}"

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpufinops.simulator import cur2_export, gcp_export
+from gpufinops.simulator import cur2_export, demo_storage, gcp_export
 from gpufinops.simulator.cur2_export import aws_reserved_instance
 from gpufinops.simulator.demo_billing import build_fleet, compute_lines, daily_lines, onprem_options
 from gpufinops.simulator.demo_prices import (
@@ -230,6 +230,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
     for stale in metrics_dir.glob("*.csv"):
         if stale.name not in hosts:
             stale.unlink()
+    rows["aws"] += demo_storage.bill_rows(machines, end)  # the storage GPU work leaves (simulator/demo_storage.py)
     for provider_rows in rows.values():
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config

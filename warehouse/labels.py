@@ -34,6 +34,9 @@ KINDS = {  # recommendation kinds (the model registry's)
     "commitment": "Commitment",
     "onprem_vs_cloud": "On-prem vs cloud",
     "repatriation": "Repatriation",
+    "storage_tier": "Storage tier",
+    "storage_orphan": "Orphaned storage",
+    "checkpoint_lifecycle": "Checkpoint lifecycle",
 }
 PATTERNS = {  # evidence["pattern"]
     "always_idle": "Always idle",
@@ -44,6 +47,9 @@ PATTERNS = {  # evidence["pattern"]
     "shrink_cluster": "Shrink the cluster",
     "burst_to_spot": "Burst to spot",
     "keep_onprem": "Keep on-prem",
+    "orphan_volume": "Unattached volume",
+    "orphan_snapshot": "Snapshot past retention",
+    "cold_checkpoints": "Cold checkpoints",
 }
 PRICING = {  # current / proposed pricing terms
     "on_demand": "On-demand",
@@ -61,6 +67,9 @@ STATES = {  # current / proposed resource states
     "scale_to_zero": "Scaled to zero when idle",
     "running": "Running",
     "stopped": "Stopped",
+    "deleted": "Deleted",
+    "unattached": "Unattached",
+    "kept": "Kept",
 }
 ALERT_RULES = {
     "budget": "Budget",
@@ -105,6 +114,11 @@ WITHHOLD_REASONS = {
     "short_history": "Short history",
     "ramping": "Ramping up",
     "no_fitting_target": "No target fits",
+    "no_iops_measurements": "No IOPS measurements",
+    "unpriced_storage": "No storage rate on the bill",
+    "no_prefix_access": "Prefix not listable",
+    "no_read_metrics": "No read measurements",
+    "old_objects_read": "Old checkpoints read",
 }
 BASES = {  # gpu_allocation_hourly.basis
     "whole": "Whole GPU",

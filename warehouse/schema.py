@@ -17,6 +17,7 @@ import pyarrow as pa
 from gpufinops.warehouse.focus_spec import FOCUS_12_COLUMNS as FOCUS_12_COLUMNS
 from gpufinops.warehouse.migrations import MIGRATIONS as MIGRATIONS
 from gpufinops.warehouse.migrations import SCHEMA_VERSION as SCHEMA_VERSION
+from gpufinops.warehouse.storage_schema import STORAGE_TABLES
 
 FOCUS_MANDATORY = tuple(name for name, _, level in FOCUS_12_COLUMNS if level == "Mandatory")
 
@@ -352,6 +353,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("carbon_settings", CARBON_SETTINGS),
 
     Table("stored_results", STORED_RESULTS),
+    *(Table(name, table_schema) for name, table_schema in STORAGE_TABLES.items()),  # v14
 )}
 
 

@@ -294,6 +294,7 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
         "ServiceName": service,
         "ServiceSubcategory": service_sql(service, SERVICES_BY_NAME, 1, by_code[1]),
         "SkuId": "product_sku",
+        "SkuMeter": "line_item_usage_type",  # EBS:VolumeUsage.io2, TimedStorage-ByteHrs …: the storage models' meter
         "SkuPriceId": "COALESCE(pricing_rate_code, pricing_rate_id)",
         "SubAccountId": "line_item_usage_account_id",
         "SubAccountName": "line_item_usage_account_name",

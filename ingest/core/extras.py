@@ -22,6 +22,10 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
         ("google.auth", "google-auth"),
     ),
     "dashboard": (("streamlit", "streamlit"), ("authlib", "Authlib")),
+    "gcp-storage": (
+        ("google.cloud.compute_v1", "google-cloud-compute"),
+        ("google.cloud.storage", "google-cloud-storage"),
+    ),
 }
 DISTRIBUTIONS = {module: dist for modules in EXTRAS.values() for module, dist in modules}
 

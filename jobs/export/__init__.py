@@ -22,7 +22,7 @@ from gpufinops.jobs.export import karpenter, kueue, objects, plan, skypilot, yam
 from gpufinops.jobs.export.settings import ExportSettings
 from gpufinops.models import plans
 
-FORMATS = ("json", "kueue", "karpenter", "skypilot")
+FORMATS = ("json", "kueue", "karpenter", "skypilot", "storage")
 WINDOW_DAYS = 14
 
 
@@ -127,6 +127,12 @@ def render(
         if cluster is not None:
             raise ExportError("--cluster applies to the kueue, karpenter and skypilot formats")
         return json.dumps(objects.load(con, team=team), indent=2) + "\n"
+    if fmt == "storage":
+        if cluster is not None:
+            raise ExportError("--cluster applies to the kueue, karpenter and skypilot formats")
+        from gpufinops.jobs.export import storage
+
+        return storage.render(objects.load(con, team=team))
     fleet = load(con, team=team, settings=settings)
     shown = _clusters(fleet, cluster)
     if fmt == "skypilot":

@@ -25,6 +25,7 @@ from gpufinops.warehouse.migrations import (
     v010_gpu_allocation,
     v011_repair_v5_v6,
     v013_carbon,
+    v014_storage,
     v015_stored_fits,
 )
 
@@ -41,6 +42,7 @@ _MODULES: tuple[ModuleType, ...] = (
     v010_gpu_allocation,
     v011_repair_v5_v6,
     v013_carbon,
+    v014_storage,
     v015_stored_fits,
 )
 

@@ -1,0 +1,150 @@
+"""`gpufinops export storage`: the storage plans as what the clouds take, to apply as is.
+
+One JSON document over the plan objects (primary and step, open or accepted) of the storage kinds:
+
+* ``s3_lifecycle``: bucket -> the ``LifecycleConfiguration`` that ``aws s3api
+  put-bucket-lifecycle-configuration --bucket B --lifecycle-configuration file://F`` (or boto3's
+  ``put_bucket_lifecycle_configuration``) takes: per checkpoint prefix a transition rule to Glacier Instant
+  Retrieval and one expiration rule per checkpoint folder a run no longer keeps (a bucket's rules together,
+  at most 1,000: S3 replaces a bucket's whole configuration with this one);
+* ``gcs_lifecycle``: bucket -> the lifecycle configuration ``gcloud storage buckets update gs://B
+  --lifecycle-file=F`` takes (SetStorageClass COLDLINE, Delete by ``matchesPrefix``);
+* ``modify_volume``: the EC2 ``ModifyVolume`` requests (``aws ec2 modify-volume --cli-input-json``);
+* ``commands``: the deletions (a snapshot first where one is to be kept) and Persistent Disk moves, as
+  shell commands a person runs: deleting is never done by a configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from gpufinops.jobs.export import plan as plan_mod
+from gpufinops.models import plans
+
+KINDS = ("storage_tier", "storage_orphan", "checkpoint_lifecycle")
+MAX_S3_RULES = 1000
+RULE_ID_CHARS = 255
+
+
+def _rule_id(text: str) -> str:
+    return text[:RULE_ID_CHARS]
+
+
+def _s3_rules(p: dict[str, Any]) -> list[dict[str, Any]]:
+    rules = [
+        {
+            "ID": _rule_id(f"gpufinops-cold-{p['prefix']}"),
+            "Filter": {"Prefix": p["prefix"]},
+            "Status": "Enabled",
+            "Transitions": [
+                {"Days": int(p["transition_days"]), "StorageClass": p.get("storage_class") or "GLACIER_IR"}
+            ],
+        }
+    ]
+    for path in p.get("expire_prefixes") or ():
+        rules.append(
+            {
+                "ID": _rule_id(f"gpufinops-expire-{path}"),
+                "Filter": {"Prefix": path},
+                "Status": "Enabled",
+                "Expiration": {"Days": int(p["expire_days"])},
+            }
+        )
+    return rules
+
+
+def _gcs_rules(p: dict[str, Any]) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = [
+        {
+            "action": {"type": "SetStorageClass", "storageClass": p.get("storage_class") or "COLDLINE"},
+            "condition": {"age": int(p["transition_days"]), "matchesPrefix": [p["prefix"]]},
+        }
+    ]
+    if p.get("expire_prefixes"):
+        rules.append(
+            {
+                "action": {"type": "Delete"},
+                "condition": {"age": int(p["expire_days"]), "matchesPrefix": list(p["expire_prefixes"])},
+            }
+        )
+    return rules
+
+
+def _tier(o: dict[str, Any], out: dict[str, Any]) -> None:
+    p, volume = o["proposed"], o["resource_id"]
+    if o.get("provider") == "gcp":
+        zone = (o.get("evidence") or {}).get("zone") or "ZONE"
+        q = shlex.quote
+        out["commands"].append(
+            f"gcloud compute snapshots create {q(volume + '-move')} --source-disk={q(volume)} --source-disk-zone={q(zone)}"
+            f" && gcloud compute disks create {q(volume + '-balanced')} --type=pd-balanced --zone={q(zone)}"
+            f" --source-snapshot={q(volume + '-move')}"
+        )
+        return
+    request: dict[str, Any] = {"VolumeId": volume, "VolumeType": p["volume_type"]}
+    if p.get("iops"):
+        request["Iops"] = int(p["iops"])
+    if p.get("throughput_mibps"):
+        request["Throughput"] = int(p["throughput_mibps"])
+    out["modify_volume"].append(request)
+
+
+def _orphan(o: dict[str, Any], out: dict[str, Any]) -> None:
+    q, resource, p = shlex.quote, o["resource_id"], o["proposed"]
+    gcp = o.get("provider") == "gcp"
+    if (o.get("evidence") or {}).get("pattern") == "orphan_snapshot":
+        out["commands"].append(
+            f"gcloud compute snapshots delete {q(resource)} --quiet"
+            if gcp
+            else f"aws ec2 delete-snapshot --snapshot-id {q(resource)}"
+        )
+        return
+    keep = p.get("keep_snapshot") or {}
+    if gcp:
+        zone = q((o.get("evidence") or {}).get("zone") or "ZONE")
+        first = f"gcloud compute disks snapshot {q(resource)} --zone={zone} && " if keep.get("new") else ""
+        out["commands"].append(f"{first}gcloud compute disks delete {q(resource)} --zone={zone} --quiet")
+        return
+    first = (
+        f'aws ec2 wait snapshot-completed --snapshot-ids "$(aws ec2 create-snapshot --volume-id {q(resource)} '
+        f'--query SnapshotId --output text)" && '
+        if keep.get("new")
+        else ""
+    )
+    out["commands"].append(f"{first}aws ec2 delete-volume --volume-id {q(resource)}")
+
+
+def document(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The export document over the stored objects (the read model's)."""
+    carried = [o for o in plan_mod.plan_objects(objects) if o.get("kind") in KINDS]
+    out: dict[str, Any] = {
+        "s3_lifecycle": {},
+        "gcs_lifecycle": {},
+        "modify_volume": [],
+        "commands": [],
+        "monthly_savings_usd": float(plans.total(carried)),
+        "left_out": [],
+    }
+    for o in sorted(carried, key=lambda o: o["id"]):
+        if o["kind"] == "storage_tier":
+            _tier(o, out)
+        elif o["kind"] == "storage_orphan":
+            _orphan(o, out)
+        else:
+            p = o["proposed"]
+            if o.get("provider") == "gcp":
+                out["gcs_lifecycle"].setdefault(p["bucket"], {"rule": []})["rule"].extend(_gcs_rules(p))
+                continue
+            rules = out["s3_lifecycle"].setdefault(p["bucket"], {"Rules": []})["Rules"]
+            new = _s3_rules(p)
+            room = MAX_S3_RULES - len(rules)
+            rules.extend(new[:room])
+            if len(new) > room:
+                out["left_out"].append(f"s3://{p['bucket']}: {len(new) - room} expiration rule(s) past S3's 1,000")
+    return out
+
+
+def render(objects: list[dict[str, Any]]) -> str:
+    return json.dumps(document(objects), indent=2, sort_keys=False) + "\n"

@@ -1,0 +1,181 @@
+"""The storage side on a held-out AWS account in moto (tests/storage_account.py): the inventory through
+boto3 on loopback, the bill's own rates, and each planted finding found with its dollars, nothing else."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from gpufinops.ingest.storage import aws_inventory
+from gpufinops.models import registry
+from gpufinops.models.run import analyse
+from gpufinops.warehouse import db, storage_store
+from tests import storage_account as acct
+from tests.aws_loopback import moto_s3, use_dummy_credentials
+
+pytestmark = pytest.mark.slow  # a moto account inventoried three times: ~40 s on 2 cores
+
+STORAGE_KINDS = ("storage_tier", "storage_orphan", "checkpoint_lifecycle")
+
+
+def _inventory(con, endpoint: str, at: datetime) -> aws_inventory.Inventory:
+    inv = aws_inventory.collect(
+        "storage", acct.clients(endpoint), acct.options(), at, storage_store.previous_volumes(con, "storage")
+    )
+    storage_store.load(con, "storage", inv)
+    return inv
+
+
+@pytest.fixture(scope="module")
+def account(tmp_path_factory):
+    """The account planted, inventoried three times (attached; just detached; 28 days later) and billed."""
+    mp = pytest.MonkeyPatch()
+    use_dummy_credentials(mp)
+    path = tmp_path_factory.mktemp("storage") / "wh.duckdb"
+    final = datetime.now(UTC).replace(microsecond=0) + timedelta(days=30)
+    with moto_s3() as endpoint:
+        ids = acct.plant(endpoint, final)
+        with db.writer(path) as con:
+            _inventory(con, endpoint, final - timedelta(days=29))
+            c = acct.clients(endpoint)
+            ec2 = c.ec2(acct.REGION)
+            ec2.detach_volume(VolumeId=ids["orphan"], InstanceId=ids["p5_gone"])
+            ec2.detach_volume(VolumeId=ids["cpu_orphan"], InstanceId=ids["m5"])
+            ec2.terminate_instances(InstanceIds=[ids["p5_gone"]])
+            _inventory(con, endpoint, final - timedelta(days=28))
+            inv = _inventory(con, endpoint, final)
+            acct.bill(con, ids, final)
+            run = analyse(con)
+        yield path, ids, inv, run, endpoint
+    mp.undo()
+
+
+def test_each_planted_finding_is_found_with_the_bills_dollars_and_nothing_else(account):
+    _path, ids, _inv, run, _endpoint = account
+    found = {(r.kind, r.resource_id): r for r in run.recommendations if r.kind in STORAGE_KINDS}
+    expected = {
+        ("storage_tier", ids["tier"]): Decimal("1062.50"),  # 500×0.125 + 16000×0.065 → 500×0.08 at gp3's baseline
+        ("storage_orphan", ids["orphan"]): Decimal("30.00"),  # 1000×0.08 less a 1000 GiB snapshot at 0.05
+        ("storage_orphan", ids["old_snapshot"]): Decimal("20.00"),  # its own 400 GB-month lines at 0.05
+        # 650 GiB at 0.023; the rule leaves 195 GiB there, 260 GiB in Glacier IR at 0.004, 195 GiB expired
+        ("checkpoint_lifecycle", "s3://ml-ckpt/llm/"): Decimal("9.425"),
+    }
+    assert set(found) == set(expected), sorted(found)
+    for key, dollars in expected.items():
+        assert abs(found[key].monthly_savings_usd - dollars) <= dollars * Decimal("0.01"), (key, found[key])
+    tier = found[("storage_tier", ids["tier"])]
+    assert (
+        tier.proposed["volume_type"] == "gp3"
+        and tier.proposed["iops"] == 3000
+        and tier.proposed["throughput_mibps"] == 125
+    )
+    assert tier.team == "vision" and tier.evidence["gpu_resource_id"] == ids["p4d"]
+    orphan = found[("storage_orphan", ids["orphan"])]
+    assert orphan.team == "llm" and orphan.evidence["gpu_resource_type"] == "p5.48xlarge"
+    assert orphan.proposed["keep_snapshot"]["new"] is True
+    life = found[("checkpoint_lifecycle", "s3://ml-ckpt/llm/")]
+    assert life.team == "llm" and len(life.proposed["expire_prefixes"]) == 14  # each run but its newest 3
+    assert all(p.startswith("llm/run-") and p.endswith("/") for p in life.proposed["expire_prefixes"])
+
+
+def test_what_cannot_be_measured_or_listed_is_withheld_and_named(account):
+    _path, ids, _inv, run, _endpoint = account
+    withheld = {(w.kind, w.resource_id): w.reason for w in run.withheld if w.kind in STORAGE_KINDS}
+    assert withheld == {
+        ("storage_tier", ids["unmeasured"]): "no_iops_measurements",
+        ("checkpoint_lifecycle", "s3://no-such-bucket/ckpt/"): "no_prefix_access",
+    }
+
+
+def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attachment(account):
+    path, ids, inv, _run, _endpoint = account
+    assert {o["bucket"] for o in inv.objects} == {"ml-ckpt", "ml-data", "no-such-bucket"}
+    assert not any(o["prefix"].startswith("datasets/") for o in inv.objects)  # not configured: never listed
+    refused = next(o for o in inv.objects if o["bucket"] == "no-such-bucket")
+    assert "NoSuchBucket" in refused["access"] and refused["objects"] == 0
+    orphan = next(v for v in inv.volumes if v["volume_id"] == ids["orphan"])
+    assert orphan["attached_instance_id"] is None and orphan["last_instance_id"] == ids["p5_gone"]
+    assert orphan["last_instance_type"] == "p5.48xlarge"
+    assert {o["volume_id"] for o in inv.volume_ops} == {ids["tier"], ids["busy"], ids["cpu_io2"]}
+    with db.reader(path) as con:
+        versions = dict(con.execute("SELECT kind, any_value(model_version) FROM recommendations GROUP BY 1").fetchall())
+    assert all(versions[k] == registry.VERSIONS[k] for k in STORAGE_KINDS)
+    from gpufinops.models import storage_common
+
+    with db.reader(path) as con:
+        scope = storage_common.scope_counts(storage_common.load(con))
+    # GPU work: tier, busy, unmeasured, orphan and the p4d's and g5's root volumes; the m5's two and its root
+    # volume are listed, not examined
+    assert (scope["volumes_in_scope"], scope["volumes_out_of_scope"]) == (6, 3)
+
+
+def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path):
+    path, _ids, inv, _run, _endpoint = account
+    copy = tmp_path / "wh.duckdb"
+    copy.write_bytes(path.read_bytes())
+    bad = aws_inventory.Inventory(volumes=[{**inv.volumes[0], "team": "vision\r\nBcc: x"}])
+    with db.writer(copy, create=False) as con:
+        before = con.execute("SELECT count(*) FROM storage_volumes").fetchone()
+        with pytest.raises(storage_store.StorageInventoryError, match=r"storage_volumes row 1 .*column team"):
+            storage_store.load(con, "storage", bad)
+        assert con.execute("SELECT count(*) FROM storage_volumes").fetchone() == before
+
+
+def test_the_exports_apply_as_they_are_in_moto(account):
+    """The lifecycle configuration goes to S3 as exported and reads back the same; each ModifyVolume request
+    changes its volume to what the finding proposed."""
+    from gpufinops.jobs.export import objects, storage
+
+    path, ids, _inv, _run, endpoint = account
+    with db.reader(path) as con:
+        document = json.loads(storage.render(objects.load(con)))
+    c = acct.clients(endpoint)
+    s3, ec2 = c.s3, c.ec2(acct.REGION)
+    assert set(document["s3_lifecycle"]) == {"ml-ckpt"}
+    config = document["s3_lifecycle"]["ml-ckpt"]
+    s3.put_bucket_lifecycle_configuration(Bucket="ml-ckpt", LifecycleConfiguration=config)
+    back = s3.get_bucket_lifecycle_configuration(Bucket="ml-ckpt")["Rules"]
+    assert [r["ID"] for r in back] == [r["ID"] for r in config["Rules"]] and len(back) == 15
+    cold = next(r for r in back if r["ID"].startswith("gpufinops-cold-"))
+    assert cold["Transitions"][0] == {"Days": 30, "StorageClass": "GLACIER_IR"} and cold["Filter"] == {"Prefix": "llm/"}
+    assert document["modify_volume"] == [
+        {"VolumeId": ids["tier"], "VolumeType": "gp3", "Iops": 3000, "Throughput": 125}
+    ]
+    for request in document["modify_volume"]:
+        ec2.modify_volume(**request)
+    volume = ec2.describe_volumes(VolumeIds=[ids["tier"]])["Volumes"][0]
+    assert (volume["VolumeType"], volume["Iops"], volume["Throughput"]) == ("gp3", 3000, 125)
+    assert sorted(document["commands"]) == sorted(
+        [
+            f"aws ec2 delete-snapshot --snapshot-id {ids['old_snapshot']}",
+            f'aws ec2 wait snapshot-completed --snapshot-ids "$(aws ec2 create-snapshot --volume-id {ids["orphan"]} '
+            f'--query SnapshotId --output text)" && aws ec2 delete-volume --volume-id {ids["orphan"]}',
+        ]
+    )
+    assert document["monthly_savings_usd"] == pytest.approx(1062.50 + 30.00 + 20.00 + 9.43)
+
+
+def test_the_inventory_command_loads_a_warehouse_and_names_a_bad_option(account, tmp_path, capsys, monkeypatch):
+    from gpufinops.jobs.storage_inventory import main
+
+    _path, _ids, _inv, _run, endpoint = account
+    use_dummy_credentials(monkeypatch)
+    config = tmp_path / "storage.toml"
+    config.write_text(
+        f'endpoint_url = "{endpoint}"\nregions = ["us-east-1"]\n'
+        '[[prefixes]]\nbucket = "ml-ckpt"\nprefix = "llm/*/"\nteam = "llm"\nread_filter = "llm"\n'
+    )
+    warehouse = tmp_path / "wh.duckdb"
+    assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 0
+    out = capsys.readouterr().out
+    assert "40 object(s) under 1 prefix(es)" in out, out
+    assert "out of scope (listed, not examined): " in out, out
+    with db.reader(warehouse) as con:
+        roots = {r[0] for r in con.execute("SELECT DISTINCT prefix FROM storage_objects").fetchall()}
+    assert roots == {"llm/run-a/", "llm/run-b/"}  # the glob's matches
+    config.write_text('regions = ["us-east-1"]\n[[prefixes]]\nbucket = "ml-ckpt"\nprefix = "*"\n')
+    assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 2
+    assert "listing a whole bucket is refused" in capsys.readouterr().err
