@@ -134,7 +134,11 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
     with progress.steps(4, "demo", stdout=out) as step:
         step.start("simulating the fleet and its exports")
         fleet = demo_fleet.generate(home, days=days, seed=seed)
-        write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")  # what each host's exporter served
+        # what each host's exporter served: the cloud hosts' with measured power (their carbon), the
+        # on-prem cluster's without (its energy costed by the TDP model, as the cluster's own config says)
+        write_dcgm_exports(
+            fleet.metrics_dir, home / "metrics" / "dcgm", frozenset(fleet.resource_map) - fleet.onprem_hosts
+        )
         config_path = write_config(home, fleet.resource_map)
         cfg = config_mod.load(config_path)
         step.done()

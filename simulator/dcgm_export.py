@@ -12,9 +12,12 @@ DCGM_FAMILIES = (
     ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", None),
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 8),
 )
+# Served by the exporters whose counters file lists it (the demo's cloud hosts: carbon from measured power;
+# the on-prem cluster's does not, so its energy is costed by the TDP model and its carbon is withheld).
+POWER_FAMILY = ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", 9)
 
 
-def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
+def write_dcgm_exposition(smi_log: Path, host: str, out: Path, *, power: bool = False) -> None:
     """Write a host's samples to ``out`` as DCGM exporter's ``/metrics`` serves them, with timestamps.
 
     The values are the host's nvidia-smi log's, unchanged (``DCGM_FI_DEV_FB_FREE`` = total − used);
@@ -30,6 +33,7 @@ def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
     values = {
         5: number(5),
         8: number(8),
+        9: number(9),
         None: f"CAST(CAST({number(7)} AS INTEGER) - CAST({number(8)} AS INTEGER) AS VARCHAR)",
     }
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(10))
@@ -46,7 +50,7 @@ def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
             f"auto_detect = false, columns = {{{columns}}})",
             {"host": host, "log": str(smi_log)},
         )
-        for number_, (field, help_text, column) in enumerate(DCGM_FAMILIES):
+        for number_, (field, help_text, column) in enumerate(DCGM_FAMILIES + ((POWER_FAMILY,) if power else ())):
             part = out.with_name(f".{out.name}.{number_}")
             target = "'" + str(part).replace("'", "''") + "'"
             con.execute(
@@ -60,15 +64,16 @@ def write_dcgm_exposition(smi_log: Path, host: str, out: Path) -> None:
     out.write_bytes(b"".join(chunks))
 
 
-def write_dcgm_exports(smi_dir: Path, out_dir: Path) -> list[Path]:
-    """``out_dir/<host>.prom`` for every ``smi_dir/<host>.csv``; a file is rewritten only when its log changed."""
+def write_dcgm_exports(smi_dir: Path, out_dir: Path, power_hosts: frozenset[str] = frozenset()) -> list[Path]:
+    """``out_dir/<host>.prom`` for every ``smi_dir/<host>.csv`` (with ``DCGM_FI_DEV_POWER_USAGE`` for the
+    hosts in ``power_hosts``); a file is rewritten only when its log changed."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for log in sorted(smi_dir.glob("*.csv")):
         path = out_dir / f"{log.stem}.prom"
         if not path.exists() or path.stat().st_mtime_ns < log.stat().st_mtime_ns:
             tmp = path.with_name(f".{path.name}.tmp")
-            write_dcgm_exposition(log, log.stem, tmp)
+            write_dcgm_exposition(log, log.stem, tmp, power=log.stem in power_hosts)
             if path.exists() and _same_bytes(tmp, path):
                 tmp.unlink()
             else:

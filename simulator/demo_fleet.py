@@ -15,7 +15,7 @@ the reference file it was copied from. Money is ``Decimal`` quantised to 10 frac
 The on-prem cluster is no export: ``gpufinops demo`` configures it as an ``onprem`` source
 (:data:`simulator.demo_prices.ONPREM_OPTIONS`, recorded in ground_truth.json), and its ground-truth cost is priced with the
 source's own :func:`ingest.onprem_cost.hourly_gpu_cost` from each GPU's mean utilisation in the hour
-(the demo's DCGM exposition carries no power, so the TDP model). Committed usage is billed at
+(the on-prem hosts' DCGM exposition carries no power, so the TDP model). Committed usage is billed at
 the committed rate on the usage line (no separate commitment-fee line), except on AWS where, as in
 a real CUR, a Reserved Instance's hours are ``DiscountedUsage`` lines (billed 0, effective cost the RI
 rate) and the month's ``RIFee`` line bills the RI for every hour of the window (its unused hours are
@@ -74,6 +74,7 @@ class FleetSummary:
     metric_rows: int
     cost_by_provider: dict[str, Decimal]  # sum of EffectiveCost, every line
     planted: list[dict] = field(default_factory=list)
+    onprem_hosts: frozenset[str] = frozenset()  # the private cluster's hosts (the rest are cloud machines)
 
 
 def _toml_value(value: object) -> str:
@@ -294,4 +295,5 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         metric_rows=metric_rows,
         cost_by_provider=totals,
         planted=planted,
+        onprem_hosts=frozenset(m.host for m in machines if m.spec.provider == "onprem"),
     )

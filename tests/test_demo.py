@@ -90,7 +90,20 @@ def test_demo_gpu_metrics_come_through_the_dcgm_exporter_path(demo_home):
     assert [p.stem for p in expositions] == [p.stem for p in logs]
     smallest = min(expositions, key=lambda p: p.stat().st_size)
     families = {f.name: f for f in text_string_to_metric_families(smallest.read_text())}  # the library's own parser
-    assert sorted(families) == ["DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL"]
+    base = ["DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL"]
+    assert sorted(set(families) - {"DCGM_FI_DEV_POWER_USAGE"}) == base
+    # the cloud hosts' exporters serve measured power (their carbon); the on-prem cluster's do not
+    onprem_sql = """SELECT DISTINCT m.host FROM gpu_metrics_hourly m WHERE m.resource_id IN
+                    (SELECT "ResourceId" FROM cost_line_items WHERE "ProviderName" = 'onprem')"""
+    onprem = {h for (h,) in query(db_path, onprem_sql)}
+    assert onprem and len(onprem) < len(expositions)
+    for path in expositions:
+        served = {f.name for f in text_string_to_metric_families(path.read_text())}
+        assert ("DCGM_FI_DEV_POWER_USAGE" in served) == (path.stem not in onprem), path.name
+    watts = query(
+        db_path, f"SELECT count(*), count(power_mean_w) FROM gpu_metrics_hourly WHERE host NOT IN ({onprem_sql})"
+    )
+    assert watts[0][0] > 0 and watts[0][0] == watts[0][1]
     util = families["DCGM_FI_DEV_GPU_UTIL"].samples
     smi_rows = len((home / "metrics" / "nvidia-smi" / f"{smallest.stem}.csv").read_text().splitlines()) - 1
     assert len(util) == smi_rows and all(
