@@ -24,6 +24,7 @@ from gpufinops.warehouse.migrations import (
     v009_ingest_rejects,
     v010_gpu_allocation,
     v011_repair_v5_v6,
+    v012_serving_metrics,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -38,6 +39,7 @@ _MODULES: tuple[ModuleType, ...] = (
     v009_ingest_rejects,
     v010_gpu_allocation,
     v011_repair_v5_v6,
+    v012_serving_metrics,
 )
 
 
