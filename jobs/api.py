@@ -316,6 +316,9 @@ def create_app(
         )
         return _etag_response(request, [alert_object(r) for r in frame.to_dicts()])
 
+    from gpufinops.jobs import api_unit_costs
+
+    api_unit_costs.register(app, caller, read, cfg.unit_costs)
     return app
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gpufinops.jobs.report.settings import ReportSettings
     from gpufinops.jobs.serve_settings import JobSettings
     from gpufinops.warehouse.allocation import AllocationSettings
+    from gpufinops.warehouse.unit_costs import UnitCostSettings
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -57,6 +58,7 @@ TOP_LEVEL_SECTIONS = {
     "alerts",
     "export",
     "allocation",
+    "unit_costs",
 }
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 TEAMS_KEYS = {"tag_keys"}
@@ -93,6 +95,7 @@ class Config:
     models: dict[str, Any] | None = None
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
+    unit_costs: UnitCostSettings | None = None  # [unit_costs] (None: the defaults)
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -275,6 +278,7 @@ def _parse(
     from gpufinops.jobs.export import settings as export_settings
     from gpufinops.jobs.report import settings as report_settings
     from gpufinops.warehouse.allocation import AllocationSettings
+    from gpufinops.warehouse.unit_costs import UnitCostSettings
 
     _check_sections(raw)
     base_dir = config_path.parent if config_path else Path.cwd()
@@ -285,6 +289,7 @@ def _parse(
     dashboard = dashboard_settings.parse(raw.get("dashboard"))
     api = api_settings.parse(raw.get("api"))
     allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
+    unit_cost_settings = _owned_by_a_package(UnitCostSettings.from_config, raw.get("unit_costs"), "unit_costs")
     if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
         from gpufinops.models.run import validate_settings as validate_models
 
@@ -308,6 +313,7 @@ def _parse(
         models=raw.get("models"),
         warehouse_setting=setting,
         secret_env_names=tuple(dict.fromkeys(names)),
+        unit_costs=unit_cost_settings,
     )
 
 

@@ -213,7 +213,8 @@ def unit_costs(
                sum(output_tokens) AS output_tokens, sum(requests) AS requests, sum(kwh) AS kwh,
                sum(kg_co2e) AS kg_co2e, string_agg(DISTINCT basis, ',' ORDER BY basis) AS cost_basis
         FROM kept GROUP BY ALL)
-    SELECT day, team, namespace, model, gpu_cost_usd, input_tokens, output_tokens, requests,
+    SELECT day, team, namespace, model, gpu_cost_usd, CAST(round(input_tokens) AS BIGINT) AS input_tokens,
+           CAST(round(output_tokens) AS BIGINT) AS output_tokens, CAST(round(requests) AS BIGINT) AS requests,
            CAST(round(CAST(input_cost_usd AS DOUBLE) * 1e6 / nullif(input_tokens, 0), 6) AS DECIMAL(38, 6))
                AS usd_per_1m_input_tokens,
            CAST(round(CAST(gpu_cost_usd - input_cost_usd AS DOUBLE) * 1e6 / nullif(output_tokens, 0), 6)

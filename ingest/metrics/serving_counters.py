@@ -44,7 +44,8 @@ class Counter:
     method: str | None = None  # only samples whose ``method`` label is this (TGI's prefill / decode)
 
 
-# sample name -> what it counts (TGI's counters carry no ``_total``; both spellings are accepted).
+# sample name -> what it counts. TGI's and Triton's counters carry no ``_total`` (so Prometheus stores them
+# without it) and ``prometheus_client``'s parser adds one: both spellings are read.
 COUNTERS: dict[str, tuple[Counter, ...]] = {
     "vllm:prompt_tokens_total": (Counter("vllm", "input_tokens"),),
     "vllm:generation_tokens_total": (Counter("vllm", "output_tokens"),),
@@ -60,6 +61,7 @@ COUNTERS: dict[str, tuple[Counter, ...]] = {
     "nv_llm_input_token_len_sum": (Counter("triton", "input_tokens"),),
     "nv_llm_output_token_len_sum": (Counter("triton", "output_tokens"),),
     "nv_inference_request_success": (Counter("triton", "requests"),),
+    "nv_inference_request_success_total": (Counter("triton", "requests"),),
     "sglang:prompt_tokens_total": (Counter("sglang", "input_tokens"),),
     "sglang:generation_tokens_total": (Counter("sglang", "output_tokens"),),
     "sglang:num_requests_total": (Counter("sglang", "requests"),),

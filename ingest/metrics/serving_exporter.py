@@ -131,7 +131,8 @@ class ServingExporter:
         if skip_rows:
             batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None,
                                                   [display_url(t) for t in targets]))
-        skipped = None if batches and (rows or rejects) else "no counter grew since the last scrape"
+        unchanged = not rows and not rejects and last == ctx.state.get("last", {})
+        skipped = "no counter grew since the last scrape" if unchanged else None  # new baselines are saved
         return FetchResult(batches, state, watermark=f"{len(last)} series", skipped_reason=skipped)
 
     @staticmethod
