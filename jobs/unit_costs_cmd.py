@@ -50,7 +50,7 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
     if note:
         print(f"gpufinops: unit-costs: kwh and kg_co2e are empty: {note}", file=sys.stderr)
     if args.out:
-        files.write_text(args.out, text if text.endswith("\n") else text + "\n")
+        files.write_text(args.out, text if text.endswith("\n") else text + "\n", make_parents=True)
     else:
         output.write(text)
     return 0

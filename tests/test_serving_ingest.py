@@ -17,9 +17,10 @@ from gpufinops.ingest.core.registry import Registry, default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.serving_exporter import ServingExporter
+from gpufinops.ingest.metrics.serving_prometheus import PrometheusServing
 from gpufinops.warehouse import db
 from tests.conftest import DATA
-from tests.prometheus_fixture import ExporterServer
+from tests.prometheus_fixture import ExporterServer, PrometheusServer, requires_prometheus
 
 SAMPLES = DATA / "serving-metrics"
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
@@ -191,3 +192,48 @@ def test_a_hostile_counter_fails_the_run_and_changes_nothing_or_is_quarantined(t
     with db.reader(warehouse) as con:
         reasons = [r[0] for r in con.execute("SELECT reason FROM ingest_rejects WHERE source = 'serving'").fetchall()]
     assert len(reasons) == 1 and "not a finite, non-negative count" in reasons[0]
+
+
+def _openmetrics() -> str:
+    """Three hours of minute samples (as a Prometheus server stores them) from T0: vLLM's prompt counter grows
+    100 a minute and restarts at minute 90 (from 50), generation 10 a minute; one bad series holds a NaN."""
+    labels = 'model_name="llama-3.1-8b",namespace="llm",pod="vllm-0",instance="10.0.0.5:8000"'
+    lines = ["# TYPE vllm:prompt_tokens counter", "# TYPE vllm:generation_tokens counter"]
+    prompt, generation = [], []
+    for minute in range(180):
+        stamp = T0.timestamp() + minute * 60
+        value = 100 * minute if minute < 90 else 50 + 100 * (minute - 90)
+        prompt.append(f"vllm:prompt_tokens_total{{{labels}}} {float(value)} {stamp:.3f}")
+        generation.append(f"vllm:generation_tokens_total{{{labels}}} {10.0 * minute} {stamp:.3f}")
+    bad = [f'vllm:prompt_tokens_total{{model_name="x",pod="bad"}} {v} {T0.timestamp() + i * 60:.3f}'
+           for i, v in enumerate(("1.0", "NaN", "3.0"))]
+    return "\n".join(lines[:1] + prompt + bad + lines[1:] + generation) + "\n"
+
+
+@requires_prometheus
+def test_prometheus_raw_samples_give_exact_hourly_increases_across_a_restart(tmp_path, warehouse):
+    reg = Registry()
+    reg.register(PrometheusServing)
+    prom = PrometheusServer(tmp_path / "prom", _openmetrics(), [])
+    try:
+        prom.wait_ready()
+        good = {"url": prom.url, "selector": 'pod!="bad"', "retries": 1}
+        first = run_source(reg, warehouse, "prom", "prometheus_serving", good, since=T0, until=T0 + timedelta(hours=3))
+        assert first.status == "succeeded", first.error
+        by_hour = {r["hour"]: r for r in rows(warehouse, "prom")}
+        hours = [T0 + timedelta(hours=h) for h in range(3)]
+        # hour 0: 59 minute pairs of 100; hour 1: 30 × 100, the restart's 50, 29 × 100; hour 2: 60 × 100
+        assert [by_hour[h]["input_tokens"] for h in hours] == [5900.0, 5950.0, 6000.0]
+        assert [by_hour[h]["output_tokens"] for h in hours] == [590.0, 600.0, 600.0]
+        assert [by_hour[h]["counter_resets"] for h in hours] == [0, 1, 0]
+        assert {(r["namespace"], r["pod"], r["host"], r["server"]) for r in by_hour.values()} == {
+            ("llm", "vllm-0", "10.0.0.5", "vllm")}
+        again = run_source(reg, warehouse, "prom", "prometheus_serving", good, since=hours[1], until=hours[2])
+        assert again.status == "succeeded", again.error  # hour 1 re-read with its baseline from hour 0: not doubled
+        assert {r["hour"]: r["input_tokens"] for r in rows(warehouse, "prom")} == dict(zip(hours, (5900.0, 5950.0, 6000.0)))
+        bad = run_source(reg, warehouse, "prom", "prometheus_serving", {**good, "selector": 'pod="bad"'},
+                         since=T0, until=T0 + timedelta(hours=1))
+        assert bad.status == "failed" and 'vllm:prompt_tokens_total{model_name="x",pod="bad"}' in (bad.error or "")
+        assert "NaN" in (bad.error or "")
+    finally:
+        prom.stop()
