@@ -43,8 +43,9 @@ def register(app: FastAPI, caller: Callable[..., Any], read: Callable[..., Any],
         return _etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings)))
 
 
-def rows(con, teams: list[str] | None, model: str | None, by: str, start: date | None, end: date | None,
-         settings: Any) -> dict[str, Any]:
+def rows(
+    con, teams: list[str] | None, model: str | None, by: str, start: date | None, end: date | None, settings: Any
+) -> dict[str, Any]:
     """The response body: ``rows`` (plain numbers and ISO days) and ``carbon_note``."""
     from gpufinops.warehouse import unit_costs
 
@@ -55,6 +56,10 @@ def rows(con, teams: list[str] | None, model: str | None, by: str, start: date |
         frame = frame.filter(frame["team"].is_not_null())
     out = []
     for row in frame.iter_rows(named=True):
-        out.append({k: (v.isoformat() if isinstance(v, date) else float(v) if isinstance(v, Decimal) else v)
-                    for k, v in row.items()})
+        out.append(
+            {
+                k: (v.isoformat() if isinstance(v, date) else float(v) if isinstance(v, Decimal) else v)
+                for k, v in row.items()
+            }
+        )
     return {"rows": out, "carbon_note": unit_costs.carbon_note(con)}

@@ -42,10 +42,24 @@ def build(con) -> None:
 
 
 def insert_serving(con, rows: list[tuple]) -> None:
-    names = ("hour", "server", "model", "namespace", "pod", "host", "input_tokens", "output_tokens", "requests",
-             "prefill_seconds", "decode_seconds")
-    data = [dict(zip(names, (START + timedelta(hours=r[0]), *r[1:]))) | {"source": "serving", "counter_resets": 0,
-                                                                        "samples": 60} for r in rows]
+    names = (
+        "hour",
+        "server",
+        "model",
+        "namespace",
+        "pod",
+        "host",
+        "input_tokens",
+        "output_tokens",
+        "requests",
+        "prefill_seconds",
+        "decode_seconds",
+    )
+    data = [
+        dict(zip(names, (START + timedelta(hours=r[0]), *r[1:])))
+        | {"source": "serving", "counter_resets": 0, "samples": 60}
+        for r in rows
+    ]
     table = pa.Table.from_pylist(data, schema=schema.SERVING_METRICS_HOURLY)
     con.register("_serving_rows", table)
     con.execute("INSERT INTO serving_metrics_hourly BY NAME SELECT * FROM _serving_rows")

@@ -35,8 +35,14 @@ def registry() -> Registry:
 
 def rows(warehouse, source: str = "serving") -> list[dict]:
     with db.reader(warehouse) as con:
-        return con.sql("SELECT * FROM serving_metrics_hourly WHERE source = ? ORDER BY hour, server, model, pod",
-                       params=[source]).to_arrow_table().to_pylist()
+        return (
+            con.sql(
+                "SELECT * FROM serving_metrics_hourly WHERE source = ? ORDER BY hour, server, model, pod",
+                params=[source],
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
 
 
 def totals(found: list[dict], server: str | None = None) -> dict[str, float]:
@@ -117,14 +123,23 @@ def test_recorded_vllm_and_sglang_bodies_then_growth_and_a_restart(warehouse, ex
     vllm = (SAMPLES / "vllm-aibrix-docs.prom").read_text()
     sglang = (SAMPLES / "sglang-docs.prom").read_text()
     exporter.bodies = {"/vllm": vllm, "/sglang": sglang}
-    options = {"targets": [exporter.url("/vllm"), exporter.url("/sglang")], "retries": 1, "timeout_s": 5,
-               "target_pods": {exporter.url("/vllm"): "llm/vllm-0", exporter.url("/sglang"): "llm/sglang-0"}}
+    options = {
+        "targets": [exporter.url("/vllm"), exporter.url("/sglang")],
+        "retries": 1,
+        "timeout_s": 5,
+        "target_pods": {exporter.url("/vllm"): "llm/vllm-0", exporter.url("/sglang"): "llm/sglang-0"},
+    }
     first = run_source(registry(), warehouse, "serving", "serving_exporter", options)
     assert first.status == "succeeded" and first.rows == 0, first.error  # the first scrape sets baselines only
     assert rows(warehouse) == []
-    exporter.bodies["/vllm"] = (vllm.replace("} 148.0", "} 1148.0").replace("} 955.0", "} 3955.0")
-                                .replace('finished_reason="stop",model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 4.0',
-                                         'finished_reason="stop",model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 14.0'))
+    exporter.bodies["/vllm"] = (
+        vllm.replace("} 148.0", "} 1148.0")
+        .replace("} 955.0", "} 3955.0")
+        .replace(
+            'finished_reason="stop",model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 4.0',
+            'finished_reason="stop",model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 14.0',
+        )
+    )
     exporter.bodies["/sglang"] = sglang.replace("8.128902e+06", "8.228902e+06")
     second = run_source(registry(), warehouse, "serving", "serving_exporter", options)
     assert second.status == "succeeded", second.error
@@ -132,7 +147,9 @@ def test_recorded_vllm_and_sglang_bodies_then_growth_and_a_restart(warehouse, ex
     assert totals(found, "vllm") == {"input_tokens": 1000.0, "output_tokens": 3000.0, "requests": 10.0}
     assert totals(found, "sglang") == {"input_tokens": 100_000.0, "output_tokens": 0.0, "requests": 0.0}
     assert {(r["namespace"], r["pod"], r["model"]) for r in found} == {
-        ("llm", "vllm-0", "Qwen/Qwen2.5-Coder-1.5B-Instruct"), ("llm", "sglang-0", "meta-llama/Llama-3.1-8B-Instruct")}
+        ("llm", "vllm-0", "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
+        ("llm", "sglang-0", "meta-llama/Llama-3.1-8B-Instruct"),
+    }
     third = run_source(registry(), warehouse, "serving", "serving_exporter", options)  # nothing grew
     assert third.status in ("succeeded", "skipped") and totals(rows(warehouse), "vllm")["input_tokens"] == 1000.0
     exporter.bodies["/vllm"] = vllm.replace("} 148.0", "} 20.0")  # the pod restarted: 20 new prompt tokens
@@ -141,14 +158,20 @@ def test_recorded_vllm_and_sglang_bodies_then_growth_and_a_restart(warehouse, ex
     after = rows(warehouse)
     assert totals(after, "vllm")["input_tokens"] == 1020.0
     assert sum(r["counter_resets"] for r in after if r["server"] == "vllm") >= 1
-    assert all(r[f] is None or (r[f] >= 0 and math.isfinite(r[f])) for r in after
-               for f in ("input_tokens", "output_tokens", "requests"))
+    assert all(
+        r[f] is None or (r[f] >= 0 and math.isfinite(r[f]))
+        for r in after
+        for f in ("input_tokens", "output_tokens", "requests")
+    )
 
 
 def test_tgi_and_triton_counters_across_hours_with_a_reset(tmp_path, warehouse):
     tgi_file, triton_file = tmp_path / "tgi.prom", tmp_path / "triton.prom"
-    options = {"targets": [str(tgi_file), str(triton_file)], "model": "mistral-7b",
-               "target_pods": {tgi_file.as_uri(): "chat/tgi-0", triton_file.as_uri(): "chat/triton-0"}}
+    options = {
+        "targets": [str(tgi_file), str(triton_file)],
+        "model": "mistral-7b",
+        "target_pods": {tgi_file.as_uri(): "chat/tgi-0", triton_file.as_uri(): "chat/triton-0"},
+    }
     scrapes = [  # (minutes after T0, TGI input, output, requests, Triton input, output, successes)
         (0, 1000, 500, 10, 2000, 800, 20),
         (30, 4000, 2500, 40, 5000, 1800, 50),
@@ -170,7 +193,8 @@ def test_tgi_and_triton_counters_across_hours_with_a_reset(tmp_path, warehouse):
     assert found["triton", t10]["model"] == "tensorrt_llm" and found["triton", t10]["pod"] == "triton-0"
     again = run_source(registry(), warehouse, "serving", "serving_exporter", options)  # the same recorded body
     assert again.ok and {k: v["input_tokens"] for k, v in found.items()} == {
-        (r["server"], r["hour"]): r["input_tokens"] for r in rows(warehouse)}
+        (r["server"], r["hour"]): r["input_tokens"] for r in rows(warehouse)
+    }
 
 
 @pytest.mark.parametrize("bad", ["NaN", "+Inf", "-Inf", "-12"])
@@ -205,8 +229,10 @@ def _openmetrics() -> str:
         value = 100 * minute if minute < 90 else 50 + 100 * (minute - 90)
         prompt.append(f"vllm:prompt_tokens_total{{{labels}}} {float(value)} {stamp:.3f}")
         generation.append(f"vllm:generation_tokens_total{{{labels}}} {10.0 * minute} {stamp:.3f}")
-    bad = [f'vllm:prompt_tokens_total{{model_name="x",pod="bad"}} {v} {T0.timestamp() + i * 60:.3f}'
-           for i, v in enumerate(("1.0", "NaN", "3.0"))]
+    bad = [
+        f'vllm:prompt_tokens_total{{model_name="x",pod="bad"}} {v} {T0.timestamp() + i * 60:.3f}'
+        for i, v in enumerate(("1.0", "NaN", "3.0"))
+    ]
     return "\n".join(lines[:1] + prompt + bad + lines[1:] + generation) + "\n"
 
 
@@ -227,12 +253,22 @@ def test_prometheus_raw_samples_give_exact_hourly_increases_across_a_restart(tmp
         assert [by_hour[h]["output_tokens"] for h in hours] == [590.0, 600.0, 600.0]
         assert [by_hour[h]["counter_resets"] for h in hours] == [0, 1, 0]
         assert {(r["namespace"], r["pod"], r["host"], r["server"]) for r in by_hour.values()} == {
-            ("llm", "vllm-0", "10.0.0.5", "vllm")}
+            ("llm", "vllm-0", "10.0.0.5", "vllm")
+        }
         again = run_source(reg, warehouse, "prom", "prometheus_serving", good, since=hours[1], until=hours[2])
         assert again.status == "succeeded", again.error  # hour 1 re-read with its baseline from hour 0: not doubled
-        assert {r["hour"]: r["input_tokens"] for r in rows(warehouse, "prom")} == dict(zip(hours, (5900.0, 5950.0, 6000.0)))
-        bad = run_source(reg, warehouse, "prom", "prometheus_serving", {**good, "selector": 'pod="bad"'},
-                         since=T0, until=T0 + timedelta(hours=1))
+        assert {r["hour"]: r["input_tokens"] for r in rows(warehouse, "prom")} == dict(
+            zip(hours, (5900.0, 5950.0, 6000.0))
+        )
+        bad = run_source(
+            reg,
+            warehouse,
+            "prom",
+            "prometheus_serving",
+            {**good, "selector": 'pod="bad"'},
+            since=T0,
+            until=T0 + timedelta(hours=1),
+        )
         assert bad.status == "failed" and 'vllm:prompt_tokens_total{model_name="x",pod="bad"}' in (bad.error or "")
         assert "NaN" in (bad.error or "")
     finally:

@@ -24,8 +24,21 @@ from tests import serving_fleet as sf
 from tests.test_api import API_TOML, TOKENS, make_config
 
 CENT = Decimal("0.01")
-CSV_COLUMNS = ["day", "team", "namespace", "model", "gpu_cost_usd", "input_tokens", "output_tokens", "requests",
-               "usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests", "kwh", "kg_co2e"]
+CSV_COLUMNS = [
+    "day",
+    "team",
+    "namespace",
+    "model",
+    "gpu_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    "usd_per_1m_input_tokens",
+    "usd_per_1m_output_tokens",
+    "usd_per_1k_requests",
+    "kwh",
+    "kg_co2e",
+]
 
 
 def cents(value) -> Decimal:
@@ -43,16 +56,23 @@ def expected(input_weight: Decimal = Decimal("0.25"), split: str = "compute") ->
             share = Decimal(str(p)) / (Decimal(str(p)) + Decimal(str(d)))
         else:
             share = input_weight * ii / (input_weight * ii + oo)
-        g = groups.setdefault(model, {"cost": Decimal(0), "in_cost": Decimal(0), "i": Decimal(0), "o": Decimal(0),
-                                      "r": Decimal(0)})
+        g = groups.setdefault(
+            model, {"cost": Decimal(0), "in_cost": Decimal(0), "i": Decimal(0), "o": Decimal(0), "r": Decimal(0)}
+        )
         g["cost"] += cost
         g["in_cost"] += cost * share
         g["i"] += ii
         g["o"] += oo
         g["r"] += Decimal(str(r))
-    return {m: {"gpu_cost_usd": g["cost"], "usd_per_1m_input_tokens": g["in_cost"] * 10**6 / g["i"],
-                "usd_per_1m_output_tokens": (g["cost"] - g["in_cost"]) * 10**6 / g["o"],
-                "usd_per_1k_requests": g["cost"] * 1000 / g["r"]} for m, g in groups.items()}
+    return {
+        m: {
+            "gpu_cost_usd": g["cost"],
+            "usd_per_1m_input_tokens": g["in_cost"] * 10**6 / g["i"],
+            "usd_per_1m_output_tokens": (g["cost"] - g["in_cost"]) * 10**6 / g["o"],
+            "usd_per_1k_requests": g["cost"] * 1000 / g["r"],
+        }
+        for m, g in groups.items()
+    }
 
 
 @pytest.fixture
@@ -110,12 +130,18 @@ def test_kwh_and_co2e_come_from_carbon_hourly_when_it_exists_and_say_why_when_no
         assert unit_costs.carbon_note(con) == unit_costs.NO_CARBON
     assert before["kwh"].null_count() == before.height
     with db.writer(fleet) as con:  # the table another module builds: one row per allocation row, or resource-hour
-        con.execute("CREATE TABLE carbon_hourly (hour TIMESTAMPTZ, resource_id VARCHAR, gpu_uuid VARCHAR, "
-                    "mig_instance VARCHAR, namespace VARCHAR, pod VARCHAR, team VARCHAR, kwh DOUBLE, kg_co2e DOUBLE)")
-        con.execute("INSERT INTO carbon_hourly SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, team, "
-                    "0.7, 0.28 FROM gpu_allocation_hourly")
-        con.execute("INSERT INTO carbon_hourly VALUES (?, 'i-l4', 'GPU-l4', NULL, NULL, NULL, 'support', 0.072, 0.03)",
-                    [sf.START])
+        con.execute(
+            "CREATE TABLE carbon_hourly (hour TIMESTAMPTZ, resource_id VARCHAR, gpu_uuid VARCHAR, "
+            "mig_instance VARCHAR, namespace VARCHAR, pod VARCHAR, team VARCHAR, kwh DOUBLE, kg_co2e DOUBLE)"
+        )
+        con.execute(
+            "INSERT INTO carbon_hourly SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, team, "
+            "0.7, 0.28 FROM gpu_allocation_hourly"
+        )
+        con.execute(
+            "INSERT INTO carbon_hourly VALUES (?, 'i-l4', 'GPU-l4', NULL, NULL, NULL, 'support', 0.072, 0.03)",
+            [sf.START],
+        )
     with db.reader(fleet) as con:
         got = by_model(unit_costs.unit_costs(con))
         assert unit_costs.carbon_note(con) is None
@@ -125,9 +151,13 @@ def test_kwh_and_co2e_come_from_carbon_hourly_when_it_exists_and_say_why_when_no
 
 def test_settings_are_checked_naming_the_key():
     assert unit_costs.UnitCostSettings.from_config(None) == unit_costs.UnitCostSettings("compute", 0.25)
-    for section, key in (({"split": "tokens"}, "unit_costs.split"), ({"input_weight": -1}, "unit_costs.input_weight"),
-                         ({"input_weight": float("nan")}, "unit_costs.input_weight"),
-                         ({"input_weight": True}, "unit_costs.input_weight"), ({"ratio": 1}, "unit_costs.ratio")):
+    for section, key in (
+        ({"split": "tokens"}, "unit_costs.split"),
+        ({"input_weight": -1}, "unit_costs.input_weight"),
+        ({"input_weight": float("nan")}, "unit_costs.input_weight"),
+        ({"input_weight": True}, "unit_costs.input_weight"),
+        ({"ratio": 1}, "unit_costs.ratio"),
+    ):
         with pytest.raises(ValueError, match=key.replace(".", r"\.")):
             unit_costs.UnitCostSettings.from_config(section)
 
@@ -136,8 +166,9 @@ def _cli(fleet, *args: str, capsys=None) -> subprocess.CompletedProcess:
     """``gpufinops --db … unit-costs ARGS``: in a subprocess, or in-process (the same ``main``) with ``capsys``."""
     argv = ["--db", str(fleet), "unit-costs", *args]
     if capsys is None:
-        return subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", *argv], capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "gpufinops.jobs.cli", *argv], capture_output=True, text=True, timeout=120
+        )
     from gpufinops.jobs.cli import main
 
     try:
@@ -158,8 +189,11 @@ def test_the_cli_formats(fleet, tmp_path, capsys):
     records = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert list(records[0])[: len(CSV_COLUMNS)] == CSV_COLUMNS
     row = {r["model"]: r for r in records}["llama-3.1-8b"]
-    assert (row["input_tokens"], row["requests"], cents(row["usd_per_1m_output_tokens"])) == ("4000000", "3000",
-                                                                                              Decimal("6.40"))
+    assert (row["input_tokens"], row["requests"], cents(row["usd_per_1m_output_tokens"])) == (
+        "4000000",
+        "3000",
+        Decimal("6.40"),
+    )
     as_json = cli(fleet, "--format", "json", "--by", "team", "--out", str(tmp_path / "out" / "unit.json"))
     assert as_json.returncode == 0, as_json.stderr
     teams = {r["team"]: r for r in json.loads((tmp_path / "out" / "unit.json").read_text())}
@@ -188,7 +222,11 @@ def test_the_api_keeps_each_token_to_its_scope(fleet, tmp_path):
     assert get("GPUFINOPS_TOKEN_VISION", team="support").status_code == 403
     assert get("GPUFINOPS_TOKEN_SCHEDULER").status_code == 403
     assert get("GPUFINOPS_TOKEN_FINANCE", model="mistral-7b").json()["rows"][0]["usd_per_1k_requests"] == 2.0
-    for params in ({"from": "2026-13-01"}, {"to": "9999-12-31"}, {"by": "pod"},
-                   {"from": "2026-11-03", "to": "2026-11-01"}):
+    for params in (
+        {"from": "2026-13-01"},
+        {"to": "9999-12-31"},
+        {"by": "pod"},
+        {"from": "2026-11-03", "to": "2026-11-01"},
+    ):
         assert get("GPUFINOPS_TOKEN_FINANCE", **params).status_code == 400
     assert client.get("/v1/unit-costs").status_code == 401

@@ -39,8 +39,21 @@ from gpufinops.warehouse.queries.fragments import frame as _frame
 
 SPLITS = ("compute", "weight")
 GROUPINGS = {"model": ("team", "namespace", "model"), "team": ("team",), "namespace": ("team", "namespace")}
-COLUMNS = ("day", "team", "namespace", "model", "gpu_cost_usd", "input_tokens", "output_tokens", "requests",
-           "usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests", "kwh", "kg_co2e")
+COLUMNS = (
+    "day",
+    "team",
+    "namespace",
+    "model",
+    "gpu_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    "usd_per_1m_input_tokens",
+    "usd_per_1m_output_tokens",
+    "usd_per_1k_requests",
+    "kwh",
+    "kg_co2e",
+)
 NO_CARBON = "no carbon_hourly table in this warehouse: energy and emissions are not computed yet"
 
 
@@ -76,12 +89,16 @@ def carbon_relation(con: duckdb.DuckDBPyConnection) -> tuple[str, str | None]:
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'carbon_hourly'"
     ).fetchall()[0][0]
     if not present:
-        empty = ("SELECT CAST(NULL AS TIMESTAMPTZ) AS hour, CAST(NULL AS VARCHAR) AS resource_id, "
-                 "CAST(NULL AS VARCHAR) AS namespace, CAST(NULL AS VARCHAR) AS pod, CAST(NULL AS DOUBLE) AS kwh, "
-                 "CAST(NULL AS DOUBLE) AS kg_co2e WHERE false")
+        empty = (
+            "SELECT CAST(NULL AS TIMESTAMPTZ) AS hour, CAST(NULL AS VARCHAR) AS resource_id, "
+            "CAST(NULL AS VARCHAR) AS namespace, CAST(NULL AS VARCHAR) AS pod, CAST(NULL AS DOUBLE) AS kwh, "
+            "CAST(NULL AS DOUBLE) AS kg_co2e WHERE false"
+        )
         return empty, NO_CARBON
-    return ("SELECT hour, resource_id, namespace, pod, sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e "
-            "FROM carbon_hourly GROUP BY ALL"), None
+    return (
+        "SELECT hour, resource_id, namespace, pod, sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e "
+        "FROM carbon_hourly GROUP BY ALL"
+    ), None
 
 
 def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:

@@ -56,8 +56,10 @@ COUNTERS: dict[str, tuple[Counter, ...]] = {
     "tgi_request_generated_tokens_sum": (Counter("tgi", "output_tokens"),),
     "tgi_request_count": (Counter("tgi", "requests"),),
     "tgi_request_count_total": (Counter("tgi", "requests"),),
-    "tgi_batch_forward_duration_sum": (Counter("tgi", "prefill_seconds", "prefill"),
-                                       Counter("tgi", "decode_seconds", "decode")),
+    "tgi_batch_forward_duration_sum": (
+        Counter("tgi", "prefill_seconds", "prefill"),
+        Counter("tgi", "decode_seconds", "decode"),
+    ),
     "nv_llm_input_token_len_sum": (Counter("triton", "input_tokens"),),
     "nv_llm_output_token_len_sum": (Counter("triton", "output_tokens"),),
     "nv_inference_request_success": (Counter("triton", "requests"),),
@@ -70,8 +72,14 @@ SAMPLE_NAMES = tuple(COUNTERS)
 
 # One row's identity: (hour, server, model, namespace, pod, host).
 ROW_SCHEMA = pa.schema(
-    [("hour", pa.timestamp("us", tz="UTC")), ("server", pa.string()), ("model", pa.string()),
-     ("namespace", pa.string()), ("pod", pa.string()), ("host", pa.string())]
+    [
+        ("hour", pa.timestamp("us", tz="UTC")),
+        ("server", pa.string()),
+        ("model", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("host", pa.string()),
+    ]
     + [(f, pa.float64()) for f in FIGURES]
     + [("counter_resets", pa.int32()), ("samples", pa.int32())]
 )
@@ -86,8 +94,9 @@ def counters_of(name: str, labels: Mapping[str, str]) -> list[Counter]:
     return [c for c in COUNTERS.get(name, ()) if c.method is None or labels.get("method") == c.method]
 
 
-def row_key(counter: Counter, labels: Mapping[str, str], default_model: str | None,
-            default_host: str | None = None) -> tuple[str, str | None, str | None, str | None, str | None]:
+def row_key(
+    counter: Counter, labels: Mapping[str, str], default_model: str | None, default_host: str | None = None
+) -> tuple[str, str | None, str | None, str | None, str | None]:
     """(server, model, namespace, pod, host) of a series: ``exported_*`` labels (the served pod's, when
     Prometheus scraped through another target without ``honor_labels``) before the plain ones."""
     model = labels.get("model_name") or labels.get("model") or default_model
@@ -116,8 +125,9 @@ class HourFigures:
     samples: int = 0
 
 
-def increases(samples: Iterable[tuple[float, float]], baseline: tuple[float, float] | None = None
-              ) -> tuple[dict[int, tuple[float, int, int]], tuple[float, float] | None]:
+def increases(
+    samples: Iterable[tuple[float, float]], baseline: tuple[float, float] | None = None
+) -> tuple[dict[int, tuple[float, int, int]], tuple[float, float] | None]:
     """Per hour (epoch hour number): (increase, resets, samples) of one counter series from its
     ``(time_s, value)`` samples (any order; a time seen twice counts once), after ``baseline`` (the
     last sample before them). Returns the hours and the last sample (the next run's baseline)."""
@@ -139,8 +149,13 @@ def increases(samples: Iterable[tuple[float, float]], baseline: tuple[float, flo
     return out, previous
 
 
-def add(rows: dict[tuple, HourFigures], key: tuple, figure: str, hours: dict[int, tuple[float, int, int]],
-        first_hour: int | None = None) -> None:
+def add(
+    rows: dict[tuple, HourFigures],
+    key: tuple,
+    figure: str,
+    hours: dict[int, tuple[float, int, int]],
+    first_hour: int | None = None,
+) -> None:
     """Adds one series' hourly increases to ``rows`` (keyed ``(hour, *key)``), hours before ``first_hour`` left out."""
     for hour, (total, resets, count) in hours.items():
         if first_hour is not None and hour < first_hour:
@@ -155,8 +170,10 @@ def table(rows: Mapping[tuple, HourFigures]) -> pa.Table:
     """``rows`` as an Arrow table in ROW_SCHEMA (figures a server does not export stay NULL)."""
     data: dict[str, list] = {name: [] for name in ROW_SCHEMA.names}
     for (hour, server, model, namespace, pod, host), row in sorted(rows.items(), key=lambda kv: str(kv[0])):
-        for column, value in zip(("hour", "server", "model", "namespace", "pod", "host"),
-                                 (datetime.fromtimestamp(hour * HOUR_S, UTC), server, model, namespace, pod, host)):
+        for column, value in zip(
+            ("hour", "server", "model", "namespace", "pod", "host"),
+            (datetime.fromtimestamp(hour * HOUR_S, UTC), server, model, namespace, pod, host),
+        ):
             data[column].append(value)
         for figure in FIGURES:
             value = row.figures.get(figure)

@@ -41,11 +41,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, kw_only=True)
 class ServingExporterOptions(ServingOptions):
     targets: str | list[str] = option(doc="inference servers' /metrics URLs, file:// URLs or local paths/globs")
-    target_pods: dict[str, str] = option({}, "target → the namespace/pod it serves from (e.g. \"llm/vllm-0\")")
+    target_pods: dict[str, str] = option({}, 'target → the namespace/pod it serves from (e.g. "llm/vllm-0")')
 
 
-def parse(text: str, url: str, options: ServingExporterOptions, scrape_s: float
-          ) -> list[tuple[str, str, dict[str, str], float, Any]]:
+def parse(
+    text: str, url: str, options: ServingExporterOptions, scrape_s: float
+) -> list[tuple[str, str, dict[str, str], float, Any]]:
     """(series id, shown name, labels, time, value) of every serving counter sample in one exposition."""
     pod_text = options.target_pods.get(url) or options.target_pods.get(display_url(url)) or ""
     namespace, _, pod = pod_text.rpartition("/")
@@ -79,7 +80,7 @@ class ServingExporter:
         default_schedule="*/5 * * * *",
         options=ServingExporterOptions,
         description="scrapes vLLM, TGI, Triton (TensorRT-LLM) and SGLang `/metrics`: hourly token and request "
-                    "increases with counter resets",
+        "increases with counter resets",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -102,11 +103,18 @@ class ServingExporter:
                 except sc.CounterError as exc:
                     if not skip_rows:
                         raise IngestError(f"{ctx.source}: {where}: {exc}") from None
-                    rejects.append({"file": where, "row": None, "column": shown.split("{")[0], "value": str(value),
-                                    "reason": str(exc)})
+                    rejects.append(
+                        {
+                            "file": where,
+                            "row": None,
+                            "column": shown.split("{")[0],
+                            "value": str(value),
+                            "reason": str(exc),
+                        }
+                    )
                     continue
                 baseline = tuple(last[ident]) if ident in last else None
-                hours, newest = sc.increases([(stamp, number)], baseline)  # type: ignore[arg-type]
+                hours, newest = sc.increases([(stamp, number)], baseline)
                 if newest is not None:
                     last[ident] = [newest[0], newest[1]]
                 if baseline is None:
@@ -120,17 +128,26 @@ class ServingExporter:
                 base.figures[figure] = base.figures.get(figure, 0.0) + value
             base.resets += row.resets
             base.samples += row.samples
-        hours = sorted({datetime.fromtimestamp(key[0] * sc.HOUR_S, UTC).strftime(metrics_store.HOUR_FORMAT)
-                        for key in rows})
+        hours = sorted(
+            {datetime.fromtimestamp(key[0] * sc.HOUR_S, UTC).strftime(metrics_store.HOUR_FORMAT) for key in rows}
+        )
         state = {"last": last}
         batches = []
         if rows:
-            batches.append(Batch(table="serving_metrics_hourly", data=serving_table(sc.table(stored), ctx.source,
-                                                                                      ctx.run_id),
-                                 slices=hours, context=", ".join(display_url(t) for t in targets)))
+            batches.append(
+                Batch(
+                    table="serving_metrics_hourly",
+                    data=serving_table(sc.table(stored), ctx.source, ctx.run_id),
+                    slices=hours,
+                    context=", ".join(display_url(t) for t in targets),
+                )
+            )
         if skip_rows:
-            batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None,
-                                                  [display_url(t) for t in targets]))
+            batches.append(
+                validate.rejects_batch(
+                    rejects_table(ctx, rejects) if rejects else None, [display_url(t) for t in targets]
+                )
+            )
         unchanged = not rows and not rejects and last == ctx.state.get("last", {})
         skipped = "no counter grew since the last scrape" if unchanged else None  # new baselines are saved
         return FetchResult(batches, state, watermark=f"{len(last)} series", skipped_reason=skipped)
@@ -145,7 +162,9 @@ class ServingExporter:
         found = ctx.con.execute(
             f"SELECT epoch(hour)::BIGINT // {sc.HOUR_S}, server, model, namespace, pod, host, {figures}, "
             "counter_resets, samples FROM serving_metrics_hourly WHERE source = ? "
-            "AND hour IN (SELECT unnest(?::TIMESTAMPTZ[]))", [ctx.source, stamps]).fetchall()
+            "AND hour IN (SELECT unnest(?::TIMESTAMPTZ[]))",
+            [ctx.source, stamps],
+        ).fetchall()
         out: dict[tuple, sc.HourFigures] = {}
         for row in found:
             values = {f: v for f, v in zip(sc.FIGURES, row[6:11]) if v is not None}

@@ -50,9 +50,10 @@ class ServingOptions(OnInvalidOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class PrometheusServingOptions(ServingOptions):
-    url: str = option(doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)",
-                      secret=True)
-    selector: str | None = option(None, "PromQL label matchers every series must carry, e.g. cluster=\"prod\"")
+    url: str = option(
+        doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)", secret=True
+    )
+    selector: str | None = option(None, 'PromQL label matchers every series must carry, e.g. cluster="prod"')
     lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late samples)")
     backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
 
@@ -66,8 +67,9 @@ def series_name(name: str, labels: dict[str, str]) -> str:
     return f"{name}{{{inner}}}"
 
 
-def fetch_samples(client: PrometheusClient, start: datetime, end: datetime, selector: str | None
-                  ) -> dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]]:
+def fetch_samples(
+    client: PrometheusClient, start: datetime, end: datetime, selector: str | None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]]:
     """Raw samples in [start − 1 h, end) of every serving counter: series (name, labels) → {time: value}."""
     names = "|".join(sc.SAMPLE_NAMES)
     matchers = f'{{__name__=~"{names}"' + (f",{selector}" if selector else "") + "}"
@@ -88,8 +90,13 @@ def fetch_samples(client: PrometheusClient, start: datetime, end: datetime, sele
     return series
 
 
-def hourly_rows(series: dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]], first_hour: int,
-                default_model: str | None, where: str, rejects: list[dict] | None) -> pa.Table:
+def hourly_rows(
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]],
+    first_hour: int,
+    default_model: str | None,
+    where: str,
+    rejects: list[dict] | None,
+) -> pa.Table:
     """The hourly rows (serving_counters.ROW_SCHEMA) of the series' samples, hours before ``first_hour``
     only their baselines. A bad sample fails the run, or with ``rejects`` drops its series and is recorded."""
     rows: dict[tuple, sc.HourFigures] = {}
@@ -134,7 +141,7 @@ class PrometheusServing:
         time_range=True,
         window_cursor="cursor",
         description="a Prometheus server's raw samples of vLLM, TGI, Triton (TensorRT-LLM) and SGLang token "
-                    "and request counters, hourly increases with counter resets",
+        "and request counters, hourly increases with counter resets",
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -142,20 +149,33 @@ class PrometheusServing:
         start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
         if end <= start:
-            return FetchResult([], {**ctx.state, **state}, watermark=ctx.state.get("cursor"),
-                               skipped_reason="no complete hour since the last run")
+            return FetchResult(
+                [],
+                {**ctx.state, **state},
+                watermark=ctx.state.get("cursor"),
+                skipped_reason="no complete hour since the last run",
+            )
         client = PrometheusClient(options.url, options.timeout_s, options.retries)
         where = f"Prometheus at {client.url}"
         rejects: list[dict] = []
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         series = fetch_samples(client, start, end, options.selector)
-        rows = hourly_rows(series, int(start.timestamp()) // sc.HOUR_S, options.model, where,
-                           rejects if skip_rows else None)
+        rows = hourly_rows(
+            series, int(start.timestamp()) // sc.HOUR_S, options.model, where, rejects if skip_rows else None
+        )
         log.info("%s: %d serving series, %d rows from %s to %s", ctx.source, len(series), rows.num_rows, start, end)
-        hours = [(start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
-                 for h in range(int((end - start) / timedelta(hours=1)))]
-        batches = [Batch(table="serving_metrics_hourly", data=serving_table(rows, ctx.source, ctx.run_id),
-                         slices=hours, context=f"raw samples from {display_url(options.url)}")]
+        hours = [
+            (start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
+            for h in range(int((end - start) / timedelta(hours=1)))
+        ]
+        batches = [
+            Batch(
+                table="serving_metrics_hourly",
+                data=serving_table(rows, ctx.source, ctx.run_id),
+                slices=hours,
+                context=f"raw samples from {display_url(options.url)}",
+            )
+        ]
         if skip_rows:
             batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None, [where]))
         return FetchResult(batches, state, watermark=end.isoformat())
