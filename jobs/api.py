@@ -318,7 +318,8 @@ def create_app(
 
     from gpufinops.jobs import api_unit_costs
 
-    api_unit_costs.register(app, caller, read, cfg.unit_costs)
+    helpers = {"day": _day, "teams_for": _teams_for, "etag_response": _etag_response}
+    api_unit_costs.register(app, caller, read, cfg.unit_costs, helpers)
     return app
 
 

@@ -17,8 +17,16 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
 
-def register(app: FastAPI, caller: Callable[..., Any], read: Callable[..., Any], settings: Any) -> None:
-    from gpufinops.jobs.api import Scope, _day, _etag_response, _teams_for
+def register(
+    app: FastAPI,
+    caller: Callable[..., Any],
+    read: Callable[..., Any],
+    settings: Any,
+    helpers: dict[str, Callable[..., Any]],
+) -> None:
+    """Adds the route; ``helpers`` are the API's own ``day``, ``teams_for`` and ``etag_response`` (every
+    route parses dates, scopes teams and answers the same way)."""
+    _day, _teams_for, _etag_response = helpers["day"], helpers["teams_for"], helpers["etag_response"]
 
     @app.get("/v1/unit-costs")
     def unit_costs_route(
@@ -28,7 +36,7 @@ def register(app: FastAPI, caller: Callable[..., Any], read: Callable[..., Any],
         by: str = "model",
         from_: str | None = Query(None, alias="from"),
         to: str | None = None,
-        scope: Scope = Depends(caller),
+        scope: Any = Depends(caller),
     ) -> Response:
         from gpufinops.warehouse.unit_costs import GROUPINGS
 

@@ -237,7 +237,8 @@ DOMAINS: dict[str, dict[str, Domain]] = {
         "server": label(),
         "model": label(),
         "host": label(),
-        **_WORKLOAD,
+        "namespace": label(),
+        "pod": label(),
     },
     "gpu_processes_hourly": {
         "hour": _HOUR,
