@@ -230,3 +230,18 @@ def test_the_api_keeps_each_token_to_its_scope(fleet, tmp_path):
     ):
         assert get("GPUFINOPS_TOKEN_FINANCE", **params).status_code == 400
     assert client.get("/v1/unit-costs").status_code == 401
+
+
+def test_the_dashboard_shows_unit_costs_on_its_page_and_the_team_page(monkeypatch, fleet):
+    from tests.test_dashboard import make_app, open_page
+
+    at = open_page(make_app(monkeypatch, fleet), "unit_costs")
+    assert at.title[0].value == "Unit costs"
+    shown = at.dataframe[0].value
+    assert set(shown["model"]) == {"llama-3.1-8b", "mistral-7b"}
+    assert round(float(shown[shown["model"] == "llama-3.1-8b"]["usd_per_1m_output_tokens"].iloc[0]), 2) == 6.40
+    assert any("carbon_hourly" in c.value for c in at.caption)
+    lead = make_app(monkeypatch, fleet, {"auth": "oidc", "users": [{"email": "l@example.com", "role": "lead",
+                                                                   "teams": ["support"]}]}, email="l@example.com")
+    scoped = open_page(lead, "unit_costs").dataframe[0].value
+    assert set(scoped["team"]) == {"support"}

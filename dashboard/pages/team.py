@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, charts, labels, spend
+from gpufinops.dashboard import alerts_view, charts, labels, spend, unit_costs_view
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
@@ -42,6 +42,7 @@ def main() -> None:
             idle_nodes = allocation_queries.unallocated_by_node(con, team=[team], start=window)
             recs = queries.recommendations(con, team=[team])
             alerts = alerts_view.open_alerts(con, [team])
+            serving, carbon_note = unit_costs_view.load(con, [team], window)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -52,6 +53,7 @@ def main() -> None:
     spend.render_charts(data, by_team=False)
     spend.render_forecast(data)
     render_shared(shared, idle_nodes)
+    unit_costs_view.render(serving, carbon_note)
     st.subheader("GPU fleet")
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")
