@@ -16,8 +16,20 @@ from gpufinops.dashboard.common import money_columns
 from gpufinops.warehouse import unit_costs
 
 RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
-SHOWN = ("day", "team", "namespace", "model", "gpu_cost_usd", "input_tokens", "output_tokens", "requests", *RATES,
-         "kwh", "kg_co2e", "cost_basis")
+SHOWN = (
+    "day",
+    "team",
+    "namespace",
+    "model",
+    "gpu_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    *RATES,
+    "kwh",
+    "kg_co2e",
+    "cost_basis",
+)
 EMPTY = (
     "No serving metrics in this window: a `prometheus_serving` or `serving_exporter` source loads the "
     "token and request counters of vLLM, TGI, Triton (TensorRT-LLM) and SGLang."

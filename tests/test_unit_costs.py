@@ -241,7 +241,26 @@ def test_the_dashboard_shows_unit_costs_on_its_page_and_the_team_page(monkeypatc
     assert set(shown["model"]) == {"llama-3.1-8b", "mistral-7b"}
     assert round(float(shown[shown["model"] == "llama-3.1-8b"]["usd_per_1m_output_tokens"].iloc[0]), 2) == 6.40
     assert any("carbon_hourly" in c.value for c in at.caption)
-    lead = make_app(monkeypatch, fleet, {"auth": "oidc", "users": [{"email": "l@example.com", "role": "lead",
-                                                                   "teams": ["support"]}]}, email="l@example.com")
+    lead = make_app(
+        monkeypatch,
+        fleet,
+        {"auth": "oidc", "users": [{"email": "l@example.com", "role": "lead", "teams": ["support"]}]},
+        email="l@example.com",
+    )
     scoped = open_page(lead, "unit_costs").dataframe[0].value
     assert set(scoped["team"]) == {"support"}
+
+
+def test_the_weekly_report_shows_each_scope_its_unit_costs(fleet):
+    from gpufinops.jobs.report.render import render
+    from gpufinops.jobs.report.weeks import parse_week
+    from gpufinops.warehouse.scope import Scope
+
+    week = parse_week("2026-W45")  # the week of the fleet's Monday
+    with db.reader(fleet) as con:
+        finance = render(con, week, Scope("finance"))
+        lead = render(con, week, Scope("lead", ("support",)))
+    assert "Unit costs of serving" in finance.html and "Unit costs of serving" in finance.text
+    assert "$0.80 per 1M input, $6.40 per 1M output, $2.67 per 1,000 requests" in finance.html
+    assert "llama-3.1-8b" in finance.text and "mistral-7b" in finance.text
+    assert "llama-3.1-8b" not in lead.html and "llama-3.1-8b" not in lead.text and "mistral-7b" in lead.text

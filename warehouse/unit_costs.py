@@ -206,8 +206,9 @@ def unit_costs(
     start: datetime | None = None,
     end: datetime | None = None,
     settings: UnitCostSettings | None = None,
+    per_day: bool = True,
 ) -> pl.DataFrame:
-    """Per UTC day and ``by`` (model: team, namespace and model; namespace: team and namespace; team):
+    """Per UTC day (``per_day=False``: over the whole window, ``day`` NULL) and ``by`` (model: team, namespace and model; namespace: team and namespace; team):
     COLUMNS, plus ``input_cost_usd``, ``output_cost_usd`` and ``cost_basis``. ``team`` / ``model`` filter."""
     if by not in GROUPINGS:
         raise ValueError(f"unit costs by {by!r}: must be one of {', '.join(GROUPINGS)}")
@@ -220,12 +221,13 @@ def unit_costs(
         keep += " AND model = ?"
         keep_params.append(model)
     grouped = GROUPINGS[by]
+    day = "CAST(hour AS DATE) AS day" if per_day else "CAST(NULL AS DATE) AS day"
     shown = ", ".join(c if c in grouped else f"CAST(NULL AS VARCHAR) AS {c}" for c in ("team", "namespace", "model"))
     sql = f"""
     WITH rows AS ({inner}),
     kept AS (SELECT * FROM rows WHERE {keep}),
     days AS (
-        SELECT CAST(hour AS DATE) AS day, {shown}, sum(gpu_cost_usd) AS gpu_cost_usd,
+        SELECT {day}, {shown}, sum(gpu_cost_usd) AS gpu_cost_usd,
                sum(input_cost_usd) AS input_cost_usd, sum(input_tokens) AS input_tokens,
                sum(output_tokens) AS output_tokens, sum(requests) AS requests, sum(kwh) AS kwh,
                sum(kg_co2e) AS kg_co2e, string_agg(DISTINCT basis, ',' ORDER BY basis) AS cost_basis
