@@ -57,7 +57,7 @@ def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit co
         pl.col("gpu_cost_usd", *RATES).cast(pl.Float64)
     )
     total = frame["gpu_cost_usd"].sum()
-    tokens = frame["input_tokens"].sum() + frame["output_tokens"].sum()
+    tokens = int(frame["input_tokens"].sum() or 0) + int(frame["output_tokens"].sum() or 0)
     st.caption(
         f"GPU cost of serving in the window: ${float(total):,.2f} for {tokens:,} tokens and "
         f"{frame['requests'].sum():,} requests. Cost is the pods' allocated GPU share (whole resources where "
