@@ -264,3 +264,41 @@ def test_the_weekly_report_shows_each_scope_its_unit_costs(fleet):
     assert "$0.80 per 1M input, $6.40 per 1M output, $2.67 per 1,000 requests" in finance.html
     assert "llama-3.1-8b" in finance.text and "mistral-7b" in finance.text
     assert "llama-3.1-8b" not in lead.html and "llama-3.1-8b" not in lead.text and "mistral-7b" in lead.text
+
+
+def test_a_gpu_type_move_shows_its_effect_in_dollars_per_million_tokens(fleet):
+    from gpufinops.models import token_costs
+    from gpufinops.models.recommendation import Recommendation
+
+    def finding(kind: str, resource: str) -> Recommendation:
+        return Recommendation(
+            id=f"{kind}-{resource}",
+            kind=kind,
+            team="search",
+            provider="aws",
+            resource_id=resource,
+            workload=None,
+            current={"monthly_cost_usd": 2920.0},
+            proposed={"monthly_cost_usd": 1460.0},
+            monthly_savings_usd=Decimal("1460"),
+            confidence=0.8,
+            risk="",
+            evidence={"window_days": 1},
+        )
+
+    recs = [
+        finding("gpu_type", "i-h100"),
+        finding("quantization", "i-l4"),
+        finding("idle_gpu", "i-h100"),
+        finding("gpu_type", "i-none"),
+    ]
+    with db.reader(fleet) as con:
+        token_costs.annotate(con, recs)
+    tokens_h100 = Decimal(4_000_000 + 750_000) * Decimal("30.4375")  # one day's tokens, per month
+    assert recs[0].evidence["served_tokens_per_month"] == int(tokens_h100)
+    assert cents(recs[0].evidence["usd_per_1m_tokens_current"]) == cents(Decimal(2920) * 10**6 / tokens_h100)
+    assert cents(recs[0].evidence["usd_per_1m_tokens_proposed"]) == cents(Decimal(1460) * 10**6 / tokens_h100)
+    tokens_l4 = Decimal(800_000 + 400_000) * Decimal("30.4375")
+    assert cents(recs[1].evidence["usd_per_1m_tokens_saved"]) == cents(Decimal(1460) * 10**6 / tokens_l4)
+    assert "usd_per_1m_tokens_current" not in recs[2].evidence  # not a move of GPU type or precision
+    assert "usd_per_1m_tokens_current" not in recs[3].evidence  # serves no tokens

@@ -181,6 +181,29 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
     FROM shared"""
 
 
+def tokens_by_resource(
+    con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
+    """Per billed resource: the tokens and requests served on it in [start, end), each pod-hour's counted in
+    proportion to the GPU cost it was charged on the resource (the models' $ per 1M tokens)."""
+    where, params = _filters(None, start, end, time_col="s.hour")
+    carbon, _ = carbon_relation(con)
+    inner = _pod_hours_sql(carbon, "0.25", "weight").replace("{where}", where)
+    head, _, _ = inner.rpartition("weighted AS (")
+    sql = f"""{head}resource_share AS (
+        SELECT hour, namespace, pod, resource_id,
+               CAST(cost_usd AS DOUBLE) / nullif(sum(CAST(cost_usd AS DOUBLE)) OVER (PARTITION BY hour, namespace, pod), 0)
+                   AS fraction
+        FROM (SELECT hour, namespace, pod, resource_id, cost_usd FROM alloc
+              UNION ALL SELECT hour, namespace, pod, resource_id, cost_usd FROM whole))
+    SELECT r.resource_id, sum(s.i * r.fraction) AS input_tokens, sum(s.o * r.fraction) AS output_tokens,
+           sum(s.r * r.fraction) AS requests, min(s.hour) AS first_hour, max(s.hour) AS last_hour
+    FROM serving s JOIN resource_share r ON r.hour = s.hour AND r.pod = s.pod
+         AND r.namespace IS NOT DISTINCT FROM s.namespace
+    WHERE r.fraction IS NOT NULL GROUP BY r.resource_id ORDER BY r.resource_id"""
+    return _frame(con, sql, params)
+
+
 def pod_hours(
     con: duckdb.DuckDBPyConnection,
     *,
