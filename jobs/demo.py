@@ -50,6 +50,11 @@ def write_config(home: Path, resource_map: dict[str, str]) -> Path:
         "[sources.gpu_metrics.resource_map]",
         *[f"{_toml_string(host)} = {_toml_string(rid)}" for host, rid in sorted(resource_map.items())],
         "",
+        # The inference servers' token and request counters (vLLM, Triton with TensorRT-LLM): unit costs.
+        "[sources.serving]",
+        'type = "serving_exporter"',
+        'targets = ["metrics/serving/*.prom"]',
+        "",
         "[sources.aws_cur]",
         'type = "aws_cur"',
         'path = "exports/aws/cur"   # a local copy of the CUR 2.0 bucket',
@@ -125,6 +130,10 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
         step.start("simulating the fleet and its exports")
         fleet = demo_fleet.generate(home, days=days, seed=seed)
         write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")  # what each host's exporter served
+        from gpufinops.simulator import demo_billing, demo_serving  # the inference servers' own /metrics
+
+        demo_serving.write_serving_exports(home / "metrics" / "serving", demo_billing.build_fleet(seed),
+                                           demo_fleet.DEMO_END - timedelta(days=days), demo_fleet.DEMO_END, seed)
         config_path = write_config(home, fleet.resource_map)
         cfg = config_mod.load(config_path)
         step.done()
