@@ -121,7 +121,8 @@ class ServingExporter:
                     continue  # the first sample of a series: its baseline only
                 for counter in sc.counters_of(shown.split("{")[0], labels):
                     sc.add(rows, sc.row_key(counter, labels, options.model, host), counter.figure, hours)
-        stored = self._stored(ctx, sorted({key[0] for key in rows}))
+        # with no kept samples (a first run, --full-refresh) the rows are the whole story: nothing to add to
+        stored = self._stored(ctx, sorted({key[0] for key in rows})) if ctx.state.get("last") else {}
         for key, row in rows.items():
             base = stored.setdefault(key, sc.HourFigures({}))
             for figure, value in row.figures.items():

@@ -127,6 +127,22 @@ def serving_table(rows: pa.Table, source: str, run_id: str) -> pa.Table:
     return full.select(SERVING_METRICS_HOURLY.names).cast(SERVING_METRICS_HOURLY)
 
 
+def unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
+    """Whether the source's stored rows of [start, end) are ``new`` (the run id aside)."""
+    cols = ", ".join(f'"{c}"' for c in SERVING_METRICS_HOURLY.names if c != "ingest_run_id")
+    stored = f"SELECT {cols} FROM serving_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
+    ctx.con.register("_serving_new", new)
+    try:
+        diff = ctx.con.execute(
+            f"SELECT count(*) FROM ((SELECT {cols} FROM _serving_new EXCEPT ALL {stored}) "
+            f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _serving_new))",
+            [ctx.source, start, end, ctx.source, start, end],
+        ).fetchall()[0][0]
+    finally:
+        ctx.con.unregister("_serving_new")
+    return bool(diff == 0)
+
+
 class PrometheusServing:
     meta = IngestorMeta(
         name="prometheus_serving",
@@ -168,10 +184,15 @@ class PrometheusServing:
             (start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
             for h in range(int((end - start) / timedelta(hours=1)))
         ]
+        new = serving_table(rows, ctx.source, ctx.run_id)
+        if not ctx.window.full_refresh and not rejects and unchanged(ctx, new, start, end):
+            return FetchResult(
+                [], {**ctx.state, **state}, watermark=end.isoformat(), skipped_reason="no new or changed hours"
+            )
         batches = [
             Batch(
                 table="serving_metrics_hourly",
-                data=serving_table(rows, ctx.source, ctx.run_id),
+                data=new,
                 slices=hours,
                 context=f"raw samples from {display_url(options.url)}",
             )
