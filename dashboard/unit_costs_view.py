@@ -14,6 +14,7 @@ import streamlit as st
 
 from gpufinops.dashboard.common import money_columns
 from gpufinops.warehouse import unit_costs
+from gpufinops.warehouse.labels import labels_of
 
 RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
 SHOWN = (
@@ -54,7 +55,8 @@ def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit co
         st.info(EMPTY)
         return
     shown = frame.select([c for c in SHOWN if c in frame.columns]).with_columns(
-        pl.col("gpu_cost_usd", *RATES).cast(pl.Float64)
+        pl.col("gpu_cost_usd", *RATES).cast(pl.Float64),
+        pl.col("cost_basis").map_elements(lambda v: labels_of(v, "cost_basis"), return_dtype=pl.Utf8),
     )
     total = frame["gpu_cost_usd"].sum()
     tokens = int(frame["input_tokens"].sum() or 0) + int(frame["output_tokens"].sum() or 0)

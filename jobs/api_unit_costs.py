@@ -56,6 +56,7 @@ def rows(
 ) -> dict[str, Any]:
     """The response body: ``rows`` (plain numbers and ISO days) and ``carbon_note``."""
     from gpufinops.warehouse import unit_costs
+    from gpufinops.warehouse.labels import labels_of
 
     begin = datetime.combine(start, time(), UTC) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
@@ -64,6 +65,7 @@ def rows(
         frame = frame.filter(frame["team"].is_not_null())
     out = []
     for row in frame.iter_rows(named=True):
+        row["cost_basis_label"] = labels_of(row.get("cost_basis"), "cost_basis")
         out.append(
             {
                 k: (v.isoformat() if isinstance(v, date) else float(v) if isinstance(v, Decimal) else v)

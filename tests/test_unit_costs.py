@@ -219,6 +219,7 @@ def test_the_api_keeps_each_token_to_its_scope(fleet, tmp_path):
     assert {r["team"] for r in body["rows"]} == {"search", "support"} and body["carbon_note"] == unit_costs.NO_CARBON
     seen = get("GPUFINOPS_TOKEN_VISION")  # the lead of "search"
     assert seen.status_code == 200 and {r["team"] for r in seen.json()["rows"]} == {"search"}
+    assert {r["cost_basis_label"] for r in body["rows"]} == {"Allocated GPU share", "Whole resource"}
     assert get("GPUFINOPS_TOKEN_VISION", team="support").status_code == 403
     assert get("GPUFINOPS_TOKEN_SCHEDULER").status_code == 403
     assert get("GPUFINOPS_TOKEN_FINANCE", model="mistral-7b").json()["rows"][0]["usd_per_1k_requests"] == 2.0
