@@ -274,3 +274,13 @@ def test_prometheus_raw_samples_give_exact_hourly_increases_across_a_restart(tmp
         assert "NaN" in (bad.error or "")
     finally:
         prom.stop()
+
+
+def test_a_model_label_with_a_line_break_fails_the_run_naming_the_column(tmp_path, warehouse):
+    path = tmp_path / "vllm.prom"
+    options = {"targets": [str(path)]}
+    for minute, value in ((0, 10), (1, 20)):
+        path.write_text(f'vllm:prompt_tokens_total{{model_name="evil\\nSubject: x"}} {value} {MS + minute * 60_000}\n')
+        result = run_source(registry(), warehouse, "serving", "serving_exporter", options)
+    assert result.status == "failed" and "column model value" in (result.error or "")
+    assert "\n" not in (result.error or "") and rows(warehouse) == []
