@@ -38,6 +38,7 @@ from gpufinops.warehouse.queries.fragments import filters as _filters
 from gpufinops.warehouse.queries.fragments import frame as _frame
 
 SPLITS = ("compute", "weight")
+US_PER_DAY = 86_400_000_000
 GROUPINGS = {"model": ("team", "namespace", "model"), "team": ("team",), "namespace": ("team", "namespace")}
 COLUMNS = (
     "day",
@@ -104,13 +105,13 @@ def carbon_relation(con: duckdb.DuckDBPyConnection) -> tuple[str, str | None]:
 def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
     """Per hour, server, model, namespace and pod: tokens, requests, GPU cost, input cost share, energy."""
     return f"""
-    WITH serving AS (
+    WITH serving AS MATERIALIZED (
         SELECT hour, server, model, namespace, pod, any_value(host) AS host, sum(input_tokens) AS i,
                sum(output_tokens) AS o, sum(requests) AS r, sum(prefill_seconds) AS p, sum(decode_seconds) AS d
         FROM serving_metrics_hourly s WHERE {{where}} GROUP BY hour, server, model, namespace, pod),
     pods AS (SELECT hour, namespace, pod, any_value(host) AS host FROM serving GROUP BY ALL),
     carbon AS ({carbon}),
-    alloc AS (
+    alloc AS MATERIALIZED (
         SELECT a.hour, a.resource_id, a.namespace, a.pod, sum(a.cost_usd) AS cost_usd,
                arg_max(a.team, a.cost_usd) AS team
         FROM gpu_allocation_hourly a JOIN pods p ON a.hour = p.hour AND a.pod = p.pod
@@ -124,7 +125,7 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
     on_hosts AS (
         SELECT hour, host, min(resource_id) AS resource_id FROM gpu_metrics_hourly
         WHERE resource_id IS NOT NULL AND host IS NOT NULL GROUP BY ALL),
-    placed AS (
+    placed AS MATERIALIZED (
         SELECT p.hour, p.namespace, p.pod, coalesce(w.resource_id, h.resource_id) AS resource_id
         FROM pods p
         LEFT JOIN on_gpus w ON w.hour = p.hour AND w.pod = p.pod AND w.namespace IS NOT DISTINCT FROM p.namespace
@@ -151,7 +152,7 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
         SELECT w.hour, w.namespace, w.pod, w.cost_usd, w.team, c.kwh * w.fraction, c.kg_co2e * w.fraction,
                'whole_resource' AS basis
         FROM whole w LEFT JOIN carbon c ON c.hour = w.hour AND c.resource_id = w.resource_id AND c.pod IS NULL),
-    pod_cost AS (
+    pod_cost AS MATERIALIZED (
         SELECT hour, namespace, pod, sum(cost_usd) AS cost_usd, arg_max(team, cost_usd) AS team,
                sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e, min(basis) AS basis
         FROM charged GROUP BY ALL),
@@ -244,7 +245,12 @@ def unit_costs(
         keep += " AND model = ?"
         keep_params.append(model)
     grouped = GROUPINGS[by]
-    day = "CAST(hour AS DATE) AS day" if per_day else "CAST(NULL AS DATE) AS day"
+    # the UTC day by integer arithmetic (a TIMESTAMPTZ cast to DATE goes through the session's time zone)
+    day = (
+        f"DATE '1970-01-01' + CAST(epoch_us(hour) // {US_PER_DAY} AS INTEGER) AS day"
+        if per_day
+        else "CAST(NULL AS DATE) AS day"
+    )
     shown = ", ".join(c if c in grouped else f"CAST(NULL AS VARCHAR) AS {c}" for c in ("team", "namespace", "model"))
     sql = f"""
     WITH rows AS ({inner}),
@@ -253,7 +259,8 @@ def unit_costs(
         SELECT {day}, {shown}, sum(gpu_cost_usd) AS gpu_cost_usd,
                sum(input_cost_usd) AS input_cost_usd, sum(input_tokens) AS input_tokens,
                sum(output_tokens) AS output_tokens, sum(requests) AS requests, sum(kwh) AS kwh,
-               sum(kg_co2e) AS kg_co2e, string_agg(DISTINCT basis, ',' ORDER BY basis) AS cost_basis
+               sum(kg_co2e) AS kg_co2e, CASE WHEN min(basis) = max(basis) THEN min(basis) ELSE min(basis) || ',' || max(basis) END
+                   AS cost_basis
         FROM kept GROUP BY ALL)
     SELECT day, team, namespace, model, gpu_cost_usd, CAST(round(input_tokens) AS BIGINT) AS input_tokens,
            CAST(round(output_tokens) AS BIGINT) AS output_tokens, CAST(round(requests) AS BIGINT) AS requests,
