@@ -130,10 +130,6 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
         step.start("simulating the fleet and its exports")
         fleet = demo_fleet.generate(home, days=days, seed=seed)
         write_dcgm_exports(fleet.metrics_dir, home / "metrics" / "dcgm")  # what each host's exporter served
-        from gpufinops.simulator import demo_billing, demo_serving  # the inference servers' own /metrics
-
-        demo_serving.write_serving_exports(home / "metrics" / "serving", demo_billing.build_fleet(seed),
-                                           demo_fleet.DEMO_END - timedelta(days=days), demo_fleet.DEMO_END, seed)
         config_path = write_config(home, fleet.resource_map)
         cfg = config_mod.load(config_path)
         step.done()
