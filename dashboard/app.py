@@ -35,6 +35,7 @@ def main() -> None:
             st.Page(PAGES / "overview.py", title="Overview", icon=":material/finance:", default=True),
             st.Page(PAGES / "team.py", title="Team", icon=":material/groups:"),
             st.Page(PAGES / "fleet.py", title="GPU fleet", icon=":material/memory:"),
+            st.Page(PAGES / "unit_costs.py", title="Unit costs", icon=":material/toll:"),
             st.Page(PAGES / "recommendations.py", title="Recommendations", icon=":material/savings:"),
             st.Page(PAGES / "spot.py", title="Spot market", icon=":material/show_chart:"),
             st.Page(PAGES / "onprem.py", title="On-prem vs cloud", icon=":material/dns:"),

@@ -318,6 +318,10 @@ def create_app(
         return _etag_response(request, [alert_object(r) for r in frame.to_dicts()])
 
     api_carbon.register(app, caller, read, teams_for=_teams_for, day=_day, respond=_etag_response)  # GET /v1/carbon
+    from gpufinops.jobs import api_unit_costs
+
+    helpers = {"day": _day, "teams_for": _teams_for, "etag_response": _etag_response}
+    api_unit_costs.register(app, caller, read, cfg.unit_costs, helpers)
     return app
 
 

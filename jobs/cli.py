@@ -62,10 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=60, metavar="N", help="days of fleet history to simulate (default: 60)")
     demo.add_argument("--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)")
 
-    from gpufinops.jobs import carbon_cmd, init_cmd, mcp_server
+    from gpufinops.jobs import carbon_cmd, init_cmd, mcp_server, unit_costs_cmd
     init_cmd.add_parser(sub)
     mcp_server.add_parser(sub)
     carbon_cmd.add_parser(sub)
+    unit_costs_cmd.add_parser(sub)
     doctor = sub.add_parser("doctor", help="check the config, installed extras, credentials, each source and the "
                                            "warehouse; one line per check with its fix")
     doctor.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
@@ -378,6 +379,14 @@ def cmd_carbon(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts, mcp=cmd_mcp, carbon=cmd_carbon)
+
+
+def cmd_unit_costs(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from gpufinops.jobs import unit_costs_cmd
+    return unit_costs_cmd.run(cfg, args)
+
+
+COMMANDS["unit-costs"] = cmd_unit_costs
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from gpufinops.jobs.serve_settings import JobSettings
     from gpufinops.warehouse.allocation import AllocationSettings
     from gpufinops.warehouse.carbon_settings import CarbonSettings
+    from gpufinops.warehouse.unit_costs import UnitCostSettings
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -59,6 +60,7 @@ TOP_LEVEL_SECTIONS = {
     "export",
     "allocation",
     "carbon",
+    "unit_costs",
 }
 WAREHOUSE_KEYS = {"path", "memory_limit"}
 TEAMS_KEYS = {"tag_keys"}
@@ -96,6 +98,7 @@ class Config:
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
     carbon: CarbonSettings = field(default_factory=lambda: _carbon_defaults())  # [carbon]
+    unit_costs: UnitCostSettings | None = None  # [unit_costs] (None: the defaults)
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
@@ -278,6 +281,7 @@ def _parse(
     from gpufinops.jobs.export import settings as export_settings
     from gpufinops.jobs.report import settings as report_settings
     from gpufinops.warehouse.allocation import AllocationSettings
+    from gpufinops.warehouse.unit_costs import UnitCostSettings
 
     _check_sections(raw)
     base_dir = config_path.parent if config_path else Path.cwd()
@@ -289,6 +293,7 @@ def _parse(
     api = api_settings.parse(raw.get("api"))
     allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
     carbon = _owned_by_a_package(_carbon_defaults().from_config, raw.get("carbon"), "carbon")
+    unit_cost_settings = _owned_by_a_package(UnitCostSettings.from_config, raw.get("unit_costs"), "unit_costs")
     if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
         from gpufinops.models.run import validate_settings as validate_models
 
@@ -313,6 +318,7 @@ def _parse(
         warehouse_setting=setting,
         secret_env_names=tuple(dict.fromkeys(names)),
         carbon=carbon,
+        unit_costs=unit_cost_settings,
     )
 
 

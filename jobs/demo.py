@@ -50,6 +50,11 @@ def write_config(home: Path, resource_map: dict[str, str]) -> Path:
         "[sources.gpu_metrics.resource_map]",
         *[f"{_toml_string(host)} = {_toml_string(rid)}" for host, rid in sorted(resource_map.items())],
         "",
+        # The inference servers' token and request counters (vLLM, Triton with TensorRT-LLM): unit costs.
+        "[sources.serving]",
+        'type = "serving_exporter"',
+        'targets = ["metrics/serving/*.prom"]',
+        "",
         "[sources.aws_cur]",
         'type = "aws_cur"',
         'path = "exports/aws/cur"   # a local copy of the CUR 2.0 bucket',

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import duckdb
 
-from gpufinops.models import calibration, carbon_evidence, plans
+from gpufinops.models import calibration, carbon_evidence, plans, token_costs
 from gpufinops.models.recommendation import Recommendation, Withheld
 from gpufinops.models.registry import KINDS, MODELS, VERSIONS, setting_keys
 from gpufinops.warehouse import store
@@ -71,7 +71,7 @@ def analyse(
         run.recommendations.extend(calibration.apply(found.recommendations))
         run.withheld.extend(found.withheld)
         run.comparison.extend(found.comparison)
-    run.recommendations = plans.reconcile(run.recommendations)
+    run.recommendations = plans.reconcile(token_costs.annotate(con, run.recommendations))
     carbon_evidence.annotate(con, run.recommendations)  # evidence.kg_co2e_month_saved (models/carbon_evidence.py)
     store.store_recommendations(
         con, run.recommendations, list(KINDS), VERSIONS, withheld=run.withheld, comparison=run.comparison

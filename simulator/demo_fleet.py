@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpufinops.simulator import cur2_export, demo_storage, gcp_export
+from gpufinops.simulator import cur2_export, demo_serving, demo_storage, gcp_export
 from gpufinops.simulator.cur2_export import aws_reserved_instance
 from gpufinops.simulator.demo_billing import build_fleet, compute_lines, daily_lines, onprem_options
 from gpufinops.simulator.demo_prices import (
@@ -236,6 +236,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
+    demo_serving.write_serving_exports(home / "metrics" / "serving", machines, clock.start, end, seed)
     _write_price_references(home, clock)
     commitments = commitment_truth(steady)  # opportunities on healthy machines, not planted waste
     totals = {

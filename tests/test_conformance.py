@@ -18,7 +18,7 @@ import pytest
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import schema
-from tests import aws_conformance, conformance_utilisation, gcp_loopback, onprem_data
+from tests import aws_conformance, conformance_serving, conformance_utilisation, gcp_loopback, onprem_data
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 
 REGISTRY = default_registry()
@@ -40,6 +40,8 @@ FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     "nvidia_smi_csv": nvidia_smi_input,
     "dcgm_exporter": conformance_utilisation.dcgm_exporter_input,
     "prometheus": conformance_utilisation.prometheus_input,
+    "prometheus_serving": conformance_serving.prometheus_serving_input,
+    "serving_exporter": conformance_serving.serving_exporter_input,
     **aws_conformance.FIXTURES,
     **gcp_loopback.FIXTURES,
     "onprem": onprem_data.conformance_input,

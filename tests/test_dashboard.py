@@ -23,7 +23,7 @@ from gpufinops.warehouse import db, freshness, labels, queries
 from tests.conftest import FOCUS_SAMPLE, query
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
-PAGES = ("overview", "team", "fleet", "recommendations", "spot", "onprem", "health")
+PAGES = ("overview", "team", "fleet", "unit_costs", "recommendations", "spot", "onprem", "health")
 LEAD_TEAM = "vision"
 AUTH = {
     "auth": "oidc",

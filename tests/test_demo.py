@@ -53,6 +53,7 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
         ("gcp_prices", "succeeded"),
         ("gpu_metrics", "succeeded"),
         ("onprem", "succeeded"),
+        ("serving", "succeeded"),
     ]
     truth = json.loads((home / "ground_truth.json").read_text())["cost_by_provider_usd"]
     got = dict(query(db_path, 'SELECT "ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY 1'))

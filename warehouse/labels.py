@@ -127,6 +127,16 @@ BASES = {  # gpu_allocation_hourly.basis
     "mps": "MPS",
     "unallocated": "Unallocated",
 }
+COST_BASES = {  # unit costs: how a serving pod-hour was charged (warehouse/unit_costs.py)
+    "allocation": "Allocated GPU share",
+    "whole_resource": "Whole resource",
+}
+SERVERS = {  # serving_metrics_hourly.server
+    "vllm": "vLLM",
+    "tgi": "Hugging Face TGI",
+    "triton": "NVIDIA Triton",
+    "sglang": "SGLang",
+}
 PERIODS = {"month": "Month", "quarter": "Quarter", "year": "Year", "week": "Week", "day": "Day"}
 UNITS = {  # what a number is counted in
     "usd": "USD",
@@ -157,6 +167,8 @@ TABLES: dict[str, Mapping[str, str]] = {
     "plan": PLANS,
     "reason": WITHHOLD_REASONS,
     "basis": BASES,
+    "cost_basis": COST_BASES,
+    "server": SERVERS,
     "period": PERIODS,
     "unit": UNITS,
 }
@@ -200,6 +212,11 @@ def label(code: str | None, field: str | None = None) -> str:
         if text in table:
             return table[text]
     return words(text) if SNAKE.match(text) else text
+
+
+def labels_of(codes: str | None, field: str) -> str:
+    """A comma-separated list of codes (``allocation,whole_resource``) as their labels."""
+    return ", ".join(label(code, field) for code in (codes or "").split(",") if code) or "—"
 
 
 def is_code(text: str) -> bool:

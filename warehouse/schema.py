@@ -281,6 +281,18 @@ GPU_ALLOCATION_HOURLY = pa.schema([
     ("service", pa.string()),           # the resource's ServiceName on the bill
 ])
 
+# v12: what the inference servers' counters grew by, per hour, server, model and pod (ingest/metrics/serving_*.py);
+# an increase between two samples belongs to the hour of the later one, a counter that fell restarted from zero.
+SERVING_METRICS_HOURLY = pa.schema([
+    ("hour", UTC_TS), ("server", pa.string()),   # vllm | tgi | triton | sglang
+    ("model", pa.string()), ("namespace", pa.string()), ("pod", pa.string()), ("host", pa.string()),
+    ("input_tokens", pa.float64()), ("output_tokens", pa.float64()), ("requests", pa.float64()),
+    ("prefill_seconds", pa.float64()), ("decode_seconds", pa.float64()),  # NULL: the server does not export them
+    ("counter_resets", pa.int32()),      # counters seen restarting in the hour (a pod restart)
+    ("samples", pa.int32()),             # counter samples that ended in the hour
+    ("source", pa.string()), ("ingest_run_id", pa.string()),
+])
+
 # v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
 ALLOCATION_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
@@ -354,6 +366,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
 
     Table("stored_results", STORED_RESULTS),
     *(Table(name, table_schema) for name, table_schema in STORAGE_TABLES.items()),  # v14
+    Table("serving_metrics_hourly", SERVING_METRICS_HOURLY),
 )}
 
 

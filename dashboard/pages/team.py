@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, carbon_view, charts, labels, spend
+from gpufinops.dashboard import alerts_view, carbon_view, charts, labels, spend, unit_costs_view
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
@@ -45,6 +45,7 @@ def main() -> None:
             alerts = alerts_view.open_alerts(con, [team])
             emissions = carbon_queries.carbon_summary(con, by="resource", team=[team], start=window)
             emission_sources = carbon_queries.sources(con, team=[team], start=window)
+            serving, carbon_note = unit_costs_view.load(con, [team], window)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -56,6 +57,7 @@ def main() -> None:
     spend.render_forecast(data)
     render_shared(shared, idle_nodes)
     carbon_view.render(emissions, emission_sources)
+    unit_costs_view.render(serving, carbon_note)
     st.subheader("GPU fleet")
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")

@@ -164,6 +164,8 @@ BUILTIN_MODULES = (
     "gpufinops.ingest.metrics.nvidia_smi_csv",
     "gpufinops.ingest.metrics.dcgm_exporter",
     "gpufinops.ingest.metrics.prometheus",
+    "gpufinops.ingest.metrics.serving_prometheus",
+    "gpufinops.ingest.metrics.serving_exporter",
     "gpufinops.ingest.metrics.cloudwatch_gpu",
     "gpufinops.ingest.aws.aws_cur",
     "gpufinops.ingest.aws.aws_spot_prices",

@@ -19,7 +19,7 @@ import polars as pl
 
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
 from gpufinops.models import plans
-from gpufinops.warehouse import allocation_queries, freshness, queries
+from gpufinops.warehouse import allocation_queries, freshness, queries, unit_costs
 from gpufinops.warehouse.labels import NO_TEAM
 from gpufinops.warehouse.scope import Scope
 
@@ -74,6 +74,8 @@ class WeekFigures:
     @property
     def carbon_withheld_gpu_hours(self) -> float:
         return sum(float(c["withheld_gpu_hours"] or 0) for c in self.carbon)
+
+    unit_costs: list[dict[str, Any]] = field(default_factory=list)  # serving: $ per 1M tokens per model, the week
 
     @property
     def withheld_total(self) -> int:
@@ -173,6 +175,7 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
         for r in queries.onprem_comparison(con, team=teams).to_dicts()
         if r["team"] is None and teams is None or scope.allows(r["team"])
     ]
+    figures.unit_costs = _unit_costs(con, teams, week.start(zone), week.end(zone))
     return figures
 
 
@@ -199,6 +202,15 @@ def _carbon(
     )
     sources = carbon_queries.sources(con, team=teams, start=start, end=end).head(4).to_dicts()
     return per_team.to_dicts(), sources
+
+
+def _unit_costs(
+    con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """The week's unit costs per team, namespace and model (warehouse.unit_costs, the one builder)."""
+    frame = unit_costs.unit_costs(con, team=teams, start=start, end=end, per_day=False)
+    rows = frame.filter(pl.col("team").is_not_null()) if teams is not None else frame
+    return rows.sort("gpu_cost_usd", descending=True, nulls_last=True).to_dicts()
 
 
 def _weekly(frame: pl.DataFrame, by: str, value: str) -> list[dict[str, Any]]:

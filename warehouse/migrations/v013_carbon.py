@@ -1,12 +1,11 @@
-"""Schema version 13 (numbered 12 until the serving-metrics version before it lands), frozen as it
-ships: never edit it after.
+"""Schema version 13, frozen as it shipped: never edit it.
 
 Energy and emissions per allocated GPU-hour (warehouse/carbon.py) and the ``[carbon]`` settings they
 were computed with. Hours loaded before have no rows until their resource-days are loaded again or
 the settings change (every load recomputes what it touches).
 """
 
-VERSION = 12
+VERSION = 13
 
 STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS carbon_hourly (

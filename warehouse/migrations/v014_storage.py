@@ -3,7 +3,7 @@ by run and checkpoint, and the measured volume operations and prefix reads besid
 storage_tier, storage_orphan and checkpoint_lifecycle models). Frozen: never edit it.
 """
 
-VERSION = 13
+VERSION = 14
 
 STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS storage_volumes (

@@ -1,11 +1,11 @@
-"""Schema version 15 (numbered 14 until the versions before it land), frozen as it ships: never edit it after.
+"""Schema version 15, frozen as it shipped: never edit it.
 
 ``stored_results``: what the dashboard's pages read that is dear to compute (the cost forecast and anomaly
 fits, the heaviest page queries), computed by the job that loads the data and stored with the fingerprint
 of the data it was computed on (a reader uses a row only while that fingerprint is current).
 """
 
-VERSION = 14
+VERSION = 15
 
 STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS stored_results (

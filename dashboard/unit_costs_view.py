@@ -1,0 +1,71 @@
+"""Unit costs of serving on the dashboard: the Team page's section and the "Unit costs" page.
+
+The figures are ``warehouse.unit_costs.unit_costs`` (the builder the CLI, API and report call), scoped to the
+viewer's teams; money and rates are cast to DOUBLE for display only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import polars as pl
+import streamlit as st
+
+from gpufinops.dashboard.common import money_columns
+from gpufinops.warehouse import unit_costs
+from gpufinops.warehouse.labels import labels_of
+
+RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
+SHOWN = (
+    "day",
+    "team",
+    "namespace",
+    "model",
+    "gpu_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    *RATES,
+    "kwh",
+    "kg_co2e",
+    "cost_basis",
+)
+EMPTY = (
+    "No serving metrics in this window: a `prometheus_serving` or `serving_exporter` source loads the "
+    "token and request counters of vLLM, TGI, Triton (TensorRT-LLM) and SGLang."
+)
+
+
+def load(
+    con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime | None, by: str = "model"
+) -> tuple[pl.DataFrame, str | None]:
+    """(the unit-cost rows of ``teams`` from ``start``, why kWh / CO2e are empty or None)."""
+    frame = unit_costs.unit_costs(con, by=by, team=teams, start=start)
+    if teams is not None:
+        frame = frame.filter(pl.col("team").is_not_null())
+    return frame, unit_costs.carbon_note(con)
+
+
+def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit costs of serving") -> None:
+    """The rows as a table, a total line and the split rule's caption."""
+    if heading:
+        st.subheader(heading)
+    if frame.is_empty():
+        st.info(EMPTY)
+        return
+    shown = frame.select([c for c in SHOWN if c in frame.columns]).with_columns(
+        pl.col("gpu_cost_usd", *RATES).cast(pl.Float64),
+        pl.col("cost_basis").map_elements(lambda v: labels_of(v, "cost_basis"), return_dtype=pl.Utf8),
+    )
+    total = frame["gpu_cost_usd"].sum()
+    tokens = int(frame["input_tokens"].sum() or 0) + int(frame["output_tokens"].sum() or 0)
+    st.caption(
+        f"GPU cost of serving in the window: ${float(total):,.2f} for {tokens:,} tokens and "
+        f"{frame['requests'].sum():,} requests. Cost is the pods' allocated GPU share (whole resources where "
+        "no allocation exists); input tokens carry the share the servers spent in prefill where they export "
+        "it, else the [unit_costs] input_weight rule."
+    )
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=money_columns("gpu_cost_usd", *RATES))
+    if note:
+        st.caption(f"kWh and kg CO2e are empty: {note}.")

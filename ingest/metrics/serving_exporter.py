@@ -1,0 +1,176 @@
+"""``serving_exporter``: scrapes inference servers' own ``/metrics`` into hourly token and request increases.
+
+Each run fetches every target (``http(s)://…/metrics``, ``file://…``, or a local path or glob, relative to
+the config's folder; the same fetching, timeouts and retries as ``dcgm_exporter``), parses the Prometheus
+text exposition with ``prometheus_client``'s parser and reads the serving counters of
+:mod:`ingest.metrics.serving_counters`. The last sample of every series is kept in the source's state
+(saved in the load's own transaction): the increase from it to the new sample is added to the hour of the
+new sample, whose ``serving_metrics_hourly`` slice is replaced by the stored row plus the increase. A
+counter that fell restarted (its new value is the increase); a series seen for the first time sets its
+baseline only; a sample at or before the kept one (a recorded exposition read again) adds nothing, so
+re-running never doubles tokens. A sample carrying a timestamp keeps it; one without gets the scrape time.
+
+A server's own ``/metrics`` carries no Kubernetes labels: ``target_pods`` names the ``namespace/pod``
+each target serves from (a Prometheus-scraped series has them as labels: ``prometheus_serving``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.parse
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpufinops.ingest.core import validate
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.spec import option
+from gpufinops.ingest.core.validate_metrics import rejects_table
+from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics import serving_counters as sc
+from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_text
+from gpufinops.ingest.metrics.serving_prometheus import SERVING_KEY, ServingOptions, series_name, serving_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingExporterOptions(ServingOptions):
+    targets: str | list[str] = option(doc="inference servers' /metrics URLs, file:// URLs or local paths/globs")
+    target_pods: dict[str, str] = option({}, 'target → the namespace/pod it serves from (e.g. "llm/vllm-0")')
+
+
+def parse(
+    text: str, url: str, options: ServingExporterOptions, scrape_s: float
+) -> list[tuple[str, str, dict[str, str], float, Any]]:
+    """(series id, shown name, labels, time, value) of every serving counter sample in one exposition."""
+    pod_text = options.target_pods.get(url) or options.target_pods.get(display_url(url)) or ""
+    namespace, _, pod = pod_text.rpartition("/")
+    extra = {k: v for k, v in (("namespace", namespace), ("pod", pod)) if v}
+    out = []
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise IngestError(f"{display_url(url)}: not a Prometheus text exposition ({exc})") from None
+    for family in families:
+        for sample in family.samples:
+            if sample.name not in sc.COUNTERS:
+                continue
+            labels = {**extra, **dict(sample.labels)}
+            stamp = float(sample.timestamp) if sample.timestamp is not None else scrape_s
+            shown = series_name(sample.name, labels)
+            ident = json.dumps([display_url(url), sample.name, sorted(labels.items())])
+            out.append((ident, shown, labels, stamp, sample.value))
+    return out
+
+
+class ServingExporter:
+    meta = IngestorMeta(
+        name="serving_exporter",
+        target_table="serving_metrics_hourly",
+        key=SERVING_KEY,
+        slice_expr=metrics_store.HOUR_SLICE_SQL,
+        source_column="source",
+        cursor="the last sample of every counter series",
+        lookback=timedelta(0),
+        default_schedule="*/5 * * * *",
+        options=ServingExporterOptions,
+        description="scrapes vLLM, TGI, Triton (TensorRT-LLM) and SGLang `/metrics`: hourly token and request "
+        "increases with counter resets",
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        options: ServingExporterOptions = ctx.options
+        targets = expand_targets(ctx.source, options.targets, ctx.base_dir)
+        last: dict[str, list[float]] = dict(ctx.state.get("last", {}))
+        skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
+        rejects: list[dict] = []
+        rows: dict[tuple, sc.HourFigures] = {}
+        for url in targets:
+            where = display_url(url)
+            try:
+                text = fetch_text(url, timeout_s=options.timeout_s, retries=options.retries)
+            except (OSError, ValueError) as exc:
+                raise IngestError(f"{ctx.source}: {where}: {getattr(exc, 'reason', None) or exc}") from None
+            host = urllib.parse.urlsplit(url).hostname if not url.startswith("file:") else None
+            for ident, shown, labels, stamp, value in parse(text, url, options, time.time()):
+                try:
+                    number = sc.checked(value, shown, stamp)
+                except sc.CounterError as exc:
+                    if not skip_rows:
+                        raise IngestError(f"{ctx.source}: {where}: {exc}") from None
+                    rejects.append(
+                        {
+                            "file": where,
+                            "row": None,
+                            "column": shown.split("{")[0],
+                            "value": str(value),
+                            "reason": str(exc),
+                        }
+                    )
+                    continue
+                baseline = tuple(last[ident]) if ident in last else None
+                hours, newest = sc.increases([(stamp, number)], baseline)
+                if newest is not None:
+                    last[ident] = [newest[0], newest[1]]
+                if baseline is None:
+                    continue  # the first sample of a series: its baseline only
+                for counter in sc.counters_of(shown.split("{")[0], labels):
+                    sc.add(rows, sc.row_key(counter, labels, options.model, host), counter.figure, hours)
+        # with no kept samples (a first run, --full-refresh) the rows are the whole story: nothing to add to
+        stored = self._stored(ctx, sorted({key[0] for key in rows})) if ctx.state.get("last") else {}
+        for key, row in rows.items():
+            base = stored.setdefault(key, sc.HourFigures({}))
+            for figure, value in row.figures.items():
+                base.figures[figure] = base.figures.get(figure, 0.0) + value
+            base.resets += row.resets
+            base.samples += row.samples
+        hours = sorted(
+            {datetime.fromtimestamp(key[0] * sc.HOUR_S, UTC).strftime(metrics_store.HOUR_FORMAT) for key in rows}
+        )
+        state = {"last": last}
+        batches = []
+        if rows:
+            batches.append(
+                Batch(
+                    table="serving_metrics_hourly",
+                    data=serving_table(sc.table(stored), ctx.source, ctx.run_id),
+                    slices=hours,
+                    context=", ".join(display_url(t) for t in targets),
+                )
+            )
+        if skip_rows:
+            batches.append(
+                validate.rejects_batch(
+                    rejects_table(ctx, rejects) if rejects else None, [display_url(t) for t in targets]
+                )
+            )
+        unchanged = not rows and not rejects and last == ctx.state.get("last", {})
+        skipped = "no counter grew since the last scrape" if unchanged else None  # new baselines are saved
+        return FetchResult(batches, state, watermark=f"{len(last)} series", skipped_reason=skipped)
+
+    @staticmethod
+    def _stored(ctx: IngestContext, hours: list[int]) -> dict[tuple, sc.HourFigures]:
+        """This source's stored rows of ``hours`` (epoch hour numbers), keyed like serving_counters' rows."""
+        if not hours:
+            return {}
+        stamps = [datetime.fromtimestamp(h * sc.HOUR_S, UTC) for h in hours]
+        figures = ", ".join(sc.FIGURES)
+        found = ctx.con.execute(
+            f"SELECT epoch(hour)::BIGINT // {sc.HOUR_S}, server, model, namespace, pod, host, {figures}, "
+            "counter_resets, samples FROM serving_metrics_hourly WHERE source = ? "
+            "AND hour IN (SELECT unnest(?::TIMESTAMPTZ[]))",
+            [ctx.source, stamps],
+        ).fetchall()
+        out: dict[tuple, sc.HourFigures] = {}
+        for row in found:
+            values = {f: v for f, v in zip(sc.FIGURES, row[6:11]) if v is not None}
+            out[tuple(row[:6])] = sc.HourFigures(values, int(row[11] or 0), int(row[12] or 0))
+        return out
+
+
+INGESTORS = [ServingExporter]

@@ -1,0 +1,205 @@
+"""``prometheus_serving``: inference servers' token and request counters from a Prometheus server's HTTP API.
+
+The counters (vLLM, Hugging Face TGI, Triton with the TensorRT-LLM backend, SGLang: the catalogue in
+:mod:`ingest.metrics.serving_counters`) come home as their raw samples: one instant query of a range
+selector per chunk of hours (``{__name__=~"…"}[<chunk>]``), so the hourly increases, counter resets
+included, are computed here exactly (``increase()`` extrapolates to the window's edges, which neither sums
+to the counter's growth nor stays whole). Each run re-reads one hour before its first hour so the first
+sample of every hour has a predecessor; every hour of the window is a slice replaced whole.
+
+Incremental by time like ``prometheus``: ``[cursor − lookback_hours, last complete hour)``, the first run
+``backfill_days`` back, ``--since``/``--until`` override both. Rows are per hour, server, model, namespace,
+pod and host; the GPU resources and cost they are charged with are found when unit costs are read
+(``warehouse.unit_costs``), so the answer does not depend on whether metrics or the bill came first.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+
+from gpufinops.ingest.core import validate
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.spec import OnInvalidOptions, option
+from gpufinops.ingest.core.validate_metrics import rejects_table
+from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics import serving_counters as sc
+from gpufinops.ingest.metrics.prometheus import PrometheusClient
+from gpufinops.ingest.metrics.scrape import display_url
+from gpufinops.warehouse import ranges
+from gpufinops.warehouse.schema import SERVING_METRICS_HOURLY
+
+log = logging.getLogger(__name__)
+
+CHUNK_HOURS = 24
+SERVING_KEY = ("source", "hour", "server", "model", "namespace", "pod", "host")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingOptions(OnInvalidOptions):
+    """The options every serving-metrics source shares."""
+
+    model: str | None = option(None, "the model name of series that carry none (TGI labels no model)")
+    timeout_s: float = option(10.0, "HTTP timeout per request, seconds", range=ranges.POSITIVE)
+    retries: int = option(3, "retries of a failed request", range=ranges.NON_NEGATIVE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrometheusServingOptions(ServingOptions):
+    url: str = option(
+        doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)", secret=True
+    )
+    selector: str | None = option(None, 'PromQL label matchers every series must carry, e.g. cluster="prod"')
+    lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late samples)")
+    backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
+
+    def window_lookback(self, declared: timedelta) -> timedelta:
+        return timedelta(hours=self.lookback_hours)
+
+
+def series_name(name: str, labels: dict[str, str]) -> str:
+    """A series as messages show it: ``name{a="x",b="y"}``."""
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
+    return f"{name}{{{inner}}}"
+
+
+def fetch_samples(
+    client: PrometheusClient, start: datetime, end: datetime, selector: str | None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]]:
+    """Raw samples in [start − 1 h, end) of every serving counter: series (name, labels) → {time: value}."""
+    names = "|".join(sc.SAMPLE_NAMES)
+    matchers = f'{{__name__=~"{names}"' + (f",{selector}" if selector else "") + "}"
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]] = {}
+    first = int(start.timestamp()) - sc.HOUR_S
+    last = int(end.timestamp())
+    for chunk in range(first, last, CHUNK_HOURS * sc.HOUR_S):
+        chunk_end = min(chunk + CHUNK_HOURS * sc.HOUR_S, last)
+        query = f"{matchers}[{(chunk_end - chunk) * 1000}ms]"
+        data = client.get("/api/v1/query", {"query": query, "time": f"{chunk_end - 0.001:.3f}"})
+        for item in data.get("result", []):
+            labels = dict(item.get("metric", {}))
+            name = labels.pop("__name__", "")
+            values = series.setdefault((name, tuple(sorted(labels.items()))), {})
+            for stamp, value in item.get("values", []):
+                if chunk <= float(stamp) < chunk_end:
+                    values[float(stamp)] = value
+    return series
+
+
+def hourly_rows(
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], dict[float, Any]],
+    first_hour: int,
+    default_model: str | None,
+    where: str,
+    rejects: list[dict] | None,
+) -> pa.Table:
+    """The hourly rows (serving_counters.ROW_SCHEMA) of the series' samples, hours before ``first_hour``
+    only their baselines. A bad sample fails the run, or with ``rejects`` drops its series and is recorded."""
+    rows: dict[tuple, sc.HourFigures] = {}
+    for (name, label_items), values in series.items():
+        labels = dict(label_items)
+        counters = sc.counters_of(name, labels)
+        if not counters:
+            continue
+        shown = series_name(name, labels)
+        try:
+            samples = [(when, sc.checked(value, shown, when)) for when, value in values.items()]
+        except sc.CounterError as exc:
+            if rejects is None:
+                raise IngestError(f"{where}: {exc}") from None
+            rejects.append({"file": where, "row": None, "column": name, "value": None, "reason": str(exc)})
+            continue
+        hours, _ = sc.increases(samples)
+        for counter in counters:
+            sc.add(rows, sc.row_key(counter, labels, default_model), counter.figure, hours, first_hour)
+    return sc.table(rows)
+
+
+def serving_table(rows: pa.Table, source: str, run_id: str) -> pa.Table:
+    """ROW_SCHEMA rows as ``serving_metrics_hourly`` rows of ``source``."""
+    n = rows.num_rows
+    full = rows.append_column("source", pa.array([source] * n, pa.string()))
+    full = full.append_column("ingest_run_id", pa.array([run_id] * n, pa.string()))
+    return full.select(SERVING_METRICS_HOURLY.names).cast(SERVING_METRICS_HOURLY)
+
+
+def unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
+    """Whether the source's stored rows of [start, end) are ``new`` (the run id aside)."""
+    cols = ", ".join(f'"{c}"' for c in SERVING_METRICS_HOURLY.names if c != "ingest_run_id")
+    stored = f"SELECT {cols} FROM serving_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
+    ctx.con.register("_serving_new", new)
+    try:
+        diff = ctx.con.execute(
+            f"SELECT count(*) FROM ((SELECT {cols} FROM _serving_new EXCEPT ALL {stored}) "
+            f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _serving_new))",
+            [ctx.source, start, end, ctx.source, start, end],
+        ).fetchall()[0][0]
+    finally:
+        ctx.con.unregister("_serving_new")
+    return bool(diff == 0)
+
+
+class PrometheusServing:
+    meta = IngestorMeta(
+        name="prometheus_serving",
+        target_table="serving_metrics_hourly",
+        key=SERVING_KEY,
+        slice_expr=metrics_store.HOUR_SLICE_SQL,
+        source_column="source",
+        cursor="hour (last complete hour loaded)",
+        lookback=timedelta(hours=3),
+        default_schedule="9 * * * *",
+        options=PrometheusServingOptions,
+        time_range=True,
+        window_cursor="cursor",
+        description="a Prometheus server's raw samples of vLLM, TGI, Triton (TensorRT-LLM) and SGLang token "
+        "and request counters, hourly increases with counter resets",
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        options: PrometheusServingOptions = ctx.options
+        start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
+        state = {"cursor": end.isoformat()}
+        if end <= start:
+            return FetchResult(
+                [],
+                {**ctx.state, **state},
+                watermark=ctx.state.get("cursor"),
+                skipped_reason="no complete hour since the last run",
+            )
+        client = PrometheusClient(options.url, options.timeout_s, options.retries)
+        where = f"Prometheus at {client.url}"
+        rejects: list[dict] = []
+        skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
+        series = fetch_samples(client, start, end, options.selector)
+        rows = hourly_rows(
+            series, int(start.timestamp()) // sc.HOUR_S, options.model, where, rejects if skip_rows else None
+        )
+        log.info("%s: %d serving series, %d rows from %s to %s", ctx.source, len(series), rows.num_rows, start, end)
+        hours = [
+            (start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
+            for h in range(int((end - start) / timedelta(hours=1)))
+        ]
+        new = serving_table(rows, ctx.source, ctx.run_id)
+        if not ctx.window.full_refresh and not rejects and unchanged(ctx, new, start, end):
+            return FetchResult(
+                [], {**ctx.state, **state}, watermark=end.isoformat(), skipped_reason="no new or changed hours"
+            )
+        batches = [
+            Batch(
+                table="serving_metrics_hourly",
+                data=new,
+                slices=hours,
+                context=f"raw samples from {display_url(options.url)}",
+            )
+        ]
+        if skip_rows:
+            batches.append(validate.rejects_batch(rejects_table(ctx, rejects) if rejects else None, [where]))
+        return FetchResult(batches, state, watermark=end.isoformat())
+
+
+INGESTORS = [PrometheusServing]

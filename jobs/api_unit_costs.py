@@ -1,0 +1,75 @@
+"""``GET /v1/unit-costs?team=&model=&by=&from=&to=``: the unit costs of serving, scoped like ``/v1/costs/daily``.
+
+A ``finance`` token sees every team, a ``lead`` token its teams (a team outside them is 403; rows of no team
+are outside every lead's scope), a ``scheduler`` token none (403). Rows are
+``warehouse.unit_costs.unit_costs`` (the one builder), money and rates as numbers, ``to`` inclusive;
+``carbon_note`` says why ``kwh`` / ``kg_co2e`` are null when they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import Response
+
+
+def register(
+    app: FastAPI,
+    caller: Callable[..., Any],
+    read: Callable[..., Any],
+    settings: Any,
+    helpers: dict[str, Callable[..., Any]],
+) -> None:
+    """Adds the route; ``helpers`` are the API's own ``day``, ``teams_for`` and ``etag_response`` (every
+    route parses dates, scopes teams and answers the same way)."""
+    _day, _teams_for, _etag_response = helpers["day"], helpers["teams_for"], helpers["etag_response"]
+
+    @app.get("/v1/unit-costs")
+    def unit_costs_route(
+        request: Request,
+        team: str | None = None,
+        model: str | None = Query(None, max_length=256),
+        by: str = "model",
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        scope: Any = Depends(caller),
+    ) -> Response:
+        from gpufinops.warehouse.unit_costs import GROUPINGS
+
+        if not scope.sees_costs:
+            raise HTTPException(403, detail="a scheduler token may not read costs")
+        if by not in GROUPINGS:
+            raise HTTPException(400, detail=f"by: must be one of {', '.join(GROUPINGS)}, not {by[:40]!r}")
+        teams = _teams_for(scope, team)
+        start, end = _day(from_, "from"), _day(to, "to")
+        if start and end and end < start:
+            raise HTTPException(400, detail="to: before from")
+        return _etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings)))
+
+
+def rows(
+    con, teams: list[str] | None, model: str | None, by: str, start: date | None, end: date | None, settings: Any
+) -> dict[str, Any]:
+    """The response body: ``rows`` (plain numbers and ISO days) and ``carbon_note``."""
+    from gpufinops.warehouse import unit_costs
+    from gpufinops.warehouse.labels import labels_of
+
+    begin = datetime.combine(start, time(), UTC) if start else None
+    stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+    frame = unit_costs.unit_costs(con, by=by, team=teams, model=model, start=begin, end=stop, settings=settings)
+    if teams is not None:  # a lead's scope never holds the rows of no team
+        frame = frame.filter(frame["team"].is_not_null())
+    out = []
+    for row in frame.iter_rows(named=True):
+        row["cost_basis_label"] = labels_of(row.get("cost_basis"), "cost_basis")
+        out.append(
+            {
+                k: (v.isoformat() if isinstance(v, date) else float(v) if isinstance(v, Decimal) else v)
+                for k, v in row.items()
+            }
+        )
+    return {"rows": out, "carbon_note": unit_costs.carbon_note(con)}

@@ -1,0 +1,68 @@
+"""``gpufinops doctor``'s checks of the serving-metrics sources (``serving_exporter``, ``prometheus_serving``).
+
+A server's ``/metrics`` answers with one of the serving counters (or its files match); a Prometheus server
+holds serving counter series from the last day. Same results as ``jobs.doctor_sources``: (status, what, fix).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from gpufinops.jobs.config import SourceConfig
+from gpufinops.jobs.doctor_sources import FAIL, OK, WARN, Result, _get, _paths, http_get
+
+COUNTERS = ("vllm:", "tgi_request", "nv_inference_request_success", "nv_llm_", "sglang:")
+
+
+def serving_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    targets = source.options.get("targets") or []
+    results = []
+    for target in [targets] if isinstance(targets, str) else targets:
+        if target.startswith(("http://", "https://")):
+            results.append(http_get(target, timeout, expect=COUNTERS))
+            continue
+        path = target[len("file://") :] if target.startswith("file://") else target
+        found = _paths(path, base_dir)
+        results.append(
+            (OK, f"{len(found)} file(s) match {path!r}", None)
+            if found
+            else (FAIL, f"{path!r} matches no file", f"fix sources.{source.name}.targets")
+        )
+    worst = [r for r in results if r[0] == FAIL] or [r for r in results if r[0] == WARN]
+    if worst:
+        return worst[0]
+    return OK, f"{len(results)} target(s) answer with serving counters", None
+
+
+def prometheus_serving(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    from gpufinops.ingest.metrics.serving_counters import SAMPLE_NAMES
+
+    base = str(source.options["url"]).rstrip("/")
+    url = _get(base)[1]
+    selector = source.options.get("selector")
+    matchers = f'__name__=~"{"|".join(SAMPLE_NAMES)}"' + (f",{selector}" if selector else "")
+    query = f"count(last_over_time({{{matchers}}}[1d]))"
+    request = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return FAIL, f"Prometheus {url}: HTTP {exc.code} on /api/v1/query", "check the URL (the server's root)"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return FAIL, f"Prometheus {url}: {getattr(exc, 'reason', exc)}", "check the host, port and firewall"
+    result = answer.get("data", {}).get("result", [])
+    if result:
+        return (
+            OK,
+            f"Prometheus {url}: {int(float(result[0]['value'][1])):,} serving counter series in the last day",
+            None,
+        )
+    return (
+        WARN,
+        f"Prometheus {url} answers, but has no serving counter series in the last day",
+        "scrape the inference servers' /metrics from it (or fix the selector)",
+    )

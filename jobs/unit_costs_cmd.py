@@ -1,0 +1,80 @@
+"""``gpufinops unit-costs``: $ per 1M input / output tokens and per 1,000 requests of the serving pods.
+
+The figures are ``warehouse.unit_costs.unit_costs`` (the one builder the API, dashboard and report call);
+this module only parses the arguments and renders them as a table, CSV or JSON (to stdout, or ``--out``
+through the one file writer, ``jobs.files``). Why kWh / kg CO2e are empty, when they are, goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+from typing import Any
+
+from gpufinops.jobs import dates
+
+TABLE_COLUMNS = (
+    "day",
+    "team",
+    "namespace",
+    "model",
+    "gpu_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    "usd_per_1m_input_tokens",
+    "usd_per_1m_output_tokens",
+    "usd_per_1k_requests",
+    "kwh",
+    "kg_co2e",
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "unit-costs",
+        help="$ per 1M input/output tokens and per 1,000 requests of serving pods, "
+        "per day and model, team or namespace",
+    )
+    p.add_argument(
+        "--by",
+        choices=("model", "team", "namespace"),
+        default="model",
+        help="model (default: per team, namespace and model), team, or namespace (per team and namespace)",
+    )
+    p.add_argument("--from", dest="from_date", type=dates.parse, help="hours from this date (UTC)")
+    p.add_argument("--to", dest="to_date", type=dates.parse, help="hours up to this date (inclusive)")
+    p.add_argument("--team", metavar="T", help="only this team")
+    p.add_argument("--model", metavar="M", help="only this model (as the server names it)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="table (default), csv or json")
+    p.add_argument("--out", metavar="FILE", help="write to this file (default: stdout)")
+
+
+def run(cfg: Any, args: argparse.Namespace) -> int:
+    from gpufinops.jobs import files, output
+    from gpufinops.warehouse import db, unit_costs
+
+    end = args.to_date + timedelta(days=1) if args.to_date is not None else None
+    with db.reader(cfg.warehouse_path) as con:
+        frame = unit_costs.unit_costs(
+            con, by=args.by, team=args.team, model=args.model, start=args.from_date, end=end, settings=cfg.unit_costs
+        )
+        note = unit_costs.carbon_note(con)
+    if args.format == "table":
+        from gpufinops.jobs import layouts
+
+        text = (
+            layouts.frame_text(frame.select(TABLE_COLUMNS), output.terminal_width())
+            if frame.height
+            else "no serving metrics in this window (sources of type prometheus_serving or serving_exporter load them)"
+        )
+    else:
+        text = output.render(frame, args.format)
+    if note:
+        print(f"gpufinops: unit-costs: kwh and kg_co2e are empty: {note}", file=sys.stderr)
+    if args.out:
+        files.write_text(args.out, text if text.endswith("\n") else text + "\n", make_parents=True)
+    else:
+        output.write(text)
+    return 0

@@ -1,0 +1,272 @@
+"""Unit costs of inference: $ per 1M input tokens, per 1M output tokens and per 1,000 requests.
+
+One builder, :func:`unit_costs`, that the CLI (``gpufinops unit-costs``), the API (``/v1/unit-costs``),
+the dashboard, the weekly report and the models call. From ``serving_metrics_hourly`` (what each serving
+pod's counters grew by) and the GPU cost the pod was charged with:
+
+1. **The pod's GPU cost in the hour**: its rows of ``gpu_allocation_hourly`` (the shared-GPU chargeback:
+   its share of every GPU or MIG slice it ran on, idle remainders excluded), with the team the allocation
+   gives it. A pod-hour without allocation rows (no bill allocated yet, or metrics without workload
+   labels) is placed on the resource its GPUs' metrics name (``gpu_workloads_hourly``), else on the
+   resource of its host's GPU metrics, and charged that **whole resource's** GPU cost of the hour (its GPU
+   usage lines starting in the hour), split equally over the serving pods placed on it; its team is the
+   resource's. The GPU-hours' attribution to resources is the one the GPU metrics already carry.
+2. **Per model**: a pod-hour serving several models splits its cost by their weighted tokens
+   (``input_weight`` × input + output; no tokens: by requests; none: equally).
+3. **Input vs output** (``[unit_costs] split``): ``"compute"`` (default) gives input tokens the share
+   of the cost the server spent in prefill, ``prefill_seconds / (prefill_seconds + decode_seconds)``,
+   where the server exports those times (vLLM, TGI), and the ``input_weight`` rule where it does not;
+   ``"weight"`` always uses the rule: input share = w·I / (w·I + O), ``input_weight`` w (default 0.25:
+   one input token costs a quarter of one output token). $ per 1,000 requests uses the whole cost.
+4. **Energy and emissions**: kWh and kg CO2e of the same pod-resource-hours from ``carbon_hourly``
+   (:func:`carbon_relation`, the one place that joins it), scaled like the cost; NULL for hours without a
+   power measurement (withheld there too).
+
+Money stays DECIMAL(38, 15) to the group's ``gpu_cost_usd``; the rates are DECIMAL(38, 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from gpufinops.warehouse.queries.fragments import GPU_USAGE
+from gpufinops.warehouse.queries.fragments import filters as _filters
+from gpufinops.warehouse.queries.fragments import frame as _frame
+
+SPLITS = ("compute", "weight")
+US_PER_DAY = 86_400_000_000
+GROUPINGS = {"model": ("team", "namespace", "model"), "team": ("team",), "namespace": ("team", "namespace")}
+COLUMNS = (
+    "day",
+    "team",
+    "namespace",
+    "model",
+    "gpu_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    "usd_per_1m_input_tokens",
+    "usd_per_1m_output_tokens",
+    "usd_per_1k_requests",
+    "kwh",
+    "kg_co2e",
+)
+NO_CARBON = "no measured GPU power in this warehouse: energy and emissions are withheld, not estimated (docs/carbon.md)"
+
+
+@dataclass(frozen=True)
+class UnitCostSettings:
+    """The ``[unit_costs]`` config section."""
+
+    split: str = "compute"
+    input_weight: float = 0.25
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any] | None) -> UnitCostSettings:
+        """Validated settings; a ValueError names the key and the allowed values."""
+        section = dict(section or {})
+        for key in section:
+            if key not in ("split", "input_weight"):
+                raise ValueError(f"unit_costs.{key}: unknown key (allowed: input_weight, split)")
+        split = section.get("split", "compute")
+        if split not in SPLITS:
+            raise ValueError(f'unit_costs.split: must be "compute" or "weight", not {split!r}')
+        weight = section.get("input_weight", 0.25)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1000:
+            raise ValueError(f"unit_costs.input_weight: must be a number from 0 to 1000, not {weight!r}")
+        return cls(split, float(weight))
+
+
+def carbon_relation(con: duckdb.DuckDBPyConnection) -> tuple[str, str | None]:
+    """(SQL of a relation (hour, resource_id, namespace, pod, kwh, kg_co2e), why it holds no energy or None).
+
+    The one join of ``carbon_hourly``: its rows summed per pod-resource-hour (a pod's GPUs and slices on one
+    resource), and per resource-hour for the rows of no pod (a resource without allocation)."""
+    measured = con.execute("SELECT count(kwh) FROM carbon_hourly").fetchall()[0][0]
+    return (
+        "SELECT hour, resource_id, namespace, pod, sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e "
+        "FROM carbon_hourly GROUP BY ALL"
+    ), (None if measured else NO_CARBON)
+
+
+def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
+    """Per hour, server, model, namespace and pod: tokens, requests, GPU cost, input cost share, energy."""
+    return f"""
+    WITH serving AS MATERIALIZED (
+        SELECT hour, server, model, namespace, pod, any_value(host) AS host, sum(input_tokens) AS i,
+               sum(output_tokens) AS o, sum(requests) AS r, sum(prefill_seconds) AS p, sum(decode_seconds) AS d
+        FROM serving_metrics_hourly s WHERE {{where}} GROUP BY hour, server, model, namespace, pod),
+    pods AS (SELECT hour, namespace, pod, any_value(host) AS host FROM serving GROUP BY ALL),
+    carbon AS ({carbon}),
+    alloc AS MATERIALIZED (
+        SELECT a.hour, a.resource_id, a.namespace, a.pod, sum(a.cost_usd) AS cost_usd,
+               arg_max(a.team, a.cost_usd) AS team
+        FROM gpu_allocation_hourly a JOIN pods p ON a.hour = p.hour AND a.pod = p.pod
+             AND a.namespace IS NOT DISTINCT FROM p.namespace
+        WHERE a.basis <> 'unallocated' GROUP BY ALL),
+    on_gpus AS (
+        SELECT w.hour, w.namespace, w.pod, min(g.resource_id) AS resource_id
+        FROM gpu_workloads_hourly w JOIN gpu_metrics_hourly g ON g.source = w.source AND g.hour = w.hour
+             AND g.gpu_uuid = w.gpu_uuid AND g.mig_instance IS NOT DISTINCT FROM w.mig_instance
+        WHERE g.resource_id IS NOT NULL AND w.pod IS NOT NULL GROUP BY ALL),
+    on_hosts AS (
+        SELECT hour, host, min(resource_id) AS resource_id FROM gpu_metrics_hourly
+        WHERE resource_id IS NOT NULL AND host IS NOT NULL GROUP BY ALL),
+    placed AS MATERIALIZED (
+        SELECT p.hour, p.namespace, p.pod, coalesce(w.resource_id, h.resource_id) AS resource_id
+        FROM pods p
+        LEFT JOIN on_gpus w ON w.hour = p.hour AND w.pod = p.pod AND w.namespace IS NOT DISTINCT FROM p.namespace
+        LEFT JOIN on_hosts h ON h.hour = p.hour AND h.host = p.host
+        WHERE NOT EXISTS (SELECT 1 FROM alloc a WHERE a.hour = p.hour AND a.pod = p.pod
+                          AND a.namespace IS NOT DISTINCT FROM p.namespace)
+          AND coalesce(w.resource_id, h.resource_id) IS NOT NULL),
+    resource_hours AS (
+        SELECT date_trunc('hour', c."ChargePeriodStart") AS hour, c."ResourceId" AS resource_id,
+               sum(c."EffectiveCost") AS cost_usd, arg_max(c."x_Team", c."ChargePeriodStart") AS team
+        FROM cost_line_items c
+        WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND c."ResourceId" IN (SELECT resource_id FROM placed)
+        GROUP BY ALL),
+    whole AS (
+        SELECT p.hour, p.resource_id, p.namespace, p.pod, rh.team,
+               CAST(rh.cost_usd / count(*) OVER (PARTITION BY p.hour, p.resource_id) AS DECIMAL(38, 15)) AS cost_usd,
+               1.0 / count(*) OVER (PARTITION BY p.hour, p.resource_id) AS fraction
+        FROM placed p JOIN resource_hours rh ON rh.hour = p.hour AND rh.resource_id = p.resource_id),
+    charged AS (
+        SELECT a.hour, a.namespace, a.pod, a.cost_usd, a.team, c.kwh, c.kg_co2e, 'allocation' AS basis
+        FROM alloc a LEFT JOIN carbon c ON c.hour = a.hour AND c.resource_id = a.resource_id
+             AND c.namespace IS NOT DISTINCT FROM a.namespace AND c.pod = a.pod
+        UNION ALL
+        SELECT w.hour, w.namespace, w.pod, w.cost_usd, w.team, c.kwh * w.fraction, c.kg_co2e * w.fraction,
+               'whole_resource' AS basis
+        FROM whole w LEFT JOIN carbon c ON c.hour = w.hour AND c.resource_id = w.resource_id AND c.pod IS NULL),
+    pod_cost AS MATERIALIZED (
+        SELECT hour, namespace, pod, sum(cost_usd) AS cost_usd, arg_max(team, cost_usd) AS team,
+               sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e, min(basis) AS basis
+        FROM charged GROUP BY ALL),
+    weighted AS (
+        SELECT s.*, pc.cost_usd AS pod_cost, pc.team, pc.kwh AS pod_kwh, pc.kg_co2e AS pod_kg, pc.basis,
+               coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0) AS tw,
+               sum(coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0))
+                   OVER (PARTITION BY s.hour, s.namespace, s.pod) AS pod_tw,
+               sum(coalesce(s.r, 0)) OVER (PARTITION BY s.hour, s.namespace, s.pod) AS pod_r,
+               count(*) OVER (PARTITION BY s.hour, s.namespace, s.pod) AS pod_rows
+        FROM serving s LEFT JOIN pod_cost pc ON pc.hour = s.hour AND pc.pod = s.pod
+             AND pc.namespace IS NOT DISTINCT FROM s.namespace),
+    shared AS (
+        SELECT *, CASE WHEN pod_tw > 0 THEN tw / pod_tw WHEN pod_r > 0 THEN coalesce(r, 0) / pod_r
+                       ELSE 1.0 / pod_rows END AS model_share,
+                  CASE WHEN {split!r} = 'compute' AND coalesce(p, 0) + coalesce(d, 0) > 0 THEN coalesce(p, 0) / (coalesce(p, 0) + coalesce(d, 0))
+                       WHEN coalesce({input_weight} * i, 0) + coalesce(o, 0) > 0
+                           THEN coalesce({input_weight} * i, 0) / (coalesce({input_weight} * i, 0) + coalesce(o, 0))
+                       ELSE 0 END AS input_share
+        FROM weighted)
+    SELECT hour, server, model, namespace, pod, team, basis, i AS input_tokens, o AS output_tokens,
+           r AS requests, p AS prefill_seconds, d AS decode_seconds,
+           CAST(pod_cost * CAST(round(model_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15)) AS gpu_cost_usd,
+           CAST(pod_cost * CAST(round(model_share * input_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15))
+               AS input_cost_usd,
+           pod_kwh * model_share AS kwh, pod_kg * model_share AS kg_co2e
+    FROM shared"""
+
+
+def tokens_by_resource(
+    con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
+) -> pl.DataFrame:
+    """Per billed resource: the tokens and requests served on it in [start, end), each pod-hour's counted in
+    proportion to the GPU cost it was charged on the resource (the models' $ per 1M tokens)."""
+    where, params = _filters(None, start, end, time_col="s.hour")
+    carbon, _ = carbon_relation(con)
+    inner = _pod_hours_sql(carbon, "0.25", "weight").replace("{where}", where)
+    head, _, _ = inner.rpartition("weighted AS (")
+    sql = f"""{head}resource_share AS (
+        SELECT hour, namespace, pod, resource_id,
+               CAST(cost_usd AS DOUBLE) / nullif(sum(CAST(cost_usd AS DOUBLE)) OVER (PARTITION BY hour, namespace, pod), 0)
+                   AS fraction
+        FROM (SELECT hour, namespace, pod, resource_id, cost_usd FROM alloc
+              UNION ALL SELECT hour, namespace, pod, resource_id, cost_usd FROM whole))
+    SELECT r.resource_id, sum(s.i * r.fraction) AS input_tokens, sum(s.o * r.fraction) AS output_tokens,
+           sum(s.r * r.fraction) AS requests, min(s.hour) AS first_hour, max(s.hour) AS last_hour
+    FROM serving s JOIN resource_share r ON r.hour = s.hour AND r.pod = s.pod
+         AND r.namespace IS NOT DISTINCT FROM s.namespace
+    WHERE r.fraction IS NOT NULL GROUP BY r.resource_id ORDER BY r.resource_id"""
+    return _frame(con, sql, params)
+
+
+def pod_hours(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    settings: UnitCostSettings | None = None,
+) -> pl.DataFrame:
+    """Per hour, server, model and pod: tokens, requests and the GPU cost charged (``basis``: allocation |
+    whole_resource; NULL cost: no GPU resource found for the pod)."""
+    settings = settings or UnitCostSettings()
+    where, params = _filters(None, start, end, time_col="s.hour")
+    carbon, _ = carbon_relation(con)
+    sql = _pod_hours_sql(carbon, repr(float(settings.input_weight)), settings.split).replace("{where}", where)
+    return _frame(con, sql + " ORDER BY hour, namespace, pod, server, model", params)
+
+
+def unit_costs(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    by: str = "model",
+    team: str | list[str] | None = None,
+    model: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    settings: UnitCostSettings | None = None,
+    per_day: bool = True,
+) -> pl.DataFrame:
+    """Per UTC day (``per_day=False``: over the whole window, ``day`` NULL) and ``by`` (model: team, namespace and model; namespace: team and namespace; team):
+    COLUMNS, plus ``input_cost_usd``, ``output_cost_usd`` and ``cost_basis``. ``team`` / ``model`` filter."""
+    if by not in GROUPINGS:
+        raise ValueError(f"unit costs by {by!r}: must be one of {', '.join(GROUPINGS)}")
+    settings = settings or UnitCostSettings()
+    where, params = _filters(None, start, end, time_col="s.hour")
+    carbon, _ = carbon_relation(con)
+    inner = _pod_hours_sql(carbon, repr(float(settings.input_weight)), settings.split).replace("{where}", where)
+    keep, keep_params = _filters(team, None, None, team_col="team")
+    if model is not None:
+        keep += " AND model = ?"
+        keep_params.append(model)
+    grouped = GROUPINGS[by]
+    # the UTC day by integer arithmetic (a TIMESTAMPTZ cast to DATE goes through the session's time zone)
+    day = (
+        f"DATE '1970-01-01' + CAST(epoch_us(hour) // {US_PER_DAY} AS INTEGER) AS day"
+        if per_day
+        else "CAST(NULL AS DATE) AS day"
+    )
+    shown = ", ".join(c if c in grouped else f"CAST(NULL AS VARCHAR) AS {c}" for c in ("team", "namespace", "model"))
+    sql = f"""
+    WITH rows AS ({inner}),
+    kept AS (SELECT * FROM rows WHERE {keep}),
+    days AS (
+        SELECT {day}, {shown}, sum(gpu_cost_usd) AS gpu_cost_usd,
+               sum(input_cost_usd) AS input_cost_usd, sum(input_tokens) AS input_tokens,
+               sum(output_tokens) AS output_tokens, sum(requests) AS requests, sum(kwh) AS kwh,
+               sum(kg_co2e) AS kg_co2e, CASE WHEN min(basis) = max(basis) THEN min(basis) ELSE min(basis) || ',' || max(basis) END
+                   AS cost_basis
+        FROM kept GROUP BY ALL)
+    SELECT day, team, namespace, model, gpu_cost_usd, CAST(round(input_tokens) AS BIGINT) AS input_tokens,
+           CAST(round(output_tokens) AS BIGINT) AS output_tokens, CAST(round(requests) AS BIGINT) AS requests,
+           CAST(round(CAST(input_cost_usd AS DOUBLE) * 1e6 / nullif(input_tokens, 0), 6) AS DECIMAL(38, 6))
+               AS usd_per_1m_input_tokens,
+           CAST(round(CAST(gpu_cost_usd - input_cost_usd AS DOUBLE) * 1e6 / nullif(output_tokens, 0), 6)
+               AS DECIMAL(38, 6)) AS usd_per_1m_output_tokens,
+           CAST(round(CAST(gpu_cost_usd AS DOUBLE) * 1e3 / nullif(requests, 0), 6) AS DECIMAL(38, 6))
+               AS usd_per_1k_requests,
+           kwh, kg_co2e, input_cost_usd, gpu_cost_usd - input_cost_usd AS output_cost_usd, cost_basis
+    FROM days ORDER BY day, team NULLS LAST, namespace NULLS LAST, model NULLS LAST"""
+    return _frame(con, sql, params + keep_params)
+
+
+def carbon_note(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Why kwh / kg_co2e are empty (None: they are computed)."""
+    return carbon_relation(con)[1]
