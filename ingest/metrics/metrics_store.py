@@ -359,15 +359,12 @@ JOIN mixed m ON m.hour = s.hour AND m.gpu_uuid = s.gpu_uuid AND m.mig_instance I
 GROUP BY 1, 2, 3"""
 
 
-def rollup_sql(
-    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+def hourly_table(
+    con: duckdb.DuckDBPyConnection, samples: str, *, run_id: str, deduplicate: bool = True, part: str = ""
 ) -> str:
-    """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
-
-    The hourly rollup is computed once, here, into a temporary table of this connection (the
-    samples are scanned once, and again only for the hours a workload label changed in); the
-    returned SELECT attributes it inside the load's transaction.
-    """
+    """The hourly rollup of a relation of samples (SAMPLE_SCHEMA's columns), computed now into a temporary
+    table of this connection (the samples are scanned once, and again only for the hours a workload
+    label changed in); returns the table's name."""
     table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
     con.execute(
@@ -381,6 +378,24 @@ def rollup_sql(
             f"WHERE t._mixed AND t.hour = x.hour AND t.gpu_uuid = x.gpu_uuid "
             f"AND t.mig_instance IS NOT DISTINCT FROM x.mig_instance"
         )
-    return attributed_sql(
-        f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id, models=gpu_model_rows(con, table)
-    )
+    return table
+
+
+def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, source: str, run_id: str) -> str:
+    """The gpu_metrics_hourly rows (with their attribution hints) of hourly tables from ``hourly_table``,
+    as one SELECT: the load inserts them, and attributes them inside its transaction."""
+    parts = [
+        attributed_sql(f"hourly AS (SELECT * FROM {t})", source=source, run_id=run_id, models=gpu_model_rows(con, t))
+        for t in tables  # each day's GPU models from its own samples' memory, as one day's batch had them
+    ]
+    return " UNION ALL ".join(f"SELECT * FROM ({part.strip()})" for part in parts)
+
+
+def rollup_sql(
+    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
+    """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns: the
+    hourly rollup computed now (``hourly_table``), the returned SELECT attributing it inside the load's
+    transaction."""
+    table = hourly_table(con, samples, run_id=run_id, deduplicate=deduplicate, part=part)
+    return attributed_tables_sql(con, [table], source=source, run_id=run_id)
