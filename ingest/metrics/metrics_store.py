@@ -382,8 +382,7 @@ def hourly_table(
 
 
 def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, source: str, run_id: str) -> str:
-    """The gpu_metrics_hourly rows (with their attribution hints) of hourly tables from ``hourly_table``,
-    as one SELECT: the load inserts them, and attributes them inside its transaction."""
+    """The gpu_metrics_hourly rows (with their attribution hints) of ``hourly_table``'s tables, as one SELECT."""
     parts = [
         attributed_sql(f"hourly AS (SELECT * FROM {t})", source=source, run_id=run_id, models=gpu_model_rows(con, t))
         for t in tables  # each day's GPU models from its own samples' memory, as one day's batch had them
@@ -394,8 +393,6 @@ def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, 
 def rollup_sql(
     con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
 ) -> str:
-    """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns: the
-    hourly rollup computed now (``hourly_table``), the returned SELECT attributing it inside the load's
-    transaction."""
+    """gpu_metrics_hourly rows of a relation of samples: rolled up now (``hourly_table``), attributed by the load."""
     table = hourly_table(con, samples, run_id=run_id, deduplicate=deduplicate, part=part)
     return attributed_tables_sql(con, [table], source=source, run_id=run_id)
