@@ -325,11 +325,9 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     else used + free + reserved (DCGM). sm_active is DCGM_FI_PROF_SM_ACTIVE, or
     DCGM_FI_PROF_GR_ENGINE_ACTIVE when SM_ACTIVE is not exported. Attributes (name, host, labels)
     take the hour's largest value (constant for a GPU in practice); the namespace, pod and container
-    are the ones most of the hour's samples carry: in one pass the hour's single value (its smallest
-    and largest agree), and ``_mixed`` marks the hours where a label changed, whose most frequent
-    values ``mixed_labels_sql`` computes from those hours' samples alone (a ``mode()`` over every
-    sample would be the costliest part of the rollup, for the few hours a pod changed in).
-    """
+    are the ones most of the hour's samples carry: the hour's single value, found in this pass, or for
+    the hours ``_mixed`` marks (a label changed) ``mixed_labels_sql``'s (a ``mode()`` over every sample
+    would be the costliest part of the rollup, for the few hours a pod changed in)."""
     source, relation, col = _relation_sql(samples, deduplicate)
     mixed = " OR ".join(f"min({a}) IS DISTINCT FROM max({a})" for a in _LABELS)
     return f"""{source}
@@ -362,9 +360,8 @@ GROUP BY 1, 2, 3"""
 def hourly_table(
     con: duckdb.DuckDBPyConnection, samples: str, *, run_id: str, deduplicate: bool = True, part: str = ""
 ) -> str:
-    """The hourly rollup of a relation of samples (SAMPLE_SCHEMA's columns), computed now into a temporary
-    table of this connection (the samples are scanned once, and again only for the hours a workload
-    label changed in); returns the table's name."""
+    """The hourly rollup of a relation of samples, computed now into a temporary table (the samples are
+    scanned once, and again only for the hours a workload label changed in); returns its name."""
     table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
     con.execute(
@@ -387,7 +384,12 @@ def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, 
         attributed_sql(f"hourly AS (SELECT * FROM {t})", source=source, run_id=run_id, models=gpu_model_rows(con, t))
         for t in tables  # each day's GPU models from its own samples' memory, as one day's batch had them
     ]
-    return " UNION ALL ".join(f"SELECT * FROM ({part.strip()})" for part in parts)
+    if len(parts) == 1:
+        return parts[0]
+    table = f"_gpufinops_hourly_{run_id}_all"  # the load's domain checks over a union of days cost 4× a table's
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS " + " UNION ALL ".join(f"SELECT * FROM ({q})" for q in parts))
+    con.execute("".join(f"DROP TABLE {day_table};" for day_table in tables))
+    return f"SELECT * FROM {table}"
 
 
 def rollup_sql(
