@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOME_DIR ?= demo
 
-.PHONY: install demo test test-fast check docs bench dashboard clean
+.PHONY: install demo test test-fast check docs bench bench-quick dashboard clean
 
 # pip's output (the build backend's among it) goes to $(PIP_LOG), its tail shown only when an install
 # fails: `make demo` prints one line per install step, then the demo. `$(PIP) ARGS` runs `pip install ARGS`.
@@ -104,6 +104,12 @@ $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run_all
+
+# The inner loop of performance work (a few minutes): a 200-GPU fleet's 3 days in both arrival orders,
+# each stage beside its DuckDB floor; the data is generated once into bench/.cache. The real size:
+# `$(BIN)/python -m bench.bench_month --gpus 10000` (docs/scale.md).
+bench-quick: $(VENV)/.installed
+	$(BIN)/python -m bench.bench_month --quick
 
 dashboard: $(VENV)/.installed-dashboard
 	@test -f $(HOME_DIR)/gpufinops.toml || $(MAKE) demo

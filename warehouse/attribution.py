@@ -149,19 +149,40 @@ def label_team_sql(alias: str = "m") -> str:
 
 
 def _update(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list) -> int:
+    """Re-resolve the rows of ``table`` matching ``where``; returns the rows whose answer changed.
+
+    Resolution is done once per distinct (hints, stored answer) in scope, not per GPU-hour: a fleet's
+    month is millions of GPU-hours but a few thousand such tuples (one per GPU and workload, roughly),
+    so the joins against the bill and the rules see thousands of rows; only the rows of the tuples
+    whose answer changed are then updated, through one join on the tuple."""
     hints = ATTRIBUTED_TABLES[table]
-    cols = "rowid AS rid, source, host" + (", resource_hint, provider_id, namespace" if hints else "")
-    scoped = f"(SELECT {cols} FROM {table} WHERE {where})"
-    temp = f"_gpufinops_resolved_{table}"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {resolve_sql(scoped, hints=hints)}", params)
+    cols = ("source", "host") + (("resource_hint", "provider_id", "namespace") if hints else ())
+    stored = cols + ("resource_id", "team")
+    keys, temp = f"_gpufinops_hint_keys_{table}", f"_gpufinops_resolved_{table}"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {keys} AS SELECT row_number() OVER () AS rid, "
+        f"{', '.join(f'{c} AS k_{c}' for c in stored)} FROM (SELECT DISTINCT {', '.join(stored)} FROM {table} "
+        f"WHERE {where})",
+        params,
+    )
     try:
+        scoped = f"(SELECT rid, {', '.join(f'k_{c} AS {c}' for c in cols)} FROM {keys})"
+        changed_keys = con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT k.*, x.resource_id AS new_resource_id, x.team AS new_team "
+            f"FROM {keys} k JOIN ({resolve_sql(scoped, hints=hints)}) x ON x.rid = k.rid "
+            f"WHERE k.k_resource_id IS DISTINCT FROM x.resource_id OR k.k_team IS DISTINCT FROM x.team"
+        ).fetchall()[0][0]
+        if not changed_keys:
+            return 0
+        match = " AND ".join(f"t.{c} IS NOT DISTINCT FROM x.k_{c}" for c in stored)
         changed = con.execute(
-            f"UPDATE {table} AS t SET resource_id = x.resource_id, team = x.team FROM {temp} x "
-            f"WHERE t.rowid = x.rid AND (t.resource_id IS DISTINCT FROM x.resource_id "
-            f"OR t.team IS DISTINCT FROM x.team)"
+            f"UPDATE {table} AS t SET resource_id = x.new_resource_id, team = x.new_team FROM {temp} x "
+            f"WHERE {match} AND ({where})",
+            params,
         ).fetchall()[0][0]
     finally:
         con.execute(f"DROP TABLE IF EXISTS {temp}")
+        con.execute(f"DROP TABLE IF EXISTS {keys}")
     return int(changed)
 
 
@@ -211,6 +232,7 @@ def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     if touched.empty:
         return 0
     changed = 0
+    touched.metric_slices[:] = merged_slices(touched.metric_slices)  # (the allocation reads them after us)
     for table, source, slice_expr, slices in touched.metric_slices:
         placeholders = ", ".join("?" for _ in slices)
         where = f"source = ? AND ({slice_expr}) IN ({placeholders})" if slices else "source = ?"
@@ -235,6 +257,20 @@ def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     if changed:
         log.info("attribution: %d GPU-hour rows re-resolved", changed)
     return changed
+
+
+def merged_slices(slices: list[tuple[str, str, str, list]]) -> list[tuple[str, str, str, list]]:
+    """A load's metric slices, one entry per (table, source, slice expression): a month rolled up day by
+    day is 30 batches of one table, re-resolved (and re-allocated) in one pass instead of 30. An entry
+    without slices (the whole source) absorbs the others of its key."""
+    merged: dict[tuple[str, str, str], dict | None] = {}
+    for table, source, slice_expr, values in slices:
+        key = (table, source, slice_expr)
+        if not values:
+            merged[key] = None
+        elif key not in merged or merged[key] is not None:
+            merged.setdefault(key, {}).update(dict.fromkeys(values))  # type: ignore[union-attr]
+    return [(table, source, expr, list(values or ())) for (table, source, expr), values in merged.items()]
 
 
 def reattribute_all(con: duckdb.DuckDBPyConnection) -> int:

@@ -328,18 +328,22 @@ class DcgmExporter:
         batches = list(rules)
         log.info("%s: rolling up %d hour(s) of %d day(s)", ctx.source, sum(map(len, plan.values())), len(plan))
         # one day at a time: a month of a large fleet's minute samples in one aggregation spills tens of
-        # GB (the p95 keeps every value of every GPU-hour); a day holds 1/30 of it. All days still load
-        # in one transaction.
+        # GB (the p95 keeps every value of every GPU-hour); a day holds 1/30 of it. The days' rows then
+        # load as one batch per table (one delete of the hours replaced, one insert, one attribution).
+        hourly, running = [], []
         for n, (day, hours) in enumerate(plan.items()):
             samples, per_day = metrics_store.store_relation(folder, {day: hours})
             deduplicate = any(metrics_store.needs_dedup(files) for files in per_day)
-            sql = metrics_store.rollup_sql(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
-                                           deduplicate=deduplicate, part=f"_{n}")
-            running = workloads.rollup(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
-                                       deduplicate=deduplicate, part=f"_{n}")
-            where = f"the hourly rollup of the sample store's {day}"
-            batches += [Batch(table="gpu_metrics_hourly", data=sql, slices=hours, context=where),
-                        Batch(table="gpu_workloads_hourly", data=running, slices=hours, context=where)]
+            hourly.append(metrics_store.hourly_table(ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate,
+                                                     part=f"_{n}"))
+            running.append(workloads.rollup(ctx.con, samples, source=ctx.source, run_id=ctx.run_id,
+                                            deduplicate=deduplicate, part=f"_{n}"))
+        days = list(plan)
+        where = f"the hourly rollup of the sample store's {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
+        hours = [h for day_hours in plan.values() for h in day_hours]
+        sql = metrics_store.attributed_tables_sql(ctx.con, hourly, source=ctx.source, run_id=ctx.run_id)
+        batches += [Batch(table="gpu_metrics_hourly", data=sql, slices=hours, context=where),
+                    Batch(table="gpu_workloads_hourly", data=" UNION ALL ".join(running), slices=hours, context=where)]
         return FetchResult(batches, state, watermark=watermark)
 
 

@@ -303,6 +303,19 @@ _LABELS = ("namespace", "pod", "container")  # the value most of the hour's samp
 MEAN = "round({}, 9)"
 
 
+def _relation_sql(samples: str, deduplicate: bool) -> tuple[str, str, dict[str, str]]:
+    """(CTE prefix, relation, figure -> column) of the samples an hourly rollup groups."""
+    if deduplicate:
+        figures = ", ".join(f"max({expr}) AS {name}" for name, expr in _SAMPLE_EXPRS.items())
+        attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS + _LABELS)
+        source = (
+            f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
+            f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),"
+        )
+        return source, "per_ts", {name: name for name in _SAMPLE_EXPRS}
+    return "", f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)", dict(_SAMPLE_EXPRS)
+
+
 def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     """CTEs ending in ``hourly``: one row per (hour, gpu_uuid, mig_instance) from a SAMPLE_SCHEMA relation.
 
@@ -312,23 +325,15 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     else used + free + reserved (DCGM). sm_active is DCGM_FI_PROF_SM_ACTIVE, or
     DCGM_FI_PROF_GR_ENGINE_ACTIVE when SM_ACTIVE is not exported. Attributes (name, host, labels)
     take the hour's largest value (constant for a GPU in practice); the namespace, pod and container
-    are the ones most of the hour's samples carry.
-    """
-    if deduplicate:
-        figures = ", ".join(f"max({expr}) AS {name}" for name, expr in _SAMPLE_EXPRS.items())
-        attrs = ", ".join(f"max({a}) AS {a}" for a in _ATTRS + _LABELS)
-        source = (
-            f"per_ts AS (SELECT gpu_uuid, mig_instance, ts, {attrs}, {figures} FROM {samples} "
-            f"WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL GROUP BY gpu_uuid, mig_instance, ts),"
-        )
-        relation, col = "per_ts", {name: name for name in _SAMPLE_EXPRS}
-    else:
-        source, col = "", dict(_SAMPLE_EXPRS)
-        relation = f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)"
+    are the ones most of the hour's samples carry: the hour's single value, found in this pass, or for
+    the hours ``_mixed`` marks (a label changed) ``mixed_labels_sql``'s (a ``mode()`` over every sample
+    would be the costliest part of the rollup, for the few hours a pod changed in)."""
+    source, relation, col = _relation_sql(samples, deduplicate)
+    mixed = " OR ".join(f"min({a}) IS DISTINCT FROM max({a})" for a in _LABELS)
     return f"""{source}
 hourly AS (
   SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
-         {", ".join(f"mode({a}) AS {a}" for a in _LABELS)},
+         {", ".join(f"max({a}) AS {a}" for a in _LABELS)}, ({mixed}) AS _mixed,
          {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
          max({col["util"]}) AS util_max, max({col["mem_used"]}) AS mem_used_max_mib, max({col["mem_total"]}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
@@ -338,20 +343,58 @@ hourly AS (
 )"""
 
 
-def rollup_sql(
-    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
-) -> str:
-    """gpu_metrics_hourly rows (attributed) from a relation of samples with SAMPLE_SCHEMA's columns.
+def mixed_labels_sql(samples: str, hourly: str, *, deduplicate: bool = True) -> str:
+    """SELECT (hour, gpu_uuid, mig_instance, namespace, pod, container): the labels most samples carry,
+    for the rows of ``hourly`` marked ``_mixed``, from their hours' samples only."""
+    source, relation, _ = _relation_sql(samples, deduplicate)
+    return f"""WITH {source}
+mixed AS (SELECT hour, gpu_uuid, mig_instance FROM {hourly} WHERE _mixed),
+hours AS (SELECT DISTINCT hour FROM mixed)
+SELECT s.hour, s.gpu_uuid, s.mig_instance, {", ".join(f"mode(s.{a}) AS {a}" for a in _LABELS)}
+FROM (SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(_LABELS)} FROM {relation}
+      WHERE date_trunc('hour', ts) IN (SELECT hour FROM hours)) s
+JOIN mixed m ON m.hour = s.hour AND m.gpu_uuid = s.gpu_uuid AND m.mig_instance IS NOT DISTINCT FROM s.mig_instance
+GROUP BY 1, 2, 3"""
 
-    The hourly rollup is computed once, here, into a temporary table of this connection (the
-    samples are scanned once); the returned SELECT attributes it inside the load's transaction.
-    """
+
+def hourly_table(
+    con: duckdb.DuckDBPyConnection, samples: str, *, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
+    """The hourly rollup of a relation of samples, computed now into a temporary table (the samples are
+    scanned once, and again only for the hours a workload label changed in); returns its name."""
     table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
         f"SELECT * FROM hourly"
     )
-    return attributed_sql(
-        f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id, models=gpu_model_rows(con, table)
-    )
+    if con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE _mixed LIMIT 1)").fetchall()[0][0]:
+        labels = ", ".join(f"{a} = x.{a}" for a in _LABELS)
+        con.execute(
+            f"UPDATE {table} AS t SET {labels} FROM ({mixed_labels_sql(samples, table, deduplicate=deduplicate)}) x "
+            f"WHERE t._mixed AND t.hour = x.hour AND t.gpu_uuid = x.gpu_uuid "
+            f"AND t.mig_instance IS NOT DISTINCT FROM x.mig_instance"
+        )
+    return table
+
+
+def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, source: str, run_id: str) -> str:
+    """The gpu_metrics_hourly rows (with their attribution hints) of ``hourly_table``'s tables, as one SELECT."""
+    parts = [
+        attributed_sql(f"hourly AS (SELECT * FROM {t})", source=source, run_id=run_id, models=gpu_model_rows(con, t))
+        for t in tables  # each day's GPU models from its own samples' memory, as one day's batch had them
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    table = f"_gpufinops_hourly_{run_id}_all"  # the load's domain checks over a union of days cost 4× a table's
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS " + " UNION ALL ".join(f"SELECT * FROM ({q})" for q in parts))
+    con.execute("".join(f"DROP TABLE {day_table};" for day_table in tables))
+    return f"SELECT * FROM {table}"
+
+
+def rollup_sql(
+    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
+    """gpu_metrics_hourly rows of a relation of samples: rolled up now (``hourly_table``), attributed by the load."""
+    table = hourly_table(con, samples, run_id=run_id, deduplicate=deduplicate, part=part)
+    return attributed_tables_sql(con, [table], source=source, run_id=run_id)

@@ -59,6 +59,14 @@ def samples_sql(samples: str, *, source: str, run_id: str, deduplicate: bool = T
             f"max(util) AS util, max(sm) AS sm, max(mem_used_mib) AS mem_used_mib FROM ({labelled}) "
             f"GROUP BY ALL"
         )
+    # Unique samples (no deduplication needed) are one row per GPU and time, so the times any workload
+    # was on a GPU are the sum of its workloads' samples: no second grouping of the samples.
+    occupied = (
+        "SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, count(DISTINCT ts) AS occupied_samples "
+        "FROM labelled GROUP BY 1, 2, 3"
+        if deduplicate
+        else "SELECT hour, gpu_uuid, mig_instance, sum(samples) AS occupied_samples FROM per GROUP BY 1, 2, 3"
+    )
     return f"""
 WITH labelled AS ({labelled}),
 per AS (
@@ -66,9 +74,7 @@ per AS (
          count(*) AS samples, round(avg(util), 9) AS util_mean, round(avg(sm), 9) AS sm_active_mean,
          max(mem_used_mib) AS mem_used_max_mib, bool_or(vgpu IS NOT NULL) AS vgpu
   FROM labelled GROUP BY 1, 2, 3, 4, 5, 6),
-occupied AS (
-  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, count(DISTINCT ts) AS occupied_samples
-  FROM labelled GROUP BY 1, 2, 3),
+occupied AS ({occupied}),
 w AS (
   SELECT p.*, NULL AS pid, CAST(NULL AS VARCHAR) AS process, o.occupied_samples,
          CASE WHEN bool_or(p.vgpu) OVER ({_P_GPU_HOUR}) OR sum(p.samples) OVER ({_P_GPU_HOUR}) > o.occupied_samples
