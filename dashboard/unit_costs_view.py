@@ -17,20 +17,7 @@ from gpufinops.warehouse import unit_costs
 from gpufinops.warehouse.labels import labels_of
 
 RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
-SHOWN = (
-    "day",
-    "team",
-    "namespace",
-    "model",
-    "gpu_cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "requests",
-    *RATES,
-    "kwh",
-    "kg_co2e",
-    "cost_basis",
-)
+SHOWN = (*unit_costs.COLUMNS, "cost_basis")  # the CSV's columns, in their order, and how each was costed
 EMPTY = (
     "No serving metrics in this window: a `prometheus_serving` or `serving_exporter` source loads the "
     "token and request counters of vLLM, TGI, Triton (TensorRT-LLM) and SGLang."

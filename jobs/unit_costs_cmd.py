@@ -14,22 +14,6 @@ from typing import Any
 
 from gpufinops.jobs import dates
 
-TABLE_COLUMNS = (
-    "day",
-    "team",
-    "namespace",
-    "model",
-    "gpu_cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "requests",
-    "usd_per_1m_input_tokens",
-    "usd_per_1m_output_tokens",
-    "usd_per_1k_requests",
-    "kwh",
-    "kg_co2e",
-)
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -65,7 +49,7 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
         from gpufinops.jobs import layouts
 
         text = (
-            layouts.frame_text(frame.select(TABLE_COLUMNS), output.terminal_width())
+            layouts.frame_text(frame.select(unit_costs.COLUMNS), output.terminal_width())
             if frame.height
             else "no serving metrics in this window (sources of type prometheus_serving or serving_exporter load them)"
         )
