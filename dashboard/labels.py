@@ -139,6 +139,13 @@ LABELS = {
     "util_mean_pct": "Mean utilisation",
     "onprem_option": "On-prem option",
     "break_even_utilisation_pct": "Break-even utilisation",
+    "gpu_cost_usd": "GPU cost",
+    "usd_per_1m_input_tokens": "$ per 1M input tokens",
+    "usd_per_1m_output_tokens": "$ per 1M output tokens",
+    "usd_per_1k_requests": "$ per 1,000 requests",
+    "kwh": "kWh",
+    "kg_co2e": "kg CO2e",
+    "cost_basis": "Costed by",
 }
 ACRONYMS = {
     "gpu": "GPU",

@@ -12,7 +12,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard.common import money_columns
+from gpufinops.dashboard import labels
 from gpufinops.warehouse import unit_costs
 from gpufinops.warehouse.labels import labels_of
 
@@ -42,7 +42,6 @@ def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit co
         st.info(EMPTY)
         return
     shown = frame.select([c for c in SHOWN if c in frame.columns]).with_columns(
-        pl.col("gpu_cost_usd", *RATES).cast(pl.Float64),
         pl.col("cost_basis").map_elements(lambda v: labels_of(v, "cost_basis"), return_dtype=pl.Utf8),
     )
     total = frame["gpu_cost_usd"].sum()
@@ -51,8 +50,9 @@ def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit co
         f"GPU cost of serving in the window: ${float(total):,.2f} for {tokens:,} tokens and "
         f"{frame['requests'].sum():,} requests. Cost is the pods' allocated GPU share (whole resources where "
         "no allocation exists); input tokens carry the share the servers spent in prefill where they export "
-        "it, else the [unit_costs] input_weight rule."
+        "it, else the configured input-token weight (the unit-costs settings)."
     )
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=money_columns("gpu_cost_usd", *RATES))
+    rates = {c: st.column_config.NumberColumn(labels.label(c), format="$%.4f") for c in RATES}  # cents are too coarse
+    labels.table(st, shown, dates=("day",), overrides=rates)
     if note:
         st.caption(f"kWh and kg CO2e are empty: {note}.")

@@ -51,7 +51,8 @@ SERVERS = (
         250.0,
         restart_day=5.5,
     ),
-    Server("aws:g6.xlarge:nlp", "triton", "tensorrt_llm", "llm", "triton-llama-8b-0", 260.0, 600.0, 180.0),
+    # (Triton serves the TensorRT-LLM engine under the model name its repository gives it)
+    Server("aws:g6.xlarge:nlp", "triton", "llama-3.1-8b-trtllm", "llm", "triton-llama-8b-0", 260.0, 600.0, 180.0),
 )
 
 

@@ -33,6 +33,7 @@ PAGES = {
     "overview": ("", "Overview: GPU spend"),
     "team": ("team", "Team"),
     "fleet": ("fleet", "GPU fleet"),
+    "unit_costs": ("unit_costs", "Unit costs"),
     "recommendations": ("recommendations", "Recommendations"),
     "spot": ("spot", "Spot market"),
     "onprem": ("onprem", "On-prem vs cloud"),
@@ -42,6 +43,7 @@ NAV_LABELS = {
     "overview": "Overview",
     "team": "Team",
     "fleet": "GPU fleet",
+    "unit_costs": "Unit costs",
     "recommendations": "Recommendations",
     "spot": "Spot market",
     "onprem": "On-prem vs cloud",
@@ -51,7 +53,16 @@ NAV_LABELS = {
 # forecast; the Team page without a by-team chart plus its fleet heatmap; the fleet heatmap and idle
 # cost; the top finding's utilisation and memory; spot prices and interruption bands; on-prem vs cloud
 # cost per used GPU-hour.
-CHARTS = {"overview": 5, "team": 5, "fleet": 2, "recommendations": 2, "spot": 2, "onprem": 1, "health": 0}
+CHARTS = {
+    "overview": 5,
+    "team": 5,
+    "fleet": 2,
+    "unit_costs": 0,
+    "recommendations": 2,
+    "spot": 2,
+    "onprem": 1,
+    "health": 0,
+}
 BROWSER_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -282,6 +293,13 @@ def test_no_page_shows_a_raw_code_or_timestamp(demo_home, browser, tmp_path):
                 found[name] = (codes, stamps)
         context.close()
     assert not found, f"raw codes or ISO timestamps in the pages' visible text: {found}"
+
+
+def test_the_browser_tests_cover_every_page_the_app_registers():
+    """A page added to dashboard/app.py is rendered, timed and read for raw codes here without new code."""
+    app = (Path(__file__).parents[1] / "dashboard" / "app.py").read_text()
+    registered = re.findall(r'st\.Page\(PAGES / "(\w+)\.py", title="([^"]+)"', app)
+    assert registered and dict(registered) == NAV_LABELS and set(PAGES) == set(CHARTS) == set(NAV_LABELS)
 
 
 def test_raw_code_detector_can_fail():

@@ -136,9 +136,9 @@ energy AS (
               WHEN j.onprem_host_w IS NOT NULL THEN j.onprem_host_w * j.gpu_hours / 1000.0
               WHEN nw.watts IS NOT NULL THEN nw.watts / greatest(coalesce(j.billed_gpus, 1), 1) * j.gpu_hours / 1000.0
               ELSE j.gpu_kwh * {fraction} END AS node_kwh,
-         CASE WHEN j.onprem_host_w IS NOT NULL THEN 'onprem host_power_w ' || j.onprem_host_w || ' W per GPU'
-              WHEN nw.watts IS NOT NULL THEN 'config [carbon.node_watts] ' || j.instance_type || ' ' || nw.watts || ' W'
-              ELSE 'node_fraction ' || {fraction} || ' of GPU energy' END AS node_basis,
+         CASE WHEN j.onprem_host_w IS NOT NULL THEN 'on-prem host power ' || j.onprem_host_w || ' W per GPU'
+              WHEN nw.watts IS NOT NULL THEN 'configured node power ' || j.instance_type || ' ' || nw.watts || ' W'
+              ELSE 'node power ' || {fraction} || ' × the GPU energy (node fraction)' END AS node_basis,
          coalesce(j.onprem_pue, k.pue) AS pue,
          CASE WHEN j.onprem_pue IS NOT NULL THEN 'onprem source pue' ELSE k.pue_source END AS pue_source,
          k.g AS grid_g_co2e_per_kwh, k.intensity_source
