@@ -169,7 +169,9 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
         FROM weighted)
     SELECT hour, server, model, namespace, pod, team, basis, i AS input_tokens, o AS output_tokens,
            r AS requests, p AS prefill_seconds, d AS decode_seconds,
-           CAST(pod_cost * CAST(round(model_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15)) AS gpu_cost_usd,
+           CASE WHEN model_share = 1 THEN pod_cost  -- the pod's only model: its cost as is, no DECIMAL product
+                ELSE CAST(pod_cost * CAST(round(model_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15)) END
+               AS gpu_cost_usd,
            CAST(pod_cost * CAST(round(model_share * input_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15))
                AS input_cost_usd,
            pod_kwh * model_share AS kwh, pod_kg * model_share AS kg_co2e
