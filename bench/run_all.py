@@ -17,6 +17,7 @@ from bench import (
     bench_hour,
     bench_models,
     bench_rollup,
+    bench_unit_costs,
 )
 
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_models,
         bench_allocation,
         bench_hour,
+        bench_unit_costs,
         bench_dashboard,
         bench_alerts,
         bench_dashboard_browser,  # skips itself, saying so, where no Chromium is found

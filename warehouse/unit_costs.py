@@ -101,7 +101,11 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
         SELECT hour, server, model, namespace, pod, any_value(host) AS host, sum(input_tokens) AS i,
                sum(output_tokens) AS o, sum(requests) AS r, sum(prefill_seconds) AS p, sum(decode_seconds) AS d
         FROM serving_metrics_hourly s WHERE {{where}} GROUP BY hour, server, model, namespace, pod),
-    pods AS (SELECT hour, namespace, pod, any_value(host) AS host FROM serving GROUP BY ALL),
+    pods AS MATERIALIZED (
+        SELECT hour, namespace, pod, any_value(host) AS host,
+               sum(coalesce({input_weight} * i, 0) + coalesce(o, 0)) AS pod_tw, sum(coalesce(r, 0)) AS pod_r,
+               count(*) AS pod_rows
+        FROM serving GROUP BY hour, namespace, pod),
     carbon AS ({carbon}),
     alloc AS MATERIALIZED (
         SELECT a.hour, a.resource_id, a.namespace, a.pod, sum(a.cost_usd) AS cost_usd,
@@ -150,12 +154,10 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
         FROM charged GROUP BY ALL),
     weighted AS (
         SELECT s.*, pc.cost_usd AS pod_cost, pc.team, pc.kwh AS pod_kwh, pc.kg_co2e AS pod_kg, pc.basis,
-               coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0) AS tw,
-               sum(coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0))
-                   OVER (PARTITION BY s.hour, s.namespace, s.pod) AS pod_tw,
-               sum(coalesce(s.r, 0)) OVER (PARTITION BY s.hour, s.namespace, s.pod) AS pod_r,
-               count(*) OVER (PARTITION BY s.hour, s.namespace, s.pod) AS pod_rows
-        FROM serving s LEFT JOIN pod_cost pc ON pc.hour = s.hour AND pc.pod = s.pod
+               coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0) AS tw, pt.pod_tw, pt.pod_r, pt.pod_rows
+        FROM serving s JOIN pods pt ON pt.hour = s.hour AND pt.pod = s.pod
+             AND pt.namespace IS NOT DISTINCT FROM s.namespace
+        LEFT JOIN pod_cost pc ON pc.hour = s.hour AND pc.pod = s.pod
              AND pc.namespace IS NOT DISTINCT FROM s.namespace),
     shared AS (
         SELECT *, CASE WHEN pod_tw > 0 THEN tw / pod_tw WHEN pod_r > 0 THEN coalesce(r, 0) / pod_r
@@ -167,7 +169,9 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
         FROM weighted)
     SELECT hour, server, model, namespace, pod, team, basis, i AS input_tokens, o AS output_tokens,
            r AS requests, p AS prefill_seconds, d AS decode_seconds,
-           CAST(pod_cost * CAST(round(model_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15)) AS gpu_cost_usd,
+           CASE WHEN model_share = 1 THEN pod_cost  -- the pod's only model: its cost as is, no DECIMAL product
+                ELSE CAST(pod_cost * CAST(round(model_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15)) END
+               AS gpu_cost_usd,
            CAST(pod_cost * CAST(round(model_share * input_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15))
                AS input_cost_usd,
            pod_kwh * model_share AS kwh, pod_kg * model_share AS kg_co2e
