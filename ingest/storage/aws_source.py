@@ -78,7 +78,7 @@ def batches(source: str, inv: aws_inventory.Inventory, run_id: str, where: str) 
                 _slices(source, table, rows),
                 slice_expr=slice_expr,
                 source_column="source",
-                context=f"{where} ({table})",
+                context=where,
                 key=key,
                 counted=table == "storage_volumes",
             )
