@@ -211,6 +211,11 @@ def test_gpufinops_ingest_loads_the_configured_source_and_names_a_bad_option(acc
     assert roots == {"llm/run-a/", "llm/run-b/"}  # the glob's matches
     assert [r[:2] for r in ledger] == [("aws_storage", "succeeded")] and ledger[0][2] > 0
     assert "40 object(s) under 1 prefix(es)" in ledger[0][3], ledger
+    from gpufinops.warehouse import freshness
+
+    with db.reader(warehouse) as con:
+        fresh = freshness.source_freshness(con).row(0, named=True)
+    assert (fresh["source"], fresh["kind"], fresh["stale"]) == ("storage", "inventory", False)
     assert cli.main(["--config", str(config), "ingest"]) == 0  # the same hour, the same account: skipped
     with db.reader(warehouse) as con:
         assert con.execute("SELECT status FROM ingest_runs ORDER BY started_at DESC LIMIT 1").fetchone() == ("skipped",)
