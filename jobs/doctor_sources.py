@@ -299,6 +299,15 @@ def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     )
 
 
+def gcp_storage(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    from gpufinops.ingest.storage import gcp_inventory
+
+    project = source.options.get("project")
+    c = gcp_inventory.clients(source.options.get("endpoint") or None, None, project)
+    c.disks.aggregated_list(request={"project": project, "max_results": 5}, timeout=timeout)
+    return OK, f"Compute disks.aggregatedList answers for project {project}", None
+
+
 def nvidia_smi_csv(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     return files(source, base_dir)
 
@@ -322,6 +331,7 @@ CHECKS: dict[str, Callable[[SourceConfig, Path, float], Result]] = {
     "gcp_billing_export": gcp_billing_export,
     "gcp_catalog": gcp_catalog,
     "gcp_price_history": gcp_price_history,
+    "gcp_storage": gcp_storage,
     "dcgm_exporter": dcgm_exporter,
     "prometheus": prometheus,
     "nvidia_smi_csv": nvidia_smi_csv,
@@ -341,4 +351,6 @@ def needs_extra(source: SourceConfig) -> str | None:
         return "gcp"
     if source.type == "gcp_catalog":
         return "gcp"
+    if source.type == "gcp_storage":
+        return "gcp-storage"
     return None

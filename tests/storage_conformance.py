@@ -56,5 +56,29 @@ def aws_storage_input(tmp: Path) -> tuple[dict, datetime]:
     return options, datetime.now(UTC) - timedelta(days=1)
 
 
-FIXTURES = {"aws_storage": aws_storage_input}
+_GCP: tuple | None = None
+_GCP_SERVER = None  # the context manager itself: its server stops when it is collected
+
+
+def gcp_storage_input(tmp: Path) -> tuple[dict, datetime]:
+    """The GCP inventory's loopback server (tests/gcp_storage_loopback.py, started once) with the disks,
+    snapshot and objects of tests/test_storage_gcp.py."""
+    global _GCP, _GCP_SERVER
+    from tests import test_storage_gcp as gcp
+    from tests.gcp_storage_loopback import serve
+
+    if _GCP is None:
+        _GCP_SERVER = serve()
+        _GCP = _GCP_SERVER.__enter__()  # a daemon thread, ends with the test session
+    endpoint, server = _GCP
+    gcp._state(server, attached=True)
+    options = {
+        "endpoint": endpoint,
+        "project": gcp.P,
+        "prefixes": [{"bucket": "ckpt", "prefix": "llm/", "team": "llm"}],
+    }
+    return options, gcp.NOW - timedelta(days=365)
+
+
+FIXTURES = {"aws_storage": aws_storage_input, "gcp_storage": gcp_storage_input}
 TIME_COLUMNS = {"storage_volumes": "created_at"}

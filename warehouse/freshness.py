@@ -35,6 +35,7 @@ EXPECTED_LAG_HOURS: dict[str, tuple[str, float]] = {
     "aws_spot_advisor": ("prices", 168.0),
     "gcp_price_history": ("prices", 720.0),
     "aws_storage": ("inventory", 24.0),  # a daily listing of volumes, snapshots and prefixes
+    "gcp_storage": ("inventory", 24.0),
 }
 DEFAULT_LAG = ("other", 24.0)
 

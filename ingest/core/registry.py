@@ -179,6 +179,7 @@ BUILTIN_MODULES = (
     "gpufinops.ingest.gcp.gcp_catalog",
     "gpufinops.ingest.gcp.gcp_price_history",
     "gpufinops.ingest.storage.aws_source",
+    "gpufinops.ingest.storage.gcp_source",
 )
 
 
