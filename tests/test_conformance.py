@@ -18,7 +18,8 @@ import pytest
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import schema
-from tests import aws_conformance, conformance_utilisation, gcp_loopback, onprem_data, storage_conformance
+from tests import aws_conformance, conformance_utilisation, gcp_loopback, onprem_data
+from tests import storage_conformance
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 
 REGISTRY = default_registry()
