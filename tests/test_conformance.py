@@ -19,7 +19,6 @@ from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import schema
 from tests import aws_conformance, conformance_utilisation, gcp_loopback, onprem_data
-from tests import storage_conformance
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 
 REGISTRY = default_registry()
@@ -44,7 +43,6 @@ FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     **aws_conformance.FIXTURES,
     **gcp_loopback.FIXTURES,
     "onprem": onprem_data.conformance_input,
-    **storage_conformance.FIXTURES,
 }
 TYPES = REGISTRY.names()
 
@@ -103,9 +101,7 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
     time_column = (
         "ChargePeriodStart"
         if table.name == "cost_line_items"
-        else {**aws_conformance.TIME_COLUMNS, **gcp_loopback.TIME_COLUMNS, **storage_conformance.TIME_COLUMNS}.get(
-            table.name, "hour"
-        )
+        else {**aws_conformance.TIME_COLUMNS, **gcp_loopback.TIME_COLUMNS}.get(table.name, "hour")
     )
     assert query(warehouse, f'SELECT min("{time_column}") FROM {table.name}')[0][0] >= earliest
 
