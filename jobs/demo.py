@@ -118,14 +118,27 @@ def evaluate(recs: list[Recommendation], planted: list[dict[str, Any]], kinds: s
     return rows
 
 
-def _load_storage(con, seed: int) -> None:
-    """The storage inventory the demo's AWS account would list (simulator/demo_storage.py)."""
+def _load_storage(cfg, seed: int) -> None:
+    """The storage inventory the demo's AWS account would list (simulator/demo_storage.py), loaded as an
+    ``aws_storage`` source through the ingest runner (its ledger row, the domain check, one transaction):
+    only the listing is simulated, in place of the AWS calls."""
+    from gpufinops.ingest.core.registry import FetchResult, IngestContext, Registry
+    from gpufinops.ingest.core.runner import run_source
+    from gpufinops.ingest.storage import aws_source
     from gpufinops.simulator import demo_fleet, demo_storage
     from gpufinops.simulator.demo_billing import build_fleet
-    from gpufinops.warehouse import storage_store
 
-    machines = build_fleet(seed)
-    storage_store.load(con, demo_storage.SOURCE, demo_storage.inventory(machines, demo_fleet.DEMO_END))
+    inv = demo_storage.inventory(build_fleet(seed), demo_fleet.DEMO_END)
+
+    class DemoStorage(aws_source.AwsStorage):
+        def fetch(self, ctx: IngestContext) -> FetchResult:
+            return FetchResult(aws_source.batches(ctx.source, inv, ctx.run_id, "the demo's storage inventory"), {})
+
+    registry = Registry()
+    registry.register(DemoStorage)
+    result = run_source(registry, cfg.warehouse_path, demo_storage.SOURCE, "aws_storage", {})
+    if not result.ok:
+        raise RuntimeError(result.error)
 
 
 def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> int:
@@ -153,8 +166,8 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
             tables.print_runs(results, out=out, brief=True)
             return 1
         step.start("running the models")
+        _load_storage(cfg, seed)
         with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-            _load_storage(con, seed)
             run = analyse(con, on_model=lambda kind, done: None if done else step.start(f"model {kind}"))
             from gpufinops.jobs.export import objects  # what the store holds: status and decision included
 

@@ -141,6 +141,23 @@ def aws_spot_advisor(source: SourceConfig, base_dir: Path, timeout: float) -> Re
     return http_get(source.options.get("url") or DEFAULT_URL, timeout, expect=None)
 
 
+def aws_storage(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    region = (source.options.get("regions") or ["us-east-1"])[0]
+    _aws_client("ec2", source, timeout, region).describe_volumes(MaxResults=5)
+    s3 = _aws_client("s3", source, timeout, region)
+    buckets = sorted({str(p.get("bucket")) for p in source.options.get("prefixes") or [] if isinstance(p, dict)})
+    for bucket in buckets:
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except Exception as exc:  # botocore ClientError: 404 NoSuchBucket, 403 AccessDenied
+            return (
+                WARN,
+                f"s3://{bucket}: {_aws_error(exc)} (its prefixes are recorded as not listed)",
+                f"check the bucket name, and grant s3:ListBucket on arn:aws:s3:::{bucket}",
+            )
+    return OK, f"EC2 DescribeVolumes answers in {region}; {len(buckets)} bucket(s) reachable", None
+
+
 # --- Google Cloud ------------------------------------------------------------------------------------
 
 
@@ -282,6 +299,15 @@ def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     )
 
 
+def gcp_storage(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    from gpufinops.ingest.storage import gcp_inventory
+
+    project = source.options.get("project")
+    c = gcp_inventory.clients(source.options.get("endpoint") or None, None, project)
+    c.disks.aggregated_list(request={"project": project, "max_results": 5}, timeout=timeout)
+    return OK, f"Compute disks.aggregatedList answers for project {project}", None
+
+
 def nvidia_smi_csv(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     return files(source, base_dir)
 
@@ -301,9 +327,11 @@ CHECKS: dict[str, Callable[[SourceConfig, Path, float], Result]] = {
     "aws_spot_prices": aws_spot_prices,
     "aws_pricing": aws_pricing,
     "aws_spot_advisor": aws_spot_advisor,
+    "aws_storage": aws_storage,
     "gcp_billing_export": gcp_billing_export,
     "gcp_catalog": gcp_catalog,
     "gcp_price_history": gcp_price_history,
+    "gcp_storage": gcp_storage,
     "dcgm_exporter": dcgm_exporter,
     "prometheus": prometheus,
     "nvidia_smi_csv": nvidia_smi_csv,
@@ -317,10 +345,12 @@ def needs_extra(source: SourceConfig) -> str | None:
     opts = source.options
     if source.type == "aws_cur" and not opts.get("path"):
         return "aws"
-    if source.type in ("aws_spot_prices", "aws_pricing"):
+    if source.type in ("aws_spot_prices", "aws_pricing", "aws_storage"):
         return "aws"
     if source.type == "gcp_billing_export" and not opts.get("path"):
         return "gcp"
     if source.type == "gcp_catalog":
         return "gcp"
+    if source.type == "gcp_storage":
+        return "gcp-storage"
     return None

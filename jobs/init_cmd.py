@@ -21,7 +21,7 @@ from typing import Any
 from gpufinops.jobs import files
 
 SOURCE_FLAGS = ("aws_cur_bucket", "aws_cur_path", "bigquery_table", "gcp_billing_path", "dcgm_target",
-                "prometheus_url", "nvidia_smi_path", "focus_path", "onprem_group")
+                "prometheus_url", "nvidia_smi_path", "focus_path", "onprem_group", "aws_storage_prefix")
 DEFAULT_REGION = "us-east-1"
 
 
@@ -44,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     aws.add_argument("--aws-region", default=DEFAULT_REGION, metavar="REGION",
                      help=f"the bucket's region, and the region priced (default: {DEFAULT_REGION})")
     aws.add_argument("--aws-endpoint-url", metavar="URL", help="an S3/EC2-compatible endpoint (tests, a proxy)")
+    aws.add_argument("--aws-storage-prefix", action="append", metavar="S3_URL",
+                     help="s3://BUCKET/PREFIX of checkpoints to inventory, with the account's EBS volumes and "
+                          "snapshots (repeatable; the aws_storage source)")
     aws.add_argument("--no-aws-prices", action="store_true",
                      help="leave out the EC2 spot price, pricing and spot advisor sources")
     gcp = init.add_argument_group("Google Cloud")
@@ -81,6 +84,7 @@ class Choices:
     aws_region: str = DEFAULT_REGION
     aws_endpoint: str | None = None
     aws_prices: bool = True
+    aws_storage: list[str] = field(default_factory=list)  # s3://bucket/prefix of checkpoints to inventory
     bigquery_table: str | None = None
     gcp_path: str | None = None
     gcp_endpoint: str | None = None
@@ -123,6 +127,7 @@ def from_flags(args: argparse.Namespace) -> Choices:
     return Choices(warehouse=args.warehouse, team_tags=args.team_tag or Choices().team_tags,
                    aws_bucket=args.aws_cur_bucket, aws_prefix=args.aws_cur_prefix, aws_path=args.aws_cur_path,
                    aws_region=args.aws_region, aws_endpoint=args.aws_endpoint_url, aws_prices=not args.no_aws_prices,
+                   aws_storage=list(args.aws_storage_prefix or []),
                    bigquery_table=args.bigquery_table, gcp_path=args.gcp_billing_path, gcp_endpoint=args.gcp_endpoint,
                    gcp_catalog_endpoint=args.gcp_catalog_endpoint,
                    gcp_prices=not args.no_gcp_prices, dcgm_targets=list(args.dcgm_target or []),
@@ -144,6 +149,9 @@ def ask(choices: Choices, prompt: Callable[[str], str] = input, out=sys.stdout) 
     if choices.aws_bucket:
         choices.aws_prefix = q("AWS: key prefix of the export in that bucket", choices.aws_prefix)
         choices.aws_region = q("AWS: the bucket's region", choices.aws_region)
+    prefixes = q("AWS: checkpoint prefixes to inventory with the EBS volumes (s3://bucket/prefix, comma-separated)",
+                 ",".join(choices.aws_storage))
+    choices.aws_storage = [p.strip() for p in prefixes.split(",") if p.strip()]
     choices.bigquery_table = q("Google Cloud: BigQuery billing export table (project.dataset.table)",
                                choices.bigquery_table or "") or None
     targets = q("DCGM exporter /metrics URLs (comma-separated)", ",".join(choices.dcgm_targets))
@@ -206,6 +214,25 @@ def _aws_sections(c: Choices) -> list[str]:
                   "# Spot interruption frequency bands (the public Spot Instance Advisor data)",
                   "[sources.aws_spot_advisor]", 'type = "aws_spot_advisor"', f"regions = {_s([c.aws_region])}", ""]
     return lines
+
+
+def _storage_section(c: Choices) -> list[str]:
+    from gpufinops.ingest.core.spec import OptionProblem
+    from gpufinops.ingest.storage.options import PrefixRule
+
+    lines = ["# EBS volumes and snapshots, and the objects under these prefixes only (ec2:DescribeVolumes,",
+             "# ec2:DescribeSnapshots, ec2:DescribeInstances, s3:ListBucket, cloudwatch:GetMetricData): docs/storage.md",
+             "[sources.storage]", 'type = "aws_storage"', f"regions = {_s([c.aws_region])}"]
+    lines += [f"endpoint_url = {_s(c.aws_endpoint)}"] if c.aws_endpoint else []
+    for url in c.aws_storage:
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        try:
+            PrefixRule.parse({"bucket": bucket, "prefix": prefix}, "prefix")
+        except OptionProblem as exc:
+            raise ValueError(f"--aws-storage-prefix {url!r}: {exc.problem} (expected s3://BUCKET/PREFIX)") from None
+        lines += ["[[sources.storage.prefixes]]", f"bucket = {_s(bucket)}", f"prefix = {_s(prefix)}",
+                  'purpose = "checkpoint"             # or dataset']
+    return lines + [""]
 
 
 def _gcp_sections(c: Choices) -> list[str]:
@@ -275,10 +302,12 @@ def render(c: Choices) -> str:
              "[teams]", f"tag_keys = {_s(c.team_tags)}   # where a team name is found, in order", ""]
     if c.aws_bucket or c.aws_path:
         lines += _aws_sections(c)
+    if c.aws_storage:
+        lines += _storage_section(c)
     if c.bigquery_table or c.gcp_path:
         lines += _gcp_sections(c)
     lines += _metrics_sections(c) + _other_sections(c)
-    if not any((c.aws_bucket, c.aws_path, c.bigquery_table, c.gcp_path, c.dcgm_targets, c.prometheus_url,
+    if not any((c.aws_bucket, c.aws_path, c.aws_storage, c.bigquery_table, c.gcp_path, c.dcgm_targets, c.prometheus_url,
                 c.nvidia_smi_path, c.focus_path, c.onprem_groups)):
         lines += ["# No sources yet: add [sources.<name>] tables (docs/sources/index.md), or run `gpufinops init` again.",
                   ""]

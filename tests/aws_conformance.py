@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tests import aws_cur_data as data
+from tests import storage_conformance
 from tests.aws_loopback import DUMMY_CREDENTIALS, AwsApiServer
 
 _SERVER: AwsApiServer | None = None
@@ -99,7 +100,13 @@ FIXTURES = {
     "aws_pricing": aws_pricing_input,
     "aws_spot_advisor": aws_spot_advisor_input,
     "cloudwatch_gpu": cloudwatch_gpu_input,
+    **storage_conformance.FIXTURES,  # the storage inventory sources (aws_storage, gcp_storage) share one module
 }
 NEGATIVE_USAGE = {"aws_cur": aws_cur_negative_usage}
 # the column each reference table is dated by, for the suite's "timestamps where the input put them"
-TIME_COLUMNS = {"spot_prices": "ts", "instance_types": "updated_at", "spot_interruption_bands": "updated_at"}
+TIME_COLUMNS = {
+    "spot_prices": "ts",
+    "instance_types": "updated_at",
+    "spot_interruption_bands": "updated_at",
+    **storage_conformance.TIME_COLUMNS,
+}

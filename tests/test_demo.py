@@ -49,6 +49,7 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
     assert statuses == [
         ("aws_cur", "succeeded"),
         ("aws_spot_advisor", "succeeded"),
+        ("demo_storage", "succeeded"),  # the simulated storage listing, loaded as an aws_storage source
         ("gcp_billing", "succeeded"),
         ("gcp_prices", "succeeded"),
         ("gpu_metrics", "succeeded"),

@@ -69,6 +69,8 @@ def test_init_writes_a_commented_config_that_loads_for_every_source_kind(tmp_pat
         "cur2/acme",
         "--aws-region",
         "eu-west-1",
+        "--aws-storage-prefix",
+        "s3://acme-ckpt/train/",
         "--bigquery-table",
         "acme-billing.billing.gcp_billing_export_resource_v1_X",
         "--dcgm-target",
@@ -91,6 +93,7 @@ def test_init_writes_a_commented_config_that_loads_for_every_source_kind(tmp_pat
         "aws_spot_prices",
         "aws_pricing",
         "aws_spot_advisor",
+        "aws_storage",
         "gcp_billing_export",
         "gcp_catalog",
         "dcgm_exporter",
@@ -102,6 +105,8 @@ def test_init_writes_a_commented_config_that_loads_for_every_source_kind(tmp_pat
     raw = tomllib.loads(text)["sources"]
     assert raw["aws_cur"] == {"type": "aws_cur", "bucket": "acme-cur", "prefix": "cur2/acme", "region": "eu-west-1"}
     assert raw["gcp_billing"]["table"] == "gcp_billing_export_resource_v1_X"
+    assert raw["storage"]["prefixes"] == [{"bucket": "acme-ckpt", "prefix": "train/", "purpose": "checkpoint"}]
+    assert raw["storage"]["regions"] == ["eu-west-1"]
     assert raw["dcgm"]["targets"] == ["http://gpu-1:9400/metrics", "http://gpu-2:9400/metrics"]
     assert raw["onprem"]["node_groups"][0]["nodes"] == ["gpu-1", "gpu-2"]
     assert list(raw).index("onprem") > list(raw).index("nvidia_smi")  # on-prem costs follow its metrics
@@ -112,13 +117,28 @@ def test_init_writes_a_commented_config_that_loads_for_every_source_kind(tmp_pat
 
 
 def test_init_asks_one_question_per_source(tmp_path):
-    answers = iter(["", "acme-cur", "exports/cur2", "us-west-2", "", "http://gpu-1:9400/metrics", "", "", "", "n"])
+    answers = iter(
+        [
+            "",
+            "acme-cur",
+            "exports/cur2",
+            "us-west-2",
+            "s3://ckpt/llm/",
+            "",
+            "http://gpu-1:9400/metrics",
+            "",
+            "",
+            "",
+            "n",
+        ]
+    )
     args = cli._parser().parse_args(["init", "--out", str(tmp_path / "gpufinops.toml"), "--interactive"])
     assert init_cmd.run(args, prompt=lambda question: next(answers)) == 0
     raw = tomllib.loads((tmp_path / "gpufinops.toml").read_text())
     assert raw["sources"]["aws_cur"]["region"] == "us-west-2" and raw["warehouse"]["path"] == "data/gpufinops.duckdb"
     assert raw["sources"]["dcgm"]["targets"] == ["http://gpu-1:9400/metrics"]
     assert "gcp_billing" not in raw["sources"]
+    assert raw["sources"]["storage"]["prefixes"][0]["bucket"] == "ckpt"
 
 
 def test_init_refuses_a_bad_answer_with_one_sentence(tmp_path, capsys):
@@ -127,6 +147,11 @@ def test_init_refuses_a_bad_answer_with_one_sentence(tmp_path, capsys):
     )
     assert init_cmd.run(args) == 2
     assert "PROJECT.DATASET.TABLE" in capsys.readouterr().err and not (tmp_path / "gpufinops.toml").exists()
+    args = cli._parser().parse_args(
+        ["init", "--out", str(tmp_path / "gpufinops.toml"), "--yes", "--aws-storage-prefix", "s3://ckpt"]
+    )
+    assert init_cmd.run(args) == 2
+    assert "listing a whole bucket is refused" in capsys.readouterr().err and not (tmp_path / "gpufinops.toml").exists()
 
 
 @pytest.mark.slow
@@ -145,6 +170,8 @@ def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
             f.write(
                 f'\n[sources.aws_spot_advisor_copy]\ntype = "aws_spot_advisor"\n'
                 f'url = "{advisor.url("/spot-advisor-data.json")}"\n'
+                f'\n[sources.storage]\ntype = "aws_storage"\nendpoint_url = "{endpoint}"\n'
+                '[[sources.storage.prefixes]]\nbucket = "acme-cur"\nprefix = "ckpt/"\n'
             )
         text = path.read_text().replace(
             '[sources.aws_spot_advisor]\ntype = "aws_spot_advisor"\nregions = ["us-east-1"]\n', ""
@@ -157,6 +184,7 @@ def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
         assert lines["source aws_cur"].startswith("ok") and "1 manifest(s)" in lines["source aws_cur"]
         assert lines["source aws_spot"].startswith("ok") and lines["source aws_prices"].startswith("ok")
         assert lines["source aws_spot_advisor_copy"].startswith("ok")
+        assert lines["source storage"].startswith("ok") and "1 bucket(s) reachable" in lines["source storage"]
         assert lines["warehouse"].startswith("warn") and "gpufinops ingest creates it" in lines["warehouse"]
         path.write_text(path.read_text().replace('bucket = "acme-cur"', 'bucket = "no-such-bucket"'))
         status, lines = run_doctor(path, timeout=30.0)
@@ -164,6 +192,7 @@ def test_doctor_checks_aws_sources_against_moto(tmp_path, quiet_env):
         assert lines["source aws_cur"].startswith("FAIL aws_cur: s3://no-such-bucket: 404")
         assert "fix: " in lines["source aws_cur"]
         assert "s3:ListBucket" in lines["source aws_cur"]
+        assert lines["source storage"].startswith("warn") and "s3://no-such-bucket: 404" in lines["source storage"]
 
 
 def test_doctor_without_credentials_names_the_chain_and_skips_what_needs_them(tmp_path, quiet_env, monkeypatch):

@@ -145,3 +145,26 @@ def test_disks_snapshots_and_prefixes_are_listed_paged_and_a_left_disk_is_an_orp
     assert orphan.resource_id.endswith("disks/scratch") and orphan.monthly_savings_usd == Decimal("100.00")  # 200 − 100
     tier = storage_tier.findings(inputs, settings)
     assert [w.reason for w in tier.withheld] == ["no_iops_measurements"]  # disk operations are not read yet
+
+
+def test_the_gcp_storage_source_is_checked_by_doctor_and_loaded_by_the_runner(tmp_path):
+    """``gcp_storage`` through the layers every source passes: doctor's reachability check, the runner's
+    ledger and load (the same batches and domains as aws_storage), a second run in the hour skipped."""
+    from gpufinops.ingest.core.registry import default_registry
+    from gpufinops.ingest.core.runner import run_source
+    from gpufinops.jobs import doctor_sources
+    from gpufinops.jobs.config import SourceConfig
+
+    options = {"endpoint": "", "project": P, "prefixes": [{"bucket": "ckpt", "prefix": "llm/", "team": "llm"}]}
+    with serve() as (endpoint, server):
+        _state(server, attached=False)
+        options["endpoint"] = endpoint
+        source = SourceConfig("gcs", "gcp_storage", "40 5 * * *", options)
+        assert doctor_sources.needs_extra(source) == "gcp-storage"
+        status, detail, _fix = doctor_sources.CHECKS["gcp_storage"](source, tmp_path, 5.0)
+        assert status == doctor_sources.OK and P in detail
+        warehouse = tmp_path / "wh.duckdb"
+        first = run_source(default_registry(), warehouse, "gcs", "gcp_storage", options)
+        again = run_source(default_registry(), warehouse, "gcs", "gcp_storage", options)
+    assert first.status == "succeeded" and first.rows == 2 and "5 object(s) under 1 prefix(es)" in first.watermark
+    assert again.status == "skipped"

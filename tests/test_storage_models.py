@@ -1,5 +1,7 @@
-"""The storage side on a held-out AWS account in moto (tests/storage_account.py): the inventory through
-boto3 on loopback, the bill's own rates, and each planted finding found with its dollars, nothing else."""
+"""The storage side on a held-out AWS account in moto (tests/storage_account.py): the inventory as the
+``aws_storage`` source through the ingest runner and boto3 on loopback, the bill's own rates, and each planted
+finding found with its dollars, nothing else. The inventory's clock is set (``aws_source.clock``) so that
+three inventories a month apart run in one test; everything else is real."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from decimal import Decimal
 
 import pytest
 
-from gpufinops.ingest.storage import aws_inventory
+from gpufinops.ingest.core.registry import default_registry
+from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.storage import aws_inventory, aws_source
 from gpufinops.models import registry
 from gpufinops.models.run import analyse
-from gpufinops.warehouse import db, storage_store
+from gpufinops.warehouse import db
 from tests import storage_account as acct
 from tests.aws_loopback import moto_s3, use_dummy_credentials
 
@@ -21,11 +25,23 @@ pytestmark = pytest.mark.slow  # a moto account inventoried three times: ~40 s o
 STORAGE_KINDS = ("storage_tier", "storage_orphan", "checkpoint_lifecycle")
 
 
-def _inventory(con, endpoint: str, at: datetime) -> aws_inventory.Inventory:
-    inv = aws_inventory.collect(
-        "storage", acct.clients(endpoint), acct.options(), at, storage_store.previous_volumes(con, "storage")
-    )
-    storage_store.load(con, "storage", inv)
+REGISTRY = default_registry()
+
+
+def _options(endpoint: str) -> dict:
+    return {"endpoint_url": endpoint, "regions": [acct.REGION], "prefixes": acct.options().prefixes}
+
+
+def _inventory(path, endpoint: str, at: datetime, mp) -> aws_inventory.Inventory:
+    """One run of the source at clock ``at``; returns the inventory it loaded (read back from the warehouse)."""
+    mp.setattr(aws_source, "clock", lambda: at)
+    result = run_source(REGISTRY, path, "storage", "aws_storage", _options(endpoint))
+    assert result.status == "succeeded", result.error
+    inv = aws_inventory.Inventory()
+    with db.reader(path) as con:
+        for table, rows in aws_source.tables(inv).items():
+            cur = con.execute(f"SELECT * EXCLUDE (ingest_run_id) FROM {table} WHERE source = 'storage'")
+            rows.extend(dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur.fetchall())
     return inv
 
 
@@ -38,15 +54,15 @@ def account(tmp_path_factory):
     final = datetime.now(UTC).replace(microsecond=0) + timedelta(days=30)
     with moto_s3() as endpoint:
         ids = acct.plant(endpoint, final)
+        _inventory(path, endpoint, final - timedelta(days=29), mp)
+        c = acct.clients(endpoint)
+        ec2 = c.ec2(acct.REGION)
+        ec2.detach_volume(VolumeId=ids["orphan"], InstanceId=ids["p5_gone"])
+        ec2.detach_volume(VolumeId=ids["cpu_orphan"], InstanceId=ids["m5"])
+        ec2.terminate_instances(InstanceIds=[ids["p5_gone"]])
+        _inventory(path, endpoint, final - timedelta(days=28), mp)
+        inv = _inventory(path, endpoint, final, mp)
         with db.writer(path) as con:
-            _inventory(con, endpoint, final - timedelta(days=29))
-            c = acct.clients(endpoint)
-            ec2 = c.ec2(acct.REGION)
-            ec2.detach_volume(VolumeId=ids["orphan"], InstanceId=ids["p5_gone"])
-            ec2.detach_volume(VolumeId=ids["cpu_orphan"], InstanceId=ids["m5"])
-            ec2.terminate_instances(InstanceIds=[ids["p5_gone"]])
-            _inventory(con, endpoint, final - timedelta(days=28))
-            inv = _inventory(con, endpoint, final)
             acct.bill(con, ids, final)
             run = analyse(con)
         yield path, ids, inv, run, endpoint
@@ -112,16 +128,39 @@ def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attac
     assert (scope["volumes_in_scope"], scope["volumes_out_of_scope"]) == (6, 3)
 
 
-def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path):
-    path, _ids, inv, _run, _endpoint = account
+def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path, monkeypatch):
+    """A team tag with CR/LF (EC2 accepts it) fails the run in the domain layer: one sentence naming the
+    table, the volume and the column; the warehouse and the ledger's cursor as they were, exit 1."""
+    from gpufinops.jobs import cli
+
+    path, ids, _inv, _run, endpoint = account
     copy = tmp_path / "wh.duckdb"
     copy.write_bytes(path.read_bytes())
-    bad = aws_inventory.Inventory(volumes=[{**inv.volumes[0], "team": "vision\r\nBcc: x"}])
-    with db.writer(copy, create=False) as con:
-        before = con.execute("SELECT count(*) FROM storage_volumes").fetchone()
-        with pytest.raises(storage_store.StorageInventoryError, match=r"storage_volumes row 1 .*column team"):
-            storage_store.load(con, "storage", bad)
-        assert con.execute("SELECT count(*) FROM storage_volumes").fetchone() == before
+    use_dummy_credentials(monkeypatch)
+    ec2 = acct.clients(endpoint).ec2(acct.REGION)
+    ec2.create_tags(Resources=[ids["tier"]], Tags=[{"Key": "team", "Value": "vision\r\nBcc: x"}])
+    try:
+        with db.reader(copy) as con:
+            before = con.execute("SELECT * FROM storage_volumes ORDER BY volume_id").fetchall()
+        config = _config(tmp_path, copy, endpoint)
+        assert cli.main(["--config", str(config), "ingest"]) == 1
+        with db.reader(copy) as con:
+            assert con.execute("SELECT * FROM storage_volumes ORDER BY volume_id").fetchall() == before
+            error = con.execute("SELECT error FROM ingest_runs ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+        assert "storage_volumes" in error and ids["tier"] in error and "column team value 'vision?" in error
+        assert "\n" not in error, error
+    finally:
+        ec2.create_tags(Resources=[ids["tier"]], Tags=[{"Key": "team", "Value": "vision"}])
+
+
+def _config(tmp_path, warehouse, endpoint: str, prefix: str = "llm/*/") -> object:
+    config = tmp_path / "gpufinops.toml"
+    config.write_text(
+        f'[warehouse]\npath = "{warehouse}"\n\n[sources.storage]\ntype = "aws_storage"\n'
+        f'endpoint_url = "{endpoint}"\nregions = ["us-east-1"]\n'
+        f'[[sources.storage.prefixes]]\nbucket = "ml-ckpt"\nprefix = "{prefix}"\nteam = "llm"\nread_filter = "llm"\n'
+    )
+    return config
 
 
 def test_the_exports_apply_as_they_are_in_moto(account):
@@ -158,24 +197,29 @@ def test_the_exports_apply_as_they_are_in_moto(account):
     assert document["monthly_savings_usd"] == pytest.approx(1062.50 + 30.00 + 20.00 + 9.43)
 
 
-def test_the_inventory_command_loads_a_warehouse_and_names_a_bad_option(account, tmp_path, capsys, monkeypatch):
-    from gpufinops.jobs.storage_inventory import main
+def test_gpufinops_ingest_loads_the_configured_source_and_names_a_bad_option(account, tmp_path, capsys, monkeypatch):
+    from gpufinops.jobs import cli
 
     _path, _ids, _inv, _run, endpoint = account
     use_dummy_credentials(monkeypatch)
-    config = tmp_path / "storage.toml"
-    config.write_text(
-        f'endpoint_url = "{endpoint}"\nregions = ["us-east-1"]\n'
-        '[[prefixes]]\nbucket = "ml-ckpt"\nprefix = "llm/*/"\nteam = "llm"\nread_filter = "llm"\n'
-    )
     warehouse = tmp_path / "wh.duckdb"
-    assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 0
-    out = capsys.readouterr().out
-    assert "40 object(s) under 1 prefix(es)" in out, out
-    assert "out of scope (listed, not examined): " in out, out
+    config = _config(tmp_path, warehouse, endpoint)
+    assert cli.main(["--config", str(config), "ingest"]) == 0
     with db.reader(warehouse) as con:
         roots = {r[0] for r in con.execute("SELECT DISTINCT prefix FROM storage_objects").fetchall()}
+        ledger = con.execute("SELECT source_type, status, rows, watermark FROM ingest_runs").fetchall()
     assert roots == {"llm/run-a/", "llm/run-b/"}  # the glob's matches
-    config.write_text('regions = ["us-east-1"]\n[[prefixes]]\nbucket = "ml-ckpt"\nprefix = "*"\n')
-    assert main(["--config", str(config), "--warehouse", str(warehouse)]) == 2
+    assert [r[:2] for r in ledger] == [("aws_storage", "succeeded")] and ledger[0][2] > 0
+    assert "40 object(s) under 1 prefix(es)" in ledger[0][3], ledger
+    from gpufinops.warehouse import freshness
+
+    with db.reader(warehouse) as con:
+        fresh = freshness.source_freshness(con).row(0, named=True)
+    assert (fresh["source"], fresh["kind"], fresh["stale"]) == ("storage", "inventory", False)
+    assert cli.main(["--config", str(config), "ingest"]) == 0  # the same hour, the same account: skipped
+    with db.reader(warehouse) as con:
+        assert con.execute("SELECT status FROM ingest_runs ORDER BY started_at DESC LIMIT 1").fetchone() == ("skipped",)
+    capsys.readouterr()
+    config = _config(tmp_path, warehouse, endpoint, prefix="*")
+    assert cli.main(["--config", str(config), "ingest"]) == 2
     assert "listing a whole bucket is refused" in capsys.readouterr().err

@@ -23,6 +23,7 @@ MAX_GPU_MEMORY_MIB = 1024.0 * 1024  # 1 TiB on one GPU: ~3.5× today's largest (
 MAX_GPU_POWER_W = 5000.0
 MAX_INT32 = 2**31 - 1
 MAX_GPUS = 1024  # GPUs behind one billed resource
+MAX_VOLUME_GIB = 1024.0 * 1024  # 1 PiB: 16× the largest EBS volume (64 TiB)
 MAX_LABEL = 256  # characters of a name that becomes a label or a header
 MONEY_LIMIT = 1e23  # DECIMAL(38,15) holds 23 integral digits
 CONTROL = "[\\x00-\\x1f\\x7f]"  # RE2: C0 controls (CR, LF, tab, NUL, …) and DEL
@@ -278,6 +279,38 @@ DOMAINS: dict[str, dict[str, Domain]] = {
     },
     "price_catalog": {"unit_price": money(), "start_usage_amount": money(signed=False), "gpu_model": label()},
     "price_history": {"effective_from": moment(), "price": money(signed=False), "instance_type": label()},
+    # the storage inventory (ingest/storage): sizes, provisioned and measured rates, object counts, names
+    "storage_volumes": {
+        "size_gib": amount(MAX_VOLUME_GIB, "GiB"),
+        "iops": amount(1e7),  # an io2 Block Express volume provisions at most 256,000
+        "throughput_mibps": amount(1e6, "MiB/s"),
+        **{c: moment() for c in ("last_attached_at", "detached_at", "created_at", "observed_at")},
+        **{c: label() for c in ("region", "zone", "volume_type", "state", "team", "last_instance_type")},
+        **{c: label() for c in ("volume_id", "attached_instance_id", "last_instance_id")},
+    },
+    "storage_snapshots": {
+        "size_gib": amount(MAX_VOLUME_GIB, "GiB"),
+        **{c: moment() for c in ("started_at", "observed_at")},
+        **{c: label() for c in ("region", "snapshot_id", "volume_id", "team")},
+    },
+    "storage_objects": {
+        **{c: count(2**62) for c in ("objects", "bytes")},
+        **{c: moment() for c in ("oldest_at", "newest_at", "observed_at")},
+        **{c: label() for c in ("bucket", "team", "storage_class")},
+        **{c: label(4096) for c in ("prefix", "run", "checkpoint")},
+    },
+    "storage_volume_ops_hourly": {
+        "hour": moment(),  # the inventory may be taken at a replayed clock (the models' "now")
+        **{c: amount(1e12) for c in ("read_ops", "write_ops")},
+        **{c: amount(1e18, "bytes") for c in ("read_bytes", "write_bytes")},
+        "volume_id": label(),
+    },
+    "storage_prefix_reads_daily": {
+        "day": moment(),
+        "get_requests": amount(1e15),
+        "bucket": label(),
+        "prefix": label(4096),
+    },
 }
 
 

@@ -19,7 +19,7 @@ import polars as pl
 # Cost exports: AWS refreshes CUR 2.0 / FOCUS exports up to three times a day and the newest hours
 # fill in over the next day; the GCP BigQuery export is "typically" a day behind (Google's docs);
 # FOCUS files are daily. GPU metrics: a scrape every minute, an hourly rollup: the newest complete
-# hour. Price catalogues change rarely: a week old is fine.
+# hour. Price catalogues change rarely: a week old is fine. A storage inventory is a daily listing.
 EXPECTED_LAG_HOURS: dict[str, tuple[str, float]] = {
     "aws_cur": ("cost", 24.0),
     "gcp_billing_export": ("cost", 24.0),
@@ -34,6 +34,8 @@ EXPECTED_LAG_HOURS: dict[str, tuple[str, float]] = {
     "gcp_catalog": ("prices", 168.0),
     "aws_spot_advisor": ("prices", 168.0),
     "gcp_price_history": ("prices", 720.0),
+    "aws_storage": ("inventory", 24.0),  # a daily listing of volumes, snapshots and prefixes
+    "gcp_storage": ("inventory", 24.0),
 }
 DEFAULT_LAG = ("other", 24.0)
 

@@ -103,6 +103,11 @@ class Batch:
     source_column: str | None = None
     # Where the rows came from (a file, an object, an API call): an error loading them names it.
     context: str | None = None
+    # The columns naming a row in an error when this batch's table is not the ingestor's own.
+    key: tuple[str, ...] | None = None
+    # Whether its rows count as the source's rows in the ledger (False: rows beside them, e.g. the
+    # snapshots and measured hours of a storage inventory, whose volumes are counted).
+    counted: bool = True
 
 
 @dataclass
@@ -175,6 +180,8 @@ BUILTIN_MODULES = (
     "gpufinops.ingest.gcp.gcp_billing_export",
     "gpufinops.ingest.gcp.gcp_catalog",
     "gpufinops.ingest.gcp.gcp_price_history",
+    "gpufinops.ingest.storage.aws_source",
+    "gpufinops.ingest.storage.gcp_source",
 )
 
 

@@ -222,11 +222,11 @@ def _load(
     try:
         for batch in result.batches:
             failed_batch = batch
-            key = meta.key if batch.table == meta.target_table else ("hour", "gpu_uuid", "host")
+            key = batch.key or (meta.key if batch.table == meta.target_table else ("hour", "gpu_uuid", "host"))
             inserted = _insert_batch(con, batch, source, meta.source_column, meta.slice_expr, touched, key)
             if batch.table == "ingest_rejects":
                 rejected += inserted
-            elif batch.table not in UNCOUNTED_TABLES:
+            elif batch.table not in UNCOUNTED_TABLES and batch.counted:
                 rows += inserted
         failed_batch = None
         if any(batch.table == "cost_line_items" for batch in result.batches):

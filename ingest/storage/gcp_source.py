@@ -1,0 +1,86 @@
+"""The ``gcp_storage`` source: the Google Cloud storage inventory (``gcp_inventory``) as a registered ingestor.
+
+Configured like every source (``[sources.NAME] type = "gcp_storage"``) and loaded by the same batches as
+``aws_storage`` (``aws_source.batches``): the ledger, the storage tables' domains, one transaction, a second
+run in the same hour over the same project skipped. Persistent Disks, snapshots and the objects under the
+configured GCS prefixes only (the ``[gcp-storage]`` extra); disk operations are not read yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+
+from gpufinops.ingest.core.registry import FetchResult, IngestContext, IngestorMeta
+from gpufinops.ingest.core.spec import option
+from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
+from gpufinops.ingest.storage import aws_source, gcp_inventory
+from gpufinops.ingest.storage.options import PrefixRule
+
+
+@dataclass(frozen=True, kw_only=True)
+class GcpStorageSourceOptions(GcpClientOptions):
+    project: str = option(doc="the project whose disks, snapshots and buckets are listed")
+    prefixes: list[dict] = option([], "bucket prefixes to inventory: [{bucket, prefix, purpose, team}]")
+    team_label_keys: list[str] = option(["team"], "labels that name a disk's or snapshot's team")
+    max_objects_per_prefix: int = option(10_000_000, "objects listed under one prefix before it is recorded as partial")
+    max_pages: int = option(100_000, "pages one listing may read")
+
+    @property
+    def rules(self) -> list[PrefixRule]:
+        return [PrefixRule.parse(t, f"prefixes[{i}]") for i, t in enumerate(self.prefixes)]
+
+    def validate(self) -> None:
+        self.rules  # noqa: B018  # parsing is the check
+
+
+class GcpStorage:
+    meta = IngestorMeta(
+        name="gcp_storage",
+        target_table="storage_volumes",
+        key=("source", "volume_id"),
+        slice_expr="source",
+        source_column="source",
+        cursor="digest of the last inventory",
+        lookback=timedelta(0),
+        default_schedule="40 5 * * *",
+        options=GcpStorageSourceOptions,
+        description="Google Cloud storage inventory: Persistent Disks, snapshots and objects under configured "
+        "GCS prefixes",
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        from gpufinops.ingest.gcp import gcp_common
+
+        options: GcpStorageSourceOptions = ctx.options
+        now = aws_source.clock().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        listing = gcp_inventory.GcpStorageOptions(
+            project=options.project,
+            rules=tuple(options.rules),
+            team_label_keys=tuple(options.team_label_keys),
+            max_pages=options.max_pages,
+            max_objects_per_prefix=options.max_objects_per_prefix,
+        )
+        credentials = gcp_common._credentials(ctx.source, options)
+        clients = gcp_inventory.clients(options.endpoint, credentials, options.project)
+        try:
+            inv = gcp_inventory.collect(
+                ctx.source, clients, listing, now, aws_source.previous_volumes(ctx.con, ctx.source)
+            )
+        except Exception as exc:  # an API error: one sentence, never a traceback with request data
+            if gcp_common.status_of(exc) is None:
+                raise
+            raise gcp_common.describe_error(ctx.source, "the storage inventory", exc) from None
+        digest, watermark = aws_source.fingerprint(inv), aws_source.summary(inv, len(listing.rules))
+        if digest == ctx.state.get("digest"):
+            return FetchResult(
+                [], ctx.state, watermark=watermark, skipped_reason="the inventory is unchanged this hour"
+            )
+        return FetchResult(
+            aws_source.batches(ctx.source, inv, ctx.run_id, "the storage inventory"),
+            {"digest": digest, "observed_at": now.isoformat()},
+            watermark=watermark,
+        )
+
+
+INGESTORS = [GcpStorage]
