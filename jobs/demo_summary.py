@@ -30,7 +30,7 @@ IDLE_COLUMNS = (
     Col("confidence", "Conf.", RATIO),
 )
 FINDING_COLUMNS = (
-    Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("kind", "Kind", TEXT),  # (wraps a long label, "Checkpoint lifecycle", before an id is elided)
     Col("plan", "Plan", TEXT, no_wrap=True),
     Col("provider", "Cloud", TEXT, no_wrap=True),
     Col("team", "Team", TEXT, no_wrap=True),

@@ -244,18 +244,35 @@ def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[st
     minimum = [min(n, max(len(h), FLEXIBLE_MIN.get(c.kind, 12), _last_segments(cells, i) if c.kind == ID else 0))
                if f else n for i, (c, n, f, h) in enumerate(zip(columns, natural, flexible, header))]
     over = sum(m for m, f in zip(minimum, flexible) if f) - room
-    while over > 0:  # too narrow for every minimum: take from the widest flexible column, down to its base
-        widest = max((i for i, f in enumerate(flexible) if f), key=lambda i: minimum[i])
-        base = max(len(header[widest]), FLEXIBLE_MIN.get(columns[widest].kind, 12))
-        if minimum[widest] <= base:
+    def base(i: int) -> int:
+        return max(len(header[i]), FLEXIBLE_MIN.get(columns[i].kind, 12))
+
+    while over > 0:  # too narrow for every minimum: take from the widest flexible column, down to its base;
+        # wrapped text first (it only wraps more), ids last (an elided id loses its name)
+        shrinkable = [i for i, f in enumerate(flexible) if f and minimum[i] > base(i)]
+        if not shrinkable:
             break
+        widest = max(shrinkable, key=lambda i: (columns[i].kind != ID, minimum[i]))
         minimum[widest] -= 1
         over -= 1
     spare = max(0, room - sum(m for m, f in zip(minimum, flexible) if f))
     extra = [n - m if f else 0 for n, m, f in zip(natural, minimum, flexible)]
-    total_extra = sum(extra) or 1
-    planned = [m + spare * e // total_extra if f else None for m, e, f in zip(minimum, extra, flexible)]
-    return planned
+    given = [0] * len(columns)
+    waiting = sorted((i for i, f in enumerate(flexible) if f and extra[i] > 0), key=lambda i: extra[i])
+    while waiting and spare > 0:  # the room left, shared evenly: a column that wants little (a label) gets it all
+        share = max(1, spare // len(waiting))
+        i = waiting[0]
+        if extra[i] - given[i] <= share:
+            spare -= extra[i] - given[i]
+            given[i] = extra[i]
+            waiting.pop(0)
+        else:  # every column left wants more than an even share: give each its share
+            for j in waiting:
+                step = min(share, spare)
+                given[j] += step
+                spare -= step
+            break
+    return [m + g if f else None for m, g, f in zip(minimum, given, flexible)]
 
 
 def build_table(data: pl.DataFrame | Iterable[Mapping[str, Any]], columns: Sequence[Col], *,

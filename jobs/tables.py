@@ -17,7 +17,7 @@ from gpufinops.warehouse import labels
 
 RECOMMENDATION_COLUMNS = (
     Col("monthly_savings_usd", "Savings/mo", MONEY),
-    Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("kind", "Kind", TEXT),  # (wraps a long label, "Checkpoint lifecycle", before an id is elided)
     Col("status", "Status", TEXT, no_wrap=True, hide_below=120),  # always shown once a finding is decided
     Col("team", "Team", TEXT, no_wrap=True),
     Col("provider", "Cloud", TEXT, no_wrap=True, hide_below=90),
@@ -117,7 +117,7 @@ def print_runs(
 
 
 WITHHELD_COLUMNS = (
-    Col("kind", "Kind", TEXT, no_wrap=True),
+    Col("kind", "Kind", TEXT),  # (wraps a long label, "Checkpoint lifecycle", before an id is elided)
     Col("team", "Team", TEXT, no_wrap=True),
     Col("resource_id", "Resource", ID),
     Col("reason", "Reason", TEXT, no_wrap=True),

@@ -83,8 +83,10 @@ def start(config: Path, tmp_path: Path, name: str) -> subprocess.Popen:
 
 
 def rows(db_path: Path, sql: str) -> list[tuple]:
-    """Read while the daemon runs: it holds the write lock only during a job, so retry briefly."""
-    for _ in range(200):
+    """Read while the daemon runs: it holds the write lock only during a job (a load, its allocation and the
+    results it stores for the dashboard: seconds, more on a loaded machine), so retry for up to 90 s."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
         try:
             with duckdb.connect(str(db_path), read_only=True) as con:
                 return con.execute(sql).fetchall()

@@ -197,8 +197,14 @@ def _carbon(
             pl.col("withheld_gpu_hours").sum(),
             measured.sum().alias("measured_gpu_hours"),
         )
+        .with_columns(  # a team with no measured hour has no energy, not zero (and no NaN per hour)
+            [
+                pl.when(pl.col("measured_gpu_hours") > 0).then(pl.col(c)).otherwise(None).alias(c)
+                for c in ("kwh", "kg_co2e")
+            ]
+        )
         .with_columns((pl.col("kg_co2e") / pl.col("measured_gpu_hours")).alias("kg_co2e_per_gpu_hour"))
-        .sort("kg_co2e", descending=True, nulls_last=True)
+        .sort(["kg_co2e", "team"], descending=[True, False], nulls_last=True)  # ties in the team's order
     )
     sources = carbon_queries.sources(con, team=teams, start=start, end=end).head(4).to_dicts()
     return per_team.to_dicts(), sources
