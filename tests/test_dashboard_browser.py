@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import httpx
 import pytest
 
@@ -259,11 +260,18 @@ ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 
 def config_names(config: Path) -> set[str]:
-    """Names the reader wrote in the config (source names and types): shown as written."""
+    """Names the reader wrote in the config (source names and types), and the sources the ingest ledger
+    holds (the demo loads its simulated storage listing as a source of its own): shown as written."""
     import tomllib
 
-    sources = tomllib.loads(config.read_text()).get("sources", {})
-    return set(sources) | {s.get("type", "") for s in sources.values()}
+    raw = tomllib.loads(config.read_text())
+    sources = raw.get("sources", {})
+    names = set(sources) | {s.get("type", "") for s in sources.values()}
+    warehouse = Path(raw.get("warehouse", {}).get("path", "data/gpufinops.duckdb"))
+    warehouse = warehouse if warehouse.is_absolute() else config.parent / warehouse
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        ledger = con.execute("SELECT DISTINCT source, source_type FROM ingest_runs").fetchall()
+    return names | {n for row in ledger for n in row if n}
 
 
 def raw_codes(text: str, allowed: set[str]) -> set[str]:
