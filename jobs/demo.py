@@ -17,7 +17,7 @@ from typing import Any
 
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs import files, tables
-from gpufinops.jobs.ingest_cmd import run_configured
+from gpufinops.jobs.ingest_run import run_configured
 from gpufinops.models.recommendation import Recommendation
 from gpufinops.models.run import analyse
 from gpufinops.warehouse import db, freshness, queries

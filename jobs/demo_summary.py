@@ -71,7 +71,7 @@ def exe_name() -> str:
         return shown if os.sep in shown else f".{os.sep}{shown}"
     if on_path:
         return "gpufinops"
-    return f"{os.path.relpath(sys.executable)} -m gpufinops.jobs.cli"
+    return f"{os.path.relpath(sys.executable)} -m gpufinops.interfaces.cli"
 
 
 def shown_path(path: Path) -> str:

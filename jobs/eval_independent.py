@@ -101,7 +101,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs import eval_baselines, eval_explain
     from gpufinops.jobs.eval_score import score
-    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.jobs.ingest_run import run_configured
     from gpufinops.models import features, gpu_type
     from gpufinops.models.registry import KINDS
     from gpufinops.models.run import analyse

@@ -48,7 +48,7 @@ def run_fleet(home: Path, seed: int, days: int, scale: int) -> tuple[list[Recomm
     """Generate, ingest and analyse one demo fleet; (recommendations, ground truth, throughput model)."""
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs import demo
-    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.jobs.ingest_run import run_configured
     from gpufinops.models import features, gpu_type
     from gpufinops.models.run import run_models
     from gpufinops.simulator import demo_fleet

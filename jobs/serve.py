@@ -61,7 +61,7 @@ class Daemon:
 
     def ingest(self, source: str) -> None:
         """One source, retried with exponential backoff; every attempt is a row in ingest_runs."""
-        from gpufinops.jobs.ingest_cmd import run_configured
+        from gpufinops.jobs.ingest_run import run_configured
 
         delay = self.settings.retry_backoff_seconds
         for attempt in range(self.settings.ingest_retries + 1):

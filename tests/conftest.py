@@ -97,7 +97,7 @@ def report_demo(tmp_path_factory) -> tuple[Path, str]:
     the weekly report's tests (test_report, test_report_resend) mail from copies of its warehouse."""
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs import demo
-    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.jobs.ingest_run import run_configured
     from gpufinops.models.run import run_models
     from gpufinops.simulator import demo_fleet
     from gpufinops.simulator.dcgm_export import write_dcgm_exports

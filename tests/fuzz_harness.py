@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.jobs import cli
+from gpufinops.interfaces import cli
 from tests.conftest import query, table_digest
 
 SEED = 16

@@ -48,7 +48,7 @@ def alerted(tmp_path_factory) -> config_mod.Config:
 
 @pytest.fixture
 def api(tmp_path, alerted):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     path = tmp_path / "api.toml"
     path.write_text(f'[warehouse]\npath = "{alerted.warehouse_path}"\n{API_TOML}')

@@ -71,7 +71,7 @@ def test_a_bad_budget_is_exit_2_naming_the_key(tmp_path):
     path = tmp_path / "gpufinops.toml"
     path.write_text('[[budgets]]\nname = "gpu"\namount = "lots"\n')
     result = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "alerts", "run"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(path), "alerts", "run"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -130,7 +130,7 @@ def test_alerts_list_shows_the_open_ones_scoped_to_a_team(tmp_path):
         [
             sys.executable,
             "-m",
-            "gpufinops.jobs.cli",
+            "gpufinops.interfaces.cli",
             "--config",
             str(config),
             "alerts",
@@ -145,7 +145,17 @@ def test_alerts_list_shows_the_open_ones_scoped_to_a_team(tmp_path):
     )
     assert run.returncode == 0 and "opened 8" in run.stdout, run.stdout + run.stderr
     listed = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "list", "--format", "json"],
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.interfaces.cli",
+            "--config",
+            str(config),
+            "alerts",
+            "list",
+            "--format",
+            "json",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -155,7 +165,17 @@ def test_alerts_list_shows_the_open_ones_scoped_to_a_team(tmp_path):
     assert len(alerts) == 8 and {a["scope"] for a in alerts} == {"v", "all"} and alerts[0]["severity"] == "critical"
     assert all(isinstance(a["value_usd"], float) and a["status"] == "open" for a in alerts)
     team = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "alerts", "list", "--team", "vision"],
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.interfaces.cli",
+            "--config",
+            str(config),
+            "alerts",
+            "list",
+            "--team",
+            "vision",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -47,7 +47,7 @@ amount = 1000000
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -133,7 +133,7 @@ def test_a_kill_during_delivery_neither_loses_nor_duplicates(fleet):
             [
                 sys.executable,
                 "-m",
-                "gpufinops.jobs.cli",
+                "gpufinops.interfaces.cli",
                 "--config",
                 str(config),
                 "alerts",
@@ -301,7 +301,7 @@ def test_a_webhook_killed_mid_post_is_resent_with_the_same_delivery_id(fleet, mo
             [
                 sys.executable,
                 "-m",
-                "gpufinops.jobs.cli",
+                "gpufinops.interfaces.cli",
                 "--config",
                 str(config),
                 "alerts",

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import duckdb
 import pytest
 
-from gpufinops.jobs import cli as main_cli
+from gpufinops.interfaces import cli as main_cli
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.alerts import render
 from gpufinops.jobs.report.headers import header

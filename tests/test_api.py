@@ -78,7 +78,7 @@ class Served:
 
 @pytest.fixture
 def api(tmp_path, feed_warehouse) -> Iterator[tuple[str, Path]]:
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     cfg = make_config(tmp_path, feed_warehouse)
     with Served(create_app(cfg, environ=TOKENS)) as served:
@@ -265,7 +265,7 @@ def hold_write_lock(warehouse: Path, seconds: float) -> subprocess.Popen:
 
 
 def test_requests_wait_for_a_writer_then_give_up_with_503(tmp_path, feed_warehouse):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     cfg = make_config(tmp_path, feed_warehouse)
     rec_id = realistic_recommendations()[0].id
@@ -303,7 +303,7 @@ def test_requests_wait_for_a_writer_then_give_up_with_503(tmp_path, feed_warehou
 
 
 def test_without_tokens_the_api_refuses_unless_insecure_demo(tmp_path, feed_warehouse, caplog):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     cfg = make_config(tmp_path, feed_warehouse, "")
     with pytest.raises(ConfigError, match="api.tokens"):
@@ -322,7 +322,7 @@ def test_the_api_command_exits_2_without_tokens(tmp_path, feed_warehouse):
     cfg_path = tmp_path / "gpufinops.toml"
     cfg_path.write_text(f'[warehouse]\npath = "{feed_warehouse}"\n')
     result = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(cfg_path), "api", "--port", "1"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(cfg_path), "api", "--port", "1"],
         capture_output=True,
         text=True,
         timeout=120,

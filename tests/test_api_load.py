@@ -49,7 +49,7 @@ def _check(warehouse, answers: list[tuple[str, int, str | None]]) -> None:
 
 @pytest.mark.parametrize("spread", ["one", "many"])
 def test_parallel_decisions_while_a_job_writes_get_no_500(tmp_path, feed_warehouse, spread):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     recs = [r.id for r in realistic_recommendations()]
     ids = [recs[0]] * PARALLEL if spread == "one" else [recs[i % len(recs)] for i in range(PARALLEL)]
@@ -65,7 +65,7 @@ def test_parallel_decisions_while_a_job_writes_get_no_500(tmp_path, feed_warehou
 
 
 def test_a_job_holding_the_warehouse_too_long_is_503_with_retry_after(tmp_path, feed_warehouse):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     rec = realistic_recommendations()[0].id
     cfg = make_config(tmp_path, feed_warehouse)

@@ -32,7 +32,7 @@ VISION = {"Authorization": f"Bearer {TOKENS['GPUFINOPS_TOKEN_VISION']}"}
 
 
 def test_two_tokens_with_one_value_refuse_to_start(tmp_path, feed_template):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     shared = secrets.token_urlsafe(24)
     env = {**TOKENS, "GPUFINOPS_TOKEN_VISION": shared, "GPUFINOPS_TOKEN_FINANCE": shared}
@@ -45,7 +45,7 @@ def test_two_tokens_with_one_value_refuse_to_start(tmp_path, feed_template):
 
 @pytest.mark.parametrize("value", ["qq", "short-token-15c"])
 def test_a_short_token_refuses_to_start(tmp_path, feed_template, value):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     with pytest.raises(
         ConfigError,
@@ -60,7 +60,7 @@ def test_the_api_command_exits_2_on_a_shared_token(tmp_path, feed_template):
     import contextlib
     import io
 
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{feed_template}"\n{API_TOML}')
@@ -76,7 +76,7 @@ def test_the_api_command_exits_2_on_a_shared_token(tmp_path, feed_template):
 
 @pytest.fixture(scope="module")
 def scoped(tmp_path_factory, feed_template):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     home = tmp_path_factory.mktemp("scope")
     db = home / "gpufinops.duckdb"

@@ -185,7 +185,7 @@ def test_recommend_prints_no_python_warning_and_names_what_it_withheld(tmp_path)
     warehouse = folder / "wh" / "gpufinops.duckdb"
     _feed(warehouse, "dcgm_exporter", ORDERS["metrics, bill, restated bill"], folder, None)
     run = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(warehouse), "recommend"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--db", str(warehouse), "recommend"],
         capture_output=True,
         text=True,
         timeout=300,

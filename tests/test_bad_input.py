@@ -101,7 +101,7 @@ def test_cli_exit_1_with_one_sentence_on_stderr(tmp_path):
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "wh.duckdb"\n[sources.focus]\ntype = "focus_files"\npath = "{bad}"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "ingest"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "ingest"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from gpufinops.jobs import carbon_cmd, cli
+from gpufinops.interfaces import carbon_cmd, cli
 from gpufinops.warehouse import db
 from gpufinops.warehouse.queries import carbon as carbon_queries
 from tests.carbon_fleet import build
@@ -47,7 +47,7 @@ def test_carbon_cli_formats(carbon_warehouse, capsys):
 
 
 def test_carbon_api_is_scoped(tmp_path, carbon_warehouse):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     cfg = make_config(tmp_path, carbon_warehouse)
     with Served(create_app(cfg, environ=TOKENS)) as served:

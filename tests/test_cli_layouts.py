@@ -12,7 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpufinops.jobs import cli, layouts, output
+from gpufinops.interfaces import cli
+from gpufinops.jobs import layouts, output
 from gpufinops.warehouse import labels
 
 WIDTHS = (80, 120, 200)

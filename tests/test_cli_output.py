@@ -36,7 +36,7 @@ def demo_home(tmp_path_factory) -> Path:
 
 def cli(*args: str, columns: int = 100, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", *args],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -156,7 +156,7 @@ class Hide(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {hidden!r}:
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 sys.meta_path.insert(0, Hide())
-from gpufinops.jobs.cli import main
+from gpufinops.interfaces.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -222,7 +222,7 @@ def test_the_demo_summary_prints_only_commands_that_work(demo_home, monkeypatch)
 
     out = io.StringIO()
     demo_summary._print_next(out, demo_home / "gpufinops.toml")
-    exe = demo_summary.exe_name()  # runnable as printed: here `python -m gpufinops.jobs.cli` (not on the PATH)
+    exe = demo_summary.exe_name()  # runnable as printed: here `python -m gpufinops.interfaces.cli` (not on the PATH)
     lines = out.getvalue().splitlines()
     commands = [shlex.split(line) for line in lines if line.strip().startswith(exe + " ")]
     assert [c[-1] for c in commands] == ["recommend", "SELECT * FROM ingest_runs", "dashboard"]

@@ -103,7 +103,7 @@ def test_bad_config_is_one_error_naming_the_key(tmp_path, text, key):
 def test_cli_exits_2_with_the_key_on_stderr(tmp_path):
     path = write(tmp_path, '[sources.x]\ntype = "focus_files"\npath = "a"\nschedule = "* * *"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest", "list"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(path), "ingest", "list"],
         capture_output=True,
         text=True,
     )

@@ -16,7 +16,7 @@ import pytest
 
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.spec import MISSING, OptionError, default_of, is_numeric
-from gpufinops.jobs import cli, dates
+from gpufinops.interfaces import cli, dates
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config import ConfigError
 from gpufinops.warehouse import ranges

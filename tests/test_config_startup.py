@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.jobs import cli
+from gpufinops.interfaces import cli
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config import ConfigError
 from tests.conftest import FOCUS_SAMPLE
@@ -98,7 +98,7 @@ def test_exempt_top_level_actions_answer_even_with_a_bad_config(tmp_path):
     config = write(tmp_path, f"[models]\n{TYPO} = 1.2\n")
     for option in _exiting_options(PARSER):
         proc = subprocess.run(
-            [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), option],
+            [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), option],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -123,7 +123,7 @@ def test_serve_exits_2_without_starting_its_scheduler(tmp_path):
         f"[jobs]\nevery_seconds = 1\n\n[models]\n{TYPO} = 1.2\n",
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "serve"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -228,9 +228,9 @@ def test_the_loader_imports_neither_the_daemon_nor_delivery_code(tmp_path):
     acting = {
         "gpufinops.jobs.serve",
         "gpufinops.jobs.webhook",
-        "gpufinops.jobs.ingest_cmd",
-        "gpufinops.jobs.api",
-        "gpufinops.jobs.dashboard_cmd",
+        "gpufinops.jobs.ingest_run",
+        "gpufinops.interfaces.api",
+        "gpufinops.interfaces.dashboard_cmd",
         "gpufinops.jobs.alerts.run",
         "gpufinops.jobs.alerts.deliver",
         "gpufinops.jobs.report.deliver",

@@ -373,7 +373,8 @@ def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
 
 
 def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch):
-    from gpufinops.jobs import config, dashboard_cmd
+    from gpufinops.interfaces import dashboard_cmd
+    from gpufinops.jobs import config
     from gpufinops.jobs.config import ConfigError
 
     path = tmp_path / "gpufinops.toml"
@@ -402,7 +403,8 @@ def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch)
     ],
 )
 def test_the_dashboard_binds_loopback_unless_sign_in_is_configured(tmp_path, section, host, listen):
-    from gpufinops.jobs import config, dashboard_cmd
+    from gpufinops.interfaces import dashboard_cmd
+    from gpufinops.jobs import config
 
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"[dashboard]\n{section}")
@@ -451,8 +453,8 @@ def test_every_total_of_the_demo_is_the_same_number(monkeypatch, demo_warehouse,
 
     from fastapi.testclient import TestClient
 
-    from gpufinops.jobs import cli
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces import cli
+    from gpufinops.interfaces.api import create_app
     from gpufinops.jobs.config import load as load_config
     from gpufinops.jobs.export import objects
     from gpufinops.jobs.report.figures import collect

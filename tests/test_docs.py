@@ -86,7 +86,7 @@ def _table_after(heading: str, page: Path) -> list[list[str]]:
 def test_the_command_table_lists_every_cli_command_and_no_other():
     import argparse
 
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     parser = cli._parser()  # noqa: SLF001
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
@@ -149,7 +149,7 @@ def command_problem(command: str) -> str | None:
     import shlex
     import tomllib
 
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     root = ROOT
     words = shlex.split(command)

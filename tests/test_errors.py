@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def gpufinops(*args: str, cwd: Path, env: dict | None = None, preexec=None, timeout: float = 60):
     return subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", *args],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -178,7 +178,7 @@ def test_verbose_tracebacks_are_scrubbed_of_secrets_and_url_credentials(tmp_path
 
 
 def test_an_internal_error_is_one_sentence_with_the_traceback_only_under_v(tmp_path, monkeypatch):
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     config = focus_config(tmp_path, tmp_path / "wh.duckdb")
 

@@ -10,7 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from gpufinops.jobs import cli, evaluate
+from gpufinops.interfaces import cli
+from gpufinops.jobs import evaluate
 from gpufinops.models.registry import KINDS
 
 RIGHTSIZING = {"gpu_count", "gpu_type", "quantization", "idle_gpu"}

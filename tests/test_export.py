@@ -287,7 +287,7 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
         [
             sys.executable,
             "-m",
-            "gpufinops.jobs.cli",
+            "gpufinops.interfaces.cli",
             "--db",
             str(feed_warehouse),
             "export",
@@ -312,7 +312,7 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
         [
             sys.executable,
             "-m",
-            "gpufinops.jobs.cli",
+            "gpufinops.interfaces.cli",
             "--db",
             str(feed_warehouse),
             "export",
@@ -330,7 +330,7 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
         [
             sys.executable,
             "-m",
-            "gpufinops.jobs.cli",
+            "gpufinops.interfaces.cli",
             "--db",
             str(feed_warehouse),
             "export",
@@ -347,7 +347,7 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
         [
             sys.executable,
             "-m",
-            "gpufinops.jobs.cli",
+            "gpufinops.interfaces.cli",
             "--db",
             str(feed_warehouse),
             "export",
@@ -361,7 +361,7 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
     )
     assert unknown.returncode == 2 and "prod-eks" in unknown.stderr and AWS_EAST in unknown.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--db", str(feed_warehouse), "export", "slurm"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--db", str(feed_warehouse), "export", "slurm"],
         capture_output=True,
         text=True,
         timeout=120,

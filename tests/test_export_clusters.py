@@ -401,7 +401,17 @@ def test_cluster_tag_keys_and_namespaces_come_from_the_config(fleet, tmp_path):
         f'[warehouse]\npath = "{fleet}"\n[export]\nnamespaces = {{nlp = ["nlp-a", "nlp-b"]}}\nnode_class = "gpu"\n'
     )
     run = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "kueue", "--cluster", "dc1"],
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.interfaces.cli",
+            "--config",
+            str(config),
+            "export",
+            "kueue",
+            "--cluster",
+            "dc1",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -413,7 +423,7 @@ def test_cluster_tag_keys_and_namespaces_come_from_the_config(fleet, tmp_path):
         ("nlp-b", "gpufinops-nlp"),
     }
     karpenter = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "karpenter"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "export", "karpenter"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -421,7 +431,7 @@ def test_cluster_tag_keys_and_namespaces_come_from_the_config(fleet, tmp_path):
     assert {d["spec"]["template"]["spec"]["nodeClassRef"]["name"] for d in docs_of(karpenter.stdout)} == {"gpu"}
     config.write_text(f'[warehouse]\npath = "{fleet}"\n[export]\nnamespaces = {{nlp = 3}}\n')
     bad = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "kueue"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "export", "kueue"],
         capture_output=True,
         text=True,
         timeout=120,

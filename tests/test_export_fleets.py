@@ -40,7 +40,7 @@ def demo_home(tmp_path_factory) -> tuple[Path, str]:
 @pytest.fixture(scope="module")
 def big_home(tmp_path_factory) -> Path:
     from gpufinops.jobs import config as config_mod
-    from gpufinops.jobs.ingest_cmd import run_configured
+    from gpufinops.jobs.ingest_run import run_configured
     from gpufinops.models.run import run_models
     from gpufinops.simulator import demo_fleet
     from gpufinops.simulator.dcgm_export import write_dcgm_exports

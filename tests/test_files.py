@@ -21,7 +21,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpufinops.jobs import cli, files
+from gpufinops.interfaces import cli
+from gpufinops.jobs import files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,7 +171,17 @@ def _export_until_temp(tmp_path: Path, warehouse: Path, out: Path) -> tuple[subp
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n')
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "export", "focus", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "gpufinops.interfaces.cli",
+            "--config",
+            str(config),
+            "export",
+            "focus",
+            "--out",
+            str(out),
+        ],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

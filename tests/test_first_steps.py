@@ -128,7 +128,7 @@ def team_warehouse(feed_warehouse: Path, tmp_path: Path) -> Path:
 
 
 def test_contradictory_or_unknown_arguments_are_usage_errors(team_warehouse: Path, tmp_path: Path, capsys) -> None:
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     out = tmp_path / "focus.csv"
     args = ["--config", str(team_warehouse), "export", "focus", "--out", str(out)]

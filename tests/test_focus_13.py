@@ -19,8 +19,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpufinops.interfaces.cli import main as cli
 from gpufinops.jobs import demo
-from gpufinops.jobs.cli import main as cli
 from gpufinops.jobs.export import focus, focus13
 from gpufinops.warehouse import allocation, db, schema
 from tests import focus_rules, focus_rules_13

@@ -18,8 +18,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpufinops.interfaces.cli import main as cli
 from gpufinops.jobs import demo
-from gpufinops.jobs.cli import main as cli
 from gpufinops.warehouse import schema
 from tests import focus_fixtures, focus_rules
 from tests.conftest import query

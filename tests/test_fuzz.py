@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpufinops.jobs import cli
+from gpufinops.interfaces import cli
 from tests import aws_cur_data
 from tests.conftest import FOCUS_SAMPLE, query, table_digest
 from tests.fuzz_harness import SEED, assert_refused, count, good_run, report_outcomes, write_config

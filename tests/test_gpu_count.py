@@ -133,7 +133,7 @@ def test_bad_settings_name_the_key():
 
 
 def test_recommend_reads_the_models_section_and_rejects_bad_values(warehouse, capsys):
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     build(warehouse, [eight("i-light", 2)], OFFERS)
     config = warehouse.parent / "gpufinops.toml"

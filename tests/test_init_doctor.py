@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.jobs import cli, config, doctor, init_cmd
+from gpufinops.interfaces import cli, doctor
+from gpufinops.jobs import config, init_cmd
 from tests import gpu_series as gs
 from tests.aws_loopback import moto_s3, use_dummy_credentials
 from tests.bq_emulator import DATASET, PROJECT
@@ -291,7 +292,9 @@ def test_doctor_reports_a_config_error_and_the_warehouse(tmp_path, quiet_env):
 
 
 def test_version_and_a_help_text_on_every_option_of_every_command():
-    result = subprocess.run([sys.executable, "-m", "gpufinops.jobs.cli", "--version"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--version"], capture_output=True, text=True
+    )
     assert result.returncode == 0 and re.fullmatch(r"gpufinops \d+\.\d+\.\d+\S*\n", result.stdout)
     missing = []
 

@@ -61,7 +61,7 @@ async def over_stdio(params: StdioServerParameters, work) -> Any:
 
 
 def test_finance_over_stdio_lists_and_answers_every_tool(home):
-    from gpufinops.jobs import mcp_tools
+    from gpufinops.interfaces import mcp_tools
 
     got = anyio.run(over_stdio, stdio(home, FINANCE, env={FINANCE: TOKENS[FINANCE]}), every_tool)
     assert set(got["tools"]) == set(CALLS) == set(mcp_tools.registry())
@@ -71,7 +71,7 @@ def test_finance_over_stdio_lists_and_answers_every_tool(home):
     assert {r["team"] for r in costs["rows"]} == TEAMS
     assert len({r["day"] for r in costs["rows"]}) == HOURS // 24
     # the figures are the API's: the same allocation-aware daily rows, summed
-    from gpufinops.jobs.api import _cost_rows
+    from gpufinops.interfaces.api import _cost_rows
     from gpufinops.warehouse import db
 
     with db.reader(config_of(home).warehouse_path) as con:
@@ -129,7 +129,7 @@ def test_a_scheduler_reads_recommendations_and_plans_but_no_costs(home):
 )
 def test_a_wrong_token_over_stdio_refuses_to_start(home, token_env, env, message, monkeypatch, capsys):
     """In-process (the command's own main): exit 2 before any protocol byte, the value never echoed."""
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     for name in TOKENS:
         monkeypatch.delenv(name, raising=False)
@@ -164,7 +164,7 @@ def test_json_answers_are_plain(home):
     """NaN and ±inf become null, Decimal a number, times ISO-8601 UTC: an answer always serialises."""
     from datetime import UTC, date, datetime
 
-    from gpufinops.jobs.mcp_tools import plain
+    from gpufinops.interfaces.mcp_tools import plain
 
     value = plain({"a": float("nan"), "b": [float("inf"), -float("inf")], "c": Decimal("1.5")})
     assert value == {"a": None, "b": [None, None], "c": 1.5}
@@ -174,7 +174,7 @@ def test_json_answers_are_plain(home):
 
 
 def test_without_the_sdk_the_command_names_the_extra(home, monkeypatch, capsys):
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` raises ImportError, as when not installed
     assert cli.main(["--config", str(home), "mcp", "--insecure-demo"]) == 1

@@ -71,7 +71,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def http(home):
-    from gpufinops.jobs import mcp_server
+    from gpufinops.interfaces import mcp_server
 
     with Served(mcp_server.http_app(config_of(home), environ=TOKENS)) as served:
         yield served.url
@@ -124,7 +124,7 @@ def test_http_refuses_a_missing_or_wrong_token(http, token):
 
 
 def test_http_refuses_to_start_without_tokens_unless_insecure_demo(tmp_path, home):
-    from gpufinops.jobs import mcp_server
+    from gpufinops.interfaces import mcp_server
     from gpufinops.jobs.config import ConfigError
 
     bare = tmp_path / "gpufinops.toml"

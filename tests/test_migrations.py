@@ -139,7 +139,7 @@ def test_a_writer_refuses_an_old_warehouse_naming_the_upgrade_command(tmp_path):
 
 
 def test_the_migrate_command_upgrades_and_says_the_version(tmp_path, capsys):
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     path = tmp_path / "v3.duckdb"
     build_at(path, 3)

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufinops.jobs import cli
+from gpufinops.interfaces import cli
 from gpufinops.jobs import config as config_mod
 from gpufinops.models import registry
 from gpufinops.models.recommendation import Findings
@@ -85,7 +85,7 @@ def test_validate_settings_knows_exactly_the_registered_settings_keys():
 
 
 def test_the_stored_versions_and_the_apis_kinds_are_the_registrys(demo_home, tmp_path):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     with db.reader(_warehouse(demo_home)) as con:
         stored = dict(con.execute("SELECT kind, any_value(model_version) FROM recommendations GROUP BY 1").fetchall())

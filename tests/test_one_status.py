@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpufinops.jobs import cli
+from gpufinops.interfaces import cli
 from gpufinops.models import plans
 from gpufinops.warehouse import db, store
 from tests.test_api import Served
@@ -94,10 +94,10 @@ def read_printed(text: str, store_states: dict) -> tuple[Decimal, dict]:
 
 
 def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypatch, capsys, tmp_path):
+    from gpufinops.interfaces.api import create_app
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs import demo
     from gpufinops.jobs import export as export_mod
-    from gpufinops.jobs.api import create_app
     from gpufinops.jobs.export import objects
     from gpufinops.jobs.report.figures import collect
     from gpufinops.jobs.report.weeks import week_of

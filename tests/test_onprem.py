@@ -195,7 +195,9 @@ def test_the_cli_reports_config_errors_with_the_key(tmp_path):
     missing = tmp_path / "missing.toml"
     missing.write_text("\n".join(base) + "\n")
     run = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(missing), "ingest"], capture_output=True, text=True
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(missing), "ingest"],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 2 and "sources.dc1.energy_usd_per_kwh" in run.stderr, run.stderr
     zero = tmp_path / "zero.toml"
@@ -209,7 +211,9 @@ def test_the_cli_reports_config_errors_with_the_key(tmp_path):
             "('2026-01-01 00:00:00+00', 'GPU-1', 'n1', 50)"
         ).fetchall()
     run = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(zero), "ingest"], capture_output=True, text=True
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(zero), "ingest"],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 1 and "sources.dc1.amortisation_years: must be more than 0" in run.stderr, run.stderr
 

@@ -83,9 +83,9 @@ def test_scope_all_includes_the_cost_of_a_machine_without_a_team(warehouse):
 @pytest.mark.parametrize("until", [NOV, date(2026, 10, 20)], ids=["finished month", "month under way"])
 def test_one_number_for_one_scope_period_and_as_of_on_every_surface(warehouse, tmp_path, until):
     from gpufinops.dashboard import spend
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
+    from gpufinops.interfaces.api import create_app
     from gpufinops.jobs import config as config_mod
-    from gpufinops.jobs.api import create_app
     from gpufinops.jobs.report.figures import collect
     from gpufinops.jobs.report.weeks import week_of
     from gpufinops.warehouse.scope import Scope

@@ -139,7 +139,7 @@ def csv_rows(data) -> list[dict]:
 def cli(config: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "TEST_SMTP_USER": USER, "TEST_SMTP_PASSWORD": PASSWORD}
     return subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), *args],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -238,7 +238,7 @@ def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp
             [
                 sys.executable,
                 "-m",
-                "gpufinops.jobs.cli",
+                "gpufinops.interfaces.cli",
                 "--config",
                 str(config),
                 "report",

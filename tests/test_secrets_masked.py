@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpufinops.ingest.core import scrub as scrubber
-from gpufinops.jobs import cli
+from gpufinops.interfaces import cli
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +122,7 @@ def required_args(parser: argparse.ArgumentParser) -> list[str]:
 
 def start(args: list[str], tmp_path: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "gpufinops.jobs.cli", *args],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", *args],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

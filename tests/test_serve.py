@@ -74,7 +74,7 @@ teams = ["vision"]
 def start(config: Path, tmp_path: Path, name: str) -> subprocess.Popen:
     log = open(tmp_path / f"{name}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"],
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "serve"],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -143,7 +143,7 @@ def test_daemon_runs_jobs_refuses_a_second_and_stops_on_sigterm(tmp_path, smtp):
 
         wait_for(fired, 240, "every job to fire", first)
         second = subprocess.run(
-            [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(config), "serve"],
+            [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "serve"],
             cwd=ROOT,
             capture_output=True,
             text=True,

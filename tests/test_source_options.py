@@ -106,7 +106,9 @@ def test_the_cli_refuses_a_bad_option_at_start_up_with_exit_2(tmp_path):
     path = tmp_path / "gpufinops.toml"
     path.write_text('[sources.prom]\ntype = "prometheus"\nurl = "http://p:9090"\nbackfill_days = "a week"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "gpufinops.jobs.cli", "--config", str(path), "ingest"], capture_output=True, text=True
+        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(path), "ingest"],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2, proc.stderr
     assert "sources.prom.backfill_days: must be a number, not 'a week'" in proc.stderr

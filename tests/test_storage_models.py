@@ -131,7 +131,7 @@ def test_the_inventory_lists_only_configured_prefixes_and_follows_the_last_attac
 def test_a_bad_inventory_value_is_refused_and_the_warehouse_kept(account, tmp_path, monkeypatch):
     """A team tag with CR/LF (EC2 accepts it) fails the run in the domain layer: one sentence naming the
     table, the volume and the column; the warehouse and the ledger's cursor as they were, exit 1."""
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     path, ids, _inv, _run, endpoint = account
     copy = tmp_path / "wh.duckdb"
@@ -198,7 +198,7 @@ def test_the_exports_apply_as_they_are_in_moto(account):
 
 
 def test_gpufinops_ingest_loads_the_configured_source_and_names_a_bad_option(account, tmp_path, capsys, monkeypatch):
-    from gpufinops.jobs import cli
+    from gpufinops.interfaces import cli
 
     _path, _ids, _inv, _run, endpoint = account
     use_dummy_credentials(monkeypatch)

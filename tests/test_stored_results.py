@@ -12,7 +12,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpufinops.dashboard import precomputed
-from gpufinops.jobs import config, ingest_cmd
+from gpufinops.jobs import config
+from gpufinops.jobs import ingest_run as ingest_cmd
 from gpufinops.models.outlook import month_outlook
 from gpufinops.warehouse import db, queries, rollups, stored_results
 from tests.alert_fleet import add_spend, spend_lines

@@ -47,7 +47,7 @@ def test_a_team_total_includes_its_share_of_shared_nodes_and_nothing_is_lost(sha
 
 
 def test_the_api_reports_allocated_and_unallocated_fields(shared_warehouse, tmp_path):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     cfg = make_config(tmp_path, shared_warehouse, "")
     with Served(create_app(cfg, insecure_demo=True)) as served:

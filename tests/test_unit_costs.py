@@ -165,9 +165,9 @@ def _cli(fleet, *args: str, capsys=None) -> subprocess.CompletedProcess:
     argv = ["--db", str(fleet), "unit-costs", *args]
     if capsys is None:
         return subprocess.run(
-            [sys.executable, "-m", "gpufinops.jobs.cli", *argv], capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "gpufinops.interfaces.cli", *argv], capture_output=True, text=True, timeout=120
         )
-    from gpufinops.jobs.cli import main
+    from gpufinops.interfaces.cli import main
 
     try:
         code = main(argv)
@@ -203,7 +203,7 @@ def test_the_cli_formats(fleet, tmp_path, capsys):
 
 
 def test_the_api_keeps_each_token_to_its_scope(fleet, tmp_path):
-    from gpufinops.jobs.api import create_app
+    from gpufinops.interfaces.api import create_app
 
     lead = API_TOML.replace('teams = ["vision"]', 'teams = ["search"]')
     client = TestClient(create_app(make_config(tmp_path, fleet, lead), environ=TOKENS, read_retry_s=5))

@@ -104,7 +104,7 @@ def costs_daily(
 ) -> dict[str, Any]:
     """Daily cost per team (the API's /v1/costs/daily rows: shared GPUs charged by allocation), summed
     over providers and services unless ``detail``; totals per team over the window."""
-    from gpufinops.jobs.api import COST_FIELDS, _cost_rows
+    from gpufinops.interfaces.api import COST_FIELDS, _cost_rows
 
     teams = teams_for(scope, team)
     first, last = day(start, "start"), day(end, "end")

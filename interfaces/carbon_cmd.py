@@ -6,7 +6,7 @@ import argparse
 import sys
 from datetime import timedelta
 
-from gpufinops.jobs import dates
+from gpufinops.interfaces import dates
 from gpufinops.jobs.config import Config
 
 BY = ("team", "resource", "month")  # warehouse.queries.carbon.BY (imported only when the command runs)

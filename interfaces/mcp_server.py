@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpufinops.jobs import mcp_tools
+from gpufinops.interfaces import mcp_tools
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.warehouse.scope import Scope
 
@@ -82,7 +82,7 @@ def principals(cfg: Config, environ: Mapping[str, str], *, strict: bool = True) 
     """The configured tokens (``jobs.api.load_tokens``: unset, short or shared values are config
     errors); ``strict=False`` keeps only the entries whose variables are set (stdio: the client's
     environment holds the user's own token, not everyone's)."""
-    from gpufinops.jobs.api import load_tokens
+    from gpufinops.interfaces.api import load_tokens
 
     entries = cfg.api.tokens if strict else tuple(e for e in cfg.api.tokens if environ.get(e.token_env))
     tokens = load_tokens(replace(cfg, api=replace(cfg.api, tokens=entries)), environ)

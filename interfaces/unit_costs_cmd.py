@@ -12,7 +12,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from gpufinops.jobs import dates
+from gpufinops.interfaces import dates
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

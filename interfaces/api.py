@@ -26,7 +26,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from gpufinops.jobs import api_carbon
+from gpufinops.interfaces import api_carbon
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.models.registry import KINDS
 from gpufinops.warehouse.scope import Scope
@@ -318,7 +318,7 @@ def create_app(
         return _etag_response(request, [alert_object(r) for r in frame.to_dicts()])
 
     api_carbon.register(app, caller, read, teams_for=_teams_for, day=_day, respond=_etag_response)  # GET /v1/carbon
-    from gpufinops.jobs import api_unit_costs
+    from gpufinops.interfaces import api_unit_costs
 
     helpers = {"day": _day, "teams_for": _teams_for, "etag_response": _etag_response}
     api_unit_costs.register(app, caller, read, cfg.unit_costs, helpers)

@@ -15,8 +15,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
+from gpufinops.interfaces import dates  # noqa: E402
 from gpufinops.jobs import config as config_mod  # noqa: E402
-from gpufinops.jobs import dates  # noqa: E402
 
 log = logging.getLogger("gpufinops")
 
@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=60, metavar="N", help="days of fleet history to simulate (default: 60)")
     demo.add_argument("--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)")
 
-    from gpufinops.jobs import carbon_cmd, init_cmd, mcp_server, unit_costs_cmd
+    from gpufinops.interfaces import carbon_cmd, mcp_server, unit_costs_cmd
+    from gpufinops.jobs import init_cmd
     init_cmd.add_parser(sub)
     mcp_server.add_parser(sub)
     carbon_cmd.add_parser(sub)
@@ -154,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gpufinops.jobs import errors
+    from gpufinops.interfaces import errors
 
     with errors.scrubbed_output():  # every command's output through the one scrubber (ingest.core.scrub)
         args = _parser().parse_args(argv)
@@ -163,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gpufinops.jobs import errors, files
+    from gpufinops.interfaces import errors
+    from gpufinops.jobs import files
 
     cfg = None
     try:
@@ -180,14 +182,14 @@ def _run(args: argparse.Namespace) -> int:
             from gpufinops.jobs import init_cmd
             return init_cmd.run(args)
         if args.command == "doctor":
-            from gpufinops.jobs import doctor
+            from gpufinops.interfaces import doctor
             return doctor.run(args.config, db=args.db, timeout=args.timeout)
         cfg = config_mod.load(args.config, db=args.db)
         errors.remember_secrets(cfg.secrets())
         files.protect(cfg.warehouse_path)
         if out:
             files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
-        from gpufinops.jobs import arg_checks
+        from gpufinops.interfaces import arg_checks
         if (problem := arg_checks.problem(cfg, args)) is not None:  # contradictory or unknown: a usage error
             print(f"gpufinops: {args.command}: {problem}", file=sys.stderr)
             return 2
@@ -229,14 +231,14 @@ def cmd_migrate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import ingest_cmd
+    from gpufinops.jobs import ingest_run as ingest_cmd
     if args.sources == ["list"]:
         return ingest_cmd.list_sources(cfg)
     return ingest_cmd.run(cfg, args.sources, since=args.since, until=args.until, full_refresh=args.full_refresh)
 
 
 def cmd_recommend(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import recommend_cmd
+    from gpufinops.interfaces import recommend_cmd
     return recommend_cmd.run(cfg, args)
 
 
@@ -276,7 +278,7 @@ def cmd_sql(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import dashboard_cmd
+    from gpufinops.interfaces import dashboard_cmd
     _warn_missing(cfg)
     return dashboard_cmd.run(cfg, args.port, args.host)
 
@@ -290,7 +292,7 @@ def _warn_missing(cfg: config_mod.Config) -> None:
 
 
 def cmd_api(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import api
+    from gpufinops.interfaces import api
     _warn_missing(cfg)
     return api.serve(cfg, host=args.host, port=args.port, insecure_demo=args.insecure_demo)
 
@@ -369,12 +371,12 @@ def cmd_alerts(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import mcp_server
+    from gpufinops.interfaces import mcp_server
     return mcp_server.run(cfg, args)
 
 
 def cmd_carbon(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import carbon_cmd
+    from gpufinops.interfaces import carbon_cmd
     return carbon_cmd.run(cfg, args)
 
 
@@ -382,7 +384,7 @@ COMMANDS.update(serve=cmd_serve, report=cmd_report, alerts=cmd_alerts, mcp=cmd_m
 
 
 def cmd_unit_costs(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import unit_costs_cmd
+    from gpufinops.interfaces import unit_costs_cmd
     return unit_costs_cmd.run(cfg, args)
 
 

@@ -1,0 +1,1 @@
+"""gpufinops: interfaces (the command line, the HTTP API, the MCP server)."""
