@@ -1,7 +1,7 @@
 """What the dashboard's pages read that is dear to compute, computed by the job that loads the data.
 
 A page load must not fit a model or scan every raw row of a 10,000-GPU fleet. So every load job
-(``gpufinops ingest``, ``serve``, ``demo``: ``jobs.ingest_cmd.run_configured``) calls :func:`refresh`
+(``gpufinops ingest``, ``serve``, ``demo``: ``jobs.ingest_run.run_configured``) calls :func:`refresh`
 after its loads, which stores in the warehouse (``warehouse.stored_results``):
 
 * the **spend fits** the Overview and the Team page show, for every team together and for each team

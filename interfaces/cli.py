@@ -231,7 +231,7 @@ def cmd_migrate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(cfg: config_mod.Config, args: argparse.Namespace) -> int:
-    from gpufinops.jobs import ingest_run as ingest_cmd
+    from gpufinops.interfaces import ingest_cmd
     if args.sources == ["list"]:
         return ingest_cmd.list_sources(cfg)
     return ingest_cmd.run(cfg, args.sources, since=args.since, until=args.until, full_refresh=args.full_refresh)

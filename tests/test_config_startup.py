@@ -220,7 +220,7 @@ def test_the_loader_imports_neither_the_daemon_nor_delivery_code(tmp_path):
     )
     code = (
         "import sys; from gpufinops.jobs import config; config.load(sys.argv[1], environ={}); "
-        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gpufinops.jobs.', 'gpufinops.dashboard')))))"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gpufinops.jobs.', 'gpufinops.interfaces.', 'gpufinops.dashboard')))))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", code, str(config)], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True

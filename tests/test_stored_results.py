@@ -12,8 +12,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpufinops.dashboard import precomputed
-from gpufinops.jobs import config
-from gpufinops.jobs import ingest_run as ingest_cmd
+from gpufinops.jobs import config, ingest_run
 from gpufinops.models.outlook import month_outlook
 from gpufinops.warehouse import db, queries, rollups, stored_results
 from tests.alert_fleet import add_spend, spend_lines
@@ -132,7 +131,7 @@ def test_gpufinops_ingest_stores_the_results_on_the_data_it_loaded(tmp_path):
         f'[warehouse]\npath = "wh.duckdb"\n\n[sources.focus]\ntype = "focus_files"\npath = "{FOCUS_SAMPLE}"\n'
     )
     cfg = config.load(path)
-    assert all(r.ok for r in ingest_cmd.run_configured(cfg))
+    assert all(r.ok for r in ingest_run.run_configured(cfg))
     with db.reader(cfg.warehouse_path) as con:
         version, _, seconds, count = stored_results.computed(con)
         assert version == stored_results.data_version(con) and count > 0 and seconds is not None
