@@ -6,26 +6,18 @@ inclusive (the whole day). The rows are the one read model's (``warehouse.querie
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
+from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
 from gpufinops.warehouse.scope import Scope
 
 
-def register(
-    app: FastAPI,
-    caller: Callable[..., Scope],
-    read: Callable[[Callable], Any],
-    *,
-    teams_for: Callable[[Scope, str | None], list[str] | None],
-    day: Callable[[str | None, str], Any],
-    respond: Callable[[Request, Any], Response],
-) -> None:
-    """Add the route; ``teams_for``, ``day`` and ``respond`` are the API's own scope, date and ETag helpers."""
+def register(app: FastAPI, routes: Routes) -> None:
+    """Add the route, with the API's own scope, date and ETag helpers (interfaces/api_http.py)."""
+    read = routes.read
 
     @app.get("/v1/carbon")
     def carbon(
@@ -34,7 +26,7 @@ def register(
         by: str = "team",
         from_: str | None = Query(None, alias="from"),
         to: str | None = None,
-        scope: Scope = Depends(caller),
+        scope: Scope = Depends(routes.caller),
     ) -> Response:
         from gpufinops.warehouse.queries import carbon as carbon_queries
 
@@ -43,10 +35,8 @@ def register(
         if by not in carbon_queries.BY:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(carbon_queries.BY)}")
         teams = teams_for(scope, team)
-        start, end = day(from_, "from"), day(to, "to")
-        if start and end and end < start:
-            raise HTTPException(400, detail="to: before from")
+        start, end = days(from_, to)
         begin = datetime.combine(start, time(), UTC) if start else None
         stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
         frame = read(lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop))
-        return respond(request, frame.to_dicts())
+        return etag_response(request, frame.to_dicts())

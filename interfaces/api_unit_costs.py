@@ -8,7 +8,6 @@ are outside every lead's scope), a ``scheduler`` token none (403). Rows are
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,17 +15,13 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
+from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
 
-def register(
-    app: FastAPI,
-    caller: Callable[..., Any],
-    read: Callable[..., Any],
-    settings: Any,
-    helpers: dict[str, Callable[..., Any]],
-) -> None:
-    """Adds the route; ``helpers`` are the API's own ``day``, ``teams_for`` and ``etag_response`` (every
+
+def register(app: FastAPI, routes: Routes) -> None:
+    """Adds the route, with the API's own date, team and ETag helpers (interfaces/api_http.py: every
     route parses dates, scopes teams and answers the same way)."""
-    _day, _teams_for, _etag_response = helpers["day"], helpers["teams_for"], helpers["etag_response"]
+    read, settings = routes.read, routes.cfg.unit_costs
 
     @app.get("/v1/unit-costs")
     def unit_costs_route(
@@ -36,7 +31,7 @@ def register(
         by: str = "model",
         from_: str | None = Query(None, alias="from"),
         to: str | None = None,
-        scope: Any = Depends(caller),
+        scope: Any = Depends(routes.caller),
     ) -> Response:
         from gpufinops.warehouse.unit_costs import GROUPINGS
 
@@ -44,11 +39,9 @@ def register(
             raise HTTPException(403, detail="a scheduler token may not read costs")
         if by not in GROUPINGS:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(GROUPINGS)}, not {by[:40]!r}")
-        teams = _teams_for(scope, team)
-        start, end = _day(from_, "from"), _day(to, "to")
-        if start and end and end < start:
-            raise HTTPException(400, detail="to: before from")
-        return _etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings)))
+        teams = teams_for(scope, team)
+        start, end = days(from_, to)
+        return etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings)))
 
 
 def rows(

@@ -104,13 +104,13 @@ def costs_daily(
 ) -> dict[str, Any]:
     """Daily cost per team (the API's /v1/costs/daily rows: shared GPUs charged by allocation), summed
     over providers and services unless ``detail``; totals per team over the window."""
-    from gpufinops.interfaces.api import COST_FIELDS, _cost_rows
+    from gpufinops.interfaces.api_costs import COST_FIELDS, cost_rows
 
     teams = teams_for(scope, team)
     first, last = day(start, "start"), day(end, "end")
     if first and last and last < first:
         raise ToolRefused(f"end: {last} is before start {first}")
-    rows = _cost_rows(con, teams, first, last)
+    rows = cost_rows(con, teams, first, last)
     if not detail:
         merged: dict[tuple[str, str | None], dict[str, Any]] = {}
         for row in rows:

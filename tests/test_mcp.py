@@ -71,11 +71,11 @@ def test_finance_over_stdio_lists_and_answers_every_tool(home):
     assert {r["team"] for r in costs["rows"]} == TEAMS
     assert len({r["day"] for r in costs["rows"]}) == HOURS // 24
     # the figures are the API's: the same allocation-aware daily rows, summed
-    from gpufinops.interfaces.api import _cost_rows
+    from gpufinops.interfaces.api_costs import cost_rows
     from gpufinops.warehouse import db
 
     with db.reader(config_of(home).warehouse_path) as con:
-        api_total = sum(r["effective_cost"] for r in _cost_rows(con, None, None, None))
+        api_total = sum(r["effective_cost"] for r in cost_rows(con, None, None, None))
     assert sum(costs["effective_cost_by_team"].values()) == pytest.approx(api_total)
     allocation = got["gpu_allocation"][1]
     assert {(r["team"], r["workload"]) for r in allocation["workloads"]["rows"]} == {

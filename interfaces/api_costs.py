@@ -1,0 +1,56 @@
+"""``GET /v1/costs/daily``: daily cost rows as the teams carry them (docs/api.md); a scheduler's token
+reads no costs, a lead's its teams only, ``to`` is inclusive."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import Response
+
+from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
+from gpufinops.warehouse.scope import Scope
+
+COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost", "unallocated_gpu_cost", "tagged_cost")
+
+
+def register(app: FastAPI, routes: Routes) -> None:
+    read = routes.read
+
+    @app.get("/v1/costs/daily")
+    def costs_daily(
+        request: Request,
+        team: str | None = None,
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        scope: Scope = Depends(routes.caller),
+    ) -> Response:
+        if not scope.sees_costs:
+            raise HTTPException(403, detail="a scheduler token may not read costs")
+        teams = teams_for(scope, team)
+        start, end = days(from_, to)
+        return etag_response(request, read(lambda con: cost_rows(con, teams, start, end)))
+
+
+def cost_rows(con, teams: list[str] | None, start: date | None, end: date | None) -> list[dict[str, Any]]:
+    """Daily cost rows as the teams carry them (shared GPUs by allocation: warehouse/allocation_queries.py);
+    ``to`` is inclusive (the whole day), money as numbers."""
+    from gpufinops.warehouse import allocation_queries
+
+    begin = datetime.combine(start, time(), UTC) if start else None
+    stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+    frame = allocation_queries.report_team_spend_daily(con, team=teams, start=begin, end=stop, tz="UTC")
+    rows = []
+    for row in frame.iter_rows(named=True):
+        day = row["day"]
+        rows.append(
+            {
+                "day": (day.date() if isinstance(day, datetime) else day).isoformat(),
+                "provider": row["provider"],
+                "team": row["team"],
+                "service": row["service"],
+                **{k: None if row[k] is None else float(row[k]) for k in COST_FIELDS},
+            }
+        )
+    return rows
