@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
-    from gpufinops.jobs import output
+    from gpufinops.jobs import cells, output
     from gpufinops.warehouse import db
     from gpufinops.warehouse.queries import carbon as carbon_queries
 
@@ -44,17 +44,17 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
     if frame.is_empty():
         print("no carbon rows (carbon_hourly is filled by loads of bills and GPU metrics)", file=out)
         return 0
-    cols = [output.Col("month", "Month", output.TEXT, no_wrap=True)]
+    cols = [cells.Col("month", "Month", cells.TEXT, no_wrap=True)]
     if args.by != "month":
-        cols.append(output.Col("team", "Team", output.TEXT))
+        cols.append(cells.Col("team", "Team", cells.TEXT))
     if args.by == "resource":
-        cols += [output.Col("resource_id", "Resource", output.ID), output.Col("region", "Region", output.TEXT)]
+        cols += [cells.Col("resource_id", "Resource", cells.ID), cells.Col("region", "Region", cells.TEXT)]
     cols += [
-        output.Col("gpu_hours", "GPU-h", output.NUMBER),
-        output.Col("withheld_gpu_hours", "Withheld GPU-h", output.NUMBER),
-        output.Col("kwh", "kWh", output.NUMBER),
-        output.Col("kg_co2e", "kg CO2e", output.NUMBER),
-        output.Col("kg_co2e_per_gpu_hour", "kg/GPU-h", output.NUMBER, hide_below=100),
+        cells.Col("gpu_hours", "GPU-h", cells.NUMBER),
+        cells.Col("withheld_gpu_hours", "Withheld GPU-h", cells.NUMBER),
+        cells.Col("kwh", "kWh", cells.NUMBER),
+        cells.Col("kg_co2e", "kg CO2e", cells.NUMBER),
+        cells.Col("kg_co2e_per_gpu_hour", "kg/GPU-h", cells.NUMBER, hide_below=100),
     ]
     output.print_table(frame, cols, out=out, width=output.terminal_width(out))
     withheld = float(frame["withheld_gpu_hours"].sum() or 0)

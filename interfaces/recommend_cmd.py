@@ -60,14 +60,14 @@ def run(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 def total_lines(recs: list[dict[str, Any]]) -> list[str]:
     """The total (``models.plans.total``) and, when decisions took findings out of it, how many and which."""
-    from gpufinops.jobs import output
+    from gpufinops.jobs import cells
     from gpufinops.models import plans
 
     counted = [r for r in recs if plans.counted(r)]
     dropped = plans.left_out(recs)
     alternatives = sum(1 for r in recs if r.get("plan") not in plans.COUNTED)
     lines = [
-        f"total: {output.money(plans.total(recs))}/month in {len({r['plan_id'] for r in counted})} plan(s) "
+        f"total: {cells.money(plans.total(recs))}/month in {len({r['plan_id'] for r in counted})} plan(s) "
         f"({len(counted)} action(s); {alternatives} alternative(s), never added)"
     ]
     if dropped:
@@ -77,7 +77,7 @@ def total_lines(recs: list[dict[str, Any]]) -> list[str]:
         states = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
         lines.append(
             f"left out of the total because of decisions: {len(dropped)} finding(s) ({states}), "
-            f"{output.money(plans.total(dropped, statuses=tuple(by_status)))}/month"
+            f"{cells.money(plans.total(dropped, statuses=tuple(by_status)))}/month"
         )
     return lines
 

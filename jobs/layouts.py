@@ -18,8 +18,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gpufinops.jobs import output
-from gpufinops.jobs.output import ID, RIGHT_ALIGNED, TEXT, TIME, WRAP, Col
+from gpufinops.jobs import cells, output
+from gpufinops.jobs.cells import ID, RIGHT_ALIGNED, TEXT, TIME, WRAP, Col
 from gpufinops.warehouse import labels
 
 PADDING = 3  # a space either side of a one-space rule between columns
@@ -31,7 +31,7 @@ def _longest_word(text: str) -> int:
 
 
 def _text_cells(frame: pl.DataFrame, columns: Sequence[Col]) -> list[list[str]]:
-    return [[output.cell_text(row.get(c.key), c) for c in columns] for row in frame.to_dicts()]
+    return [[cells.cell_text(row.get(c.key), c) for c in columns] for row in frame.to_dicts()]
 
 
 def table_widths(columns: Sequence[Col], cells: list[list[str]], width: int) -> list[int] | None:
@@ -126,7 +126,7 @@ TOKEN_MAX = 32  # an id inside a title loses its middle past this, as in the Sco
 
 
 def _short_tokens(text: str) -> str:
-    return " ".join(output.elide_middle(w, TOKEN_MAX) if len(w) > TOKEN_MAX else w for w in text.split(" "))
+    return " ".join(cells.elide_middle(w, TOKEN_MAX) if len(w) > TOKEN_MAX else w for w in text.split(" "))
 
 
 def alert_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -139,7 +139,7 @@ def alert_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "severity": labels.label(row.get("severity"), "severity"),
                 "rule": labels.label(row.get("rule"), "rule"),
                 "status": labels.label(row.get("status"), "status"),
-                "title": _short_tokens(str(row.get("title") or output.MISSING)),
+                "title": _short_tokens(str(row.get("title") or cells.MISSING)),
                 "period": labels.period_text(row.get("period")),
                 "threshold": labels.threshold_text(row.get("rule"), row.get("threshold")),
                 "teams": ", ".join(labels.team_label(t) for t in teams)
@@ -192,7 +192,7 @@ def export_detail(fmt: str, text: str) -> str:
         n = len(objects)
         return (
             f"{n:,} recommendation object{'s' if n != 1 else ''}, "
-            f"{output.money(plans.total(objects))}/month in primary and step objects"
+            f"{cells.money(plans.total(objects))}/month in primary and step objects"
         )
     chunks = text.split("\n---\n")
     docs = sum(1 for c in chunks if any(line.strip() and not line.lstrip().startswith("#") for line in c.splitlines()))

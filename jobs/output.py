@@ -20,156 +20,20 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import IO, Any
 
 import polars as pl
 from rich import box
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-FALLBACK_WIDTH = 120     # output to a file or a pipe: wide enough for a recommendation's row
-MISSING = "-"            # an unknown value, everywhere
-ELLIPSIS = "…"
-CURRENCY_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹"}
+from gpufinops.jobs.cells import ID, INT, NUMBER, RIGHT_ALIGNED, TEXT, TIME, WRAP, Col, MiddleElided, cell_text
 
-# column kinds
-TEXT, WRAP, ID, MONEY, INT, NUMBER, PCT, RATIO, TIME = ("text", "wrap", "id", "money", "int", "number", "pct",
-                                                       "ratio", "time")
-RIGHT_ALIGNED = {MONEY, INT, NUMBER, PCT, RATIO}
+FALLBACK_WIDTH = 120  # output to a file or a pipe: wide enough for a recommendation's row
 
-
-@dataclass(frozen=True)
-class Col:
-    """One column: the row key it shows, its header, how its values read (a kind above)."""
-    key: str
-    header: str | None = None
-    kind: str = TEXT
-    min_width: int | None = None
-    max_width: int | None = None
-    currency: str = "USD"
-    no_wrap: bool = False            # never wrapped nor cut (an id a reader copies)
-    hide_below: int = 0              # left out of tables narrower than this (the caption says where it is)
-
-    @property
-    def title(self) -> str:
-        return self.header if self.header is not None else self.key.replace("_", " ")
-
-
-# --- values -----------------------------------------------------------------------------------------
-
-def money(value: Decimal | float | int | str | None, currency: str = "USD", places: int = 2) -> str:
-    """``$4,548.50``, ``-$12.00``, ``1,200.00 CHF``; an unknown amount is a dash."""
-    if value is None or value == "":
-        return MISSING
-    amount = Decimal(str(value))
-    if not amount.is_finite():
-        return MISSING
-    text = f"{abs(amount):,.{places}f}"
-    sign = "-" if amount < 0 and text.strip("0.,") else ""
-    symbol = CURRENCY_SYMBOLS.get(currency.upper())
-    return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {currency.upper()}"
-
-
-def number(value: Any, places: int | None = None) -> str:
-    """Thousands separators; floats to ``places`` (default: up to 2, trailing zeros dropped)."""
-    if value is None:
-        return MISSING
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return MISSING
-        exact = value.normalize()
-        exponent = exact.as_tuple().exponent
-        shown = max(0, -exponent) if isinstance(exponent, int) else 0
-        return f"{value:,.{shown if places is None else places}f}"
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return MISSING
-        if places is not None:
-            return f"{value:,.{places}f}"
-        return f"{value:,.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{int(value):,}"
-    return str(value)
-
-
-def when(value: datetime | date | str | None) -> str:
-    """A time in UTC to the minute (``2026-12-01 09:39 UTC``); a date as a date."""
-    if value is None:
-        return MISSING
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            return value.strftime("%Y-%m-%d %H:%M")
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    if isinstance(value, date):
-        return value.isoformat()
-    return str(value)
-
-
-def cell_text(value: Any, col: Col) -> str:
-    """A value as the column's kind reads it."""
-    if value is None or (isinstance(value, float) and value != value):
-        return MISSING
-    if col.kind == MONEY:
-        return money(value, col.currency)
-    if col.kind == INT:
-        return number(int(value))
-    if col.kind == NUMBER:
-        return number(value)
-    if col.kind == RATIO:          # 0.95 -> 95%
-        return f"{float(value):.0%}"
-    if col.kind == PCT:            # 87.1 (already percent) -> 87.1%
-        return f"{float(value):.1f}%"
-    if col.kind == TIME or isinstance(value, (datetime, date)):
-        return when(value)
-    if isinstance(value, Decimal):
-        return number(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, default=str)
-    if isinstance(value, float):
-        return number(value)
-    return str(value)
-
-
-def elide_middle(text: str, width: int) -> str:
-    """``text`` in ``width`` characters, its middle replaced by an ellipsis. The end keeps two thirds
-    of the room, and a path's last segment (an instance's name, an object's key) stays whole when
-    it fits: ``//compute.goo…/instances/research-a2-sweep``."""
-    if len(text) <= width:
-        return text
-    if width <= 1:
-        return ELLIPSIS[:width]
-    tail = width - 1 - (width - 1) // 3
-    last_segment = len(text) - text.rstrip("/").rfind("/")
-    if "/" in text and tail < last_segment:  # the name first: the head shrinks to two characters
-        tail = min(last_segment, width - 3)
-    head = width - 1 - tail
-    return text[:head] + ELLIPSIS + text[len(text) - tail:]
-
-
-class MiddleElided:
-    """A rich renderable that shrinks by eliding its middle (ids, paths, ARNs)."""
-
-    MIN_WIDTH = 20  # an AWS instance id (19) stays whole
-
-    def __init__(self, text: str, style: str = "") -> None:
-        self.text, self.style = text, style
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        room = options.max_width
-        return Measurement(min(len(self.text), self.MIN_WIDTH, room), min(len(self.text), room))
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(elide_middle(self.text, options.max_width), style=self.style, no_wrap=True, overflow="crop")
-
-
-# --- tables -----------------------------------------------------------------------------------------
 
 def terminal_width(stream: IO[str] | None = None) -> int:
     """``$COLUMNS``, else the terminal's width, else FALLBACK_WIDTH (a file, a pipe)."""
@@ -188,8 +52,9 @@ def terminal_width(stream: IO[str] | None = None) -> int:
 def console(file: IO[str] | None = None, *, stderr: bool = False, width: int | None = None) -> Console:
     """A rich console on ``file`` (default stdout / stderr): colour only on a terminal, no markup."""
     target = file or (sys.stderr if stderr else sys.stdout)
-    return Console(file=target, width=width or terminal_width(target), highlight=False, markup=False,
-                   emoji=False, soft_wrap=False)
+    return Console(
+        file=target, width=width or terminal_width(target), highlight=False, markup=False, emoji=False, soft_wrap=False
+    )
 
 
 def _rows(data: pl.DataFrame | Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -231,8 +96,10 @@ def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[st
     """Widths for the columns that may shrink (ids, wrapped text) so the table fits ``width``: each
     gets its minimum, then the room left in proportion to what it would like. Fixed columns (numbers,
     times, ``no_wrap``) keep their natural width; None: let rich decide (the table fits as it is)."""
-    natural = [min(max([len(h)] + [_natural_width(row[i]) for row in cells]), c.max_width or 10_000)
-               for i, (c, h) in enumerate(zip(columns, header))]
+    natural = [
+        min(max([len(h)] + [_natural_width(row[i]) for row in cells]), c.max_width or 10_000)
+        for i, (c, h) in enumerate(zip(columns, header))
+    ]
     if sum(natural) + 3 * (len(columns) - 1) > width:  # it must shrink: ids want no more than ID_WANTED
         natural = [min(n, ID_WANTED) if c.kind == ID and not c.no_wrap else n for c, n in zip(columns, natural)]
     flexible = [not (c.no_wrap or c.kind in RIGHT_ALIGNED or c.kind == TIME) for c in columns]
@@ -241,9 +108,12 @@ def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[st
     wanted = sum(n for n, f in zip(natural, flexible) if f)
     if wanted <= room or not any(flexible):
         return [None] * len(columns)
-    minimum = [min(n, max(len(h), FLEXIBLE_MIN.get(c.kind, 12), _last_segments(cells, i) if c.kind == ID else 0))
-               if f else n for i, (c, n, f, h) in enumerate(zip(columns, natural, flexible, header))]
+    minimum = [
+        min(n, max(len(h), FLEXIBLE_MIN.get(c.kind, 12), _last_segments(cells, i) if c.kind == ID else 0)) if f else n
+        for i, (c, n, f, h) in enumerate(zip(columns, natural, flexible, header))
+    ]
     over = sum(m for m, f in zip(minimum, flexible) if f) - room
+
     def base(i: int) -> int:
         return max(len(header[i]), FLEXIBLE_MIN.get(columns[i].kind, 12))
 
@@ -275,28 +145,54 @@ def _plan_widths(columns: Sequence[Col], cells: list[list[Any]], header: list[st
     return [m + g if f else None for m, g, f in zip(minimum, given, flexible)]
 
 
-def build_table(data: pl.DataFrame | Iterable[Mapping[str, Any]], columns: Sequence[Col], *,
-                title: str | None = None, caption: str | None = None, width: int | None = None) -> Table:
+def build_table(
+    data: pl.DataFrame | Iterable[Mapping[str, Any]],
+    columns: Sequence[Col],
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+    width: int | None = None,
+) -> Table:
     """A rich Table of ``data``'s rows in ``columns`` (a row may hold a ready rich Text), fitting
     ``width``: columns with ``hide_below`` above it are left out, ids and text shrink."""
-    table = Table(box=box.SIMPLE_HEAD, title=title, caption=caption, title_justify="left", show_edge=False,
-                  caption_justify="left", pad_edge=False, expand=False, header_style="bold")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title=title,
+        caption=caption,
+        title_justify="left",
+        show_edge=False,
+        caption_justify="left",
+        pad_edge=False,
+        expand=False,
+        header_style="bold",
+    )
     columns = shown_columns(columns, width) if width else list(columns)
     cells = [[_cell(row.get(col.key), col) for col in columns] for row in _rows(data)]
     planned = _plan_widths(columns, cells, [c.title for c in columns], width) if width else [None] * len(columns)
     for col, planned_width in zip(columns, planned):
-        table.add_column(col.title, justify="right" if col.kind in RIGHT_ALIGNED else "left",
-                         no_wrap=col.no_wrap or col.kind in RIGHT_ALIGNED or col.kind == TIME,
-                         min_width=col.min_width, max_width=col.max_width, width=planned_width,
-                         overflow="fold")
+        table.add_column(
+            col.title,
+            justify="right" if col.kind in RIGHT_ALIGNED else "left",
+            no_wrap=col.no_wrap or col.kind in RIGHT_ALIGNED or col.kind == TIME,
+            min_width=col.min_width,
+            max_width=col.max_width,
+            width=planned_width,
+            overflow="fold",
+        )
     for row in cells:
         table.add_row(*row)
     return table
 
 
-def print_table(data: pl.DataFrame | Iterable[Mapping[str, Any]], columns: Sequence[Col], *,
-                out: IO[str] | None = None, title: str | None = None, caption: str | None = None,
-                width: int | None = None) -> None:
+def print_table(
+    data: pl.DataFrame | Iterable[Mapping[str, Any]],
+    columns: Sequence[Col],
+    *,
+    out: IO[str] | None = None,
+    title: str | None = None,
+    caption: str | None = None,
+    width: int | None = None,
+) -> None:
     target = console(out, width=width)
     emit(target, build_table(data, columns, title=title, caption=caption, width=target.width))
 
@@ -308,8 +204,14 @@ def emit(target: Console, renderable: Any) -> None:
     target.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-def table_text(data: pl.DataFrame | Iterable[Mapping[str, Any]], columns: Sequence[Col], *, width: int,
-               title: str | None = None, caption: str | None = None) -> str:
+def table_text(
+    data: pl.DataFrame | Iterable[Mapping[str, Any]],
+    columns: Sequence[Col],
+    *,
+    width: int,
+    title: str | None = None,
+    caption: str | None = None,
+) -> str:
     """The table as plain text at ``width`` columns (for files, mails and tests)."""
     buffer = io.StringIO()
     print_table(data, columns, out=buffer, title=title, caption=caption, width=width)
@@ -340,6 +242,7 @@ def table(frame: pl.DataFrame, width: int | None = None) -> str:
 
 # --- machine-readable -------------------------------------------------------------------------------
 
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, Decimal):
         return float(value)
@@ -355,10 +258,15 @@ def to_json(records: list[dict[str, Any]]) -> str:
 def csv_text(frame: pl.DataFrame) -> str:
     """Flat CSV: one header line, one line per row, nested values as their JSON text."""
     out = io.StringIO()
-    flat = frame.with_columns([pl.col(c).map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list")
-                                                                            else v, default=str),
-                                                      return_dtype=pl.Utf8)
-                               for c, t in frame.schema.items() if t.is_nested()])
+    flat = frame.with_columns(
+        [
+            pl.col(c).map_elements(
+                lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v, default=str), return_dtype=pl.Utf8
+            )
+            for c, t in frame.schema.items()
+            if t.is_nested()
+        ]
+    )
     flat.write_csv(out)
     return out.getvalue()
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, Any
 
-from gpufinops.jobs import output
-from gpufinops.jobs.output import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
+from gpufinops.jobs import cells, output
+from gpufinops.jobs.cells import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
 from gpufinops.models.recommendation import flat_row
 from gpufinops.warehouse import labels
 
@@ -41,8 +41,8 @@ def recommendation_rows(recs: Iterable[Any]) -> list[dict[str, Any]]:
                 **flat,
                 "kind": labels.label(flat["kind"], "kind"),  # the code is in --format csv / json
                 "team": labels.team_label(flat["team"]),
-                "resource_id": flat["resource_id"] or rec_workload(rec) or output.MISSING,
-                "what": flat["action"] or flat["change"] or output.MISSING,
+                "resource_id": flat["resource_id"] or rec_workload(rec) or cells.MISSING,
+                "what": flat["action"] or flat["change"] or cells.MISSING,
             }
         )
     return rows
@@ -85,14 +85,14 @@ RUN_COLUMNS = (
 
 
 def run_rows(results: Iterable[Any], seconds: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """Ingest results (``ingest.runner.RunResult``) as rows: one line per source."""
+    """Ingest results (``ingest.core.runner.RunResult``) as rows: one line per source."""
     seconds = seconds or {}
     return [
         {
             "source": r.source,
             "status": r.status,
             "rows": r.rows,
-            "seconds": f"{seconds[r.source]:.1f} s" if r.source in seconds else output.MISSING,
+            "seconds": f"{seconds[r.source]:.1f} s" if r.source in seconds else cells.MISSING,
             "watermark": r.watermark if r.ok else "failed: see the error below",
         }
         for r in results
@@ -132,7 +132,7 @@ def print_withheld(withheld: Iterable[Any], *, out: IO[str] | None = None, width
         {
             "kind": labels.label(w.kind, "kind"),
             "team": labels.team_label(w.team),
-            "resource_id": w.resource_id or output.MISSING,
+            "resource_id": w.resource_id or cells.MISSING,
             "reason": labels.label(w.reason, "reason"),
             "detail": w.detail,
             "source_hint": w.source_hint,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.jobs import output
-from gpufinops.jobs.output import ID, MONEY, Col
+from gpufinops.jobs import cells, output
+from gpufinops.jobs.cells import ID, MONEY, Col
 from gpufinops.models.recommendation import FLAT_COLUMNS, change_text, flat_csv
 from tests.conftest import query
 
@@ -45,13 +45,13 @@ def cli(*args: str, columns: int = 100, env: dict | None = None) -> subprocess.C
 
 
 def test_money_ids_and_missing_values_read_at_a_glance():
-    assert output.money(Decimal("4548.5")) == "$4,548.50" and output.money(-12) == "-$12.00"
-    assert output.money(Decimal("1200"), "CHF") == "1,200.00 CHF" and output.money(None) == output.MISSING
+    assert cells.money(Decimal("4548.5")) == "$4,548.50" and cells.money(-12) == "-$12.00"
+    assert cells.money(Decimal("1200"), "CHF") == "1,200.00 CHF" and cells.money(None) == cells.MISSING
     assert (
-        output.elide_middle(GCP_ID, 40).endswith("/instances/nlp-llm7b-serve")
-        and len(output.elide_middle(GCP_ID, 40)) == 40
+        cells.elide_middle(GCP_ID, 40).endswith("/instances/nlp-llm7b-serve")
+        and len(cells.elide_middle(GCP_ID, 40)) == 40
     )
-    assert output.elide_middle("i-0a170b33839263059", 40) == "i-0a170b33839263059"
+    assert cells.elide_middle("i-0a170b33839263059", 40) == "i-0a170b33839263059"
     assert (
         change_text({"instance_type": "g5.48xlarge", "gpu_count": 8}, {"instance_type": None, "gpu_count": 2})
         == "gpu_count 8 → 2"
@@ -70,7 +70,7 @@ def test_a_table_fits_its_width_and_keeps_the_instance_name(width):
         [
             Col("resource_id", "Resource", ID),
             Col("monthly_savings_usd", "Savings/mo", MONEY),
-            Col("action", "Action", output.WRAP),
+            Col("action", "Action", cells.WRAP),
         ],
         width=width,
     )

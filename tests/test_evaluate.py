@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from gpufinops.interfaces import cli
+from gpufinops.interfaces import cli, cli_commands
 from gpufinops.jobs import evaluate
 from gpufinops.models.registry import KINDS
 
@@ -98,4 +98,4 @@ def test_evaluate_prints_the_independent_figures_beside_their_baselines():
 
 def test_cli_has_the_evaluate_command():
     args = cli._parser().parse_args(["evaluate", "--quick", "--format", "json"])
-    assert cli.COMMANDS[args.command] is cli.cmd_evaluate and args.quick
+    assert cli.COMMANDS[args.command] is cli_commands.cmd_evaluate and args.quick
