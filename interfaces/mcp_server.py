@@ -1,4 +1,4 @@
-"""`gpufinops mcp`: the warehouse's read tools (jobs/mcp_tools.py) as a Model Context Protocol server,
+"""`gpufinops mcp`: the warehouse's read tools (interfaces/mcp_tools.py) as a Model Context Protocol server,
 over stdio (an assistant on this machine starts it) or streamable HTTP, built on the official SDK
 (the ``mcp`` extra, imported only here and only when the command runs).
 
@@ -79,7 +79,7 @@ class Principal:
 
 
 def principals(cfg: Config, environ: Mapping[str, str], *, strict: bool = True) -> list[Principal]:
-    """The configured tokens (``jobs.api.load_tokens``: unset, short or shared values are config
+    """The configured tokens (``interfaces.api.load_tokens``: unset, short or shared values are config
     errors); ``strict=False`` keeps only the entries whose variables are set (stdio: the client's
     environment holds the user's own token, not everyone's)."""
     from gpufinops.interfaces.api import load_tokens
@@ -125,24 +125,10 @@ def stdio_scope(cfg: Config, token_env: str | None, *, insecure_demo: bool, envi
 def build(cfg: Config, *, scope: Scope | None = None, known: list[Principal] | None = None):
     """The MCPServer with every tool of ``mcp_tools.registry``: ``scope`` for the whole process
     (stdio, or --insecure-demo), else the scope of the bearer token each HTTP request carries."""
-    from mcp.server.auth.provider import AccessToken
     from mcp.server.auth.settings import AuthSettings
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
     from pydantic import AnyHttpUrl
-
-    from gpufinops.warehouse import db
-
-    by_client = {p.client_id: p.scope for p in known or []}
-
-    class Verifier:
-        async def verify_token(self, token: str) -> AccessToken | None:
-            found = match(known or [], token)
-            if found is None:
-                return None
-            # `token` is a digest, never the value: the SDK keeps this object for the request
-            return AccessToken(token=found.digest.hex(), client_id=found.client_id, scopes=[found.scope.role])
 
     auth = None
     if known:  # issuer_url: required by the settings, unused without an authorization server
@@ -151,10 +137,36 @@ def build(cfg: Config, *, scope: Scope | None = None, known: list[Principal] | N
         "gpufinops",
         instructions=INSTRUCTIONS,
         version=_version(),
-        token_verifier=Verifier() if known else None,
+        token_verifier=_verifier(known) if known else None,
         auth=auth,
         log_level="WARNING",
     )
+    caller = _caller_of(scope, {p.client_id: p.scope for p in known or []})
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+    for spec in mcp_tools.registry(cfg.alerts.settings.budgets).values():
+        server.add_tool(_tool(cfg, spec, caller), name=spec.name, description=spec.description, annotations=read_only)
+    return server
+
+
+def _verifier(known: list[Principal]):
+    """The SDK's token verifier over the configured principals."""
+    from mcp.server.auth.provider import AccessToken
+
+    class Verifier:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            found = match(known, token)
+            if found is None:
+                return None
+            # `token` is a digest, never the value: the SDK keeps this object for the request
+            return AccessToken(token=found.digest.hex(), client_id=found.client_id, scopes=[found.scope.role])
+
+    return Verifier()
+
+
+def _caller_of(scope: Scope | None, by_client: dict[str, Scope]):
+    """The scope of a tool call: the process's ``scope``, else that of the request's bearer token."""
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
 
     def caller(ctx: Context) -> Scope:
         if scope is not None:
@@ -166,31 +178,35 @@ def build(cfg: Config, *, scope: Scope | None = None, known: list[Principal] | N
             raise ToolError("missing or invalid bearer token")
         return by_client[client_id]
 
-    def serve(spec: mcp_tools.ToolSpec):
-        def tool(ctx: Context, **arguments: Any) -> dict[str, Any]:
-            who = caller(ctx)
-            try:
-                with db.reader(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
-                    return mcp_tools.call(spec, con, who, arguments)
-            except mcp_tools.ToolRefused as exc:
-                raise ToolError(str(exc)) from None
-            except db.WarehouseBusy:
-                raise ToolError("the warehouse is busy (a job is writing it): retry in a few seconds") from None
-            except db.WarehouseError as exc:
-                raise ToolError(f"the warehouse is not available: {exc}") from None
+    return caller
 
-        # The SDK reads a tool's parameters from its signature: the query's own, after (con, scope).
-        own = list(inspect.signature(spec.fn, eval_str=True).parameters.values())[2:]
-        ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
-        tool.__signature__ = inspect.Signature([*own, ctx_param], return_annotation=dict[str, Any])  # type: ignore[attr-defined]
-        tool.__annotations__ = {p.name: p.annotation for p in own} | {"ctx": Context, "return": dict[str, Any]}
-        tool.__name__ = tool.__qualname__ = spec.name
-        return tool
 
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
-    for spec in mcp_tools.registry(cfg.alerts.settings.budgets).values():
-        server.add_tool(serve(spec), name=spec.name, description=spec.description, annotations=read_only)
-    return server
+def _tool(cfg: Config, spec: mcp_tools.ToolSpec, caller):
+    """One tool as the SDK serves it: the query on a read-only connection, in the caller's scope."""
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from gpufinops.warehouse import db
+
+    def tool(ctx: Context, **arguments: Any) -> dict[str, Any]:
+        who = caller(ctx)
+        try:
+            with db.reader(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+                return mcp_tools.call(spec, con, who, arguments)
+        except mcp_tools.ToolRefused as exc:
+            raise ToolError(str(exc)) from None
+        except db.WarehouseBusy:
+            raise ToolError("the warehouse is busy (a job is writing it): retry in a few seconds") from None
+        except db.WarehouseError as exc:
+            raise ToolError(f"the warehouse is not available: {exc}") from None
+
+    # The SDK reads a tool's parameters from its signature: the query's own, after (con, scope).
+    own = list(inspect.signature(spec.fn, eval_str=True).parameters.values())[2:]
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    tool.__signature__ = inspect.Signature([*own, ctx_param], return_annotation=dict[str, Any])  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in own} | {"ctx": Context, "return": dict[str, Any]}
+    tool.__name__ = tool.__qualname__ = spec.name
+    return tool
 
 
 def http_app(cfg: Config, *, host: str = "127.0.0.1", insecure_demo: bool = False, environ=None):

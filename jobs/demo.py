@@ -186,7 +186,9 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
     _print_calendar(out, demo_fleet.DEMO_END, stale)
     planted = json.loads(fleet.ground_truth_path.read_text())["planted"]
     report = evaluate(recs, planted, {r.kind for r in recs} | {"idle_gpu"})
-    demo_summary.print_summary(out, fleet, results, totals, recs, report, planted, config_path, comparison)
+    demo_summary.print_summary(
+        out, demo_summary.DemoOutcome(fleet, results, totals, recs, report, planted, config_path, comparison)
+    )
     print(
         f"\nWeekly report for {week} (every team): {demo_summary.shown_path(written[0])} (open it in a browser)\n"
         f"  {demo_summary.exe_name()} --config {demo_summary.shown_path(config_path)} report weekly\n"

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from rich.text import Text
 
 from gpufinops.ingest.core import extras
-from gpufinops.jobs import output, tables
-from gpufinops.jobs.output import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
+from gpufinops.jobs import cells, output, tables
+from gpufinops.jobs.cells import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
 
 SPEND_COLUMNS = (
     Col("provider", "Provider", TEXT, no_wrap=True),
@@ -88,7 +89,7 @@ def _rec_row(rec) -> dict[str, Any]:
         "plan": getattr(rec, "plan", None),
         "provider": rec.provider,
         "team": rec.team or "(cluster)",
-        "resource_id": rec.resource_id or rec.workload or output.MISSING,
+        "resource_id": rec.resource_id or rec.workload or cells.MISSING,
         "action": rec.proposed.get("action"),
         "monthly_savings_usd": rec.monthly_savings_usd,
         "confidence": rec.confidence,
@@ -106,10 +107,25 @@ def _with_status(columns: tuple[Col, ...], recs) -> tuple[Col, ...]:
     return (columns[0], STATUS, *columns[1:])
 
 
-def print_summary(
-    out: IO[str], fleet, results, totals, recs, report, planted, config_path: Path, comparison=()
-) -> None:
+@dataclass(frozen=True)
+class DemoOutcome:
+    """What the demo ran and found, as the summary prints it."""
+
+    fleet: Any  # the simulated fleet (simulator.demo_fleet)
+    results: list  # one ingest run per source
+    totals: Any  # spend per provider (warehouse.queries.cost_totals)
+    recs: list  # the recommendations of the run
+    report: list[dict[str, Any]]  # found / missed per planted waste (demo.evaluate)
+    planted: list[dict[str, Any]]
+    config_path: Path
+    comparison: Any = ()  # the models' comparison rows, when any
+
+
+def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
     from gpufinops.models import plans
+
+    fleet, results, totals, recs = outcome.fleet, outcome.results, outcome.totals, outcome.recs
+    report, planted, config_path, comparison = outcome.report, outcome.planted, outcome.config_path, outcome.comparison
 
     width = output.terminal_width(out)
     p = lambda text="": print(text, file=out)  # noqa: E731
@@ -131,14 +147,14 @@ def print_summary(
     counted = [r for r in recs if plans.counted(r)]
     alternatives = sum(1 for r in recs if r.plan not in plans.COUNTED)
     p(
-        f"\nSavings: {output.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s), one per "
+        f"\nSavings: {cells.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s), one per "
         f"resource ({len(counted)} action(s); {alternatives} alternative(s) listed, never added)"
     )
     dropped = plans.left_out(recs)
     if dropped:  # the warehouse's decisions (a re-run keeps them)
         p(f"  left out of the total because of decisions: {len(dropped)} finding(s) dismissed or applied")
     others, idle = [r for r in recs if r.kind != "idle_gpu"], [r for r in recs if r.kind == "idle_gpu"]
-    p(f"\nIdle GPUs: {len(idle)} finding(s), {output.money(plans.total(idle))}/month")
+    p(f"\nIdle GPUs: {len(idle)} finding(s), {cells.money(plans.total(idle))}/month")
     output.print_table(
         [
             {
@@ -156,7 +172,7 @@ def print_summary(
     listed = [r for r in others if not (r.kind == "onprem_vs_cloud" and r.provider != "onprem")]
     if others:
         below = " (on-prem vs cloud below)" if onprem else ""
-        p(f"\nOther findings: {len(others)}, {output.money(plans.total(others))}/month counted{below}")
+        p(f"\nOther findings: {len(others)}, {cells.money(plans.total(others))}/month counted{below}")
         if listed:
             output.print_table(
                 [_rec_row(r) for r in listed], _with_status(FINDING_COLUMNS, listed), out=out, width=width

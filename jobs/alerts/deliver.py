@@ -205,12 +205,13 @@ def deliver_pending(
                 f"environment variable {env} is not set"
             )
     stale_before = _now() - timedelta(minutes=cfg.report.sending_timeout_minutes)
+    run = _Pass(cfg, rows, channels, emails, stale_before, out, stop, environ, sleep)
     for note in pending:
         if stop.is_set():
             out.interrupted = True
             break
         try:
-            _deliver_one(cfg, note, rows, channels, emails, stale_before, out, stop, environ, sleep)
+            _deliver_one(run, note)
         except Exception as exc:  # one bad notification never blocks the others: recorded on it, next run retries
             label = f"{note['channel']} {note['target']}"
             error = f"{type(exc).__name__}: {exc}"
@@ -221,19 +222,25 @@ def deliver_pending(
     return out
 
 
-def _deliver_one(
-    cfg: Config,
-    note: dict,
-    rows: dict[str, dict],
-    channels: dict[str, Channel],
-    emails: set[str],
-    stale_before: datetime,
-    out: Delivered,
-    stop: threading.Event,
-    environ: dict[str, str],
-    sleep: Callable[[float], None],
-) -> None:
+@dataclass(frozen=True)
+class _Pass:
+    """What one ``deliver_pending`` pass shares across its notifications."""
+
+    cfg: Config
+    rows: dict[str, dict]  # the alerts the notifications name, by id
+    channels: dict[str, Channel]  # the configured channels, by target
+    emails: set[str]  # the recipients an email notification may still go to
+    stale_before: datetime  # a 'sending' row older than this is sent again
+    out: Delivered
+    stop: threading.Event
+    environ: dict[str, str]
+    sleep: Callable[[float], None]
+
+
+def _deliver_one(run: _Pass, note: dict) -> None:
     """One notification, on its own (see ``deliver_pending``)."""
+    cfg, rows, channels, emails, out = run.cfg, run.rows, run.channels, run.emails, run.out
+    stale_before, stop, environ, sleep = run.stale_before, run.stop, run.environ, run.sleep
     label = f"{note['channel']} {note['target']}"
     channel = channels.get(note["target"])
     if (note["channel"] == "email" and note["target"] not in emails) or (

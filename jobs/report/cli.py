@@ -69,6 +69,11 @@ def weekly(
     if not cfg.report.recipients:
         print("gpufinops: --send: no [[report.recipients]] in the config", file=sys.stderr)
         return 2
+    return _send(cfg, chosen, stdout)
+
+
+def _send(cfg: Config, chosen: Week, stdout: IO[str]) -> int:
+    """`report weekly --send`: mail every recipient, one line each; 1 when one was not sent."""
     outcome = deliver.send_weekly(cfg, chosen)
     for email in outcome.sent:
         print(f"{email:<40} sent", file=stdout)
