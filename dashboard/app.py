@@ -1,7 +1,9 @@
-"""The gpufinops dashboard (Streamlit, multipage): GPU spend, waste and what to change, read-only.
+"""The gpufinops dashboard (Streamlit, multipage): GPU spend, waste and what to change.
 
-Pages (dashboard/pages/) call ``warehouse.queries`` only, over a read-only connection opened per
-render, so an ingest can write while the dashboard is open. Every page reads the viewer's scope
+Pages (dashboard/pages/) read through ``warehouse.queries``, over a read-only connection opened per
+render, so an ingest can write while the dashboard is open. The one write is a person's decision on a
+finding: the Recommendations page records it through ``warehouse.recommendation_store.record_decision``
+on a short-lived writer, scoped to the viewer's teams. Every page reads the viewer's scope
 (finance: every team; lead: its teams) from ``dashboard.common.page_context``.
 """
 

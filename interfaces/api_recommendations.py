@@ -86,13 +86,14 @@ def register(app: FastAPI, routes: Routes) -> None:
 def _register_decision(app: FastAPI, routes: Routes) -> None:
     cfg, write_retry_s = routes.cfg, routes.write_retry_s
     # Decisions of concurrent requests are written one at a time: DuckDB admits one writing process,
-    # and two of this process's connections updating one row conflict (retried in store.record_decision).
+    # and two of this process's connections updating one row conflict (retried in
+    # recommendation_store.record_decision).
     decisions = threading.Lock()
 
     @app.post("/v1/recommendations/{recommendation_id}/decision")
     def decide(recommendation_id: str, body: DecisionIn, scope: Scope = Depends(routes.caller)) -> JSONResponse:
         from gpufinops.jobs.export import objects
-        from gpufinops.warehouse import db, queries, store
+        from gpufinops.warehouse import db, queries, recommendation_store
 
         if scope.role == "scheduler":
             raise HTTPException(403, detail="a scheduler token reads recommendations only")
@@ -102,13 +103,13 @@ def _register_decision(app: FastAPI, routes: Routes) -> None:
             raise HTTPException(503, detail="warehouse busy, retry", headers={"Retry-After": "2"})
         try:
             with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit, retry_seconds=write_retry_s) as con:
-                store.record_decision(
+                recommendation_store.record_decision(
                     con, recommendation_id, body.decision, body.reason, scope.actor, teams=scope.team_filter
                 )
                 rec = objects.from_frame(queries.recommendation_by_id(con, recommendation_id))[0]
-        except store.UnknownRecommendation:
+        except recommendation_store.UnknownRecommendation:
             raise HTTPException(404, detail=f"no recommendation {recommendation_id!r}") from None
-        except (db.WarehouseBusy, store.WriteConflict) as exc:  # never a 500 for a busy warehouse
+        except (db.WarehouseBusy, recommendation_store.WriteConflict) as exc:  # never a 500 for a busy warehouse
             log.warning("decision on %s not recorded: %s", recommendation_id, exc)
             raise HTTPException(503, detail="warehouse busy, retry", headers={"Retry-After": "2"}) from None
         finally:

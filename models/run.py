@@ -11,7 +11,7 @@ import duckdb
 from gpufinops.models import calibration, carbon_evidence, plans, token_costs
 from gpufinops.models.recommendation import Recommendation, Withheld
 from gpufinops.models.registry import KINDS, MODELS, VERSIONS, setting_keys
-from gpufinops.warehouse import store
+from gpufinops.warehouse import recommendation_store
 
 
 @dataclass
@@ -73,7 +73,7 @@ def analyse(
         run.comparison.extend(found.comparison)
     run.recommendations = plans.reconcile(token_costs.annotate(con, run.recommendations))
     carbon_evidence.annotate(con, run.recommendations)  # evidence.kg_co2e_month_saved (models/carbon_evidence.py)
-    store.store_recommendations(
+    recommendation_store.store_recommendations(
         con, run.recommendations, list(KINDS), VERSIONS, withheld=run.withheld, comparison=run.comparison
     )
     if kinds:

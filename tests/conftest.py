@@ -73,13 +73,13 @@ def feed_template(tmp_path_factory) -> Path:
     """A warehouse holding tests/feed_fleet.py's cost lines and every kind of finding, built once."""
     from gpufinops.models import plans
     from gpufinops.models.registry import KINDS
-    from gpufinops.warehouse import db, store
+    from gpufinops.warehouse import db, recommendation_store
     from tests.feed_fleet import insert_cost_lines, realistic_recommendations
 
     path = tmp_path_factory.mktemp("feed") / "gpufinops.duckdb"
     with db.writer(path) as con:
         insert_cost_lines(con)
-        store.store_recommendations(con, plans.reconcile(realistic_recommendations()), KINDS)
+        recommendation_store.store_recommendations(con, plans.reconcile(realistic_recommendations()), KINDS)
     return path
 
 

@@ -12,7 +12,7 @@ import duckdb
 import httpx
 import pytest
 
-from gpufinops.warehouse import store
+from gpufinops.warehouse import recommendation_store
 from tests.conftest import query
 from tests.feed_fleet import realistic_recommendations
 from tests.test_api import FINANCE, TOKENS, Served, hold_write_lock, make_config
@@ -89,16 +89,16 @@ def test_a_write_conflict_is_retried_and_recorded_once(feed_warehouse):
     try:
         other.execute("BEGIN TRANSACTION")
         other.execute("UPDATE recommendations SET status = 'accepted' WHERE id = ?", [rec])
-        with pytest.raises(store.WriteConflict, match="in conflict with other writers after 2 attempts"):
-            store.record_decision(con, rec, "dismiss", "blocked", "a", attempts=2)
+        with pytest.raises(recommendation_store.WriteConflict, match="in conflict with other writers after 2 attempts"):
+            recommendation_store.record_decision(con, rec, "dismiss", "blocked", "a", attempts=2)
         releaser = threading.Timer(0.05, lambda: other.execute("COMMIT"))
         releaser.start()
-        assert store.record_decision(con, rec, "dismiss", "after", "b", attempts=50) == "dismissed"
+        assert recommendation_store.record_decision(con, rec, "dismiss", "after", "b", attempts=50) == "dismissed"
         releaser.join()
         rows = con.execute("SELECT reason FROM decisions WHERE recommendation_id = ?", [rec]).fetchall()
         assert rows == [("after",)]
         with pytest.raises(ValueError, match="attempts must be at least 1"):
-            store.record_decision(con, rec, "accept", "", "c", attempts=0)
+            recommendation_store.record_decision(con, rec, "accept", "", "c", attempts=0)
     finally:
         other.close()
         con.close()

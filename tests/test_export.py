@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from gpufinops.models import plans
-from gpufinops.warehouse import db, store
+from gpufinops.warehouse import db, recommendation_store
 from tests import export_checks
 from tests.feed_fleet import (
     AWS_EAST,
@@ -271,7 +271,7 @@ def test_team_scoping_skypilot_and_json(feed_warehouse):
 def test_dismissed_and_alternative_findings_leave_the_manifests(feed_warehouse):
     spot_id = next(r.id for r in realistic_recommendations() if r.workload == "vision-train")
     with db.writer(feed_warehouse) as con:
-        store.record_decision(con, spot_id, "dismiss", "our jobs do not checkpoint", "test")
+        recommendation_store.record_decision(con, spot_id, "dismiss", "our jobs do not checkpoint", "test")
     names = list(quotas(docs_of(export(feed_warehouse, "kueue", "vision", AWS_EAST)), "gpufinops-vision"))
     assert "aws-a100-40gb-spot" not in names and "aws-a100-40gb-on-demand" in names
     with db.writer(feed_warehouse) as con:  # an exclusive alternative is shown, never carried out

@@ -21,7 +21,7 @@ from gpufinops.jobs.export import settings as export_settings
 from gpufinops.models import plans
 from gpufinops.models.recommendation import Recommendation, stable_id
 from gpufinops.models.registry import KINDS
-from gpufinops.warehouse import db, store
+from gpufinops.warehouse import db, recommendation_store
 from tests import export_checks
 from tests.k8s_crds import crd_schemas, validate
 from tests.test_export import docs_of
@@ -260,7 +260,7 @@ def fleet(warehouse: Path) -> Path:
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     with db.writer(warehouse) as con:
         _lines(con)
-        store.store_recommendations(con, plans.reconcile(recommendations()), KINDS)
+        recommendation_store.store_recommendations(con, plans.reconcile(recommendations()), KINDS)
     return warehouse
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from gpufinops.interfaces import cli
 from gpufinops.models import plans
-from gpufinops.warehouse import db, store
+from gpufinops.warehouse import db, recommendation_store
 from tests.test_api import Served
 from tests.test_dashboard import make_app, metrics, open_page
 
@@ -125,7 +125,7 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
             assert answer.status_code == 200, answer.text
             assert answer.json()["decision"]["decision"] == decision and answer.json()["decision"]["reason"]
         with db.writer(warehouse) as con:  # the dashboard's "Mark applied" (the API offers accept / dismiss)
-            store.record_decision(con, applied["id"], "apply", "done", "test")
+            recommendation_store.record_decision(con, applied["id"], "apply", "done", "test")
 
         with db.reader(warehouse) as con:
             stored = objects.load(con)

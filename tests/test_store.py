@@ -8,7 +8,7 @@ from decimal import Decimal
 import duckdb
 
 from gpufinops.models.recommendation import Recommendation
-from gpufinops.warehouse import db, schema, store
+from gpufinops.warehouse import db, recommendation_store, schema
 
 
 def rec(savings: str = "100.00", proposed_count: int = 4) -> Recommendation:
@@ -34,27 +34,31 @@ def status_of(con) -> tuple[str, str | None]:
 
 def test_dismissed_stays_dismissed_until_the_evidence_changes(warehouse):
     with db.writer(warehouse) as con:
-        store.store_recommendations(con, [rec()], ["gpu_count"], {"gpu_count": "gpu_count/1"})
+        recommendation_store.store_recommendations(con, [rec()], ["gpu_count"], {"gpu_count": "gpu_count/1"})
         assert status_of(con) == ("open", "gpu_count/1")
         con.execute("UPDATE recommendations SET status = 'dismissed'")
-        store.store_recommendations(con, [rec("112.40")], ["gpu_count"])  # small drift: still dismissed
+        recommendation_store.store_recommendations(con, [rec("112.40")], ["gpu_count"])  # small drift: still dismissed
         assert status_of(con)[0] == "dismissed"
         assert con.execute("SELECT monthly_savings_usd FROM recommendations").fetchall() == [(Decimal("112.40"),)]
-        store.store_recommendations(con, [rec("112.40", proposed_count=2)], ["gpu_count"])  # new proposal
+        recommendation_store.store_recommendations(
+            con, [rec("112.40", proposed_count=2)], ["gpu_count"]
+        )  # new proposal
         assert status_of(con)[0] == "open"
         con.execute("UPDATE recommendations SET status = 'dismissed'")
-        store.store_recommendations(con, [rec("260.00", proposed_count=2)], ["gpu_count"])  # savings doubled
+        recommendation_store.store_recommendations(
+            con, [rec("260.00", proposed_count=2)], ["gpu_count"]
+        )  # savings doubled
         assert status_of(con)[0] == "open"
 
 
 def test_accepted_stays_accepted_and_open_findings_no_longer_made_disappear(warehouse):
     with db.writer(warehouse) as con:
-        store.store_recommendations(con, [rec()], ["gpu_count"])
+        recommendation_store.store_recommendations(con, [rec()], ["gpu_count"])
         con.execute("UPDATE recommendations SET status = 'accepted'")
-        store.store_recommendations(con, [rec("900.00", proposed_count=1)], ["gpu_count"])
+        recommendation_store.store_recommendations(con, [rec("900.00", proposed_count=1)], ["gpu_count"])
         assert status_of(con)[0] == "accepted"
         con.execute("UPDATE recommendations SET status = 'open'")
-        store.store_recommendations(con, [], ["gpu_count"])
+        recommendation_store.store_recommendations(con, [], ["gpu_count"])
         assert con.execute("SELECT count(*) FROM recommendations").fetchall() == [(0,)]
 
 
@@ -89,15 +93,17 @@ def test_a_decision_is_recorded_with_who_and_why_and_scoped(warehouse):
     import pytest
 
     with db.writer(warehouse) as con:
-        store.store_recommendations(con, [rec()], ["gpu_count"])
-        with pytest.raises(store.UnknownRecommendation):  # outside the caller's teams: as if absent
-            store.record_decision(con, "gpu_count-abc", "accept", "ok", "lead@x", teams=["nlp"])
-        with pytest.raises(store.UnknownRecommendation):
-            store.record_decision(con, "nope", "accept", "ok", "lead@x")
+        recommendation_store.store_recommendations(con, [rec()], ["gpu_count"])
+        with pytest.raises(recommendation_store.UnknownRecommendation):  # outside the caller's teams: as if absent
+            recommendation_store.record_decision(con, "gpu_count-abc", "accept", "ok", "lead@x", teams=["nlp"])
+        with pytest.raises(recommendation_store.UnknownRecommendation):
+            recommendation_store.record_decision(con, "nope", "accept", "ok", "lead@x")
         with pytest.raises(ValueError):
-            store.record_decision(con, "gpu_count-abc", "maybe", "", "lead@x")
+            recommendation_store.record_decision(con, "gpu_count-abc", "maybe", "", "lead@x")
         assert (
-            store.record_decision(con, "gpu_count-abc", "dismiss", "model retiring", "lead@x", teams=["vision"])
+            recommendation_store.record_decision(
+                con, "gpu_count-abc", "dismiss", "model retiring", "lead@x", teams=["vision"]
+            )
             == "dismissed"
         )
         assert status_of(con)[0] == "dismissed"

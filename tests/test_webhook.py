@@ -19,7 +19,7 @@ from gpufinops.jobs import config as config_mod
 from gpufinops.jobs import webhook
 from gpufinops.jobs.config import ConfigError
 from gpufinops.models.registry import KINDS
-from gpufinops.warehouse import db, store
+from gpufinops.warehouse import db, recommendation_store
 from tests.conftest import query
 from tests.feed_fleet import _rec, realistic_recommendations
 
@@ -134,7 +134,7 @@ def test_signed_push_retried_after_a_503_and_not_sent_again(tmp_path, feed_wareh
         {"util_p95": 12.0},
     )
     with db.writer(feed_warehouse) as con:
-        store.store_recommendations(con, [*realistic_recommendations(), new], KINDS)
+        recommendation_store.store_recommendations(con, [*realistic_recommendations(), new], KINDS)
     assert webhook.push_new_recommendations(cfg, environ=ENV, sleep=waits.append) == 1
     assert [o["id"] for o in json.loads(target.requests[-1]["body"])["recommendations"]] == [new.id]
     assert signature_ok(target.requests[-1])
@@ -193,7 +193,7 @@ def test_webhook_scope_and_missing_secret(tmp_path, feed_warehouse, receiver):
     """A webhook limited to teams and kinds gets only those; dismissed findings are never pushed."""
     dismissed = next(r for r in realistic_recommendations() if r.team == "vision" and r.kind == "idle_gpu")
     with db.writer(feed_warehouse) as con:
-        store.record_decision(con, dismissed.id, "dismiss", "already stopped", "test")
+        recommendation_store.record_decision(con, dismissed.id, "dismiss", "already stopped", "test")
     target = receiver()
     cfg = config_for(tmp_path, feed_warehouse, hook(target.url, 'teams = ["vision"]\nkinds = ["spot_mix", "idle_gpu"]'))
     with pytest.raises(

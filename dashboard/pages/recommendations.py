@@ -1,7 +1,7 @@
 """Recommendations: every kind, filterable, sorted by savings; evidence; accept / dismiss; CSV.
 
 Filters are applied to the scoped frame in polars (choices from fixed lists, never SQL). A decision
-is written through ``warehouse.store.record_decision`` on a short-lived writer, scoped to the
+is written through ``warehouse.recommendation_store.record_decision`` on a short-lived writer, scoped to the
 viewer's teams, with the viewer as the actor.
 """
 
@@ -16,7 +16,7 @@ from gpufinops.dashboard import evidence, labels
 from gpufinops.dashboard.common import connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
 from gpufinops.models import plans
-from gpufinops.warehouse import db, queries, store
+from gpufinops.warehouse import db, queries, recommendation_store
 from gpufinops.warehouse.labels import NO_TEAM, team_label
 from gpufinops.warehouse.labels import label as code_label
 
@@ -78,8 +78,10 @@ def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
     """Record the decision; on success rerun the page so every count and total shows it at once."""
     try:
         with db.writer(db_path(), retry_seconds=10) as con:
-            status = store.record_decision(con, rec_id, decision, reason, ctx.scope.actor, teams=ctx.teams)
-    except store.UnknownRecommendation:
+            status = recommendation_store.record_decision(
+                con, rec_id, decision, reason, ctx.scope.actor, teams=ctx.teams
+            )
+    except recommendation_store.UnknownRecommendation:
         st.error("That recommendation no longer exists (or is not yours to decide).")
     except db.WarehouseBusy:
         st.error("The warehouse is busy with an ingest: try again in a moment.")

@@ -1,4 +1,5 @@
-"""Writes that are not ingest loads: recommendations a model run produced."""
+"""The recommendation store: the findings a model run produced (`store_recommendations`) and the decisions
+people take on them (`record_decision`); the writes that are not ingest loads."""
 
 from __future__ import annotations
 
