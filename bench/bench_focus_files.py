@@ -4,7 +4,7 @@ For each size and format: generate (or reuse from ``bench/.cache/``) a FOCUS 1.2
 in a fresh process so that its peak RSS is its own,
 
 0. DuckDB's floor: ``CREATE TABLE AS SELECT *`` from the file (read as focus_files reads it),
-1. a first load into an empty warehouse (``ingest.runner.run_source``), and
+1. a first load into an empty warehouse (``ingest.core.runner.run_source``), and
 2. an idempotent re-load of the same file with ``full_refresh=True``, which must replace the
    billing-period slice, not duplicate it (the row count afterwards must equal the file's).
 

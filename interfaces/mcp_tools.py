@@ -3,7 +3,7 @@
 Each tool is ``(con, scope, **arguments) -> JSON object`` over a read-only connection, built on the
 queries the HTTP API and the dashboard read (``warehouse.allocation_queries``, ``warehouse.queries``,
 ``jobs.export.objects``, ``warehouse.alerts_queries``), so an answer here is the figure the API and the
-dashboard show. :data:`TOOLS` is the one registry: the server (jobs/mcp_server.py) serves each entry
+dashboard show. :data:`TOOLS` is the one registry: the server (interfaces/mcp_server.py) serves each entry
 through one guard that checks the caller's role before any query runs (a ``scheduler`` token reads
 recommendations and plans only, never money spent) and turns every value into plain JSON. A ``lead``
 token sees its teams only: a team outside them is refused by name, never answered empty.

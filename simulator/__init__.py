@@ -11,7 +11,7 @@ and ``gpufinops evaluate`` (:mod:`jobs.evaluate`) run them; the warehouse sees o
   prices, a restated month), that the models were never tuned on.
 * :mod:`simulator.cur2_export`, :mod:`simulator.gcp_export`: the bills in the providers' formats.
 
-Imports go one way: this package may use the ingest-side file formats (``ingest.aws_cur2_format``,
+Imports go one way: this package may use the ingest-side file formats (``ingest.aws.aws_cur2_format``,
 the ``onprem`` cost function) and the warehouse's schema and reference data; it never imports
 ``models``, ``dashboard`` or ``jobs``.
 """

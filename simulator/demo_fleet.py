@@ -14,7 +14,7 @@ Prices are hard-coded (the demo runs from a fresh clone without ``shared/``); ea
 the reference file it was copied from. Money is ``Decimal`` quantised to 10 fractional digits.
 The on-prem cluster is no export: ``gpufinops demo`` configures it as an ``onprem`` source
 (:data:`simulator.demo_prices.ONPREM_OPTIONS`, recorded in ground_truth.json), and its ground-truth cost is priced with the
-source's own :func:`ingest.onprem_cost.hourly_gpu_cost` from each GPU's mean utilisation in the hour
+source's own :func:`ingest.onprem.onprem_cost.hourly_gpu_cost` from each GPU's mean utilisation in the hour
 (the on-prem hosts' DCGM exposition carries no power, so the TDP model). Committed usage is billed at
 the committed rate on the usage line (no separate commitment-fee line), except on AWS where, as in
 a real CUR, a Reserved Instance's hours are ``DiscountedUsage`` lines (billed 0, effective cost the RI

@@ -29,7 +29,7 @@ AWS_ON_DEMAND_USD = {
 }
 AWS_RI_1Y_RATE = Decimal("0.62")  # assumed 1-year no-upfront reserved rate / on-demand (not in the data)
 # (machine type, region) -> ($/h on-demand, $/h spot, $/month 1-year CUD) from
-# shared/data/gcp-pricing-cyclenerd/pricing.yml (compute.instance.<type>.cost.<region>).
+# Cyclenerd's GCP pricing.yml at fd66b26 (compute.instance.<type>.cost.<region>; tests/data/gcp-pricing-cyclenerd/SOURCE.md).
 GCP_PRICES: dict[tuple[str, str], tuple[str, str, str | None]] = {
     ("a2-highgpu-1g", "us-central1"): ("3.673385", "1.92802", "1689.3711392"),
     ("a2-highgpu-4g", "us-central1"): ("14.69354", "7.71208", "6757.4845568"),
@@ -69,7 +69,7 @@ ONPREM_NODE_TYPES = {
     },
 }
 # AWS Spot Instance Advisor, Linux: (region, type) -> (saving over on-demand "s" %, interruption band "r"),
-# from shared/data/aws-spot-advisor-spotinfo/spot-advisor-data_2025-06.json, with that feed's band ranges.
+# from the Spot Instance Advisor feed of 2025-06 (spot-advisor-data.json), with that feed's band ranges.
 # The demo writes them as reference/aws/spot-advisor-data.json (the feed's format) for `aws_spot_advisor`.
 AWS_SPOT_ADVISOR = {
     ("us-east-1", "p4d.24xlarge"): (67, 2),

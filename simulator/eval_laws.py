@@ -46,7 +46,7 @@ class Offer:
 
 AWS_REGION, GCP_REGION = "us-east-1", "us-central1"
 # us-east-1 on-demand from warehouse/data/aws_ondemand_karpenter.csv (Karpenter, generated 2026-07-20); spot
-# advisor (s, r) from shared/data/aws-spot-advisor-spotinfo/spot-advisor-data_2025-06.json (p5.4xlarge is
+# advisor (s, r) from the Spot Instance Advisor feed of 2025-06 (spot-advisor-data.json; p5.4xlarge is
 # not in that feed: p5.48xlarge's figures are used).
 CATALOGUE: dict[tuple[str, str], Offer] = {
     ("aws", "g4dn.xlarge"): Offer("T4", 1, "0.526", "64", 3),
@@ -62,7 +62,7 @@ CATALOGUE: dict[tuple[str, str], Offer] = {
     ("aws", "p4de.24xlarge"): Offer("A100-80GB", 8, "27.44705", "65", 0),
     ("aws", "p5.4xlarge"): Offer("H100-SXM", 1, "6.88", "52", 4),
     ("aws", "p5.48xlarge"): Offer("H100-SXM", 8, "55.04", "52", 4),
-    # us-central1 from shared/data/gcp-pricing-cyclenerd/pricing.yml (hour, hour_spot, month_1y)
+    # us-central1 from Cyclenerd's GCP pricing.yml (hour, hour_spot, month_1y; tests/data/gcp-pricing-cyclenerd/SOURCE.md)
     ("gcp", "g2-standard-4"): Offer("L4", 1, "0.706832255", "0.397336", None, "325.07215214"),
     ("gcp", "a2-highgpu-1g"): Offer("A100-40GB", 1, "3.673385", "1.92802", None, "1689.3711392"),
     ("gcp", "a2-highgpu-2g"): Offer("A100-40GB", 2, "7.34677", "3.85604", None, "3378.7422784"),

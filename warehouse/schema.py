@@ -318,7 +318,7 @@ CARBON_HOURLY = pa.schema([
 # v13: the [carbon] settings every load computes carbon_hourly with.
 CARBON_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
-# v15: results the load job computes for the dashboard (models/page_results.py), an Arrow IPC frame each.
+# v15: results the load job computes for the dashboard (dashboard/precomputed.py), an Arrow IPC frame each.
 STORED_RESULTS = pa.schema([("name", pa.string()), ("scope", pa.string()), ("data_version", pa.string()),
                             ("computed_at", UTC_TS), ("seconds", pa.float64()),
                             pa.field("frame", pa.binary(), metadata={"sql_type": "BLOB"})])

@@ -1,8 +1,8 @@
 """``aws_cur`` with ``engine = "athena"``: the hourly rollup runs in Athena over the CUR 2.0 table that
 AWS Data Exports registers in Glue; only the rollup comes home.
 
-The query is :func:`ingest.cur_mapping.cur_select` (the same FOCUS mapping as the file path) wrapped
-in :func:`ingest.pushdown.rollup_select` and transpiled to Trino. Flow: ``StartQueryExecution`` →
+The query is :func:`ingest.aws.cur_mapping.cur_select` (the same FOCUS mapping as the file path) wrapped
+in :func:`ingest.core.pushdown.rollup_select` and transpiled to Trino. Flow: ``StartQueryExecution`` →
 poll ``GetQueryExecution`` until a terminal state → page through ``GetQueryResults``. Incremental
 by billing period (the table's ``billing_period`` partition): new periods and the newest
 ``lookback_months`` (AWS restates a month for weeks) are re-queried each run and replace their

@@ -10,7 +10,7 @@ Layouts (keys relative to ``bucket``/``prefix``, or to the local ``path``):
 Each (export, billing period) is one delivery: the newest manifest wins, and a delivery whose
 manifest and data objects are unchanged since the last load is skipped. A new delivery replaces
 every billing period its rows hold (AWS restates a month for weeks), in one transaction. CUR files
-go through :mod:`ingest.cur_mapping`; FOCUS exports through ``focus_files``' own mapping. Files stream
+go through :mod:`ingest.aws.cur_mapping`; FOCUS exports through ``focus_files``' own mapping. Files stream
 through DuckDB straight into ``cost_line_items``; S3 objects are downloaded to a scratch folder first.
 """
 

@@ -11,7 +11,7 @@
   A unit it does not know is kept as the provider wrote it.
 
 Everything is plain SQL (CASE over literals, ``lower``, ``substr``, ``length``) so the push-down
-transpiles it to Trino and BigQuery unchanged (:mod:`ingest.pushdown`).
+transpiles it to Trino and BigQuery unchanged (:mod:`ingest.core.pushdown`).
 """
 
 from __future__ import annotations

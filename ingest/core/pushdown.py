@@ -3,7 +3,7 @@
 A large CUR holds hundreds of millions of line items a month; a BigQuery billing export lives in
 BigQuery already. Instead of copying every line item home, gpufinops can send the engine that
 holds them one query: the provider's FOCUS mapping (the same SQL the local path runs:
-:func:`ingest.cur_mapping.cur_select` for AWS) wrapped in :func:`rollup_select`, which sums cost and
+:func:`ingest.aws.cur_mapping.cur_select` for AWS) wrapped in :func:`rollup_select`, which sums cost and
 usage per charge period, account, resource, team, instance type and pricing category, and brings
 home only that result.
 

@@ -2,7 +2,7 @@
 
 Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` spec (name,
 target table, key, cursor, restatement lookback, default schedule, and its typed ``Options``, see
-``ingest.spec``). The code reads it: the config validator checks a source's table against the
+``ingest.core.spec``). The code reads it: the config validator checks a source's table against the
 Options; the runner computes each run's ``LoadWindow`` from the cursor, lookback and time range;
 the scheduler takes the default schedule; ``python -m gpufinops.ingest.core.docs`` prints the source table
 of docs/sources/index.md.

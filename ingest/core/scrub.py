@@ -11,7 +11,7 @@ It removes
   ``…secret…=`` / ``…password…=`` / ``…token…=`` pairs.
 
 The CLI wraps ``sys.stdout`` / ``sys.stderr`` in ``ScrubbingStream`` and the log handler in
-``ScrubbingFormatter`` (``jobs.errors``), so a new command is covered without code of its own.
+``ScrubbingFormatter`` (``interfaces.errors``), so a new command is covered without code of its own.
 Lives in ``ingest.core`` so that ingest (which never imports jobs) and jobs share it.
 """
 

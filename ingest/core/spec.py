@@ -223,7 +223,7 @@ def _plural(words: str) -> str:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OnInvalidOptions(SourceOptions):
-    """The option of a source whose rows are checked before the load (``ingest.validate``)."""
+    """The option of a source whose rows are checked before the load (``ingest.core.validate``)."""
 
     on_invalid: Literal["fail", "skip_rows"] = option(
         "fail", 'a row that fails validation: "fail" the load, or "skip_rows" into ingest_rejects'

@@ -2,16 +2,16 @@
 
 Sources: the BigQuery table (``project``, ``dataset``, ``table`` — ``gcp_billing_export_v1_*`` or
 ``gcp_billing_export_resource_v1_*``; ``endpoint`` for an emulator) or, with ``path``, its extracts
-(JSONL / Parquet / flattened CSV, see :mod:`ingest.gcp_export_files`).
+(JSONL / Parquet / flattened CSV, see :mod:`ingest.gcp.gcp_export_files`).
 
 Incremental on ``export_time`` with a restatement lookback: rows for a usage day keep arriving for
 days (credits and corrections come late, with a later ``export_time``). Each run finds the usage
 days that have rows exported since ``watermark − lookback_days`` and fingerprints each such day over
 *all* its rows (row count, newest ``export_time``, total cost); a day whose fingerprint changed is
 re-read whole and replaces its (source, usage day) slice in one transaction. The mapping to FOCUS
-is SQL (:mod:`ingest.gcp_export_mapping`) run by DuckDB over the rows — or, with ``push_down = true``
+is SQL (:mod:`ingest.gcp.gcp_export_mapping`) run by DuckDB over the rows — or, with ``push_down = true``
 (BigQuery only), transpiled and run by BigQuery with the hourly rollup, so that only the rollup comes
-home (:mod:`ingest.gcp_pushdown`); the run's ledger note then says what BigQuery billed.
+home (:mod:`ingest.gcp.gcp_pushdown`); the run's ledger note then says what BigQuery billed.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class _BigQuery:
         return [export_part("table", self.table.strip("`"), name, arrow.schema, days, self.ctx.team_tag_keys)]
 
     def rollup(self, days: list[str], tag_keys: tuple[str, ...]) -> str:
-        """push_down: the days' FOCUS rows rolled up in BigQuery (:mod:`ingest.gcp_pushdown`); the result as SQL."""
+        """push_down: the days' FOCUS rows rolled up in BigQuery (:mod:`ingest.gcp.gcp_pushdown`); the result as SQL."""
         sql, self.rollup_rows = gcp_pushdown.fetch_rollup(self, days, tag_keys)
         return sql
 

@@ -4,7 +4,7 @@ A SKU has ``pricingInfo[]`` (each effective from its ``effectiveTime``) whose ``
 ``unitPrice`` as ``units`` (int64) + ``nanos`` (10⁻⁹): read as an exact Decimal, never a float. The
 price stays in the currency the API answered in; a unit or currency this module does not know is
 kept and flagged. GPU SKUs and the a2/a3/g2 vCPU and RAM SKUs are composed into machine-type prices
-per region and pricing (on_demand, spot, commit_1y, commit_3y): see :mod:`ingest.gcp_machines`.
+per region and pricing (on_demand, spot, commit_1y, commit_3y): see :mod:`ingest.gcp.gcp_machines`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two steps, both plain SQL so the same text can later be pushed down (issue 10: B
 row mapping and only rollups come home):
 
 1. :func:`conform_select` turns any relation holding export rows — a BigQuery result as Arrow, an
-   exported Parquet or JSONL file, the flattened CSV built by :mod:`ingest.gcp_export_files` — into
+   exported Parquet or JSONL file, the flattened CSV built by :mod:`ingest.gcp.gcp_export_files` — into
    the *canonical* export shape (:data:`CANONICAL`): the standard/detailed export's column names and
    nesting (``service.description``, ``credits[].amount``, ``project.labels[]``…), money as exact
    ``DECIMAL(38,15)``, times as UTC ``TIMESTAMPTZ``. Missing columns (``resource`` and ``price`` exist
@@ -241,7 +241,7 @@ def focus_select(
 
     Tags: the row's labels win over its project's labels; system labels keep their own
     ``goog-``/``compute.googleapis.com/`` keys. ``x_Team`` is the first of ``tag_keys`` found in Tags.
-    ``only`` restricts the output to those columns: the BigQuery push-down (:mod:`ingest.gcp_pushdown`)
+    ``only`` restricts the output to those columns: the BigQuery push-down (:mod:`ingest.gcp.gcp_pushdown`)
     runs this same text, transpiled, for the rollup's columns, and must not carry expressions (the
     ``Tags`` JSON of a MAP) that BigQuery need not — and can not — evaluate.
     """

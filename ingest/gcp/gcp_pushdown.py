@@ -2,12 +2,12 @@
 
 A large billing export already lives in BigQuery; copying its rows home is the wrong design past a
 certain size. With ``push_down`` the changed usage days are not fetched row by row: one BigQuery
-job runs :func:`ingest.gcp_export_mapping.conform_select` + :func:`~ingest.gcp_export_mapping.focus_select`
-(restricted to the rollup's columns) wrapped in :func:`ingest.pushdown.rollup_select` — the very
-DuckDB text the local path runs, transpiled by :func:`ingest.pushdown.to_dialect` — and only its
+job runs :func:`ingest.gcp.gcp_export_mapping.conform_select` + :func:`~ingest.gcp.gcp_export_mapping.focus_select`
+(restricted to the rollup's columns) wrapped in :func:`ingest.core.pushdown.rollup_select` — the very
+DuckDB text the local path runs, transpiled by :func:`ingest.core.pushdown.to_dialect` — and only its
 result (one row per hour × project × SKU-level key) comes home. The day fingerprints, the
 restatement of changed days and the ledger are those of the row path
-(:mod:`ingest.gcp_billing_export`); the bytes BigQuery processed and billed go into the run's
+(:mod:`ingest.gcp.gcp_billing_export`); the bytes BigQuery processed and billed go into the run's
 ledger note.
 """
 

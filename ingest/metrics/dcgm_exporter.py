@@ -3,7 +3,7 @@
 Each run fetches every target (``http(s)://…/metrics``, ``file://…``, or a local path or glob,
 relative to the config's folder) with a timeout and a bounded retry, parses the Prometheus text
 exposition with ``prometheus_client``'s parser, and appends the samples to the day-partitioned
-sample store (:mod:`ingest.metrics_store`). The hours the new samples span are rolled up again
+sample store (:mod:`ingest.metrics.metrics_store`). The hours the new samples span are rolled up again
 from every file of their day and their ``gpu_metrics_hourly`` slices (one per hour) replaced; an
 unchanged recorded exposition (same bytes, every sample timestamped) is not read again. A sample carrying a timestamp keeps it (a recorded
 exposition replays its history); one without gets the time the scrape answered, as Prometheus does.
@@ -18,7 +18,7 @@ Fields: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` / ``_FB_FREE`` / `
 ``--kubernetes-virtual-gpus``: the GPU is shared, every sharing pod gets its own copy of the series,
 kept as its own sample row), the configured ``resource_label`` (default ``instance_id``) and
 ``provider_id_label`` (default ``provider_id``, a Kubernetes node providerID). Each hour also yields
-its workloads (``gpu_workloads_hourly``, :mod:`ingest.workloads`), in the same load.
+its workloads (``gpu_workloads_hourly``, :mod:`ingest.metrics.workloads`), in the same load.
 
 A target that still fails after its retries fails the run (naming the target) after the other
 targets' samples are stored; the next run rolls them up.

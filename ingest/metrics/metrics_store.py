@@ -12,7 +12,7 @@ Shared by the utilisation ingestors (``dcgm_exporter``, ``prometheus``, ``nvidia
   counts once (files whose time ranges overlap are de-duplicated), order does not matter (whole
   hours are recomputed from every file of their day), and an hour without samples has no row: a
   gap is unknown, never zero.
-* **Attribution** (``ingest.metrics_attribution.attributed_sql``): each GPU-hour is matched to a billed ``ResourceId`` in
+* **Attribution** (``ingest.metrics.metrics_attribution.attributed_sql``): each GPU-hour is matched to a billed ``ResourceId`` in
   this order: (1) an explicit resource label (``resource_label``, default ``instance_id``) whose
   value is a billed ResourceId; (2) the host: a billed ResourceId equal to it, else the
   configured ``resource_map``; (3) the Kubernetes node's provider id (``aws:///zone/i-…`` →

@@ -12,7 +12,7 @@ name with the largest and mean used memory (MiB) and the number of samples the p
 (a sample logged twice counts once; the mean leaves out ``[N/A]`` readings). Rows are attributed to
 a billed resource and team exactly as the host's GPU rows are (``warehouse.attribution``).
 A log holding only its header (no process was running) is valid and adds no rows. The same samples
-give each process's presence per GPU-hour (``gpu_workloads_hourly``, :mod:`ingest.workloads`), the
+give each process's presence per GPU-hour (``gpu_workloads_hourly``, :mod:`ingest.metrics.workloads`), the
 time-slicing input of the shared-GPU chargeback.
 """
 

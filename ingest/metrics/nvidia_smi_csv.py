@@ -19,7 +19,7 @@ file's name without its ``.csv``/``.log``/``.txt`` extension, rotation number an
 A GPU without a ``uuid`` column is identified as ``<host>:<index>``.
 
 A ``--query-compute-apps`` log among the matched files (told apart by its header: ``pid`` and
-``used_gpu_memory``) is read by ``ingest.nvidia_smi_apps`` into ``gpu_processes_hourly``, in the
+``used_gpu_memory``) is read by ``ingest.metrics.nvidia_smi_apps`` into ``gpu_processes_hourly``, in the
 same run and transaction, its day slices replaced the same way.
 """
 

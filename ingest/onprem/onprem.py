@@ -2,9 +2,9 @@
 
 The cluster is described in the config (node groups: nodes, GPU model and count per node, purchase
 prices, amortisation, power, PUE, energy price, facility and operations cost; see
-:mod:`ingest.onprem_cost`). Every configured GPU gets FOCUS line items for every hour of the
+:mod:`ingest.onprem.onprem_cost`). Every configured GPU gets FOCUS line items for every hour of the
 cluster's metrics window (the first to the last hour in which ``gpu_metrics_hourly`` holds a row for
-one of its nodes), priced by :func:`ingest.onprem_cost.hourly_gpu_cost` from that hour's measured
+one of its nodes), priced by :func:`ingest.onprem.onprem_cost.hourly_gpu_cost` from that hour's measured
 power, else its utilisation (the TDP model), else the idle draw — the line's Tags say which.
 
 FOCUS semantics, per GPU-hour (``ProviderName = PublisherName = InvoiceIssuerName = 'onprem'``: the
