@@ -10,23 +10,19 @@ minutes. Older than that is *stale*, and the dashboard's Data health and Overvie
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import duckdb
 import polars as pl
 
+from gpufinops.warehouse import source_facts
+
 KINDS = ("cost", "metrics", "prices", "inventory", "other")  # cost, metrics: its newest rows; others: its last good run
 
-# Each source type's spec declares its Freshness (ingest specs: the ``freshness`` fact). This layer
-# cannot import ingest (ingest imports it), and the dashboard, which cannot either, reads freshness
-# too: so ``python -m gpufinops.ingest.core.docs --write docs/sources/index.md`` writes the specs'
-# values to this file, and tests/test_source_specs.py fails when it drifts from them.
-FACTS_PATH = Path(__file__).parent / "data" / "source_facts.json"
+# Each source type's spec declares its Freshness (the ``freshness`` fact); this layer, which cannot
+# import ingest, reads the specs' values from warehouse/source_facts.py's generated file.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,11 +43,11 @@ class Freshness:
 UNREGISTERED = Freshness(kind="other", lag_hours=24.0)
 
 
-@functools.cache
 def declared_lags() -> dict[str, Freshness]:
-    """The built-in source types' Freshness, as their specs declare it (FACTS_PATH)."""
-    facts = json.loads(FACTS_PATH.read_text())
-    return {name: Freshness(kind=f["kind"], lag_hours=float(f["lag_hours"])) for name, f in facts.items()}
+    """The built-in source types' Freshness, as their specs declare it (``source_facts``)."""
+    return {
+        name: Freshness(kind=f["kind"], lag_hours=float(f["lag_hours"])) for name, f in source_facts.facts().items()
+    }
 
 
 _NEWEST_SQL = """

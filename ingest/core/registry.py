@@ -6,7 +6,7 @@ extra, freshness, doctor check, init question, description; see ``IngestorMeta``
 it: the config validator checks a source's table against the Options; the runner computes each
 run's ``LoadWindow`` from the cursor, lookback and time range; the scheduler takes the schedule;
 ``gpufinops doctor`` the extra and check, ``gpufinops init`` the question, the freshness table the
-lag (``warehouse/data/source_facts.json``, generated from the specs); ``python -m
+lag (those two through ``warehouse/source_facts.py``, generated from the specs); ``python -m
 gpufinops.ingest.core.docs`` prints the source table of docs/sources/index.md.
 A ``Registry`` is a plain object: tests build their own instead of sharing global state.
 """
@@ -14,9 +14,11 @@ A ``Registry`` is a plain object: tests build their own instead of sharing globa
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import duckdb
@@ -100,7 +102,7 @@ class IngestorMeta:
     # import jobs), called with (SourceConfig, base_dir, timeout). None: the source reaches nothing.
     doctor: str | None
     # What ``gpufinops init`` offers: a question it asks and writes generically, the flags of
-    # init's own section that writes this type (jobs/init_sections.py), or None: init does not offer it.
+    # init's own section that writes this type (jobs/init_render.py), or None: init does not offer it.
     init: InitQuestion | tuple[str, ...] | None
 
     def parse_options(self, table: Mapping[str, Any], where: str, common: frozenset[str] = frozenset()) -> Any:
@@ -222,32 +224,24 @@ class Registry:
         return iter(self._ingestors[n] for n in self.names())
 
 
-# Modules holding the built-in ingestors; each registers its class with `default_registry()`.
-BUILTIN_MODULES = (
-    "gpufinops.ingest.core.focus_files",
-    "gpufinops.ingest.metrics.nvidia_smi_csv",
-    "gpufinops.ingest.metrics.dcgm_exporter",
-    "gpufinops.ingest.metrics.prometheus",
-    "gpufinops.ingest.metrics.serving_prometheus",
-    "gpufinops.ingest.metrics.serving_exporter",
-    "gpufinops.ingest.metrics.cloudwatch_gpu",
-    "gpufinops.ingest.aws.aws_cur",
-    "gpufinops.ingest.aws.aws_spot_prices",
-    "gpufinops.ingest.aws.aws_pricing",
-    "gpufinops.ingest.aws.aws_spot_advisor",
-    "gpufinops.ingest.onprem.onprem",
-    "gpufinops.ingest.gcp.gcp_billing_export",
-    "gpufinops.ingest.gcp.gcp_catalog",
-    "gpufinops.ingest.gcp.gcp_price_history",
-    "gpufinops.ingest.storage.aws_source",
-    "gpufinops.ingest.storage.gcp_source",
-)
+INGEST_ROOT = Path(__file__).resolve().parents[1]  # the ingest package's folder
+
+
+def builtin_modules(root: Path = INGEST_ROOT, package: str = "gpufinops.ingest") -> tuple[str, ...]:
+    """The modules under ``root`` that declare ``INGESTORS`` (a line starting ``INGESTORS``): a new
+    source's module is found where it lies, no list to add it to. Read as text, imported only by
+    ``default_registry``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if re.search(r"^INGESTORS\b", path.read_text(encoding="utf-8"), re.MULTILINE):
+            found.append(".".join([package, *path.relative_to(root).with_suffix("").parts]))
+    return tuple(found)
 
 
 def default_registry() -> Registry:
     """A registry of every built-in ingestor (modules imported lazily: no cloud SDK at import)."""
     registry = Registry()
-    for module_name in BUILTIN_MODULES:
+    for module_name in builtin_modules():
         module = importlib.import_module(module_name)
         for cls in module.INGESTORS:
             registry.register(cls)
