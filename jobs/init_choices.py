@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +28,11 @@ class Question:
     section: str  # [sources.<section>]
 
 
-def questions() -> list[Question]:
-    """The generic questions the built-in source specs declare, in type order."""
-    return [Question(type=name, **f["init"]) for name, f in sorted(source_facts.facts().items()) if f["init"]]
+def questions(facts: Mapping[str, Mapping[str, Any]] | None = None) -> list[Question]:
+    """The generic questions the source specs declare, in type order (``facts``: ``source_facts.facts()``
+    by default, the built-in specs')."""
+    facts = source_facts.facts() if facts is None else facts
+    return [Question(type=name, **f["init"]) for name, f in sorted(facts.items()) if f["init"]]
 
 
 @dataclass

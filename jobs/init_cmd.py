@@ -19,8 +19,12 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpufinops.jobs import files
+
+if TYPE_CHECKING:
+    from gpufinops.ingest.core.registry import Registry
 from gpufinops.jobs.init_choices import DEFAULT_REGION, Question, ask, from_flags, questions
 from gpufinops.jobs.init_render import render
 
@@ -138,21 +142,29 @@ def add_parser(sub: argparse._SubParsersAction, asked: Sequence[Question] | None
             )
 
 
-def write(text: str, out: Path) -> int:
-    """Validate ``text`` with the config loader, then write it; 0, or 2 with the key at fault."""
+def write(text: str, out: Path, registry: Registry | None = None) -> int:
+    """Validate ``text`` with the config loader (``registry``: the source types it knows, default the
+    built-in ones), then write it; 0, or 2 with the key at fault."""
     from gpufinops.jobs import config as config_mod
 
     try:
         with files.replacing(out, make_parents=True) as tmp:  # the one file writer: renamed only when valid
             tmp.write_text(text)
-            config_mod.load(str(tmp), environ={})
+            config_mod.load(str(tmp), environ={}, registry=registry)
     except config_mod.ConfigError as exc:
         print(f"gpufinops: init: the config would not load: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-def run(args: argparse.Namespace, prompt: Callable[[str], str] = input, asked: Sequence[Question] | None = None) -> int:
+def run(
+    args: argparse.Namespace,
+    prompt: Callable[[str], str] = input,
+    asked: Sequence[Question] | None = None,
+    registry: Registry | None = None,
+) -> int:
+    """``gpufinops init``; ``asked`` and ``registry``: the specs' questions and the source types the
+    written file is checked against (default: the built-in ones)."""
     specs = questions() if asked is None else asked
     source_flags = SOURCE_FLAGS + tuple(q.flag for q in specs)
     out = Path(args.out)
@@ -176,7 +188,7 @@ def run(args: argparse.Namespace, prompt: Callable[[str], str] = input, asked: S
     except (ValueError, EOFError) as exc:
         print(f"gpufinops: init: {exc}", file=sys.stderr)
         return 2
-    status = write(text, out)
+    status = write(text, out, registry)
     if status == 0:
         from gpufinops.jobs.demo_summary import exe_name
 
