@@ -153,18 +153,9 @@ def check_credentials(cfg) -> list[Check]:
     return out
 
 
-def serving_checks() -> dict:
-    from gpufinops.jobs import doctor_serving
-
-    return {
-        "serving_exporter": doctor_serving.serving_exporter,
-        "prometheus_serving": doctor_serving.prometheus_serving,
-    }
-
-
 def check_source(source, base_dir: Path, timeout: float, no_credentials: Set[str] = frozenset()) -> Check:
     name = f"source {source.name}"
-    check = sources.CHECKS.get(source.type) or serving_checks().get(source.type)
+    check = sources.check_of(source.type)  # the check its spec names
     if not source.enabled:
         return Check(name, SKIP, f"{source.type}: disabled (enabled = false)")
     if check is None:

@@ -1,7 +1,8 @@
 """``gpufinops doctor``'s checks of the serving-metrics sources (``serving_exporter``, ``prometheus_serving``).
 
 A server's ``/metrics`` answers with one of the serving counters (or its files match); a Prometheus server
-holds serving counter series from the last day. Same results as ``jobs.doctor_sources``: (status, what, fix).
+holds serving counter series from the last day. Same results as ``jobs.doctor_sources``: (status, what, fix),
+from the same typed options; each type's spec names its check here (``IngestorMeta.doctor``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import urllib.request
 from pathlib import Path
 
 from gpufinops.jobs.config import SourceConfig
-from gpufinops.jobs.doctor_sources import FAIL, OK, WARN, Result, _get, _paths, http_get
+from gpufinops.jobs.doctor_sources import FAIL, OK, WARN, Result, _get, _paths, http_get, options
 
 COUNTERS = ("vllm:", "tgi_request", "nv_inference_request_success", "nv_llm_", "sglang:")
 
 
 def serving_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    targets = source.options.get("targets") or []
+    targets = options(source).targets or []
     results = []
     for target in [targets] if isinstance(targets, str) else targets:
         if target.startswith(("http://", "https://")):
@@ -41,9 +42,10 @@ def serving_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Re
 def prometheus_serving(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     from gpufinops.ingest.metrics.serving_counters import SAMPLE_NAMES
 
-    base = str(source.options["url"]).rstrip("/")
+    opts = options(source)
+    base = str(opts.url).rstrip("/")
     url = _get(base)[1]
-    selector = source.options.get("selector")
+    selector = opts.selector
     matchers = f'__name__=~"{"|".join(SAMPLE_NAMES)}"' + (f",{selector}" if selector else "")
     query = f"count(last_over_time({{{matchers}}}[1d]))"
     request = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]

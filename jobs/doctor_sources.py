@@ -1,16 +1,20 @@
 """``gpufinops doctor``'s reachability check of each configured source, with a timeout.
 
-One function per source type, each a cheap read of what the ingestor will read: S3 HeadBucket +
+One function per source type, each a cheap read of what the ingestor will read (a source type's spec
+names its check, ``IngestorMeta.doctor``, and the extra it needs, ``IngestorMeta.extra``): S3 HeadBucket +
 ListObjectsV2 under the export's prefix (are there manifests?), one EC2 / Pricing call, BigQuery
 ``tables.get`` (is it a billing export?), one Cloud Billing Catalog page, an HTTP GET of each
-DCGM exporter and a PromQL query (are GPU metrics there?), and the file globs. Each returns
+DCGM exporter and a PromQL query (are GPU metrics there?), and the file globs. Each reads the source's
+typed options (``options``: its spec's ``Options``, parsed as ingest parses them) and returns
 ``(status, detail, fix)``; an exception becomes a failed check naming the call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
+import importlib
 import json
 import os
 import urllib.error
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufinops.ingest.core import extras
+from gpufinops.ingest.core.registry import IngestorMeta, Registry, default_registry
 from gpufinops.jobs.config import SourceConfig
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
@@ -28,6 +33,21 @@ Result = tuple[str, str, str | None]
 GPU_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "nvidia_smi_utilization_gpu_ratio")
 BILLING_EXPORT_COLUMNS = {"billing_account_id", "service", "sku", "usage_start_time", "cost", "export_time"}
 COMPUTE_SERVICE = "services/6F81-5844-456A"
+Check = Callable[[SourceConfig, Path, float], Result]
+
+
+@functools.cache
+def _builtin() -> Registry:
+    return default_registry()
+
+
+def _meta(source_type: str, registry: Registry | None = None) -> IngestorMeta:
+    return (registry or _builtin()).get(source_type).meta
+
+
+def options(source: SourceConfig) -> Any:
+    """The source's typed options (its spec's ``Options``; config validation already checked them)."""
+    return _meta(source.type).parse_options(dict(source.options), f"sources.{source.name}")
 
 
 def _paths(pattern: str | list[str] | None, base_dir: Path) -> list[str]:
@@ -41,7 +61,7 @@ def _paths(pattern: str | list[str] | None, base_dir: Path) -> list[str]:
 
 
 def files(source: SourceConfig, base_dir: Path, key: str = "path") -> Result:
-    pattern = source.options.get(key)
+    pattern = getattr(options(source), key)
     matched = _paths(pattern, base_dir)
     if not matched:
         return (
@@ -59,13 +79,20 @@ def _aws_client(service: str, source: SourceConfig, timeout: float, region: str 
     boto3 = extras.require("boto3", "aws", f"sources.{source.name}")
     from botocore.config import Config
 
+    opts = options(source)
     config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"mode": "standard", "max_attempts": 1})
     return boto3.session.Session().client(
         service,
-        region_name=region or source.options.get("region") or "us-east-1",
-        endpoint_url=source.options.get("endpoint_url") or None,
+        region_name=region or getattr(opts, "region", None) or "us-east-1",
+        endpoint_url=opts.endpoint_url or None,
         config=config,
     )
+
+
+def _first_region(regions: str | list[str] | None) -> str:
+    """The region a check asks: the first configured (a name or a list), else us-east-1."""
+    listed = [regions] if isinstance(regions, str) else list(regions or [])
+    return listed[0] if listed else "us-east-1"
 
 
 def _aws_error(exc: Exception) -> str:
@@ -75,9 +102,9 @@ def _aws_error(exc: Exception) -> str:
 
 
 def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    opts = source.options
-    if opts.get("path"):
-        root = Path(os.path.expanduser(opts["path"]))
+    opts = options(source)
+    if opts.path:
+        root = Path(os.path.expanduser(opts.path))
         root = root if root.is_absolute() else base_dir / root
         if not root.is_dir():
             return FAIL, f"path {root} is not a directory", f"point sources.{source.name}.path at the synced export"
@@ -87,11 +114,11 @@ def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
             if manifests
             else (WARN, f"{root}: no *-Manifest.json yet", "sync the export's metadata/ and data/ folders there")
         )
-    if opts.get("engine") == "athena":
+    if opts.engine == "athena":
         athena = _aws_client("athena", source, timeout)
-        athena.get_work_group(WorkGroup=opts.get("workgroup") or "primary")
-        return OK, f"Athena work group {opts.get('workgroup') or 'primary'} answers", None
-    bucket, prefix = opts.get("bucket"), str(opts.get("prefix") or "").strip("/")
+        athena.get_work_group(WorkGroup=opts.workgroup or "primary")
+        return OK, f"Athena work group {opts.workgroup or 'primary'} answers", None
+    bucket, prefix = opts.bucket, str(opts.prefix or "").strip("/")
     s3 = _aws_client("s3", source, timeout)
     try:
         s3.head_bucket(Bucket=bucket)
@@ -118,13 +145,13 @@ def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
 
 
 def aws_spot_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    region = (source.options.get("regions") or ["us-east-1"])[0]
+    region = _first_region(options(source).regions)
     _aws_client("ec2", source, timeout, region).describe_spot_price_history(MaxResults=5)
     return OK, f"EC2 DescribeSpotPriceHistory answers in {region}", None
 
 
 def aws_pricing(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    region = (source.options.get("regions") or ["us-east-1"])[0]
+    region = _first_region(options(source).regions)
     _aws_client("ec2", source, timeout, region).describe_instance_types(MaxResults=5)
     return (
         OK,
@@ -134,18 +161,20 @@ def aws_pricing(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
 
 
 def aws_spot_advisor(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    if source.options.get("path"):
+    opts = options(source)
+    if opts.path:
         return files(source, base_dir)
     from gpufinops.ingest.aws.aws_spot_advisor import DEFAULT_URL
 
-    return http_get(source.options.get("url") or DEFAULT_URL, timeout, expect=None)
+    return http_get(opts.url or DEFAULT_URL, timeout, expect=None)
 
 
 def aws_storage(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    region = (source.options.get("regions") or ["us-east-1"])[0]
+    opts = options(source)
+    region = _first_region(opts.regions)
     _aws_client("ec2", source, timeout, region).describe_volumes(MaxResults=5)
     s3 = _aws_client("s3", source, timeout, region)
-    buckets = sorted({str(p.get("bucket")) for p in source.options.get("prefixes") or [] if isinstance(p, dict)})
+    buckets = sorted({rule.bucket for rule in opts.rules})
     for bucket in buckets:
         try:
             s3.head_bucket(Bucket=bucket)
@@ -158,22 +187,34 @@ def aws_storage(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     return OK, f"EC2 DescribeVolumes answers in {region}; {len(buckets)} bucket(s) reachable", None
 
 
+def cloudwatch_gpu(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    opts = options(source)
+    cloudwatch = _aws_client("cloudwatch", source, timeout, opts.region)
+    listing = cloudwatch.list_metrics(Namespace=opts.namespace)
+    series = len(listing.get("Metrics", []))
+    more = "+" if listing.get("NextToken") else ""
+    if not series:
+        return (
+            WARN,
+            f"CloudWatch {opts.namespace} in {opts.region}: no metrics",
+            "check the namespace and region, and that the CloudWatch agent publishes nvidia_smi_* metrics",
+        )
+    return OK, f"CloudWatch ListMetrics answers in {opts.region}: {series}{more} {opts.namespace} series", None
+
+
 # --- Google Cloud ------------------------------------------------------------------------------------
 
 
 def _gcp_options(source: SourceConfig, base_dir: Path) -> Any:
     """The source's typed options (config validation checked them), credentials_file beside the config."""
-    from gpufinops.ingest.core.registry import default_registry
-
-    meta = default_registry().get(source.type).meta
-    opts = meta.parse_options(dict(source.options), f"sources.{source.name}")
+    opts = options(source)
     if opts.credentials_file and not os.path.isabs(opts.credentials_file):
         opts = dataclasses.replace(opts, credentials_file=str(base_dir / opts.credentials_file))
     return opts
 
 
 def gcp_billing_export(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    if source.options.get("path"):
+    if options(source).path:
         return files(source, base_dir)
     from gpufinops.ingest.gcp import gcp_common
 
@@ -248,7 +289,7 @@ def http_get(url: str, timeout: float, expect: tuple[str, ...] | None = GPU_METR
 
 
 def dcgm_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    targets = source.options.get("targets") or []
+    targets = options(source).targets or []
     targets = [targets] if isinstance(targets, str) else targets
     results = []
     for target in targets:
@@ -274,9 +315,10 @@ def dcgm_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Resul
 
 
 def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    base = str(source.options["url"]).rstrip("/")
+    opts = options(source)
+    base = str(opts.url).rstrip("/")
     url = _get(base)[1]
-    selector = source.options.get("selector")
+    selector = opts.selector
     for metric in GPU_METRICS:  # series seen in the last day (an instant query sees only the last 5 minutes)
         series = f"{metric}{{{selector}}}" if selector else metric
         query = f"count(last_over_time({series}[1d]))"
@@ -302,8 +344,9 @@ def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
 def gcp_storage(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     from gpufinops.ingest.storage import gcp_inventory
 
-    project = source.options.get("project")
-    c = gcp_inventory.clients(source.options.get("endpoint") or None, None, project)
+    opts = options(source)
+    project = opts.project
+    c = gcp_inventory.clients(opts.endpoint or None, None, project)
     c.disks.aggregated_list(request={"project": project, "max_results": 5}, timeout=timeout)
     return OK, f"Compute disks.aggregatedList answers for project {project}", None
 
@@ -317,40 +360,31 @@ def focus_files(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
 
 
 def onprem(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    groups = source.options.get("node_groups") or []
+    groups = options(source).node_groups or []
     nodes = sum(len(g.get("nodes") or []) for g in groups if isinstance(g, dict))
     return OK, f"{len(groups)} node group(s), {nodes} node(s) (costed from the GPU metrics sources)", None
 
 
-CHECKS: dict[str, Callable[[SourceConfig, Path, float], Result]] = {
-    "aws_cur": aws_cur,
-    "aws_spot_prices": aws_spot_prices,
-    "aws_pricing": aws_pricing,
-    "aws_spot_advisor": aws_spot_advisor,
-    "aws_storage": aws_storage,
-    "gcp_billing_export": gcp_billing_export,
-    "gcp_catalog": gcp_catalog,
-    "gcp_price_history": gcp_price_history,
-    "gcp_storage": gcp_storage,
-    "dcgm_exporter": dcgm_exporter,
-    "prometheus": prometheus,
-    "nvidia_smi_csv": nvidia_smi_csv,
-    "focus_files": focus_files,
-    "onprem": onprem,
-}
+def check_of(source_type: str, registry: Registry | None = None) -> Check | None:
+    """The reachability check a source type's spec names (``IngestorMeta.doctor``, "module:function"),
+    None when it declares none (it reaches nothing) or the type is unknown."""
+    registry = registry or _builtin()
+    if source_type not in registry:
+        return None
+    named = _meta(source_type, registry).doctor
+    if named is None:
+        return None
+    module, _, function = named.partition(":")
+    check: Check = getattr(importlib.import_module(module), function)
+    return check
 
 
-def needs_extra(source: SourceConfig) -> str | None:
-    """The extra a source's API calls need (None: it reads files)."""
-    opts = source.options
-    if source.type == "aws_cur" and not opts.get("path"):
-        return "aws"
-    if source.type in ("aws_spot_prices", "aws_pricing", "aws_storage"):
-        return "aws"
-    if source.type == "gcp_billing_export" and not opts.get("path"):
-        return "gcp"
-    if source.type == "gcp_catalog":
-        return "gcp"
-    if source.type == "gcp_storage":
-        return "gcp-storage"
-    return None
+def needs_extra(source: SourceConfig, registry: Registry | None = None) -> str | None:
+    """The extra a source's API calls need (its spec's ``extra``; None: it reads files or plain HTTP)."""
+    registry = registry or _builtin()
+    if source.type not in registry:
+        return None
+    meta = _meta(source.type, registry)
+    if meta.extra is None:
+        return None
+    return meta.extra.needed(meta.parse_options(dict(source.options), f"sources.{source.name}"))

@@ -9,32 +9,13 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from gpufinops.warehouse.providers import provider_code  # re-exported: the models' one mapping
+
 
 def stable_id(kind: str, *parts: str | None) -> str:
     """The same finding gets the same id on every run (decisions attach to it)."""
     text = "|".join([kind, *[p or "" for p in parts]])
     return f"{kind}-{hashlib.sha1(text.encode()).hexdigest()[:16]}"
-
-
-def provider_code(provider_name: str | None) -> str | None:
-    """FOCUS ProviderName → the short code recommendations use (aws | gcp | onprem | …)."""
-    if not provider_name:
-        return None
-    name = provider_name.lower()
-    for needle, code in (
-        ("amazon", "aws"),
-        ("aws", "aws"),
-        ("google", "gcp"),
-        ("gcp", "gcp"),
-        ("microsoft", "azure"),
-        ("azure", "azure"),
-        ("oracle", "oci"),
-        ("onprem", "onprem"),
-        ("on-prem", "onprem"),
-    ):
-        if needle in name:
-            return code
-    return name
 
 
 def money(value: Decimal | float | int) -> Decimal:

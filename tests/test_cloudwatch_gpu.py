@@ -207,3 +207,18 @@ def test_an_unreachable_endpoint_fails_with_one_sentence(warehouse, monkeypatch)
     assert result.status == "failed" and result.error.startswith("cw: ")
     assert "ListMetrics" in result.error or "Could not connect" in result.error
     assert query(warehouse, "SELECT count(*) FROM gpu_metrics_hourly") == [(0,)]
+
+
+def test_doctor_checks_cloudwatch_with_the_check_and_extra_its_spec_names(agent, tmp_path):
+    from gpufinops.jobs import doctor_sources
+    from gpufinops.jobs.config import SourceConfig
+
+    _, moto_url = agent
+    source = SourceConfig("cw", "cloudwatch_gpu", "17 * * * *", {"region": "us-east-1", "endpoint_url": moto_url})
+    assert doctor_sources.needs_extra(source) == "aws"
+    check = doctor_sources.check_of("cloudwatch_gpu")
+    assert check is not None
+    status, detail, fix = check(source, tmp_path, 30.0)  # moto imports a service on its first call: slow under load
+    assert status == doctor_sources.OK and "CWAgent series" in detail and fix is None, detail
+    empty = SourceConfig("cw", "cloudwatch_gpu", "17 * * * *", {**source.options, "namespace": "Nothing"})
+    assert check(empty, tmp_path, 30.0)[0] == doctor_sources.WARN

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.ingest.core.registry import IngestorMeta, default_registry
+from gpufinops.ingest.core.registry import Cursor, Freshness, IngestorMeta, default_registry
 from gpufinops.ingest.core.runner import load_window
 from gpufinops.ingest.core.spec import OptionError, SourceOptions, describe, option
 from gpufinops.jobs import config
@@ -185,12 +185,17 @@ def _meta(**changes) -> IngestorMeta:
         key=("hour",),
         slice_expr="hour",
         source_column="source",
-        cursor="hour",
+        cursor=Cursor(remembers="hour", resume_item="cursor"),
         lookback=timedelta(hours=1),
         default_schedule="0 * * * *",
         options=_Hourly,
+        description="a test source",
         time_range=True,
-        window_cursor="cursor",
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="metrics", lag_hours=1.0),
+        doctor=None,
+        init=None,
     )
     return dataclasses.replace(base, **changes)
 
@@ -214,7 +219,9 @@ def test_since_until_choose_the_window_only_where_the_source_honours_them():
     assert only_until.since == NOW - timedelta(hours=3) and only_until.until == until  # from the cursor
     ignored = load_window(_meta(time_range=False), _Hourly(), STATE, since, until, False)
     assert not ignored.ranged and ignored.until is None and ignored.since == NOW - timedelta(hours=3)
-    no_time_cursor = load_window(_meta(window_cursor=None), _Hourly(), STATE, None, None, False)
+    no_time_cursor = load_window(
+        _meta(cursor=Cursor(remembers="file fingerprints", resume_item=None)), _Hourly(), STATE, None, None, False
+    )
     assert no_time_cursor.since is None
 
 

@@ -161,7 +161,7 @@ def test_the_gcp_storage_source_is_checked_by_doctor_and_loaded_by_the_runner(tm
         options["endpoint"] = endpoint
         source = SourceConfig("gcs", "gcp_storage", "40 5 * * *", options)
         assert doctor_sources.needs_extra(source) == "gcp-storage"
-        status, detail, _fix = doctor_sources.CHECKS["gcp_storage"](source, tmp_path, 5.0)
+        status, detail, _fix = doctor_sources.check_of("gcp_storage")(source, tmp_path, 5.0)
         assert status == doctor_sources.OK and P in detail
         warehouse = tmp_path / "wh.duckdb"
         first = run_source(default_registry(), warehouse, "gcs", "gcp_storage", options)

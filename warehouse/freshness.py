@@ -3,41 +3,52 @@
 A source can run every hour and succeed while the data it holds stops at last month (a CUR export that
 was switched off, a demo built on a fixed calendar, a Prometheus that lost its targets). So freshness
 is the newest charge period / metric hour a source holds, against now, beside how late that kind of
-data normally is (``EXPECTED_LAG_HOURS``): CUR and the GCP export arrive about a day late, DCGM within
+data normally is (each source spec's ``freshness``): CUR and the GCP export arrive about a day late, DCGM within
 minutes. Older than that is *stale*, and the dashboard's Data health and Overview, the weekly report,
 ``gpufinops ingest list`` and the stale-data alert all read this one function.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import duckdb
 import polars as pl
 
-# source type -> (kind of data, how many hours behind now its newest data normally is).
-# Cost exports: AWS refreshes CUR 2.0 / FOCUS exports up to three times a day and the newest hours
-# fill in over the next day; the GCP BigQuery export is "typically" a day behind (Google's docs);
-# FOCUS files are daily. GPU metrics: a scrape every minute, an hourly rollup: the newest complete
-# hour. Price catalogues change rarely: a week old is fine. A storage inventory is a daily listing.
-EXPECTED_LAG_HOURS: dict[str, tuple[str, float]] = {
-    "aws_cur": ("cost", 24.0),
-    "gcp_billing_export": ("cost", 24.0),
-    "focus_files": ("cost", 48.0),
-    "onprem": ("cost", 3.0),
-    "dcgm_exporter": ("metrics", 1.0),
-    "prometheus": ("metrics", 2.0),
-    "nvidia_smi_csv": ("metrics", 1.0),
-    "cloudwatch_gpu": ("metrics", 2.0),
-    "aws_spot_prices": ("prices", 24.0),
-    "aws_pricing": ("prices", 168.0),
-    "gcp_catalog": ("prices", 168.0),
-    "aws_spot_advisor": ("prices", 168.0),
-    "gcp_price_history": ("prices", 720.0),
-    "aws_storage": ("inventory", 24.0),  # a daily listing of volumes, snapshots and prefixes
-    "gcp_storage": ("inventory", 24.0),
-}
-DEFAULT_LAG = ("other", 24.0)
+from gpufinops.warehouse import source_facts
+
+KINDS = ("cost", "metrics", "prices", "inventory", "other")  # cost, metrics: its newest rows; others: its last good run
+
+# Each source type's spec declares its Freshness (the ``freshness`` fact); this layer, which cannot
+# import ingest, reads the specs' values from warehouse/source_facts.py's generated file.
+
+
+@dataclass(frozen=True, kw_only=True)
+class Freshness:
+    """The kind of data a source type holds and how many hours behind now its newest data normally is.
+
+    Cost exports: AWS refreshes CUR 2.0 / FOCUS exports up to three times a day and the newest hours
+    fill in over the next day; the GCP BigQuery export is "typically" a day behind (Google's docs);
+    FOCUS files are daily. GPU metrics: a scrape every minute, an hourly rollup: the newest complete
+    hour. Price catalogues change rarely: a week old is fine. A storage inventory is a daily listing.
+    """
+
+    kind: str  # one of KINDS
+    lag_hours: float  # older than this is stale
+
+
+# A type the ledger names that no spec declares any more (a removed or renamed source type).
+UNREGISTERED = Freshness(kind="other", lag_hours=24.0)
+
+
+def declared_lags() -> dict[str, Freshness]:
+    """The built-in source types' Freshness, as their specs declare it (``source_facts``)."""
+    return {
+        name: Freshness(kind=f["kind"], lag_hours=float(f["lag_hours"])) for name, f in source_facts.facts().items()
+    }
+
 
 _NEWEST_SQL = """
 WITH runs AS (
@@ -80,19 +91,24 @@ def _age_text(hours: float) -> str:
     return f"{hours / 24:.0f} days"
 
 
-def source_freshness(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> pl.DataFrame:
+def source_freshness(
+    con: duckdb.DuckDBPyConnection, now: datetime | None = None, lags: Mapping[str, Freshness] | None = None
+) -> pl.DataFrame:
     """One row per source that ever ran: the newest data it holds, its age, and whether that is stale.
 
     ``newest_data_at`` is the end of the newest charge period (cost sources) or metric hour (GPU
     metrics); for price and reference sources, which hold no time series of their own, the last run
     that succeeded. A source that holds no data at all is stale, with a message saying so.
+    ``lags``: each source type's Freshness (default: the built-in specs', ``declared_lags``).
     """
+    lags = declared_lags() if lags is None else lags
     now = (now or datetime.now(UTC)).astimezone(UTC)
     rows = []
     for source, source_type, last_run, last_status, last_ok, cost_newest, metrics_newest in con.execute(
         _NEWEST_SQL
     ).fetchall():
-        kind, lag = EXPECTED_LAG_HOURS.get(source_type, DEFAULT_LAG)
+        declared = lags.get(source_type, UNREGISTERED)
+        kind, lag = declared.kind, declared.lag_hours
         newest = {"cost": cost_newest, "metrics": metrics_newest}.get(kind, last_ok) or cost_newest or metrics_newest
         newest = _utc(newest)
         if newest is None:
@@ -122,9 +138,11 @@ def source_freshness(con: duckdb.DuckDBPyConnection, now: datetime | None = None
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
-def stale_sources(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> pl.DataFrame:
+def stale_sources(
+    con: duckdb.DuckDBPyConnection, now: datetime | None = None, lags: Mapping[str, Freshness] | None = None
+) -> pl.DataFrame:
     """The sources whose data is older than expected (see :func:`source_freshness`)."""
-    return source_freshness(con, now).filter(pl.col("stale"))
+    return source_freshness(con, now, lags).filter(pl.col("stale"))
 
 
 def data_ends(con: duckdb.DuckDBPyConnection) -> datetime | None:

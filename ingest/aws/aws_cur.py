@@ -35,7 +35,16 @@ from gpufinops.ingest.aws.aws_cur2_format import period_start
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject
 from gpufinops.ingest.core import focus_files, validate
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
 from gpufinops.warehouse import reference
 
@@ -267,7 +276,9 @@ class AwsCur:
         ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor="newest manifest per billing period (manifest and data object versions)",
+        cursor=Cursor(
+            remembers="newest manifest per billing period (manifest and data object versions)", resume_item=None
+        ),
         lookback=timedelta(0),
         default_schedule="30 */6 * * *",
         options=AwsCurOptions,
@@ -276,6 +287,11 @@ class AwsCur:
         "`line_item_unblended_cost` headers) and AWS FOCUS 1.0–1.2 Data Exports, found through "
         "their manifests in S3 (`bucket`) or a local copy of the bucket (`path`); or rolled up in "
         'Athena (`engine = "athena"`, below)',
+        provider="aws",
+        extra=Extra(name="aws", unless="path"),
+        freshness=Freshness(kind="cost", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_sources:aws_cur",
+        init=("aws_cur_bucket", "aws_cur_path"),
     )
 
     def _store(self, ctx: IngestContext) -> tuple[Any, str]:

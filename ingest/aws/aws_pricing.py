@@ -25,7 +25,16 @@ import pyarrow as pa
 from gpufinops.ingest.aws import aws_common
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
 from gpufinops.ingest.core import paging
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.warehouse import reference, schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 
@@ -150,12 +159,18 @@ class AwsPricing:
         key=("provider", "region", "instance_type"),
         slice_expr="provider || '|' || region",
         source_column=None,  # instance_types has no source column: a run replaces its regions' rows
-        cursor="digest of the last catalogue loaded",
+        cursor=Cursor(remembers="digest of the last catalogue loaded", resume_item=None),
         lookback=timedelta(0),
         default_schedule="0 3 * * *",
         options=AwsPricingOptions,
         description="EC2 `DescribeInstanceTypes` (GPU types) + Pricing `GetProducts` (Linux, shared tenancy, "
         "on-demand)",
+        time_range=False,
+        provider="aws",
+        extra=Extra(name="aws", unless=None),
+        freshness=Freshness(kind="prices", lag_hours=168.0),
+        doctor="gpufinops.jobs.doctor_sources:aws_pricing",
+        init=("aws_cur_bucket", "aws_cur_path"),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -24,7 +24,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import SourceOptions, option
 from gpufinops.warehouse import schema
 
@@ -110,12 +118,18 @@ class AwsSpotAdvisor:
         key=("provider", "region", "os", "instance_type"),
         slice_expr="provider || '|' || region",
         source_column=None,  # reference data: a run replaces the regions it read
-        cursor="digest of the last feed loaded",
+        cursor=Cursor(remembers="digest of the last feed loaded", resume_item=None),
         lookback=timedelta(0),
         default_schedule="0 4 * * *",
         options=AwsSpotAdvisorOptions,
         description="AWS Spot Instance Advisor feed (interruption-frequency bands, savings), from its URL or a "
         "local copy",
+        time_range=False,
+        provider="aws",
+        extra=None,
+        freshness=Freshness(kind="prices", lag_hours=168.0),
+        doctor="gpufinops.jobs.doctor_sources:aws_spot_advisor",
+        init=("aws_cur_bucket", "aws_cur_path"),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

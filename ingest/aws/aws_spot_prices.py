@@ -21,7 +21,16 @@ import pyarrow as pa
 from gpufinops.ingest.aws import aws_common
 from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import option
 from gpufinops.warehouse import schema
 
@@ -128,13 +137,18 @@ class AwsSpotPrices:
         key=("provider", "region", "zone", "instance_type", "product", "ts"),
         slice_expr="provider || '|' || zone || '|' || instance_type || '|' || product || '|' || CAST(epoch_us(ts) AS VARCHAR)",
         source_column=None,  # spot_prices has no source column: points are deduplicated on their key
-        cursor="newest price timestamp per region",
+        cursor=Cursor(remembers="newest price timestamp per region", resume_item=None),
         lookback=LOOKBACK,
         default_schedule="0 * * * *",
         options=AwsSpotPricesOptions,
         time_range=True,
         description="EC2 `DescribeSpotPriceHistory` (Linux/UNIX) of every GPU type `DescribeInstanceTypes` "
         "reports with `GpuInfo`",
+        provider="aws",
+        extra=Extra(name="aws", unless=None),
+        freshness=Freshness(kind="prices", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_sources:aws_spot_prices",
+        init=("aws_cur_bucket", "aws_cur_path"),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

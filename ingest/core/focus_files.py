@@ -19,7 +19,15 @@ import duckdb
 
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
 from gpufinops.warehouse import reference, schema
 
@@ -197,12 +205,17 @@ class FocusFiles:
         ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor="file fingerprints (size, mtime)",
+        cursor=Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         options=FocusFilesOptions,
         time_range=True,
         description="FOCUS 1.0–1.2 CSV (`.csv`, `.csv.gz`) or Parquet exports (local paths and globs)",
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="cost", lag_hours=48.0),
+        doctor="gpufinops.jobs.doctor_sources:focus_files",
+        init=("focus_path",),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

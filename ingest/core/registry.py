@@ -1,48 +1,109 @@
 """The ingestor registry: each source type declares its metadata once, here or in its module.
 
-Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` spec (name,
-target table, key, cursor, restatement lookback, default schedule, and its typed ``Options``, see
-``ingest.core.spec``). The code reads it: the config validator checks a source's table against the
-Options; the runner computes each run's ``LoadWindow`` from the cursor, lookback and time range;
-the scheduler takes the default schedule; ``python -m gpufinops.ingest.core.docs`` prints the source table
-of docs/sources/index.md.
+Like Cloud Custodian's ``@resources.register``: an ingestor class carries a ``meta`` spec holding
+every fact of its type (target table, key, cursor, lookback, schedule, typed ``Options``, provider,
+extra, freshness, doctor check, init question, description; see ``IngestorMeta``). The code reads
+it: the config validator checks a source's table against the Options; the runner computes each
+run's ``LoadWindow`` from the cursor, lookback and time range; the scheduler takes the schedule;
+``gpufinops doctor`` the extra and check, ``gpufinops init`` the question, the freshness table the
+lag (those two through ``warehouse/source_facts.py``, generated from the specs); ``python -m
+gpufinops.ingest.core.docs`` prints the source table of docs/sources/index.md.
 A ``Registry`` is a plain object: tests build their own instead of sharing global state.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import duckdb
 import pyarrow as pa
 
 from gpufinops.ingest.core.spec import SourceOptions
+from gpufinops.warehouse.freshness import Freshness  # re-exported: a spec module imports its facts from here
 
 
 class IngestError(Exception):
     """Bad input or an unusable source: one sentence naming the source, file or setting at fault."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Cursor:
+    """How a source resumes, read by the runner (like dlt's ``Incremental``): what its state remembers
+    between runs, and which state item, if any, holds the time the next window starts from.
+
+    ``resume_item`` None: the cursor is not a time (file fingerprints, a digest): the runner computes
+    no window start and the ingestor compares what it finds with its state itself.
+    """
+
+    remembers: str  # what the state holds, in words (the docs' cursor column)
+    resume_item: str | None  # the state item holding the time the next load resumes from
+
+    def resume_from(self, state: Mapping[str, Any], lookback: timedelta) -> datetime | None:
+        """The window's start: the saved time minus ``lookback``, or None (no time saved yet, or none kept)."""
+        saved = state.get(self.resume_item) if self.resume_item else None
+        return datetime.fromisoformat(str(saved)) - lookback if saved else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Extra:
+    """The pip extra (pyproject's optional-dependencies) a source's API calls need.
+
+    ``unless``: an option that, when set, makes the source read files instead (no extra needed),
+    e.g. ``aws_cur``'s ``path``.
+    """
+
+    name: str
+    unless: str | None
+
+    def needed(self, options: Any) -> str | None:
+        return None if self.unless and getattr(options, self.unless, None) else self.name
+
+
+@dataclass(frozen=True, kw_only=True)
+class InitQuestion:
+    """One question ``gpufinops init`` asks for a source (and the flag that answers it in scripts):
+    the answer is the value of ``option`` in a ``[sources.<section>]`` table of this type."""
+
+    flag: str  # the command-line flag, as an argparse dest (``--my-flag`` is ``my_flag``)
+    question: str  # asked on a terminal; Enter skips the source
+    option: str  # the Options key the answer sets
+    section: str  # the ``[sources.<section>]`` name written
+
+
+@dataclass(frozen=True, kw_only=True)
 class IngestorMeta:
+    """Every fact of a source type, declared once in its module; ``tests/test_source_specs.py`` walks
+    every registered type and fails on one missing or invalid. No fact has a default: a spec states
+    each, ``None`` where the fact does not apply (said per field)."""
+
     name: str  # the config `type`
     target_table: str  # warehouse table the rows land in
     key: tuple[str, ...]  # columns unique within the table for one source
     slice_expr: str  # SQL expression whose values identify a replaced slice
     source_column: str | None  # column holding the configured source name (None: a reference table without one)
-    cursor: str | None  # incremental cursor (column or state item), None for full loads
+    cursor: Cursor | None  # how a run resumes (None: every run is a full load)
     lookback: timedelta  # restatement window re-read on every run (an option may override it)
     default_schedule: str  # cron (5 fields), overridable per source in config
     options: type[SourceOptions]  # the config keys: their types, defaults and descriptions
-    description: str = ""
-    time_range: bool = False  # honours --since/--until (others load incrementally regardless)
-    # The state item holding the time the next load resumes from: the runner starts the window at
-    # it minus the lookback (None: the cursor is not a time, e.g. file fingerprints).
-    window_cursor: str | None = None
+    description: str  # what it reads, for the docs' source table (docs/sources/index.md)
+    time_range: bool  # honours --since/--until (others load incrementally regardless)
+    # The provider code of what it reads (warehouse/providers.py PROVIDERS), None: any provider's
+    # data, which names its own (FOCUS files, GPU metrics of any machine).
+    provider: str | None
+    extra: Extra | None  # the pip extra its API calls need (None: it reads files or plain HTTP)
+    freshness: Freshness  # the kind of data it holds and how late it normally is (warehouse/freshness.py)
+    # ``gpufinops doctor``'s reachability check, "module:function" (a jobs module: ingest does not
+    # import jobs), called with (SourceConfig, base_dir, timeout). None: the source reaches nothing.
+    doctor: str | None
+    # What ``gpufinops init`` offers: a question it asks and writes generically, the flags of
+    # init's own section that writes this type (jobs/init_render.py), or None: init does not offer it.
+    init: InitQuestion | tuple[str, ...] | None
 
     def parse_options(self, table: Mapping[str, Any], where: str, common: frozenset[str] = frozenset()) -> Any:
         """The source's ``Options`` instance for its config ``table`` (``where``: the table's config key),
@@ -163,32 +224,24 @@ class Registry:
         return iter(self._ingestors[n] for n in self.names())
 
 
-# Modules holding the built-in ingestors; each registers its class with `default_registry()`.
-BUILTIN_MODULES = (
-    "gpufinops.ingest.core.focus_files",
-    "gpufinops.ingest.metrics.nvidia_smi_csv",
-    "gpufinops.ingest.metrics.dcgm_exporter",
-    "gpufinops.ingest.metrics.prometheus",
-    "gpufinops.ingest.metrics.serving_prometheus",
-    "gpufinops.ingest.metrics.serving_exporter",
-    "gpufinops.ingest.metrics.cloudwatch_gpu",
-    "gpufinops.ingest.aws.aws_cur",
-    "gpufinops.ingest.aws.aws_spot_prices",
-    "gpufinops.ingest.aws.aws_pricing",
-    "gpufinops.ingest.aws.aws_spot_advisor",
-    "gpufinops.ingest.onprem.onprem",
-    "gpufinops.ingest.gcp.gcp_billing_export",
-    "gpufinops.ingest.gcp.gcp_catalog",
-    "gpufinops.ingest.gcp.gcp_price_history",
-    "gpufinops.ingest.storage.aws_source",
-    "gpufinops.ingest.storage.gcp_source",
-)
+INGEST_ROOT = Path(__file__).resolve().parents[1]  # the ingest package's folder
+
+
+def builtin_modules(root: Path = INGEST_ROOT, package: str = "gpufinops.ingest") -> tuple[str, ...]:
+    """The modules under ``root`` that declare ``INGESTORS`` (a line starting ``INGESTORS``): a new
+    source's module is found where it lies, no list to add it to. Read as text, imported only by
+    ``default_registry``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if re.search(r"^INGESTORS\b", path.read_text(encoding="utf-8"), re.MULTILINE):
+            found.append(".".join([package, *path.relative_to(root).with_suffix("").parts]))
+    return tuple(found)
 
 
 def default_registry() -> Registry:
     """A registry of every built-in ingestor (modules imported lazily: no cloud SDK at import)."""
     registry = Registry()
-    for module_name in BUILTIN_MODULES:
+    for module_name in builtin_modules():
         module = importlib.import_module(module_name)
         for cls in module.INGESTORS:
             registry.register(cls)

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import duckdb
 import pyarrow as pa
@@ -114,10 +114,9 @@ def load_window(
 def _resume_from(
     meta: IngestorMeta, options: SourceOptions, state: dict[str, Any], full_refresh: bool
 ) -> datetime | None:
-    resume = state.get(meta.window_cursor) if meta.window_cursor and not full_refresh else None
-    if not resume:
+    if meta.cursor is None or full_refresh:
         return None
-    return datetime.fromisoformat(str(resume)) - options.window_lookback(meta.lookback)
+    return meta.cursor.resume_from(state, options.window_lookback(meta.lookback))
 
 
 def parse_options(meta: IngestorMeta, source: str, options: SourceOptions | dict[str, Any]) -> SourceOptions:
@@ -258,32 +257,53 @@ def _batch_error(source: str, batch: Batch, exc: duckdb.Error) -> str:
     return found or funnel.load_error(source, where, exc)
 
 
+class RunSettings(TypedDict, total=False):
+    """What a run takes besides its source, as ``run_source``'s keywords (each a ``RunOptions`` field)."""
+
+    team_tag_keys: tuple[str, ...]
+    since: datetime | None
+    until: datetime | None
+    full_refresh: bool
+    base_dir: str | None
+    memory_limit: str
+    secrets: list[str] | None
+    allocation_settings: allocation.AllocationSettings | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How one run loads its source: the parameter object behind ``run_source``'s keywords."""
+
+    team_tag_keys: tuple[str, ...] = ()  # [teams] tag_keys
+    since: datetime | None = None  # --since (a source with ``time_range``)
+    until: datetime | None = None  # --until
+    full_refresh: bool = False  # --full-refresh: no saved state, the source's own backfill
+    base_dir: str | None = None  # relative paths in the options are relative to this
+    memory_limit: str = db.DEFAULT_MEMORY_LIMIT
+    secrets: list[str] | None = None  # values scrubbed from the error recorded
+    allocation_settings: allocation.AllocationSettings | None = None  # [allocation]
+
+
 def run_source(
     registry: Registry,
     warehouse_path: str | os.PathLike,
     source: str,
     source_type: str,
     options: SourceOptions | dict[str, Any],
-    *,
-    team_tag_keys: tuple[str, ...] = (),
-    since: datetime | None = None,
-    until: datetime | None = None,
-    full_refresh: bool = False,
-    base_dir: str | None = None,
-    memory_limit: str = db.DEFAULT_MEMORY_LIMIT,
-    secrets: list[str] | None = None,
-    allocation_settings: allocation.AllocationSettings | None = None,
+    **settings: Unpack[RunSettings],
 ) -> RunResult:
-    """Run one source end to end; never raises for a bad source, returns a failed RunResult."""
+    """Run one source end to end; never raises for a bad source, returns a failed RunResult.
+    ``settings``: the ``RunOptions`` fields (keywords)."""
+    run = RunOptions(**settings)
     ingestor_cls = registry.get(source_type)
     meta = ingestor_cls.meta
     run_id = uuid.uuid4().hex
-    secrets = secrets or []
-    if (since or until) and not meta.time_range:
+    secrets = run.secrets or []
+    if (run.since or run.until) and not meta.time_range:
         log.warning(
             "%s: source type %s has no time range: --since/--until ignored, loading what is new", source, source_type
         )
-    with db.writer(Path(warehouse_path), memory_limit=memory_limit) as con:
+    with db.writer(Path(warehouse_path), memory_limit=run.memory_limit) as con:
         _close_interrupted_runs(con, source)
         con.execute(
             "INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected) "
@@ -295,16 +315,16 @@ def run_source(
         failure: BaseException | None = None
         try:
             parsed = parse_options(meta, source, options)
-            state = {} if full_refresh else _load_state(con, source)
+            state = {} if run.full_refresh else _load_state(con, source)
             ctx = IngestContext(
                 source=source,
                 options=parsed,
                 con=con,
                 state=state,
                 run_id=run_id,
-                team_tag_keys=team_tag_keys,
-                base_dir=base_dir,
-                window=load_window(meta, parsed, state, since, until, full_refresh),
+                team_tag_keys=run.team_tag_keys,
+                base_dir=run.base_dir,
+                window=load_window(meta, parsed, state, run.since, run.until, run.full_refresh),
             )
             result: FetchResult = ingestor_cls().fetch(ctx)
             watermark = result.watermark
@@ -312,7 +332,7 @@ def run_source(
                 status, error = "skipped", None
                 log.info("%s: skipped, %s", source, result.skipped_reason)
             else:
-                rows, rejected = _load(con, source, meta, result, allocation_settings)
+                rows, rejected = _load(con, source, meta, result, run.allocation_settings)
                 status, error = "succeeded", None
         except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
             status, error, rows, rejected = "failed", _scrub(_error_sentence(source, exc), secrets), 0, 0

@@ -29,7 +29,16 @@ import duckdb
 
 from gpufinops.ingest.core import paging, validate
 from gpufinops.ingest.core.files import expand_paths, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
 from gpufinops.ingest.gcp import gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdown
 from gpufinops.ingest.gcp.gcp_export_mapping import conform_select, focus_select
@@ -210,13 +219,20 @@ class GcpBillingExport:
         ),
         slice_expr="strftime(timezone('UTC', \"ChargePeriodStart\"), '%Y-%m-%d')",
         source_column="x_Source",
-        cursor="export_time (per usage day: row count, newest export_time, total cost)",
+        cursor=Cursor(
+            remembers="export_time (per usage day: row count, newest export_time, total cost)", resume_item="watermark"
+        ),
         lookback=timedelta(days=DEFAULT_LOOKBACK_DAYS),
         default_schedule="15 */6 * * *",
         options=GcpBillingExportOptions,
-        window_cursor="watermark",
         description="the BigQuery standard or detailed usage cost export (`project`, `dataset`, `table`), or "
         "its extracts (`path`: JSONL, Parquet, flattened CSV)",
+        time_range=False,
+        provider="gcp",
+        extra=Extra(name="gcp", unless="path"),
+        freshness=Freshness(kind="cost", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_sources:gcp_billing_export",
+        init=("bigquery_table", "gcp_billing_path"),
     )
 
     def _backend(self, ctx: IngestContext):

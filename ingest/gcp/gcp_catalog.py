@@ -32,7 +32,16 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.core import paging
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import choices_problem, option
 from gpufinops.ingest.gcp import gcp_common
 from gpufinops.ingest.gcp.gcp_catalog_parse import (
@@ -181,12 +190,18 @@ class GcpCatalog:
         key=("provider", "sku_id", "region", "usage_type", "start_usage_amount", "effective_time", "currency"),
         slice_expr="provider || '|' || region",
         source_column=None,  # reference tables: a run replaces its regions' catalogue rows
-        cursor="digest of the last catalogue loaded",
+        cursor=Cursor(remembers="digest of the last catalogue loaded", resume_item=None),
         lookback=timedelta(0),
         default_schedule="0 4 * * *",
         options=GcpCatalogOptions,
         description="Cloud Billing Catalog API, Compute Engine GPU SKUs and the vCPU/RAM SKUs of a2, a3, g2 "
         "(also `instance_types`, `spot_prices`, `price_history`)",
+        time_range=False,
+        provider="gcp",
+        extra=Extra(name="gcp", unless=None),
+        freshness=Freshness(kind="prices", lag_hours=168.0),
+        doctor="gpufinops.jobs.doctor_sources:gcp_catalog",
+        init=("bigquery_table", "gcp_billing_path"),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -28,7 +28,15 @@ from pathlib import Path
 import pyarrow as pa
 
 from gpufinops.ingest.core.files import fingerprint
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import SourceOptions, choices_problem, option
 from gpufinops.warehouse import schema
 
@@ -134,11 +142,17 @@ class GcpPriceHistory:
         key=("provider", "region", "instance_type", "pricing", "effective_from", "source"),
         slice_expr="provider || '|' || region || '|' || instance_type",
         source_column=None,  # reference tables: a load replaces the file's (gcp, region, machine type) slices
-        cursor="the file's size and modification time",
+        cursor=Cursor(remembers="the file's size and modification time", resume_item=None),
         lookback=timedelta(0),
         default_schedule="0 5 * * 1",
         options=GcpPriceHistoryOptions,
         description="a GPU machine price-change file (Cyclenerd's format; also `spot_prices`)",
+        time_range=False,
+        provider="gcp",
+        extra=None,
+        freshness=Freshness(kind="prices", lag_hours=720.0),
+        doctor="gpufinops.jobs.doctor_sources:gcp_price_history",
+        init=None,
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -27,7 +27,16 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
 from gpufinops.ingest.core import paging
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
 from gpufinops.warehouse import domains
@@ -222,14 +231,18 @@ class CloudWatchGpu:
         key=metrics_store.GPU_HOURLY_KEY,
         slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
-        cursor="hour (last complete hour loaded)",
+        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
         lookback=timedelta(hours=3),
         default_schedule="17 * * * *",
         options=CloudWatchGpuOptions,
         time_range=True,
-        window_cursor="cursor",
         description="the CloudWatch agent's NVIDIA GPU metrics (`nvidia_smi_*` in `CWAgent`) through "
         "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
+        provider="aws",
+        extra=Extra(name="aws", unless=None),
+        freshness=Freshness(kind="metrics", lag_hours=2.0),
+        doctor="gpufinops.jobs.doctor_sources:cloudwatch_gpu",
+        init=None,
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -45,7 +45,15 @@ import pyarrow.csv as pacsv
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import checked_lines, rejects_table
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
@@ -271,12 +279,18 @@ class DcgmExporter:
         key=metrics_store.GPU_HOURLY_KEY,
         slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
-        cursor="files of the sample store's day partitions",
+        cursor=Cursor(remembers="files of the sample store's day partitions", resume_item=None),
         lookback=timedelta(0),
         default_schedule="* * * * *",
         options=DcgmExporterOptions,
         description="DCGM exporter `/metrics` (Prometheus text format): URLs, `file://` URLs or local "
                     "paths/globs, scraped into a sample store and rolled up hourly",
+        time_range=False,
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="metrics", lag_hours=1.0),
+        doctor="gpufinops.jobs.doctor_sources:dcgm_exporter",
+        init=("dcgm_target",),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -37,7 +37,15 @@ import duckdb
 
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import OnInvalidOptions, ResourceMapOptions, option
 from gpufinops.ingest.core.validate_metrics import write_samples
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
@@ -164,12 +172,18 @@ class NvidiaSmiCsv:
         key=metrics_store.GPU_HOURLY_KEY,
         slice_expr="CAST(date_trunc('day', \"hour\") AS VARCHAR)",
         source_column="source",
-        cursor="file fingerprints (size, mtime)",
+        cursor=Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
         lookback=timedelta(0),
         default_schedule="*/15 * * * *",
         options=NvidiaSmiCsvOptions,
         description="`nvidia-smi --query-gpu … --format=csv` logs (units in headers and values, `[N/A]`), rolled up "
         "hourly per GPU; `--query-compute-apps` logs among them, hourly per process (`gpu_processes_hourly`)",
+        time_range=False,
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="metrics", lag_hours=1.0),
+        doctor="gpufinops.jobs.doctor_sources:nvidia_smi_csv",
+        init=("nvidia_smi_path",),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -30,7 +30,15 @@ import duckdb
 import pyarrow as pa
 
 from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import bad_figure, rejects_table
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
@@ -226,14 +234,18 @@ class Prometheus:
         key=metrics_store.GPU_HOURLY_KEY,
         slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
-        cursor="hour (last complete hour loaded)",
+        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
         lookback=timedelta(hours=3),
         default_schedule="7 * * * *",
         options=PrometheusOptions,
         time_range=True,
-        window_cursor="cursor",
         description="a Prometheus server's `/api/v1/query_range`, hourly aggregation pushed down; DCGM "
                     "(`DCGM_FI_*`) and nvidia_gpu_exporter (`nvidia_smi_*`) metrics",
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="metrics", lag_hours=2.0),
+        doctor="gpufinops.jobs.doctor_sources:prometheus",
+        init=("prometheus_url",),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -27,7 +27,15 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import metrics_store
@@ -75,12 +83,18 @@ class ServingExporter:
         key=SERVING_KEY,
         slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
-        cursor="the last sample of every counter series",
+        cursor=Cursor(remembers="the last sample of every counter series", resume_item=None),
         lookback=timedelta(0),
         default_schedule="*/5 * * * *",
         options=ServingExporterOptions,
         description="scrapes vLLM, TGI, Triton (TensorRT-LLM) and SGLang `/metrics`: hourly token and request "
         "increases with counter resets",
+        time_range=False,
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="other", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_serving:serving_exporter",
+        init=None,
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -23,7 +23,15 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import metrics_store
@@ -150,14 +158,18 @@ class PrometheusServing:
         key=SERVING_KEY,
         slice_expr=metrics_store.HOUR_SLICE_SQL,
         source_column="source",
-        cursor="hour (last complete hour loaded)",
+        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
         lookback=timedelta(hours=3),
         default_schedule="9 * * * *",
         options=PrometheusServingOptions,
         time_range=True,
-        window_cursor="cursor",
         description="a Prometheus server's raw samples of vLLM, TGI, Triton (TensorRT-LLM) and SGLang token "
         "and request counters, hourly increases with counter resets",
+        provider=None,
+        extra=None,
+        freshness=Freshness(kind="other", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_serving:prometheus_serving",
+        init=None,
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

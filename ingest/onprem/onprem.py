@@ -41,7 +41,15 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.core.spec import SourceOptions, option
 from gpufinops.ingest.metrics import metrics_attribution
 from gpufinops.ingest.onprem.onprem_cost import (
@@ -320,7 +328,7 @@ class Onprem:
         key=("x_Source", "ChargePeriodStart", "ResourceId", "ResourceName", "SkuId"),
         slice_expr=_DAY_SQL.format(col='"ChargePeriodStart"'),
         source_column="x_Source",
-        cursor="per-day fingerprints of the cluster's gpu_metrics_hourly rows, and the cluster config's",
+        cursor=Cursor(remembers="per-day fingerprints of the cluster's gpu_metrics_hourly rows, and the cluster config's", resume_item=None),
         lookback=timedelta(0),
         default_schedule="40 * * * *",  # after the utilisation sources' hourly rollups
         options=OnpremOptions,
@@ -328,6 +336,11 @@ class Onprem:
         description="a private GPU cluster's cost model (hardware price, amortisation, power, PUE, energy price, "
                     "operations) over its measured GPU-hours (`ProviderName = PublisherName = InvoiceIssuerName = 'onprem'`); "
                     "see below",
+        provider="onprem",
+        extra=None,
+        freshness=Freshness(kind="cost", lag_hours=3.0),
+        doctor="gpufinops.jobs.doctor_sources:onprem",
+        init=("onprem_group",),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

@@ -19,7 +19,16 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    Extra,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+)
 from gpufinops.ingest.storage import aws_inventory
 from gpufinops.ingest.storage.options import StorageOptions
 from gpufinops.warehouse.storage_schema import STORAGE_TABLES
@@ -108,12 +117,18 @@ class AwsStorage:
         key=("source", "volume_id"),
         slice_expr="source",
         source_column="source",
-        cursor="digest of the last inventory",
+        cursor=Cursor(remembers="digest of the last inventory", resume_item=None),
         lookback=timedelta(0),
         default_schedule="30 5 * * *",
         options=StorageOptions,
         description="AWS storage inventory: EBS volumes and snapshots, objects under configured S3 prefixes, "
         "CloudWatch operations of provisioned-IOPS volumes and GETs of a prefix",
+        time_range=False,
+        provider="aws",
+        extra=Extra(name="aws", unless=None),
+        freshness=Freshness(kind="inventory", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_sources:aws_storage",
+        init=("aws_storage_prefix",),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

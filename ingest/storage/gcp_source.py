@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
-from gpufinops.ingest.core.registry import FetchResult, IngestContext, IngestorMeta
+from gpufinops.ingest.core.registry import Cursor, Extra, FetchResult, Freshness, IngestContext, IngestorMeta
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
 from gpufinops.ingest.storage import aws_source, gcp_inventory
@@ -41,12 +41,18 @@ class GcpStorage:
         key=("source", "volume_id"),
         slice_expr="source",
         source_column="source",
-        cursor="digest of the last inventory",
+        cursor=Cursor(remembers="digest of the last inventory", resume_item=None),
         lookback=timedelta(0),
         default_schedule="40 5 * * *",
         options=GcpStorageSourceOptions,
         description="Google Cloud storage inventory: Persistent Disks, snapshots and objects under configured "
         "GCS prefixes",
+        time_range=False,
+        provider="gcp",
+        extra=Extra(name="gcp-storage", unless=None),
+        freshness=Freshness(kind="inventory", lag_hours=24.0),
+        doctor="gpufinops.jobs.doctor_sources:gcp_storage",
+        init=None,
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:

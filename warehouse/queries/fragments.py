@@ -1,8 +1,8 @@
 """SQL fragments and helpers the warehouse's queries share, each defined once.
 
 ``GPU_USAGE`` is what makes a cost line a GPU line (a GPU count, or a GPU model, on the bill);
-``provider_code`` maps a bill's ProviderName ("Amazon Web Services", "AWS", "Google Cloud") to the
-provider codes the catalogues use (aws, gcp). ``frame`` runs a query into polars through Arrow;
+``provider_code`` maps a bill's ProviderName ("Amazon Web Services", "AWS", "Google Cloud", "Microsoft")
+to the provider codes the catalogues use (aws, gcp, azure: ``warehouse.providers``, the one mapping). ``frame`` runs a query into polars through Arrow;
 ``filters`` builds the team / time WHERE clause with bound parameters (no caller's text in SQL).
 """
 
@@ -12,6 +12,8 @@ from datetime import datetime
 
 import duckdb
 import polars as pl
+
+from gpufinops.warehouse import providers
 
 
 def gpu_usage(alias: str | None = "c") -> str:
@@ -25,11 +27,8 @@ GPU_USAGE = gpu_usage("c")
 
 
 def provider_code(lowered: str) -> str:
-    """The catalogue provider code of a lower-cased ProviderName expression: 'aws', 'gcp', or itself."""
-    return (
-        f"CASE WHEN {lowered} LIKE '%amazon%' OR {lowered} LIKE 'aws%' THEN 'aws' "
-        f"WHEN {lowered} LIKE '%google%' THEN 'gcp' ELSE {lowered} END"
-    )
+    """The provider code of a lower-cased ProviderName expression (warehouse/providers.py, the one mapping)."""
+    return providers.provider_sql(lowered)
 
 
 def frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pl.DataFrame:
