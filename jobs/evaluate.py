@@ -165,7 +165,7 @@ def evaluate(
     shows which fleet or data set is being measured."""
     from gpufinops.jobs import eval_independent
     from gpufinops.models import features
-    from gpufinops.models.registry import KINDS
+    from gpufinops.models.registry import scored_kinds
     from gpufinops.warehouse import db
 
     result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
@@ -202,7 +202,7 @@ def evaluate(
                 {
                     **fleet,
                     "machines": len(truth["machines"]),
-                    "kinds": score(recs, truth, set(KINDS)),
+                    "kinds": score(recs, truth, set(scored_kinds())),
                     "throughput_model": model.quality,
                     "real_ratios": real,
                 }
