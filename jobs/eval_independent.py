@@ -36,7 +36,7 @@ def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     pairs = eval_benchmarks.real_pairs(exclude=used_groups())
     for pair in pairs:
         group = pair["group"]
-        ratios = gpu_type._log_ratio(specs.get(pair["gpu_a"]), specs.get(pair["gpu_b"]), group.precision)
+        ratios = gpu_type.log_ratio(specs.get(pair["gpu_a"]), specs.get(pair["gpu_b"]), group.precision)
         if ratios is None:
             continue
         for util in UTIL_LEVELS:

@@ -133,7 +133,7 @@ def m2_sections(con=None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, module, func, needs_con in (
         ("spot price-ratio forecast", "gpufinops.models.spot_forecast", "quality", False),
-        ("spot-mix backtest", "gpufinops.models.spot_mix", "backtest", False),
+        ("spot-mix backtest", "gpufinops.models.spot_backtest", "backtest", False),
         ("cost forecast", "gpufinops.models.forecast", "quality", True),
     ):
         try:
