@@ -145,3 +145,11 @@ def test_unregistering_takes_the_kind_out_of_every_reader(dummy) -> None:
             export_plan.action(dummy.KIND)
     finally:
         registry.register(dummy.SPEC)  # the fixture takes it out again
+
+
+def test_the_fitted_calibration_covers_exactly_the_scored_kinds() -> None:
+    """`gpufinops evaluate` fits the shown confidence of the kinds it scores; the others show their raw
+    score, by their spec's NotScored truth, not by being forgotten."""
+    from gpufinops.models import calibration
+
+    assert set(calibration.CALIBRATION) == set(registry.scored_kinds())
