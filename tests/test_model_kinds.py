@@ -153,3 +153,14 @@ def test_the_fitted_calibration_covers_exactly_the_scored_kinds() -> None:
     from gpufinops.models import calibration
 
     assert set(calibration.CALIBRATION) == set(registry.scored_kinds())
+
+
+def test_a_registered_kind_runs_and_is_stored_with_the_others(dummy, tmp_path) -> None:
+    from gpufinops.models.run import analyse
+    from gpufinops.warehouse import db
+
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        found = analyse(con, [dummy.KIND])
+        stored = con.execute("SELECT kind, model_version, plan FROM recommendations").fetchall()
+    assert [r.kind for r in found.recommendations] == [dummy.KIND]
+    assert stored == [(dummy.KIND, f"{dummy.KIND}/1", "primary")]
