@@ -36,7 +36,7 @@ def real_ratio_mae(model, specs: dict[str, dict]) -> dict[str, Any]:
     pairs = eval_benchmarks.real_pairs(exclude=used_groups())
     for pair in pairs:
         group = pair["group"]
-        ratios = gpu_type._log_ratio(specs.get(pair["gpu_a"]), specs.get(pair["gpu_b"]), group.precision)
+        ratios = gpu_type.log_ratio(specs.get(pair["gpu_a"]), specs.get(pair["gpu_b"]), group.precision)
         if ratios is None:
             continue
         for util in UTIL_LEVELS:
@@ -103,7 +103,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     from gpufinops.jobs.eval_score import score
     from gpufinops.jobs.ingest_run import run_configured
     from gpufinops.models import features, gpu_type
-    from gpufinops.models.registry import KINDS
+    from gpufinops.models.registry import KINDS, scored_kinds
     from gpufinops.models.run import analyse
     from gpufinops.simulator import eval_fleet
     from gpufinops.warehouse import db
@@ -145,7 +145,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
             }
             for p, v in truth["cost_by_provider_usd"].items()
         },
-        "kinds": _named(score(recs, truth, kinds), names),
+        "kinds": _named(score(recs, truth, set(scored_kinds())), names),
         "baselines": {
             kind: {name: _named(score(found, truth, {kind}), names).get(kind) for name, found in by.items()}
             for kind, by in baselines.items()

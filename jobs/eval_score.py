@@ -7,9 +7,11 @@ generator's own tables (:mod:`simulator.demo_prices`), never from a model's form
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from gpufinops.models import registry
 from gpufinops.models.recommendation import Recommendation
 from gpufinops.simulator.demo_prices import AWS_ON_DEMAND_USD, GCP_PRICES
 from gpufinops.simulator.demo_workloads import FLEET, GPU_HARDWARE, INSTANCE_GPUS
@@ -39,30 +41,68 @@ def _cheapest(item: dict, region: str, fits) -> Decimal | None:
     return min(options) if options else None
 
 
-def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
-    """The true monthly saving of one planted finding (None when the truth names no figure)."""
-    kind, month = item["kind"], DAYS_PER_MONTH / Decimal(days)
-    if item.get("monthly_savings_usd") is not None:  # the generator priced it (spot_mix, commitment)
-        return Decimal(str(item["monthly_savings_usd"]))
-    if kind == "idle_gpu":
-        return Decimal(item["idle_cost_usd"]) * month
-    if kind == "gpu_count":  # billed whole: the smaller type's price, not a per-GPU share
-        return Decimal(item["window_saving_usd"]) * month if "window_saving_usd" in item else None
+def _idle_cost(item: dict, month: Decimal, _region: str) -> Decimal | None:
+    return Decimal(item["idle_cost_usd"]) * month
+
+
+def _smaller_type(item: dict, month: Decimal, _region: str) -> Decimal | None:
+    # billed whole: the smaller type's price, not a per-GPU share
+    return Decimal(item["window_saving_usd"]) * month if "window_saving_usd" in item else None
+
+
+def _cheaper(item: dict, month: Decimal, region: str, fits) -> Decimal | None:
     current = _price_table().get((item["provider"], region, item["instance_type"]))
-    if kind == "gpu_type":
-        target = _cheapest(item, region, lambda model: model in item["proposed_gpu_models"])
-    elif kind == "quantization":
-        need_mib = Decimal(str(item["mem_used_fp16_estimate_gib"])) * 1024 * HEADROOM
-        target = _cheapest(item, region, lambda model: GPU_HARDWARE[model].memory_total_mib >= need_mib)
-    else:
-        return None
+    target = _cheapest(item, region, fits)
     if current is None or target is None:
         return None
     return Decimal(item["cost_usd"]) * month * (1 - target / current)
 
 
+def _cheaper_gpu(item: dict, month: Decimal, region: str) -> Decimal | None:
+    return _cheaper(item, month, region, lambda model: model in item["proposed_gpu_models"])
+
+
+def _lower_precision(item: dict, month: Decimal, region: str) -> Decimal | None:
+    need_mib = Decimal(str(item["mem_used_fp16_estimate_gib"])) * 1024 * HEADROOM
+    return _cheaper(item, month, region, lambda model: GPU_HARDWARE[model].memory_total_mib >= need_mib)
+
+
+def _generator_priced(_item: dict, _month: Decimal, _region: str) -> Decimal | None:
+    return None  # the generator names the figure (monthly_savings_usd), read before any rule; else none
+
+
+# How a planted finding's true monthly saving is priced: each scored kind's spec names one
+# (models/registry.py, ``truth=Scored(...)``).
+TRUTHS: dict[str, Callable[[dict, Decimal, str], Decimal | None]] = {
+    "idle_cost": _idle_cost,  # the planted idle hours' cost, a month
+    "smaller_type": _smaller_type,  # the cheapest smaller type of the family that holds the busy GPUs
+    "cheaper_gpu": _cheaper_gpu,  # the cheapest type of the same count with a GPU the truth proposes
+    "lower_precision": _lower_precision,  # the cheapest type of the same count holding the FP16 memory
+    "generator_priced": _generator_priced,  # the generator priced it (spot_mix, commitment)
+}
+
+
+def truth_rule(kind: str) -> Callable[[dict, Decimal, str], Decimal | None]:
+    """The pricing rule of ``kind``'s truth (its spec's ``truth``); ValueError for a kind not scored."""
+    truth = registry.spec(kind).truth
+    if not isinstance(truth, registry.Scored):
+        raise ValueError(f"{kind} is not scored by evaluate: {truth.reason}")
+    if truth.truth not in TRUTHS:
+        raise ValueError(f"{kind}: truth {truth.truth!r} is none of {', '.join(TRUTHS)}")
+    return TRUTHS[truth.truth]
+
+
+def truth_savings(item: dict, days: int, region: str) -> Decimal | None:
+    """The true monthly saving of one planted finding (None when the truth names no figure)."""
+    rule, month = truth_rule(item["kind"]), DAYS_PER_MONTH / Decimal(days)
+    if item.get("monthly_savings_usd") is not None:  # the generator priced it (spot_mix, commitment)
+        return Decimal(str(item["monthly_savings_usd"]))
+    return rule(item, month, region)
+
+
 def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str, dict[str, Any]]:
-    """Per kind with ground truth and a model: precision, recall and the savings error."""
+    """Per kind of ``kinds`` with ground truth: precision, recall and the savings error (each kind priced by
+    its spec's truth rule, :func:`truth_rule`)."""
     regions = {m["resource_id"]: m for m in truth["machines"]}
     items = truth["planted"] + truth.get("commitments", [])  # commitments: truth, though not waste
     out = {}

@@ -133,7 +133,7 @@ def m2_sections(con=None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, module, func, needs_con in (
         ("spot price-ratio forecast", "gpufinops.models.spot_forecast", "quality", False),
-        ("spot-mix backtest", "gpufinops.models.spot_mix", "backtest", False),
+        ("spot-mix backtest", "gpufinops.models.spot_backtest", "backtest", False),
         ("cost forecast", "gpufinops.models.forecast", "quality", True),
     ):
         try:
@@ -165,7 +165,7 @@ def evaluate(
     shows which fleet or data set is being measured."""
     from gpufinops.jobs import eval_independent
     from gpufinops.models import features
-    from gpufinops.models.registry import KINDS
+    from gpufinops.models.registry import scored_kinds
     from gpufinops.warehouse import db
 
     result: dict[str, Any] = {"fleets": [], "independent": [], "generated_at": datetime.now(UTC).isoformat()}
@@ -202,7 +202,7 @@ def evaluate(
                 {
                     **fleet,
                     "machines": len(truth["machines"]),
-                    "kinds": score(recs, truth, set(KINDS)),
+                    "kinds": score(recs, truth, set(scored_kinds())),
                     "throughput_model": model.quality,
                     "real_ratios": real,
                 }

@@ -1,9 +1,9 @@
 """``evidence.kg_co2e_month_saved``: the emissions a finding's change removes, from measured energy.
 
 One function, :func:`annotate`, runs over every reconciled recommendation (``models.run.analyse``)
-and fills the figure for each kind in ``REMOVES_GPU_HOURS``; the kinds in ``PRICING_ONLY`` change
-what an hour costs, or storage, not how many GPU-hours run, and get none (tests/test_carbon_evidence.py checks
-that every registered kind is in exactly one of the two). The figure is per month (30.4375 days), in
+and fills the figure for each kind whose spec says its change removes GPU-hours (``carbon="gpu_hours"``
+in models/registry.py: ``REMOVES_GPU_HOURS``); the ``"pricing_only"`` kinds (``PRICING_ONLY``) change
+what an hour costs, or storage, not how many GPU-hours run, and get none. The figure is per month (30.4375 days), in
 kg CO2e, from ``carbon_hourly`` over the finding's window (``first_hour``/``last_hour``, else the
 ``window_days`` up to the resource's last measured hour):
 
@@ -28,13 +28,13 @@ from typing import Any
 
 import duckdb
 
+from gpufinops.models import registry
 from gpufinops.models.recommendation import Recommendation
 
-REMOVES_GPU_HOURS = frozenset({"idle_gpu", "gpu_count", "gpu_type", "quantization"})
-# (and the storage kinds: they change volumes, snapshots and object classes, whose energy nothing measures)
-PRICING_ONLY = frozenset(
-    {"spot_mix", "commitment", "onprem_vs_cloud", "storage_tier", "storage_orphan", "checkpoint_lifecycle"}
-)
+# the built-in kinds of each side (a kind registered later is read from its spec by `annotate`); the storage
+# kinds change volumes, snapshots and object classes, whose energy nothing measures
+REMOVES_GPU_HOURS = frozenset(s.kind for s in registry.MODELS if s.carbon == registry.GPU_HOURS)
+PRICING_ONLY = frozenset(s.kind for s in registry.MODELS if s.carbon == registry.PRICING_ONLY)
 DAYS_PER_MONTH = 30.4375
 
 
@@ -151,7 +151,7 @@ def saved(
 
 def annotate(con: duckdb.DuckDBPyConnection, recs: list[Recommendation]) -> None:
     """Add ``kg_co2e_month_saved`` (and its basis) to the evidence of every finding that removes GPU-hours."""
-    chosen = [r for r in recs if r.kind in REMOVES_GPU_HOURS]
+    chosen = [r for r in recs if registry.spec(r.kind).carbon == registry.GPU_HOURS]
     if not chosen:
         return
     windows = _windows(con, chosen)

@@ -153,7 +153,7 @@ def _other_gpu(
 ) -> dict | None:
     """The cheapest type of another GPU model with fewer GPUs that fits the busy GPUs' work: their peak
     memory × headroom in each GPU, their utilisation scaled by the spec ratio under the ceiling."""
-    from gpufinops.models.gpu_type import SATURATED_PCT, USABLE_MEMORY, _log_ratio, baseline
+    from gpufinops.models.gpu_type import SATURATED_PCT, USABLE_MEMORY, baseline, log_ratio
 
     src = offers.filter(pl.col("gpu_model") == row["gpu_model"]).head(1)
     if src.is_empty() or row["busy_util_p95"] is None or row["busy_util_p95"] >= SATURATED_PCT:
@@ -172,7 +172,7 @@ def _other_gpu(
     for offer in pool.sort("on_demand_usd_per_hour", "instance_type").iter_rows(named=True):
         if mem_gib * s.memory_headroom > float(offer["memory_gib"]) * USABLE_MEMORY:
             continue
-        ratios = _log_ratio(source, offer, row.get("precision"))
+        ratios = log_ratio(source, offer, row.get("precision"))
         if ratios is None:
             continue
         predicted = baseline(row["busy_util_p95"] * needed / offer["gpu_count"], ratios)

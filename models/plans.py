@@ -5,10 +5,12 @@ commitment, a move on-prem). On one resource those candidates interact: a releas
 commitment; spot and a commitment and a repatriation are three ways to buy the *same* hours. So the
 candidates of one resource become one plan (``plan_id``, shared by its objects):
 
-* actions fall in three families, applied in this order: **usage** (``idle_gpu``: release, schedule,
-  scale to zero), **rightsize** (``gpu_count``, ``gpu_type``, ``quantization``: exclusive among
+* each kind's family is a fact of its spec (``models.registry``, ``family``: a kind the registry does
+  not hold is refused, never guessed); actions fall in four families, applied in this order: **usage**
+  (``idle_gpu``: release, schedule, scale to zero), **rightsize** (``gpu_count``, ``gpu_type``, ``quantization``: exclusive among
   themselves, the largest saving wins), **purchase** (``spot_mix``, ``commitment``, ``onprem_vs_cloud``
-  repatriation: exclusive among themselves, the largest saving wins);
+  repatriation: exclusive among themselves, the largest saving wins), **storage** (``storage_tier``,
+  ``storage_orphan``, ``checkpoint_lifecycle``: a volume's, snapshot's or prefix's own plan);
 * the first action of the plan is ``primary``, the later ones are ``step``s, each priced on the cost
   the steps before it leave (``monthly_savings_usd`` of a step is its *marginal* saving: its own saving
   × cost left ÷ the resource's cost — a commitment on the rightsized baseline, spot on the remaining
@@ -31,26 +33,19 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from gpufinops.models import registry
 from gpufinops.models.recommendation import Recommendation, money, stable_id
 
-FAMILIES = {
-    "idle_gpu": "usage",
-    "gpu_count": "rightsize",
-    "gpu_type": "rightsize",
-    "quantization": "rightsize",
-    "spot_mix": "purchase",
-    "commitment": "purchase",
-    "onprem_vs_cloud": "purchase",
-    # storage: a volume's, snapshot's or prefix's own plan (exclusive: delete an orphan or re-tier it)
-    "storage_orphan": "storage",
-    "storage_tier": "storage",
-    "checkpoint_lifecycle": "storage",
-}
-ORDER = ("usage", "rightsize", "purchase", "storage")
+ORDER = registry.FAMILIES  # usage, rightsize, purchase, storage: each kind's family is a fact of its spec
 COUNTED = ("primary", "step")
 OUTSTANDING = ("open", "accepted")  # statuses a total counts: dismissed and applied findings never add up
 COUNTED_SQL = "plan IN ('primary', 'step') AND status IN ('open', 'accepted')"  # the same rule in SQL
 ZERO = Decimal(0)
+
+
+def family(kind: str) -> str:
+    """The plan family of ``kind`` (its spec's ``family``); ValueError for a kind the registry does not hold."""
+    return registry.spec(kind).family
 
 
 def plan_key(rec: Recommendation) -> tuple[str | None, str | None, str | None]:
@@ -79,7 +74,7 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
         by_family: dict[str, list[Recommendation]] = defaultdict(list)
         for rec in members:
             if not (rec.evidence or {}).get("conditional"):  # e.g. packing: a saving only if other work moves in
-                by_family[FAMILIES.get(rec.kind, "purchase")].append(rec)
+                by_family[family(rec.kind)].append(rec)
         chain = [b for b in (_best(by_family[f]) for f in ORDER) if b is not None]
         if chain and chain[0].kind == "idle_gpu" and (chain[0].evidence or {}).get("pattern") == "always_idle":
             chain = chain[:1]  # a released resource has nothing left to rightsize or buy differently
@@ -105,7 +100,7 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
                 rec.evidence = {
                     **(rec.evidence or {}),
                     "standalone_monthly_savings_usd": rec.monthly_savings_usd,
-                    "instead_of": [r.id for r in chain if FAMILIES.get(r.kind) == FAMILIES.get(rec.kind)]
+                    "instead_of": [r.id for r in chain if family(r.kind) == family(rec.kind)]
                     or [r.id for r in chain[:1]],
                 }
             out.append(rec)
@@ -132,7 +127,7 @@ SHAPE = ("instance_type", "gpu_model", "gpu_count")
 def _after(step: Recommendation, before: Recommendation) -> None:
     """A step applies to what the action before it leaves: spot or a commitment after a rightsize buys the
     rightsized shape, not the old one (its current and proposed say so)."""
-    if FAMILIES.get(before.kind) != "rightsize" or FAMILIES.get(step.kind) != "purchase":
+    if family(before.kind) != "rightsize" or family(step.kind) != "purchase":
         return
     shape = {k: before.proposed[k] for k in SHAPE if before.proposed.get(k) is not None}
     if not shape:

@@ -104,7 +104,7 @@ def recommend(
             withheld.append(gpu_type.unknown_count("quantization", row))
             continue
         refused: list[str] = []
-        best = _best_step(row, steps, precision, offers, spec, model, s, refused, priced)
+        best = _best_step(row, steps, precision, gpu_type.Catalogue(offers, spec), model, s, refused, priced)
         if best is None:
             if refused:
                 lead = f"{precision.upper()} inference at p95 {row['util_p95']:.0f} %"
@@ -129,8 +129,7 @@ def _best_step(
     row: dict,
     steps: list[str],
     precision: str,
-    offers: pl.DataFrame,
-    spec: dict,
+    catalogue: gpu_type.Catalogue,
     model: ThroughputModel,
     s: RightsizingSettings,
     refused: list[str] | None = None,
@@ -142,7 +141,8 @@ def _best_step(
     refused = [] if refused is None else refused
     priced = model if priced is None else priced
     mem_gib, util = (row["mem_used_max_mib"] or 0) / 1024, features.sizing_util(row)
-    as_is = gpu_type.best_target(row, offers, spec, model, s, mem_gib=mem_gib, util=util, precision=precision)
+    spec = catalogue.specs
+    as_is = gpu_type.best_target(row, catalogue, model, s, gpu_type.Need(mem_gib, util, precision))
     if as_is is not None:
         return as_is if "unpriced" in as_is else None  # fits without quantizing: gpu_type's finding
     monthly_cost = features.monthly(row["cost_usd"], row["window_days"])
@@ -150,19 +150,8 @@ def _best_step(
     for step in steps:
         at_step: list[str] = []
         factor = BITS[step] / BITS[precision]
-        choice = gpu_type.best_target(
-            row,
-            offers,
-            spec,
-            priced,
-            s,
-            mem_gib=mem_gib * factor,
-            util=util,
-            precision=precision,
-            new_precision=step,
-            util_factor=factor,
-            refused=at_step,
-        )
+        need = gpu_type.Need(mem_gib * factor, util, precision, new_precision=step, util_factor=factor)
+        choice = gpu_type.best_target(row, catalogue, priced, s, need, at_step)
         refused.extend(f"at {step.upper()} {r}" for r in at_step)
         if choice is not None and "offer" in choice:
             ratio = Decimal(str(choice["offer"]["on_demand_usd_per_hour"])) / choice["current_price"]

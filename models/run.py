@@ -8,9 +8,8 @@ from decimal import Decimal
 
 import duckdb
 
-from gpufinops.models import calibration, carbon_evidence, plans, token_costs
+from gpufinops.models import calibration, carbon_evidence, plans, registry, token_costs
 from gpufinops.models.recommendation import Recommendation, Withheld
-from gpufinops.models.registry import KINDS, MODELS, VERSIONS, setting_keys
 from gpufinops.warehouse import recommendation_store
 
 
@@ -36,9 +35,9 @@ class ModelRun:
 def validate_settings(section: dict | None) -> None:
     """Check the whole `[models]` section up front: every model's keys, and no key no model reads
     (a typo would otherwise be ignored silently). Raises ValueError naming the key."""
-    for spec in MODELS:
+    for spec in registry.MODELS:
         spec.configure(section)
-    known = setting_keys()
+    known = registry.setting_keys()
     unknown = sorted(set(section or {}) - known)
     if unknown:
         raise ValueError(f"[models] {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
@@ -57,12 +56,13 @@ def analyse(
     (a step is priced on what the primary leaves), so one kind alone cannot be planned. ``settings``
     (the `[models]` config section) configures each model (models/registry.py); ``on_model(kind, done)``
     is called before (``done`` False) and after (True) each model (a progress display)."""
-    chosen = kinds or list(KINDS)
-    unknown = [k for k in chosen if k not in KINDS]
+    known = registry.KINDS  # read at the call: a kind registered after import runs too
+    chosen = kinds or list(known)
+    unknown = [k for k in chosen if k not in known]
     if unknown:
-        raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(KINDS)})")
+        raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(known)})")
     run = ModelRun()
-    for spec in MODELS:
+    for spec in registry.MODELS:
         if on_model:
             on_model(spec.kind, False)
         found = spec.run(con, settings)
@@ -74,7 +74,7 @@ def analyse(
     run.recommendations = plans.reconcile(token_costs.annotate(con, run.recommendations))
     carbon_evidence.annotate(con, run.recommendations)  # evidence.kg_co2e_month_saved (models/carbon_evidence.py)
     recommendation_store.store_recommendations(
-        con, run.recommendations, list(KINDS), VERSIONS, withheld=run.withheld, comparison=run.comparison
+        con, run.recommendations, list(known), registry.VERSIONS, withheld=run.withheld, comparison=run.comparison
     )
     if kinds:
         run.recommendations = [r for r in run.recommendations if r.kind in chosen]

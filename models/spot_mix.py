@@ -18,6 +18,9 @@ only with an on-demand floor: at least ``spot_serving_min_replicas`` (3) replica
 ``spot_serving_floor_share`` (half, rounded up) stay on on-demand; one or two replicas never move.
 Without any spot price a workload is withheld as unpriced, never shown
 with zero savings.
+
+The spot ratio and the rework are ``models.spot_prices``; the backtest of the decisions on a real price
+history is ``models.spot_backtest``.
 """
 
 from __future__ import annotations
@@ -25,24 +28,46 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import polars as pl
 
 from gpufinops.models import features, spot_forecast
 from gpufinops.models.features import setting, tag
-from gpufinops.models.frames import as_datetime
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.spot_prices import (
+    DAYS_PER_MONTH,
+    FORECAST_BEATS_LAST_VALUE,
+    HOURS_PER_MONTH,
+    band_of,
+    price_evidence,
+    rework_fraction,
+    spot_prices,
+)
 from gpufinops.warehouse import gpu_charges, queries
 from gpufinops.warehouse.ranges import SHARE
 
-DAYS_PER_MONTH = 30.4375
-HOURS_PER_MONTH = DAYS_PER_MONTH * 24
+# the spot prices' names, read through spot_mix by its users (the evaluation's baselines, tests)
+__all__ = [
+    "DAYS_PER_MONTH",
+    "FORECAST_BEATS_LAST_VALUE",
+    "HOURS_PER_MONTH",
+    "SpotMixInputs",
+    "SpotMixSettings",
+    "band_of",
+    "eligibility",
+    "findings",
+    "load",
+    "price_evidence",
+    "recommend",
+    "recommend_from_warehouse",
+    "rework_fraction",
+    "spot_prices",
+]
+
 SPOT_PROVIDERS = ("aws", "gcp", "azure", "oci")
 SERVING = ("online_inference", "serving", "inference", "realtime")
 INTERACTIVE = ("notebook", "interactive", "dev")
@@ -51,15 +76,16 @@ INTERACTIVE = ("notebook", "interactive", "dev")
 @dataclass(frozen=True)
 class SpotMixSettings:
     """The ``[models]`` keys this model reads (prefixed ``spot_``); tags override per workload."""
+
     spot_lookback_days: int = 30
-    spot_min_days: float = 7.0                      # fewer billed days: withheld (thin evidence)
-    spot_checkpoint_interval_min: float = 60.0      # tag ``checkpoint_interval_min`` overrides
-    spot_restart_overhead_min: float = 20.0         # tag ``restart_overhead_min`` overrides
+    spot_min_days: float = 7.0  # fewer billed days: withheld (thin evidence)
+    spot_checkpoint_interval_min: float = 60.0  # tag ``checkpoint_interval_min`` overrides
+    spot_restart_overhead_min: float = 20.0  # tag ``restart_overhead_min`` overrides
     spot_max_uncheckpointed_run_hours: float = 2.0  # longer runs without checkpoints never go to spot
-    spot_max_share: float = setting(1.0, SHARE)     # share of a batch / training workload moved
+    spot_max_share: float = setting(1.0, SHARE)  # share of a batch / training workload moved
     spot_serving_floor_share: float = setting(0.5, SHARE)  # share of serving replicas kept on on-demand
-    spot_serving_min_replicas: int = 3              # fewer: a lost spot replica would leave too little capacity
-    spot_unknown_band_interruptions: float = 1.0    # a month, when no advisor band is known (worst band)
+    spot_serving_min_replicas: int = 3  # fewer: a lost spot replica would leave too little capacity
+    spot_unknown_band_interruptions: float = 1.0  # a month, when no advisor band is known (worst band)
     spot_min_savings_fraction: float = 0.2
     spot_min_monthly_savings_usd: float = 25.0
 
@@ -69,78 +95,33 @@ class SpotMixSettings:
         return cls(**values)
 
 
-# ---- prices and risk --------------------------------------------------------------------------------
-
-# Which spot ratio a finding prices with, chosen by the quality of the decisions each yields in
-# :func:`backtest` (mean abs error of the predicted saving per decision, on the real GCP history), not by
-# the forecast's own MAPE: False while the ridge forecast loses there to the last observed ratio, so the
-# last value is used (and named in the finding's price source). tests/test_spot_decision.py re-runs the
-# backtest and fails when this no longer matches it.
-FORECAST_BEATS_LAST_VALUE = False
-
-
-def spot_prices(con: duckdb.DuckDBPyConnection, start: datetime | None) -> dict[tuple, dict]:
-    """(provider, region, instance type) -> the best spot price evidence available, with its source."""
-    return price_evidence(queries.spot_bands(con), queries.fleet_spot_ratios(con, start=start),
-                          spot_forecast.warehouse_price_changes(con))
-
-
-def price_evidence(bands: pl.DataFrame, fleet_ratios: pl.DataFrame, changes: pl.DataFrame) -> dict[tuple, dict]:
-    """:func:`spot_prices` over frames already read: the forecast where there is a price history, else
-    what the fleet paid for spot, else the spot advisor's typical saving."""
-    out: dict[tuple, dict] = {}
-    for r in bands.iter_rows(named=True):
-        if r["savings_pct"] is not None:
-            out[(r["provider"], r["region"], r["instance_type"])] = {
-                "ratio": 1 - r["savings_pct"] / 100, "source": f"spot advisor typical saving ({r['source']})",
-                "volatility_weekly": None, "rank": 3}
-    for r in fleet_ratios.iter_rows(named=True):
-        key = (provider_code(r["provider_name"]), r["region"], r["instance_type"])
-        out[key] = {"ratio": r["spot_ratio"], "source": f"spot paid by the fleet ({r['spot_hours']} h)",
-                    "volatility_weekly": None, "rank": 2}
-    if not changes.is_empty():
-        for r in spot_forecast.forecast_ratios(changes).iter_rows(named=True):
-            use_forecast = FORECAST_BEATS_LAST_VALUE or r["method"] == "last_value"
-            source = (f"{r['method']} forecast of the spot/on-demand ratio, next {r['horizon_weeks']} weeks"
-                      if use_forecast else
-                      "last spot/on-demand ratio of the price history (the ridge forecast loses to it in the "
-                      "spot-mix backtest, so it is not used)")
-            out[(r["provider"], r["region"], r["instance_type"])] = {
-                "ratio": r["ratio_forecast"] if use_forecast else r["ratio_now"], "ratio_now": r["ratio_now"],
-                "ratio_forecast": r["ratio_forecast"], "volatility_weekly": r["volatility_weekly"],
-                "source": source, "rank": 1}
-    return out
-
-
-def band_of(bands: pl.DataFrame, provider: str, region: str, instance_type: str) -> dict | None:
-    hit = bands.filter((pl.col("provider") == provider) & (pl.col("region") == region)
-                       & (pl.col("instance_type") == instance_type))
-    return hit.row(0, named=True) if hit.height else None
-
-
-def rework_fraction(interruptions_per_month: float, lost_hours: float, run_share: float) -> float:
-    """Share of the hours paid on spot that redo lost work: interruptions a month (scaled to the
-    share of the month it runs) x hours lost each, over the hours it runs in a month."""
-    hours = HOURS_PER_MONTH * max(run_share, 1e-9)
-    return interruptions_per_month * run_share * lost_hours / hours
-
-
 # ---- the rules ----------------------------------------------------------------------------------
 
-def eligibility(workload: str | None, checkpointing: bool, latency_critical: bool, longest_run_hours: float,
-                replicas: int, s: SpotMixSettings) -> tuple[float, str | None]:
+
+def eligibility(
+    workload: str | None,
+    checkpointing: bool,
+    latency_critical: bool,
+    longest_run_hours: float,
+    replicas: int,
+    s: SpotMixSettings,
+) -> tuple[float, str | None]:
     """(share of capacity that may go to spot, reason when none may). The rules that never bend."""
     if workload in INTERACTIVE:
         return 0.0, "interactive workload: an interruption loses a person's session"
     if latency_critical:
         floor = max(1, math.ceil(replicas * s.spot_serving_floor_share))
         if replicas < s.spot_serving_min_replicas or replicas - floor < 1:
-            return 0.0, (f"latency-critical serving with {replicas} replica(s): too few to keep an on-demand floor "
-                         f"(needs {s.spot_serving_min_replicas})")
+            return 0.0, (
+                f"latency-critical serving with {replicas} replica(s): too few to keep an on-demand floor "
+                f"(needs {s.spot_serving_min_replicas})"
+            )
         return (replicas - floor) / replicas, None
     if not checkpointing and longest_run_hours > s.spot_max_uncheckpointed_run_hours:
-        return 0.0, (f"does not checkpoint and runs {longest_run_hours:.0f} h at a stretch "
-                     f"(> {s.spot_max_uncheckpointed_run_hours:g} h): an interruption loses the whole run")
+        return 0.0, (
+            f"does not checkpoint and runs {longest_run_hours:.0f} h at a stretch "
+            f"(> {s.spot_max_uncheckpointed_run_hours:g} h): an interruption loses the whole run"
+        )
     return s.spot_max_share, None
 
 
@@ -159,13 +140,17 @@ def _number(value: str | None, default: float) -> float:
 
 # ---- recommendations ----------------------------------------------------------------------------
 
-def recommend_from_warehouse(con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings | None = None,
-                             ) -> list[Recommendation]:
+
+def recommend_from_warehouse(
+    con: duckdb.DuckDBPyConnection,
+    settings: dict | SpotMixSettings | None = None,
+) -> list[Recommendation]:
     return recommend(con, settings)[0]
 
 
-def recommend(con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings | None = None,
-              now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
+def recommend(
+    con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings | None = None, now: datetime | None = None
+) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every GPU workload billed only on-demand over the lookback."""
     s = settings if isinstance(settings, SpotMixSettings) else SpotMixSettings.from_config(settings)
     found = findings(load(con, s), s, now)
@@ -176,6 +161,7 @@ def recommend(con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings |
 class SpotMixInputs:
     """What spot_mix reads: the on-demand GPU workloads over the lookback (queries.spot_mix_usage), the
     spot advisor bands, what the fleet paid for spot and the spot price history."""
+
     usage: pl.DataFrame
     bands: pl.DataFrame
     fleet_ratios: pl.DataFrame
@@ -187,8 +173,12 @@ def load(con: duckdb.DuckDBPyConnection, settings: SpotMixSettings) -> SpotMixIn
     usage = pl.DataFrame() if start is None else queries.spot_mix_usage(con, start=start)
     if usage.is_empty():
         return SpotMixInputs(usage, pl.DataFrame(), pl.DataFrame(), pl.DataFrame())
-    return SpotMixInputs(usage, queries.spot_bands(con), queries.fleet_spot_ratios(con, start=start),
-                         spot_forecast.warehouse_price_changes(con))
+    return SpotMixInputs(
+        usage,
+        queries.spot_bands(con),
+        queries.fleet_spot_ratios(con, start=start),
+        spot_forecast.warehouse_price_changes(con),
+    )
 
 
 def findings(inputs: SpotMixInputs, settings: SpotMixSettings, now: datetime | None = None) -> Findings:
@@ -197,13 +187,23 @@ def findings(inputs: SpotMixInputs, settings: SpotMixSettings, now: datetime | N
         return Findings()
     usage = inputs.usage.with_columns(
         pl.col("provider_name").map_elements(provider_code, return_dtype=pl.Utf8).alias("provider"),
-        *[pl.col("tags").map_elements(_tag_reader(k), return_dtype=pl.Utf8).alias(f"tag_{k}")
-          for k in ("workload", "checkpointing", "latency_critical", "checkpoint_interval_min",
-                    "restart_overhead_min")])
+        *[
+            pl.col("tags").map_elements(_tag_reader(k), return_dtype=pl.Utf8).alias(f"tag_{k}")
+            for k in (
+                "workload",
+                "checkpointing",
+                "latency_critical",
+                "checkpoint_interval_min",
+                "restart_overhead_min",
+            )
+        ],
+    )
     replicas = usage.group_by("provider", "region", "instance_type", "team", "tag_workload").agg(
-        pl.len().alias("replicas"))
-    usage = usage.join(replicas, on=["provider", "region", "instance_type", "team", "tag_workload"],
-                       how="left", nulls_equal=True)
+        pl.len().alias("replicas")
+    )
+    usage = usage.join(
+        replicas, on=["provider", "region", "instance_type", "team", "tag_workload"], how="left", nulls_equal=True
+    )
     prices = price_evidence(inputs.bands, inputs.fleet_ratios, inputs.price_changes)
     recs, withheld = [], []
     for row in usage.sort("resource_id").iter_rows(named=True):
@@ -219,26 +219,28 @@ def _tag_reader(key: str) -> Callable[[str | None], str | None]:
     return lambda tags: tag(tags, key)
 
 
-def _assess(row: dict, prices: dict, bands: pl.DataFrame, s: SpotMixSettings,
-            now: datetime | None) -> tuple[Recommendation | None, str | None]:
+def _assess(
+    row: dict, prices: dict, bands: pl.DataFrame, s: SpotMixSettings, now: datetime | None
+) -> tuple[Recommendation | None, str | None]:
     if row["provider"] not in SPOT_PROVIDERS:
-        return None, None                       # no spot market (on-prem)
+        return None, None  # no spot market (on-prem)
     workload = row["tag_workload"]
-    checkpointing = bool(_flag(row["tag_checkpointing"]))          # unknown: assume it does not
+    checkpointing = bool(_flag(row["tag_checkpointing"]))  # unknown: assume it does not
     latency = _flag(row["tag_latency_critical"])
     latency_critical = latency if latency is not None else workload in SERVING
-    share, rule = eligibility(workload, checkpointing, latency_critical, row["longest_run_hours"],
-                              row["replicas"], s)
+    share, rule = eligibility(workload, checkpointing, latency_critical, row["longest_run_hours"], row["replicas"], s)
     if rule is not None:
-        return None, None                       # not a candidate: nothing to withhold
+        return None, None  # not a candidate: nothing to withhold
     window_hours = (row["last_hour"] - row["first_hour"]).total_seconds() / 3600 + 1
     window_days = window_hours / 24
     if window_days < s.spot_min_days:
         return None, f"only {window_days:.1f} days billed (< {s.spot_min_days:g}): too little evidence"
     price = prices.get((row["provider"], row["region"], row["instance_type"]))
     if price is None:
-        return None, (f"unpriced: no spot price for {row['instance_type']} in {row['region']} "
-                      "(no price history, fleet spot usage or spot advisor entry)")
+        return None, (
+            f"unpriced: no spot price for {row['instance_type']} in {row['region']} "
+            "(no price history, fleet spot usage or spot advisor entry)"
+        )
     band = band_of(bands, row["provider"], row["region"], row["instance_type"])
     interruptions = band["band_max_pct"] / 100 if band else s.spot_unknown_band_interruptions
     ckpt_h = _number(row["tag_checkpoint_interval_min"], s.spot_checkpoint_interval_min) / 60
@@ -252,123 +254,72 @@ def _assess(row: dict, prices: dict, bands: pl.DataFrame, s: SpotMixSettings,
     if saving_fraction < s.spot_min_savings_fraction or monthly_savings < Decimal(str(s.spot_min_monthly_savings_usd)):
         return None, None
     volatility = price.get("volatility_weekly")
-    confidence = (0.9 * min(1.0, window_days / 14) * {1: 1.0, 2: 0.95, 3: 0.85}[price["rank"]]
-                  * (0.8 if band is None else (0.85 if band["band_index"] >= 3 else 1.0))
-                  * (1 - min(0.3, 2 * volatility) if volatility else 1.0))
-    current = {"instance_type": row["instance_type"], "gpu_model": row["gpu_model"], "gpu_count": row["gpu_count"],
-               "pricing": "on_demand", "monthly_cost_usd": money(monthly_cost)}
-    proposed = {**current, "pricing": "spot" if share >= 1 else "spot_mix", "spot_share": round(share, 4),
-                "action": f"run {share:.0%} of it on spot"
-                          + ("" if share >= 1 else f", keep {1 - share:.0%} on-demand"),
-                "on_demand_share": round(1 - share, 4), "monthly_cost_usd": money(monthly_cost) - monthly_savings}
+    confidence = (
+        0.9
+        * min(1.0, window_days / 14)
+        * {1: 1.0, 2: 0.95, 3: 0.85}[price["rank"]]
+        * (0.8 if band is None else (0.85 if band["band_index"] >= 3 else 1.0))
+        * (1 - min(0.3, 2 * volatility) if volatility else 1.0)
+    )
+    current = {
+        "instance_type": row["instance_type"],
+        "gpu_model": row["gpu_model"],
+        "gpu_count": row["gpu_count"],
+        "pricing": "on_demand",
+        "monthly_cost_usd": money(monthly_cost),
+    }
+    proposed = {
+        **current,
+        "pricing": "spot" if share >= 1 else "spot_mix",
+        "spot_share": round(share, 4),
+        "action": f"run {share:.0%} of it on spot" + ("" if share >= 1 else f", keep {1 - share:.0%} on-demand"),
+        "on_demand_share": round(1 - share, 4),
+        "monthly_cost_usd": money(monthly_cost) - monthly_savings,
+    }
     evidence = {
-        "workload": workload, "checkpointing": checkpointing, "latency_critical": latency_critical,
-        "replicas": row["replicas"], "longest_run_hours": row["longest_run_hours"], "runs": row["runs"],
-        "window_days": round(window_days, 2), "billed_hours": row["billed_hours"],
-        "spot_ratio": round(price["ratio"], 4), "spot_price_source": price["source"],
+        "workload": workload,
+        "checkpointing": checkpointing,
+        "latency_critical": latency_critical,
+        "replicas": row["replicas"],
+        "longest_run_hours": row["longest_run_hours"],
+        "runs": row["runs"],
+        "window_days": round(window_days, 2),
+        "billed_hours": row["billed_hours"],
+        "spot_ratio": round(price["ratio"], 4),
+        "spot_price_source": price["source"],
         "price_volatility_weekly": round(volatility, 4) if volatility is not None else None,
         "interruption_band": band["band_label"] if band else "unknown (worst band assumed)",
-        "interruptions_per_month": interruptions, "checkpoint_interval_min": round(ckpt_h * 60, 1),
-        "restart_overhead_min": round(restart_h * 60, 1), "hours_lost_per_interruption": round(lost_h, 3),
-        "rework_fraction": round(rework, 6), "expected_saving_fraction": round(saving_fraction, 4),
+        "interruptions_per_month": interruptions,
+        "checkpoint_interval_min": round(ckpt_h * 60, 1),
+        "restart_overhead_min": round(restart_h * 60, 1),
+        "hours_lost_per_interruption": round(lost_h, 3),
+        "rework_fraction": round(rework, 6),
+        "expected_saving_fraction": round(saving_fraction, 4),
         "monthly_on_demand_cost_usd": money(monthly_cost),
     }
     if volatility:
         worst = 1 - min(1.0, price["ratio"] * math.exp(volatility * 2)) * (1 + rework)
         evidence["monthly_savings_if_ratio_up_2sd_usd"] = money(monthly_cost * share * worst)
-    risk = ("Spot capacity can be reclaimed at short notice; the job resumes from its last checkpoint "
-            f"(about {lost_h:.1f} h of work redone per interruption)." if not latency_critical else
-            f"Keep {1 - share:.0%} of replicas on on-demand as the floor; spot replicas can vanish under load.")
+    risk = (
+        "Spot capacity can be reclaimed at short notice; the job resumes from its last checkpoint "
+        f"(about {lost_h:.1f} h of work redone per interruption)."
+        if not latency_critical
+        else f"Keep {1 - share:.0%} of replicas on on-demand as the floor; spot replicas can vanish under load."
+    )
     rec = Recommendation(
-        id=stable_id("spot_mix", row["provider"], row["resource_id"]), kind="spot_mix", team=row["team"],
-        provider=row["provider"], resource_id=row["resource_id"], workload=workload, current=current,
-        proposed=proposed, monthly_savings_usd=monthly_savings, confidence=round(confidence, 3), risk=risk,
-        evidence=evidence)
+        id=stable_id("spot_mix", row["provider"], row["resource_id"]),
+        kind="spot_mix",
+        team=row["team"],
+        provider=row["provider"],
+        resource_id=row["resource_id"],
+        workload=workload,
+        current=current,
+        proposed=proposed,
+        monthly_savings_usd=monthly_savings,
+        confidence=round(confidence, 3),
+        risk=risk,
+        evidence=evidence,
+    )
     if now is not None:
         rec.created_at = now
     return rec, None
-
-
-# ---- backtest on a real price history ------------------------------------------------------------
-
-def backtest(source: str | None = None, *, step_weeks: int = 4, test_days: int = 182,
-             settings: SpotMixSettings = SpotMixSettings()) -> dict:
-    """The savings the model would have promised vs what the price paths then delivered.
-
-    On the real GCP GPU history (default: the Cyclenerd CSV in tests/data), every ``step_weeks`` over
-    the last ``test_days`` and for every (machine type, region), a reference workload (one machine,
-    checkpointed training, 24/7, worst-band interruptions and default checkpoint/restart) decides from
-    what was known then: predicted saving = on-demand $ x (1 - forecast ratio x (1 + rework)) over the
-    next ``horizon_weeks``; realised = the same with the ratios that actually followed, week by week.
-    Reported for the regression forecast and for the last-value ratio, with the decision error."""
-    from gpufinops.models.spot_forecast import (
-        FEATURES,
-        GCP_HISTORY_CSV,
-        KEYS,
-        SpotForecastParams,
-        fit_shrunk,
-        read_gcp_price_changes,
-        weekly_panel,
-        with_target,
-    )
-
-    changes = read_gcp_price_changes(source or GCP_HISTORY_CSV)
-    params = SpotForecastParams()
-    horizon = params.horizon_weeks
-    panel = weekly_panel(changes, end=as_datetime(changes["ts"].max()))
-    on_demand = panel.join_asof(changes.sort("ts").select(*KEYS, "ts", "on_demand_usd"), left_on="week",
-                                right_on="ts", by=KEYS, strategy="backward", check_sortedness=False)
-    panel = panel.with_columns(on_demand["on_demand_usd"].alias("on_demand_usd"))
-    lost = (settings.spot_checkpoint_interval_min / 2 + settings.spot_restart_overhead_min) / 60
-    rework = rework_fraction(settings.spot_unknown_band_interruptions, lost, 1.0)
-    x_all, weeks, lr = panel.select(FEATURES).to_numpy(), panel["week"].to_numpy(), panel["lr"].to_numpy()
-    targets = {h: with_target(panel, h)["target"].to_numpy() for h in range(1, horizon + 1)}
-    last_week = as_datetime(panel["week"].max())
-    origins = [w for w in sorted(panel.filter(pl.col("week") >= last_week - timedelta(days=test_days))["week"]
-                                 .unique().to_list()) if w + timedelta(weeks=horizon) <= last_week][::step_weeks]
-    sums = {"predicted_model": 0.0, "predicted_last_value": 0.0, "realised": 0.0, "on_demand": 0.0}
-    decisions = regrets = 0
-    abs_err: dict[str, list] = {"model": [], "last_value": []}
-    for origin in origins:
-        o = np.datetime64(origin.replace(tzinfo=None), "us")
-        rows = (weeks == o) & np.all([~np.isnan(targets[h]) for h in targets], axis=0)
-        if not rows.any():
-            continue
-        predicted = np.zeros(rows.sum())
-        for h, target in targets.items():
-            train = ~np.isnan(target) & (weeks + np.timedelta64(7 * h, "D") <= o)
-            model, shrink = fit_shrunk(x_all, target, weeks, train, h, o, params)
-            predicted += np.exp(lr[rows] + shrink * model.predict(x_all[rows])) / horizon
-        realised = np.mean([np.exp(lr[rows] + targets[h][rows]) for h in targets], axis=0)
-        dollars = panel["on_demand_usd"].to_numpy()[rows] * 24 * 7 * horizon
-
-        def saving(ratio: np.ndarray, dollars: np.ndarray = dollars) -> np.ndarray:
-            return dollars * (1 - ratio * (1 + rework))
-        sums["predicted_model"] += float(saving(predicted).sum())
-        sums["predicted_last_value"] += float(saving(np.exp(lr[rows])).sum())
-        sums["realised"] += float(saving(realised).sum())
-        sums["on_demand"] += float(dollars.sum())
-        for name, ratio in (("model", predicted), ("last_value", np.exp(lr[rows]))):
-            abs_err[name].extend(np.abs(saving(ratio) - saving(realised)) / np.abs(saving(realised)))
-        go = (1 - predicted * (1 + rework)) >= settings.spot_min_savings_fraction
-        decisions += int(go.sum())
-        regrets += int((go & ((1 - realised * (1 + rework)) < 0)).sum())
-    if not sums["on_demand"]:
-        raise ValueError("spot price history too short for the spot-mix backtest")
-    err = lambda p: round((p - sums["realised"]) / sums["realised"] * 100, 3)  # noqa: E731
-    return {"source": Path(source or GCP_HISTORY_CSV).name, "decision_points": len(origins),
-            "series": panel.select(KEYS).unique().height, "horizon_weeks": horizon,
-            "reference_workload": "1 machine, 24/7, checkpointed; worst interruption band; "
-                                  f"{settings.spot_checkpoint_interval_min:g} min checkpoints, "
-                                  f"{settings.spot_restart_overhead_min:g} min restart",
-            "on_demand_usd": round(sums["on_demand"], 2),
-            "predicted_savings_usd": round(sums["predicted_model"], 2),
-            "predicted_savings_last_value_usd": round(sums["predicted_last_value"], 2),
-            "realised_savings_usd": round(sums["realised"], 2),
-            "prediction_error_pct": err(sums["predicted_model"]),
-            "last_value_prediction_error_pct": err(sums["predicted_last_value"]),
-            "mean_abs_error_pct_per_decision": round(float(np.mean(abs_err["model"])) * 100, 3),
-            "last_value_mean_abs_error_pct_per_decision": round(float(np.mean(abs_err["last_value"])) * 100, 3),
-            "spot_decisions": decisions, "decisions_that_lost_money": regrets,
-            "used": "ridge forecast" if np.mean(abs_err["model"]) < np.mean(abs_err["last_value"]) else
-                    "last value (the forecast loses on error per decision)"}

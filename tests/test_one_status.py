@@ -162,7 +162,7 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
         out = capsys.readouterr().out
         if out.lstrip().startswith("{"):  # the storage export: its own kinds' plans and what they save
             document = json.loads(out)
-            storage = [o for o in stored if plans.FAMILIES.get(o["kind"]) == "storage"]
+            storage = [o for o in stored if plans.family(o["kind"]) == "storage"]
             assert storage and Decimal(str(document["monthly_savings_usd"])) == plans.total(storage), fmt
             decided = {dismissed["id"], applied["id"]}  # it names resources, not findings: never a decided one's
             assert all(o["resource_id"] not in out for o in storage if o["id"] in decided), fmt

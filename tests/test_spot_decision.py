@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpufinops.models import spot_mix
+from gpufinops.models import spot_backtest, spot_prices
 
 
 def test_the_shipped_choice_is_what_the_backtest_measures():
-    result = spot_mix.backtest()
+    result = spot_backtest.backtest()
     model, last = result["mean_abs_error_pct_per_decision"], result["last_value_mean_abs_error_pct_per_decision"]
-    assert spot_mix.FORECAST_BEATS_LAST_VALUE == (model < last), (model, last)
+    assert spot_prices.FORECAST_BEATS_LAST_VALUE == (model < last), (model, last)
     assert result["used"].startswith("ridge" if model < last else "last value")
 
 
@@ -30,11 +30,11 @@ def test_a_losing_forecast_is_not_used_and_the_source_says_so(monkeypatch):
     )  # the ridge fit itself: not under test
     changes = pl.DataFrame({"x": [1]})
     for beats, expected in ((False, 0.40), (True, 0.30)):
-        monkeypatch.setattr(spot_mix, "FORECAST_BEATS_LAST_VALUE", beats)
+        monkeypatch.setattr(spot_prices, "FORECAST_BEATS_LAST_VALUE", beats)
         bands = pl.DataFrame(schema={"provider": pl.Utf8, "region": pl.Utf8, "instance_type": pl.Utf8,
                                      "savings_pct": pl.Float64, "source": pl.Utf8})  # fmt: skip
         fleet = pl.DataFrame(schema={"provider_name": pl.Utf8, "region": pl.Utf8, "instance_type": pl.Utf8,
                                      "spot_ratio": pl.Float64, "spot_hours": pl.Int64})  # fmt: skip
-        price = spot_mix.price_evidence(bands, fleet, changes)[("gcp", "us-central1", "a2-highgpu-1g")]
+        price = spot_prices.price_evidence(bands, fleet, changes)[("gcp", "us-central1", "a2-highgpu-1g")]
         assert price["ratio"] == expected and price["ratio_forecast"] == 0.30
         assert ("loses to it" in price["source"]) is (not beats)

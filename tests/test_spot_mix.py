@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from gpufinops.jobs import demo
-from gpufinops.models import spot_mix
+from gpufinops.models import spot_backtest, spot_mix
 from gpufinops.warehouse import db
 from tests.conftest import query
 from tests.cost_lines import GCP, add_band, add_machine
@@ -228,7 +228,7 @@ def test_demo_spot_mix_findings_match_the_planted_truth(demo_home):
 
 
 def test_backtest_on_the_real_gcp_history_is_computed():
-    result = spot_mix.backtest(step_weeks=8)
+    result = spot_backtest.backtest(step_weeks=8)
     assert result["decision_points"] >= 3 and result["series"] > 500
     assert result["realised_savings_usd"] > 0 and result["on_demand_usd"] > result["realised_savings_usd"]
     # the promise made from the forecast stays close to what the later prices delivered

@@ -25,7 +25,11 @@ def team_label(team: str | None) -> str:
 
 # --- the table, one mapping per kind of code ----------------------------------------------------------
 
-KINDS = {  # recommendation kinds (the model registry's)
+# Recommendation kinds: each kind's label is a fact of its spec (models/registry.py, `label`). The
+# warehouse sits below the models and cannot read the registry, so the built-in kinds' labels are kept
+# here too (tests/test_model_kinds.py proves the two equal, kind for kind) and a kind registered later
+# passes its own down (`models.registry.register` calls :func:`name_kind`).
+KINDS = {
     "idle_gpu": "Idle GPU",
     "gpu_count": "Fewer GPUs",
     "gpu_type": "Cheaper GPU type",
@@ -33,11 +37,24 @@ KINDS = {  # recommendation kinds (the model registry's)
     "spot_mix": "Spot mix",
     "commitment": "Commitment",
     "onprem_vs_cloud": "On-prem vs cloud",
-    "repatriation": "Repatriation",
     "storage_tier": "Storage tier",
     "storage_orphan": "Orphaned storage",
     "checkpoint_lifecycle": "Checkpoint lifecycle",
 }
+
+
+def name_kind(kind: str, text: str) -> None:
+    """Label a recommendation kind registered after the built-in ones (ValueError for a kind already
+    labelled otherwise)."""
+    if KINDS.get(kind, text) != text:
+        raise ValueError(f"kind {kind!r} is already labelled {KINDS[kind]!r}")
+    KINDS[kind] = text
+
+
+def unname_kind(kind: str) -> None:
+    KINDS.pop(kind, None)
+
+
 PATTERNS = {  # evidence["pattern"]
     "always_idle": "Always idle",
     "idle_off_hours": "Idle off hours",

@@ -5,10 +5,11 @@ open or accepted; never an ``alternative`` (an exclusive option shown beside the
 conditional saving (packing other work onto spare GPUs), never a dismissed or applied finding.
 
 A resource's plan is applied in order to where it runs today (its cluster, team, GPU model, GPUs and
-spot share, from its cost lines): a release ends it (0 GPUs); a rightsize (gpu_count, gpu_type,
-quantization) sets its GPU model, count and instance type; spot_mix sets its spot share; a repatriation
-moves it to the on-prem cluster and node group it names; a commitment or an off-hours schedule changes
-no capacity. Each (cluster, team, GPU model) pool starts from its peak concurrent billed GPUs over the
+spot share, from its cost lines), each object by its kind's export action (its spec's ``export``,
+:data:`jobs.export.placement.ACTIONS`; a kind without one is refused, never skipped): a release ends it (0 GPUs); a
+rightsize (gpu_count, gpu_type, quantization) sets its GPU model, count and instance type; spot_mix
+sets its spot share; a repatriation moves it to the on-prem cluster and node group it names; a
+commitment, an off-hours schedule or a storage change (the storage export's) changes no capacity. Each (cluster, team, GPU model) pool starts from its peak concurrent billed GPUs over the
 last 14 days of cost data and moves by what the plans take out and put in.
 
 Capacity: an on-prem pool's GPUs never exceed its cluster's node groups of that model (nodes × GPUs per
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -30,10 +31,11 @@ import polars as pl
 
 from gpufinops.jobs.export.clusters import Cluster, ClusterMap
 from gpufinops.jobs.export.inventory import Inventory
-from gpufinops.models import plans
-from gpufinops.models.recommendation import provider_code
+from gpufinops.jobs.export.placement import ACTIONS, Placement, action, apply, spot_share
 
-SIZE_KINDS = ("gpu_count", "gpu_type", "quantization")
+__all__ = ["ACTIONS", "Placement", "action", "spot_share"]  # what a plan is applied with (jobs/export/placement.py)
+from gpufinops.models import plans
+
 ACTIONABLE = plans.OUTSTANDING  # what a total counts is what a scheduler carries out
 
 
@@ -44,31 +46,6 @@ def plan_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for o in objects
         if o.get("status") in ACTIONABLE and plans.counted(o) and not (o.get("evidence") or {}).get("conditional")
     ]
-
-
-def spot_share(proposed: dict[str, Any]) -> float | None:
-    try:
-        share = float(proposed["spot_share"])
-    except (KeyError, TypeError, ValueError):
-        return 1.0 if proposed.get("pricing") == "spot" else None
-    return min(max(share, 0.0), 1.0) if share == share else None
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One resource's GPUs: where they run, how many, how much of them on spot."""
-
-    resource_id: str | None
-    team: str | None
-    cluster: Cluster | None
-    gpu_model: str | None
-    gpus: int
-    spot_share: float = 0.0
-    instance_type: str | None = None
-    released: bool = False
-    schedule: str | None = None  # e.g. scheduled_off_hours: stopped nights and weekends
-    committed: bool = False
-    replicas: int | None = None
 
 
 @dataclass
@@ -102,52 +79,6 @@ class ResourcePlan:
             or abs(a.spot_share - b.spot_share) > 1e-9
             or a.instance_type != b.instance_type
         )
-
-
-def _apply(state: Placement, rec: dict[str, Any], clusters: ClusterMap) -> tuple[Placement, str | None]:
-    new = rec.get("proposed") or {}
-    kind = rec["kind"]
-    if kind == "idle_gpu":
-        if new.get("gpu_count") == 0 or new.get("state") == "released":
-            return replace(state, gpus=0, released=True), None
-        return replace(state, schedule=new.get("state")), None
-    if kind in SIZE_KINDS:
-        count = new.get("gpu_count")
-        return replace(
-            state,
-            gpu_model=new.get("gpu_model") or state.gpu_model,
-            gpus=state.gpus if count is None else int(count),
-            instance_type=new.get("instance_type") or state.instance_type,
-        ), None
-    if kind == "spot_mix":
-        share = spot_share(new)
-        replicas = (rec.get("evidence") or {}).get("replicas")
-        return replace(
-            state,
-            spot_share=state.spot_share if share is None else share,
-            replicas=int(replicas) if isinstance(replicas, (int, float)) else state.replicas,
-        ), None
-    if kind == "commitment":
-        return replace(state, committed=True), None
-    if kind == "onprem_vs_cloud" and provider_code(new.get("provider")) == "onprem":
-        target = clusters.onprem(new.get("cluster"))
-        count = new.get("gpu_count")
-        moved = replace(
-            state,
-            cluster=target,
-            gpu_model=new.get("gpu_model") or state.gpu_model,
-            gpus=state.gpus if count is None else int(count),
-            spot_share=0.0,
-            instance_type=new.get("instance_type"),
-            committed=False,
-        )
-        problem = (
-            None
-            if target
-            else (f"on-prem cluster {new.get('cluster')!r} has no cost lines in the window: its capacity is unknown")
-        )
-        return moved, problem
-    return state, None
 
 
 def _today(row: dict[str, Any] | None, rec: dict[str, Any], clusters: ClusterMap) -> Placement:
@@ -200,7 +131,7 @@ def resource_plans(
                 else "no resource: nothing to place on a cluster"
             )
         for obj in members:
-            state, issue = _apply(state, obj, clusters)
+            state, issue = apply(state, obj, clusters)
             problem = problem or issue
         out.append(ResourcePlan(members, before, state, problem))
     return sorted(out, key=lambda p: (-p.monthly_savings_usd, p.plan_id))
