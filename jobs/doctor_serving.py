@@ -19,7 +19,7 @@ COUNTERS = ("vllm:", "tgi_request", "nv_inference_request_success", "nv_llm_", "
 
 
 def serving_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    targets = source.options.get("targets") or []
+    targets = getattr(source.typed(), "targets", None) or []
     results = []
     for target in [targets] if isinstance(targets, str) else targets:
         if target.startswith(("http://", "https://")):
@@ -41,9 +41,9 @@ def serving_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Re
 def prometheus_serving(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     from gpufinops.ingest.metrics.serving_counters import SAMPLE_NAMES
 
-    base = str(source.options["url"]).rstrip("/")
+    base = str(getattr(source.typed(), "url", "")).rstrip("/")
     url = _get(base)[1]
-    selector = source.options.get("selector")
+    selector = getattr(source.typed(), "selector", None)
     matchers = f'__name__=~"{"|".join(SAMPLE_NAMES)}"' + (f",{selector}" if selector else "")
     query = f"count(last_over_time({{{matchers}}}[1d]))"
     request = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]

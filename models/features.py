@@ -14,7 +14,7 @@ import weakref
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import polars as pl
@@ -22,14 +22,31 @@ import polars as pl
 from gpufinops.models import frames
 from gpufinops.models.recommendation import money
 from gpufinops.warehouse import gpu_charges, queries, ranges
+from gpufinops.warehouse.options import option
+
+T = TypeVar("T")
 
 DAYS_PER_MONTH = Decimal("30.4375")
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
 
 
-def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE) -> Any:
-    """A numeric ``[models]`` setting and the range its values must fall in (checked by parse_settings)."""
-    return field(default=default, metadata={"range": range})
+def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE, doc: str = "") -> Any:
+    """A numeric ``[models]`` setting: ``warehouse.options.option`` with the range its values must fall in."""
+    return option(default, doc, range=range)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The ``[models]`` section parsed once (at config load): each model's settings instance, by its class."""
+
+    by_class: tuple[tuple[type, Any], ...] = ()
+
+    def of(self, cls: type[T]) -> T:
+        """The settings of one model (its defaults when the section set none of its keys)."""
+        for klass, settings in self.by_class:
+            if klass is cls:
+                return settings
+        return cls.from_config(None)  # type: ignore[attr-defined]  # every settings class has it
 
 
 @dataclass(frozen=True)
@@ -55,12 +72,15 @@ class RightsizingSettings:
     # gpu_type.PREDICTORS; the default is the one whose findings scored best (models.quantization.PREDICTOR)
     quantization_predictor: str = field(
         default="no_change_baseline",
-        metadata={"choices": ("selected", "fleet_regression", "spec_ratio_baseline", "no_change_baseline")},
+        metadata={
+            "choices": ("selected", "fleet_regression", "spec_ratio_baseline", "no_change_baseline"),
+            "doc": "the throughput predictor that prices quantization's steps",
+        },
     )
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> RightsizingSettings:
-        """Validated settings from ``cfg.raw["models"]``; a bad value of one of these keys is a clear error."""
+        """Validated settings from the ``[models]`` section; a bad value of one of these keys is a clear error."""
         return cls(**parse_settings(cls, section))
 
 

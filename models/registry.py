@@ -32,7 +32,7 @@ from gpufinops.models import (
     storage_orphan,
     storage_tier,
 )
-from gpufinops.models.features import RightsizingSettings
+from gpufinops.models.features import ModelSettings, RightsizingSettings
 from gpufinops.models.onprem_cost import OnpremSettings
 from gpufinops.models.recommendation import Findings
 
@@ -49,10 +49,12 @@ class ModelSpec(Generic[S, In]):
     recommend: Callable[[In, S], Findings]  # pure: no connection
     summary: str = ""
 
-    def configure(self, section: dict[str, Any] | None) -> S:
+    def configure(self, section: ModelSettings | dict[str, Any] | None) -> S:
         """The model's settings from the `[models]` section (ValueError naming a bad key's value)."""
         if self.settings is None:
             return None  # type: ignore[return-value]  # S is None for a model without settings
+        if isinstance(section, ModelSettings):  # parsed once at config load
+            return section.of(self.settings)
         settings: S = self.settings.from_config(section)  # type: ignore[attr-defined]  # every settings class has it
         return settings
 
@@ -60,7 +62,7 @@ class ModelSpec(Generic[S, In]):
         """The `[models]` keys this model reads."""
         return set() if self.settings is None else {f.name for f in fields(self.settings)}  # type: ignore[arg-type]
 
-    def run(self, con: duckdb.DuckDBPyConnection, section: dict[str, Any] | None) -> Findings:
+    def run(self, con: duckdb.DuckDBPyConnection, section: ModelSettings | dict[str, Any] | None) -> Findings:
         settings = self.configure(section)
         return self.recommend(self.load(con, settings), settings)
 

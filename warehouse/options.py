@@ -38,12 +38,13 @@ def option(
     check: Check | None = None,
 ) -> Any:
     """A declared option: ``default`` (none: required), a one-line ``doc``; ``secret`` keeps it out of reprs;
-    ``range``: the values a number may take (default: non-negative; ``warehouse.ranges``); ``check``: the
-    value's own rule where the type does not say it all (it returns the value to keep, converted).
+    ``range``: the values a number may take (default: non-negative, unless a ``check`` has the last word;
+    ``warehouse.ranges``); ``check``: the value's own rule where the type does not say it all (it returns
+    the value to keep, converted).
 
     A list or table default is given as a tuple / mapping and copied per instance.
     """
-    metadata = {"doc": doc, "secret": secret, "range": range or ranges.NON_NEGATIVE, "check": check}
+    metadata = {"doc": doc, "secret": secret, "range": range, "check": check}
     if isinstance(default, (list, dict, set)):
         value = default
         return dataclasses.field(default_factory=lambda: type(value)(value), metadata=metadata, repr=not secret)
@@ -84,6 +85,16 @@ class Settings:
         return dataclasses.fields(cls)
 
     @classmethod
+    def ranges(cls) -> dict[str, Range]:
+        """The declared range of each numeric field (non-negative where none is declared and no check is)."""
+        hints = typing.get_type_hints(cls)
+        return {
+            f.name: ranges.declared(f.metadata)
+            for f in cls.declared()
+            if is_numeric(hints[f.name]) and (f.metadata.get("range") is not None or f.metadata.get("check") is None)
+        }
+
+    @classmethod
     def message(cls, where: str, key: str, problem: str) -> str:
         return f"{where}.{key}: {problem}"
 
@@ -104,12 +115,15 @@ class Settings:
                     raise cls.error(unknown_key(where, name, sorted(declared)))
         hints = typing.get_type_hints(cls)
         present = [name for name in declared if name in table]
+        limits = cls.ranges()
         for name in present:  # ranges before the rest, as every section has always checked them
-            if is_numeric(hints[name]) and (problem := ranges.declared(declared[name].metadata).problem(table[name])):
+            if name in limits and (problem := limits[name].problem(table[name])):
                 raise cls.fail(where, name, problem)
         values = {name: cls._value(table[name], hints[name], declared[name], where) for name in present}
         for name, fld in declared.items():
             if required(fld) and name not in table:
+                if (check := fld.metadata.get("check")) is not None:
+                    check(None, f"{where}.{name}")  # a required key's check words its absence (given None)
                 raise cls.fail(where, name, "missing required key")
         return cls(**values).validated(frozenset(present), where)
 
@@ -120,8 +134,6 @@ class Settings:
             return check(value, f"{where}.{fld.name}")
         if not conforms(value, hint):
             raise cls.fail(where, fld.name, f"must be {describe(hint)}, not {value!r}")
-        if hint is float or (is_numeric(hint) and isinstance(value, int) and float in get_args(hint)):
-            return float(value)
         if get_origin(hint) is tuple and isinstance(value, list):
             return tuple(value)
         return value
@@ -202,3 +214,21 @@ def _plural(words: str) -> str:
         if words == single:
             return plural
     return words.removeprefix("a ").removeprefix("an ") + "s" if not words.startswith('"') else words
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A top-level config section a package contributes to the loader (``jobs.config``): the ``Config``
+    attribute it fills, how it is parsed, and the :class:`Settings` it is made of. The loader imports the
+    contributing module by name and reads its ``SECTION``: it never imports a feature's code itself."""
+
+    attr: str  # cfg.<attr>
+    parse: Callable[..., Any]  # parse(*tables, **needs): each table's value as written (None when absent)
+    declares: tuple[type, ...]  # the settings classes it is made of (the tests walk their declarations)
+    tables: tuple[str, ...] = ()  # the TOML tables it reads (default: its attr)
+    arrays: tuple[str, ...] = ()  # those of ``tables`` that are arrays of tables ([[budgets]])
+    needs: tuple[str, ...] = ()  # sections parsed first, passed to parse by keyword (their attr)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.tables or (self.attr,)
