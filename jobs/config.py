@@ -10,13 +10,10 @@ Every problem is one ``ConfigError`` naming the key at fault, and where it was s
 environment variable); the CLI exits 2 on it. Secrets are never in the file: it names the
 environment variables that hold them (``*_env`` keys).
 
-Each section is a frozen dataclass whose keys are declared with ``option()`` (``warehouse.options``,
-docs/config.md "How settings are declared"), owned by the feature that uses it: each feature's settings
-module (``jobs.report.settings``, ``jobs.serve_settings``, …) contributes its ``SECTION`` (a
-``warehouse.options.Section``), and the loader reads the modules named in :data:`SECTION_MODULES` by
-name: it imports no feature (nor the daemon, nor the delivery code). ``[models]``, ``[allocation]``,
-``[carbon]`` and ``[unit_costs]`` belong to the packages downstream that read them (``models.run``,
-``warehouse.*``), declared here as their sections. Nothing reads the TOML mapping after :func:`load`.
+Each section is a frozen dataclass of ``option()`` fields (docs/config.md, "How settings are declared")
+owned by its feature, whose settings module contributes its ``SECTION``: the loader imports the modules
+of :data:`SECTION_MODULES` by name, never a feature itself. The downstream packages' sections
+(``[models]``, ``[allocation]``, ``[carbon]``, ``[unit_costs]``) are :func:`_owned_sections`.
 """
 
 from __future__ import annotations
@@ -127,24 +124,6 @@ def _owned(parse: Callable[[Any], Any], name: str) -> Callable[[Any], Any]:
     return parsed
 
 
-def _allocation(section: Any) -> AllocationSettings:
-    from gpufinops.warehouse.allocation import AllocationSettings
-
-    return AllocationSettings.from_config(section)
-
-
-def _carbon(section: Any) -> CarbonSettings:
-    from gpufinops.warehouse.carbon_settings import CarbonSettings
-
-    return CarbonSettings.from_config(section)
-
-
-def _unit_costs(section: Any) -> UnitCostSettings | None:
-    from gpufinops.warehouse.unit_costs import UnitCostSettings
-
-    return UnitCostSettings.from_config(section)
-
-
 def _models(section: Any) -> ModelSettings | None:
     if section is None:  # importing every model takes seconds: only when there is a section to check
         return None
@@ -153,21 +132,26 @@ def _models(section: Any) -> ModelSettings | None:
     return parse_settings(section)
 
 
-# The sections of the packages downstream (they cannot import jobs): their own parsers, their ValueError
-# worded as every other section's ConfigError. [models] declares its keys on each model's settings.
-OWNED_SECTIONS = (
-    Section("allocation", _owned(_allocation, "allocation"), ()),
-    Section("carbon", _owned(_carbon, "carbon"), ()),
-    Section("unit_costs", _owned(_unit_costs, "unit_costs"), ()),
-    Section("models", _owned(_models, "models"), ()),
-)
+def _owned_sections() -> tuple[Section, ...]:
+    """The sections of the packages downstream (they cannot import jobs): their ValueError worded as every
+    other section's ConfigError. [models] declares its keys on each model's settings (models.registry)."""
+    from gpufinops.warehouse.allocation import AllocationSettings
+    from gpufinops.warehouse.carbon_settings import CarbonSettings
+    from gpufinops.warehouse.unit_costs import UnitCostSettings
+
+    return (
+        Section("allocation", _owned(AllocationSettings.from_config, "allocation"), (AllocationSettings,)),
+        Section("carbon", _owned(CarbonSettings.from_config, "carbon"), ()),
+        Section("unit_costs", _owned(UnitCostSettings.from_config, "unit_costs"), (UnitCostSettings,)),
+        Section("models", _owned(_models, "models"), ()),
+    )
 
 
 def sections() -> tuple[Section, ...]:
     """Every section but [warehouse], [teams] and [sources] (the loader's own): the features' first."""
     import importlib
 
-    return tuple(importlib.import_module(name).SECTION for name in SECTION_MODULES) + OWNED_SECTIONS
+    return tuple(importlib.import_module(name).SECTION for name in SECTION_MODULES) + _owned_sections()
 
 
 LOADER_TABLES = ("warehouse", "sources", "teams")  # the loader's own
@@ -220,7 +204,7 @@ class Config:
     models: ModelSettings | None = None  # [models], each model's settings parsed (None: every default)
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
-    carbon: CarbonSettings = field(default_factory=lambda: _carbon(None))  # [carbon]
+    carbon: CarbonSettings = field(default_factory=lambda: _owned_sections()[1].parse(None))  # [carbon]
     unit_costs: UnitCostSettings | None = None  # [unit_costs] (None: the defaults)
 
     def secrets(self) -> list[str]:
