@@ -141,7 +141,7 @@ def _owned_sections() -> tuple[Section, ...]:
 
     return (
         Section("allocation", _owned(AllocationSettings.from_config, "allocation"), (AllocationSettings,)),
-        Section("carbon", _owned(CarbonSettings.from_config, "carbon"), ()),
+        Section("carbon", _owned(CarbonSettings.from_config, "carbon"), (CarbonSettings,)),
         Section("unit_costs", _owned(UnitCostSettings.from_config, "unit_costs"), (UnitCostSettings,)),
         Section("models", _owned(_models, "models"), ()),
     )

@@ -82,7 +82,8 @@ class Settings:
 
     @classmethod
     def declared(cls) -> tuple[dataclasses.Field, ...]:
-        return dataclasses.fields(cls)
+        """The fields that are config keys (a field marked ``internal`` in its metadata is none)."""
+        return tuple(f for f in dataclasses.fields(cls) if not f.metadata.get("internal"))
 
     @classmethod
     def ranges(cls) -> dict[str, Range]:
