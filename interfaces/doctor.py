@@ -110,10 +110,10 @@ def aws_credentials() -> Check:
 
 def gcp_credentials(cfg) -> Check:
     api = [s for s in cfg.sources.values() if sources.needs_extra(s) == "gcp"]
-    keyed = [s for s in api if s.options.get("credentials_file")]
-    anonymous = [s for s in api if s.options.get("endpoint") and not s.options.get("credentials_file")]
+    keyed = [s for s in api if getattr(s.typed(), "credentials_file", None)]
+    anonymous = [s for s in api if getattr(s.typed(), "endpoint", None) and s not in keyed]
     if keyed:
-        path = Path(os.path.expanduser(str(keyed[0].options["credentials_file"])))
+        path = Path(os.path.expanduser(str(getattr(keyed[0].typed(), "credentials_file", ""))))
         path = path if path.is_absolute() else cfg.base_dir / path
         if not path.is_file():
             return Check(

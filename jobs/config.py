@@ -10,11 +10,10 @@ Every problem is one ``ConfigError`` naming the key at fault, and where it was s
 environment variable); the CLI exits 2 on it. Secrets are never in the file: it names the
 environment variables that hold them (``*_env`` keys).
 
-Each section's settings live beside the feature that uses them (``jobs.report.settings``,
-``jobs.serve_settings``, ``jobs.api_settings``, …) and import nothing that imports this loader (their
-``ConfigError`` comes from the leaf ``jobs.config_checks``): the loader imports them, never the daemon
-nor the delivery code. ``[models]`` and ``[allocation]`` belong to the packages that read them
-(``models.run.validate_settings``, ``warehouse.allocation``), which check them here too.
+Each section is a frozen dataclass of ``option()`` fields (docs/config.md, "How settings are declared")
+owned by its feature, whose settings module contributes its ``SECTION``: the loader imports the modules
+of :data:`SECTION_MODULES` by name, never a feature itself. The downstream packages' sections
+(``[models]``, ``[allocation]``, ``[carbon]``, ``[unit_costs]``) are :func:`_owned_sections`.
 """
 
 from __future__ import annotations
@@ -25,20 +24,22 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from gpufinops.ingest.core.registry import Registry
-from gpufinops.ingest.core.spec import OptionError
+from gpufinops.ingest.core.spec import OptionError, SourceOptions
 from gpufinops.jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
-from gpufinops.jobs.config_checks import check_table, validate_cron
+from gpufinops.jobs.config_checks import ConfigSection, validate_cron
+from gpufinops.warehouse.options import Section, option
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the types of the sections (the loader imports none of them: SECTION_MODULES)
     from gpufinops.jobs.alerts.settings import AlertConfig
     from gpufinops.jobs.api_settings import ApiSettings
     from gpufinops.jobs.dashboard_settings import DashboardSettings
     from gpufinops.jobs.export.settings import ExportSettings
     from gpufinops.jobs.report.settings import ReportSettings
     from gpufinops.jobs.serve_settings import JobSettings
+    from gpufinops.models.features import ModelSettings
     from gpufinops.warehouse.allocation import AllocationSettings
     from gpufinops.warehouse.carbon_settings import CarbonSettings
     from gpufinops.warehouse.unit_costs import UnitCostSettings
@@ -46,27 +47,125 @@ if TYPE_CHECKING:
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
 ENV_PREFIX = "GPUFINOPS_"
-TOP_LEVEL_SECTIONS = {
-    "warehouse",
-    "sources",
-    "teams",
-    "report",
-    "api",
-    "models",
-    "jobs",
-    "dashboard",
-    "budgets",
-    "alerts",
-    "export",
-    "allocation",
-    "carbon",
-    "unit_costs",
-}
-WAREHOUSE_KEYS = {"path", "memory_limit"}
-TEAMS_KEYS = {"tag_keys"}
 COMMON_SOURCE_KEYS = {"type", "schedule", "enabled"}
-ARRAY_SECTIONS = {"budgets"}  # top-level arrays of tables ([[budgets]]); every other section is a table
-_T = TypeVar("_T")
+# The features' settings modules, each with its SECTION, in parse order (a section's ``needs`` come first)
+SECTION_MODULES = (
+    "gpufinops.jobs.dashboard_settings",
+    "gpufinops.jobs.api_settings",
+    "gpufinops.jobs.serve_settings",
+    "gpufinops.jobs.report.settings",
+    "gpufinops.jobs.alerts.settings",
+    "gpufinops.jobs.export.settings",
+)
+
+
+def _path(value: Any, key: str) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: must be a file path (a string), not {value!r}")
+    return value
+
+
+def _memory_limit(value: Any, key: str) -> Any:
+    """DuckDB's own parser decides (an in-memory connection, a few ms): "2GB", "512MiB", "80%"…"""
+    import duckdb
+
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f'{key}: must be a memory size such as "2GB", not {value!r}')
+    con = duckdb.connect()
+    try:
+        con.execute("SET memory_limit = '" + value.replace("'", "''") + "'")
+    except duckdb.Error as exc:
+        reason = str(exc).splitlines()[0].split("Error: ", 1)[-1]
+        raise ConfigError(f'{key}: {value!r} is not a memory size such as "2GB" ({reason})') from None
+    finally:
+        con.close()
+    return value
+
+
+def _tag_keys(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"{key}: must be a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class WarehouseSettings(ConfigSection):
+    """``[warehouse]``: where the DuckDB file is, and how much memory it may take."""
+
+    path: str = option(
+        DEFAULT_WAREHOUSE, "the warehouse file (relative: to the config file); --db overrides", check=_path
+    )
+    memory_limit: str = option("2GB", 'DuckDB\'s memory limit, e.g. "2GB" or "80%"', check=_memory_limit)
+
+
+@dataclass(frozen=True)
+class TeamsSettings(ConfigSection):
+    """``[teams]``: the tags that name a resource's team."""
+
+    tag_keys: tuple[str, ...] = option(
+        DEFAULT_TAG_KEYS, "the tags naming the team, the first found wins", check=_tag_keys
+    )
+
+
+def _owned(parse: Callable[[Any], Any], name: str) -> Callable[[Any], Any]:
+    """A section whose settings another package owns (and checks with a ValueError naming the key)."""
+
+    def parsed(section: Any) -> Any:
+        try:
+            return parse(section)
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            text = str(exc)  # the models say "[models] key …": the key as every other section names it
+            raise ConfigError(
+                f"{name}.{text[len(f'[{name}] ') :]}" if text.startswith(f"[{name}] ") else text
+            ) from None
+
+    return parsed
+
+
+def _models(section: Any) -> ModelSettings | None:
+    if section is None:  # importing every model takes seconds: only when there is a section to check
+        return None
+    from gpufinops.models.run import parse_settings
+
+    return parse_settings(section)
+
+
+def _owned_sections() -> tuple[Section, ...]:
+    """The sections of the packages downstream (they cannot import jobs): their ValueError worded as every
+    other section's ConfigError. [models] declares its keys on each model's settings (models.registry)."""
+    from gpufinops.warehouse.allocation import AllocationSettings
+    from gpufinops.warehouse.carbon_settings import CarbonSettings
+    from gpufinops.warehouse.unit_costs import UnitCostSettings
+
+    return (
+        Section("allocation", _owned(AllocationSettings.from_config, "allocation"), (AllocationSettings,)),
+        Section("carbon", _owned(CarbonSettings.from_config, "carbon"), (CarbonSettings,)),
+        Section("unit_costs", _owned(UnitCostSettings.from_config, "unit_costs"), (UnitCostSettings,)),
+        Section("models", _owned(_models, "models"), ()),
+    )
+
+
+def sections() -> tuple[Section, ...]:
+    """Every section but [warehouse], [teams] and [sources] (the loader's own): the features' first."""
+    import importlib
+
+    return tuple(importlib.import_module(name).SECTION for name in SECTION_MODULES) + _owned_sections()
+
+
+LOADER_TABLES = ("warehouse", "sources", "teams")  # the loader's own
+
+
+def top_level_sections() -> frozenset[str]:
+    """Every top-level name a config may hold."""
+    return frozenset(LOADER_TABLES).union(*(section.names for section in sections()))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TOP_LEVEL_SECTIONS":  # the features' tables are known once their modules are read
+        return top_level_sections()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -74,8 +173,17 @@ class SourceConfig:
     name: str
     type: str
     schedule: str
-    options: dict[str, Any]
+    options: dict[str, Any]  # as written (checked): for the ingest runner, which parses it to ``parsed`` again
     enabled: bool = True
+    parsed: SourceOptions | None = None  # the ingestor's Options instance, parsed once at load: what readers read
+
+    def typed(self) -> SourceOptions:
+        """The parsed options (a SourceConfig built by hand, as a test does, has its options parsed now)."""
+        if self.parsed is not None:
+            return self.parsed
+        from gpufinops.ingest.core.registry import default_registry
+
+        return default_registry().get(self.type).meta.parse_options(self.options, f"sources.{self.name}")
 
 
 @dataclass(frozen=True)
@@ -93,11 +201,10 @@ class Config:
     allocation: AllocationSettings  # [allocation]
     api: ApiSettings  # [api]
     dashboard: DashboardSettings  # [dashboard]
-    # [models] as written and checked by models.run.validate_settings: each model parses its own settings from it
-    models: dict[str, Any] | None = None
+    models: ModelSettings | None = None  # [models], each model's settings parsed (None: every default)
     warehouse_setting: str = "the default warehouse path"  # where warehouse_path came from (messages)
     secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
-    carbon: CarbonSettings = field(default_factory=lambda: _carbon_defaults())  # [carbon]
+    carbon: CarbonSettings = field(default_factory=lambda: _owned_sections()[1].parse(None))  # [carbon]
     unit_costs: UnitCostSettings | None = None  # [unit_costs] (None: the defaults)
 
     def secrets(self) -> list[str]:
@@ -128,11 +235,12 @@ def _parse_env_value(text: str) -> Any:
 def _apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> dict[str, str]:
     """Set every ``GPUFINOPS_<SECTION>__<KEY>`` into ``raw``; returns {dotted key: variable} of those set."""
     applied: dict[str, str] = {}
+    known = top_level_sections()
     for name, value in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
-        if parts[0] not in TOP_LEVEL_SECTIONS:
+        if parts[0] not in known:
             continue
         node = raw
         for part in parts[:-1]:
@@ -165,7 +273,7 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
         raise ConfigError(f"{key}.type: unknown source type {source_type!r} (known: {', '.join(registry.names())})")
     meta = registry.get(source_type).meta
     try:  # keys, types and cross-field rules, all derived from the ingestor's Options
-        meta.parse_options(table, key, frozenset(COMMON_SOURCE_KEYS))
+        parsed = meta.parse_options(table, key, frozenset(COMMON_SOURCE_KEYS))
     except OptionError as exc:
         raise ConfigError(str(exc)) from None
     schedule = table.get("schedule", meta.default_schedule)
@@ -173,7 +281,7 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
     if "enabled" in table and not isinstance(table["enabled"], bool):
         raise ConfigError(f"{key}.enabled: must be true or false, not {table['enabled']!r}")
     options = {k: v for k, v in table.items() if k not in COMMON_SOURCE_KEYS}
-    return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)))
+    return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)), parsed)
 
 
 def load(
@@ -216,11 +324,13 @@ def _read(chosen: str | os.PathLike | None, config_path: Path | None) -> dict[st
         raise ConfigError(f"config file {chosen} is not valid TOML: {exc}") from None
 
 
-def _check_sections(raw: dict[str, Any]) -> None:
+def _check_sections(raw: dict[str, Any], known: tuple[Section, ...]) -> None:
+    names = top_level_sections()
+    arrays = {name for section in known for name in section.arrays}
     for section in raw:
-        if section not in TOP_LEVEL_SECTIONS:
-            raise ConfigError(f"{section}: unknown section (known: {', '.join(sorted(TOP_LEVEL_SECTIONS))})")
-        if section in ARRAY_SECTIONS:
+        if section not in names:
+            raise ConfigError(f"{section}: unknown section (known: {', '.join(sorted(names))})")
+        if section in arrays:
             if not isinstance(raw[section], list) or not all(isinstance(t, dict) for t in raw[section]):
                 raise ConfigError(f"{section}: must be an array of tables ([[{section}]]), not {raw[section]!r}")
         elif not isinstance(raw[section], dict):
@@ -231,14 +341,8 @@ def _warehouse(
     section: dict[str, Any], base_dir: Path, config_path: Path | None, db: str | None, environ: dict[str, str]
 ) -> tuple[Path, str, str]:
     """``[warehouse]`` (and --db) → (the warehouse path, its memory limit, where the path was set)."""
-    check_table(section, "warehouse", WAREHOUSE_KEYS)
-    path_value = db or section.get("path", DEFAULT_WAREHOUSE)
-    if not isinstance(path_value, str) or not path_value.strip():
-        raise ConfigError(f"warehouse.path: must be a file path (a string), not {path_value!r}")
-    memory_limit = section.get("memory_limit", "2GB")
-    if "memory_limit" in section:
-        _validate_memory_limit(memory_limit)
-    warehouse_path = Path(path_value).expanduser()
+    settings = WarehouseSettings.parse(section, "warehouse")
+    warehouse_path = Path(db or settings.path).expanduser()
     if not warehouse_path.is_absolute():
         warehouse_path = (Path.cwd() if db else base_dir) / warehouse_path
     setting = (
@@ -250,54 +354,31 @@ def _warehouse(
         if "path" in section
         else "the default warehouse path"
     )
-    return warehouse_path, memory_limit, setting
+    return warehouse_path, settings.memory_limit, setting
 
 
-def _team_tag_keys(section: dict[str, Any]) -> tuple[str, ...]:
-    check_table(section, "teams", TEAMS_KEYS)
-    tag_keys = section.get("tag_keys", list(DEFAULT_TAG_KEYS))
-    if not isinstance(tag_keys, list) or not all(isinstance(k, str) for k in tag_keys):
-        raise ConfigError("teams.tag_keys: must be a list of strings")
-    return tuple(tag_keys)
-
-
-def _owned_by_a_package(parse: Callable[[Any], _T], section: Any, name: str) -> _T:
-    """A section whose settings another package owns (and checks with a ValueError naming the key)."""
-    try:
-        return parse(section)
-    except ConfigError:
-        raise
-    except ValueError as exc:
-        text = str(exc)  # the models say "[models] key …": the key as every other section names it
-        raise ConfigError(f"{name}.{text[len(f'[{name}] ') :]}" if text.startswith(f"[{name}] ") else text) from None
+def _sections(raw: dict[str, Any], known: tuple[Section, ...]) -> dict[str, Any]:
+    """Each section's typed settings, by its Config attribute (a section's ``needs`` parsed before it)."""
+    parsed: dict[str, Any] = {}
+    for section in known:
+        parsed[section.attr] = section.parse(
+            *(raw.get(name) for name in section.names), **{need: parsed[need] for need in section.needs}
+        )
+    return parsed
 
 
 def _parse(
     raw: dict[str, Any], config_path: Path | None, *, db: str | None, registry: Registry | None, environ: dict[str, str]
 ) -> Config:
     from gpufinops.ingest.core.registry import default_registry
-    from gpufinops.jobs import api_settings, dashboard_settings, serve_settings
-    from gpufinops.jobs.alerts import settings as alert_settings
-    from gpufinops.jobs.export import settings as export_settings
-    from gpufinops.jobs.report import settings as report_settings
-    from gpufinops.warehouse.allocation import AllocationSettings
-    from gpufinops.warehouse.unit_costs import UnitCostSettings
 
-    _check_sections(raw)
+    known = sections()
+    _check_sections(raw, known)
     base_dir = config_path.parent if config_path else Path.cwd()
     warehouse_path, memory_limit, setting = _warehouse(raw.get("warehouse", {}), base_dir, config_path, db, environ)
     registry = registry or default_registry()
     sources = {name: _source(name, table, registry) for name, table in raw.get("sources", {}).items()}
-    tag_keys = _team_tag_keys(raw.get("teams", {}))
-    dashboard = dashboard_settings.parse(raw.get("dashboard"))
-    api = api_settings.parse(raw.get("api"))
-    allocation = _owned_by_a_package(AllocationSettings.from_config, raw.get("allocation"), "allocation")
-    carbon = _owned_by_a_package(_carbon_defaults().from_config, raw.get("carbon"), "carbon")
-    unit_cost_settings = _owned_by_a_package(UnitCostSettings.from_config, raw.get("unit_costs"), "unit_costs")
-    if raw.get("models") is not None:  # importing every model takes seconds: only when there is a section to check
-        from gpufinops.models.run import validate_settings as validate_models
-
-        _owned_by_a_package(validate_models, raw["models"], "models")
+    teams = TeamsSettings.parse(raw.get("teams", {}), "teams")
     names: list[str] = []
     _collect_env_names(raw, names)
     return Config(
@@ -306,39 +387,8 @@ def _parse(
         warehouse_path,
         memory_limit,
         sources,
-        tag_keys,
-        report=report_settings.parse(raw.get("report")),
-        jobs=serve_settings.parse(raw.get("jobs")),
-        alerts=alert_settings.parse(raw.get("budgets"), raw.get("alerts"), dashboard),
-        export=export_settings.parse(raw.get("export")),
-        allocation=allocation,
-        api=api,
-        dashboard=dashboard,
-        models=raw.get("models"),
+        teams.tag_keys,
         warehouse_setting=setting,
         secret_env_names=tuple(dict.fromkeys(names)),
-        carbon=carbon,
-        unit_costs=unit_cost_settings,
+        **_sections(raw, known),
     )
-
-
-def _carbon_defaults() -> CarbonSettings:
-    from gpufinops.warehouse.carbon_settings import CarbonSettings
-
-    return CarbonSettings()
-
-
-def _validate_memory_limit(value: Any) -> None:
-    """DuckDB's own parser decides (an in-memory connection, a few ms): "2GB", "512MiB", "80%"…"""
-    import duckdb
-
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f'warehouse.memory_limit: must be a memory size such as "2GB", not {value!r}')
-    con = duckdb.connect()
-    try:
-        con.execute("SET memory_limit = '" + value.replace("'", "''") + "'")
-    except duckdb.Error as exc:
-        reason = str(exc).splitlines()[0].split("Error: ", 1)[-1]
-        raise ConfigError(f'warehouse.memory_limit: {value!r} is not a memory size such as "2GB" ({reason})') from None
-    finally:
-        con.close()

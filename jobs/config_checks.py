@@ -1,20 +1,18 @@
 """``ConfigError`` and the value checks the config sections share.
 
-A leaf module (it imports nothing of gpufinops but the leaf ``warehouse.ranges``), so every section's
+A leaf module (it imports nothing of gpufinops but the leaf ``warehouse.options``), so every section's
 settings module can raise the one error type and reuse the checks without importing the loader
-(``jobs.config``), which imports them all. A section's numeric keys are declared with their ranges
-(:func:`numbers`) and checked by :func:`check_table`, the same ``Range`` the source options and the
-``[models]`` settings declare.
+(``jobs.config``). A section is a frozen dataclass of :class:`ConfigSection` whose fields are declared with
+``option()`` (type, default, description, range, check): the idiom of the source options and the
+``[models]`` settings (docs/config.md, "How settings are declared").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from gpufinops.warehouse.ranges import Range
-
-NUMBERS: dict[str, Mapping[str, Range]] = {}  # every section's declared numeric keys (the tests iterate them)
+from gpufinops.warehouse.options import Settings
 
 
 class ConfigError(ValueError):
@@ -38,33 +36,19 @@ def validate_cron(expression: Any, key: str) -> None:
         raise ConfigError(f"{key}: invalid cron expression {expression!r}: {exc}") from None
 
 
-def numbers(section: str, declared: Mapping[str, Range]) -> Mapping[str, Range]:
-    """Declare the numeric keys of ``section`` and their ranges (checked by check_table)."""
-    NUMBERS[section] = declared
-    return declared
+@dataclass(frozen=True)
+class ConfigSection(Settings):
+    """Base of a config section's settings (``warehouse.options.Settings``): parsed from its TOML table by its
+    declarations, every problem a :class:`ConfigError` naming ``section.key``."""
+
+    error = ConfigError
 
 
-def check_table(
-    section: Any,
-    name: str,
-    allowed: set[str] | frozenset[str] | tuple[str, ...],
-    ranges: Mapping[str, Range] | None = None,
-) -> dict[str, Any]:
-    """``section`` as a table whose every key is one of ``allowed`` (a typo is named, with the keys there are)
-    and whose numeric keys (``ranges``, from :func:`numbers`) are within their declared range."""
-    if not isinstance(section, dict):
-        raise ConfigError(f"{name}: must be a table")
-    for option in section:
-        if option not in allowed:
-            import difflib
-
-            near = difflib.get_close_matches(str(option), sorted(allowed), n=1)
-            guess = f"did you mean `{near[0]}`? " if near else ""
-            raise ConfigError(f"{name}.{option}: unknown key ({guess}allowed: {', '.join(sorted(allowed))})")
-    for option, declared in (ranges or {}).items():
-        if option in section and (problem := declared.problem(section[option])):
-            raise ConfigError(f"{name}.{option}: {problem}")
-    return section
+def entries(value: Any, where: str, what: str | None = None) -> list[Any]:
+    """An array of tables (``[[where]]``), as written; ``what``: the sentence when it is not a list."""
+    if not isinstance(value, list):
+        raise ConfigError(what or f"{where}: must be an array of tables ([[{where}]])")
+    return value
 
 
 def env_name(value: Any, key: str) -> str:

@@ -7,34 +7,95 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from gpufinops.jobs.config_checks import ConfigError, check_table, is_number, numbers
+from gpufinops.jobs.config_checks import ConfigError, ConfigSection, is_number
+from gpufinops.warehouse.options import Section, option
 from gpufinops.warehouse.ranges import NON_NEGATIVE
 
-DASHBOARD_KEYS = {"auth", "header", "oidc_provider", "users", "monthly_budget_usd", "team_budgets", "stale_after_hours"}
-DASHBOARD_NUMBERS = numbers("dashboard", {"monthly_budget_usd": NON_NEGATIVE, "stale_after_hours": NON_NEGATIVE})
-USER_KEYS = {"email", "role", "teams"}
 AUTH_MODES = ("none", "oidc", "header")
 
 
-@dataclass(frozen=True)
-class DashboardUser:
-    email: str
-    role: str  # finance | lead
-    teams: tuple[str, ...] | None = None  # a lead's teams
+def _email(value: Any, key: str) -> Any:
+    if not isinstance(value, str) or "@" not in value:
+        raise ConfigError(f"{key}: missing or not an e-mail address")
+    return value
+
+
+def _role(value: Any, key: str) -> Any:
+    if value not in ("finance", "lead"):
+        raise ConfigError(f'{key}: must be "finance" or "lead"')
+    return value
+
+
+def _team_names(value: Any, key: str) -> Any:
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise ConfigError(f"{key}: must be a list of team names, not {value!r}")
+    return tuple(value) if value else None
 
 
 @dataclass(frozen=True)
-class DashboardSettings:
-    auth: str = "none"  # none | oidc | header
-    header: str | None = None  # auth = "header": the identity header the proxy sets
-    oidc_provider: str | None = None  # auth = "oidc": the [auth.<provider>] of Streamlit's secrets
-    users: tuple[DashboardUser, ...] = ()
-    monthly_budget_usd: float | None = None  # an alias of a [[budgets]] entry
-    team_budgets: dict[str, float] = field(default_factory=dict)  # team = monthly budget (aliases too)
-    stale_after_hours: float | None = None  # None: the dashboard's default
+class DashboardUser(ConfigSection):
+    """One ``[[dashboard.users]]`` entry: who may sign in, and what they see."""
+
+    email: str = option(doc="the address the sign-in names", check=_email)
+    role: str = option(doc='"finance" (every team) or "lead" (its teams)', check=_role)  # finance | lead
+    teams: tuple[str, ...] | None = option(None, "a lead's teams", check=_team_names)
+
+    @classmethod
+    def parse(cls, table: Any, where: str) -> DashboardUser:
+        if not isinstance(table, dict):  # the address first: it names the user
+            raise ConfigError(f"{where}.email: missing or not an e-mail address")
+        _email(table.get("email"), f"{where}.email")
+        return super().parse(table, where)
+
+    def validated(self, given: frozenset[str], where: str) -> DashboardUser:
+        if self.role == "lead" and not self.teams:
+            raise ConfigError(f"{where}.teams: a lead needs a non-empty list of team names")
+        return self
+
+
+def _users(value: Any, key: str) -> tuple[DashboardUser, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{key}: a list of [[dashboard.users]] tables is required when auth is on")
+    return tuple(DashboardUser.parse(user, f"{key}[{i}]") for i, user in enumerate(value))
+
+
+def _text(value: Any, key: str) -> Any:
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{key}: must be a string, not {value!r}")
+    return value
+
+
+def _budgets(value: Any, key: str) -> dict[str, float]:
+    if not isinstance(value, dict) or not all(is_number(v) and v >= 0 for v in value.values()):
+        raise ConfigError(f"{key}: must be a table of team = non-negative number")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class DashboardSettings(ConfigSection):
+    """``[dashboard]``: who may sign in, the budget aliases and the staleness limit."""
+
+    auth: Literal["none", "oidc", "header"] = option("none", "who may sign in: none, oidc or header")
+    header: str | None = option(None, 'auth = "header": the identity header the proxy sets', check=_text)
+    oidc_provider: str | None = option(
+        None, 'auth = "oidc": the [auth.<provider>] of Streamlit\'s secrets', check=_text
+    )
+    users: tuple[DashboardUser, ...] = option((), "the [[dashboard.users]] who may sign in", check=_users)
+    monthly_budget_usd: float | None = option(None, "an alias of a monthly [[budgets]] entry", range=NON_NEGATIVE)
+    team_budgets: dict[str, float] = option({}, "team = monthly budget (aliases too)", check=_budgets)
+    stale_after_hours: float | None = option(
+        None, "data older than this is flagged (none: the default)", range=NON_NEGATIVE
+    )
+
+    def validated(self, given: frozenset[str], where: str) -> DashboardSettings:
+        if self.auth == "header" and not (isinstance(self.header, str) and self.header.strip()):
+            raise ConfigError('dashboard.header: required when dashboard.auth = "header" (e.g. "X-Forwarded-Email")')
+        if self.auth != "none" and not self.users:
+            raise ConfigError("dashboard.users: a list of [[dashboard.users]] tables is required when auth is on")
+        return self
 
     def to_section(self) -> dict[str, Any]:
         """The section as TOML would hold it (the keys set, as given): the JSON `dashboard` hands Streamlit."""
@@ -54,56 +115,9 @@ class DashboardSettings:
         return {k: v for k, v in values.items() if v is not None}
 
 
-def _user(i: int, user: Any) -> DashboardUser:
-    key = f"dashboard.users[{i}]"
-    if not isinstance(user, dict) or not isinstance(user.get("email"), str) or "@" not in user["email"]:
-        raise ConfigError(f"{key}.email: missing or not an e-mail address")
-    check_table(user, key, USER_KEYS)
-    role = user.get("role")
-    if role not in ("finance", "lead"):
-        raise ConfigError(f'{key}.role: must be "finance" or "lead"')
-    teams = user.get("teams")
-    listed = isinstance(teams, list) and all(isinstance(t, str) for t in teams)
-    if role == "lead" and not (listed and teams):
-        raise ConfigError(f"{key}.teams: a lead needs a non-empty list of team names")
-    if teams is not None and not listed:
-        raise ConfigError(f"{key}.teams: must be a list of team names, not {teams!r}")
-    return DashboardUser(user["email"], role, tuple(teams) if teams else None)
-
-
-def _optional_text(section: dict[str, Any], key: str) -> str | None:
-    value = section.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"dashboard.{key}: must be a string, not {value!r}")
-    return value
-
-
 def parse(section: Any) -> DashboardSettings:
     """``[dashboard]`` → DashboardSettings; every problem is a ConfigError naming the key."""
-    if section is None:
-        return DashboardSettings()
-    check_table(section, "dashboard", DASHBOARD_KEYS, DASHBOARD_NUMBERS)
-    auth = section.get("auth", "none")
-    if auth not in AUTH_MODES:
-        raise ConfigError(f'dashboard.auth: must be "none", "oidc" or "header", not {auth!r}')
-    if auth == "header" and not (isinstance(section.get("header"), str) and section["header"].strip()):
-        raise ConfigError('dashboard.header: required when dashboard.auth = "header" (e.g. "X-Forwarded-Email")')
-    users = section.get("users", [])
-    if not isinstance(users, list) or (auth != "none" and not users):
-        raise ConfigError("dashboard.users: a list of [[dashboard.users]] tables is required when auth is on")
-    parsed = tuple(_user(i, user) for i, user in enumerate(users))
-    for option in ("monthly_budget_usd", "stale_after_hours"):
-        if option in section and (not is_number(section[option]) or section[option] < 0):
-            raise ConfigError(f"dashboard.{option}: must be a non-negative number")
-    budgets = section.get("team_budgets", {})
-    if not isinstance(budgets, dict) or not all(is_number(v) and v >= 0 for v in budgets.values()):
-        raise ConfigError("dashboard.team_budgets: must be a table of team = non-negative number")
-    return DashboardSettings(
-        auth,
-        _optional_text(section, "header"),
-        _optional_text(section, "oidc_provider"),
-        parsed,
-        section.get("monthly_budget_usd"),
-        dict(budgets),
-        section.get("stale_after_hours"),
-    )
+    return DashboardSettings.parse(section, "dashboard")
+
+
+SECTION = Section("dashboard", parse, (DashboardSettings, DashboardUser))

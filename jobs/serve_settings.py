@@ -10,46 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpufinops.jobs.config_checks import ConfigError, check_table, numbers, validate_cron
+from gpufinops.jobs.config_checks import ConfigError, ConfigSection, validate_cron
+from gpufinops.warehouse.options import Check, Section, option
 from gpufinops.warehouse.ranges import NON_NEGATIVE, at_least
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
-JOBS_KEYS = {
-    "recommend",
-    "report",
-    "feed",
-    "timezone",
-    "misfire_grace_seconds",
-    "ingest_retries",
-    "retry_backoff_seconds",
-    "every_seconds",
-}
-JOBS_NUMBERS = numbers(
-    "jobs",
-    {
-        "misfire_grace_seconds": NON_NEGATIVE,
-        "ingest_retries": NON_NEGATIVE,
-        "retry_backoff_seconds": NON_NEGATIVE,
-        "every_seconds": at_least(1),
-    },
-)
 DEFAULT_RECOMMEND = "0 3 * * *"  # daily, after the night's billing exports have landed
 DEFAULT_REPORT = "0 8 * * 1"  # Monday 08:00 in [report].timezone
 DEFAULT_FEED = "*/30 * * * *"
-
-
-@dataclass(frozen=True)
-class JobSettings:
-    recommend: str = DEFAULT_RECOMMEND
-    report: str = DEFAULT_REPORT
-    feed: str = DEFAULT_FEED
-    timezone: str = "UTC"  # of the recommend and feed crons (the report uses [report].timezone)
-    misfire_grace_seconds: int = 3600
-    ingest_retries: int = 3  # extra attempts after a failed ingest
-    retry_backoff_seconds: float = 60.0  # doubled after each failed attempt
-    every_seconds: int | None = None  # tests/demos: every job on this interval instead of its cron
 
 
 def validate_job_cron(expression: Any, key: str) -> None:
@@ -63,34 +33,62 @@ def validate_job_cron(expression: Any, key: str) -> None:
     validate_cron(expression, key)
 
 
+def _cron(value: Any, key: str) -> Any:
+    validate_job_cron(value, key)
+    return value
+
+
+def _timezone(value: Any, key: str) -> Any:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(str(value))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{key}: unknown time zone {value!r}") from None
+    return value
+
+
+def _whole(low: int) -> Check:
+    def check(value: Any, key: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{key}: expected a whole number >= {low}, got {value!r}")
+        return value
+
+    return check
+
+
+def _seconds(value: Any, key: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class JobSettings(ConfigSection):
+    """``[jobs]``: when `gpufinops serve` runs each job."""
+
+    recommend: str = option(DEFAULT_RECOMMEND, "cron of the recommend job (5 fields, or 6 with seconds)", check=_cron)
+    report: str = option(DEFAULT_REPORT, "cron of the weekly report, in [report].timezone", check=_cron)
+    feed: str = option(DEFAULT_FEED, "cron of the recommendation feed push ([[api.webhooks]])", check=_cron)
+    timezone: str = option("UTC", "time zone of the recommend and feed crons", check=_timezone)
+    misfire_grace_seconds: int = option(
+        3600, "how late a missed run may still start, seconds", range=NON_NEGATIVE, check=_whole(0)
+    )
+    ingest_retries: int = option(3, "extra attempts after a failed ingest", range=NON_NEGATIVE, check=_whole(0))
+    retry_backoff_seconds: float = option(
+        60.0, "wait before a retry, doubled after each failure", range=NON_NEGATIVE, check=_seconds
+    )
+    every_seconds: int | None = option(
+        None, "tests and demos: every job on this interval instead of its cron", range=at_least(1), check=_whole(1)
+    )
+
+
 def parse(section: Any) -> JobSettings:
     """``[jobs]`` → JobSettings; every problem is a ConfigError naming the key."""
-    if section is None:
-        return JobSettings()
-    check_table(section, "jobs", JOBS_KEYS, JOBS_NUMBERS)
-    values: dict[str, Any] = {}
-    for key, value in section.items():
-        if key not in JOBS_KEYS:
-            raise ConfigError(f"jobs.{key}: unknown key (allowed: {', '.join(sorted(JOBS_KEYS))})")
-        where = f"jobs.{key}"
-        if key in ("recommend", "report", "feed"):
-            validate_job_cron(value, where)
-        elif key == "timezone":
-            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    return JobSettings.parse(section, "jobs")
 
-            try:
-                ZoneInfo(str(value))
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ConfigError(f"{where}: unknown time zone {value!r}") from None
-        elif key in ("misfire_grace_seconds", "ingest_retries", "every_seconds"):
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "every_seconds" else 0):
-                raise ConfigError(
-                    f"{where}: expected a whole number {'>= 1' if key == 'every_seconds' else '>= 0'}, got {value!r}"
-                )
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{where}: expected a number of seconds >= 0, got {value!r}")
-        values[key] = value
-    return JobSettings(**values)
+
+SECTION = Section("jobs", parse, (JobSettings,))
 
 
 _CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")

@@ -45,11 +45,11 @@ GROUP = ["provider", "region", "instance_type", "team"]
 class CommitmentSettings:
     """The ``[models]`` keys this model reads (prefixed ``commit_``)."""
 
-    commit_lookback_days: int = 30
-    commit_min_days: float = 14.0  # less history: withheld (a baseline needs weeks)
-    commit_baseline_percentile: float = setting(10.0, PERCENT)
-    commit_idle_util_pct: float = setting(5.0, PERCENT)
-    commit_min_monthly_savings_usd: float = 25.0
+    commit_lookback_days: int = setting(30, doc="the window the baseline is read from, days")
+    commit_min_days: float = setting(14.0, doc="less history: withheld (a baseline needs weeks)")
+    commit_baseline_percentile: float = setting(10.0, PERCENT, "the usage percentile the commitment covers")
+    commit_idle_util_pct: float = setting(5.0, PERCENT, "hours below this utilisation are not committed")
+    commit_min_monthly_savings_usd: float = setting(25.0, doc="a commitment must save at least this, USD a month")
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> CommitmentSettings:

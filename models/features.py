@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import math
 import weakref
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import polars as pl
@@ -22,69 +22,98 @@ import polars as pl
 from gpufinops.models import frames
 from gpufinops.models.recommendation import money
 from gpufinops.warehouse import gpu_charges, queries, ranges
+from gpufinops.warehouse.options import option
+
+T = TypeVar("T")
 
 DAYS_PER_MONTH = Decimal("30.4375")
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
 
 
-def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE) -> Any:
-    """A numeric ``[models]`` setting and the range its values must fall in (checked by parse_settings)."""
-    return field(default=default, metadata={"range": range})
+def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE, doc: str = "") -> Any:
+    """A numeric ``[models]`` setting: ``warehouse.options.option`` with the range its values must fall in."""
+    return option(default, doc, range=range)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The ``[models]`` section parsed once (at config load): each model's settings instance, by its class."""
+
+    by_class: tuple[tuple[type, Any], ...] = ()
+
+    def of(self, cls: type[T]) -> T:
+        """The settings of one model (its defaults when the section set none of its keys)."""
+        for klass, settings in self.by_class:
+            if klass is cls:
+                return settings
+        return cls.from_config(None)  # type: ignore[attr-defined]  # every settings class has it
+
+
+def choice(*choices: str) -> Any:
+    """A ``check``: one of ``choices`` (any case)."""
+
+    def check(value: Any, key: str) -> str:
+        if not isinstance(value, str) or value.lower() not in choices:
+            raise ValueError(f"{key} must be one of {', '.join(choices)} (got {value!r})")
+        return value.lower()
+
+    return check
 
 
 @dataclass(frozen=True)
 class RightsizingSettings:
     """The ``[models]`` config section (every key optional; defaults follow AWS Compute Optimizer)."""
 
-    lookback_days: int = setting(14, ranges.at_least(1))  # window the percentiles are taken over
-    min_days: float = setting(7.0)  # fewer measured days than this: withheld
-    min_coverage: float = setting(0.6, ranges.SHARE)  # measured / billed hours below this: withheld
-    idle_util_pct: float = setting(5.0, ranges.PERCENT)  # p95 below this is idle_gpu's finding, not a resize
-    spare_gpu_util_pct: float = setting(10.0, ranges.PERCENT)  # gpu_count: a GPU whose p95 stays under this is spare …
-    spare_gpu_mem_fraction: float = setting(0.10, ranges.SHARE)  # … and holds less than this share of its memory
-    memory_headroom: float = setting(1.2, ranges.at_least(1.0))  # peak memory × this must fit the target GPU
-    max_target_util_pct: float = setting(60.0, ranges.PERCENT)  # predicted p95 on the target must stay under this
-    underused_util_pct: float = setting(
-        40.0, ranges.PERCENT
-    )  # p95 under this, no finding: withheld, naming each refused target
-    min_savings_fraction: float = setting(0.25, ranges.SHARE)  # a move must cut the cost by at least this share
-    min_monthly_savings_usd: float = setting(25.0)
-    quantization_precisions: tuple[str, ...] = ("fp16",)  # add "int8"/"fp8" to propose those too
-    inference_workloads: tuple[str, ...] = ("online_inference", "batch_inference", "inference", "serving")
-    # the throughput predictor that prices quantization's steps: "selected" (gpu_type's choice) or one of
-    # gpu_type.PREDICTORS; the default is the one whose findings scored best (models.quantization.PREDICTOR)
-    quantization_predictor: str = field(
-        default="no_change_baseline",
-        metadata={"choices": ("selected", "fleet_regression", "spec_ratio_baseline", "no_change_baseline")},
+    lookback_days: int = option(14, "the window the percentiles are taken over, days", range=ranges.at_least(1))
+    min_days: float = option(7.0, "fewer measured days than this: withheld")
+    min_coverage: float = option(0.6, "measured / billed hours below this: withheld", range=ranges.SHARE)
+    idle_util_pct: float = option(5.0, "p95 below this is idle_gpu's finding, not a resize", range=ranges.PERCENT)
+    spare_gpu_util_pct: float = option(
+        10.0, "gpu_count: a GPU whose p95 stays under this is spare …", range=ranges.PERCENT
+    )
+    spare_gpu_mem_fraction: float = option(0.10, "… and holds less than this share of its memory", range=ranges.SHARE)
+    memory_headroom: float = option(1.2, "peak memory × this must fit the target GPU", range=ranges.at_least(1.0))
+    max_target_util_pct: float = option(60.0, "predicted p95 on the target must stay under this", range=ranges.PERCENT)
+    underused_util_pct: float = option(
+        40.0, "p95 under this, no finding: withheld, naming each refused target", range=ranges.PERCENT
+    )
+    min_savings_fraction: float = option(0.25, "a move must cut the cost by at least this share", range=ranges.SHARE)
+    min_monthly_savings_usd: float = option(25.0, "a move must save at least this, USD a month")
+    quantization_precisions: tuple[str, ...] = option(("fp16",), 'the precisions proposed (add "int8"/"fp8")')
+    inference_workloads: tuple[str, ...] = option(
+        ("online_inference", "batch_inference", "inference", "serving"), "the workload tags that serve inference"
+    )
+    # "selected" (gpu_type's choice) or one of gpu_type.PREDICTORS; the default is the one whose findings
+    # scored best (models.quantization.PREDICTOR)
+    quantization_predictor: str = option(
+        "no_change_baseline",
+        "the throughput predictor that prices quantization's steps",
+        check=choice("selected", "fleet_regression", "spec_ratio_baseline", "no_change_baseline"),
     )
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> RightsizingSettings:
-        """Validated settings from ``cfg.raw["models"]``; a bad value of one of these keys is a clear error."""
+        """Validated settings from the ``[models]`` section; a bad value of one of these keys is a clear error."""
         return cls(**parse_settings(cls, section))
 
 
-def parse_settings(cls, section: dict[str, Any] | None) -> dict[str, Any]:
-    """The values of a settings dataclass's own keys found in the ``[models]`` section, checked:
-    numbers within their declared range (``setting``; else non-negative), lists lists of strings
-    (lower-cased). Keys of other models are theirs."""
+def parse_settings(cls: Any, section: dict[str, Any] | None) -> dict[str, Any]:
+    """The values of a settings dataclass's own keys found in the ``[models]`` section, checked by their
+    declarations (``warehouse.options.option``): a ``check`` where declared, numbers within their range
+    (else non-negative), lists lists of strings (lower-cased). Keys of other models are theirs."""
     declared = {f.name: f for f in fields(cls)}
-    known = set(declared)
     values: dict[str, Any] = {}
     for key, value in (section or {}).items():
-        if key not in known:
+        if key not in declared:
             continue
-        default = getattr(cls, key)
-        if isinstance(default, tuple):
+        default, metadata = getattr(cls, key), declared[key].metadata
+        if metadata.get("check") is not None:
+            values[key] = metadata["check"](value, f"[models] {key}")
+        elif isinstance(default, tuple):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"[models] {key} must be a list of strings (got {value!r})")
             values[key] = tuple(v.lower() for v in value)
-        elif "choices" in declared[key].metadata:
-            choices = declared[key].metadata["choices"]
-            if not isinstance(value, str) or value.lower() not in choices:
-                raise ValueError(f"[models] {key} must be one of {', '.join(choices)} (got {value!r})")
-            values[key] = value.lower()
-        elif problem := ranges.declared(declared[key].metadata).problem(value):
+        elif problem := ranges.declared(metadata).problem(value):
             raise ValueError(f"[models] {key} {problem}")
         else:
             values[key] = type(default)(value)

@@ -21,7 +21,7 @@ HOURS_PER_MONTH = 730
 class OnpremSettings:
     """This model's `[models]` keys (validated with the others by models.run.validate_settings)."""
 
-    onprem_target_utilisation: float = setting(0.85, SHARE)  # an on-prem group is full at this busy share
+    onprem_target_utilisation: float = setting(0.85, SHARE, "an on-prem group is full at this busy share")
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> OnpremSettings:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     import duckdb
 
+    from gpufinops.models.features import ModelSettings
     from gpufinops.models.recommendation import Findings
 
 S = TypeVar("S")  # the settings class
@@ -101,20 +102,22 @@ class ModelSpec(Generic[S, In]):
     def settings_class(self) -> type[S] | None:
         return self.settings.resolve() if isinstance(self.settings, Ref) else self.settings
 
-    def configure(self, section: dict[str, Any] | None) -> S:
+    def configure(self, section: ModelSettings | dict[str, Any] | None) -> S:
         """The model's settings from the `[models]` section (ValueError naming a bad key's value)."""
         cls = self.settings_class()
         if cls is None:
             return None  # type: ignore[return-value]  # S is None for a model without settings
-        settings: S = cls.from_config(section)  # type: ignore[attr-defined]  # every settings class has it
-        return settings
+        if isinstance(section, dict | None):
+            settings: S = cls.from_config(section)  # type: ignore[attr-defined]  # every settings class has it
+            return settings
+        return section.of(cls)  # a ModelSettings, parsed once at config load
 
     def keys(self) -> set[str]:
         """The `[models]` keys this model reads."""
         cls = self.settings_class()
         return set() if cls is None else {f.name for f in fields(cls)}  # type: ignore[arg-type]
 
-    def run(self, con: duckdb.DuckDBPyConnection, section: dict[str, Any] | None) -> Findings:
+    def run(self, con: duckdb.DuckDBPyConnection, section: ModelSettings | dict[str, Any] | None) -> Findings:
         settings = self.configure(section)
         return self.recommend(self.load(con, settings), settings)
 

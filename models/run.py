@@ -9,6 +9,7 @@ from decimal import Decimal
 import duckdb
 
 from gpufinops.models import calibration, carbon_evidence, plans, registry, token_costs
+from gpufinops.models.features import ModelSettings
 from gpufinops.models.recommendation import Recommendation, Withheld
 from gpufinops.warehouse import recommendation_store
 
@@ -43,10 +44,16 @@ def validate_settings(section: dict | None) -> None:
         raise ValueError(f"[models] {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
 
 
+def parse_settings(section: dict | None) -> ModelSettings:
+    """The whole `[models]` section parsed once (:func:`validate_settings`'s checks): each model's settings."""
+    validate_settings(section)
+    return ModelSettings(tuple((spec.settings_class(), spec.configure(section)) for spec in registry.MODELS if spec.settings))
+
+
 def analyse(
     con: duckdb.DuckDBPyConnection,
     kinds: list[str] | None = None,
-    settings: dict | None = None,
+    settings: ModelSettings | dict | None = None,
     on_model: Callable[[str, bool], object] | None = None,
 ) -> ModelRun:
     """Run every model, reconcile their candidates into one plan per resource, store the plans, the
@@ -85,7 +92,7 @@ def analyse(
 def run_models(
     con: duckdb.DuckDBPyConnection,
     kinds: list[str] | None = None,
-    settings: dict | None = None,
+    settings: ModelSettings | dict | None = None,
     on_model: Callable[[str, bool], object] | None = None,
 ) -> list[Recommendation]:
     """The recommendations of :func:`analyse` (which also stores what was withheld)."""

@@ -35,14 +35,18 @@ MIB = 1024.0 * 1024.0
 class StorageSettings:
     """The ``[models]`` keys of the storage models."""
 
-    storage_min_measured_days: float = 7.0  # fewer measured days of operations: withheld
-    storage_headroom: float = 1.2  # the busiest hour's IOPS / throughput × this is what the new volume gets
-    storage_orphan_days: int = 14  # unattached this long (and last attached to a GPU resource): an orphan
-    storage_snapshot_retention_days: int = 90  # a snapshot older than this whose volume is gone
-    lifecycle_transition_days: int = 30  # checkpoints older than this go to Glacier IR / Coldline
-    lifecycle_expire_days: int = 90  # and are deleted after this many days …
-    lifecycle_keep_last: int = 3  # … except each run's newest checkpoints
-    storage_min_monthly_savings_usd: float = 1.0
+    storage_min_measured_days: float = features.setting(7.0, doc="fewer measured days of operations: withheld")
+    storage_headroom: float = features.setting(
+        1.2, doc="the busiest hour's IOPS / throughput × this is what the new volume gets"
+    )
+    storage_orphan_days: int = features.setting(
+        14, doc="unattached this long (last attached to a GPU resource): an orphan"
+    )
+    storage_snapshot_retention_days: int = features.setting(90, doc="a snapshot older than this whose volume is gone")
+    lifecycle_transition_days: int = features.setting(30, doc="checkpoints older than this go to Glacier IR / Coldline")
+    lifecycle_expire_days: int = features.setting(90, doc="and are deleted after this many days …")
+    lifecycle_keep_last: int = features.setting(3, doc="… except each run's newest checkpoints")
+    storage_min_monthly_savings_usd: float = features.setting(1.0, doc="a change must save at least this, USD a month")
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> StorageSettings:

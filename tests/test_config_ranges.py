@@ -163,10 +163,13 @@ def test_the_window_edges_are_accepted():
 
 
 def _section_numbers() -> list[tuple[str, str, ranges.Range]]:
-    from gpufinops.jobs.config_checks import NUMBERS
-
-    config_mod.load(None, environ={})  # the loader imports every section's settings module
-    return [(section, key, declared) for section, keys in sorted(NUMBERS.items()) for key, declared in keys.items()]
+    """Every ranged number of every section's own table (its first declaration), from the declarations."""
+    found = []
+    for section in config_mod.sections():
+        if section.declares:
+            table, settings = section.names[-1], section.declares[0]
+            found += [(table, key, declared) for key, declared in sorted(settings.ranges().items())]
+    return found
 
 
 SECTION_NUMBERS = _section_numbers()

@@ -268,7 +268,11 @@ def test_typed_sections_carry_what_the_readers_use(tmp_path):
 
     written = tomllib.loads(config.read_text())["dashboard"]
     assert cfg.dashboard.to_section() == written
-    assert cfg.models == {"memory_headroom": 1.5} and cfg.jobs.recommend == "0 4 * * *"
+    from gpufinops.models.features import RightsizingSettings
+    from gpufinops.models.spot_mix import SpotMixSettings
+
+    assert cfg.models is not None and cfg.models.of(RightsizingSettings).memory_headroom == 1.5  # parsed once
+    assert cfg.models.of(SpotMixSettings) == SpotMixSettings() and cfg.jobs.recommend == "0 4 * * *"
     assert {"LEAD_TOKEN", "HOOK_SECRET"} <= set(cfg.secret_env_names)
     with pytest.raises(AttributeError):
         cfg.jobs = None  # frozen: parsed once, never changed

@@ -25,14 +25,15 @@ import contextlib
 import fnmatch
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
 from gpufinops.warehouse import attribution, carbon
 from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, US_PER_HOUR, compute_sql
+from gpufinops.warehouse.options import Settings, option
 
 log = logging.getLogger(__name__)
 
@@ -44,36 +45,38 @@ BATCHES, PART = "_gpufinops_allocation_batches", "_gpufinops_allocation_part"
 BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-node fleet: two days)
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
-SETTINGS_KEYS = ("unallocated", "mig_weight", "mps_hosts")
 # The slice of the hourly metrics sources (the ingestors' metrics_store.HOUR_SLICE_SQL): one UTC hour
 HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"
 
 
-@dataclass(frozen=True)
-class AllocationSettings:
-    """The ``[allocation]`` config section."""
+def _mig_weight(value: Any, key: str) -> str:
+    if value not in MIG_WEIGHTS:
+        raise ValueError(f"{key}: must be one of {', '.join(MIG_WEIGHTS)}, not {value!r}")
+    return value
 
-    unallocated: str = "show"  # show: the resource's team carries its idle share; spread: Koku's rule
-    mig_weight: str = "compute"  # a MIG slice's weight: compute slices, memory slices, or the larger
-    mps_hosts: tuple[str, ...] = field(default_factory=tuple)  # glob patterns of hosts whose sharing is MPS
+
+def _mps_hosts(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(h, str) and h and "'" not in h for h in value):
+        raise ValueError(f'{key}: must be a list of host name patterns (globs, e.g. "gpu-mps-*")')
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class AllocationSettings(Settings):
+    """The ``[allocation]`` config section (``warehouse.options``: each key declared once)."""
+
+    unallocated: Literal["show", "spread"] = option(
+        "show", "show: the resource's team carries its idle share; spread: Koku's rule"
+    )
+    mig_weight: str = option(
+        "compute", "a MIG slice's weight: compute slices, memory slices, or max", check=_mig_weight
+    )
+    mps_hosts: tuple[str, ...] = option((), "glob patterns of hosts whose GPU sharing is MPS", check=_mps_hosts)
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> AllocationSettings:
         """Validated settings; a ValueError names the key and the allowed values."""
-        section = dict(section or {})
-        for key in section:
-            if key not in SETTINGS_KEYS:
-                raise ValueError(f"allocation.{key}: unknown key (allowed: {', '.join(SETTINGS_KEYS)})")
-        unallocated = section.get("unallocated", "show")
-        if unallocated not in UNALLOCATED_CHOICES:
-            raise ValueError(f'allocation.unallocated: must be "show" or "spread", not {unallocated!r}')
-        mig_weight = section.get("mig_weight", "compute")
-        if mig_weight not in MIG_WEIGHTS:
-            raise ValueError(f"allocation.mig_weight: must be one of {', '.join(MIG_WEIGHTS)}, not {mig_weight!r}")
-        hosts = section.get("mps_hosts", [])
-        if not isinstance(hosts, list) or not all(isinstance(h, str) and h and "'" not in h for h in hosts):
-            raise ValueError('allocation.mps_hosts: must be a list of host name patterns (globs, e.g. "gpu-mps-*")')
-        return cls(unallocated, mig_weight, tuple(hosts))
+        return cls.parse(section, "allocation")
 
     def rows(self) -> list[tuple[str, str]]:
         return [

@@ -15,17 +15,9 @@ from typing import Any
 import duckdb
 
 from gpufinops.warehouse import carbon_data
+from gpufinops.warehouse.options import Check, Settings, option
 
 DEFAULT_NODE_FRACTION = 0.3
-KEYS = (
-    "node_fraction",
-    "node_watts",
-    "pue",
-    "default_pue",
-    "grid",
-    "default_grid_g_co2e_per_kwh",
-    "embodied_kg_co2e_per_gpu_hour",
-)
 
 
 def _number(value: Any, where: str, low: float, high: float | None = None) -> float:
@@ -42,61 +34,69 @@ def _table(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+def _bounded(low: float, high: float | None = None) -> Check:
+    return lambda value, key: _number(value, key.removeprefix("carbon."), low, high)
+
+
+def _per_key(name: str, low: float, high: float, lower: bool = False) -> Check:
+    """A table of key = number (``node_watts``, ``pue``), as sorted pairs."""
+
+    def check(value: Any, key: str) -> tuple[tuple[str, float], ...]:
+        table = _table(value, name)
+        pairs = {(str(k).lower() if lower else str(k)): _number(v, f"{name}.{k}", low, high) for k, v in table.items()}
+        return tuple(sorted(pairs.items()))
+
+    return check
+
+
+def _grid(value: Any, key: str) -> tuple[tuple[str, float | str], ...]:
+    grid: dict[str, float | str] = {}
+    for region, intensity in _table(value, "grid").items():
+        if "/" not in region:
+            raise ValueError(f'carbon.grid.{region}: keys are "provider/region" (e.g. "aws/us-east-1")')
+        if isinstance(intensity, str):
+            if carbon_data.place(intensity) is None:
+                raise ValueError(
+                    f'carbon.grid."{region}": {intensity!r} is no place codecarbon knows '
+                    '(a country ISO code like "DEU", "USA/virginia", or "aws/eu-west-1")'
+                )
+            grid[region.lower()] = intensity
+        else:
+            grid[region.lower()] = _number(intensity, f'grid."{region}"', 0, 3000)
+    return tuple(sorted(grid.items()))
+
+
 @dataclass(frozen=True)
-class CarbonSettings:
+class CarbonSettings(Settings):
     """How measured GPU power becomes facility energy and emissions (docs/carbon.md)."""
 
-    node_fraction: float = DEFAULT_NODE_FRACTION  # the node's non-GPU draw as a share of its GPUs' measured draw
-    node_watts: tuple[tuple[str, float], ...] = ()  # instance type -> the node's non-GPU draw, W
-    pue: tuple[tuple[str, float], ...] = ()  # provider code -> PUE (overrides the published figure)
-    default_pue: float | None = None  # a provider without a published figure (else the survey average)
-    grid: tuple[tuple[str, float | str], ...] = ()  # "provider/region" -> gCO2e/kWh, or a place codecarbon knows
-    default_grid_g_co2e_per_kwh: float | None = None  # a region no table knows (else codecarbon's world average)
-    embodied_kg_co2e_per_gpu_hour: float | None = None  # optional, reported apart from kg_co2e
-    data_version: str = field(default=carbon_data.CODECARBON_VERSION)
+    node_fraction: float = option(
+        DEFAULT_NODE_FRACTION, "the node's non-GPU draw as a share of its GPUs' measured draw", check=_bounded(0, 10)
+    )
+    node_watts: tuple[tuple[str, float], ...] = option(
+        (), "instance type = the node's non-GPU draw, W", check=_per_key("node_watts", 0, 100_000)
+    )
+    pue: tuple[tuple[str, float], ...] = option(
+        (), "provider code = PUE (overrides the published figure)", check=_per_key("pue", 1, 5, lower=True)
+    )
+    default_pue: float | None = option(
+        None, "a provider without a published figure (else the survey average)", check=_bounded(1, 5)
+    )
+    grid: tuple[tuple[str, float | str], ...] = option(
+        (), '"provider/region" = gCO2e/kWh, or a place codecarbon knows', check=_grid
+    )
+    default_grid_g_co2e_per_kwh: float | None = option(
+        None, "a region no table knows (else codecarbon's world average)", check=_bounded(0, 3000)
+    )
+    embodied_kg_co2e_per_gpu_hour: float | None = option(
+        None, "optional, reported apart from kg_co2e", check=_bounded(0, 100)
+    )
+    data_version: str = field(default=carbon_data.CODECARBON_VERSION, metadata={"internal": True})  # not a key
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> CarbonSettings:
         """Validated settings; a ValueError names the key and what it must be."""
-        section = dict(section or {})
-        for key in section:
-            if key not in KEYS:
-                raise ValueError(f"carbon.{key}: unknown key (allowed: {', '.join(KEYS)})")
-        fraction = _number(section.get("node_fraction", DEFAULT_NODE_FRACTION), "node_fraction", 0, 10)
-        watts = {
-            str(k): _number(v, f"node_watts.{k}", 0, 100_000)
-            for k, v in _table(section.get("node_watts", {}), "node_watts").items()
-        }
-        pue = {str(k).lower(): _number(v, f"pue.{k}", 1, 5) for k, v in _table(section.get("pue", {}), "pue").items()}
-        grid: dict[str, float | str] = {}
-        for key, value in _table(section.get("grid", {}), "grid").items():
-            if "/" not in key:
-                raise ValueError(f'carbon.grid.{key}: keys are "provider/region" (e.g. "aws/us-east-1")')
-            if isinstance(value, str):
-                if carbon_data.place(value) is None:
-                    raise ValueError(
-                        f'carbon.grid."{key}": {value!r} is no place codecarbon knows '
-                        '(a country ISO code like "DEU", "USA/virginia", or "aws/eu-west-1")'
-                    )
-                grid[key.lower()] = value
-            else:
-                grid[key.lower()] = _number(value, f'grid."{key}"', 0, 3000)
-        default_pue = section.get("default_pue")
-        default_grid = section.get("default_grid_g_co2e_per_kwh")
-        embodied = section.get("embodied_kg_co2e_per_gpu_hour")
-        return cls(
-            node_fraction=fraction,
-            node_watts=tuple(sorted(watts.items())),
-            pue=tuple(sorted(pue.items())),
-            default_pue=None if default_pue is None else _number(default_pue, "default_pue", 1, 5),
-            grid=tuple(sorted(grid.items())),
-            default_grid_g_co2e_per_kwh=None
-            if default_grid is None
-            else _number(default_grid, "default_grid_g_co2e_per_kwh", 0, 3000),
-            embodied_kg_co2e_per_gpu_hour=None
-            if embodied is None
-            else _number(embodied, "embodied_kg_co2e_per_gpu_hour", 0, 100),
-        )
+        return cls.parse(section, "carbon")
 
     def to_json(self) -> str:
         return json.dumps(

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import polars as pl
 
+from gpufinops.warehouse.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import filters as _filters
 from gpufinops.warehouse.queries.fragments import frame as _frame
@@ -59,27 +60,23 @@ COLUMNS = (
 NO_CARBON = "no measured GPU power in this warehouse: energy and emissions are withheld, not estimated (docs/carbon.md)"
 
 
-@dataclass(frozen=True)
-class UnitCostSettings:
-    """The ``[unit_costs]`` config section."""
+def _input_weight(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1000:
+        raise ValueError(f"{key}: must be a number from 0 to 1000, not {value!r}")
+    return float(value)
 
-    split: str = "compute"
-    input_weight: float = 0.25
+
+@dataclass(frozen=True)
+class UnitCostSettings(Settings):
+    """The ``[unit_costs]`` config section (``warehouse.options``: each key declared once)."""
+
+    split: Literal["compute", "weight"] = option("compute", "how a server's GPU cost is split among its models")
+    input_weight: float = option(0.25, "an input token's cost as a share of an output token's", check=_input_weight)
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> UnitCostSettings:
         """Validated settings; a ValueError names the key and the allowed values."""
-        section = dict(section or {})
-        for key in section:
-            if key not in ("split", "input_weight"):
-                raise ValueError(f"unit_costs.{key}: unknown key (allowed: input_weight, split)")
-        split = section.get("split", "compute")
-        if split not in SPLITS:
-            raise ValueError(f'unit_costs.split: must be "compute" or "weight", not {split!r}')
-        weight = section.get("input_weight", 0.25)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1000:
-            raise ValueError(f"unit_costs.input_weight: must be a number from 0 to 1000, not {weight!r}")
-        return cls(split, float(weight))
+        return cls.parse(section, "unit_costs")
 
 
 def carbon_relation(con: duckdb.DuckDBPyConnection) -> tuple[str, str | None]:

@@ -11,18 +11,24 @@ express (one of ``path`` or ``bucket``) is the ``validate()`` method of the Opti
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
 import typing
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar
 
 from gpufinops.warehouse import ranges
-from gpufinops.warehouse.ranges import Range
+
+# the one way a setting is declared (warehouse/options.py), re-exported for the ingestors
+from gpufinops.warehouse.options import MISSING as MISSING
+from gpufinops.warehouse.options import conforms as conforms
+from gpufinops.warehouse.options import default_of as default_of
+from gpufinops.warehouse.options import describe as describe
+from gpufinops.warehouse.options import is_numeric as is_numeric
+from gpufinops.warehouse.options import option as option
+from gpufinops.warehouse.options import required as _required
+from gpufinops.warehouse.options import unknown_key
 
 T = TypeVar("T", bound="SourceOptions")
-MISSING: Any = dataclasses.MISSING
 
 
 class OptionError(ValueError):
@@ -36,19 +42,6 @@ class OptionProblem(ValueError):
         super().__init__(f"{key}: {problem}")
         self.key = key
         self.problem = problem
-
-
-def option(default: Any = MISSING, doc: str = "", *, secret: bool = False, range: Range | None = None) -> Any:
-    """A declared option: ``default`` (none: required), a one-line ``doc``; ``secret`` keeps it out of reprs;
-    ``range``: the values a number may take (default: non-negative; ``warehouse.ranges``).
-
-    A list or table default is given as a tuple / mapping and copied per instance.
-    """
-    metadata = {"doc": doc, "secret": secret, "range": range or ranges.NON_NEGATIVE}
-    if isinstance(default, (list, dict, set)):
-        value = default
-        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=metadata, repr=not secret)
-    return dataclasses.field(default=default, metadata=metadata, repr=not secret)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -96,11 +89,7 @@ class SourceOptions:
         allowed = sorted(set(declared) | set(common))
         for name in table:  # a misspelt key first: it is why a required one looks missing
             if name not in common and name not in declared:
-                near = difflib.get_close_matches(name, allowed, n=1)
-                guess = f"did you mean `{near[0]}`? " if near else ""
-                raise OptionError(
-                    f"{where}.{name}: unknown key for source type {source_type} ({guess}allowed: {', '.join(allowed)})"
-                )
+                raise OptionError(unknown_key(where, name, allowed, f" for source type {source_type}"))
         values: dict[str, Any] = {}
         for name, value in table.items():
             if name in common:
@@ -135,90 +124,6 @@ def choices_problem(key: str, value: str | list[str], known: tuple[str, ...]) ->
     if not wanted or any(v not in known for v in wanted):
         return OptionProblem(key, f"must list some of {', '.join(known)} (got {value!r})")
     return None
-
-
-def is_numeric(tp: Any) -> bool:
-    """An int or float option (Optional too): one whose declared range is checked."""
-    if _is_union(tp):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return bool(args) and all(is_numeric(a) for a in args)
-    return tp in (int, float)
-
-
-def _required(fld: dataclasses.Field) -> bool:
-    return fld.default is MISSING and fld.default_factory is MISSING
-
-
-def default_of(fld: dataclasses.Field) -> Any:
-    if fld.default is not MISSING:
-        return fld.default
-    factory: Any = fld.default_factory
-    return MISSING if factory is MISSING else factory()
-
-
-def _is_union(tp: Any) -> bool:
-    return get_origin(tp) in (Union, types.UnionType)
-
-
-def conforms(value: Any, tp: Any) -> bool:
-    """Whether a TOML value fits the annotation ``tp`` (str: a non-blank string; float takes an int;
-    a list may be empty unless it stands for "one or more names", ``str | list[str]``)."""
-    origin = get_origin(tp)
-    if tp is Any:
-        return True
-    if _is_union(tp):
-        if value == [] and str in get_args(tp):  # "a name or a list of names" (path, targets): one at least
-            return False
-        return any(conforms(value, arg) for arg in get_args(tp))
-    if tp is type(None):
-        return value is None
-    if origin is Literal:
-        return value in get_args(tp)
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is str:
-        return isinstance(value, str) and bool(value.strip())
-    if origin in (list, tuple):
-        (item, *_rest) = get_args(tp) or (Any,)
-        return isinstance(value, list) and all(conforms(v, item) for v in value)
-    if origin in (dict, Mapping):
-        _, item = get_args(tp) or (str, Any)
-        return isinstance(value, dict) and all(isinstance(k, str) and conforms(v, item) for k, v in value.items())
-    return isinstance(value, tp) if isinstance(tp, type) else True
-
-
-def describe(tp: Any) -> str:
-    """What a value of ``tp`` is, in words: ``a string or a list of strings``."""
-    if _is_union(tp):
-        return " or ".join(describe(a) for a in get_args(tp) if a is not type(None))
-    origin = get_origin(tp)
-    if origin is Literal:
-        quoted = [f'"{v}"' if isinstance(v, str) else repr(v) for v in get_args(tp)]
-        return ", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0]
-    if origin in (list, tuple):
-        (item, *_rest) = get_args(tp) or (Any,)
-        return "a list of " + _plural(describe(item))
-    if origin in (dict, Mapping):
-        _, item = get_args(tp) or (str, Any)
-        return "a table of " + _plural(describe(item))
-    return {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}.get(tp, "a value")
-
-
-def _plural(words: str) -> str:
-    for single, plural in (
-        ("a string", "strings"),
-        ("a whole number", "whole numbers"),
-        ("a number", "numbers"),
-        ("a value", "values"),
-        ("true or false", "booleans"),
-    ):
-        if words == single:
-            return plural
-    return words.removeprefix("a ").removeprefix("an ") + "s" if not words.startswith('"') else words
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -8,40 +8,25 @@ same name exists (that is an error: one budget, one place).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from gpufinops.jobs.config_checks import ConfigError, check_table, validate_cron
+from gpufinops.jobs.config_checks import ConfigError, ConfigSection, env_name, validate_cron
 from gpufinops.jobs.dashboard_settings import DashboardSettings
 from gpufinops.jobs.report.headers import refuse_unsafe
 from gpufinops.models import budgets as budgets_mod
 from gpufinops.models.alerts import RULES, AlertSettings
 from gpufinops.models.budgets import Budget, BudgetScope
+from gpufinops.warehouse.options import Check, Section, option, unknown_key
 
-BUDGET_KEYS = {"name", "scope", "period", "amount", "thresholds", "forecast"}
 SCOPE_KEYS = {"teams", "providers", "gpu_models", "tags"}
-ALERTS_KEYS = {
-    "rules",
-    "email",
-    "schedule",
-    "slack",
-    "webhooks",
-    "forecast_min_days",
-    "anomaly_days",
-    "anomaly_directions",
-    "anomaly_min_usd",
-    "idle_util_pct",
-    "idle_min_hours",
-    "idle_min_cost_usd",
-    "idle_max_lag_hours",
-}
-SLACK_KEYS = {"url_env", "name", "teams", "max_attempts", "timeout_s"}
-WEBHOOK_KEYS = {"url", "secret_env", "name", "teams", "max_attempts", "timeout_s"}
 DEFAULT_SCHEDULE = "*/30 * * * *"
+_DEFAULTS = AlertSettings()
 
 
 @dataclass(frozen=True)
@@ -91,9 +76,9 @@ def _scope(value: Any, key: str) -> BudgetScope:
         return BudgetScope()
     if not isinstance(value, dict):
         raise ConfigError(f'{key}: must be "all" or a table of {", ".join(sorted(SCOPE_KEYS))}')
-    for option in value:
-        if option not in SCOPE_KEYS:
-            raise ConfigError(f"{key}.{option}: unknown key (allowed: {', '.join(sorted(SCOPE_KEYS))})")
+    for name in value:
+        if name not in SCOPE_KEYS:
+            raise ConfigError(unknown_key(key, name, sorted(SCOPE_KEYS)))
     tags = value.get("tags", {})
     if not isinstance(tags, dict) or ("tags" in value and not tags):
         raise ConfigError(f"{key}.tags: must be a table of tag key = value (or list of values)")
@@ -103,49 +88,6 @@ def _scope(value: Any, key: str) -> BudgetScope:
         providers=tuple(p.lower() for p in providers),
         gpu_models=_strings(value["gpu_models"], f"{key}.gpu_models", "GPU models") if "gpu_models" in value else (),
         tags=tuple((k, _strings(v, f"{key}.tags.{k}", "tag values")) for k, v in tags.items()),
-    )
-
-
-def _budget(index: int, table: Any) -> Budget:
-    where = f"budgets[{index}]"
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: must be a table ([[budgets]])")
-    for option in table:
-        if option not in BUDGET_KEYS:
-            raise ConfigError(f"{where}.{option}: unknown key (allowed: {', '.join(sorted(BUDGET_KEYS))})")
-    for required in ("name", "amount"):
-        if required not in table:
-            raise ConfigError(f"{where}.{required}: missing required key")
-    name = table["name"]
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{where}.name: must be a non-empty string")
-    amount = _amount(table["amount"], f"{where}.amount")
-    period = table.get("period", "month")
-    if period not in budgets_mod.PERIODS:
-        raise ConfigError(f'{where}.period: must be "month" or "quarter", not {period!r}')
-    thresholds = table.get("thresholds", list(budgets_mod.DEFAULT_THRESHOLDS))
-    if not isinstance(thresholds, list) or not thresholds:
-        raise ConfigError(
-            f"{where}.thresholds: must be a non-empty list of shares of the amount, e.g. [0.5, 0.75, 0.9, 1.0]"
-        )
-    for i, t in enumerate(thresholds):
-        _number(t, f"{where}.thresholds[{i}]", low=0, strict=True)
-        if t > 10:
-            raise ConfigError(
-                f"{where}.thresholds[{i}]: {t!r} is a share of the amount (0.75 = 75 %), not a percentage"
-            )
-    if len(set(thresholds)) != len(thresholds):
-        raise ConfigError(f"{where}.thresholds: lists a threshold twice")
-    forecast = table.get("forecast", False)
-    if not isinstance(forecast, bool):
-        raise ConfigError(f"{where}.forecast: must be true or false")
-    return Budget(
-        name.strip(),
-        amount,
-        period,
-        _scope(table.get("scope"), f"{where}.scope"),
-        tuple(sorted(float(t) for t in thresholds)),
-        forecast,
     )
 
 
@@ -159,6 +101,60 @@ def _amount(value: Any, key: str) -> Decimal:
     if not amount.is_finite() or amount <= 0:
         raise ConfigError(f"{key}: must be a positive amount in USD, not {value!r}")
     return amount
+
+
+def _required(check: Check) -> Check:
+    """``check``, and "missing required key" for an absent value."""
+
+    def checked(value: Any, key: str) -> Any:
+        if value is None:
+            raise ConfigError(f"{key}: missing required key")
+        return check(value, key)
+
+    return checked
+
+
+def _name(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: must be a non-empty string")
+    return value
+
+
+def _thresholds(value: Any, key: str) -> tuple[float, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{key}: must be a non-empty list of shares of the amount, e.g. [0.5, 0.75, 0.9, 1.0]")
+    for i, t in enumerate(value):
+        _number(t, f"{key}[{i}]", low=0, strict=True)
+        if t > 10:
+            raise ConfigError(f"{key}[{i}]: {t!r} is a share of the amount (0.75 = 75 %), not a percentage")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{key}: lists a threshold twice")
+    return tuple(sorted(float(t) for t in value))
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: must be true or false")
+    return value
+
+
+@dataclass(frozen=True)
+class BudgetEntry(ConfigSection):
+    """One ``[[budgets]]`` entry (a ``models.budgets.Budget``)."""
+
+    name: str = option(doc="the budget's name (alerts and the ledger say it)", check=_required(_name))
+    amount: Decimal = option(doc="the amount, USD", check=_required(lambda v, k: _amount(v, k)))
+    period: Literal["month", "quarter"] = option("month", "the period the amount is for: month or quarter")
+    scope: BudgetScope = option(
+        BudgetScope(), 'what it covers: "all" or a table of teams, providers, …', check=lambda v, k: _scope(v, k)
+    )
+    thresholds: tuple[float, ...] = option(
+        budgets_mod.DEFAULT_THRESHOLDS, "the shares of the amount that alert", check=_thresholds
+    )
+    forecast: bool = option(False, "alert on the forecast crossing the amount too", check=_flag)
+
+    def budget(self) -> Budget:
+        return Budget(self.name.strip(), self.amount, self.period, self.scope, self.thresholds, self.forecast)
 
 
 def parse_budgets(entries: Any, dashboard: DashboardSettings) -> tuple[Budget, ...]:
@@ -179,42 +175,165 @@ def parse_budgets(entries: Any, dashboard: DashboardSettings) -> tuple[Budget, .
     return tuple(found + aliases)
 
 
-def _channel(kind: str, index: int, table: Any) -> Channel:
-    where = f"alerts.{'slack' if kind == 'slack' else 'webhooks'}[{index}]"
-    allowed = SLACK_KEYS if kind == "slack" else WEBHOOK_KEYS
+def _budget(index: int, table: Any) -> Budget:
+    where = f"budgets[{index}]"
     if not isinstance(table, dict):
-        raise ConfigError(f"{where}: must be a table")
-    for option in table:
-        if option not in allowed:
-            raise ConfigError(f"{where}.{option}: unknown key (allowed: {', '.join(sorted(allowed))})")
-    env_key = "url_env" if kind == "slack" else "secret_env"
-    env = table.get(env_key)
-    if not isinstance(env, str) or not env.strip() or any(c in env for c in " =$"):
-        raise ConfigError(f"{where}.{env_key}: missing or not an environment variable name")
-    url = None
-    if kind == "webhook":
-        url = table.get("url")
-        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
-            raise ConfigError(f"{where}.url: missing or not an http(s) URL")
-    teams = _strings(table["teams"], f"{where}.teams", "team names") if "teams" in table else None
-    name = table.get("name")
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ConfigError(f"{where}.name: must be a non-empty string")
-    webhook_name = (
-        f"{urlsplit(url).netloc}#{hashlib.sha256(url.encode()).hexdigest()[:12]}" if url is not None else None
+        raise ConfigError(f"{where}: must be a table ([[budgets]])")
+    return BudgetEntry.parse(table, where).budget()
+
+
+def _env(value: Any, key: str) -> str:
+    return env_name(value, key)
+
+
+def _url(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+        raise ConfigError(f"{key}: missing or not an http(s) URL")
+    return value
+
+
+def _teams(value: Any, key: str) -> tuple[str, ...]:
+    return _strings(value, key, "team names")
+
+
+def _attempts(value: Any, key: str) -> int:
+    return int(_number(value, key, low=1, integer=True))
+
+
+def _timeout(value: Any, key: str) -> float:
+    return float(_number(value, key, low=0.1))
+
+
+@dataclass(frozen=True)
+class SlackEntry(ConfigSection):
+    """One ``[[alerts.slack]]`` entry: a Slack incoming webhook."""
+
+    url_env: str = option(doc="the environment variable holding the Slack webhook URL", check=_env)
+    name: str | None = option(None, "the channel's name in the ledger (default: url_env)", check=_name)
+    teams: tuple[str, ...] | None = option(None, "only these teams' alerts (none: every alert)", check=_teams)
+    max_attempts: int = option(5, "attempts per alert", check=_attempts)
+    timeout_s: float = option(10.0, "HTTP timeout, seconds", check=_timeout)
+
+    def channel(self, where: str) -> Channel:
+        target = self.name or self.url_env  # named by its variable (never by its secret URL)
+        return Channel(
+            "slack",
+            f"slack:{target}",
+            self.teams,
+            url_env=self.url_env,
+            max_attempts=self.max_attempts,
+            timeout_s=self.timeout_s,
+            key=where,
+        )
+
+
+@dataclass(frozen=True)
+class WebhookEntry(ConfigSection):
+    """One ``[[alerts.webhooks]]`` entry: a signed JSON webhook."""
+
+    url: str = option(doc="where the alerts are POSTed", check=_url)
+    secret_env: str = option(doc="the environment variable holding the signing secret", check=_env)
+    name: str | None = option(None, "the channel's name in the ledger (default: host#hash of the URL)", check=_name)
+    teams: tuple[str, ...] | None = option(None, "only these teams' alerts (none: every alert)", check=_teams)
+    max_attempts: int = option(5, "attempts per alert", check=_attempts)
+    timeout_s: float = option(10.0, "HTTP timeout, seconds", check=_timeout)
+
+    def channel(self, where: str) -> Channel:
+        target = self.name or f"{urlsplit(self.url).netloc}#{hashlib.sha256(self.url.encode()).hexdigest()[:12]}"
+        return Channel(
+            "webhook",
+            f"webhook:{target}",
+            self.teams,
+            url=self.url,
+            secret_env=self.secret_env,
+            max_attempts=self.max_attempts,
+            timeout_s=self.timeout_s,
+            key=where,
+        )
+
+
+def _channels(entry: type[SlackEntry] | type[WebhookEntry]) -> Check:
+    def check(value: Any, key: str) -> tuple[Channel, ...]:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: must be an array of tables ([[{key}]])")
+        return tuple(entry.parse(table, f"{key}[{i}]").channel(f"{key}[{i}]") for i, table in enumerate(value))
+
+    return check
+
+
+def _rules(value: Any, key: str) -> tuple[str, ...]:
+    rules = _strings(value, key, "rule names")
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise ConfigError(f"{key}: unknown rule {unknown[0]!r} (known: {', '.join(RULES)})")
+    return tuple(dict.fromkeys(rules))
+
+
+def _directions(value: Any, key: str) -> tuple[str, ...]:
+    directions = _strings(value, key, "directions")
+    if any(d not in ("spike", "drop") for d in directions):
+        raise ConfigError(f'{key}: each must be "spike" or "drop"')
+    return directions
+
+
+def _whole(low: int) -> Check:
+    return lambda value, key: _number(value, key, low=low, integer=True)
+
+
+def _share(value: Any, key: str) -> float:
+    return float(_number(value, key, low=0))
+
+
+def _cron(value: Any, key: str) -> str:
+    validate_cron(value, key)
+    return value
+
+
+@dataclass(frozen=True)
+class AlertsSection(ConfigSection):
+    """``[alerts]``: which rules run, their thresholds, and where alerts go."""
+
+    rules: tuple[str, ...] = option(_DEFAULTS.rules, "the rules that run (default: all)", check=_rules)
+    email: bool | None = option(
+        None, "mail alerts to [[report.recipients]] (default: on when alerting is configured)", check=_flag
     )
-    target = name or webhook_name or env  # a Slack channel is named by its variable (never by its secret URL)
-    return Channel(
-        kind,
-        f"{kind}:{target}",
-        teams,
-        url=url,
-        url_env=env if kind == "slack" else None,
-        secret_env=env if kind == "webhook" else None,
-        max_attempts=int(_number(table.get("max_attempts", 5), f"{where}.max_attempts", low=1, integer=True)),
-        timeout_s=float(_number(table.get("timeout_s", 10.0), f"{where}.timeout_s", low=0.1)),
-        key=where,
+    schedule: str = option(DEFAULT_SCHEDULE, "`serve`: when alerts run, besides after each ingest", check=_cron)
+    slack: tuple[Channel, ...] = option((), "the [[alerts.slack]] channels", check=_channels(SlackEntry))
+    webhooks: tuple[Channel, ...] = option((), "the [[alerts.webhooks]] channels", check=_channels(WebhookEntry))
+    forecast_min_days: int = option(
+        _DEFAULTS.forecast_min_days, "fewer days of cost history: the forecast rule withholds", check=_whole(1)
     )
+    anomaly_days: int = option(
+        _DEFAULTS.anomaly_days, "alert on anomalies among the last N complete days", check=_whole(1)
+    )
+    anomaly_directions: tuple[str, ...] = option(
+        _DEFAULTS.anomaly_directions, '"spike" and/or "drop"', check=_directions
+    )
+    anomaly_min_usd: float = option(_DEFAULTS.anomaly_min_usd, "how far from the expectation, USD", check=_share)
+    idle_util_pct: float = option(
+        _DEFAULTS.idle_util_pct, "an hour is idle when every GPU's peak is below this", check=_share
+    )
+    idle_min_hours: int = option(_DEFAULTS.idle_min_hours, "a resource idle this long …", check=_whole(1))
+    idle_min_cost_usd: Decimal = option(
+        _DEFAULTS.idle_min_cost_usd, "… that cost at least this much is burning money", check=lambda v, k: _amount(v, k)
+    )
+    idle_max_lag_hours: int = option(
+        _DEFAULTS.idle_max_lag_hours, "its last idle hour within this of the newest metrics", check=_whole(0)
+    )
+
+    def validated(self, given: frozenset[str], where: str) -> AlertsSection:
+        targets = [c.target for c in self.slack + self.webhooks]
+        for i, target in enumerate(targets):
+            if target in targets[:i]:
+                raise ConfigError(f"{where}: two channels share the name {target!r}: give one a distinct `name`")
+        return self
+
+    def config(self, budgets: tuple[Budget, ...], configured: bool) -> AlertConfig:
+        """The alerting config: mail is opted into by configuring alerting (a config that only mails the
+        weekly report, or only has the [dashboard] budget keys, does not start sending alerts after an upgrade)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(AlertSettings) if f.name != "budgets"}
+        email = configured if self.email is None else self.email
+        return AlertConfig(AlertSettings(budgets=budgets, **values), email, self.schedule, self.slack + self.webhooks)
 
 
 def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> AlertConfig:
@@ -224,44 +343,14 @@ def parse(budget_entries: Any, section: Any, dashboard: DashboardSettings) -> Al
     refuse_unsafe(section, "alerts")
     budgets = parse_budgets(budget_entries, dashboard)
     configured = section is not None or bool(budget_entries)
-    section = check_table({} if section is None else section, "alerts", ALERTS_KEYS)
-    values: dict[str, Any] = {}
-    if "rules" in section:
-        rules = _strings(section["rules"], "alerts.rules", "rule names")
-        unknown = [r for r in rules if r not in RULES]
-        if unknown:
-            raise ConfigError(f"alerts.rules: unknown rule {unknown[0]!r} (known: {', '.join(RULES)})")
-        values["rules"] = tuple(dict.fromkeys(rules))
-    for key in ("forecast_min_days", "anomaly_days", "idle_min_hours", "idle_max_lag_hours"):
-        if key in section:
-            values[key] = _number(
-                section[key], f"alerts.{key}", low=0 if key == "idle_max_lag_hours" else 1, integer=True
-            )
-    for key in ("anomaly_min_usd", "idle_util_pct"):
-        if key in section:
-            values[key] = float(_number(section[key], f"alerts.{key}", low=0))
-    if "idle_min_cost_usd" in section:
-        values["idle_min_cost_usd"] = _amount(section["idle_min_cost_usd"], "alerts.idle_min_cost_usd")
-    if "anomaly_directions" in section:
-        directions = _strings(section["anomaly_directions"], "alerts.anomaly_directions", "directions")
-        if any(d not in ("spike", "drop") for d in directions):
-            raise ConfigError('alerts.anomaly_directions: each must be "spike" or "drop"')
-        values["anomaly_directions"] = directions
-    # mail is opted into by configuring alerting: a config that only mails the weekly report (or only
-    # has the [dashboard] budget keys) does not start sending alerts after an upgrade
-    email = section.get("email", configured)
-    if not isinstance(email, bool):
-        raise ConfigError("alerts.email: must be true or false")
-    schedule = section.get("schedule", DEFAULT_SCHEDULE)
-    validate_cron(schedule, "alerts.schedule")
-    channels = []
-    for kind, key in (("slack", "slack"), ("webhook", "webhooks")):
-        entries = section.get(key, [])
-        if not isinstance(entries, list):
-            raise ConfigError(f"alerts.{key}: must be an array of tables ([[alerts.{key}]])")
-        channels += [_channel(kind, i, entry) for i, entry in enumerate(entries)]
-    targets = [c.target for c in channels]
-    for i, target in enumerate(targets):
-        if target in targets[:i]:
-            raise ConfigError(f"alerts: two channels share the name {target!r}: give one a distinct `name`")
-    return AlertConfig(AlertSettings(budgets=budgets, **values), email, schedule, tuple(channels))
+    return AlertsSection.parse(section, "alerts").config(budgets, configured)
+
+
+SECTION = Section(
+    "alerts",
+    parse,
+    (AlertsSection, BudgetEntry, SlackEntry, WebhookEntry),
+    tables=("budgets", "alerts"),
+    arrays=("budgets",),
+    needs=("dashboard",),
+)

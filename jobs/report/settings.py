@@ -7,76 +7,137 @@ SMTP, for a local relay.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gpufinops.jobs.config_checks import ConfigError, check_table, numbers
+from gpufinops.jobs.config_checks import ConfigError, ConfigSection, entries
 from gpufinops.jobs.report.headers import refuse_unsafe
+from gpufinops.warehouse.options import Check, Section, option
 from gpufinops.warehouse.ranges import NON_NEGATIVE, POSITIVE, Range, at_least
 from gpufinops.warehouse.scope import Scope
 
-REPORT_KEYS = {
-    "timezone",
-    "sender",
-    "smtp_host",
-    "smtp_port",
-    "smtp_starttls",
-    "smtp_user_env",
-    "smtp_password_env",
-    "smtp_timeout_seconds",
-    "send_attempts",
-    "retry_backoff_seconds",
-    "dashboard_url",
-    "recipients",
-    "smtp_allow_plaintext_auth",
-    "sending_timeout_minutes",
-}
-REPORT_NUMBERS = numbers(
-    "report",
-    {
-        "smtp_port": Range(1, 65535, "a TCP port, 1 to 65535"),
-        "send_attempts": at_least(1),
-        "smtp_timeout_seconds": POSITIVE,
-        "retry_backoff_seconds": NON_NEGATIVE,
-        "sending_timeout_minutes": POSITIVE,
-    },
-)
-RECIPIENT_KEYS = {"email", "role", "teams", "name"}
 REPORT_ROLES = ("finance", "lead")
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
 
 
+def _typed(kind: type | tuple[type, ...], convert: Callable[[Any], Any] | None = None) -> Check:
+    """The value as ``kind`` ("expected str, got 5"), converted by ``convert``."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+
+    def check(value: Any, key: str) -> Any:
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kind):
+            raise ConfigError(f"{key}: expected {'/'.join(k.__name__ for k in kinds)}, got {value!r}")
+        return convert(value) if convert else value
+
+    return check
+
+
+def _email(value: Any, key: str) -> Any:
+    if not _EMAIL.match(_typed(str)(value, key)):
+        raise ConfigError(f"{key}: not an e-mail address: {value!r}")
+    return value.strip()
+
+
+def _role(value: Any, key: str) -> Any:
+    if _typed(str)(value, key) not in REPORT_ROLES:
+        raise ConfigError(f"{key}: unknown role {value!r} (a report goes to: {', '.join(REPORT_ROLES)})")
+    return value
+
+
+def _teams(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) and t for t in value):
+        raise ConfigError(f"{key}: a lead needs a non-empty list of team names")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
-class Recipient:
-    email: str
-    role: str
-    teams: tuple[str, ...] | None = None
-    name: str | None = None
+class Recipient(ConfigSection):
+    """One ``[[report.recipients]]`` entry: who gets the weekly report, and which teams it covers."""
+
+    email: str = option(doc="the recipient's address", check=_email)
+    role: str = option(doc="finance (every team) or lead (its teams)", check=_role)
+    teams: tuple[str, ...] | None = option(None, "a lead's teams", check=_teams)
+    name: str | None = option(None, "the name the mail is addressed to", check=_typed(str))
 
     @property
     def scope(self) -> Scope:
         return Scope(self.role, self.teams, actor=self.email)
 
+    def validated(self, given: frozenset[str], where: str) -> Recipient:
+        if self.role == "lead" and self.teams is None:
+            _teams(None, f"{where}.teams")
+        if self.role != "lead" and "teams" in given:
+            raise ConfigError(f"{where}.teams: only a lead has teams (finance sees every team)")
+        return self
+
+
+def _recipients(value: Any, key: str) -> tuple[Recipient, ...]:
+    listed = entries(value, key, f"{key}: must be an array of tables ([[{key}]])")
+    parsed = tuple(Recipient.parse(r, f"{key}[{i}]") for i, r in enumerate(listed))
+    emails = [r.email.lower() for r in parsed]
+    for i, email in enumerate(emails):
+        if email in emails[:i]:
+            raise ConfigError(f"{key}[{i}].email: {parsed[i].email} is listed twice")
+    return parsed
+
+
+def _sender(value: Any, key: str) -> Any:
+    if not _EMAIL.match(_typed(str)(value, key).split("<")[-1].rstrip(">").strip()):
+        raise ConfigError(f"{key}: not an e-mail address: {value!r}")
+    return value
+
+
+def _timezone(value: Any, key: str) -> Any:
+    try:
+        ZoneInfo(_typed(str)(value, key))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{key}: unknown time zone {value!r}") from None
+    return value
+
+
+TEXT, WHOLE, SECONDS, FLAG = _typed(str), _typed(int), _typed((int, float), float), _typed(bool)
+
 
 @dataclass(frozen=True)
-class ReportSettings:
-    timezone: str = "UTC"
-    sender: str = "gpufinops@localhost"
-    smtp_host: str = "localhost"
-    smtp_port: int = 25
-    smtp_starttls: bool = False
-    smtp_user_env: str | None = None
-    smtp_password_env: str | None = None
-    smtp_timeout_seconds: float = 30.0
-    send_attempts: int = 3  # per delivery run; a later run retries a failed send again
-    retry_backoff_seconds: float = 30.0  # doubled after each failed attempt
-    dashboard_url: str | None = None
-    recipients: tuple[Recipient, ...] = field(default_factory=tuple)
-    smtp_allow_plaintext_auth: bool = False  # AUTH without TLS: refused unless this is set (then warned)
-    sending_timeout_minutes: float = 15.0  # a delivery left 'sending' longer is resent (same Message-ID)
+class ReportSettings(ConfigSection):
+    """``[report]``: how the weekly report is mailed, and to whom."""
+
+    timezone: str = option("UTC", "the time zone of the report's week and of [jobs] report", check=_timezone)
+    sender: str = option("gpufinops@localhost", "the From address", check=_sender)
+    smtp_host: str = option("localhost", "the SMTP server", check=TEXT)
+    smtp_port: int = option(25, "its port", range=Range(1, 65535, "a TCP port, 1 to 65535"), check=WHOLE)
+    smtp_starttls: bool = option(False, "STARTTLS (default: on when smtp_user_env is set with smtp_host)", check=FLAG)
+    smtp_user_env: str | None = option(None, "the environment variable holding the SMTP user", check=TEXT)
+    smtp_password_env: str | None = option(None, "the environment variable holding the SMTP password", check=TEXT)
+    smtp_timeout_seconds: float = option(30.0, "SMTP timeout, seconds", range=POSITIVE, check=SECONDS)
+    send_attempts: int = option(
+        3, "attempts per delivery run (a later run retries again)", range=at_least(1), check=WHOLE
+    )
+    retry_backoff_seconds: float = option(
+        30.0, "wait before a retry, doubled after each failed attempt", range=NON_NEGATIVE, check=SECONDS
+    )
+    dashboard_url: str | None = option(None, "the dashboard the mail links to", check=TEXT)
+    recipients: tuple[Recipient, ...] = option((), "the [[report.recipients]]", check=_recipients)
+    smtp_allow_plaintext_auth: bool = option(False, "AUTH without TLS (refused unless set, then warned)", check=FLAG)
+    sending_timeout_minutes: float = option(
+        15.0, "a delivery left 'sending' longer is resent (same Message-ID)", range=POSITIVE, check=SECONDS
+    )
+
+    def validated(self, given: frozenset[str], where: str) -> ReportSettings:
+        settings = self
+        if "smtp_starttls" not in given and "smtp_host" in given:  # credentials ⇒ STARTTLS by default
+            settings = dataclasses.replace(self, smtp_starttls="smtp_user_env" in given)
+        if "smtp_user_env" in given and not settings.smtp_starttls and not settings.smtp_allow_plaintext_auth:
+            raise ConfigError(
+                f"{where}.smtp_starttls: false with smtp_user_env set would send the SMTP password in plain "
+                "text; set smtp_starttls = true, or smtp_allow_plaintext_auth = true for a trusted relay"
+            )
+        return settings
 
     @property
     def tz(self) -> ZoneInfo:
@@ -93,91 +154,11 @@ class ReportSettings:
         return user, password
 
 
-def _typed(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    value = table[key]
-    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise ConfigError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
-    if not isinstance(value, kind):
-        names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ConfigError(f"{where}.{key}: expected {names}, got {value!r}")
-    return value
-
-
-def _recipient(index: int, table: Any) -> Recipient:
-    where = f"report.recipients[{index}]"
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: must be a table")
-    for key in table:
-        if key not in RECIPIENT_KEYS:
-            raise ConfigError(f"{where}.{key}: unknown key (allowed: {', '.join(sorted(RECIPIENT_KEYS))})")
-    for key in ("email", "role"):
-        if key not in table:
-            raise ConfigError(f"{where}.{key}: missing required key")
-    email = _typed(table, "email", str, where)
-    if not _EMAIL.match(email):
-        raise ConfigError(f"{where}.email: not an e-mail address: {email!r}")
-    role = _typed(table, "role", str, where)
-    if role not in REPORT_ROLES:
-        raise ConfigError(f"{where}.role: unknown role {role!r} (a report goes to: {', '.join(REPORT_ROLES)})")
-    teams = None
-    if role == "lead":
-        teams = table.get("teams")
-        if not isinstance(teams, list) or not teams or not all(isinstance(t, str) and t for t in teams):
-            raise ConfigError(f"{where}.teams: a lead needs a non-empty list of team names")
-        teams = tuple(teams)
-    elif "teams" in table:
-        raise ConfigError(f"{where}.teams: only a lead has teams (finance sees every team)")
-    name = _typed(table, "name", str, where) if "name" in table else None
-    return Recipient(email.strip(), role, teams, name)
-
-
 def parse(section: Any) -> ReportSettings:
     """``[report]`` → ReportSettings; every problem is a ConfigError naming the key."""
-    if section is None:
-        return ReportSettings()
-    check_table(section, "report", REPORT_KEYS, REPORT_NUMBERS)
-    refuse_unsafe(section, "report")  # sender, recipients, names and teams become mail headers: no CR/LF
-    values: dict[str, Any] = {}
-    for key in ("timezone", "sender", "smtp_host", "smtp_user_env", "smtp_password_env", "dashboard_url"):
-        if key in section:
-            values[key] = _typed(section, key, str, "report")
-    for key in ("smtp_port", "send_attempts"):
-        if key in section:
-            values[key] = _typed(section, key, int, "report")
-            if values[key] < 1:
-                raise ConfigError(f"report.{key}: must be at least 1")
-    for key in ("smtp_timeout_seconds", "retry_backoff_seconds"):
-        if key in section:
-            values[key] = float(_typed(section, key, (int, float), "report"))
-            if values[key] < 0:
-                raise ConfigError(f"report.{key}: must not be negative")
-    if "sending_timeout_minutes" in section:
-        values["sending_timeout_minutes"] = float(_typed(section, "sending_timeout_minutes", (int, float), "report"))
-        if values["sending_timeout_minutes"] <= 0:
-            raise ConfigError("report.sending_timeout_minutes: must be more than 0")
-    if "smtp_allow_plaintext_auth" in section:
-        values["smtp_allow_plaintext_auth"] = _typed(section, "smtp_allow_plaintext_auth", bool, "report")
-    if "smtp_starttls" in section:
-        values["smtp_starttls"] = _typed(section, "smtp_starttls", bool, "report")
-    elif "smtp_host" in section:
-        values["smtp_starttls"] = "smtp_user_env" in section  # CONTRACT: credentials ⇒ STARTTLS by default
-    if "sender" in values and not _EMAIL.match(values["sender"].split("<")[-1].rstrip(">").strip()):
-        raise ConfigError(f"report.sender: not an e-mail address: {values['sender']!r}")
-    try:
-        ZoneInfo(values.get("timezone", "UTC"))
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"report.timezone: unknown time zone {values.get('timezone')!r}") from None
-    if "smtp_user_env" in values and not values.get("smtp_starttls") and not values.get("smtp_allow_plaintext_auth"):
-        raise ConfigError(
-            "report.smtp_starttls: false with smtp_user_env set would send the SMTP password in plain "
-            "text; set smtp_starttls = true, or smtp_allow_plaintext_auth = true for a trusted relay"
-        )
-    recipients = section.get("recipients", [])
-    if not isinstance(recipients, list):
-        raise ConfigError("report.recipients: must be an array of tables ([[report.recipients]])")
-    parsed = tuple(_recipient(i, r) for i, r in enumerate(recipients))
-    emails = [r.email.lower() for r in parsed]
-    for i, email in enumerate(emails):
-        if email in emails[:i]:
-            raise ConfigError(f"report.recipients[{i}].email: {parsed[i].email} is listed twice")
-    return ReportSettings(**values, recipients=parsed)
+    if isinstance(section, dict):
+        refuse_unsafe(section, "report")  # sender, recipients, names and teams become mail headers: no CR/LF
+    return ReportSettings.parse(section, "report")
+
+
+SECTION = Section("report", parse, (ReportSettings, Recipient))
