@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ CANONICAL_GPU_MODELS: tuple[str, ...] = (
 
 GPU_SPECS_PATH: Path = Path(__file__).parent / "data" / "gpu_specs.csv"
 
-GPU_SPECS_SCHEMA: pa.Schema = schema.GPU_SPECS  # the warehouse table's own schema
+GPU_SPECS_SCHEMA: pa.Schema = reference_schema.GPU_SPECS  # the warehouse table's own schema
 
 # Thresholds for reported names that leave out the memory size ("A100", "V100").
 _A100_80GB_MIN_MIB = 60_000.0

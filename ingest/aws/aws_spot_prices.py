@@ -23,7 +23,7 @@ from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import option
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _table(region: str, points: list[dict]) -> pa.Table:
             "ts": [k[3] for k in keys],
             "price_usd": [rows[k] for k in keys],
         },
-        schema=schema.SPOT_PRICES,
+        schema=reference_schema.SPOT_PRICES,
     )
 
 

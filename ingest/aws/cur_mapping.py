@@ -17,7 +17,7 @@ import re
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.focus_values import plain_name_sql, service_sql, subcategory_of, unit_sql
 from gpufinops.ingest.core.registry import IngestError
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import column_types, cost_schema
 
 # canonical CUR 2.0 name -> kind ("s" text, "m" decimal, "t" timestamp)
 FIELDS: dict[str, str] = {
@@ -305,11 +305,11 @@ def cur_select(relation: str, columns: list[str], types: dict[str, str], tag_key
         "x_Team": f"COALESCE({team})",
     }
     items = []
-    for field in schema.COST_LINE_ITEMS:
+    for field in cost_schema.COST_LINE_ITEMS:
         if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
             continue
         expr = outputs.get(field.name, "NULL")
-        items.append(f'CAST({expr} AS {schema.sql_type(field)}) AS "{field.name}"')
+        items.append(f'CAST({expr} AS {column_types.sql_type(field)}) AS "{field.name}"')
     items += [_quote(c) for c in carry]
     return f"SELECT {', '.join(items)} FROM (SELECT {', '.join(inner)} FROM {relation})"
 

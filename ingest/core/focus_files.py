@@ -21,7 +21,7 @@ from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
-from gpufinops.warehouse import reference, schema
+from gpufinops.warehouse import column_types, cost_schema, reference, schema
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def part(
 
 
 def _check_columns(source: str, path: str, columns: list[str]) -> None:
-    missing = [c for c in schema.FOCUS_MANDATORY if c not in columns]
+    missing = [c for c in cost_schema.FOCUS_MANDATORY if c not in columns]
     if missing:
         raise IngestError(f"{source}: file {path} is missing mandatory FOCUS column(s) {', '.join(missing)}")
 
@@ -130,9 +130,9 @@ def _file_select(
     warehouse type, and the ``carry`` columns unchanged."""
     present = set(columns)
     items = []
-    for field in schema.COST_LINE_ITEMS:
+    for field in cost_schema.COST_LINE_ITEMS:
         name = field.name
-        sql_type = schema.sql_type(field)
+        sql_type = column_types.sql_type(field)
         if name in ("x_Source", "x_IngestRunId", "x_Team", "x_InstanceType", "x_GpuModel", "x_GpuCount"):
             continue
         if name in present:

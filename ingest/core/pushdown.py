@@ -21,7 +21,7 @@ from collections.abc import Callable
 import sqlglot
 from sqlglot import exp
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import column_types, cost_schema
 
 # What the models, dashboard and reports group by: every other FOCUS column is NULL in a rollup row.
 ROLLUP_KEYS = (
@@ -64,7 +64,7 @@ ROLLUP_SUMS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "Con
 ROLLUP_COLUMNS = ROLLUP_KEYS + ROLLUP_SUMS
 
 DIALECTS = {"duckdb": "duckdb", "trino": "trino", "athena": "trino", "bigquery": "bigquery"}
-_TIMESTAMP_COLUMNS = {f.name for f in schema.COST_LINE_ITEMS if str(f.type).startswith("timestamp")}
+_TIMESTAMP_COLUMNS = {f.name for f in cost_schema.COST_LINE_ITEMS if str(f.type).startswith("timestamp")}
 
 
 def _q(name: str) -> str:
@@ -261,10 +261,10 @@ def typed_rollup_select(relation: str, *, empty_is_null: bool = True) -> str:
 
     ``empty_is_null``: Athena's result rows can not tell NULL from '' (both come as no value);
     BigQuery's can, and keeps '' (a label set to the empty string) as the local path does."""
-    fields = {f.name: f for f in schema.COST_LINE_ITEMS}
+    fields = {f.name: f for f in cost_schema.COST_LINE_ITEMS}
     items = []
     for name in ROLLUP_COLUMNS:
-        sql_type = schema.sql_type(fields[name])
+        sql_type = column_types.sql_type(fields[name])
         value = f"NULLIF({_q(name)}, '')" if empty_is_null else _q(name)
         if sql_type == "TIMESTAMPTZ":  # the remote printed UTC without a zone
             value = f"CAST({value} AS TIMESTAMP) AT TIME ZONE 'UTC'"

@@ -284,7 +284,7 @@ def bad_figure(figure: str, value: float) -> str | None:
 
 def rejects_table(ctx: IngestContext, rejects: list[dict]) -> pa.Table:
     """``ingest_rejects`` rows (file, row, column, value, reason dicts) of this run."""
-    from gpufinops.warehouse.schema import INGEST_REJECTS
+    from gpufinops.warehouse.runs_schema import INGEST_REJECTS
 
     now = datetime.now(UTC)
     return pa.Table.from_pylist(

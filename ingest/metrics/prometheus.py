@@ -35,7 +35,7 @@ from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import bad_figure, rejects_table
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.scrape import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
-from gpufinops.warehouse.schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
+from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
 
 log = logging.getLogger(__name__)
 

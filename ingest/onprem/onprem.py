@@ -56,7 +56,7 @@ from gpufinops.ingest.onprem.onprem_cost import (
     quantity,
     specs_from_rows,
 )
-from gpufinops.warehouse import attribution, schema
+from gpufinops.warehouse import attribution, cost_schema
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class _Lines:
             "x_IngestRunId": run_id,
         }
         arrays = []
-        for f in schema.COST_LINE_ITEMS:
+        for f in cost_schema.COST_LINE_ITEMS:
             if f.name in self.cols:
                 arrays.append(pa.array(self.cols[f.name], type=f.type))
             elif f.name in constant:
@@ -199,7 +199,7 @@ class _Lines:
                 arrays.append(pa.array([1] * n, type=f.type))
             else:
                 arrays.append(pa.nulls(n, f.type))
-        return pa.Table.from_arrays(arrays, schema=schema.COST_LINE_ITEMS)
+        return pa.Table.from_arrays(arrays, schema=cost_schema.COST_LINE_ITEMS)
 
 
 def _hours(days: list[str], first: datetime, last: datetime) -> list[datetime]:
