@@ -17,7 +17,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard import charts, gpu_charts, labels, price_charts
 from gpufinops.dashboard.common import money
 from gpufinops.warehouse import queries
 
@@ -119,7 +119,7 @@ REFERENCES = {
 def _reference(evidence: dict[str, Any], name: str, column: str) -> dict[str, Any]:
     key, label = REFERENCES.get((name, column), (None, None))
     value = evidence.get(key) if key else None
-    return {"reference": value, "reference_title": label} if isinstance(value, (int, float)) else {}
+    return {"reference": charts.Reference(float(value), label or "")} if isinstance(value, (int, float)) else {}
 
 
 def evidence_charts(name: str, value: list, evidence: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -203,17 +203,17 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
             shown, hours = downsample(util)
             per = "per hour" if hours == 1 else f"per {hours} hours"
             left, right = st.columns(2)
-            charts.draw(left, charts.utilisation(shown, title=f"GPU utilisation {per}"))
+            charts.draw(left, gpu_charts.utilisation(shown, title=f"GPU utilisation {per}"))
             # mem_total_gib is a DOUBLE column: its max is a float, or None when every row is NULL
             caps = _capacities(con, current, proposed, cast(float | None, util["mem_total_gib"].max()))
-            charts.draw(right, charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
+            charts.draw(right, gpu_charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
     instance_type = current.get("instance_type") or evidence.get("instance_type")
     if instance_type and rec.get("provider"):
         prices = queries.spot_price_history(con, rec["provider"], instance_type)
         if not prices.is_empty():
             view = spot_view(prices)
             charts.draw(
-                st, charts.spot_prices(view, until=spot_until(view), title=f"Spot price history: {instance_type}")
+                st, price_charts.spot_prices(view, until=spot_until(view), title=f"Spot price history: {instance_type}")
             )
     for name, value in evidence.items():
         if _is_series(value):
