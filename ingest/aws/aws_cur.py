@@ -33,7 +33,7 @@ import duckdb
 from gpufinops.ingest.aws import aws_common, cur_mapping
 from gpufinops.ingest.aws.aws_cur2_format import period_start
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject
-from gpufinops.ingest.core import focus_files, validate
+from gpufinops.ingest.core import file_checks, focus_files, validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
@@ -166,13 +166,13 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
     except duckdb.Error as exc:
-        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
-            raise IngestError(validate.read_error(source, f"object {name}", exc, str(path))) from None
+        if file_checks.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(file_checks.read_error(source, f"object {name}", exc, str(path))) from None
         first = str(exc).strip().splitlines()[0].replace(str(path), name) if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: object {name} can not be read as {kind}: {first}") from None
     columns = [r[0] for r in rows]
-    header = validate.parquet_header(str(path)) if kind == "parquet" else validate.csv_header(str(path))
-    validate.check_unique_columns(source, f"object {name}", header)
+    header = file_checks.parquet_header(str(path)) if kind == "parquet" else file_checks.csv_header(str(path))
+    file_checks.check_unique_columns(source, f"object {name}", header)
     dialect, _, _ = cur_mapping.check_dialect(f"{source}: object {name}", columns, fmt)
     if dialect == "focus":
         focus_files._check_columns(source, name, columns)
@@ -196,7 +196,7 @@ def _periods(
     except duckdb.Error as exc:
         explained = validate.explain(con, source, [p], [[]], exc)
         raise IngestError(
-            explained or validate.read_error(source, p.where(), exc).replace(str(f.path), f.name)
+            explained or file_checks.read_error(source, p.where(), exc).replace(str(f.path), f.name)
         ) from None
     if not rows and not skip_rows:
         raise IngestError(f"{source}: object {f.name} holds no rows")

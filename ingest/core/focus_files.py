@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import file_checks, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError, IngestorMeta
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
@@ -53,14 +53,14 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str, name: str 
     if os.path.getsize(path) == 0:
         raise IngestError(f"{source}: file {name} is empty")
     try:
-        header = validate.parquet_header(path) if file_format(path) == "parquet" else validate.csv_header(path)
+        header = file_checks.parquet_header(path) if file_format(path) == "parquet" else file_checks.csv_header(path)
         rows = con.execute(f"DESCRIBE SELECT * FROM {_source_relation(path)}").fetchall()
     except (duckdb.Error, OSError, ValueError) as exc:
-        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
-            raise IngestError(validate.read_error(source, f"file {name}", exc, path)) from None
+        if file_checks.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(file_checks.read_error(source, f"file {name}", exc, path)) from None
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: file {name} can not be read as {file_format(path)}: {first_line}") from None
-    validate.check_unique_columns(source, f"file {name}", header)
+    file_checks.check_unique_columns(source, f"file {name}", header)
     return {r[0]: r[1] for r in rows}
 
 
@@ -171,7 +171,7 @@ def billing_periods(
         ).fetchall()
     except duckdb.Error as exc:
         explained = validate.explain(con, source, [p], [[]], exc)
-        raise IngestError(explained or validate.read_error(source, p.where(), exc)) from None
+        raise IngestError(explained or file_checks.read_error(source, p.where(), exc)) from None
     if any(r[0] is None for r in rows) and not skip_rows:
         raise IngestError(f"{source}: {p.where()}: column BillingPeriodStart is empty in some rows")
     return sorted(r[0] for r in rows if r[0] is not None)

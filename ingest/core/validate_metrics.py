@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import file_checks, validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestContext, IngestError
 from gpufinops.ingest.core.validate import EARLIEST, FUTURE_SLACK, Check, text_of
@@ -172,11 +172,11 @@ def _explain(
                 return f"{source}: file {path} line {found[0][0]}: {found[0][1]}"
         explained = diagnose()
     except duckdb.Error as again:  # unreadable as text at all (e.g. not UTF-8): report the first error
-        return validate.read_error(source, f"file {path}", again)
+        return file_checks.read_error(source, f"file {path}", again)
     if explained:
         return explained
-    if validate.csv_error(str(exc)):
-        return validate.read_error(source, f"file {path}", exc)
+    if file_checks.csv_error(str(exc)):
+        return file_checks.read_error(source, f"file {path}", exc)
     return f"{source}: file {path} can not be read as an nvidia-smi CSV log: {first_line}"
 
 
