@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufinops.ingest.aws.cur_mapping import GPU_FAMILIES
+from gpufinops.ingest.aws.cur_values import GPU_FAMILIES
 from gpufinops.warehouse import db, reference, reference_schema
 from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, load_gpu_specs, normalize_gpu_model
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.ingest.aws import aws_common, cur_mapping
+from gpufinops.ingest.aws import aws_common, cur_columns, cur_mapping, cur_values
 from gpufinops.ingest.aws.aws_cur2_format import period_start
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject
 from gpufinops.ingest.core import file_checks, focus_files, validate
@@ -150,8 +150,8 @@ class _File:
             self.name,
             self.relation,
             lambda relation, carry: cur_mapping.cur_select(relation, self.columns, self.types, tag_keys, carry=carry),
-            [validate.Cast(*c) for c in cur_mapping.casts(self.columns, self.types)],
-            cur_mapping.origin(self.columns),
+            [validate.Cast(*c) for c in cur_columns.casts(self.columns, self.types)],
+            cur_columns.origin(self.columns),
         )
 
 
@@ -173,7 +173,7 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path
     columns = [r[0] for r in rows]
     header = file_checks.parquet_header(str(path)) if kind == "parquet" else file_checks.csv_header(str(path))
     file_checks.check_unique_columns(source, f"object {name}", header)
-    dialect, _, _ = cur_mapping.check_dialect(f"{source}: object {name}", columns, fmt)
+    dialect, _, _ = cur_columns.check_dialect(f"{source}: object {name}", columns, fmt)
     if dialect == "focus":
         focus_files._check_columns(source, name, columns)
     return _File(name, path, relation, columns, {r[0]: r[1] for r in rows}, dialect)
@@ -214,7 +214,7 @@ def _enrich(mapped: str, ctx: IngestContext) -> str:
         f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
         f"FROM ({mapped}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
         f"ON it.instance_type = u.x_InstanceType "
-        f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
+        f"LEFT JOIN (VALUES {cur_values.gpu_family_values()}) fam(family, gpu_model) "
         f"ON fam.family = split_part(u.x_InstanceType, '.', 1)"
     )
 
