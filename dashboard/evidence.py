@@ -41,6 +41,23 @@ def _number(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
+UNIT_SUFFIXES = (("_gib", " GiB"), ("_days", " days"), ("_hours", " h"), ("_min", " min"))
+
+
+def _number_text(key: str, value: float) -> str:
+    """A figure as text, by what its key says it is: money, percent, a fraction, a unit, or plain."""
+    if "usd" in key or "cost" in key:
+        return money(value) if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+    if labels._is_percent_points(key) or key.endswith("_pct"):
+        return f"{_number(value)}%"
+    if _is_fraction_key(key) and 0 <= value <= 1:
+        return f"{value:.2%}" if 0 < value < 0.01 else f"{value:.1%}".replace(".0%", "%")
+    if key == "hours":
+        return f"{_number(value)} h"
+    unit = next((unit for suffix, unit in UNIT_SUFFIXES if key.endswith(suffix)), "")
+    return _number(value) + unit
+
+
 def _text(key: str, value: Any) -> str:
     """One current / proposed / evidence value as text: money, percent, GiB, hours, or a plain figure."""
     if value is None:
@@ -48,21 +65,7 @@ def _text(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
-        if "usd" in key or "cost" in key:
-            return money(value) if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
-        if labels._is_percent_points(key) or key.endswith("_pct"):
-            return f"{_number(value)}%"
-        if _is_fraction_key(key) and 0 <= value <= 1:
-            return f"{value:.2%}" if 0 < value < 0.01 else f"{value:.1%}".replace(".0%", "%")
-        if key.endswith("_gib"):
-            return f"{_number(value)} GiB"
-        if key.endswith("_days"):
-            return f"{_number(value)} days"
-        if key.endswith("_hours") or key == "hours":
-            return f"{_number(value)} h"
-        if key.endswith("_min"):
-            return f"{_number(value)} min"
-        return _number(value)
+        return _number_text(key, value)
     if isinstance(value, list):
         return ", ".join(_text(key, v) for v in value[:12]) + (" …" if len(value) > 12 else "")
     if isinstance(value, dict):

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.registry import IngestError
-from gpufinops.ingest.core.validate_metrics import checked_lines
+from gpufinops.ingest.core.validate_metrics import ExpositionLines, checked_lines
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
 
 FIELDS = {  # DCGM field -> sample column
@@ -151,9 +151,8 @@ class ExpositionParser:
         for i, p in known:
             column_of_series[i] = VALUE_COLUMNS.index(p[0])
         columns = pc.take(pa.array(column_of_series, pa.int32()), pc.fill_null(index, len(column_of_series) - 1))
-        keep = checked_lines(
-            where, self.on_invalid, columns, list(VALUE_COLUMNS), lines, numbers, values, stamps, self.rejects
-        )
+        exposition = ExpositionLines(lines, numbers, columns, values, stamps)
+        keep = checked_lines(where, self.on_invalid, exposition, list(VALUE_COLUMNS), self.rejects)
         return (
             (index, values, stamps) if keep is None else (index.filter(keep), values.filter(keep), stamps.filter(keep))
         )
