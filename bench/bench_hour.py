@@ -80,7 +80,7 @@ def _samples_sql(nodes: int, hour: int) -> str:
     """One-minute samples of hour ``hour``: each GPU's three pods one after another (20 minutes each),
     a time-sliced GPU's three pods at every minute (one series per pod, with the ``vgpu`` label)."""
     from gpufinops.ingest.metrics.metrics_store import SAMPLE_SCHEMA
-    from gpufinops.warehouse.schema import sql_type
+    from gpufinops.warehouse.column_types import sql_type
 
     values = {
         "ts": f"TIMESTAMPTZ '{START.isoformat()}' + to_hours({hour}) + to_minutes(m)",

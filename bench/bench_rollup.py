@@ -50,7 +50,7 @@ def _home(gpus: int, days: int) -> Path:
 def _samples_sql(gpus: int, start: datetime, minutes: int) -> str:
     """``minutes`` one-minute samples of ``gpus`` GPUs from ``start``, in the sample store's columns."""
     from gpufinops.ingest.metrics.metrics_store import SAMPLE_SCHEMA
-    from gpufinops.warehouse.schema import sql_type
+    from gpufinops.warehouse.column_types import sql_type
 
     values = {
         "ts": f"TIMESTAMPTZ '{start.isoformat()}' + to_minutes(m)",

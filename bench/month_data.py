@@ -121,7 +121,7 @@ def _cur_sql(fleet_: list, first: int, last: int, hours: int) -> str:
 def _samples_sql(gpu_rows: str, start: datetime, minutes: int) -> str:
     """One-minute samples of every GPU in ``gpu_rows`` (g, inst, per) for ``minutes`` from ``start``."""
     from gpufinops.ingest.metrics.metrics_store import SAMPLE_SCHEMA
-    from gpufinops.warehouse.schema import sql_type
+    from gpufinops.warehouse.column_types import sql_type
 
     teams = "[" + ", ".join(f"'{t}'" for t in TEAMS) + "]"
     values = {

@@ -17,7 +17,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard import charts, gpu_charts, labels, price_charts
 from gpufinops.dashboard.common import money
 from gpufinops.warehouse import queries
 
@@ -41,6 +41,23 @@ def _number(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
+UNIT_SUFFIXES = (("_gib", " GiB"), ("_days", " days"), ("_hours", " h"), ("_min", " min"))
+
+
+def _number_text(key: str, value: float) -> str:
+    """A figure as text, by what its key says it is: money, percent, a fraction, a unit, or plain."""
+    if "usd" in key or "cost" in key:
+        return money(value) if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+    if labels._is_percent_points(key) or key.endswith("_pct"):
+        return f"{_number(value)}%"
+    if _is_fraction_key(key) and 0 <= value <= 1:
+        return f"{value:.2%}" if 0 < value < 0.01 else f"{value:.1%}".replace(".0%", "%")
+    if key == "hours":
+        return f"{_number(value)} h"
+    unit = next((unit for suffix, unit in UNIT_SUFFIXES if key.endswith(suffix)), "")
+    return _number(value) + unit
+
+
 def _text(key: str, value: Any) -> str:
     """One current / proposed / evidence value as text: money, percent, GiB, hours, or a plain figure."""
     if value is None:
@@ -48,21 +65,7 @@ def _text(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
-        if "usd" in key or "cost" in key:
-            return money(value) if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
-        if labels._is_percent_points(key) or key.endswith("_pct"):
-            return f"{_number(value)}%"
-        if _is_fraction_key(key) and 0 <= value <= 1:
-            return f"{value:.2%}" if 0 < value < 0.01 else f"{value:.1%}".replace(".0%", "%")
-        if key.endswith("_gib"):
-            return f"{_number(value)} GiB"
-        if key.endswith("_days"):
-            return f"{_number(value)} days"
-        if key.endswith("_hours") or key == "hours":
-            return f"{_number(value)} h"
-        if key.endswith("_min"):
-            return f"{_number(value)} min"
-        return _number(value)
+        return _number_text(key, value)
     if isinstance(value, list):
         return ", ".join(_text(key, v) for v in value[:12]) + (" …" if len(value) > 12 else "")
     if isinstance(value, dict):
@@ -119,7 +122,7 @@ REFERENCES = {
 def _reference(evidence: dict[str, Any], name: str, column: str) -> dict[str, Any]:
     key, label = REFERENCES.get((name, column), (None, None))
     value = evidence.get(key) if key else None
-    return {"reference": value, "reference_title": label} if isinstance(value, (int, float)) else {}
+    return {"reference": charts.Reference(float(value), label or "")} if isinstance(value, (int, float)) else {}
 
 
 def evidence_charts(name: str, value: list, evidence: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -203,17 +206,17 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
             shown, hours = downsample(util)
             per = "per hour" if hours == 1 else f"per {hours} hours"
             left, right = st.columns(2)
-            charts.draw(left, charts.utilisation(shown, title=f"GPU utilisation {per}"))
+            charts.draw(left, gpu_charts.utilisation(shown, title=f"GPU utilisation {per}"))
             # mem_total_gib is a DOUBLE column: its max is a float, or None when every row is NULL
             caps = _capacities(con, current, proposed, cast(float | None, util["mem_total_gib"].max()))
-            charts.draw(right, charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
+            charts.draw(right, gpu_charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
     instance_type = current.get("instance_type") or evidence.get("instance_type")
     if instance_type and rec.get("provider"):
         prices = queries.spot_price_history(con, rec["provider"], instance_type)
         if not prices.is_empty():
             view = spot_view(prices)
             charts.draw(
-                st, charts.spot_prices(view, until=spot_until(view), title=f"Spot price history: {instance_type}")
+                st, price_charts.spot_prices(view, until=spot_until(view), title=f"Spot price history: {instance_type}")
             )
     for name, value in evidence.items():
         if _is_series(value):

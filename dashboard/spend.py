@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels, precomputed
+from gpufinops.dashboard import charts, labels, precomputed, spend_charts
 from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total
 from gpufinops.dashboard.recommendation_list import short_resource
 from gpufinops.models import plans
@@ -208,7 +208,7 @@ def render_charts(spend: Spend, *, by_team: bool = True) -> None:
         .rename({"gpu_cost": "gpu_share"})
         .sort("day")
     )
-    provider_chart = charts.stacked_area(
+    provider_chart = spend_charts.stacked_area(
         by_provider,
         x="day",
         y="effective_cost",
@@ -216,10 +216,10 @@ def render_charts(spend: Spend, *, by_team: bool = True) -> None:
         color_title="Provider",
         title="Daily spend by provider",
     )
-    service_chart = charts.bar_usd(
+    service_chart = spend_charts.bar_usd(
         by_service, x="effective_cost", y="service", y_title="Service", title="Spend by service in the window"
     )
-    share_chart = charts.share_line(
+    share_chart = spend_charts.share_line(
         share, x="day", y="gpu_share", y_title="GPU share of spend", title="GPU share of spend per day"
     )
     left, right = st.columns(2)
@@ -233,7 +233,7 @@ def render_charts(spend: Spend, *, by_team: bool = True) -> None:
         )
         charts.draw(
             right,
-            charts.stacked_area(
+            spend_charts.stacked_area(
                 by_team_frame,
                 x="day",
                 y="effective_cost",
@@ -289,7 +289,7 @@ def render_forecast(spend: Spend) -> None:
         return
     view = forecast_view(spend.forecast, spend.outlook)
     left, right = st.columns(2)
-    charts.draw(left, charts.forecast(view, title="Spend per month: forecast, 80% interval"))
+    charts.draw(left, spend_charts.forecast(view, title="Spend per month: forecast, 80% interval"))
     figures = view.select(
         pl.col("label").alias("month"),
         "actual_to_date_usd",

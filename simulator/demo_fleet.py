@@ -56,7 +56,7 @@ from gpufinops.simulator.demo_workloads import (
     sample_stamps,
     smi_log,
 )
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import cost_schema
 
 DEMO_END = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -104,7 +104,9 @@ def onprem_config_lines(home: Path) -> list[str]:
 
 # ---- writers ------------------------------------------------------------------------------------
 
-OUTPUT_SCHEMA = pa.schema([f for f in schema.COST_LINE_ITEMS if f.name not in ("x_Team", "x_Source", "x_IngestRunId")])
+OUTPUT_SCHEMA = pa.schema(
+    [f for f in cost_schema.COST_LINE_ITEMS if f.name not in ("x_Team", "x_Source", "x_IngestRunId")]
+)
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:

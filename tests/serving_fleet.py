@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from gpufinops.warehouse import allocation, db, schema
+from gpufinops.warehouse import allocation, db, metrics_schema
 from tests.allocation_fleet import START, Fleet, GpuHour, Line, Work
 
 H100_HOUR = Decimal("4.00")
@@ -60,7 +60,7 @@ def insert_serving(con, rows: list[tuple]) -> None:
         | {"source": "serving", "counter_resets": 0, "samples": 60}
         for r in rows
     ]
-    table = pa.Table.from_pylist(data, schema=schema.SERVING_METRICS_HOURLY)
+    table = pa.Table.from_pylist(data, schema=metrics_schema.SERVING_METRICS_HOURLY)
     con.register("_serving_rows", table)
     con.execute("INSERT INTO serving_metrics_hourly BY NAME SELECT * FROM _serving_rows")
     con.unregister("_serving_rows")

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import cost_schema
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -249,7 +249,8 @@ def bill(con: duckdb.DuckDBPyConnection, ids: dict[str, Any], now: datetime) -> 
     con.register(
         "bill_lines",
         pa.Table.from_pylist(
-            [{f.name: r.get(f.name) for f in schema.COST_LINE_ITEMS} for r in rows], schema=schema.COST_LINE_ITEMS
+            [{f.name: r.get(f.name) for f in cost_schema.COST_LINE_ITEMS} for r in rows],
+            schema=cost_schema.COST_LINE_ITEMS,
         ),
     )
     con.execute("INSERT INTO cost_line_items BY NAME SELECT * FROM bill_lines")

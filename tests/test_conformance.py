@@ -17,7 +17,7 @@ import pytest
 
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import column_types, schema
 from tests import aws_conformance, conformance_serving, conformance_utilisation, gcp_loopback, onprem_data
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 
@@ -92,7 +92,7 @@ def test_ingestor_conformance(source_type, tmp_path, warehouse):
 
     # timestamps are UTC-aware and where the input put them
     for field in table.schema:
-        if schema.sql_type(field) == "TIMESTAMPTZ":
+        if column_types.sql_type(field) == "TIMESTAMPTZ":
             values = [
                 r[0]
                 for r in query(

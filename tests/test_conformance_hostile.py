@@ -20,7 +20,7 @@ import pytest
 
 from gpufinops.ingest.core.registry import Batch, IngestContext, Registry, default_registry
 from gpufinops.ingest.core.runner import run_source
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import column_types, schema
 from gpufinops.warehouse.domains import DOMAINS
 from tests.conftest import query, table_digest
 from tests.fuzz_harness import _empty_warehouse
@@ -76,7 +76,7 @@ def tampered(source_type: str, hostile: str, planted: list[str]) -> Registry:
     base = REGISTRY.get(source_type)
     table = base.meta.target_table
     candidates = _classes(table)[hostile]
-    target = {f.name: schema.sql_type(f) for f in schema.TABLES[table].schema}
+    target = {f.name: column_types.sql_type(f) for f in schema.TABLES[table].schema}
 
     def fetch(self, ctx: IngestContext):
         result = base.fetch(self, ctx)

@@ -16,7 +16,8 @@ import pytest
 from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
-from gpufinops.ingest.metrics.dcgm_exporter import FIELDS, DcgmExporter, ExpositionParser
+from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
+from gpufinops.ingest.metrics.dcgm_exposition import FIELDS, ExpositionParser
 from gpufinops.warehouse import db, queries
 from tests import gpu_series as gs
 from tests.conftest import DATA, table_digest

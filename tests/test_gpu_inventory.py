@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufinops.ingest.aws.cur_mapping import GPU_FAMILIES
-from gpufinops.warehouse import db, reference, schema
+from gpufinops.ingest.aws.cur_values import GPU_FAMILIES
+from gpufinops.warehouse import db, reference, reference_schema
 from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, load_gpu_specs, normalize_gpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,9 +130,9 @@ def _family(instance_type: str) -> str:
 
 def test_csv_parses_with_the_schema() -> None:
     table = reference.load_gpu_instance_types()
-    assert table.schema == schema.GPU_INSTANCE_REFERENCE
+    assert table.schema == reference_schema.GPU_INSTANCE_REFERENCE
     header = CSV_PATH.read_text(encoding="utf-8").splitlines()[0]
-    assert header.split(",") == schema.GPU_INSTANCE_REFERENCE.names
+    assert header.split(",") == reference_schema.GPU_INSTANCE_REFERENCE.names
     assert table.num_rows == len(CSV_PATH.read_text(encoding="utf-8").splitlines()) - 1
 
 

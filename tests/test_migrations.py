@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpufinops.warehouse import db, reference, rollups, schema
+from gpufinops.warehouse import column_types, db, reference, rollups, schema
 
 OLD = Path(__file__).parent / "data" / "old_warehouses"
 OLD_FILES = sorted(OLD.glob("v*.duckdb.gz"))
@@ -123,7 +123,8 @@ def test_a_fresh_warehouse_has_the_columns_schema_declares(tmp_path):
                 [table.name],
             ).fetchall()
             want = [
-                (f.name, schema.sql_type(f).replace("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE")) for f in table.schema
+                (f.name, column_types.sql_type(f).replace("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"))
+                for f in table.schema
             ]
             assert got == want, table.name
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from gpufinops.warehouse import db, schema
+from gpufinops.warehouse import column_types, cost_schema, db, schema
 from tests.conftest import FOCUS_SPEC_COLUMNS
 
 SPEC_TO_DUCKDB = {"String": "VARCHAR", "Decimal": "DECIMAL", "Date/Time": "TIMESTAMP WITH TIME ZONE", "JSON": "JSON"}
@@ -32,7 +32,7 @@ def test_every_focus_12_column_is_present_with_the_spec_type(warehouse):
         assert name in columns, f"FOCUS 1.2 column {name} missing"
         assert columns[name].startswith(SPEC_TO_DUCKDB[row["data_type"]]), (name, columns[name])
     mandatory = {n for n, r in spec.items() if r["feature_level"] == "Mandatory"}
-    assert mandatory == set(schema.FOCUS_MANDATORY)
+    assert mandatory == set(cost_schema.FOCUS_MANDATORY)
 
 
 def test_money_is_exact_decimal(warehouse):
@@ -154,7 +154,9 @@ def test_tables_match_their_arrow_schemas(warehouse):
         present = described(warehouse, table.name)
         assert list(present) == table.schema.names
         for field in table.schema:
-            assert present[field.name] == schema.sql_type(field).replace("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE")
+            assert present[field.name] == column_types.sql_type(field).replace(
+                "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"
+            )
 
 
 def test_migrations_run_once_and_record_the_version(warehouse):

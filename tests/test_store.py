@@ -8,7 +8,7 @@ from decimal import Decimal
 import duckdb
 
 from gpufinops.models.recommendation import Recommendation
-from gpufinops.warehouse import db, recommendation_store, schema
+from gpufinops.warehouse import column_types, db, recommendation_store, schema
 
 
 def rec(savings: str = "100.00", proposed_count: int = 4) -> Recommendation:
@@ -73,7 +73,9 @@ def test_a_version_3_warehouse_upgrades_in_place(warehouse):
                 # the table as version 3 shipped it, without the v4 columns
                 cols = [f for f in old_recs if f.name not in ("model_version", "evidence_hash")]
                 statement = (
-                    "CREATE TABLE recommendations (" + ", ".join(f'"{f.name}" {schema.sql_type(f)}' for f in cols) + ")"
+                    "CREATE TABLE recommendations ("
+                    + ", ".join(f'"{f.name}" {column_types.sql_type(f)}' for f in cols)
+                    + ")"
                 )
             con.execute(statement)
         con.execute("INSERT INTO schema_version VALUES (?, now())", [i])

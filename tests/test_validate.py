@@ -7,7 +7,7 @@ import csv
 import duckdb
 
 from gpufinops.ingest.core import validate
-from gpufinops.warehouse import db, schema
+from gpufinops.warehouse import db, runs_schema, schema
 from tests.conftest import FOCUS_SPEC_COLUMNS
 
 
@@ -36,5 +36,5 @@ def test_an_older_warehouse_upgrades_to_ingest_rejects(tmp_path):
     with db.writer(path) as con:
         assert con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0] == schema.SCHEMA_VERSION
         columns = [r[0] for r in con.execute("DESCRIBE ingest_rejects").fetchall()]
-        assert columns == [f.name for f in schema.INGEST_REJECTS]
+        assert columns == [f.name for f in runs_schema.INGEST_REJECTS]
         assert con.execute("SELECT run_id, rows, rows_rejected FROM ingest_runs").fetchall() == [("old", 3, None)]

@@ -227,7 +227,7 @@ def alerts(
             params,
         )
     except duckdb.CatalogException:  # a warehouse older than the alert tables, read-only: no alerts yet
-        from gpufinops.warehouse.schema import ALERTS
+        from gpufinops.warehouse.notifications_schema import ALERTS
 
         return pl.DataFrame(ALERTS.empty_table())
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import allocation_schema
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def rules_table(
             "key": [r[1] for r in rows],
             "value": [r[2] for r in rows],
         },
-        schema=schema.ATTRIBUTION_RULES,
+        schema=allocation_schema.ATTRIBUTION_RULES,
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ CANONICAL_GPU_MODELS: tuple[str, ...] = (
 
 GPU_SPECS_PATH: Path = Path(__file__).parent / "data" / "gpu_specs.csv"
 
-GPU_SPECS_SCHEMA: pa.Schema = schema.GPU_SPECS  # the warehouse table's own schema
+GPU_SPECS_SCHEMA: pa.Schema = reference_schema.GPU_SPECS  # the warehouse table's own schema
 
 # Thresholds for reported names that leave out the memory size ("A100", "V100").
 _A100_80GB_MIN_MIB = 60_000.0
@@ -64,6 +64,22 @@ _RTX_PRO_6000_MIN_MIB = 90_000.0
 _NOISE = re.compile(r"^commitment v1:\s*|\b(?:nvidia|tesla)\b[\s-]*")
 # GCP SKU descriptions: the model comes before " GPU running in ...", " GPU attached to ...".
 _GPU_WORD = re.compile(r"\bgpu\b.*$")
+
+# Models one name word identifies, in the order they are tried ("a10g" before "a10").
+_NAMED_MODELS = (
+    (r"\ba10g\b", "A10G"),
+    (r"\ba10\b", "A10"),
+    (r"\ba40\b", "A40"),
+    (r"\bl40s\b", "L40S"),
+    (r"\bl4\b", "L4"),
+    (r"\bp100\b", "P100"),
+    (r"\bt4g?\b", "T4"),
+    (r"\bk80\b", "K80"),
+    (r"\bp4\b", "P4"),
+    (r"\bm60\b", "M60"),
+    (r"\bk520\b", "K520"),
+    (r"\bradeon[\s-]*pro[\s-]*v520\b", "Radeon-Pro-V520"),
+)
 
 
 def _has(pattern: str, text: str) -> bool:
@@ -102,6 +118,20 @@ def normalize_gpu_model(name: str | None, memory_mib: float | None = None) -> st
     rtx_pro = _rtx_pro_model(text, memory_mib)
     if rtx_pro is not None:
         return rtx_pro if rtx_pro != "" else stripped
+    sized = _variant_model(text, memory_mib)
+    if sized is not None:
+        return sized
+    for pattern, model in _NAMED_MODELS:
+        if _has(pattern, text):
+            return model
+
+    logger.debug("unrecognised GPU model name %r", stripped)
+    return stripped
+
+
+def _variant_model(text: str, memory_mib: float | None) -> str | None:
+    """H200, and H100 / A100 / V100, whose variant the form factor or the memory size picks (the name's
+    size, else ``memory_mib``, else the smaller part); None when none of them is named."""
     if _has(r"\bh200\b", text):
         return "H200"
     if _has(r"\bh100\b", text):
@@ -120,25 +150,7 @@ def normalize_gpu_model(name: str | None, memory_mib: float | None = None) -> st
             return "V100-16GB"
         big = memory_mib is not None and memory_mib >= _V100_32GB_MIN_MIB
         return "V100-32GB" if big else "V100-16GB"
-    for pattern, model in (
-        (r"\ba10g\b", "A10G"),
-        (r"\ba10\b", "A10"),
-        (r"\ba40\b", "A40"),
-        (r"\bl40s\b", "L40S"),
-        (r"\bl4\b", "L4"),
-        (r"\bp100\b", "P100"),
-        (r"\bt4g?\b", "T4"),
-        (r"\bk80\b", "K80"),
-        (r"\bp4\b", "P4"),
-        (r"\bm60\b", "M60"),
-        (r"\bk520\b", "K520"),
-        (r"\bradeon[\s-]*pro[\s-]*v520\b", "Radeon-Pro-V520"),
-    ):
-        if _has(pattern, text):
-            return model
-
-    logger.debug("unrecognised GPU model name %r", stripped)
-    return stripped
+    return None
 
 
 def _blackwell_model(text: str) -> str | None:

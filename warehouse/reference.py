@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_specs
 
 log = logging.getLogger(__name__)
@@ -108,14 +108,14 @@ def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
         path: A CSV to read instead of the bundled ``data/gpu_instance_types.csv``.
 
     Returns:
-        A table with the columns and types of :data:`schema.GPU_INSTANCE_REFERENCE`; empty fields are null.
+        A table with the columns and types of :data:`reference_schema.GPU_INSTANCE_REFERENCE`; empty fields are null.
 
     Raises:
         ValueError: One sentence naming the file, row, column and value, when the header differs, a value
             does not parse, or a row breaks the inventory's rules (see :func:`row_problem`).
     """
     csv_path = path if path is not None else GPU_INSTANCE_TYPES_PATH
-    expected = schema.GPU_INSTANCE_REFERENCE
+    expected = reference_schema.GPU_INSTANCE_REFERENCE
     try:
         table = pacsv.read_csv(
             csv_path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import carbon_view, charts, labels
+from gpufinops.dashboard import carbon_view, charts, gpu_charts, labels, spend_charts
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
@@ -50,7 +50,7 @@ def main() -> None:
     cols[2].metric("GPU-hours measured", f"{int(util['gpu_hours'].sum() or 0):,}")
     charts.draw(
         st,
-        charts.heatmap(
+        gpu_charts.heatmap(
             util,
             x="gpu_model",
             y="team",
@@ -69,7 +69,7 @@ def main() -> None:
     if not chart_rows.is_empty():
         charts.draw(
             st,
-            charts.bar_usd(
+            spend_charts.bar_usd(
                 chart_rows,
                 x="idle_cost",
                 y="team · GPU",

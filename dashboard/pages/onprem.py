@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard import charts, labels, spend_charts
 from gpufinops.dashboard.common import connection, money_frame, page_header
 from gpufinops.warehouse import queries
 from gpufinops.warehouse.labels import PRICING
@@ -57,7 +57,7 @@ def main() -> None:
     )
     charts.draw(
         st,
-        charts.grouped_bars(
+        spend_charts.grouped_bars(
             bars,
             category="group",
             group="where",

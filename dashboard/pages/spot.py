@@ -10,7 +10,7 @@ from datetime import timedelta
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels
+from gpufinops.dashboard import charts, labels, price_charts
 from gpufinops.dashboard.common import connection, money, page_header
 from gpufinops.dashboard.evidence import spot_until, spot_view
 from gpufinops.warehouse import queries
@@ -67,7 +67,7 @@ def main() -> None:
             )
         charts.draw(
             st,
-            charts.spot_prices(
+            price_charts.spot_prices(
                 view,
                 until=until,
                 title=f"{instance_type}: spot price (steps, held until the next change) vs on-demand (dashed)",
@@ -78,7 +78,7 @@ def main() -> None:
     if bands.is_empty():
         st.info("No interruption bands yet (the AWS spot advisor data).")
     else:
-        charts.draw(st, charts.interruption_bands(bands))
+        charts.draw(st, price_charts.interruption_bands(bands))
         labels.table(
             st,
             bands,

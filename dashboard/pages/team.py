@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, carbon_view, charts, labels, spend, unit_costs_view
+from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, labels, spend, unit_costs_view
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
@@ -64,7 +64,7 @@ def main() -> None:
     else:
         charts.draw(
             st,
-            charts.heatmap(
+            gpu_charts.heatmap(
                 fleet,
                 x="gpu_model",
                 y="team",

@@ -30,10 +30,10 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.ingest.aws import aws_common, cur_mapping
+from gpufinops.ingest.aws import aws_common, cur_columns, cur_mapping, cur_values
 from gpufinops.ingest.aws.aws_cur2_format import period_start
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject
-from gpufinops.ingest.core import focus_files, validate
+from gpufinops.ingest.core import file_checks, focus_files, validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import (
     Batch,
@@ -159,8 +159,8 @@ class _File:
             self.name,
             self.relation,
             lambda relation, carry: cur_mapping.cur_select(relation, self.columns, self.types, tag_keys, carry=carry),
-            [validate.Cast(*c) for c in cur_mapping.casts(self.columns, self.types)],
-            cur_mapping.origin(self.columns),
+            [validate.Cast(*c) for c in cur_columns.casts(self.columns, self.types)],
+            cur_columns.origin(self.columns),
         )
 
 
@@ -175,14 +175,14 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, name: str, path: Path
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
     except duckdb.Error as exc:
-        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
-            raise IngestError(validate.read_error(source, f"object {name}", exc, str(path))) from None
+        if file_checks.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(file_checks.read_error(source, f"object {name}", exc, str(path))) from None
         first = str(exc).strip().splitlines()[0].replace(str(path), name) if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: object {name} can not be read as {kind}: {first}") from None
     columns = [r[0] for r in rows]
-    header = validate.parquet_header(str(path)) if kind == "parquet" else validate.csv_header(str(path))
-    validate.check_unique_columns(source, f"object {name}", header)
-    dialect, _, _ = cur_mapping.check_dialect(f"{source}: object {name}", columns, fmt)
+    header = file_checks.parquet_header(str(path)) if kind == "parquet" else file_checks.csv_header(str(path))
+    file_checks.check_unique_columns(source, f"object {name}", header)
+    dialect, _, _ = cur_columns.check_dialect(f"{source}: object {name}", columns, fmt)
     if dialect == "focus":
         focus_files._check_columns(source, name, columns)
     return _File(name, path, relation, columns, {r[0]: r[1] for r in rows}, dialect)
@@ -205,7 +205,7 @@ def _periods(
     except duckdb.Error as exc:
         explained = validate.explain(con, source, [p], [[]], exc)
         raise IngestError(
-            explained or validate.read_error(source, p.where(), exc).replace(str(f.path), f.name)
+            explained or file_checks.read_error(source, p.where(), exc).replace(str(f.path), f.name)
         ) from None
     if not rows and not skip_rows:
         raise IngestError(f"{source}: object {f.name} holds no rows")
@@ -223,7 +223,7 @@ def _enrich(mapped: str, ctx: IngestContext) -> str:
         f"{sql_literal(ctx.source)} AS x_Source, {sql_literal(ctx.run_id)} AS x_IngestRunId "
         f"FROM ({mapped}) u LEFT JOIN {reference.INSTANCE_GPUS_SQL} it "
         f"ON it.instance_type = u.x_InstanceType "
-        f"LEFT JOIN (VALUES {cur_mapping.gpu_family_values()}) fam(family, gpu_model) "
+        f"LEFT JOIN (VALUES {cur_values.gpu_family_values()}) fam(family, gpu_model) "
         f"ON fam.family = split_part(u.x_InstanceType, '.', 1)"
     )
 

@@ -35,7 +35,7 @@ from gpufinops.ingest.core.registry import (
     IngestError,
     IngestorMeta,
 )
-from gpufinops.warehouse import reference, schema
+from gpufinops.warehouse import reference, reference_schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class AwsPricing:
             return FetchResult(
                 [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
             )
-        table = pa.Table.from_pylist(rows, schema=schema.INSTANCE_TYPES)
+        table = pa.Table.from_pylist(rows, schema=reference_schema.INSTANCE_TYPES)
         slices = sorted({f"aws|{r}" for r in options.region_names()})
         return FetchResult(
             [Batch("instance_types", table, slices)], {"digest": digest, "watermark": watermark}, watermark=watermark

@@ -34,7 +34,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import SourceOptions, option
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def parse(source: str, name: str, data: bytes, regions: list[str] | None, update
                 )
     if not rows:
         raise IngestError(f"{source}: {name} holds no band for the configured regions")
-    return pa.Table.from_pylist(rows, schema=schema.SPOT_INTERRUPTION_BANDS)
+    return pa.Table.from_pylist(rows, schema=reference_schema.SPOT_INTERRUPTION_BANDS)
 
 
 @dataclass(frozen=True, kw_only=True)

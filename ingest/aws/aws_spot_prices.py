@@ -32,7 +32,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import option
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def _table(region: str, points: list[dict]) -> pa.Table:
             "ts": [k[3] for k in keys],
             "price_usd": [rows[k] for k in keys],
         },
-        schema=schema.SPOT_PRICES,
+        schema=reference_schema.SPOT_PRICES,
     )
 
 

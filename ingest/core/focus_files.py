@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import file_checks, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import (
     Batch,
@@ -29,7 +29,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
-from gpufinops.warehouse import reference, schema
+from gpufinops.warehouse import column_types, cost_schema, reference, schema
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,14 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, path: str, name: str 
     if os.path.getsize(path) == 0:
         raise IngestError(f"{source}: file {name} is empty")
     try:
-        header = validate.parquet_header(path) if file_format(path) == "parquet" else validate.csv_header(path)
+        header = file_checks.parquet_header(path) if file_format(path) == "parquet" else file_checks.csv_header(path)
         rows = con.execute(f"DESCRIBE SELECT * FROM {_source_relation(path)}").fetchall()
     except (duckdb.Error, OSError, ValueError) as exc:
-        if validate.csv_error(str(exc)) or "Error when sniffing" in str(exc):
-            raise IngestError(validate.read_error(source, f"file {name}", exc, path)) from None
+        if file_checks.csv_error(str(exc)) or "Error when sniffing" in str(exc):
+            raise IngestError(file_checks.read_error(source, f"file {name}", exc, path)) from None
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{source}: file {name} can not be read as {file_format(path)}: {first_line}") from None
-    validate.check_unique_columns(source, f"file {name}", header)
+    file_checks.check_unique_columns(source, f"file {name}", header)
     return {r[0]: r[1] for r in rows}
 
 
@@ -107,7 +107,7 @@ def part(
 
 
 def _check_columns(source: str, path: str, columns: list[str]) -> None:
-    missing = [c for c in schema.FOCUS_MANDATORY if c not in columns]
+    missing = [c for c in cost_schema.FOCUS_MANDATORY if c not in columns]
     if missing:
         raise IngestError(f"{source}: file {path} is missing mandatory FOCUS column(s) {', '.join(missing)}")
 
@@ -138,9 +138,9 @@ def _file_select(
     warehouse type, and the ``carry`` columns unchanged."""
     present = set(columns)
     items = []
-    for field in schema.COST_LINE_ITEMS:
+    for field in cost_schema.COST_LINE_ITEMS:
         name = field.name
-        sql_type = schema.sql_type(field)
+        sql_type = column_types.sql_type(field)
         if name in ("x_Source", "x_IngestRunId", "x_Team", "x_InstanceType", "x_GpuModel", "x_GpuCount"):
             continue
         if name in present:
@@ -179,7 +179,7 @@ def billing_periods(
         ).fetchall()
     except duckdb.Error as exc:
         explained = validate.explain(con, source, [p], [[]], exc)
-        raise IngestError(explained or validate.read_error(source, p.where(), exc)) from None
+        raise IngestError(explained or file_checks.read_error(source, p.where(), exc)) from None
     if any(r[0] is None for r in rows) and not skip_rows:
         raise IngestError(f"{source}: {p.where()}: column BillingPeriodStart is empty in some rows")
     return sorted(r[0] for r in rows if r[0] is not None)

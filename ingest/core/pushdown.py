@@ -16,12 +16,12 @@ back through sqlglot into DuckDB over the same fixture files and compare with th
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import sqlglot
 from sqlglot import exp
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import column_types, cost_schema
 
 # What the models, dashboard and reports group by: every other FOCUS column is NULL in a rollup row.
 ROLLUP_KEYS = (
@@ -64,7 +64,7 @@ ROLLUP_SUMS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "Con
 ROLLUP_COLUMNS = ROLLUP_KEYS + ROLLUP_SUMS
 
 DIALECTS = {"duckdb": "duckdb", "trino": "trino", "athena": "trino", "bigquery": "bigquery"}
-_TIMESTAMP_COLUMNS = {f.name for f in schema.COST_LINE_ITEMS if str(f.type).startswith("timestamp")}
+_TIMESTAMP_COLUMNS = {f.name for f in cost_schema.COST_LINE_ITEMS if str(f.type).startswith("timestamp")}
 
 
 def _q(name: str) -> str:
@@ -151,6 +151,32 @@ def _bignumeric(node: exp.DataType, pinned: bool) -> exp.DataType:
     return exp.DataType.build("BIGNUMERIC", dialect="bigquery")
 
 
+def _bigquery_call(
+    node: exp.Anonymous, inner: Callable[[exp.Expression], exp.Expression], numbers: Iterator[int]
+) -> exp.Expression:
+    """A DuckDB function call BigQuery lacks, rewritten (see :func:`_bigquery_rewriter`); others as they are.
+    ``inner`` rewrites a moved subtree; ``numbers`` numbers the aliases."""
+    name, args = node.name.lower(), node.expressions
+    if name == "map_extract_value" and len(args) == 2:
+        n = next(numbers)
+        return exp.Subquery(
+            this=_template(
+                f"SELECT _kv{n}.value FROM UNNEST(__map__) AS _kv{n} WHERE _kv{n}.key = __key__ LIMIT 1",
+                map=inner(args[0]),
+                key=inner(args[1]),
+            )
+        )
+    if name == "cardinality" and len(args) == 1:
+        return exp.ArraySize(this=inner(args[0]))
+    if name == "list_sum" and len(args) == 1:
+        n = next(numbers)
+        return exp.Subquery(this=_template(f"SELECT SUM(_v{n}) FROM UNNEST(__array__) AS _v{n}", array=inner(args[0])))
+    utc = len(args) == 2 and isinstance(args[0], exp.Literal) and args[0].name.upper() == "UTC"
+    if name == "timezone" and utc:
+        return exp.Anonymous(this="TIMESTAMP", expressions=[_as_datetime(inner(args[1])), exp.Literal.string("UTC")])
+    return node
+
+
 def _bigquery_rewriter(pinned: bool = False) -> Callable[[exp.Expression], exp.Expression]:
     """BigQuery lacks DuckDB's MAP, lambdas, list functions and DECIMAL(p,s); rewrite them on the tree.
 
@@ -208,28 +234,7 @@ def _bigquery_rewriter(pinned: bool = False) -> Callable[[exp.Expression], exp.E
                 array=inner(node.this),
             )
         if isinstance(node, exp.Anonymous):
-            name, args = node.name.lower(), node.expressions
-            if name == "map_extract_value" and len(args) == 2:
-                n = next(numbers)
-                return exp.Subquery(
-                    this=_template(
-                        f"SELECT _kv{n}.value FROM UNNEST(__map__) AS _kv{n} WHERE _kv{n}.key = __key__ LIMIT 1",
-                        map=inner(args[0]),
-                        key=inner(args[1]),
-                    )
-                )
-            if name == "cardinality" and len(args) == 1:
-                return exp.ArraySize(this=inner(args[0]))
-            if name == "list_sum" and len(args) == 1:
-                n = next(numbers)
-                return exp.Subquery(
-                    this=_template(f"SELECT SUM(_v{n}) FROM UNNEST(__array__) AS _v{n}", array=inner(args[0]))
-                )
-            utc = len(args) == 2 and isinstance(args[0], exp.Literal) and args[0].name.upper() == "UTC"
-            if name == "timezone" and utc:
-                return exp.Anonymous(
-                    this="TIMESTAMP", expressions=[_as_datetime(inner(args[1])), exp.Literal.string("UTC")]
-                )
+            return _bigquery_call(node, inner, numbers)
         return node
 
     return rewrite
@@ -261,10 +266,10 @@ def typed_rollup_select(relation: str, *, empty_is_null: bool = True) -> str:
 
     ``empty_is_null``: Athena's result rows can not tell NULL from '' (both come as no value);
     BigQuery's can, and keeps '' (a label set to the empty string) as the local path does."""
-    fields = {f.name: f for f in schema.COST_LINE_ITEMS}
+    fields = {f.name: f for f in cost_schema.COST_LINE_ITEMS}
     items = []
     for name in ROLLUP_COLUMNS:
-        sql_type = schema.sql_type(fields[name])
+        sql_type = column_types.sql_type(fields[name])
         value = f"NULLIF({_q(name)}, '')" if empty_is_null else _q(name)
         if sql_type == "TIMESTAMPTZ":  # the remote printed UTC without a zone
             value = f"CAST({value} AS TIMESTAMP) AT TIME ZONE 'UTC'"

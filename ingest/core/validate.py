@@ -17,14 +17,12 @@ only then, on the failure path, the part is read again with row numbers to name 
 type (a cost ``abc``, an ``inf`` double) fails the load's own ``CAST``; :func:`explain` finds its
 file, row, column and value the same way. With ``on_invalid = "skip_rows"`` each part is read once
 into a numbered temporary table, rows that do not parse or fail a check go to ``ingest_rejects``
-(:func:`quarantine`) and the others load.
+(:func:`quarantine`) and the others load. A file that does not read at all is named by
+``ingest/core/file_checks.py``.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 
 from gpufinops.ingest.core import funnel
+from gpufinops.ingest.core.file_checks import csv_error, read_error
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, IngestContext, IngestError
 from gpufinops.warehouse import domains
@@ -46,9 +45,23 @@ FUTURE_SLACK = timedelta(days=1)
 MAX_GPUS = 1024
 # FOCUS 1.2 Mandatory columns that do not allow nulls (tests/data/focus-spec), less ContractedCost:
 # the FOCUS 1.0 sample data the FinOps Foundation publishes leaves it empty on some rows.
-COST_NOT_NULL = ("BilledCost", "BillingAccountId", "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart",
-                 "ChargeCategory", "ChargePeriodEnd", "ChargePeriodStart", "EffectiveCost", "InvoiceIssuerName",
-                 "ListCost", "ProviderName", "PublisherName", "ServiceCategory", "ServiceName")
+COST_NOT_NULL = (
+    "BilledCost",
+    "BillingAccountId",
+    "BillingCurrency",
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "ChargeCategory",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "EffectiveCost",
+    "InvoiceIssuerName",
+    "ListCost",
+    "ProviderName",
+    "PublisherName",
+    "ServiceCategory",
+    "ServiceName",
+)
 REJECTS = "ingest_rejects"
 
 
@@ -60,38 +73,48 @@ def on_invalid(ctx: IngestContext) -> str:
 @dataclass(frozen=True)
 class Cast:
     """A raw value the mapping parses: ``expr`` over the raw relation, shown as ``label``."""
+
     expr: str
     label: str
-    kind: str            # "number" | "integer" | "time" | "json" | "finite" (a DOUBLE that must be finite)
+    kind: str  # "number" | "integer" | "time" | "json" | "finite" (a DOUBLE that must be finite)
 
     def bad(self) -> str:
         if self.kind == "finite":  # and within the ledger's DECIMAL(38,15)
             return f"({self.expr} IS NOT NULL AND (NOT isfinite({self.expr}) OR abs({self.expr}) >= 1e23))"
         target = {"number": "DOUBLE", "integer": "BIGINT", "time": "TIMESTAMPTZ", "json": "JSON"}[self.kind]
         if self.kind == "number":  # DECIMAL(38,15) refuses what DOUBLE takes: inf, nan, 1e400
-            return (f"({self.expr} IS NOT NULL AND trim(CAST({self.expr} AS VARCHAR)) <> '' AND "
-                    f"(TRY_CAST({self.expr} AS DECIMAL(38,15)) IS NULL))")
-        return (f"({self.expr} IS NOT NULL AND trim(CAST({self.expr} AS VARCHAR)) <> '' AND "
-                f"TRY_CAST({self.expr} AS {target}) IS NULL)")
+            return (
+                f"({self.expr} IS NOT NULL AND trim(CAST({self.expr} AS VARCHAR)) <> '' AND "
+                f"(TRY_CAST({self.expr} AS DECIMAL(38,15)) IS NULL))"
+            )
+        return (
+            f"({self.expr} IS NOT NULL AND trim(CAST({self.expr} AS VARCHAR)) <> '' AND "
+            f"TRY_CAST({self.expr} AS {target}) IS NULL)"
+        )
 
     @property
     def what(self) -> str:
-        return {"number": "is not a number", "integer": "is not a whole number", "time": "is not a date/time",
-                "json": "is not valid JSON",
-                "finite": "is not a finite number below 10^23 (the ledger's DECIMAL(38,15))"}[self.kind]
+        return {
+            "number": "is not a number",
+            "integer": "is not a whole number",
+            "time": "is not a date/time",
+            "json": "is not valid JSON",
+            "finite": "is not a finite number below 10^23 (the ledger's DECIMAL(38,15))",
+        }[self.kind]
 
 
 @dataclass
 class Part:
     """One file's (object's, answer's) rows: ``mapped(relation, carry)`` maps ``relation`` (the raw
     rows, or a numbered copy of them) to the target table's columns plus the ``carry`` columns."""
-    kind: str                                   # "file" | "object" | "table": how messages name it
+
+    kind: str  # "file" | "object" | "table": how messages name it
     name: str
     relation: str
     mapped: Callable[[str, tuple[str, ...]], str]
     casts: list[Cast] = field(default_factory=list)
-    origin: dict[str, str] = field(default_factory=dict)   # target column -> the source's column
-    unit: str = "row"                           # "row" (data row after the header) or "line"
+    origin: dict[str, str] = field(default_factory=dict)  # target column -> the source's column
+    unit: str = "row"  # "row" (data row after the header) or "line"
 
     def where(self) -> str:
         return f"{self.kind} {self.name}"
@@ -100,9 +123,9 @@ class Part:
 @dataclass(frozen=True)
 class Check:
     column: str
-    condition: str       # SQL, true for a bad row
-    value: str           # SQL text of the offending value
-    reason: str          # SQL text: why it is bad
+    condition: str  # SQL, true for a bad row
+    value: str  # SQL text of the offending value
+    reason: str  # SQL text: why it is bad
 
 
 def text_of(expr: str) -> str:
@@ -121,40 +144,68 @@ def cost_checks(origin: dict[str, str], now: datetime | None = None) -> list[Che
     def label(name: str) -> str:
         return f"{name} ({origin[name]})" if origin.get(name) and origin[name] != name else name
 
-    checks = [Check(label(c), f"{col(c)} IS NULL", "''", sql_literal("is empty (FOCUS requires a value)"))
-              for c in COST_NOT_NULL]
+    checks = [
+        Check(label(c), f"{col(c)} IS NULL", "''", sql_literal("is empty (FOCUS requires a value)"))
+        for c in COST_NOT_NULL
+    ]
     start, end = col("ChargePeriodStart"), col("ChargePeriodEnd")
     billing_start, billing_end = col("BillingPeriodStart"), col("BillingPeriodEnd")
     for name in ("ChargePeriodStart", "BillingPeriodStart"):
-        checks.append(Check(label(name), f"{col(name)} < TIMESTAMPTZ {earliest} OR {col(name)} > TIMESTAMPTZ {latest}",
-                            text_of(col(name)), sql_literal("is not a plausible time (before 2000 or more than a day "
-                                                         "in the future)")))
+        checks.append(
+            Check(
+                label(name),
+                f"{col(name)} < TIMESTAMPTZ {earliest} OR {col(name)} > TIMESTAMPTZ {latest}",
+                text_of(col(name)),
+                sql_literal("is not a plausible time (before 2000 or more than a day in the future)"),
+            )
+        )
     checks += [
-        Check(label("ChargePeriodEnd"), f"{end} < {start}", text_of(end),
-              f"'is before ChargePeriodStart ' || {text_of(start)}"),
-        Check(label("BillingPeriodEnd"), f"{billing_end} <= {billing_start}", text_of(billing_end),
-              f"'is not after BillingPeriodStart ' || {text_of(billing_start)}"),
-        Check(label("ChargePeriodStart"),
-              f"COALESCE(\"ChargeClass\", '') <> 'Correction' AND ({start} < {billing_start} - {tolerance} "
-              f"OR {end} > {billing_end} + {tolerance})", f"{text_of(start)} || ' – ' || {text_of(end)}",
-              f"'lies outside its billing period ' || {text_of(billing_start)} || ' – ' || {text_of(billing_end)} "
-              f"|| ' (more than {PERIOD_TOLERANCE.days} day; only a Correction may)'"),
-        Check(label("x_GpuCount"), f"\"x_GpuCount\" < 0 OR \"x_GpuCount\" > {MAX_GPUS}", text_of('"x_GpuCount"'),
-              sql_literal(f"is not a GPU count (0–{MAX_GPUS})")),
+        Check(
+            label("ChargePeriodEnd"),
+            f"{end} < {start}",
+            text_of(end),
+            f"'is before ChargePeriodStart ' || {text_of(start)}",
+        ),
+        Check(
+            label("BillingPeriodEnd"),
+            f"{billing_end} <= {billing_start}",
+            text_of(billing_end),
+            f"'is not after BillingPeriodStart ' || {text_of(billing_start)}",
+        ),
+        Check(
+            label("ChargePeriodStart"),
+            f"COALESCE(\"ChargeClass\", '') <> 'Correction' AND ({start} < {billing_start} - {tolerance} "
+            f"OR {end} > {billing_end} + {tolerance})",
+            f"{text_of(start)} || ' – ' || {text_of(end)}",
+            f"'lies outside its billing period ' || {text_of(billing_start)} || ' – ' || {text_of(billing_end)} "
+            f"|| ' (more than {PERIOD_TOLERANCE.days} day; only a Correction may)'",
+        ),
+        Check(
+            label("x_GpuCount"),
+            f'"x_GpuCount" < 0 OR "x_GpuCount" > {MAX_GPUS}',
+            text_of('"x_GpuCount"'),
+            sql_literal(f"is not a GPU count (0–{MAX_GPUS})"),
+        ),
     ]
     # the declared domains of the ledger's columns (names that become labels, …), per file and row
-    return checks + [Check(label(c), condition, domains.shown_sql(c), reason)
-                     for c, d in domains.DOMAINS.get("cost_line_items", {}).items()
-                     for condition, reason in d.violation_sql(c, now)]
+    return checks + [
+        Check(label(c), condition, domains.shown_sql(c), reason)
+        for c, d in domains.DOMAINS.get("cost_line_items", {}).items()
+        for condition, reason in d.violation_sql(c, now)
+    ]
 
 
 def message_sql(checks: list[Check]) -> str:
     """The first violated check as one phrase ('column X value 'v' is …'), or NULL."""
     whens = " ".join(
-        f"WHEN {c.condition} THEN " + (f"{sql_literal('column ' + c.column + ' ')} || {c.reason}" if c.value == "''"
-                                       else f"{sql_literal('column ' + c.column + ' value ')} || '''' || {c.value} "
-                                            f"|| ''' ' || {c.reason}")
-        for c in checks)
+        f"WHEN {c.condition} THEN "
+        + (
+            f"{sql_literal('column ' + c.column + ' ')} || {c.reason}"
+            if c.value == "''"
+            else f"{sql_literal('column ' + c.column + ' value ')} || '''' || {c.value} || ''' ' || {c.reason}"
+        )
+        for c in checks
+    )
     return f"CASE {whens} END"
 
 
@@ -166,70 +217,14 @@ def part_of(checks: list[Check], what: str) -> str:
 def guarded(select: str, index: int, checks: list[Check]) -> str:
     """``select`` with every row checked: a violation raises DuckDB's error() (fail mode)."""
     message = message_sql(checks)
-    return (f"SELECT * FROM ({select}) WHERE CASE WHEN ({message}) IS NULL THEN true "
-            f"ELSE error({sql_literal(f'{MARKER}#{index}#')} || ({message})) END")
+    return (
+        f"SELECT * FROM ({select}) WHERE CASE WHEN ({message}) IS NULL THEN true "
+        f"ELSE error({sql_literal(f'{MARKER}#{index}#')} || ({message})) END"
+    )
 
 
 def numbered(relation: str) -> str:
     return f"(SELECT *, row_number() OVER () AS __row FROM {relation})"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def csv_error(text: str) -> tuple[str | None, str | None, str] | None:
-    """(file, line, reason) of a DuckDB CSV reader error, else None."""
-    match = re.search(r"CSV Error on Line: (\d+)", text)
-    if not match:
-        return None
-    lines = text.splitlines()
-    reason = next((ln.strip() for i, ln in enumerate(lines[3:], 3) if ln.strip()
-                   and not ln.startswith(("Possible", "  "))), "the CSV is malformed")
-    if "Original Line" not in text:
-        reason = next((ln.strip() for ln in lines[1:] if ln.strip()), reason)
-    found = re.search(r"^\s+file = (.+)$", text, re.MULTILINE)
-    return (found.group(1).strip() if found else None), match.group(1), reason.rstrip(".")
-
-
-def csv_fault(path: str) -> tuple[int, str] | None:
-    """(line, what) of the first line a strict CSV reader refuses: an unterminated quote (a file cut
-    short), a line with another number of fields than the header, a byte that is not UTF-8. The
-    slow path, for a file DuckDB's sniffer could not read."""
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rt", newline="", encoding="utf-8") as f:
-            reader = csv.reader(f, strict=True)
-            width = None
-            for fields in reader:
-                if width is None:
-                    width = len(fields)
-                elif fields and len(fields) != width:
-                    return reader.line_num, f"{len(fields)} fields where the header has {width}"
-    except csv.Error as exc:
-        what = ("a value with an unterminated quote (the file ends inside it: truncated?)"
-                if "unexpected end of data" in str(exc) else str(exc))
-        return reader.line_num, what
-    except UnicodeDecodeError:
-        return 0, "a byte sequence that is not UTF-8 (the file must be UTF-8 encoded)"
-    return None
-
-
-def read_error(source: str, where: str, exc: BaseException, path: str | None = None) -> str:
-    """One sentence for an error reading a file (CSV syntax, encoding, truncation, Parquet)."""
-    text = str(exc)
-    if path and "Error when sniffing file" in text:
-        fault = csv_fault(path)
-        if fault:
-            return f"{source}: {where} line {fault[0]}: {fault[1]}" if fault[0] else f"{source}: {where}: {fault[1]}"
-    parsed = csv_error(text)
-    if parsed:
-        _, line, reason = parsed
-        if "unicode" in reason.lower() or "utf-8" in reason.lower():
-            reason = "a byte sequence that is not UTF-8 (the file must be UTF-8 encoded)"
-        return f"{source}: {where} line {line}: {reason}"
-    return f"{source}: {where} can not be read: {_first_line(exc)}"
 
 
 def _cast_problem(con: duckdb.DuckDBPyConnection, source: str, part: Part) -> str | None:
@@ -237,8 +232,10 @@ def _cast_problem(con: duckdb.DuckDBPyConnection, source: str, part: Part) -> st
         return None
     column = "CASE " + " ".join(f"WHEN {c.bad()} THEN {i}" for i, c in enumerate(part.casts)) + " END"
     value = "CASE " + " ".join(f"WHEN {c.bad()} THEN CAST({c.expr} AS VARCHAR)" for c in part.casts) + " END"
-    rows = con.execute(f"SELECT __row, __c, __v, count(*) OVER () FROM (SELECT __row, {column} AS __c, {value} AS __v "
-                       f"FROM {numbered(part.relation)}) WHERE __c IS NOT NULL ORDER BY __row LIMIT 1").fetchall()
+    rows = con.execute(
+        f"SELECT __row, __c, __v, count(*) OVER () FROM (SELECT __row, {column} AS __c, {value} AS __v "
+        f"FROM {numbered(part.relation)}) WHERE __c IS NOT NULL ORDER BY __row LIMIT 1"
+    ).fetchall()
     if not rows:
         return None
     row, index, bad_value, count = rows[0]
@@ -249,15 +246,18 @@ def _cast_problem(con: duckdb.DuckDBPyConnection, source: str, part: Part) -> st
 
 def _check_problem(con: duckdb.DuckDBPyConnection, source: str, part: Part, checks: list[Check]) -> str | None:
     mapped = part.mapped(numbered(part.relation), ("__row",))
-    rows = con.execute(f"SELECT __row, __m FROM (SELECT __row, {message_sql(checks)} AS __m FROM ({mapped})) "
-                       f"WHERE __m IS NOT NULL ORDER BY __row LIMIT 1").fetchall()
+    rows = con.execute(
+        f"SELECT __row, __m FROM (SELECT __row, {message_sql(checks)} AS __m FROM ({mapped})) "
+        f"WHERE __m IS NOT NULL ORDER BY __row LIMIT 1"
+    ).fetchall()
     if not rows:
         return None
     return f"{source}: {part.where()} {part.unit} {rows[0][0]}: {rows[0][1]}"
 
 
-def explain(con: duckdb.DuckDBPyConnection, source: str, parts: list[Part], checks: list[list[Check]],
-            exc: BaseException) -> str | None:
+def explain(
+    con: duckdb.DuckDBPyConnection, source: str, parts: list[Part], checks: list[list[Check]], exc: BaseException
+) -> str | None:
     """After a failed load (the slow path, failures only): which part, row, column and value."""
     text = str(exc)
     marker = re.search(MARKER + r"#(\d+)#(.*)", text)
@@ -276,8 +276,9 @@ def explain(con: duckdb.DuckDBPyConnection, source: str, parts: list[Part], chec
                 return found
         for part in parts:  # a value the mapping can not convert: the first part whose rows do not map
             try:
-                con.execute(f"SELECT count(*) FROM ({part.mapped(part.relation, ())}) AS m "
-                            f"WHERE length(CAST(m AS VARCHAR)) > 0").fetchall()
+                con.execute(
+                    f"SELECT count(*) FROM ({part.mapped(part.relation, ())}) AS m WHERE length(CAST(m AS VARCHAR)) > 0"
+                ).fetchall()
             except duckdb.Error as unmapped:
                 return funnel.load_error(source, part.where(), unmapped)
     except duckdb.Error as again:  # the part does not even read: say so, naming it
@@ -286,8 +287,9 @@ def explain(con: duckdb.DuckDBPyConnection, source: str, parts: list[Part], chec
     return None
 
 
-def quarantine(con: duckdb.DuckDBPyConnection, ctx: IngestContext, parts: list[Part],
-               checks: list[Check]) -> tuple[list[str], Batch]:
+def quarantine(
+    con: duckdb.DuckDBPyConnection, ctx: IngestContext, parts: list[Part], checks: list[Check]
+) -> tuple[list[str], Batch]:
     """skip_rows: each part read once into a numbered temporary table; (the good rows' SELECTs, the
     ``ingest_rejects`` batch holding the others). The rejects of every part read replace that
     part's previous rejects."""
@@ -304,22 +306,30 @@ def quarantine(con: duckdb.DuckDBPyConnection, ctx: IngestContext, parts: list[P
         what = "CASE " + " ".join(f"WHEN {c.bad()} THEN {sql_literal(c.what)}" for c in part.casts) + " END"
         name = sql_literal(part.name)
         if part.casts:
-            rejected.append(f"SELECT {name} AS file, __row AS row, {column} AS \"column\", {value} AS value, "
-                            f"{what} AS reason FROM {raw} WHERE {bad_cast}")
+            rejected.append(
+                f'SELECT {name} AS file, __row AS row, {column} AS "column", {value} AS value, '
+                f"{what} AS reason FROM {raw} WHERE {bad_cast}"
+            )
         good_raw = f"(SELECT * FROM {raw} WHERE NOT ({bad_cast}))"
         mapped = f"_gf_mapped_{ctx.run_id}_{i}"
         try:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {mapped} AS SELECT *, ({message_sql(checks)}) IS NOT NULL "
-                        f"AS __bad, {part_of(checks, 'column')} AS __column, {part_of(checks, 'value')} AS __value, "
-                        f"{part_of(checks, 'reason')} AS __reason FROM ({part.mapped(good_raw, ('__row',))})")
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {mapped} AS SELECT *, ({message_sql(checks)}) IS NOT NULL "
+                f"AS __bad, {part_of(checks, 'column')} AS __column, {part_of(checks, 'value')} AS __value, "
+                f"{part_of(checks, 'reason')} AS __reason FROM ({part.mapped(good_raw, ('__row',))})"
+            )
         except duckdb.Error as exc:
             raise IngestError(read_error(ctx.source, part.where(), exc)) from None
         goods.append(f"SELECT * EXCLUDE (__row, __bad, __column, __value, __reason) FROM {mapped} WHERE NOT __bad")
-        rejected.append(f"SELECT {name} AS file, __row AS row, __column AS \"column\", __value AS value, "
-                        f"__reason AS reason FROM {mapped} WHERE __bad")
+        rejected.append(
+            f'SELECT {name} AS file, __row AS row, __column AS "column", __value AS value, '
+            f"__reason AS reason FROM {mapped} WHERE __bad"
+        )
     union = " UNION ALL ".join(f"({r})" for r in rejected)
-    rejects = (f"SELECT {sql_literal(ctx.source)} AS source, {sql_literal(ctx.run_id)} AS run_id, file, "
-               f"CAST(row AS BIGINT) AS row, \"column\", value, reason, now() AS rejected_at FROM ({union})")
+    rejects = (
+        f"SELECT {sql_literal(ctx.source)} AS source, {sql_literal(ctx.run_id)} AS run_id, file, "
+        f'CAST(row AS BIGINT) AS row, "column", value, reason, now() AS rejected_at FROM ({union})'
+    )
     return goods, rejects_batch(rejects, [p.name for p in parts])
 
 
@@ -328,8 +338,9 @@ def rejects_batch(data, files: list[str]) -> Batch:
     return Batch(table=REJECTS, data=data, slices=sorted(set(files)), slice_expr='"file"', source_column="source")
 
 
-def cost_rows(ctx: IngestContext, parts: list[Part], wrap: Callable[[str], str] | None = None
-              ) -> tuple[str, Batch | None, Callable[[BaseException], str | None]]:
+def cost_rows(
+    ctx: IngestContext, parts: list[Part], wrap: Callable[[str], str] | None = None
+) -> tuple[str, Batch | None, Callable[[BaseException], str | None]]:
     """(the SELECT a cost batch loads, the rejects batch or None, the failure explainer) for ``parts``.
 
     ``wrap`` finishes the union of the parts' rows (enrichment, x_Source, x_IngestRunId)."""
@@ -344,37 +355,7 @@ def cost_rows(ctx: IngestContext, parts: list[Part], wrap: Callable[[str], str] 
         union = " UNION ALL BY NAME ".join(f"({g})" for g in goods)
         batch = rejects_batch(" UNION ALL ".join(f"({r})" for r in rejects), [p.name for p in parts])
         return wrap(union), batch, lambda exc: None
-    union = " UNION ALL BY NAME ".join(f"({guarded(p.mapped(p.relation, ()), i, checks)})"
-                                       for i, (p, checks) in enumerate(zip(parts, checks_of)))
+    union = " UNION ALL BY NAME ".join(
+        f"({guarded(p.mapped(p.relation, ()), i, checks)})" for i, (p, checks) in enumerate(zip(parts, checks_of))
+    )
     return wrap(union), None, lambda exc: explain(ctx.con, ctx.source, parts, checks_of, exc)
-
-
-# ---- headers ------------------------------------------------------------------------------------
-
-def csv_header(path: str) -> list[str]:
-    """A CSV file's header fields as written (quotes honoured), a BOM removed."""
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    with opener(path, "rb") as f:
-        first = f.readline()
-    text = first.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
-    if any(ord(ch) < 32 and ch != "\t" or ord(ch) == 127 for ch in text):
-        raise ValueError("line 1 (the header) holds a control character (a CR or LF inside a column name?)")
-    try:
-        return next(csv.reader(io.StringIO(text)), [])
-    except csv.Error as exc:
-        raise ValueError(f"line 1 (the header): {exc}") from None
-
-
-def parquet_header(path: str) -> list[str]:
-    import pyarrow.parquet as pq
-    return pq.read_schema(path).names
-
-
-def check_unique_columns(source: str, where: str, columns: list[str]) -> None:
-    """A header naming a column twice (the reader would silently keep the first copy) is refused."""
-    seen: set[str] = set()
-    for name in columns:
-        if name in seen:
-            raise IngestError(f"{source}: {where} has column {name!r} twice (which copy holds the value is "
-                              f"ambiguous)")
-        seen.add(name)

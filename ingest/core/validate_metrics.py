@@ -15,6 +15,7 @@ import logging
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import file_checks, validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestContext, IngestError
 from gpufinops.ingest.core.validate import EARLIEST, FUTURE_SLACK, Check, text_of
@@ -96,21 +97,29 @@ def sample_checks(labels: dict[str, str], now: datetime | None = None) -> list[C
 # ---- SQL: log samples written to the sample store ----------------------------------------------
 
 
+@dataclass(frozen=True)
+class SampleFile:
+    """One log file read as samples: its path, the SELECT of its rows (``samples(numbered)``, one ``ts``
+    column), the label each column is named by in messages, and what explains a value that does not parse."""
+
+    path: str
+    samples: Callable[[bool], str]
+    labels: dict[str, str]
+    diagnose: Callable[[], str | None]
+
+
 def write_samples(
     con: duckdb.DuckDBPyConnection,
     source: str,
-    path: str,
+    read: SampleFile,
     out_path: Path,
-    samples: Callable[[bool], str],
-    labels: dict[str, str],
-    diagnose: Callable[[], str | None],
     mode: str = validate.FAIL,
     run_id: str = "",
 ) -> tuple[dict[str, Any], int, str | None]:
-    """Write the checked rows of ``samples(numbered)`` (one ``ts`` column) to ``out_path``; returns
-    ({days (slice values), last sample time}, row count, the SELECT of rejected rows for
-    ``ingest_rejects`` under skip_rows). A failure is one sentence naming the file, line, column and
-    value (``diagnose`` explains a value that does not parse)."""
+    """Write the checked rows of ``read.samples(numbered)`` to ``out_path``; returns ({days (slice
+    values), last sample time}, row count, the SELECT of rejected rows for ``ingest_rejects`` under
+    skip_rows). A failure is one sentence naming the file, line, column and value."""
+    path, samples, labels = read.path, read.samples, read.labels
     checks = sample_checks(labels)  # over the tolerant, numbered rows (values that did not parse included)
     parsed_only = sample_checks({k: v for k, v in labels.items() if not k.startswith("__unparsed_")})
     tmp_out = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")
@@ -139,7 +148,7 @@ def write_samples(
             con.execute(f"COPY ({checked}) TO {sql_literal(str(tmp_out))} (FORMAT parquet)")
     except duckdb.Error as exc:
         tmp_out.unlink(missing_ok=True)
-        raise IngestError(_explain(con, source, path, samples, checks, diagnose, exc)) from None
+        raise IngestError(_explain(con, source, read, checks, exc)) from None
     days, last, rows = con.execute(
         f"SELECT list(DISTINCT CAST(date_trunc('day', ts) AS VARCHAR)), "
         f"CAST(max(ts) AS VARCHAR), count(*) FROM read_parquet({sql_literal(str(tmp_out))})"
@@ -149,16 +158,9 @@ def write_samples(
     return {"days": sorted(days or []), "last": last}, rows, rejects
 
 
-def _explain(
-    con: duckdb.DuckDBPyConnection,
-    source: str,
-    path: str,
-    samples: Callable[[bool], str],
-    checks: list,
-    diagnose: Callable[[], str | None],
-    exc: duckdb.Error,
-) -> str:
+def _explain(con: duckdb.DuckDBPyConnection, source: str, read: SampleFile, checks: list, exc: duckdb.Error) -> str:
     """The failure as one sentence: the first bad line (a row check), or the value that does not parse."""
+    path, samples = read.path, read.samples
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     log.debug("%s: %s: %s", source, path, exc)
     try:
@@ -170,13 +172,13 @@ def _explain(
             ).fetchall()
             if found:
                 return f"{source}: file {path} line {found[0][0]}: {found[0][1]}"
-        explained = diagnose()
+        explained = read.diagnose()
     except duckdb.Error as again:  # unreadable as text at all (e.g. not UTF-8): report the first error
-        return validate.read_error(source, f"file {path}", again)
+        return file_checks.read_error(source, f"file {path}", again)
     if explained:
         return explained
-    if validate.csv_error(str(exc)):
-        return validate.read_error(source, f"file {path}", exc)
+    if file_checks.csv_error(str(exc)):
+        return file_checks.read_error(source, f"file {path}", exc)
     return f"{source}: file {path} can not be read as an nvidia-smi CSV log: {first_line}"
 
 
@@ -212,21 +214,26 @@ def bad_lines(
     return pc.is_valid(reason), reason
 
 
+@dataclass(frozen=True)
+class ExpositionLines:
+    """An exposition's sample lines as Arrow arrays, one element per line: the text, its line number, the
+    index of its sample column (null for a family not read), its value and its timestamp (ms, or null)."""
+
+    lines: pa.Array
+    numbers: pa.Array
+    columns: pa.Array
+    values: pa.Array
+    stamps: pa.Array
+
+
 def checked_lines(
-    where: str,
-    mode: str,
-    columns: pa.Array,
-    names: list[str],
-    lines: pa.Array,
-    numbers: pa.Array,
-    values: pa.Array,
-    stamps: pa.Array,
-    rejects: list[dict],
+    where: str, mode: str, exposition: ExpositionLines, names: list[str], rejects: list[dict]
 ) -> pa.Array | None:
     """Exposition lines (``dcgm_exporter``) against the sample checks: None when all pass; else a bad
     line fails the target (naming its line, metric and value) or, under skip_rows, the mask of lines
     to keep, the others recorded in ``rejects``."""
-    bad, reason = bad_lines(columns, values, stamps, names)
+    lines, numbers, stamps = exposition.lines, exposition.numbers, exposition.stamps
+    bad, reason = bad_lines(exposition.columns, exposition.values, stamps, names)
     if not pc.any(bad).as_py():
         return None
     positions = pc.indices_nonzero(bad).to_pylist()
@@ -284,7 +291,7 @@ def bad_figure(figure: str, value: float) -> str | None:
 
 def rejects_table(ctx: IngestContext, rejects: list[dict]) -> pa.Table:
     """``ingest_rejects`` rows (file, row, column, value, reason dicts) of this run."""
-    from gpufinops.warehouse.schema import INGEST_REJECTS
+    from gpufinops.warehouse.runs_schema import INGEST_REJECTS
 
     now = datetime.now(UTC)
     return pa.Table.from_pylist(

@@ -51,7 +51,7 @@ from gpufinops.ingest.gcp.gcp_catalog_parse import (
     machine_prices,
     wanted,
 )
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema, schema
 
 log = logging.getLogger(__name__)
 
@@ -239,12 +239,14 @@ class GcpCatalog:
             return FetchResult(readded, ctx.state, watermark=ctx.state.get("watermark"))
         loaded = [b for b in batches if b is not None]
         if "price_catalog" in outputs:
-            loaded.append(Batch("price_catalog", pa.Table.from_pylist(rows, schema=schema.PRICE_CATALOG), regions))
+            loaded.append(
+                Batch("price_catalog", pa.Table.from_pylist(rows, schema=reference_schema.PRICE_CATALOG), regions)
+            )
         if "instance_types" in outputs:
             loaded.append(
                 Batch(
                     "instance_types",
-                    pa.Table.from_pylist(_instance_rows(machines), schema=schema.INSTANCE_TYPES),
+                    pa.Table.from_pylist(_instance_rows(machines), schema=reference_schema.INSTANCE_TYPES),
                     regions,
                 )
             )

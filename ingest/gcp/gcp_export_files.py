@@ -130,7 +130,7 @@ def read_flat_csv(source: str, path: str) -> pa.Table:
 
 
 def _read_flat_csv(source: str, path: str) -> pa.Table:
-    from gpufinops.ingest.core.validate import check_unique_columns
+    from gpufinops.ingest.core.file_checks import check_unique_columns
 
     with _open_text(path) as f:
         reader = csv.DictReader(f)
@@ -170,7 +170,7 @@ def relation(con: duckdb.DuckDBPyConnection, source: str, path: str) -> tuple[st
         rel = f"read_json({sql_literal(path)}, format = 'newline_delimited', columns = {columns})"
     else:
         rel = f"read_parquet({sql_literal(path)})"
-        from gpufinops.ingest.core.validate import check_unique_columns, parquet_header
+        from gpufinops.ingest.core.file_checks import check_unique_columns, parquet_header
 
         try:
             check_unique_columns(source, f"file {path}", parquet_header(path))

@@ -20,6 +20,7 @@ row mapping and only rollups come home):
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -27,7 +28,7 @@ from gpufinops.ingest.aws.cur_mapping import DOUBLE_TO_DECIMAL
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.focus_values import service_sql, subcategory_of, unit_sql
 from gpufinops.ingest.gcp.gcp_machines import GPU_MACHINE_TYPES
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import column_types, cost_schema
 
 KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
 MONEY = "DECIMAL(38,15)"
@@ -321,10 +322,10 @@ def focus_select(
         "x_Team": f"COALESCE({team})",
     }
     items = []
-    for field in schema.COST_LINE_ITEMS:
+    for field in cost_schema.COST_LINE_ITEMS:
         if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
             continue
-        items.append(f'CAST({outputs.get(field.name, "NULL")} AS {schema.sql_type(field)}) AS "{field.name}"')
+        items.append(f'CAST({outputs.get(field.name, "NULL")} AS {column_types.sql_type(field)}) AS "{field.name}"')
     items += [f"r.{_quote(c)}" for c in carry]
     return (
         f"SELECT {', '.join(items)} FROM ({inner}) r LEFT JOIN (VALUES {machine_type_values()}) "
@@ -348,48 +349,50 @@ ORIGIN = {
 }
 
 
+# How a leaf the conform step parses is read, by (kind, held as text); what makes a list element bad.
+_PARSED = {("t", True): ("regexp_replace(trim({v}), ' UTC$', '+00:00')", "time"), ("m", True): ("trim({v})", "number")}
+_BAD_ELEMENT = {
+    "time": "TRY_CAST({x} AS TIMESTAMPTZ) IS NULL",
+    "number": f"TRY_CAST({{x}} AS {MONEY}) IS NULL",
+    "finite": "NOT isfinite({x})",
+}
+Leaf = tuple[str, str, str, pa.DataType, str | None]  # (SQL, label, kind, arrow type, list element field)
+
+
+def _leaf_cast(leaf: Leaf) -> tuple[str, str, str] | None:
+    """(SQL over the raw rows, label, what it must be) of one leaf, or None when it is not parsed."""
+    expr, label, kind, source, element = leaf
+    text = pa.types.is_string(source) or pa.types.is_large_string(source)
+    floating = kind == "m" and not text and pa.types.is_floating(source)
+    parsed = ("{v}", "finite") if floating else _PARSED.get((kind, text))
+    if parsed is None:
+        return None
+    value, what = parsed
+    if element is None:
+        return value.format(v=expr), label, what
+    bad = _BAD_ELEMENT[what].format(x=value.format(v=f"c.{element}"))
+    return f"list_filter({expr}, lambda c: c.{element} IS NOT NULL AND {bad})[1].{element}", label, what
+
+
+def _leaves(field: pa.Field) -> Iterator[Leaf]:
+    """The money and time leaves of one export column: itself, a struct's fields, or a list of structs' fields."""
+    kind = CANONICAL.get(field.name)
+    if isinstance(kind, str):
+        yield _quote(field.name), field.name, kind, field.type, None
+    elif isinstance(kind, dict) and pa.types.is_struct(field.type):
+        for sub in (field.type.field(i) for i in range(field.type.num_fields)):
+            if isinstance(kind.get(sub.name), str):
+                expr = f"{_quote(field.name)}.{_quote(sub.name)}"
+                yield expr, f"{field.name}.{sub.name}", kind[sub.name], sub.type, None
+    elif isinstance(kind, tuple) and pa.types.is_list(field.type) and pa.types.is_struct(field.type.value_type):
+        struct = field.type.value_type
+        for sub in (struct.field(i) for i in range(struct.num_fields)):
+            if isinstance(kind[1].get(sub.name), str):
+                yield _quote(field.name), f"{field.name}[].{sub.name}", kind[1][sub.name], sub.type, sub.name
+
+
 def casts(source_schema: pa.Schema) -> list[tuple[str, str, str]]:
     """(SQL over the raw rows, column label, kind) for each money or time leaf the conform step parses:
     text that must be a number or a time, a double that must be finite (credits[].amount included)."""
-    out: list[tuple[str, str, str]] = []
-
-    def leaf(expr: str, label: str, kind: str, source: pa.DataType, element: str | None = None) -> None:
-        text = pa.types.is_string(source) or pa.types.is_large_string(source)
-        if kind == "t" and text:
-            value, what = "regexp_replace(trim({v}), ' UTC$', '+00:00')", "time"
-        elif kind == "m" and text:
-            value, what = "trim({v})", "number"
-        elif kind == "m" and pa.types.is_floating(source):
-            value, what = "{v}", "finite"
-        else:
-            return
-        if element is None:
-            out.append((value.format(v=expr), label, what))
-            return
-        bad = (
-            {
-                "time": "TRY_CAST({x} AS TIMESTAMPTZ) IS NULL",
-                "number": f"TRY_CAST({{x}} AS {MONEY}) IS NULL",
-                "finite": "NOT isfinite({x})",
-            }[what]
-        ).format(x=value.format(v=f"c.{element}"))
-        out.append((f"list_filter({expr}, lambda c: c.{element} IS NOT NULL AND {bad})[1].{element}", label, what))
-
-    for field in source_schema:
-        kind = CANONICAL.get(field.name)
-        if isinstance(kind, str):
-            leaf(_quote(field.name), field.name, kind, field.type)
-        elif isinstance(kind, dict) and pa.types.is_struct(field.type):
-            for i in range(field.type.num_fields):
-                sub = field.type.field(i)
-                if isinstance(kind.get(sub.name), str):
-                    leaf(
-                        f"{_quote(field.name)}.{_quote(sub.name)}", f"{field.name}.{sub.name}", kind[sub.name], sub.type
-                    )
-        elif isinstance(kind, tuple) and pa.types.is_list(field.type) and pa.types.is_struct(field.type.value_type):
-            struct = field.type.value_type
-            for i in range(struct.num_fields):
-                sub = struct.field(i)
-                if isinstance(kind[1].get(sub.name), str):
-                    leaf(_quote(field.name), f"{field.name}[].{sub.name}", kind[1][sub.name], sub.type, sub.name)
-    return out
+    found = (_leaf_cast(leaf) for field in source_schema for leaf in _leaves(field))
+    return [cast for cast in found if cast is not None]

@@ -38,7 +38,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import SourceOptions, choices_problem, option
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import reference_schema
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +178,13 @@ class GcpPriceHistory:
         log.info("%s: %s", ctx.source, watermark)
         batches = []
         if "price_history" in outputs:
-            batches.append(Batch("price_history", pa.Table.from_pylist(history, schema=schema.PRICE_HISTORY), slices))
+            batches.append(
+                Batch("price_history", pa.Table.from_pylist(history, schema=reference_schema.PRICE_HISTORY), slices)
+            )
         if "spot_prices" in outputs:
-            batches.append(Batch("spot_prices", pa.Table.from_pylist(spot, schema=schema.SPOT_PRICES), slices))
+            batches.append(
+                Batch("spot_prices", pa.Table.from_pylist(spot, schema=reference_schema.SPOT_PRICES), slices)
+            )
         return FetchResult(batches, {"file": mark, "watermark": watermark}, watermark=watermark)
 
 

@@ -41,7 +41,7 @@ from gpufinops.ingest.core.spec import ResourceMapOptions, option
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
 from gpufinops.warehouse import domains
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
-from gpufinops.warehouse.schema import GPU_METRICS_HOURLY
+from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestContext, IngestError
 from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_rows
-from gpufinops.warehouse.schema import UTC_TS, sql_type
+from gpufinops.warehouse.column_types import UTC_TS, sql_type
 
 log = logging.getLogger(__name__)
 

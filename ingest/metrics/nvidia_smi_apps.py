@@ -28,7 +28,7 @@ import duckdb
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestError
-from gpufinops.ingest.core.validate_metrics import write_samples
+from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
 from gpufinops.ingest.metrics import metrics_store, workloads
 from gpufinops.ingest.metrics.nvidia_smi_format import (
     TIMESTAMP_FORMAT,
@@ -173,17 +173,8 @@ def parse_file(
             )
 
         labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", "mem": "mem_used_mib", "pid": "pid"})
-        parsed, rows, rejects = write_samples(
-            con,
-            source,
-            path,
-            out_path,
-            samples,
-            labels,
-            lambda: _diagnose(con, source, path, [p[:3] for p in parts]),
-            mode,
-            run_id,
-        )
+        read = SampleFile(path, samples, labels, lambda: _diagnose(con, source, path, [p[:3] for p in parts]))
+        parsed, rows, rejects = write_samples(con, source, read, out_path, mode, run_id)
     if not rows:
         log.info("%s: file %s lists no GPU processes (idle)", source, path)
     return parsed, rejects

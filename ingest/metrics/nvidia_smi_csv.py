@@ -47,7 +47,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, ResourceMapOptions, option
-from gpufinops.ingest.core.validate_metrics import write_samples
+from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
 from gpufinops.ingest.metrics import nvidia_smi_apps as apps
 from gpufinops.ingest.metrics.nvidia_smi_format import (
@@ -111,17 +111,8 @@ def _parse_file(
             )
 
         labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", **NUMERIC})
-        parsed, rows, rejects = write_samples(
-            con,
-            source,
-            path,
-            out_path,
-            samples,
-            labels,
-            lambda: _diagnose(con, source, path, [p[:3] for p in parts]),
-            mode,
-            run_id,
-        )
+        read = SampleFile(path, samples, labels, lambda: _diagnose(con, source, path, [p[:3] for p in parts]))
+        parsed, rows, rejects = write_samples(con, source, read, out_path, mode, run_id)
     if not rows:
         log.warning("%s: file %s holds a header but no samples yet", source, path)
     return parsed, rejects

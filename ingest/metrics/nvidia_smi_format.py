@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import file_checks
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestError
 
@@ -93,7 +93,7 @@ def split_by_header(
         raise IngestError(f"{source}: file {path} is empty (expected an nvidia-smi --format=csv header)")
     fields = [header_fields(h) for h in headers]
     for names in fields:
-        validate.check_unique_columns(source, f"file {path}", names)
+        file_checks.check_unique_columns(source, f"file {path}", names)
     if len(headers) == 1:
         return [(path, fields[0], 0)]
     log.info("%s: file %s changes its header %d times; reading it in parts", source, path, len(headers) - 1)

@@ -135,14 +135,7 @@ class ServingExporter:
                     continue  # the first sample of a series: its baseline only
                 for counter in sc.counters_of(shown.split("{")[0], labels):
                     sc.add(rows, sc.row_key(counter, labels, options.model, host), counter.figure, hours)
-        # with no kept samples (a first run, --full-refresh) the rows are the whole story: nothing to add to
-        stored = self._stored(ctx, sorted({key[0] for key in rows})) if ctx.state.get("last") else {}
-        for key, row in rows.items():
-            base = stored.setdefault(key, sc.HourFigures({}))
-            for figure, value in row.figures.items():
-                base.figures[figure] = base.figures.get(figure, 0.0) + value
-            base.resets += row.resets
-            base.samples += row.samples
+        stored = self._with_stored(ctx, rows)
         hours = sorted(
             {datetime.fromtimestamp(key[0] * sc.HOUR_S, UTC).strftime(metrics_store.HOUR_FORMAT) for key in rows}
         )
@@ -166,6 +159,19 @@ class ServingExporter:
         unchanged = not rows and not rejects and last == ctx.state.get("last", {})
         skipped = "no counter grew since the last scrape" if unchanged else None  # new baselines are saved
         return FetchResult(batches, state, watermark=f"{len(last)} series", skipped_reason=skipped)
+
+    @classmethod
+    def _with_stored(cls, ctx: IngestContext, rows: dict[tuple, sc.HourFigures]) -> dict[tuple, sc.HourFigures]:
+        """The new increases added to what is stored for their hours; with no kept samples (a first run,
+        --full-refresh) the rows are the whole story: nothing to add to."""
+        stored = cls._stored(ctx, sorted({key[0] for key in rows})) if ctx.state.get("last") else {}
+        for key, row in rows.items():
+            base = stored.setdefault(key, sc.HourFigures({}))
+            for figure, value in row.figures.items():
+                base.figures[figure] = base.figures.get(figure, 0.0) + value
+            base.resets += row.resets
+            base.samples += row.samples
+        return stored
 
     @staticmethod
     def _stored(ctx: IngestContext, hours: list[int]) -> dict[tuple, sc.HourFigures]:

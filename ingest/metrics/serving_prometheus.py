@@ -36,10 +36,10 @@ from gpufinops.ingest.core.spec import OnInvalidOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
-from gpufinops.ingest.metrics.prometheus import PrometheusClient
+from gpufinops.ingest.metrics.prometheus_api import PrometheusClient
 from gpufinops.ingest.metrics.scrape import display_url
 from gpufinops.warehouse import ranges
-from gpufinops.warehouse.schema import SERVING_METRICS_HOURLY
+from gpufinops.warehouse.metrics_schema import SERVING_METRICS_HOURLY
 
 log = logging.getLogger(__name__)
 

@@ -24,22 +24,19 @@ The team is the scheduler's label on the GPU-hour (``gpu_metrics_hourly.team``),
 ``node_teams``, else the node group's ``team``. Incremental: each day of the window is one slice;
 a day is re-costed when its metrics were reloaded (a per-day fingerprint of the metric rows' ingest
 runs) or the window's first/last hour moved into or out of it, and every day when the cluster's
-config changed. A re-run with nothing new is skipped and changes nothing.
+config changed. A re-run with nothing new is skipped and changes nothing. The lines themselves are
+built by ``onprem_lines.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from gpufinops.ingest.core.registry import (
     Batch,
@@ -52,23 +49,13 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import SourceOptions, option
 from gpufinops.ingest.metrics import metrics_attribution
-from gpufinops.ingest.onprem.onprem_cost import (
-    UTIL_STEP,
-    WATT_STEP,
-    Cluster,
-    GpuHourCost,
-    NodeGroup,
-    OnpremConfigError,
-    hourly_gpu_cost,
-    parse_cluster,
-    quantity,
-    specs_from_rows,
-)
-from gpufinops.warehouse import attribution, schema
+from gpufinops.ingest.onprem.onprem_cost import Cluster, OnpremConfigError, parse_cluster, specs_from_rows
+from gpufinops.ingest.onprem.onprem_lines import build_lines
+from gpufinops.warehouse import attribution
 
 log = logging.getLogger(__name__)
 
-_DAY_SQL = 'CAST(CAST({col} AS DATE) AS VARCHAR)'
+_DAY_SQL = "CAST(CAST({col} AS DATE) AS VARCHAR)"
 
 
 Number = float | str  # an amount: a TOML number, or its exact decimal text ("0.1125")
@@ -78,8 +65,10 @@ Number = float | str  # an amount: a TOML number, or its exact decimal text ("0.
 class OnpremOptions(SourceOptions):
     """The cluster's cost model. Types are checked here; amounts, node groups and GPU models (against
     the warehouse's gpu_specs) by ``onprem_cost.parse_cluster`` when the source runs."""
-    node_groups: list[dict[str, Any]] = option(doc="[[node_groups]]: name, nodes, gpu_model, gpus_per_node, "
-                                                   "server_price_usd, … (below)")
+
+    node_groups: list[dict[str, Any]] = option(
+        doc="[[node_groups]]: name, nodes, gpu_model, gpus_per_node, server_price_usd, … (below)"
+    )
     pue: Number = option(doc="facility power / IT power (at least 1)")
     energy_usd_per_kwh: Number = option(doc="the energy price")
     amortisation_months: Number | None = option(None, "the hardware's amortisation period (or per node group)")
@@ -124,11 +113,14 @@ def _metric_filter(cluster: Cluster) -> tuple[str, list[Any]]:
 def metric_days(con: duckdb.DuckDBPyConnection, cluster: Cluster) -> dict[str, tuple[str, datetime, datetime]]:
     """Per UTC day with metrics for the cluster's nodes: (fingerprint of its rows' loads, first, last hour)."""
     where, params = _metric_filter(cluster)
-    rows = con.execute(f"""
-        SELECT {_DAY_SQL.format(col='hour')} AS day,
+    rows = con.execute(
+        f"""
+        SELECT {_DAY_SQL.format(col="hour")} AS day,
                count(*) || ':' || md5(string_agg(DISTINCT coalesce(ingest_run_id, ''), ',' ORDER BY coalesce(ingest_run_id, ''))),
                min(hour), max(hour)
-        FROM gpu_metrics_hourly WHERE {where} GROUP BY 1""", params).fetchall()
+        FROM gpu_metrics_hourly WHERE {where} GROUP BY 1""",
+        params,
+    ).fetchall()
     return {day: (fp, first.astimezone(UTC), last.astimezone(UTC)) for day, fp, first, last in rows}
 
 
@@ -136,143 +128,19 @@ def _gpu_metrics(con: duckdb.DuckDBPyConnection, cluster: Cluster, days: list[st
     """(node, hour) -> [(gpu_uuid, util_mean, power_mean_w, team)] sorted by gpu_uuid; the team is the one
     the scheduler's labels give (the metrics source's namespace_teams), never one derived from a bill."""
     where, params = _metric_filter(cluster)
-    rows = con.execute(f"""
+    rows = con.execute(
+        f"""
         SELECT CASE WHEN list_contains(?::VARCHAR[], host) THEN host ELSE resource_id END AS node, hour, gpu_uuid,
                avg(util_mean), avg(power_mean_w), min({attribution.label_team_sql("m")})
         FROM gpu_metrics_hourly m
-        WHERE {where} AND {_DAY_SQL.format(col='hour')} IN (SELECT unnest(?::VARCHAR[]))
-        GROUP BY ALL ORDER BY 1, 2, 3""", [cluster.nodes(), *params, days]).fetchall()
+        WHERE {where} AND {_DAY_SQL.format(col="hour")} IN (SELECT unnest(?::VARCHAR[]))
+        GROUP BY ALL ORDER BY 1, 2, 3""",
+        [cluster.nodes(), *params, days],
+    ).fetchall()
     out: dict[tuple[str, datetime], list] = {}
     for node, hour, uuid, util, power, team in rows:
         out.setdefault((node, hour.astimezone(UTC)), []).append((uuid, util, power, team))
     return out
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _cost(group: NodeGroup, util_pct: Decimal | None, power_w: Decimal | None) -> GpuHourCost:
-    return hourly_gpu_cost(group, util_pct, power_w)
-
-
-def _month_bounds(hour: datetime) -> tuple[datetime, datetime]:
-    start = hour.replace(day=1, hour=0)
-    return start, (start + timedelta(days=32)).replace(day=1)
-
-
-def _plain(value: Decimal) -> str:
-    return format(value.normalize(), "f")
-
-
-class _Lines:
-    """Column lists of the line items being built (only the columns that vary; the rest are constant)."""
-
-    VARYING = ("ChargePeriodStart", "ChargePeriodEnd", "BillingPeriodStart", "BillingPeriodEnd", "ResourceId",
-               "ResourceName", "SkuId", "SkuPriceId", "ChargeDescription", "BilledCost", "EffectiveCost", "InvoiceId",
-               "x_InstanceType", "x_GpuModel", "x_Team", "Tags")
-
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {name: [] for name in self.VARYING}
-
-    def add(self, **values: Any) -> None:
-        for name in self.VARYING:
-            self.cols[name].append(values[name])
-
-    def __len__(self) -> int:
-        return len(self.cols["SkuId"])
-
-    def table(self, cluster: Cluster, run_id: str) -> pa.Table:
-        n = len(self)
-        effective = self.cols["EffectiveCost"]
-        constant = {
-            "BillingAccountId": cluster.billing_account_id, "BillingAccountName": cluster.billing_account_name,
-            "BillingCurrency": "USD", "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-            "InvoiceIssuerName": "onprem", "ProviderName": "onprem", "PublisherName": "onprem",
-            "PricingCategory": "Committed", "PricingUnit": "Hours", "ConsumedUnit": "Hours", "PricingCurrency": "USD",
-            "RegionId": cluster.region, "RegionName": cluster.region, "ResourceType": "GPU",
-            "ServiceCategory": "Compute", "ServiceName": cluster.service_name, "ServiceSubcategory": "Other (Compute)",
-            "SubAccountId": cluster.name, "SubAccountName": cluster.name, "x_Source": cluster.source,
-            "x_IngestRunId": run_id,
-        }
-        arrays = []
-        for f in schema.COST_LINE_ITEMS:
-            if f.name in self.cols:
-                arrays.append(pa.array(self.cols[f.name], type=f.type))
-            elif f.name in constant:
-                arrays.append(pa.array([constant[f.name]] * n, type=f.type))
-            elif f.name in ("ListCost", "ContractedCost", "ListUnitPrice", "ContractedUnitPrice",
-                            "PricingCurrencyEffectiveCost"):
-                arrays.append(pa.array(effective, type=f.type))
-            elif f.name in ("ConsumedQuantity", "PricingQuantity"):
-                arrays.append(pa.array([Decimal(1)] * n, type=f.type))
-            elif f.name == "x_GpuCount":
-                arrays.append(pa.array([1] * n, type=f.type))
-            else:
-                arrays.append(pa.nulls(n, f.type))
-        return pa.Table.from_arrays(arrays, schema=schema.COST_LINE_ITEMS)
-
-
-def _hours(days: list[str], first: datetime, last: datetime) -> list[datetime]:
-    hours = []
-    for day in days:
-        start = datetime.combine(date.fromisoformat(day), datetime.min.time(), UTC)
-        hours += [h for h in (start + timedelta(hours=i) for i in range(24)) if first <= h <= last]
-    return hours
-
-
-def build_lines(cluster: Cluster, days: list[str], first: datetime, last: datetime,
-                metrics: dict[tuple[str, datetime], list], run_id: str) -> pa.Table:
-    """Every GPU's line items for the window's hours in ``days``."""
-    lines = _Lines()
-    teams, node_tags = dict(cluster.node_teams), dict(cluster.node_tags)
-    hours = _hours(days, first, last)
-    for group in cluster.groups:
-        months = _plain(group.amortisation_months)
-        n = group.gpus_per_node
-        descriptions = {
-            "hardware": f"{group.gpu_model} GPU hardware amortised over {months} months "
-                        f"(GPU + 1/{n} of the node's server, network and storage)",
-            "energy": f"{group.gpu_model} GPU energy (GPU draw + 1/{n} of the host draw) x PUE {_plain(group.pue)} "
-                      f"at {_plain(group.usd_per_kwh)} USD/kWh",
-            "facility": f"Facility and operations, 1/{n} of a node-month",
-        }
-        model_tags = {"tdp_w": _plain(group.tdp_w), "idle_w": _plain(group.idle_w),
-                      "host_w_per_gpu": _plain(group.host_w / n), "pue": _plain(group.pue),
-                      "usd_per_kwh": _plain(group.usd_per_kwh), "gpu_price_source": group.gpu_price_source}
-        for node in group.nodes:
-            static_tags = {"cluster": cluster.name, "node_group": group.name, **dict(group.tags),
-                           **dict(node_tags.get(node, ()))}
-            config_team = teams.get(node, group.team)
-            for hour in hours:
-                gpus = metrics.get((node, hour), [])
-                if len(gpus) > n:
-                    raise IngestError(
-                        f"{cluster.source}: config key sources.{cluster.source}.node_groups "
-                        f"({group.name}).gpus_per_node is {n} but node {node} reported {len(gpus)} GPUs at "
-                        f"{hour:%Y-%m-%d %H:00} UTC (two metric sources for one node? set metrics_source)")
-                bp_start, bp_end = _month_bounds(hour)
-                for slot in range(n):
-                    uuid, util, power, metric_team = gpus[slot] if slot < len(gpus) else (None, None, None, None)
-                    util_pct, power_w = quantity(util, UTIL_STEP), quantity(power, WATT_STEP)
-                    cost = _cost(group, util_pct, power_w)
-                    team = metric_team or config_team
-                    tags = {**static_tags, "gpu_slot": str(slot), "gpu_uuid": uuid, "team": team}
-                    common = dict(ChargePeriodStart=hour, ChargePeriodEnd=hour + timedelta(hours=1),
-                                  BillingPeriodStart=bp_start, BillingPeriodEnd=bp_end, ResourceId=node,
-                                  InvoiceId=f"{cluster.name}-{bp_start:%Y-%m}",
-                                  ResourceName=f"{node}/gpu{slot}", x_InstanceType=group.name,
-                                  x_GpuModel=group.gpu_model, x_Team=team)
-                    energy_tags = {**tags, "cost_component": "energy", "power_basis": cost.power_basis,
-                                   "power_w": _plain(cost.power_w),
-                                   "util_pct": None if util_pct is None else _plain(util_pct), **model_tags}
-                    parts = [("hardware", cost.hardware, Decimal(0), {**tags, "cost_component": "hardware"}),
-                             ("energy", cost.energy, cost.energy, energy_tags)]
-                    if cost.facility:
-                        parts.append(("facility", cost.facility, cost.facility, {**tags, "cost_component": "facility"}))
-                    for component, effective, billed, line_tags in parts:
-                        sku = f"{cluster.name}/{group.name}/{component}"
-                        lines.add(**common, SkuId=sku, SkuPriceId=sku, ChargeDescription=descriptions[component],
-                                  BilledCost=billed, EffectiveCost=effective,
-                                  Tags=json.dumps({k: v for k, v in line_tags.items() if v is not None}, sort_keys=True))
-    return lines.table(cluster, run_id)
 
 
 def _day(ts: datetime) -> str:
@@ -316,8 +184,9 @@ def host_team_rules(ctx: IngestContext, cluster: Cluster) -> list[Batch]:
 
 def label_rules_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     """A digest of every metrics source's namespace -> team rules: the lines' teams follow them."""
-    rows = con.execute("SELECT source, key, value FROM attribution_rules WHERE kind = 'namespace_teams' "
-                       "ORDER BY 1, 2, 3").fetchall()
+    rows = con.execute(
+        "SELECT source, key, value FROM attribution_rules WHERE kind = 'namespace_teams' ORDER BY 1, 2, 3"
+    ).fetchall()
     return hashlib.sha1(repr(rows).encode()).hexdigest()[:12]
 
 
@@ -328,14 +197,17 @@ class Onprem:
         key=("x_Source", "ChargePeriodStart", "ResourceId", "ResourceName", "SkuId"),
         slice_expr=_DAY_SQL.format(col='"ChargePeriodStart"'),
         source_column="x_Source",
-        cursor=Cursor(remembers="per-day fingerprints of the cluster's gpu_metrics_hourly rows, and the cluster config's", resume_item=None),
+        cursor=Cursor(
+            remembers="per-day fingerprints of the cluster's gpu_metrics_hourly rows, and the cluster config's",
+            resume_item=None,
+        ),
         lookback=timedelta(0),
         default_schedule="40 * * * *",  # after the utilisation sources' hourly rollups
         options=OnpremOptions,
         time_range=True,
         description="a private GPU cluster's cost model (hardware price, amortisation, power, PUE, energy price, "
-                    "operations) over its measured GPU-hours (`ProviderName = PublisherName = InvoiceIssuerName = 'onprem'`); "
-                    "see below",
+        "operations) over its measured GPU-hours (`ProviderName = PublisherName = InvoiceIssuerName = 'onprem'`); "
+        "see below",
         provider="onprem",
         extra=None,
         freshness=Freshness(kind="cost", lag_hours=3.0),
@@ -348,9 +220,13 @@ class Onprem:
         rules = host_team_rules(ctx, cluster)
         found = metric_days(ctx.con, cluster)
         if not found:
-            return FetchResult(rules, ctx.state, watermark=ctx.state.get("watermark"),
-                               skipped_reason=f"no GPU metrics for the cluster's nodes yet (the cost window follows "
-                                              f"gpu_metrics_hourly): {', '.join(cluster.nodes()[:5])}")
+            return FetchResult(
+                rules,
+                ctx.state,
+                watermark=ctx.state.get("watermark"),
+                skipped_reason=f"no GPU metrics for the cluster's nodes yet (the cost window follows "
+                f"gpu_metrics_hourly): {', '.join(cluster.nodes()[:5])}",
+            )
         first = min(v[1] for v in found.values())
         last = max(v[2] for v in found.values())
         fps = {d: found[d][0] if d in found else "none" for d in _all_days(first, last)}
@@ -361,19 +237,33 @@ class Onprem:
         else:
             todo = _days_to_cost(ctx.state, config, fps, first, last)
         if not todo:
-            return FetchResult(rules, ctx.state, watermark=ctx.state.get("watermark"),
-                               skipped_reason="no new GPU metrics and no change to the cluster's config")
+            return FetchResult(
+                rules,
+                ctx.state,
+                watermark=ctx.state.get("watermark"),
+                skipped_reason="no new GPU metrics and no change to the cluster's config",
+            )
         days = sorted(d for d in todo if d in fps)
         metrics = _gpu_metrics(ctx.con, cluster, days) if days else {}
         data = build_lines(cluster, days, first, last, metrics, ctx.run_id) if days else None
-        log.info("%s: %d line items for %d day(s) of %d GPUs", ctx.source, 0 if data is None else data.num_rows,
-                 len(days), sum(g.gpus_per_node * len(g.nodes) for g in cluster.groups))
+        log.info(
+            "%s: %d line items for %d day(s) of %d GPUs",
+            ctx.source,
+            0 if data is None else data.num_rows,
+            len(days),
+            sum(g.gpus_per_node * len(g.nodes) for g in cluster.groups),
+        )
         batch = Batch(table="cost_line_items", data=data, slices=sorted(todo))
         watermark = last.isoformat()
         if ranged:
             return FetchResult(rules + [batch], ctx.state, watermark=ctx.state.get("watermark"))
-        state = {"config": config, "days": fps, "first_hour": first.isoformat(), "last_hour": watermark,
-                 "watermark": watermark}
+        state = {
+            "config": config,
+            "days": fps,
+            "first_hour": first.isoformat(),
+            "last_hour": watermark,
+            "watermark": watermark,
+        }
         return FetchResult(rules + [batch], state, watermark=watermark)
 
 

@@ -231,7 +231,8 @@ def gpu_model_of(source: str, path: str, value: Any) -> str:
     return str(model)
 
 
-def _group(source: str, i: int, table: Any, cluster: dict, specs: dict[str, GpuSpec]) -> NodeGroup:
+def _check_group_shape(source: str, i: int, table: Any) -> None:
+    """A node group is a table of known keys holding the required ones: a name, node names, GPUs per node."""
     path = f"node_groups[{i}]."
     if not isinstance(table, dict):
         raise OnpremConfigError(f"{_key(source, f'node_groups[{i}]')}: must be a table")
@@ -242,14 +243,19 @@ def _group(source: str, i: int, table: Any, cluster: dict, specs: dict[str, GpuS
         if key not in table:
             what = "missing price (the purchase price of one node's server)" if key == "server_price_usd" else "missing"
             raise OnpremConfigError(f"{_key(source, path + key)}: {what}")
-    name, nodes = table["name"], table["nodes"]
+    name, nodes, gpus = table["name"], table["nodes"], table["gpus_per_node"]
     if not isinstance(name, str) or not name:
         raise OnpremConfigError(f"{_key(source, path + 'name')}: must be a non-empty string")
     if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) and n for n in nodes):
         raise OnpremConfigError(f"{_key(source, path + 'nodes')}: must be a non-empty list of node names")
-    gpus = table["gpus_per_node"]
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise OnpremConfigError(f"{_key(source, path + 'gpus_per_node')}: must be a whole number of at least 1")
+
+
+def _group(source: str, i: int, table: Any, cluster: dict, specs: dict[str, GpuSpec]) -> NodeGroup:
+    _check_group_shape(source, i, table)
+    path = f"node_groups[{i}]."
+    name, nodes, gpus = table["name"], table["nodes"], table["gpus_per_node"]
     model = gpu_model_of(source, path + "gpu_model", table["gpu_model"])
     spec = specs.get(model, GpuSpec(None, None))
     if "gpu_price_usd" in table:

@@ -28,13 +28,13 @@ import duckdb
 from gpufinops.jobs import files
 from gpufinops.jobs.export import focus13
 from gpufinops.models.recommendation import provider_code
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import cost_schema, schema
 from gpufinops.warehouse.fetch import scalar
 
 FORMATS = ("parquet", "csv")
 VERSIONS = ("1.2", "1.3")  # 1.2: the default
 FOCUS_COLUMNS = tuple(name for name, _, _ in schema.FOCUS_12_COLUMNS)
-EXTENSION_COLUMNS = tuple(f.name for f in schema.COST_EXTENSIONS)
+EXTENSION_COLUMNS = tuple(f.name for f in cost_schema.COST_EXTENSIONS)
 EXPORT_COLUMNS = FOCUS_COLUMNS + EXTENSION_COLUMNS
 _TIMESTAMPS = {name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "Date/Time"}
 _JSON = {name for name, spec_type, _ in schema.FOCUS_12_COLUMNS if spec_type == "JSON"}

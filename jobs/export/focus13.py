@@ -24,7 +24,7 @@ The split (docs: *FOCUS 1.3*):
 
 from __future__ import annotations
 
-from gpufinops.warehouse import schema
+from gpufinops.warehouse import cost_schema
 from gpufinops.warehouse.allocation_sql import COST_SCALE, US_PER_HOUR, units_to_decimal
 from gpufinops.warehouse.focus_spec import FOCUS_13_ADDED, FOCUS_13_COLUMNS
 from gpufinops.warehouse.queries.fragments import gpu_usage
@@ -33,7 +33,7 @@ METHOD_ID = "gpufinops-gpu-allocation-1"
 RATIO_SCALE = 10**12  # an allocated row's weight: an integer out of 10^12 of its origin line
 _FITS = "1e37"  # a HUGEINT holds 1.7e38: value units × weight total must stay below
 FOCUS_COLUMNS = tuple(name for name, _, _ in FOCUS_13_COLUMNS)
-EXTENSION_COLUMNS = tuple(f.name for f in schema.COST_EXTENSIONS)
+EXTENSION_COLUMNS = tuple(f.name for f in cost_schema.COST_EXTENSIONS)
 EXPORT_COLUMNS = FOCUS_COLUMNS + EXTENSION_COLUMNS
 TIMESTAMPS = {name for name, spec_type, _ in FOCUS_13_COLUMNS if spec_type == "Date/Time"}
 JSON_COLUMNS = {name for name, spec_type, _ in FOCUS_13_COLUMNS if spec_type == "JSON"}

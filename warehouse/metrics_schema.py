@@ -1,0 +1,107 @@
+"""What the GPUs and the inference servers measured, hourly: GPU utilisation and memory, per-process
+memory, the workloads seen on each GPU, and the serving counters.
+
+Written by the metrics ingestors (``ingest/metrics``), one batch set per source and slice.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from gpufinops.warehouse.column_types import UTC_TS
+
+GPU_METRICS_HOURLY = pa.schema(
+    [
+        ("hour", UTC_TS),
+        ("gpu_uuid", pa.string()),
+        ("gpu_model", pa.string()),
+        ("mig_instance", pa.string()),
+        ("host", pa.string()),
+        ("resource_id", pa.string()),
+        ("team", pa.string()),
+        ("util_mean", pa.float64()),
+        ("util_p95", pa.float64()),
+        ("util_max", pa.float64()),
+        ("mem_used_max_mib", pa.float64()),
+        ("mem_total_mib", pa.float64()),
+        ("sm_active_mean", pa.float64()),
+        ("tensor_active_mean", pa.float64()),
+        ("power_mean_w", pa.float64()),
+        ("samples", pa.int32()),
+        ("source", pa.string()),
+        ("ingest_run_id", pa.string()),
+        # v6: the exporter's own hints, kept so that a bill arriving later (or restated) can always be
+        # matched: resource_id / team are derived from them (warehouse/attribution.py).
+        ("resource_hint", pa.string()),
+        ("provider_id", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("container", pa.string()),
+    ]
+)
+GPU_METRICS_HINTS = ("resource_hint", "provider_id", "namespace", "pod", "container")
+
+# Per-process GPU memory (nvidia-smi --query-compute-apps), hourly per (host, gpu_uuid, pid, process_name).
+GPU_PROCESSES_HOURLY = pa.schema(
+    [
+        ("hour", UTC_TS),
+        ("gpu_uuid", pa.string()),
+        ("host", pa.string()),
+        ("pid", pa.int32()),
+        ("process_name", pa.string()),
+        ("mem_used_max_mib", pa.float64()),
+        ("mem_used_mean_mib", pa.float64()),
+        ("samples", pa.int32()),
+        ("resource_id", pa.string()),
+        ("team", pa.string()),
+        ("source", pa.string()),
+        ("ingest_run_id", pa.string()),
+    ]
+)
+
+# v10: what ran on each GPU (or MIG slice) in each hour, one row per workload: a Kubernetes pod /
+# namespace / container from the exporter's labels, or a process from nvidia-smi's compute-apps log.
+# Written by the metrics ingestors in the same batch set (and slices) as gpu_metrics_hourly.
+GPU_WORKLOADS_HOURLY = pa.schema(
+    [
+        ("hour", UTC_TS),
+        ("gpu_uuid", pa.string()),
+        ("mig_instance", pa.string()),
+        ("host", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("container", pa.string()),
+        ("pid", pa.int32()),
+        ("process", pa.string()),
+        ("samples", pa.int32()),  # sample times the workload was seen on the GPU / slice in the hour
+        ("occupied_samples", pa.int32()),  # sample times any workload was on it (NULL: the source can not tell)
+        ("sharing", pa.string()),  # NULL | 'timeslice' | 'mps': what the source says about sharing
+        ("util_mean", pa.float64()),
+        ("sm_active_mean", pa.float64()),
+        ("mem_used_max_mib", pa.float64()),
+        ("source", pa.string()),
+        ("ingest_run_id", pa.string()),
+    ]
+)
+
+# v12: what the inference servers' counters grew by, per hour, server, model and pod (ingest/metrics/serving_*.py);
+# an increase between two samples belongs to the hour of the later one, a counter that fell restarted from zero.
+SERVING_METRICS_HOURLY = pa.schema(
+    [
+        ("hour", UTC_TS),
+        ("server", pa.string()),  # vllm | tgi | triton | sglang
+        ("model", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("host", pa.string()),
+        ("input_tokens", pa.float64()),
+        ("output_tokens", pa.float64()),
+        ("requests", pa.float64()),
+        ("prefill_seconds", pa.float64()),
+        ("decode_seconds", pa.float64()),  # NULL: the server does not export them
+        ("counter_resets", pa.int32()),  # counters seen restarting in the hour (a pod restart)
+        ("samples", pa.int32()),  # counter samples that ended in the hour
+        ("source", pa.string()),
+        ("ingest_run_id", pa.string()),
+    ]
+)
