@@ -35,7 +35,8 @@ from gpufinops.simulator.demo_prices import (
     STORAGE_USD_PER_GB_MONTH,
     money,
 )
-from gpufinops.simulator.demo_workloads import FLEET, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec
+from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples
+from gpufinops.simulator.demo_workloads import FLEET, INSTANCE_GPUS, Spec
 
 
 @dataclass

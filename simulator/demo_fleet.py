@@ -46,16 +46,10 @@ from gpufinops.simulator.demo_prices import (
     ONPREM_SOURCE,
     SPOT_ADVISOR_RANGES,
 )
+from gpufinops.simulator.demo_profiles import Clock, gpu_samples, running_hours
+from gpufinops.simulator.demo_smi import sample_stamps, smi_log
 from gpufinops.simulator.demo_truth import IDLE_UTIL_PCT, commitment_truth, planted_entry
-from gpufinops.simulator.demo_workloads import (
-    GPU_HARDWARE,
-    INSTANCE_GPUS,
-    Clock,
-    gpu_samples,
-    running_hours,
-    sample_stamps,
-    smi_log,
-)
+from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS
 from gpufinops.warehouse import schema
 
 DEMO_END = datetime(2026, 11, 1, tzinfo=UTC)
