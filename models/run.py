@@ -47,7 +47,9 @@ def validate_settings(section: dict | None) -> None:
 def parse_settings(section: dict | None) -> ModelSettings:
     """The whole `[models]` section parsed once (:func:`validate_settings`'s checks): each model's settings."""
     validate_settings(section)
-    return ModelSettings(tuple((spec.settings_class(), spec.configure(section)) for spec in registry.MODELS if spec.settings))
+    return ModelSettings(
+        tuple((spec.settings_class(), spec.configure(section)) for spec in registry.MODELS if spec.settings)
+    )
 
 
 def analyse(
