@@ -37,7 +37,7 @@ def _source_settings() -> list[tuple[str, str, ranges.Range]]:
 def _model_settings() -> list[tuple[str, ranges.Range]]:
     """Every numeric field of every ``[models]`` settings dataclass (one with ``from_config``) in models/."""
     import gpufinops.models as models
-    from gpufinops.models.run import setting_keys
+    from gpufinops.models.registry import setting_keys
 
     keys = setting_keys()
     found: dict[str, ranges.Range] = {}
