@@ -118,7 +118,7 @@ def test_the_scan_sees_a_raw_read(tmp_path):
 def _model_settings() -> list[type]:
     from gpufinops.models.registry import MODELS
 
-    return sorted({spec.settings for spec in MODELS if spec.settings is not None}, key=lambda c: c.__qualname__)
+    return sorted({spec.settings_class() for spec in MODELS if spec.settings is not None}, key=lambda c: c.__qualname__)
 
 
 MODEL_SETTINGS = _model_settings()
