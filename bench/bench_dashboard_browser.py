@@ -176,61 +176,99 @@ def measure_floor(browser, app_dir: Path, tmp: Path) -> dict[str, float]:
     return figures
 
 
-def page_reads(name: str) -> Callable:
-    """What page ``name`` reads on one render for a viewer of every team (dashboard/pages/*.py), stored
-    results included, without Streamlit's cache."""
+# What each page reads on one render for a viewer of every team (dashboard/pages/*.py), stored results
+# included, without Streamlit's cache: one function per page, importing the product when it runs.
+
+
+def _cached(con, query: str, **kwargs):
+    """A query as the pages read it: the stored result where the load job stored one, else the query."""
+    from gpufinops.dashboard import precomputed
+    from gpufinops.warehouse import queries
+
+    found = precomputed.stored_query(con, query, kwargs)
+    return found if found is not None else getattr(queries, query)(con, **kwargs)
+
+
+def _overview(con) -> None:
     from gpufinops.dashboard import alerts_view, precomputed, spend
-    from gpufinops.warehouse import allocation_queries, freshness, queries
+    from gpufinops.warehouse import freshness
 
-    def cached(con, query: str, **kwargs):
-        found = precomputed.stored_query(con, query, kwargs)
-        return found if found is not None else getattr(queries, query)(con, **kwargs)
+    spend.load(con, None, precomputed.DEFAULT_WINDOW_DAYS)
+    freshness.stale_sources(con)
+    alerts_view.open_alerts(con, None)
 
-    def overview(con):
-        spend.load(con, None, precomputed.DEFAULT_WINDOW_DAYS)
-        freshness.stale_sources(con)
-        alerts_view.open_alerts(con, None)
 
-    def team(con):
-        one = cached(con, "cost_teams", team=None)[:1]
-        data = spend.load(con, one, precomputed.DEFAULT_WINDOW_DAYS)
-        if data.as_of is not None:
-            start = precomputed.window_start(data.as_of, precomputed.DEFAULT_WINDOW_DAYS)
-            cached(con, "fleet_utilisation", team=one, start=start)
-            allocation_queries.allocation_by_workload(con, team=one, start=start)
-            allocation_queries.unallocated_by_node(con, team=one, start=start)
-        queries.recommendations(con, team=one)
-        alerts_view.open_alerts(con, one)
+def _team(con) -> None:
+    from gpufinops.dashboard import alerts_view, precomputed, spend
+    from gpufinops.warehouse import allocation_queries, queries
 
-    def fleet(con):
-        for query, kwargs in precomputed.default_queries(con):
-            if query != "gpu_count_disagreements":
-                cached(con, query, **kwargs)
+    one = _cached(con, "cost_teams", team=None)[:1]
+    data = spend.load(con, one, precomputed.DEFAULT_WINDOW_DAYS)
+    if data.as_of is not None:
+        start = precomputed.window_start(data.as_of, precomputed.DEFAULT_WINDOW_DAYS)
+        _cached(con, "fleet_utilisation", team=one, start=start)
+        allocation_queries.allocation_by_workload(con, team=one, start=start)
+        allocation_queries.unallocated_by_node(con, team=one, start=start)
+    queries.recommendations(con, team=one)
+    alerts_view.open_alerts(con, one)
 
-    def recommendations(con):
-        queries.withheld_findings(con, team=None)
-        recs = queries.recommendations(con, team=None)
-        if not recs.is_empty():
-            top = recs.row(0, named=True)
-            queries.dashboard_recommendation(con, top["id"], team=None)
-            queries.resource_utilisation(con, top["resource_id"])
-            queries.decisions_log(con, team=None, recommendation_id=top["id"])
 
-    def spot(con):
-        queries.spot_series(con)
-        queries.spot_interruption(con)
+def _fleet(con) -> None:
+    from gpufinops.dashboard import precomputed
 
-    def onprem(con):
-        queries.onprem_comparison(con, team=None)
+    for query, kwargs in precomputed.default_queries(con):
+        if query != "gpu_count_disagreements":
+            _cached(con, query, **kwargs)
 
-    def health(con):
-        queries.ingest_status(con)
-        freshness.source_freshness(con)
-        cached(con, "gpu_count_disagreements")
-        queries.job_status(con)
 
-    reads = {f.__name__: f for f in (overview, team, fleet, recommendations, spot, onprem, health)}
-    return reads.get(name, lambda con: None)  # a page added since: its query time is not measured here
+def _recommendations(con) -> None:
+    from gpufinops.warehouse import queries
+
+    queries.withheld_findings(con, team=None)
+    recs = queries.recommendations(con, team=None)
+    if not recs.is_empty():
+        top = recs.row(0, named=True)
+        queries.dashboard_recommendation(con, top["id"], team=None)
+        queries.resource_utilisation(con, top["resource_id"])
+        queries.decisions_log(con, team=None, recommendation_id=top["id"])
+
+
+def _spot(con) -> None:
+    from gpufinops.warehouse import queries
+
+    queries.spot_series(con)
+    queries.spot_interruption(con)
+
+
+def _onprem(con) -> None:
+    from gpufinops.warehouse import queries
+
+    queries.onprem_comparison(con, team=None)
+
+
+def _health(con) -> None:
+    from gpufinops.warehouse import freshness, queries
+
+    queries.ingest_status(con)
+    freshness.source_freshness(con)
+    _cached(con, "gpu_count_disagreements")
+    queries.job_status(con)
+
+
+PAGE_READS: dict[str, Callable] = {
+    "overview": _overview,
+    "team": _team,
+    "fleet": _fleet,
+    "recommendations": _recommendations,
+    "spot": _spot,
+    "onprem": _onprem,
+    "health": _health,
+}
+
+
+def page_reads(name: str) -> Callable:
+    """What page ``name`` reads on one render (see PAGE_READS)."""
+    return PAGE_READS.get(name, lambda con: None)  # a page added since: its query time is not measured here
 
 
 def query_seconds(path: Path, pages) -> dict[str, float]:

@@ -5,6 +5,7 @@ every cost load does; and a config that mails finance and two leads through a lo
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +15,17 @@ AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
 
 
+@dataclass(frozen=True)
+class Resource:
+    """What the lines bill: the resource (``i-<team>`` when not named), its provider, its GPU model
+    (None: no GPU) and its tags (``{"team": <team>}`` when not given)."""
+
+    id: str | None = None
+    provider: str = AWS
+    gpu_model: str | None = "A100-40GB"
+    tags: dict | None = None
+
+
 def spend_lines(
     con,
     team: str | None,
@@ -21,15 +33,13 @@ def spend_lines(
     days: int,
     per_day: float,
     *,
-    provider: str = AWS,
-    resource: str | None = None,
-    gpu_model: str | None = "A100-40GB",
-    tags: dict | None = None,
+    resource: Resource | None = None,
     source: str = "test",
     weekday_factors: list[float] | None = None,
 ) -> None:
     """``days`` days from ``first`` of 24 hourly usage lines costing ``per_day`` a day (times the
     weekday's factor, Monday first, when given), then the source's ``cost_daily`` rows, as a load does."""
+    billed = resource or Resource()
     start = datetime.combine(first, datetime.min.time(), UTC)
     factors = weekday_factors or [1.0] * 7
     con.execute(
@@ -40,12 +50,12 @@ def spend_lines(
         "'GPU instance hour' FROM (SELECT ?::TIMESTAMPTZ + to_hours(h) AS ts, "
         "CAST(? * (?::DOUBLE[])[isodow(?::TIMESTAMPTZ + to_hours(h))] / 24 AS DECIMAL(38, 15)) AS cost FROM range(?) t(h))",
         [
-            resource or f"i-{team}",
-            provider,
+            billed.id or f"i-{team}",
+            billed.provider,
             team,
-            gpu_model,
-            8 if gpu_model else None,
-            json.dumps(tags or {"team": team}),
+            billed.gpu_model,
+            8 if billed.gpu_model else None,
+            json.dumps(billed.tags or {"team": team}),
             source,
             start,
             per_day,

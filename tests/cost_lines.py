@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 START = datetime(2026, 9, 7, tzinfo=UTC)  # a Monday
 AWS, GCP = "Amazon Web Services, Inc.", "Google Cloud"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a resource runs on: the provider and region, the instance type and its GPUs."""
+
+    provider: str = AWS
+    region: str = "us-east-1"
+    instance_type: str = "p4d.24xlarge"
+    gpu_model: str = "A100-40GB"
+    gpu_count: int = 8
+
+
+@dataclass(frozen=True)
+class Price:
+    """How its hours are billed: the effective rate per hour, the list rate (the rate when not given)
+    and the FOCUS pricing category."""
+
+    rate: float = 21.957642
+    list_rate: float | None = None
+    pricing: str = "Standard"
 
 
 def add_machine(
@@ -14,15 +36,9 @@ def add_machine(
     resource_id: str,
     *,
     hours: list[int] | range,
-    provider: str = AWS,
-    region: str = "us-east-1",
-    instance_type: str = "p4d.24xlarge",
-    gpu_model: str = "A100-40GB",
-    gpu_count: int = 8,
+    machine: Machine = Machine(),
     team: str = "nlp",
-    rate: float = 21.957642,
-    list_rate: float | None = None,
-    pricing: str = "Standard",
+    price: Price = Price(),
     tags: dict | None = None,
 ) -> None:
     """One usage line per hour offset (from START) in ``hours``."""
@@ -36,17 +52,17 @@ def add_machine(
             START,
             START,
             resource_id,
-            provider,
-            region,
-            instance_type,
-            gpu_model,
-            gpu_count,
+            machine.provider,
+            machine.region,
+            machine.instance_type,
+            machine.gpu_model,
+            machine.gpu_count,
             team,
-            pricing,
+            price.pricing,
             json.dumps(tags or {}),
-            rate,
-            rate,
-            list_rate if list_rate is not None else rate,
+            price.rate,
+            price.rate,
+            price.list_rate if price.list_rate is not None else price.rate,
             list(hours),
         ],
     )

@@ -33,6 +33,7 @@ import json
 import re
 import tomllib
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -231,15 +232,8 @@ def _flavor_provider(labels: dict[str, str]) -> set[str]:
     return {p for key in labels for p, prefixes in PROVIDER_LABEL_PREFIXES.items() if key.startswith(prefixes)}
 
 
-def check_kueue(
-    docs: list[dict],
-    capacity: dict[tuple[str, str], int],
-    nodepool_limits: dict[tuple[str | None, str, str], int] | None = None,
-    namespaces: dict[str, set[str]] | None = None,
-) -> list[str]:
-    """``capacity``: {(cluster name, GPU model slug): GPUs}; ``nodepool_limits``: {(cluster name, model slug,
-    capacity type): GPUs} of the Karpenter export; ``namespaces``: team -> the namespaces it may use."""
-    problems = []
+def _kueue_flavors(docs: list[dict], problems: list[str]) -> dict[tuple[str | None, str], dict]:
+    """The ResourceFlavors by (cluster label, name); a flavor labelled for another provider is a problem."""
     flavors = {}
     for doc in (d for d in docs if d.get("kind") == "ResourceFlavor"):
         label, name, provider = _cluster(doc)
@@ -250,43 +244,70 @@ def check_kueue(
                 f"ResourceFlavor {doc['metadata']['name']} on {name}: node labels of {sorted(found)} "
                 f"in a {provider} cluster"
             )
-    quota: dict[tuple[str, str], int] = defaultdict(int)
-    by_capacity: dict[tuple[str, str, str, str | None], int] = defaultdict(int)
-    cohorts: dict[str, set[str]] = defaultdict(set)
-    queues: dict[tuple[str | None, str], dict] = {}  # (cluster label, name): a LocalQueue's label may be missing
+    return flavors
+
+
+@dataclass
+class _Quotas:
+    """What the ClusterQueues hold: GPU quota by (cluster, model) and by (cluster, model, capacity type,
+    provider), the clusters of each cohort, and the queues by (cluster label, name)."""
+
+    by_model: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    by_capacity: dict[tuple[str, str, str, str | None], int] = field(default_factory=lambda: defaultdict(int))
+    cohorts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    queues: dict[tuple[str | None, str], dict] = field(default_factory=dict)  # a LocalQueue's label may be missing
+
+
+def _kueue_quotas(docs: list[dict], flavors: dict, problems: list[str]) -> _Quotas:
+    quotas = _Quotas()
     for doc in (d for d in docs if d.get("kind") == "ClusterQueue"):
         label, name, provider = _cluster(doc)
         if label is None or name is None:
             problems.append(f"ClusterQueue {doc['metadata']['name']}: no {CLUSTER} label or {CLUSTER_NAME} annotation")
             continue
-        queues[(label, doc["metadata"]["name"])] = doc
-        cohorts[doc["spec"].get("cohortName") or ""].add(label)
-        for group in doc["spec"]["resourceGroups"]:
-            for entry in group["flavors"]:
-                flavor = flavors.get((label, entry["name"]))
-                if flavor is None:
-                    problems.append(
-                        f"ClusterQueue {doc['metadata']['name']} on {name}: flavor {entry['name']} is not "
-                        "one of that cluster's ResourceFlavors"
-                    )
-                    continue
-                model = flavor["metadata"]["labels"].get(GPU_MODEL)
-                kind = (flavor["spec"].get("nodeLabels") or {}).get("karpenter.sh/capacity-type", "on-demand")
-                for resource in entry["resources"]:
-                    if resource["name"] == GPU:
-                        quota[(name, model)] += int(resource["nominalQuota"])
-                        by_capacity[(name, model, kind, provider)] += int(resource["nominalQuota"])
-    problems += [f"cohort {c!r} spans clusters {sorted(labels)}" for c, labels in cohorts.items() if len(labels) > 1]
-    for (cluster, model), gpus in sorted(quota.items()):
+        quotas.queues[(label, doc["metadata"]["name"])] = doc
+        quotas.cohorts[doc["spec"].get("cohortName") or ""].add(label)
+        for entry in (entry for group in doc["spec"]["resourceGroups"] for entry in group["flavors"]):
+            flavor = flavors.get((label, entry["name"]))
+            if flavor is None:
+                problems.append(
+                    f"ClusterQueue {doc['metadata']['name']} on {name}: flavor {entry['name']} is not "
+                    "one of that cluster's ResourceFlavors"
+                )
+                continue
+            model = flavor["metadata"]["labels"].get(GPU_MODEL)
+            kind = (flavor["spec"].get("nodeLabels") or {}).get("karpenter.sh/capacity-type", "on-demand")
+            for resource in (r for r in entry["resources"] if r["name"] == GPU):
+                quotas.by_model[(name, model)] += int(resource["nominalQuota"])
+                quotas.by_capacity[(name, model, kind, provider)] += int(resource["nominalQuota"])
+    return quotas
+
+
+def _kueue_quota_problems(
+    quotas: _Quotas,
+    capacity: dict[tuple[str, str], int],
+    nodepool_limits: dict[tuple[str | None, str, str], int] | None,
+) -> list[str]:
+    problems = [
+        f"cohort {c!r} spans clusters {sorted(labels)}" for c, labels in quotas.cohorts.items() if len(labels) > 1
+    ]
+    for (cluster, model), gpus in sorted(quotas.by_model.items()):
         have = capacity.get((cluster, model), 0)
         if gpus > have:
             problems.append(f"{cluster}: {gpus} {model} GPUs of quota, the cluster has {have}")
-    for (cluster, model, kind, provider), gpus in sorted(by_capacity.items()):
+    for (cluster, model, kind, provider), gpus in sorted(quotas.by_capacity.items()):
         if nodepool_limits is not None and provider == "aws" and gpus > nodepool_limits.get((cluster, model, kind), 0):
             problems.append(
                 f"{cluster}: {gpus} {kind} {model} GPUs of quota, its NodePools launch at most "
                 f"{nodepool_limits.get((cluster, model, kind), 0)}"
             )
+    return problems
+
+
+def _kueue_local_queue_problems(
+    docs: list[dict], queues: dict[tuple[str | None, str], dict], namespaces: dict[str, set[str]] | None
+) -> list[str]:
+    problems = []
     for doc in (d for d in docs if d.get("kind") == "LocalQueue"):
         label, name, _ = _cluster(doc)
         ns, target = doc["metadata"].get("namespace"), doc["spec"]["clusterQueue"]
@@ -306,6 +327,22 @@ def check_kueue(
             n for t, names in namespaces.items() if slug(t) == team for n in names
         }:
             problems.append(f"LocalQueue in namespace {ns!r}: no data or config names it for team {team}")
+    return problems
+
+
+def check_kueue(
+    docs: list[dict],
+    capacity: dict[tuple[str, str], int],
+    nodepool_limits: dict[tuple[str | None, str, str], int] | None = None,
+    namespaces: dict[str, set[str]] | None = None,
+) -> list[str]:
+    """``capacity``: {(cluster name, GPU model slug): GPUs}; ``nodepool_limits``: {(cluster name, model slug,
+    capacity type): GPUs} of the Karpenter export; ``namespaces``: team -> the namespaces it may use."""
+    problems: list[str] = []
+    flavors = _kueue_flavors(docs, problems)
+    quotas = _kueue_quotas(docs, flavors, problems)
+    problems += _kueue_quota_problems(quotas, capacity, nodepool_limits)
+    problems += _kueue_local_queue_problems(docs, quotas.queues, namespaces)
     return problems
 
 

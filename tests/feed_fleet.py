@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import NamedTuple
 
 from gpufinops.models.recommendation import Recommendation, stable_id
 
@@ -79,18 +80,25 @@ def insert_cost_lines(con) -> None:
         )
 
 
+class Subject(NamedTuple):
+    """What a finding is about: the team, the provider code, the resource and the workload (None: not one)."""
+
+    team: str
+    provider: str
+    resource: str | None
+    workload: str | None
+
+
 def _rec(
     kind: str,
-    team: str,
-    provider: str,
-    resource: str | None,
-    workload: str | None,
+    subject: Subject,
     current: dict,
     proposed: dict,
     savings: str,
     evidence: dict,
     risk: str = "low",
 ) -> Recommendation:
+    team, provider, resource, workload = subject
     return Recommendation(
         id=stable_id(kind, provider, resource, workload),
         kind=kind,
@@ -127,10 +135,7 @@ def realistic_recommendations() -> list[Recommendation]:
     return [
         _rec(
             "idle_gpu",
-            "vision",
-            "aws",
-            "i-0vision0001",
-            None,
+            Subject("vision", "aws", "i-0vision0001", None),
             p4d,
             {**p4d, "gpu_count": 0, "state": "stopped", "action": "stop the instance", "monthly_cost_usd": 0.0},
             "16030.80",
@@ -138,10 +143,7 @@ def realistic_recommendations() -> list[Recommendation]:
         ),
         _rec(
             "spot_mix",
-            "vision",
-            "aws",
-            "i-0vision0002",
-            "vision-train",
+            Subject("vision", "aws", "i-0vision0002", "vision-train"),
             p4d,
             {**p4d, "pricing": "spot", "spot_share": 1.0, "on_demand_share": 0.0, "monthly_cost_usd": 6412.32},
             "9618.48",
@@ -158,10 +160,7 @@ def realistic_recommendations() -> list[Recommendation]:
         *[
             _rec(
                 "spot_mix",
-                "vision",
-                "aws",
-                f"i-0visionapi0{n}",
-                "vision-api",
+                Subject("vision", "aws", f"i-0visionapi0{n}", "vision-api"),
                 l4,
                 {
                     **l4,
@@ -185,10 +184,7 @@ def realistic_recommendations() -> list[Recommendation]:
         ],
         _rec(
             "gpu_type",
-            "vision",
-            "gcp",
-            "vision-serve-1",
-            "vision-serving",
+            Subject("vision", "gcp", "vision-serve-1", "vision-serving"),
             {
                 "instance_type": "a2-highgpu-1g",
                 "gpu_model": "A100-40GB",
@@ -208,10 +204,7 @@ def realistic_recommendations() -> list[Recommendation]:
         ),
         _rec(
             "gpu_count",
-            "nlp",
-            "aws",
-            "i-0nlp000001",
-            "nlp-finetune",
+            Subject("nlp", "aws", "i-0nlp000001", "nlp-finetune"),
             {
                 "instance_type": "g5.48xlarge",
                 "gpu_model": "A10G",
@@ -231,10 +224,7 @@ def realistic_recommendations() -> list[Recommendation]:
         ),
         _rec(
             "commitment",
-            "nlp",
-            "aws",
-            None,
-            None,
+            Subject("nlp", "aws", None, None),
             {"pricing": "on_demand", "monthly_cost_usd": 4135.52},
             {"pricing": "committed", "term": "1y", "hourly_commitment_usd": 3.9, "monthly_cost_usd": 2847.00},
             "1288.52",
@@ -242,10 +232,7 @@ def realistic_recommendations() -> list[Recommendation]:
         ),
         _rec(
             "quantization",
-            "search",
-            "aws",
-            "i-0search0001",
-            "search-ranker",
+            Subject("search", "aws", "i-0search0001", "search-ranker"),
             {
                 "instance_type": "p4de.24xlarge",
                 "gpu_model": "A100-80GB",
@@ -268,10 +255,7 @@ def realistic_recommendations() -> list[Recommendation]:
         ),
         _rec(
             "onprem_vs_cloud",
-            "search",
-            "aws",
-            "i-0search0002",
-            "search-embed",
+            Subject("search", "aws", "i-0search0002", "search-embed"),
             {
                 "instance_type": "p5.48xlarge",
                 "gpu_model": "H100-SXM",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -96,6 +97,54 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# The type and format checks: each a predicate of the one column, true on a row that violates it.
+COLUMN_VIOLATIONS: dict[str, Callable[[str | None], str]] = {
+    "TypeString": lambda col: f"({col} IS NOT NULL AND typeof({col}) != 'VARCHAR')",
+    # DECIMAL(p,s) is a decimal (the validator reads DuckDB's typeof)
+    "TypeDecimal": lambda col: (
+        f"({col} IS NOT NULL AND typeof({col}) NOT LIKE 'DECIMAL%' AND typeof({col}) NOT IN ('DOUBLE', 'FLOAT'))"
+    ),
+    "TypeDateTime": lambda col: (
+        f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
+        f"(typeof({col}) = 'VARCHAR' AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))"
+    ),
+    "FormatNumeric": lambda col: f"({col} IS NOT NULL AND NOT regexp_matches(TRIM({col}::TEXT), {_lit(NUMERIC)}))",
+    "FormatString": lambda col: f"({col} IS NOT NULL AND NOT regexp_matches({col}::TEXT, '^[\\x00-\\x7F]*$'))",
+    "FormatDateTime": lambda col: (
+        f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
+        f"(typeof({col}) = 'VARCHAR' AND regexp_matches({col}::TEXT, {_lit(DATETIME)}) "
+        f"AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))"
+    ),
+    "FormatCurrency": lambda col: f"({col} IS NOT NULL AND NOT regexp_matches(TRIM({col}::TEXT), '^[A-Z]{{3}}$'))",
+    "FormatKeyValue": lambda col: f"({col} IS NOT NULL AND NOT json_valid(CAST({col} AS VARCHAR)))",
+    "FormatUnit": lambda col: f"({col} IS NOT NULL AND NOT regexp_matches({col}, {_lit(UNIT_FORMAT)}))",
+}
+
+
+def _comparison_violation(fn: str, spec: dict, col: str | None) -> str:
+    """The value checks (of one column, two, or a product of two): true on a row that violates ``spec``."""
+    a = _q(spec["ColumnAName"]) if "ColumnAName" in spec else None
+    b = _q(spec["ColumnBName"]) if "ColumnBName" in spec else None
+    value = spec.get("Value")
+    if fn == "CheckValue":
+        return f"{col} IS NOT NULL" if value is None else f"{col} != {_lit(str(value))}"
+    if fn == "CheckNotValue":
+        return f"{col} IS NULL" if value is None else f"({col} IS NOT NULL AND {col} = {_lit(str(value))})"
+    if fn == "CheckSameValue":
+        return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} <> {b})"
+    if fn == "CheckNotSameValue":
+        return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} = {b})"
+    if fn == "CheckGreaterOrEqualThanValue":
+        return f"({col} IS NOT NULL AND {col} < {_lit(value)})"
+    if fn == "ColumnByColumnEqualsColumnValue":
+        r = _q(spec["ResultColumnName"])
+        return (
+            f"({a} IS NOT NULL AND {b} IS NOT NULL AND {r} IS NOT NULL AND NOT "
+            f"(ABS(({a} * {b}) - {r}) <= 1e-9 * GREATEST(ABS({r}), 1)))"
+        )
+    raise NotImplementedError(f"check function {fn} is not row-level")
+
+
 class Model:
     """The rules file, its graph, and each check function's SQL."""
 
@@ -157,54 +206,12 @@ class Model:
         if fn == "OR":
             return "(" + " AND ".join(f"COALESCE({self.violation(i)}, FALSE)" for i in spec["Items"]) + ")"
         col = _q(spec["ColumnName"]) if "ColumnName" in spec else None
-        a = _q(spec["ColumnAName"]) if "ColumnAName" in spec else None
-        b = _q(spec["ColumnBName"]) if "ColumnBName" in spec else None
-        value = spec.get("Value")
-        if fn == "CheckValue":
-            return f"{col} IS NOT NULL" if value is None else f"{col} != {_lit(str(value))}"
-        if fn == "CheckNotValue":
-            return f"{col} IS NULL" if value is None else f"({col} IS NOT NULL AND {col} = {_lit(str(value))})"
-        if fn == "CheckSameValue":
-            return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} <> {b})"
-        if fn == "CheckNotSameValue":
-            return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} = {b})"
-        if fn == "CheckGreaterOrEqualThanValue":
-            return f"({col} IS NOT NULL AND {col} < {_lit(value)})"
-        if fn == "ColumnByColumnEqualsColumnValue":
-            r = _q(spec["ResultColumnName"])
-            return (
-                f"({a} IS NOT NULL AND {b} IS NOT NULL AND {r} IS NOT NULL AND NOT "
-                f"(ABS(({a} * {b}) - {r}) <= 1e-9 * GREATEST(ABS({r}), 1)))"
-            )
-        if fn == "TypeString":
-            return f"({col} IS NOT NULL AND typeof({col}) != 'VARCHAR')"
-        if fn == "TypeDecimal":  # DECIMAL(p,s) is a decimal (the validator reads DuckDB's typeof)
-            return f"({col} IS NOT NULL AND typeof({col}) NOT LIKE 'DECIMAL%' AND typeof({col}) NOT IN ('DOUBLE', 'FLOAT'))"
-        if fn == "TypeDateTime":
-            return (
-                f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
-                f"(typeof({col}) = 'VARCHAR' AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))"
-            )
-        if fn == "FormatNumeric":
-            return f"({col} IS NOT NULL AND NOT regexp_matches(TRIM({col}::TEXT), {_lit(NUMERIC)}))"
-        if fn == "FormatString":
-            return f"({col} IS NOT NULL AND NOT regexp_matches({col}::TEXT, '^[\\x00-\\x7F]*$'))"
-        if fn == "FormatDateTime":
-            return (
-                f"({col} IS NOT NULL AND typeof({col}) NOT IN {TIMESTAMP_TYPES} AND NOT "
-                f"(typeof({col}) = 'VARCHAR' AND regexp_matches({col}::TEXT, {_lit(DATETIME)}) "
-                f"AND TRY_CAST({col} AS TIMESTAMP) IS NOT NULL))"
-            )
-        if fn == "FormatCurrency":
-            return f"({col} IS NOT NULL AND NOT regexp_matches(TRIM({col}::TEXT), '^[A-Z]{{3}}$'))"
+        if fn in COLUMN_VIOLATIONS:
+            return COLUMN_VIOLATIONS[fn](col)
         if fn == "CheckNationalCurrency":
             codes = ", ".join(_lit(c) for c in self.currencies)
             return f"({col} IS NOT NULL AND TRIM({col}::TEXT) NOT IN ({codes}))"
-        if fn == "FormatKeyValue":
-            return f"({col} IS NOT NULL AND NOT json_valid(CAST({col} AS VARCHAR)))"
-        if fn == "FormatUnit":
-            return f"({col} IS NOT NULL AND NOT regexp_matches({col}, {_lit(UNIT_FORMAT)}))"
-        raise NotImplementedError(f"check function {fn} is not row-level")
+        return _comparison_violation(fn, spec, col)
 
     def holds(self, spec: dict) -> str | None:
         """A condition: the row-level predicate that is true where ``spec`` holds (None: no filter)."""

@@ -34,6 +34,30 @@ def crd_schemas() -> dict[tuple[str, str], dict]:
     return out
 
 
+def _nodepool_errors(spec: dict) -> list[str]:
+    errors = []
+    if "replicas" in spec and "weight" in spec:
+        errors.append("NodePool: weight with replicas")
+    for req in spec["template"]["spec"]["requirements"]:
+        if req["operator"] == "In" and not req.get("values"):
+            errors.append(f"NodePool requirement {req['key']}: In without values")
+        if req["key"] in ("karpenter.sh/nodepool", "kubernetes.io/hostname"):
+            errors.append(f"NodePool requirement on restricted key {req['key']}")
+        errors += [f"value {v!r}" for v in req.get("values", []) if not LABEL_VALUE.match(v) or len(v) > 63]
+    return errors
+
+
+def _cluster_queue_errors(spec: dict) -> list[str]:
+    errors = []
+    for group in spec.get("resourceGroups", []):
+        for flavor in group["flavors"]:
+            if len(flavor["resources"]) != len(group["coveredResources"]):
+                errors.append(f"ClusterQueue flavor {flavor['name']}: resources != coveredResources")
+            if "cohortName" not in spec and any("borrowingLimit" in r for r in flavor["resources"]):
+                errors.append("ClusterQueue: borrowingLimit without a cohort")
+    return errors
+
+
 def cel_rules_we_can_trip(doc: dict) -> list[str]:
     """The CRDs' x-kubernetes-validations (CEL, which jsonschema does not run) that an export could
     break, checked by hand; plus Kubernetes' name and label-value rules the API server enforces."""
@@ -47,21 +71,9 @@ def cel_rules_we_can_trip(doc: dict) -> list[str]:
         labels.update(spec.get("nodeLabels") or {})
     if doc["kind"] == "NodePool":
         labels.update(spec["template"].get("metadata", {}).get("labels") or {})
-        if "replicas" in spec and "weight" in spec:
-            errors.append("NodePool: weight with replicas")
-        for req in spec["template"]["spec"]["requirements"]:
-            if req["operator"] == "In" and not req.get("values"):
-                errors.append(f"NodePool requirement {req['key']}: In without values")
-            if req["key"] in ("karpenter.sh/nodepool", "kubernetes.io/hostname"):
-                errors.append(f"NodePool requirement on restricted key {req['key']}")
-            errors += [f"value {v!r}" for v in req.get("values", []) if not LABEL_VALUE.match(v) or len(v) > 63]
+        errors += _nodepool_errors(spec)
     if doc["kind"] == "ClusterQueue":
-        for group in spec.get("resourceGroups", []):
-            for flavor in group["flavors"]:
-                if len(flavor["resources"]) != len(group["coveredResources"]):
-                    errors.append(f"ClusterQueue flavor {flavor['name']}: resources != coveredResources")
-                if "cohortName" not in spec and any("borrowingLimit" in r for r in flavor["resources"]):
-                    errors.append("ClusterQueue: borrowingLimit without a cohort")
+        errors += _cluster_queue_errors(spec)
     errors += [f"label value {v!r}" for v in labels.values() if not LABEL_VALUE.match(str(v)) or len(str(v)) > 63]
     return errors
 

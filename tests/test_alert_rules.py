@@ -17,7 +17,7 @@ from gpufinops.models.alerts import Alert, AlertSettings, RuleOutcome, plan
 from gpufinops.models.budgets import Budget, BudgetScope, monthly_budget_for, period_bounds
 from gpufinops.models.forecast import cost_forecast, period_forecast
 from gpufinops.warehouse import alerts_store, db
-from tests.alert_fleet import metric_rows, spend_lines
+from tests.alert_fleet import Resource, metric_rows, spend_lines
 
 UTC = UTC
 SEP = date(2026, 9, 1)
@@ -42,8 +42,7 @@ def spend(warehouse):
             2000.0,
             weekday_factors=WEEKDAYS,
             source="aws-r",
-            gpu_model="H100-SXM",
-            tags={"team": "research", "project": "llm"},
+            resource=Resource(gpu_model="H100-SXM", tags={"team": "research", "project": "llm"}),
         )
         spend_lines(
             con,
@@ -51,11 +50,8 @@ def spend(warehouse):
             date(2026, 9, 20),
             23,
             300.0,
-            provider=GCP,
-            resource="gce-1",
+            resource=Resource("gce-1", provider=GCP, gpu_model=None, tags={"team": "research", "project": "search"}),
             source="gcp",
-            gpu_model=None,
-            tags={"team": "research", "project": "search"},
         )
     return warehouse
 
@@ -186,7 +182,7 @@ def test_a_spike_is_an_anomaly_with_the_line_items_that_moved(warehouse):
     with db.writer(warehouse) as con:
         spend_lines(con, "vision", SEP, 30, 1000.0, weekday_factors=WEEKDAYS)
         spend_lines(con, "research", SEP, 30, 1000.0, source="r")
-        spend_lines(con, "vision", date(2026, 9, 29), 1, 6000.0, resource="i-runaway", source="runaway")
+        spend_lines(con, "vision", date(2026, 9, 29), 1, 6000.0, resource=Resource("i-runaway"), source="runaway")
         spend_lines(con, "research", date(2026, 9, 30), 1, -900.0, source="r-credit")  # a drop
     settings = AlertSettings()
     with db.reader(warehouse) as con:
@@ -225,12 +221,12 @@ def idle_alerts(con, now=ts(date(2026, 10, 3), 6), settings=IDLE) -> RuleOutcome
 
 def test_an_idle_resource_burning_money_is_priced_from_its_bill(warehouse):
     with db.writer(warehouse) as con:
-        spend_lines(con, "vision", OCT1.date(), 2, 240.0, resource="i-idle")  # $10/h, 48 h
+        spend_lines(con, "vision", OCT1.date(), 2, 240.0, resource=Resource("i-idle"))  # $10/h, 48 h
         metric_rows(con, "i-idle", "vision", OCT1, 30, 85.0)  # busy until 06:00 day 2
         metric_rows(con, "i-idle", "vision", OCT1 + timedelta(hours=30), 18, 1.0)  # then idle 18 h
-        spend_lines(con, "vision", OCT1.date(), 2, 240.0, resource="i-cheap", source="cheap")
+        spend_lines(con, "vision", OCT1.date(), 2, 240.0, resource=Resource("i-cheap"), source="cheap")
         metric_rows(con, "i-cheap", "vision", OCT1 + timedelta(hours=44), 4, 0.0)  # idle, only 4 h
-        spend_lines(con, "research", OCT1.date(), 2, 240.0, resource="i-gone", source="gone")
+        spend_lines(con, "research", OCT1.date(), 2, 240.0, resource=Resource("i-gone"), source="gone")
         metric_rows(con, "i-gone", "research", OCT1, 40, 0.0)  # stopped reporting
     with db.reader(warehouse) as con:
         out = idle_alerts(con)
@@ -243,7 +239,7 @@ def test_an_idle_resource_burning_money_is_priced_from_its_bill(warehouse):
 def test_idle_hours_the_bill_does_not_hold_yet_are_priced_at_the_recent_rate_in_either_order(warehouse):
     # metrics first: 10 idle hours, the bill covers 6 of them
     with db.writer(warehouse) as con:
-        spend_lines(con, "vision", OCT1.date(), 1, 240.0, resource="i-late")  # $10/h to 24:00
+        spend_lines(con, "vision", OCT1.date(), 1, 240.0, resource=Resource("i-late"))  # $10/h to 24:00
         metric_rows(con, "i-late", "vision", OCT1, 18, 90.0)
         metric_rows(con, "i-late", "vision", OCT1 + timedelta(hours=18), 10, 0.5)  # 18:00 – 04:00
     with db.reader(warehouse) as con:
@@ -254,7 +250,7 @@ def test_idle_hours_the_bill_does_not_hold_yet_are_priced_at_the_recent_rate_in_
     # the bill arrives (at a higher rate than estimated): the same alert, its cost now all billed
     with db.writer(warehouse) as con:
         con.execute("DELETE FROM cost_line_items")
-        spend_lines(con, "vision", OCT1.date(), 2, 300.0, resource="i-late")
+        spend_lines(con, "vision", OCT1.date(), 2, 300.0, resource=Resource("i-late"))
     with db.reader(warehouse) as con:
         billed = idle_alerts(con)
     [b] = billed.alerts
@@ -277,7 +273,7 @@ def test_idle_hours_the_bill_does_not_hold_yet_are_priced_at_the_recent_rate_in_
 
 def test_a_missing_hour_ends_an_idle_run_and_an_unpriced_resource_is_withheld(warehouse):
     with db.writer(warehouse) as con:
-        spend_lines(con, "vision", OCT1.date(), 2, 240.0, resource="i-gap")
+        spend_lines(con, "vision", OCT1.date(), 2, 240.0, resource=Resource("i-gap"))
         metric_rows(con, "i-gap", "vision", OCT1, 20, 0.0)  # idle 00:00 – 20:00
         metric_rows(con, "i-gap", "vision", OCT1 + timedelta(hours=21), 9, 0.0)  # gap at 20:00, idle 9 h
         metric_rows(con, "i-nobill", "research", OCT1, 30, 0.0)

@@ -20,7 +20,7 @@ from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.alerts import render
 from gpufinops.jobs.report.headers import header
 from gpufinops.warehouse import db
-from tests.alert_fleet import FINANCE, RESEARCH, VISION, add_spend, metric_rows, spend_lines, write_config
+from tests.alert_fleet import FINANCE, RESEARCH, VISION, Resource, add_spend, metric_rows, spend_lines, write_config
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
 from tests.test_alerts_delivery import BUDGETS, OCT
@@ -93,7 +93,7 @@ def test_a_team_tag_with_a_line_break_is_sanitised_and_blocks_nothing(fleet, cap
     tmp_path, db_path = fleet
     day = date(2026, 10, 13)
     with db.writer(db_path) as con:  # an idle GPU of a team whose tag on the bill holds CR/LF
-        spend_lines(con, EVIL_TEAM, day, 2, 240.0, resource="i-evil", source="aws-evil")
+        spend_lines(con, EVIL_TEAM, day, 2, 240.0, resource=Resource("i-evil"), source="aws-evil")
         first = datetime.combine(day, datetime.min.time(), UTC)
         metric_rows(con, "i-evil", EVIL_TEAM, first, 30, 85.0)
         metric_rows(con, "i-evil", EVIL_TEAM, first + timedelta(hours=30), 18, 0.0)

@@ -14,7 +14,7 @@ from gpufinops.jobs import demo
 from gpufinops.models import commitment
 from gpufinops.warehouse import db
 from tests.conftest import query
-from tests.cost_lines import AWS, GCP, add_machine, add_metrics, add_price, workhours
+from tests.cost_lines import AWS, GCP, Machine, Price, add_machine, add_metrics, add_price, workhours
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)
@@ -32,12 +32,9 @@ def gcp_machine(con, rid: str, hours, team: str = "recsys") -> None:
         con,
         rid,
         hours=hours,
-        provider=GCP,
-        region="us-central1",
-        instance_type="a2-highgpu-1g",
-        gpu_count=1,
-        rate=OD,
+        machine=Machine(provider=GCP, region="us-central1", instance_type="a2-highgpu-1g", gpu_count=1),
         team=team,
+        price=Price(OD),
         tags={"workload": "online_inference"},
     )
 
@@ -95,23 +92,29 @@ def test_idle_hours_are_not_a_baseline(con):
 
 
 def test_without_a_price_the_group_is_withheld_as_unpriced(con):
-    add_machine(con, "i-g5", hours=ALWAYS, instance_type="g5.12xlarge", rate=5.672, team="recsys")
+    add_machine(
+        con, "i-g5", hours=ALWAYS, machine=Machine(instance_type="g5.12xlarge"), team="recsys", price=Price(5.672)
+    )
     recs, withheld = commitment.recommend(con)
     assert recs == [] and withheld[0].reason == "unpriced" and withheld[0].detail.startswith("unpriced")
 
 
 def test_the_fleets_own_commitment_rate_prices_a_group_without_catalogue(con):
-    add_machine(con, "i-od", hours=ALWAYS, provider=AWS, instance_type="g4dn.xlarge", rate=0.526, team="platform")
+    add_machine(
+        con,
+        "i-od",
+        hours=ALWAYS,
+        machine=Machine(provider=AWS, instance_type="g4dn.xlarge"),
+        team="platform",
+        price=Price(0.526),
+    )
     add_machine(
         con,
         "i-ri",
         hours=ALWAYS,
-        provider=AWS,
-        instance_type="g4dn.xlarge",
-        rate=0.32612,
-        list_rate=0.526,
-        pricing="Committed",
+        machine=Machine(provider=AWS, instance_type="g4dn.xlarge"),
         team="platform",
+        price=Price(0.32612, list_rate=0.526, pricing="Committed"),
     )
     r = commitment.recommend(con)[0][0]
     assert r.evidence["break_even_utilisation"] == pytest.approx(0.62)

@@ -145,46 +145,62 @@ def page_commands(text: str) -> list[str]:
     return [c for c in commands if re.match(r"(\.venv/bin/|make |python3? |pip )", c) and " " in c]
 
 
-def command_problem(command: str) -> str | None:
-    """Why a documented command would not run as written in a clone after `make install`, or None."""
-    import importlib.util
-    import shlex
+def _make_problem(words: list[str]) -> str | None:
+    targets = set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    missing = [w for w in words[1:] if "=" not in w and w not in targets]
+    return f"no make target {missing[0]!r}" if missing else None
+
+
+def _install_problem(command: str) -> str | None:
     import tomllib
 
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    for spec in re.findall(r"(?:^|gpufinops|\.)\[([\w,-]+)\]", command):
+        unknown = set(spec.split(",")) - extras
+        if unknown:
+            return f"no extra {sorted(unknown)[0]!r} in pyproject.toml"
+    return None
+
+
+def _python_problem(words: list[str]) -> str | None:
+    import importlib.util
+
+    if words[1:2] == ["-m"]:
+        return None if importlib.util.find_spec(words[2]) else f"no module {words[2]!r}"
+    return None if (ROOT / words[1]).is_file() else f"no file {words[1]!r}"
+
+
+def _gpufinops_problem(words: list[str]) -> str | None:
     from gpufinops.interfaces import cli
 
-    root = ROOT
+    if any(w in ("…", "COMMAND") for w in words):  # the usage line: its options must exist
+        options = {o for a in cli._parser()._actions for o in a.option_strings}  # noqa: SLF001
+        flags = [w.strip("[]") for w in words[1:] if w.startswith("[-")]
+        strange = [f for f in flags if f not in options]
+        return f"no option {strange[0]!r}" if strange else None
+    try:
+        cli._parser().parse_args(words[1:])  # noqa: SLF001
+    except SystemExit:
+        return "gpufinops does not accept these arguments"
+    return None
+
+
+def command_problem(command: str) -> str | None:
+    """Why a documented command would not run as written in a clone after `make install`, or None."""
+    import shlex
+
     words = shlex.split(command)
     if words[0] in ("python", "python3"):
         return "a bare `python` has no gpufinops in a clone: write `.venv/bin/python`"
     if words[0] == "make":
-        targets = set(re.findall(r"^([\w.-]+):", (root / "Makefile").read_text(), flags=re.M))
-        missing = [w for w in words[1:] if "=" not in w and w not in targets]
-        return f"no make target {missing[0]!r}" if missing else None
-    if words[0].startswith(".venv/bin/"):
-        words[0] = words[0].removeprefix(".venv/bin/")
+        return _make_problem(words)
+    words[0] = words[0].removeprefix(".venv/bin/")
     if words[0] in ("pip", "python") and "install" in words:
-        extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-        for spec in re.findall(r"(?:^|gpufinops|\.)\[([\w,-]+)\]", command):
-            unknown = set(spec.split(",")) - extras
-            if unknown:
-                return f"no extra {sorted(unknown)[0]!r} in pyproject.toml"
-        return None
+        return _install_problem(command)
     if words[0] == "python":
-        if words[1:2] == ["-m"]:
-            return None if importlib.util.find_spec(words[2]) else f"no module {words[2]!r}"
-        return None if (root / words[1]).is_file() else f"no file {words[1]!r}"
+        return _python_problem(words)
     if words[0] == "gpufinops":
-        if any(w in ("…", "COMMAND") for w in words):  # the usage line: its options must exist
-            options = {o for a in cli._parser()._actions for o in a.option_strings}  # noqa: SLF001
-            flags = [w.strip("[]") for w in words[1:] if w.startswith("[-")]
-            strange = [f for f in flags if f not in options]
-            return f"no option {strange[0]!r}" if strange else None
-        try:
-            cli._parser().parse_args(words[1:])  # noqa: SLF001
-        except SystemExit:
-            return "gpufinops does not accept these arguments"
-        return None
+        return _gpufinops_problem(words)
     if not (Path(sys.executable).parent / words[0]).exists():
         return f"no {words[0]!r} in .venv/bin"
     return None

@@ -23,6 +23,7 @@ from gpufinops.models.recommendation import Recommendation, stable_id
 from gpufinops.models.registry import KINDS
 from gpufinops.warehouse import db, recommendation_store
 from tests import export_checks
+from tests.feed_fleet import Subject
 from tests.k8s_crds import crd_schemas, validate
 from tests.test_export import docs_of
 
@@ -146,16 +147,9 @@ def _lines(con) -> None:
 
 
 def _rec(
-    kind: str,
-    team: str,
-    provider: str,
-    resource: str,
-    workload: str | None,
-    current: dict,
-    proposed: dict,
-    savings: str,
-    evidence: dict | None = None,
+    kind: str, subject: Subject, current: dict, proposed: dict, savings: str, evidence: dict | None = None
 ) -> Recommendation:
+    team, provider, resource, workload = subject
     return Recommendation(
         id=stable_id(kind, provider, resource, workload, json.dumps(proposed, sort_keys=True)),
         kind=kind,
@@ -197,13 +191,10 @@ def recommendations() -> list[Recommendation]:
     }
     return [
         # an old-style finding: 2 of the g5.48xlarge's 8 GPUs, on the same type (no 2-GPU A10G type exists)
-        _rec("gpu_count", "vision", "aws", "i-eks-east", "training", g5, {**g5, "gpu_count": 2}, "5000.00"),
+        _rec("gpu_count", Subject("vision", "aws", "i-eks-east", "training"), g5, {**g5, "gpu_count": 2}, "5000.00"),
         _rec(
             "onprem_vs_cloud",
-            "nlp",
-            "aws",
-            "i-eks-west",
-            "training",
+            Subject("nlp", "aws", "i-eks-west", "training"),
             p4d,
             {
                 **p4d,
@@ -220,22 +211,23 @@ def recommendations() -> list[Recommendation]:
         # exclusive with the repatriation: an alternative, never carried out
         _rec(
             "spot_mix",
-            "nlp",
-            "aws",
-            "i-eks-west",
-            "training",
+            Subject("nlp", "aws", "i-eks-west", "training"),
             p4d,
             {**p4d, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": 7000.0},
             "9030.80",
         ),
         # a saving only if other work is packed onto spare GPUs: conditional, never carried out
-        _rec("gpu_count", "nlp", "aws", "i-plain", None, l4, {**l4, "action": "pack"}, "300.00", {"conditional": True}),
+        _rec(
+            "gpu_count",
+            Subject("nlp", "aws", "i-plain", None),
+            l4,
+            {**l4, "action": "pack"},
+            "300.00",
+            {"conditional": True},
+        ),
         _rec(
             "spot_mix",
-            "vision",
-            "aws",
-            "i-eks-east-l4",
-            "serving",
+            Subject("vision", "aws", "i-eks-east-l4", "serving"),
             l4,
             {**l4, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": 250.0},
             "337.50",
@@ -243,10 +235,7 @@ def recommendations() -> list[Recommendation]:
         # a finding on a resource whose bills are not in the window (terminated, or not delivered yet)
         _rec(
             "idle_gpu",
-            "nlp",
-            "aws",
-            "i-gone",
-            None,
+            Subject("nlp", "aws", "i-gone", None),
             l4,
             {**l4, "gpu_count": 0, "state": "released"},
             "587.50",

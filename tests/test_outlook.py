@@ -18,7 +18,7 @@ from gpufinops.models.forecast import cost_forecast
 from gpufinops.models.outlook import month_outlook, period_outlook
 from gpufinops.warehouse import db
 from gpufinops.warehouse.labels import NO_TEAM
-from tests.alert_fleet import spend_lines
+from tests.alert_fleet import Resource, spend_lines
 
 SEP, OCT, NOV = date(2026, 9, 1), date(2026, 10, 1), date(2026, 11, 1)
 WEEKDAYS = [1.2, 1.2, 1.1, 1.1, 1.0, 0.7, 0.7]
@@ -31,7 +31,7 @@ def fleet(path, until: date) -> None:
     with db.writer(path) as con:
         spend_lines(con, "vision", SEP, days, 900.0, weekday_factors=WEEKDAYS, source="aws-v")
         spend_lines(con, "research", SEP, days, 2000.0, weekday_factors=WEEKDAYS, source="aws-r")
-        spend_lines(con, None, SEP, days, ORPHAN_PER_DAY, resource="i-orphan", tags={}, source="aws-o")
+        spend_lines(con, None, SEP, days, ORPHAN_PER_DAY, resource=Resource("i-orphan", tags={}), source="aws-o")
 
 
 def exact(con, start: date, end: date, team_clause: str = "TRUE") -> Decimal:

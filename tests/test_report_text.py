@@ -32,10 +32,11 @@ def _rec(
     resource: str,
     action: str,
     saving: str,
-    gpus: int,
-    model: str,
+    gpus: tuple[int, str],
     confidence: float,
 ) -> dict:
+    """``gpus``: what the resource runs now, (count, model)."""
+    count, model = gpus
     return {
         "id": rid,
         "kind": kind,
@@ -45,7 +46,7 @@ def _rec(
         "monthly_savings_usd": Decimal(saving),
         "confidence": confidence,
         "risk": "",
-        "current": {"gpu_count": gpus, "gpu_model": model, "monthly_cost_usd": float(saving) * 1.2},
+        "current": {"gpu_count": count, "gpu_model": model, "monthly_cost_usd": float(saving) * 1.2},
         "proposed": {"action": action},
         "evidence": {"pattern": "always_idle" if kind == "idle_gpu" else None},
         "created_at": NOW,
@@ -62,8 +63,7 @@ RECS = [
         "i-06513270e269e0d37",
         "stop or release the resource",
         "16040.06",
-        8,
-        "A100-40GB",
+        (8, "A100-40GB"),
         0.95,
     ),
     _rec(
@@ -73,8 +73,7 @@ RECS = [
         "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-c/instances/nlp-llm7b-serve",
         "move to g2-standard-4 (1× L4)",
         "3186.42",
-        1,
-        "A100-80GB",
+        (1, "A100-80GB"),
         0.772,
     ),
     _rec(
@@ -84,8 +83,7 @@ RECS = [
         "i-0aaaaaaaaaaaaaaaa",
         "commit to 1 machine(s) for 1 year",
         "191.05",
-        1,
-        "L4",
+        (1, "L4"),
         0.9,
     ),
 ]

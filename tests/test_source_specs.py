@@ -55,71 +55,119 @@ def _init_flags() -> set[str]:
     return {a.dest for a in sub.choices["init"]._actions}
 
 
-def spec_problems(meta: IngestorMeta) -> list[str]:
-    """Each missing or invalid fact of one spec, as '<type>: <fact> …' (empty: a complete spec)."""
-    out: list[str] = []
+Problem = tuple[str, str]  # (the fact, why it is wrong)
 
-    def bad(fact: str, why: str) -> None:
-        out.append(f"{meta.name}: {fact} {why}")
 
+def _table_problems(meta: IngestorMeta) -> list[Problem]:
+    """What it loads: a warehouse table, its key and source column among the table's columns."""
+    out = []
     table = schema.TABLES.get(meta.target_table)
     columns = {f.name for f in table.schema} if table else set()
     if table is None:
-        bad("target_table", f"{meta.target_table!r} is not a warehouse table")
+        out.append(("target_table", f"{meta.target_table!r} is not a warehouse table"))
     if not meta.key or not set(meta.key) <= columns:
-        bad("key", f"{meta.key} is not a set of {meta.target_table} columns")
+        out.append(("key", f"{meta.key} is not a set of {meta.target_table} columns"))
     if meta.source_column is not None and meta.source_column not in columns:
-        bad("source_column", f"{meta.source_column!r} is not a {meta.target_table} column")
-    if meta.cursor is not None and (not isinstance(meta.cursor, Cursor) or not meta.cursor.remembers):
-        bad("cursor", "is neither None nor a Cursor saying what it remembers")
-    if not isinstance(meta.lookback, timedelta) or meta.lookback < timedelta(0):
-        bad("lookback", "is not a timedelta of at least 0")
-    if len(meta.default_schedule.split()) != 5:
-        bad("default_schedule", f"{meta.default_schedule!r} is not a 5-field cron")
-    if not (isinstance(meta.options, type) and issubclass(meta.options, SourceOptions)):
-        bad("options", "is not a SourceOptions class")
+        out.append(("source_column", f"{meta.source_column!r} is not a {meta.target_table} column"))
+    return out
+
+
+def _shape_problems(meta: IngestorMeta) -> list[Problem]:
+    """When and how far, its options, description and provider: each of the type it must be."""
+    checks = [
+        (
+            "cursor",
+            meta.cursor is not None and (not isinstance(meta.cursor, Cursor) or not meta.cursor.remembers),
+            "is neither None nor a Cursor saying what it remembers",
+        ),
+        (
+            "lookback",
+            not isinstance(meta.lookback, timedelta) or meta.lookback < timedelta(0),
+            "is not a timedelta of at least 0",
+        ),
+        (
+            "default_schedule",
+            len(meta.default_schedule.split()) != 5,
+            f"{meta.default_schedule!r} is not a 5-field cron",
+        ),
+        (
+            "options",
+            not (isinstance(meta.options, type) and issubclass(meta.options, SourceOptions)),
+            "is not a SourceOptions class",
+        ),
+        ("description", not meta.description.strip(), "is empty (the docs' source table shows it)"),
+        ("time_range", not isinstance(meta.time_range, bool), "is not a bool"),
+        (
+            "provider",
+            meta.provider is not None and meta.provider not in providers.PROVIDERS,
+            f"{meta.provider!r} is not one of {sorted(providers.PROVIDERS)} (or None: any provider)",
+        ),
+    ]
+    return [(fact, why) for fact, wrong, why in checks if wrong]
+
+
+def _extra_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem]:
+    if meta.extra is None:
+        return []
+    if not isinstance(meta.extra, Extra):
+        return [("extra", "is neither None nor an Extra")]
+    if meta.extra.name not in OPTIONAL_DEPENDENCIES or meta.extra.name not in extras.EXTRAS:
+        return [("extra", f"{meta.extra.name!r} is not an extra of pyproject.toml and ingest/core/extras.py")]
+    if meta.extra.unless is not None and meta.extra.unless not in option_names:
+        return [("extra", f"unless={meta.extra.unless!r} is not an option")]
+    return []
+
+
+def _freshness_problems(meta: IngestorMeta) -> list[Problem]:
+    if not isinstance(meta.freshness, Freshness) or meta.freshness.kind not in freshness.KINDS:
+        return [("freshness", f"kind is not one of {freshness.KINDS}")]
+    if not meta.freshness.lag_hours > 0:
+        return [("freshness", f"lag_hours {meta.freshness.lag_hours} is not positive")]
+    return []
+
+
+def _doctor_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem]:
+    if meta.doctor is None:
+        if meta.extra is not None or option_names & NETWORK_OPTIONS:
+            return [("doctor", "is None, but the source reaches the network (an extra, or a URL / endpoint option)")]
+        return []
+    module, _, function = meta.doctor.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), function, None)
+    except ImportError:
+        found = None
+    return [] if callable(found) else [("doctor", f"{meta.doctor!r} is not an importable 'module:function'")]
+
+
+def _init_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem]:
+    out = []
+    if isinstance(meta.init, InitQuestion):
+        if meta.init.option not in option_names:
+            out.append(("init", f"option {meta.init.option!r} is not an option"))
+        if meta.init.flag in _init_flags():
+            out.append(("init", f"flag {meta.init.flag!r} is already one of init's own"))
+    elif isinstance(meta.init, tuple):
+        if not meta.init or not set(meta.init) <= set(init_cmd.SOURCE_FLAGS):
+            out.append(("init", f"{meta.init} are not flags of init's own sections ({init_cmd.SOURCE_FLAGS})"))
+    elif meta.init is not None:
+        out.append(("init", "is neither None, an InitQuestion nor a tuple of init's flags"))
+    return out
+
+
+def spec_problems(meta: IngestorMeta) -> list[str]:
+    """Each missing or invalid fact of one spec, as '<type>: <fact> …' (empty: a complete spec)."""
     option_names = (
         {f.name for f in dataclasses.fields(meta.options)} if dataclasses.is_dataclass(meta.options) else set()
     )
-    if not meta.description.strip():
-        bad("description", "is empty (the docs' source table shows it)")
-    if not isinstance(meta.time_range, bool):
-        bad("time_range", "is not a bool")
-    if meta.provider is not None and meta.provider not in providers.PROVIDERS:
-        bad("provider", f"{meta.provider!r} is not one of {sorted(providers.PROVIDERS)} (or None: any provider)")
-    if meta.extra is not None:
-        if not isinstance(meta.extra, Extra):
-            bad("extra", "is neither None nor an Extra")
-        elif meta.extra.name not in OPTIONAL_DEPENDENCIES or meta.extra.name not in extras.EXTRAS:
-            bad("extra", f"{meta.extra.name!r} is not an extra of pyproject.toml and ingest/core/extras.py")
-        elif meta.extra.unless is not None and meta.extra.unless not in option_names:
-            bad("extra", f"unless={meta.extra.unless!r} is not an option")
-    if not isinstance(meta.freshness, Freshness) or meta.freshness.kind not in freshness.KINDS:
-        bad("freshness", f"kind is not one of {freshness.KINDS}")
-    elif not meta.freshness.lag_hours > 0:
-        bad("freshness", f"lag_hours {meta.freshness.lag_hours} is not positive")
-    if meta.doctor is None:
-        if meta.extra is not None or option_names & NETWORK_OPTIONS:
-            bad("doctor", "is None, but the source reaches the network (an extra, or a URL / endpoint option)")
-    else:
-        module, _, function = meta.doctor.partition(":")
-        try:
-            found = getattr(importlib.import_module(module), function, None)
-        except ImportError:
-            found = None
-        if not callable(found):
-            bad("doctor", f"{meta.doctor!r} is not an importable 'module:function'")
-    if isinstance(meta.init, InitQuestion):
-        if meta.init.option not in option_names:
-            bad("init", f"option {meta.init.option!r} is not an option")
-        if meta.init.flag in _init_flags():
-            bad("init", f"flag {meta.init.flag!r} is already one of init's own")
-    elif isinstance(meta.init, tuple):
-        if not meta.init or not set(meta.init) <= set(init_cmd.SOURCE_FLAGS):
-            bad("init", f"{meta.init} are not flags of init's own sections ({init_cmd.SOURCE_FLAGS})")
-    elif meta.init is not None:
-        bad("init", "is neither None, an InitQuestion nor a tuple of init's flags")
-    return out
+    found = [
+        *_table_problems(meta),
+        *_shape_problems(meta),
+        *_extra_problems(meta, option_names),
+        *_freshness_problems(meta),
+        *_doctor_problems(meta, option_names),
+        *_init_problems(meta, option_names),
+    ]
+    return [f"{meta.name}: {fact} {why}" for fact, why in found]
 
 
 def test_no_fact_has_a_silent_default():

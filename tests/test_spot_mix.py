@@ -13,10 +13,12 @@ from gpufinops.jobs import demo
 from gpufinops.models import spot_backtest, spot_mix
 from gpufinops.warehouse import db
 from tests.conftest import query
-from tests.cost_lines import GCP, add_band, add_machine
+from tests.cost_lines import GCP, Machine, Price, add_band, add_machine
 
 DAYS = 21
 ALWAYS = range(DAYS * 24)
+G5_WEST = Machine(region="us-west-2", instance_type="g5.12xlarge", gpu_model="A10G", gpu_count=4)
+G6 = Machine(instance_type="g6.xlarge", gpu_model="L4", gpu_count=1)
 S = spot_mix.SpotMixSettings()
 
 
@@ -66,11 +68,9 @@ def test_random_fleets_never_break_the_rules(con):
             con,
             f"i-{n}",
             hours=runs,
-            instance_type="g5.12xlarge",
-            gpu_model="A10G",
-            gpu_count=4,
+            machine=Machine(instance_type="g5.12xlarge", gpu_model="A10G", gpu_count=4),
             team=f"team{n % 3}",
-            rate=5.672,
+            price=Price(5.672),
             tags={k: v for k, v in tags.items() if v is not None},
         )
         kinds.append(tags)
@@ -118,24 +118,16 @@ def test_the_fleets_own_spot_price_beats_the_advisor(con):
         con,
         "i-spot",
         hours=ALWAYS,
-        region="us-west-2",
-        instance_type="g5.12xlarge",
-        gpu_model="A10G",
-        gpu_count=4,
-        rate=2.2688,
-        list_rate=5.672,
-        pricing="Dynamic",
+        machine=G5_WEST,
+        price=Price(2.2688, list_rate=5.672, pricing="Dynamic"),
         tags={"workload": "training"},
     )
     add_machine(
         con,
         "i-od",
         hours=ALWAYS,
-        region="us-west-2",
-        instance_type="g5.12xlarge",
-        gpu_model="A10G",
-        gpu_count=4,
-        rate=5.672,
+        machine=G5_WEST,
+        price=Price(5.672),
         tags={"workload": "training", "checkpointing": "true"},
     )
     rec = spot_mix.recommend(con)[0][0]
@@ -149,9 +141,7 @@ def test_no_spot_price_is_withheld_as_unpriced_never_zero(con):
         con,
         "vm-1",
         hours=ALWAYS,
-        provider=GCP,
-        region="us-central1",
-        instance_type="a2-highgpu-8g",
+        machine=Machine(provider=GCP, region="us-central1", instance_type="a2-highgpu-8g"),
         tags={"workload": "training", "checkpointing": "true"},
     )
     recs, withheld = spot_mix.recommend(con)
@@ -176,11 +166,9 @@ def test_serving_replicas_get_a_partial_share(con):
             con,
             f"i-serve-{n}",
             hours=ALWAYS,
-            instance_type="g6.xlarge",
-            gpu_model="L4",
-            gpu_count=1,
-            rate=0.8048,
+            machine=G6,
             team="speech",
+            price=Price(0.8048),
             tags={"workload": "online_inference"},
         )
     recs, _ = spot_mix.recommend(con)
@@ -190,11 +178,9 @@ def test_serving_replicas_get_a_partial_share(con):
         con,
         "i-lonely",
         hours=ALWAYS,
-        instance_type="g6.xlarge",
-        gpu_model="L4",
-        gpu_count=1,
-        rate=0.8048,
+        machine=G6,
         team="nlp",
+        price=Price(0.8048),
         tags={"workload": "online_inference"},
     )
     assert "i-lonely" not in {r.resource_id for r in spot_mix.recommend(con)[0]}

@@ -15,7 +15,7 @@ from gpufinops.dashboard import precomputed
 from gpufinops.jobs import config, ingest_run
 from gpufinops.models.outlook import month_outlook
 from gpufinops.warehouse import db, queries, rollups, stored_results
-from tests.alert_fleet import add_spend, spend_lines
+from tests.alert_fleet import Resource, add_spend, spend_lines
 from tests.conftest import FOCUS_SAMPLE
 
 SEP = date(2026, 9, 1)
@@ -28,8 +28,8 @@ def fleet(path, days: int = 50) -> None:
     with db.writer(path) as con:
         spend_lines(con, "vision", SEP, days, 900.0, weekday_factors=WEEKDAYS, source="aws-v")
         spend_lines(con, "research", SEP, days, 2000.0, weekday_factors=WEEKDAYS, source="aws-r")
-        spend_lines(con, None, SEP, days, 30.0, resource="i-orphan", tags={}, source="aws-o")
-        spend_lines(con, "vision", date(2026, 10, 19), 1, 9000.0, resource="i-runaway", source="aws-spike")
+        spend_lines(con, None, SEP, days, 30.0, resource=Resource("i-orphan", tags={}), source="aws-o")
+        spend_lines(con, "vision", date(2026, 10, 19), 1, 9000.0, resource=Resource("i-runaway"), source="aws-spike")
 
 
 SCOPES = (None, ["vision"], ["research"])

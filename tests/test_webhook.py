@@ -21,7 +21,7 @@ from gpufinops.jobs.config import ConfigError
 from gpufinops.models.registry import KINDS
 from gpufinops.warehouse import db, recommendation_store
 from tests.conftest import query
-from tests.feed_fleet import _rec, realistic_recommendations
+from tests.feed_fleet import Subject, _rec, realistic_recommendations
 
 SECRET = "whsec-" + "9f3b2c" * 6
 
@@ -124,10 +124,7 @@ def test_signed_push_retried_after_a_503_and_not_sent_again(tmp_path, feed_wareh
     # a new finding: only it is sent
     new = _rec(
         "gpu_count",
-        "nlp",
-        "aws",
-        "i-0nlp000009",
-        "nlp-eval",
+        Subject("nlp", "aws", "i-0nlp000009", "nlp-eval"),
         {"gpu_model": "A10G", "gpu_count": 4, "pricing": "on_demand"},
         {"gpu_model": "A10G", "gpu_count": 1, "pricing": "on_demand"},
         "1500.00",
