@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace) -> int:
             _protect_configured(args)
             if out:
                 files.check(out, make_parents=True)  # its folder: each writer says whether it creates one
-            from gpufinops.jobs import init_cmd
+            from gpufinops.interfaces import init_cmd
 
             return init_cmd.run(args)
         if args.command == "doctor":

@@ -39,8 +39,7 @@ class ModelKinds:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gpufinops.interfaces import carbon_cmd, mcp_server, unit_costs_cmd
-    from gpufinops.jobs import init_cmd
+    from gpufinops.interfaces import carbon_cmd, init_cmd, mcp_server, unit_costs_cmd
 
     p = argparse.ArgumentParser(prog="gpufinops", description="FinOps for GPU fleets.")
     p.add_argument("--version", action="version", version=_version(), help="print the version and exit")

@@ -3,7 +3,7 @@
 Checks, in order: the config loads; the optional extras its sources need are installed; the
 cloud credentials resolve through the SDKs' default chains (boto3's session chain, google-auth's
 Application Default Credentials; never printed); every configured source answers within the
-timeout (``jobs.doctor_sources``); the warehouse opens and its schema is current. Exit 1 if any
+timeout (``interfaces.doctor_sources``); the warehouse opens and its schema is current. Exit 1 if any
 check fails (warnings do not fail).
 """
 
@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufinops.ingest.core import extras
-from gpufinops.jobs import doctor_sources as sources
-from gpufinops.jobs.doctor_sources import FAIL, OK, SKIP, WARN
+from gpufinops.interfaces import doctor_sources as sources
+from gpufinops.interfaces.doctor_sources import FAIL, OK, SKIP, WARN
 from gpufinops.jobs.output import emit, terminal_width
 
 STYLES = {OK: "green", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}

@@ -210,7 +210,7 @@ def test_an_unreachable_endpoint_fails_with_one_sentence(warehouse, monkeypatch)
 
 
 def test_doctor_checks_cloudwatch_with_the_check_and_extra_its_spec_names(agent, tmp_path):
-    from gpufinops.jobs import doctor_sources
+    from gpufinops.interfaces import doctor_sources
     from gpufinops.jobs.config import SourceConfig
 
     _, moto_url = agent

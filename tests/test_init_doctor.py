@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.interfaces import cli, doctor
-from gpufinops.jobs import config, init_cmd
+from gpufinops.interfaces import cli, doctor, init_cmd
+from gpufinops.jobs import config
 from tests import gpu_series as gs
 from tests.aws_loopback import moto_s3, use_dummy_credentials
 from tests.bq_emulator import DATASET, PROJECT

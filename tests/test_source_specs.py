@@ -36,7 +36,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.core.spec import SourceOptions
-from gpufinops.jobs import doctor_sources, init_choices, init_cmd, init_render
+from gpufinops.interfaces import doctor_sources, init_choices, init_cmd, init_render
 from gpufinops.jobs.config import SourceConfig
 from gpufinops.models.recommendation import PROVIDER_PRICE_SOURCES
 from gpufinops.warehouse import freshness, providers, reference, schema, source_facts
@@ -200,9 +200,9 @@ def test_the_lint_catches_each_bad_fact():
     for fact, meta in broken.items():
         problems = spec_problems(meta)
         assert len(problems) == 1 and problems[0].startswith(f"aws_cur: {fact} "), (fact, problems)
-    unreachable = dataclasses.replace(good, doctor="gpufinops.jobs.doctor_sources:no_such_check")
+    unreachable = dataclasses.replace(good, doctor="gpufinops.interfaces.doctor_sources:no_such_check")
     assert spec_problems(unreachable) == [
-        "aws_cur: doctor 'gpufinops.jobs.doctor_sources:no_such_check' is not an importable 'module:function'"
+        "aws_cur: doctor 'gpufinops.interfaces.doctor_sources:no_such_check' is not an importable 'module:function'"
     ]
 
 

@@ -152,7 +152,7 @@ def test_the_gcp_storage_source_is_checked_by_doctor_and_loaded_by_the_runner(tm
     ledger and load (the same batches and domains as aws_storage), a second run in the hour skipped."""
     from gpufinops.ingest.core.registry import default_registry
     from gpufinops.ingest.core.runner import run_source
-    from gpufinops.jobs import doctor_sources
+    from gpufinops.interfaces import doctor_sources
     from gpufinops.jobs.config import SourceConfig
 
     options = {"endpoint": "", "project": P, "prefixes": [{"bucket": "ckpt", "prefix": "llm/", "team": "llm"}]}

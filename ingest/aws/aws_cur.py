@@ -290,7 +290,7 @@ class AwsCur:
         provider="aws",
         extra=Extra(name="aws", unless="path"),
         freshness=Freshness(kind="cost", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_sources:aws_cur",
+        doctor="gpufinops.interfaces.doctor_sources:aws_cur",
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

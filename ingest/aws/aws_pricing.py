@@ -169,7 +169,7 @@ class AwsPricing:
         provider="aws",
         extra=Extra(name="aws", unless=None),
         freshness=Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.jobs.doctor_sources:aws_pricing",
+        doctor="gpufinops.interfaces.doctor_sources:aws_pricing",
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

@@ -128,7 +128,7 @@ class AwsSpotAdvisor:
         provider="aws",
         extra=None,
         freshness=Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.jobs.doctor_sources:aws_spot_advisor",
+        doctor="gpufinops.interfaces.doctor_sources:aws_spot_advisor",
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

@@ -147,7 +147,7 @@ class AwsSpotPrices:
         provider="aws",
         extra=Extra(name="aws", unless=None),
         freshness=Freshness(kind="prices", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_sources:aws_spot_prices",
+        doctor="gpufinops.interfaces.doctor_sources:aws_spot_prices",
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

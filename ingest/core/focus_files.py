@@ -214,7 +214,7 @@ class FocusFiles:
         provider=None,
         extra=None,
         freshness=Freshness(kind="cost", lag_hours=48.0),
-        doctor="gpufinops.jobs.doctor_sources:focus_files",
+        doctor="gpufinops.interfaces.doctor_sources:focus_files",
         init=("focus_path",),
     )
 

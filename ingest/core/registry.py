@@ -98,11 +98,11 @@ class IngestorMeta:
     provider: str | None
     extra: Extra | None  # the pip extra its API calls need (None: it reads files or plain HTTP)
     freshness: Freshness  # the kind of data it holds and how late it normally is (warehouse/freshness.py)
-    # ``gpufinops doctor``'s reachability check, "module:function" (a jobs module: ingest does not
-    # import jobs), called with (SourceConfig, base_dir, timeout). None: the source reaches nothing.
+    # ``gpufinops doctor``'s reachability check, "module:function" (an interfaces module: ingest does not
+    # import interfaces), called with (SourceConfig, base_dir, timeout). None: the source reaches nothing.
     doctor: str | None
     # What ``gpufinops init`` offers: a question it asks and writes generically, the flags of
-    # init's own section that writes this type (jobs/init_render.py), or None: init does not offer it.
+    # init's own section that writes this type (interfaces/init_render.py), or None: init does not offer it.
     init: InitQuestion | tuple[str, ...] | None
 
     def parse_options(self, table: Mapping[str, Any], where: str, common: frozenset[str] = frozenset()) -> Any:

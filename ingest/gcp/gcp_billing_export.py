@@ -231,7 +231,7 @@ class GcpBillingExport:
         provider="gcp",
         extra=Extra(name="gcp", unless="path"),
         freshness=Freshness(kind="cost", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_sources:gcp_billing_export",
+        doctor="gpufinops.interfaces.doctor_sources:gcp_billing_export",
         init=("bigquery_table", "gcp_billing_path"),
     )
 

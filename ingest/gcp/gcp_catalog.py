@@ -200,7 +200,7 @@ class GcpCatalog:
         provider="gcp",
         extra=Extra(name="gcp", unless=None),
         freshness=Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.jobs.doctor_sources:gcp_catalog",
+        doctor="gpufinops.interfaces.doctor_sources:gcp_catalog",
         init=("bigquery_table", "gcp_billing_path"),
     )
 

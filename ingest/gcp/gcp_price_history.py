@@ -151,7 +151,7 @@ class GcpPriceHistory:
         provider="gcp",
         extra=None,
         freshness=Freshness(kind="prices", lag_hours=720.0),
-        doctor="gpufinops.jobs.doctor_sources:gcp_price_history",
+        doctor="gpufinops.interfaces.doctor_sources:gcp_price_history",
         init=None,
     )
 

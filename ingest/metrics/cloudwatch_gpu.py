@@ -241,7 +241,7 @@ class CloudWatchGpu:
         provider="aws",
         extra=Extra(name="aws", unless=None),
         freshness=Freshness(kind="metrics", lag_hours=2.0),
-        doctor="gpufinops.jobs.doctor_sources:cloudwatch_gpu",
+        doctor="gpufinops.interfaces.doctor_sources:cloudwatch_gpu",
         init=None,
     )
 

@@ -114,7 +114,7 @@ class DcgmExporter:
         provider=None,
         extra=None,
         freshness=Freshness(kind="metrics", lag_hours=1.0),
-        doctor="gpufinops.jobs.doctor_sources:dcgm_exporter",
+        doctor="gpufinops.interfaces.doctor_sources:dcgm_exporter",
         init=("dcgm_target",),
     )
 

@@ -173,7 +173,7 @@ class NvidiaSmiCsv:
         provider=None,
         extra=None,
         freshness=Freshness(kind="metrics", lag_hours=1.0),
-        doctor="gpufinops.jobs.doctor_sources:nvidia_smi_csv",
+        doctor="gpufinops.interfaces.doctor_sources:nvidia_smi_csv",
         init=("nvidia_smi_path",),
     )
 

@@ -119,7 +119,7 @@ class Prometheus:
         provider=None,
         extra=None,
         freshness=Freshness(kind="metrics", lag_hours=2.0),
-        doctor="gpufinops.jobs.doctor_sources:prometheus",
+        doctor="gpufinops.interfaces.doctor_sources:prometheus",
         init=("prometheus_url",),
     )
 

@@ -93,7 +93,7 @@ class ServingExporter:
         provider=None,
         extra=None,
         freshness=Freshness(kind="other", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_serving:serving_exporter",
+        doctor="gpufinops.interfaces.doctor_serving:serving_exporter",
         init=None,
     )
 

@@ -168,7 +168,7 @@ class PrometheusServing:
         provider=None,
         extra=None,
         freshness=Freshness(kind="other", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_serving:prometheus_serving",
+        doctor="gpufinops.interfaces.doctor_serving:prometheus_serving",
         init=None,
     )
 

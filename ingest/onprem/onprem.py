@@ -211,7 +211,7 @@ class Onprem:
         provider="onprem",
         extra=None,
         freshness=Freshness(kind="cost", lag_hours=3.0),
-        doctor="gpufinops.jobs.doctor_sources:onprem",
+        doctor="gpufinops.interfaces.doctor_sources:onprem",
         init=("onprem_group",),
     )
 

@@ -127,7 +127,7 @@ class AwsStorage:
         provider="aws",
         extra=Extra(name="aws", unless=None),
         freshness=Freshness(kind="inventory", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_sources:aws_storage",
+        doctor="gpufinops.interfaces.doctor_sources:aws_storage",
         init=("aws_storage_prefix",),
     )
 

@@ -51,7 +51,7 @@ class GcpStorage:
         provider="gcp",
         extra=Extra(name="gcp-storage", unless=None),
         freshness=Freshness(kind="inventory", lag_hours=24.0),
-        doctor="gpufinops.jobs.doctor_sources:gcp_storage",
+        doctor="gpufinops.interfaces.doctor_sources:gcp_storage",
         init=None,
     )
 

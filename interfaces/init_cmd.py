@@ -6,8 +6,8 @@ The file is validated with the same loader every command uses before it is writt
 ``init`` writes always loads; an existing file is kept unless ``--force``. Secrets never go in it:
 the cloud SDKs' default credential chains are named in its comments instead.
 
-This module is the command (its flags, the run, the write); ``jobs.init_choices`` holds what the
-user picked (flags, questions), ``jobs.init_render`` the file. The built-in sources' sections are
+This module is the command (its flags, the run, the write); ``interfaces.init_choices`` holds what the
+user picked (flags, questions), ``interfaces.init_render`` the file. The built-in sources' sections are
 init's own (each spec's ``init`` names their flags); a source whose spec declares an
 ``InitQuestion`` gets its flag, its question and its section from that spec alone
 (``warehouse.source_facts``: read without importing the source modules at start-up).
@@ -25,8 +25,8 @@ from gpufinops.jobs import files
 
 if TYPE_CHECKING:
     from gpufinops.ingest.core.registry import Registry
-from gpufinops.jobs.init_choices import DEFAULT_REGION, Question, ask, from_flags, questions
-from gpufinops.jobs.init_render import render
+from gpufinops.interfaces.init_choices import DEFAULT_REGION, Question, ask, from_flags, questions
+from gpufinops.interfaces.init_render import render
 
 # the flags of init's own sections (the built-in sources' specs name theirs: ``IngestorMeta.init``)
 SOURCE_FLAGS = (

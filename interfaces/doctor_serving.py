@@ -1,7 +1,7 @@
 """``gpufinops doctor``'s checks of the serving-metrics sources (``serving_exporter``, ``prometheus_serving``).
 
 A server's ``/metrics`` answers with one of the serving counters (or its files match); a Prometheus server
-holds serving counter series from the last day. Same results as ``jobs.doctor_sources``: (status, what, fix),
+holds serving counter series from the last day. Same results as ``interfaces.doctor_sources``: (status, what, fix),
 from the same typed options; each type's spec names its check here (``IngestorMeta.doctor``).
 """
 
@@ -13,8 +13,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from gpufinops.interfaces.doctor_sources import FAIL, OK, WARN, Result, _get, _paths, http_get, options
 from gpufinops.jobs.config import SourceConfig
-from gpufinops.jobs.doctor_sources import FAIL, OK, WARN, Result, _get, _paths, http_get, options
 
 COUNTERS = ("vllm:", "tgi_request", "nv_inference_request_success", "nv_llm_", "sglang:")
 

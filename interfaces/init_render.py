@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-from gpufinops.jobs.init_choices import Choices, Question
+from gpufinops.interfaces.init_choices import Choices, Question
 
 
 def _s(value: Any) -> str:
