@@ -109,18 +109,24 @@ def aws_credentials() -> Check:
 
 
 def gcp_credentials(cfg) -> Check:
-    api = [s for s in cfg.sources.values() if sources.needs_extra(s) == "gcp"]
-    keyed = [s for s in api if getattr(s.typed(), "credentials_file", None)]
-    anonymous = [s for s in api if getattr(s.typed(), "endpoint", None) and s not in keyed]
+    """The credentials the Google Cloud API sources use: a source's ``credentials_file``, none where every
+    one names an emulator ``endpoint``, else Application Default Credentials (``GcpClientOptions``)."""
+    from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
+
+    api = {s.name: s.parsed for s in cfg.sources.values() if sources.needs_extra(s) == "gcp"}
+    clients = {name: opts for name, opts in api.items() if isinstance(opts, GcpClientOptions)}
+    keyed = [(name, opts.credentials_file) for name, opts in clients.items() if opts.credentials_file]
+    anonymous = [name for name, opts in clients.items() if opts.endpoint and not opts.credentials_file]
     if keyed:
-        path = Path(os.path.expanduser(str(getattr(keyed[0].typed(), "credentials_file", ""))))
+        name, credentials_file = keyed[0]
+        path = Path(os.path.expanduser(credentials_file))
         path = path if path.is_absolute() else cfg.base_dir / path
         if not path.is_file():
             return Check(
                 "credentials gcp",
                 FAIL,
                 f"credentials_file {path} does not exist",
-                f"fix sources.{keyed[0].name}.credentials_file",
+                f"fix sources.{name}.credentials_file",
             )
         return Check("credentials gcp", OK, f"credentials_file {path}")
     if len(anonymous) == len(api):

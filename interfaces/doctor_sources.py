@@ -46,8 +46,8 @@ def _meta(source_type: str, registry: Registry | None = None) -> IngestorMeta:
 
 
 def options(source: SourceConfig) -> Any:
-    """The source's typed options (its spec's ``Options``; config validation already checked them)."""
-    return _meta(source.type).parse_options(dict(source.options), f"sources.{source.name}")
+    """The source's typed options (its spec's ``Options``, parsed once by the config loader)."""
+    return source.parsed
 
 
 def _paths(pattern: str | list[str] | None, base_dir: Path) -> list[str]:
@@ -387,4 +387,4 @@ def needs_extra(source: SourceConfig, registry: Registry | None = None) -> str |
     meta = _meta(source.type, registry)
     if meta.extra is None:
         return None
-    return meta.extra.needed(meta.parse_options(dict(source.options), f"sources.{source.name}"))
+    return meta.extra.needed(source.parsed)

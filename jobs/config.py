@@ -173,17 +173,8 @@ class SourceConfig:
     name: str
     type: str
     schedule: str
-    options: dict[str, Any]  # as written (checked): for the ingest runner, which parses it to ``parsed`` again
+    parsed: SourceOptions  # the ingestor's Options instance, parsed once at load: what every reader reads
     enabled: bool = True
-    parsed: SourceOptions | None = None  # the ingestor's Options instance, parsed once at load: what readers read
-
-    def typed(self) -> SourceOptions:
-        """The parsed options (a SourceConfig built by hand, as a test does, has its options parsed now)."""
-        if self.parsed is not None:
-            return self.parsed
-        from gpufinops.ingest.core.registry import default_registry
-
-        return default_registry().get(self.type).meta.parse_options(self.options, f"sources.{self.name}")
 
 
 @dataclass(frozen=True)
@@ -262,7 +253,13 @@ def _origin(message: str, config_path: Path | None, overrides: dict[str, str]) -
     return str(config_path) if config_path else None
 
 
-def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
+def parse_source(name: str, table: Any, registry: Registry | None = None) -> SourceConfig:
+    """One ``[sources.<name>]`` table, checked and parsed as the loader parses it (``registry``: the
+    source types known, by default every registered one)."""
+    if registry is None:
+        from gpufinops.ingest.core.registry import default_registry
+
+        registry = default_registry()
     key = f"sources.{name}"
     if not isinstance(table, dict):
         raise ConfigError(f"{key}: must be a table")
@@ -280,8 +277,7 @@ def _source(name: str, table: Any, registry: Registry) -> SourceConfig:
     validate_cron(schedule, f"{key}.schedule")
     if "enabled" in table and not isinstance(table["enabled"], bool):
         raise ConfigError(f"{key}.enabled: must be true or false, not {table['enabled']!r}")
-    options = {k: v for k, v in table.items() if k not in COMMON_SOURCE_KEYS}
-    return SourceConfig(name, source_type, schedule, options, bool(table.get("enabled", True)), parsed)
+    return SourceConfig(name, source_type, schedule, parsed, bool(table.get("enabled", True)))
 
 
 def load(
@@ -377,7 +373,7 @@ def _parse(
     base_dir = config_path.parent if config_path else Path.cwd()
     warehouse_path, memory_limit, setting = _warehouse(raw.get("warehouse", {}), base_dir, config_path, db, environ)
     registry = registry or default_registry()
-    sources = {name: _source(name, table, registry) for name, table in raw.get("sources", {}).items()}
+    sources = {name: parse_source(name, table, registry) for name, table in raw.get("sources", {}).items()}
     teams = TeamsSettings.parse(raw.get("teams", {}), "teams")
     names: list[str] = []
     _collect_env_names(raw, names)

@@ -52,7 +52,7 @@ def run_configured(
                 cfg.warehouse_path,
                 name,
                 source.type,
-                source.typed(),
+                source.parsed,
                 team_tag_keys=cfg.team_tag_keys,
                 since=since,
                 until=until,

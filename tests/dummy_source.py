@@ -92,8 +92,7 @@ class DummyBands:
 
 def check(source, base_dir: Path, timeout: float) -> tuple[str, str, str | None]:
     """doctor's reachability check: the file is there (its own spec's typed options)."""
-    options = DummyBands.meta.parse_options(dict(source.options), f"sources.{source.name}")
-    path = _path(options, base_dir)
+    path = _path(source.parsed, base_dir)
     if not path.is_file():
         return "FAIL", f"{path} does not exist", f"point sources.{source.name}.path at the CSV"
     return "ok", f"{path} is there", None

@@ -211,14 +211,15 @@ def test_an_unreachable_endpoint_fails_with_one_sentence(warehouse, monkeypatch)
 
 def test_doctor_checks_cloudwatch_with_the_check_and_extra_its_spec_names(agent, tmp_path):
     from gpufinops.interfaces import doctor_sources
-    from gpufinops.jobs.config import SourceConfig
+    from gpufinops.jobs.config import parse_source
 
     _, moto_url = agent
-    source = SourceConfig("cw", "cloudwatch_gpu", "17 * * * *", {"region": "us-east-1", "endpoint_url": moto_url})
+    table = {"type": "cloudwatch_gpu", "schedule": "17 * * * *", "region": "us-east-1", "endpoint_url": moto_url}
+    source = parse_source("cw", table)
     assert doctor_sources.needs_extra(source) == "aws"
     check = doctor_sources.check_of("cloudwatch_gpu")
     assert check is not None
     status, detail, fix = check(source, tmp_path, 30.0)  # moto imports a service on its first call: slow under load
     assert status == doctor_sources.OK and "CWAgent series" in detail and fix is None, detail
-    empty = SourceConfig("cw", "cloudwatch_gpu", "17 * * * *", {**source.options, "namespace": "Nothing"})
+    empty = parse_source("cw", {**table, "namespace": "Nothing"})
     assert check(empty, tmp_path, 30.0)[0] == doctor_sources.WARN

@@ -46,7 +46,7 @@ def test_good_config_resolves_paths_schedules_and_tag_keys(tmp_path):
     assert cfg.warehouse_path == tmp_path / "wh" / "gpufinops.duckdb"
     assert cfg.sources["focus"].schedule == "15 */6 * * *"  # the ingestor's default
     assert cfg.sources["gpus"].schedule == "*/5 * * * *"
-    assert cfg.sources["gpus"].options["resource_map"] == {"ip-10-0-1-2": "i-0123"}
+    assert cfg.sources["gpus"].parsed.resource_map == {"ip-10-0-1-2": "i-0123"}
     assert cfg.team_tag_keys == ("owner", "team")
 
 
@@ -59,7 +59,7 @@ def test_environment_overrides_the_file(tmp_path):
     }
     cfg = config.load(write(tmp_path, GOOD), environ=env)
     assert cfg.warehouse_path == Path("/srv/x.duckdb")
-    assert cfg.sources["focus"].options["path"] == "/mnt/*.csv"
+    assert cfg.sources["focus"].parsed.path == "/mnt/*.csv"
     assert cfg.team_tag_keys == ("squad",)
 
 

@@ -291,6 +291,34 @@ def test_doctor_reports_a_config_error_and_the_warehouse(tmp_path, quiet_env):
     assert status == 0 and re.match(r"ok .*gpufinops\.duckdb: schema version \d+, 0 cost lines", lines["warehouse"])
 
 
+def test_doctor_reads_the_gcp_credentials_from_the_sources_typed_options(tmp_path, quiet_env, monkeypatch):
+    """A credentials_file a Google Cloud API source names is looked for beside the config; sources that all
+    name an emulator endpoint need none; otherwise Application Default Credentials must resolve."""
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))  # no gcloud ADC file of this machine's
+    path = tmp_path / "gpufinops.toml"
+    emulated = '[sources.emulated]\ntype = "gcp_catalog"\nendpoint = "http://127.0.0.1:9"\n'
+    keyed = '[sources.keyed]\ntype = "gcp_catalog"\ncredentials_file = "keys/sa.json"\n'
+    plain = '[sources.plain]\ntype = "gcp_catalog"\n'
+
+    def credentials(text: str) -> doctor.Check:
+        path.write_text(text)
+        return doctor.gcp_credentials(config.load(path, environ={}))
+
+    assert credentials(emulated) == doctor.Check(
+        "credentials gcp", "ok", "anonymous (the sources name an emulator endpoint)"
+    )
+    key = tmp_path / "keys" / "sa.json"
+    assert credentials(emulated + keyed) == doctor.Check(
+        "credentials gcp", "FAIL", f"credentials_file {key} does not exist", "fix sources.keyed.credentials_file"
+    )
+    key.parent.mkdir()
+    key.write_text("{}")
+    assert credentials(emulated + keyed) == doctor.Check("credentials gcp", "ok", f"credentials_file {key}")
+    no_adc = credentials(emulated + plain)
+    assert (no_adc.status, no_adc.detail) == ("FAIL", "no Application Default Credentials")
+
+
 def test_version_and_a_help_text_on_every_option_of_every_command():
     result = subprocess.run(
         [sys.executable, "-m", "gpufinops.interfaces.cli", "--version"], capture_output=True, text=True

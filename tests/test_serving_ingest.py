@@ -167,7 +167,7 @@ def test_recorded_vllm_and_sglang_bodies_then_growth_and_a_restart(warehouse, ex
 
 def test_doctor_checks_a_serving_exporter_target(exporter, tmp_path):
     from gpufinops.interfaces import doctor_serving
-    from gpufinops.jobs.config import SourceConfig
+    from gpufinops.jobs.config import parse_source
 
     exporter.bodies["/vllm"] = (SAMPLES / "vllm-aibrix-docs.prom").read_text()
     exporter.bodies["/other"] = "node_load1 0.5\n"
@@ -176,7 +176,7 @@ def test_doctor_checks_a_serving_exporter_target(exporter, tmp_path):
         ([exporter.url("/other")], "warn"),
         ([str(tmp_path / "none-*.prom")], "FAIL"),
     ):
-        source = SourceConfig("serving", "serving_exporter", "", {"targets": targets})
+        source = parse_source("serving", {"type": "serving_exporter", "targets": targets})
         assert doctor_serving.serving_exporter(source, tmp_path, 5)[0] == status, targets
 
 
@@ -288,11 +288,11 @@ def test_prometheus_raw_samples_give_exact_hourly_increases_across_a_restart(tmp
         assert bad.status == "failed" and 'vllm:prompt_tokens_total{model_name="x",pod="bad"}' in (bad.error or "")
         assert "NaN" in (bad.error or "")
         from gpufinops.interfaces import doctor_serving
-        from gpufinops.jobs.config import SourceConfig
+        from gpufinops.jobs.config import parse_source
 
         # the demo's history is years old: Prometheus holds no serving series "in the last day"
         status, what, _ = doctor_serving.prometheus_serving(
-            SourceConfig("prom", "prometheus_serving", "", good), tmp_path, 5
+            parse_source("prom", {"type": "prometheus_serving", **good}), tmp_path, 5
         )
         assert status == "warn" and "no serving counter series" in what
     finally:

@@ -37,7 +37,7 @@ from gpufinops.ingest.core.registry import (
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.core.spec import SourceOptions
 from gpufinops.interfaces import doctor_sources, init_choices, init_cmd, init_render
-from gpufinops.jobs.config import SourceConfig
+from gpufinops.jobs.config import parse_source
 from gpufinops.models.recommendation import PROVIDER_PRICE_SOURCES
 from gpufinops.warehouse import freshness, providers, reference, schema, source_facts
 from tests import dummy_source
@@ -285,11 +285,11 @@ def test_the_runner_loads_the_dummy(registry, tmp_path):
 
 
 def test_doctor_takes_the_dummy_s_check_and_extra_from_its_spec(registry, tmp_path):
-    source = SourceConfig("dummy", "dummy_bands", "0 6 * * *", {"path": str(DUMMY_CSV)})
+    source = parse_source("dummy", {"type": "dummy_bands", "path": str(DUMMY_CSV)}, registry)
     assert doctor_sources.needs_extra(source, registry) is None
     check = doctor_sources.check_of("dummy_bands", registry)
     assert check is not None and check(source, tmp_path, 5.0)[0] == "ok"
-    missing = SourceConfig("dummy", "dummy_bands", "0 6 * * *", {"path": "nowhere.csv"})
+    missing = parse_source("dummy", {"type": "dummy_bands", "path": "nowhere.csv"}, registry)
     assert check(missing, tmp_path, 5.0)[0] == "FAIL"
 
 

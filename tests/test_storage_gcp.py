@@ -153,13 +153,13 @@ def test_the_gcp_storage_source_is_checked_by_doctor_and_loaded_by_the_runner(tm
     from gpufinops.ingest.core.registry import default_registry
     from gpufinops.ingest.core.runner import run_source
     from gpufinops.interfaces import doctor_sources
-    from gpufinops.jobs.config import SourceConfig
+    from gpufinops.jobs.config import parse_source
 
     options = {"endpoint": "", "project": P, "prefixes": [{"bucket": "ckpt", "prefix": "llm/", "team": "llm"}]}
     with serve() as (endpoint, server):
         _state(server, attached=False)
         options["endpoint"] = endpoint
-        source = SourceConfig("gcs", "gcp_storage", "40 5 * * *", options)
+        source = parse_source("gcs", {"type": "gcp_storage", "schedule": "40 5 * * *", **options})
         assert doctor_sources.needs_extra(source) == "gcp-storage"
         status, detail, _fix = doctor_sources.check_of("gcp_storage")(source, tmp_path, 5.0)
         assert status == doctor_sources.OK and P in detail
