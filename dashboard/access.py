@@ -1,6 +1,6 @@
 """Who is looking at the dashboard, and which teams they may see.
 
-The CLI validates the config's ``[dashboard]`` section (jobs/config.py) and hands it to the
+The CLI validates the config's ``[dashboard]`` section (dashboard/settings.py) and hands it to the
 Streamlit process as JSON in ``GPUFINOPS_DASHBOARD``; this module turns it and the request's
 identity (an OIDC login through ``st.login``, or a trusted header set by a reverse proxy) into a
 ``warehouse.scope.Scope``. Pure functions, no Streamlit import: the app passes the identity in.
@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufinops.dashboard.settings import DashboardSettings
 from gpufinops.models.budgets import Budget, from_dashboard
 from gpufinops.warehouse.scope import Scope
 
-AUTH_MODES = ("none", "oidc", "header")
-DASHBOARD_ROLES = ("finance", "lead")
 ENV_SETTINGS = "GPUFINOPS_DASHBOARD"
 DEMO_ACTOR = "demo (no auth)"
 
@@ -44,36 +43,26 @@ class Settings:
 
 
 def settings_from(section: Mapping[str, Any]) -> Settings:
-    """Settings from a ``[dashboard]`` table (already validated by jobs.config; re-checked here so a
-    hand-started Streamlit fails closed rather than open)."""
-    auth = section.get("auth", "none")
-    if auth not in AUTH_MODES:
-        raise ValueError(f"dashboard.auth: must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
-    users: dict[str, Scope] = {}
-    for i, user in enumerate(section.get("users", [])):
-        role = user.get("role")
-        if role not in DASHBOARD_ROLES:
-            raise ValueError(f"dashboard.users[{i}].role: must be one of {', '.join(DASHBOARD_ROLES)}")
-        teams = tuple(user.get("teams") or ()) or None
-        users[str(user["email"]).lower()] = Scope(role, teams, actor=str(user["email"]))
-    if auth == "header" and not section.get("header"):
-        raise ValueError('dashboard.header: required when dashboard.auth = "header"')
-    budget = section.get("monthly_budget_usd")
-    # the CLI passes every configured budget (validated by jobs.config) under "budgets"; a dashboard
-    # started by hand with only the [dashboard] keys gets their aliases
+    """Settings from a ``[dashboard]`` table, parsed once by its declarations (``DashboardSettings``, as the
+    config loader parses it), so a hand-started Streamlit fails closed rather than open: ValueError naming
+    the key. The CLI also passes every configured budget (validated by the loader) under ``budgets``; a
+    dashboard started by hand with only the [dashboard] keys gets their aliases."""
+    table = dict(section)
+    handed_budgets = table.pop("budgets", None)
+    typed = DashboardSettings.parse(table, "dashboard")
     budgets = (
-        tuple(Budget.from_dict(b) for b in section["budgets"])
-        if "budgets" in section
-        else tuple(from_dashboard(dict(section)))
+        tuple(Budget.from_dict(b) for b in handed_budgets)
+        if handed_budgets is not None
+        else tuple(from_dashboard(typed.to_section()))
     )
     return Settings(
-        auth=auth,
-        header=section.get("header"),
-        oidc_provider=section.get("oidc_provider"),
-        users=users,
-        monthly_budget_usd=float(budget) if budget is not None else None,
-        team_budgets={k: float(v) for k, v in section.get("team_budgets", {}).items()},
-        stale_after_hours=float(section.get("stale_after_hours", 26.0)),
+        auth=typed.auth,
+        header=typed.header,
+        oidc_provider=typed.oidc_provider,
+        users={u.email.lower(): Scope(u.role, u.teams, actor=u.email) for u in typed.users},
+        monthly_budget_usd=float(typed.monthly_budget_usd) if typed.monthly_budget_usd is not None else None,
+        team_budgets={k: float(v) for k, v in typed.team_budgets.items()},
+        stale_after_hours=float(typed.stale_after_hours) if typed.stale_after_hours is not None else 26.0,
         budgets=budgets,
     )
 

@@ -33,9 +33,9 @@ from gpufinops.jobs.config_checks import ConfigSection, validate_cron
 from gpufinops.warehouse.options import Section, option
 
 if TYPE_CHECKING:  # the types of the sections (the loader imports none of them: SECTION_MODULES)
+    from gpufinops.dashboard.settings import DashboardSettings
     from gpufinops.jobs.alerts.settings import AlertConfig
     from gpufinops.jobs.api_settings import ApiSettings
-    from gpufinops.jobs.dashboard_settings import DashboardSettings
     from gpufinops.jobs.export.settings import ExportSettings
     from gpufinops.jobs.report.settings import ReportSettings
     from gpufinops.jobs.serve_settings import JobSettings

@@ -1,123 +1,22 @@
-"""The ``[dashboard]`` config section: who may sign in (``auth``, the trusted ``header``,
-``[[dashboard.users]]``), the budget aliases and the staleness limit, validated once at config load.
-
-`gpufinops dashboard` hands the section to the Streamlit process as JSON (``to_section``), where
-``dashboard.access`` reads it (and re-checks it, so a hand-started Streamlit fails closed).
-"""
+"""The ``[dashboard]`` section as the loader parses it: declared in the dashboard's room
+(``dashboard/settings.py``, which the Streamlit process parses the handed JSON with), its ValueError
+naming the key raised as the loader's ConfigError."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from gpufinops.jobs.config_checks import ConfigError, ConfigSection, is_number
-from gpufinops.warehouse.options import Section, option
-from gpufinops.warehouse.ranges import NON_NEGATIVE
-
-AUTH_MODES = ("none", "oidc", "header")
-
-
-def _email(value: Any, key: str) -> Any:
-    if not isinstance(value, str) or "@" not in value:
-        raise ConfigError(f"{key}: missing or not an e-mail address")
-    return value
-
-
-def _role(value: Any, key: str) -> Any:
-    if value not in ("finance", "lead"):
-        raise ConfigError(f'{key}: must be "finance" or "lead"')
-    return value
-
-
-def _team_names(value: Any, key: str) -> Any:
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise ConfigError(f"{key}: must be a list of team names, not {value!r}")
-    return tuple(value) if value else None
-
-
-@dataclass(frozen=True)
-class DashboardUser(ConfigSection):
-    """One ``[[dashboard.users]]`` entry: who may sign in, and what they see."""
-
-    email: str = option(doc="the address the sign-in names", check=_email)
-    role: str = option(doc='"finance" (every team) or "lead" (its teams)', check=_role)  # finance | lead
-    teams: tuple[str, ...] | None = option(None, "a lead's teams", check=_team_names)
-
-    @classmethod
-    def parse(cls, table: Any, where: str) -> DashboardUser:
-        if not isinstance(table, dict):  # the address first: it names the user
-            raise ConfigError(f"{where}.email: missing or not an e-mail address")
-        _email(table.get("email"), f"{where}.email")
-        return super().parse(table, where)
-
-    def validated(self, given: frozenset[str], where: str) -> DashboardUser:
-        if self.role == "lead" and not self.teams:
-            raise ConfigError(f"{where}.teams: a lead needs a non-empty list of team names")
-        return self
-
-
-def _users(value: Any, key: str) -> tuple[DashboardUser, ...]:
-    if not isinstance(value, list):
-        raise ConfigError(f"{key}: a list of [[dashboard.users]] tables is required when auth is on")
-    return tuple(DashboardUser.parse(user, f"{key}[{i}]") for i, user in enumerate(value))
-
-
-def _text(value: Any, key: str) -> Any:
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{key}: must be a string, not {value!r}")
-    return value
-
-
-def _budgets(value: Any, key: str) -> dict[str, float]:
-    if not isinstance(value, dict) or not all(is_number(v) and v >= 0 for v in value.values()):
-        raise ConfigError(f"{key}: must be a table of team = non-negative number")
-    return dict(value)
-
-
-@dataclass(frozen=True)
-class DashboardSettings(ConfigSection):
-    """``[dashboard]``: who may sign in, the budget aliases and the staleness limit."""
-
-    auth: Literal["none", "oidc", "header"] = option("none", "who may sign in: none, oidc or header")
-    header: str | None = option(None, 'auth = "header": the identity header the proxy sets', check=_text)
-    oidc_provider: str | None = option(
-        None, 'auth = "oidc": the [auth.<provider>] of Streamlit\'s secrets', check=_text
-    )
-    users: tuple[DashboardUser, ...] = option((), "the [[dashboard.users]] who may sign in", check=_users)
-    monthly_budget_usd: float | None = option(None, "an alias of a monthly [[budgets]] entry", range=NON_NEGATIVE)
-    team_budgets: dict[str, float] = option({}, "team = monthly budget (aliases too)", check=_budgets)
-    stale_after_hours: float | None = option(
-        None, "data older than this is flagged (none: the default)", range=NON_NEGATIVE
-    )
-
-    def validated(self, given: frozenset[str], where: str) -> DashboardSettings:
-        if self.auth == "header" and not (isinstance(self.header, str) and self.header.strip()):
-            raise ConfigError('dashboard.header: required when dashboard.auth = "header" (e.g. "X-Forwarded-Email")')
-        if self.auth != "none" and not self.users:
-            raise ConfigError("dashboard.users: a list of [[dashboard.users]] tables is required when auth is on")
-        return self
-
-    def to_section(self) -> dict[str, Any]:
-        """The section as TOML would hold it (the keys set, as given): the JSON `dashboard` hands Streamlit."""
-        users = [
-            {"email": u.email, "role": u.role, **({"teams": list(u.teams)} if u.teams is not None else {})}
-            for u in self.users
-        ]
-        values = {
-            "auth": self.auth,
-            "header": self.header,
-            "oidc_provider": self.oidc_provider,
-            "users": users,
-            "monthly_budget_usd": self.monthly_budget_usd,
-            "team_budgets": dict(self.team_budgets),
-            "stale_after_hours": self.stale_after_hours,
-        }
-        return {k: v for k, v in values.items() if v is not None}
+from gpufinops.dashboard.settings import DashboardSettings, DashboardUser
+from gpufinops.jobs.config_checks import ConfigError
+from gpufinops.warehouse.options import Section
 
 
 def parse(section: Any) -> DashboardSettings:
     """``[dashboard]`` → DashboardSettings; every problem is a ConfigError naming the key."""
-    return DashboardSettings.parse(section, "dashboard")
+    try:
+        return DashboardSettings.parse(section, "dashboard")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 SECTION = Section("dashboard", parse, (DashboardSettings, DashboardUser))

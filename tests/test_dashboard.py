@@ -349,19 +349,19 @@ def test_an_ingest_in_a_loop_and_the_dashboard_do_not_break_each_other(monkeypat
 # --- access configuration ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "section, key",
-    [
-        ('auth = "ldap"', "dashboard.auth"),
-        ('auth = "header"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"', "dashboard.header"),
-        ('auth = "oidc"', "dashboard.users"),
-        ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "admin"', "dashboard.users[0].role"),
-        ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "lead"', "dashboard.users[0].teams"),
-        ('auth = "oidc"\n[[dashboard.users]]\nemail = "nobody"\nrole = "finance"', "dashboard.users[0].email"),
-        ("monthly_budget_usd = -5", "dashboard.monthly_budget_usd"),
-        ("colour = 'blue'", "dashboard.colour"),
-    ],
-)
+BAD_SECTIONS = [
+    ('auth = "ldap"', "dashboard.auth"),
+    ('auth = "header"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "finance"', "dashboard.header"),
+    ('auth = "oidc"', "dashboard.users"),
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "admin"', "dashboard.users[0].role"),
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "a@example.com"\nrole = "lead"', "dashboard.users[0].teams"),
+    ('auth = "oidc"\n[[dashboard.users]]\nemail = "nobody"\nrole = "finance"', "dashboard.users[0].email"),
+    ("monthly_budget_usd = -5", "dashboard.monthly_budget_usd"),
+    ("colour = 'blue'", "dashboard.colour"),
+]
+
+
+@pytest.mark.parametrize(("section", "key"), BAD_SECTIONS)
 def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
     from gpufinops.jobs import config
     from gpufinops.jobs.config import ConfigError
@@ -370,6 +370,26 @@ def test_a_bad_dashboard_config_names_the_key(tmp_path, section, key):
     path.write_text(f"[dashboard]\n{section}\n")
     with pytest.raises(ConfigError, match=re.escape(key)):
         config.load(path, environ={})
+
+
+@pytest.mark.parametrize(("section", "key"), BAD_SECTIONS)
+def test_a_hand_started_dashboard_refuses_what_the_loader_refuses(tmp_path, section, key):
+    """The JSON the Streamlit process reads is parsed by the section's own declarations: a section the
+    loader refuses fails closed there too, with the same sentence."""
+    import tomllib
+
+    from gpufinops.dashboard import access
+    from gpufinops.jobs import config
+    from gpufinops.jobs.config import ConfigError
+
+    path = tmp_path / "gpufinops.toml"
+    path.write_text(f"[dashboard]\n{section}\n")
+    with pytest.raises(ConfigError) as loaded:
+        config.load(path, environ={})
+    handed = json.dumps(tomllib.loads(path.read_text())["dashboard"])
+    with pytest.raises(ValueError, match=re.escape(key)) as refused:
+        access.settings_from_env({access.ENV_SETTINGS: handed})
+    assert str(refused.value) == str(loaded.value)
 
 
 def test_the_cli_hands_the_validated_section_to_streamlit(tmp_path, monkeypatch):

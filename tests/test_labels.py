@@ -11,7 +11,7 @@ from gpufinops.warehouse import labels
 
 def registered_codes() -> dict[str, set[str]]:
     """Every code each registry or enum declares, by the label table it belongs in."""
-    from gpufinops.dashboard.access import DASHBOARD_ROLES
+    from gpufinops.dashboard.settings import DASHBOARD_ROLES
     from gpufinops.ingest.gcp.gcp_price_history import PRICINGS
     from gpufinops.jobs.api_settings import TOKEN_ROLES
     from gpufinops.jobs.export.objects import STATUSES as RECOMMENDATION_STATUSES

@@ -16,8 +16,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from gpufinops.dashboard.settings import DashboardSettings
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection, env_name, validate_cron
-from gpufinops.jobs.dashboard_settings import DashboardSettings
 from gpufinops.jobs.report.headers import refuse_unsafe
 from gpufinops.models import budgets as budgets_mod
 from gpufinops.models.alerts import RULES, AlertSettings
