@@ -77,17 +77,32 @@ INTERACTIVE = ("notebook", "interactive", "dev")
 class SpotMixSettings:
     """The ``[models]`` keys this model reads (prefixed ``spot_``); tags override per workload."""
 
-    spot_lookback_days: int = 30
-    spot_min_days: float = 7.0  # fewer billed days: withheld (thin evidence)
-    spot_checkpoint_interval_min: float = 60.0  # tag ``checkpoint_interval_min`` overrides
-    spot_restart_overhead_min: float = 20.0  # tag ``restart_overhead_min`` overrides
-    spot_max_uncheckpointed_run_hours: float = 2.0  # longer runs without checkpoints never go to spot
-    spot_max_share: float = setting(1.0, SHARE)  # share of a batch / training workload moved
-    spot_serving_floor_share: float = setting(0.5, SHARE)  # share of serving replicas kept on on-demand
-    spot_serving_min_replicas: int = 3  # fewer: a lost spot replica would leave too little capacity
-    spot_unknown_band_interruptions: float = 1.0  # a month, when no advisor band is known (worst band)
-    spot_min_savings_fraction: float = 0.2
-    spot_min_monthly_savings_usd: float = 25.0
+    spot_lookback_days: int = setting(30, doc="the billed usage read, days back from the newest GPU usage hour")
+    spot_min_days: float = setting(7.0, doc="fewer days billed in the window: withheld as too little evidence")
+    spot_checkpoint_interval_min: float = setting(
+        60.0,
+        doc="minutes between checkpoints (an interruption loses half of one); the tag checkpoint_interval_min wins",
+    )
+    spot_restart_overhead_min: float = setting(
+        20.0, doc="minutes to resume after an interruption; the tag restart_overhead_min wins"
+    )
+    spot_max_uncheckpointed_run_hours: float = setting(
+        2.0, doc="a job that does not checkpoint and runs longer than this, hours, never goes to spot"
+    )
+    spot_max_share: float = setting(1.0, SHARE, "the share of a batch or training workload's capacity moved to spot")
+    spot_serving_floor_share: float = setting(
+        0.5, SHARE, "the share of a latency-critical service's replicas kept on on-demand (rounded up, at least one)"
+    )
+    spot_serving_min_replicas: int = setting(
+        3, doc="fewer replicas: a latency-critical service stays on on-demand (a lost one leaves too little)"
+    )
+    spot_unknown_band_interruptions: float = setting(
+        1.0, doc="interruptions a month assumed where the spot advisor has no band (the worst band's upper edge)"
+    )
+    spot_min_savings_fraction: float = setting(
+        0.2, doc="the least expected saving after interruption rework, a fraction of the on-demand cost"
+    )
+    spot_min_monthly_savings_usd: float = setting(25.0, doc="a move must save at least this, USD a month")
 
     @classmethod
     def from_config(cls, section: dict[str, Any] | None) -> SpotMixSettings:
