@@ -163,6 +163,9 @@ def test_a_kind_the_registry_does_not_hold_is_refused_by_every_reader() -> None:
         plans.reconcile([dummy_kind.finding("i-1", "1000", "10")])  # not registered here
     with pytest.raises(ValueError, match="unknown recommendation kind"):
         export_plan.action("gpu_size")
+    stored = {"id": "x", "kind": "gpu_size", "plan": "primary", "status": "open", "monthly_savings_usd": 1}
+    with pytest.raises(ValueError, match="unknown recommendation kind 'gpu_size'"):
+        export_storage.document([stored])  # neither carried nor skipped: refused
     with pytest.raises(ValueError, match="not scored by evaluate"):
         eval_score.truth_rule("storage_orphan")
     with pytest.raises(ValueError, match="built-in"):
