@@ -24,7 +24,7 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from gpufinops.models import features, gpu_type, quantization, spot_mix
+from gpufinops.models import features, gpu_type, quantization, registry, spot_mix
 from gpufinops.models.recommendation import money, provider_code
 from gpufinops.warehouse import queries
 
@@ -179,6 +179,6 @@ def all_baselines(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list]]:
         "spot_mix": {"every on-demand non-notebook to spot": spot_everything(con)},
         "commitment": {"commit every machine on ≥ 95 % of hours": commit_always_on(con)},
     }
-    for kind in ("gpu_type", "quantization"):
+    for kind in registry.predictor_kinds():  # each forced to every throughput predictor
         out[kind] = {f"predictor {p}": [r for r in recs if r.kind == kind] for p, recs in predictors.items()}
     return out

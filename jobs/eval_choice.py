@@ -16,10 +16,11 @@ import math
 from typing import Any
 
 from gpufinops.jobs.eval_independent import _pool
-from gpufinops.models import gpu_type, quantization
+from gpufinops.models import gpu_type, quantization, registry
 
-KINDS = ("gpu_type", "quantization")
-SELECTED = "selected"  # the model: gpu_type's own choice on each fleet (fewest wrong held-out verdicts, then MAE)
+SELECTED = (
+    registry.SELECTED
+)  # the model: gpu_type's own choice on each fleet (fewest wrong held-out verdicts, then MAE)
 TIE_ORDER = (SELECTED, gpu_type.NO_CHANGE, gpu_type.SPEC_RATIO, gpu_type.REGRESSION)  # on a tie, the model stays
 
 
@@ -37,10 +38,11 @@ def _key(name: str, score: dict) -> tuple[float, float, int]:
 
 def candidates(fleets: list[dict], kind: str) -> dict[str, dict]:
     """predictor -> the kind's findings with it forced, pooled over ``fleets``; ``selected``: the model as it
-    runs (gpu_type: the product's own findings, peer replicas first; quantization: gpu_type's selection)."""
+    runs (a kind whose spec's ``predictor`` is SELECTED: the product's own findings, peer replicas first;
+    one whose predictor is a setting, quantization's: that setting at ``selected``, gpu_type's selection)."""
     names = {n for f in fleets for n in f["baselines"].get(kind, {}) if n.startswith("predictor ")}
     out = {n.removeprefix("predictor "): _pool([f["baselines"][kind].get(n) for f in fleets]) for n in sorted(names)}
-    if kind == "quantization":
+    if registry.spec(kind).predictor != SELECTED:
         by_fleet = [f["baselines"][kind].get(f"predictor {f['throughput_model'].get('predictor')}") for f in fleets]
     else:
         by_fleet = [f["kinds"].get(kind) for f in fleets]
@@ -84,9 +86,9 @@ def choose(fleets: list[dict], kind: str, training: tuple[int, ...] = quantizati
 def choices(fleets: list[dict]) -> dict[str, dict[str, Any]]:
     """Per kind: the training choice, what the product ships, and the product's findings on the held-out seeds."""
     out = {}
-    for kind in KINDS:
+    for kind in registry.predictor_kinds():  # the kinds whose spec names a throughput predictor, in order
         c = choose(fleets, kind)
-        shipped = quantization.PREDICTOR if kind == "quantization" else SELECTED
+        shipped = registry.spec(kind).shipped_predictor()
         held = [f for f in fleets if f["seed"] in quantization.HELD_OUT_SEEDS]
         c.update(
             shipped=shipped,
@@ -102,7 +104,9 @@ def render(found: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["  throughput predictor per kind, chosen by its findings (F1, then savings error) on training seeds:"]
     for kind, c in found.items():
         shipped = (
-            "gpu_type's per-fleet selection" if c["shipped"] == SELECTED else f"quantization_predictor = {c['shipped']}"
+            "gpu_type's per-fleet selection"
+            if c["shipped"] == SELECTED
+            else f"{registry.spec(kind).predictor} = {c['shipped']}"
         )
         line = f"    {kind}: {c['chosen']} ({c['reason']}); product uses {shipped}"
         if not c["matches"]:

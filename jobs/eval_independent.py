@@ -103,7 +103,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     from gpufinops.jobs.eval_score import score
     from gpufinops.jobs.ingest_run import run_configured
     from gpufinops.models import features, gpu_type
-    from gpufinops.models.registry import KINDS, scored_kinds
+    from gpufinops.models.registry import KINDS, predictor_kinds, scored_kinds
     from gpufinops.models.run import analyse
     from gpufinops.simulator import eval_fleet
     from gpufinops.warehouse import db
@@ -164,7 +164,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
                 "mae_pct": r.evidence.get("throughput_predictor_mae_pct"),
             }
             for r in recs
-            if r.kind in ("gpu_type", "quantization")
+            if r.kind in predictor_kinds()
         ],
         "throughput_model": model.quality,
         "real_ratios": real_ratio_mae(model, specs),

@@ -72,7 +72,7 @@ def _generator_priced(_item: dict, _month: Decimal, _region: str) -> Decimal | N
 
 
 # How a planted finding's true monthly saving is priced: each scored kind's spec names one
-# (models/registry.py, ``truth=Scored(...)``).
+# (its spec module, models/kinds/<kind>.py: ``truth=Scored(...)``).
 TRUTHS: dict[str, Callable[[dict, Decimal, str], Decimal | None]] = {
     "idle_cost": _idle_cost,  # the planted idle hours' cost, a month
     "smaller_type": _smaller_type,  # the cheapest smaller type of the family that holds the busy GPUs

@@ -2,7 +2,7 @@
 
 One function, :func:`annotate`, runs over every reconciled recommendation (``models.run.analyse``)
 and fills the figure for each kind whose spec says its change removes GPU-hours (``carbon="gpu_hours"``
-in models/registry.py: ``REMOVES_GPU_HOURS``); the ``"pricing_only"`` kinds (``PRICING_ONLY``) change
+in its spec module, models/kinds/<kind>.py: ``REMOVES_GPU_HOURS``); the ``"pricing_only"`` kinds (``PRICING_ONLY``) change
 what an hour costs, or storage, not how many GPU-hours run, and get none. The figure is per month (30.4375 days), in
 kg CO2e, from ``carbon_hourly`` over the finding's window (``first_hour``/``last_hour``, else the
 ``window_days`` up to the resource's last measured hour):

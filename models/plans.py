@@ -15,7 +15,8 @@ candidates of one resource become one plan (``plan_id``, shared by its objects):
   the steps before it leave (``monthly_savings_usd`` of a step is its *marginal* saving: its own saving
   × cost left ÷ the resource's cost — a commitment on the rightsized baseline, spot on the remaining
   on-demand hours); the standalone figure stays in the evidence;
-* releasing an always-idle resource ends the plan: nothing else applies to a released resource;
+* releasing a resource ends the plan (its kind's ``ends_plan`` patterns: an always-idle GPU's release):
+  nothing else applies to a released resource;
 * every other candidate is an ``alternative``: shown with its own saving, never added to a total; so is a
   candidate whose saving is conditional (``evidence.conditional``: packing other work onto spare GPUs).
 
@@ -49,8 +50,9 @@ def family(kind: str) -> str:
 
 
 def plan_key(rec: Recommendation) -> tuple[str | None, str | None, str | None]:
-    """What one plan is about: the resource; on-prem node-group findings are about one team's work on it."""
-    if rec.provider == "onprem" and rec.kind == "onprem_vs_cloud":
+    """What one plan is about: the resource; on a resource teams share (its kind's ``plan_per_team_on``: an
+    on-prem node group), one team's work on it."""
+    if rec.provider in registry.spec(rec.kind).plan_per_team_on:
         return rec.provider, rec.resource_id, rec.workload or rec.team
     return rec.provider, rec.resource_id or rec.id, None
 
@@ -76,7 +78,7 @@ def reconcile(recs: Iterable[Recommendation]) -> list[Recommendation]:
             if not (rec.evidence or {}).get("conditional"):  # e.g. packing: a saving only if other work moves in
                 by_family[family(rec.kind)].append(rec)
         chain = [b for b in (_best(by_family[f]) for f in ORDER) if b is not None]
-        if chain and chain[0].kind == "idle_gpu" and (chain[0].evidence or {}).get("pattern") == "always_idle":
+        if chain and (chain[0].evidence or {}).get("pattern") in registry.spec(chain[0].kind).ends_plan:
             chain = chain[:1]  # a released resource has nothing left to rightsize or buy differently
         base = max((_cost(r) for r in chain), default=ZERO)
         left = base

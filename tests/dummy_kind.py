@@ -1,6 +1,8 @@
-"""A model kind declared in this one module, the way a new kind is added (docs/architecture.md, *Add a
-model kind*): its spec holds every fact, and nothing else in the product names it. tests/test_model_kinds.py
-registers it and checks that the plans, the exports, the evaluation and the labels pick it up."""
+"""A model kind declared in this one spec module, the way a new kind is added (docs/architecture.md, *Add a
+model kind*): its spec holds every fact, and nothing else in the product names it. The registry's discovery
+finds ``MODEL_KINDS`` here (tests/test_model_kinds.py registers what it finds under tests/, and copies this
+file into a package of its own to show it is found where it lies); the plans, the exports, the evaluation,
+the labels and a stored run then pick it up."""
 
 from __future__ import annotations
 
@@ -48,13 +50,18 @@ def recommend(inputs: DummyInputs, _settings: None = None) -> Findings:
 SPEC = ModelSpec(
     kind=KIND,
     version=f"{KIND}/1",
+    order=1000,  # after the built-in kinds
     settings=None,
     load=load,
     recommend=recommend,
     summary="a reservation of each resource (a test's kind)",
     label="Dummy reservation",
     family="purchase",
+    ends_plan=(),
+    plan_per_team_on=(),
     export="commit",
     truth=Scored("generator_priced"),
+    predictor=None,
     carbon="pricing_only",
 )
+MODEL_KINDS = (SPEC,)

@@ -1,13 +1,17 @@
-"""Every recommendation kind's facts are on its spec (models/registry.py) and every reader reads them:
-a meta-lint over each registered kind fails on a missing or unknown fact, and a kind declared in one
-module (tests/dummy_kind.py) is planned, exported, evaluated and labelled with no other file edited."""
+"""Every recommendation kind's facts are on its spec (models/kind_spec.py, one spec module per kind under
+models/kinds/) and every reader reads them: a meta-lint over each registered kind fails on a missing or
+unknown fact, and a kind declared in one module (tests/dummy_kind.py), found by the registry's discovery,
+is planned, exported, evaluated, labelled and stored with no other file edited (docs/architecture.md,
+*Add a model kind*: four files)."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 from decimal import Decimal
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -17,11 +21,33 @@ from gpufinops.jobs.export import placement
 from gpufinops.jobs.export import plan as export_plan
 from gpufinops.jobs.export import storage as export_storage
 from gpufinops.models import carbon_evidence, plans, registry
-from gpufinops.models.registry import ModelSpec, NotScored, Ref, Scored
-from gpufinops.warehouse import labels
+from gpufinops.models.registry import SELECTED, ModelSpec, NotScored, Ref, Scored
+from gpufinops.warehouse import labels, providers
 from tests import dummy_kind
 
-FACTS = ("label", "family", "export", "truth", "carbon")
+ROOT = Path(__file__).resolve().parents[1]
+FACTS = tuple(f.name for f in dataclasses.fields(ModelSpec))
+# The order people read the kinds in (the run order, the CLI's --kind): each spec's `order`.
+SHOWN = (
+    "idle_gpu",
+    "gpu_count",
+    "gpu_type",
+    "quantization",
+    "onprem_vs_cloud",
+    "spot_mix",
+    "commitment",
+    "storage_tier",
+    "storage_orphan",
+    "checkpoint_lifecycle",
+)
+# Readers that once named kinds by hand and now read a fact (ends_plan, export, predictor): no kind's
+# name may come back into them.
+READERS = ("models/plans.py", "jobs/export/storage.py", "jobs/eval_choice.py", "jobs/eval_independent.py")
+
+
+def test_no_fact_has_a_silent_default() -> None:
+    defaulted = [f.name for f in dataclasses.fields(ModelSpec) if f.default is not dataclasses.MISSING]
+    assert defaulted == [] and {f.default_factory for f in dataclasses.fields(ModelSpec)} == {dataclasses.MISSING}
 
 
 @pytest.mark.parametrize("spec", registry.MODELS, ids=lambda s: s.kind)
@@ -29,11 +55,17 @@ def test_every_registered_kind_declares_every_fact_and_each_is_known(spec: Model
     assert spec.version.startswith(f"{spec.kind}/") and spec.summary
     assert spec.label and not labels.is_code(spec.label)
     assert spec.family in plans.ORDER
+    assert spec.ends_plan == () or (spec.family == "usage" and set(spec.ends_plan) <= set(labels.PATTERNS))
+    assert set(spec.plan_per_team_on) <= set(providers.PROVIDERS)
     assert spec.export in export_plan.ACTIONS
+    assert (spec.export in export_storage.WRITERS) == (spec.family == "storage")
     if isinstance(spec.truth, Scored):
         assert spec.truth.truth in eval_score.TRUTHS
     else:
         assert isinstance(spec.truth, NotScored) and len(spec.truth.reason) > 20
+    assert spec.predictor in (None, SELECTED) or spec.predictor in spec.keys()
+    if spec.predictor is not None:
+        assert spec.family == "rightsize" and spec.shipped_predictor()
     assert spec.carbon in registry.CARBON
     for ref in (spec.load, spec.recommend, spec.settings):
         if isinstance(ref, Ref):
@@ -42,14 +74,57 @@ def test_every_registered_kind_declares_every_fact_and_each_is_known(spec: Model
     assert export_plan.action(spec.kind) is export_plan.ACTIONS[spec.export]
 
 
+def test_the_registry_is_what_discovery_finds_in_each_spec_s_order() -> None:
+    """No list of kinds: the built-in ones are the modules under models/ declaring MODEL_KINDS, one spec
+    module per kind, ordered by their `order` (distinct), which is the order people read them in."""
+    assert registry.spec_modules() == tuple(f"gpufinops.models.kinds.{kind}" for kind in sorted(SHOWN))
+    assert registry.BUILTIN == registry.MODELS == registry.discover()
+    assert registry.KINDS == SHOWN
+    assert len({s.order for s in registry.MODELS}) == len(registry.MODELS)
+    assert registry.predictor_kinds() == ("gpu_type", "quantization")
+    twice = dataclasses.replace(dummy_kind.SPEC, order=registry.spec("gpu_type").order)
+    with pytest.raises(ValueError, match="order 30 is gpu_type's already"):
+        registry.register(twice)
+    assert dummy_kind.KIND not in registry.KINDS
+
+
 def test_the_lower_layers_tables_are_the_registrys_exactly() -> None:
-    """warehouse/labels.py sits below the models (it cannot import them): its kind labels are the specs'.
-    The storage export and the carbon evidence carry exactly the kinds whose specs say so."""
+    """warehouse/labels.py sits below the models (it cannot import them) and holds no kind's label: the
+    registry hands them down. The storage export and the carbon evidence carry exactly the kinds whose
+    specs say so."""
     assert labels.KINDS == {s.kind: s.label for s in registry.MODELS}
-    assert set(export_storage.KINDS) == {s.kind for s in registry.MODELS if s.export == "storage"}
+    assert set(export_storage.WRITERS) == set(placement.STORAGE_ACTIONS)
     assert carbon_evidence.REMOVES_GPU_HOURS == {s.kind for s in registry.MODELS if s.carbon == "gpu_hours"}
     assert carbon_evidence.PRICING_ONLY == {s.kind for s in registry.MODELS if s.carbon == "pricing_only"}
     assert set(registry.KINDS) == {s.kind for s in registry.MODELS} and len(registry.KINDS) == len(registry.MODELS)
+
+
+def test_the_label_table_has_no_kind_until_the_registry_names_them() -> None:
+    code = (
+        "from gpufinops.warehouse import labels\n"
+        "assert labels.KINDS == {}\n"
+        "for call in (lambda: labels.label('idle_gpu', 'kind'), lambda: labels.label('open')):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except labels.KindsNotLoaded:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError('labelled before the registry named the kinds')\n"
+        "import gpufinops.jobs\n"
+        "assert labels.label('gpu_count', 'kind') == 'Fewer GPUs' and labels.label('open') == 'Open'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_no_reader_names_a_kind() -> None:
+    """A line comparing or listing kinds (``kind == "x"``, ``KINDS = ("x", …)``) in a reader of the facts."""
+    named = {
+        (path, kind)
+        for path in READERS
+        for kind in registry.KINDS
+        if re.search(rf'kind\w*\W.*"{kind}"', (ROOT / path).read_text(), re.IGNORECASE)
+    }
+    assert named == set()
 
 
 def test_the_scored_kinds_are_the_ones_the_generators_plant() -> None:
@@ -67,7 +142,16 @@ def test_a_spec_without_a_fact_does_not_construct_and_an_unknown_fact_is_refused
     for fact in FACTS:
         with pytest.raises(TypeError, match=fact):
             ModelSpec(**{k: v for k, v in whole.items() if k != fact})
-    for fact, bad in (("family", "buy"), ("carbon", "some"), ("truth", "planted"), ("label", "")):
+    for fact, bad in (
+        ("family", "buy"),
+        ("carbon", "some"),
+        ("truth", "planted"),
+        ("label", ""),
+        ("order", 0),
+        ("ends_plan", "always_idle"),
+        ("plan_per_team_on", ["onprem"]),
+        ("predictor", ""),
+    ):
         with pytest.raises(ValueError, match=fact if fact != "truth" else "Scored"):
             ModelSpec(**{**whole, fact: bad})
 
@@ -79,6 +163,9 @@ def test_a_kind_the_registry_does_not_hold_is_refused_by_every_reader() -> None:
         plans.reconcile([dummy_kind.finding("i-1", "1000", "10")])  # not registered here
     with pytest.raises(ValueError, match="unknown recommendation kind"):
         export_plan.action("gpu_size")
+    stored = {"id": "x", "kind": "gpu_size", "plan": "primary", "status": "open", "monthly_savings_usd": 1}
+    with pytest.raises(ValueError, match="unknown recommendation kind 'gpu_size'"):
+        export_storage.document([stored])  # neither carried nor skipped: refused
     with pytest.raises(ValueError, match="not scored by evaluate"):
         eval_score.truth_rule("storage_orphan")
     with pytest.raises(ValueError, match="built-in"):
@@ -93,9 +180,20 @@ def test_reading_the_facts_imports_no_model_library() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+def test_the_registry_finds_a_new_spec_module_where_it_lies(tmp_path) -> None:
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "acme_kind.py").write_text(Path(dummy_kind.__file__).read_text())
+    (tmp_path / "acme" / "helpers.py").write_text("X = 1\n")
+    assert registry.spec_modules(tmp_path, "pkg") == ("pkg.acme.acme_kind",)
+
+
 @pytest.fixture
 def dummy():
-    registry.register(dummy_kind.SPEC)
+    """The dummy registered as a plug-in's loader does: what discovery finds under its folder (tests/),
+    no list, no label line."""
+    found = registry.discover(ROOT / "tests", "tests")
+    assert [s.kind for s in found] == [dummy_kind.KIND]
+    registry.register(*found)
     try:
         yield dummy_kind
     finally:
@@ -105,7 +203,7 @@ def dummy():
 def test_a_kind_declared_in_one_module_is_planned_exported_evaluated_and_labelled(dummy) -> None:
     from tests.test_plans import rec
 
-    assert dummy.KIND in registry.KINDS and registry.VERSIONS[dummy.KIND] == f"{dummy.KIND}/1"
+    assert registry.KINDS == (*SHOWN, dummy.KIND) and registry.VERSIONS[dummy.KIND] == f"{dummy.KIND}/1"
     # plans: a purchase after a rightsize is a step priced on what the rightsize leaves
     out = {
         r.kind: r
@@ -117,8 +215,19 @@ def test_a_kind_declared_in_one_module_is_planned_exported_evaluated_and_labelle
     state = export_plan.Placement("i-9", "nlp", None, "A100", 8)
     after, problem = placement.apply(state, {"kind": dummy.KIND, "proposed": {}}, None)
     assert after.committed and problem is None and after.gpus == 8
-    # evaluation: scored, its truth priced by its spec's rule
-    assert dummy.KIND in registry.scored_kinds()
+    # the storage export: not a storage action, so not carried (by its spec, not a list)
+    assert export_storage.document(
+        [{**dummy.finding("i-9", "1000", "100").to_dict(), "plan": "primary", "status": "open"}]
+    ) == {
+        "s3_lifecycle": {},
+        "gcs_lifecycle": {},
+        "modify_volume": [],
+        "commands": [],
+        "monthly_savings_usd": 0.0,
+        "left_out": [],
+    }
+    # evaluation: scored, its truth priced by its spec's rule; no throughput predictor to choose
+    assert dummy.KIND in registry.scored_kinds() and dummy.KIND not in registry.predictor_kinds()
     truth = {
         "days": 30,
         "machines": [{"resource_id": "i-9", "provider": "aws"}],
@@ -134,13 +243,17 @@ def test_a_kind_declared_in_one_module_is_planned_exported_evaluated_and_labelle
     ]
     with pytest.raises(ValueError, match="registered twice"):
         registry.register(dummy.SPEC)
+    # the command line's --kind offers it, last (its order)
+    from tests.test_model_registry import _kind_action
+
+    assert list(_kind_action().choices)[-1] == dummy.KIND
 
 
 def test_unregistering_takes_the_kind_out_of_every_reader(dummy) -> None:
     registry.unregister(dummy.KIND)
     try:
         assert dummy.KIND not in registry.KINDS and dummy.KIND not in labels.KINDS
-        assert labels.label(dummy.KIND, "kind") == "Dummy reserved"  # back to its words
+        assert labels.label(dummy.KIND, "kind") == "Dummy reserved"  # back to its words: no kind of ours
         with pytest.raises(ValueError):
             export_plan.action(dummy.KIND)
     finally:

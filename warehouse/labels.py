@@ -25,34 +25,28 @@ def team_label(team: str | None) -> str:
 
 # --- the table, one mapping per kind of code ----------------------------------------------------------
 
-# Recommendation kinds: each kind's label is a fact of its spec (models/registry.py, `label`). The
-# warehouse sits below the models and cannot read the registry, so the built-in kinds' labels are kept
-# here too (tests/test_model_kinds.py proves the two equal, kind for kind) and a kind registered later
-# passes its own down (`models.registry.register` calls :func:`name_kind`).
-KINDS = {
-    "idle_gpu": "Idle GPU",
-    "gpu_count": "Fewer GPUs",
-    "gpu_type": "Cheaper GPU type",
-    "quantization": "Quantization",
-    "spot_mix": "Spot mix",
-    "commitment": "Commitment",
-    "onprem_vs_cloud": "On-prem vs cloud",
-    "storage_tier": "Storage tier",
-    "storage_orphan": "Orphaned storage",
-    "checkpoint_lifecycle": "Checkpoint lifecycle",
-}
+# Recommendation kinds: each kind's label is a fact of its spec (docs/architecture.md, *Add a model kind*)
+# and only there. This layer sits below the models and cannot read their registry, so the registry hands
+# the labels down when it is imported (``models.registry`` calls :func:`name_kinds`; the dashboard's,
+# the jobs' and the interfaces' packages import it first). Until then the table is empty, and labelling
+# a code through it says so rather than guess a kind's name from its words.
+KINDS: dict[str, str] = {}
 
 
-def name_kind(kind: str, text: str) -> None:
-    """Label a recommendation kind registered after the built-in ones (ValueError for a kind already
-    labelled otherwise)."""
-    if KINDS.get(kind, text) != text:
-        raise ValueError(f"kind {kind!r} is already labelled {KINDS[kind]!r}")
-    KINDS[kind] = text
+class KindsNotLoaded(LookupError):
+    """A code was labelled before ``gpufinops.models.registry`` handed the kinds' labels down."""
 
 
-def unname_kind(kind: str) -> None:
-    KINDS.pop(kind, None)
+def name_kinds(labelled: Mapping[str, str]) -> None:
+    """Make ``labelled`` (kind -> label, in the registry's order) the kinds' labels (the registry calls it)."""
+    KINDS.clear()
+    KINDS.update(labelled)
+
+
+def _kinds() -> dict[str, str]:
+    if not KINDS:
+        raise KindsNotLoaded("no recommendation kind is labelled yet: import gpufinops.models.registry first")
+    return KINDS
 
 
 PATTERNS = {  # evidence["pattern"]
@@ -222,11 +216,11 @@ def label(code: str | None, field: str | None = None) -> str:
         return "—"
     text = str(code)
     if field is not None and field in TABLES:
-        found = TABLES[field].get(text)
+        found = (_kinds() if field == "kind" else TABLES[field]).get(text)
         if found is not None:
             return found
-    for table in TABLES.values():
-        if text in table:
+    for name, table in TABLES.items():
+        if text in (_kinds() if name == "kind" else table):
             return table[text]
     return words(text) if SNAKE.match(text) else text
 

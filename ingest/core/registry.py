@@ -14,7 +14,6 @@ A ``Registry`` is a plain object: tests build their own instead of sharing globa
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from gpufinops.ingest.core.spec import SourceOptions
+from gpufinops.warehouse.declared import modules_declaring
 from gpufinops.warehouse.freshness import Freshness  # re-exported: a spec module imports its facts from here
 
 
@@ -229,13 +229,9 @@ INGEST_ROOT = Path(__file__).resolve().parents[1]  # the ingest package's folder
 
 def builtin_modules(root: Path = INGEST_ROOT, package: str = "gpufinops.ingest") -> tuple[str, ...]:
     """The modules under ``root`` that declare ``INGESTORS`` (a line starting ``INGESTORS``): a new
-    source's module is found where it lies, no list to add it to. Read as text, imported only by
-    ``default_registry``."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        if re.search(r"^INGESTORS\b", path.read_text(encoding="utf-8"), re.MULTILINE):
-            found.append(".".join([package, *path.relative_to(root).with_suffix("").parts]))
-    return tuple(found)
+    source's module is found where it lies, no list to add it to (``warehouse.declared``, the discovery
+    the model registry uses too). Read as text, imported only by ``default_registry``."""
+    return modules_declaring("INGESTORS", root, package)
 
 
 def default_registry() -> Registry:

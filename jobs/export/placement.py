@@ -1,6 +1,6 @@
 """Where one resource's GPUs run (:class:`Placement`), and what each export action does to it.
 
-Each recommendation kind's spec names its export action (``export`` in models/registry.py); the
+Each recommendation kind's spec names its export action (``export``, models/kinds/<kind>.py); the
 scheduler exports (:mod:`jobs.export.plan`) apply a resource's plan objects in order, each through the
 action its kind names. A kind whose action is not in :data:`ACTIONS` is refused, never skipped.
 """
@@ -103,15 +103,18 @@ def _no_capacity(state: Placement, _rec: dict[str, Any], _clusters: ClusterMap) 
     return state, None
 
 
-# What each spec's `export` (models/registry.py) does to a resource's placement. "storage": the storage
-# export carries it (jobs/export/storage.py); it changes no GPU capacity.
+# The storage actions: the storage export (jobs/export/storage.py, its WRITERS) writes each as what the
+# clouds take; none changes GPU capacity.
+STORAGE_ACTIONS = ("retier_volume", "delete_orphan", "lifecycle_rule")
+
+# What each spec's `export` (docs/architecture.md, *Add a model kind*) does to a resource's placement.
 ACTIONS: dict[str, Action] = {
     "release_or_schedule": _release_or_schedule,
     "resize": _resize,
     "spot_share": _spot_share,
     "commit": _commit,
     "move_onprem": _move_onprem,
-    "storage": _no_capacity,
+    **dict.fromkeys(STORAGE_ACTIONS, _no_capacity),
 }
 
 

@@ -1,6 +1,7 @@
 """`gpufinops export storage`: the storage plans as what the clouds take, to apply as is.
 
-One JSON document over the plan objects (primary and step, open or accepted) of the storage kinds:
+One JSON document over the plan objects (primary and step, open or accepted) whose kind's spec exports a
+storage action (its ``export``, a key of :data:`WRITERS`):
 
 * ``s3_lifecycle``: bucket -> the ``LifecycleConfiguration`` that ``aws s3api
   put-bucket-lifecycle-configuration --bucket B --lifecycle-configuration file://F`` (or boto3's
@@ -21,9 +22,8 @@ import shlex
 from typing import Any
 
 from gpufinops.jobs.export import plan as plan_mod
-from gpufinops.models import plans
+from gpufinops.models import plans, registry
 
-KINDS = ("storage_tier", "storage_orphan", "checkpoint_lifecycle")
 MAX_S3_RULES = 1000
 RULE_ID_CHARS = 255
 
@@ -116,9 +116,27 @@ def _orphan(o: dict[str, Any], out: dict[str, Any]) -> None:
     out["commands"].append(f"{first}aws ec2 delete-volume --volume-id {q(resource)}")
 
 
+def _lifecycle(o: dict[str, Any], out: dict[str, Any]) -> None:
+    p = o["proposed"]
+    if o.get("provider") == "gcp":
+        out["gcs_lifecycle"].setdefault(p["bucket"], {"rule": []})["rule"].extend(_gcs_rules(p))
+        return
+    rules = out["s3_lifecycle"].setdefault(p["bucket"], {"Rules": []})["Rules"]
+    new = _s3_rules(p)
+    room = MAX_S3_RULES - len(rules)
+    rules.extend(new[:room])
+    if len(new) > room:
+        out["left_out"].append(f"s3://{p['bucket']}: {len(new) - room} expiration rule(s) past S3's 1,000")
+
+
+# What each storage action (a spec's `export`, jobs.export.placement.STORAGE_ACTIONS) writes.
+WRITERS = {"retier_volume": _tier, "delete_orphan": _orphan, "lifecycle_rule": _lifecycle}
+
+
 def document(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    """The export document over the stored objects (the read model's)."""
-    carried = [o for o in plan_mod.plan_objects(objects) if o.get("kind") in KINDS]
+    """The export document over the stored objects (the read model's); ValueError for a kind the registry
+    does not hold."""
+    carried = [o for o in plan_mod.plan_objects(objects) if registry.spec(o.get("kind") or "").export in WRITERS]
     out: dict[str, Any] = {
         "s3_lifecycle": {},
         "gcs_lifecycle": {},
@@ -128,21 +146,7 @@ def document(objects: list[dict[str, Any]]) -> dict[str, Any]:
         "left_out": [],
     }
     for o in sorted(carried, key=lambda o: o["id"]):
-        if o["kind"] == "storage_tier":
-            _tier(o, out)
-        elif o["kind"] == "storage_orphan":
-            _orphan(o, out)
-        else:
-            p = o["proposed"]
-            if o.get("provider") == "gcp":
-                out["gcs_lifecycle"].setdefault(p["bucket"], {"rule": []})["rule"].extend(_gcs_rules(p))
-                continue
-            rules = out["s3_lifecycle"].setdefault(p["bucket"], {"Rules": []})["Rules"]
-            new = _s3_rules(p)
-            room = MAX_S3_RULES - len(rules)
-            rules.extend(new[:room])
-            if len(new) > room:
-                out["left_out"].append(f"s3://{p['bucket']}: {len(new) - room} expiration rule(s) past S3's 1,000")
+        WRITERS[registry.spec(o["kind"]).export](o, out)
     return out
 
 
