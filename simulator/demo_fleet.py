@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from gpufinops.simulator import cur2_export, demo_mig, demo_serving, demo_storage, gcp_export
 from gpufinops.simulator.cur2_export import aws_reserved_instance
-from gpufinops.simulator.demo_billing import build_fleet, compute_lines, daily_lines, onprem_options
+from gpufinops.simulator.demo_billing import Machine, build_fleet, compute_lines, daily_lines, onprem_options
 from gpufinops.simulator.demo_prices import (
     AWS_SPOT_ADVISOR,
     GCP_PRICES,
@@ -190,6 +190,19 @@ def _write_price_references(home: Path, clock: Clock) -> None:
     _write_if_changed(gcp / "gcp_gpu_machine_price_changes.csv", ("\n".join(lines) + "\n").encode())
 
 
+def _steady(m: Machine, running: np.ndarray) -> bool:
+    """The commitment ground truth's machines: GCP on-demand, billed and busy every hour of the window (no
+    idle or notebook profile), on a machine type with a 1-year CUD price."""
+    return bool(
+        m.spec.pricing == "on_demand"
+        and m.spec.schedule == "always"
+        and running.all()
+        and m.spec.provider == "gcp"
+        and m.spec.profile not in ("idle", "notebook")
+        and GCP_PRICES[(m.spec.instance_type, m.region)][2]
+    )
+
+
 def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_END, scale: int = 1) -> FleetSummary:
     """Write the simulated fleet's exports, nvidia-smi logs and ground truth into ``home``."""
     if days < 7:
@@ -218,21 +231,16 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         hosts.add(f"{m.host}.csv")
         if m.spec.plant:
             planted.append(planted_entry(m, clock, running, samples, effective))
-        if (
-            m.spec.pricing == "on_demand"
-            and m.spec.schedule == "always"
-            and running.all()
-            and m.spec.provider == "gcp"
-            and m.spec.profile not in ("idle", "notebook")
-            and GCP_PRICES[(m.spec.instance_type, m.region)][2]
-        ):
-            steady.append(m)  # commitment ground truth: busy on-demand every hour, with a CUD price
+        if _steady(m, running):
+            steady.append(m)
     for stale in metrics_dir.glob("*.csv"):
         if stale.name not in hosts:
             stale.unlink()
     mig = demo_mig.generate(clock, seed)  # the MIG-partitioned GPU (simulator/demo_mig.py): its own random stream
     rows["gcp"] += mig.lines
     demo_mig.write_exposition(home / "metrics" / "dcgm-mig", mig)
+    if _steady(mig.machine, mig.running):  # an always-on on-demand serving VM: a CUD covers it like any other
+        steady.append(mig.machine)
     rows["aws"] += demo_storage.bill_rows(machines, end)  # the storage GPU work leaves (simulator/demo_storage.py)
     for provider_rows in rows.values():
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))

@@ -13,6 +13,8 @@ is not supported on MIG instances), the instance's ``DCGM_FI_DEV_FB_USED`` / ``_
 The shared-GPU allocation (``warehouse/allocation.py``) charges each pod its slice's share of the VM's
 GPU-hour (3/7 for ``3g.20gb`` under ``mig_weight = "compute"``), the empty slices' share stays unallocated,
 and ``gpufinops unit-costs`` prices the 3B model's tokens from its slice's allocated cost, not the whole GPU's.
+The VM is billed on demand and busy every hour, so, like the fleet's steady machines, it is a commitment truth
+(ground_truth.json "commitments": a 1-year CUD on ``a2-highgpu-1g`` covers the VM whatever its MIG layout).
 
 Randomness comes only from ``numpy.random.default_rng((seed, MIG_STREAM))``: its own stream, so the
 machine moves none of the rest of the fleet's draws (they are keyed by the machine's place in FLEET).
@@ -155,6 +157,7 @@ class MigFleet:
     machine: Machine
     lines: list[dict]  # the VM's bill (FOCUS-named rows, like the fleet's)
     effective: dict[int, Decimal]  # hour index -> the GPU-hour's EffectiveCost
+    running: np.ndarray  # a bool per hour of the window: billed (always on)
     exposition: str  # what its DCGM exporter recorded
 
 
@@ -165,7 +168,8 @@ def generate(clock: Clock, seed: int) -> MigFleet:
     running = np.ones(clock.hours, dtype=bool)
     samples = mig_samples(clock, rng)
     compute, effective = compute_lines(m, clock, running, rng, whole_gpu(samples))
-    return MigFleet(m, compute + daily_lines(m, clock, running, rng), effective, exposition(m, clock, samples, seed))
+    lines = compute + daily_lines(m, clock, running, rng)
+    return MigFleet(m, lines, effective, running, exposition(m, clock, samples, seed))
 
 
 def truth(m: Machine) -> dict:
