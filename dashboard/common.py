@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
@@ -26,11 +25,7 @@ from gpufinops.dashboard.precomputed import window_start as window_start
 from gpufinops.warehouse import db, queries
 from gpufinops.warehouse.scope import Scope
 
-if TYPE_CHECKING:
-    from streamlit.elements.lib.column_types import ColumnConfig  # what st.column_config.*Column returns
-
 DEFAULT_DB = "data/gpufinops.duckdb"
-MONEY_FORMAT = "dollar"  # st.column_config.NumberColumn preset: $1,234.57
 
 
 @dataclass(frozen=True)
@@ -141,10 +136,6 @@ def total(frame: pl.DataFrame, col: str) -> Decimal:
         return Decimal(0)
     value = frame[col].sum()
     return Decimal(str(value)) if value is not None else Decimal(0)
-
-
-def money_columns(*cols: str) -> dict[str, ColumnConfig]:
-    return {c: st.column_config.NumberColumn(format=MONEY_FORMAT) for c in cols}
 
 
 def window_picker(key: str) -> int:

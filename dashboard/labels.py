@@ -146,6 +146,14 @@ LABELS = {
     "kwh": "kWh",
     "kg_co2e": "kg CO2e",
     "cost_basis": "Costed by",
+    # shared-GPU allocation (warehouse/allocation_queries.py)
+    "namespace": "Namespace",
+    "basis": "Allocated by",
+    "resources": "Resources",
+    "methods": "Methods",
+    "unallocated_cost": "Unallocated cost",
+    "unallocated_gpu_hours": "Unallocated GPU-hours",
+    "node_gpu_cost": "Node's GPU cost",
 }
 ACRONYMS = {
     "gpu": "GPU",

@@ -45,7 +45,7 @@ def write_config(home: Path, resource_map: dict[str, str]) -> Path:
         # The GPU metrics come through the DCGM exporter path: each host's recorded /metrics output.
         "[sources.gpu_metrics]",
         'type = "dcgm_exporter"',
-        'targets = ["metrics/dcgm/*.prom"]',
+        'targets = ["metrics/dcgm/*.prom", "metrics/dcgm-mig/*.prom"]',  # (dcgm-mig: the MIG GPU, simulator/demo_mig.py)
         "",
         "[sources.gpu_metrics.resource_map]",
         *[f"{_toml_string(host)} = {_toml_string(rid)}" for host, rid in sorted(resource_map.items())],

@@ -6,7 +6,8 @@ reference files), plus the ground truth of what it planted. ``gpufinops demo`` (
 and ``gpufinops evaluate`` (:mod:`jobs.evaluate`) run them; the warehouse sees only the files.
 
 * :mod:`simulator.demo_fleet`: the demo's two-cloud + on-prem fleet with planted waste
-  (:mod:`~simulator.demo_workloads`: machines, schedules and utilisation profiles).
+  (:mod:`~simulator.demo_workloads`: machines; :mod:`~simulator.demo_profiles`: schedules and utilisation
+  profiles; :mod:`~simulator.demo_smi`: their nvidia-smi logs).
 * :mod:`simulator.eval_fleet`: a second fleet with laws of its own (published throughput, moving
   prices, a restated month), that the models were never tuned on.
 * :mod:`simulator.cur2_export`, :mod:`simulator.gcp_export`: the bills in the providers' formats.

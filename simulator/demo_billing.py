@@ -35,7 +35,8 @@ from gpufinops.simulator.demo_prices import (
     STORAGE_USD_PER_GB_MONTH,
     money,
 )
-from gpufinops.simulator.demo_workloads import FLEET, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples, Spec
+from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples
+from gpufinops.simulator.demo_workloads import FLEET, INSTANCE_GPUS, Spec
 
 
 @dataclass
@@ -67,17 +68,21 @@ def build_fleet(seed: int, scale: int = 1) -> list[Machine]:
             used_ips.add(ip)
             host, rid, region = f"ip-10-0-{ip[0]}-{ip[1]}", f"i-0{rnd.getrandbits(64):016x}", spec.zone[:-1]
         elif spec.provider == "gcp":
-            project = _sub_account("gcp", spec.team)[0]
-            if spec.name is None:
-                raise ValueError(f"a Google Cloud machine of the fleet needs its VM name: {spec}")
-            host, region = spec.name, spec.zone.rsplit("-", 1)[0]
-            rid = f"//compute.googleapis.com/projects/{project}/zones/{spec.zone}/instances/{host}"
+            host, region, rid = str(spec.name), spec.zone.rsplit("-", 1)[0], gcp_resource_id(spec)
         else:
             node += 1
             host = rid = f"gpu-node-{node:02d}"
             region = spec.zone
         machines.append(Machine(spec, host, rid, model, count, region))
     return machines
+
+
+def gcp_resource_id(spec: Spec) -> str:
+    """A Google Cloud VM's billed resource id (its project is the team's)."""
+    if spec.name is None:
+        raise ValueError(f"a Google Cloud machine of the fleet needs its VM name: {spec}")
+    project = _sub_account("gcp", spec.team)[0]
+    return f"//compute.googleapis.com/projects/{project}/zones/{spec.zone}/instances/{spec.name}"
 
 
 def _sub_account(provider: str, team: str) -> tuple[str, str]:

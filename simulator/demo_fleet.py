@@ -8,6 +8,8 @@ fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any
     home/exports/gcp/billing/<table>-YYYYMM-….json Google Cloud billing export rows (BigQuery JSONL extract,
                                                    one file per invoice month; see simulator/gcp_export.py)
     home/metrics/nvidia-smi/<host>.csv             nvidia-smi --query-gpu=… --format=csv -l 900
+    home/metrics/dcgm-mig/<host>.prom              the MIG GPU's DCGM exporter history (simulator/demo_mig.py)
+    home/metrics/serving/<pod>.prom                the inference servers' counters (simulator/demo_serving.py)
     home/ground_truth.json                         what was planted, with exact quantities
 
 Prices are hard-coded (the demo runs from a fresh clone without ``shared/``); each table names
@@ -36,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpufinops.simulator import cur2_export, demo_serving, demo_storage, gcp_export
+from gpufinops.simulator import cur2_export, demo_mig, demo_serving, demo_storage, gcp_export
 from gpufinops.simulator.cur2_export import aws_reserved_instance
-from gpufinops.simulator.demo_billing import build_fleet, compute_lines, daily_lines, onprem_options
+from gpufinops.simulator.demo_billing import Machine, build_fleet, compute_lines, daily_lines, onprem_options
 from gpufinops.simulator.demo_prices import (
     AWS_SPOT_ADVISOR,
     GCP_PRICES,
@@ -46,16 +48,10 @@ from gpufinops.simulator.demo_prices import (
     ONPREM_SOURCE,
     SPOT_ADVISOR_RANGES,
 )
+from gpufinops.simulator.demo_profiles import Clock, gpu_samples, running_hours
+from gpufinops.simulator.demo_smi import sample_stamps, smi_log
 from gpufinops.simulator.demo_truth import IDLE_UTIL_PCT, commitment_truth, planted_entry
-from gpufinops.simulator.demo_workloads import (
-    GPU_HARDWARE,
-    INSTANCE_GPUS,
-    Clock,
-    gpu_samples,
-    running_hours,
-    sample_stamps,
-    smi_log,
-)
+from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS
 from gpufinops.warehouse import cost_schema
 
 DEMO_END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -75,6 +71,7 @@ class FleetSummary:
     cost_by_provider: dict[str, Decimal]  # sum of EffectiveCost, every line
     planted: list[dict] = field(default_factory=list)
     onprem_hosts: frozenset[str] = frozenset()  # the private cluster's hosts (the rest are cloud machines)
+    mig_hosts: frozenset[str] = frozenset()  # hosts whose GPUs run MIG: a DCGM history, no nvidia-smi log
 
 
 def _toml_value(value: object) -> str:
@@ -193,6 +190,19 @@ def _write_price_references(home: Path, clock: Clock) -> None:
     _write_if_changed(gcp / "gcp_gpu_machine_price_changes.csv", ("\n".join(lines) + "\n").encode())
 
 
+def _steady(m: Machine, running: np.ndarray) -> bool:
+    """The commitment ground truth's machines: GCP on-demand, billed and busy every hour of the window (no
+    idle or notebook profile), on a machine type with a 1-year CUD price."""
+    return bool(
+        m.spec.pricing == "on_demand"
+        and m.spec.schedule == "always"
+        and running.all()
+        and m.spec.provider == "gcp"
+        and m.spec.profile not in ("idle", "notebook")
+        and GCP_PRICES[(m.spec.instance_type, m.region)][2]
+    )
+
+
 def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_END, scale: int = 1) -> FleetSummary:
     """Write the simulated fleet's exports, nvidia-smi logs and ground truth into ``home``."""
     if days < 7:
@@ -221,31 +231,30 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         hosts.add(f"{m.host}.csv")
         if m.spec.plant:
             planted.append(planted_entry(m, clock, running, samples, effective))
-        if (
-            m.spec.pricing == "on_demand"
-            and m.spec.schedule == "always"
-            and running.all()
-            and m.spec.provider == "gcp"
-            and m.spec.profile not in ("idle", "notebook")
-            and GCP_PRICES[(m.spec.instance_type, m.region)][2]
-        ):
-            steady.append(m)  # commitment ground truth: busy on-demand every hour, with a CUD price
+        if _steady(m, running):
+            steady.append(m)
     for stale in metrics_dir.glob("*.csv"):
         if stale.name not in hosts:
             stale.unlink()
+    mig = demo_mig.generate(clock, seed)  # the MIG-partitioned GPU (simulator/demo_mig.py): its own random stream
+    rows["gcp"] += mig.lines
+    demo_mig.write_exposition(home / "metrics" / "dcgm-mig", mig)
+    if _steady(mig.machine, mig.running):  # an always-on on-demand serving VM: a CUD covers it like any other
+        steady.append(mig.machine)
     rows["aws"] += demo_storage.bill_rows(machines, end)  # the storage GPU work leaves (simulator/demo_storage.py)
     for provider_rows in rows.values():
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
-    demo_serving.write_serving_exports(home / "metrics" / "serving", machines, clock.start, end, seed)
+    served = [*machines, mig.machine]
+    demo_serving.write_serving_exports(home / "metrics" / "serving", served, clock.start, end, seed)
     _write_price_references(home, clock)
     commitments = commitment_truth(steady)  # opportunities on healthy machines, not planted waste
     totals = {
         p: sum((r["EffectiveCost"] for r in provider_rows), Decimal(0))
         for p, provider_rows in {**rows, "onprem": onprem_rows}.items()
     }
-    resource_map = {m.host: m.resource_id for m in machines}
+    resource_map = {m.host: m.resource_id for m in served}
     truth = {
         "generator": "gpufinops.simulator.demo_fleet",
         "seed": seed,
@@ -280,7 +289,8 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
                 "planted": m.spec.plant[0] if m.spec.plant else None,
             }
             for m in machines
-        ],
+        ]
+        + [demo_mig.truth(mig.machine)],
         "planted": planted,
         "commitments": commitments,
     }
@@ -292,11 +302,12 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         metrics_dir=metrics_dir,
         ground_truth_path=truth_path,
         resource_map=resource_map,
-        machines=len(machines),
-        gpus=sum(m.gpu_count for m in machines),
+        machines=len(served),
+        gpus=sum(m.gpu_count for m in served),
         line_items=sum(len(r) for r in rows.values()),
         metric_rows=metric_rows,
         cost_by_provider=totals,
         planted=planted,
         onprem_hosts=frozenset(m.host for m in machines if m.spec.provider == "onprem"),
+        mig_hosts=frozenset([mig.machine.host]),
     )

@@ -1,17 +1,22 @@
-"""The demo fleet's inference servers: recorded ``/metrics`` histories of a vLLM and a Triton (TensorRT-LLM) pod.
+"""The demo fleet's inference servers: recorded ``/metrics`` histories of vLLM and Triton (TensorRT-LLM) pods.
 
-Two of the fleet's online-inference machines serve language models: nlp's ``nlp-llm7b-serve`` (one
+Three of the fleet's online-inference machines serve language models: nlp's ``nlp-llm7b-serve`` (one
 A100-SXM4-80GB) runs vLLM with Mistral 7B, nlp's AWS ``g6.xlarge`` (one L4) runs Triton with the TensorRT-LLM
-backend and Llama 3.1 8B at FP16. Each writes what its server's ``/metrics`` served every 15 minutes, as a
+backend and Llama 3.1 8B at FP16, nlp's ``nlp-mig-serve`` (an A100-SXM4-40GB in MIG mode) runs vLLM with Llama
+3.2 3B on one slice. Each writes what its server's ``/metrics`` served every 15 minutes, as a
 recorded history (every sample timestamped) that the demo's ``serving_exporter`` source reads, with the pod's
 Kubernetes labels and the node's ``instance`` (so the pod is placed on the machine whose GPU metrics carry
-that host). The vLLM pod restarts once (its counters start again from zero).
+that host). The Mistral pod restarts once (its counters start again from zero).
 
 Output rates follow a working-day curve (a night floor, a weekday peak) and stay well under TensorRT-LLM's
 published maximum-load throughput for these GPUs (its performance overview, tests/data/gpu-throughput-
 benchmarks): Llama 3.1 8B at FP16 on an A100-SXM4-80GB serves 3,634 output tokens/s at 1000/1000 input/output
 tokens; the vLLM pod peaks at 1,400 (a 7B model, ~39 % of that); an L4 has 300 GB/s of memory bandwidth to
-the A100's 2,039, so decode-bound throughput scales to ~535 tokens/s, and the Triton pod peaks at 260.
+the A100's 2,039, so decode-bound throughput scales to ~535 tokens/s, and the Triton pod peaks at 260. A third
+pod, vLLM with Llama 3.2 3B, serves from a MIG slice (3g.20gb) of nlp's ``nlp-mig-serve`` A100-40GB
+(:mod:`simulator.demo_mig`): the slice has 3 of the GPU's 7 compute slices and 4 of its 8 memory slices (~780 GB/s
+of 1,555), so scaled by bandwidth and model size (3B against 8B) decode-bound throughput would be ~3,700 tokens/s;
+the pod peaks at 900 (~25 % of that). Each pod's samples come from its own random stream.
 """
 
 from __future__ import annotations
@@ -53,6 +58,17 @@ SERVERS = (
     ),
     # (Triton serves the TensorRT-LLM engine under the model name its repository gives it)
     Server("aws:g6.xlarge:nlp", "triton", "llama-3.1-8b-trtllm", "llm", "triton-llama-8b-0", 260.0, 600.0, 180.0),
+    # on the 3g.20gb MIG slice of nlp-mig-serve's A100-40GB (simulator/demo_mig.py)
+    Server(
+        "nlp-mig-serve",
+        "vllm",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        "llm",
+        "vllm-llama-3b-mig-0",
+        900.0,
+        700.0,
+        200.0,
+    ),
 )
 
 

@@ -17,7 +17,8 @@ from gpufinops.simulator.demo_prices import (
     SPOT_LOST_HOURS_PER_INTERRUPTION,
     money,
 )
-from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS, SAMPLES_PER_HOUR, Clock, Samples
+from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples
+from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS
 
 IDLE_UTIL_PCT = 5  # an idle hour: every GPU at most this in every sample of the hour
 

@@ -23,7 +23,7 @@ from gpufinops.simulator import eval_laws as laws
 from gpufinops.simulator import gcp_export
 from gpufinops.simulator.dcgm_export import write_dcgm_exposition
 from gpufinops.simulator.demo_prices import SPOT_ADVISOR_RANGES
-from gpufinops.simulator.demo_workloads import SMI_HEADER, bus_ids, gpu_uuid
+from gpufinops.simulator.demo_smi import SMI_HEADER, bus_ids, gpu_uuid
 from gpufinops.simulator.eval_machines import Box, Machine
 
 MONEY = Decimal("1E-10")

@@ -205,8 +205,9 @@ def test_layout_counts_and_totals(home, summary, costs):
     assert summary.export_dirs["aws"] == home / "exports/aws/cur"
     assert 25 <= summary.machines <= 35 and 80 <= summary.gpus <= 120
     logs = sorted(summary.metrics_dir.glob("*.csv"))
-    assert len(logs) == summary.machines == len(summary.resource_map)
-    assert {p.stem for p in logs} == set(summary.resource_map)
+    assert len(logs) == summary.machines - len(summary.mig_hosts) == len(summary.resource_map) - 1
+    assert {p.stem for p in logs} == set(summary.resource_map) - summary.mig_hosts  # (MIG: a DCGM history)
+    assert [p.stem for p in (home / "metrics/dcgm-mig").glob("*.prom")] == sorted(summary.mig_hosts)
     assert summary.metric_rows == sum(len(p.read_text().splitlines()) - 1 for p in logs)
     assert summary.line_items == costs.execute("SELECT count(*) FROM costs").fetchone()[0]
     totals = dict(costs.execute("SELECT ProviderName, sum(effective) FROM costs GROUP BY 1").fetchall())
@@ -262,7 +263,7 @@ def test_idle_cost_equals_a_recomputation_from_the_files(summary, truth, costs):
 
 def test_machines_without_planted_waste_are_never_idle(summary, truth):
     planted_hosts = {p["host"] for p in truth["planted"] if p["kind"] == "idle_gpu"}
-    for host in summary.resource_map:
+    for host in set(summary.resource_map) - summary.mig_hosts:
         if host not in planted_hosts:
             _, idle = idle_hours_from_log(summary.metrics_dir / f"{host}.csv")
             assert not idle, f"{host} has idle hours but nothing was planted there"
@@ -288,6 +289,8 @@ def test_planted_patterns_show_in_the_data(summary, truth, costs):
 def test_one_row_per_gpu_per_quarter_hour_while_running(summary, truth, costs):
     machines = {m["host"]: m for m in truth["machines"]}
     for host, rid in summary.resource_map.items():
+        if host in summary.mig_hosts:
+            continue
         rows = read_smi(summary.metrics_dir / f"{host}.csv")
         per_stamp: dict[datetime, list[int]] = defaultdict(list)
         for stamp, index, *_ in rows:

@@ -19,7 +19,7 @@ pod's counters grew by) and the GPU cost the pod was charged with:
    ``"weight"`` always uses the rule: input share = w·I / (w·I + O), ``input_weight`` w (default 0.25:
    one input token costs a quarter of one output token). $ per 1,000 requests uses the whole cost.
 4. **Energy and emissions**: kWh and kg CO2e of the same pod-resource-hours from ``carbon_hourly``
-   (:func:`carbon_relation`, the one place that joins it), scaled like the cost; NULL for hours without a
+   (:func:`carbon_relation`, the one place that reads it), scaled like the cost; NULL for hours without a
    power measurement (withheld there too).
 
 Money stays DECIMAL(38, 15) to the group's ``gpu_cost_usd``; the rates are DECIMAL(38, 6).
@@ -82,50 +82,71 @@ class UnitCostSettings(Settings):
 def carbon_relation(con: duckdb.DuckDBPyConnection) -> tuple[str, str | None]:
     """(SQL of a relation (hour, resource_id, namespace, pod, kwh, kg_co2e), why it holds no energy or None).
 
-    The one join of ``carbon_hourly``: its rows summed per pod-resource-hour (a pod's GPUs and slices on one
-    resource), and per resource-hour for the rows of no pod (a resource without allocation)."""
+    The one read of ``carbon_hourly``: its rows, which the unit costs sum per pod-resource-hour (a pod's GPUs
+    and slices on one resource), and per resource-hour for the rows of no pod (a resource without allocation)."""
     measured = con.execute("SELECT count(kwh) FROM carbon_hourly").fetchall()[0][0]
-    return (
-        "SELECT hour, resource_id, namespace, pod, sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e "
-        "FROM carbon_hourly GROUP BY ALL"
-    ), (None if measured else NO_CARBON)
+    return ("SELECT hour, resource_id, namespace, pod, kwh, kg_co2e FROM carbon_hourly"), (
+        None if measured else NO_CARBON
+    )
 
 
 def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
-    """Per hour, server, model, namespace and pod: tokens, requests, GPU cost, input cost share, energy."""
+    """Per hour, server, model, namespace and pod: tokens, requests, GPU cost, input cost share, energy.
+
+    Set-based, in few passes and one join of the big relations: the serving rows are grouped once per model;
+    the allocation rows (idle remainders excluded) and ``carbon_hourly``'s rows are summed in one
+    aggregation per pod-resource-hour; a second aggregation, over those sums and the serving rows together,
+    gives each serving pod-hour its allocated cost, team, energy and token totals (no join: the pod-hours
+    without serving rows drop out). Only the pod-hours left without allocation take the whole-resource
+    path, and the pod-hours are joined to their serving rows once. The placeholders ``{where}`` (serving
+    rows, ``s.hour``) and ``{where_a}`` / ``{where_c}`` (the same window on allocation and carbon rows) are
+    the caller's."""
+    same_pod = "{a}.hour = {b}.hour AND {a}.pod = {b}.pod AND {a}.namespace IS NOT DISTINCT FROM {b}.namespace"
     return f"""
     WITH serving AS MATERIALIZED (
         SELECT hour, server, model, namespace, pod, any_value(host) AS host, sum(input_tokens) AS i,
                sum(output_tokens) AS o, sum(requests) AS r, sum(prefill_seconds) AS p, sum(decode_seconds) AS d
         FROM serving_metrics_hourly s WHERE {{where}} GROUP BY hour, server, model, namespace, pod),
-    pods AS MATERIALIZED (
+    pod_resources AS MATERIALIZED (  -- per pod-resource-hour: the allocated cost and team, the energy beside it
+        SELECT hour, namespace, pod, resource_id, sum(cost_usd) AS cost_usd, arg_max(team, cost_usd) AS team,
+               sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e
+        FROM (SELECT a.hour, a.namespace, a.pod, a.resource_id, a.cost_usd, a.team, NULL::DOUBLE AS kwh,
+                     NULL::DOUBLE AS kg_co2e, 0 AS kind
+              FROM gpu_allocation_hourly a WHERE a.basis <> 'unallocated' AND a.pod IS NOT NULL AND {{where_a}}
+              UNION ALL
+              SELECT c.hour, c.namespace, c.pod, c.resource_id, NULL, NULL, c.kwh, c.kg_co2e, 1 AS kind
+              FROM ({carbon}) c WHERE c.pod IS NOT NULL AND {{where_c}})
+        GROUP BY hour, namespace, pod, resource_id HAVING bool_or(kind = 0)),
+    alloc AS (SELECT hour, namespace, pod, resource_id, cost_usd FROM pod_resources),
+    pods AS MATERIALIZED (  -- per serving pod-hour: its token totals, allocated cost, team and energy
         SELECT hour, namespace, pod, any_value(host) AS host,
-               sum(coalesce({input_weight} * i, 0) + coalesce(o, 0)) AS pod_tw, sum(coalesce(r, 0)) AS pod_r,
-               count(*) AS pod_rows
-        FROM serving GROUP BY hour, namespace, pod),
-    carbon AS ({carbon}),
-    alloc AS MATERIALIZED (
-        SELECT a.hour, a.resource_id, a.namespace, a.pod, sum(a.cost_usd) AS cost_usd,
-               arg_max(a.team, a.cost_usd) AS team
-        FROM gpu_allocation_hourly a JOIN pods p ON a.hour = p.hour AND a.pod = p.pod
-             AND a.namespace IS NOT DISTINCT FROM p.namespace
-        WHERE a.basis <> 'unallocated' GROUP BY ALL),
+               sum(coalesce({input_weight} * i, 0) + coalesce(o, 0)) FILTER (WHERE serves) AS pod_tw,
+               sum(coalesce(r, 0)) FILTER (WHERE serves) AS pod_r, count(*) FILTER (WHERE serves) AS pod_rows,
+               sum(cost_usd) AS cost_usd, arg_max(team, cost_usd) AS team, sum(kwh) AS kwh,
+               sum(kg_co2e) AS kg_co2e, bool_or(NOT serves) AS allocated
+        FROM (SELECT hour, namespace, pod, host, i, o, r, NULL::DECIMAL(38, 15) AS cost_usd, NULL::VARCHAR AS team,
+                     NULL::DOUBLE AS kwh, NULL::DOUBLE AS kg_co2e, true AS serves FROM serving
+              UNION ALL
+              SELECT hour, namespace, pod, NULL, NULL, NULL, NULL, cost_usd, team, kwh, kg_co2e, false
+              FROM pod_resources)
+        GROUP BY hour, namespace, pod HAVING bool_or(serves)),
+    unplaced AS (SELECT hour, namespace, pod, host FROM pods WHERE NOT allocated),
     on_gpus AS (
         SELECT w.hour, w.namespace, w.pod, min(g.resource_id) AS resource_id
         FROM gpu_workloads_hourly w JOIN gpu_metrics_hourly g ON g.source = w.source AND g.hour = w.hour
              AND g.gpu_uuid = w.gpu_uuid AND g.mig_instance IS NOT DISTINCT FROM w.mig_instance
+        SEMI JOIN unplaced u ON {same_pod.format(a="u", b="w")}
         WHERE g.resource_id IS NOT NULL AND w.pod IS NOT NULL GROUP BY ALL),
     on_hosts AS (
-        SELECT hour, host, min(resource_id) AS resource_id FROM gpu_metrics_hourly
-        WHERE resource_id IS NOT NULL AND host IS NOT NULL GROUP BY ALL),
+        SELECT g.hour, g.host, min(g.resource_id) AS resource_id FROM gpu_metrics_hourly g
+        SEMI JOIN unplaced u ON u.hour = g.hour AND u.host = g.host
+        WHERE g.resource_id IS NOT NULL AND g.host IS NOT NULL GROUP BY ALL),
     placed AS MATERIALIZED (
         SELECT p.hour, p.namespace, p.pod, coalesce(w.resource_id, h.resource_id) AS resource_id
-        FROM pods p
+        FROM unplaced p
         LEFT JOIN on_gpus w ON w.hour = p.hour AND w.pod = p.pod AND w.namespace IS NOT DISTINCT FROM p.namespace
         LEFT JOIN on_hosts h ON h.hour = p.hour AND h.host = p.host
-        WHERE NOT EXISTS (SELECT 1 FROM alloc a WHERE a.hour = p.hour AND a.pod = p.pod
-                          AND a.namespace IS NOT DISTINCT FROM p.namespace)
-          AND coalesce(w.resource_id, h.resource_id) IS NOT NULL),
+        WHERE coalesce(w.resource_id, h.resource_id) IS NOT NULL),
     resource_hours AS (
         SELECT date_trunc('hour', c."ChargePeriodStart") AS hour, c."ResourceId" AS resource_id,
                sum(c."EffectiveCost") AS cost_usd, arg_max(c."x_Team", c."ChargePeriodStart") AS team
@@ -137,25 +158,27 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
                CAST(rh.cost_usd / count(*) OVER (PARTITION BY p.hour, p.resource_id) AS DECIMAL(38, 15)) AS cost_usd,
                1.0 / count(*) OVER (PARTITION BY p.hour, p.resource_id) AS fraction
         FROM placed p JOIN resource_hours rh ON rh.hour = p.hour AND rh.resource_id = p.resource_id),
-    charged AS (
-        SELECT a.hour, a.namespace, a.pod, a.cost_usd, a.team, c.kwh, c.kg_co2e, 'allocation' AS basis
-        FROM alloc a LEFT JOIN carbon c ON c.hour = a.hour AND c.resource_id = a.resource_id
-             AND c.namespace IS NOT DISTINCT FROM a.namespace AND c.pod = a.pod
-        UNION ALL
-        SELECT w.hour, w.namespace, w.pod, w.cost_usd, w.team, c.kwh * w.fraction, c.kg_co2e * w.fraction,
-               'whole_resource' AS basis
-        FROM whole w LEFT JOIN carbon c ON c.hour = w.hour AND c.resource_id = w.resource_id AND c.pod IS NULL),
-    pod_cost AS MATERIALIZED (
-        SELECT hour, namespace, pod, sum(cost_usd) AS cost_usd, arg_max(team, cost_usd) AS team,
-               sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e, min(basis) AS basis
-        FROM charged GROUP BY ALL),
+    whole_carbon AS (  -- the energy of the resource-hours charged whole: carbon_hourly's rows of no pod
+        SELECT c.hour, c.resource_id, c.namespace, sum(c.kwh) AS kwh, sum(c.kg_co2e) AS kg_co2e
+        FROM ({carbon}) c SEMI JOIN placed p ON p.hour = c.hour AND p.resource_id = c.resource_id
+        WHERE c.pod IS NULL GROUP BY c.hour, c.resource_id, c.namespace),
+    whole_cost AS (
+        SELECT w.hour, w.namespace, w.pod, sum(w.cost_usd) AS cost_usd, arg_max(w.team, w.cost_usd) AS team,
+               sum(c.kwh * w.fraction) AS kwh, sum(c.kg_co2e * w.fraction) AS kg_co2e
+        FROM whole w LEFT JOIN whole_carbon c ON c.hour = w.hour AND c.resource_id = w.resource_id
+        GROUP BY w.hour, w.namespace, w.pod),
+    pod_cost AS (
+        SELECT p.hour, p.namespace, p.pod, p.pod_tw, p.pod_r, p.pod_rows,
+               CASE WHEN p.allocated THEN p.cost_usd ELSE wc.cost_usd END AS cost_usd,
+               CASE WHEN p.allocated THEN p.team ELSE wc.team END AS team,
+               CASE WHEN p.allocated THEN p.kwh ELSE wc.kwh END AS kwh,
+               CASE WHEN p.allocated THEN p.kg_co2e ELSE wc.kg_co2e END AS kg_co2e,
+               CASE WHEN p.allocated THEN 'allocation' WHEN wc.pod IS NOT NULL THEN 'whole_resource' END AS basis
+        FROM pods p LEFT JOIN whole_cost wc ON {same_pod.format(a="wc", b="p")}),
     weighted AS (
         SELECT s.*, pc.cost_usd AS pod_cost, pc.team, pc.kwh AS pod_kwh, pc.kg_co2e AS pod_kg, pc.basis,
-               coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0) AS tw, pt.pod_tw, pt.pod_r, pt.pod_rows
-        FROM serving s JOIN pods pt ON pt.hour = s.hour AND pt.pod = s.pod
-             AND pt.namespace IS NOT DISTINCT FROM s.namespace
-        LEFT JOIN pod_cost pc ON pc.hour = s.hour AND pc.pod = s.pod
-             AND pc.namespace IS NOT DISTINCT FROM s.namespace),
+               coalesce({input_weight} * s.i, 0) + coalesce(s.o, 0) AS tw, pc.pod_tw, pc.pod_r, pc.pod_rows
+        FROM serving s JOIN pod_cost pc ON {same_pod.format(a="pc", b="s")}),
     shared AS (
         SELECT *, CASE WHEN pod_tw > 0 THEN tw / pod_tw WHEN pod_r > 0 THEN coalesce(r, 0) / pod_r
                        ELSE 1.0 / pod_rows END AS model_share,
@@ -175,14 +198,24 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
     FROM shared"""
 
 
+def _inner_sql(
+    carbon: str, input_weight: str, split: str, start: datetime | None, end: datetime | None
+) -> tuple[str, list]:
+    """:func:`_pod_hours_sql` over [start, end) (its serving, allocation and carbon rows), and its parameters."""
+    sql, params = _pod_hours_sql(carbon, input_weight, split), list[object]()
+    for placeholder, column in (("{where}", "s.hour"), ("{where_a}", "a.hour"), ("{where_c}", "c.hour")):
+        where, more = _filters(None, start, end, time_col=column)  # (in the order the placeholders appear)
+        sql, params = sql.replace(placeholder, where), params + more
+    return sql, params
+
+
 def tokens_by_resource(
     con: duckdb.DuckDBPyConnection, *, start: datetime | None = None, end: datetime | None = None
 ) -> pl.DataFrame:
     """Per billed resource: the tokens and requests served on it in [start, end), each pod-hour's counted in
     proportion to the GPU cost it was charged on the resource (the models' $ per 1M tokens)."""
-    where, params = _filters(None, start, end, time_col="s.hour")
     carbon, _ = carbon_relation(con)
-    inner = _pod_hours_sql(carbon, "0.25", "weight").replace("{where}", where)
+    inner, params = _inner_sql(carbon, "0.25", "weight", start, end)
     head, _, _ = inner.rpartition("weighted AS (")
     sql = f"""{head}resource_share AS (
         SELECT hour, namespace, pod, resource_id,
@@ -208,9 +241,8 @@ def pod_hours(
     """Per hour, server, model and pod: tokens, requests and the GPU cost charged (``basis``: allocation |
     whole_resource; NULL cost: no GPU resource found for the pod)."""
     settings = settings or UnitCostSettings()
-    where, params = _filters(None, start, end, time_col="s.hour")
     carbon, _ = carbon_relation(con)
-    sql = _pod_hours_sql(carbon, repr(float(settings.input_weight)), settings.split).replace("{where}", where)
+    sql, params = _inner_sql(carbon, repr(float(settings.input_weight)), settings.split, start, end)
     return _frame(con, sql + " ORDER BY hour, namespace, pod, server, model", params)
 
 
@@ -230,9 +262,8 @@ def unit_costs(
     if by not in GROUPINGS:
         raise ValueError(f"unit costs by {by!r}: must be one of {', '.join(GROUPINGS)}")
     settings = settings or UnitCostSettings()
-    where, params = _filters(None, start, end, time_col="s.hour")
     carbon, _ = carbon_relation(con)
-    inner = _pod_hours_sql(carbon, repr(float(settings.input_weight)), settings.split).replace("{where}", where)
+    inner, params = _inner_sql(carbon, repr(float(settings.input_weight)), settings.split, start, end)
     keep, keep_params = _filters(team, None, None, team_col="team")
     if model is not None:
         keep += " AND model = ?"

@@ -8,8 +8,6 @@ from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, la
 from gpufinops.dashboard.common import (
     cached_query,
     connection,
-    money_columns,
-    money_frame,
     page_header,
     window_picker,
     window_start,
@@ -104,17 +102,10 @@ def render_shared(shared, idle_nodes) -> None:
             "Allocated: each workload's share of the GPU-hours it held (pods by presence, MIG by slices, "
             "time-sliced and MPS workloads by measured activity, else equally)."
         )
-        st.dataframe(
-            money_frame(shared, "cost_usd"), hide_index=True, width="stretch", column_config=money_columns("cost_usd")
-        )
+        labels.table(st, shared)
     if not idle_nodes.is_empty():
         st.caption("Unallocated: idle capacity of shared nodes this team carries, per node.")
-        st.dataframe(
-            money_frame(idle_nodes, "unallocated_cost", "node_gpu_cost"),
-            hide_index=True,
-            width="stretch",
-            column_config=money_columns("unallocated_cost", "node_gpu_cost"),
-        )
+        labels.table(st, idle_nodes)
 
 
 main()
