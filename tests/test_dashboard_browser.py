@@ -4,8 +4,9 @@ chart the page must show present *and* drawn), no exception box, a screenshot of
 prints how long each page took to load (the first visit with an empty browser cache, each page's
 first load by the sidebar as a reader moves on, and again). Timings are printed, not asserted:
 they depend on the machine (``bench/bench_dashboard_browser.py`` measures them against Streamlit's
-own floor). A second server in trusted-header mode shows a lead only its team, and nothing at all to
-a request without the header; SIGTERM to `gpufinops dashboard` ends its Streamlit child.
+own floor). A second server in trusted-header mode, behind a loopback proxy that sets the header
+(tests/header_proxy.py, as oauth2-proxy would), shows a lead only its team, and nothing at all to a
+request without the header; SIGTERM to `gpufinops dashboard` ends its Streamlit child.
 
 `docs/capture_screenshots.py` refreshes the screenshots in docs/screenshots/ (the documentation's pictures).
 """
@@ -28,6 +29,7 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.header_proxy import header_proxy
 
 CHROMIUM = Path("/usr/bin/chromium")
 PAGES = {
@@ -72,6 +74,7 @@ BROWSER_ARGS = [
     "--disable-dev-shm-usage",
 ]
 LEAD_TEAM = "vision"
+LEAD = "lead@example.com"
 
 pytestmark = [
     pytest.mark.browser,
@@ -223,11 +226,13 @@ teams = ["{team}"]
 def test_a_lead_behind_the_proxy_sees_only_its_team(demo_home, browser, tmp_path):
     config = tmp_path / "gpufinops.toml"
     config.write_text(HEADER_CONFIG.format(warehouse=demo_home / "data" / "gpufinops.duckdb", team=LEAD_TEAM))
-    with dashboard_server(config, tmp_path) as url:
-        lead = browser.new_context(extra_http_headers={"X-Forwarded-Email": "lead@example.com"})
+    with dashboard_server(config, tmp_path) as url, header_proxy(url, "X-Forwarded-Email", LEAD) as proxied:
+        # the proxy sets the header on every request, the WebSocket upgrade among them (a browser's
+        # extra_http_headers do not reach the upgrade in every Chromium); what the browser claims is dropped
+        lead = browser.new_context(extra_http_headers={"X-Forwarded-Email": "someone-else@example.com"})
         page = lead.new_page()
-        load(page, f"{url}/recommendations", "recommendations")
-        assert page.get_by_text("lead@example.com (lead)").count() == 1
+        load(page, f"{proxied}/recommendations", "recommendations")
+        assert page.get_by_text(f"{LEAD} (lead)").count() == 1
         assert page.locator('[data-testid="stException"]').count() == 0
         body = page.locator("body").inner_text()
         assert "research" not in body and "nlp" not in body  # other teams' findings
