@@ -21,16 +21,15 @@ from gpufinops.jobs import cells, output
 from gpufinops.jobs.cells import ID, MONEY, Col
 from gpufinops.models.recommendation import FLAT_COLUMNS, change_text, flat_csv
 from tests.conftest import query
+from tests.demo_cache import demo_copy
 
 GCP_ID = "//compute.googleapis.com/projects/ml-prod-4821/zones/us-central1-c/instances/nlp-llm7b-serve"
 
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from gpufinops.jobs import demo
-
     home = tmp_path_factory.mktemp("demo")
-    assert demo.run(home, days=14, seed=3, out=io.StringIO()) == 0
+    demo_copy(tmp_path_factory, home, days=14, seed=3)
     return home
 
 

@@ -3,18 +3,17 @@ break-even utilisation, and the demo's planted truth."""
 
 from __future__ import annotations
 
-import io
 import json
 from decimal import Decimal
 
 import numpy as np
 import pytest
 
-from gpufinops.jobs import demo
 from gpufinops.models import commitment
 from gpufinops.warehouse import db
 from tests.conftest import query
 from tests.cost_lines import AWS, GCP, Machine, Price, add_machine, add_metrics, add_price, workhours
+from tests.demo_cache import demo_copy
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)
@@ -146,7 +145,7 @@ def test_workloads_moving_to_spot_are_not_committed(con):
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("demo-commit")
-    assert demo.run(home, days=21, seed=7, out=io.StringIO()) == 0
+    demo_copy(tmp_path_factory, home, days=21, seed=7)
     return home
 
 

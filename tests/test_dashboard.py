@@ -4,7 +4,6 @@ writing in a loop neither breaks the dashboard nor is broken by it."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from gpufinops.dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds,
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import db, freshness, labels, queries
 from tests.conftest import FOCUS_SAMPLE, query
+from tests.demo_cache import demo_copy
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 PAGES = ("overview", "team", "fleet", "unit_costs", "recommendations", "spot", "onprem", "health")
@@ -39,12 +39,9 @@ AUTH = {
 @pytest.fixture(scope="module")
 def demo_warehouse(tmp_path_factory) -> Path:
     """The demo fleet (14 days), built once for the module; tests that write use a copy."""
-    from gpufinops.jobs import demo
-
     home = tmp_path_factory.mktemp("demo")
-    out = io.StringIO()
-    assert demo.run(home, days=14, out=out) == 0
-    (home / "summary.txt").write_text(out.getvalue())  # what the demo printed (tests read its totals)
+    printed = demo_copy(tmp_path_factory, home, days=14)
+    (home / "summary.txt").write_text(printed)  # what the demo printed (tests read its totals)
     path = home / "data" / "gpufinops.duckdb"
     _add_spot_prices(path)
     return path

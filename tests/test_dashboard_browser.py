@@ -14,7 +14,6 @@ request without the header; SIGTERM to `gpufinops dashboard` ends its Streamlit 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import signal
@@ -29,6 +28,7 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.demo_cache import demo_copy
 from tests.header_proxy import header_proxy
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -84,10 +84,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from gpufinops.jobs import demo
-
     home = tmp_path_factory.mktemp("demo")
-    assert demo.run(home, days=14, out=io.StringIO()) == 0
+    demo_copy(tmp_path_factory, home, days=14)
     return home
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from gpufinops.jobs import demo
 from tests.conftest import query
+from tests.demo_cache import demo_copy
 
 TABLES = ("cost_line_items", "gpu_metrics_hourly", "recommendations", "gpu_specs")
 
@@ -21,9 +22,7 @@ def counts(db_path) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("demo")
-    out = io.StringIO()
-    assert demo.run(home, days=14, seed=3, out=out) == 0
-    return home, out.getvalue()
+    return home, demo_copy(tmp_path_factory, home, days=14, seed=3)
 
 
 def test_demo_finds_every_planted_idle_gpu_at_its_true_cost(demo_home):

@@ -5,7 +5,6 @@ total is the demo summary's, and on-prem quotas stay within dc1's node groups.""
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from gpufinops.jobs import demo
 from gpufinops.jobs.export import objects
 from gpufinops.models import plans
 from gpufinops.warehouse import db
+from tests.demo_cache import demo_copy
 from tests.export_checks import check_warehouse, documents
 
 BIG_NAMESPACES = {"vision": "vision", "nlp": ["nlp-train", "nlp-serve"], "research": "research"}
@@ -32,9 +32,7 @@ def render(db_path: Path, fmt: str, **kw) -> str:
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> tuple[Path, str]:
     home = tmp_path_factory.mktemp("demo-export")
-    out = io.StringIO()
-    assert demo.run(home, days=14, seed=7, out=out) == 0
-    return home, out.getvalue()
+    return home, demo_copy(tmp_path_factory, home, days=14, seed=7)
 
 
 @pytest.fixture(scope="module")

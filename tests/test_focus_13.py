@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
 from datetime import datetime
 from decimal import Decimal
@@ -20,11 +19,11 @@ import duckdb
 import pytest
 
 from gpufinops.interfaces.cli import main as cli
-from gpufinops.jobs import demo
 from gpufinops.jobs.export import focus, focus13
 from gpufinops.warehouse import allocation, db, schema
 from tests import focus_rules, focus_rules_13
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
+from tests.demo_cache import demo_copy
 from tests.test_allocation import random_fleet
 
 HOSTILE_POD = 'pod\r\n\x00\x07,"quoted";\u00e9\u2028'
@@ -231,7 +230,7 @@ def test_12_stays_the_default_and_the_version_is_checked(tmp_path):
 def shared_demo(tmp_path_factory) -> dict[str, Path]:
     """The demo's warehouse with pods on most of its GPU-hours (control characters in the names), exported as 1.3."""
     root = tmp_path_factory.mktemp("focus13")
-    demo.run(root / "demo", days=7, out=open(os.devnull, "w"))
+    demo_copy(tmp_path_factory, root / "demo", days=7)
     warehouse = root / "demo" / "data" / "gpufinops.duckdb"
     with db.writer(warehouse) as con:  # each line told apart by its ChargeDescription (see _check_split)
         con.execute(

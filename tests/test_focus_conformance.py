@@ -19,10 +19,10 @@ import duckdb
 import pytest
 
 from gpufinops.interfaces.cli import main as cli
-from gpufinops.jobs import demo
 from gpufinops.warehouse import schema
 from tests import focus_fixtures, focus_rules
 from tests.conftest import query
+from tests.demo_cache import demo_copy
 
 MODEL = focus_rules.Model()
 AWS_ISSUER = """"ProviderName" = 'AWS' AND "InvoiceIssuerName" LIKE 'Amazon Web Services%'"""
@@ -68,7 +68,7 @@ def exports(tmp_path_factory) -> dict[str, Path]:
         out[name] = folder / "focus.parquet"
         assert focus_fixtures.export(warehouse, out[name]) == rows
     home = root / "demo"
-    demo.run(home, days=7, out=open(os.devnull, "w"))
+    demo_copy(tmp_path_factory, home, days=7)
     for fmt in ("parquet", "csv"):
         out[f"demo ({fmt})"] = root / f"demo.{fmt}"
         assert (

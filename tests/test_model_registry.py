@@ -21,14 +21,13 @@ from gpufinops.models import registry
 from gpufinops.models.recommendation import Findings
 from gpufinops.models.run import analyse, validate_settings
 from gpufinops.warehouse import db
+from tests.demo_cache import demo_copy
 
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from gpufinops.jobs import demo
-
     home = tmp_path_factory.mktemp("registry-demo")
-    assert demo.run(home, days=14, seed=3, out=io.StringIO()) == 0
+    demo_copy(tmp_path_factory, home, days=14, seed=3)
     return home
 
 

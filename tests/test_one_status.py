@@ -25,6 +25,7 @@ import pytest
 from gpufinops.interfaces import cli
 from gpufinops.models import plans
 from gpufinops.warehouse import db, recommendation_store
+from tests.demo_cache import demo_copy
 from tests.test_api import Served
 from tests.test_dashboard import make_app, metrics, open_page
 
@@ -33,10 +34,8 @@ DECIDED_OUT = ("dismissed", "applied")
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    from gpufinops.jobs import demo
-
     home = tmp_path_factory.mktemp("demo")
-    assert demo.run(home, days=14, out=io.StringIO()) == 0
+    demo_copy(tmp_path_factory, home, days=14)
     return home
 
 

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from gpufinops.jobs import config as config_mod
-from gpufinops.jobs import demo
 from gpufinops.jobs.config import ConfigError
 from gpufinops.jobs.report import deliver
 from gpufinops.jobs.report.cli import default_week, write_report
@@ -33,6 +32,7 @@ from gpufinops.jobs.report.render import usd
 from gpufinops.jobs.report.weeks import parse_week
 from gpufinops.warehouse.scope import Scope
 from tests.conftest import query
+from tests.demo_cache import demo_copy
 from tests.smtp_loopback import Recorder, Server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,9 +43,7 @@ USER, PASSWORD = "reporter", "s3cret-pass-word"
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("demo_run")
-    out = io.StringIO()
-    assert demo.run(home, days=14, seed=3, out=out) == 0
-    return home, out.getvalue()
+    return home, demo_copy(tmp_path_factory, home, days=14, seed=3)
 
 
 def make_config(

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 import random
 from decimal import Decimal
 
 import pytest
 
-from gpufinops.jobs import demo
 from gpufinops.models import spot_backtest, spot_mix
 from gpufinops.warehouse import db
 from tests.conftest import query
 from tests.cost_lines import GCP, Machine, Price, add_band, add_machine
+from tests.demo_cache import demo_copy
 
 DAYS = 21
 ALWAYS = range(DAYS * 24)
@@ -192,7 +191,7 @@ def test_serving_replicas_get_a_partial_share(con):
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("demo-spot")
-    assert demo.run(home, days=21, seed=11, out=io.StringIO()) == 0
+    demo_copy(tmp_path_factory, home, days=21, seed=11)
     return home
 
 
