@@ -80,9 +80,9 @@ def generate(line_items: int, gpus: int) -> Path:
                                         ELSE 20 + (hash(r, i, h) % 75)::DOUBLE END AS u
                   FROM gpu, range({METRIC_DAYS * 24}) t(h))""")
         con.execute("""INSERT INTO ingest_runs (run_id, source, source_type, started_at, finished_at, status, rows,
-                       watermark, error) VALUES ('bench-cost', 'bench', 'focus_files', now(), now(), 'succeeded',
-                       0, NULL, NULL), ('bench-metrics', 'metrics', 'dcgm_exporter', now(), now(), 'succeeded', 0, NULL,
-                       NULL)""")
+                       watermark, error, freshness_kind, expected_lag_hours) VALUES ('bench-cost', 'bench',
+                       'focus_files', now(), now(), 'succeeded', 0, NULL, NULL, 'cost', 48.0), ('bench-metrics',
+                       'metrics', 'dcgm_exporter', now(), now(), 'succeeded', 0, NULL, NULL, 'metrics', 1.0)""")
         con.execute("CHECKPOINT")
     done.write_text("ok\n")
     return path

@@ -121,8 +121,10 @@ def generate(path: Path, line_items: int) -> None:
                    (1 + (hash(k, h) % 300) / 100.0)::DECIMAL(18, 8)
             FROM range(35) a(k), range({DAYS * 4}) b(h)""").fetchall()
         con.execute("""
-            INSERT INTO ingest_runs SELECT 'run-' || i, 'src-' || (i % 6), 'focus_files', now() - to_hours(i),
-                   now() - to_hours(i), 'succeeded', 1000, NULL, NULL, 0 FROM range(500) t(i)""").fetchall()
+            INSERT INTO ingest_runs (run_id, source, source_type, started_at, finished_at, status, rows, watermark,
+                   error, rows_rejected, freshness_kind, expected_lag_hours)
+            SELECT 'run-' || i, 'src-' || (i % 6), 'focus_files', now() - to_hours(i), now() - to_hours(i),
+                   'succeeded', 1000, NULL, NULL, 0, 'cost', 48.0 FROM range(500) t(i)""").fetchall()
         rollups.refresh_cost_daily(con)  # what the ingest runner keeps in step with every cost load
         con.execute("CHECKPOINT").fetchall()
 

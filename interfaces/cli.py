@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     from gpufinops.interfaces import errors
 
     with errors.scrubbed_output():  # every command's output through the one scrubber (ingest.core.scrub)
-        args = _parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = _parser(argv).parse_args(argv)
         errors.configure_logging(args.verbose)
         return _run(args)
 

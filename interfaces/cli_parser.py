@@ -6,8 +6,13 @@ interfaces/cli.py parses with :func:`build_parser` and runs the command interfac
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from gpufinops.interfaces import dates
+
+if TYPE_CHECKING:
+    from gpufinops.ingest.core.registry import Registry
 
 _date = dates.parse  # a date on the command line: interfaces/dates.py
 
@@ -38,8 +43,12 @@ class ModelKinds:
         return iter(self.kinds())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from gpufinops.interfaces import carbon_cmd, init_cmd, mcp_server, unit_costs_cmd
+def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``, the command line about to be parsed (None: any). ``init``'s flags for
+    the questions the source specs declare come from the ingest registry (``registry``, default the
+    built-in one, whose build imports every source module: most of a second), so they are added only
+    when ``argv`` names ``init`` (or is None): no other command's start-up builds it."""
+    from gpufinops.interfaces import carbon_cmd, init_choices, init_cmd, mcp_server, unit_costs_cmd
 
     p = argparse.ArgumentParser(prog="gpufinops", description="FinOps for GPU fleets.")
     p.add_argument("--version", action="version", version=_version(), help="print the version and exit")
@@ -62,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=7, metavar="S", help="random seed: same seed, same numbers (default: 7)"
     )
 
-    init_cmd.add_parser(sub)
+    init_cmd.add_parser(sub, asked=init_choices.questions(registry) if argv is None or "init" in argv else [])
     mcp_server.add_parser(sub)
     carbon_cmd.add_parser(sub)
     unit_costs_cmd.add_parser(sub)

@@ -1,18 +1,20 @@
 """What ``gpufinops init``'s user picked: from the flags, or one question per source on a terminal.
 
 The built-in sources' questions are asked here in their order; then each question a source spec
-declares (``InitQuestion``: read from ``warehouse.source_facts``, generated from the specs).
+declares (``InitQuestion``, read from the ingest registry's specs only when init runs or parses).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufinops.warehouse import source_facts
+if TYPE_CHECKING:
+    from gpufinops.ingest.core.registry import Registry
 
 DEFAULT_REGION = "us-east-1"
 
@@ -28,11 +30,17 @@ class Question:
     section: str  # [sources.<section>]
 
 
-def questions(facts: Mapping[str, Mapping[str, Any]] | None = None) -> list[Question]:
-    """The generic questions the source specs declare, in type order (``facts``: ``source_facts.facts()``
-    by default, the built-in specs')."""
-    facts = source_facts.facts() if facts is None else facts
-    return [Question(type=name, **f["init"]) for name, f in sorted(facts.items()) if f["init"]]
+def questions(registry: Registry | None = None) -> list[Question]:
+    """The generic questions the source specs declare, in type order (``registry``: the source types,
+    default the built-in ones; building it imports every source module, so only ``init`` calls this)."""
+    from gpufinops.ingest.core.registry import InitQuestion, default_registry
+
+    registry = default_registry() if registry is None else registry
+    return [
+        Question(type=cls.meta.name, **dataclasses.asdict(cls.meta.init))
+        for cls in registry  # in type order
+        if isinstance(cls.meta.init, InitQuestion)
+    ]
 
 
 @dataclass

@@ -9,8 +9,8 @@ the cloud SDKs' default credential chains are named in its comments instead.
 This module is the command (its flags, the run, the write); ``interfaces.init_choices`` holds what the
 user picked (flags, questions), ``interfaces.init_render`` the file. The built-in sources' sections are
 init's own (each spec's ``init`` names their flags); a source whose spec declares an
-``InitQuestion`` gets its flag, its question and its section from that spec alone
-(``warehouse.source_facts``: read without importing the source modules at start-up).
+``InitQuestion`` gets its flag, its question and its section from that spec alone (read from the
+ingest registry, which the command line builds only when it parses ``init``: interfaces/cli_parser.py).
 """
 
 from __future__ import annotations

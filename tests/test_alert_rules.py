@@ -290,7 +290,8 @@ def test_stale_data_is_one_alert_per_episode_and_resolves_when_data_catches_up(w
         spend_lines(con, "vision", date(2026, 10, 1), 14, 100.0, source="aws")  # data ends Oct 15 00:00
         con.execute(
             "INSERT INTO ingest_runs (run_id, source, source_type, started_at, finished_at, status, rows, "
-            "watermark, error) VALUES ('r1', 'aws', 'aws_cur', ?, ?, 'succeeded', 1, NULL, NULL)",
+            "watermark, error, freshness_kind, expected_lag_hours) "
+            "VALUES ('r1', 'aws', 'aws_cur', ?, ?, 'succeeded', 1, NULL, NULL, 'cost', 24.0)",
             [now, now],
         )
         first = alert_rules.stale_data_rule(con, AlertSettings(), now)

@@ -198,8 +198,8 @@ def test_spot_page_shows_spot_against_on_demand(monkeypatch, demo_warehouse):
 def test_health_page_flags_a_failed_source(monkeypatch, writable_warehouse):
     with db.writer(writable_warehouse) as con:
         con.execute("""INSERT INTO ingest_runs (run_id, source, source_type, started_at, finished_at, status, rows, watermark,
-                       error) VALUES ('r-broken', 'aws_spot', 'aws_spot_prices', now(), now(),
-                       'failed', 0, NULL, 'AccessDenied: ec2:DescribeSpotPriceHistory')""").fetchall()
+                       error, freshness_kind, expected_lag_hours) VALUES ('r-broken', 'aws_spot', 'aws_spot_prices',
+                       now(), now(), 'failed', 0, NULL, 'AccessDenied: ec2:DescribeSpotPriceHistory', 'prices', 24.0)""").fetchall()
     at = open_page(make_app(monkeypatch, writable_warehouse), "health")
     failing = next(e.value for e in at.error if e.value.startswith("Failing"))
     assert "aws_spot" in failing

@@ -164,3 +164,23 @@ def test_a_connection_after_prepare_runs_no_migration_nor_reference_refresh(tmp_
         with db.writer(path) as con:
             con.execute("SELECT 1")
     assert calls == []
+
+
+def test_v16_backfills_each_built_in_run_s_freshness_and_leaves_other_types_unset(tmp_path):
+    """The frozen table in v016 is the specs' freshness as it shipped; a run of a type it does not name
+    keeps NULLs (read as ``freshness.UNREGISTERED``). The specs may change after it: new runs record theirs."""
+    path = tmp_path / "v15.duckdb"
+    build_at(path, 15)
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "INSERT INTO ingest_runs (run_id, source, source_type, status) VALUES "
+            "('a', 'cur', 'aws_cur', 'succeeded'), ('b', 'dcgm', 'dcgm_exporter', 'failed'), "
+            "('c', 'old', 'a_removed_type', 'succeeded')"
+        )
+    assert db.prepare(path) == schema.SCHEMA_VERSION
+    with db.reader(path) as con:
+        assert _rows(con, "ingest_runs", "run_id, freshness_kind, expected_lag_hours") == [
+            ("a", "cost", 24.0),
+            ("b", "metrics", 1.0),
+            ("c", None, None),
+        ]

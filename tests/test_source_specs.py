@@ -14,8 +14,9 @@ import argparse
 import dataclasses
 import importlib
 import io
-import json
 import re
+import subprocess
+import sys
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,10 +37,10 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.core.spec import SourceOptions
-from gpufinops.interfaces import doctor_sources, init_choices, init_cmd, init_render
+from gpufinops.interfaces import cli_parser, doctor_sources, init_choices, init_cmd, init_render
 from gpufinops.jobs.config import parse_source
 from gpufinops.models.recommendation import PROVIDER_PRICE_SOURCES
-from gpufinops.warehouse import freshness, providers, reference, schema, source_facts
+from gpufinops.warehouse import freshness, providers, reference, schema
 from tests import dummy_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,12 +212,6 @@ def test_every_flag_of_init_s_own_sections_belongs_to_a_spec():
     assert claimed == set(init_cmd.SOURCE_FLAGS)
 
 
-def test_the_generated_facts_file_is_the_specs():
-    """What the warehouse, the dashboard and init read outside ingest (regenerate: the docs command)."""
-    assert json.loads(source_facts.FACTS_PATH.read_text()) == json.loads(docs.source_facts(default_registry()))
-    assert freshness.declared_lags() == {cls.meta.name: cls.meta.freshness for cls in default_registry()}
-
-
 def test_provider_tables_name_provider_codes_and_real_sources():
     assert set(reference.PROVIDERS) <= set(providers.PROVIDERS)
     registry = default_registry()
@@ -279,9 +274,28 @@ def test_the_runner_loads_the_dummy(registry, tmp_path):
     assert again.status == "skipped"  # its cursor: the file's size
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM spot_interruption_bands").fetchone() == (2,)
-        fresh = freshness.source_freshness(con, lags={cls.meta.name: cls.meta.freshness for cls in registry})
+        # each run records its spec's freshness: what the warehouse, which cannot import ingest, reads
+        runs = con.execute("SELECT status, freshness_kind, expected_lag_hours FROM ingest_runs ORDER BY started_at")
+        assert runs.fetchall() == [("succeeded", "prices", 36.0), ("skipped", "prices", 36.0)]
+        fresh = freshness.source_freshness(con)  # no lags given: the runs' own
+        overridden = freshness.source_freshness(con, lags={"dummy_bands": Freshness(kind="cost", lag_hours=1.0)})
     row = fresh.row(0, named=True)
     assert (row["source"], row["kind"], row["expected_lag_hours"], row["stale"]) == ("dummy", "prices", 36.0, False)
+    row = overridden.row(0, named=True)
+    assert (row["kind"], row["expected_lag_hours"], row["stale"]) == ("cost", 1.0, True)  # it holds no cost rows
+
+
+def test_freshness_reads_the_newest_run_s_and_a_run_without_any_is_unregistered(registry, tmp_path):
+    db = tmp_path / "w.duckdb"
+    assert run_source(registry, db, "dummy", "dummy_bands", {"path": str(DUMMY_CSV)}).status == "succeeded"
+    with duckdb.connect(str(db)) as con:  # a row other code wrote, newer than the runner's: no freshness
+        con.execute(
+            "INSERT INTO ingest_runs (run_id, source, source_type, started_at, finished_at, status, rows) "
+            "VALUES ('hand', 'dummy', 'dummy_bands', now() + INTERVAL 1 MINUTE, now(), 'succeeded', 0)"
+        )
+        row = freshness.source_freshness(con).row(0, named=True)
+    unregistered = freshness.UNREGISTERED
+    assert (row["kind"], row["expected_lag_hours"]) == (unregistered.kind, unregistered.lag_hours)
 
 
 def test_doctor_takes_the_dummy_s_check_and_extra_from_its_spec(registry, tmp_path):
@@ -294,7 +308,7 @@ def test_doctor_takes_the_dummy_s_check_and_extra_from_its_spec(registry, tmp_pa
 
 
 def test_init_asks_and_writes_the_dummy_s_question(registry, tmp_path):
-    asked = init_choices.questions(json.loads(docs.source_facts(registry)))
+    asked = init_choices.questions(registry)
     assert [q.type for q in asked] == ["dummy_bands"]
     parser = argparse.ArgumentParser()
     init_cmd.add_parser(parser.add_subparsers(dest="command"), asked=asked)
@@ -317,4 +331,26 @@ def test_the_docs_generator_lists_the_dummy(registry):
     row = next(line for line in docs.source_table(registry).splitlines() if line.startswith("| `dummy_bands` |"))
     assert "a dummy CSV of spot interruption bands → `spot_interruption_bands`" in row
     assert "the file's size" in row and "`0 6 * * *`" in row
-    assert json.loads(docs.source_facts(registry))["dummy_bands"]["lag_hours"] == 36.0
+
+
+def test_init_s_help_and_flags_take_the_dummy_s_question_from_its_spec(registry, capsys):
+    with pytest.raises(SystemExit):
+        cli_parser.build_parser(["init", "--help"], registry).parse_args(["init", "--help"])
+    shown = capsys.readouterr().out
+    assert "--dummy-bands-path VALUE" in shown and "Dummy bands CSV (path) (the dummy_bands source's path)" in shown
+    argv = ["init", "--yes", "--dummy-bands-path", str(DUMMY_CSV)]
+    assert cli_parser.build_parser(argv, registry).parse_args(argv).dummy_bands_path == str(DUMMY_CSV)
+
+
+def test_only_init_builds_the_registry_at_start_up():
+    """Building the ingest registry imports every source module (most of a second): the other
+    commands' parser adds no init question, so their start-up imports none."""
+    probe = (
+        "import sys; from gpufinops.interfaces import cli; from gpufinops.ingest.core.registry import builtin_modules; "
+        "cli._parser(sys.argv[1:]); print(sorted(set(builtin_modules()) & set(sys.modules)))"
+    )
+    for argv in (["--version"], ["sql", "select 1"], ["--help"]):
+        out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "[]", (argv, out.stdout)
+    out = subprocess.run([sys.executable, "-c", probe, "init", "--help"], capture_output=True, text=True, check=True)
+    assert "gpufinops.ingest.aws.aws_cur" in out.stdout

@@ -3,8 +3,8 @@
 A source can run every hour and succeed while the data it holds stops at last month (a CUR export that
 was switched off, a demo built on a fixed calendar, a Prometheus that lost its targets). So freshness
 is the newest charge period / metric hour a source holds, against now, beside how late that kind of
-data normally is (each source spec's ``freshness``): CUR and the GCP export arrive about a day late, DCGM within
-minutes. Older than that is *stale*, and the dashboard's Data health and Overview, the weekly report,
+data normally is (each source spec's ``freshness``, recorded on each of its runs in ``ingest_runs``: this
+layer cannot import ingest): CUR and the GCP export arrive about a day late, DCGM within minutes. Older than that is *stale*, and the dashboard's Data health and Overview, the weekly report,
 ``gpufinops ingest list`` and the stale-data alert all read this one function.
 """
 
@@ -17,12 +17,10 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import polars as pl
 
-from gpufinops.warehouse import source_facts
-
 KINDS = ("cost", "metrics", "prices", "inventory", "other")  # cost, metrics: its newest rows; others: its last good run
 
-# Each source type's spec declares its Freshness (the ``freshness`` fact); this layer, which cannot
-# import ingest, reads the specs' values from warehouse/source_facts.py's generated file.
+# Each source type's spec declares its Freshness (the ``freshness`` fact); the ingest runner records it
+# on every run (ingest_runs.freshness_kind, expected_lag_hours), and this layer reads the newest run's.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,27 +37,22 @@ class Freshness:
     lag_hours: float  # older than this is stale
 
 
-# A type the ledger names that no spec declares any more (a removed or renamed source type).
+# A source whose newest run recorded no freshness (a run row written by other code than the runner).
 UNREGISTERED = Freshness(kind="other", lag_hours=24.0)
-
-
-def declared_lags() -> dict[str, Freshness]:
-    """The built-in source types' Freshness, as their specs declare it (``source_facts``)."""
-    return {
-        name: Freshness(kind=f["kind"], lag_hours=float(f["lag_hours"])) for name, f in source_facts.facts().items()
-    }
 
 
 _NEWEST_SQL = """
 WITH runs AS (
     SELECT source, any_value(source_type ORDER BY started_at DESC) AS source_type,
            max(started_at) AS last_run_at, any_value(status ORDER BY started_at DESC) AS last_status,
-           max(finished_at) FILTER (WHERE status IN ('succeeded', 'skipped')) AS last_ok_at
+           max(finished_at) FILTER (WHERE status IN ('succeeded', 'skipped')) AS last_ok_at,
+           first(freshness_kind ORDER BY started_at DESC, run_id DESC) AS freshness_kind,
+           first(expected_lag_hours ORDER BY started_at DESC, run_id DESC) AS expected_lag_hours
     FROM ingest_runs GROUP BY source),
 cost AS (SELECT "x_Source" AS source, max("ChargePeriodEnd") AS newest FROM cost_line_items GROUP BY 1),
 metrics AS (SELECT source, max(hour) + INTERVAL 1 HOUR AS newest FROM gpu_metrics_hourly GROUP BY 1)
 SELECT r.source, r.source_type, r.last_run_at, r.last_status, r.last_ok_at,
-       c.newest AS cost_newest, m.newest AS metrics_newest
+       r.freshness_kind, r.expected_lag_hours, c.newest AS cost_newest, m.newest AS metrics_newest
 FROM runs r LEFT JOIN cost c USING (source) LEFT JOIN metrics m USING (source)
 ORDER BY r.source"""
 
@@ -99,15 +92,29 @@ def source_freshness(
     ``newest_data_at`` is the end of the newest charge period (cost sources) or metric hour (GPU
     metrics); for price and reference sources, which hold no time series of their own, the last run
     that succeeded. A source that holds no data at all is stale, with a message saying so.
-    ``lags``: each source type's Freshness (default: the built-in specs', ``declared_lags``).
+    Each source's kind and lag are those its newest run recorded (its spec's, when it ran; a run row
+    without them: ``UNREGISTERED``); ``lags``: a source type's Freshness that overrides the recorded one.
     """
-    lags = declared_lags() if lags is None else lags
+    lags = {} if lags is None else lags
     now = (now or datetime.now(UTC)).astimezone(UTC)
     rows = []
-    for source, source_type, last_run, last_status, last_ok, cost_newest, metrics_newest in con.execute(
-        _NEWEST_SQL
-    ).fetchall():
-        declared = lags.get(source_type, UNREGISTERED)
+    for (
+        source,
+        source_type,
+        last_run,
+        last_status,
+        last_ok,
+        recorded_kind,
+        recorded_lag,
+        cost_newest,
+        metrics_newest,
+    ) in con.execute(_NEWEST_SQL).fetchall():
+        recorded = (
+            UNREGISTERED
+            if recorded_kind is None or recorded_lag is None
+            else Freshness(kind=recorded_kind, lag_hours=float(recorded_lag))
+        )
+        declared = lags.get(source_type, recorded)
         kind, lag = declared.kind, declared.lag_hours
         newest = {"cost": cost_newest, "metrics": metrics_newest}.get(kind, last_ok) or cost_newest or metrics_newest
         newest = _utc(newest)

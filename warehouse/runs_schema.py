@@ -24,6 +24,8 @@ INGEST_RUNS = pa.schema(
         ("watermark", pa.string()),
         ("error", pa.string()),
         ("rows_rejected", pa.int64()),  # rows quarantined into ingest_rejects (on_invalid = "skip_rows"); schema 9
+        ("freshness_kind", pa.string()),  # the spec's Freshness when it ran (warehouse/freshness.py); schema 16
+        ("expected_lag_hours", pa.float64()),  # its lag_hours: newest data older than this is stale; schema 16
     ]
 )
 

@@ -6,7 +6,7 @@ extra, freshness, doctor check, init question, description; see ``IngestorMeta``
 it: the config validator checks a source's table against the Options; the runner computes each
 run's ``LoadWindow`` from the cursor, lookback and time range; the scheduler takes the schedule;
 ``gpufinops doctor`` the extra and check, ``gpufinops init`` the question, the freshness table the
-lag (those two through ``warehouse/source_facts.py``, generated from the specs); ``python -m
+lag (the runner records it on each run in ``ingest_runs``, where the warehouse reads it); ``python -m
 gpufinops.ingest.core.docs`` prints the source table of docs/sources/index.md.
 A ``Registry`` is a plain object: tests build their own instead of sharing global state.
 """

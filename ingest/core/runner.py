@@ -306,9 +306,10 @@ def run_source(
     with db.writer(Path(warehouse_path), memory_limit=run.memory_limit) as con:
         _close_interrupted_runs(con, source)
         con.execute(
-            "INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected) "
-            "VALUES (?, ?, ?, ?, 'running', 0, 0)",
-            [run_id, source, source_type, _now()],
+            "INSERT INTO ingest_runs (run_id, source, source_type, started_at, status, rows, rows_rejected, "
+            "freshness_kind, expected_lag_hours) VALUES (?, ?, ?, ?, 'running', 0, 0, ?, ?)",
+            # the spec's freshness travels with the run: the warehouse and dashboard read it from here
+            [run_id, source, source_type, _now(), meta.freshness.kind, meta.freshness.lag_hours],
         )
         rows = rejected = 0
         watermark = None

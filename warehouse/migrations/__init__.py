@@ -28,6 +28,7 @@ from gpufinops.warehouse.migrations import (
     v013_carbon,
     v014_storage,
     v015_stored_fits,
+    v016_run_freshness,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -46,6 +47,7 @@ _MODULES: tuple[ModuleType, ...] = (
     v013_carbon,
     v014_storage,
     v015_stored_fits,
+    v016_run_freshness,
 )
 
 
