@@ -84,7 +84,7 @@ def test_the_team_page_shows_allocated_and_unallocated_cost(monkeypatch, shared_
     assert shown["Shared GPUs: allocated this month"] == f"${float(EXPECTED['vision']):,.2f}"
     tables = [t.value for t in at.dataframe]
     shared = next(t for t in tables if "workload" in t.columns)
-    assert list(shared["workload"]) == ["train-0"] and list(shared["basis"]) == ["whole"]
+    assert list(shared["workload"]) == ["train-0"] and list(shared["basis"]) == ["Whole GPU"]
     at.selectbox(key="team_pick").set_value("platform").run()
     shown = metrics(at)
     nodes = next(t.value for t in at.dataframe if "unallocated_cost" in t.value.columns)
