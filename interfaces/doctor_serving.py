@@ -7,13 +7,19 @@ from the same typed options; each type's spec names its check here (``IngestorMe
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-from gpufinops.interfaces.doctor_sources import FAIL, OK, WARN, Result, _get, _paths, http_get, options
+from gpufinops.interfaces.doctor_sources import (
+    FAIL,
+    OK,
+    WARN,
+    Result,
+    _get,
+    _paths,
+    http_get,
+    options,
+    series_count,
+)
 from gpufinops.jobs.config import SourceConfig
 
 COUNTERS = ("vllm:", "tgi_request", "nv_inference_request_success", "nv_llm_", "sglang:")
@@ -47,22 +53,11 @@ def prometheus_serving(source: SourceConfig, base_dir: Path, timeout: float) -> 
     url = _get(base)[1]
     selector = opts.selector
     matchers = f'__name__=~"{"|".join(SAMPLE_NAMES)}"' + (f",{selector}" if selector else "")
-    query = f"count(last_over_time({{{matchers}}}[1d]))"
-    request = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return FAIL, f"Prometheus {url}: HTTP {exc.code} on /api/v1/query", "check the URL (the server's root)"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return FAIL, f"Prometheus {url}: {getattr(exc, 'reason', exc)}", "check the host, port and firewall"
-    result = answer.get("data", {}).get("result", [])
-    if result:
-        return (
-            OK,
-            f"Prometheus {url}: {int(float(result[0]['value'][1])):,} serving counter series in the last day",
-            None,
-        )
+    count, failed = series_count(base, f"count(last_over_time({{{matchers}}}[1d]))", timeout)
+    if failed:
+        return failed
+    if count:
+        return OK, f"Prometheus {url}: {count:,} serving counter series in the last day", None
     return (
         WARN,
         f"Prometheus {url} answers, but has no serving counter series in the last day",

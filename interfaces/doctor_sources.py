@@ -314,6 +314,22 @@ def dcgm_exporter(source: SourceConfig, base_dir: Path, timeout: float) -> Resul
     return OK, f"{len(results)} target(s) answer with GPU metrics", None
 
 
+def series_count(base: str, query: str, timeout: float) -> tuple[int, None] | tuple[None, Result]:
+    """What Prometheus at `base` answers to an instant `count(...)` query: (the count, None), with 0 for an
+    empty result; or (None, the FAIL naming the URL, with its userinfo masked) when it does not answer."""
+    url = _get(base)[1]
+    target = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]
+    try:
+        with urllib.request.urlopen(target, timeout=timeout) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return None, (FAIL, f"Prometheus {url}: HTTP {exc.code} on /api/v1/query", "check the URL (the server's root)")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return None, (FAIL, f"Prometheus {url}: {getattr(exc, 'reason', exc)}", "check the host, port and firewall")
+    result = answer.get("data", {}).get("result", [])
+    return (int(float(result[0]["value"][1])) if result else 0), None
+
+
 def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     base = str(opts.url).rstrip("/")
@@ -321,18 +337,11 @@ def prometheus(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     selector = opts.selector
     for metric in GPU_METRICS:  # series seen in the last day (an instant query sees only the last 5 minutes)
         series = f"{metric}{{{selector}}}" if selector else metric
-        query = f"count(last_over_time({series}[1d]))"
-        target = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}")[0]
-        try:
-            with urllib.request.urlopen(target, timeout=timeout) as response:
-                answer = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return FAIL, f"Prometheus {url}: HTTP {exc.code} on /api/v1/query", "check the URL (the server's root)"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            return FAIL, f"Prometheus {url}: {getattr(exc, 'reason', exc)}", "check the host, port and firewall"
-        result = answer.get("data", {}).get("result", [])
-        if result:
-            return OK, f"Prometheus {url}: {int(float(result[0]['value'][1])):,} {metric} series in the last day", None
+        count, failed = series_count(base, f"count(last_over_time({series}[1d]))", timeout)
+        if failed:
+            return failed
+        if count:
+            return OK, f"Prometheus {url}: {count:,} {metric} series in the last day", None
     return (
         WARN,
         f"Prometheus {url} answers, but has no {' / '.join(GPU_METRICS)} series in the last day"
