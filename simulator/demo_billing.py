@@ -357,3 +357,19 @@ def daily_lines(m: Machine, clock: Clock, running: np.ndarray, rng: np.random.Ge
                 )
             )
     return lines
+
+
+def machine_truth(m: Machine, planted: str | None) -> dict:
+    """A machine's entry in the demo's ground_truth.json: what it is, whose, how billed, what was planted on it."""
+    return {
+        "host": m.host,
+        "provider": m.spec.provider,
+        "resource_id": m.resource_id,
+        "instance_type": m.spec.instance_type,
+        "gpu_model": m.gpu_model,
+        "gpu_count": m.gpu_count,
+        "team": m.spec.team,
+        "workload": m.spec.workload,
+        "pricing": m.spec.pricing,
+        "planted": planted,
+    }

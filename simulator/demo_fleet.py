@@ -40,7 +40,14 @@ import pyarrow as pa
 
 from gpufinops.simulator import cur2_export, demo_mig, demo_serving, demo_storage, gcp_export
 from gpufinops.simulator.cur2_export import aws_reserved_instance
-from gpufinops.simulator.demo_billing import Machine, build_fleet, compute_lines, daily_lines, onprem_options
+from gpufinops.simulator.demo_billing import (
+    Machine,
+    build_fleet,
+    compute_lines,
+    daily_lines,
+    machine_truth,
+    onprem_options,
+)
 from gpufinops.simulator.demo_prices import (
     AWS_SPOT_ADVISOR,
     GCP_PRICES,
@@ -275,21 +282,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         },
         "cost_by_provider_usd": {p: str(v) for p, v in totals.items()},
         "resource_map": resource_map,
-        "machines": [
-            {
-                "host": m.host,
-                "provider": m.spec.provider,
-                "resource_id": m.resource_id,
-                "instance_type": m.spec.instance_type,
-                "gpu_model": m.gpu_model,
-                "gpu_count": m.gpu_count,
-                "team": m.spec.team,
-                "workload": m.spec.workload,
-                "pricing": m.spec.pricing,
-                "planted": m.spec.plant[0] if m.spec.plant else None,
-            }
-            for m in machines
-        ]
+        "machines": [machine_truth(m, m.spec.plant[0] if m.spec.plant else None) for m in machines]
         + [demo_mig.truth(mig.machine)],
         "planted": planted,
         "commitments": commitments,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpufinops.simulator.demo_billing import Machine, compute_lines, daily_lines, gcp_resource_id
+from gpufinops.simulator.demo_billing import Machine, compute_lines, daily_lines, gcp_resource_id, machine_truth
 from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples
 from gpufinops.simulator.demo_serving import SERVERS, load_curve
 from gpufinops.simulator.demo_smi import bus_ids, gpu_uuid
@@ -175,16 +175,7 @@ def generate(clock: Clock, seed: int) -> MigFleet:
 def truth(m: Machine) -> dict:
     """The machine's ground_truth.json entry: the fleet's fields, and its MIG layout."""
     return {
-        "host": m.host,
-        "provider": m.spec.provider,
-        "resource_id": m.resource_id,
-        "instance_type": m.spec.instance_type,
-        "gpu_model": m.gpu_model,
-        "gpu_count": m.gpu_count,
-        "team": m.spec.team,
-        "workload": m.spec.workload,
-        "pricing": m.spec.pricing,
-        "planted": None,
+        **machine_truth(m, None),
         "mig_slices": [
             {"mig_instance": f"{s.profile}/{s.instance}", "namespace": s.namespace, "pod": s.pod} for s in SLICES
         ],
