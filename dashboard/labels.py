@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from gpufinops.warehouse.labels import NO_TEAM, team_label
+from gpufinops.warehouse.labels import NO_TEAM, labels_of, team_label
 from gpufinops.warehouse.labels import label as code_label
 
 MISSING = "—"
@@ -239,6 +239,8 @@ CODE_COLUMNS = {
     "role": "role",
 }
 TEAM_COLUMNS = ("team",)
+# Columns that list several codes of one table, comma-separated (an allocation row's methods).
+CODE_LIST_COLUMNS = {"methods": "method"}
 
 
 def value_label(field: str, value: Any) -> Any:
@@ -257,6 +259,13 @@ def _labeller(table: str) -> Callable[[str], str]:
     return one
 
 
+def _list_labeller(table: str) -> Callable[[str], str]:
+    def many(value: str) -> str:
+        return labels_of(value, table)
+
+    return many
+
+
 def coded(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with its code columns' values as labels and no team as NO_TEAM (charts' legends and
     tooltips read it; nothing else changes)."""
@@ -266,6 +275,8 @@ def coded(frame: pl.DataFrame) -> pl.DataFrame:
             exprs.append(pl.col(name).fill_null(NO_TEAM))
         elif dtype == pl.Utf8 and name in CODE_COLUMNS:
             exprs.append(pl.col(name).map_elements(_labeller(CODE_COLUMNS[name]), return_dtype=pl.Utf8))
+        elif dtype == pl.Utf8 and name in CODE_LIST_COLUMNS:
+            exprs.append(pl.col(name).map_elements(_list_labeller(CODE_LIST_COLUMNS[name]), return_dtype=pl.Utf8))
     return frame.with_columns(exprs) if exprs else frame
 
 

@@ -115,3 +115,25 @@ def test_with_labels_is_additive() -> None:
 )
 def test_age_reads_as_people_say_it(hours, text) -> None:
     assert labels.age(hours) == text
+
+
+def sql_codes(column: str) -> set[str]:
+    """Every value the shared-GPU allocation's SQL writes to ``column`` (its CASE branches and literals)."""
+    import re
+    from pathlib import Path
+
+    sql = (Path(labels.__file__).parent / "allocation_sql.py").read_text()
+    cases = re.findall(rf"CASE((?:(?!CASE).)*?)END AS {column}\b", sql, flags=re.DOTALL)
+    return {code for case in cases for code in re.findall(r"'(\w+)'", case)} | set(
+        re.findall(rf"'(\w+)' AS {column}\b", sql)
+    )
+
+
+@pytest.mark.parametrize("column, table", [("method", "method"), ("basis", "basis")])
+def test_every_allocation_code_has_a_label(column: str, table: str) -> None:
+    """The Team page shows an allocation row's basis and methods by their labels: each code the SQL can
+    write has one, and the table names no code the SQL never writes."""
+    written = sql_codes(column)
+    assert len(written) >= 4, written  # the parse found the CASE
+    assert written == set(labels.TABLES[table]), (written, set(labels.TABLES[table]))
+    assert labels.labels_of(",".join(sorted(written)), table).count(",") == len(written) - 1

@@ -138,6 +138,15 @@ BASES = {  # gpu_allocation_hourly.basis
     "mps": "MPS",
     "unallocated": "Unallocated",
 }
+METHODS = {  # gpu_allocation_hourly.method: how a row's share of its GPU (or slice) was measured
+    "presence": "Sole user",
+    "slices": "Its MIG slice",
+    "measured": "By measured activity",
+    "equal": "Equal shares of the time",
+    "idle": "Idle time",
+    "unmeasured": "No metrics",
+    "spread": "Spread over namespaces",
+}
 COST_BASES = {  # unit costs: how a serving pod-hour was charged (warehouse/unit_costs.py)
     "allocation": "Allocated GPU share",
     "whole_resource": "Whole resource",
@@ -178,6 +187,7 @@ TABLES: dict[str, Mapping[str, str]] = {
     "plan": PLANS,
     "reason": WITHHOLD_REASONS,
     "basis": BASES,
+    "method": METHODS,
     "cost_basis": COST_BASES,
     "server": SERVERS,
     "period": PERIODS,
