@@ -13,7 +13,7 @@ from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import RunResult, run_source
 from gpufinops.jobs import progress
 from gpufinops.jobs.config import Config, ConfigError
-from gpufinops.warehouse import allocation, carbon
+from gpufinops.warehouse import allocation, carbon, serving_costs
 
 log = logging.getLogger("gpufinops.ingest")
 
@@ -37,6 +37,8 @@ def run_configured(
         )
     chosen = names or [n for n, s in cfg.sources.items() if s.enabled]
     registry = default_registry()
+    # a changed [unit_costs] recomputes the stored serving costs (first: the steps below then use it)
+    serving_costs.configure(cfg.warehouse_path, cfg.unit_costs, memory_limit=cfg.memory_limit)
     if cfg.allocation is not None:  # a changed [allocation] reallocates now, whether or not a source has news
         allocation.configure(cfg.warehouse_path, cfg.allocation, memory_limit=cfg.memory_limit)
     carbon.configure(cfg.warehouse_path, cfg.carbon, memory_limit=cfg.memory_limit)  # likewise a changed [carbon]

@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufinops.warehouse import db, unit_costs
+from gpufinops.warehouse import db, serving_costs, unit_costs
 from tests import serving_fleet as sf
 from tests.test_api import API_TOML, TOKENS, make_config
 
@@ -140,6 +140,7 @@ def test_kwh_and_co2e_come_from_carbon_hourly_and_say_why_when_no_power_was_meas
             "'GPU-l4' AS gpu_uuid, 'support' AS team, 0.072 AS kwh, 0.03 AS kg_co2e, 'measured' AS energy_basis",
             [sf.START],
         )
+        serving_costs.recompute_all(con)  # (carbon_hourly edited by hand: recomputed as a load's carbon step would)
     with db.reader(fleet) as con:
         got = by_model(unit_costs.unit_costs(con))
         assert unit_costs.carbon_note(con) is None

@@ -84,3 +84,30 @@ CARBON_HOURLY = pa.schema(
 
 # v13: the [carbon] settings every load computes carbon_hourly with.
 CARBON_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
+
+# v17: each serving pod-hour's GPU cost, tokens and energy per model (warehouse/serving_costs.py), what the
+# unit costs sum; kept in step with the allocation and the serving counters by every load, for the
+# ``[unit_costs]`` settings stored beside it.
+SERVING_COSTS_HOURLY = pa.schema(
+    [
+        ("hour", UTC_TS),
+        ("server", pa.string()),
+        ("model", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("team", pa.string()),
+        ("basis", pa.string()),  # allocation | whole_resource | NULL (no GPU resource found)
+        ("input_tokens", pa.float64()),
+        ("output_tokens", pa.float64()),
+        ("requests", pa.float64()),
+        ("prefill_seconds", pa.float64()),
+        ("decode_seconds", pa.float64()),
+        ("gpu_cost_usd", DECIMAL),
+        ("input_cost_usd", DECIMAL),
+        ("kwh", pa.float64()),
+        ("kg_co2e", pa.float64()),
+    ]
+)
+
+# v17: the [unit_costs] settings (and formula version) serving_costs_hourly was computed with.
+UNIT_COST_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])

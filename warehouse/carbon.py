@@ -27,7 +27,7 @@ import os
 
 import duckdb
 
-from gpufinops.warehouse import carbon_data
+from gpufinops.warehouse import carbon_data, serving_costs
 from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR
 from gpufinops.warehouse.carbon_settings import CarbonSettings, store, stored
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, provider_code
@@ -207,6 +207,7 @@ def recompute(con: duckdb.DuckDBPyConnection, scope: str) -> int:
             con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
     for table in (LOOKUP, NODE_WATTS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
+    serving_costs.follow(con, scope)  # the serving pod-hours' costs and energy of those days follow
     return written
 
 

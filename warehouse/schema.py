@@ -74,6 +74,8 @@ TABLES: dict[str, Table] = {
         Table("stored_results", findings_schema.STORED_RESULTS),
         *(Table(name, table_schema) for name, table_schema in STORAGE_TABLES.items()),  # v14
         Table("serving_metrics_hourly", metrics_schema.SERVING_METRICS_HOURLY),
+        Table("serving_costs_hourly", allocation_schema.SERVING_COSTS_HOURLY),  # v17
+        Table("unit_cost_settings", allocation_schema.UNIT_COST_SETTINGS),
     )
 }
 

@@ -32,7 +32,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.scrub import scrub
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
-from gpufinops.warehouse import allocation, attribution, db, domains, rollups, schema
+from gpufinops.warehouse import allocation, attribution, db, domains, rollups, schema, serving_costs
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +153,12 @@ def _insert_batch(
         attribution.capture_rule_hosts(con, source, touched)
     if batch.slices:
         allocation.capture(con, table.name, in_slices, slice_params)  # what the old rows paid for / measured
+        serving_costs.capture(con, table.name, in_slices, slice_params)  # and the days they served in
         con.execute(f"DELETE FROM {table.name} WHERE {in_slices}", slice_params)
     inserted = _insert_rows(con, batch, table, key)
+    if source_column:
+        owned = (in_slices, slice_params) if batch.slices else (f'"{source_column}" = ?', [source])
+        serving_costs.capture(con, table.name, *owned)
     if table.name == "cost_line_items":
         attribution.capture_cost_ids(
             con, in_slices if batch.slices else f'"{source_column}" = ?', slice_params if batch.slices else [source]
@@ -232,6 +236,7 @@ def _load(
             rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
         attribution.apply(con, touched)  # GPU-hours follow whichever side arrived: same transaction
         allocation.apply(con, touched, allocation_settings)  # and so does the shared-GPU chargeback
+        serving_costs.apply(con)  # and each serving pod-hour's cost (the days the allocation did not redo)
         con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
         con.execute(
             "INSERT INTO ingest_state VALUES (?, ?, ?)", [source, json.dumps(result.state, sort_keys=True), _now()]

@@ -29,6 +29,7 @@ from gpufinops.warehouse.migrations import (
     v014_storage,
     v015_stored_fits,
     v016_run_freshness,
+    v017_serving_costs,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -48,6 +49,7 @@ _MODULES: tuple[ModuleType, ...] = (
     v014_storage,
     v015_stored_fits,
     v016_run_freshness,
+    v017_serving_costs,
 )
 
 
