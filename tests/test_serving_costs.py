@@ -226,3 +226,15 @@ def test_the_demo_reads_stored_rows_that_are_its_live_rows(tmp_path_factory):
         sql, _ = serving_costs.relation(con, None)
     assert "FROM serving_costs_hourly" in sql
     assert {*stored["basis"]} >= {"allocation"} and stored["gpu_cost_usd"].sum() > 0
+
+
+def test_a_warehouse_not_yet_upgraded_to_v17_reads_live(tmp_path):
+    warehouse = tmp_path / "gpufinops.duckdb"
+    sf.warehouse_with_fleet(warehouse)
+    with db.reader(warehouse) as con:
+        before = unit_costs.unit_costs(con)
+    with db.writer(warehouse) as con:  # (a reader does not migrate: as a version-16 warehouse looks to it)
+        con.execute("DROP TABLE serving_costs_hourly")
+        con.execute("DROP TABLE unit_cost_settings")
+    with db.reader(warehouse) as con:
+        assert unit_costs.unit_costs(con).to_dicts() == before.to_dicts()

@@ -229,8 +229,12 @@ def _on_days(lo: int, hi: int) -> Callable[[str], tuple[str, list]]:
 
 
 def stored(con: duckdb.DuckDBPyConnection) -> UnitCostSettings | None:
-    """The settings serving_costs_hourly holds rows for (None: never filled, or by an older formula)."""
-    rows = con.execute("SELECT value FROM unit_cost_settings WHERE key = 'settings'").fetchall()
+    """The settings serving_costs_hourly holds rows for (None: never filled, by an older formula, or a
+    warehouse a read-only process opened before its upgrade to v17)."""
+    try:
+        rows = con.execute("SELECT value FROM unit_cost_settings WHERE key = 'settings'").fetchall()
+    except duckdb.CatalogException:
+        return None
     if not rows:
         return None
     raw = json.loads(rows[0][0])
