@@ -306,6 +306,9 @@ def _recompute(con: duckdb.DuckDBPyConnection, settings: UnitCostSettings) -> in
         return 0
     window = _on_days(int(lo), int(hi))
     con.execute(f"DELETE FROM serving_costs_hourly WHERE {window('hour')[0]}")
+    serving = f"SELECT count(*) FROM (SELECT 1 FROM serving_metrics_hourly s WHERE {window('s.hour')[0]} LIMIT 1)"
+    if not con.execute(serving).fetchall()[0][0]:  # every row is a serving row's: a fleet that serves nothing
+        return 0
     sql, params = rows_sql(carbon_relation(con)[0], settings, window)
     return int(con.execute(f"INSERT INTO serving_costs_hourly BY NAME {sql}", params).fetchall()[0][0])
 
