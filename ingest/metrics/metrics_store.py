@@ -301,6 +301,21 @@ _LABELS = ("namespace", "pod", "container")  # the value most of the hour's samp
 # Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
 # and a re-run must reproduce the stored rows exactly.
 MEAN = "round({}, 9)"
+HOUR_US = 3_600_000_000
+
+
+def hour_number_sql(ts: str) -> str:
+    """SQL: the UTC hour of a timestamp as whole hours since the epoch (floored, so before 1970 too).
+
+    Integer arithmetic: ``date_trunc('hour', ts)`` of a TIMESTAMPTZ goes through the time-zone calendar
+    for every sample and cost more than the rest of the hourly rollup's grouping together; the rollup
+    groups by this number and turns each group's into its hour (``hour_sql``) once."""
+    return f"(epoch_us({ts}) // {HOUR_US} - CAST(epoch_us({ts}) % {HOUR_US} < 0 AS BIGINT))"
+
+
+def hour_sql(number: str) -> str:
+    """SQL: the TIMESTAMPTZ of an hour number (``hour_number_sql``): ``date_trunc('hour', ts)`` in UTC."""
+    return f"make_timestamptz({number} * {HOUR_US})"
 
 
 def _relation_sql(samples: str, deduplicate: bool) -> tuple[str, str, dict[str, str]]:
@@ -332,14 +347,14 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     mixed = " OR ".join(f"min({a}) IS DISTINCT FROM max({a})" for a in _LABELS)
     return f"""{source}
 hourly AS (
-  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
+  SELECT {hour_sql("_hour_n")} AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
          {", ".join(f"max({a}) AS {a}" for a in _LABELS)}, ({mixed}) AS _mixed,
          {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
          max({col["util"]}) AS util_max, max({col["mem_used"]}) AS mem_used_max_mib, max({col["mem_total"]}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
          {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
          {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples
-  FROM {relation} GROUP BY 1, 2, 3
+  FROM (SELECT *, {hour_number_sql("ts")} AS _hour_n FROM {relation}) GROUP BY _hour_n, gpu_uuid, mig_instance
 )"""
 
 
@@ -351,8 +366,8 @@ def mixed_labels_sql(samples: str, hourly: str, *, deduplicate: bool = True) -> 
 mixed AS (SELECT hour, gpu_uuid, mig_instance FROM {hourly} WHERE _mixed),
 hours AS (SELECT DISTINCT hour FROM mixed)
 SELECT s.hour, s.gpu_uuid, s.mig_instance, {", ".join(f"mode(s.{a}) AS {a}" for a in _LABELS)}
-FROM (SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(_LABELS)} FROM {relation}
-      WHERE date_trunc('hour', ts) IN (SELECT hour FROM hours)) s
+FROM (SELECT {hour_sql(hour_number_sql("ts"))} AS hour, gpu_uuid, mig_instance, {", ".join(_LABELS)} FROM {relation}
+      WHERE {hour_number_sql("ts")} IN (SELECT epoch_us(hour) // {HOUR_US} FROM hours)) s
 JOIN mixed m ON m.hour = s.hour AND m.gpu_uuid = s.gpu_uuid AND m.mig_instance IS NOT DISTINCT FROM s.mig_instance
 GROUP BY 1, 2, 3"""
 
