@@ -174,18 +174,24 @@ class DcgmExporter:
         # one day at a time: a month of a large fleet's minute samples in one aggregation spills tens of
         # GB (the p95 keeps every value of every GPU-hour); a day holds 1/30 of it. The days' rows then
         # load as one batch per table (one delete of the hours replaced, one insert, one attribution).
+        # A day's hours whose samples are unique skip the per-time grouping; only the hours where its
+        # files overlap (a re-scrape) take it (metrics_store.rollup_parts). A day's parts make one table:
+        # its GPU models are the day's.
         hourly, running = [], []
         for n, (day, hours) in enumerate(plan.items()):
-            samples, per_day = metrics_store.store_relation(folder, {day: hours})
-            deduplicate = any(metrics_store.needs_dedup(files) for files in per_day)
-            hourly.append(
-                metrics_store.hourly_table(ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}")
-            )
-            running.append(
-                workloads.rollup(
-                    ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}"
+            tables = []
+            for k, (part_hours, deduplicate) in enumerate(metrics_store.rollup_parts(folder, day, hours)):
+                samples, _ = metrics_store.store_relation(folder, {day: part_hours})
+                part = f"_{n}_{k}"
+                tables.append(
+                    metrics_store.hourly_table(ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate, part=part)
                 )
-            )
+                running.append(
+                    workloads.rollup(
+                        ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate, part=part
+                    )
+                )
+            hourly.append(metrics_store.merge_tables(ctx.con, tables))
         days = list(plan)
         where = f"the hourly rollup of the sample store's {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
         hours = [h for day_hours in plan.values() for h in day_hours]

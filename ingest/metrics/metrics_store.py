@@ -197,7 +197,46 @@ def _time_range(path: str) -> tuple[Any, Any] | None:
 def needs_dedup(files: list[str]) -> bool:
     """Whether the rollup of a day's files must group samples per time: files that may hold the same
     times, or a file where workloads share a GPU (several rows per GPU and time)."""
-    return may_overlap(files) or any((pq.read_metadata(f).metadata or {}).get(SHARED_KEY) == b"1" for f in files)
+    return may_overlap(files) or any(_shared_file(f) for f in files)
+
+
+def _shared_file(path: str) -> bool:
+    return (pq.read_metadata(path).metadata or {}).get(SHARED_KEY) == b"1"
+
+
+def dedup_hours(files: list[str], hours: list[str]) -> set[str]:
+    """The hours of ``hours`` (one day's, 'YYYY-MM-DDTHH') whose samples the rollup must group per time.
+
+    A sample can be stored twice only at a time two files both hold, so only the hours where two files'
+    time ranges intersect need the grouping, and the hours a file of shared GPUs spans (several rows per
+    GPU and time); every other hour's samples are unique (each file is unique in itself). A re-scrape of
+    one minute beside a day's file thus groups that minute's hour, not the day. A file without time
+    statistics makes every hour need it, as ``needs_dedup`` says of the whole day."""
+    if not files or not needs_dedup(files):
+        return set()
+    spans = [_time_range(f) for f in files]
+    if len(files) > 1 and any(span is None for span in spans):
+        return set(hours)
+    found: set[str] = set()
+    for i, (path, span) in enumerate(zip(files, spans)):
+        if _shared_file(path):
+            if span is None:
+                return set(hours)
+            found.update(_hour_range(*(_utc(t) for t in span)))
+        for other in spans[i + 1 :]:
+            assert span is not None and other is not None  # (two or more files: every span is known)
+            start, end = max(span[0], other[0]), min(span[1], other[1])
+            if start <= end:
+                found.update(_hour_range(_utc(start), _utc(end)))
+    return found & set(hours)
+
+
+def rollup_parts(folder: Path, day: str, hours: list[str]) -> list[tuple[list[str], bool]]:
+    """One day's planned hours as (hours, deduplicate) parts: the hours whose samples are unique rolled
+    up without the per-time grouping (one pass), the others (``dedup_hours``) with it."""
+    grouped = dedup_hours(day_files(folder, day), hours)
+    parts = [(sorted(set(hours) - grouped), False), (sorted(grouped), True)]
+    return [(part, deduplicate) for part, deduplicate in parts if part]
 
 
 def may_overlap(files: list[str]) -> bool:
@@ -391,6 +430,13 @@ def hourly_table(
             f"AND t.mig_instance IS NOT DISTINCT FROM x.mig_instance"
         )
     return table
+
+
+def merge_tables(con: duckdb.DuckDBPyConnection, tables: list[str]) -> str:
+    """``hourly_table``'s tables of one day's parts as one (the first, the others' rows appended)."""
+    for table in tables[1:]:
+        con.execute(f"INSERT INTO {tables[0]} SELECT * FROM {table}; DROP TABLE {table}")
+    return tables[0]
 
 
 def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, source: str, run_id: str) -> str:
