@@ -109,12 +109,12 @@ def test_metric_slices_merge_per_table_and_source():
     ]
 
 
-def _day_file(folder, name: str, rows: list[dict], shared: bool = False) -> str:
+def _day_file(folder, name: str, rows: list[dict], shared: bool = False, day: datetime = START) -> str:
     columns = {f.name: [r.get(f.name) for r in rows] for f in metrics_store.SAMPLE_SCHEMA}
     table = pa.table(columns, schema=metrics_store.SAMPLE_SCHEMA)
     if shared:
         table = table.replace_schema_metadata({metrics_store.SHARED_KEY: b"1"})
-    path = folder / f"day={START:%Y-%m-%d}" / name
+    path = folder / f"day={day:%Y-%m-%d}" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return str(path)
@@ -169,3 +169,47 @@ def test_the_hour_number_is_the_utc_hour_before_1970_too():
         value = f"TIMESTAMPTZ '{ts}'"
         same = f"SELECT {metrics_store.hour_sql(metrics_store.hour_number_sql(value))} = date_trunc('hour', {value})"
         assert con.execute(same).fetchall() == [(True,)], ts
+
+
+def test_days_rolled_up_together_keep_each_days_gpu_models(tmp_path):
+    """Two days in one statement (one table) name each day's GPU model from that day's memory, as two
+    tables of one day each did: the same name is an A100-40GB on the first day, an 80GB on the second."""
+    days = [START, START + timedelta(days=1)]
+    for day, memory in zip(days, (40960.0, 81920.0)):
+        rows = [
+            {**_row(m, "a"), "ts": day + timedelta(minutes=m), "name": "NVIDIA A100-SXM4", "mem_total_mib": memory}
+            for m in range(120)
+        ]
+        _day_file(tmp_path, "base.parquet", rows, day=day)
+    plan = {f"{day:%Y-%m-%d}": [f"{day:%Y-%m-%d}T{h:02d}" for h in range(24)] for day in days}
+    statements = metrics_store.rollup_statements(tmp_path, plan)
+    assert statements == [(plan, False)]  # both days in one statement
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    relation, _ = metrics_store.store_relation(tmp_path, plan)
+    together = metrics_store.attributed_days_sql(
+        con, metrics_store.hourly_table(con, relation, run_id="r", deduplicate=False), source="s", run_id="r"
+    )
+    apart = []
+    for n, day in enumerate(plan):
+        one, _ = metrics_store.store_relation(tmp_path, {day: plan[day]})
+        apart.append(metrics_store.hourly_table(con, one, run_id="r", deduplicate=False, part=f"_{n}"))
+    query = "SELECT hour, gpu_uuid, gpu_model, samples FROM ({}) ORDER BY 1, 2"
+    got = con.execute(query.format(together)).fetchall()
+    assert (
+        got
+        == con.execute(query.format(metrics_store.attributed_tables_sql(con, apart, source="s", run_id="r"))).fetchall()
+    )
+    assert [(h.astimezone(UTC).day, model) for h, _, model, _ in got] == [(1, "A100-40GB")] * 2 + [(2, "A100-80GB")] * 2
+
+
+def test_a_statement_holds_at_most_batch_samples(tmp_path, monkeypatch):
+    days = [START + timedelta(days=d) for d in range(3)]
+    for day in days:
+        _day_file(
+            tmp_path, "base.parquet", [{**_row(m, "a"), "ts": day + timedelta(minutes=m)} for m in range(10)], day=day
+        )
+    plan = {f"{day:%Y-%m-%d}": [f"{day:%Y-%m-%d}T00"] for day in days}
+    monkeypatch.setattr(metrics_store, "BATCH_SAMPLES", 20)
+    statements = metrics_store.rollup_statements(tmp_path, plan)
+    assert [list(s) for s, _ in statements] == [list(plan)[:2], list(plan)[2:]]

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestContext, IngestError
-from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_rows
+from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_day_rows, gpu_model_rows
 from gpufinops.warehouse.column_types import UTC_TS, sql_type
 
 log = logging.getLogger(__name__)
@@ -239,6 +239,39 @@ def rollup_parts(folder: Path, day: str, hours: list[str]) -> list[tuple[list[st
     return [(part, deduplicate) for part, deduplicate in parts if part]
 
 
+# The samples one rollup statement groups at most: about a day of a 10,000-GPU fleet, what one statement
+# held when the rollup went a day at a time (the p95 keeps every value of every GPU-hour in memory).
+BATCH_SAMPLES = 16_000_000
+
+
+def _samples_in(files: list[str]) -> int:
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def rollup_statements(folder: Path, plan: dict[str, list[str]]) -> list[tuple[dict[str, list[str]], bool]]:
+    """The plan (day -> hours) as the rollup's statements, (day -> hours, deduplicate): the hours whose
+    samples are unique of consecutive days together, up to BATCH_SAMPLES a statement (one scan of
+    several days' files, in parallel over all their row groups), and each day's hours that group
+    samples per time (``rollup_parts``) on their own."""
+    statements: list[tuple[dict[str, list[str]], bool]] = []
+    batch: dict[str, list[str]] = {}
+    size = 0
+    for day, hours in plan.items():
+        for part, deduplicate in rollup_parts(folder, day, hours):
+            if deduplicate:
+                statements.append(({day: part}, True))
+                continue
+            samples = _samples_in(day_files(folder, day))
+            if batch and size + samples > BATCH_SAMPLES:
+                statements.append((batch, False))
+                batch, size = {}, 0
+            batch[day] = part
+            size += samples
+    if batch:
+        statements.append((batch, False))
+    return statements
+
+
 def may_overlap(files: list[str]) -> bool:
     """Whether two of a day's files may hold the same sample times (each file is unique in itself)."""
     if len(files) < 2:
@@ -437,6 +470,15 @@ def merge_tables(con: duckdb.DuckDBPyConnection, tables: list[str]) -> str:
     for table in tables[1:]:
         con.execute(f"INSERT INTO {tables[0]} SELECT * FROM {table}; DROP TABLE {table}")
     return tables[0]
+
+
+def attributed_days_sql(con: duckdb.DuckDBPyConnection, table: str, *, source: str, run_id: str) -> str:
+    """The gpu_metrics_hourly rows of one ``hourly_table`` holding several days, as one SELECT: each day's
+    GPU models from its own samples' memory, as the day's own table gives them (``attributed_tables_sql``)."""
+    models = gpu_model_day_rows(con, table)
+    return attributed_sql(
+        f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id, models=[], day_models=models
+    )
 
 
 def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, source: str, run_id: str) -> str:
