@@ -42,13 +42,18 @@ def _row(minute: int, gpu: str, namespace=None, pod=None, util=50.0) -> dict:
     }
 
 
-def _hourly(con, relation: str, deduplicate: bool) -> dict:
-    sql = metrics_store.rollup_sql(con, relation, source="s", run_id="r", deduplicate=deduplicate)
+def _hourly(con, relation: str, deduplicate: bool | str) -> dict:
+    if deduplicate == "labels from the workload rows":  # dcgm_exporter's plan for unique samples
+        running = workloads.rollup_table(con, relation, source="s", run_id="r", deduplicate=False)
+        table = metrics_store.hourly_table(con, relation, run_id="r", deduplicate=False, workloads=running)
+        sql = metrics_store.attributed_tables_sql(con, [table], source="s", run_id="r")
+    else:
+        sql = metrics_store.rollup_sql(con, relation, source="s", run_id="r", deduplicate=bool(deduplicate))
     rows = con.execute(f"SELECT hour, gpu_uuid, namespace, pod, container, samples FROM ({sql}) ORDER BY 1, 2")
     return {(h.astimezone(UTC).hour, g): (ns, pod, c, n) for h, g, ns, pod, c, n in rows.fetchall()}
 
 
-@pytest.mark.parametrize("deduplicate", [False, True])
+@pytest.mark.parametrize("deduplicate", [False, True, "labels from the workload rows"])
 def test_labels_are_the_hours_most_frequent_values(tmp_path, deduplicate):
     rows = []
     for m in range(60):  # hour 0, GPU a: one pod all hour

@@ -180,12 +180,14 @@ class DcgmExporter:
         hourly, running = [], []
         for n, (statement, deduplicate) in enumerate(metrics_store.rollup_statements(folder, plan)):
             samples, _ = metrics_store.store_relation(folder, statement)
-            hourly.append(
-                metrics_store.hourly_table(ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}")
+            # the workloads first: over unique samples their rows give the hours' labels (hourly_sql)
+            running_table = workloads.rollup_table(
+                ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}"
             )
-            running.append(
-                workloads.rollup(
-                    ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}"
+            running.append(f"SELECT * FROM {running_table}")
+            hourly.append(
+                metrics_store.hourly_table(
+                    ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}", workloads=running_table
                 )
             )
         days = list(plan)

@@ -403,7 +403,7 @@ def _relation_sql(samples: str, deduplicate: bool) -> tuple[str, str, dict[str, 
     return "", f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)", dict(_SAMPLE_EXPRS)
 
 
-def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
+def hourly_sql(samples: str, *, deduplicate: bool = True, workloads: str | None = None) -> str:
     """CTEs ending in ``hourly``: one row per (hour, gpu_uuid, mig_instance) from a SAMPLE_SCHEMA relation.
 
     With ``deduplicate``, a sample stored twice (same GPU, slice and time) counts once; without, the
@@ -414,19 +414,46 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     take the hour's largest value (constant for a GPU in practice); the namespace, pod and container
     are the ones most of the hour's samples carry: the hour's single value, found in this pass, or for
     the hours ``_mixed`` marks (a label changed) ``mixed_labels_sql``'s (a ``mode()`` over every sample
-    would be the costliest part of the rollup, for the few hours a pod changed in)."""
+    would be the costliest part of the rollup, for the few hours a pod changed in).
+
+    ``workloads`` (unique samples only): the hour's workload rows (``workloads.rollup_table``, one per
+    labelled namespace / pod / container of the same samples), from which the labels' largest and
+    smallest values come instead of from every sample: the same values (a sample without labels
+    has none to count), found among a few rows per GPU-hour instead of 60."""
     source, relation, col = _relation_sql(samples, deduplicate)
     mixed = " OR ".join(f"min({a}) IS DISTINCT FROM max({a})" for a in _LABELS)
-    return f"""{source}
-hourly AS (
-  SELECT {hour_sql("_hour_n")} AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
-         {", ".join(f"max({a}) AS {a}" for a in _LABELS)}, ({mixed}) AS _mixed,
-         {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
+    labels = f"{', '.join(f'max({a}) AS {a}' for a in _LABELS)}, ({mixed}) AS _mixed"
+    figures = f"""{MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
          max({col["util"]}) AS util_max, max({col["mem_used"]}) AS mem_used_max_mib, max({col["mem_total"]}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
          {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
-         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples
-  FROM (SELECT *, {hour_number_sql("ts")} AS _hour_n FROM {relation}) GROUP BY _hour_n, gpu_uuid, mig_instance
+         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples"""
+    grouped = (
+        f"""{hour_sql("_hour_n")} AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)}"""
+    )
+    scan = (
+        f"FROM (SELECT *, {hour_number_sql('ts')} AS _hour_n FROM {relation}) GROUP BY _hour_n, gpu_uuid, mig_instance"
+    )
+    if workloads is None or deduplicate:
+        return f"""{source}
+hourly AS (
+  SELECT {grouped},
+         {labels},
+         {figures}
+  {scan}
+)"""
+    return f"""{source}
+grouped AS (
+  SELECT {grouped},
+         {figures}
+  {scan}
+),
+labels AS (SELECT hour, gpu_uuid, mig_instance, {labels} FROM {workloads} GROUP BY hour, gpu_uuid, mig_instance),
+hourly AS (
+  SELECT g.hour, g.gpu_uuid, g.mig_instance, {", ".join(f"g.{a}" for a in _ATTRS)}, {", ".join(f"l.{a}" for a in _LABELS)},
+         coalesce(l._mixed, false) AS _mixed, g.* EXCLUDE (hour, gpu_uuid, mig_instance, {", ".join(_ATTRS)})
+  FROM grouped g LEFT JOIN labels l
+       ON l.hour = g.hour AND l.gpu_uuid = g.gpu_uuid AND l.mig_instance IS NOT DISTINCT FROM g.mig_instance
 )"""
 
 
@@ -445,16 +472,21 @@ GROUP BY 1, 2, 3"""
 
 
 def hourly_table(
-    con: duckdb.DuckDBPyConnection, samples: str, *, run_id: str, deduplicate: bool = True, part: str = ""
+    con: duckdb.DuckDBPyConnection,
+    samples: str,
+    *,
+    run_id: str,
+    deduplicate: bool = True,
+    part: str = "",
+    workloads: str | None = None,
 ) -> str:
     """The hourly rollup of a relation of samples, computed now into a temporary table (the samples are
-    scanned once, and again only for the hours a workload label changed in); returns its name."""
+    scanned once, and again only for the hours a workload label changed in); returns its name.
+    ``workloads``: the same samples' workload table, whose rows give the labels (``hourly_sql``)."""
     table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
-        f"SELECT * FROM hourly"
-    )
+    hourly = hourly_sql(samples, deduplicate=deduplicate, workloads=workloads).strip()
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly} SELECT * FROM hourly")
     if con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE _mixed LIMIT 1)").fetchall()[0][0]:
         labels = ", ".join(f"{a} = x.{a}" for a in _LABELS)
         con.execute(

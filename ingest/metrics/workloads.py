@@ -92,12 +92,21 @@ def rollup(
 ) -> str:
     """The workload rows, computed now into a temporary table (the samples are read outside the load's
     transaction); returns the SELECT the load inserts."""
+    return (
+        f"SELECT * FROM {rollup_table(con, samples, source=source, run_id=run_id, deduplicate=deduplicate, part=part)}"
+    )
+
+
+def rollup_table(
+    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
+    """``rollup``'s temporary table; returns its name."""
     table = f"_gpufinops_workloads_{run_id}{part}"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS "
         f"{samples_sql(samples, source=source, run_id=run_id, deduplicate=deduplicate)}"
     )
-    return f"SELECT * FROM {table}"
+    return table
 
 
 def partials_sql(partials: str, *, source: str, run_id: str) -> str:
