@@ -171,25 +171,30 @@ class DcgmExporter:
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new samples")
         batches = list(rules)
         log.info("%s: rolling up %d hour(s) of %d day(s)", ctx.source, sum(map(len, plan.values())), len(plan))
-        # one day at a time: a month of a large fleet's minute samples in one aggregation spills tens of
-        # GB (the p95 keeps every value of every GPU-hour); a day holds 1/30 of it. The days' rows then
-        # load as one batch per table (one delete of the hours replaced, one insert, one attribution).
+        # The planned days' samples are grouped a few days a statement (up to metrics_store.BATCH_SAMPLES:
+        # a month of a large fleet's minute samples in one aggregation spills tens of GB, the p95 keeping
+        # every value of every GPU-hour), the hours whose samples are unique in one pass, the hours where
+        # a day's files overlap (a re-scrape) grouped per time on their own (metrics_store.rollup_statements).
+        # The statements' rows then make one table, loaded as one batch per table (one delete of the hours
+        # replaced, one insert, one attribution), each day keeping its own GPU models.
         hourly, running = [], []
-        for n, (day, hours) in enumerate(plan.items()):
-            samples, per_day = metrics_store.store_relation(folder, {day: hours})
-            deduplicate = any(metrics_store.needs_dedup(files) for files in per_day)
-            hourly.append(
-                metrics_store.hourly_table(ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}")
+        for n, (statement, deduplicate) in enumerate(metrics_store.rollup_statements(folder, plan)):
+            samples, _ = metrics_store.store_relation(folder, statement)
+            # the workloads first: over unique samples their rows give the hours' labels (hourly_sql)
+            running_table = workloads.rollup_table(
+                ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}"
             )
-            running.append(
-                workloads.rollup(
-                    ctx.con, samples, source=ctx.source, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}"
+            running.append(f"SELECT * FROM {running_table}")
+            hourly.append(
+                metrics_store.hourly_table(
+                    ctx.con, samples, run_id=ctx.run_id, deduplicate=deduplicate, part=f"_{n}", workloads=running_table
                 )
             )
         days = list(plan)
         where = f"the hourly rollup of the sample store's {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
         hours = [h for day_hours in plan.values() for h in day_hours]
-        sql = metrics_store.attributed_tables_sql(ctx.con, hourly, source=ctx.source, run_id=ctx.run_id)
+        table = metrics_store.merge_tables(ctx.con, hourly)
+        sql = metrics_store.attributed_days_sql(ctx.con, table, source=ctx.source, run_id=ctx.run_id)
         batches += [
             Batch(table="gpu_metrics_hourly", data=sql, slices=hours, context=where),
             Batch(table="gpu_workloads_hourly", data=" UNION ALL ".join(running), slices=hours, context=where),

@@ -39,6 +39,24 @@ def gpu_model_rows(con: duckdb.DuckDBPyConnection, hourly: str) -> list[tuple[st
     return [(name, normalize_gpu_model(name, memory)) for name, memory in names]
 
 
+DAY_US = 86_400_000_000
+
+
+def day_number_sql(ts: str) -> str:
+    """SQL: the UTC day of a timestamp as whole days since the epoch (floored, so before 1970 too)."""
+    return f"(epoch_us({ts}) // {DAY_US} - CAST(epoch_us({ts}) % {DAY_US} < 0 AS BIGINT))"
+
+
+def gpu_model_day_rows(con: duckdb.DuckDBPyConnection, hourly: str) -> list[tuple[int, str, str | None]]:
+    """(UTC day number, name as reported, canonical model) for every GPU name of each day of an hourly
+    relation: each day's models from that day's memory, as a relation of one day gives them."""
+    names = con.execute(
+        f"SELECT {day_number_sql('hour')} AS day_n, name, max(mem_total_mib) FROM {hourly} "
+        f"WHERE name IS NOT NULL GROUP BY 1, 2"
+    ).fetchall()
+    return [(day, name, normalize_gpu_model(name, memory)) for day, name, memory in names]
+
+
 def workload_labels(labels: dict[str, str]) -> tuple[str | None, str | None, str | None]:
     """(namespace, pod, container) of the workload a GPU series belongs to.
 
@@ -72,23 +90,37 @@ def provider_id_resource(provider_id: str | None) -> str | None:
     return provider_id
 
 
-def attributed_sql(hourly_ctes: str, *, source: str, run_id: str, models: list[tuple[str, str | None]]) -> str:
+def attributed_sql(
+    hourly_ctes: str,
+    *,
+    source: str,
+    run_id: str,
+    models: list[tuple[str, str | None]],
+    day_models: list[tuple[int, str, str | None]] | None = None,
+) -> str:
     """gpu_metrics_hourly rows from ``hourly_ctes`` (a WITH body defining ``hourly``) with their hints.
 
     ``resource_id`` and ``team`` are left NULL here: the runner resolves them from the hints inside
     the load's transaction (``warehouse.attribution``), as every later cost load does again, so the
-    answer never depends on whether the bill or the metrics arrived first.
+    answer never depends on whether the bill or the metrics arrived first. ``day_models`` (UTC day
+    number, name, model; ``gpu_model_day_rows``), when given, names each day's GPU models instead of
+    ``models``: the rows of several days rolled up together keep each day's.
     """
+    if day_models is None:
+        models_cte, join = _values("models", ("name", "gpu_model"), models), "md.name = a.name"
+    else:
+        models_cte = _values("models", ("day_n", "name", "gpu_model"), day_models)
+        join = f"md.name = a.name AND CAST(md.day_n AS BIGINT) = {day_number_sql('a.hour')}"
     return f"""
 WITH {hourly_ctes.strip()},
-{_values("models", ("name", "gpu_model"), models)}
+{models_cte}
 SELECT a.hour, a.gpu_uuid, md.gpu_model, a.mig_instance, a.host, CAST(NULL AS VARCHAR) AS resource_id,
        CAST(NULL AS VARCHAR) AS team,
        a.util_mean, a.util_p95, a.util_max, a.mem_used_max_mib, a.mem_total_mib,
        a.sm_active_mean, a.tensor_active_mean, a.power_mean_w, CAST(a.samples AS INTEGER) AS samples,
        {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id,
        a.resource_hint, a.provider_id, a.namespace, a.pod, a.container
-FROM hourly a LEFT JOIN models md ON md.name = a.name"""
+FROM hourly a LEFT JOIN models md ON {join}"""
 
 
 def rules_batches(

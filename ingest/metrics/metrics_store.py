@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestContext, IngestError
-from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_rows
+from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_day_rows, gpu_model_rows
 from gpufinops.warehouse.column_types import UTC_TS, sql_type
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,79 @@ def _time_range(path: str) -> tuple[Any, Any] | None:
 def needs_dedup(files: list[str]) -> bool:
     """Whether the rollup of a day's files must group samples per time: files that may hold the same
     times, or a file where workloads share a GPU (several rows per GPU and time)."""
-    return may_overlap(files) or any((pq.read_metadata(f).metadata or {}).get(SHARED_KEY) == b"1" for f in files)
+    return may_overlap(files) or any(_shared_file(f) for f in files)
+
+
+def _shared_file(path: str) -> bool:
+    return (pq.read_metadata(path).metadata or {}).get(SHARED_KEY) == b"1"
+
+
+def dedup_hours(files: list[str], hours: list[str]) -> set[str]:
+    """The hours of ``hours`` (one day's, 'YYYY-MM-DDTHH') whose samples the rollup must group per time.
+
+    A sample can be stored twice only at a time two files both hold, so only the hours where two files'
+    time ranges intersect need the grouping, and the hours a file of shared GPUs spans (several rows per
+    GPU and time); every other hour's samples are unique (each file is unique in itself). A re-scrape of
+    one minute beside a day's file thus groups that minute's hour, not the day. A file without time
+    statistics makes every hour need it, as ``needs_dedup`` says of the whole day."""
+    if not files or not needs_dedup(files):
+        return set()
+    spans = [_time_range(f) for f in files]
+    if len(files) > 1 and any(span is None for span in spans):
+        return set(hours)
+    found: set[str] = set()
+    for i, (path, span) in enumerate(zip(files, spans)):
+        if _shared_file(path):
+            if span is None:
+                return set(hours)
+            found.update(_hour_range(*(_utc(t) for t in span)))
+        for other in spans[i + 1 :]:
+            assert span is not None and other is not None  # (two or more files: every span is known)
+            start, end = max(span[0], other[0]), min(span[1], other[1])
+            if start <= end:
+                found.update(_hour_range(_utc(start), _utc(end)))
+    return found & set(hours)
+
+
+def rollup_parts(folder: Path, day: str, hours: list[str]) -> list[tuple[list[str], bool]]:
+    """One day's planned hours as (hours, deduplicate) parts: the hours whose samples are unique rolled
+    up without the per-time grouping (one pass), the others (``dedup_hours``) with it."""
+    grouped = dedup_hours(day_files(folder, day), hours)
+    parts = [(sorted(set(hours) - grouped), False), (sorted(grouped), True)]
+    return [(part, deduplicate) for part, deduplicate in parts if part]
+
+
+# The samples one rollup statement groups at most: about a day of a 10,000-GPU fleet, what one statement
+# held when the rollup went a day at a time (the p95 keeps every value of every GPU-hour in memory).
+BATCH_SAMPLES = 16_000_000
+
+
+def _samples_in(files: list[str]) -> int:
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def rollup_statements(folder: Path, plan: dict[str, list[str]]) -> list[tuple[dict[str, list[str]], bool]]:
+    """The plan (day -> hours) as the rollup's statements, (day -> hours, deduplicate): the hours whose
+    samples are unique of consecutive days together, up to BATCH_SAMPLES a statement (one scan of
+    several days' files, in parallel over all their row groups), and each day's hours that group
+    samples per time (``rollup_parts``) on their own."""
+    statements: list[tuple[dict[str, list[str]], bool]] = []
+    batch: dict[str, list[str]] = {}
+    size = 0
+    for day, hours in plan.items():
+        for part, deduplicate in rollup_parts(folder, day, hours):
+            if deduplicate:
+                statements.append(({day: part}, True))
+                continue
+            samples = _samples_in(day_files(folder, day))
+            if batch and size + samples > BATCH_SAMPLES:
+                statements.append((batch, False))
+                batch, size = {}, 0
+            batch[day] = part
+            size += samples
+    if batch:
+        statements.append((batch, False))
+    return statements
 
 
 def may_overlap(files: list[str]) -> bool:
@@ -301,6 +373,21 @@ _LABELS = ("namespace", "pod", "container")  # the value most of the hour's samp
 # Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
 # and a re-run must reproduce the stored rows exactly.
 MEAN = "round({}, 9)"
+HOUR_US = 3_600_000_000
+
+
+def hour_number_sql(ts: str) -> str:
+    """SQL: the UTC hour of a timestamp as whole hours since the epoch (floored, so before 1970 too).
+
+    Integer arithmetic: ``date_trunc('hour', ts)`` of a TIMESTAMPTZ goes through the time-zone calendar
+    for every sample and cost more than the rest of the hourly rollup's grouping together; the rollup
+    groups by this number and turns each group's into its hour (``hour_sql``) once."""
+    return f"(epoch_us({ts}) // {HOUR_US} - CAST(epoch_us({ts}) % {HOUR_US} < 0 AS BIGINT))"
+
+
+def hour_sql(number: str) -> str:
+    """SQL: the TIMESTAMPTZ of an hour number (``hour_number_sql``): ``date_trunc('hour', ts)`` in UTC."""
+    return f"make_timestamptz({number} * {HOUR_US})"
 
 
 def _relation_sql(samples: str, deduplicate: bool) -> tuple[str, str, dict[str, str]]:
@@ -316,7 +403,7 @@ def _relation_sql(samples: str, deduplicate: bool) -> tuple[str, str, dict[str, 
     return "", f"(SELECT * FROM {samples} WHERE gpu_uuid IS NOT NULL AND ts IS NOT NULL)", dict(_SAMPLE_EXPRS)
 
 
-def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
+def hourly_sql(samples: str, *, deduplicate: bool = True, workloads: str | None = None) -> str:
     """CTEs ending in ``hourly``: one row per (hour, gpu_uuid, mig_instance) from a SAMPLE_SCHEMA relation.
 
     With ``deduplicate``, a sample stored twice (same GPU, slice and time) counts once; without, the
@@ -327,19 +414,46 @@ def hourly_sql(samples: str, *, deduplicate: bool = True) -> str:
     take the hour's largest value (constant for a GPU in practice); the namespace, pod and container
     are the ones most of the hour's samples carry: the hour's single value, found in this pass, or for
     the hours ``_mixed`` marks (a label changed) ``mixed_labels_sql``'s (a ``mode()`` over every sample
-    would be the costliest part of the rollup, for the few hours a pod changed in)."""
+    would be the costliest part of the rollup, for the few hours a pod changed in).
+
+    ``workloads`` (unique samples only): the hour's workload rows (``workloads.rollup_table``, one per
+    labelled namespace / pod / container of the same samples), from which the labels' largest and
+    smallest values come instead of from every sample: the same values (a sample without labels
+    has none to count), found among a few rows per GPU-hour instead of 60."""
     source, relation, col = _relation_sql(samples, deduplicate)
     mixed = " OR ".join(f"min({a}) IS DISTINCT FROM max({a})" for a in _LABELS)
-    return f"""{source}
-hourly AS (
-  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)},
-         {", ".join(f"max({a}) AS {a}" for a in _LABELS)}, ({mixed}) AS _mixed,
-         {MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
+    labels = f"{', '.join(f'max({a}) AS {a}' for a in _LABELS)}, ({mixed}) AS _mixed"
+    figures = f"""{MEAN.format(f"avg({col['util']})")} AS util_mean, quantile_cont({col["util"]}, 0.95) AS util_p95,
          max({col["util"]}) AS util_max, max({col["mem_used"]}) AS mem_used_max_mib, max({col["mem_total"]}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
          {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
-         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples
-  FROM {relation} GROUP BY 1, 2, 3
+         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples"""
+    grouped = (
+        f"""{hour_sql("_hour_n")} AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)}"""
+    )
+    scan = (
+        f"FROM (SELECT *, {hour_number_sql('ts')} AS _hour_n FROM {relation}) GROUP BY _hour_n, gpu_uuid, mig_instance"
+    )
+    if workloads is None or deduplicate:
+        return f"""{source}
+hourly AS (
+  SELECT {grouped},
+         {labels},
+         {figures}
+  {scan}
+)"""
+    return f"""{source}
+grouped AS (
+  SELECT {grouped},
+         {figures}
+  {scan}
+),
+labels AS (SELECT hour, gpu_uuid, mig_instance, {labels} FROM {workloads} GROUP BY hour, gpu_uuid, mig_instance),
+hourly AS (
+  SELECT g.hour, g.gpu_uuid, g.mig_instance, {", ".join(f"g.{a}" for a in _ATTRS)}, {", ".join(f"l.{a}" for a in _LABELS)},
+         coalesce(l._mixed, false) AS _mixed, g.* EXCLUDE (hour, gpu_uuid, mig_instance, {", ".join(_ATTRS)})
+  FROM grouped g LEFT JOIN labels l
+       ON l.hour = g.hour AND l.gpu_uuid = g.gpu_uuid AND l.mig_instance IS NOT DISTINCT FROM g.mig_instance
 )"""
 
 
@@ -351,23 +465,28 @@ def mixed_labels_sql(samples: str, hourly: str, *, deduplicate: bool = True) -> 
 mixed AS (SELECT hour, gpu_uuid, mig_instance FROM {hourly} WHERE _mixed),
 hours AS (SELECT DISTINCT hour FROM mixed)
 SELECT s.hour, s.gpu_uuid, s.mig_instance, {", ".join(f"mode(s.{a}) AS {a}" for a in _LABELS)}
-FROM (SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, {", ".join(_LABELS)} FROM {relation}
-      WHERE date_trunc('hour', ts) IN (SELECT hour FROM hours)) s
+FROM (SELECT {hour_sql(hour_number_sql("ts"))} AS hour, gpu_uuid, mig_instance, {", ".join(_LABELS)} FROM {relation}
+      WHERE {hour_number_sql("ts")} IN (SELECT epoch_us(hour) // {HOUR_US} FROM hours)) s
 JOIN mixed m ON m.hour = s.hour AND m.gpu_uuid = s.gpu_uuid AND m.mig_instance IS NOT DISTINCT FROM s.mig_instance
 GROUP BY 1, 2, 3"""
 
 
 def hourly_table(
-    con: duckdb.DuckDBPyConnection, samples: str, *, run_id: str, deduplicate: bool = True, part: str = ""
+    con: duckdb.DuckDBPyConnection,
+    samples: str,
+    *,
+    run_id: str,
+    deduplicate: bool = True,
+    part: str = "",
+    workloads: str | None = None,
 ) -> str:
     """The hourly rollup of a relation of samples, computed now into a temporary table (the samples are
-    scanned once, and again only for the hours a workload label changed in); returns its name."""
+    scanned once, and again only for the hours a workload label changed in); returns its name.
+    ``workloads``: the same samples' workload table, whose rows give the labels (``hourly_sql``)."""
     table = f"_gpufinops_hourly_{run_id}{part}"  # ``part``: one temporary table per day of a large rollup
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly_sql(samples, deduplicate=deduplicate).strip()} "
-        f"SELECT * FROM hourly"
-    )
+    hourly = hourly_sql(samples, deduplicate=deduplicate, workloads=workloads).strip()
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly} SELECT * FROM hourly")
     if con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE _mixed LIMIT 1)").fetchall()[0][0]:
         labels = ", ".join(f"{a} = x.{a}" for a in _LABELS)
         con.execute(
@@ -376,6 +495,22 @@ def hourly_table(
             f"AND t.mig_instance IS NOT DISTINCT FROM x.mig_instance"
         )
     return table
+
+
+def merge_tables(con: duckdb.DuckDBPyConnection, tables: list[str]) -> str:
+    """``hourly_table``'s tables of one day's parts as one (the first, the others' rows appended)."""
+    for table in tables[1:]:
+        con.execute(f"INSERT INTO {tables[0]} SELECT * FROM {table}; DROP TABLE {table}")
+    return tables[0]
+
+
+def attributed_days_sql(con: duckdb.DuckDBPyConnection, table: str, *, source: str, run_id: str) -> str:
+    """The gpu_metrics_hourly rows of one ``hourly_table`` holding several days, as one SELECT: each day's
+    GPU models from its own samples' memory, as the day's own table gives them (``attributed_tables_sql``)."""
+    models = gpu_model_day_rows(con, table)
+    return attributed_sql(
+        f"hourly AS (SELECT * FROM {table})", source=source, run_id=run_id, models=[], day_models=models
+    )
 
 
 def attributed_tables_sql(con: duckdb.DuckDBPyConnection, tables: list[str], *, source: str, run_id: str) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import duckdb
 
 from gpufinops.ingest.core.files import sql_literal
+from gpufinops.ingest.metrics.metrics_store import hour_number_sql, hour_sql
 
 MPS_SERVER = "%nvidia-cuda-mps-server%"
 _LABELLED = "(namespace IS NOT NULL OR pod IS NOT NULL OR container IS NOT NULL)"
@@ -62,18 +63,20 @@ def samples_sql(samples: str, *, source: str, run_id: str, deduplicate: bool = T
     # Unique samples (no deduplication needed) are one row per GPU and time, so the times any workload
     # was on a GPU are the sum of its workloads' samples: no second grouping of the samples.
     occupied = (
-        "SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, count(DISTINCT ts) AS occupied_samples "
-        "FROM labelled GROUP BY 1, 2, 3"
+        f"SELECT {hour_sql('hour_n')} AS hour, gpu_uuid, mig_instance, count(DISTINCT ts) AS occupied_samples "
+        "FROM labelled GROUP BY hour_n, gpu_uuid, mig_instance"
         if deduplicate
         else "SELECT hour, gpu_uuid, mig_instance, sum(samples) AS occupied_samples FROM per GROUP BY 1, 2, 3"
     )
+    # The hour is grouped as its number (integer arithmetic, not date_trunc's calendar per sample) and
+    # turned into its TIMESTAMPTZ once per group.
     return f"""
-WITH labelled AS ({labelled}),
+WITH labelled AS (SELECT *, {hour_number_sql("ts")} AS hour_n FROM ({labelled})),
 per AS (
-  SELECT date_trunc('hour', ts) AS hour, gpu_uuid, mig_instance, namespace, pod, container, max(host) AS host,
+  SELECT {hour_sql("hour_n")} AS hour, gpu_uuid, mig_instance, namespace, pod, container, max(host) AS host,
          count(*) AS samples, round(avg(util), 9) AS util_mean, round(avg(sm), 9) AS sm_active_mean,
          max(mem_used_mib) AS mem_used_max_mib, bool_or(vgpu IS NOT NULL) AS vgpu
-  FROM labelled GROUP BY 1, 2, 3, 4, 5, 6),
+  FROM labelled GROUP BY hour_n, gpu_uuid, mig_instance, namespace, pod, container),
 occupied AS ({occupied}),
 w AS (
   SELECT p.*, NULL AS pid, CAST(NULL AS VARCHAR) AS process, o.occupied_samples,
@@ -89,12 +92,21 @@ def rollup(
 ) -> str:
     """The workload rows, computed now into a temporary table (the samples are read outside the load's
     transaction); returns the SELECT the load inserts."""
+    return (
+        f"SELECT * FROM {rollup_table(con, samples, source=source, run_id=run_id, deduplicate=deduplicate, part=part)}"
+    )
+
+
+def rollup_table(
+    con: duckdb.DuckDBPyConnection, samples: str, *, source: str, run_id: str, deduplicate: bool = True, part: str = ""
+) -> str:
+    """``rollup``'s temporary table; returns its name."""
     table = f"_gpufinops_workloads_{run_id}{part}"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS "
         f"{samples_sql(samples, source=source, run_id=run_id, deduplicate=deduplicate)}"
     )
-    return f"SELECT * FROM {table}"
+    return table
 
 
 def partials_sql(partials: str, *, source: str, run_id: str) -> str:
