@@ -45,6 +45,13 @@ def db_path() -> Path:
     return Path(os.environ.get("GPUFINOPS_DB", DEFAULT_DB))
 
 
+@st.cache_resource(show_spinner=False)
+def prepared(path: str) -> int | None:
+    """Migrations and reference data once per server process (warehouse.db.prepare), not per render (the
+    app calls it on every render; the server's warm-up, before the first reader)."""
+    return db.prepare(path, retry_seconds=10)
+
+
 READ_RETRY_SECONDS = 20.0  # an ingest holds the file for one load (seconds); wait it out, then say so
 
 

@@ -84,12 +84,13 @@ def warm_cache(wait_s: float = 120.0) -> None:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     started = time.monotonic()
     try:
+        common.prepared(str(common.db_path()))  # what the app's first render would do first
         with db.reader(common.db_path(), retry_seconds=0) as con:
             spend.load_current(con, None, common.DEFAULT_WINDOW_DAYS)
             overview = time.monotonic() - started
             warm_pages(con)
-    except (FileNotFoundError, db.WarehouseBusy):
-        return  # nothing to warm yet, or an ingest is writing: the first reader computes it
+    except (FileNotFoundError, db.WarehouseError):
+        return  # nothing to warm yet, an ingest is writing, or a warehouse the page itself reports on
     except Exception:  # never let the warm-up take the server down; the first reader computes it
         log.warning("dashboard cache warm-up failed", exc_info=True)
         return
