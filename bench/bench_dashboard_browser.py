@@ -199,8 +199,9 @@ def _overview(con) -> None:
 
 
 def _team(con) -> None:
-    from gpufinops.dashboard import alerts_view, precomputed, spend
+    from gpufinops.dashboard import alerts_view, precomputed, spend, unit_costs_view
     from gpufinops.warehouse import allocation_queries, queries
+    from gpufinops.warehouse.queries import carbon
 
     one = _cached(con, "cost_teams", team=None)[:1]
     data = spend.load(con, one, precomputed.DEFAULT_WINDOW_DAYS)
@@ -209,16 +210,36 @@ def _team(con) -> None:
         _cached(con, "fleet_utilisation", team=one, start=start)
         allocation_queries.allocation_by_workload(con, team=one, start=start)
         allocation_queries.unallocated_by_node(con, team=one, start=start)
+        carbon.carbon_summary(con, by="resource", team=one, start=start)
+        carbon.sources(con, team=one, start=start)
+        unit_costs_view.load(con, one, start)
     queries.recommendations(con, team=one)
     alerts_view.open_alerts(con, one)
 
 
 def _fleet(con) -> None:
     from gpufinops.dashboard import precomputed
+    from gpufinops.warehouse import queries
+    from gpufinops.warehouse.queries import carbon
 
     for query, kwargs in precomputed.default_queries(con):
         if query != "gpu_count_disagreements":
             _cached(con, query, **kwargs)
+    as_of = queries.latest_charge_day(con, team=None)
+    if as_of is not None:
+        start = precomputed.window_start(as_of, precomputed.DEFAULT_WINDOW_DAYS)
+        carbon.carbon_summary(con, by="team", team=None, start=start)
+        carbon.sources(con, team=None, start=start)
+
+
+def _unit_costs(con) -> None:
+    from datetime import timedelta
+
+    from gpufinops.dashboard import precomputed, unit_costs_view
+
+    edge = con.execute("SELECT max(hour) FROM serving_metrics_hourly").fetchall()[0][0]
+    start = None if edge is None else edge - timedelta(days=precomputed.DEFAULT_WINDOW_DAYS)
+    unit_costs_view.load(con, None, start)
 
 
 def _recommendations(con) -> None:
@@ -259,6 +280,7 @@ PAGE_READS: dict[str, Callable] = {
     "overview": _overview,
     "team": _team,
     "fleet": _fleet,
+    "unit_costs": _unit_costs,
     "recommendations": _recommendations,
     "spot": _spot,
     "onprem": _onprem,

@@ -13,22 +13,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from gpufinops.dashboard.common import db_path, page_context
+from gpufinops.dashboard.common import db_path, page_context, prepared
 from gpufinops.warehouse import db
 
 PAGES = Path(__file__).resolve().parent / "pages"
 
 
-@st.cache_resource(show_spinner=False)
-def _prepared(path: str) -> int | None:
-    """Migrations and reference data once per server process (warehouse.db.prepare), not per render."""
-    return db.prepare(path, retry_seconds=10)
-
-
 def main() -> None:
     st.set_page_config(page_title="gpufinops", layout="wide")
     try:
-        _prepared(str(db_path()))
+        prepared(str(db_path()))
     except db.WarehouseError:
         pass  # the page's own connection says what is wrong with the warehouse, and the next render retries
     page_context()  # stops here for anyone without a role (each page also renders its banner)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import polars as pl
@@ -26,6 +27,7 @@ from gpufinops.warehouse import db, queries
 from gpufinops.warehouse.scope import Scope
 
 DEFAULT_DB = "data/gpufinops.duckdb"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,13 @@ class PageContext:
 
 def db_path() -> Path:
     return Path(os.environ.get("GPUFINOPS_DB", DEFAULT_DB))
+
+
+@st.cache_resource(show_spinner=False)
+def prepared(path: str) -> int | None:
+    """Migrations and reference data once per server process (warehouse.db.prepare), not per render (the
+    app calls it on every render; the server's warm-up, before the first reader)."""
+    return db.prepare(path, retry_seconds=10)
 
 
 READ_RETRY_SECONDS = 20.0  # an ingest holds the file for one load (seconds); wait it out, then say so
@@ -166,3 +175,19 @@ def cached_query(con: duckdb.DuckDBPyConnection, name: str, **kwargs):
     10M line items run once per ingest, not once per click. The key holds every argument, the viewer's
     teams included."""
     return _cached_query(con, str(db_path().resolve()), data_version(con), name, kwargs)
+
+
+@st.cache_data(ttl=900, max_entries=512, show_spinner=False)
+def _cached_call(
+    _con: duckdb.DuckDBPyConnection, _read: Callable, db_file: str, version: tuple, name: str, kwargs: dict
+):
+    return _read(_con, **kwargs)
+
+
+def cached_call(con: duckdb.DuckDBPyConnection, read: Callable[..., T], **kwargs) -> T:
+    """``read(con, **kwargs)`` (a warehouse read other than a ``queries`` function: the allocation, carbon
+    and unit-cost builders), reused across renders while the warehouse's data version is unchanged, as
+    ``cached_query`` is; keyed by the function's module and name and every argument, the viewer's teams
+    included."""
+    name = f"{read.__module__}.{read.__qualname__}"
+    return _cached_call(con, read, str(db_path().resolve()), data_version(con), name, kwargs)

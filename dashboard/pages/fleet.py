@@ -7,6 +7,7 @@ import streamlit as st
 
 from gpufinops.dashboard import carbon_view, charts, gpu_charts, labels, spend_charts
 from gpufinops.dashboard.common import (
+    cached_call,
     cached_query,
     connection,
     money,
@@ -32,8 +33,8 @@ def main() -> None:
             # hours nobody's bill claims belong to no team: only a viewer of every team sees them
             unattributed = cached_query(con, "unattributed_gpu_hours", start=start) if ctx.teams is None else None
             attribution = cached_query(con, "gpu_hours_attribution", start=start) if ctx.teams is None else None
-            emissions = carbon_queries.carbon_summary(con, by="team", team=ctx.teams, start=start)
-            emission_sources = carbon_queries.sources(con, team=ctx.teams, start=start)
+            emissions = cached_call(con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start)
+            emission_sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return

@@ -103,10 +103,9 @@ def decision_form(rec: dict, ctx) -> None:
                 decide(rec["id"], DECISIONS[label], reason.strip(), ctx)
 
 
-def withheld_list(ctx) -> None:
+def withheld_list(con, ctx) -> None:
     """What the models examined and did not recommend: the reason, the missing fact, its source."""
-    with connection() as con:
-        withheld = queries.withheld_findings(con, team=ctx.teams)
+    withheld = queries.withheld_findings(con, team=ctx.teams)
     if withheld.is_empty():
         return
     counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
@@ -139,15 +138,29 @@ def main() -> None:
     if NOTICE in st.session_state:
         st.success(st.session_state.pop(NOTICE))
     try:
+        # one read-only connection for the whole render (each open reads the catalog: 20-60 ms), closed
+        # before the decision form, whose writer it would otherwise block
         with connection() as con:
-            recs = queries.recommendations(con, team=ctx.teams)
+            rec, log = listing(con, ctx)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
+    if rec is None:
+        return
+    decision_form(rec, ctx)
+    if log is not None and not log.is_empty():
+        st.markdown("**Decisions**")
+        labels.table(st, log)
+
+
+def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
+    """The list, its filters and totals, the withheld findings and the chosen finding's detail; (the
+    chosen finding, its decisions), or (None, None) when none is shown."""
+    recs = queries.recommendations(con, team=ctx.teams)
     if recs.is_empty():
         st.info("No recommendations yet: run `gpufinops recommend`.")
-        withheld_list(ctx)
-        return
+        withheld_list(con, ctx)
+        return None, None
     shown = filtered(recommendation_list(recs))
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")
@@ -174,29 +187,24 @@ def main() -> None:
             "resource": st.column_config.TextColumn("Resource", width="medium"),
         },
     )
-    withheld_list(ctx)  # after the list, so what was found comes first
+    withheld_list(con, ctx)  # after the list, so what was found comes first
     if shown.is_empty():
-        return
+        return None, None
     labels_by_id = detail_labels(shown)
     by_label = {text: rid for rid, text in labels_by_id.items()}
     chosen = by_label[st.selectbox("Detail", list(by_label), key="recs_detail")]
-    with connection() as con:
-        found = queries.dashboard_recommendation(con, chosen, team=ctx.teams)
-        if found.is_empty():
-            st.error("That recommendation is gone.")
-            return
-        rec = found.row(0, named=True)
-        st.subheader(labels_by_id[chosen])
-        st.caption(
-            f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · "
-            f"resource {rec['resource_id'] or '—'} · id {rec['id']}"
-        )
-        evidence.render(con, rec)
-        log = queries.decisions_log(con, team=ctx.teams, recommendation_id=chosen)
-    decision_form(rec, ctx)
-    if not log.is_empty():
-        st.markdown("**Decisions**")
-        labels.table(st, log)
+    found = queries.dashboard_recommendation(con, chosen, team=ctx.teams)
+    if found.is_empty():
+        st.error("That recommendation is gone.")
+        return None, None
+    rec = found.row(0, named=True)
+    st.subheader(labels_by_id[chosen])
+    st.caption(
+        f"risk: {rec['risk'] or '—'} · confidence {rec['confidence'] or 0:.0%} · "
+        f"resource {rec['resource_id'] or '—'} · id {rec['id']}"
+    )
+    evidence.render(con, rec)
+    return rec, queries.decisions_log(con, team=ctx.teams, recommendation_id=chosen)
 
 
 main()

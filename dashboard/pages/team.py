@@ -6,6 +6,7 @@ import streamlit as st
 
 from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, labels, spend, unit_costs_view
 from gpufinops.dashboard.common import (
+    cached_call,
     cached_query,
     connection,
     page_header,
@@ -37,13 +38,13 @@ def main() -> None:
                 return
             window = window_start(data.as_of, days)
             fleet = cached_query(con, "fleet_utilisation", team=[team], start=window)
-            shared = allocation_queries.allocation_by_workload(con, team=[team], start=window)
-            idle_nodes = allocation_queries.unallocated_by_node(con, team=[team], start=window)
+            shared = cached_call(con, allocation_queries.allocation_by_workload, team=[team], start=window)
+            idle_nodes = cached_call(con, allocation_queries.unallocated_by_node, team=[team], start=window)
             recs = queries.recommendations(con, team=[team])
             alerts = alerts_view.open_alerts(con, [team])
-            emissions = carbon_queries.carbon_summary(con, by="resource", team=[team], start=window)
-            emission_sources = carbon_queries.sources(con, team=[team], start=window)
-            serving, carbon_note = unit_costs_view.load(con, [team], window)
+            emissions = cached_call(con, carbon_queries.carbon_summary, by="resource", team=[team], start=window)
+            emission_sources = cached_call(con, carbon_queries.sources, team=[team], start=window)
+            serving, carbon_note = cached_call(con, unit_costs_view.load, teams=[team], start=window)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return

@@ -7,7 +7,7 @@ from datetime import timedelta
 import streamlit as st
 
 from gpufinops.dashboard import unit_costs_view
-from gpufinops.dashboard.common import connection, page_header, window_picker
+from gpufinops.dashboard.common import cached_call, connection, page_header, window_picker
 from gpufinops.warehouse import unit_costs
 
 
@@ -19,7 +19,7 @@ def main() -> None:
         with connection() as con:
             edge = con.execute("SELECT max(hour) FROM serving_metrics_hourly").fetchall()[0][0]
             start = None if edge is None else edge - timedelta(days=days)
-            frame, note = unit_costs_view.load(con, ctx.teams, start, by=by)
+            frame, note = cached_call(con, unit_costs_view.load, teams=ctx.teams, start=start, by=by)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
