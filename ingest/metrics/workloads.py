@@ -27,7 +27,7 @@ from __future__ import annotations
 import duckdb
 
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.metrics.metrics_store import hour_number_sql, hour_sql
+from gpufinops.ingest.metrics.rollup_sql import hour_number_sql, hour_sql
 
 MPS_SERVER = "%nvidia-cuda-mps-server%"
 _LABELLED = "(namespace IS NOT NULL OR pod IS NOT NULL OR container IS NOT NULL)"
