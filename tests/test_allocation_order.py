@@ -28,13 +28,6 @@ HOURS = 4
 NAMESPACE_TEAMS = {"ml-train": "vision", "serve": "nlp"}
 
 
-def registry() -> Registry:
-    r = Registry()
-    for cls in (FocusFiles, DcgmExporter, NvidiaSmiCsv):
-        r.register(cls)
-    return r
-
-
 def dcgm_samples() -> list[dict]:
     """node-a: a pod on GPU 0 for 200 of 240 minutes; two pods time-slicing GPU 1 (dcgm-exporter's virtual
     GPUs: a copy of each series per pod); a 3g.20gb MIG instance of GPU 2 held by a notebook, a 1g.5gb
@@ -130,8 +123,16 @@ class World:
             {"path": str(self.tmp / "smi" / "*" / "*.csv"), "resource_map": {"node-b": "i-0bbb"}},
         )
 
+    sources: tuple[type, ...] = (FocusFiles, DcgmExporter, NvidiaSmiCsv)  # the types the world loads with
+
+    def registry(self) -> Registry:
+        registry = Registry()
+        for cls in self.sources:
+            registry.register(cls)
+        return registry
+
     def _run(self, name: str, kind: str, options: dict, **kwargs) -> None:
-        result = run_source(registry(), self.warehouse, name, kind, options, team_tag_keys=("team",), **kwargs)
+        result = run_source(self.registry(), self.warehouse, name, kind, options, team_tag_keys=("team",), **kwargs)
         assert result.status in ("succeeded", "skipped"), result.error
 
 
@@ -144,9 +145,10 @@ ORDERS = {
 }
 
 
-def play(tmp: Path, steps: list[str]) -> Path:
+def play(tmp: Path, steps: list[str], world_class: type[World] = World) -> Path:
+    """Play ``steps`` ("bill", "bill:restated" or a World method's name) on a fresh warehouse under ``tmp``."""
     warehouse = tmp / "wh" / "gpufinops.duckdb"
-    world = World(tmp, warehouse)
+    world = world_class(tmp, warehouse)
     for step in steps:
         kind, _, flag = step.partition(":")
         if kind == "bill":

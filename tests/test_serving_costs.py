@@ -18,19 +18,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpufinops.ingest.core.focus_files import FocusFiles
-from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.runner import run_source
-from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
-from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
 from gpufinops.ingest.metrics.serving_exporter import ServingExporter
-from gpufinops.warehouse import db, serving_costs, unit_costs
+from gpufinops.warehouse import db, queries, serving_costs, unit_costs
 from gpufinops.warehouse.serving_costs import UnitCostSettings
 from tests import serving_fleet as sf
 from tests.allocation_fleet import START, Line, write_focus_csv
 from tests.demo_cache import demo_copy
 from tests.test_allocation_order import HOURS
 from tests.test_allocation_order import World as AllocationWorld
+from tests.test_allocation_order import play as play_in
 
 # (namespace/pod, model) served: two pods time-slicing GPU-a1 on node-a (allocated by their DCGM labels),
 # the MIG notebook pod (its 3g.20gb slice) and a pod no metric names (no GPU found: a NULL cost).
@@ -60,6 +57,8 @@ def vllm(model: str, n: int, ts_ms: int) -> str:
 class World(AllocationWorld):
     """The allocation-order world (bills, DCGM with pods, nvidia-smi logs) plus the pods' own counters."""
 
+    sources = (*AllocationWorld.sources, ServingExporter)
+
     def serving(self) -> None:
         folder = self.tmp / "serving"
         folder.mkdir(exist_ok=True)
@@ -74,17 +73,6 @@ class World(AllocationWorld):
                 files[pod].write_text(vllm(model, step * (i + 3), ts_ms))
             self._run("serving", "serving_exporter", options)
 
-    def _run(self, name: str, kind: str, options: dict, **kwargs) -> None:
-        result = run_source(registry(), self.warehouse, name, kind, options, team_tag_keys=("team",), **kwargs)
-        assert result.status in ("succeeded", "skipped"), result.error
-
-
-def registry() -> Registry:
-    r = Registry()
-    for cls in (FocusFiles, DcgmExporter, NvidiaSmiCsv, ServingExporter):
-        r.register(cls)
-    return r
-
 
 ORDERS = {
     "serving first": ["serving", "dcgm", "smi", "bill:restated"],
@@ -93,17 +81,6 @@ ORDERS = {
     "restated after the serving": ["serving", "bill", "dcgm", "smi", "bill:restated"],
     "everything re-run": ["bill", "serving", "dcgm", "smi", "bill:restated", "serving", "dcgm", "smi"],
 }
-
-
-def play(tmp: Path, steps: list[str]) -> Path:
-    world = World(tmp, tmp / "wh" / "gpufinops.duckdb")
-    for step in steps:
-        kind, _, flag = step.partition(":")
-        if kind == "bill":
-            world.bill(restated=flag == "restated")
-        else:
-            getattr(world, kind)()
-    return world.warehouse
 
 
 def stored_rows(con) -> pl.DataFrame:
@@ -130,7 +107,9 @@ def assert_same(stored: pl.DataFrame, live: pl.DataFrame) -> None:
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[str, Path]:
-    return {name: play(tmp_path_factory.mktemp(name.replace(" ", "-")), steps) for name, steps in ORDERS.items()}
+    return {
+        name: play_in(tmp_path_factory.mktemp(name.replace(" ", "-")), steps, World) for name, steps in ORDERS.items()
+    }
 
 
 @pytest.mark.parametrize("order", list(ORDERS))
@@ -168,7 +147,11 @@ def test_other_settings_read_live_and_a_settings_change_recomputes_all(outcomes,
     assert asked["input_cost_usd"].sum() == live["input_cost_usd"].sum()
     copy = tmp_path / "gpufinops.duckdb"
     copy.write_bytes(warehouse.read_bytes())
+    with db.reader(copy) as con:
+        version = queries.dashboard_data_version(con)
     assert serving_costs.configure(copy, weight) and not serving_costs.configure(copy, weight)
+    with db.reader(copy) as con:  # no ledger row, yet the dashboard's caches must not serve the old costs
+        assert queries.dashboard_data_version(con) != version
     with db.reader(copy) as con:
         assert serving_costs.stored(con) == weight
         assert_same(stored_rows(con), live_rows(con, weight))
@@ -238,3 +221,28 @@ def test_a_warehouse_not_yet_upgraded_to_v17_reads_live(tmp_path):
         con.execute("DROP TABLE unit_cost_settings")
     with db.reader(warehouse) as con:
         assert unit_costs.unit_costs(con).to_dicts() == before.to_dicts()
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf", "-5"])
+def test_a_hostile_counter_is_refused_before_it_reaches_the_stored_rows(outcomes, tmp_path, value):
+    """A scrape whose token counter is NaN, ±inf or negative fails its run and leaves the stored rows as they were."""
+    world = World(tmp_path, tmp_path / "wh" / "gpufinops.duckdb")
+    world.warehouse.parent.mkdir(parents=True)
+    world.warehouse.write_bytes(outcomes["bill first"].read_bytes())
+    with db.reader(world.warehouse) as con:
+        before = stored_rows(con)
+    target = tmp_path / "hostile.prom"
+    ts_ms = int((START + timedelta(minutes=200)).timestamp() * 1000)
+    target.write_text(vllm("llama-3.1-8b", 99, ts_ms).replace(f"{1000.0 * 99}", value, 1))
+    result = run_source(
+        world.registry(),
+        world.warehouse,
+        "serving",
+        "serving_exporter",
+        {"targets": [str(target)], "target_pods": {target.as_uri(): "serve/s-0"}},
+        team_tag_keys=("team",),
+    )
+    assert result.status == "failed" and "prompt_tokens_total" in (result.error or ""), result.error
+    assert "not a finite, non-negative count" in result.error
+    with db.reader(world.warehouse) as con:
+        assert stored_rows(con).to_dicts() == before.to_dicts()

@@ -26,15 +26,28 @@ def ingest_status(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     )
 
 
+# The settings whose change recomputes a derived table before a job's loads (``allocation.configure``,
+# ``carbon.configure``, ``serving_costs.configure``) without a ledger row of its own.
+SETTINGS_TABLES = ("allocation_settings", "carbon_settings", "unit_cost_settings")
+
+
 def dashboard_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
-    """A cheap fingerprint of what the dashboard shows (the ledgers, findings and decisions, not the
-    fact tables): when it is unchanged, a result computed from the warehouse is still current."""
-    rows = con.execute("""
+    """A cheap fingerprint of what the dashboard shows (the ledgers, findings and decisions, the settings
+    the derived tables were computed with; not the fact tables): when it is unchanged, a result computed
+    from the warehouse is still current."""
+    present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    settings = [
+        f"(SELECT string_agg(key || '=' || value, ';' ORDER BY key) FROM {table})"
+        for table in SETTINGS_TABLES
+        if table in present  # a warehouse opened read-only before its upgrade lacks the newer ones
+    ]
+    rows = con.execute(f"""
         SELECT (SELECT max(coalesce(finished_at, started_at)) FROM ingest_runs),
                (SELECT count(*) FROM ingest_runs),
                (SELECT max(coalesce(finished_at, started_at)) FROM job_runs),
                (SELECT count(*) FROM recommendations), (SELECT max(created_at) FROM recommendations),
-               (SELECT count(*) FROM decisions), (SELECT max(decided_at) FROM decisions)""").fetchall()
+               (SELECT count(*) FROM decisions), (SELECT max(decided_at) FROM decisions)
+               {"".join(", " + sql for sql in settings)}""").fetchall()
     return tuple(str(v) for v in rows[0])
 
 
