@@ -2,7 +2,8 @@
 
 Per (provider, region, instance type, team), the number of on-demand machines that are billed *and
 busy* in each hour of the lookback (an hour whose GPUs all stay under ``commit_idle_util_pct`` is
-idle_gpu's finding, not a baseline; an hour without metrics counts as used) gives an hourly usage
+idle_gpu's finding, not a baseline; where utilisation is not reported, as on MIG instances, their engine
+activity decides; an hour without either counts as used) gives an hourly usage
 series; its low percentile (default p10, rounded down to whole machines) is the baseline a 1-year
 commitment covers. Workloads that spot_mix moves to spot are left out (spot beats a commitment).
 
@@ -157,8 +158,16 @@ def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.Da
         (pl.col("pricing_category") == "Standard")
         & pl.col("provider").is_in(CLOUD_PROVIDERS)
         & ~pl.col("resource_id").is_in(list(to_spot))
-        & (pl.col("util_max").is_null() | (pl.col("util_max") >= s.commit_idle_util_pct))
+        & (_busy_pct().is_null() | (_busy_pct() >= s.commit_idle_util_pct))
     )
+
+
+def _busy_pct() -> pl.Expr:
+    """An hour's busiest utilisation in percent; where GPU utilisation is not reported (a MIG GPU's
+    instances export engine activity, not DCGM_FI_DEV_GPU_UTIL), its busiest GPU or instance's mean SM /
+    graphics-engine activity (0–1) in percent, so an idle MIG GPU is not taken for a steady one (and one
+    busy slice beside empty ones is busy, as one busy GPU is). Null: not measured."""
+    return pl.coalesce(pl.col("util_max"), pl.col("sm_active_max") * 100.0)
 
 
 def _group_id(group: dict) -> str:

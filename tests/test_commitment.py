@@ -12,7 +12,7 @@ import pytest
 from gpufinops.models import commitment
 from gpufinops.warehouse import db
 from tests.conftest import query
-from tests.cost_lines import AWS, GCP, Machine, Price, add_machine, add_metrics, add_price, workhours
+from tests.cost_lines import AWS, GCP, START, Machine, Price, add_machine, add_metrics, add_price, workhours
 from tests.demo_cache import demo_copy
 
 DAYS = 28
@@ -88,6 +88,23 @@ def test_idle_hours_are_not_a_baseline(con):
     assert (
         r.evidence["baseline_machines"] == 1 and r.evidence["resources"] == ["vm-busy"] and r.resource_id == "vm-busy"
     )
+
+
+def test_an_idle_mig_gpu_is_judged_by_its_engine_activity(con):
+    """MIG instances report engine activity, not GPU utilisation: an idle MIG GPU is not a steady baseline,
+    a busy one is, and a machine with neither measure still counts as used."""
+    gcp_prices(con)
+    for rid, activity in (("vm-mig-idle", 0.01), ("vm-mig-busy", 0.45), ("vm-unmeasured", None)):
+        gcp_machine(con, rid, ALWAYS)
+        if activity is not None:
+            con.execute(
+                "INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, mig_instance, resource_id, sm_active_mean) "
+                "SELECT ?::TIMESTAMPTZ + to_hours(h), ?, '3g.20gb/1', ?, ? FROM unnest(?::BIGINT[]) t(h)",
+                [START, f"GPU-{rid}", rid, activity, list(ALWAYS)],
+            )
+    r = commitment.recommend(con)[0][0]
+    assert r.evidence["baseline_machines"] == 2
+    assert r.evidence["steady_resources"] == ["vm-mig-busy", "vm-unmeasured"]
 
 
 def test_without_a_price_the_group_is_withheld_as_unpriced(con):

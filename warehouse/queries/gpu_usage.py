@@ -45,11 +45,13 @@ def gpu_resource_hours(
             SELECT resource_id, hour, count(DISTINCT gpu_uuid) AS gpus_reporting,
                    max(util_max) AS util_max, avg(util_mean) AS util_mean, max(util_p95) AS util_p95,
                    max(mem_used_max_mib) AS mem_used_max_mib, max(mem_total_mib) AS mem_total_mib,
-                   avg(sm_active_mean) AS sm_active_mean, avg(tensor_active_mean) AS tensor_active_mean,
+                   avg(sm_active_mean) AS sm_active_mean, max(sm_active_mean) AS sm_active_max,
+                   avg(tensor_active_mean) AS tensor_active_mean,
                    sum(power_mean_w) AS power_w, string_agg(DISTINCT team, ',' ORDER BY team) AS metric_teams
             FROM gpu_metrics_hourly WHERE resource_id IS NOT NULL AND {util_where} GROUP BY 1, 2)
         SELECT cost.*, util.gpus_reporting, util.util_max, util.util_mean, util.util_p95,
-               util.mem_used_max_mib, util.mem_total_mib, util.sm_active_mean, util.tensor_active_mean,
+               util.mem_used_max_mib, util.mem_total_mib, util.sm_active_mean, util.sm_active_max,
+               util.tensor_active_mean,
                util.power_w, util.metric_teams
         FROM cost LEFT JOIN util USING (resource_id, hour)
         ORDER BY resource_id, hour""",
