@@ -195,3 +195,20 @@ def test_an_internal_error_is_one_sentence_with_the_traceback_only_under_v(tmp_p
             assert cli.main(["--config", str(config), *verbose, "sql", "SELECT 1"]) == 1
         assert "internal error: ZeroDivisionError: division by zero" in err.getvalue()
         assert ("Traceback" in err.getvalue()) == traceback
+
+
+def test_a_transaction_commits_its_block_or_leaves_nothing_and_keeps_the_error(tmp_path):
+    """db.transaction (each derived table's configure): the block's writes land together, or not at all."""
+    from gpufinops.warehouse import db
+
+    target = tmp_path / "wh.duckdb"
+    with db.transaction(target) as con:
+        con.execute("CREATE TABLE kept (n INTEGER)")
+        con.execute("INSERT INTO kept VALUES (1)")
+    with pytest.raises(ZeroDivisionError):  # the block's own error, not a rollback's
+        with db.transaction(target) as con:
+            con.execute("INSERT INTO kept VALUES (2)")
+            con.execute("CREATE TABLE lost (n INTEGER)")
+            raise ZeroDivisionError("mid-recompute")
+    assert query(target, "SELECT list(n) FROM kept")[0][0] == [1]
+    assert query(target, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'lost'")[0][0] == 0

@@ -230,22 +230,16 @@ def configure(warehouse_path: str | os.PathLike, settings: CarbonSettings, *, me
     whole table in one transaction. Run before a job's loads, like ``allocation.configure``."""
     from gpufinops.warehouse import db
 
-    with db.writer(warehouse_path, memory_limit=memory_limit or db.DEFAULT_MEMORY_LIMIT) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            before = stored(con)
-            changed = before != settings
-            if changed:
-                store(con, settings)
-                if before is not None or _has_data(con):
-                    log.info("carbon: [carbon] settings or data version changed: recomputing carbon_hourly")
-                    recompute_all(con)
-                else:
-                    changed = False
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    with db.transaction(warehouse_path, memory_limit=memory_limit) as con:
+        before = stored(con)
+        changed = before != settings
+        if changed:
+            store(con, settings)
+            if before is not None or _has_data(con):
+                log.info("carbon: [carbon] settings or data version changed: recomputing carbon_hourly")
+                recompute_all(con)
+            else:
+                changed = False
     return changed
 
 

@@ -169,6 +169,20 @@ def reader(
         con.close()
 
 
+@contextlib.contextmanager
+def transaction(path: str | os.PathLike, *, memory_limit: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A writer whose work is one transaction: committed when the block ends, rolled back (without hiding
+    the error) when it raises. What a derived table's ``configure`` runs before a job's loads."""
+    with writer(path, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            rollback(con)
+            raise
+
+
 def missing(path: Path) -> WarehouseMissing:
     return WarehouseMissing(
         f"warehouse {path} does not exist yet (a command that only reads never creates it): run "

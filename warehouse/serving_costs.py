@@ -332,14 +332,8 @@ def configure(
 
     settings = settings or UnitCostSettings()
 
-    with db.writer(warehouse_path, memory_limit=memory_limit or db.DEFAULT_MEMORY_LIMIT) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            changed = stored(con) != settings
-            if changed:
-                recompute_all(con, settings)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    with db.transaction(warehouse_path, memory_limit=memory_limit) as con:
+        changed = stored(con) != settings
+        if changed:
+            recompute_all(con, settings)
     return changed
