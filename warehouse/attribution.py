@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import duckdb
 import pyarrow as pa
@@ -234,9 +235,8 @@ def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     changed = 0
     touched.metric_slices[:] = merged_slices(touched.metric_slices)  # (the allocation reads them after us)
     for table, source, slice_expr, slices in touched.metric_slices:
-        placeholders = ", ".join("?" for _ in slices)
-        where = f"source = ? AND ({slice_expr}) IN ({placeholders})" if slices else "source = ?"
-        changed += _update(con, table, where, [source, *slices])
+        where, params = slice_where(slice_expr, source, slices)
+        changed += _update(con, table, where, params)
     if touched.rule_sources:
         for table in ATTRIBUTED_TABLES:
             changed += _update(
@@ -257,6 +257,32 @@ def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     if changed:
         log.info("attribution: %d GPU-hour rows re-resolved", changed)
     return changed
+
+
+HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"  # metrics_store.HOUR_SLICE_SQL
+
+
+def slice_where(slice_expr: str, source: str, slices: list) -> tuple[str, list]:
+    """The WHERE (and its parameters) of a source's replaced slices. Hourly slices compare each row's hour
+    as a number (its UTC hour since the epoch) within their span, instead of formatting every row's hour of
+    the source as a string (a cost that grew with the table); the rows matched are the same."""
+    if slice_expr == HOUR_SLICE and slices:
+        try:
+            hours = sorted(
+                {int(datetime.strptime(str(v), "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp()) // 3600 for v in slices}
+            )
+        except ValueError:
+            hours = []
+        if hours:
+            lo, hi = hours[0] * 3_600_000_000, (hours[-1] + 1) * 3_600_000_000
+            numbers = ", ".join(str(h) for h in hours)
+            return (
+                f"source = ? AND hour >= make_timestamptz({lo}) AND hour < make_timestamptz({hi}) "
+                f"AND epoch_us(hour) // 3600000000 IN ({numbers})",
+                [source],
+            )
+    placeholders = ", ".join("?" for _ in slices)
+    return (f"source = ? AND ({slice_expr}) IN ({placeholders})" if slices else "source = ?"), [source, *slices]
 
 
 def merged_slices(slices: list[tuple[str, str, str, list]]) -> list[tuple[str, str, str, list]]:

@@ -319,6 +319,8 @@ def recompute_all(con: duckdb.DuckDBPyConnection, settings: UnitCostSettings | N
     settings = settings or stored(con) or UnitCostSettings()
     con.execute("DELETE FROM serving_costs_hourly")
     _store(con, settings)
+    if not con.execute("SELECT count(*) FROM (SELECT 1 FROM serving_metrics_hourly LIMIT 1)").fetchall()[0][0]:
+        return 0  # every row is a serving row's: a fleet that serves nothing has none (the first fill: no scan)
     sql, params = rows_sql(carbon_relation(con)[0], settings, between(None, None))
     return int(con.execute(f"INSERT INTO serving_costs_hourly BY NAME {sql}", params).fetchall()[0][0])
 
