@@ -360,19 +360,13 @@ def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str
     (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
     from gpufinops.warehouse import db
 
-    with db.writer(warehouse_path, memory_limit=memory_limit or db.DEFAULT_MEMORY_LIMIT) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            stored = stored_settings(con)
-            changed = stored != settings and (stored is not None or _has_rows(con))
-            if changed:
-                reallocate_all(con, settings)
-            elif stored != settings:
-                sync_settings(con, settings)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    with db.transaction(warehouse_path, memory_limit=memory_limit) as con:
+        stored = stored_settings(con)
+        changed = stored != settings and (stored is not None or _has_rows(con))
+        if changed:
+            reallocate_all(con, settings)
+        elif stored != settings:
+            sync_settings(con, settings)
     return changed
 
 
