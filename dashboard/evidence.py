@@ -204,9 +204,7 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
         util = queries.resource_utilisation(con, rec["resource_id"])
         if not util.is_empty():
             shown, hours = downsample(util)
-            per = {1: "per hour", 24: "per day"}.get(
-                hours, f"per {hours} hours" if hours < 24 else f"per {hours // 24} days"
-            )
+            per = "per hour" if hours == 1 else f"per {hours} hours"
             left, right = st.columns(2)
             charts.draw(left, gpu_charts.utilisation(shown, title=f"GPU utilisation {per}"))
             # mem_total_gib is a DOUBLE column: its max is a float, or None when every row is NULL
@@ -226,23 +224,13 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
                 charts.draw(st, chart)
 
 
-MAX_POINTS = 120  # ~5 px a point in a ~600 px column; every point drawn is browser time on first render
-BUCKET_HOURS = (1, 2, 3, 4, 6, 8, 12, 24)  # whole hours that tile a UTC day, then whole days
-
-
-def bucket_hours(rows: int) -> int:
-    """The smallest bucket (hours that tile a day, else whole days) that keeps ``rows`` hours within
-    MAX_POINTS points: a week hourly, 60 days per 12 hours, 90 days per day."""
-    for hours in BUCKET_HOURS:
-        if -(-rows // hours) <= MAX_POINTS:
-            return hours
-    return 24 * -(-rows // (24 * MAX_POINTS))
+MAX_POINTS = 480  # a chart column is ~600 px wide: more points than this are drawn on top of each other
 
 
 def downsample(util: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Hourly utilisation in buckets of whole hours (bucket_hours): the mean of the means, the peak of
-    the peaks (an idle night or a spike survives). Returns the frame and the bucket size."""
-    hours = bucket_hours(util.height)
+    """Hourly utilisation in buckets of whole hours, at most MAX_POINTS of them: the mean of the means,
+    the peak of the peaks (an idle night or a spike survives). Returns the frame and the bucket size."""
+    hours = max(1, -(-util.height // MAX_POINTS))
     if hours == 1:
         return util, 1
     return util.sort("hour").group_by_dynamic("hour", every=f"{hours}h").agg(

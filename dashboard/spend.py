@@ -189,8 +189,8 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:
-    """Daily spend by provider (or by team, a control away, when more than one team is shown), spend by
-    service, the GPU share per day."""
+    """Daily spend by provider (and by team, when more than one team is shown), spend by service, the
+    GPU share per day."""
     daily = money_frame(
         spend.daily,
         "effective_cost",
@@ -223,32 +223,32 @@ def render_charts(spend: Spend, *, by_team: bool = True) -> None:
         share, x="day", y="gpu_share", y_title="GPU share of spend", title="GPU share of spend per day"
     )
     left, right = st.columns(2)
-    if not by_team:  # one team: a by-team chart would repeat the provider chart's total
-        charts.draw(left, provider_chart)
+    charts.draw(left, provider_chart)
+    if by_team:
+        by_team_frame = (  # spend without a team has the one name for it, not a blank legend entry
+            daily.with_columns(pl.col("team").fill_null(NO_TEAM))
+            .group_by("day", "team")
+            .agg(pl.col("effective_cost").sum())
+            .sort("day")
+        )
+        charts.draw(
+            right,
+            spend_charts.stacked_area(
+                by_team_frame,
+                x="day",
+                y="effective_cost",
+                color="team",
+                color_title="Team",
+                title="Daily spend by team",
+            ),
+        )
+        left, right = st.columns(2)
+    else:  # one team: a by-team chart would repeat the provider chart's total
         charts.draw(right, service_chart)
         charts.draw(st, share_chart)
         return
-    by_team_frame = (  # spend without a team has the one name for it, not a blank legend entry
-        daily.with_columns(pl.col("team").fill_null(NO_TEAM))
-        .group_by("day", "team")
-        .agg(pl.col("effective_cost").sum())
-        .sort("day")
-    )
-    team_chart = spend_charts.stacked_area(
-        by_team_frame, x="day", y="effective_cost", color="team", color_title="Team", title="Daily spend by team"
-    )
-    with left:
-        _daily_spend(provider_chart, team_chart)
-    charts.draw(right, service_chart)
-    charts.draw(st, share_chart)
-
-
-@st.fragment
-def _daily_spend(provider_chart: charts.Spec, team_chart: charts.Spec) -> None:
-    """Daily spend by provider, or by team: one chart and a control (each chart a browser draws is
-    ~0.1-0.2 s of a page's first render; the control reruns this fragment only)."""
-    by = st.segmented_control("Daily spend by", ["Provider", "Team"], default="Provider", key="spend_by")
-    charts.draw(st, team_chart if by == "Team" else provider_chart)
+    charts.draw(left, service_chart)
+    charts.draw(right, share_chart)
 
 
 HORIZONS = {"month_end": "{month:%B %Y}", "next_month": "{month:%B %Y}"}
@@ -289,8 +289,7 @@ def render_forecast(spend: Spend) -> None:
         return
     view = forecast_view(spend.forecast, spend.outlook)
     left, right = st.columns(2)
-    with right:
-        _forecast_chart(view)
+    charts.draw(left, spend_charts.forecast(view, title="Spend per month: forecast, 80% interval"))
     figures = view.select(
         pl.col("label").alias("month"),
         "actual_to_date_usd",
@@ -301,9 +300,9 @@ def render_forecast(spend: Spend) -> None:
             pl.col("upper_usd").map_elements(money, return_dtype=pl.Utf8),
         ).alias("interval"),
     )
-    left.markdown("**Forecast figures**")
+    right.markdown("**Forecast figures**")
     labels.table(
-        left,
+        right,
         figures,
         overrides={
             "month": st.column_config.TextColumn("Month"),
@@ -312,19 +311,11 @@ def render_forecast(spend: Spend) -> None:
             "interval": st.column_config.TextColumn("80% interval"),
         },
     )
-    left.caption(
+    right.caption(
         "The first month is the one the newest data falls in: its known days are actuals and only the "
         "rest is forecast (a complete month's forecast is what it cost). Teams' and providers' intervals "
         "are added, so the total's is wider than its own."
     )
-
-
-@st.fragment
-def _forecast_chart(view: pl.DataFrame) -> None:
-    """The forecast table's figures as a chart, behind a toggle (one chart less on the page's first
-    render; the toggle reruns this fragment only)."""
-    if st.toggle("Show as a chart", key="forecast_chart", help="the figures of the table, as bars and intervals"):
-        charts.draw(st, spend_charts.forecast(view, title="Spend per month: forecast, 80% interval"))
 
 
 ANOMALY_COLUMNS = (

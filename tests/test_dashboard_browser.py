@@ -52,14 +52,13 @@ NAV_LABELS = {
     "onprem": "On-prem vs cloud",
     "health": "Data health",
 }
-# The charts each page draws on the demo on first render: daily spend by provider (by team a control
-# away), by service, the GPU share (the forecast chart is behind a toggle beside its table); the Team
-# page the same without the by-team control (its fleet heatmap behind a toggle above its table); the
-# fleet heatmap and idle cost; the top finding's utilisation and memory; spot prices and interruption
-# bands; on-prem vs cloud cost per used GPU-hour.
+# The charts each page draws on the demo: spend by provider, by team, by service, the GPU share, the
+# forecast; the Team page without a by-team chart plus its fleet heatmap; the fleet heatmap and idle
+# cost; the top finding's utilisation and memory; spot prices and interruption bands; on-prem vs cloud
+# cost per used GPU-hour.
 CHARTS = {
-    "overview": 3,
-    "team": 3,
+    "overview": 5,
+    "team": 5,
     "fleet": 2,
     "unit_costs": 0,
     "recommendations": 2,

@@ -61,7 +61,20 @@ def main() -> None:
     if fleet.is_empty():
         st.info("No GPU metrics for this team in the window.")
     else:
-        fleet_chart(fleet)
+        charts.draw(
+            st,
+            gpu_charts.heatmap(
+                fleet,
+                x="gpu_model",
+                y="team",
+                value="util_mean",
+                x_title="GPU model",
+                y_title="Team",
+                value_title="Mean utilisation %",
+                title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; "
+                "every team on the GPU fleet page)",
+            ),
+        )
     st.subheader("Recommendations")
     if recs.is_empty():
         st.success("No recommendations for this team.")
@@ -74,29 +87,6 @@ def main() -> None:
             hide=("resource_id",),
         )
         st.caption("Accept or dismiss them on the Recommendations page.")
-
-
-@st.fragment
-def fleet_chart(fleet) -> None:
-    """The team's utilisation per GPU model: its figures as a table, the heatmap behind a toggle (the
-    page's fourth chart; each chart drawn is browser time on the first render). The toggle reruns this
-    fragment only."""
-    if not st.toggle("Show as a chart", key="team_fleet_chart", help="the same figures as a heatmap"):
-        labels.table(st, fleet)
-        return
-    charts.draw(
-        st,
-        gpu_charts.heatmap(
-            fleet,
-            x="gpu_model",
-            y="team",
-            value="util_mean",
-            x_title="GPU model",
-            y_title="Team",
-            value_title="Mean utilisation %",
-            title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; every team on the GPU fleet page)",
-        ),
-    )
 
 
 def render_shared(shared, idle_nodes) -> None:
