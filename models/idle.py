@@ -144,7 +144,15 @@ class IdleInputs:
 
 def load(con: duckdb.DuckDBPyConnection, settings: None = None) -> IdleInputs:
     """idle_gpu reads no ``[models]`` key (its thresholds are IdleParams')."""
-    return IdleInputs(queries.gpu_resource_hours(con), allocation_queries.workload_hours(con))
+    pods = allocation_queries.workload_hours(con, pods_holding_idle=held_idle(IdleParams()))
+    return IdleInputs(queries.gpu_resource_hours(con), pods)
+
+
+def held_idle(params: IdleParams) -> allocation_queries.HeldIdle:
+    """allocated_idle's per-hour rule, for the query to read only the pods that meet it in some hour."""
+    return allocation_queries.HeldIdle(
+        params.util_threshold_pct, params.allocated_min_mem_gib * 1024, params.allocated_min_presence
+    )
 
 
 def findings(inputs: IdleInputs, settings: None = None) -> Findings:

@@ -213,3 +213,43 @@ def test_the_real_t4_scrape_loads_through_dcgm_exporter(warehouse):
     assert query(warehouse, "SELECT gpu_uuid, namespace, pod, container FROM gpu_workloads_hourly") == [
         ("GPU-abc", "ray-llm", "ray-1111111", "ray-worker")
     ]
+
+
+def test_only_the_pods_with_an_idle_held_hour_are_read_and_those_whole(warehouse):
+    """workload_hours(pods_holding_idle=…) drops the pods that can never be a finding (no hour present,
+    holding memory, on an idle GPU), keeps every hour of the others (their totals and runs) and a pod
+    without a namespace, and the findings are the same as from every pod-hour."""
+    from gpufinops.models import allocated_idle, idle
+    from gpufinops.warehouse import allocation_queries
+
+    pods = {  # pod: (namespace, GPU util per hour, memory MiB)
+        "busy": ("serve", [60.0] * 6, 40000.0),
+        "idle-half": ("serve", [60.0, 60.0, 1.0, 1.0, 1.0, 60.0], 40000.0),
+        "no-ns": (None, [1.0] * 6, 40000.0),
+        "empty-handed": ("serve", [1.0] * 6, 10.0),  # on an idle GPU but holding nothing
+    }
+    with db.writer(warehouse) as con:
+        for i, (pod, (namespace, utils, mem)) in enumerate(pods.items()):
+            for h, util in enumerate(utils):
+                hour = START + timedelta(hours=h)
+                con.execute(
+                    "INSERT INTO gpu_metrics_hourly (hour, gpu_uuid, resource_id, util_max, samples, source) "
+                    "VALUES (?, ?, 'i-node', ?, 60, 'dcgm')",
+                    [hour, f"GPU-{i}", util],
+                )
+                con.execute(
+                    "INSERT INTO gpu_workloads_hourly (hour, gpu_uuid, host, namespace, pod, container, samples, "
+                    "occupied_samples, util_mean, mem_used_max_mib, source) "
+                    "VALUES (?, ?, 'node', ?, ?, 'main', 60, 60, ?, ?, 'dcgm')",
+                    [hour, f"GPU-{i}", namespace, pod, util, mem],
+                )
+        p = idle.IdleParams()
+        kept = allocation_queries.workload_hours(con, pods_holding_idle=idle.held_idle(p))
+        every = allocation_queries.workload_hours(con)
+    assert every.height == 24 and kept.height == 12
+    assert sorted(set(kept["pod"])) == ["idle-half", "no-ns"]
+    assert kept.to_dicts() == every.filter(every["pod"].is_in(["idle-half", "no-ns"])).to_dicts()
+    found, withheld = allocated_idle.analyse(kept, p)
+    assert (found, withheld) == allocated_idle.analyse(every, p)
+    assert not found and sorted(w.resource_id for w in withheld) == ["i-node", "i-node"]  # no bill: unpriced
+    assert all(w.reason == "unpriced" for w in withheld), [w.reason for w in withheld]
