@@ -26,13 +26,13 @@ import fnmatch
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import duckdb
 
 from gpufinops.warehouse import attribution, carbon
 from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, US_PER_HOUR, compute_sql
+from gpufinops.warehouse.attribution import HOUR_SLICE
 from gpufinops.warehouse.options import Settings, option
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,6 @@ BATCHES, PART = "_gpufinops_allocation_batches", "_gpufinops_allocation_part"
 BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-node fleet: two days)
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
-# The slice of the hourly metrics sources (the ingestors' metrics_store.HOUR_SLICE_SQL): one UTC hour
-HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"
 
 
 def _mig_weight(value: Any, key: str) -> str:
@@ -149,14 +147,8 @@ def capture(con: duckdb.DuckDBPyConnection, table: str, where: str, params: list
 def _hours_bound(where: str, params: list) -> str:
     """`` AND hour`` within the hours an hourly slice names (``source = ? AND (HOUR_SLICE) IN (?, …)``), so
     that the scan reads only their row groups instead of formatting every row's hour; else nothing."""
-    if HOUR_SLICE not in where or len(params) < 2:
-        return ""
-    try:
-        hours = [datetime.strptime(str(value), "%Y-%m-%dT%H").replace(tzinfo=UTC) for value in params[1:]]
-    except ValueError:
-        return ""
-    lo, hi = int(min(hours).timestamp()) * 1_000_000, int(max(hours).timestamp()) * 1_000_000 + US_PER_HOUR
-    return f" AND hour >= make_timestamptz({lo}) AND hour < make_timestamptz({hi})"
+    hours = attribution.slice_hours(params[1:]) if HOUR_SLICE in where and len(params) >= 2 else []
+    return f" AND {attribution.hours_range_sql(hours)}" if hours else ""
 
 
 def _capture_metrics(con: duckdb.DuckDBPyConnection, touched: attribution.Touched) -> None:

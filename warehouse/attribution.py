@@ -259,28 +259,34 @@ def apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     return changed
 
 
-HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"  # metrics_store.HOUR_SLICE_SQL
+# The slice of the hourly metrics sources (the ingestors' metrics_store.HOUR_SLICE_SQL): one UTC hour.
+HOUR_SLICE = "strftime(\"hour\" AT TIME ZONE 'UTC', '%Y-%m-%dT%H')"
+US_PER_HOUR = 3_600_000_000
+
+
+def slice_hours(values: Iterable) -> list[int]:
+    """Hourly slice values (``2026-10-01T05``) as UTC hours since the epoch, sorted; [] when one is not an hour."""
+    try:
+        return sorted(
+            {int(datetime.strptime(str(v), "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp()) // 3600 for v in values}
+        )
+    except ValueError:
+        return []
+
+
+def hours_range_sql(hours: list[int]) -> str:
+    """``hour`` within the span of ``hours`` (UTC hours since the epoch), so a scan reads only their row groups."""
+    return f"hour >= make_timestamptz({hours[0] * US_PER_HOUR}) AND hour < make_timestamptz({(hours[-1] + 1) * US_PER_HOUR})"
 
 
 def slice_where(slice_expr: str, source: str, slices: list) -> tuple[str, list]:
     """The WHERE (and its parameters) of a source's replaced slices. Hourly slices compare each row's hour
     as a number (its UTC hour since the epoch) within their span, instead of formatting every row's hour of
     the source as a string (a cost that grew with the table); the rows matched are the same."""
-    if slice_expr == HOUR_SLICE and slices:
-        try:
-            hours = sorted(
-                {int(datetime.strptime(str(v), "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp()) // 3600 for v in slices}
-            )
-        except ValueError:
-            hours = []
-        if hours:
-            lo, hi = hours[0] * 3_600_000_000, (hours[-1] + 1) * 3_600_000_000
-            numbers = ", ".join(str(h) for h in hours)
-            return (
-                f"source = ? AND hour >= make_timestamptz({lo}) AND hour < make_timestamptz({hi}) "
-                f"AND epoch_us(hour) // 3600000000 IN ({numbers})",
-                [source],
-            )
+    hours = slice_hours(slices) if slice_expr == HOUR_SLICE and slices else []
+    if hours:
+        numbers = ", ".join(str(h) for h in hours)
+        return f"source = ? AND {hours_range_sql(hours)} AND epoch_us(hour) // {US_PER_HOUR} IN ({numbers})", [source]
     placeholders = ", ".join("?" for _ in slices)
     return (f"source = ? AND ({slice_expr}) IN ({placeholders})" if slices else "source = ?"), [source, *slices]
 
