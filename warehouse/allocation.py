@@ -30,10 +30,11 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.warehouse import attribution, carbon
-from gpufinops.warehouse.allocation_sql import GPU_USAGE, US_PER_DAY, US_PER_HOUR, compute_sql
+from gpufinops.warehouse import attribution, carbon, gpu_lines
+from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR, compute_sql
 from gpufinops.warehouse.attribution import HOUR_SLICE
 from gpufinops.warehouse.options import Settings, option
+from gpufinops.warehouse.queries.fragments import GPU_USAGE
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,20 @@ def _everything(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE TEMP TABLE {HOURS} (resource_id VARCHAR, hour_n BIGINT)")
 
 
+def _worked_sql(among: str, key: str, per: int, span: tuple[int, int]) -> str:
+    """SELECT of the (resource_id, day_n) pairs of ``among`` (its ``key``: day or hour numbers, ``per``
+    microseconds each) on which a workload ran: the rule that makes a resource-day allocated (the
+    allocation's ``days``); ``span`` bounds the scans."""
+    hour_of = f"epoch_us(m.hour) // {US_PER_HOUR}"
+    return f"""
+        SELECT DISTINCT m.resource_id, epoch_us(m.hour) // {US_PER_DAY} AS day_n FROM gpu_metrics_hourly m
+        SEMI JOIN gpu_workloads_hourly w ON w.source = m.source AND epoch_us(w.hour) // {US_PER_HOUR} = {hour_of}
+             AND w.gpu_uuid = m.gpu_uuid AND w.mig_instance IS NOT DISTINCT FROM m.mig_instance AND w.samples > 0
+             AND {_between("w.hour", span)}
+        SEMI JOIN {among} k ON k.resource_id = m.resource_id AND k.{key} = epoch_us(m.hour) // {per}
+        WHERE m.gpu_uuid IS NOT NULL AND {_between("m.hour", span)}"""
+
+
 def _plan(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> None:
     """Split the scope's resource-hours into whole resource-days to recompute and single hours.
 
@@ -224,16 +239,9 @@ def _plan(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> None:
         SEMI JOIN {DAYS} d ON d.resource_id = a.resource_id AND d.day_n = epoch_us(a.hour) // {US_PER_DAY}
         ANTI JOIN {HOURS} h ON h.resource_id = a.resource_id AND h.hour_n = epoch_us(a.hour) // {US_PER_HOUR}
         WHERE {_between("a.hour", span)}""")
-    hour_of = f"epoch_us(m.hour) // {US_PER_HOUR}"
 
-    def worked(among: str, key: str, per: int) -> str:  # the resource-days of ``among`` with a workload
-        return f"""
-        SELECT DISTINCT m.resource_id, epoch_us(m.hour) // {US_PER_DAY} AS day_n FROM gpu_metrics_hourly m
-        SEMI JOIN gpu_workloads_hourly w ON w.source = m.source AND epoch_us(w.hour) // {US_PER_HOUR} = {hour_of}
-             AND w.gpu_uuid = m.gpu_uuid AND w.mig_instance IS NOT DISTINCT FROM m.mig_instance AND w.samples > 0
-             AND {_between("w.hour", span)}
-        SEMI JOIN {among} k ON k.resource_id = m.resource_id AND k.{key} = epoch_us(m.hour) // {per}
-        WHERE m.gpu_uuid IS NOT NULL AND {_between("m.hour", span)}"""
+    def worked(among: str, key: str, per: int) -> str:
+        return _worked_sql(among, key, per, span)
 
     # the changed hours first (a workload there settles it), the rest of the day only where none was
     changed = (
@@ -269,40 +277,48 @@ def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> i
                 f"DELETE FROM gpu_allocation_hourly a WHERE {_between('a.hour', span)} AND EXISTS ("
                 f"SELECT 1 FROM {table} s WHERE s.resource_id = a.resource_id AND s.{grain_n} = epoch_us(a.hour) // {per})"
             )
+    # The carbon rows follow a superset of the allocation's resource-days: the bill's GPU lines of those
+    # are read once, for every batch of the allocation and for the carbon rows (warehouse/gpu_lines.py).
+    _carbon_days(con)
+    lines = gpu_lines.capture(con, CARBON_DAYS)
     # Row order means nothing to the allocation (its ids are internal, its ties break on content): keeping
     # insertion order made the statement four times slower (bench/bench_allocation.py).
     ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     con.execute("SET preserve_insertion_order = false")
     try:
-        written = _insert_batches(con, settings, DAYS, "day", BATCH_RESOURCE_DAYS)
-        written += _insert_batches(con, settings, HOURS, "hour", BATCH_RESOURCE_DAYS * 24)
+        written = _insert_batches(con, settings, DAYS, "day", BATCH_RESOURCE_DAYS, lines)
+        written += _insert_batches(con, settings, HOURS, "hour", BATCH_RESOURCE_DAYS * 24, lines)
     finally:  # (an aborted load's transaction refuses statements: the caller rolls it back and closes)
         with contextlib.suppress(duckdb.Error):
             con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
-    _carbon_follows(con)
+    carbon.recompute(con, CARBON_DAYS, lines=lines)
+    gpu_lines.drop(con)
     for table in (BATCHES, PART, DAYS, HOURS, KEPT, WORKED, CARBON_DAYS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return written
 
 
-def _carbon_follows(con: duckdb.DuckDBPyConnection) -> None:
+def _carbon_days(con: duckdb.DuckDBPyConnection) -> None:
     """Energy and emissions (warehouse/carbon.py) follow every resource-day whose allocation was rebuilt or
     whose hours a load touched (a day without workloads has carbon rows too, from its metrics alone)."""
     days = [f"SELECT resource_id, day_n FROM {DAYS}", f"SELECT resource_id, hour_n // 24 FROM {HOURS}"]
     if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [SCOPE]).fetchall()[0][0]:
         days.append(f"SELECT resource_id, hour_n // 24 FROM {SCOPE}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {CARBON_DAYS} AS SELECT DISTINCT * FROM ({' UNION ALL '.join(days)})")
-    carbon.recompute(con, CARBON_DAYS)
 
 
 def _insert_batches(
-    con: duckdb.DuckDBPyConnection, settings: AllocationSettings, table: str, grain: str, size: int
+    con: duckdb.DuckDBPyConnection, settings: AllocationSettings, table: str, grain: str, size: int, lines: str
 ) -> int:
     key = f"{grain}_n"
     to_day = "" if grain == "day" else " // 24"
+    source = table
+    if grain == "day":  # only the resource-days a workload ran on are allocated: batch those alone (the
+        span = _span(con, table, key, US_PER_DAY)  # others' rows were deleted; most of a fleet is never shared)
+        source = f"({_worked_sql(table, key, US_PER_DAY, span)})" if span else table
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, {key}, "
-        f"(row_number() OVER (ORDER BY {key}, resource_id) - 1) // {size} AS batch FROM {table}"
+        f"(row_number() OVER (ORDER BY {key}, resource_id) - 1) // {size} AS batch FROM {source}"
     )
     bounds = con.execute(
         f"SELECT batch, min({key}){to_day}, max({key}){to_day} FROM {BATCHES} GROUP BY 1 ORDER BY 1"
@@ -314,6 +330,7 @@ def _insert_batches(
         )
         sql = compute_sql(
             PART,
+            lines=lines,
             mig_weight=settings.mig_weight,
             spread=settings.unallocated == "spread",
             mps_hosts=list(settings.mps_hosts),

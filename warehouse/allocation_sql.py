@@ -32,8 +32,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufinops.warehouse.queries.fragments import GPU_USAGE
-
 US_PER_HOUR = 3_600_000_000
 US_PER_DAY = 86_400_000_000
 # A row's fraction of its resource-hour as an integer: 720720 (divisible by every number up to 16: GPU
@@ -93,6 +91,7 @@ def slice_weight_sql(mig: str, model: str, mode: str) -> str:
 def compute_sql(
     scope: str,
     *,
+    lines: str,
     mig_weight: str,
     spread: bool,
     mps_hosts: list[str],
@@ -102,7 +101,8 @@ def compute_sql(
     """SELECT of gpu_allocation_hourly rows for the pairs in ``scope``: ``grain = "day"``, (resource_id,
     day_n) pairs, each resource-day allocated when a workload ran on it; ``"hour"``, (resource_id,
     hour_n) pairs of resource-days the caller knows to be allocated (the hours a load changed on a
-    resource-day whose other hours stand). ``days`` (first, last day number) bounds the scans so that
+    resource-day whose other hours stand). ``lines``: a table of the scope's GPU usage lines, read from the
+    bill once for every batch (:func:`warehouse.gpu_lines.capture`). ``days`` (first, last day number) bounds the scans so that
     the tables' zone maps skip other days.
 
     The string keys (resource, GPU, slice, source) are joined once; every later step joins and groups
@@ -137,9 +137,9 @@ lines AS (
          c."ProviderName" AS provider, c."x_Team" AS team, c."x_GpuCount" AS gpu_count,
          c."ResourceName" AS resource_name, c."EffectiveCost" AS cost, c."ServiceName" AS service,
          CASE WHEN c."ProviderName" = 'onprem' THEN json_extract_string(c."Tags", '$.gpu_uuid') END AS line_gpu
-  FROM cost_line_items c SEMI JOIN scope s ON s.resource_id = c."ResourceId"
+  FROM {lines} c SEMI JOIN scope s ON s.resource_id = c."ResourceId"
        AND s.{key} = {grain_n.format('c."ChargePeriodStart"')}
-  WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND {within('c."ChargePeriodStart"')}),
+  WHERE {within('c."ChargePeriodStart"')}),
 gm0 AS (  -- the measured GPU-hours (and slices) of the scope, each numbered: gm_id
   SELECT row_number() OVER () AS gm_id, m.resource_id, {hour.format("m.hour")} AS hour_n, m.gpu_uuid, m.mig_instance,
          m.source, m.host, m.gpu_model, m.samples

@@ -27,7 +27,7 @@ import os
 
 import duckdb
 
-from gpufinops.warehouse import carbon_data, serving_costs
+from gpufinops.warehouse import carbon_data, gpu_lines, serving_costs
 from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR
 from gpufinops.warehouse.carbon_settings import CarbonSettings, store, stored
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, provider_code
@@ -51,8 +51,9 @@ def _within(column: str, days: tuple[int, int] | None) -> str:
     )
 
 
-def _lines_sql(scope: str, days: tuple[int, int] | None = None) -> str:
-    """Per billed GPU resource-hour: provider, region, team, instance type, GPU count, on-prem energy model."""
+def _lines_sql(scope: str, lines: str, days: tuple[int, int] | None = None) -> str:
+    """Per billed GPU resource-hour: provider, region, team, instance type, GPU count, on-prem energy model
+    (``lines``: the scope's GPU usage lines, :func:`warehouse.gpu_lines.capture`)."""
     return f"""
   SELECT c."ResourceId" AS resource_id, epoch_us(c."ChargePeriodStart") // {US_PER_HOUR} AS hour_n,
          any_value(c."ProviderName") AS provider, arg_max(c."RegionId", abs(c."EffectiveCost")) AS region,
@@ -60,10 +61,9 @@ def _lines_sql(scope: str, days: tuple[int, int] | None = None) -> str:
          max(c."x_GpuCount") AS billed_gpus,
          max(TRY_CAST(json_extract_string(c."Tags", '$.pue') AS DOUBLE)) AS onprem_pue,
          max(TRY_CAST(json_extract_string(c."Tags", '$.host_w_per_gpu') AS DOUBLE)) AS onprem_host_w
-  FROM cost_line_items c SEMI JOIN {scope} s ON s.resource_id = c."ResourceId"
+  FROM {lines} c SEMI JOIN {scope} s ON s.resource_id = c."ResourceId"
        AND s.day_n = epoch_us(c."ChargePeriodStart") // {US_PER_DAY}
-  WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE}
-    AND {_within('c."ChargePeriodStart"', days)}
+  WHERE {_within('c."ChargePeriodStart"', days)}
   GROUP BY 1, 2"""
 
 
@@ -83,14 +83,15 @@ def _power_sql(scope: str, days: tuple[int, int] | None = None) -> str:
   GROUP BY 1, 2, 3"""
 
 
-def rows_sql(scope: str, settings: CarbonSettings, days: tuple[int, int] | None = None) -> str:
-    """SELECT of carbon_hourly rows for the (resource_id, day_n) pairs in ``scope``."""
+def rows_sql(scope: str, lines: str, settings: CarbonSettings, days: tuple[int, int] | None = None) -> str:
+    """SELECT of carbon_hourly rows for the (resource_id, day_n) pairs in ``scope`` (``lines``: their GPU
+    usage lines)."""
     fraction = repr(float(settings.node_fraction))
     embodied = (
         "NULL" if settings.embodied_kg_co2e_per_gpu_hour is None else repr(settings.embodied_kg_co2e_per_gpu_hour)
     )
     return f"""
-WITH lines AS ({_lines_sql(scope, days)}),
+WITH lines AS ({_lines_sql(scope, lines, days)}),
 power AS ({_power_sql(scope, days)}),
 alloc AS (
   SELECT a.*, epoch_us(a.hour) // {US_PER_HOUR} AS hour_n FROM gpu_allocation_hourly a
@@ -155,16 +156,11 @@ SELECT make_timestamptz(hour_n * {US_PER_HOUR}) AS hour, resource_id, provider, 
 FROM energy"""
 
 
-def _lookups(
-    con: duckdb.DuckDBPyConnection, scope: str, settings: CarbonSettings, days: tuple[int, int] | None = None
-) -> None:
+def _lookups(con: duckdb.DuckDBPyConnection, lines: str, settings: CarbonSettings) -> None:
     """The (provider, region) pairs of the scope's bills with their PUE and grid intensity, resolved in
     Python from the vendored tables (a few rows), and the node-watts table."""
     code = provider_code("lower(coalesce(\"ProviderName\", ''))")
-    pairs = con.execute(f"""
-        SELECT DISTINCT {code}, "RegionId" FROM cost_line_items c SEMI JOIN {scope} s
-        ON s.resource_id = c."ResourceId" AND s.day_n = epoch_us(c."ChargePeriodStart") // {US_PER_DAY}
-        WHERE c."ChargeCategory" = 'Usage' AND {GPU_USAGE} AND {_within('c."ChargePeriodStart"', days)}""").fetchall()
+    pairs = con.execute(f'SELECT DISTINCT {code}, "RegionId" FROM {lines}').fetchall()
     # metrics with no bill: no provider, no region (a NULL ProviderName's code is '')
     pairs = sorted({(p or "", r) for p, r in pairs} | {("", None)}, key=lambda pr: (pr[0], pr[1] or ""))
     grid, pue = dict(settings.grid), dict(settings.pue)
@@ -184,9 +180,10 @@ def _lookups(
         con.executemany(f"INSERT INTO {NODE_WATTS} VALUES (?, ?)", list(settings.node_watts))
 
 
-def recompute(con: duckdb.DuckDBPyConnection, scope: str) -> int:
+def recompute(con: duckdb.DuckDBPyConnection, scope: str, *, lines: str | None = None) -> int:
     """Replace the carbon rows of every (resource_id, day_n) in the table ``scope``; returns rows written.
-    Runs inside the caller's transaction (the allocation's), after the allocation rows are written."""
+    Runs inside the caller's transaction (the allocation's), after the allocation rows are written.
+    ``lines``: a table of the scope's GPU usage lines the caller already read (else read here)."""
     settings = settings_of(con)
     first, last = con.execute(f"SELECT min(day_n), max(day_n) FROM {scope}").fetchall()[0]
     if first is None:
@@ -196,8 +193,10 @@ def recompute(con: duckdb.DuckDBPyConnection, scope: str) -> int:
         f"DELETE FROM carbon_hourly c WHERE {_within('c.hour', days)} AND EXISTS (SELECT 1 FROM {scope} s "
         f"WHERE s.resource_id = c.resource_id AND s.day_n = epoch_us(c.hour) // {US_PER_DAY})"
     )
-    _lookups(con, scope, settings, days)
-    sql = rows_sql(scope, settings, days)
+    own_lines = lines is None
+    lines = gpu_lines.capture(con, scope) if lines is None else lines
+    _lookups(con, lines, settings)
+    sql = rows_sql(scope, lines, settings, days)
     ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     con.execute("SET preserve_insertion_order = false")  # row order means nothing here (as for the allocation)
     try:
@@ -207,6 +206,8 @@ def recompute(con: duckdb.DuckDBPyConnection, scope: str) -> int:
             con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
     for table in (LOOKUP, NODE_WATTS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
+    if own_lines:
+        gpu_lines.drop(con)
     serving_costs.follow(con, scope)  # the serving pod-hours' costs and energy of those days follow
     return written
 

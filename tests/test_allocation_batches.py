@@ -1,0 +1,94 @@
+"""The allocation's batches: any batch size gives the same rows, and the bill is read once per recompute.
+
+``allocation.recompute`` allocates resource-days in batches (memory stays bounded by a batch) and only
+the resource-days a workload ran on; the bill's GPU lines of the whole scope are read from
+``cost_line_items`` once (warehouse/gpu_lines.py) for every batch and for the carbon rows that follow,
+because a bill is not ordered by time and each scan of it reads every row group.
+"""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+import pytest
+
+from gpufinops.warehouse import allocation, db
+from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
+from tests.test_allocation import random_fleet
+
+TABLES = ("gpu_allocation_hourly", "carbon_hourly")
+
+
+class Counting:
+    """A connection that counts the statements reading the bill (the rest passes through)."""
+
+    def __init__(self, con) -> None:
+        self.con, self.bill_reads = con, 0
+
+    def execute(self, sql, *args, **kwargs):
+        if "cost_line_items" in str(sql) and not str(sql).lstrip().upper().startswith("DELETE"):
+            self.bill_reads += 1
+        return self.con.execute(sql, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
+
+
+def fleet_of_days(rng: random.Random, days: int = 4) -> Fleet:
+    """Random shared nodes over several days (random_fleet's hours spread over ``days``), beside a VM no
+    workload ever ran on (billed and measured: carbon rows, no allocation rows)."""
+    fleet = Fleet()
+    for day in range(days):
+        part = random_fleet(rng)
+        fleet.lines += [Line(**{**vars(x), "hour": x.hour + 24 * day}) for x in part.lines]
+        fleet.gpu_hours += [GpuHour(**{**vars(x), "hour": x.hour + 24 * day}) for x in part.gpu_hours]
+        fleet.work += [Work(**{**vars(x), "hour": x.hour + 24 * day}) for x in part.work]
+    for hour, cost in enumerate(hourly_lines(Decimal("48"), 24 * days)):
+        fleet.lines.append(Line("i-vm", hour, cost, team="web"))
+        fleet.gpu_hours.append(GpuHour("i-vm", hour, "GPU-vm", host="vm"))
+    return fleet
+
+
+def snapshot(con, spread: bool) -> dict[str, list[tuple]]:
+    """Both tables' rows. Under ``spread`` a row's fraction comes from DOUBLE sums over its resource-day, whose
+    order follows the batch's scan: its cost may move by 1e-14 USD between batch sizes (each resource-hour
+    still sums exactly, as test_allocation checks), so costs compare to 1e-12 USD and DOUBLEs to 9 digits."""
+    if not spread:
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
+    out = {}
+    for t in TABLES:
+        columns = con.execute(f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = '{t}'")
+        rounded = [
+            f"round({name}, 12)"
+            if kind.startswith("DECIMAL")
+            else f"round({name}, 9 - CAST(ceil(log10(abs({name}) + 1e-300)) AS INTEGER))"
+            if kind == "DOUBLE"
+            else name
+            for name, kind in columns.fetchall()
+        ]
+        out[t] = con.execute(f"SELECT {', '.join(rounded)} FROM {t} ORDER BY ALL").fetchall()
+    return out
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_any_batch_size_gives_the_same_rows_and_reads_the_bill_once(warehouse, monkeypatch, spread):
+    settings = allocation.AllocationSettings(unallocated="spread" if spread else "show")
+    rng = random.Random(7)
+    with db.writer(warehouse) as con:
+        for _ in range(3):
+            for table in ("cost_line_items", "gpu_metrics_hourly", "gpu_workloads_hourly"):
+                con.execute(f"DELETE FROM {table}")
+            fleet_of_days(rng).insert(con)
+            results = {}
+            for size in (1, 3, allocation.BATCH_RESOURCE_DAYS):
+                monkeypatch.setattr(allocation, "BATCH_RESOURCE_DAYS", size)
+                counting = Counting(con)
+                allocation.reallocate_all(counting, settings)  # type: ignore[arg-type]
+                results[size] = snapshot(con, spread)
+                # one read of the bill into the scope's GPU lines, however many batches (1: one per resource-day)
+                assert counting.bill_reads == 1, size
+            assert results[1] == results[3] == results[allocation.BATCH_RESOURCE_DAYS]
+            rows = results[1]["gpu_allocation_hourly"]
+            assert rows and not any(r[1] == "i-vm" for r in rows)  # the VM no workload ran on: not allocated
+            assert any(r[1] == "i-vm" for r in results[1]["carbon_hourly"])  # but its carbon rows follow
