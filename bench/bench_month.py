@@ -14,7 +14,8 @@ GPUs run pods. Then, each step in a fresh process (its peak RSS is its own), und
 3. the two warehouses are compared: resource and team of every GPU-hour, cost of every allocation row;
 4. **a restated month**: AWS re-delivers the month; the re-attribution that load does is timed apart;
 5. DuckDB's floors from the same run: a ``CREATE TABLE AS`` of the CUR Parquet, the hourly aggregates of
-   the samples as one plain ``GROUP BY``, and a ``CREATE TABLE AS`` of the allocation's own rows.
+   the samples as one plain ``GROUP BY``, and a ``CREATE TABLE AS`` of the allocation's own rows and of
+   the carbon rows that step rebuilds with them (timed apart from the allocation).
 
 Each stage prints beside its floor (seconds and CPU seconds: on a shared machine CPU time is the
 steadier figure).
@@ -50,7 +51,7 @@ from bench.harness import Target, format_line, measure_in_subprocess, report
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.models.run import analyse
-from gpufinops.warehouse import allocation, attribution, db
+from gpufinops.warehouse import allocation, attribution, carbon, db
 
 default_registry()
 # pyarrow imports pandas, where it is installed, on the first array it builds from Python objects (a
@@ -82,12 +83,13 @@ def _run(db_path: str, source: str, source_type: str, options: dict[str, Any], t
     spent: dict[str, float] = {}
     _timed(attribution, "apply", spent)
     _timed(allocation, "apply", spent)
+    _timed(carbon, "recompute", spent)  # inside the allocation's: its carbon rows, reported apart
     result = run_source(
         default_registry(), db_path, source, source_type, options, team_tag_keys=tags, memory_limit=MEMORY_LIMIT
     )
     if result.status != "succeeded":
         raise RuntimeError(f"{source_type} ended {result.status}: {result.error}")
-    keys = ("attribution_s", "attribution_cpu_s", "allocation_s", "allocation_cpu_s")
+    keys = ("attribution_s", "attribution_cpu_s", "allocation_s", "allocation_cpu_s", "carbon_s", "carbon_cpu_s")
     return {"rows": result.rows, **{k: round(spent.get(k, 0.0), 3) for k in keys}}
 
 
@@ -180,9 +182,18 @@ def floor_group_by(db_path: str, store: str) -> dict[str, Any]:
 
 def floor_allocation_write(db_path: str) -> dict[str, Any]:
     """Writing the allocation's own rows once: a CREATE TABLE AS of gpu_allocation_hourly."""
+    return _write_floor(db_path, "gpu_allocation_hourly")
+
+
+def floor_carbon_write(db_path: str) -> dict[str, Any]:
+    """Writing the carbon rows the allocation rebuilds once: a CREATE TABLE AS of carbon_hourly."""
+    return _write_floor(db_path, "carbon_hourly")
+
+
+def _write_floor(db_path: str, table: str) -> dict[str, Any]:
     con = _floor_con(db_path)
     con.execute("SET preserve_insertion_order = false")
-    rows = con.execute("CREATE OR REPLACE TABLE _written AS SELECT * FROM gpu_allocation_hourly").fetchall()[0][0]
+    rows = con.execute(f"CREATE OR REPLACE TABLE _written AS SELECT * FROM {table}").fetchall()[0][0]
     con.execute("DROP TABLE _written")
     con.close()
     return {"rows": int(rows)}
@@ -259,6 +270,8 @@ def run(gpus: int, days: int) -> int:
                                        {"db_path": floor_db, "store": str(data.store_of(home))}),
         "write": measure_in_subprocess("floor: CTAS of the allocation rows", "bench.bench_month:floor_allocation_write",
                                        {"db_path": str(dbs["bill first"])}),
+        "carbon": measure_in_subprocess("floor: CTAS of the carbon rows", "bench.bench_month:floor_carbon_write",
+                                        {"db_path": str(dbs["bill first"])}),
     }  # fmt: skip
     for fig in floors.values():
         report(fig, results_file=RESULTS_FILE)
@@ -290,7 +303,8 @@ def _both(cur: dict[str, Any], roll: dict[str, Any], key: str) -> tuple[float, f
 def _summary(stages: dict[str, dict[str, dict[str, Any]]], floors: dict[str, dict[str, Any]]) -> None:
     """Each stage beside its floor from this run: the CUR load (less the attribution and allocation it
     does) against the CTAS, the rollup + attribution against the GROUP BY, the allocation against
-    writing its rows; the whole month against the sum of the floors."""
+    writing its rows and the carbon rows it rebuilds (warehouse/carbon.py, inside the allocation's step)
+    against writing theirs; the whole month against the sum of the floors."""
     fw = {k: floors[k]["seconds"] for k in floors}
     fc = {k: floors[k]["cpu_seconds"] for k in floors}
     print(f"\n  {'stage':<34} {'wall':>10} {'cpu':>10}   {'floor (same run)':<24} {'wall':>10} {'cpu':>10}  "
@@ -298,7 +312,8 @@ def _summary(stages: dict[str, dict[str, dict[str, Any]]], floors: dict[str, dic
     for order, steps in stages.items():
         print(f"  {order}:")
         cur, roll, mod = steps["load_cur"], steps["rollup"], steps["models"]
-        alloc, attrib = _both(cur, roll, "allocation"), _both(cur, roll, "attribution")
+        attrib, carb = _both(cur, roll, "attribution"), _both(cur, roll, "carbon")
+        alloc = tuple(a - c for a, c in zip(_both(cur, roll, "allocation"), carb, strict=True))  # its own rows
         cur_own = (cur["seconds"] - cur["allocation_s"] - cur["attribution_s"],
                    cur["cpu_seconds"] - cur["allocation_cpu_s"] - cur["attribution_cpu_s"])  # fmt: skip
         roll_own = (roll["seconds"] - roll["allocation_s"] - roll["attribution_s"] + attrib[0],
@@ -309,6 +324,7 @@ def _summary(stages: dict[str, dict[str, dict[str, Any]]], floors: dict[str, dic
             ("metrics rollup + attribution", *roll_own, "GROUP BY of the samples", fw["group"], fc["group"], 2.0),
             ("  of which attribution", *attrib, "", 0, 0, 0),
             ("shared-GPU allocation", *alloc, "CTAS of its own rows", fw["write"], fc["write"], 1.5),
+            ("  the carbon rows it rebuilds", *carb, "CTAS of the carbon rows", fw["carbon"], fc["carbon"], 1.5),
             ("every model (target ≤ 60 s)", mod["seconds"], mod["cpu_seconds"], "", 0, 0, 0),
             ("the whole month", *total, "sum of the floors", sum(fw.values()), sum(fc.values()), 1.0),
         ]
