@@ -21,14 +21,17 @@ TABLES = ("gpu_allocation_hourly", "carbon_hourly")
 
 
 class Counting:
-    """A connection that counts the statements reading the bill (the rest passes through)."""
+    """A connection that counts the statements reading the bill and the allocation statements it runs (the
+    rest passes through)."""
 
     def __init__(self, con) -> None:
-        self.con, self.bill_reads = con, 0
+        self.con, self.bill_reads, self.allocations = con, 0, 0
 
     def execute(self, sql, *args, **kwargs):
-        if "cost_line_items" in str(sql) and not str(sql).lstrip().upper().startswith("DELETE"):
+        text = str(sql).lstrip()
+        if "cost_line_items" in text and not text.upper().startswith("DELETE"):
             self.bill_reads += 1
+        self.allocations += text.startswith("INSERT INTO gpu_allocation_hourly")
         return self.con.execute(sql, *args, **kwargs)
 
     def __getattr__(self, name):
@@ -92,3 +95,22 @@ def test_any_batch_size_gives_the_same_rows_and_reads_the_bill_once(warehouse, m
             rows = results[1]["gpu_allocation_hourly"]
             assert rows and not any(r[1] == "i-vm" for r in rows)  # the VM no workload ran on: not allocated
             assert any(r[1] == "i-vm" for r in results[1]["carbon_hourly"])  # but its carbon rows follow
+
+
+def test_metrics_before_their_bill_allocate_nothing_until_it_arrives(warehouse):
+    """Resource-days with workloads but no GPU line yet are not run through the allocation (it could write
+    no row for them): the bill's load allocates them, so the work is done once whichever arrives first."""
+    fleet = fleet_of_days(random.Random(3), days=2)
+    bill, fleet.lines = fleet.lines, []
+    with db.writer(warehouse) as con:
+        fleet.insert(con)
+        counting = Counting(con)
+        allocation.reallocate_all(counting, allocation.AllocationSettings())  # type: ignore[arg-type]
+        assert counting.allocations == 0
+        assert con.execute("SELECT count(*) FROM gpu_allocation_hourly").fetchall() == [(0,)]
+        fleet.lines, fleet.gpu_hours, fleet.work = bill, [], []
+        fleet.insert(con)
+        counting = Counting(con)
+        allocation.reallocate_all(counting, allocation.AllocationSettings())  # type: ignore[arg-type]
+        assert counting.allocations >= 1
+        assert con.execute("SELECT count(*) FROM gpu_allocation_hourly").fetchall()[0][0] > 0

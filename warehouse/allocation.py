@@ -310,15 +310,23 @@ def _carbon_days(con: duckdb.DuckDBPyConnection) -> None:
 def _insert_batches(
     con: duckdb.DuckDBPyConnection, settings: AllocationSettings, table: str, grain: str, size: int, lines: str
 ) -> int:
+    """Allocate the pairs of ``table`` (``grain``: whole resource-days, or single hours) ``size`` at a time.
+
+    Only the pairs that can have rows are batched (the others' rows were deleted): a resource-day a workload
+    ran on (most of a fleet is never shared), and a pair the bill has a GPU line in (metrics that arrive
+    before their bill allocate nothing: the bill's load allocates them, so the work is done once in either
+    order)."""
     key = f"{grain}_n"
+    per = US_PER_DAY if grain == "day" else US_PER_HOUR
     to_day = "" if grain == "day" else " // 24"
     source = table
-    if grain == "day":  # only the resource-days a workload ran on are allocated: batch those alone (the
-        span = _span(con, table, key, US_PER_DAY)  # others' rows were deleted; most of a fleet is never shared)
-        source = f"({_worked_sql(table, key, US_PER_DAY, span)})" if span else table
+    span = _span(con, table, key, per)
+    if grain == "day" and span:
+        source = f"({_worked_sql(table, key, US_PER_DAY, span)})"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, {key}, "
-        f"(row_number() OVER (ORDER BY {key}, resource_id) - 1) // {size} AS batch FROM {source}"
+        f"(row_number() OVER (ORDER BY {key}, resource_id) - 1) // {size} AS batch FROM {source} t "
+        f'SEMI JOIN {lines} c ON c."ResourceId" = t.resource_id AND epoch_us(c."ChargePeriodStart") // {per} = t.{key}'
     )
     bounds = con.execute(
         f"SELECT batch, min({key}){to_day}, max({key}){to_day} FROM {BATCHES} GROUP BY 1 ORDER BY 1"
