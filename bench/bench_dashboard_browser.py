@@ -105,12 +105,27 @@ def server(cmd: list[str], log: Path, ready: str | None = None) -> Iterator[str]
             proc.wait(timeout=30)
 
 
+def streamlit_assets() -> list[str]:
+    """Every file of Streamlit's front-end bundle, as paths under the server's root (``static/js/…``): the
+    chunks a page loads only when it first shows an element of their kind (Vega-Lite for a chart) among them."""
+    import streamlit
+
+    root = Path(streamlit.__file__).parent / "static"
+    return sorted(p.relative_to(root).as_posix() for p in (root / "static").rglob("*") if p.suffix in (".js", ".css"))
+
+
 def warm_static_files(context, url: str) -> None:
     """Streamlit's front-end bundle into the browser's cache without running any page (its websocket is
-    refused), so each page's first render is what a returning reader waits for."""
+    refused), so each page's first render is what a returning reader waits for: the page's own bundle by
+    loading it, and every lazily loaded chunk (a returning reader's cache holds the chart chunks too: without
+    them the first page measured with a chart paid for fetching Vega) by fetching it from the page."""
     page = context.new_page()
     page.route_web_socket("**/_stcore/stream", lambda ws: ws.close())
     page.goto(url, wait_until="load")
+    page.evaluate(
+        "async (paths) => { await Promise.all(paths.map(p => fetch(p).then(r => r.arrayBuffer()))); }",
+        streamlit_assets(),
+    )
     page.close()
 
 
