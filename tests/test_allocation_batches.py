@@ -87,7 +87,7 @@ def test_any_batch_size_gives_the_same_rows_and_reads_the_bill_once(warehouse, m
             for size in (1, 3, allocation.BATCH_RESOURCE_DAYS):
                 monkeypatch.setattr(allocation, "BATCH_RESOURCE_DAYS", size)
                 counting = Counting(con)
-                allocation.reallocate_all(counting, settings)  # type: ignore[arg-type]
+                allocation.reallocate_all(counting, settings)
                 results[size] = snapshot(con, spread)
                 # one read of the bill into the scope's GPU lines, however many batches (1: one per resource-day)
                 assert counting.bill_reads == 1, size
@@ -105,12 +105,12 @@ def test_metrics_before_their_bill_allocate_nothing_until_it_arrives(warehouse):
     with db.writer(warehouse) as con:
         fleet.insert(con)
         counting = Counting(con)
-        allocation.reallocate_all(counting, allocation.AllocationSettings())  # type: ignore[arg-type]
+        allocation.reallocate_all(counting, allocation.AllocationSettings())
         assert counting.allocations == 0
         assert con.execute("SELECT count(*) FROM gpu_allocation_hourly").fetchall() == [(0,)]
         fleet.lines, fleet.gpu_hours, fleet.work = bill, [], []
         fleet.insert(con)
         counting = Counting(con)
-        allocation.reallocate_all(counting, allocation.AllocationSettings())  # type: ignore[arg-type]
+        allocation.reallocate_all(counting, allocation.AllocationSettings())
         assert counting.allocations >= 1
         assert con.execute("SELECT count(*) FROM gpu_allocation_hourly").fetchall()[0][0] > 0
