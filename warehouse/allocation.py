@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.warehouse import attribution, carbon, gpu_lines
+from gpufinops.warehouse import attribution, batching, carbon, gpu_lines
 from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR, compute_sql
 from gpufinops.warehouse.attribution import HOUR_SLICE
 from gpufinops.warehouse.options import Settings, option
@@ -42,7 +42,7 @@ SCOPE = "_gpufinops_allocation_scope"  # the resource-hours a load touched
 DAYS, HOURS = "_gpufinops_allocation_days", "_gpufinops_allocation_hours"  # what is recomputed: whole days, hours
 CARBON_DAYS = "_gpufinops_carbon_days"  # the resource-days whose carbon rows follow (warehouse/carbon.recompute)
 KEPT, WORKED = "_gpufinops_allocation_kept", "_gpufinops_allocation_worked"  # (the planning's steps)
-BATCHES, PART = "_gpufinops_allocation_batches", "_gpufinops_allocation_part"
+BATCH_TABLES = "_gpufinops_allocation"  # the batches' temp tables are named after it (warehouse/batching.py)
 BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-node fleet: two days)
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
@@ -293,7 +293,7 @@ def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> i
             con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
     carbon.recompute(con, CARBON_DAYS, lines=lines)
     gpu_lines.drop(con)
-    for table in (BATCHES, PART, DAYS, HOURS, KEPT, WORKED, CARBON_DAYS):
+    for table in (DAYS, HOURS, KEPT, WORKED, CARBON_DAYS):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return written
 
@@ -318,31 +318,23 @@ def _insert_batches(
     order)."""
     key = f"{grain}_n"
     per = US_PER_DAY if grain == "day" else US_PER_HOUR
-    to_day = "" if grain == "day" else " // 24"
     source = table
     span = _span(con, table, key, per)
     if grain == "day" and span:
         source = f"({_worked_sql(table, key, US_PER_DAY, span)})"
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {BATCHES} AS SELECT resource_id, {key}, "
-        f"(row_number() OVER (ORDER BY {key}, resource_id) - 1) // {size} AS batch FROM {source} t "
-        f'SEMI JOIN {lines} c ON c."ResourceId" = t.resource_id AND epoch_us(c."ChargePeriodStart") // {per} = t.{key}'
+    billed = (
+        f'(SELECT * FROM {source} t SEMI JOIN {lines} c ON c."ResourceId" = t.resource_id '
+        f'AND epoch_us(c."ChargePeriodStart") // {per} = t.{key})'
     )
-    bounds = con.execute(
-        f"SELECT batch, min({key}){to_day}, max({key}){to_day} FROM {BATCHES} GROUP BY 1 ORDER BY 1"
-    ).fetchall()
     written = 0
-    for batch, first_day, last_day in bounds:
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT resource_id, {key} FROM {BATCHES} WHERE batch = ?", [batch]
-        )
+    for part, days in batching.batches(con, billed, key, size, name=BATCH_TABLES):
         sql = compute_sql(
-            PART,
+            part,
             lines=lines,
             mig_weight=settings.mig_weight,
             spread=settings.unallocated == "spread",
             mps_hosts=list(settings.mps_hosts),
-            days=(first_day, last_day),
+            days=days,
             grain=grain,
         )
         written += int(con.execute(f"INSERT INTO gpu_allocation_hourly BY NAME {sql}").fetchall()[0][0])
