@@ -136,8 +136,7 @@ def analyse(
 @dataclass(frozen=True)
 class IdleInputs:
     """What idle_gpu reads: every GPU resource-hour (queries.gpu_resource_hours, read once per run:
-    models/run_reads.py) and the pods' hours on
-    shared nodes (allocation_queries.workload_hours)."""
+    models/run_reads.py) and the pods' hours on shared nodes (allocation_queries.workload_hours)."""
 
     resource_hours: pl.DataFrame
     workload_hours: pl.DataFrame
