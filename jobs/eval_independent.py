@@ -102,7 +102,7 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
     from gpufinops.jobs import eval_baselines, eval_explain
     from gpufinops.jobs.eval_score import score
     from gpufinops.jobs.ingest_run import run_configured
-    from gpufinops.models import features, gpu_type
+    from gpufinops.models import features, gpu_type, run_reads
     from gpufinops.models.registry import KINDS, predictor_kinds, scored_kinds
     from gpufinops.models.run import analyse
     from gpufinops.simulator import eval_fleet
@@ -118,7 +118,8 @@ def run_fleet(home: Path, seed: int, days: int) -> dict[str, Any]:
             raise RuntimeError(f"evaluation fleet ingest ({step}) failed: {failed[0].source}: {failed[0].error}")
     truth = json.loads(fleet.truth_path.read_text())
     names = _names(truth)
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+    # one read scope (models/run_reads.py): the fit and the baselines reuse the frames the models' run read
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con, run_reads.scope(con):
         run = analyse(con)
         totals = dict(
             con.execute(

@@ -49,7 +49,7 @@ def run_fleet(home: Path, seed: int, days: int, scale: int) -> tuple[list[Recomm
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs import demo
     from gpufinops.jobs.ingest_run import run_configured
-    from gpufinops.models import features, gpu_type
+    from gpufinops.models import features, gpu_type, run_reads
     from gpufinops.models.run import run_models
     from gpufinops.simulator import demo_fleet
     from gpufinops.simulator.dcgm_export import write_dcgm_exports
@@ -61,7 +61,8 @@ def run_fleet(home: Path, seed: int, days: int, scale: int) -> tuple[list[Recomm
     failed = [r for r in run_configured(cfg) if not r.ok]
     if failed:
         raise RuntimeError(f"demo ingest failed: {failed[0].source}: {failed[0].error}")
-    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
+    # one read scope (models/run_reads.py): the fit below reuses the frame the models' run read
+    with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con, run_reads.scope(con):
         recs = run_models(con)
         s = features.RightsizingSettings()
         res = features.resources(con, s)

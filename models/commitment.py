@@ -30,9 +30,9 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from gpufinops.models import features, spot_mix
+from gpufinops.models import features, run_reads, spot_mix
 from gpufinops.models.features import setting
-from gpufinops.models.frames import as_datetime, as_float
+from gpufinops.models.frames import as_datetime, as_float, provider_codes
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from gpufinops.warehouse import gpu_charges, queries
 from gpufinops.warehouse.ranges import PERCENT
@@ -145,15 +145,16 @@ def _withheld(group: dict, reason: str, window_days: float, s: CommitmentSetting
 
 def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.DataFrame:
     """Busy on-demand cloud resource-hours over the lookback, without the workloads spot_mix moves
-    (spot_mix at its default settings, as before the registry)."""
+    (spot_mix at its default settings, as before the registry). In a run both reads are the run's own
+    (models/run_reads.py): the resource-hours idle_gpu read, and the inputs spot_mix read."""
     start = gpu_charges.window_start(con, s.commit_lookback_days)
     if start is None:
         return pl.DataFrame()
-    rows = queries.gpu_resource_hours(con, start=start)
+    rows = run_reads.resource_hours(con, start=start)
     if rows.is_empty():
         return rows
     to_spot = {r.resource_id for r in spot_mix.recommend(con)[0]}
-    rows = rows.with_columns(pl.col("provider").map_elements(provider_code, return_dtype=pl.Utf8))
+    rows = rows.with_columns(provider_codes(rows, "provider"))
     return rows.filter(
         (pl.col("pricing_category") == "Standard")
         & pl.col("provider").is_in(CLOUD_PROVIDERS)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import weakref
 from dataclasses import dataclass, fields
 from datetime import datetime
 from decimal import Decimal
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 import duckdb
 import polars as pl
 
-from gpufinops.models import frames
+from gpufinops.models import frames, run_reads
 from gpufinops.models.recommendation import money
 from gpufinops.warehouse import gpu_charges, queries, ranges
 from gpufinops.warehouse.options import option
@@ -148,26 +147,18 @@ def tag(tags_json: str | None, key: str) -> str | None:
     return None
 
 
-# gpu_count, gpu_type and quantization read the same frame in one run: memoised per connection object
-# (jobs open one connection per run, so nothing outlives it) while the fact tables keep their row counts.
-_RESOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def resources(con: duckdb.DuckDBPyConnection, settings: RightsizingSettings) -> pl.DataFrame:
-    """Per-resource frame over the lookback, with window days, coverage, tags and provider code."""
+    """Per-resource frame over the lookback, with window days, coverage, tags and provider code.
+    gpu_count, gpu_type and quantization read the same frame: read once per run (models/run_reads.py)."""
     start = window_start(con, settings.lookback_days)
     if start is None:
         return pl.DataFrame()
-    counts = con.execute(
-        "SELECT (SELECT count(*) FROM cost_line_items), (SELECT count(*) FROM gpu_metrics_hourly)"
-    ).fetchall()[0]
-    key = (start, counts)
-    cached = _RESOURCES.get(con)
-    if cached is None or cached[0] != key:
-        frame = queries.rightsizing_resources(con, start)
-        cached = (key, frame if frame.is_empty() else with_peaks(enrich(frame), daily_peaks(con, start)))
-        _RESOURCES[con] = cached
-    return cached[1]
+    return run_reads.shared(con, "rightsizing_resources", start, lambda: _resources(con, start))
+
+
+def _resources(con: duckdb.DuckDBPyConnection, start: datetime) -> pl.DataFrame:
+    frame = queries.rightsizing_resources(con, start)
+    return frame if frame.is_empty() else with_peaks(enrich(frame), daily_peaks(con, start))
 
 
 def enrich(frame: pl.DataFrame) -> pl.DataFrame:
@@ -287,8 +278,9 @@ def current_config(row: dict, monthly_cost: Decimal) -> dict[str, Any]:
 
 
 def catalogue(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Offers per (provider, region, instance type) with GPU specs; see queries.rightsizing_catalogue."""
-    return queries.rightsizing_catalogue(con)
+    """Offers per (provider, region, instance type) with GPU specs; see queries.rightsizing_catalogue.
+    gpu_type and quantization both read it: once per run (models/run_reads.py)."""
+    return run_reads.shared(con, "rightsizing_catalogue", None, lambda: queries.rightsizing_catalogue(con))
 
 
 def specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:

@@ -8,6 +8,8 @@ from typing import Any
 
 import polars as pl
 
+from gpufinops.warehouse.providers import provider_code
+
 
 def as_datetime(value: Any) -> datetime:
     """A timestamp column's min or max (never on an empty column: the caller checked)."""
@@ -35,3 +37,11 @@ def as_date(value: Any) -> date:
     if not isinstance(value, date):
         raise TypeError(f"expected a date, got {value!r}")
     return value
+
+
+def provider_codes(frame: pl.DataFrame, column: str) -> pl.Expr:
+    """``provider_code`` of ``column`` on every row, as an expression over ``frame``: each distinct name
+    (a bill holds a handful) is mapped once in Python, not each of a million rows; no name stays None."""
+    names = frame.get_column(column).drop_nulls().unique().to_list()
+    mapping = {name: provider_code(name) for name in names}
+    return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.Utf8)

@@ -21,10 +21,10 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from gpufinops.models import allocated_idle
+from gpufinops.models import allocated_idle, run_reads
 from gpufinops.models.frames import as_datetime
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
-from gpufinops.warehouse import allocation_queries, queries
+from gpufinops.warehouse import allocation_queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
 
@@ -135,8 +135,8 @@ def analyse(
 
 @dataclass(frozen=True)
 class IdleInputs:
-    """What idle_gpu reads: every GPU resource-hour (queries.gpu_resource_hours) and the pods' hours on
-    shared nodes (allocation_queries.workload_hours)."""
+    """What idle_gpu reads: every GPU resource-hour (queries.gpu_resource_hours, read once per run:
+    models/run_reads.py) and the pods' hours on shared nodes (allocation_queries.workload_hours)."""
 
     resource_hours: pl.DataFrame
     workload_hours: pl.DataFrame
@@ -145,7 +145,7 @@ class IdleInputs:
 def load(con: duckdb.DuckDBPyConnection, settings: None = None) -> IdleInputs:
     """idle_gpu reads no ``[models]`` key (its thresholds are IdleParams')."""
     pods = allocation_queries.workload_hours(con, pods_holding_idle=held_idle(IdleParams()))
-    return IdleInputs(queries.gpu_resource_hours(con), pods)
+    return IdleInputs(run_reads.resource_hours(con), pods)
 
 
 def held_idle(params: IdleParams) -> allocation_queries.HeldIdle:

@@ -32,7 +32,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from gpufinops.models import repatriation
+from gpufinops.models import repatriation, run_reads
 from gpufinops.models.cloud_options import PAY_PER_USE, fitting_offers, price_options
 from gpufinops.models.onprem_cost import OnpremSettings, OnpremVsCloudParams, used_gpu_hours
 from gpufinops.models.onprem_verdict import onprem_finding
@@ -168,7 +168,7 @@ def load(con: duckdb.DuckDBPyConnection, settings: OnpremSettings | None = None)
     usage = queries.onprem_gpu_usage(con)
     if usage.is_empty():
         return OnpremInputs(usage, pl.DataFrame(), {}, pl.DataFrame())
-    return OnpremInputs(usage, queries.cloud_gpu_offers(con), gpu_specs(con), queries.gpu_resource_hours(con))
+    return OnpremInputs(usage, queries.cloud_gpu_offers(con), gpu_specs(con), run_reads.resource_hours(con))
 
 
 def findings(inputs: OnpremInputs, settings: OnpremSettings) -> Findings:

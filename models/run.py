@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import duckdb
 
-from gpufinops.models import calibration, carbon_evidence, plans, registry, token_costs
+from gpufinops.models import calibration, carbon_evidence, plans, registry, run_reads, token_costs
 from gpufinops.models.features import ModelSettings
 from gpufinops.models.recommendation import Recommendation, Withheld
 from gpufinops.warehouse import recommendation_store
@@ -71,15 +71,16 @@ def analyse(
     if unknown:
         raise ValueError(f"unknown recommendation kind(s) {', '.join(unknown)} (available: {', '.join(known)})")
     run = ModelRun()
-    for spec in registry.MODELS:
-        if on_model:
-            on_model(spec.kind, False)
-        found = spec.run(con, settings)
-        if on_model:
-            on_model(spec.kind, True)
-        run.recommendations.extend(calibration.apply(found.recommendations))
-        run.withheld.extend(found.withheld)
-        run.comparison.extend(found.comparison)
+    with run_reads.scope(con):  # what several models read is read once in this run, and dropped after it
+        for spec in registry.MODELS:
+            if on_model:
+                on_model(spec.kind, False)
+            found = spec.run(con, settings)
+            if on_model:
+                on_model(spec.kind, True)
+            run.recommendations.extend(calibration.apply(found.recommendations))
+            run.withheld.extend(found.withheld)
+            run.comparison.extend(found.comparison)
     run.recommendations = plans.reconcile(token_costs.annotate(con, run.recommendations))
     carbon_evidence.annotate(con, run.recommendations)  # evidence.kg_co2e_month_saved (models/carbon_evidence.py)
     recommendation_store.store_recommendations(

@@ -35,7 +35,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from gpufinops.models import features, spot_forecast
+from gpufinops.models import features, run_reads, spot_forecast
 from gpufinops.models.features import setting, tag
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from gpufinops.models.spot_prices import (
@@ -184,6 +184,12 @@ class SpotMixInputs:
 
 
 def load(con: duckdb.DuckDBPyConnection, settings: SpotMixSettings) -> SpotMixInputs:
+    """Read once per run for a lookback (models/run_reads.py): commitment reads them again at spot_mix's
+    default settings to leave out what spot_mix moves."""
+    return run_reads.shared(con, "spot_mix", settings.spot_lookback_days, lambda: _read(con, settings))
+
+
+def _read(con: duckdb.DuckDBPyConnection, settings: SpotMixSettings) -> SpotMixInputs:
     start = gpu_charges.window_start(con, settings.spot_lookback_days)
     usage = pl.DataFrame() if start is None else queries.spot_mix_usage(con, start=start)
     if usage.is_empty():

@@ -185,3 +185,16 @@ def test_demo_commitments_match_the_planted_truth(demo_home):
     for rid in hits:
         true = Decimal(planted[rid]["monthly_savings_usd"])
         assert abs(found[rid][1] - true) <= Decimal("0.10") * true
+
+
+def test_provider_codes_map_each_name_as_provider_code_does():
+    import polars as pl
+
+    from gpufinops.models.frames import provider_codes
+    from gpufinops.models.recommendation import provider_code
+
+    names = [AWS, GCP, "Microsoft", None, "", "onprem", "Acme Cloud", AWS]
+    rows = pl.DataFrame({"provider": names}, schema={"provider": pl.Utf8})
+    assert rows.select(provider_codes(rows, "provider"))["provider"].to_list() == [provider_code(n) for n in names]
+    empty = rows.clear()
+    assert empty.select(provider_codes(empty, "provider")).is_empty()
