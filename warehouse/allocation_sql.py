@@ -102,8 +102,8 @@ def compute_sql(
     day_n) pairs, each resource-day allocated when a workload ran on it; ``"hour"``, (resource_id,
     hour_n) pairs of resource-days the caller knows to be allocated (the hours a load changed on a
     resource-day whose other hours stand). ``lines``: a table of the scope's GPU usage lines, read from the
-    bill once for every batch (:func:`warehouse.gpu_lines.capture`). ``days`` (first, last day number) bounds the scans so that
-    the tables' zone maps skip other days.
+    bill once for every batch (:func:`warehouse.gpu_lines.capture`). ``days`` (first, last day number)
+    bounds the scans so that the tables' zone maps skip other days.
 
     The string keys (resource, GPU, slice, source) are joined once; every later step joins and groups
     on integer ids (``rh_id`` a resource-hour, ``gpu_id`` a GPU-hour, ``unit_id`` a GPU's or slice's hour)."""
