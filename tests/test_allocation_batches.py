@@ -1,9 +1,10 @@
 """The allocation's and carbon rows' batches: any batch size gives the same rows, and the bill is read once.
 
-``allocation.recompute`` allocates resource-days in batches (memory stays bounded by a batch) and only
-the resource-days a workload ran on; the bill's GPU lines of the whole scope are read from
-``cost_line_items`` once (warehouse/gpu_lines.py) for every batch and for the carbon rows that follow,
-because a bill is not ordered by time and each scan of it reads every row group.
+``allocation.recompute`` allocates resource-days in batches (memory stays bounded by a batch), only the
+resource-days a workload ran on and the bill has a GPU line in, and ``carbon.recompute`` writes the carbon
+rows that follow in batches too (warehouse/batching.py); the bill's GPU lines of the whole scope are read
+from ``cost_line_items`` once (warehouse/gpu_lines.py) for every batch of both, because a bill is not
+ordered by time and each scan of it reads every row group.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ class Counting:
 
 
 def fleet_of_days(rng: random.Random, days: int = 4) -> Fleet:
-    """Random shared nodes over several days (random_fleet's hours spread over ``days``), beside a VM no
-    workload ever ran on (billed and measured: carbon rows, no allocation rows)."""
+    """Random shared nodes over several days (a random_fleet a day, each shifted by a day: its up to 30
+    hours overlap the next day's first ones), beside a VM no workload ever ran on (billed and measured:
+    carbon rows, no allocation rows)."""
     fleet = Fleet()
     for day in range(days):
         part = random_fleet(rng)

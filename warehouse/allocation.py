@@ -319,8 +319,7 @@ def _insert_batches(
     key = f"{grain}_n"
     per = US_PER_DAY if grain == "day" else US_PER_HOUR
     source = table
-    span = _span(con, table, key, per)
-    if grain == "day" and span:
+    if grain == "day" and (span := _span(con, table, key, per)):
         source = f"({_worked_sql(table, key, US_PER_DAY, span)})"
     billed = (
         f'(SELECT * FROM {source} t SEMI JOIN {lines} c ON c."ResourceId" = t.resource_id '
