@@ -41,8 +41,17 @@ HOURS_PER_MONTH = 730.5
 CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
 GROUP = ["provider", "region", "instance_type", "team"]
 # what a group's assessment reads of its resource-hours, and what picks the busy on-demand ones
-USAGE_COLUMNS = [*GROUP, "hour", "resource_id", "effective_cost", "gpu_model", "gpu_count", "pricing_category",
-                 "util_max", "sm_active_max"]
+USAGE_COLUMNS = [
+    *GROUP,
+    "hour",
+    "resource_id",
+    "effective_cost",
+    "gpu_model",
+    "gpu_count",
+    "pricing_category",
+    "util_max",
+    "sm_active_max",
+]
 
 
 @dataclass(frozen=True)
