@@ -240,16 +240,13 @@ def _plan(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> None:
         ANTI JOIN {HOURS} h ON h.resource_id = a.resource_id AND h.hour_n = epoch_us(a.hour) // {US_PER_HOUR}
         WHERE {_between("a.hour", span)}""")
 
-    def worked(among: str, key: str, per: int) -> str:
-        return _worked_sql(among, key, per, span)
-
     # the changed hours first (a workload there settles it), the rest of the day only where none was
     changed = (
         f"(SELECT h.* FROM {HOURS} h SEMI JOIN {KEPT} k ON k.resource_id = h.resource_id AND k.day_n = h.hour_n // 24)"
     )
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {WORKED} AS {worked(changed, 'hour_n', US_PER_HOUR)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {WORKED} AS {_worked_sql(changed, 'hour_n', US_PER_HOUR, span)}")
     rest = f"(SELECT * FROM {KEPT} EXCEPT SELECT * FROM {WORKED})"
-    con.execute(f"INSERT INTO {WORKED} {worked(rest, 'day_n', US_PER_DAY)}")
+    con.execute(f"INSERT INTO {WORKED} {_worked_sql(rest, 'day_n', US_PER_DAY, span)}")
     con.execute(
         f"DELETE FROM {HOURS} h WHERE NOT EXISTS (SELECT 1 FROM {WORKED} k "
         "WHERE k.resource_id = h.resource_id AND k.day_n = h.hour_n // 24)"
