@@ -126,3 +126,33 @@ def test_two_teams_idle_gpus_on_one_p4d_are_two_primary_plans_and_their_sum(tmp_
     as_json = json.loads(cli(warehouse, "--kind", "idle_gpu", "--format", "json").stdout)
     assert sorted(r["plan"] for r in as_json) == ["primary", "primary"]
     assert plans.total(as_json) == Decimal("2840.43")
+    check_the_api_and_exports(tmp_path, warehouse)
+
+
+def check_the_api_and_exports(tmp_path, warehouse) -> None:
+    """The stored plans on the other surfaces: the API's /v1/savings over loopback HTTP (a real uvicorn), and
+    the scheduler exports, whole and scoped to each team."""
+    import httpx
+    import yaml
+
+    import gpufinops.jobs.export as exp
+    from gpufinops.interfaces.api import create_app
+    from tests.test_api import Served, make_config
+
+    with Served(create_app(make_config(tmp_path, warehouse, ""), insecure_demo=True, environ={})) as served:
+        for team, figure in ((None, 2840.43), ("research", 1670.84), ("nlp", 1169.59)):
+            params = {"team": team} if team else {}
+            body = httpx.get(f"{served.url}/v1/savings", params=params, timeout=30).json()
+            assert round(body["monthly_savings_usd"], 2) == figure and body["plans"] == (2 if team is None else 1)
+    with db.reader(warehouse) as con:
+        whole = exp.render(con, "kueue")
+        scoped = {team: exp.render(con, "kueue", team=team) for team in ("research", "nlp")}
+        karpenter = exp.render(con, "karpenter")
+    queues = [d for d in yaml.safe_load_all(whole) if d and d["kind"] == "ClusterQueue"]
+    quota = queues[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+    assert [q["metadata"]["name"] for q in queues] == ["gpufinops-ml-platform"] and quota == 8 - 2
+    assert "today 8" in whole and "limit 8: 6 rounded up to whole p4d.24xlarge nodes" in karpenter
+    for team, other, shown in (("research", "nlp", "1,670.84"), ("nlp", "research", "1,169.59")):
+        assert f"plan total: ${shown}/month" in scoped[team]
+        assert f"# team {team}: {team}/" in scoped[team] and "gives back 1 whole GPU(s)" in scoped[team]
+        assert f"team {other}:" not in scoped[team]
