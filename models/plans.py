@@ -31,7 +31,9 @@ GPU-hour twice:
 * a node release (an ``ends_plan`` pattern) removes every GPU of the node: the node's pod-level findings
   become alternatives of it (``instead_of`` the release), never added;
 * any other node-level plan is priced on what the pod-level plans leave: its primary's saving is its
-  standalone saving × (the node's cost − the pod-level plans' counted savings) ÷ the node's cost, and its
+  standalone saving less the GPU-hours the pods' releases already save, where the model measured them
+  (``evidence.pod_overlap_monthly_usd``: a node's idle schedule and the pods idle in its idle hours), else
+  its standalone saving × (the node's cost − the pod-level plans' counted savings) ÷ the node's cost; its
   ``evidence.priced_after`` names the pod-level actions.
 
 :func:`total` is the one place a savings total is computed: the sum over ``primary`` and ``step``
@@ -130,7 +132,12 @@ def _price(members: list[Recommendation], chain: list[Recommendation], plan_id: 
         rec.evidence = {**(rec.evidence or {}), "standalone_monthly_savings_usd": standalone}
         rec.plan = "primary" if position == 0 else "step"
         after = [r.id for r in before] + [r.id for r in chain[:position]]
-        if after:
+        overlap = rec.evidence.get("pod_overlap_monthly_usd")
+        if position == 0 and before and isinstance(overlap, dict):  # the GPU-hours both would save, measured
+            shared = sum((Decimal(str(overlap.get(r.id) or 0)) for r in before), ZERO)
+            rec.monthly_savings_usd = money(max(ZERO, standalone - shared))
+            rec.evidence["priced_after"] = after
+        elif after:
             share = (left / base) if base > 0 else ZERO
             rec.monthly_savings_usd = money(max(ZERO, standalone * share))
             rec.evidence["priced_after"] = after

@@ -248,3 +248,35 @@ def test_two_teams_on_one_time_sliced_gpu_are_two_plans_through_the_warehouse(wa
     assert total == sum(r.monthly_savings_usd for r in found.values())
     # the two shares add up to the GPU's month, never more: allocation split each hour between the pods
     assert total <= money(Decimal("48") * Decimal("30.4375")) + Decimal("0.01")
+
+
+def test_a_node_schedule_beside_a_pod_idle_in_its_idle_hours_counts_each_gpu_hour_once(warehouse):
+    """A two-GPU node ($4 an hour, $2 a GPU) idles nights and weekends (both GPUs at 0 %): a node-level
+    schedule (idle_off_hours). Research's notebook holds GPU 0 idle every hour but weekday mornings (08-12
+    UTC), so most of its idle hours are the node's too. The pod's release is counted whole; the node's
+    schedule only for what the release does not already save: the total is every idle GPU-hour once."""
+    fleet = Fleet()
+    work_hours = {h for h in range(168) if h // 24 < 5 and 8 <= h % 24 < 19}  # START is a Monday
+    mornings = {h for h in work_hours if h % 24 < 12}
+    for hour in range(168):
+        fleet.lines.append(Line(NODE, hour, Decimal(4), team="ml-platform", gpu_count=2))
+        fleet.gpu_hours.append(GpuHour(NODE, hour, "GPU-0", util_max=70.0 if hour in mornings else 0.0))
+        fleet.gpu_hours.append(GpuHour(NODE, hour, "GPU-1", util_max=80.0 if hour in work_hours else 0.0))
+        fleet.work.append(Work(hour, "GPU-0", "research", "notebook-0", mem_mib=10240.0))
+    with db.writer(warehouse) as con:
+        fleet.insert(con)
+        allocation.reallocate_all(con, allocation.AllocationSettings())
+        found = models_run.analyse(con, ["idle_gpu"])
+    by_pattern = {r.evidence["pattern"]: r for r in found.recommendations}
+    assert set(by_pattern) == {"idle_off_hours", "allocated_idle"}
+    schedule, notebook = by_pattern["idle_off_hours"], by_pattern["allocated_idle"]
+    assert (schedule.plan, notebook.plan) == ("primary", "primary")
+    month = Decimal("30.4375") / 7
+    node_idle = 168 - len(work_hours)  # both GPUs idle: the schedule's hours
+    pod_only = len(work_hours) - len(mornings)  # the notebook idle while GPU 1 works
+    assert schedule.evidence["standalone_monthly_savings_usd"] == money(Decimal(4) * node_idle * month)
+    assert notebook.monthly_savings_usd == money(Decimal(2) * (node_idle + pod_only) * month)
+    assert schedule.evidence["pod_overlap_monthly_usd"] == {notebook.id: money(Decimal(2) * node_idle * month)}
+    assert schedule.evidence["priced_after"] == [notebook.id]
+    every_idle_gpu_hour_once = Decimal(4) * node_idle + Decimal(2) * pod_only
+    assert abs(plans.total(found.recommendations) - every_idle_gpu_hour_once * month) <= Decimal("0.02")
