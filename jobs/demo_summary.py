@@ -4,6 +4,7 @@ not installed is named, with its install command, before them)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
     alternatives = sum(1 for r in recs if r.plan not in plans.COUNTED)
     p(
         f"\nSavings: {cells.money(plans.total(recs))}/month in {len({r.plan_id for r in counted})} plan(s), one per "
-        f"resource ({len(counted)} action(s); {alternatives} alternative(s) listed, never added)"
+        f"resource or workload's GPUs ({len(counted)} action(s); {alternatives} alternative(s) listed, never added)"
     )
     dropped = plans.left_out(recs)
     if dropped:  # the warehouse's decisions (a re-run keeps them)
@@ -160,7 +161,9 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
             {
                 **_rec_row(r),
                 "pattern": r.evidence["pattern"],
-                "idle": f"{r.evidence['idle_hours']:,} / {r.evidence['measured_hours']:,}",
+                # a pod's finding (allocated_idle) counts the hours the pod was on its GPU
+                "idle": f"{r.evidence['idle_hours']:,} / "
+                f"{r.evidence.get('measured_hours', r.evidence.get('present_hours', 0)):,}",
             }
             for r in idle
         ],
@@ -194,12 +197,23 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
     report = [row for row in report if row["kind"] == "idle_gpu"]
     found = sum(1 for row in report if row["found"])
     planted_ids = {row["resource_id"] for row in report}
-    extra = [r for r in idle if r.resource_id not in planted_ids]
+    pods = idle_pods(fleet)
+    on_pods = [r for r in idle if (r.resource_id, r.evidence.get("namespace")) in pods]
+    extra = [r for r in idle if r.resource_id not in planted_ids and r not in on_pods]
     print(
         f"\nGround truth ({fleet.ground_truth_path.name}): {found}/{len(report)} planted idle GPUs found, "
         f"{len(extra)} finding(s) on machines with nothing planted",
         file=out,
     )
+    if pods:
+        from gpufinops.models import plans
+
+        primary = sum(1 for r in on_pods if r.plan == "primary")
+        print(
+            f"  shared node: {len(on_pods)}/{len(pods)} pods holding an idle GPU found, {primary} of them primary "
+            f"plans (one per workload's GPUs), {cells.money(plans.total(on_pods))}/month",
+            file=out,
+        )
     output.print_table(
         [{**row, "found": "found" if row["found"] else Text("MISSED", style="bold red")} for row in report],
         TRUTH_COLUMNS,
@@ -209,6 +223,17 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
     later = sorted({p["kind"] for p in planted} - {"idle_gpu"} - {r.kind for r in others})
     if later:
         print(f"  also planted, for the models still to come: {', '.join(later)}", file=out)
+
+
+def idle_pods(fleet) -> set[tuple[str, str]]:
+    """(resource id, namespace) of every pod the ground truth's shared nodes left holding an idle GPU."""
+    machines = json.loads(fleet.ground_truth_path.read_text())["machines"]
+    return {
+        (m["resource_id"], namespace)
+        for m in machines
+        for namespace, hours in (m.get("idle_pod_hours") or {}).items()
+        if hours
+    }
 
 
 def _print_next(out, config_path: Path) -> None:

@@ -8,6 +8,11 @@ at least ``allocated_min_mem_gib`` of its memory, and the GPU's peak utilisation
 ``util_threshold_pct``; only runs of ``min_run_hours`` consecutive such hours count. The saving is
 what allocation charged the pod for those hours (``gpu_allocation_hourly``), scaled to a month; a
 pod whose hours were never allocated (no bill for its node yet) is withheld as unpriced.
+
+A finding names the GPU units its action changes (``evidence.gpu_units``): a whole GPU's UUID, a MIG
+slice as ``UUID:slice``, and on a time-sliced or MPS GPU the pod's share as ``UUID@namespace/pod``
+(allocation charges each pod its own share of such a GPU-hour). ``models.plans`` plans a finding per
+(resource, GPU units): two teams' pods on disjoint GPUs of one node are two plans.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import polars as pl
 from gpufinops.models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
 
 DAYS_PER_MONTH = Decimal("30.4375")
+SHARED_BASES = ("timeslice", "mps")  # allocation splits such a GPU-hour between its pods: each pod's share is its own
 POD_KEY = ("resource_id", "namespace", "pod")
 GPU_KEY = POD_KEY + ("gpu_uuid", "mig_instance")
 ACTION = (
@@ -55,9 +61,23 @@ def idle_holds(hours: pl.DataFrame, params) -> pl.DataFrame:
     )
 
 
+def _unit() -> pl.Expr:
+    """The GPU unit of a pod-GPU-hour: ``UUID``, ``UUID:slice`` (MIG), plus ``@namespace/pod`` on a GPU
+    whose hour allocation shares between pods (time-slicing, MPS)."""
+    mig = pl.when(pl.col("mig_instance").is_not_null()).then(pl.lit(":") + pl.col("mig_instance")).otherwise(pl.lit(""))
+    share = (
+        pl.when(pl.col("basis").is_in(SHARED_BASES))
+        .then(pl.lit("@") + pl.col("namespace").fill_null("") + pl.lit("/") + pl.col("pod"))
+        .otherwise(pl.lit(""))
+    )
+    return pl.concat_str([pl.col("gpu_uuid"), mig, share])
+
+
 def analyse(hours: pl.DataFrame, params, now: datetime | None = None) -> tuple[list[Recommendation], list[Withheld]]:
     if hours.is_empty():
         return [], []
+    if "basis" not in hours.columns:  # hours read before allocation recorded how it split a GPU-hour
+        hours = hours.with_columns(pl.lit(None, pl.String).alias("basis"))
     marked = idle_holds(hours, params)
     per = (
         marked.group_by(*POD_KEY)
@@ -68,6 +88,8 @@ def analyse(hours: pl.DataFrame, params, now: datetime | None = None) -> tuple[l
             pl.col("cost_usd").filter(pl.col("held_idle")).count().alias("priced_idle_rows"),
             pl.col("cost_usd").sum().alias("pod_cost"),
             pl.col("gpu_uuid").filter(pl.col("held_idle")).unique().sort().alias("gpu_uuids"),
+            _unit().filter(pl.col("held_idle")).unique().sort().alias("gpu_units"),
+            pl.col("basis").filter(pl.col("held_idle")).drop_nulls().unique().sort().alias("gpu_bases"),
             pl.col("mig_instance").filter(pl.col("held_idle")).drop_nulls().unique().sort().alias("mig_instances"),
             pl.col("mem_used_max_mib").filter(pl.col("held_idle")).max().alias("mem_used_max_mib"),
             pl.col("gpu_util_max").filter(pl.col("held_idle")).max().alias("util_max"),
@@ -141,6 +163,8 @@ def _recommendation(row: dict, params, now: datetime | None) -> Recommendation |
         "container": row["container"],
         "gpu_uuids": row["gpu_uuids"],
         "mig_instances": row["mig_instances"],
+        "gpu_units": row["gpu_units"],
+        "gpu_sharing": row["gpu_bases"],
         "mem_max_gib": round((row["mem_used_max_mib"] or 0) / 1024, 2),
         "util_max": row["util_max"],
         "pod_util_mean": row["pod_util_mean"],

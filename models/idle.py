@@ -128,9 +128,52 @@ def analyse(
     recs, withheld = recommend(resource_hours, params, now), unmeasured(resource_hours)
     if workload_hours is not None:
         pod_recs, pod_withheld = allocated_idle.analyse(workload_hours, params, now)
+        mark_overlaps(recs, pod_recs, resource_hours, workload_hours, params)
         recs = sorted(recs + pod_recs, key=lambda r: (-r.monthly_savings_usd, r.id))
         withheld += pod_withheld
     return recs, withheld
+
+
+def mark_overlaps(
+    node_recs: list[Recommendation],
+    pod_recs: list[Recommendation],
+    resource_hours: pl.DataFrame,
+    workload_hours: pl.DataFrame,
+    params: IdleParams,
+) -> None:
+    """On a node with both a node-level idle finding (a schedule, scale to zero) and pods holding idle GPUs,
+    the GPU-hours both would save: the pods' idle-held hours inside the node's idle hours. Recorded on the
+    node's finding (``evidence.pod_overlap_monthly_usd``: pod finding id -> that cost per month, over the
+    node's window) so ``models.plans`` prices the node's action on what the pods' releases leave, exactly."""
+    pods_by_key = {(r.resource_id, r.evidence.get("namespace"), r.evidence.get("pod")): r for r in pod_recs}
+    nodes = {r.resource_id: r for r in node_recs if r.evidence.get("pattern") != "always_idle"}
+    shared = sorted({rid for rid, _, _ in pods_by_key} & set(nodes))
+    if not shared:
+        return
+    wanted = pl.Series(shared)
+    node_idle = (
+        idle_hours(resource_hours.filter(pl.col("resource_id").is_in(wanted.implode())), params)
+        .filter(pl.col("idle"))
+        .select("resource_id", "hour")
+    )
+    pod_hours = workload_hours.filter(pl.col("resource_id").is_in(wanted.implode()))
+    if "basis" not in pod_hours.columns:
+        pod_hours = pod_hours.with_columns(pl.lit(None, pl.String).alias("basis"))
+    both = (
+        allocated_idle.idle_holds(pod_hours, params)
+        .filter(pl.col("held_idle"))
+        .join(node_idle, on=["resource_id", "hour"])
+        .group_by("resource_id", "namespace", "pod")
+        .agg(pl.col("cost_usd").sum())
+    )
+    for row in both.iter_rows(named=True):
+        pod = pods_by_key.get((row["resource_id"], row["namespace"], row["pod"]))
+        if pod is None or not row["cost_usd"]:
+            continue
+        node = nodes[row["resource_id"]]
+        days = Decimal(str(node.evidence["window_days"]))
+        overlap = node.evidence.setdefault("pod_overlap_monthly_usd", {})
+        overlap[pod.id] = money(Decimal(row["cost_usd"]) / days * DAYS_PER_MONTH)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any
                                                    one file per invoice month; see simulator/gcp_export.py)
     home/metrics/nvidia-smi/<host>.csv             nvidia-smi --query-gpu=… --format=csv -l 900
     home/metrics/dcgm-mig/<host>.prom              the MIG GPU's DCGM exporter history (simulator/demo_mig.py)
+    home/metrics/dcgm-shared/<host>.prom           the shared node's DCGM exporter history, with its pods
+                                                   (simulator/demo_shared.py)
     home/metrics/serving/<pod>.prom                the inference servers' counters (simulator/demo_serving.py)
     home/ground_truth.json                         what was planted, with exact quantities
 
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpufinops.simulator import cur2_export, demo_mig, demo_serving, demo_storage, gcp_export
+from gpufinops.simulator import cur2_export, demo_mig, demo_serving, demo_shared, demo_storage, gcp_export
 from gpufinops.simulator.cur2_export import aws_reserved_instance
 from gpufinops.simulator.demo_billing import (
     Machine,
@@ -79,6 +81,7 @@ class FleetSummary:
     planted: list[dict] = field(default_factory=list)
     onprem_hosts: frozenset[str] = frozenset()  # the private cluster's hosts (the rest are cloud machines)
     mig_hosts: frozenset[str] = frozenset()  # hosts whose GPUs run MIG: a DCGM history, no nvidia-smi log
+    shared_hosts: frozenset[str] = frozenset()  # shared Kubernetes nodes: a DCGM history with pods, no nvidia-smi log
 
 
 def _toml_value(value: object) -> str:
@@ -248,12 +251,15 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
     demo_mig.write_exposition(home / "metrics" / "dcgm-mig", mig)
     if _steady(mig.machine, mig.running):  # an always-on on-demand serving VM: a CUD covers it like any other
         steady.append(mig.machine)
+    shared = demo_shared.generate(clock, seed)  # the shared node (simulator/demo_shared.py): its own random stream
+    rows["aws"] += shared.lines
+    demo_shared.write_exposition(home / "metrics" / "dcgm-shared", shared)
     rows["aws"] += demo_storage.bill_rows(machines, end)  # the storage GPU work leaves (simulator/demo_storage.py)
     for provider_rows in rows.values():
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
-    served = [*machines, mig.machine]
+    served = [*machines, mig.machine, shared.machine]
     demo_serving.write_serving_exports(home / "metrics" / "serving", served, clock.start, end, seed)
     _write_price_references(home, clock)
     commitments = commitment_truth(steady)  # opportunities on healthy machines, not planted waste
@@ -283,7 +289,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         "cost_by_provider_usd": {p: str(v) for p, v in totals.items()},
         "resource_map": resource_map,
         "machines": [machine_truth(m, m.spec.plant[0] if m.spec.plant else None) for m in machines]
-        + [demo_mig.truth(mig.machine)],
+        + [demo_mig.truth(mig.machine), demo_shared.truth(shared)],
         "planted": planted,
         "commitments": commitments,
     }
@@ -303,4 +309,5 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         planted=planted,
         onprem_hosts=frozenset(m.host for m in machines if m.spec.provider == "onprem"),
         mig_hosts=frozenset([mig.machine.host]),
+        shared_hosts=frozenset([shared.machine.host]),
     )

@@ -104,6 +104,10 @@ def check_the_vllm_pod_is_found(warehouse) -> dict:
     assert rec.evidence["idle_cost_usd"] == (P5_HOURLY / 8 * HOURS).quantize(Decimal("0.01"))
     node = [r for r in found.recommendations if r.evidence.get("pattern") == "always_idle"]
     assert [r.resource_id for r in node] == [INSTANCE]  # the whole node idles too: its own finding
+    # releasing the node frees the pod's GPU with the seven others: the pod's finding is the release's
+    # alternative (models/plans.py), never added to it
+    assert (node[0].plan, rec.plan) == ("primary", "alternative") and rec.evidence["instead_of"] == [node[0].id]
+    assert rec.evidence["gpu_units"] == [rec.evidence["gpu_uuids"][0]] and rec.evidence["gpu_sharing"] == ["whole"]
     stored = query(
         warehouse,
         "SELECT workload, json_extract_string(evidence, '$.pattern') FROM recommendations "

@@ -31,7 +31,9 @@ def test_demo_finds_every_planted_idle_gpu_at_its_true_cost(demo_home):
     truth = [p for p in json.loads((home / "ground_truth.json").read_text())["planted"] if p["kind"] == "idle_gpu"]
     assert len(truth) == 4
     recs = {
-        r[0]: r for r in query(db_path, "SELECT resource_id, evidence FROM recommendations WHERE kind = 'idle_gpu'")
+        r[0]: r
+        for r in query(db_path, "SELECT resource_id, evidence FROM recommendations WHERE kind = 'idle_gpu'")
+        if json.loads(r[1])["pattern"] != "allocated_idle"  # the shared node's pods: the test below
     }
     assert set(recs) == {p["resource_id"] for p in truth}  # all found, nothing else flagged
     for item in truth:
@@ -126,3 +128,45 @@ def test_demo_configures_two_budgets_one_crossed_and_prints_its_alerts(demo_home
     always_idle = {p["resource_id"] for p in truth if p["kind"] == "idle_gpu" and p["variant"] == "always_idle"}
     burning = {r for (r,) in query(db_path, "SELECT scope FROM alerts WHERE rule = 'idle_burn' AND status = 'open'")}
     assert burning == always_idle and burning
+
+
+def test_demo_shared_node_is_two_primary_plans_one_per_team(demo_home):
+    """simulator/demo_shared.py: research and nlp each leave a GPU of one g5.12xlarge idle; the idle model finds
+    both pods, each a primary plan in its own team's scope, at what allocation charged it for the idle hours
+    (a quarter of the node's hourly bill per GPU-hour), and the demo's total counts both."""
+    from gpufinops.models import plans
+
+    home, printed = demo_home
+    db_path = home / "data" / "gpufinops.duckdb"
+    truth = json.loads((home / "ground_truth.json").read_text())
+    node = next(m for m in truth["machines"] if m.get("idle_pod_hours"))
+    rows = query(
+        db_path,
+        "SELECT team, plan, plan_id, monthly_savings_usd, status, evidence FROM recommendations "
+        "WHERE kind = 'idle_gpu' AND resource_id = ? ORDER BY team",
+        [node["resource_id"]],
+    )
+    recs = [
+        {"team": t, "plan": p, "plan_id": i, "monthly_savings_usd": m, "status": s, "evidence": json.loads(e)}
+        for t, p, i, m, s, e in rows
+    ]
+    assert [(r["team"], r["plan"]) for r in recs] == [("nlp", "primary"), ("research", "primary")]
+    assert len({r["plan_id"] for r in recs}) == 2
+    for r in recs:
+        assert r["evidence"]["idle_hours"] == node["idle_pod_hours"][r["evidence"]["namespace"]]
+        assert len(r["evidence"]["gpu_units"]) == 1
+    hourly = query(
+        db_path,
+        'SELECT DISTINCT "EffectiveCost" FROM cost_line_items WHERE "ResourceId" = ? AND "ServiceCategory" = \'Compute\'',
+        [node["resource_id"]],
+    )
+    assert len(hourly) == 1  # on demand: one price every hour
+    days = Decimal(truth["days"])
+    for r in recs:
+        idle = node["idle_pod_hours"][r["evidence"]["namespace"]]
+        charged = (hourly[0][0] / 4 * idle / days * Decimal("30.4375")).quantize(Decimal("0.01"))
+        assert abs(Decimal(str(r["monthly_savings_usd"])) - charged) <= Decimal("0.01")
+    both = plans.total(recs)
+    assert both == sum(Decimal(str(r["monthly_savings_usd"])) for r in recs)
+    assert "2/2 pods holding an idle GPU found, 2 of them primary plans" in printed
+    assert f"{both:,.2f}/month" in printed.split("shared node:")[1].splitlines()[0]

@@ -205,9 +205,11 @@ def test_layout_counts_and_totals(home, summary, costs):
     assert summary.export_dirs["aws"] == home / "exports/aws/cur"
     assert 25 <= summary.machines <= 35 and 80 <= summary.gpus <= 120
     logs = sorted(summary.metrics_dir.glob("*.csv"))
-    assert len(logs) == summary.machines - len(summary.mig_hosts) == len(summary.resource_map) - 1
-    assert {p.stem for p in logs} == set(summary.resource_map) - summary.mig_hosts  # (MIG: a DCGM history)
+    dcgm_only = summary.mig_hosts | summary.shared_hosts  # a DCGM history each, no nvidia-smi log
+    assert len(logs) == summary.machines - len(dcgm_only) == len(summary.resource_map) - 2
+    assert {p.stem for p in logs} == set(summary.resource_map) - dcgm_only
     assert [p.stem for p in (home / "metrics/dcgm-mig").glob("*.prom")] == sorted(summary.mig_hosts)
+    assert [p.stem for p in (home / "metrics/dcgm-shared").glob("*.prom")] == sorted(summary.shared_hosts)
     assert summary.metric_rows == sum(len(p.read_text().splitlines()) - 1 for p in logs)
     assert summary.line_items == costs.execute("SELECT count(*) FROM costs").fetchone()[0]
     totals = dict(costs.execute("SELECT ProviderName, sum(effective) FROM costs GROUP BY 1").fetchall())
@@ -263,7 +265,7 @@ def test_idle_cost_equals_a_recomputation_from_the_files(summary, truth, costs):
 
 def test_machines_without_planted_waste_are_never_idle(summary, truth):
     planted_hosts = {p["host"] for p in truth["planted"] if p["kind"] == "idle_gpu"}
-    for host in set(summary.resource_map) - summary.mig_hosts:
+    for host in set(summary.resource_map) - summary.mig_hosts - summary.shared_hosts:
         if host not in planted_hosts:
             _, idle = idle_hours_from_log(summary.metrics_dir / f"{host}.csv")
             assert not idle, f"{host} has idle hours but nothing was planted there"
@@ -289,7 +291,7 @@ def test_planted_patterns_show_in_the_data(summary, truth, costs):
 def test_one_row_per_gpu_per_quarter_hour_while_running(summary, truth, costs):
     machines = {m["host"]: m for m in truth["machines"]}
     for host, rid in summary.resource_map.items():
-        if host in summary.mig_hosts:
+        if host in summary.mig_hosts | summary.shared_hosts:
             continue
         rows = read_smi(summary.metrics_dir / f"{host}.csv")
         per_stamp: dict[datetime, list[int]] = defaultdict(list)
@@ -392,3 +394,24 @@ def test_onprem_cost_is_the_onprem_source_model_over_the_logged_utilisation(summ
                 total += hardware + energy + facility
     assert hosts == {m["host"] for m in truth["machines"] if m["provider"] == "onprem"}
     assert total == Decimal(truth["cost_by_provider_usd"]["onprem"]) == summary.cost_by_provider["onprem"]
+
+
+def test_the_shared_node_has_one_pod_per_gpu_and_two_teams_leave_a_gpu_idle(summary, truth, costs):
+    """simulator/demo_shared.py: the DCGM history labels each GPU with its pod; research's notebook and nlp's
+    stalled job hold their GPUs at 0 % for the hours the ground truth records, the trainers never idle."""
+    (host,) = summary.shared_hosts
+    node = next(m for m in truth["machines"] if m["host"] == host)
+    assert (node["instance_type"], node["gpu_count"], node["team"]) == ("g5.12xlarge", 4, "platform")
+    text = (summary.home / "metrics/dcgm-shared" / f"{host}.prom").read_text()
+    util: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for line in text.splitlines():
+        if line.startswith("DCGM_FI_DEV_GPU_UTIL{"):
+            labels, value, ms = line[len("DCGM_FI_DEV_GPU_UTIL{") :].rsplit(" ", 2)
+            found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            util[(found["namespace"], found["pod"])][int(ms) // 3_600_000].append(float(value))
+    assert sorted(util) == sorted((p["namespace"], p["pod"]) for p in node["pods"])
+    idle = {ns: sum(1 for v in hours.values() if max(v) == 0) for (ns, _), hours in util.items()}
+    assert {ns: idle[ns] for ns in node["idle_pod_hours"]} == node["idle_pod_hours"]
+    assert idle["speech"] == 0 and all(h > 72 for h in node["idle_pod_hours"].values())
+    hours = compute_lines(costs, node["resource_id"])
+    assert len(hours) == DAYS * 24  # always on, billed every hour

@@ -208,7 +208,7 @@ def workload_hours(
 ) -> pl.DataFrame:
     """Per pod and GPU (or slice) hour: the pod's presence and the memory it held, the GPU's peak
     utilisation in that hour, the cost allocation charged the pod for it (NULL: not allocated, e.g.
-    no bill yet) and the resource's billing facts (the idle model's allocated-but-idle input).
+    no bill yet) and how (``basis``: whole, mig, timeslice or mps) and the resource's billing facts (the idle model's allocated-but-idle input).
 
     ``pods_holding_idle``: only the hours of the pods with at least one hour that meets it (every hour
     of those pods, for their totals and runs). A pod without one can never be an allocated-idle
@@ -227,7 +227,8 @@ def workload_hours(
         f"""
         WITH alloc AS (
             SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, container,
-                   sum(cost_usd) AS cost_usd, any_value(team) AS team, any_value(provider) AS provider
+                   sum(cost_usd) AS cost_usd, any_value(team) AS team, any_value(provider) AS provider,
+                   any_value(basis) AS basis
             FROM gpu_allocation_hourly WHERE basis <> 'unallocated' AND pod IS NOT NULL GROUP BY ALL),
         held AS (
             SELECT w.hour, g.resource_id, w.gpu_uuid, w.mig_instance, w.namespace, w.pod, w.container, w.source,
@@ -244,7 +245,7 @@ def workload_hours(
                    mode(c."PricingCategory") AS pricing_category, arg_max(c."x_Team", c."ChargePeriodStart") AS owner_team
             FROM cost_line_items c WHERE c."ResourceId" IN (SELECT resource_id FROM kept)
               AND c."ChargeCategory" = 'Usage' GROUP BY 1)
-        SELECT h.*, a.cost_usd, coalesce(a.team, r.owner_team) AS team, coalesce(a.provider, r.provider_name) AS provider,
+        SELECT h.*, a.cost_usd, a.basis, coalesce(a.team, r.owner_team) AS team, coalesce(a.provider, r.provider_name) AS provider,
                r.instance_type, r.gpu_count, r.pricing_category
         FROM kept h
         LEFT JOIN alloc a ON a.hour = h.hour AND a.resource_id = h.resource_id AND a.gpu_uuid = h.gpu_uuid

@@ -102,11 +102,27 @@ def _section(fmt: str, cluster: clusters_mod.Cluster, fleet: Fleet, settings: Ex
         notes = kueue.capacity_notes(cluster) + notes
     else:
         docs, notes = karpenter.cluster_documents(cluster, fleet.plan, fleet.inventory, settings.node_class)
-    return docs, notes
+    return docs, notes + _workload_releases(cluster, fleet)
+
+
+def _workload_releases(cluster: clusters_mod.Cluster, fleet: Fleet) -> list[str]:
+    """Each team's own pod-level plans on this cluster's shared nodes: what they give back, and whose pool
+    (the team billed for the node) holds those GPUs."""
+    lines = []
+    for p in fleet.plan.plans_of(cluster):
+        if not p.workload_level:
+            continue
+        first = p.objects[0]
+        lines.append(
+            f"team {first.get('team') or '(none)'}: {first.get('workload') or first['id']} on "
+            f"{p.before.resource_id}: {', '.join(p.ids)} ({_money(p.monthly_savings_usd)}) gives back "
+            f"{p.before.gpus - p.after.gpus} whole GPU(s) of team {p.before.team or '(none)'}'s pool"
+        )
+    return lines
 
 
 def _clusters(fleet: Fleet, wanted: str | None) -> list[clusters_mod.Cluster]:
-    every = [c for c in fleet.clusters.all() if fleet.plan.of_cluster(c)]
+    every = [c for c in fleet.clusters.all() if fleet.plan.of_cluster(c) or fleet.plan.plans_of(c)]
     if wanted is None:
         return every
     chosen = [c for c in every if c.matches(wanted)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -50,12 +50,14 @@ def plan_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass
 class ResourcePlan:
-    """One resource's plan objects (primary first) with the resource before and after them."""
+    """One plan's objects (primary first) with the GPUs they act on before and after them: a resource's, or
+    a workload's on a shared node (``workload_level``: the pod's whole GPUs, carried by the node's team)."""
 
     objects: list[dict[str, Any]]
     before: Placement
     after: Placement
     problem: str | None = None  # why it cannot be placed on a cluster
+    workload_level: bool = False
 
     @property
     def plan_id(self) -> str:
@@ -105,6 +107,25 @@ def _today(row: dict[str, Any] | None, rec: dict[str, Any], clusters: ClusterMap
     )
 
 
+def workload_gpus(rec: dict[str, Any]) -> int | None:
+    """The whole GPUs a pod-level finding acts on (``evidence.gpu_units`` without a MIG slice or a time-sliced
+    share: those free no whole GPU), None for a node-level finding."""
+    units = (rec.get("evidence") or {}).get("gpu_units")
+    if not isinstance(units, list) or not units:
+        return None
+    return len({u for u in map(str, units) if ":" not in u and "@" not in u})
+
+
+def _before(row: dict[str, Any] | None, rec: dict[str, Any], clusters: ClusterMap) -> Placement:
+    """Where a plan starts: the resource as it runs today; for a pod-level plan only the pod's whole GPUs of
+    it, in the pool of the team the node's GPUs are billed to (whose quota holds them)."""
+    gpus = workload_gpus(rec)
+    today = _today(row, rec, clusters)
+    if gpus is None or row is None:
+        return today
+    return replace(today, team=row["team"], gpus=gpus)
+
+
 def resource_plans(
     objects: list[dict[str, Any]], resources: dict[str, dict], clusters: ClusterMap
 ) -> list[ResourcePlan]:
@@ -122,7 +143,7 @@ def resource_plans(
             )
         )
         first = members[0]
-        before = _today(resources.get(first.get("resource_id") or ""), first, clusters)
+        before = _before(resources.get(first.get("resource_id") or ""), first, clusters)
         state, problem = before, None
         if before.cluster is None:
             problem = (
@@ -133,7 +154,7 @@ def resource_plans(
         for obj in members:
             state, issue = apply(state, obj, clusters)
             problem = problem or issue
-        out.append(ResourcePlan(members, before, state, problem))
+        out.append(ResourcePlan(members, before, state, problem, workload_gpus(first) is not None))
     return sorted(out, key=lambda p: (-p.monthly_savings_usd, p.plan_id))
 
 
@@ -289,7 +310,7 @@ def build(
         new.delta_spot_gpus += b.gpus * b.spot_share
         for pool in {id(old): old, id(new): new}.values():
             pool.plans.append(plan)
-        if a.resource_id:
+        if a.resource_id and not plan.workload_level:  # a pod's release leaves the node's other GPUs running
             final[a.resource_id] = b
     for placement in final.values():
         if placement.cluster is not None and placement.gpus > 0:
