@@ -1,0 +1,42 @@
+"""Budget enforcement (jobs/enforce): each resource's GPU-hours, cost and capacity type, and the GPUs it
+held in the newest hour of data (what running work holds now)."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from gpufinops.warehouse.queries.fragments import frame
+
+
+def flavor_usage(con: duckdb.DuckDBPyConnection, *, days: int = 14) -> pl.DataFrame:
+    """Per (resource, team, GPU model, capacity) over the newest ``days`` days of cost data: GPU-hours,
+    EffectiveCost (exact), the GPUs billed in the newest hour, and the peak committed GPUs. ``capacity``
+    is spot (PricingCategory Dynamic), committed (Committed), onprem, else on-demand."""
+    return frame(
+        con,
+        """
+        WITH edge AS (SELECT max("ChargePeriodStart") AS newest FROM cost_line_items),
+        lines AS (
+            SELECT c."ResourceId" AS resource_id, c."x_Team" AS team, c."x_GpuModel" AS gpu_model,
+                   CASE WHEN lower(c."ProviderName") = 'onprem' THEN 'onprem'
+                        WHEN c."PricingCategory" = 'Dynamic' THEN 'spot'
+                        WHEN c."PricingCategory" = 'Committed' THEN 'committed'
+                        ELSE 'on-demand' END AS capacity,
+                   c."x_GpuCount" * (epoch(c."ChargePeriodEnd") - epoch(c."ChargePeriodStart")) / 3600.0
+                       AS gpu_hours,
+                   c."EffectiveCost" AS cost, date_trunc('hour', c."ChargePeriodStart") AS hour,
+                   c."x_GpuCount" AS gpus
+            FROM cost_line_items c, edge
+            WHERE c."ChargeCategory" = 'Usage' AND c."x_GpuCount" > 0 AND c."ResourceId" IS NOT NULL
+              AND c."x_GpuModel" IS NOT NULL AND c."ChargePeriodStart" >= edge.newest - to_days(CAST(? AS INTEGER))),
+        hourly AS (SELECT resource_id, team, gpu_model, capacity, hour, sum(gpus) AS gpus FROM lines GROUP BY ALL)
+        SELECT l.resource_id, l.team, l.gpu_model, l.capacity, sum(l.gpu_hours) AS gpu_hours, sum(l.cost) AS cost,
+               CAST(coalesce(max(h.gpus) FILTER (WHERE h.hour = (SELECT max(hour) FROM hourly)), 0) AS BIGINT)
+                   AS running_gpus,
+               CAST(coalesce(max(h.gpus), 0) AS BIGINT) AS peak_gpus
+        FROM lines l
+        JOIN hourly h USING (resource_id, team, gpu_model, capacity, hour)
+        GROUP BY ALL ORDER BY ALL""",
+        [days],
+    )
