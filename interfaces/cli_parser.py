@@ -169,9 +169,10 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     export.add_argument(
         "kind",
         metavar="FORMAT",
-        choices=("json", "kueue", "karpenter", "skypilot", "storage", "focus"),
+        choices=("json", "kueue", "karpenter", "skypilot", "storage", "focus", "budgets"),
         help="json, kueue, karpenter, skypilot (recommendations), storage (lifecycle rules, volume "
-        "changes) or focus (the cost lines)",
+        "changes), focus (the cost lines) or budgets (the enforced budgets' quotas, --format kueue|karpenter|"
+        "resourcequota|skypilot)",
     )
     export.add_argument("--team", metavar="T", help="only this team's recommendations (not for focus)")
     export.add_argument(
@@ -186,8 +187,9 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     export.add_argument(
         "--format",
         dest="file_format",
-        choices=("parquet", "csv"),
-        help="focus: the file format (default: from --out's extension, else parquet)",
+        choices=("parquet", "csv", "kueue", "karpenter", "resourcequota", "skypilot"),
+        help="focus: parquet | csv (default: from --out's extension, else parquet); budgets: kueue | karpenter | "
+        "resourcequota | skypilot",
     )
     export.add_argument(
         "--focus-version",

@@ -1,0 +1,94 @@
+"""`gpufinops export budgets`: an enforced budget's quotas as Kueue, Karpenter, ResourceQuota and SkyPilot
+objects read from a warehouse of real cost lines (tests/feed_fleet.py), each validated against the real CRDs
+(tests/data/k8s-crds), spending no more than the money left."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+
+from gpufinops.jobs.enforce import build
+from gpufinops.jobs.export.settings import ExportSettings
+from gpufinops.models.budgets import Budget, BudgetScope
+from gpufinops.warehouse import db, rollups
+from tests.k8s_crds import crd_schemas, validate
+
+
+def _budget(amount: str, enforce: str) -> Budget:
+    return Budget("vision-gpu", Decimal(amount), scope=BudgetScope(teams=("vision",)), enforce=enforce)
+
+
+def _rolled(warehouse: Path) -> Path:
+    """The fixture's lines rolled up (the spend a budget reads is the cost_daily rollup, as an ingest leaves it)."""
+    with db.writer(warehouse) as con:
+        rollups.refresh_cost_daily(con)
+    return warehouse
+
+
+def _render(warehouse: Path, fmt: str, budget: Budget) -> list[dict]:
+    settings = ExportSettings(namespaces={"vision": ("vision-train",)})
+    with db.reader(warehouse) as con:
+        text = build.render(con, fmt, (budget,), settings)
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def test_kueue_and_karpenter_objects_validate_and_hold_to_the_money(feed_warehouse):
+    schemas = crd_schemas()
+    with db.reader(feed_warehouse) as con:
+        enforced, _fleet = build.quotas(con, (_budget("10000000", "hold"),), ExportSettings())
+    (team,) = enforced
+    remaining = team.quota.remaining_usd
+    hours = team.quota.inputs.hours_left
+    assert remaining > 0 and hours > 0
+    bought = sum(
+        fq.money_gpus * fq.flavor.rate_usd * hours
+        for c in team.quota.clusters
+        for fq in c.flavors
+        if fq.flavor.rate_usd
+    )
+    assert 0 < bought <= remaining
+    docs = _render(feed_warehouse, "kueue", _budget("10000000", "hold"))
+    queues = [d for d in docs if d["kind"] == "ClusterQueue"]
+    assert queues and all("stopPolicy" not in q["spec"] for q in queues)  # money left: no Hold
+    for doc in docs + _render(feed_warehouse, "karpenter", _budget("10000000", "cap")):
+        validate(doc, schemas)
+        if doc["kind"] in ("ClusterQueue", "NodePool"):
+            assert "budget vision-gpu" in doc["metadata"]["annotations"]["gpufinops.io/budget-reason"]
+
+
+def test_hold_appears_once_the_money_is_gone_and_cap_never_goes_below_running_work(feed_warehouse):
+    schemas = crd_schemas()
+    _rolled(feed_warehouse)
+    held = _render(feed_warehouse, "kueue", _budget("1", "hold"))
+    drained = _render(feed_warehouse, "kueue", _budget("1", "drain"))
+    capped = _render(feed_warehouse, "kueue", _budget("1", "cap"))
+    for docs, policy in ((held, "Hold"), (drained, "HoldAndDrain"), (capped, None)):
+        queues = [d for d in docs if d["kind"] == "ClusterQueue"]
+        assert queues and all(q["spec"].get("stopPolicy") == policy for q in queues)
+        for doc in docs:
+            validate(doc, schemas)
+    quota = [
+        f["resources"][0]["nominalQuota"]
+        for q in capped
+        if q["kind"] == "ClusterQueue"
+        for f in q["spec"]["resourceGroups"][0]["flavors"]
+    ]
+    drain = [
+        f["resources"][0]["nominalQuota"]
+        for q in drained
+        if q["kind"] == "ClusterQueue"
+        for f in q["spec"]["resourceGroups"][0]["flavors"]
+    ]
+    assert sum(quota) > 0 and sum(drain) == 0  # cap keeps what runs; drain takes it to zero
+
+
+def test_resourcequota_and_skypilot(feed_warehouse):
+    _rolled(feed_warehouse)
+    quotas = _render(feed_warehouse, "resourcequota", _budget("1", "cap"))
+    assert quotas and {q["metadata"]["namespace"] for q in quotas} == {"vision-train"}
+    assert all(q["apiVersion"] == "v1" and int(q["spec"]["hard"]["requests.nvidia.com/gpu"]) >= 0 for q in quotas)
+    (task,) = _render(feed_warehouse, "skypilot", _budget("1", "cap"))
+    assert Decimal(task["envs"]["GPUFINOPS_MAX_HOURLY_COST"]) == 0
+    assert task["resources"]["autostop"]["down"] is True
