@@ -92,3 +92,31 @@ def test_resourcequota_and_skypilot(feed_warehouse):
     (task,) = _render(feed_warehouse, "skypilot", _budget("1", "cap"))
     assert Decimal(task["envs"]["GPUFINOPS_MAX_HOURLY_COST"]) == 0
     assert task["resources"]["autostop"]["down"] is True
+
+
+def test_the_api_serves_the_quotas_to_a_scheduler_token(feed_warehouse, tmp_path):
+    import httpx
+
+    from gpufinops.interfaces.api import create_app
+    from gpufinops.jobs import config as config_mod
+    from tests.test_api import API_TOML, TOKENS, Served
+
+    _rolled(feed_warehouse)
+    path = tmp_path / "api.toml"
+    budget = '[[budgets]]\nname = "vision-gpu"\namount = 1\nscope = { teams = ["vision"] }\nenforce = "hold"\n'
+    path.write_text(f'[warehouse]\npath = "{feed_warehouse}"\n{budget}{API_TOML}')
+    with Served(create_app(config_mod.load(path, environ={}), environ=TOKENS)) as served:
+        headers = {"Authorization": f"Bearer {TOKENS['GPUFINOPS_TOKEN_SCHEDULER']}"}
+        found = httpx.get(f"{served.url}/v1/enforcement", headers=headers, timeout=30)
+        assert found.status_code == 200
+        (team,) = found.json()["budgets"]
+        assert team["team"] == "vision" and team["policy"] == "hold"
+        assert all(c["stop_policy"] == "Hold" for c in team["clusters"])
+        kueue = httpx.get(f"{served.url}/v1/enforcement", params={"format": "kueue"}, headers=headers, timeout=30)
+        assert kueue.headers["content-type"].startswith("application/yaml")
+        schemas = crd_schemas()
+        for doc in (d for d in yaml.safe_load_all(kueue.text) if d is not None):
+            validate(doc, schemas)
+        bad = httpx.get(f"{served.url}/v1/enforcement", params={"format": "toml"}, headers=headers, timeout=30)
+        assert bad.status_code == 400 and "format" in bad.json()["detail"]
+        assert httpx.get(f"{served.url}/v1/enforcement", timeout=30).status_code == 401
