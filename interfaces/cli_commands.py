@@ -185,6 +185,15 @@ COMMANDS = {"ingest": cmd_ingest, "recommend": cmd_recommend, "sql": cmd_sql, "d
 COMMANDS.update(api=cmd_api, export=cmd_export, evaluate=cmd_evaluate, migrate=cmd_migrate)
 
 
+def cmd_enforce(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from gpufinops.interfaces.enforce_cmd import cmd_enforce as run
+
+    return run(cfg, args)
+
+
+COMMANDS.update(enforce=cmd_enforce)
+
+
 def cmd_serve(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from gpufinops.jobs import serve
 

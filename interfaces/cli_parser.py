@@ -197,6 +197,26 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
         help="focus: the FOCUS version (default 1.2; 1.3 splits shared GPU lines into allocated rows)",
     )
 
+    enforce = sub.add_parser("enforce", help="budget quotas on the clusters: --diff, --apply, or `simulate` a month")
+    enforce.add_argument("action", nargs="?", choices=("simulate",), help="simulate: replay a month under the budget")
+    how = enforce.add_mutually_exclusive_group()
+    how.add_argument("--diff", action="store_true", help="print what applying would change (the default)")
+    how.add_argument("--apply", action="store_true", help="server-side apply the objects (field manager gpufinops)")
+    enforce.add_argument(
+        "--format",
+        dest="enforce_format",
+        choices=("kueue", "karpenter", "resourcequota"),
+        default=None,
+        help="which objects (default: kueue)",
+    )
+    enforce.add_argument("--cluster", help="the cluster the kubeconfig reaches (its name or label value)")
+    enforce.add_argument("--current", metavar="FILE", help="--diff: the objects on the cluster, from this YAML file")
+    enforce.add_argument("--budget", metavar="NAME", help="simulate: the enforced budget to replay")
+    enforce.add_argument("--month", metavar="YYYY-MM", help="simulate: the month to replay")
+    enforce.add_argument(
+        "--policy", choices=("cap", "hold", "drain"), help="simulate: replay under this policy (default: the budget's)"
+    )
+
     sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")
     report = sub.add_parser("report", help="the weekly report (`report weekly`)")
     report.add_argument("kind", choices=("weekly",), help="the report to render (weekly)")

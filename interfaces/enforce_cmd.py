@@ -27,3 +27,43 @@ def cmd_export_budgets(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def cmd_enforce(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    if args.action == "simulate":
+        from gpufinops.interfaces.simulate_cmd import cmd_simulate
+
+        return cmd_simulate(cfg, args)
+    misplaced = [f for f, v in (("--budget", args.budget), ("--month", args.month), ("--policy", args.policy)) if v]
+    if misplaced:
+        print(f"gpufinops: enforce: {', '.join(misplaced)} applies to `enforce simulate` only", file=sys.stderr)
+        return 2
+    if args.apply and args.current:
+        print("gpufinops: enforce --apply: --current is for --diff (apply reads the cluster itself)", file=sys.stderr)
+        return 2
+    from gpufinops.jobs.enforce import apply as apply_mod
+    from gpufinops.jobs.enforce import build
+    from gpufinops.jobs.enforce.kube import KubeError
+
+    cluster = args.cluster or cfg.enforce.cluster
+    if cluster is None and not args.current:
+        print(
+            "gpufinops: enforce: --cluster NAME is required to read or write a cluster (the one the kubeconfig "
+            "context reaches; or set [enforce] cluster)",
+            file=sys.stderr,
+        )
+        return 2
+    fmt = args.enforce_format or cfg.enforce.formats[0]
+    try:
+        if args.apply:
+            result = apply_mod.apply(cfg, fmt=fmt, cluster=cluster)
+            print(result.text, end="")
+            return 0 if result.ok else 1
+        print(apply_mod.diff(cfg, fmt=fmt, cluster=cluster, current=args.current), end="")
+        return 0
+    except build.EnforceError as exc:
+        print(f"gpufinops: enforce: {exc}", file=sys.stderr)
+        return 2
+    except KubeError as exc:
+        print(f"gpufinops: enforce: {exc}", file=sys.stderr)
+        return 1

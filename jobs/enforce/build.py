@@ -71,3 +71,21 @@ def render(con, fmt: str, budgets, settings: ExportSettings, *, cluster: str | N
                 first, comments = docs[0]
                 body.append(yamlout.dump_all([(first, banner + comments)] + docs[1:]))
     return "".join(f"# {line}\n" for line in head) + "".join(body)
+
+
+def documents(con, fmt: str, budgets, settings: ExportSettings, *, cluster: str | None) -> list[dict[str, Any]]:
+    """The Kubernetes objects of ``fmt`` for one cluster (None: every cluster), as plain dicts."""
+    if fmt not in ("kueue", "karpenter", "resourcequota"):
+        raise EnforceError(f"--format {fmt!r}: enforce applies kueue, karpenter or resourcequota objects")
+    enforced, fleet = quotas(con, budgets, settings)
+    if cluster is not None and not any(c.matches(cluster) for c in fleet.clusters.all()):
+        known = ", ".join(c.name for c in fleet.clusters.all()) or "none"
+        raise EnforceError(f"--cluster {cluster!r}: no such cluster in the data (known: {known})")
+    inv = inventory_mod.load(con)
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for e in enforced:
+        for _name, docs, _notes in objects.documents(fmt, e, fleet.clusters, inv, settings, cluster):
+            for doc, _comments in docs:
+                meta = doc["metadata"]
+                out.setdefault((doc["kind"], meta.get("namespace", ""), meta["name"]), doc)
+    return list(out.values())

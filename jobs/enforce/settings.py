@@ -6,6 +6,8 @@ apply = true              # `serve` applies the quotas after each load (server-s
 warn_hours = 24           # alert this many hours before a cap or hold takes effect
 kubeconfig = "~/.kube/config"
 context = "prod"          # the kubeconfig context (default: its current-context)
+cluster = "dc1"           # the cluster that context reaches (as `export` names it)
+formats = ["kueue"]       # what is applied: kueue, karpenter, resourcequota
 interval_hours = 1        # `enforce simulate`: hours between recomputations (serve's load interval)
 ```
 """
@@ -41,6 +43,13 @@ def _text(value: Any, key: str) -> str:
     return value
 
 
+def _formats(value: Any, key: str) -> tuple[str, ...]:
+    known = ("kueue", "karpenter", "resourcequota")
+    if not isinstance(value, list) or not value or any(v not in known for v in value):
+        raise ConfigError(f"{key}: must be a non-empty list of {', '.join(known)}, not {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
 @dataclass(frozen=True)
 class EnforceSettings(ConfigSection):
     """``[enforce]``: how budget quotas reach the clusters."""
@@ -49,9 +58,18 @@ class EnforceSettings(ConfigSection):
     warn_hours: float = option(24.0, "alert this many hours before a cap or hold takes effect", check=_hours(0))
     kubeconfig: str | None = option(None, "the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)", check=_text)
     context: str | None = option(None, "the kubeconfig context (default: its current-context)", check=_text)
+    cluster: str | None = option(None, "the cluster the kubeconfig context reaches (its name or label)", check=_text)
+    formats: tuple[str, ...] = option(
+        ("kueue",), "what `serve` and `enforce` apply: kueue, karpenter, resourcequota", check=_formats
+    )
     interval_hours: float = option(
         1.0, "`enforce simulate`: hours between recomputations (serve's load interval)", check=_hours(1)
     )
+
+    def validated(self, given: frozenset[str], where: str) -> EnforceSettings:
+        if self.apply and self.cluster is None:
+            raise ConfigError(f"{where}.cluster: apply = true needs the cluster the kubeconfig context reaches")
+        return self
 
 
 def parse(table: dict[str, Any] | None) -> EnforceSettings:
