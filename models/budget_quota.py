@@ -110,7 +110,7 @@ class TeamQuota:
             "spent_usd": str(i.spent),
             "remaining_usd": str(self.remaining_usd),
             "forecast_usd": None if forecast(i) is None else str(forecast(i)),
-            "burn_usd_per_hour": None if i.burn_usd_per_hour is None else str(i.burn_usd_per_hour),
+            "burn_usd_per_hour": None if i.burn_usd_per_hour is None else str(i.burn_usd_per_hour.quantize(CENT)),
             "hours_left": str(i.hours_left),
             "clusters": [
                 {

@@ -346,6 +346,11 @@ class AlertsSection(ConfigSection):
     idle_max_lag_hours: int = option(
         _DEFAULTS.idle_max_lag_hours, "its last idle hour within this of the newest metrics", check=_whole(0)
     )
+    enforce_warn_hours: float = option(
+        _DEFAULTS.enforce_warn_hours,
+        "alert this many hours before an enforced budget's cap or hold bites",
+        check=lambda v, k: float(_number(v, k, low=0)),
+    )
 
     def validated(self, given: frozenset[str], where: str) -> AlertsSection:
         targets = [c.target for c in self.slack + self.webhooks]

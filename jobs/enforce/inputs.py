@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
-
-import polars as pl
 
 from gpufinops.jobs.export import clusters as clusters_mod
 from gpufinops.jobs.export.settings import ExportSettings
-from gpufinops.models import outlook
 from gpufinops.models.budget_quota import ClusterDemand, Flavor, QuotaInputs
-from gpufinops.models.budgets import Budget, period_bounds
+from gpufinops.models.budget_spend import budget_spend, hours_left
+from gpufinops.models.budgets import Budget
 from gpufinops.warehouse import alerts_queries as aq
 from gpufinops.warehouse.queries import enforcement as eq
 
@@ -98,37 +96,13 @@ def team_clusters(fleet: Fleet, team: str, prices: dict[tuple[str, str, str], De
     return out
 
 
-def budget_spend(con, budget: Budget, edge: datetime) -> tuple[Decimal, dict[str, Decimal], Decimal | None]:
-    """The budget's spend in the period holding the data's edge (the budget alert's sum), per team, and
-    the burn per hour over the newest complete day of its scope (None: no such day)."""
-    start, end, _label = period_bounds((edge - timedelta(microseconds=1)), budget.period)
-    series = outlook.scope_series(con, budget.scope, edge=edge)
-    in_period = series.filter((pl.col("day") >= start) & (pl.col("day") < end))
-    per_team: dict[str, Decimal] = defaultdict(Decimal)
-    for row in in_period.iter_rows(named=True):
-        per_team[row["team"] or ""] += Decimal(str(row["cost"])).quantize(Decimal("0.000001"))
-    spent = sum(per_team.values(), Decimal(0)).quantize(Decimal("0.01"))
-    last_day = edge.astimezone(UTC).date() - timedelta(days=1)
-    day = series.filter(pl.col("day") == last_day)
-    burn = (Decimal(str(day["cost"].sum())) / 24).quantize(Decimal("0.01")) if not day.is_empty() else None
-    return spent, dict(per_team), burn
-
-
-def hours_left(edge: datetime, period: str) -> tuple[Decimal, str]:
-    """Hours from the data's edge to the period's end (the spend is known to the edge), and the period's label."""
-    _start, end, label = period_bounds(edge - timedelta(microseconds=1), period)
-    end_at = datetime(end.year, end.month, end.day, tzinfo=UTC)
-    seconds = Decimal(str(max((end_at - edge).total_seconds(), 0)))
-    return (seconds / HOUR).quantize(Decimal("0.01")), label
-
-
 def budget_inputs(con, budget: Budget, fleet: Fleet, prices: dict) -> list[QuotaInputs]:
     """One QuotaInputs per team of an enforced budget; a budget of several teams gives each team what it
     spent plus the money left in proportion to its spend (all of it to the only team)."""
     if fleet.edge is None or not budget.scope.teams:
         return []
     spent, per_team, burn = budget_spend(con, budget, fleet.edge)
-    hours, label = hours_left(fleet.edge, budget.period)
+    hours, label, _end = hours_left(fleet.edge, budget.period)
     remaining = budget.amount - spent
     teams = budget.scope.teams
     out = []

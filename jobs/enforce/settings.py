@@ -3,7 +3,6 @@
 ```toml
 [enforce]
 apply = true              # `serve` applies the quotas after each load (server-side apply, manager gpufinops)
-warn_hours = 24           # alert this many hours before a cap or hold takes effect
 kubeconfig = "~/.kube/config"
 context = "prod"          # the kubeconfig context (default: its current-context)
 cluster = "dc1"           # the cluster that context reaches (as `export` names it)
@@ -55,7 +54,6 @@ class EnforceSettings(ConfigSection):
     """``[enforce]``: how budget quotas reach the clusters."""
 
     apply: bool = option(False, "`serve` applies the budget quotas after each load", check=_flag)
-    warn_hours: float = option(24.0, "alert this many hours before a cap or hold takes effect", check=_hours(0))
     kubeconfig: str | None = option(None, "the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)", check=_text)
     context: str | None = option(None, "the kubeconfig context (default: its current-context)", check=_text)
     cluster: str | None = option(None, "the cluster the kubeconfig context reaches (its name or label)", check=_text)
