@@ -216,6 +216,16 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     enforce.add_argument(
         "--policy", choices=("cap", "hold", "drain"), help="simulate: replay under this policy (default: the budget's)"
     )
+    enforce.add_argument(
+        "--workload-hours",
+        type=int,
+        default=24,
+        metavar="N",
+        help="simulate: a run of a GPU is a sequence of workloads of N hours (default 24)",
+    )
+    enforce.add_argument(
+        "--output", dest="output_format", choices=("table", "json"), default="table", help="simulate: the output"
+    )
 
     sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")
     report = sub.add_parser("report", help="the weekly report (`report weekly`)")

@@ -40,3 +40,28 @@ def flavor_usage(con: duckdb.DuckDBPyConnection, *, days: int = 14) -> pl.DataFr
         GROUP BY ALL ORDER BY ALL""",
         [days],
     )
+
+
+def month_lines(con: duckdb.DuckDBPyConnection, teams: list[str], start, end) -> pl.DataFrame:
+    """Every cost line of ``teams`` charged in [start, end), per (resource, unit, hour): the GPU lines
+    (a GPU count, a model and a resource) with their GPUs, flavor and exact cost, and the rest (``gpus`` 0:
+    storage, network, … — spend a scheduler cannot refuse) at the hour they start."""
+    return frame(
+        con,
+        """
+        SELECT c."ResourceId" AS resource_id, coalesce(c."ResourceName", '') AS unit,
+               c."ProviderName" AS provider_name, c."x_GpuModel" AS gpu_model,
+               CASE WHEN lower(c."ProviderName") = 'onprem' THEN 'onprem'
+                    WHEN c."PricingCategory" = 'Dynamic' THEN 'spot' ELSE 'on-demand' END AS capacity,
+               date_trunc('hour', c."ChargePeriodStart") AS hour,
+               CAST(CASE WHEN c."x_GpuCount" > 0 AND c."x_GpuModel" IS NOT NULL AND c."ResourceId" IS NOT NULL
+                         THEN ceil(max(c."x_GpuCount")) ELSE 0 END AS BIGINT) AS gpus,
+               sum(c."EffectiveCost") AS cost
+        FROM cost_line_items c
+        WHERE c."x_Team" IN (SELECT unnest(?::VARCHAR[]))
+          AND c."ChargePeriodStart" >= ? AND c."ChargePeriodStart" < ?
+        GROUP BY c."ResourceId", coalesce(c."ResourceName", ''), c."ProviderName", c."x_GpuModel", 5, 6,
+                 c."x_GpuCount" > 0 AND c."x_GpuModel" IS NOT NULL AND c."ResourceId" IS NOT NULL
+        ORDER BY hour, resource_id, unit""",
+        [teams, start, end],
+    )
