@@ -78,3 +78,25 @@ def test_the_command_prints_the_figures_and_refuses_bad_input(month, tmp_path, c
     assert "not a month" in capsys.readouterr().err
     assert main(argv[:-3] + ["nope", "--month", "2026-10"]) == 2
     assert main(argv[:-2] + ["--month", "2026-09"]) == 1  # no lines of research in September
+
+
+@pytest.mark.slow
+def test_the_demo_team_three_times_over_its_budget_ends_within_it_under_cap(tmp_path_factory, capsys):
+    from tests.demo_cache import demo_copy
+
+    home = tmp_path_factory.mktemp("enforce-demo")
+    demo_copy(tmp_path_factory, home, days=60)  # the demo's defaults: `gpufinops demo` builds the same fleet
+    config = home / "gpufinops.toml"
+    argv = ["--config", str(config), "enforce", "simulate", "--budget", "research-gpu", "--month", "2026-10"]
+    assert main([*argv, "--policy", "cap", "--output", "json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    amount, without, with_ = (Decimal(found[k]) for k in ("amount", "spend_without", "spend_with"))
+    assert amount == 12000 and without / amount > 3  # the research team's October: ~306 % of its budget
+    assert with_ <= amount
+    assert found["gpu_hours_refused"] > 0 and found["first_bite"] is not None
+    with db.reader(home / "data" / "gpufinops.duckdb") as con:  # the replay's "without" is the budget's own sum
+        spent = con.execute(
+            "SELECT sum(effective_cost) FROM cost_daily WHERE team = 'research' AND day >= '2026-10-01' "
+            "AND day < '2026-11-01'"
+        ).fetchone()[0]
+    assert without == Decimal(spent).quantize(Decimal("0.01"))
