@@ -56,6 +56,8 @@ class State:
     owners: dict[str, dict[str, str]] = field(default_factory=dict)  # object path -> leaf -> manager
     forbidden: set[str] = field(default_factory=set)  # path prefixes answered 403
     requests: list[Request] = field(default_factory=list)
+    stall: bool = False  # every answer: headers, then a byte a second, never the end
+    cycle_continue: bool = False  # every list page names the same continue token
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def seed(self, path: str, doc: dict, manager: str) -> None:
@@ -106,6 +108,16 @@ class Handler(BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != f"Bearer {self.state.token}":
             self._status(401, "Unauthorized", "Unauthorized")
             return None
+        if self.state.stall:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            for _ in range(30):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                threading.Event().wait(0.5)
+            return None
         if any(url.path.startswith(p) for p in self.state.forbidden):
             _prefix, ns, plural, name = _split(url.path)
             self._status(403, "Forbidden", f'{plural} "{name}" is forbidden: User "system:serviceaccount:ops:gpufinops" '
@@ -135,6 +147,8 @@ class Handler(BaseHTTPRequestHandler):
         limit = int(query.get("limit") or len(items) or 1)
         page, rest = items[start : start + limit], items[start + limit :]
         meta = {"resourceVersion": "1"} | ({"continue": str(start + limit)} if rest else {})
+        if self.state.cycle_continue:
+            meta["continue"] = "0"
         self._json(200, {"kind": f"{kind}List", "apiVersion": prefix.removeprefix("/apis/").removeprefix("/api/"),
                          "metadata": meta, "items": page})  # fmt: skip
 
@@ -172,6 +186,7 @@ class K8sLoopback:
         self.state = State(token)
         handler = type("BoundHandler", (Handler,), {"state": self.state})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True  # a stalled answer never holds the shutdown
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -122,3 +122,25 @@ def test_serve_applies_after_a_load_when_enforce_apply_is_on(setup, tmp_path):
     with db.reader(cfg.warehouse_path) as con:
         rows = con.execute("SELECT status, error FROM job_runs WHERE job = 'enforce' ORDER BY started_at").fetchall()
     assert rows[-1][0] == "failed" and "ClusterQueue gpufinops-vision" in rows[-1][1] and "forbidden" in rows[-1][1]
+
+
+def test_a_stalling_server_and_a_cycling_continue_token_are_bounded(tmp_path):
+    import time
+
+    from gpufinops.jobs.enforce.kube import Client, KubeError, load_target
+
+    with K8sLoopback() as server:
+        target = load_target(server.kubeconfig(tmp_path / "kc"), None)
+        server.state.seed("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/a", {
+            "kind": "ClusterQueue", "metadata": {"name": "a", "labels": {"app.kubernetes.io/managed-by": "gpufinops"}},
+        }, "gpufinops")  # fmt: skip
+        server.state.cycle_continue = True
+        client = Client(target, deadline_s=2)
+        with pytest.raises(KubeError, match="repeated a continue token"):
+            client.list("ClusterQueue")
+        server.state.stall = True
+        started = time.monotonic()
+        with pytest.raises(KubeError, match="took over 2 s"):
+            client.list("ClusterQueue")
+        assert time.monotonic() - started < 6
+        client.close()

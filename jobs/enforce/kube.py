@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import yaml
 FIELD_MANAGER = "gpufinops"
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=gpufinops"
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+DEADLINE_S = 60.0  # a whole call, however slowly the server trickles its answer
 MAX_BODY = 32 * 1024 * 1024
 # kind -> (API path prefix, plural, namespaced)
 RESOURCES: dict[str, tuple[str, str, bool]] = {
@@ -113,7 +115,10 @@ def object_path(doc: dict) -> str:
 class Client:
     """One API server: list, get and server-side apply, each bounded in time and body size."""
 
-    def __init__(self, target: Target, *, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, target: Target, *, transport: httpx.BaseTransport | None = None, deadline_s: float = DEADLINE_S
+    ) -> None:
+        self.deadline_s = deadline_s
         headers = {"Accept": "application/json", "User-Agent": "gpufinops"}
         if target.token:
             headers["Authorization"] = f"Bearer {target.token}"
@@ -131,15 +136,23 @@ class Client:
         self.http.close()
 
     def _send(self, method: str, path: str, what: str, **kwargs: Any) -> httpx.Response:
+        """One call, its body read in chunks under a total deadline and a size limit."""
+        started = time.monotonic()
         try:
-            response = self.http.request(method, path, **kwargs)
+            with self.http.stream(method, path, **kwargs) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BODY:
+                        raise KubeError(f"{what}: the API server's answer is over {MAX_BODY} bytes")
+                    if time.monotonic() - started > self.deadline_s:
+                        raise KubeError(f"{what}: the API server took over {self.deadline_s:g} s to answer")
         except httpx.HTTPError as exc:
             raise KubeError(
                 f"{what}: the API server {self.target.server} did not answer ({exc.__class__.__name__})"
             ) from None
-        if len(response.content) > MAX_BODY:
-            raise KubeError(f"{what}: the API server's answer is over {MAX_BODY} bytes")
-        return response
+        kept = {k: v for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length")}
+        return httpx.Response(response.status_code, headers=kept, content=bytes(body))
 
     def list(self, kind: str) -> list[dict]:
         """Every object of ``kind`` gpufinops manages (label app.kubernetes.io/managed-by=gpufinops)."""
