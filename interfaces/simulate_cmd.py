@@ -19,6 +19,11 @@ def cmd_simulate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     if args.apply or args.current or args.enforce_format:
         print("gpufinops: enforce simulate: --apply, --current and --format are not for a replay", file=sys.stderr)
         return 2
+    if not 1 <= args.workload_hours <= 24 * 92:
+        print(
+            f"gpufinops: enforce simulate: --workload-hours {args.workload_hours}: must be 1 to 2208", file=sys.stderr
+        )
+        return 2
     budgets = {b.name: b for b in cfg.alerts.settings.budgets}
     budget = budgets.get(args.budget)
     if budget is None or not budget.scope.teams:

@@ -63,6 +63,7 @@ class QuotaInputs:
     burn_usd_per_hour: Decimal | None  # the scope's spend per hour now (None: unknown)
     period: str  # 2026-10, 2026-Q4
     clusters: tuple[ClusterDemand, ...]
+    reserved_usd: Decimal = Decimal(0)  # spend no scheduler stops (lines without GPUs) to the period's end
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class TeamQuota:
             "forecast_usd": None if forecast(i) is None else str(forecast(i)),
             "burn_usd_per_hour": None if i.burn_usd_per_hour is None else str(i.burn_usd_per_hour.quantize(CENT)),
             "hours_left": str(i.hours_left),
+            "reserved_usd": str(i.reserved_usd.quantize(CENT)),
             "clusters": [
                 {
                     "cluster": c.cluster,
@@ -211,6 +213,8 @@ def describe(inputs: QuotaInputs, money: Decimal | None = None) -> str:
         + (f"${fc:,.2f} at ${inputs.burn_usd_per_hour:,.2f}/h" if fc is not None else "unknown (no burn rate)")
         + f", {inputs.hours_left} h left"
     )
+    if inputs.reserved_usd > 0:
+        text += f"; ${inputs.reserved_usd:,.2f} kept for spend without GPUs at its current burn"
     if money is not None and len(inputs.clusters) > 1:
         text += f"; ${money:,.2f} of the ${max(inputs.amount - inputs.spent, Decimal(0)):,.2f} left on this cluster"
     return text
@@ -220,7 +224,7 @@ def team_quota(inputs: QuotaInputs) -> TeamQuota:
     """The quotas of one team under one budget, per cluster it runs on."""
     if inputs.policy not in POLICIES:
         raise ValueError(f"budget {inputs.budget_name!r}: enforce must be one of {', '.join(POLICIES)}")
-    remaining = max(inputs.amount - inputs.spent, Decimal(0))
+    remaining = max(inputs.amount - inputs.spent - inputs.reserved_usd, Decimal(0))
     total_share = sum((c.spend_share for c in inputs.clusters), Decimal(0))
     out = []
     for c in inputs.clusters:

@@ -101,3 +101,11 @@ def test_two_clusters_share_the_money_by_their_spend_and_never_spend_it_twice():
 def test_an_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="enforce must be one of"):
         team_quota(_inputs(Decimal(1), Decimal(0), (), Decimal(1), "evict"))
+
+
+def test_spend_no_scheduler_stops_is_kept_aside_but_does_not_decide_the_hold():
+    base = _inputs(Decimal("1000"), Decimal("200"), (Flavor("H100", "spot", Decimal("1")),), Decimal("100"), "hold")
+    kept = QuotaInputs(*[getattr(base, f) for f in base.__dataclass_fields__ if f != "reserved_usd"], Decimal("300"))
+    quota = team_quota(kept).clusters[0]
+    assert quota.flavors[0].gpus == 5  # ⌊(1000 − 200 − 300) ÷ (1 × 100)⌋
+    assert quota.stop_policy is None and "$300.00 kept for spend without GPUs" in quota.reason

@@ -78,6 +78,7 @@ def test_the_command_prints_the_figures_and_refuses_bad_input(month, tmp_path, c
     assert "not a month" in capsys.readouterr().err
     assert main(argv[:-3] + ["nope", "--month", "2026-10"]) == 2
     assert main(argv[:-2] + ["--month", "2026-09"]) == 1  # no lines of research in September
+    assert main([*argv, "--workload-hours", "0"]) == 2
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from gpufinops.jobs.export import clusters as clusters_mod
@@ -96,6 +96,11 @@ def team_clusters(fleet: Fleet, team: str, prices: dict[tuple[str, str, str], De
     return out
 
 
+def _non_gpu_burn(con, team: str, edge: datetime) -> Decimal:
+    """The team's spend per hour without GPUs over the 24 hours before the data's edge."""
+    return Decimal(str(eq.non_gpu_cost(con, team, edge - timedelta(days=1), edge))) / 24
+
+
 def budget_inputs(con, budget: Budget, fleet: Fleet, prices: dict) -> list[QuotaInputs]:
     """One QuotaInputs per team of an enforced budget; a budget of several teams gives each team what it
     spent plus the money left in proportion to its spend (all of it to the only team)."""
@@ -115,5 +120,10 @@ def budget_inputs(con, budget: Budget, fleet: Fleet, prices: dict) -> list[Quota
             amount = team_spent + remaining * share
         team_burn = burn if len(teams) == 1 or burn is None or spent <= 0 else burn * team_spent / spent
         demand = tuple(team_clusters(fleet, team, prices))
-        out.append(QuotaInputs(budget.name, team, budget.enforce, amount, team_spent, hours, team_burn, label, demand))
+        reserved = _non_gpu_burn(con, team, fleet.edge) * hours
+        out.append(
+            QuotaInputs(
+                budget.name, team, budget.enforce, amount, team_spent, hours, team_burn, label, demand, reserved
+            )
+        )
     return out

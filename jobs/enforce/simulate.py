@@ -158,12 +158,13 @@ def _quotas(replay: Replay, budget: Budget, rates, running, fixed_burn, asked_co
         budget.name,
         replay.team,
         replay.policy,
-        budget.amount - reserved,
+        budget.amount,
         replay.spend_with,
         hours_left,
         None,
         replay.month,
         clusters,
+        reserved,
     )
     quota = team_quota(qi)
     found = {(c.cluster, f.flavor.gpu_model, f.flavor.capacity): f.gpus for c in quota.clusters for f in c.flavors}

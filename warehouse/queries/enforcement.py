@@ -65,3 +65,15 @@ def month_lines(con: duckdb.DuckDBPyConnection, teams: list[str], start, end) ->
         ORDER BY hour, resource_id, unit""",
         [teams, start, end],
     )
+
+
+def non_gpu_cost(con: duckdb.DuckDBPyConnection, team: str, start, end):
+    """The exact EffectiveCost of ``team``'s lines without GPUs (storage, network, …) charged in [start, end)."""
+    row = con.execute(
+        """
+        SELECT coalesce(sum(c."EffectiveCost"), 0) FROM cost_line_items c
+        WHERE c."x_Team" = ? AND c."ChargePeriodStart" >= ? AND c."ChargePeriodStart" < ?
+          AND NOT coalesce(c."x_GpuCount" > 0 AND c."x_GpuModel" IS NOT NULL AND c."ResourceId" IS NOT NULL, FALSE)""",
+        [team, start, end],
+    ).fetchall()
+    return row[0][0]
