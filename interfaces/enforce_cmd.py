@@ -25,7 +25,10 @@ def cmd_export_budgets(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         return 2
     write(text, args.out)
     if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
+        from gpufinops.jobs import layouts
+
+        documents = text.count("\n---\n") + text.startswith("---\n")
+        layouts.wrote(args.out, f"{documents:,} {fmt} document(s): {text.splitlines()[0].split(': ', 1)[-1]}")
     return 0
 
 

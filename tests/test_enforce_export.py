@@ -120,3 +120,23 @@ def test_the_api_serves_the_quotas_to_a_scheduler_token(feed_warehouse, tmp_path
         bad = httpx.get(f"{served.url}/v1/enforcement", params={"format": "toml"}, headers=headers, timeout=30)
         assert bad.status_code == 400 and "format" in bad.json()["detail"]
         assert httpx.get(f"{served.url}/v1/enforcement", timeout=30).status_code == 401
+
+
+def test_the_command_writes_the_file_and_refuses_a_format_of_another_export(feed_warehouse, tmp_path, capsys):
+    from gpufinops.interfaces.cli import main
+
+    _rolled(feed_warehouse)
+    config = tmp_path / "gpufinops.toml"
+    config.write_text(
+        f'[warehouse]\npath = "{feed_warehouse}"\n'
+        '[[budgets]]\nname = "vision-gpu"\namount = 1\nscope = { teams = ["vision"] }\nenforce = "cap"\n'
+    )
+    out = tmp_path / "quotas.yaml"
+    assert main(["--config", str(config), "export", "budgets", "--format", "kueue", "--out", str(out)]) == 0
+    docs = [d for d in yaml.safe_load_all(out.read_text()) if d is not None]
+    assert f"{len(docs)} kueue document(s)" in capsys.readouterr().out
+    assert main(["--config", str(config), "export", "budgets", "--format", "parquet"]) == 2
+    assert "not a budget format" in capsys.readouterr().err
+    assert main(["--config", str(config), "export", "focus", "--format", "kueue", "--out", str(out)]) == 2
+    assert main(["--config", str(config), "export", "budgets", "--cluster", "nowhere"]) == 2
+    assert "no such cluster" in capsys.readouterr().err
