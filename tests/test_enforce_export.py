@@ -13,6 +13,7 @@ from gpufinops.jobs.enforce import build
 from gpufinops.jobs.export.settings import ExportSettings
 from gpufinops.models.budgets import Budget, BudgetScope
 from gpufinops.warehouse import db, rollups
+from tests import export_checks
 from tests.k8s_crds import crd_schemas, validate
 
 
@@ -52,7 +53,9 @@ def test_kueue_and_karpenter_objects_validate_and_hold_to_the_money(feed_warehou
     docs = _render(feed_warehouse, "kueue", _budget("10000000", "hold"))
     queues = [d for d in docs if d["kind"] == "ClusterQueue"]
     assert queues and all("stopPolicy" not in q["spec"] for q in queues)  # money left: no Hold
-    for doc in docs + _render(feed_warehouse, "karpenter", _budget("10000000", "cap")):
+    pools = _render(feed_warehouse, "karpenter", _budget("10000000", "cap"))
+    assert pools and export_checks.check_nodepools(pools, export_checks.inventory()) == []  # whole nodes
+    for doc in docs + pools:
         validate(doc, schemas)
         if doc["kind"] in ("ClusterQueue", "NodePool"):
             assert "budget vision-gpu" in doc["metadata"]["annotations"]["gpufinops.io/budget-reason"]
