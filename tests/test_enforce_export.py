@@ -143,3 +143,22 @@ def test_the_command_writes_the_file_and_refuses_a_format_of_another_export(feed
     assert main(["--config", str(config), "export", "focus", "--format", "kueue", "--out", str(out)]) == 2
     assert main(["--config", str(config), "export", "budgets", "--cluster", "nowhere"]) == 2
     assert "no such cluster" in capsys.readouterr().err
+
+
+def test_a_budget_of_two_teams_splits_its_money_and_writes_a_shared_flavor_once(feed_warehouse):
+    _rolled(feed_warehouse)
+    budget = Budget("shared", Decimal("50000"), scope=BudgetScope(teams=("search", "nlp")), enforce="cap")
+    with db.reader(feed_warehouse) as con:
+        enforced, _fleet = build.quotas(con, (budget,), ExportSettings())
+    assert {e.quota.inputs.team for e in enforced} == {"search", "nlp"}
+    remaining = sum((e.quota.remaining_usd for e in enforced), Decimal(0))
+    spent = sum((e.quota.inputs.spent for e in enforced), Decimal(0))
+    assert abs(remaining + spent - Decimal("50000")) < Decimal("0.01")  # the money is shared, never doubled
+    docs = _render(feed_warehouse, "kueue", budget)
+    flavors = [
+        (d["metadata"]["labels"]["gpufinops.io/cluster"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] == "ResourceFlavor"
+    ]
+    assert len(flavors) == len(set(flavors))
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterQueue"} == {"gpufinops-search", "gpufinops-nlp"}

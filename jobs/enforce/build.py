@@ -61,9 +61,12 @@ def render(con, fmt: str, budgets, settings: ExportSettings, *, cluster: str | N
             body.append(yamlout.dump_all([(doc, comments)]))
     else:
         inv = inventory_mod.load(con)
+        seen: set[tuple[str, str, str]] = set()  # a flavor two teams use is written once per cluster
         for e in enforced:
-            for name, docs, notes in objects.documents(fmt, e, fleet.clusters, inv, settings, cluster):
+            for name, found, notes in objects.documents(fmt, e, fleet.clusters, inv, settings, cluster):
                 c = e.clusters[name]
+                docs = [(d, k) for d, k in found if (c.label, d["kind"], d["metadata"]["name"]) not in seen]
+                seen |= {(c.label, d["kind"], d["metadata"]["name"]) for d, _k in docs if d["kind"] == "ResourceFlavor"}
                 banner = [f"==== cluster: {c.name} ({c.kind}; label {CLUSTER_LABEL}={c.label})"] + notes
                 if not docs:
                     body.append("".join(f"# {line}\n" for line in banner + ["nothing to apply here"]))

@@ -116,7 +116,8 @@ def budget_inputs(con, budget: Budget, fleet: Fleet, prices: dict) -> list[Quota
         if len(teams) == 1:
             amount, team_spent = budget.amount, spent
         else:
-            share = team_spent / spent if spent > 0 else Decimal(1) / len(teams)
+            exact = sum((per_team.get(t, Decimal(0)) for t in teams), Decimal(0))
+            share = team_spent / exact if exact > 0 else Decimal(1) / len(teams)
             amount = team_spent + remaining * share
         team_burn = burn if len(teams) == 1 or burn is None or spent <= 0 else burn * team_spent / spent
         demand = tuple(team_clusters(fleet, team, prices))
