@@ -58,6 +58,7 @@ class State:
     requests: list[Request] = field(default_factory=list)
     stall: bool = False  # every answer: headers, then a byte a second, never the end
     cycle_continue: bool = False  # every list page names the same continue token
+    junk: bytes | None = None  # every answer: 200 with this body
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def seed(self, path: str, doc: dict, manager: str) -> None:
@@ -107,6 +108,12 @@ class Handler(BaseHTTPRequestHandler):
         self._body = body
         if self.headers.get("Authorization") != f"Bearer {self.state.token}":
             self._status(401, "Unauthorized", "Unauthorized")
+            return None
+        if self.state.junk is not None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(self.state.junk)))
+            self.end_headers()
+            self.wfile.write(self.state.junk)
             return None
         if self.state.stall:
             self.send_response(200)

@@ -134,8 +134,13 @@ def test_a_stalling_server_and_a_cycling_continue_token_are_bounded(tmp_path):
         server.state.seed("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/a", {
             "kind": "ClusterQueue", "metadata": {"name": "a", "labels": {"app.kubernetes.io/managed-by": "gpufinops"}},
         }, "gpufinops")  # fmt: skip
-        server.state.cycle_continue = True
         client = Client(target, deadline_s=2)
+        for junk, problem in ((b"<html>502</html>", "without a JSON object"), (b'{"items": [1]}', "not a list")):
+            server.state.junk = junk
+            with pytest.raises(KubeError, match=problem):
+                client.list("ClusterQueue")
+        server.state.junk = None
+        server.state.cycle_continue = True
         with pytest.raises(KubeError, match="repeated a continue token"):
             client.list("ClusterQueue")
         server.state.stall = True

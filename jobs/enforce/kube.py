@@ -99,6 +99,17 @@ def _named(config: dict, section: str, name: Any, path: Path) -> dict:
     raise KubeError(f"kubeconfig {path}: no {section[:-1]} named {name!r} (known: {known})")
 
 
+def _object(response: httpx.Response, what: str) -> dict:
+    """The JSON object of an answer, or a KubeError naming the call."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise KubeError(f"{what}: the API server answered HTTP {response.status_code} without a JSON object")
+    return body
+
+
 def describe(doc: dict) -> str:
     meta = doc.get("metadata", {})
     where = f" in namespace {meta['namespace']}" if meta.get("namespace") else ""
@@ -166,8 +177,11 @@ class Client:
             if response.status_code == 404:
                 return []  # the CRD is not installed: nothing of this kind exists
             self._raise(response, f"list {kind}")
-            body = response.json()
-            items += [{**i, "kind": kind} for i in body.get("items") or []]
+            body = _object(response, f"list {kind}")
+            found = body.get("items") or []
+            if not isinstance(found, list) or not all(isinstance(i, dict) for i in found):
+                raise KubeError(f"list {kind}: the API server's items are not a list of objects")
+            items += [{**i, "kind": kind} for i in found]
             token = (body.get("metadata") or {}).get("continue") or ""
             if not token:
                 return items
@@ -180,7 +194,7 @@ class Client:
         if response.status_code == 404:
             return None
         self._raise(response, f"get {describe(doc)}")
-        return response.json()
+        return _object(response, f"get {describe(doc)}")
 
     def apply(self, doc: dict) -> dict:
         """Server-side apply (field manager gpufinops, no force: a field another manager owns is a conflict)."""
@@ -193,7 +207,7 @@ class Client:
             headers={"Content-Type": "application/apply-patch+yaml"},
         )
         self._raise(response, f"apply {describe(doc)}")
-        return response.json()
+        return _object(response, f"apply {describe(doc)}")
 
     def _raise(self, response: httpx.Response, what: str) -> None:
         if response.status_code < 400:
