@@ -108,6 +108,10 @@ def cmd_export(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
     if args.kind == "focus":
         return cmd_export_focus(cfg, args)
+    if args.kind == "budgets":
+        from gpufinops.interfaces.enforce_cmd import cmd_export_budgets
+
+        return cmd_export_budgets(cfg, args)
     focus_only = [
         flag
         for flag, value in (
@@ -140,6 +144,9 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from gpufinops.jobs.export import focus
     from gpufinops.warehouse import db
 
+    if args.file_format not in (None, "parquet", "csv"):
+        print(f"gpufinops: export focus: --format {args.file_format}: parquet or csv", file=sys.stderr)
+        return 2
     if args.cluster:
         print(
             "gpufinops: export focus: --cluster applies to the kueue, karpenter and skypilot formats", file=sys.stderr
@@ -176,6 +183,15 @@ def cmd_export_focus(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 COMMANDS = {"ingest": cmd_ingest, "recommend": cmd_recommend, "sql": cmd_sql, "dashboard": cmd_dashboard}
 COMMANDS.update(api=cmd_api, export=cmd_export, evaluate=cmd_evaluate, migrate=cmd_migrate)
+
+
+def cmd_enforce(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from gpufinops.interfaces.enforce_cmd import cmd_enforce as run
+
+    return run(cfg, args)
+
+
+COMMANDS.update(enforce=cmd_enforce)
 
 
 def cmd_serve(cfg: config_mod.Config, args: argparse.Namespace) -> int:

@@ -169,9 +169,10 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     export.add_argument(
         "kind",
         metavar="FORMAT",
-        choices=("json", "kueue", "karpenter", "skypilot", "storage", "focus"),
+        choices=("json", "kueue", "karpenter", "skypilot", "storage", "focus", "budgets"),
         help="json, kueue, karpenter, skypilot (recommendations), storage (lifecycle rules, volume "
-        "changes) or focus (the cost lines)",
+        "changes), focus (the cost lines) or budgets (the enforced budgets' quotas, --format kueue|karpenter|"
+        "resourcequota|skypilot)",
     )
     export.add_argument("--team", metavar="T", help="only this team's recommendations (not for focus)")
     export.add_argument(
@@ -186,13 +187,44 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     export.add_argument(
         "--format",
         dest="file_format",
-        choices=("parquet", "csv"),
-        help="focus: the file format (default: from --out's extension, else parquet)",
+        choices=("parquet", "csv", "kueue", "karpenter", "resourcequota", "skypilot"),
+        help="focus: parquet | csv (default: from --out's extension, else parquet); budgets: kueue | karpenter | "
+        "resourcequota | skypilot",
     )
     export.add_argument(
         "--focus-version",
         choices=("1.2", "1.3"),
         help="focus: the FOCUS version (default 1.2; 1.3 splits shared GPU lines into allocated rows)",
+    )
+
+    enforce = sub.add_parser("enforce", help="budget quotas on the clusters: --diff, --apply, or `simulate` a month")
+    enforce.add_argument("action", nargs="?", choices=("simulate",), help="simulate: replay a month under the budget")
+    how = enforce.add_mutually_exclusive_group()
+    how.add_argument("--diff", action="store_true", help="print what applying would change (the default)")
+    how.add_argument("--apply", action="store_true", help="server-side apply the objects (field manager gpufinops)")
+    enforce.add_argument(
+        "--format",
+        dest="enforce_format",
+        choices=("kueue", "karpenter", "resourcequota"),
+        default=None,
+        help="which objects (default: kueue)",
+    )
+    enforce.add_argument("--cluster", help="the cluster the kubeconfig reaches (its name or label value)")
+    enforce.add_argument("--current", metavar="FILE", help="--diff: the objects on the cluster, from this YAML file")
+    enforce.add_argument("--budget", metavar="NAME", help="simulate: the enforced budget to replay")
+    enforce.add_argument("--month", metavar="YYYY-MM", help="simulate: the month to replay")
+    enforce.add_argument(
+        "--policy", choices=("cap", "hold", "drain"), help="simulate: replay under this policy (default: the budget's)"
+    )
+    enforce.add_argument(
+        "--workload-hours",
+        type=int,
+        default=24,
+        metavar="N",
+        help="simulate: a run of a GPU is a sequence of workloads of N hours (default 24)",
+    )
+    enforce.add_argument(
+        "--output", dest="output_format", choices=("table", "json"), default="table", help="simulate: the output"
     )
 
     sub.add_parser("serve", help="the scheduler daemon: every configured job on its schedule")

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the types of the sections (the loader imports none of them:
     from gpufinops.dashboard.settings import DashboardSettings
     from gpufinops.jobs.alerts.settings import AlertConfig
     from gpufinops.jobs.api_settings import ApiSettings
+    from gpufinops.jobs.enforce.settings import EnforceSettings
     from gpufinops.jobs.export.settings import ExportSettings
     from gpufinops.jobs.report.settings import ReportSettings
     from gpufinops.jobs.serve_settings import JobSettings
@@ -56,6 +57,7 @@ SECTION_MODULES = (
     "gpufinops.jobs.report.settings",
     "gpufinops.jobs.alerts.settings",
     "gpufinops.jobs.export.settings",
+    "gpufinops.jobs.enforce.settings",
 )
 
 
@@ -197,10 +199,17 @@ class Config:
     secret_env_names: tuple[str, ...] = ()  # every *_env key's variable: values scrubbed from all output
     carbon: CarbonSettings = field(default_factory=lambda: _owned_sections()[1].parse(None))  # [carbon]
     unit_costs: UnitCostSettings | None = None  # [unit_costs] (None: the defaults)
+    enforce: EnforceSettings = field(default_factory=lambda: _enforce_default())  # [enforce]
 
     def secrets(self) -> list[str]:
         """Values of every environment variable the config names as holding a secret."""
         return [os.environ[n] for n in self.secret_env_names if os.environ.get(n)]
+
+
+def _enforce_default() -> EnforceSettings:
+    from gpufinops.jobs.enforce.settings import parse
+
+    return parse(None)
 
 
 def _collect_env_names(node: Any, out: list[str]) -> None:

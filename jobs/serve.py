@@ -87,6 +87,24 @@ class Daemon:
         target = default_registry().get(source_type).meta.target_table
         if status == "succeeded" and target in ALERT_TABLES:
             self.alerts(trigger=f"after ingest {source}")
+            if self.cfg.enforce.apply:
+                self.enforce(trigger=f"after ingest {source}")
+
+    def enforce(self, trigger: str) -> None:
+        """Apply the enforced budgets' quotas to the cluster (``[enforce] apply = true``; jobs/enforce/apply.py)."""
+
+        def body() -> str | None:
+            from gpufinops.jobs.enforce import apply as enforce_apply
+
+            result = enforce_apply.after_load(self.cfg)
+            if result is None:
+                return None
+            log.info("enforce (%s): %d applied, %d unchanged", trigger, len(result.applied), result.unchanged)
+            if result.failed:
+                raise RuntimeError(f"enforce: {len(result.failed)} object(s) refused: {'; '.join(result.failed)}")
+            return None
+
+        self.recorded("enforce", body)
 
     def alerts(self, trigger: str = "schedule") -> None:
         """Evaluate the alert rules and deliver what they opened or resolved (jobs/alerts)."""

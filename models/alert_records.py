@@ -11,8 +11,15 @@ from typing import Any
 
 from gpufinops.models.budgets import Budget
 
-RULES = ("budget", "anomaly", "idle_burn", "stale_data")  # what [alerts] rules = [...] enables
-ALERT_RULES = ("budget", "budget_forecast", "anomaly", "idle_burn", "stale_data")  # what an alert's rule says
+RULES = ("budget", "anomaly", "idle_burn", "stale_data", "budget_enforcement")  # what [alerts] rules = [...] enables
+ALERT_RULES = (
+    "budget",
+    "budget_forecast",
+    "anomaly",
+    "idle_burn",
+    "stale_data",
+    "budget_enforcement",
+)  # what an alert's rule says
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("open", "resolved", "expired", "superseded")
 
@@ -31,6 +38,7 @@ class AlertSettings:
     idle_min_hours: int = 6  # a resource idle this long …
     idle_min_cost_usd: Decimal = Decimal("50")  # … that cost at least this much is burning money
     idle_max_lag_hours: int = 2  # its last idle hour within this of the newest metrics
+    enforce_warn_hours: float = 24.0  # alert this long before an enforced budget's money runs out
 
 
 @dataclass(frozen=True)

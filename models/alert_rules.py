@@ -19,6 +19,7 @@ import polars as pl
 
 from gpufinops.models import forecast, outlook
 from gpufinops.models.alert_records import Alert, AlertSettings, RuleOutcome
+from gpufinops.models.alert_rule_enforce import enforcement_rule
 from gpufinops.models.budgets import Budget, period_bounds
 from gpufinops.warehouse import alerts_queries as aq
 from gpufinops.warehouse.labels import team_label
@@ -354,6 +355,7 @@ def stale_data_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now
 
 RULE_FUNCTIONS = {
     "budget": budget_rule,
+    "budget_enforcement": enforcement_rule,
     "anomaly": anomaly_rule,
     "idle_burn": idle_burn_rule,
     "stale_data": stale_data_rule,

@@ -68,6 +68,7 @@ class Budget:
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
     forecast: bool = False
     origin: str = "budgets"  # the config key it came from (an alias says so)
+    enforce: str = "warn"  # warn | cap | hold | drain (models/budget_quota.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,7 @@ class Budget:
             "thresholds": list(self.thresholds),
             "forecast": self.forecast,
             "origin": self.origin,
+            "enforce": self.enforce,
         }
 
     @classmethod
@@ -101,6 +103,7 @@ class Budget:
             thresholds=tuple(float(t) for t in data.get("thresholds", DEFAULT_THRESHOLDS)),
             forecast=bool(data.get("forecast", False)),
             origin=data.get("origin", "budgets"),
+            enforce=data.get("enforce", "warn"),
         )
 
 

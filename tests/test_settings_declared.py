@@ -29,7 +29,7 @@ def test_the_walk_finds_every_feature_section():
     names = {name for section in SECTIONS for name in section.names}
     assert names | set(config_mod.LOADER_TABLES) == config_mod.top_level_sections() == {  # the names users type
         "warehouse", "sources", "teams", "report", "api", "models", "jobs", "dashboard", "budgets", "alerts",
-        "export", "allocation", "carbon", "unit_costs",
+        "export", "allocation", "carbon", "unit_costs", "enforce",
     }  # fmt: skip
     assert len(DECLARED) >= 14
 

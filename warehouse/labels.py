@@ -88,6 +88,7 @@ ALERT_RULES = {
     "anomaly": "Spend anomaly",
     "idle_burn": "Idle GPU spend",
     "stale_data": "Stale data",
+    "budget_enforcement": "Budget enforcement",
 }
 SEVERITIES = {"info": "Info", "warning": "Warning", "critical": "Critical"}
 STATUSES = {  # recommendations, alerts and ingest runs

@@ -21,6 +21,7 @@ from gpufinops.jobs.config_checks import ConfigError, ConfigSection, env_name, v
 from gpufinops.jobs.report.headers import refuse_unsafe
 from gpufinops.models import budgets as budgets_mod
 from gpufinops.models.alerts import RULES, AlertSettings
+from gpufinops.models.budget_quota import POLICIES
 from gpufinops.models.budgets import Budget, BudgetScope
 from gpufinops.warehouse.options import Check, Section, option, unknown_key
 
@@ -132,6 +133,12 @@ def _thresholds(value: Any, key: str) -> tuple[float, ...]:
     return tuple(sorted(float(t) for t in value))
 
 
+def _enforce(value: Any, key: str) -> str:
+    if value not in POLICIES:
+        raise ConfigError(f"{key}: must be one of {', '.join(repr(p) for p in POLICIES)}, not {value!r}")
+    return value
+
+
 def _flag(value: Any, key: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{key}: must be true or false")
@@ -152,9 +159,28 @@ class BudgetEntry(ConfigSection):
         budgets_mod.DEFAULT_THRESHOLDS, "the shares of the amount that alert", check=_thresholds
     )
     forecast: bool = option(False, "alert on the forecast crossing the amount too", check=_flag)
+    enforce: Literal["warn", "cap", "hold", "drain"] = option(
+        "warn", "what the schedulers do: warn (alerts only), cap (quota), hold (+ Kueue Hold), drain", check=_enforce
+    )
+
+    def validated(self, given: frozenset[str], where: str) -> BudgetEntry:
+        if self.enforce != "warn" and not self.scope.teams:
+            raise ConfigError(
+                f'{where}.enforce: "{self.enforce}" needs a scope naming teams (scope = {{teams = [...]}}): '
+                "a quota is a team's"
+            )
+        return self
 
     def budget(self) -> Budget:
-        return Budget(self.name.strip(), self.amount, self.period, self.scope, self.thresholds, self.forecast)
+        return Budget(
+            self.name.strip(),
+            self.amount,
+            self.period,
+            self.scope,
+            self.thresholds,
+            self.forecast,
+            enforce=self.enforce,
+        )
 
 
 def parse_budgets(entries: Any, dashboard: DashboardSettings) -> tuple[Budget, ...]:
@@ -319,6 +345,11 @@ class AlertsSection(ConfigSection):
     )
     idle_max_lag_hours: int = option(
         _DEFAULTS.idle_max_lag_hours, "its last idle hour within this of the newest metrics", check=_whole(0)
+    )
+    enforce_warn_hours: float = option(
+        _DEFAULTS.enforce_warn_hours,
+        "alert this many hours before an enforced budget's cap or hold bites",
+        check=lambda v, k: float(_number(v, k, low=0)),
     )
 
     def validated(self, given: frozenset[str], where: str) -> AlertsSection:
