@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, spend
+from gpufinops.dashboard import alerts_view, spend, spend_table
 from gpufinops.dashboard.common import connection, page_header, window_picker
 from gpufinops.models.budgets import monthly_budget_for
-from gpufinops.warehouse import freshness
+from gpufinops.warehouse import freshness, windows
 
 
 def budget_for(ctx) -> float | None:
@@ -25,6 +25,8 @@ def main() -> None:
             data = spend.load_current(con, ctx.teams, days)
             stale = freshness.stale_sources(con)
             alerts = alerts_view.open_alerts(con, ctx.teams)
+            month = windows.month_of(data.as_of) if data.as_of is not None else None  # the KPIs' month (UTC)
+            by_team = spend_table.cached(con, ctx.teams, month) if month is not None else None
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -39,6 +41,8 @@ def main() -> None:
         )
     st.caption(f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}.")
     spend.render_kpis(data, budget_for(ctx))
+    if month is not None and by_team is not None:
+        spend_table.render(by_team, month)
     alerts_view.render(alerts)
     spend.render_charts(data)
     spend.render_forecast(data)
