@@ -1,5 +1,5 @@
 """The same (metric, scope, window) gives the same number on every surface: October's GPU spend by team
-on the demo read from `gpufinops costs` (table and JSON), `GET /v1/costs` (finance and a lead's token),
+on the 60-day demo read from `gpufinops costs` (table and JSON), `GET /v1/costs` (finance and a lead's token),
 the MCP `costs` tool over stdio, and the dashboard's Overview (Streamlit AppTest: its spend-by-team
 table and its KPI), checked against the older `GET /v1/costs/daily` rows summed over October's days;
 and October's carbon per team from `carbon`, `GET /v1/carbon` and the MCP `carbon` tool."""
@@ -33,9 +33,10 @@ ROW = re.compile(r"^(\S[^$]*?)\s+(-?\$[\d,]+\.\d\d)\s+[\d.]+%$")
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory) -> Path:
-    """The demo (14 days, ending 2026-10-31): its warehouse."""
+    """The demo as `gpufinops demo` builds it (60 days, 2026-09-02 to 2026-10-31): its warehouse. October
+    is a whole month and the last 30 days are not it, so a page mixing the two windows shows."""
     home = tmp_path_factory.mktemp("demo")
-    demo_copy(tmp_path_factory, home, days=14)
+    demo_copy(tmp_path_factory, home, days=60)
     return home / "data" / "gpufinops.duckdb"
 
 
@@ -124,3 +125,54 @@ def test_october_carbon_per_team_is_one_figure_on_every_surface(demo_home, tmp_p
     assert {(r["month"], r["team"]): r["kg_co2e"] for r in api} == rows
     mcp = from_mcp(config, "carbon", {"start": "2026-10-01", "end": "2026-10-31"})
     assert {(r["month"], r["team"]): r["kg_co2e"] for r in mcp["rows"]} == pytest.approx(rows)
+
+
+def page(monkeypatch, warehouse: Path, name: str, pick: tuple[str, str] | None = None):
+    from tests.test_dashboard import make_app, open_page
+
+    at = open_page(make_app(monkeypatch, warehouse), name)
+    if pick is not None:
+        at.selectbox(key=pick[0]).set_value(pick[1]).run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def carbon_rows(at) -> dict[tuple[str, str], float]:
+    frame = next(d.value for d in at.dataframe if {"month", "kg_co2e"} <= set(d.value.columns))
+    return {(m, t): kg for m, t, kg in zip(frame["month"], frame["team"], frame["kg_co2e"], strict=True)}
+
+
+def test_the_fleet_page_s_carbon_row_is_the_calendar_month_or_says_which_days(demo_home, tmp_path, capsys, monkeypatch):
+    config = config_path(demo_home, tmp_path)
+    assert (
+        cli.main(["--config", str(config), "carbon", "--from", "2026-10-01", "--to", "2026-10-31", "--format", "json"])
+        == 0
+    )
+    october = {r["team"]: r["kg_co2e"] for r in json.loads(capsys.readouterr().out)}
+    at = page(monkeypatch, demo_home, "fleet")  # opens on the newest data's month
+    assert any(c.value.startswith("Every figure on this page covers October 2026") for c in at.caption)
+    shown = carbon_rows(at)
+    assert {t: kg for (m, t), kg in shown.items()} == pytest.approx(october) and {m for m, _ in shown} == {MONTH}
+    last30 = carbon_rows(page(monkeypatch, demo_home, "fleet", ("fleet_period", "Last 30 days")))
+    assert {m for m, _ in last30} == {"2026-10 (02 – 31 Oct)"}  # not labelled as the whole month
+    assert last30[("2026-10 (02 – 31 Oct)", "vision")] < october["vision"]
+
+
+def test_the_team_page_s_kpis_and_tables_share_its_period(demo_home, monkeypatch):
+    for pick, kpi in ((None, "this month"), (("team_period", "Last 30 days"), "in last 30 days")):
+        at = page(monkeypatch, demo_home, "team", pick)
+        shared = next(d.value for d in at.dataframe if {"workload", "cost_usd"} <= set(d.value.columns))
+        shown = {m.label: m.value for m in at.metric}
+        assert shown[f"Shared GPUs: allocated {kpi}"] == money(Decimal(str(shared["cost_usd"].sum()))), pick
+
+
+def test_the_unit_costs_page_starts_its_month_at_midnight(demo_home, tmp_path, capsys, monkeypatch):
+    config = config_path(demo_home, tmp_path)
+    at = page(monkeypatch, demo_home, "unit_costs")
+    frame = at.dataframe[0].value
+    first = frame[frame["day"] == frame["day"].min()]
+    assert str(frame["day"].min())[:10] == "2026-10-01"
+    args = ["--config", str(config), "unit-costs", "--from", "2026-10-01", "--to", "2026-10-01", "--format", "json"]
+    assert cli.main(args) == 0
+    whole_day = {r["model"]: r["usd_per_1m_output_tokens"] for r in json.loads(capsys.readouterr().out)}
+    assert dict(zip(first["model"], first["usd_per_1m_output_tokens"], strict=True)) == pytest.approx(whole_day)

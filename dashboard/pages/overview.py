@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, spend, spend_table
-from gpufinops.dashboard.common import connection, page_header, window_picker
+from gpufinops.dashboard import alerts_view, period, spend, spend_table
+from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
 from gpufinops.models.budgets import monthly_budget_for
-from gpufinops.warehouse import freshness, windows
+from gpufinops.warehouse import freshness
 
 
 def budget_for(ctx) -> float | None:
@@ -19,14 +19,17 @@ def budget_for(ctx) -> float | None:
 
 def main() -> None:
     ctx = page_header("Overview: GPU spend")
-    days = window_picker("overview_days")
     try:
         with connection() as con:
-            data = spend.load_current(con, ctx.teams, days)
+            as_of = cached_query(con, "latest_charge_day", team=ctx.teams)
+            if as_of is None:
+                st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
+                return
+            window = period.picker("overview_period", cached_call(con, period.months_with_data, teams=ctx.teams), as_of)
+            data = spend.load_current(con, ctx.teams, period.days_back(window, as_of))
             stale = freshness.stale_sources(con)
             alerts = alerts_view.open_alerts(con, ctx.teams)
-            month = windows.month_of(data.as_of) if data.as_of is not None else None  # the KPIs' month (UTC)
-            by_team = spend_table.cached(con, ctx.teams, month) if month is not None else None
+            by_team = spend_table.cached(con, ctx.teams, window)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -39,12 +42,16 @@ def main() -> None:
             f"warehouse holds, not today: "
             + "; ".join(f"{r['source']}: {r['message']}" for r in stale.iter_rows(named=True))
         )
-    st.caption(f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}.")
-    spend.render_kpis(data, budget_for(ctx))
-    if month is not None and by_team is not None:
-        spend_table.render(by_team, month)
+    st.caption(
+        f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}. "
+        f"Every figure below covers {window.label}, in UTC days (forecast and savings: per month)."
+    )
+    shown = period.spend_in(data, window)
+    budget = budget_for(ctx) if period.is_data_month(window, as_of) else None
+    spend.render_kpis(shown, budget, period.kpi_period(window, as_of))
+    spend_table.render(by_team, window)
     alerts_view.render(alerts)
-    spend.render_charts(data)
+    spend.render_charts(shown)
     spend.render_forecast(data)
     spend.render_anomalies(data)
 
