@@ -25,18 +25,23 @@ LAST = "Last {n} days"
 
 
 def months_with_data(con: duckdb.DuckDBPyConnection, teams: list[str] | None) -> list[datetime]:
-    """The first day (UTC) of every month with cost data in scope, newest first (the daily rollup)."""
+    """The first day (UTC) of every month with cost data in scope, newest first: the daily rollup's and
+    the shared-GPU allocation's (a team may carry only a share of shared GPUs), as ``latest_charge_day``."""
     where, params = filters(teams, None, None, team_col="d.team")
+    where_alloc, alloc_params = filters(teams, None, None, team_col="a.team")
     rows = con.execute(
-        f"SELECT DISTINCT date_trunc('month', d.day AT TIME ZONE 'UTC') FROM cost_daily d WHERE {where} ORDER BY 1 DESC",
-        params,
+        f"SELECT DISTINCT date_trunc('month', d.day AT TIME ZONE 'UTC') FROM cost_daily d WHERE {where} "
+        f"UNION SELECT DISTINCT date_trunc('month', a.hour AT TIME ZONE 'UTC') FROM gpu_allocation_hourly a "
+        f"WHERE {where_alloc} ORDER BY 1 DESC",
+        params + alloc_params,
     ).fetchall()
     return [windows.midnight(r[0]) for r in rows if r[0] is not None]
 
 
 def choices(months: list[datetime], as_of: datetime) -> dict[str, Window]:
     """Label → window: each month with data (newest first), then the last N days up to ``as_of``'s day."""
-    found = {windows.month_of(m).label: windows.month_of(m) for m in months}
+    newest = default(as_of)
+    found = {newest.label: newest} | {windows.month_of(m).label: windows.month_of(m) for m in months}
     found |= {LAST.format(n=n): windows.last_days(as_of, n) for n in WINDOW_CHOICES}
     return found
 
