@@ -176,3 +176,21 @@ def test_the_unit_costs_page_starts_its_month_at_midnight(demo_home, tmp_path, c
     assert cli.main(args) == 0
     whole_day = {r["model"]: r["usd_per_1m_output_tokens"] for r in json.loads(capsys.readouterr().out)}
     assert dict(zip(first["model"], first["usd_per_1m_output_tokens"], strict=True)) == pytest.approx(whole_day)
+
+
+def test_october_unit_costs_per_month_are_one_figure_on_every_surface(demo_home, tmp_path, capsys):
+    config = config_path(demo_home, tmp_path)
+    window = ["--from", "2026-10-01", "--to", "2026-10-31"]
+    assert cli.main(["--config", str(config), "unit-costs", "--period", "month", *window, "--format", "json"]) == 0
+    rows = {r["model"]: r["usd_per_1m_output_tokens"] for r in json.loads(capsys.readouterr().out)}
+    assert len(rows) >= 2
+    from gpufinops.interfaces.api import create_app
+
+    with Served(create_app(make_config(tmp_path, demo_home), environ=TOKENS)) as served:
+        params = {"period": "month", "from": "2026-10-01", "to": "2026-10-31"}
+        api = httpx.get(f"{served.url}/v1/unit-costs", params=params, headers=FINANCE).json()
+    assert {r["model"]: r["usd_per_1m_output_tokens"] for r in api["rows"]} == pytest.approx(rows)
+    assert [r["day"] for r in api["totals"]] == ["2026-10-01"]
+    mcp = from_mcp(config, "unit_costs", {"period": "month", "start": "2026-10-01", "end": "2026-10-31"})
+    assert {r["model"]: r["usd_per_1m_output_tokens"] for r in mcp["rows"]} == pytest.approx(rows)
+    assert mcp["totals"] == api["totals"]
