@@ -214,3 +214,8 @@ def test_unit_costs_per_month_have_one_row_per_model_and_a_total(warehouse, caps
     text = capsys.readouterr().out
     assert "Total" in text and "month of" in text and "2026-11-01" in text
     assert "0.000000000" not in text  # money rounded in the table
+
+
+def test_an_unknown_team_is_named_with_the_teams_there_are(feed_warehouse, capsys):
+    code, out, err = run_cli(capsys, feed_warehouse, "--team", "visoin")
+    assert code == 2 and not out and "--team visoin: no such team" in err and "vision" in err

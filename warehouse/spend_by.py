@@ -58,7 +58,7 @@ def window_for(
     if month is None and first is None and last is None:
         from gpufinops.warehouse import queries
 
-        newest = queries.latest_charge_day(con, team=teams)
+        newest = queries.latest_charge_day(con, team=teams) or queries.latest_charge_day(con)
         if newest is None:
             raise windows.WindowError("no cost data yet (run gpufinops ingest, or gpufinops demo)")
         return windows.month_of(newest)
