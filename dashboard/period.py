@@ -80,15 +80,22 @@ def is_data_month(window: Window, as_of: datetime) -> bool:
 
 
 def spend_in(spend, window: Window):
-    """``spend`` (dashboard.spend.Spend) with its daily rows and its KPI totals cut to ``window``."""
+    """``spend`` (dashboard.spend.Spend) with its daily rows, its KPI totals and its anomalies cut to
+    ``window`` (the forecast and the outlook stay the newest month's)."""
     from gpufinops.dashboard.common import total
 
     day = pl.col("day")
     kept = spend.daily.filter(day >= window.start) if window.start is not None else spend.daily
     kept = kept.filter(day < window.end) if window.end is not None else kept
+    anomalies = spend.anomalies
+    if anomalies is not None and "day" in anomalies.columns and anomalies.height:
+        first = window.first_day or anomalies["day"].min()
+        last = window.last_day or anomalies["day"].max()
+        anomalies = anomalies.filter(pl.col("day").cast(pl.Date).is_between(first, last))
     return dataclasses.replace(
         spend,
         daily=kept,
+        anomalies=anomalies,
         month_to_date=total(kept, "effective_cost"),
         gpu_month_to_date=total(kept, "gpu_cost"),
         allocated_gpu_month_to_date=total(kept, "allocated_gpu_cost") if kept.height else Decimal(0),

@@ -194,3 +194,20 @@ def test_october_unit_costs_per_month_are_one_figure_on_every_surface(demo_home,
     mcp = from_mcp(config, "unit_costs", {"period": "month", "start": "2026-10-01", "end": "2026-10-31"})
     assert {r["model"]: r["usd_per_1m_output_tokens"] for r in mcp["rows"]} == pytest.approx(rows)
     assert mcp["totals"] == api["totals"]
+
+
+def test_another_month_on_the_overview_is_that_month_everywhere(demo_home, tmp_path, capsys, monkeypatch):
+    config = config_path(demo_home, tmp_path)
+    args = ["--config", str(config), "costs", "--month", "2026-09", "--cost", "gpu", "--format", "json"]
+    assert cli.main(args) == 0
+    september = json.loads(capsys.readouterr().out)
+    at = page(monkeypatch, demo_home, "overview", ("overview_period", "September 2026"))
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["GPU spend in September 2026"] == money(september["total_usd"])
+    table = next(d.value for d in at.dataframe if {"team", "gpu_cost"} <= set(d.value.columns))
+    assert dict(zip(table["team"], table["gpu_cost"], strict=True)) == {
+        **{r["team"]: money(r["cost_usd"]) for r in september["rows"]},
+        "Total": money(september["total_usd"]),
+    }
+    anomalies = next((d.value for d in at.dataframe if "expected_range" in d.value.columns), None)
+    assert anomalies is None or all(str(day)[:7] == "2026-09" for day in anomalies["day"])

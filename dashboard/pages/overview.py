@@ -38,8 +38,8 @@ def main() -> None:
         return
     if not stale.is_empty():
         st.warning(
-            f"Stale data — the figures below describe {data.month_start:%B %Y}, the newest month the "
-            f"warehouse holds, not today: "
+            f"Stale data — the figures below describe {window.label}, up to the newest day the "
+            f"warehouse holds ({data.as_of:%Y-%m-%d}), not today: "
             + "; ".join(f"{r['source']}: {r['message']}" for r in stale.iter_rows(named=True))
         )
     st.caption(
@@ -53,7 +53,7 @@ def main() -> None:
     alerts_view.render(alerts)
     spend.render_charts(shown)
     spend.render_forecast(data)
-    spend.render_anomalies(data)
+    spend.render_anomalies(shown)
 
 
 main()
