@@ -5,12 +5,20 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import labels
+from gpufinops.dashboard import labels, period
+from gpufinops.warehouse.windows import Window
 
 
-def render(frame: pl.DataFrame, sources: pl.DataFrame, *, heading: str = "Energy and emissions") -> None:
-    """KPIs, the per-month table and where the factors came from; withheld hours said, never estimated."""
+def render(
+    frame: pl.DataFrame, sources: pl.DataFrame, *, heading: str = "Energy and emissions", window: Window | None = None
+) -> None:
+    """KPIs, the per-month table and where the factors came from; withheld hours said, never estimated.
+    ``window``: the page's period; a month it covers only in part says which days (``2026-10 (02 – 31 Oct)``)."""
     st.subheader(heading)
+    if window is not None and "month" in frame.columns:
+        frame = frame.with_columns(
+            pl.col("month").map_elements(lambda m: period.month_label(m, window), return_dtype=pl.Utf8)
+        )
     if frame.is_empty():
         st.info("No energy figures in the window: they come from measured GPU power on billed resources.")
         return

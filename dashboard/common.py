@@ -147,13 +147,6 @@ def total(frame: pl.DataFrame, col: str) -> Decimal:
     return Decimal(str(value)) if value is not None else Decimal(0)
 
 
-def window_picker(key: str) -> int:
-    """How many days of history the page's charts cover (a fixed choice list: no free text)."""
-    return st.sidebar.selectbox(
-        "History (days)", WINDOW_CHOICES, index=WINDOW_CHOICES.index(DEFAULT_WINDOW_DAYS), key=key
-    )
-
-
 def page_header(title: str) -> PageContext:
     """Every page starts here: the viewer's scope (or a stop), the auth banner, the title."""
     ctx = page_context()

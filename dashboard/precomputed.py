@@ -32,7 +32,7 @@ import duckdb
 import polars as pl
 
 from gpufinops.warehouse import alerts_queries as aq
-from gpufinops.warehouse import allocation_queries, db, queries, stored_results
+from gpufinops.warehouse import allocation_queries, db, queries, stored_results, windows
 
 log = logging.getLogger("gpufinops.dashboard")
 
@@ -178,7 +178,7 @@ def default_queries(con: duckdb.DuckDBPyConnection) -> list[tuple[str, dict[str,
     found: list[tuple[str, dict[str, Any]]] = [("gpu_count_disagreements", {})]
     as_of = queries.latest_charge_day(con, team=None)
     if as_of is not None:
-        start = window_start(as_of, DEFAULT_WINDOW_DAYS)
+        start = windows.month_of(as_of).start  # the pages' default period (dashboard/period.py)
         found += [
             ("fleet_utilisation", {"team": None, "start": start}),
             ("idle_gpu_cost", {"team": None, "start": start, "idle_util_pct": IDLE_UTIL_PCT}),

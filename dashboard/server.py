@@ -77,7 +77,7 @@ def warm_cache(wait_s: float = 120.0) -> None:
         if time.monotonic() > deadline:
             return
         time.sleep(0.05)
-    from gpufinops.dashboard import common, spend
+    from gpufinops.dashboard import common
     from gpufinops.warehouse import db
 
     # this thread is no script run: Streamlit's "missing ScriptRunContext" warning does not apply
@@ -86,7 +86,7 @@ def warm_cache(wait_s: float = 120.0) -> None:
     try:
         common.prepared(str(common.db_path()))  # what the app's first render would do first
         with db.reader(common.db_path(), retry_seconds=0) as con:
-            spend.load_current(con, None, common.DEFAULT_WINDOW_DAYS)
+            warm_overview(con)
             overview = time.monotonic() - started
             warm_pages(con)
     except (FileNotFoundError, db.WarehouseError):
@@ -103,48 +103,67 @@ def warm_cache(wait_s: float = 120.0) -> None:
     )
 
 
+def warm_overview(con) -> None:
+    """The Overview's reads at its default period (the newest data's month) for a viewer of every team."""
+    from gpufinops.dashboard import common, period, spend, spend_table
+
+    as_of = common.cached_query(con, "latest_charge_day", team=None)
+    if as_of is None:
+        return
+    window = period.default(as_of)
+    common.cached_call(con, period.months_with_data, teams=None)
+    spend.load_current(con, None, period.days_back(window, as_of))
+    spend_table.cached(con, None, window)
+
+
 def warm_pages(con) -> None:
     """The cached reads of the other pages at their defaults for a viewer of every team (the Team page's
     first team, the default window): the same calls with the same arguments as the pages make, so a
     page's first render finds them in Streamlit's cache."""
-    from datetime import timedelta
-
-    from gpufinops.dashboard import common, spend, unit_costs_view
+    from gpufinops.dashboard import common, period, spend, unit_costs_view
     from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
     from gpufinops.warehouse import allocation_queries, unit_costs
     from gpufinops.warehouse.queries import carbon as carbon_queries
 
-    days, cached_call, cached_query = common.DEFAULT_WINDOW_DAYS, common.cached_call, common.cached_query
-    # GPU fleet (dashboard/pages/fleet.py)
+    cached_call, cached_query = common.cached_call, common.cached_query
+    # GPU fleet (dashboard/pages/fleet.py), at its default period: the newest data's month
     as_of = cached_query(con, "latest_charge_day", team=None)
-    start = common.window_start(as_of, days) if as_of else None
-    cached_query(con, "fleet_utilisation", team=None, start=start)
-    cached_query(con, "idle_gpu_cost", team=None, start=start, idle_util_pct=IDLE_UTIL_PCT)
-    cached_query(con, "unattributed_gpu_hours", start=start)
-    cached_query(con, "gpu_hours_attribution", start=start)
-    cached_call(con, carbon_queries.carbon_summary, by="team", team=None, start=start)
-    cached_call(con, carbon_queries.sources, team=None, start=start)
+    if as_of is None:
+        cached_query(con, "gpu_count_disagreements")
+        return
+    window = period.default(as_of)
+    start, end = window.start, period.query_end(window, as_of)
+    cached_call(con, period.months_with_data, teams=None)
+    span = {"start": start} if end is None else {"start": start, "end": end}
+    cached_query(con, "fleet_utilisation", team=None, **span)
+    cached_query(con, "idle_gpu_cost", team=None, idle_util_pct=IDLE_UTIL_PCT, **span)
+    cached_query(con, "unattributed_gpu_hours", **span)
+    cached_query(con, "gpu_hours_attribution", **span)
+    cached_call(con, carbon_queries.carbon_summary, by="team", team=None, start=start, end=end)
+    cached_call(con, carbon_queries.sources, team=None, start=start, end=end)
     # Data health (dashboard/pages/health.py)
     cached_query(con, "gpu_count_disagreements")
     # Unit costs (dashboard/pages/unit_costs.py), per the first grouping
-    edge = con.execute("SELECT max(hour) FROM serving_metrics_hourly").fetchall()[0][0]
-    serving_start = None if edge is None else edge - timedelta(days=days)
-    cached_call(con, unit_costs_view.load, teams=None, start=serving_start, by=next(iter(unit_costs.GROUPINGS)))
+    by = next(iter(unit_costs.GROUPINGS))
+    cached_call(con, unit_costs_view.load, teams=None, start=window.start, by=by, end=window.end)
     # Team (dashboard/pages/team.py): its first team
     teams = cached_query(con, "cost_teams", team=None)
     if not teams:
         return
     team = [teams[0]]
-    data = spend.load_current(con, team, days)
-    if data.as_of is None:
+    team_as_of = cached_query(con, "latest_charge_day", team=team)
+    if team_as_of is None:
         return
-    window = common.window_start(data.as_of, days)
-    cached_query(con, "fleet_utilisation", team=team, start=window)
-    cached_call(con, allocation_queries.allocation_by_workload, team=team, start=window)
-    cached_call(con, allocation_queries.unallocated_by_node, team=team, start=window)
-    cached_call(con, carbon_queries.carbon_summary, by="resource", team=team, start=window)
-    cached_call(con, carbon_queries.sources, team=team, start=window)
-    cached_call(con, unit_costs_view.load, teams=team, start=window)
+    window = period.default(team_as_of)
+    start, end = window.start, period.query_end(window, team_as_of)
+    cached_call(con, period.months_with_data, teams=team)
+    spend.load_current(con, team, period.days_back(window, team_as_of))
+    cached_query(con, "fleet_utilisation", team=team, start=start, end=end)
+    cached_call(con, allocation_queries.allocation_by_workload, team=team, start=start, end=end)
+    cached_call(con, allocation_queries.unallocated_by_node, team=team, start=start, end=end)
+    cached_call(con, carbon_queries.carbon_summary, by="resource", team=team, start=start, end=end)
+    cached_call(con, carbon_queries.sources, team=team, start=start, end=end)
+    cached_call(con, unit_costs_view.load, teams=team, start=start, end=end)
 
 
 def main(argv: list[str] | None = None) -> int:

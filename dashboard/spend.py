@@ -140,14 +140,16 @@ def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | 
     return f"{o.period_start:%B %Y}", o.forecast_usd, o.lower_usd, o.upper_usd
 
 
-def render_kpis(spend: Spend, budget: float | None) -> None:
+def render_kpis(spend: Spend, budget: float | None, period: str = "this month") -> None:
+    """The KPIs of ``spend`` (cut to the page's window: ``dashboard.period.spend_in``); ``period`` names
+    that window in their titles ("this month", or "last 30 days", "September 2026")."""
     cols = st.columns(4)
     delta = None
     if budget:
         left = Decimal(str(budget)) - spend.month_to_date
         delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'}"  # short: a metric's delta is cut off
     cols[0].metric(
-        "Spend this month",
+        f"Spend {period}",
         money(spend.month_to_date),
         delta=delta,
         delta_color="normal" if budget is None or spend.month_to_date <= Decimal(str(budget)) else "inverse",
@@ -162,7 +164,7 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
         complete = spend.outlook.complete
         cols[1].caption("complete: every day known" if complete else f"interval {money(fc[2])} – {money(fc[3])}")
     share = (spend.gpu_month_to_date / spend.month_to_date) if spend.month_to_date else Decimal(0)
-    cols[2].metric("GPU spend this month", money(spend.gpu_month_to_date))
+    cols[2].metric(f"GPU spend {period}", money(spend.gpu_month_to_date))
     cols[2].caption(f"{float(share):.1%} of spend")
     cols[3].metric(
         "Savings identified per month", money(savings_figure(spend, "identified")), help="open recommendations"
@@ -173,19 +175,19 @@ def render_kpis(spend: Spend, budget: float | None) -> None:
         "Savings realised per month", money(savings_figure(spend, "realised")), help="recommendations marked applied"
     )
     cols[2].metric(
-        "Shared GPUs: allocated this month",
+        f"Shared GPUs: allocated {period}",
         money(spend.allocated_gpu_month_to_date),
         help="GPU cost of shared nodes charged to the workloads that ran on them (pods, MIG slices, "
         "time-sliced and MPS workloads), by measured presence",
     )
     cols[3].metric(
-        "Shared GPUs: unallocated this month",
+        f"Shared GPUs: unallocated {period}",
         money(spend.unallocated_gpu_month_to_date),
         help="idle capacity of shared GPUs (no workload on them), carried by the nodes' teams "
         '(or spread over their users: [allocation] unallocated = "spread")',
     )
     if not spend.allocated_gpu_month_to_date and not spend.unallocated_gpu_month_to_date:
-        cols[2].caption("no shared GPUs in this scope this month (no pods, MIG slices or time-sliced work)")
+        cols[2].caption(f"no shared GPUs in this scope {period} (no pods, MIG slices or time-sliced work)")
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:

@@ -13,8 +13,10 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.warehouse import unit_costs
+from gpufinops.warehouse import unit_costs, windows
 from gpufinops.warehouse.labels import labels_of
+from gpufinops.warehouse.queries.fragments import filters
+from gpufinops.warehouse.windows import Window
 
 RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
 SHOWN = (*unit_costs.COLUMNS, "cost_basis")  # the CSV's columns, in their order, and how each was costed
@@ -25,19 +27,40 @@ EMPTY = (
 
 
 def load(
-    con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime | None, by: str = "model"
+    con: duckdb.DuckDBPyConnection,
+    teams: list[str] | None,
+    start: datetime | None,
+    by: str = "model",
+    end: datetime | None = None,
 ) -> tuple[pl.DataFrame, str | None]:
-    """(the unit-cost rows of ``teams`` from ``start``, why kWh / CO2e are empty or None)."""
-    frame = unit_costs.unit_costs(con, by=by, team=teams, start=start)
+    """(the unit-cost rows of ``teams`` in [start, end), why kWh / CO2e are empty or None)."""
+    frame = unit_costs.unit_costs(con, by=by, team=teams, start=start, end=end)
     if teams is not None:
         frame = frame.filter(pl.col("team").is_not_null())
     return frame, unit_costs.carbon_note(con)
 
 
-def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit costs of serving") -> None:
-    """The rows as a table, a total line and the split rule's caption."""
+def partial_days(con: duckdb.DuckDBPyConnection, window: Window) -> list[str]:
+    """The window's edge days the serving counters cover only in part (``2026-10-01 from 23:00 UTC``)."""
+    where, params = filters(None, window.start, window.end, time_col="hour")
+    first, last = con.execute(
+        f"SELECT min(hour), max(hour) FROM serving_metrics_hourly WHERE {where}", params
+    ).fetchall()[0]
+    return windows.partial_days(window, first, last)
+
+
+def render(
+    frame: pl.DataFrame,
+    note: str | None,
+    heading: str | None = "Unit costs of serving",
+    partial: tuple[str, ...] | list[str] = (),
+) -> None:
+    """The rows as a table, a total line and the split rule's caption; ``partial``: the edge days the
+    data covers in part (their rates are of those hours only)."""
     if heading:
         st.subheader(heading)
+    if partial:
+        st.caption("Partial days (the serving metrics start or end inside them): " + "; ".join(partial) + ".")
     if frame.is_empty():
         st.info(EMPTY)
         return

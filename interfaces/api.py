@@ -120,6 +120,7 @@ ROUTE_GROUPS: tuple[Callable[[FastAPI, Routes], None], ...] = (
     _healthz,
     api_recommendations.register,  # GET /v1/recommendations, GET /v1/savings, POST …/decision
     api_costs.register,  # GET /v1/costs/daily
+    api_costs.register_totals,  # GET /v1/costs
     api_alerts.register,  # GET /v1/alerts
     api_carbon.register,  # GET /v1/carbon
     api_unit_costs.register,  # GET /v1/unit-costs

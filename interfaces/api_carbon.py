@@ -24,6 +24,7 @@ def register(app: FastAPI, routes: Routes) -> None:
         request: Request,
         team: str | None = None,
         by: str = "team",
+        period: str = "month",
         from_: str | None = Query(None, alias="from"),
         to: str | None = None,
         scope: Scope = Depends(routes.caller),
@@ -34,9 +35,13 @@ def register(app: FastAPI, routes: Routes) -> None:
             raise HTTPException(403, detail="a scheduler token may not read carbon figures")
         if by not in carbon_queries.BY:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(carbon_queries.BY)}")
+        if period not in carbon_queries.PERIODS:
+            raise HTTPException(400, detail=f"period: must be one of {', '.join(carbon_queries.PERIODS)}")
         teams = teams_for(scope, team)
         start, end = days(from_, to)
         begin = datetime.combine(start, time(), UTC) if start else None
         stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
-        frame = read(lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop))
+        frame = read(
+            lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop, period=period)
+        )
         return etag_response(request, frame.to_dicts())

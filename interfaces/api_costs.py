@@ -33,6 +33,38 @@ def register(app: FastAPI, routes: Routes) -> None:
         return etag_response(request, read(lambda con: cost_rows(con, teams, start, end)))
 
 
+def register_totals(app: FastAPI, routes: Routes) -> None:
+    """``GET /v1/costs``: spend for a window by one dimension with its total (warehouse/spend_by.py)."""
+
+    @app.get("/v1/costs")
+    def costs(
+        request: Request,
+        by: str = "team",
+        month: str | None = Query(None, max_length=16),
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        cost: str = "effective",
+        team: str | None = None,
+        scope: Scope = Depends(routes.caller),
+    ) -> Response:
+        if not scope.sees_costs:
+            raise HTTPException(403, detail="a scheduler token may not read costs")
+        teams = teams_for(scope, team)
+        start, end = days(from_, to)
+        return etag_response(request, routes.read(lambda con: costs_by(con, by, month, start, end, cost, teams)))
+
+
+def costs_by(con, by: str, month: str | None, start, end, cost: str, teams: list[str] | None) -> dict[str, Any]:
+    """The body of ``/v1/costs`` (and the MCP ``costs`` tool): ``spend_by.as_json``; a bad value is 400."""
+    from gpufinops.warehouse import spend_by
+
+    try:
+        window = spend_by.window_for(con, month, start, end, teams)
+        return spend_by.as_json(spend_by.spend_by(con, by=by, window=window, cost=cost, teams=teams))
+    except ValueError as exc:
+        raise HTTPException(400, detail=str(exc)) from None
+
+
 def cost_rows(con, teams: list[str] | None, start: date | None, end: date | None) -> list[dict[str, Any]]:
     """Daily cost rows as the teams carry them (shared GPUs by allocation: warehouse/allocation_queries.py);
     ``to`` is inclusive (the whole day), money as numbers."""

@@ -29,33 +29,51 @@ def register(app: FastAPI, routes: Routes) -> None:
         team: str | None = None,
         model: str | None = Query(None, max_length=256),
         by: str = "model",
+        period: str = "day",
         from_: str | None = Query(None, alias="from"),
         to: str | None = None,
         scope: Any = Depends(routes.caller),
     ) -> Response:
-        from gpufinops.warehouse.unit_costs import GROUPINGS
+        from gpufinops.warehouse.unit_costs import GROUPINGS, PERIODS
 
         if not scope.sees_costs:
             raise HTTPException(403, detail="a scheduler token may not read costs")
         if by not in GROUPINGS:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(GROUPINGS)}, not {by[:40]!r}")
+        if period not in PERIODS:
+            raise HTTPException(400, detail=f"period: must be one of {', '.join(PERIODS)}, not {period[:40]!r}")
         teams = teams_for(scope, team)
         start, end = days(from_, to)
-        return etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings)))
+        return etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings, period)))
 
 
 def rows(
-    con, teams: list[str] | None, model: str | None, by: str, start: date | None, end: date | None, settings: Any
+    con,
+    teams: list[str] | None,
+    model: str | None,
+    by: str,
+    start: date | None,
+    end: date | None,
+    settings: Any,
+    period: str = "day",
 ) -> dict[str, Any]:
-    """The response body: ``rows`` (plain numbers and ISO days) and ``carbon_note``."""
+    """The response body: ``rows`` (plain numbers and ISO days; ``day`` is the period's first),
+    ``totals`` (one row per period over every row in scope) and ``carbon_note``."""
     from gpufinops.warehouse import unit_costs
-    from gpufinops.warehouse.labels import labels_of
 
     begin = datetime.combine(start, time(), UTC) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
-    frame = unit_costs.unit_costs(con, by=by, team=teams, model=model, start=begin, end=stop, settings=settings)
+    asked = dict(team=teams, model=model, start=begin, end=stop, settings=settings, period=period)
+    frame = unit_costs.unit_costs(con, by=by, **asked)
     if teams is not None:  # a lead's scope never holds the rows of no team
         frame = frame.filter(frame["team"].is_not_null())
+    totals = unit_costs.unit_costs(con, by=unit_costs.TOTAL, **asked)
+    return {"rows": _plain(frame), "totals": _plain(totals), "carbon_note": unit_costs.carbon_note(con)}
+
+
+def _plain(frame: Any) -> list[dict[str, Any]]:
+    from gpufinops.warehouse.labels import labels_of
+
     out = []
     for row in frame.iter_rows(named=True):
         row["cost_basis_label"] = labels_of(row.get("cost_basis"), "cost_basis")
@@ -65,4 +83,4 @@ def rows(
                 for k, v in row.items()
             }
         )
-    return {"rows": out, "carbon_note": unit_costs.carbon_note(con)}
+    return out

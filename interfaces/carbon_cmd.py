@@ -19,6 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--by", choices=BY, default="team", help="rows per month and team (default), resource, or month alone"
     )
+    p.add_argument(
+        "--period",
+        choices=("day", "week", "month"),
+        default="month",
+        help="rows per calendar month (default), ISO week (from Monday, its first day shown) or UTC day",
+    )
     p.add_argument("--team", help="only this team")
     p.add_argument("--from", dest="start", type=dates.parse, metavar="D", help="from this date (UTC)")
     p.add_argument("--to", dest="end", type=dates.parse, metavar="D", help="up to and including this date")
@@ -36,7 +42,9 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
         print("gpufinops: carbon: --to is before --from", file=sys.stderr)
         return 2
     with db.reader(cfg.warehouse_path) as con:
-        frame = carbon_queries.carbon_summary(con, by=args.by, team=args.team, start=args.start, end=end)
+        frame = carbon_queries.carbon_summary(
+            con, by=args.by, team=args.team, start=args.start, end=end, period=args.period
+        )
         sources = carbon_queries.sources(con, team=args.team, start=args.start, end=end)
     if args.format != "table":
         output.write(output.render(frame, args.format), out)
@@ -44,7 +52,11 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
     if frame.is_empty():
         print("no carbon rows (carbon_hourly is filled by loads of bills and GPU metrics)", file=out)
         return 0
-    cols = [cells.Col("month", "Month", cells.TEXT, no_wrap=True)]
+    cols = [
+        cells.Col(
+            args.period, {"month": "Month", "week": "Week of", "day": "Day"}[args.period], cells.TEXT, no_wrap=True
+        )
+    ]
     if args.by != "month":
         cols.append(cells.Col("team", "Team", cells.TEXT))
     if args.by == "resource":

@@ -237,3 +237,12 @@ def cmd_unit_costs(cfg: config_mod.Config, args: argparse.Namespace) -> int:
 
 
 COMMANDS["unit-costs"] = cmd_unit_costs
+
+
+def cmd_costs(cfg: config_mod.Config, args: argparse.Namespace) -> int:
+    from gpufinops.interfaces import costs_cmd
+
+    return costs_cmd.run(cfg, args)
+
+
+COMMANDS["costs"] = cmd_costs

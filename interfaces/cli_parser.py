@@ -48,7 +48,7 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     the questions the source specs declare come from the ingest registry (``registry``, default the
     built-in one, whose build imports every source module: most of a second), so they are added only
     when ``argv`` names ``init`` (or is None): no other command's start-up builds it."""
-    from gpufinops.interfaces import carbon_cmd, init_choices, init_cmd, mcp_server, unit_costs_cmd
+    from gpufinops.interfaces import carbon_cmd, costs_cmd, init_choices, init_cmd, mcp_server, unit_costs_cmd
 
     p = argparse.ArgumentParser(prog="gpufinops", description="FinOps for GPU fleets.")
     p.add_argument("--version", action="version", version=_version(), help="print the version and exit")
@@ -73,6 +73,7 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
 
     init_cmd.add_parser(sub, asked=init_choices.questions(registry) if argv is None or "init" in argv else [])
     mcp_server.add_parser(sub)
+    costs_cmd.add_parser(sub)
     carbon_cmd.add_parser(sub)
     unit_costs_cmd.add_parser(sub)
     doctor = sub.add_parser(

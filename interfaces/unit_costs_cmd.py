@@ -29,6 +29,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--from", dest="from_date", type=dates.parse, help="hours from this date (UTC)")
     p.add_argument("--to", dest="to_date", type=dates.parse, help="hours up to this date (inclusive)")
+    p.add_argument(
+        "--period",
+        choices=("day", "week", "month"),
+        default="day",
+        help="rows per UTC day (default), ISO week (from Monday) or calendar month; `day` is the period's first day",
+    )
     p.add_argument("--team", metavar="T", help="only this team")
     p.add_argument("--model", metavar="M", help="only this model (as the server names it)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="table (default), csv or json")
@@ -36,20 +42,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(cfg: Any, args: argparse.Namespace) -> int:
+    import polars as pl
+
     from gpufinops.jobs import files, output
     from gpufinops.warehouse import db, unit_costs
 
     end = args.to_date + timedelta(days=1) if args.to_date is not None else None
     with db.reader(cfg.warehouse_path) as con:
-        frame = unit_costs.unit_costs(
-            con, by=args.by, team=args.team, model=args.model, start=args.from_date, end=end, settings=cfg.unit_costs
-        )
+        asked = dict(team=args.team, model=args.model, start=args.from_date, end=end, settings=cfg.unit_costs)
+        frame = unit_costs.unit_costs(con, by=args.by, period=args.period, **asked)
+        totals = unit_costs.unit_costs(con, by=unit_costs.TOTAL, period=args.period, **asked)
         note = unit_costs.carbon_note(con)
     if args.format == "table":
         from gpufinops.jobs import layouts
 
+        shown = pl.concat([frame, totals.with_columns(pl.lit("Total", pl.Utf8).alias("team"))]).sort("day")
         text = (
-            layouts.frame_text(frame.select(unit_costs.COLUMNS), output.terminal_width())
+            layouts.frame_text(readable(shown, args.period), output.terminal_width())
             if frame.height
             else "no serving metrics in this window (sources of type prometheus_serving or serving_exporter load them)"
         )
@@ -62,3 +71,28 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
     else:
         output.write(text)
     return 0
+
+
+def readable(frame: Any, period: str) -> Any:
+    """The table's columns: money rounded to the cent, rates to a hundredth of a cent (the exact
+    figures are the CSV / JSON's), the period named, no column of only blanks."""
+    import polars as pl
+
+    from gpufinops.jobs import cells
+
+    def dollars(col: str, places: int) -> pl.Expr:
+        return pl.col(col).map_elements(lambda v: cells.money(v, places=places), return_dtype=pl.Utf8)
+
+    shown = frame.select(
+        pl.col("day").cast(pl.Utf8).alias({"day": "day", "week": "week of", "month": "month of"}[period]),
+        "team",
+        "namespace",
+        "model",
+        dollars("gpu_cost_usd", 2).alias("GPU cost"),
+        pl.col("output_tokens").alias("output tokens"),
+        dollars("usd_per_1m_input_tokens", 4).alias("$ per 1M input"),
+        dollars("usd_per_1m_output_tokens", 4).alias("$ per 1M output"),
+        dollars("usd_per_1k_requests", 4).alias("$ per 1k requests"),
+        pl.col("kg_co2e").round(2).alias("kg CO2e"),
+    )
+    return shown.select([c for c in shown.columns if shown[c].null_count() < shown.height])

@@ -86,6 +86,11 @@ CALLS: dict[str, dict[str, Any]] = {  # every tool, with arguments that exercise
     "plans": {},
     "alerts": {"status": "all"},
     "budgets": {},
+    "costs": {"by": "team", "cost": "gpu"},
+    "unit_costs": {"period": "month"},
+    "carbon": {"period": "week"},
+    "storage_findings": {},
+    "withheld_findings": {},
 }
 
 

@@ -70,7 +70,7 @@ def test_the_mig_model_costs_its_slice_allocation_to_the_cent(mig_home):
     path, fleet = mig_home
     slice_ = next(s for s in demo_mig.SLICES if s.pod == demo_mig.SERVER.pod)
     with db.reader(path) as con:
-        got = unit_costs.unit_costs(con, model=demo_mig.SERVER.model, per_day=False)
+        got = unit_costs.unit_costs(con, model=demo_mig.SERVER.model, period=unit_costs.WHOLE)
         served = con.execute(
             "SELECT count(DISTINCT hour) FROM serving_metrics_hourly WHERE pod = ?", [demo_mig.SERVER.pod]
         ).fetchall()[0][0]

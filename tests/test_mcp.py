@@ -93,6 +93,20 @@ def test_finance_over_stdio_lists_and_answers_every_tool(home):
     assert budgets["nlp-gpus"]["share_spent"] > 1 and budgets["nlp-gpus"]["current_period"] == "2026-11"
     assert {r["team"] for r in got["nlp_costs"][1]["rows"]} == {"nlp"}
     assert got["bad_day"][0] and "start: not a date" in got["bad_day"][1]
+    # spend for the period: the allocation-aware daily rows' GPU cost, summed; money as numbers
+    spend = got["costs"][1]
+    assert spend["window"]["label"] == "November 2026" and {r["team"] for r in spend["rows"]} == TEAMS
+    with db.reader(config_of(home).warehouse_path) as con:
+        gpu_total = sum(r["gpu_cost"] for r in cost_rows(con, None, None, None))
+    assert spend["total_usd"] == pytest.approx(gpu_total)
+    assert all(isinstance(b["amount"], float) for b in got["budgets"][1]["budgets"])
+    storage = got["storage_findings"][1]
+    from gpufinops.models import registry
+
+    storage_kinds = {k for k in registry.KINDS if registry.spec(k).family == "storage"}
+    assert set(storage["kinds"]) == storage_kinds and len(storage_kinds) >= 3  # none in this feed: the demo's
+    assert storage["rows"] == [] and storage["monthly_savings_usd"] == 0
+    assert got["unit_costs"][1]["rows"] == [] and got["carbon"][1]["rows"] == []  # no serving, no power here
 
 
 def test_a_lead_over_stdio_never_sees_another_team(home):
@@ -113,6 +127,8 @@ def test_a_scheduler_reads_recommendations_and_plans_but_no_costs(home):
         is_error, answer = got[name]
         if name in ("recommendations", "plans"):
             assert not is_error and answer["rows"], (name, answer)
+        elif name in ("storage_findings", "withheld_findings"):  # findings, no money spent
+            assert not is_error, (name, answer)
         else:
             assert is_error and "reads recommendations and plans only, not costs" in answer, (name, answer)
 

@@ -190,7 +190,7 @@ def test_rows_of_an_older_formula_are_not_read(tmp_path):
         con.execute("UPDATE serving_costs_hourly SET gpu_cost_usd = gpu_cost_usd * 2")  # stale rows, doubled
     with db.reader(warehouse) as con:
         assert serving_costs.stored(con) is None
-        got = unit_costs.unit_costs(con, per_day=False)
+        got = unit_costs.unit_costs(con, period=unit_costs.WHOLE)
     assert got["gpu_cost_usd"].sum() == 2 * sf.H100_HOUR + sf.L4_HOUR  # the live figure, not the stale one
     assert serving_costs.configure(warehouse, None)  # the next job's configure recomputes them
     with db.reader(warehouse) as con:

@@ -45,6 +45,9 @@ from gpufinops.warehouse.serving_costs import carbon_relation as carbon_relation
 
 SPLITS = ("compute", "weight")
 GROUPINGS = {"model": ("team", "namespace", "model"), "team": ("team",), "namespace": ("team", "namespace")}
+TOTAL = "total"  # ``by=TOTAL``: one row per period over every team, namespace and model in the filters
+PERIODS = ("day", "week", "month")
+WHOLE = "window"  # ``period=WHOLE``: one row over the whole window  # ``day`` holds the period's first UTC day (a Monday for a week)
 COLUMNS = (
     "day",
     "team",
@@ -107,26 +110,28 @@ def unit_costs(
     start: datetime | None = None,
     end: datetime | None = None,
     settings: UnitCostSettings | None = None,
-    per_day: bool = True,
+    period: str = "day",
 ) -> pl.DataFrame:
-    """Per UTC day (``per_day=False``: over the whole window, ``day`` NULL) and ``by`` (model: team, namespace and model; namespace: team and namespace; team):
+    """Per UTC ``period`` (day, ISO week from Monday, or calendar month; ``day`` is its first day;
+    ``WHOLE``: over the whole window, ``day`` NULL) and ``by`` (model: team, namespace and model; namespace: team and namespace; team):
     COLUMNS, plus ``input_cost_usd``, ``output_cost_usd`` and ``cost_basis``. ``team`` / ``model`` filter.
     The rows summed are ``serving_costs_hourly``'s where it holds them for ``settings`` (None: the stored
     ones), else the same rows computed live (warehouse/serving_costs.py)."""
-    if by not in GROUPINGS:
+    if by not in GROUPINGS and by != TOTAL:
         raise ValueError(f"unit costs by {by!r}: must be one of {', '.join(GROUPINGS)}")
     inner, params = serving_costs.relation(con, settings, start, end)
     keep, keep_params = _filters(team, None, None, team_col="team")
     if model is not None:
         keep += " AND model = ?"
         keep_params.append(model)
-    grouped = GROUPINGS[by]
+    if period not in PERIODS and period != WHOLE:
+        raise ValueError(f"unit costs per {period[:40]!r}: must be one of {', '.join(PERIODS)}")
+    grouped = GROUPINGS.get(by, ())
     # the UTC day by integer arithmetic (a TIMESTAMPTZ cast to DATE goes through the session's time zone)
-    day = (
-        f"DATE '1970-01-01' + CAST(epoch_us(hour) // {US_PER_DAY} AS INTEGER) AS day"
-        if per_day
-        else "CAST(NULL AS DATE) AS day"
-    )
+    utc_day = f"DATE '1970-01-01' + CAST(epoch_us(hour) // {US_PER_DAY} AS INTEGER)"
+    if period in ("week", "month"):
+        utc_day = f"CAST(date_trunc('{period}', {utc_day}) AS DATE)"
+    day = "CAST(NULL AS DATE) AS day" if period == WHOLE else f"{utc_day} AS day"
     shown = ", ".join(c if c in grouped else f"CAST(NULL AS VARCHAR) AS {c}" for c in ("team", "namespace", "model"))
     sql = f"""
     WITH rows AS ({inner}),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import carbon_view, charts, gpu_charts, labels, spend_charts
+from gpufinops.dashboard import carbon_view, charts, gpu_charts, labels, period, spend_charts
 from gpufinops.dashboard.common import (
     cached_call,
     cached_query,
@@ -14,8 +14,6 @@ from gpufinops.dashboard.common import (
     money_frame,
     page_header,
     total,
-    window_picker,
-    window_start,
 )
 from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
 from gpufinops.warehouse.queries import carbon as carbon_queries
@@ -23,23 +21,29 @@ from gpufinops.warehouse.queries import carbon as carbon_queries
 
 def main() -> None:
     ctx = page_header("GPU fleet")
-    days = window_picker("fleet_days")
     try:
         with connection() as con:
             as_of = cached_query(con, "latest_charge_day", team=ctx.teams)
-            start = window_start(as_of, days) if as_of else None
-            util = cached_query(con, "fleet_utilisation", team=ctx.teams, start=start)
-            idle = cached_query(con, "idle_gpu_cost", team=ctx.teams, start=start, idle_util_pct=IDLE_UTIL_PCT)
+            if as_of is None:
+                st.info("No GPU usage in your scope yet.")
+                return
+            window = period.picker("fleet_period", cached_call(con, period.months_with_data, teams=ctx.teams), as_of)
+            start, end = window.start, period.query_end(window, as_of)
+            util = cached_query(con, "fleet_utilisation", team=ctx.teams, **span(start, end))
+            idle = cached_query(con, "idle_gpu_cost", team=ctx.teams, idle_util_pct=IDLE_UTIL_PCT, **span(start, end))
             # hours nobody's bill claims belong to no team: only a viewer of every team sees them
-            unattributed = cached_query(con, "unattributed_gpu_hours", start=start) if ctx.teams is None else None
-            attribution = cached_query(con, "gpu_hours_attribution", start=start) if ctx.teams is None else None
-            emissions = cached_call(con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start)
-            emission_sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start)
+            unattributed = (
+                cached_query(con, "unattributed_gpu_hours", **span(start, end)) if ctx.teams is None else None
+            )
+            attribution = cached_query(con, "gpu_hours_attribution", **span(start, end)) if ctx.teams is None else None
+            emissions = cached_call(con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start, end=end)
+            emission_sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start, end=end)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
+    st.caption(f"Every figure on this page covers {window.label}, in UTC days.")
     if util.is_empty() and idle.is_empty():
-        st.info("No GPU usage in your scope yet.")
+        st.info(f"No GPU usage in your scope in {window.label}.")
         return
     cols = st.columns(3)
     cols[0].metric(
@@ -82,7 +86,7 @@ def main() -> None:
             ),
         )
     labels.table(st, idle_view)
-    carbon_view.render(emissions, emission_sources, heading="Energy and emissions per team")
+    carbon_view.render(emissions, emission_sources, heading="Energy and emissions per team", window=window)
     st.subheader("Unattributed GPU-hours")
     if unattributed is None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
@@ -119,6 +123,11 @@ def main() -> None:
                 "unattributed_gpu_hours": st.column_config.NumberColumn("On no billed resource", format="localized"),
             },
         )
+
+
+def span(start, end) -> dict:
+    """The window as query arguments: ``end`` only where it cuts the data (the stored results' keys)."""
+    return {"start": start} if end is None else {"start": start, "end": end}
 
 
 main()

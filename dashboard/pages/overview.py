@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, spend
-from gpufinops.dashboard.common import connection, page_header, window_picker
+from gpufinops.dashboard import alerts_view, period, spend, spend_table
+from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
 from gpufinops.models.budgets import monthly_budget_for
 from gpufinops.warehouse import freshness
 
@@ -19,12 +19,17 @@ def budget_for(ctx) -> float | None:
 
 def main() -> None:
     ctx = page_header("Overview: GPU spend")
-    days = window_picker("overview_days")
     try:
         with connection() as con:
-            data = spend.load_current(con, ctx.teams, days)
+            as_of = cached_query(con, "latest_charge_day", team=ctx.teams)
+            if as_of is None:
+                st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
+                return
+            window = period.picker("overview_period", cached_call(con, period.months_with_data, teams=ctx.teams), as_of)
+            data = spend.load_current(con, ctx.teams, period.days_back(window, as_of))
             stale = freshness.stale_sources(con)
             alerts = alerts_view.open_alerts(con, ctx.teams)
+            by_team = spend_table.cached(con, ctx.teams, window)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -33,16 +38,22 @@ def main() -> None:
         return
     if not stale.is_empty():
         st.warning(
-            f"Stale data — the figures below describe {data.month_start:%B %Y}, the newest month the "
-            f"warehouse holds, not today: "
+            f"Stale data — the figures below describe {window.label}, up to the newest day the "
+            f"warehouse holds ({data.as_of:%Y-%m-%d}), not today: "
             + "; ".join(f"{r['source']}: {r['message']}" for r in stale.iter_rows(named=True))
         )
-    st.caption(f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}.")
-    spend.render_kpis(data, budget_for(ctx))
+    st.caption(
+        f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}. "
+        f"Every figure below covers {window.label}, in UTC days (forecast and savings: per month)."
+    )
+    shown = period.spend_in(data, window)
+    budget = budget_for(ctx) if period.is_data_month(window, as_of) else None
+    spend.render_kpis(shown, budget, period.kpi_period(window, as_of))
+    spend_table.render(by_team, window)
     alerts_view.render(alerts)
-    spend.render_charts(data)
+    spend.render_charts(shown)
     spend.render_forecast(data)
-    spend.render_anomalies(data)
+    spend.render_anomalies(shown)
 
 
 main()

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, labels, spend, unit_costs_view
-from gpufinops.dashboard.common import (
-    cached_call,
-    cached_query,
-    connection,
-    page_header,
-    window_picker,
-    window_start,
-)
+from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, labels, period, spend, unit_costs_view
+from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
 from gpufinops.dashboard.recommendation_list import recommendation_list
 from gpufinops.models.budgets import monthly_budget_for
 from gpufinops.warehouse import allocation_queries, queries
@@ -21,7 +14,6 @@ from gpufinops.warehouse.queries import carbon as carbon_queries
 
 def main() -> None:
     ctx = page_header("Team")
-    days = window_picker("team_days")
     try:
         with connection() as con:
             teams = cached_query(con, "cost_teams", team=ctx.teams)
@@ -32,30 +24,36 @@ def main() -> None:
             if not ctx.scope.allows(team):  # the options are scoped already; never trust a widget
                 st.error("Access denied.")
                 return
-            data = spend.load_current(con, [team], days)
-            if data.as_of is None:  # listed for its cost lines, which a reload removed since
+            as_of = cached_query(con, "latest_charge_day", team=[team])
+            if as_of is None:  # listed for its cost lines, which a reload removed since
                 st.info(f"No cost data for {team} yet.")
                 return
-            window = window_start(data.as_of, days)
-            fleet = cached_query(con, "fleet_utilisation", team=[team], start=window)
-            shared = cached_call(con, allocation_queries.allocation_by_workload, team=[team], start=window)
-            idle_nodes = cached_call(con, allocation_queries.unallocated_by_node, team=[team], start=window)
+            window = period.picker("team_period", cached_call(con, period.months_with_data, teams=[team]), as_of)
+            data = spend.load_current(con, [team], period.days_back(window, as_of))
+            start, end = window.start, period.query_end(window, as_of)
+            fleet = cached_query(con, "fleet_utilisation", team=[team], start=start, end=end)
+            shared = cached_call(con, allocation_queries.allocation_by_workload, team=[team], start=start, end=end)
+            idle_nodes = cached_call(con, allocation_queries.unallocated_by_node, team=[team], start=start, end=end)
             recs = queries.recommendations(con, team=[team])
             alerts = alerts_view.open_alerts(con, [team])
-            emissions = cached_call(con, carbon_queries.carbon_summary, by="resource", team=[team], start=window)
-            emission_sources = cached_call(con, carbon_queries.sources, team=[team], start=window)
-            serving, carbon_note = cached_call(con, unit_costs_view.load, teams=[team], start=window)
+            emissions = cached_call(
+                con, carbon_queries.carbon_summary, by="resource", team=[team], start=start, end=end
+            )
+            emission_sources = cached_call(con, carbon_queries.sources, team=[team], start=start, end=end)
+            serving, carbon_note = cached_call(con, unit_costs_view.load, teams=[team], start=start, end=end)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
     st.header(team)
-    budget = monthly_budget_for(ctx.settings.budgets, [team])
-    spend.render_kpis(data, float(budget) if budget is not None else None)
+    st.caption(f"Every figure on this page covers {window.label}, in UTC days (forecast and savings: per month).")
+    budget = monthly_budget_for(ctx.settings.budgets, [team]) if period.is_data_month(window, as_of) else None
+    shown = period.spend_in(data, window)
+    spend.render_kpis(shown, float(budget) if budget is not None else None, period.kpi_period(window, as_of))
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
-    spend.render_charts(data, by_team=False)
+    spend.render_charts(shown, by_team=False)
     spend.render_forecast(data)
     render_shared(shared, idle_nodes)
-    carbon_view.render(emissions, emission_sources)
+    carbon_view.render(emissions, emission_sources, window=window)
     unit_costs_view.render(serving, carbon_note)
     st.subheader("GPU fleet")
     if fleet.is_empty():

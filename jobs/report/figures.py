@@ -214,7 +214,7 @@ def _unit_costs(
     con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
     """The week's unit costs per team, namespace and model (warehouse.unit_costs, the one builder)."""
-    frame = unit_costs.unit_costs(con, team=teams, start=start, end=end, per_day=False)
+    frame = unit_costs.unit_costs(con, team=teams, start=start, end=end, period=unit_costs.WHOLE)
     rows = frame.filter(pl.col("team").is_not_null()) if teams is not None else frame
     return rows.sort("gpu_cost_usd", descending=True, nulls_last=True).to_dicts()
 

@@ -15,6 +15,7 @@ import polars as pl
 from gpufinops.warehouse.queries.fragments import filters, frame
 
 BY = ("team", "resource", "month")
+PERIODS = ("day", "week", "month")  # the rows' period: its first UTC day (a Monday for a week), or YYYY-MM
 _KEYS = {
     "month": ["month"],
     "team": ["month", "team"],
@@ -29,17 +30,24 @@ def carbon_summary(
     team: str | list[str] | None = None,
     start: datetime | None = None,
     end: datetime | None = None,
+    period: str = "month",
 ) -> pl.DataFrame:
-    """Energy and emissions per ``by`` (team | resource | month) and UTC month in [start, end).
+    """Energy and emissions per ``by`` (team | resource | month) and UTC ``period`` in [start, end):
+    a ``month`` column (``YYYY-MM``), or for ``day`` / ``week`` a ``day`` / ``week`` column holding
+    the period's first day (ISO weeks start on Monday). ``by="month"`` is one row per period.
 
     ``kg_co2e_per_gpu_hour`` is over measured GPU-hours only; an unknown team reads "(untagged)"."""
     if by not in BY:
         raise ValueError(f"by: must be one of {', '.join(BY)}, not {by!r}")
     where, params = filters(team, start, end, team_col="team", time_col="hour")
-    keys = _KEYS[by]
+    if period not in PERIODS:
+        raise ValueError(f"period: must be one of {', '.join(PERIODS)}, not {period[:40]!r}")
+    keys = [period if k == "month" else k for k in _KEYS[by]]
     select_keys = ", ".join(
         {
             "month": "strftime(date_trunc('month', hour AT TIME ZONE 'UTC'), '%Y-%m') AS month",
+            "week": "CAST(date_trunc('week', hour AT TIME ZONE 'UTC') AS DATE) AS week",
+            "day": "CAST(hour AT TIME ZONE 'UTC' AS DATE) AS day",
             "team": "coalesce(team, '(untagged)') AS team",
             "resource_id": "resource_id",
             "provider": "any_value(provider) AS provider",
