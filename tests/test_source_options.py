@@ -193,6 +193,7 @@ def _meta(**changes) -> IngestorMeta:
         time_range=True,
         provider=None,
         extra=None,
+        transport=None,
         freshness=Freshness(kind="metrics", lag_hours=1.0),
         doctor=None,
         init=None,
