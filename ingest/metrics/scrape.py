@@ -92,7 +92,7 @@ def fetch_bytes(url: str, *, timeout_s: float, retries: int, bounds: Bounds | No
     if url.startswith("file:"):
         return _file_bytes(url, bounds, source)
     delay, retries = 0.5, max(1, retries)  # at least the one request
-    what = f"GET {display_url(url)}"
+    what = f"GET {display_url(url).split('?', 1)[0][:160]}"  # the call, not its (long) query
     for attempt in range(1, retries + 1):
         request = _request(url)
         try:
