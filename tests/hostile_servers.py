@@ -165,7 +165,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _huge(self, _: bytes) -> None:
         self._open_ended()
-        for _ in range(HUGE_BYTES // len(CHUNK)):
+        for _chunk in range(HUGE_BYTES // len(CHUNK)):
             if self.state.stop.is_set():
                 break
             self.wfile.write(CHUNK)

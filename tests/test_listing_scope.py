@@ -46,7 +46,7 @@ def _toml(value: object) -> str:
 
 def _config(tmp_path, source_type: str, key: str, prefix: str):
     options = REGISTRY.get(source_type).meta.options
-    table = {f: "my-project" for f in options.required_keys()}
+    table: dict[str, object] = {f: "my-project" for f in options.required_keys()}
     table[key] = _value(source_type, key, prefix)
     if "bucket" in {f.name for f in options.fields()}:
         table["bucket"] = "my-bucket"  # a source reading one bucket: the prefix is inside it

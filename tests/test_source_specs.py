@@ -145,7 +145,7 @@ def _doctor_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem
 def _transport_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem]:
     """A source reaching the network declares its transport, bounded by the transport options."""
     if meta.transport is None:
-        if meta.extra is not None or option_names & NETWORK_OPTIONS:
+        if meta.extra is not None or option_names & {"url", "targets", "endpoint", "endpoint_url"}:
             return [("transport", "is None, but the source reaches the network (an extra, or a URL / endpoint option)")]
         return []
     if not isinstance(meta.transport, Transport) or meta.transport.client not in TRANSPORT_CLIENTS:
