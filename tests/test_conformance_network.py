@@ -32,7 +32,8 @@ REGISTRY = default_registry()
 NETWORKED = [t for t in TYPES if REGISTRY.get(t).meta.transport is not None]
 # Bounds small enough to trip in 1-2 s: each is a source option (docs/sources/loads.md#network-bounds).
 TIGHT = {"connect_timeout_s": 1.0, "timeout_s": 1.5, "max_body_mb": 0.5, "max_pages": 50, "max_listing_s": 20.0}
-QUICK_RETRIES = {"max_attempts": 3, "initial_backoff_s": 0.05, "retries": 3}
+QUICK_RETRIES = {"max_attempts": 3, "initial_backoff_s": 0.05, "retries": 3}  # a 503 retried at once
+ONE_TRY = {"max_attempts": 1, "retries": 1}  # a bound tripped is not tried again: the test stays short
 # The keys network mode needs where a conformance input reads a local copy instead (its spec's ``unless``).
 NETWORK_MODE = {
     "aws_cur": {"bucket": "cur-bucket", "prefix": "cur"},
@@ -47,7 +48,7 @@ def a_bound_sentence(error: str) -> bool:
     return error.startswith("conf: ") and "\n" not in error and len(error) <= 300 and "stopped" in error
 
 
-def network_options(source_type: str, fixture: dict, url: str, bounds: dict = TIGHT) -> dict:
+def network_options(source_type: str, fixture: dict, url: str, bounds: dict = TIGHT, retries: dict = ONE_TRY) -> dict:
     """The conformance input's options in network mode, reaching ``url``, with the tight bounds."""
     meta = REGISTRY.get(source_type).meta
     transport = meta.transport
@@ -56,7 +57,7 @@ def network_options(source_type: str, fixture: dict, url: str, bounds: dict = TI
     options = {k: v for k, v in fixture.items() if k != transport.unless}
     options.update(NETWORK_MODE.get(source_type, {}) if transport.unless in fixture else {})
     options[transport.endpoint] = [f"{url}/metrics"] if transport.endpoint == "targets" else url
-    options.update({k: v for k, v in {**bounds, **QUICK_RETRIES}.items() if k in declared})
+    options.update({k: v for k, v in {**bounds, **retries}.items() if k in declared})
     return options
 
 
@@ -153,7 +154,7 @@ def test_a_503_then_the_answer_is_retried_into_a_load(source_type, tmp_path):
     else:
         pytest.skip(f"{source_type}'s conformance input is a local copy and its API has no loopback server here")
     with serve(state) as server:
-        options = network_options(source_type, fixture, server.url, bounds={})  # the default bounds: a real load
+        options = network_options(source_type, fixture, server.url, {}, QUICK_RETRIES)  # default bounds: a real load
         if state.files:
             urls = [f"{server.url}{path}" for path in state.files]
             options[transport.endpoint] = urls if transport.endpoint == "targets" else urls[0]

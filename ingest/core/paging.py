@@ -63,13 +63,15 @@ class Pages:
         self.pages += 1
         if self.pages > self.max_pages:
             raise BoundTripped(
-                f"{self.source}: {self.what} answered more than {self.max_pages} pages (max_pages); stopped"
+                f"{self.source}: {self.what} answered more than {self.max_pages} pages (max_pages); stopped",
+                "max_pages",
             )
         elapsed = self._clock() - self._started
         if elapsed > self.max_seconds:
             raise BoundTripped(
                 f"{self.source}: {self.what} still paging after {elapsed:.0f} s, {self.pages} pages "
-                f"(max_listing_s {self.max_seconds:g}); stopped"
+                f"(max_listing_s {self.max_seconds:g}); stopped",
+                "max_listing_s",
             )
 
     def _check(self, token: str | None) -> str | None:
@@ -79,7 +81,8 @@ class Pages:
             period = self.pages - self._seen[token]
             raise BoundTripped(
                 f"{self.source}: {self.what} answered a page token it answered {period} page(s) before "
-                f"(page {self.pages}): the listing loops; stopped"
+                f"(page {self.pages}): the listing loops; stopped",
+                "page token",
             )
         self._seen[token] = self.pages
         return token

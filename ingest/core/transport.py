@@ -26,13 +26,13 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from gpufinops.ingest.core.bounds import DEFAULT, Bounds
+from gpufinops.ingest.core.bounds import DEFAULT as DEFAULT  # re-exported: the bounds beside their enforcement
+from gpufinops.ingest.core.bounds import Bounds as Bounds
 from gpufinops.ingest.core.registry import IngestError
 from gpufinops.ingest.core.spec import TransportOptions
 
 log = logging.getLogger(__name__)
 CHUNK = 65_536
-__all__ = ["DEFAULT", "Bounds", "TransportOptions"]
 
 _RUNNING: contextvars.ContextVar[Bounds] = contextvars.ContextVar("bounds", default=DEFAULT)
 
@@ -52,11 +52,12 @@ def running(options: Any) -> Any:
         _RUNNING.reset(token)
 
 
-CLIENTS = ("http", "boto3", "google", "azure")
-
-
 class BoundTripped(IngestError):
     """A network read stopped at one of its bounds: the sentence names the source, the call and the bound."""
+
+    def __init__(self, sentence: str, bound: str) -> None:
+        super().__init__(sentence)
+        self.bound = bound  # the option that set it: timeout_s, max_body_mb, max_pages, max_listing_s, …
 
 
 @dataclass
@@ -163,7 +164,7 @@ def request(
             return _read(source, what, response, bounds, sockets, started)
     except (OSError, http.client.HTTPException) as exc:
         if sockets.cut or time.monotonic() - started >= bounds.timeout_s * 0.99:
-            raise BoundTripped(deadline_sentence(source, what, bounds)) from None
+            raise BoundTripped(deadline_sentence(source, what, bounds), "timeout_s") from None
         if isinstance(exc, http.client.HTTPException):
             raise ConnectionError(f"{type(exc).__name__}: {exc}") from None
         raise
@@ -176,23 +177,23 @@ def _read(source: str, what: str, response: Any, bounds: Bounds, sockets: _Socke
     headers = list(response.headers.items())
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > bounds.max_body_bytes:
-        raise BoundTripped(body_sentence(source, what, bounds))
+        raise BoundTripped(body_sentence(source, what, bounds), "max_body_mb")
     raw = getattr(response, "fp", None) if isinstance(response, urllib.error.HTTPError) else response
     chunks: list[bytes] = []
     size = 0
     while raw is not None:
         left = bounds.timeout_s - (time.monotonic() - started)
         if left <= 0 or sockets.cut:
-            raise BoundTripped(deadline_sentence(source, what, bounds))
+            raise BoundTripped(deadline_sentence(source, what, bounds), "timeout_s")
         sockets.settimeout(left)
         chunk = raw.read1(CHUNK) if hasattr(raw, "read1") else raw.read(CHUNK)
         if not chunk:
             break
         size += len(chunk)
         if size > bounds.max_body_bytes:
-            raise BoundTripped(body_sentence(source, what, bounds))
+            raise BoundTripped(body_sentence(source, what, bounds), "max_body_mb")
         chunks.append(chunk)
     if sockets.cut:  # the watchdog's shutdown reads as the body's end
-        raise BoundTripped(deadline_sentence(source, what, bounds))
+        raise BoundTripped(deadline_sentence(source, what, bounds), "timeout_s")
     reason = str(getattr(response, "reason", "") or getattr(response, "msg", ""))
     return Answer(status, reason, headers, b"".join(chunks), str(getattr(response, "url", "")))

@@ -97,6 +97,10 @@ def fetch_bytes(url: str, *, timeout_s: float, retries: int, bounds: Bounds | No
         request = _request(url)
         try:
             answer = transport.request(source, what, "GET", request.full_url, bounds, dict(request.header_items()))
+        except transport.BoundTripped as exc:  # a deadline passed: tried again (retries bound the whole)
+            if exc.bound != "timeout_s" or attempt == retries:
+                raise
+            log.info("%s: %s; retrying in %.1f s", display_url(url), exc, delay)
         except (TimeoutError, ConnectionError, OSError) as exc:
             if attempt == retries:
                 raise
@@ -117,5 +121,5 @@ def _file_bytes(url: str, bounds: Bounds, source: str) -> bytes:
     with urllib.request.urlopen(url) as response:
         body = response.read(bounds.max_body_bytes + 1)
     if len(body) > bounds.max_body_bytes:
-        raise transport.BoundTripped(transport.body_sentence(source, f"reading {url}", bounds))
+        raise transport.BoundTripped(transport.body_sentence(source, f"reading {url}", bounds), "max_body_mb")
     return body
