@@ -53,6 +53,7 @@ class DummyBands:
         time_range=False,
         provider="aws",
         extra=None,
+        transport=None,
         freshness=Freshness(kind="prices", lag_hours=36.0),
         doctor="tests.dummy_source:check",
         init=InitQuestion(flag="dummy_bands_path", question="Dummy bands CSV (path)", option="path", section="dummy"),

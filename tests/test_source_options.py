@@ -91,7 +91,8 @@ def load(tmp_path: Path, source: str) -> config.Config:
         (
             'type = "aws_spot_advisor"\nurls = ["u"]',
             "sources.x.urls: unknown key for source type aws_spot_advisor "
-            "(did you mean `url`? allowed: enabled, path, regions, schedule, type, url)",
+            "(did you mean `url`? allowed: connect_timeout_s, enabled, max_body_mb, max_listing_s, max_pages, path, "
+            "regions, schedule, timeout_s, type, url)",
         ),
     ],
 )
@@ -151,6 +152,7 @@ def test_keys_are_derived_from_the_declaration():
         "lookback_hours",
         "backfill_days",
         "resource_map",
+        *("connect_timeout_s", "timeout_s", "max_body_mb", "max_pages", "max_listing_s"),  # its network bounds
     } == set(cloudwatch.optional_keys())
     onprem = REGISTRY.get("onprem").meta.options
     assert set(onprem.required_keys()) == {"node_groups", "pue", "energy_usd_per_kwh"}
@@ -193,6 +195,7 @@ def _meta(**changes) -> IngestorMeta:
         time_range=True,
         provider=None,
         extra=None,
+        transport=None,
         freshness=Freshness(kind="metrics", lag_hours=1.0),
         doctor=None,
         init=None,

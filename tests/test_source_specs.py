@@ -26,17 +26,19 @@ import pytest
 
 from gpufinops.ingest.core import docs, extras
 from gpufinops.ingest.core.registry import (
+    TRANSPORT_CLIENTS,
     Cursor,
     Extra,
     Freshness,
     IngestorMeta,
     InitQuestion,
     Registry,
+    Transport,
     builtin_modules,
     default_registry,
 )
 from gpufinops.ingest.core.runner import run_source
-from gpufinops.ingest.core.spec import SourceOptions
+from gpufinops.ingest.core.spec import SourceOptions, TransportOptions
 from gpufinops.interfaces import cli_parser, doctor_sources, init_choices, init_cmd, init_render
 from gpufinops.jobs.config import parse_source
 from gpufinops.models.recommendation import PROVIDER_PRICE_SOURCES
@@ -140,6 +142,23 @@ def _doctor_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem
     return [] if callable(found) else [("doctor", f"{meta.doctor!r} is not an importable 'module:function'")]
 
 
+def _transport_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem]:
+    """A source reaching the network declares its transport, bounded by the transport options."""
+    if meta.transport is None:
+        if meta.extra is not None or option_names & {"url", "targets", "endpoint", "endpoint_url"}:
+            return [("transport", "is None, but the source reaches the network (an extra, or a URL / endpoint option)")]
+        return []
+    if not isinstance(meta.transport, Transport) or meta.transport.client not in TRANSPORT_CLIENTS:
+        return [("transport", f"is not a Transport whose client is one of {TRANSPORT_CLIENTS}")]
+    if meta.transport.endpoint not in option_names or (
+        meta.transport.unless is not None and meta.transport.unless not in option_names
+    ):
+        return [("transport", "endpoint or unless is not an option")]
+    if not issubclass(meta.options, TransportOptions):
+        return [("transport", "is declared, but the options are not TransportOptions (no configurable bounds)")]
+    return []
+
+
 def _init_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem]:
     out = []
     if isinstance(meta.init, InitQuestion):
@@ -166,13 +185,14 @@ def spec_problems(meta: IngestorMeta) -> list[str]:
         *_extra_problems(meta, option_names),
         *_freshness_problems(meta),
         *_doctor_problems(meta, option_names),
+        *_transport_problems(meta, option_names),
         *_init_problems(meta, option_names),
     ]
     return [f"{meta.name}: {fact} {why}" for fact, why in found]
 
 
 def test_no_fact_has_a_silent_default():
-    for spec in (IngestorMeta, Cursor, Extra, InitQuestion, Freshness):
+    for spec in (IngestorMeta, Cursor, Extra, InitQuestion, Freshness, Transport):
         defaulted = [
             f.name
             for f in dataclasses.fields(spec)
@@ -197,6 +217,9 @@ def test_the_lint_catches_each_bad_fact():
         "init": dataclasses.replace(good, init=("aws_cur_bucket", "no_such_flag")),
         "cursor": dataclasses.replace(good, cursor=Cursor(remembers="", resume_item=None)),
         "key": dataclasses.replace(good, key=("no_such_column",)),
+        "transport": dataclasses.replace(
+            good, transport=Transport(client="ftp", endpoint="endpoint_url", paged=True, unless=None)
+        ),
     }
     for fact, meta in broken.items():
         problems = spec_problems(meta)

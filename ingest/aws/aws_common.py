@@ -1,7 +1,8 @@
 """boto3 clients for the AWS ingestors: lazy import, timeouts, bounded retries, clean errors.
 
 boto3 is imported only here and only when a client is made, so the dashboard and the local-directory
-mode of ``aws_cur`` never need it. Every client has connect/read timeouts and botocore's
+mode of ``aws_cur`` never need it. Every client sends through the bounded transport (``ingest.core.transport_sdk``: a connect timeout, a total
+deadline per request, a body limit) with botocore's
 ``standard`` retry mode (exponential backoff with jitter on throttling — ``ThrottlingException``,
 ``RequestLimitExceeded``, ``SlowDown``, HTTP 429/503 — and transient errors), bounded by
 ``max_attempts``. Errors become one sentence naming the operation and the AWS error code; they
@@ -17,12 +18,12 @@ from typing import Any
 
 from gpufinops.ingest.core import extras
 from gpufinops.ingest.core.registry import IngestError
-from gpufinops.ingest.core.spec import SourceOptions, option
+from gpufinops.ingest.core.spec import option
+from gpufinops.ingest.core.transport import TransportOptions
+from gpufinops.ingest.core.transport_sdk import bound_boto3
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 10
-READ_TIMEOUT_S = 60
 MAX_ATTEMPTS = 5
 
 
@@ -38,7 +39,7 @@ def quiet_sdk_logs() -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AwsClientOptions(SourceOptions):
+class AwsClientOptions(TransportOptions):
     """The options of every source calling an AWS API."""
 
     endpoint_url: str | None = option(None, "an S3/EC2/… compatible endpoint instead of AWS's (e.g. a local emulator)")
@@ -55,14 +56,15 @@ def client(service: str, source: str, options: AwsClientOptions, region: str | N
     except ImportError:  # tests: test_extras.py hides boto3
         raise IngestError(f"{source}: " + extras.missing_message(f"calling AWS {service}", "boto3", "aws")) from None
     config = Config(
-        connect_timeout=CONNECT_TIMEOUT_S,
-        read_timeout=READ_TIMEOUT_S,
+        connect_timeout=options.connect_timeout_s,
+        read_timeout=options.timeout_s,
         retries={"mode": "standard", "max_attempts": options.max_attempts},
         user_agent_extra="gpufinops",
     )
     region = region or getattr(options, "region", None) or "us-east-1"
     session = boto3.session.Session()
-    return session.client(service, region_name=region, endpoint_url=options.endpoint_url, config=config)
+    made = session.client(service, region_name=region, endpoint_url=options.endpoint_url, config=config)
+    return bound_boto3(made, source, options.bounds())  # every call within the source's bounds
 
 
 def describe_error(source: str, what: str, exc: BaseException) -> IngestError:

@@ -44,6 +44,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
 from gpufinops.warehouse import reference
@@ -253,6 +254,8 @@ class AwsCurOptions(aws_common.AwsClientOptions, OnInvalidOptions):
                     raise OptionProblem(key, f'engine = "athena" needs {key} (the Data Exports CUR 2.0 table in Glue)')
         elif bool(self.path) == bool(self.bucket):
             raise OptionProblem("path", "set exactly one of bucket (S3) or path (a local copy of the bucket)")
+        if any(c in self.prefix for c in "*?["):  # S3 lists a literal prefix: a glob here is a mistake
+            raise OptionProblem("prefix", f"the export's prefix is literal, without wildcards (got {self.prefix!r})")
 
 
 class AwsCur:
@@ -289,6 +292,7 @@ class AwsCur:
         'Athena (`engine = "athena"`, below)',
         provider="aws",
         extra=Extra(name="aws", unless="path"),
+        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless="path"),
         freshness=Freshness(kind="cost", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_cur",
         init=("aws_cur_bucket", "aws_cur_path"),

@@ -34,6 +34,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.warehouse import reference, reference_schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
@@ -168,6 +169,7 @@ class AwsPricing:
         time_range=False,
         provider="aws",
         extra=Extra(name="aws", unless=None),
+        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=168.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_pricing",
         init=("aws_cur_bucket", "aws_cur_path"),

@@ -14,8 +14,6 @@ import hashlib
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -24,6 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from gpufinops.ingest.core import transport
+from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import (
     Batch,
     Cursor,
@@ -32,33 +32,33 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
-from gpufinops.ingest.core.spec import SourceOptions, option
+from gpufinops.ingest.core.spec import TransportOptions, option
 from gpufinops.warehouse import reference_schema
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
-TIMEOUT_S = 30
 ATTEMPTS = 4
 RETRY_STATUS = (429, 500, 502, 503, 504)
 
 
-def _download(source: str, url: str, attempts: int = ATTEMPTS) -> tuple[bytes, datetime | None]:
+def _download(source: str, url: str, bounds: Bounds, attempts: int = ATTEMPTS) -> tuple[bytes, datetime | None]:
+    """The feed within the source's bounds (``ingest.core.transport``), retried on 429/5xx and connection errors."""
     delay = 0.5
     for attempt in range(1, attempts + 1):
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(url, headers={"User-Agent": "gpufinops"}), timeout=TIMEOUT_S
-            ) as response:
-                modified = response.headers.get("Last-Modified")
-                return response.read(), parsedate_to_datetime(modified).astimezone(UTC) if modified else None
-        except urllib.error.HTTPError as exc:
-            if exc.code not in RETRY_STATUS or attempt == attempts:
-                raise IngestError(f"{source}: GET {url} failed: HTTP {exc.code}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            answer = transport.request(source, f"GET {url}", "GET", url, bounds, {"User-Agent": "gpufinops"})
+        except OSError as exc:
             if attempt == attempts:
-                raise IngestError(f"{source}: GET {url} failed: {getattr(exc, 'reason', exc)}") from None
+                raise IngestError(f"{source}: GET {url} failed: {getattr(exc, 'reason', None) or exc}") from None
+        else:
+            if 200 <= answer.status < 300:
+                modified = dict((k.lower(), v) for k, v in answer.headers).get("last-modified")
+                return answer.body, parsedate_to_datetime(modified).astimezone(UTC) if modified else None
+            if answer.status not in RETRY_STATUS or attempt == attempts:
+                raise IngestError(f"{source}: GET {url} failed: HTTP {answer.status}")
         log.info("%s: GET %s: attempt %d failed, retrying in %.1f s", source, url, attempt, delay)
         time.sleep(delay)
         delay *= 2
@@ -105,7 +105,7 @@ def parse(source: str, name: str, data: bytes, regions: list[str] | None, update
 
 
 @dataclass(frozen=True, kw_only=True)
-class AwsSpotAdvisorOptions(SourceOptions):
+class AwsSpotAdvisorOptions(TransportOptions):
     url: str = option(DEFAULT_URL, "the Spot Instance Advisor feed's URL")
     path: str | None = option(None, "a local copy of the feed instead of the URL")
     regions: list[str] | None = option(None, "only these AWS regions (default: every region of the feed)")
@@ -127,6 +127,7 @@ class AwsSpotAdvisor:
         time_range=False,
         provider="aws",
         extra=None,
+        transport=Transport(client="http", endpoint="url", paged=False, unless="path"),
         freshness=Freshness(kind="prices", lag_hours=168.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_spot_advisor",
         init=("aws_cur_bucket", "aws_cur_path"),
@@ -144,7 +145,7 @@ class AwsSpotAdvisor:
             updated_at = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(microsecond=0)
         else:
             url = options.url
-            data, modified = _download(ctx.source, url)
+            data, modified = _download(ctx.source, url, ctx.options.bounds())
             name, updated_at = url, modified or datetime.now(UTC).replace(microsecond=0)
         regions = options.regions
         digest = hashlib.sha256(data + json.dumps(regions).encode()).hexdigest()

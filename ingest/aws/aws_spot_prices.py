@@ -30,6 +30,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import option
 from gpufinops.warehouse import reference_schema
@@ -146,6 +147,7 @@ class AwsSpotPrices:
         "reports with `GpuInfo`",
         provider="aws",
         extra=Extra(name="aws", unless=None),
+        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_spot_prices",
         init=("aws_cur_bucket", "aws_cur_path"),

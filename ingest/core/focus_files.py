@@ -213,6 +213,7 @@ class FocusFiles:
         description="FOCUS 1.0–1.2 CSV (`.csv`, `.csv.gz`) or Parquet exports (local paths and globs)",
         provider=None,
         extra=None,
+        transport=None,
         freshness=Freshness(kind="cost", lag_hours=48.0),
         doctor="gpufinops.interfaces.doctor_sources:focus_files",
         init=("focus_path",),

@@ -65,6 +65,24 @@ class Extra:
         return None if self.unless and getattr(options, self.unless, None) else self.name
 
 
+TRANSPORT_CLIENTS = ("http", "boto3", "google", "azure")  # what makes the requests: a Transport's client
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transport:
+    """A spec's network reads (``IngestorMeta.transport``): how the conformance suite reaches it.
+
+    ``client``: what makes the requests (``http``, ``boto3``, ``google``, ``azure``); ``endpoint``: the option
+    naming the server (a loopback server in the tests); ``paged``: whether it follows page tokens;
+    ``unless``: an option that, set, makes the source read files instead (no network call).
+    """
+
+    client: str
+    endpoint: str
+    paged: bool
+    unless: str | None
+
+
 @dataclass(frozen=True, kw_only=True)
 class InitQuestion:
     """One question ``gpufinops init`` asks for a source (and the flag that answers it in scripts):
@@ -97,6 +115,9 @@ class IngestorMeta:
     # data, which names its own (FOCUS files, GPU metrics of any machine).
     provider: str | None
     extra: Extra | None  # the pip extra its API calls need (None: it reads files or plain HTTP)
+    # Its network reads (ingest.core.transport bounds them; tests/test_conformance_network.py drives each
+    # declared one through loopback servers that misbehave). None: it reads local files only, no network.
+    transport: Transport | None
     freshness: Freshness  # the kind of data it holds and how late it normally is (warehouse/freshness.py)
     # ``gpufinops doctor``'s reachability check, "module:function" (an interfaces module: ingest does not
     # import interfaces), called with (SourceConfig, base_dir, timeout). None: the source reaches nothing.

@@ -20,7 +20,7 @@ from typing import Any, TypedDict, Unpack
 import duckdb
 import pyarrow as pa
 
-from gpufinops.ingest.core import funnel
+from gpufinops.ingest.core import funnel, transport
 from gpufinops.ingest.core.registry import (
     Batch,
     FetchResult,
@@ -332,7 +332,8 @@ def run_source(
                 base_dir=run.base_dir,
                 window=load_window(meta, parsed, state, run.since, run.until, run.full_refresh),
             )
-            result: FetchResult = ingestor_cls().fetch(ctx)
+            with transport.running(parsed):  # its listings and requests within its own bounds
+                result: FetchResult = ingestor_cls().fetch(ctx)
             watermark = result.watermark
             if result.skipped_reason is not None and not result.batches:
                 status, error = "skipped", None

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
+from gpufinops.ingest.core import bounds as net
 from gpufinops.warehouse import ranges
 
 # the one way a setting is declared (warehouse/options.py), re-exported for the ingestors
@@ -136,6 +137,24 @@ class OnInvalidOptions(SourceOptions):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TransportOptions(SourceOptions):
+    """The bounds of a source that reads the network, each configurable per source (``ingest.core.transport``)."""
+
+    connect_timeout_s: float = option(net.CONNECT_TIMEOUT_S, "seconds to open a connection", range=ranges.POSITIVE)
+    timeout_s: float = option(
+        net.DEADLINE_S, "seconds one request may take in all (connect, headers, body)", range=ranges.POSITIVE
+    )
+    max_body_mb: float = option(net.MAX_BODY_MB, "MiB one answer's body may hold", range=ranges.POSITIVE)
+    max_pages: int = option(net.MAX_PAGES, "pages one listing may read", range=ranges.POSITIVE)
+    max_listing_s: float = option(
+        net.MAX_LISTING_S, "seconds one listing may page, all its pages", range=ranges.POSITIVE
+    )
+
+    def bounds(self) -> net.Bounds:
+        return net.Bounds(self.connect_timeout_s, self.timeout_s, self.max_body_mb, self.max_pages, self.max_listing_s)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ResourceMapOptions(SourceOptions):
     """The option of a utilisation source whose host names are not the billed resource ids."""
 
@@ -143,11 +162,13 @@ class ResourceMapOptions(SourceOptions):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ExporterOptions(ResourceMapOptions, OnInvalidOptions):
+class ExporterOptions(ResourceMapOptions, OnInvalidOptions, TransportOptions):
     """The options of a Prometheus-format source (a DCGM exporter, a Prometheus server)."""
 
     resource_label: str = option("instance_id", "the label holding the billed resource id")
     provider_id_label: str = option("provider_id", "the label holding a Kubernetes node's providerID")
     namespace_teams: dict[str, str] = option({}, "Kubernetes namespace → team")
-    timeout_s: float = option(10.0, "HTTP timeout per request, seconds", range=ranges.POSITIVE)
+    timeout_s: float = option(
+        10.0, "seconds one HTTP request may take in all (connect, headers, body)", range=ranges.POSITIVE
+    )
     retries: int = option(3, "retries of a failed request", range=ranges.NON_NEGATIVE)

@@ -38,6 +38,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
 from gpufinops.ingest.gcp import gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdown
@@ -170,7 +171,8 @@ class _BigQuery:
                 result = job.to_arrow(create_bqstorage_client=False)
             else:
                 pages = paging.Pages(self.ctx.source, f"BigQuery {what} result pages on {self.table}")
-                result = [row for page in pages.each(job.result(timeout=gcp_common.TIMEOUT_S).pages) for row in page]
+                rows = job.result(timeout=gcp_common.TIMEOUT_S)
+                result = [row for page in pages.each(rows.pages, lambda _page: rows.next_page_token) for row in page]
             self.jobs += 1
             self.bytes_processed += int(job.total_bytes_processed or 0)
             self.bytes_billed += int(job.total_bytes_billed or 0)
@@ -230,6 +232,7 @@ class GcpBillingExport:
         time_range=False,
         provider="gcp",
         extra=Extra(name="gcp", unless="path"),
+        transport=Transport(client="google", endpoint="endpoint", paged=True, unless="path"),
         freshness=Freshness(kind="cost", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:gcp_billing_export",
         init=("bigquery_table", "gcp_billing_path"),

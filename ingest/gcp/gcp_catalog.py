@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import logging
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import choices_problem, option
 from gpufinops.ingest.gcp import gcp_common
@@ -58,7 +60,6 @@ log = logging.getLogger(__name__)
 SOURCE = "gcp:cloud-billing-catalog"
 OUTPUTS = ("price_catalog", "instance_types", "spot_prices", "price_history")
 PAGE_SIZE = 5000
-MAX_PAGES = 1000
 HOUR_PRICE = Decimal("1E-8")
 # anti-join inserts: a price point already stored is never stored twice (other sources share the tables)
 NEW_SPOT = (
@@ -94,8 +95,8 @@ def list_skus(ctx: IngestContext) -> list[Any]:
 
     currency = options.currency
     skus, token = [], ""
-    pages = paging.Pages(ctx.source, "Cloud Billing Catalog ListSkus", max_pages=MAX_PAGES)
-    for page in range(MAX_PAGES + 1):
+    pages = paging.Pages(ctx.source, "Cloud Billing Catalog ListSkus")
+    for page in itertools.count():
         request = ListSkusRequest(
             parent=COMPUTE_SERVICE,
             page_size=PAGE_SIZE,
@@ -199,6 +200,7 @@ class GcpCatalog:
         time_range=False,
         provider="gcp",
         extra=Extra(name="gcp", unless=None),
+        transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=168.0),
         doctor="gpufinops.interfaces.doctor_sources:gcp_catalog",
         init=("bigquery_table", "gcp_billing_path"),

@@ -5,7 +5,7 @@ made, so the dashboard and the file mode of ``gcp_billing_export`` never need th
 ``endpoint`` (an emulator or a test server) the client is anonymous unless ``credentials_file`` is
 set; without one it uses Application Default Credentials or ``credentials_file``. Every call is
 retried on 429 / 5xx with exponential backoff, bounded by ``max_attempts``, and its errors become one
-sentence naming the call.
+sentence naming the call. Every request goes through the bounded transport (``ingest.core.transport_sdk``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 
 from gpufinops.ingest.core import extras
 from gpufinops.ingest.core.registry import IngestError
-from gpufinops.ingest.core.spec import SourceOptions, option
+from gpufinops.ingest.core.spec import option
+from gpufinops.ingest.core.transport import TransportOptions
+from gpufinops.ingest.core.transport_sdk import bound_google
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
-class GcpClientOptions(SourceOptions):
+class GcpClientOptions(TransportOptions):
     """The options of every source calling a Google Cloud API."""
 
     endpoint: str | None = option(None, "an API endpoint instead of Google's (an emulator: anonymous credentials)")
@@ -136,9 +138,10 @@ def bigquery_client(source: str, options: GcpClientOptions, project: str) -> Any
         raise IngestError(
             f"{source}: " + extras.missing_message("reading BigQuery", "google.cloud.bigquery", "gcp")
         ) from None
-    return bigquery.Client(
+    made = bigquery.Client(
         project=project, credentials=_credentials(source, options), client_options=client_options(options)
     )
+    return bound_google(made, source, options.bounds())
 
 
 def catalog_client(source: str, options: GcpClientOptions) -> Any:
@@ -148,6 +151,7 @@ def catalog_client(source: str, options: GcpClientOptions) -> Any:
         raise IngestError(
             f"{source}: " + extras.missing_message("the Cloud Billing Catalog", "google.cloud.billing_v1", "gcp")
         ) from None
-    return billing_v1.CloudCatalogClient(
+    made = billing_v1.CloudCatalogClient(
         transport="rest", credentials=_credentials(source, options), client_options=client_options(options)
     )
+    return bound_google(made, source, options.bounds())

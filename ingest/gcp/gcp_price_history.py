@@ -150,6 +150,7 @@ class GcpPriceHistory:
         time_range=False,
         provider="gcp",
         extra=None,
+        transport=None,
         freshness=Freshness(kind="prices", lag_hours=720.0),
         doctor="gpufinops.interfaces.doctor_sources:gcp_price_history",
         init=None,

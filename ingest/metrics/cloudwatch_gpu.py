@@ -36,6 +36,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
 from gpufinops.ingest.metrics import metrics_attribution, metrics_store
@@ -240,6 +241,7 @@ class CloudWatchGpu:
         "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
         provider="aws",
         extra=Extra(name="aws", unless=None),
+        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=2.0),
         doctor="gpufinops.interfaces.doctor_sources:cloudwatch_gpu",
         init=None,

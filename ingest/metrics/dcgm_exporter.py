@@ -49,6 +49,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
@@ -63,7 +64,7 @@ def _scrape(
     url: str, options: DcgmExporterOptions, seen: set[str]
 ) -> tuple[str, str, pa.Table | None, bool, list[dict]]:
     """(url, body digest, samples or None when unchanged, whether samples carry timestamps, lines refused)."""
-    body = fetch_bytes(url, timeout_s=options.timeout_s, retries=options.retries)
+    body = fetch_bytes(url, timeout_s=options.timeout_s, retries=options.retries, bounds=options.bounds())
     digest = hashlib.sha1(body).hexdigest()
     if digest in seen:
         return url, digest, None, True, []
@@ -113,6 +114,7 @@ class DcgmExporter:
         time_range=False,
         provider=None,
         extra=None,
+        transport=Transport(client="http", endpoint="targets", paged=False, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=1.0),
         doctor="gpufinops.interfaces.doctor_sources:dcgm_exporter",
         init=("dcgm_target",),

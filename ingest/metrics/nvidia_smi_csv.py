@@ -172,6 +172,7 @@ class NvidiaSmiCsv:
         time_range=False,
         provider=None,
         extra=None,
+        transport=None,
         freshness=Freshness(kind="metrics", lag_hours=1.0),
         doctor="gpufinops.interfaces.doctor_sources:nvidia_smi_csv",
         init=("nvidia_smi_path",),

@@ -33,6 +33,7 @@ from gpufinops.ingest.core.registry import (
     Freshness,
     IngestContext,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
@@ -118,6 +119,7 @@ class Prometheus:
         "(`DCGM_FI_*`) and nvidia_gpu_exporter (`nvidia_smi_*`) metrics",
         provider=None,
         extra=None,
+        transport=Transport(client="http", endpoint="url", paged=False, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=2.0),
         doctor="gpufinops.interfaces.doctor_sources:prometheus",
         init=("prometheus_url",),
@@ -135,7 +137,7 @@ class Prometheus:
                 watermark=ctx.state.get("cursor"),
                 skipped_reason="no complete hour since the last run",
             )
-        client = PrometheusClient(options.url, options.timeout_s, options.retries)
+        client = PrometheusClient(options.url, options.timeout_s, options.retries, options.bounds())
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         rejects: list[dict] = []
         partials = fetch_partials(client, start, end, options, rejects if skip_rows else None)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import IngestError
 from gpufinops.ingest.core.validate_metrics import bad_figure
 from gpufinops.ingest.metrics import metrics_attribution
@@ -94,16 +95,24 @@ class SeriesOptions(Protocol):
 
 
 class PrometheusClient:
-    def __init__(self, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        bounds: Bounds | None = None,
+    ) -> None:
         self.address = url.rstrip("/")  # may hold user:password@ (sent as HTTP Basic auth)
         self.url = display_url(self.address)  # what messages name
-        self.timeout_s, self.retries = timeout_s, retries
+        self.timeout_s, self.retries, self.bounds = timeout_s, retries, bounds
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         try:
             body = json.loads(
-                fetch_text(f"{self.address}{path}{query}", timeout_s=self.timeout_s, retries=self.retries)
+                fetch_text(
+                    f"{self.address}{path}{query}", timeout_s=self.timeout_s, retries=self.retries, bounds=self.bounds
+                )
             )
         except urllib.error.HTTPError as exc:  # Prometheus explains a bad query in the body
             try:

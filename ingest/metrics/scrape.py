@@ -1,21 +1,27 @@
 """HTTP(S) and ``file://`` scraping for the Prometheus-format sources (``dcgm_exporter``, ``prometheus``):
 targets expanded from URLs and globs, credentials in a URL sent as Basic auth and never shown, retries
-with backoff on connection errors, 5xx and 429.
+with backoff on connection errors, 5xx and 429; every request within the source's bounds
+(``ingest.core.transport``: ``timeout_s`` is the whole request's deadline, not each read's).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import io
 import logging
 import os
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from email.message import Message
 from typing import Any
 
+from gpufinops.ingest.core import transport
 from gpufinops.ingest.core.files import check_link
 from gpufinops.ingest.core.registry import IngestError
+from gpufinops.ingest.core.transport import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -73,25 +79,47 @@ def _request(url: str) -> urllib.request.Request:
     return urllib.request.Request(url, headers=headers)
 
 
-def fetch_text(url: str, *, timeout_s: float, retries: int) -> str:
+def fetch_text(url: str, *, timeout_s: float, retries: int, bounds: Bounds | None = None, source: str = "") -> str:
     """The body of ``url`` as text (see ``fetch_bytes``)."""
-    return fetch_bytes(url, timeout_s=timeout_s, retries=retries).decode("utf-8")
+    return fetch_bytes(url, timeout_s=timeout_s, retries=retries, bounds=bounds, source=source).decode("utf-8")
 
 
-def fetch_bytes(url: str, *, timeout_s: float, retries: int) -> bytes:
-    """The body of ``url``; retried with backoff on connection errors, 5xx and 429; raises the last error."""
+def fetch_bytes(url: str, *, timeout_s: float, retries: int, bounds: Bounds | None = None, source: str = "") -> bytes:
+    """The body of ``url`` within ``bounds`` (the running source's, ``timeout_s`` the whole request's
+    deadline): retried with backoff on connection errors, 5xx and 429; raises the last error (an
+    ``HTTPError`` for a status), or ``BoundTripped`` naming the bound."""
+    bounds = dataclasses.replace(bounds or transport.current(), timeout_s=timeout_s)
+    if url.startswith("file:"):
+        return _file_bytes(url, bounds, source)
     delay, retries = 0.5, max(1, retries)  # at least the one request
+    what = f"GET {display_url(url).split('?', 1)[0][:160]}"  # the call, not its (long) query
     for attempt in range(1, retries + 1):
+        request = _request(url)
         try:
-            with urllib.request.urlopen(_request(url), timeout=timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500 and exc.code != 429 or attempt == retries:
+            answer = transport.request(source, what, "GET", request.full_url, bounds, dict(request.header_items()))
+        except transport.BoundTripped as exc:  # a deadline passed: tried again (retries bound the whole)
+            if exc.bound != "timeout_s" or attempt == retries:
                 raise
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            if attempt == retries or url.startswith("file:"):
+            log.info("%s: %s; retrying in %.1f s", display_url(url), exc, delay)
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            if attempt == retries:
                 raise
             log.info("%s: %s; retrying in %.1f s", display_url(url), getattr(exc, "reason", exc), delay)
+        else:
+            if 200 <= answer.status < 300:
+                return answer.body
+            if answer.status < 500 and answer.status != 429 or attempt == retries:
+                raise urllib.error.HTTPError(
+                    display_url(url), answer.status, answer.reason, Message(), io.BytesIO(answer.body)
+                )
         time.sleep(delay)
         delay *= 2
     raise AssertionError("unreachable")
+
+
+def _file_bytes(url: str, bounds: Bounds, source: str) -> bytes:
+    with urllib.request.urlopen(url) as response:
+        body = response.read(bounds.max_body_bytes + 1)
+    if len(body) > bounds.max_body_bytes:
+        raise transport.BoundTripped(transport.body_sentence(source, f"reading {url}", bounds), "max_body_mb")
+    return body

@@ -35,6 +35,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.core.validate_metrics import rejects_table
@@ -92,6 +93,7 @@ class ServingExporter:
         time_range=False,
         provider=None,
         extra=None,
+        transport=Transport(client="http", endpoint="targets", paged=False, unless=None),
         freshness=Freshness(kind="other", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_serving:serving_exporter",
         init=None,
@@ -107,7 +109,7 @@ class ServingExporter:
         for url in targets:
             where = display_url(url)
             try:
-                text = fetch_text(url, timeout_s=options.timeout_s, retries=options.retries)
+                text = fetch_text(url, timeout_s=options.timeout_s, retries=options.retries, bounds=options.bounds())
             except (OSError, ValueError) as exc:
                 raise IngestError(f"{ctx.source}: {where}: {getattr(exc, 'reason', None) or exc}") from None
             host = urllib.parse.urlsplit(url).hostname if not url.startswith("file:") else None

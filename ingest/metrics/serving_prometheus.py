@@ -31,8 +31,9 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
-from gpufinops.ingest.core.spec import OnInvalidOptions, option
+from gpufinops.ingest.core.spec import OnInvalidOptions, TransportOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
@@ -48,11 +49,13 @@ SERVING_KEY = ("source", "hour", "server", "model", "namespace", "pod", "host")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServingOptions(OnInvalidOptions):
+class ServingOptions(OnInvalidOptions, TransportOptions):
     """The options every serving-metrics source shares."""
 
     model: str | None = option(None, "the model name of series that carry none (TGI labels no model)")
-    timeout_s: float = option(10.0, "HTTP timeout per request, seconds", range=ranges.POSITIVE)
+    timeout_s: float = option(
+        10.0, "seconds one HTTP request may take in all (connect, headers, body)", range=ranges.POSITIVE
+    )
     retries: int = option(3, "retries of a failed request", range=ranges.NON_NEGATIVE)
 
 
@@ -167,6 +170,7 @@ class PrometheusServing:
         "and request counters, hourly increases with counter resets",
         provider=None,
         extra=None,
+        transport=Transport(client="http", endpoint="url", paged=False, unless=None),
         freshness=Freshness(kind="other", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_serving:prometheus_serving",
         init=None,
@@ -183,7 +187,7 @@ class PrometheusServing:
                 watermark=ctx.state.get("cursor"),
                 skipped_reason="no complete hour since the last run",
             )
-        client = PrometheusClient(options.url, options.timeout_s, options.retries)
+        client = PrometheusClient(options.url, options.timeout_s, options.retries, options.bounds())
         where = f"Prometheus at {client.url}"
         rejects: list[dict] = []
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS

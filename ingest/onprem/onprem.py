@@ -210,6 +210,7 @@ class Onprem:
         "see below",
         provider="onprem",
         extra=None,
+        transport=None,
         freshness=Freshness(kind="cost", lag_hours=3.0),
         doctor="gpufinops.interfaces.doctor_sources:onprem",
         init=("onprem_group",),

@@ -85,7 +85,7 @@ def volumes(
     previous: dict[str, dict],
     inv: Inventory,
 ) -> None:
-    pages = Pages(source, f"ec2 DescribeVolumes ({region})", max_pages=options.max_pages)
+    pages = Pages(source, f"ec2 DescribeVolumes ({region})", bounds=options.bounds())
     rows = []
     for page in _paged(pages, ec2.get_paginator("describe_volumes"), PaginationConfig={"PageSize": 500}):
         for vol in page.get("Volumes", []):
@@ -121,9 +121,7 @@ def volumes(
                 row["last_attached_at"] = before.get("observed_at") or before.get("last_attached_at")
             rows.append(row)
     wanted = {r["attached_instance_id"] for r in rows if r["attached_instance_id"]}
-    types = _instance_types(
-        ec2, wanted, Pages(source, f"ec2 DescribeInstances ({region})", max_pages=options.max_pages)
-    )
+    types = _instance_types(ec2, wanted, Pages(source, f"ec2 DescribeInstances ({region})", bounds=options.bounds()))
     for row in rows:
         if row["attached_instance_id"]:
             row["last_instance_type"] = types.get(row["attached_instance_id"])
@@ -132,7 +130,7 @@ def volumes(
 
 
 def snapshots(source: str, ec2: Any, region: str, options: StorageOptions, now: datetime, inv: Inventory) -> None:
-    pages = Pages(source, f"ec2 DescribeSnapshots ({region})", max_pages=options.max_pages)
+    pages = Pages(source, f"ec2 DescribeSnapshots ({region})", bounds=options.bounds())
     for page in _paged(
         pages, ec2.get_paginator("describe_snapshots"), OwnerIds=["self"], PaginationConfig={"PageSize": 1000}
     ):
@@ -172,7 +170,7 @@ def prefix_objects(
 ) -> None:
     """Fold the objects under one configured prefix into (root, run, checkpoint, class) groups."""
     groups: dict[tuple[str, str, str, str], list] = {}
-    pages = Pages(source, f"s3 ListObjectsV2 s3://{rule.bucket}/{rule.literal}", max_pages=options.max_pages)
+    pages = Pages(source, f"s3 ListObjectsV2 s3://{rule.bucket}/{rule.literal}", bounds=options.bounds())
     seen, access = 0, "ok"
     try:
         for page in _paged(pages, s3.get_paginator("list_objects_v2"), Bucket=rule.bucket, Prefix=rule.literal):
@@ -247,7 +245,7 @@ def _metric_rows(
     """(query id, timestamp, value) of every datapoint of ``queries``, GetMetricData paged and batched."""
     for at in range(0, len(queries), QUERIES_PER_CALL):
         batch = queries[at : at + QUERIES_PER_CALL]
-        pages = Pages(source, f"cloudwatch GetMetricData ({what})", max_pages=options.max_pages)
+        pages = Pages(source, f"cloudwatch GetMetricData ({what})", bounds=options.bounds())
         for page in _paged(
             pages, cw.get_paginator("get_metric_data"), MetricDataQueries=batch, StartTime=start, EndTime=end
         ):

@@ -28,6 +28,7 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
+    Transport,
 )
 from gpufinops.ingest.storage import aws_inventory
 from gpufinops.ingest.storage.options import StorageOptions
@@ -126,6 +127,7 @@ class AwsStorage:
         time_range=False,
         provider="aws",
         extra=Extra(name="aws", unless=None),
+        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="inventory", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_storage",
         init=("aws_storage_prefix",),

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufinops.ingest.core.paging import Pages
+from gpufinops.ingest.core.transport import DEFAULT, Bounds
+from gpufinops.ingest.core.transport_sdk import bound_google
 from gpufinops.ingest.storage.aws_inventory import Inventory, _group_key
 from gpufinops.ingest.storage.options import PrefixRule
 
@@ -25,8 +27,8 @@ class GcpStorageOptions:
     project: str
     rules: tuple[PrefixRule, ...] = ()
     team_label_keys: tuple[str, ...] = ("team",)
-    max_pages: int = 100_000
     max_objects_per_prefix: int = 10_000_000
+    bounds: Bounds = DEFAULT
 
 
 @dataclass
@@ -37,8 +39,15 @@ class GcpClients:
     storage: Any  # storage.Client
 
 
-def clients(endpoint: str | None = None, credentials: Any = None, project: str | None = None) -> GcpClients:
-    """The SDK clients (an ``endpoint``: a loopback server or emulator, anonymous)."""
+def clients(
+    endpoint: str | None = None,
+    credentials: Any = None,
+    project: str | None = None,
+    source: str = "gcp_storage",
+    bounds: Bounds = DEFAULT,
+) -> GcpClients:
+    """The SDK clients (an ``endpoint``: a loopback server or emulator, anonymous), every request within
+    ``bounds`` (``ingest.core.transport_sdk.bound_google``)."""
     from gpufinops.ingest.core import extras
     from gpufinops.ingest.core.registry import IngestError
 
@@ -58,12 +67,15 @@ def clients(endpoint: str | None = None, credentials: Any = None, project: str |
 
         credentials = AnonymousCredentials()
     opts = ClientOptions(api_endpoint=endpoint) if endpoint else None
-    make = lambda cls: cls(credentials=credentials, client_options=opts, transport="rest")  # noqa: E731
+
+    def make(cls: Any) -> Any:
+        return bound_google(cls(credentials=credentials, client_options=opts, transport="rest"), source, bounds)
+
     return GcpClients(
         make(compute_v1.DisksClient),
         make(compute_v1.InstancesClient),
         make(compute_v1.SnapshotsClient),
-        storage.Client(project=project, credentials=credentials, client_options=opts),
+        bound_google(storage.Client(project=project, credentials=credentials, client_options=opts), source, bounds),
     )
 
 
@@ -85,18 +97,23 @@ def _path(url: str) -> str:
     return url[url.index("projects/") :] if "projects/" in url else url
 
 
+def _listed(source: str, what: str, client: Any, options: GcpStorageOptions) -> Any:
+    """(zone, scoped list) of every page of an aggregatedList, each page's token checked (``Pages``)."""
+    pages = Pages(source, what, bounds=options.bounds)
+    for page in pages.each(client.aggregated_list(project=options.project).pages):
+        yield from page.items.items()
+
+
 def collect(
     source: str, c: GcpClients, options: GcpStorageOptions, now: datetime, previous: dict[str, dict] | None = None
 ) -> Inventory:
     inv = Inventory()
     previous = previous or {}
-    pages = Pages(source, "compute instances.aggregatedList", max_pages=options.max_pages)
     types: dict[str, str] = {}
-    for _zone, scoped in pages.each(c.instances.aggregated_list(project=options.project)):
+    for _zone, scoped in _listed(source, "compute instances.aggregatedList", c.instances, options):
         for inst in scoped.instances:
             types[_path(inst.self_link)] = _last(inst.machine_type) or ""
-    pages = Pages(source, "compute disks.aggregatedList", max_pages=options.max_pages)
-    for zone, scoped in pages.each(c.disks.aggregated_list(project=options.project)):
+    for zone, scoped in _listed(source, "compute disks.aggregatedList", c.disks, options):
         for disk in scoped.disks:
             disk_id = _path(disk.self_link)
             user = _path(disk.users[0]) if disk.users else None
@@ -127,8 +144,8 @@ def collect(
                     "observed_at": now,
                 }
             )
-    pages = Pages(source, "compute snapshots.list", max_pages=options.max_pages)
-    for snap in pages.each(c.snapshots.list(project=options.project)):
+    pages = Pages(source, "compute snapshots.list", bounds=options.bounds)
+    for snap in (s for page in pages.each(c.snapshots.list(project=options.project).pages) for s in page.items):
         inv.snapshots.append(
             {
                 "source": source,
@@ -153,10 +170,10 @@ def _prefix(
 ) -> None:
     groups: dict[tuple[str, str, str, str], list] = {}
     access, seen = "ok", 0
-    pages = Pages(source, f"storage objects.list gs://{rule.bucket}/{rule.literal}", max_pages=options.max_pages)
+    pages = Pages(source, f"storage objects.list gs://{rule.bucket}/{rule.literal}", bounds=options.bounds)
     try:
         blobs = c.storage.list_blobs(rule.bucket, prefix=rule.literal)
-        for page in pages.each(blobs.pages):
+        for page in pages.each(blobs.pages, lambda _page: blobs.next_page_token):
             for blob in page:
                 root = rule.root(blob.name)
                 if root is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
-from gpufinops.ingest.core.registry import Cursor, Extra, FetchResult, Freshness, IngestContext, IngestorMeta
+from gpufinops.ingest.core.registry import Cursor, Extra, FetchResult, Freshness, IngestContext, IngestorMeta, Transport
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
 from gpufinops.ingest.storage import aws_source, gcp_inventory
@@ -24,7 +24,6 @@ class GcpStorageSourceOptions(GcpClientOptions):
     prefixes: list[dict] = option([], "bucket prefixes to inventory: [{bucket, prefix, purpose, team}]")
     team_label_keys: list[str] = option(["team"], "labels that name a disk's or snapshot's team")
     max_objects_per_prefix: int = option(10_000_000, "objects listed under one prefix before it is recorded as partial")
-    max_pages: int = option(100_000, "pages one listing may read")
 
     @property
     def rules(self) -> list[PrefixRule]:
@@ -50,6 +49,7 @@ class GcpStorage:
         time_range=False,
         provider="gcp",
         extra=Extra(name="gcp-storage", unless=None),
+        transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
         freshness=Freshness(kind="inventory", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:gcp_storage",
         init=None,
@@ -64,11 +64,11 @@ class GcpStorage:
             project=options.project,
             rules=tuple(options.rules),
             team_label_keys=tuple(options.team_label_keys),
-            max_pages=options.max_pages,
             max_objects_per_prefix=options.max_objects_per_prefix,
+            bounds=options.bounds(),
         )
         credentials = gcp_common._credentials(ctx.source, options)
-        clients = gcp_inventory.clients(options.endpoint, credentials, options.project)
+        clients = gcp_inventory.clients(options.endpoint, credentials, options.project, ctx.source, options.bounds())
         try:
             inv = gcp_inventory.collect(
                 ctx.source, clients, listing, now, aws_source.previous_volumes(ctx.con, ctx.source)

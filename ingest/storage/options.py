@@ -1,6 +1,7 @@
 """What a storage inventory reads: regions, the configured bucket prefixes (globs), the team tags, bounds.
 
-Never a whole account's objects: only the prefixes named here are listed, each bounded by
+Never a whole account's objects: only the prefixes named here are listed (a prefix whose part before its
+first wildcard is empty, ``?*/`` or ``*/ckpt/``, would list the whole bucket and is refused), each bounded by
 ``max_objects_per_prefix`` (a prefix past it is recorded as partial, and no finding is made on it).
 """
 
@@ -15,6 +16,22 @@ from gpufinops.ingest.core.spec import OptionProblem, option
 
 PURPOSES = ("checkpoint", "dataset")
 WILDCARDS = "*?["
+
+
+def literal_part(prefix: str) -> str:
+    """The part of a prefix before its first wildcard: what a listing asks the service for."""
+    cut = min((prefix.find(c) for c in WILDCARDS if c in prefix), default=len(prefix))
+    return prefix[:cut]
+
+
+def unscoped(prefix: str) -> str | None:
+    """Why listing ``prefix`` would read the whole bucket (its literal part is empty), or None."""
+    if literal_part(prefix.lstrip("/")).strip("/ "):
+        return None
+    return (
+        f"the part before the first wildcard is empty (got {prefix!r}): the listing would ask for the whole "
+        f"bucket; start with a literal folder (e.g. 'train/*/ckpt/')"
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,8 @@ class PrefixRule:
             )
         if any(ord(c) < 32 or ord(c) == 127 for c in bucket + prefix):
             raise OptionProblem(f"{where}.prefix", "a control character in the bucket or prefix")
+        if problem := unscoped(prefix):
+            raise OptionProblem(f"{where}.prefix", problem)
         purpose = table.get("purpose", "checkpoint")
         if purpose not in PURPOSES:
             raise OptionProblem(f"{where}.purpose", f"one of {', '.join(PURPOSES)} (got {purpose!r})")
@@ -51,8 +70,7 @@ class PrefixRule:
     @property
     def literal(self) -> str:
         """The part of the prefix before its first wildcard: what the listing asks the service for."""
-        cut = min((self.prefix.find(c) for c in WILDCARDS if c in self.prefix), default=len(self.prefix))
-        return self.prefix[:cut]
+        return literal_part(self.prefix)
 
     def root(self, key: str) -> str | None:
         """The configured location ``key`` lies under (the glob's match, ending at a ``/``), or None."""
@@ -75,7 +93,6 @@ class StorageOptions(AwsClientOptions):
     team_tag_keys: list[str] = option(["team"], "tags that name a volume's or snapshot's team")
     metrics_days: int = option(14, "days of CloudWatch AWS/EBS operations read per provisioned-IOPS volume")
     max_objects_per_prefix: int = option(10_000_000, "objects listed under one prefix before it is recorded as partial")
-    max_pages: int = option(100_000, "pages one listing may read")
 
     @property
     def rules(self) -> list[PrefixRule]:

@@ -1,0 +1,125 @@
+"""The cloud SDKs' requests through the one bounded transport (``ingest.core.transport.request``).
+
+- **boto3/botocore**: :func:`bound_boto3` registers a ``before-send`` handler on a client; it sends the
+  signed request itself, within the source's bounds, and hands botocore the answer, so botocore's own
+  retry mode still retries a 503 or a throttle. Calls whose output is a stream (S3 ``GetObject`` of a
+  CUR file) keep botocore's sender, bounded per read by its ``read_timeout`` (the source's ``timeout_s``).
+- **google-cloud clients** (BigQuery, Cloud Billing, Compute, Storage: all speak REST through a
+  ``requests`` session): :func:`bound_google` mounts :class:`BoundedAdapter` on the client's session.
+- **Azure SDKs**: azure-core's ``RequestsTransport(session=requests_session(source, bounds))`` takes
+  the same adapter (:func:`requests_session`): a new Azure source passes it to its clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufinops.ingest.core.transport import Bounds, request
+
+
+def _body(data: Any) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    if hasattr(data, "read"):
+        if hasattr(data, "seek"):
+            data.seek(0)
+        content = data.read()
+        return content.encode() if isinstance(content, str) else content
+    return bytes(data)
+
+
+class _Raw:
+    """What botocore's ``AWSResponse`` reads a body from."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
+    """``client`` (a boto3 client) with its non-streaming calls sent within ``bounds``."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import EndpointConnectionError
+
+    service = client.meta.service_model
+
+    def send(request: Any, event_name: str = "", **_: Any) -> Any:
+        operation = event_name.rsplit(".", 1)[-1]
+        try:
+            if service.operation_model(operation).has_streaming_output:
+                return None  # botocore's sender streams it, bounded per read
+        except Exception:  # noqa: BLE001  # an event name without an operation: botocore sends it
+            return None
+        what = f"{service.service_name} {operation}"
+        try:
+            answer = request_once(source, what, request, bounds)
+        except OSError as exc:
+            raise EndpointConnectionError(endpoint_url=request.url, error=exc) from None
+        return AWSResponse(request.url, answer.status, dict(answer.headers), _Raw(answer.body))
+
+    client.meta.events.register("before-send", send)
+    return client
+
+
+def request_once(source: str, what: str, prepared: Any, bounds: Bounds) -> Any:
+    headers = {str(k): v.decode() if isinstance(v, bytes) else str(v) for k, v in dict(prepared.headers).items()}
+    return request(source, what, prepared.method, prepared.url, bounds, headers, _body(prepared.body))
+
+
+def _adapter_class() -> Any:
+    import requests
+    from requests.adapters import HTTPAdapter
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+
+    class BoundedAdapter(HTTPAdapter):
+        """A ``requests`` adapter sending every request through the bounded transport."""
+
+        def __init__(self, source: str, bounds: Bounds) -> None:
+            super().__init__()
+            self.source, self.bounds = source, bounds
+
+        def send(self, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kwargs: Any) -> Any:
+            what = f"{request.method} {request.url.split('?', 1)[0]}"
+            try:
+                answer = request_once(self.source, what, request, self.bounds)
+            except OSError as exc:
+                raise requests.exceptions.ConnectionError(f"{what}: {exc}", request=request) from None
+            response = requests.Response()
+            response.status_code = answer.status
+            response.reason = answer.reason
+            response.headers = CaseInsensitiveDict(answer.headers)
+            response.encoding = get_encoding_from_headers(response.headers)
+            response._content = answer.body
+            response.url = request.url
+            response.request = request
+            response.connection = self
+            return response
+
+    return BoundedAdapter
+
+
+def requests_session(source: str, bounds: Bounds, session: Any = None) -> Any:
+    """``session`` (a new ``requests.Session`` if None) with every request bounded (an Azure SDK's
+    ``RequestsTransport(session=...)``, a google-cloud client's ``_http``)."""
+    import requests
+
+    session = session if session is not None else requests.Session()
+    adapter = _adapter_class()(source, bounds)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def bound_google(client: Any, source: str, bounds: Bounds) -> Any:
+    """``client`` (a google-cloud client) with its REST session's requests bounded."""
+    transport = getattr(client, "_transport", None)
+    session = getattr(transport, "_session", None) if transport is not None else None
+    if session is None:
+        session = client._http  # BigQuery and Storage: an AuthorizedSession made on first use
+    requests_session(source, bounds, session)
+    return client

@@ -1,0 +1,59 @@
+"""The bounded transport itself (ingest/core/transport.py), on real loopback servers (tests/hostile_servers.py):
+the deadline is the whole request's, not each read's; a declared or streamed body past the limit is cut; a
+status is an answer; the requests session an Azure or google-cloud client is given carries the same bounds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpufinops.ingest.core import transport
+from gpufinops.ingest.core.bounds import Bounds
+from gpufinops.ingest.core.transport_sdk import requests_session
+from tests.hostile_servers import Hostile, serve
+
+QUICK = Bounds(connect_timeout_s=1.0, timeout_s=1.2, max_body_mb=0.5)
+
+
+def _timed(state: Hostile, bounds: Bounds = QUICK) -> tuple[str, float]:
+    with serve(state) as server:
+        started = time.monotonic()
+        with pytest.raises(transport.BoundTripped) as tripped:
+            transport.request("src", "GET /metrics", "GET", f"{server.url}/metrics", bounds)
+        return str(tripped.value), time.monotonic() - started
+
+
+def test_a_body_trickling_a_line_every_half_second_is_cut_at_the_deadline():
+    error, elapsed = _timed(Hostile("endless"))
+    assert error == "src: GET /metrics did not finish within its 1.2 s deadline (timeout_s); stopped"
+    assert 1.2 <= elapsed < 1.9, elapsed  # each read waited less than 0.5 s: a per-read timeout never fires
+
+
+def test_a_server_that_stalls_after_its_headers_is_cut_at_the_deadline():
+    error, elapsed = _timed(Hostile("stall"))
+    assert "(timeout_s)" in error and 1.2 <= elapsed < 1.9, (error, elapsed)
+
+
+def test_a_body_past_the_limit_is_cut_whether_declared_or_streamed():
+    error, elapsed = _timed(Hostile("huge"))
+    assert error == "src: GET /metrics answered a body over 0.5 MiB (max_body_mb); stopped" and elapsed < 1.0
+    declared, elapsed = _timed(Hostile("stall"), Bounds(timeout_s=5.0, max_body_mb=0.0005))  # Content-Length 1000
+    assert "(max_body_mb)" in declared and elapsed < 1.0, (declared, elapsed)
+
+
+def test_a_status_is_an_answer_the_caller_reads():
+    with serve(Hostile("flaky", files={"/metrics": b"up 1\n"})) as server:
+        first = transport.request("src", "GET", "GET", f"{server.url}/metrics", QUICK)
+        second = transport.request("src", "GET", "GET", f"{server.url}/metrics", QUICK)
+    assert (first.status, second.status, second.body) == (503, 200, b"up 1\n")
+
+
+def test_the_session_an_sdk_is_given_carries_the_bounds():
+    """What an Azure SDK's RequestsTransport(session=...) and the google-cloud clients send through."""
+    session = requests_session("az", QUICK)
+    with serve(Hostile("endless")) as server:
+        started = time.monotonic()
+        with pytest.raises(transport.BoundTripped, match=r"^az: GET http://127\.0\.0\.1:\d+/x did not finish"):
+            session.get(f"{server.url}/x?sig=secret")
+    assert time.monotonic() - started < 1.9
