@@ -13,33 +13,34 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.warehouse import unit_costs
+from gpufinops.warehouse import unit_costs, unit_costs_empty
 from gpufinops.warehouse.labels import labels_of
 
 RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
 SHOWN = (*unit_costs.COLUMNS, "cost_basis")  # the CSV's columns, in their order, and how each was costed
-EMPTY = (
-    "No serving metrics in this window: a `prometheus_serving` or `serving_exporter` source loads the "
-    "token and request counters of vLLM, TGI, Triton (TensorRT-LLM) and SGLang."
-)
 
 
 def load(
     con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime | None, by: str = "model"
-) -> tuple[pl.DataFrame, str | None]:
-    """(the unit-cost rows of ``teams`` from ``start``, why kWh / CO2e are empty or None)."""
+) -> tuple[pl.DataFrame, str | None, str | None]:
+    """(the unit-cost rows of ``teams`` from ``start``, why kWh / CO2e are empty or None, why there are no rows
+    or None: the filter that matched nothing, or the missing source, ``warehouse/unit_costs_empty.py``)."""
     frame = unit_costs.unit_costs(con, by=by, team=teams, start=start)
     if teams is not None:
         frame = frame.filter(pl.col("team").is_not_null())
-    return frame, unit_costs.carbon_note(con)
+    empty = unit_costs_empty.why_empty(con, team=teams, start=start) if frame.is_empty() else None
+    return frame, unit_costs.carbon_note(con), empty
 
 
-def render(frame: pl.DataFrame, note: str | None, heading: str | None = "Unit costs of serving") -> None:
-    """The rows as a table, a total line and the split rule's caption."""
+def render(
+    frame: pl.DataFrame, note: str | None, heading: str | None = "Unit costs of serving", empty: str | None = None
+) -> None:
+    """The rows as a table, a total line and the split rule's caption; ``empty``: why there are no rows."""
     if heading:
         st.subheader(heading)
     if frame.is_empty():
-        st.info(EMPTY)
+        reason = empty or "no serving rows in this window"
+        st.info(reason[0].upper() + reason[1:] + ".")
         return
     shown = frame.select([c for c in SHOWN if c in frame.columns]).with_columns(
         pl.col("cost_basis").map_elements(lambda v: labels_of(v, "cost_basis"), return_dtype=pl.Utf8),

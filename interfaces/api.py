@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 
-from gpufinops.interfaces import api_alerts, api_carbon, api_costs, api_recommendations, api_unit_costs
+from gpufinops.interfaces import api_alerts, api_carbon, api_costs, api_coverage, api_recommendations, api_unit_costs
 from gpufinops.interfaces.api_http import ApiToken, Routes, caller_of, reader_of
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.warehouse.scope import Scope
@@ -116,6 +116,7 @@ ROUTE_GROUPS: tuple[Callable[[FastAPI, Routes], None], ...] = (
     api_alerts.register,  # GET /v1/alerts
     api_carbon.register,  # GET /v1/carbon
     api_unit_costs.register,  # GET /v1/unit-costs
+    api_coverage.register,  # GET /v1/coverage
 )
 
 

@@ -3,7 +3,8 @@
 A ``finance`` token sees every team, a ``lead`` token its teams (a team outside them is 403; rows of no team
 are outside every lead's scope), a ``scheduler`` token none (403). Rows are
 ``warehouse.unit_costs.unit_costs`` (the one builder), money and rates as numbers, ``to`` inclusive;
-``carbon_note`` says why ``kwh`` / ``kg_co2e`` are null when they are.
+``carbon_note`` says why ``kwh`` / ``kg_co2e`` are null when they are, ``empty_reason`` why there are no rows
+(the filter that matched nothing, or the missing source).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def rows(
     con, teams: list[str] | None, model: str | None, by: str, start: date | None, end: date | None, settings: Any
 ) -> dict[str, Any]:
     """The response body: ``rows`` (plain numbers and ISO days) and ``carbon_note``."""
-    from gpufinops.warehouse import unit_costs
+    from gpufinops.warehouse import unit_costs, unit_costs_empty
     from gpufinops.warehouse.labels import labels_of
 
     begin = datetime.combine(start, time(), UTC) if start else None
@@ -65,4 +66,5 @@ def rows(
                 for k, v in row.items()
             }
         )
-    return {"rows": out, "carbon_note": unit_costs.carbon_note(con)}
+    empty = None if out else unit_costs_empty.why_empty(con, team=teams, model=model, start=begin, end=stop)
+    return {"rows": out, "carbon_note": unit_costs.carbon_note(con), "empty_reason": empty}

@@ -86,6 +86,7 @@ CALLS: dict[str, dict[str, Any]] = {  # every tool, with arguments that exercise
     "plans": {},
     "alerts": {"status": "all"},
     "budgets": {},
+    "coverage": {},
 }
 
 

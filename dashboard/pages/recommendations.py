@@ -13,9 +13,9 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import evidence, labels
-from gpufinops.dashboard.common import connection, db_path, money, page_header
+from gpufinops.dashboard.common import cached_call, connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
-from gpufinops.models import plans
+from gpufinops.models import kind_coverage, plans
 from gpufinops.warehouse import db, queries, recommendation_store
 from gpufinops.warehouse.labels import NO_TEAM, team_label
 from gpufinops.warehouse.labels import label as code_label
@@ -103,6 +103,12 @@ def decision_form(rec: dict, ctx) -> None:
                 decide(rec["id"], DECISIONS[label], reason.strip(), ctx)
 
 
+def unknown_list(blind: list[kind_coverage.KindsUnknown]) -> None:
+    """The kinds whose inputs are missing: unknown, why, and the source that would complete them."""
+    for group in blind:
+        st.warning(f"Unknown findings: {group.line()}")
+
+
 def withheld_list(con, ctx) -> None:
     """What the models examined and did not recommend: the reason, the missing fact, its source."""
     withheld = queries.withheld_findings(con, team=ctx.teams)
@@ -157,10 +163,20 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
     """The list, its filters and totals, the withheld findings and the chosen finding's detail; (the
     chosen finding, its decisions), or (None, None) when none is shown."""
     recs = queries.recommendations(con, team=ctx.teams)
+    blind = cached_call(con, kind_coverage.unknown_kinds, team=ctx.teams)
     if recs.is_empty():
-        st.info("No recommendations yet: run `gpufinops recommend`.")
+        withheld = queries.withheld_findings(con, team=ctx.teams).height
+        if withheld or blind:  # the models ran (or could not look): "none yet" would read as "no waste"
+            st.info(
+                "No recommendations where the models could see the data"
+                + (f"; {withheld:,} finding(s) withheld (below)." if withheld else ".")
+            )
+        else:
+            st.info("No recommendations yet: run `gpufinops recommend`.")
+        unknown_list(blind)
         withheld_list(con, ctx)
         return None, None
+    unknown_list(blind)
     shown = filtered(recommendation_list(recs))
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")

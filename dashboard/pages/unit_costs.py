@@ -19,11 +19,11 @@ def main() -> None:
         with connection() as con:
             edge = con.execute("SELECT max(hour) FROM serving_metrics_hourly").fetchall()[0][0]
             start = None if edge is None else edge - timedelta(days=days)
-            frame, note = cached_call(con, unit_costs_view.load, teams=ctx.teams, start=start, by=by)
+            frame, note, empty = cached_call(con, unit_costs_view.load, teams=ctx.teams, start=start, by=by)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
-    unit_costs_view.render(frame, note, heading=None)
+    unit_costs_view.render(frame, note, heading=None, empty=empty)
 
 
 main()
