@@ -134,9 +134,7 @@ def normalise_bucket(choices: Choices) -> str | None:
     return url.understood()
 
 
-def ask(
-    choices: Choices, prompt: Callable[[str], str] = input, out=None, asked: Sequence[Question] = ()
-) -> Choices:
+def ask(choices: Choices, prompt: Callable[[str], str] = input, out=None, asked: Sequence[Question] = ()) -> Choices:
     """One question per source; Enter keeps the default shown in brackets (or skips the source)."""
     out = out or sys.stdout  # the stream at call time (a test's capture), not the one at import
 
