@@ -94,10 +94,13 @@ def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
 def decision_form(rec: dict, ctx) -> None:
     with st.form(f"decide_{rec['id']}", clear_on_submit=True):
         st.markdown(f"**Decide** (currently *{code_label(rec['status'], 'status').lower()}*)")
-        label = st.radio("Decision", list(DECISIONS), horizontal=True, key="decision_choice")
+        # nothing preselected: a decision is a person's choice, never a default a click records
+        label = st.radio("Decision", list(DECISIONS), horizontal=True, key="decision_choice", index=None)
         reason = st.text_input("Reason", max_chars=500, key="decision_reason")
         if st.form_submit_button("Record decision"):
-            if DECISIONS[label] == "dismiss" and not reason.strip():
+            if label is None:
+                st.error("Choose a decision first: accept or dismiss.")
+            elif DECISIONS[label] == "dismiss" and not reason.strip():
                 st.error("Say why it is dismissed: the reason is kept with the decision.")
             else:
                 decide(rec["id"], DECISIONS[label], reason.strip(), ctx)

@@ -20,7 +20,7 @@ import polars as pl
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
 from gpufinops.models import kind_coverage, plans
 from gpufinops.warehouse import allocation_queries, coverage, freshness, queries, unit_costs
-from gpufinops.warehouse.labels import NO_TEAM
+from gpufinops.warehouse.labels import NO_TEAM, label
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -240,7 +240,12 @@ def _providers(daily: pl.DataFrame, this: str, before: str) -> list[dict[str, An
         spend = _dec(part.filter(pl.col("week") == this)["effective_cost"].sum())
         previous = _dec(part.filter(pl.col("week") == before)["effective_cost"].sum())
         rows.append(
-            {"provider": provider, "spend": spend, "previous_spend": previous, "change_pct": _change(spend, previous)}
+            {
+                "provider": label(provider, "provider"),
+                "spend": spend,
+                "previous_spend": previous,
+                "change_pct": _change(spend, previous),
+            }
         )
     return rows
 
