@@ -15,6 +15,7 @@ from rich.text import Text
 from gpufinops.ingest.core import extras
 from gpufinops.jobs import cells, output, tables
 from gpufinops.jobs.cells import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
+from gpufinops.warehouse import labels
 
 SPEND_COLUMNS = (
     Col("provider", "Provider", TEXT, no_wrap=True),
@@ -85,9 +86,10 @@ def shown_path(path: Path) -> str:
 
 def _rec_row(rec) -> dict[str, Any]:
     return {
-        "kind": rec.kind,
-        "plan": getattr(rec, "plan", None),
-        "provider": rec.provider,
+        # labels, never codes: a code has no space to wrap at, so a narrow column split it mid-word
+        "kind": labels.label(rec.kind, "kind"),
+        "plan": labels.label(rec.plan, "plan") if getattr(rec, "plan", None) else None,
+        "provider": labels.label(rec.provider, "provider") if rec.provider else None,
         "team": rec.team or "(cluster)",
         "resource_id": rec.resource_id or rec.workload or cells.MISSING,
         "action": rec.proposed.get("action"),
@@ -137,7 +139,7 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
     )
     spend = [
         {
-            "provider": r["provider"],
+            "provider": labels.label(r["provider"], "provider") if r["provider"] else None,
             "effective_cost": r["effective_cost"],
             "gpu_share": float(r["gpu_cost"] / r["effective_cost"] * 100) if r["effective_cost"] else 0.0,
         }
@@ -159,7 +161,7 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
         [
             {
                 **_rec_row(r),
-                "pattern": r.evidence["pattern"],
+                "pattern": labels.label(r.evidence["pattern"], "pattern"),
                 "idle": f"{r.evidence['idle_hours']:,} / {r.evidence['measured_hours']:,}",
             }
             for r in idle

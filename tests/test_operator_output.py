@@ -38,3 +38,24 @@ def test_evaluate_renders_every_section_as_text_not_json() -> None:
     text = evaluate.render(result)
     assert "{" not in text and '"' not in text
     assert "storage" in text and "volume findings: 3" in text and "orphan:" in text and "1, 2" in text
+
+
+def test_the_demo_summary_finding_table_reads_labels_never_split_codes() -> None:
+    """The demo summary's findings at a narrow terminal: kinds, plans and providers are labels, so a column
+    wraps between words; a code (``checkpoint_lifecycle``) had no space and was cut mid-word."""
+    import re
+
+    from gpufinops.jobs import demo_summary, output
+    from gpufinops.models import plans, registry
+    from tests.feed_fleet import realistic_recommendations
+
+    recs = plans.reconcile(realistic_recommendations())
+    out = io.StringIO()
+    output.print_table([demo_summary._rec_row(r) for r in recs], demo_summary.FINDING_COLUMNS, out=out, width=100)
+    text = out.getvalue()
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", text.replace("s3://", "")), text  # no snake_case code
+    assert not re.search(r"(?m)^\s*(aws|gcp|onprem)\b|\s(aws|gcp|onprem)\s", text), text  # no provider code
+    kinds = {r.kind for r in recs}
+    for spec in registry.MODELS:
+        if spec.kind in kinds:  # each label's words stay whole (a wrap may put them on two lines)
+            assert all(word in text for word in spec.label.split()), spec.label

@@ -250,14 +250,14 @@ class AwsCurOptions(aws_common.AwsClientOptions, OnInvalidOptions):
         bucket_url.normalise(self, "s3")
 
     def validate(self) -> None:
-        if problem := bucket_url.problem(self.bucket, "s3"):
-            raise OptionProblem("bucket", problem)
         if self.engine == "athena":
             for key in ("database", "table"):
                 if not getattr(self, key):
                     raise OptionProblem(key, f'engine = "athena" needs {key} (the Data Exports CUR 2.0 table in Glue)')
         elif bool(self.path) == bool(self.bucket):
             raise OptionProblem("path", "set exactly one of bucket (S3) or path (a local copy of the bucket)")
+        if problem := bucket_url.problem(self.bucket, "s3"):
+            raise OptionProblem("bucket", problem)
 
 
 class AwsCur:
