@@ -37,7 +37,7 @@ $(VENV)/.installed-all: pyproject.toml $(VENV)/.installed
 	@touch $@
 
 install: $(VENV)/.installed-user
-	@echo "installed gpufinops with the aws, gcp and dashboard extras: $(BIN)/gpufinops --version"
+	@echo "installed $$($(BIN)/gpufinops --version) with the aws, gcp and dashboard extras: $(BIN)/gpufinops"
 
 demo: $(VENV)/.installed-dashboard
 	@$(BIN)/gpufinops demo --home $(HOME_DIR)

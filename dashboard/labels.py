@@ -144,7 +144,13 @@ LABELS = {
     "usd_per_1m_output_tokens": "$ per 1M output tokens",
     "usd_per_1k_requests": "$ per 1,000 requests",
     "kwh": "kWh",
-    "kg_co2e": "kg CO2e",
+    "kg_co2e": "kg CO₂e",
+    # energy and emissions (warehouse/queries/carbon.py): units as written, never "Kg co2e" or "GPU kwh"
+    "gpu_kwh": "GPU energy (kWh)",
+    "node_kwh": "Node energy (kWh)",
+    "kg_co2e_per_gpu_hour": "kg CO₂e per GPU-hour",
+    "embodied_kg_co2e": "Embodied kg CO₂e",
+    "withheld_gpu_hours": "GPU-hours without a power reading",
     "cost_basis": "Costed by",
     # shared-GPU allocation (warehouse/allocation_queries.py)
     "namespace": "Namespace",

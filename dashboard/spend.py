@@ -147,12 +147,14 @@ def render_kpis(spend: Spend, budget: float | None, period: str = "this month") 
     delta = None
     if budget:
         left = Decimal(str(budget)) - spend.month_to_date
-        delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'}"  # short: a metric's delta is cut off
+        delta = f"{money(abs(left))} {'under' if left >= 0 else 'over'} budget"  # the word says good or bad
     cols[0].metric(
         f"Spend {period}",
         money(spend.month_to_date),
         delta=delta,
+        # green under budget, red over it, by colour and word: an arrow (up for "under") would read as growth
         delta_color="normal" if budget is None or spend.month_to_date <= Decimal(str(budget)) else "inverse",
+        delta_arrow="off",
     )
     if budget:
         cols[0].caption(f"budget {money(budget)}")

@@ -13,17 +13,13 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.warehouse import unit_costs, windows
+from gpufinops.warehouse import unit_costs, unit_costs_empty, windows
 from gpufinops.warehouse.labels import labels_of
 from gpufinops.warehouse.queries.fragments import filters
 from gpufinops.warehouse.windows import Window
 
 RATES = ("usd_per_1m_input_tokens", "usd_per_1m_output_tokens", "usd_per_1k_requests")
 SHOWN = (*unit_costs.COLUMNS, "cost_basis")  # the CSV's columns, in their order, and how each was costed
-EMPTY = (
-    "No serving metrics in this window: a `prometheus_serving` or `serving_exporter` source loads the "
-    "token and request counters of vLLM, TGI, Triton (TensorRT-LLM) and SGLang."
-)
 
 
 def load(
@@ -32,12 +28,14 @@ def load(
     start: datetime | None,
     by: str = "model",
     end: datetime | None = None,
-) -> tuple[pl.DataFrame, str | None]:
-    """(the unit-cost rows of ``teams`` in [start, end), why kWh / CO2e are empty or None)."""
+) -> tuple[pl.DataFrame, str | None, str | None]:
+    """(the unit-cost rows of ``teams`` in [start, end), why kWh / CO2e are empty or None, why there are no rows
+    or None: the filter that matched nothing, or the missing source, ``warehouse/unit_costs_empty.py``)."""
     frame = unit_costs.unit_costs(con, by=by, team=teams, start=start, end=end)
     if teams is not None:
         frame = frame.filter(pl.col("team").is_not_null())
-    return frame, unit_costs.carbon_note(con)
+    empty = unit_costs_empty.why_empty(con, team=teams, start=start, end=end) if frame.is_empty() else None
+    return frame, unit_costs.carbon_note(con), empty
 
 
 def partial_days(con: duckdb.DuckDBPyConnection, window: Window) -> list[str]:
@@ -54,15 +52,17 @@ def render(
     note: str | None,
     heading: str | None = "Unit costs of serving",
     partial: tuple[str, ...] | list[str] = (),
+    empty: str | None = None,
 ) -> None:
     """The rows as a table, a total line and the split rule's caption; ``partial``: the edge days the
-    data covers in part (their rates are of those hours only)."""
+    data covers in part (their rates are of those hours only); ``empty``: why there are no rows."""
     if heading:
         st.subheader(heading)
     if partial:
         st.caption("Partial days (the serving metrics start or end inside them): " + "; ".join(partial) + ".")
     if frame.is_empty():
-        st.info(EMPTY)
+        reason = empty or "no serving rows in this window"
+        st.info(reason[0].upper() + reason[1:] + ".")
         return
     shown = frame.select([c for c in SHOWN if c in frame.columns]).with_columns(
         pl.col("cost_basis").map_elements(lambda v: labels_of(v, "cost_basis"), return_dtype=pl.Utf8),

@@ -23,6 +23,7 @@ from gpufinops.interfaces import (
     api_alerts,
     api_carbon,
     api_costs,
+    api_coverage,
     api_enforcement,
     api_recommendations,
     api_unit_costs,
@@ -125,6 +126,7 @@ ROUTE_GROUPS: tuple[Callable[[FastAPI, Routes], None], ...] = (
     api_carbon.register,  # GET /v1/carbon
     api_unit_costs.register,  # GET /v1/unit-costs
     api_enforcement.register,  # GET /v1/enforcement
+    api_coverage.register,  # GET /v1/coverage
 )
 
 

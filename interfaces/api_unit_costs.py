@@ -3,7 +3,8 @@
 A ``finance`` token sees every team, a ``lead`` token its teams (a team outside them is 403; rows of no team
 are outside every lead's scope), a ``scheduler`` token none (403). Rows are
 ``warehouse.unit_costs.unit_costs`` (the one builder), money and rates as numbers, ``to`` inclusive;
-``carbon_note`` says why ``kwh`` / ``kg_co2e`` are null when they are.
+``carbon_note`` says why ``kwh`` / ``kg_co2e`` are null when they are, ``empty_reason`` why there are no rows
+(the filter that matched nothing, or the missing source).
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def rows(
     period: str = "day",
 ) -> dict[str, Any]:
     """The response body: ``rows`` (plain numbers and ISO days; ``day`` is the period's first),
-    ``totals`` (one row per period over every row in scope) and ``carbon_note``."""
-    from gpufinops.warehouse import unit_costs
+    ``totals`` (one row per period over every row in scope), ``carbon_note`` and ``empty_reason`` (why there
+    are no rows: the filter that matched nothing or the missing source; null when there are rows)."""
+    from gpufinops.warehouse import unit_costs, unit_costs_empty
 
     begin = datetime.combine(start, time(), UTC) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
@@ -68,7 +70,9 @@ def rows(
     if teams is not None:  # a lead's scope never holds the rows of no team
         frame = frame.filter(frame["team"].is_not_null())
     totals = unit_costs.unit_costs(con, by=unit_costs.TOTAL, **asked)
-    return {"rows": _plain(frame), "totals": _plain(totals), "carbon_note": unit_costs.carbon_note(con)}
+    out = _plain(frame)
+    empty = None if out else unit_costs_empty.why_empty(con, team=teams, model=model, start=begin, end=stop)
+    return {"rows": out, "totals": _plain(totals), "carbon_note": unit_costs.carbon_note(con), "empty_reason": empty}
 
 
 def _plain(frame: Any) -> list[dict[str, Any]]:

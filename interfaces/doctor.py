@@ -260,6 +260,20 @@ def _name_width(path: str | None, db: str | None) -> int:
     return max([len("credentials aws"), len("extra dashboard")] + [len(f"source {n}") for n in names]) + 1
 
 
+def _features(path: str | None, db: str | None, console: Console) -> None:
+    """The features the configured sources leave unknown (interfaces/doctor_features.py), after the checks."""
+    from gpufinops.interfaces import doctor_features
+    from gpufinops.jobs import config as config_mod
+
+    try:
+        table = doctor_features.matrix(config_mod.load(path, db=db))
+    except config_mod.ConfigError:
+        return
+    if table is not None:
+        console.print()
+        emit(console, table)
+
+
 def run(path: str | None, *, db: str | None = None, timeout: float = 10.0, out: IO[str] | None = None) -> int:
     """Print one row per check as it completes (status, what was checked, what was found and its fix);
     exit 1 if any check failed."""
@@ -276,6 +290,7 @@ def run(path: str | None, *, db: str | None = None, timeout: float = 10.0, out: 
         emit(console, row)
         failed += check.status == FAIL
         warned += check.status == WARN
+    _features(path, db, console)
     console.print(
         f"\n{failed} check(s) failed, {warned} warning(s)." if failed or warned else "\nEverything checks out."
     )

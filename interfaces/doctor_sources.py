@@ -131,7 +131,7 @@ def aws_cur(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
     listing = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1000)
     keys = [o["Key"] for o in listing.get("Contents", [])]
     manifests = [k for k in keys if k.endswith("Manifest.json")]
-    where = f"s3://{bucket}/{prefix}"
+    where = f"s3://{bucket}/{prefix}" + (f" ({opts.understood})" if getattr(opts, "understood", None) else "")
     if not keys:
         return WARN, f"{where}: no objects", "check the prefix; a new export delivers within 24 hours"
     if not manifests:

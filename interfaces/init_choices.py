@@ -122,10 +122,21 @@ def from_flags(args: argparse.Namespace, asked: Sequence[Question] = ()) -> Choi
     )
 
 
-def ask(
-    choices: Choices, prompt: Callable[[str], str] = input, out=sys.stdout, asked: Sequence[Question] = ()
-) -> Choices:
+def normalise_bucket(choices: Choices) -> str | None:
+    """The AWS bucket as pasted (``s3://acme-cur/cur2/``, an ARN, a trailing slash) split into bucket and prefix
+    (ingest/core/bucket_url.py); the sentence saying what was understood, or None. ValueError: no bucket name."""
+    from gpufinops.ingest.core import bucket_url
+
+    if not choices.aws_bucket:
+        return None
+    url = bucket_url.parse(choices.aws_bucket, "s3", choices.aws_prefix or "")
+    choices.aws_bucket, choices.aws_prefix = url.bucket, url.prefix
+    return url.understood()
+
+
+def ask(choices: Choices, prompt: Callable[[str], str] = input, out=None, asked: Sequence[Question] = ()) -> Choices:
     """One question per source; Enter keeps the default shown in brackets (or skips the source)."""
+    out = out or sys.stdout  # the stream at call time (a test's capture), not the one at import
 
     def q(text: str, default: str = "") -> str:
         answer = prompt(f"{text}{f' [{default}]' if default else ''}: ").strip()
@@ -135,6 +146,9 @@ def ask(
     choices.warehouse = q("Warehouse file (DuckDB), relative to the config", choices.warehouse)
     choices.aws_bucket = q("AWS: S3 bucket of your CUR 2.0 / Data Export", choices.aws_bucket or "") or None
     if choices.aws_bucket:
+        understood = normalise_bucket(choices)  # s3://bucket/prefix/ or an ARN: the prefix becomes the default
+        if understood:
+            print(f"  ({understood})", file=out)
         choices.aws_prefix = q("AWS: key prefix of the export in that bucket", choices.aws_prefix)
         choices.aws_region = q("AWS: the bucket's region", choices.aws_region)
     prefixes = q(

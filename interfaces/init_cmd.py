@@ -25,7 +25,7 @@ from gpufinops.jobs import files
 
 if TYPE_CHECKING:
     from gpufinops.ingest.core.registry import Registry
-from gpufinops.interfaces.init_choices import DEFAULT_REGION, Question, ask, from_flags, questions
+from gpufinops.interfaces.init_choices import DEFAULT_REGION, Question, ask, from_flags, normalise_bucket, questions
 from gpufinops.interfaces.init_render import render
 
 # the flags of init's own sections (the built-in sources' specs name theirs: ``IngestorMeta.init``)
@@ -184,6 +184,9 @@ def run(
                 file=sys.stderr,
             )
             return 2
+        understood = normalise_bucket(choices)
+        if understood:
+            print(f"gpufinops: init: --aws-cur-bucket: {understood}")
         text = render(choices, specs)
     except (ValueError, EOFError) as exc:
         print(f"gpufinops: init: {exc}", file=sys.stderr)

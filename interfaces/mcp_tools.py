@@ -200,6 +200,19 @@ def make_budgets(settings_budgets: tuple | list) -> Callable[..., dict[str, Any]
     return budgets
 
 
+def coverage(
+    con, scope: Scope, team: str | None = None, start: str | None = None, end: str | None = None
+) -> dict[str, Any]:
+    """Which inputs each derived figure (idle cost, utilisation, energy, emissions, unit costs, allocation) and
+    each recommendation kind could see: state (complete, partial, unknown), GPU-hours covered of the total, the
+    missing inputs and the source types that would provide them. A figure another tool returns is only as
+    known as this says: unknown is never zero."""
+    from gpufinops.models import kind_coverage
+
+    first, last = window(start, end)
+    return kind_coverage.report(con, team=teams_for(scope, team), start=first, end=last)
+
+
 def registry(settings_budgets: tuple | list = ()) -> dict[str, ToolSpec]:
     """Every tool the server serves, by name."""
     reads: list[tuple[Callable[..., dict[str, Any]], bool]] = [
@@ -209,6 +222,7 @@ def registry(settings_budgets: tuple | list = ()) -> dict[str, ToolSpec]:
         (plans, False),
         (alerts, True),
         (make_budgets(settings_budgets), True),
+        (coverage, True),
     ]
     reads += list(READS)
     specs = [ToolSpec(fn.__name__, fn, costs, " ".join((fn.__doc__ or "").split())) for fn, costs in reads]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from gpufinops.jobs import config as config_mod
@@ -18,6 +19,7 @@ from gpufinops.jobs import config as config_mod
 def run(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from gpufinops.jobs import output, progress
     from gpufinops.jobs.export import objects
+    from gpufinops.models.kind_coverage import unknown_kinds
     from gpufinops.models.registry import MODELS
     from gpufinops.models.run import analyse
     from gpufinops.warehouse import db
@@ -33,10 +35,14 @@ def run(cfg: config_mod.Config, args: argparse.Namespace) -> int:
             on_model=lambda kind, done: step.done() if done else step.start(f"model {kind}"),
         )
         recs = objects.of_run(con, found.recommendations)
+        blind = unknown_kinds(con, [args.kind] if args.kind else None, team=args.team or None)
     withheld = found.withheld
     if args.team:
         recs = [r for r in recs if r["team"] == args.team]
         withheld = [w for w in withheld if w.team == args.team]
+    if args.format in ("json", "csv"):  # the records on stdout, what the models could not see on stderr
+        for group in blind:
+            print(f"unknown: {group.line()}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(recs, indent=2))
         return 0
@@ -53,9 +59,24 @@ def run(cfg: config_mod.Config, args: argparse.Namespace) -> int:
         for line in total_lines(recs):
             print(line)
     else:
-        print("no recommendations")
+        print("no recommendations" + (" where the models could see the data" if blind else ""))
+    print_unknown(blind)
     print_withheld(withheld, args.show_withheld)
     return 0
+
+
+def print_unknown(blind: list) -> None:
+    """The kinds whose inputs are missing: unknown, why, and the source that would complete them."""
+    if not blind:
+        return
+    from rich.padding import Padding
+
+    from gpufinops.jobs import output
+
+    print()
+    print('unknown (an input is missing: these kinds could not look, so no finding there is not "no waste"):')
+    for group in blind:
+        output.emit(output.console(), Padding(group.line(), (0, 0, 0, 2)))
 
 
 def total_lines(recs: list[dict[str, Any]]) -> list[str]:

@@ -45,7 +45,7 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
     import polars as pl
 
     from gpufinops.jobs import files, output
-    from gpufinops.warehouse import db, unit_costs
+    from gpufinops.warehouse import db, unit_costs, unit_costs_empty
 
     end = args.to_date + timedelta(days=1) if args.to_date is not None else None
     with db.reader(cfg.warehouse_path) as con:
@@ -53,17 +53,20 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
         frame = unit_costs.unit_costs(con, by=args.by, period=args.period, **asked)
         totals = unit_costs.unit_costs(con, by=unit_costs.TOTAL, period=args.period, **asked)
         note = unit_costs.carbon_note(con)
+        empty = (
+            None
+            if frame.height
+            else unit_costs_empty.why_empty(con, team=args.team, model=args.model, start=args.from_date, end=end)
+        )
     if args.format == "table":
         from gpufinops.jobs import layouts
 
         shown = pl.concat([frame, totals.with_columns(pl.lit("Total", pl.Utf8).alias("team"))]).sort("day")
-        text = (
-            layouts.frame_text(readable(shown, args.period), output.terminal_width())
-            if frame.height
-            else "no serving metrics in this window (sources of type prometheus_serving or serving_exporter load them)"
-        )
+        text = layouts.frame_text(readable(shown, args.period), output.terminal_width()) if frame.height else str(empty)
     else:
         text = output.render(frame, args.format)
+    if empty and args.format != "table":  # the records stay parseable; why they are none goes to stderr
+        print(f"gpufinops: unit-costs: {empty}", file=sys.stderr)
     if note:
         print(f"gpufinops: unit-costs: kwh and kg_co2e are empty: {note}", file=sys.stderr)
     if args.out:

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs import files, tables
-from gpufinops.jobs.ingest_run import run_configured
+from gpufinops.jobs.ingest_run import run_configured, store_page_results
 from gpufinops.models.recommendation import Recommendation
 from gpufinops.models.run import analyse
 from gpufinops.warehouse import db, freshness, queries
@@ -165,7 +165,7 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
         cfg = config_mod.load(config_path)
         step.done()
         step.grow(len(cfg.sources))
-        results = run_configured(cfg, step=step)
+        results = run_configured(cfg, step=step, store_results=False)  # stored last, after every load below
         if any(not r.ok for r in results):
             tables.print_runs(results, out=out, brief=True)
             return 1
@@ -179,6 +179,7 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> i
             comparison = run.comparison
             totals = queries.cost_totals(con)
             stale = freshness.stale_sources(con)
+        store_page_results(cfg)  # after the storage listing's load: the pages read results of the data held now
         step.done()
         step.start("writing the weekly report")
         from gpufinops.jobs.report.cli import default_week, write_report  # the weekly report, as finance gets it

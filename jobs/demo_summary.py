@@ -16,6 +16,7 @@ from rich.text import Text
 from gpufinops.ingest.core import extras
 from gpufinops.jobs import cells, output, tables
 from gpufinops.jobs.cells import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
+from gpufinops.warehouse import labels
 
 SPEND_COLUMNS = (
     Col("provider", "Provider", TEXT, no_wrap=True),
@@ -86,9 +87,10 @@ def shown_path(path: Path) -> str:
 
 def _rec_row(rec) -> dict[str, Any]:
     return {
-        "kind": rec.kind,
-        "plan": getattr(rec, "plan", None),
-        "provider": rec.provider,
+        # labels, never codes: a code has no space to wrap at, so a narrow column split it mid-word
+        "kind": labels.label(rec.kind, "kind"),
+        "plan": labels.label(rec.plan, "plan") if getattr(rec, "plan", None) else None,
+        "provider": labels.label(rec.provider, "provider") if rec.provider else None,
         "team": rec.team or "(cluster)",
         "resource_id": rec.resource_id or rec.workload or cells.MISSING,
         "action": rec.proposed.get("action"),
@@ -138,7 +140,7 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
     )
     spend = [
         {
-            "provider": r["provider"],
+            "provider": labels.label(r["provider"], "provider") if r["provider"] else None,
             "effective_cost": r["effective_cost"],
             "gpu_share": float(r["gpu_cost"] / r["effective_cost"] * 100) if r["effective_cost"] else 0.0,
         }
@@ -160,7 +162,7 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
         [
             {
                 **_rec_row(r),
-                "pattern": r.evidence["pattern"],
+                "pattern": labels.label(r.evidence["pattern"], "pattern"),
                 # a pod's finding (allocated_idle) counts the hours the pod was on its GPU
                 "idle": f"{r.evidence['idle_hours']:,} / "
                 f"{r.evidence.get('measured_hours', r.evidence.get('present_hours', 0)):,}",

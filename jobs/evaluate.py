@@ -271,5 +271,32 @@ def render(result: dict[str, Any], explain: str | None = None) -> str:
             file=out,
         )
     for label, section in result.get("others", {}).items():
-        print(f"\n{label}: {json.dumps(section, default=str)}", file=out)
+        print(f"\n{label}", file=out)
+        out.writelines(f"{line}\n" for line in _readable(section, "  "))
     return out.getvalue()
+
+
+def _readable(value: Any, indent: str) -> list[str]:
+    """A nested section as indented ``key: value`` lines (``--format json`` keeps the raw structure)."""
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            name = str(key).replace("_", " ")
+            if isinstance(item, dict | list) and item:
+                lines += [f"{indent}{name}:", *_readable(item, indent + "  ")]
+            else:
+                lines.append(f"{indent}{name}: {_scalar(item)}")
+        return lines
+    if isinstance(value, list):
+        if all(not isinstance(v, dict | list) for v in value):
+            return [f"{indent}{', '.join(_scalar(v) for v in value)}"]
+        return [line for item in value for line in [f"{indent}-", *_readable(item, indent + "  ")]]
+    return [f"{indent}{_scalar(value)}"]
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)

@@ -27,9 +27,12 @@ def run_configured(
     full_refresh: bool = False,
     step: progress.Steps | None = None,
     seconds: dict[str, float] | None = None,
+    store_results: bool = True,
 ) -> list[RunResult]:
     """Run the named sources (default: every enabled one) in config order; ``step`` shows each one
-    running, ``seconds`` collects how long each took."""
+    running, ``seconds`` collects how long each took. Then the dashboard's stored results are stored for the
+    data held now, where a load changed it or they are stale (``store_results=False``: the caller stores them
+    after its own last write, as the demo does)."""
     unknown = [n for n in names or [] if n not in cfg.sources]
     if unknown:
         raise ConfigError(
@@ -69,9 +72,25 @@ def run_configured(
             seconds[name] = time.monotonic() - started
         if step is not None:
             step.done()
-    if any(r.status == "succeeded" for r in results):
+    if store_results and (any(r.status == "succeeded" for r in results) or page_results_stale(cfg)):
         store_page_results(cfg)
     return results
+
+
+def page_results_stale(cfg: Config) -> bool:
+    """The stored page results are missing or were computed on other data than the warehouse holds now (a load
+    after them, a refresh that failed): an ingest whose sources had nothing new stores them again."""
+    from gpufinops.warehouse import db, stored_results
+
+    if not cfg.warehouse_path.exists():
+        return False
+    try:
+        with db.reader(cfg.warehouse_path) as con:
+            version, _at, _seconds, count = stored_results.computed(con)
+            return not count or version != stored_results.data_version(con)
+    except Exception as exc:  # a busy or unreadable warehouse: the next ingest tries again
+        log.warning("could not tell whether the dashboard's stored results are current: %s", exc)
+        return False
 
 
 def store_page_results(cfg: Config) -> None:

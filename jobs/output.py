@@ -248,6 +248,8 @@ def _json_default(value: Any) -> Any:
         return float(value)
     if isinstance(value, (datetime, date)):
         return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):  # a BLOB column: its bytes as hex, as DuckDB's hex() writes
+        return bytes(value).hex().upper()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
@@ -256,7 +258,8 @@ def to_json(records: list[dict[str, Any]]) -> str:
 
 
 def csv_text(frame: pl.DataFrame) -> str:
-    """Flat CSV: one header line, one line per row, nested values as their JSON text."""
+    """Flat CSV: one header line, one line per row, nested values as their JSON text, binary ones as hex (what
+    DuckDB's ``hex()`` writes: CSV holds text)."""
     out = io.StringIO()
     flat = frame.with_columns(
         [
@@ -266,6 +269,7 @@ def csv_text(frame: pl.DataFrame) -> str:
             for c, t in frame.schema.items()
             if t.is_nested()
         ]
+        + [pl.col(c).bin.encode("hex").str.to_uppercase() for c, t in frame.schema.items() if t == pl.Binary]
     )
     flat.write_csv(out)
     return out.getvalue()

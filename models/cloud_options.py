@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from gpufinops.models.onprem_cost import as_decimal as _d
+from gpufinops.warehouse import labels
 
 PAY_PER_USE = ("on_demand", "spot")
 NOT_INTERRUPTIBLE = {"online_inference", "notebook", "interactive"}
@@ -65,4 +66,8 @@ def price_options(offers: list[dict], util: Decimal, interruptible: bool, overhe
 
 
 def label(option: dict) -> str:
-    return f"{option['provider']} {option['instance_type']} {option['pricing']} ({option['region']})"
+    """An offer as a person reads it: "Google Cloud a2-ultragpu-1g spot (us-central1)", never a provider or
+    pricing code ("gcp", "on_demand")."""
+    provider = labels.label(option["provider"], "provider")
+    pricing = labels.label(option["pricing"], "pricing").lower()
+    return f"{provider} {option['instance_type']} {pricing} ({option['region']})"

@@ -35,6 +35,7 @@ from gpufinops.models.features import setting
 from gpufinops.models.frames import as_datetime, as_float, provider_codes
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from gpufinops.warehouse import gpu_charges, queries
+from gpufinops.warehouse.labels import team_label
 from gpufinops.warehouse.ranges import PERCENT
 
 HOURS_PER_MONTH = 730.5
@@ -186,8 +187,9 @@ def _busy_pct() -> pl.Expr:
 
 
 def _group_id(group: dict) -> str:
-    """The commitment's scope; the recommendation's resource_id is the group's first resource (sorted)."""
-    return f"commitment/{group['provider']}/{group['region']}/{group['instance_type']}/{group['team']}"
+    """The commitment's scope; the recommendation's resource_id is the group's first resource (sorted). A group
+    of no team reads as the label table's team of none, never ``None``."""
+    return f"commitment/{group['provider']}/{group['region']}/{group['instance_type']}/{team_label(group['team'])}"
 
 
 def _commit_price(group: dict, on_demand_rate: float, catalogue: dict, fleet: dict) -> dict | None:

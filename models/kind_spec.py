@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from gpufinops.warehouse.inputs import INPUTS
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -77,6 +79,9 @@ class ModelSpec(Generic[S, In]):
     truth: Scored | NotScored
     predictor: str | None  # SELECTED, a `[models]` key choosing its throughput predictor, or None: it uses none
     carbon: str  # one of CARBON
+    # The inputs its findings need (keys of warehouse.inputs.INPUTS): where one is missing, every surface says
+    # the kind's findings are unknown for the scope it could not see (warehouse/coverage.py), never "none".
+    needs: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -87,6 +92,9 @@ class ModelSpec(Generic[S, In]):
             raise ValueError(f"{self.kind}: truth must be Scored(...) or NotScored(reason)")
         if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 1:
             raise ValueError(f"{self.kind}: order {self.order!r} is not a whole number of at least 1")
+        unknown_needs = [n for n in self.needs if n not in INPUTS] if isinstance(self.needs, tuple) else [self.needs]
+        if not self.needs or unknown_needs:
+            raise ValueError(f"{self.kind}: needs {self.needs!r} is not a tuple of inputs ({', '.join(INPUTS)})")
         for fact in ("ends_plan", "plan_per_team_on"):
             value = getattr(self, fact)
             if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):

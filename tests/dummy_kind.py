@@ -63,5 +63,6 @@ SPEC = ModelSpec(
     truth=Scored("generator_priced"),
     predictor=None,
     carbon="pricing_only",
+    needs=("bill",),
 )
 MODEL_KINDS = (SPEC,)

@@ -91,6 +91,7 @@ CALLS: dict[str, dict[str, Any]] = {  # every tool, with arguments that exercise
     "carbon": {"period": "week"},
     "storage_findings": {},
     "withheld_findings": {},
+    "coverage": {},
 }
 
 

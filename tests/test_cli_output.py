@@ -174,7 +174,7 @@ def hidden(packages: set[str], *args: str) -> subprocess.CompletedProcess:
     "section, hide, package, extra",
     [
         (
-            'type = "aws_cur"\nbucket = "b"\nregion = "us-east-1"\nendpoint_url = "http://127.0.0.1:9"',
+            'type = "aws_cur"\nbucket = "acme-cur"\nregion = "us-east-1"\nendpoint_url = "http://127.0.0.1:9"',
             "boto3",
             "boto3",
             "aws",

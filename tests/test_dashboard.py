@@ -300,6 +300,29 @@ def test_a_decision_is_recorded_with_who_and_why(monkeypatch, writable_warehouse
     assert rows == [("dismiss", "nightly batch, needed for the release", "lead@example.com", "dismissed", LEAD_TEAM)]
 
 
+def test_no_decision_is_preselected(monkeypatch, writable_warehouse):
+    at = open_page(make_app(monkeypatch, writable_warehouse, AUTH, "lead@example.com"), "recommendations")
+    assert at.radio(key="decision_choice").value is None  # not "Accept": a click records nothing unchosen
+    at.button[0].click().run()
+    assert any("Choose a decision" in e.value for e in at.error)
+    assert query(writable_warehouse, "SELECT count(*) FROM decisions")[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    ("budget", "word", "colour"), [(10_000_000, "under budget", "GREEN"), (1, "over budget", "RED")]
+)
+def test_a_budget_delta_reads_good_or_bad_by_colour_and_word_not_an_arrow(
+    monkeypatch, demo_warehouse, budget, word, colour
+):
+    from streamlit.proto.Metric_pb2 import Metric
+
+    at = open_page(make_app(monkeypatch, demo_warehouse, {"monthly_budget_usd": budget}), "overview")
+    spend = next(m for m in at.metric if m.label == "Spend this month")
+    assert spend.delta.endswith(word)
+    assert Metric.MetricDirection.Name(spend.proto.direction) == "NONE"  # no arrow: "up" would read as growth
+    assert Metric.MetricColor.Name(spend.proto.color) == colour
+
+
 # --- concurrency -----------------------------------------------------------------------------------
 
 INGEST_LOOP = """

@@ -137,3 +137,24 @@ def test_every_allocation_code_has_a_label(column: str, table: str) -> None:
     assert len(written) >= 4, written  # the parse found the CASE
     assert written == set(labels.TABLES[table]), (written, set(labels.TABLES[table]))
     assert labels.labels_of(",".join(sorted(written)), table).count(",") == len(written) - 1
+
+
+def test_energy_columns_read_in_their_units_on_the_dashboard(tmp_path) -> None:
+    """Every column the carbon read model returns has a declared label with its unit written as units are
+    ("kg CO₂e per GPU-hour", "kWh"), never a split code ("Kg co2e per GPU hour", "GPU kwh"); a GPU-hour of no
+    team is the one team-of-none label, never a second one beside it."""
+    from gpufinops.dashboard import labels as page_labels
+    from gpufinops.warehouse import db
+    from gpufinops.warehouse.queries import carbon
+
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        con.execute(
+            "INSERT INTO carbon_hourly (hour, resource_id, team, provider, region, gpu_hours) "
+            "VALUES (TIMESTAMPTZ '2026-10-01 00:00:00+00', 'i-1', NULL, 'aws', 'us-east-1', 1)"
+        ).fetchall()
+        frame = carbon.carbon_summary(con, by="team")
+    assert frame["team"].to_list() == [labels.NO_TEAM]
+    for column in frame.columns:
+        text = page_labels.label(column)
+        assert column in page_labels.LABELS or column in ("team", "month"), column
+        assert not any(bad in text for bad in ("Kg", "kwh", "co2e", "GPU hour ")), (column, text)

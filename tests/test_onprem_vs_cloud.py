@@ -138,8 +138,10 @@ def teams_on(recs, vc: str) -> list[str]:
     return [r.team for r in recs if r.resource_id == f"earth/{vc}" and r.team is not None]
 
 
-def label(row: dict) -> str:
-    return f"{row['provider']} {row['instance_type']} {row['pricing']} ({row['region']})"
+def label(row: dict) -> str:  # the offer as people read it: the provider's name, the pricing's words
+    provider = {"aws": "AWS", "gcp": "Google Cloud"}[row["provider"]]
+    pricing = {"on_demand": "on-demand", "spot": "spot"}[row["pricing"]]
+    return f"{provider} {row['instance_type']} {pricing} ({row['region']})"
 
 
 @pytest.mark.parametrize("vc", hd.VCS)

@@ -9,6 +9,7 @@ intended change, then read the diff.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -126,7 +127,7 @@ def figures(*, first_week: bool) -> WeekFigures:
             {
                 "node_group": "dc1/onprem-a100x8",
                 "team": None,
-                "action": "keep on-prem: $1.32 per used GPU-hour at 87.07% vs $3.17 on gcp a2-ultragpu-1g spot",
+                "action": "keep on-prem: $1.32 per used GPU-hour at 87.07% vs $3.17 on Google Cloud a2-ultragpu-1g spot",
             }
         ]
         f.forecast = {
@@ -156,3 +157,6 @@ def test_the_text_part_matches_its_snapshot(monkeypatch, variant, first_week, ur
     assert lines[spend + 1].startswith("GPU spend:")  # two lines, not one
     assert not any(")GPU" in line or "saving.Dashboard" in line for line in lines)
     assert text.endswith("\n")
+    # no code or cut value a person would read: provider codes, an empty "()", None / NaN / null
+    assert not re.search(r"\b(aws|gcp|onprem|azure|oci) ", text), text
+    assert "()" not in text and not re.search(r"\b(None|NaN|nan|null)\b", text)

@@ -189,9 +189,11 @@ def test_the_exports_apply_as_they_are_in_moto(account):
     assert (volume["VolumeType"], volume["Iops"], volume["Throughput"]) == ("gp3", 3000, 125)
     assert sorted(document["commands"]) == sorted(
         [
-            f"aws ec2 delete-snapshot --snapshot-id {ids['old_snapshot']}",
-            f'aws ec2 wait snapshot-completed --snapshot-ids "$(aws ec2 create-snapshot --volume-id {ids["orphan"]} '
-            f'--query SnapshotId --output text)" && aws ec2 delete-volume --volume-id {ids["orphan"]}',
+            # every command names the region it acts in: a shell's default region is not the volume's
+            f"aws ec2 delete-snapshot --region {acct.REGION} --snapshot-id {ids['old_snapshot']}",
+            f"aws ec2 wait snapshot-completed --region {acct.REGION} --snapshot-ids "
+            f'"$(aws ec2 create-snapshot --region {acct.REGION} --volume-id {ids["orphan"]} '
+            f'--query SnapshotId --output text)" && aws ec2 delete-volume --region {acct.REGION} --volume-id {ids["orphan"]}',
         ]
     )
     assert document["monthly_savings_usd"] == pytest.approx(1062.50 + 30.00 + 20.00 + 9.43)

@@ -197,8 +197,12 @@ def test_the_cli_formats(fleet, tmp_path, capsys):
     assert as_json.returncode == 0, as_json.stderr
     teams = {r["team"]: r for r in json.loads((tmp_path / "out" / "unit.json").read_text())}
     assert set(teams) == {"search", "support"} and teams["support"]["gpu_cost_usd"] == 2.0
-    empty = cli(fleet, "--from", "2027-01-01")
-    assert empty.returncode == 0 and "no serving metrics" in empty.stdout
+    empty = cli(fleet, "--from", "2027-01-01")  # a window after the counters: says so, blames no source
+    assert empty.returncode == 0 and "in this window: they cover 2026-11-02" in empty.stdout
+    assert "source" not in empty.stdout
+    misspelt = cli(fleet, "--model", "Mistral")  # which filter matched nothing, and the models there are
+    assert misspelt.returncode == 0 and "no model named 'Mistral'" in misspelt.stdout
+    assert "llama-3.1-8b" in misspelt.stdout and "source" not in misspelt.stdout
     for bad in (["--by", "pod"], ["--from", "2026-11-03", "--to", "2026-11-01"], ["--format", "xml"]):
         assert cli(fleet, *bad).returncode == 2
 

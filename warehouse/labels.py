@@ -174,6 +174,8 @@ UNITS = {  # what a number is counted in
     "tokens": "tokens",
     "requests": "requests",
 }
+# the provider codes (warehouse/providers.py) as people name the providers: never "aws" in a table or a report
+PROVIDER_NAMES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "oci": "OCI", "onprem": "On-prem"}
 
 TABLES: dict[str, Mapping[str, str]] = {
     "kind": KINDS,
@@ -193,6 +195,7 @@ TABLES: dict[str, Mapping[str, str]] = {
     "server": SERVERS,
     "period": PERIODS,
     "unit": UNITS,
+    "provider": PROVIDER_NAMES,
 }
 ACRONYMS = {
     "gpu": "GPU",

@@ -16,6 +16,7 @@ from gpufinops.dashboard.common import (
     total,
 )
 from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
+from gpufinops.warehouse import coverage
 from gpufinops.warehouse.queries import carbon as carbon_queries
 
 
@@ -38,6 +39,7 @@ def main() -> None:
             attribution = cached_query(con, "gpu_hours_attribution", **span(start, end)) if ctx.teams is None else None
             emissions = cached_call(con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start, end=end)
             emission_sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start, end=end)
+            cover = cached_call(con, coverage.measure, team=ctx.teams, start=start, end=end)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -45,14 +47,8 @@ def main() -> None:
     if util.is_empty() and idle.is_empty():
         st.info(f"No GPU usage in your scope in {window.label}.")
         return
-    cols = st.columns(3)
-    cols[0].metric(
-        "Idle GPU cost",
-        money(total(idle, "idle_cost")),
-        help=f"billed GPU hours whose measured peak utilisation stayed under {IDLE_UTIL_PCT:.0f}%",
-    )
-    cols[1].metric("Idle GPU-hours", f"{int(total(idle, 'idle_gpu_hours')):,}")
-    cols[2].metric("GPU-hours measured", f"{int(util['gpu_hours'].sum() or 0):,}")
+    idle_cover, util_cover = cover["idle_cost"], cover["utilisation"]
+    _kpis(idle, idle_cover, util_cover)
     charts.draw(
         st,
         gpu_charts.heatmap(
@@ -68,8 +64,13 @@ def main() -> None:
     )
     st.subheader("Idle GPUs and their cost")
     idle_view = money_frame(idle, "idle_cost", "gpu_cost").with_columns(pl.col("idle_gpu_hours").cast(pl.Int64))
-    chart_rows = idle_view.filter(pl.col("idle_cost") > 0).with_columns(
-        (pl.col("team") + " · " + pl.col("gpu_model").fill_null("?")).alias("team · GPU")
+    if not idle_cover.known:  # no idle figure is measured: the columns would read 0, which is not what is known
+        idle_view = idle_view.drop("idle_resource_hours", "idle_gpu_hours", "idle_cost")
+    chart_rows = idle.filter(pl.col("idle_cost") > 0) if idle_cover.known else idle.clear()
+    chart_rows = (
+        money_frame(chart_rows, "idle_cost", "gpu_cost")
+        .filter(pl.col("idle_cost") > 0)
+        .with_columns((pl.col("team") + " · " + pl.col("gpu_model").fill_null("?")).alias("team · GPU"))
     )
     if not chart_rows.is_empty():
         charts.draw(
@@ -86,10 +87,18 @@ def main() -> None:
             ),
         )
     labels.table(st, idle_view)
-    carbon_view.render(emissions, emission_sources, heading="Energy and emissions per team", window=window)
+    carbon_view.render(
+        emissions,
+        emission_sources,
+        heading="Energy and emissions per team",
+        window=window,
+        cover=cover["emissions"],
+    )
     st.subheader("Unattributed GPU-hours")
     if unattributed is None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
+    elif not util_cover.known:
+        st.info(cover["attribution"].sentence())
     elif unattributed.is_empty():
         st.success("Every measured GPU-hour in the window is matched to a billed resource and a team.")
     else:
@@ -128,6 +137,26 @@ def main() -> None:
 def span(start, end) -> dict:
     """The window as query arguments: ``end`` only where it cuts the data (the stored results' keys)."""
     return {"start": start} if end is None else {"start": start, "end": end}
+
+
+def _kpis(idle: pl.DataFrame, idle_cover: coverage.Coverage, util_cover: coverage.Coverage) -> None:
+    """The idle KPIs, each unknown where its inputs are missing, and one warning per reason."""
+    cols = st.columns(3)
+    cols[0].metric(
+        "Idle GPU cost",
+        idle_cover.value_or_unknown(money(total(idle, "idle_cost"))),
+        help=f"billed GPU hours whose measured peak utilisation stayed under {IDLE_UTIL_PCT:.0f}%",
+    )
+    cols[1].metric("Idle GPU-hours", idle_cover.value_or_unknown(f"{int(total(idle, 'idle_gpu_hours')):,}"))
+    cols[2].metric(
+        "GPU-hours measured", f"{util_cover.covered:,.0f} of {util_cover.total:,.0f}", help="of the billed GPU-hours"
+    )
+    reasons: dict[str, list[str]] = {}  # one warning per reason, naming every figure it leaves unknown
+    for figure in (idle_cover, util_cover):
+        if figure.detail():
+            reasons.setdefault(figure.detail(), []).append(figure.label)
+    for detail, names in reasons.items():
+        st.warning(f"{' and '.join(names)}: {detail}")
 
 
 main()

@@ -116,7 +116,8 @@ def main() -> None:
     else:
         st.caption(
             "The forecast, the anomalies and the heaviest page figures are computed on the pages (the load job "
-            "has not stored them for the data held now: the next `gpufinops ingest` does)."
+            "has not stored them for the data held now: `gpufinops ingest` stores them, even when no source has "
+            "new data)."
         )
 
 

@@ -13,9 +13,9 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import evidence, labels
-from gpufinops.dashboard.common import connection, db_path, money, page_header
+from gpufinops.dashboard.common import cached_call, connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
-from gpufinops.models import plans
+from gpufinops.models import kind_coverage, plans
 from gpufinops.warehouse import db, queries, recommendation_store
 from gpufinops.warehouse.labels import NO_TEAM, team_label
 from gpufinops.warehouse.labels import label as code_label
@@ -94,13 +94,22 @@ def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
 def decision_form(rec: dict, ctx) -> None:
     with st.form(f"decide_{rec['id']}", clear_on_submit=True):
         st.markdown(f"**Decide** (currently *{code_label(rec['status'], 'status').lower()}*)")
-        label = st.radio("Decision", list(DECISIONS), horizontal=True, key="decision_choice")
+        # nothing preselected: a decision is a person's choice, never a default a click records
+        label = st.radio("Decision", list(DECISIONS), horizontal=True, key="decision_choice", index=None)
         reason = st.text_input("Reason", max_chars=500, key="decision_reason")
         if st.form_submit_button("Record decision"):
-            if DECISIONS[label] == "dismiss" and not reason.strip():
+            if label is None:
+                st.error("Choose a decision first: accept or dismiss.")
+            elif DECISIONS[label] == "dismiss" and not reason.strip():
                 st.error("Say why it is dismissed: the reason is kept with the decision.")
             else:
                 decide(rec["id"], DECISIONS[label], reason.strip(), ctx)
+
+
+def unknown_list(blind: list[kind_coverage.KindsUnknown]) -> None:
+    """The kinds whose inputs are missing: unknown, why, and the source that would complete them."""
+    for group in blind:
+        st.warning(f"Unknown findings: {group.line()}")
 
 
 def withheld_list(con, ctx) -> None:
@@ -157,10 +166,20 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
     """The list, its filters and totals, the withheld findings and the chosen finding's detail; (the
     chosen finding, its decisions), or (None, None) when none is shown."""
     recs = queries.recommendations(con, team=ctx.teams)
+    blind = cached_call(con, kind_coverage.unknown_kinds, team=ctx.teams)
     if recs.is_empty():
-        st.info("No recommendations yet: run `gpufinops recommend`.")
+        withheld = queries.withheld_findings(con, team=ctx.teams).height
+        if withheld or blind:  # the models ran (or could not look): "none yet" would read as "no waste"
+            st.info(
+                "No recommendations where the models could see the data"
+                + (f"; {withheld:,} finding(s) withheld (below)." if withheld else ".")
+            )
+        else:
+            st.info("No recommendations yet: run `gpufinops recommend`.")
+        unknown_list(blind)
         withheld_list(con, ctx)
         return None, None
+    unknown_list(blind)
     shown = filtered(recommendation_list(recs))
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")

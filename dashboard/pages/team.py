@@ -7,8 +7,9 @@ import streamlit as st
 from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, labels, period, spend, unit_costs_view
 from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
 from gpufinops.dashboard.recommendation_list import recommendation_list
+from gpufinops.models import kind_coverage
 from gpufinops.models.budgets import monthly_budget_for
-from gpufinops.warehouse import allocation_queries, queries
+from gpufinops.warehouse import allocation_queries, coverage, queries
 from gpufinops.warehouse.queries import carbon as carbon_queries
 
 
@@ -40,7 +41,11 @@ def main() -> None:
                 con, carbon_queries.carbon_summary, by="resource", team=[team], start=start, end=end
             )
             emission_sources = cached_call(con, carbon_queries.sources, team=[team], start=start, end=end)
-            serving, carbon_note = cached_call(con, unit_costs_view.load, teams=[team], start=start, end=end)
+            serving, carbon_note, serving_empty = cached_call(
+                con, unit_costs_view.load, teams=[team], start=start, end=end
+            )
+            cover = cached_call(con, coverage.measure, team=[team], start=start, end=end)
+            blind = cached_call(con, kind_coverage.unknown_kinds, team=[team], start=start, end=end)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -52,12 +57,12 @@ def main() -> None:
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
     spend.render_charts(shown, by_team=False)
     spend.render_forecast(data)
-    render_shared(shared, idle_nodes)
-    carbon_view.render(emissions, emission_sources, window=window)
-    unit_costs_view.render(serving, carbon_note)
+    render_shared(shared, idle_nodes, cover["allocation"])
+    carbon_view.render(emissions, emission_sources, window=window, cover=cover["emissions"])
+    unit_costs_view.render(serving, carbon_note, empty=serving_empty)
     st.subheader("GPU fleet")
     if fleet.is_empty():
-        st.info("No GPU metrics for this team in the window.")
+        st.info(cover["utilisation"].sentence() or "No GPU metrics for this team in the window.")
     else:
         charts.draw(
             st,
@@ -74,8 +79,13 @@ def main() -> None:
             ),
         )
     st.subheader("Recommendations")
+    for group in blind:
+        st.warning(f"Unknown findings: {group.line()}")
     if recs.is_empty():
-        st.success("No recommendations for this team.")
+        if blind:  # kinds that could not look found nothing: that is not "no waste"
+            st.info("No recommendations for this team where the models could see the data.")
+        else:
+            st.success("No recommendations for this team.")
     else:
         labels.table(
             st,
@@ -87,9 +97,12 @@ def main() -> None:
         st.caption("Accept or dismiss them on the Recommendations page.")
 
 
-def render_shared(shared, idle_nodes) -> None:
+def render_shared(shared, idle_nodes, cover: coverage.Coverage) -> None:
     """Shared GPUs: what the team's workloads were charged on shared nodes, and the idle capacity it carries."""
     st.subheader("Shared GPUs")
+    if shared.is_empty() and idle_nodes.is_empty() and not cover.known:
+        st.info(cover.sentence())  # no metrics: which workloads held the GPUs is unknown, not "none"
+        return
     if shared.is_empty() and idle_nodes.is_empty():
         st.info(
             "No shared-GPU allocation for this team in the window (its GPU resources carry no pods, MIG "

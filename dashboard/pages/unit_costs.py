@@ -21,14 +21,14 @@ def main() -> None:
                     "unit_cost_period", cached_call(con, period.months_with_data, teams=ctx.teams), as_of
                 )
             start, end = (window.start, window.end) if window is not None else (None, None)
-            frame, note = cached_call(con, unit_costs_view.load, teams=ctx.teams, start=start, by=by, end=end)
+            frame, note, empty = cached_call(con, unit_costs_view.load, teams=ctx.teams, start=start, by=by, end=end)
             partial = unit_costs_view.partial_days(con, window) if window is not None else []
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
     if window is not None:
         st.caption(f"Every figure on this page covers {window.label}, in UTC days.")
-    unit_costs_view.render(frame, note, heading=None, partial=partial)
+    unit_costs_view.render(frame, note, heading=None, partial=partial, empty=empty)
 
 
 main()

@@ -32,8 +32,8 @@ import duckdb
 
 from gpufinops.ingest.aws import aws_common, cur_columns, cur_mapping, cur_values
 from gpufinops.ingest.aws.aws_cur2_format import period_start
-from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject
-from gpufinops.ingest.core import file_checks, focus_files, validate
+from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject, from_export_folder
+from gpufinops.ingest.core import bucket_url, file_checks, focus_files, validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import (
     Batch,
@@ -247,6 +247,9 @@ class AwsCurOptions(aws_common.AwsClientOptions, OnInvalidOptions):
     poll_interval_s: float = option(1.0, "Athena: seconds between polls of a running query")
     query_timeout_s: float = option(1800.0, "Athena: seconds a query may run")
 
+    def __post_init__(self) -> None:  # s3://bucket/prefix/, an ARN: the bucket and prefix (ingest/core/bucket_url.py)
+        bucket_url.normalise(self, "s3")
+
     def validate(self) -> None:
         if self.engine == "athena":
             for key in ("database", "table"):
@@ -256,6 +259,8 @@ class AwsCurOptions(aws_common.AwsClientOptions, OnInvalidOptions):
             raise OptionProblem("path", "set exactly one of bucket (S3) or path (a local copy of the bucket)")
         if any(c in self.prefix for c in "*?["):  # S3 lists a literal prefix: a glob here is a mistake
             raise OptionProblem("prefix", f"the export's prefix is literal, without wildcards (got {self.prefix!r})")
+        if problem := bucket_url.problem(self.bucket, "s3"):
+            raise OptionProblem("bucket", problem)
 
 
 class AwsCur:
@@ -315,8 +320,11 @@ class AwsCur:
         fmt = ctx.options.format
         store, prefix = self._store(ctx)
         objects = store.list()
-        index = {o.key: o for o in objects}
         deliveries = _discover(objects, fmt)
+        if not deliveries:  # the prefix (or path) may be the export's own folder: read it from its parent
+            store, prefix, objects = from_export_folder(store, prefix, objects)
+            deliveries = _discover(objects, fmt)
+        index = {o.key: o for o in objects}
         if not deliveries:
             raise IngestError(f"{ctx.source}: no export manifest (*-Manifest.json) found under {store.name('')}")
         # The cursor is each billing period's newest manifest, not a time: a run reloads every period

@@ -7,9 +7,11 @@ store its own file, the S3 store a download into a scratch folder.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,3 +139,26 @@ class S3Store:
             raise
         log.debug("%s: downloaded %s (%d bytes)", self.source, self.name(key), target.stat().st_size)
         return target
+
+
+# A key inside an export's own folder: its metadata/ (CUR 2.0, FOCUS) or a legacy report's period folder.
+INSIDE_EXPORT = re.compile(r"^(?:metadata/BILLING_PERIOD=\d{4}-\d{2}/|\d{8}-\d{8}/)")
+
+
+def from_export_folder(
+    store: LocalStore | S3Store, prefix: str, objects: list[StoredObject]
+) -> tuple[LocalStore | S3Store, str, list[StoredObject]]:
+    """A prefix anywhere from the bucket root down to the export's own folder (``cur2/gpufinops-export``, what
+    "the key prefix of the export" invites) finds its manifests: where the keys start inside an export, the store
+    is re-rooted one folder up and every key keeps the export's folder name, as ``doctor`` already finds them."""
+    if not any(INSIDE_EXPORT.match(o.key) for o in objects):
+        return store, prefix, objects
+    if isinstance(store, S3Store):
+        if not prefix:
+            return store, prefix, objects
+        parent, _, folder = prefix.rpartition("/")
+        store.prefix = prefix = parent
+    else:
+        folder = store.root.name
+        store.root = store.root.parent
+    return store, prefix, [dataclasses.replace(o, key=f"{folder}/{o.key}") for o in objects]

@@ -76,11 +76,11 @@ def _tier(o: dict[str, Any], out: dict[str, Any]) -> None:
     p, volume = o["proposed"], o["resource_id"]
     if o.get("provider") == "gcp":
         zone = (o.get("evidence") or {}).get("zone") or "ZONE"
-        q = shlex.quote
+        q, at = shlex.quote, _where(o)
         out["commands"].append(
-            f"gcloud compute snapshots create {q(volume + '-move')} --source-disk={q(volume)} --source-disk-zone={q(zone)}"
-            f" && gcloud compute disks create {q(volume + '-balanced')} --type=pd-balanced --zone={q(zone)}"
-            f" --source-snapshot={q(volume + '-move')}"
+            f"gcloud compute snapshots create {q(volume + '-move')}{at} --source-disk={q(volume)}"
+            f" --source-disk-zone={q(zone)} && gcloud compute disks create {q(volume + '-balanced')}{at}"
+            f" --type=pd-balanced --zone={q(zone)} --source-snapshot={q(volume + '-move')}"
         )
         return
     request: dict[str, Any] = {"VolumeId": volume, "VolumeType": p["volume_type"]}
@@ -91,29 +91,38 @@ def _tier(o: dict[str, Any], out: dict[str, Any]) -> None:
     out["modify_volume"].append(request)
 
 
+def _where(o: dict[str, Any]) -> str:
+    """The flags naming where a command acts: ``--region`` (AWS) or ``--project`` (Google Cloud) from the finding's
+    evidence, so a command run from a shell whose default region or project differs acts on the right one."""
+    evidence = o.get("evidence") or {}
+    if o.get("provider") == "gcp":
+        return f" --project={shlex.quote(evidence['project'])}" if evidence.get("project") else ""
+    return f" --region {shlex.quote(evidence['region'])}" if evidence.get("region") else ""
+
+
 def _orphan(o: dict[str, Any], out: dict[str, Any]) -> None:
-    q, resource, p = shlex.quote, o["resource_id"], o["proposed"]
+    q, resource, p, at = shlex.quote, o["resource_id"], o["proposed"], _where(o)
     gcp = o.get("provider") == "gcp"
     if (o.get("evidence") or {}).get("pattern") == "orphan_snapshot":
         out["commands"].append(
-            f"gcloud compute snapshots delete {q(resource)} --quiet"
+            f"gcloud compute snapshots delete {q(resource)}{at} --quiet"
             if gcp
-            else f"aws ec2 delete-snapshot --snapshot-id {q(resource)}"
+            else f"aws ec2 delete-snapshot{at} --snapshot-id {q(resource)}"
         )
         return
     keep = p.get("keep_snapshot") or {}
     if gcp:
         zone = q((o.get("evidence") or {}).get("zone") or "ZONE")
-        first = f"gcloud compute disks snapshot {q(resource)} --zone={zone} && " if keep.get("new") else ""
-        out["commands"].append(f"{first}gcloud compute disks delete {q(resource)} --zone={zone} --quiet")
+        first = f"gcloud compute disks snapshot {q(resource)}{at} --zone={zone} && " if keep.get("new") else ""
+        out["commands"].append(f"{first}gcloud compute disks delete {q(resource)}{at} --zone={zone} --quiet")
         return
     first = (
-        f'aws ec2 wait snapshot-completed --snapshot-ids "$(aws ec2 create-snapshot --volume-id {q(resource)} '
+        f'aws ec2 wait snapshot-completed{at} --snapshot-ids "$(aws ec2 create-snapshot{at} --volume-id {q(resource)} '
         f'--query SnapshotId --output text)" && '
         if keep.get("new")
         else ""
     )
-    out["commands"].append(f"{first}aws ec2 delete-volume --volume-id {q(resource)}")
+    out["commands"].append(f"{first}aws ec2 delete-volume{at} --volume-id {q(resource)}")
 
 
 def _lifecycle(o: dict[str, Any], out: dict[str, Any]) -> None:

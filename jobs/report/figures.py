@@ -18,9 +18,9 @@ import duckdb
 import polars as pl
 
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
-from gpufinops.models import plans
-from gpufinops.warehouse import allocation_queries, freshness, queries, unit_costs
-from gpufinops.warehouse.labels import NO_TEAM
+from gpufinops.models import kind_coverage, plans
+from gpufinops.warehouse import allocation_queries, coverage, freshness, queries, unit_costs
+from gpufinops.warehouse.labels import NO_TEAM, label
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -76,6 +76,11 @@ class WeekFigures:
         return sum(float(c["withheld_gpu_hours"] or 0) for c in self.carbon)
 
     unit_costs: list[dict[str, Any]] = field(default_factory=list)  # serving: $ per 1M tokens per model, the week
+    # figure -> warehouse.coverage.Coverage over the week and scope: an unknown figure reads "unknown", never $0
+    coverage: dict[str, Any] = field(default_factory=dict)
+    unknown_kinds: list[Any] = field(
+        default_factory=list
+    )  # models.kind_coverage.KindsUnknown: kinds that could not look
 
     @property
     def withheld_total(self) -> int:
@@ -176,6 +181,8 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
         if r["team"] is None and teams is None or scope.allows(r["team"])
     ]
     figures.unit_costs = _unit_costs(con, teams, week.start(zone), week.end(zone))
+    figures.coverage = coverage.measure(con, team=teams, start=week.start(zone), end=week.end(zone))
+    figures.unknown_kinds = kind_coverage.unknown_kinds(con, team=teams, start=week.start(zone), end=week.end(zone))
     return figures
 
 
@@ -233,7 +240,12 @@ def _providers(daily: pl.DataFrame, this: str, before: str) -> list[dict[str, An
         spend = _dec(part.filter(pl.col("week") == this)["effective_cost"].sum())
         previous = _dec(part.filter(pl.col("week") == before)["effective_cost"].sum())
         rows.append(
-            {"provider": provider, "spend": spend, "previous_spend": previous, "change_pct": _change(spend, previous)}
+            {
+                "provider": label(provider, "provider"),
+                "spend": spend,
+                "previous_spend": previous,
+                "change_pct": _change(spend, previous),
+            }
         )
     return rows
 

@@ -133,7 +133,7 @@ def _rec_rows(figures: WeekFigures) -> list[dict[str, Any]]:
                 "kind": rec["kind"],
                 "kind_label": labels.label(rec["kind"], "kind"),
                 "team": labels.team_label(rec["team"]),
-                "provider": rec["provider"] or "-",
+                "provider": labels.label(rec["provider"], "provider") if rec["provider"] else "-",
                 "resource": _short_resource(rec["resource_id"]),
                 "resource_id": rec["resource_id"],
                 "action": rec["proposed"].get("action") or labels.label(rec["kind"], "kind"),

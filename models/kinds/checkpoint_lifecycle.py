@@ -26,5 +26,6 @@ MODEL_KINDS = (
         truth=STORAGE_UNSCORED,
         predictor=None,
         carbon=PRICING_ONLY,
+        needs=("storage",),
     ),
 )

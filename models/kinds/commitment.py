@@ -25,5 +25,6 @@ MODEL_KINDS = (
         truth=Scored("generator_priced"),
         predictor=None,
         carbon=PRICING_ONLY,
+        needs=("bill", "prices"),
     ),
 )

@@ -25,5 +25,6 @@ MODEL_KINDS = (
         truth=Scored("smaller_type"),
         predictor=None,
         carbon=GPU_HOURS,
+        needs=("bill", "utilisation"),
     ),
 )

@@ -25,5 +25,6 @@ MODEL_KINDS = (
         truth=Scored("cheaper_gpu"),
         predictor=SELECTED,
         carbon=GPU_HOURS,
+        needs=("bill", "utilisation"),
     ),
 )

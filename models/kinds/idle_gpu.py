@@ -27,5 +27,6 @@ MODEL_KINDS = (
         truth=Scored("idle_cost"),
         predictor=None,
         carbon=GPU_HOURS,
+        needs=("bill", "utilisation"),
     ),
 )

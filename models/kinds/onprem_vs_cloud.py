@@ -29,5 +29,6 @@ MODEL_KINDS = (
         ),
         predictor=None,
         carbon=PRICING_ONLY,
+        needs=("bill", "utilisation"),
     ),
 )

@@ -26,5 +26,6 @@ MODEL_KINDS = (
         truth=Scored("lower_precision"),
         predictor="quantization_predictor",
         carbon=GPU_HOURS,
+        needs=("bill", "utilisation"),
     ),
 )

@@ -27,5 +27,6 @@ MODEL_KINDS = (
         truth=STORAGE_UNSCORED,
         predictor=None,
         carbon=PRICING_ONLY,
+        needs=("storage",),
     ),
 )

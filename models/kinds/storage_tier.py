@@ -31,5 +31,6 @@ MODEL_KINDS = (
         truth=STORAGE_UNSCORED,
         predictor=None,
         carbon=PRICING_ONLY,
+        needs=("storage",),
     ),
 )

@@ -12,6 +12,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
+from gpufinops.warehouse.labels import NO_TEAM
 from gpufinops.warehouse.queries.fragments import filters, frame
 
 BY = ("team", "resource", "month")
@@ -36,7 +37,8 @@ def carbon_summary(
     a ``month`` column (``YYYY-MM``), or for ``day`` / ``week`` a ``day`` / ``week`` column holding
     the period's first day (ISO weeks start on Monday). ``by="month"`` is one row per period.
 
-    ``kg_co2e_per_gpu_hour`` is over measured GPU-hours only; an unknown team reads "(untagged)"."""
+    ``kg_co2e_per_gpu_hour`` is over measured GPU-hours only; a GPU-hour of no team reads as the label table's
+    team of none (``labels.NO_TEAM``, "(unattributed)"), as on every other surface."""
     if by not in BY:
         raise ValueError(f"by: must be one of {', '.join(BY)}, not {by!r}")
     where, params = filters(team, start, end, team_col="team", time_col="hour")
@@ -48,7 +50,7 @@ def carbon_summary(
             "month": "strftime(date_trunc('month', hour AT TIME ZONE 'UTC'), '%Y-%m') AS month",
             "week": "CAST(date_trunc('week', hour AT TIME ZONE 'UTC') AS DATE) AS week",
             "day": "CAST(hour AT TIME ZONE 'UTC' AS DATE) AS day",
-            "team": "coalesce(team, '(untagged)') AS team",
+            "team": f"coalesce(team, '{NO_TEAM}') AS team",
             "resource_id": "resource_id",
             "provider": "any_value(provider) AS provider",
             "region": "any_value(region) AS region",

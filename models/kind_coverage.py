@@ -1,0 +1,92 @@
+"""What each model kind could see: its ``needs`` (``models/kind_spec.py``) measured over the warehouse by
+``warehouse/coverage.py``. A kind whose inputs are missing has findings that are *unknown*, not none: every
+surface that lists findings (``recommend``, the Recommendations page, the weekly report, the API and MCP) says
+which kinds, why, and which source would complete them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from gpufinops.models import registry
+from gpufinops.warehouse import coverage
+
+
+@dataclass(frozen=True)
+class KindsUnknown:
+    """Kinds sharing one reason they cannot see (part of) their scope."""
+
+    labels: tuple[str, ...]
+    kinds: tuple[str, ...]
+    cover: coverage.Coverage
+
+    def line(self) -> str:
+        """ "Idle GPU, GPU type: unknown for all 1,872 GPU-hours …: no GPU utilisation metrics (…)"."""
+        return f"{', '.join(self.labels)}: {self.cover.detail()}"
+
+    def as_dict(self) -> dict[str, object]:
+        c = self.cover
+        return {
+            "kinds": list(self.kinds),
+            "state": c.state,
+            "unit": c.unit,
+            "covered": c.covered,
+            "total": c.total,
+            "missing": [{"input": i.name, "source_types": list(i.source_types), "unmeasured": n} for i, n in c.missing],
+            "resources": c.resources,
+            "days": c.days,
+            "sentence": self.line(),
+        }
+
+
+def unknown_kinds(
+    con: duckdb.DuckDBPyConnection,
+    kinds: list[str] | None = None,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> list[KindsUnknown]:
+    """The kinds (all, or ``kinds``) whose inputs do not cover their scope, grouped by the same reason."""
+    hours = coverage.gpu_hours(con, team=team, start=start, end=end)
+    groups: dict[tuple[str, ...], list[tuple[str, str, coverage.Coverage]]] = {}
+    for spec in registry.MODELS:
+        if kinds is not None and spec.kind not in kinds:
+            continue
+        cover = coverage.of(hours, spec.kind, needs=spec.needs, label=spec.label)
+        if cover.state in ("unknown", "partial", "empty"):
+            groups.setdefault(spec.needs, []).append((spec.kind, spec.label, cover))
+    return [
+        KindsUnknown(tuple(label for _, label, _ in group), tuple(kind for kind, _, _ in group), group[0][2])
+        for group in groups.values()
+    ]
+
+
+def report(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> dict[str, object]:
+    """Every derived figure's coverage and the kinds that could not look, as plain JSON (the API's
+    ``GET /v1/coverage`` and the MCP ``coverage`` tool)."""
+    figures = coverage.measure(con, team=team, start=start, end=end)
+    return {
+        "figures": {
+            name: {
+                "state": c.state,
+                "unit": c.unit,
+                "covered": c.covered,
+                "total": c.total,
+                "missing": [
+                    {"input": i.name, "source_types": list(i.source_types), "unmeasured": n} for i, n in c.missing
+                ],
+                "sentence": c.sentence() or None,
+            }
+            for name, c in figures.items()
+        },
+        "unknown_kinds": [group.as_dict() for group in unknown_kinds(con, team=team, start=start, end=end)],
+    }

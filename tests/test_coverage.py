@@ -1,0 +1,234 @@
+"""Missing data is never good news: an account with a bill alone, GPU metrics alone or serving counters alone.
+
+The demo fleet's genuine exports (its CUR 2.0 and BigQuery billing files, its DCGM exporter output, its vLLM /
+Triton counters) are loaded one input at a time, each into a warehouse of its own, through the real command
+line; then every surface is driven as a user drives it (``gpufinops recommend``, ``report weekly`` and
+``unit-costs`` through ``cli.main``, the HTTP API under uvicorn, the dashboard's pages through Streamlit's
+AppTest) and none may state a zero or "nothing found" for what its inputs could not see: each says *unknown*,
+why, and which source type would complete it. The walk covers every registered model kind (by its declared
+``needs``) and every declared derived figure (``warehouse/inputs.py``), so a new kind or figure is covered
+without a new test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpufinops.interfaces import cli
+from gpufinops.models import registry
+from gpufinops.simulator import demo_fleet
+from gpufinops.simulator.dcgm_export import write_dcgm_exports
+from gpufinops.warehouse import coverage, db, inputs
+from tests.test_api import FINANCE, TOKENS, Served, make_config
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+BILLS = """
+[sources.aws_cur]
+type = "aws_cur"
+path = "exports/aws/cur"
+format = "cur2"
+
+[sources.gcp_billing]
+type = "gcp_billing_export"
+path = "exports/gcp/billing/*.json"
+"""
+SERVING = """
+[sources.serving]
+type = "serving_exporter"
+targets = ["metrics/serving/*.prom"]
+"""
+# What a surface must never say about a figure its inputs could not see.
+GOOD_NEWS = (
+    re.compile(r"\$0(\.00)? \(0 idle"),  # the report's "Paid for idle GPUs: $0 (0 idle GPU-hours)"
+    re.compile(r"\b0\.0 kg CO"),
+    re.compile(r"Every measured GPU-hour"),
+    re.compile(r"No recommendations yet"),
+    re.compile(r"no serving metrics", re.IGNORECASE),
+    re.compile(r"\bNone\b|\bnan\b|\bnull\b"),
+)
+ONLY = ("bill", "metrics", "serving")
+
+
+def _metrics_toml(resource_map: dict[str, str]) -> str:
+    lines = ["[sources.gpu_metrics]", 'type = "dcgm_exporter"', 'targets = ["metrics/dcgm/*.prom"]', ""]
+    lines += [
+        "[sources.gpu_metrics.resource_map]",
+        *[f"{json.dumps(h)} = {json.dumps(r)}" for h, r in resource_map.items()],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory) -> dict[str, Path]:
+    """One fleet's exports; three configs, each loading one input alone into its own warehouse."""
+    root = tmp_path_factory.mktemp("coverage")
+    fleet = demo_fleet.generate(root, days=7, seed=3)
+    write_dcgm_exports(fleet.metrics_dir, root / "metrics" / "dcgm", frozenset(fleet.resource_map) - fleet.onprem_hosts)
+    sections = {"bill": BILLS, "metrics": _metrics_toml(fleet.resource_map), "serving": SERVING}
+    configs = {}
+    for name, section in sections.items():
+        config = root / f"{name}.toml"
+        config.write_text(f'[warehouse]\npath = "data/{name}.duckdb"\n\n[teams]\ntag_keys = ["team"]\n{section}')
+        assert cli.main(["--config", str(config), "ingest"]) == 0, name
+        configs[name] = config
+    return configs
+
+
+def _run(capsys, config: Path, *args: str) -> str:
+    capsys.readouterr()
+    assert cli.main(["--config", str(config), *args]) == 0, args
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
+def _no_good_news(surface: str, text: str) -> None:
+    for pattern in GOOD_NEWS:
+        assert not pattern.search(text), f"{surface} says {pattern.pattern!r} of what it could not see:\n{text}"
+
+
+def _missing(config: Path) -> dict[str, coverage.Coverage]:
+    with db.reader(_warehouse(config)) as con:
+        return coverage.measure(con)
+
+
+def _warehouse(config: Path) -> Path:
+    return config.parent / "data" / f"{config.stem}.duckdb"
+
+
+def test_every_input_names_the_registered_source_types_that_load_it() -> None:
+    """The inputs' source types are the ingest registry's, table by table (a new source is declared there)."""
+    from gpufinops.ingest.core.registry import default_registry
+
+    reg = default_registry()
+    loads: dict[str, set[str]] = {}
+    for name in reg.names():
+        loads.setdefault(reg.get(name).meta.target_table, set()).add(name)
+    for item in inputs.INPUTS.values():
+        assert set(item.source_types) == set().union(*(loads.get(t, set()) for t in item.tables)), item.name
+    with db.reader(_tmp_schema()) as con:  # every derived table a figure declares exists in the schema
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+    assert {t for f in inputs.FIGURES.values() for t in f.tables} <= tables
+    assert all(set(spec.needs) <= set(inputs.INPUTS) for spec in registry.MODELS)
+
+
+def _tmp_schema() -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "schema.duckdb"
+    with db.writer(path):
+        pass
+    return path
+
+
+@pytest.mark.parametrize("only", ONLY)
+def test_each_figure_knows_what_it_could_not_see(homes, only) -> None:
+    """Every declared figure whose inputs were not loaded is unknown (never complete, never zero)."""
+    loaded = {"bill": {"bill"}, "metrics": {"utilisation", "power"}, "serving": {"serving"}}[only]
+    covers = _missing(homes[only])
+    for name, figure in inputs.FIGURES.items():
+        cover = covers[name]
+        if set(figure.needs) - loaded:
+            assert cover.state in ("unknown", "empty"), (name, cover)
+            assert "unknown" in cover.sentence() and "source" in cover.sentence(), cover.sentence()
+
+
+@pytest.mark.parametrize("only", ONLY)
+def test_recommend_says_which_kinds_are_unknown(homes, only, capsys) -> None:
+    """Every registered kind whose declared inputs are missing is named unknown, with the source to add."""
+    printed = _run(capsys, homes[only], "recommend")
+    _no_good_news("recommend", printed)
+    flat = " ".join(printed.split())
+    with db.reader(_warehouse(homes[only])) as con:
+        hours = coverage.gpu_hours(con)
+    for spec in registry.MODELS:
+        if coverage.of(hours, spec.kind, needs=spec.needs).state != "complete":
+            assert spec.label in flat and "unknown" in flat, (spec.kind, printed)
+    assert "no recommendations where the models could see the data" in flat
+
+
+def test_bill_alone_report_says_idle_and_emissions_are_unknown(homes, capsys) -> None:
+    printed = _run(capsys, homes["bill"], "report", "weekly")
+    _no_good_news("report", printed)
+    idle = next(line for line in printed.splitlines() if line.startswith("Paid for idle GPUs"))
+    assert "unknown for all" in idle and "GPU-hours" in idle and "dcgm_exporter" in idle
+    assert "Energy and emissions: unknown" in printed
+    assert "Unknown findings:" in printed and "Idle GPU" in printed
+    html = _tmp_out(homes["bill"], capsys)
+    assert "Paid for idle GPUs" in html and "unknown" in html
+    _no_good_news("report html", re.sub(r"<[^>]+>", " ", html))
+
+
+def _tmp_out(config: Path, capsys) -> str:
+    out = config.parent / "report.html"
+    _run(capsys, config, "report", "weekly", "--out", str(out))
+    return out.read_text()
+
+
+@pytest.mark.parametrize("only", ("bill", "metrics"))
+def test_unit_costs_without_counters_blame_the_missing_source(homes, only, capsys) -> None:
+    printed = _run(capsys, homes[only], "unit-costs")
+    assert "unknown" in printed and "serving_exporter" in printed, printed
+
+
+def test_metrics_alone_say_the_bill_is_missing(homes) -> None:
+    covers = _missing(homes["metrics"])
+    idle = covers["idle_cost"]
+    assert idle.state == "unknown" and idle.total > 0
+    assert "no billed GPU usage" in idle.sentence() and "aws_cur" in idle.sentence()
+    assert covers["utilisation"].state == "complete"
+
+
+def test_the_api_returns_coverage_and_an_empty_unit_cost_reason(homes, tmp_path) -> None:
+    from gpufinops.interfaces.api import create_app
+
+    cfg = make_config(tmp_path, _warehouse(homes["bill"]))
+    with Served(create_app(cfg, environ=TOKENS)) as served:
+        body = httpx.get(f"{served.url}/v1/coverage", headers=FINANCE, timeout=30).json()
+        units = httpx.get(f"{served.url}/v1/unit-costs", headers=FINANCE, timeout=30).json()
+    assert body["figures"]["idle_cost"]["state"] == "unknown"
+    assert body["figures"]["idle_cost"]["covered"] == 0 and body["figures"]["idle_cost"]["total"] > 0
+    missing = {m["input"] for m in body["figures"]["idle_cost"]["missing"]}
+    assert missing == {"utilisation"}
+    assert {k for group in body["unknown_kinds"] for k in group["kinds"]} >= {"idle_gpu"}
+    assert units["rows"] == [] and "serving_exporter" in units["empty_reason"]
+
+
+def _page(monkeypatch, warehouse: Path, page: str):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("GPUFINOPS_DB", str(warehouse))
+    monkeypatch.setenv("GPUFINOPS_DASHBOARD", "{}")
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _page_text(at) -> str:
+    parts = [f"{m.label}: {m.value}" for m in at.metric]
+    for kind in ("info", "success", "warning", "caption", "markdown", "error"):
+        parts += [str(e.value) for e in at.get(kind)]
+    for frame in at.dataframe:
+        parts.append(frame.value.to_string())
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("page", ("fleet", "recommendations", "unit_costs", "team"))
+def test_bill_alone_pages_say_unknown(monkeypatch, homes, page, capsys) -> None:
+    _run(capsys, homes["bill"], "recommend")  # the models ran and withheld: "none yet" would be wrong
+    at = _page(monkeypatch, _warehouse(homes["bill"]), page)
+    text = _page_text(at)
+    _no_good_news(page, text)
+    assert "unknown" in text
+    if page == "fleet":
+        kpis = {m.label: m.value for m in at.metric}
+        assert kpis["Idle GPU cost"] == "unknown" and kpis["Idle GPU-hours"] == "unknown"
+        assert kpis["Emissions"] == "unknown"
+        assert kpis["GPU-hours measured"].startswith("0 of ")
