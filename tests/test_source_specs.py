@@ -189,7 +189,7 @@ def test_every_registered_source_type_declares_every_fact():
 def test_the_lint_catches_each_bad_fact():
     good = default_registry().get("aws_cur").meta
     broken = {
-        "extra": dataclasses.replace(good, extra=Extra(name="azure", unless=None)),
+        "extra": dataclasses.replace(good, extra=Extra(name="oracle", unless=None)),
         "freshness": dataclasses.replace(good, freshness=Freshness(kind="cost", lag_hours=0.0)),
         "provider": dataclasses.replace(good, provider="amazon"),
         "doctor": dataclasses.replace(good, doctor=None),
