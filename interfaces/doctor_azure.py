@@ -27,3 +27,12 @@ def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> R
     pages = store.container.list_blobs(name_starts_with=store.prefix, results_per_page=1).by_page()
     first: list[object] = list(next(iter(pages), []))
     return OK, f"{store.url}: listing answers ({len(first)} object(s) on the first page)", None
+
+
+def azure_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    import urllib.request
+
+    opts = options(source)
+    url = f"{opts.endpoint}?$filter=serviceName%20eq%20%27Virtual%20Machines%27&$top=1"
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return OK, f"{opts.endpoint} answers (HTTP {response.status})", None

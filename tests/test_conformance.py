@@ -21,6 +21,7 @@ from gpufinops.warehouse import column_types, schema
 from tests import (
     aws_conformance,
     azure_focuscost_data,
+    azure_prices_loopback,
     conformance_serving,
     conformance_utilisation,
     gcp_loopback,
@@ -53,6 +54,7 @@ FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     **gcp_loopback.FIXTURES,
     "onprem": onprem_data.conformance_input,
     "azure_cost_export": azure_focuscost_data.conformance_input,
+    "azure_prices": azure_prices_loopback.conformance_input,
 }
 TYPES = REGISTRY.names()
 
