@@ -58,6 +58,10 @@ def test_every_version_and_format_loads_to_the_cent_with_the_inventory_s_gpus(tm
     assert h100[:4] == (az.H100_VM, "Standard_ND96isr_H100_v5", "H100-SXM", 8)
     assert h100[6:] == ("research", "Standard")
     assert a100[1:4] == ("Standard_NC24ads_A100_v4", "A100-80GB", 1) and a100[7] == "Dynamic"
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        kept = json.loads(con.execute("SELECT any_value(x_ProviderColumns) FROM cost_line_items").fetchone()[0])
+    assert set(kept) == {c for c in az.columns(version) if c.startswith("x_")}  # Microsoft's x_ columns, kept
+    assert kept["x_SkuMeterCategory"] == "Virtual Machines" and kept["x_ResourceGroupName"] == "ml-rg"
     if version == "1.2":  # no x_SkuDetails in 1.2: the size came from the SkuMeter column alone
         assert "x_SkuDetails" not in az.columns(version) and "SkuMeter" in az.columns(version)
 
