@@ -34,12 +34,11 @@ from gpufinops.models import features, run_reads, spot_mix
 from gpufinops.models.features import setting
 from gpufinops.models.frames import as_datetime, as_float, provider_codes
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
-from gpufinops.warehouse import gpu_charges, queries
+from gpufinops.warehouse import gpu_charges, providers, queries
 from gpufinops.warehouse.labels import team_label
 from gpufinops.warehouse.ranges import PERCENT
 
 HOURS_PER_MONTH = 730.5
-CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
 GROUP = ["provider", "region", "instance_type", "team"]
 # what a group's assessment reads of its resource-hours, and what picks the busy on-demand ones
 USAGE_COLUMNS = [
@@ -172,7 +171,7 @@ def _usage_hours(con: duckdb.DuckDBPyConnection, s: CommitmentSettings) -> pl.Da
     rows = rows.select(USAGE_COLUMNS).with_columns(provider_codes(rows, "provider"))
     return rows.filter(
         (pl.col("pricing_category") == "Standard")
-        & pl.col("provider").is_in(CLOUD_PROVIDERS)
+        & pl.col("provider").is_in(list(providers.cloud_codes()))
         & ~pl.col("resource_id").is_in(list(to_spot))
         & (_busy_pct().is_null() | (_busy_pct() >= s.commit_idle_util_pct))
     )

@@ -26,7 +26,6 @@ from gpufinops.warehouse.options import option
 T = TypeVar("T")
 
 DAYS_PER_MONTH = Decimal("30.4375")
-CLOUD_PROVIDERS = ("aws", "gcp", "azure", "oci")
 
 
 def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE, doc: str = "") -> Any:

@@ -40,6 +40,7 @@ from gpufinops.models.throughput import (
     observations,
     select_predictor,
 )
+from gpufinops.warehouse import providers
 
 # the throughput model's names, read through gpu_type by its users (evaluate, quantization, tests)
 __all__ = [
@@ -124,7 +125,7 @@ def candidates(res: pl.DataFrame, s: RightsizingSettings) -> pl.DataFrame:
     active = pl.col("active") if "active" in res.columns else pl.lit(True)
     return res.filter(
         active
-        & pl.col("provider_code").is_in(list(features.CLOUD_PROVIDERS))
+        & pl.col("provider_code").is_in(list(providers.cloud_codes()))
         & (pl.col("pricing_category").fill_null("Standard") != "Committed")
         & pl.col("util_p95").is_not_null()
         & (pl.col("util_p95") >= s.idle_util_pct)

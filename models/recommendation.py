@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from gpufinops.warehouse import providers
 from gpufinops.warehouse.providers import provider_code  # re-exported: the models' one mapping
 
 
@@ -153,11 +154,10 @@ WITHHOLD_REASONS = {
 }
 
 
-PROVIDER_PRICE_SOURCES = {
-    "aws": "the aws_pricing source (on-demand), aws_spot_prices (spot); commitments: the fleet's own RI/SP lines",
-    "gcp": "the gcp_catalog source (on-demand, Spot, CUD) or gcp_price_history",
-    "onprem": "the onprem source's node_groups prices",
-}
+def price_sources(provider: str | None) -> str | None:
+    """The source types that price a provider (its spec's ``price_sources``), or None."""
+    spec = providers.spec(provider)
+    return spec.price_sources if spec is not None else None
 
 
 @dataclass(frozen=True)
@@ -180,10 +180,10 @@ class Withheld:
         missing, hint = WITHHOLD_REASONS[reason]
         row = row or {}
         provider = row.get("provider_code") or provider_code(row.get("provider"))
-        if reason in ("unpriced", "unknown_gpu_count") and provider in PROVIDER_PRICE_SOURCES:
-            hint = PROVIDER_PRICE_SOURCES[provider] + (
-                ", or a type listed in warehouse/data/gpu_instance_types.csv" if reason == "unknown_gpu_count" else ""
-            )
+        spec = providers.spec(provider)
+        if reason in ("unpriced", "unknown_gpu_count") and spec is not None and spec.price_sources:
+            inventory = f", or a type listed in its GPU inventory ({spec.inventory.name})" if spec.inventory else ""
+            hint = spec.price_sources + (inventory if reason == "unknown_gpu_count" else "")
         return cls(
             kind=kind,
             resource_id=resource_id or row.get("resource_id"),

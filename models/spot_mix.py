@@ -47,7 +47,7 @@ from gpufinops.models.spot_prices import (
     rework_fraction,
     spot_prices,
 )
-from gpufinops.warehouse import gpu_charges, queries
+from gpufinops.warehouse import gpu_charges, providers, queries
 from gpufinops.warehouse.ranges import SHARE
 
 # the spot prices' names, read through spot_mix by its users (the evaluation's baselines, tests)
@@ -68,7 +68,6 @@ __all__ = [
     "spot_prices",
 ]
 
-SPOT_PROVIDERS = ("aws", "gcp", "azure", "oci")
 SERVING = ("online_inference", "serving", "inference", "realtime")
 INTERACTIVE = ("notebook", "interactive", "dev")
 
@@ -243,7 +242,7 @@ def _tag_reader(key: str) -> Callable[[str | None], str | None]:
 def _assess(
     row: dict, prices: dict, bands: pl.DataFrame, s: SpotMixSettings, now: datetime | None
 ) -> tuple[Recommendation | None, str | None]:
-    if row["provider"] not in SPOT_PROVIDERS:
+    if row["provider"] not in providers.cloud_codes():
         return None, None  # no spot market (on-prem)
     workload = row["tag_workload"]
     checkpointing = bool(_flag(row["tag_checkpointing"]))  # unknown: assume it does not

@@ -18,7 +18,15 @@ import pytest
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import column_types, schema
-from tests import aws_conformance, conformance_serving, conformance_utilisation, gcp_loopback, onprem_data
+from tests import (
+    aws_conformance,
+    azure_focuscost_data,
+    azure_prices_loopback,
+    conformance_serving,
+    conformance_utilisation,
+    gcp_loopback,
+    onprem_data,
+)
 from tests.conftest import DATA, FOCUS_SAMPLE, query, table_digest
 
 REGISTRY = default_registry()
@@ -45,6 +53,8 @@ FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     **aws_conformance.FIXTURES,
     **gcp_loopback.FIXTURES,
     "onprem": onprem_data.conformance_input,
+    "azure_cost_export": azure_focuscost_data.conformance_input,
+    "azure_prices": azure_prices_loopback.conformance_input,
 }
 TYPES = REGISTRY.names()
 
@@ -64,6 +74,7 @@ NEGATIVE_USAGE_IN_INPUT = {
     **aws_conformance.NEGATIVE_USAGE,
     **gcp_loopback.NEGATIVE_USAGE,
     "onprem": lambda _: 0,
+    "azure_cost_export": lambda _: 0,  # the generated VM days are all billed positive
 }
 
 

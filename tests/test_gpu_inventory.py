@@ -115,7 +115,8 @@ MISSING_AWS = {"g2.8xlarge"}
 
 @pytest.fixture(scope="module")
 def inventory() -> dict[tuple[str, str], dict]:
-    return {(r["provider"], r["instance_type"]): r for r in reference.load_gpu_instance_types().to_pylist()}
+    # this file's rows (AWS and Google Cloud); Azure's are tests/test_azure_inventory.py's
+    return {(r["provider"], r["instance_type"]): r for r in reference.load_gpu_instance_types(CSV_PATH).to_pylist()}
 
 
 def _available(path: Path) -> Path:
@@ -131,9 +132,12 @@ def _family(instance_type: str) -> str:
 def test_csv_parses_with_the_schema() -> None:
     table = reference.load_gpu_instance_types()
     assert table.schema == reference_schema.GPU_INSTANCE_REFERENCE
-    header = CSV_PATH.read_text(encoding="utf-8").splitlines()[0]
-    assert header.split(",") == reference_schema.GPU_INSTANCE_REFERENCE.names
-    assert table.num_rows == len(CSV_PATH.read_text(encoding="utf-8").splitlines()) - 1
+    paths = reference.inventory_paths()  # every provider's file: this one, Azure's
+    assert CSV_PATH in paths and len(paths) >= 2
+    for path in paths:
+        header = path.read_text(encoding="utf-8").splitlines()[0]
+        assert header.split(",") == reference_schema.GPU_INSTANCE_REFERENCE.names
+    assert table.num_rows == sum(len(p.read_text(encoding="utf-8").splitlines()) - 1 for p in paths)
 
 
 def test_provider_and_instance_type_are_unique() -> None:
@@ -387,7 +391,9 @@ def test_refresh_replaces_rows_when_the_digest_changes(tmp_path: Path, monkeypat
         # every writer connection loads it (migration 6 made the table): the first open did
         assert reference.refresh_gpu_instance_types(con) is False
         loaded = _reference_rows(con)
-        assert len(loaded) == len(CSV_PATH.read_text(encoding="utf-8").splitlines()) - 1
+        inventories = reference.inventory_paths()  # every registered provider's file, this copy among them
+        assert csv_copy in inventories
+        assert len(loaded) == sum(len(p.read_text(encoding="utf-8").splitlines()) - 1 for p in inventories)
         g6f = con.execute(
             "SELECT gpu_count, gpu_fraction FROM gpu_instance_reference WHERE instance_type = 'g6f.large'"
         ).fetchone()

@@ -40,6 +40,7 @@ NO_PUBLIC_PRICE = {
     "M60",
     "K520",
     "Radeon-Pro-V520",
+    "MI300X",
 }
 # Blackwell Ultra cut dense INT8 far below its FP16 rate (about 0.2 vs 2.25 POPS).
 LOW_INT8 = {"B300", "GB300"}

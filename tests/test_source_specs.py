@@ -41,7 +41,6 @@ from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.core.spec import SourceOptions, TransportOptions
 from gpufinops.interfaces import cli_parser, doctor_sources, init_choices, init_cmd, init_render
 from gpufinops.jobs.config import parse_source
-from gpufinops.models.recommendation import PROVIDER_PRICE_SOURCES
 from gpufinops.warehouse import freshness, providers, reference, schema
 from tests import dummy_source
 
@@ -210,7 +209,7 @@ def test_every_registered_source_type_declares_every_fact():
 def test_the_lint_catches_each_bad_fact():
     good = default_registry().get("aws_cur").meta
     broken = {
-        "extra": dataclasses.replace(good, extra=Extra(name="azure", unless=None)),
+        "extra": dataclasses.replace(good, extra=Extra(name="oracle", unless=None)),
         "freshness": dataclasses.replace(good, freshness=Freshness(kind="cost", lag_hours=0.0)),
         "provider": dataclasses.replace(good, provider="amazon"),
         "doctor": dataclasses.replace(good, doctor=None),
@@ -236,10 +235,11 @@ def test_every_flag_of_init_s_own_sections_belongs_to_a_spec():
 
 
 def test_provider_tables_name_provider_codes_and_real_sources():
-    assert set(reference.PROVIDERS) <= set(providers.PROVIDERS)
+    assert set(reference.inventory_providers()) <= set(providers.PROVIDERS)
     registry = default_registry()
-    for provider, hint in PROVIDER_PRICE_SOURCES.items():
-        assert provider in providers.PROVIDERS
+    priced = {spec.code: spec.price_sources for spec in providers.registered() if spec.price_sources}
+    assert {"aws", "gcp", "onprem"} <= set(priced)
+    for provider, hint in priced.items():
         named = [word for word in re.findall(r"\w+", hint) if word in registry]
         assert named, (provider, hint)
         assert {registry.get(name).meta.provider for name in named} == {provider}, (provider, named)

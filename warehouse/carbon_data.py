@@ -23,16 +23,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpufinops.warehouse import providers
+
 CODECARBON_VERSION = "3.3.2"
 DATA = Path(__file__).parent / "data"
 LBS_PER_MWH_TO_G_PER_KWH = 0.45359237  # 1 lb = 453.59237 g; 1 MWh = 1000 kWh
 
-# Published fleet-wide PUE per cloud (docs/carbon.md cites each); on-prem lines carry their own.
-PROVIDER_PUE: dict[str, tuple[float, str]] = {
-    "aws": (1.15, "AWS global PUE 2024 (aws.amazon.com/sustainability/data-centers)"),
-    "gcp": (1.09, "Google fleet trailing-twelve-month PUE 2024 (google.com/about/datacenters/efficiency)"),
-    "azure": (1.18, "Microsoft global facility average PUE (docs/carbon.md)"),
-}
+# A cloud's published fleet-wide PUE is its provider spec's `pue` (warehouse/providers.py; docs/carbon.md cites
+# each); on-prem lines carry their own.
 DEFAULT_PUE = (1.56, "Uptime Institute Global Data Center Survey 2024 average PUE")
 
 
@@ -155,8 +153,9 @@ def pue(provider: str | None, overrides: dict[str, float], default: float | None
     code = (provider or "").lower()
     if code in overrides:
         return float(overrides[code]), f"config [carbon.pue] {code}"
-    if code in PROVIDER_PUE:
-        return PROVIDER_PUE[code]
+    spec = providers.spec(code)
+    if spec is not None and spec.pue is not None:
+        return spec.pue
     if default is not None:
         return default, "config [carbon] default_pue"
     return DEFAULT_PUE

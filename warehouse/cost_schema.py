@@ -29,6 +29,7 @@ COST_EXTENSIONS = (
     pa.field("x_Team", pa.string()),
     pa.field("x_Source", pa.string()),  # the configured source that loaded the row (slice key)
     pa.field("x_IngestRunId", pa.string()),
+    pa.field("x_ProviderColumns", pa.string()),  # the provider's own x_ columns of the line, as JSON (Azure's)
 )
 
 COST_LINE_ITEMS = pa.schema(

@@ -48,6 +48,7 @@ CANONICAL_GPU_MODELS: tuple[str, ...] = (
     "M60",
     "K520",
     "Radeon-Pro-V520",
+    "MI300X",
 )
 
 GPU_SPECS_PATH: Path = Path(__file__).parent / "data" / "gpu_specs.csv"
@@ -79,6 +80,7 @@ _NAMED_MODELS = (
     (r"\bm60\b", "M60"),
     (r"\bk520\b", "K520"),
     (r"\bradeon[\s-]*pro[\s-]*v520\b", "Radeon-Pro-V520"),
+    (r"\bmi300x\b", "MI300X"),
 )
 
 

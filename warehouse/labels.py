@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from gpufinops.warehouse import providers
+
 # Spend (or GPU-hours) that no team can be charged for: one name on every surface.
 NO_TEAM = "(unattributed)"
 
@@ -204,9 +206,6 @@ ACRONYMS = {
     "id": "ID",
     "mig": "MIG",
     "mps": "MPS",
-    "onprem": "on-prem",
-    "aws": "AWS",
-    "gcp": "GCP",
     "gib": "GiB",
     "mib": "MiB",
     "cpu": "CPU",
@@ -218,9 +217,15 @@ SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
 
 def words(code: str) -> str:
     """A code as words: ``new_code`` → ``New code`` (acronyms kept: ``gpu_hours`` → ``GPU hours``)."""
-    parts = [ACRONYMS.get(p, p) for p in code.split("_") if p]
+    parts = [ACRONYMS.get(p) or _provider_label(p) or p for p in code.split("_") if p]
     text = " ".join(parts)
     return text[:1].upper() + text[1:] if text else code
+
+
+def _provider_label(code: str) -> str | None:
+    """A provider code's label (its spec's ``label``: AWS, GCP, Azure, on-prem), or None."""
+    spec = providers.spec(code)
+    return spec.label if spec is not None else None
 
 
 def label(code: str | None, field: str | None = None) -> str:
@@ -229,6 +234,8 @@ def label(code: str | None, field: str | None = None) -> str:
     if code is None or code == "":
         return "—"
     text = str(code)
+    if field == "provider":
+        return _provider_label(text) or text
     if field is not None and field in TABLES:
         found = (_kinds() if field == "kind" else TABLES[field]).get(text)
         if found is not None:

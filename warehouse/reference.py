@@ -1,8 +1,9 @@
 """Reference tables shipped with gpufinops, kept in step with their bundled CSVs.
 
 ``gpu_specs`` holds GPU datasheet figures (``data/gpu_specs.csv``); ``gpu_instance_reference`` holds
-what each AWS instance type and Google Cloud machine type carries (``data/gpu_instance_types.csv``,
-sources in ``data/GPU_INSTANCE_TYPES_SOURCES.md``), so a bill without GPU attributes and a first day
+what each instance type carries, from every registered provider's ``inventory`` file (warehouse/providers.py:
+AWS and Google Cloud in ``data/gpu_instance_types.csv``, sources in ``data/GPU_INSTANCE_TYPES_SOURCES.md``;
+Azure in ``data/azure_gpu_sizes.csv``, sources in docs/sources/azure.md), so a bill without GPU attributes and a first day
 without pricing credentials still resolve GPU model, count and memory. Each table is replaced in one
 transaction, only when its CSV's sha256 changed since the last load (recorded in ``ingest_state``).
 """
@@ -19,14 +20,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from gpufinops.warehouse import reference_schema
+from gpufinops.warehouse import providers, reference_schema
 from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_specs
 
 log = logging.getLogger(__name__)
 
 KARPENTER_PRICES_PATH: Path = Path(__file__).parent / "data" / "aws_ondemand_karpenter.csv"
 GPU_INSTANCE_TYPES_PATH: Path = Path(__file__).parent / "data" / "gpu_instance_types.csv"
-PROVIDERS = ("aws", "gcp")
 ACCELERATORS = ("gpu", "trainium", "inferentia")
 # GCP N1 rows are an N1 host with attached GPUs: "n1+<accelerator type>x<count>"; their vCPUs and
 # memory come from the n1 machine type the bill names separately, so those two columns stay NULL.
@@ -38,7 +38,7 @@ _INSTANCE_TYPES_STATE = "_reference:gpu_instance_types"
 
 def refresh_gpu_specs(con: duckdb.DuckDBPyConnection) -> bool:
     """Load ``gpu_specs`` when the bundled CSV changed since the last load; returns whether it did."""
-    return _refresh(con, "gpu_specs", GPU_SPECS_PATH, load_gpu_specs, _GPU_SPECS_STATE)
+    return _refresh(con, "gpu_specs", [GPU_SPECS_PATH], load_gpu_specs, _GPU_SPECS_STATE)
 
 
 def refresh_gpu_instance_types(con: duckdb.DuckDBPyConnection) -> bool:
@@ -50,23 +50,39 @@ def refresh_gpu_instance_types(con: duckdb.DuckDBPyConnection) -> bool:
     return _refresh(
         con,
         "gpu_instance_reference",
-        GPU_INSTANCE_TYPES_PATH,
-        lambda: load_gpu_instance_types(GPU_INSTANCE_TYPES_PATH),
+        inventory_paths(),
+        load_gpu_instance_types,
         _INSTANCE_TYPES_STATE,
     )
 
 
 def stale(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether a reference table lags its bundled CSV (works on a read-only connection)."""
-    return any(
-        not _loaded(con, path, key)[0]
-        for path, key in ((GPU_SPECS_PATH, _GPU_SPECS_STATE), (GPU_INSTANCE_TYPES_PATH, _INSTANCE_TYPES_STATE))
+    return (
+        not _loaded(con, [GPU_SPECS_PATH], _GPU_SPECS_STATE)[0]
+        or not _loaded(con, inventory_paths(), _INSTANCE_TYPES_STATE)[0]
     )
 
 
-def _loaded(con: duckdb.DuckDBPyConnection, path: Path, state_key: str) -> tuple[bool, str]:
-    """(whether the table holds ``path`` as it is now, the file's digest)."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+def inventory_paths() -> list[Path]:
+    """The GPU inventory files of the registered providers, each once, in registration order (the AWS and
+    Google Cloud file is ``GPU_INSTANCE_TYPES_PATH``, which a test may point elsewhere)."""
+    paths: list[Path] = []
+    for spec in providers.registered():
+        if spec.inventory is None:
+            continue
+        path = GPU_INSTANCE_TYPES_PATH if spec.inventory.name == "gpu_instance_types.csv" else spec.inventory
+        if path not in paths:
+            paths.append(path)
+    return paths
+
+
+def _loaded(con: duckdb.DuckDBPyConnection, paths: list[Path], state_key: str) -> tuple[bool, str]:
+    """(whether the table holds ``paths`` as they are now, their digest)."""
+    hashed = hashlib.sha256()
+    for path in paths:
+        hashed.update(path.read_bytes())
+    digest = hashed.hexdigest()
     try:
         rows = con.execute("SELECT state FROM ingest_state WHERE source = ?", [state_key]).fetchall()
     except duckdb.CatalogException:  # no warehouse tables yet
@@ -75,9 +91,9 @@ def _loaded(con: duckdb.DuckDBPyConnection, path: Path, state_key: str) -> tuple
 
 
 def _refresh(
-    con: duckdb.DuckDBPyConnection, table_name: str, path: Path, load: Callable[[], pa.Table], state_key: str
+    con: duckdb.DuckDBPyConnection, table_name: str, paths: list[Path], load: Callable[[], pa.Table], state_key: str
 ) -> bool:
-    loaded, digest = _loaded(con, path, state_key)
+    loaded, digest = _loaded(con, paths, state_key)
     if loaded:
         return False
     table = load()  # validated before the transaction: a bad CSV changes nothing
@@ -105,7 +121,7 @@ def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
     """Read and validate the GPU instance inventory with explicit column types.
 
     Args:
-        path: A CSV to read instead of the bundled ``data/gpu_instance_types.csv``.
+        path: One CSV to read instead of every registered provider's inventory file (``inventory_paths``).
 
     Returns:
         A table with the columns and types of :data:`reference_schema.GPU_INSTANCE_REFERENCE`; empty fields are null.
@@ -114,7 +130,13 @@ def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
         ValueError: One sentence naming the file, row, column and value, when the header differs, a value
             does not parse, or a row breaks the inventory's rules (see :func:`row_problem`).
     """
-    csv_path = path if path is not None else GPU_INSTANCE_TYPES_PATH
+    if path is None:
+        tables = [_inventory_file(p) for p in inventory_paths()]
+        return pa.concat_tables(tables) if tables else reference_schema.GPU_INSTANCE_REFERENCE.empty_table()
+    return _inventory_file(path)
+
+
+def _inventory_file(csv_path: Path) -> pa.Table:
     expected = reference_schema.GPU_INSTANCE_REFERENCE
     try:
         table = pacsv.read_csv(
@@ -145,8 +167,9 @@ def load_gpu_instance_types(path: Path | None = None) -> pa.Table:
 
 def row_problem(row: dict) -> tuple[str, str] | None:
     """The first rule one inventory row breaks, as (column, reason), or None for a valid row."""
-    if row["provider"] not in PROVIDERS:
-        return "provider", f"not one of {PROVIDERS}"
+    codes = inventory_providers()
+    if row["provider"] not in codes:
+        return "provider", f"not one of {codes}"
     if not row["instance_type"]:
         return "instance_type", "empty"
     if row["accelerator"] not in ACCELERATORS:
@@ -164,6 +187,11 @@ def row_problem(row: dict) -> tuple[str, str] | None:
     if not url.startswith("https://") or " " in url:
         return "source_url", "not an https URL"
     return None
+
+
+def inventory_providers() -> tuple[str, ...]:
+    """The codes of the registered providers that ship a GPU inventory."""
+    return tuple(s.code for s in providers.registered() if s.inventory is not None)
 
 
 def _gpu_problem(row: dict) -> tuple[str, str] | None:

@@ -1,4 +1,4 @@
-"""The optional extras (``aws``, ``gcp``, ``dashboard``) and the one sentence a missing one gets.
+"""The optional extras (``aws``, ``gcp``, ``azure``, ``dashboard``) and the one sentence a missing one gets.
 
 The cloud SDKs and Streamlit are optional installs, imported only where they are used. When one is
 missing the error names the extra and the exact command, for a clone of the repository and for a
@@ -21,6 +21,7 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
         ("google.cloud.billing_v1", "google-cloud-billing"),
         ("google.auth", "google-auth"),
     ),
+    "azure": (("azure.storage.blob", "azure-storage-blob"), ("azure.identity", "azure-identity")),
     "dashboard": (("streamlit", "streamlit"), ("authlib", "Authlib")),
     "gcp-storage": (
         ("google.cloud.compute_v1", "google-cloud-compute"),

@@ -19,6 +19,7 @@ from gpufinops.jobs import files
 from gpufinops.jobs.export import clusters as clusters_mod
 from gpufinops.jobs.export import inventory as inventory_mod
 from gpufinops.jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
+from gpufinops.jobs.export import settings as export_settings
 from gpufinops.jobs.export.settings import ExportSettings
 from gpufinops.models import plans
 
@@ -46,7 +47,10 @@ def load(con, *, team: str | None = None, settings: ExportSettings | None = None
 
     settings = settings or ExportSettings()
     recs = objects.load(con)
-    resources = queries.export_gpu_resources(con, tag_keys=settings.cluster_tag_keys, days=WINDOW_DAYS).to_dicts()
+    tag_keys = settings.cluster_tag_keys
+    if tag_keys == export_settings.DEFAULT_CLUSTER_TAG_KEYS:  # not configured: every registered provider's keys
+        tag_keys = export_settings.default_cluster_tag_keys()
+    resources = queries.export_gpu_resources(con, tag_keys=tag_keys, days=WINDOW_DAYS).to_dicts()
     hours = queries.export_gpu_hours(con, days=WINDOW_DAYS)
     cmap = clusters_mod.ClusterMap(
         resources,

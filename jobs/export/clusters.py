@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 from gpufinops.jobs.export.names import slug
 from gpufinops.models.recommendation import provider_code
+from gpufinops.warehouse import providers
 
 CLUSTER_LABEL = "gpufinops.io/cluster"
 PROVIDER_LABEL = "gpufinops.io/provider"
 CLUSTER_NAME_ANNOTATION = "gpufinops.io/cluster-name"
-KINDS = {"aws": "EKS", "gcp": "GKE", "onprem": "on-prem Kubernetes"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ class Cluster:
 
     @property
     def kind(self) -> str:
-        return KINDS.get(self.provider, self.provider)
+        spec = providers.spec(self.provider)  # its spec's cluster_kind (EKS, GKE, AKS)
+        return spec.cluster_kind if spec is not None else self.provider
 
     def capacity(self, gpu_model: str) -> int | None:
         """On-prem: the GPUs of the node groups of ``gpu_model``; clouds: None (what the plan provisions)."""

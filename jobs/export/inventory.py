@@ -1,7 +1,7 @@
 """What each cloud offers: instance types with their GPUs, and the accelerator shapes SkyPilot knows.
 
-Read from the shipped inventory (table ``gpu_instance_reference``, loaded from
-``warehouse/data/gpu_instance_types.csv``; the CSV itself when the table is empty). Only whole-GPU types
+Read from the shipped inventory (table ``gpu_instance_reference``, loaded from every provider spec's inventory
+file, warehouse/providers.py; the files themselves when the table is empty). Only whole-GPU types
 count (``gpu_fraction`` 1), and only NVIDIA ones: a fractional g6f/g4 slice is no ``nvidia.com/gpu`` device a NodePool limit or
 a SkyPilot ``accelerators`` count can be built on.
 
@@ -17,19 +17,21 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from gpufinops.warehouse import providers
+
 # gpufinops' canonical GPU model -> SkyPilot's accelerator name (the rest keep their name)
 SKYPILOT_NAME = {"V100-16GB": "V100", "A100-40GB": "A100", "H100-SXM": "H100", "H100-PCIe": "H100"}
-# instance families SkyPilot names differently from the GPU model they carry
-SKYPILOT_FAMILY_NAME = {("aws", "g5g"): "T4g", ("gcp", "a3-megagpu"): "H100-MEGA", ("gcp", "g4-standard"): "RTXPRO6000"}
-NON_NVIDIA_PREFIXES = ("Radeon",)  # AMD GPUs are amd.com/gpu, not nvidia.com/gpu
+NON_NVIDIA_PREFIXES = ("Radeon", "MI")  # AMD GPUs are amd.com/gpu, not nvidia.com/gpu
 
 
 def skypilot_name(gpu_model: str, provider: str | None = None, instance_type: str | None = None) -> str:
     """SkyPilot's accelerator name for a GPU model (on ``instance_type`` of ``provider`` when known)."""
-    if provider and instance_type:
-        family = instance_type.split(".")[0] if provider == "aws" else instance_type.rsplit("-", 1)[0]
-        if (provider, family) in SKYPILOT_FAMILY_NAME:
-            return SKYPILOT_FAMILY_NAME[(provider, family)]
+    spec = providers.spec(provider)
+    if spec is not None and spec.skypilot is not None and instance_type:
+        # the instance families SkyPilot names differently from the GPU model they carry
+        for prefix, name in spec.skypilot.family_names.items():
+            if instance_type.startswith(prefix):
+                return name
     return SKYPILOT_NAME.get(gpu_model, gpu_model)
 
 

@@ -18,22 +18,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection
+from gpufinops.warehouse import providers
 from gpufinops.warehouse.options import Section, option
 
-# Tags (AWS) / labels (Google Cloud) that name the Kubernetes cluster a node belongs to, as the bills
-# carry them: EKS managed node groups tag their instances `eks:cluster-name`, Karpenter's nodes
-# `eks:eks-cluster-name`, AWS's split cost allocation data `aws:eks:cluster-name` (CUR 2.0 writes
-# `aws_eks_cluster_name`); GKE labels its node VMs `goog-k8s-cluster-name`; `cluster` is a user's own.
-DEFAULT_CLUSTER_TAG_KEYS = (
-    "eks:cluster-name",
-    "eks:eks-cluster-name",
-    "aws:eks:cluster-name",
-    "aws_eks_cluster_name",
-    "goog-k8s-cluster-name",
-    "cluster",
-    "user:cluster",
-    "user_cluster",
-)
+# Tags / labels that name the Kubernetes cluster a node belongs to, as the bills carry them: each provider
+# spec's `cluster_tag_keys` (warehouse/providers.py: EKS's, GKE's, AKS's), then a user's own `cluster` tag.
+USER_CLUSTER_TAG_KEYS = ("cluster", "user:cluster", "user_cluster")
+
+
+def default_cluster_tag_keys() -> tuple[str, ...]:
+    """The registered providers' cluster tag keys, in registration order, then the user's own."""
+    keys = [key for spec in providers.registered() for key in spec.cluster_tag_keys]
+    return tuple(dict.fromkeys([*keys, *USER_CLUSTER_TAG_KEYS]))
+
+
+DEFAULT_CLUSTER_TAG_KEYS = default_cluster_tag_keys()  # the built-in providers' (the docs' default)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

@@ -1,8 +1,8 @@
 """SkyPilot task resource overrides: per resource plan that changes what a task asks for, its
 ``resources`` block (merge it into the workload's task YAML; ``sky launch task.yaml`` reads it).
 
-* ``infra``: ``aws/<region>`` or ``gcp/<region>`` where the plan leaves the work, ``k8s`` for an
-  on-prem cluster (the comment names it: add its kubeconfig context as ``k8s/<context>`` when you
+* ``infra``: ``<cloud>/<region>`` (the provider spec's SkyPilot cloud: ``aws``, ``gcp``, ``azure``) where the
+  plan leaves the work, ``k8s`` for an on-prem cluster (the comment names it: add its kubeconfig context as ``k8s/<context>`` when you
   have several);
 * ``accelerators``: ``NAME:COUNT`` with SkyPilot's accelerator name, and only a shape the cloud's
   catalogue offers (the shipped inventory's whole-GPU types: AWS has ``A10G:1/4/8`` through g5, no
@@ -25,8 +25,16 @@ from typing import Any
 from gpufinops.jobs.export.inventory import Inventory, skypilot_name
 from gpufinops.jobs.export.names import UniqueNames
 from gpufinops.jobs.export.plan import FleetPlan, Placement, ResourcePlan
+from gpufinops.warehouse import providers
+from gpufinops.warehouse.provider_spec import SkyPilot
 
-CLOUDS = ("aws", "gcp")
+KUBERNETES = "k8s"  # SkyPilot's infra for a Kubernetes cluster: a task's GPUs must fit on one node
+
+
+def _sky(provider: str) -> SkyPilot | None:
+    """How SkyPilot names a provider (its spec's ``skypilot``), or None: no catalogue."""
+    spec = providers.spec(provider)
+    return spec.skypilot if spec is not None else None
 
 
 def _short(resource_id: str | None) -> str:
@@ -38,7 +46,10 @@ def accelerators(after: Placement, inventory: Inventory) -> tuple[str | None, st
     cluster, count = after.cluster, after.gpus
     if cluster is None or not after.gpu_model or count <= 0:
         return None, None, ["released or without GPUs: nothing for a task to request"]
-    if cluster.provider == "onprem":
+    sky = _sky(cluster.provider)
+    if sky is None:
+        return None, None, [f"SkyPilot has no catalogue here for provider {cluster.provider}"]
+    if sky.cloud == KUBERNETES:
         name, per_node = skypilot_name(after.gpu_model), cluster.max_gpus_per_node(after.gpu_model)
         if count > per_node:
             return (
@@ -50,8 +61,6 @@ def accelerators(after: Placement, inventory: Inventory) -> tuple[str | None, st
                 ],
             )
         return f"{name}:{count}", None, []
-    if cluster.provider not in CLOUDS:
-        return None, None, [f"SkyPilot has no catalogue here for provider {cluster.provider}"]
     itype = inventory.get(cluster.provider, after.instance_type)
     name = itype.skypilot if itype else skypilot_name(after.gpu_model)
     shapes = sorted(inventory.skypilot_shapes(cluster.provider).get(name, ()))
@@ -83,14 +92,16 @@ def task(plan: ResourcePlan, inventory: Inventory) -> tuple[dict[str, Any] | Non
     cluster = after.cluster
     if shape is None or cluster is None:  # accelerators() gives no shape without a cluster
         return None, notes
+    sky = _sky(cluster.provider)
+    on_kubernetes = sky is None or sky.cloud == KUBERNETES  # accelerators() gave a shape: sky is declared
     resources: dict[str, Any] = {
-        "infra": "k8s" if cluster.provider == "onprem" else f"{cluster.provider}/{cluster.region}",
+        "infra": KUBERNETES if on_kubernetes or sky is None else f"{sky.cloud}/{cluster.region}",
         "accelerators": shape,
     }
     if itype:
         resources["instance_type"] = itype
     doc: dict[str, Any] = {"resources": resources}
-    if cluster.provider != "onprem":
+    if not on_kubernetes:
         resources["use_spot"] = after.spot_share > 0
         replicas = after.replicas or 0
         if 0 < after.spot_share < 1 and replicas > 1:

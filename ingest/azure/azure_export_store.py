@@ -1,0 +1,102 @@
+"""Where ``azure_cost_export`` finds export runs: an Azure Blob Storage container, or a local folder holding a
+copy of one (``azcopy sync``), each listing objects relative to its root with a version tag.
+
+Blob Storage is reached with ``azure-storage-blob`` (the ``azure`` extra): a connection string or a SAS token
+from the environment variables the options name, else ``azure-identity``'s default credential chain (managed
+identity, workload identity, the Azure CLI's login). Every listing is bounded (ingest/core/paging.py), every
+call has a connect and read timeout; no secret reaches a log or an error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gpufinops.ingest.aws.aws_cur_store import LocalStore, StoredObject
+from gpufinops.ingest.core import extras, paging
+from gpufinops.ingest.core.registry import IngestError
+
+__all__ = ["BlobStore", "LocalStore", "StoredObject"]
+MAX_OBJECT_BYTES = 8 * 1024**3  # one partition stays under 1 GB uncompressed; a far larger object is refused
+
+
+class BlobStore:
+    def __init__(self, source: str, container: Any, url: str, prefix: str = "") -> None:
+        self.source, self.container, self.url = source, container, url
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+
+    @classmethod
+    def connect(cls, source: str, options: Any) -> BlobStore:
+        """The container the options name, with the credential the environment gives."""
+        try:
+            from azure.storage.blob import ContainerClient
+        except ImportError:  # the registry's extra check names the extra first
+            raise IngestError(
+                f"{source}: azure-storage-blob is not installed (pip install 'gpufinops[azure]')"
+            ) from None
+        timeouts = {"connection_timeout": options.timeout_s, "read_timeout": options.timeout_s}
+        connection = os.environ.get(options.connection_string_env or "")
+        sas = os.environ.get(options.sas_token_env or "")
+        if connection:
+            client = ContainerClient.from_connection_string(connection, options.container, **timeouts)
+        elif not options.account_url:
+            raise IngestError(
+                f"{source}: no account_url, and environment variable {options.connection_string_env} is not set"
+            )
+        elif sas:
+            client = ContainerClient(options.account_url, options.container, credential=sas, **timeouts)
+        else:
+            identity = extras.require("azure.identity", "azure", f"{source}: Azure's default credential chain")
+            credential = identity.DefaultAzureCredential()
+            client = ContainerClient(options.account_url, options.container, credential=credential, **timeouts)
+        url = f"{client.url.split('?', 1)[0].rstrip('/')}/{options.prefix.strip('/')}".rstrip("/")
+        return cls(source, client, url, options.prefix)
+
+    def name(self, key: str) -> str:
+        return f"{self.url}/{key}"
+
+    def list(self) -> list[StoredObject]:
+        pages = paging.Pages(self.source, f"Blob Storage List Blobs of {self.url}")
+        pager = self.container.list_blobs(name_starts_with=self.prefix, results_per_page=5000).by_page()
+        out = []
+        try:
+            for page in pager:  # each page counted, and its continuation token checked for a cycle
+                for blob in page:
+                    key = blob.name[len(self.prefix) :]
+                    modified = blob.last_modified.timestamp() if blob.last_modified else 0.0
+                    out.append(StoredObject(key, int(blob.size or 0), str(blob.etag), modified))
+                if pages.follow(getattr(pager, "continuation_token", None)) is None:
+                    break
+        except IngestError:
+            raise
+        except Exception as exc:  # azure.core.exceptions.*: one sentence, never the credential
+            raise IngestError(f"{self.source}: listing {self.url} failed: {_first_line(exc)}") from None
+        return sorted(out, key=lambda o: o.key)
+
+    def read(self, key: str) -> bytes:
+        try:
+            return bytes(self.container.download_blob(self.prefix + key).readall())
+        except Exception as exc:
+            raise IngestError(f"{self.source}: object {self.name(key)} can not be read: {_first_line(exc)}") from None
+
+    def local_file(self, key: str, scratch: Path) -> Path:
+        target = scratch / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            downloader = self.container.download_blob(self.prefix + key)
+            if int(downloader.size or 0) > MAX_OBJECT_BYTES:
+                raise IngestError(f"{self.source}: object {self.name(key)} is over {MAX_OBJECT_BYTES} bytes")
+            with target.open("wb") as handle:
+                downloader.readinto(handle)
+        except IngestError:
+            raise
+        except Exception as exc:
+            raise IngestError(f"{self.source}: object {self.name(key)} can not be read: {_first_line(exc)}") from None
+        return target
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.split("sig=", 1)[0]  # a SAS signature never reaches a message

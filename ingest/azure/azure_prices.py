@@ -1,0 +1,236 @@
+"""``azure_prices``: the public Azure Retail Prices API (``prices.azure.com/api/retail/prices``): Linux
+pay-as-you-go, Spot, Reservation (1 and 3 years) and savings-plan hourly prices of the GPU VM sizes (the Azure
+GPU inventory, warehouse/data/azure_gpu_sizes.csv) in the configured regions, into ``price_catalog``.
+
+One OData ``$filter`` per region (``serviceName eq 'Virtual Machines'`` and the region), followed through
+``NextPageLink`` with every page bounded (ingest/core/paging.py: pages, time, a page link answered twice), a
+connect/read timeout and a body size limit. The API's traps, handled here:
+
+* a Reservation row's ``retailPrice`` is the whole term although ``unitOfMeasure`` says "1 Hour": divided by
+  the term's hours (8,760 for 1 year, 26,280 for 3 years);
+* Windows rows differ from Linux only by ``productName`` (" Windows"); Spot and Low Priority rows by the
+  " Spot" / " Low Priority" suffix of ``skuName``; ``DevTestConsumption`` rows are not on-demand prices: all
+  of these are not the Linux on-demand price (Spot is kept as Spot; the others are dropped);
+* ``isPrimaryMeterRegion`` is false on some Linux on-demand rows: never a filter;
+* ``armSkuName`` can carry trailing spaces; "Standard_N" also names FPGA (NP) and media sizes: only the
+  inventory's GPU sizes are kept;
+* ``Count`` counts the page, not the result; the savings-plan array (api-version 2023-01-01-preview) is per hour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+
+from gpufinops.ingest.core import paging
+from gpufinops.ingest.core.registry import (
+    Batch,
+    Cursor,
+    FetchResult,
+    Freshness,
+    IngestContext,
+    IngestError,
+    IngestorMeta,
+    Transport,
+)
+from gpufinops.ingest.core.spec import OptionProblem, SourceOptions, option
+from gpufinops.warehouse import reference, schema
+
+log = logging.getLogger(__name__)
+
+API = "https://prices.azure.com/api/retail/prices"
+API_VERSION = "2023-01-01-preview"  # the version that answers the savingsPlan array
+TERM_HOURS = {"1 Year": Decimal(8760), "3 Years": Decimal(26280)}
+TERM_CODE = {"1 Year": "1y", "3 Years": "3y"}
+MAX_BODY = 16 * 1024 * 1024
+HOUR_PRICE = Decimal("0.000000000000001")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AzurePricesOptions(SourceOptions):
+    regions: list[str] = option(doc="the Azure regions (armRegionName: eastus, westeurope, …)")
+    currency: str = option("USD", "the currency code the prices are asked in")
+    endpoint: str = option(API, "the Retail Prices API's URL (a test server, or a proxy)")
+    timeout_s: float = option(30.0, "seconds a page may take to connect and read")
+    max_pages: int = option(200, "pages one region's listing may take before it is stopped")
+
+    def validate(self) -> None:
+        if not self.regions or not all(isinstance(r, str) and r.isalnum() for r in self.regions):
+            raise OptionProblem("regions", "must be a non-empty list of region names (letters and digits)")
+        if not (self.endpoint.startswith("https://") or self.endpoint.startswith("http://127.0.0.1")):
+            raise OptionProblem("endpoint", "must be an https URL (or a loopback test server)")
+        if not 0 < self.timeout_s <= 300:
+            raise OptionProblem("timeout_s", "must be more than 0 and at most 300 seconds")
+
+
+def region_url(options: AzurePricesOptions, region: str) -> str:
+    odata = f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}'"
+    query = urllib.parse.urlencode(
+        {"api-version": API_VERSION, "currencyCode": f"'{options.currency}'", "$filter": odata},
+        quote_via=urllib.parse.quote,
+    )
+    return f"{options.endpoint}?{query}"
+
+
+def _get(source: str, url: str, timeout_s: float) -> dict[str, Any]:
+    shown = url.split("?", 1)[0]
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Accept": "application/json"}), timeout=timeout_s
+        ) as r:
+            body = r.read(MAX_BODY + 1)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(2000).decode("utf-8", "replace").strip().replace("\n", " ")
+        raise IngestError(f"{source}: {shown} answered HTTP {exc.code}: {detail[:300]}") from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        raise IngestError(f"{source}: {shown} did not answer: {getattr(exc, 'reason', exc)}") from None
+    if len(body) > MAX_BODY:
+        raise IngestError(f"{source}: {shown} answered a page over {MAX_BODY} bytes; stopped")
+    try:
+        page = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise IngestError(f"{source}: {shown} answered a page that is not JSON: {exc}") from None
+    if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
+        raise IngestError(f"{source}: {shown} answered a page without an Items list")
+    return page
+
+
+def list_items(ctx: IngestContext, region: str) -> list[dict[str, Any]]:
+    """Every item of one region's listing, its NextPageLink followed within the bounds."""
+    pages = paging.Pages(ctx.source, f"Retail Prices of {region}", max_pages=ctx.options.max_pages)
+    url: str | None = region_url(ctx.options, region)
+    items: list[dict[str, Any]] = []
+    while url:
+        page = _get(ctx.source, url, ctx.options.timeout_s)
+        items += [i for i in page["Items"] if isinstance(i, dict)]
+        url = pages.follow(page.get("NextPageLink") or None)
+    return items
+
+
+def _decimal(value: Any) -> Decimal | None:
+    try:
+        number = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return number if number.is_finite() and number >= 0 else None
+
+
+def classify(item: dict[str, Any]) -> list[tuple[str, Decimal]]:
+    """The (pricing, USD per hour) pairs one API item gives a Linux GPU VM: on_demand and its savings plans,
+    spot, reservation_1y / reservation_3y (the term's price over its hours); [] for what is not one."""
+    product, sku = str(item.get("productName") or ""), str(item.get("skuName") or "")
+    if product.endswith(" Windows") or sku.endswith(" Low Priority") or item.get("unitOfMeasure") != "1 Hour":
+        return []
+    price = _decimal(item.get("retailPrice"))
+    if price is None:
+        return []
+    kind = item.get("type")
+    if kind == "Reservation":
+        term = str(item.get("reservationTerm") or "")
+        return [(f"reservation_{TERM_CODE[term]}", price / TERM_HOURS[term])] if term in TERM_HOURS else []
+    if kind != "Consumption":  # DevTestConsumption: a dev/test subscription's price, not on-demand
+        return []
+    if sku.endswith(" Spot"):
+        return [("spot", price)]
+    out = [("on_demand", price)]
+    for plan in item.get("savingsPlan") or []:
+        hourly = _decimal(plan.get("retailPrice")) if isinstance(plan, dict) else None
+        if hourly is not None and plan.get("term") in TERM_CODE:
+            out.append((f"savings_plan_{TERM_CODE[plan['term']]}", hourly))
+    return out
+
+
+def catalog_rows(items: list[dict[str, Any]], gpus: dict[str, str], run_id: str) -> list[dict[str, Any]]:
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for item in items:
+        size = str(item.get("armSkuName") or "").strip()
+        if size not in gpus:  # FPGA, media and CPU sizes share the "Standard_N" prefix
+            continue
+        for pricing, hourly in classify(item):
+            key = (size, str(item.get("armRegionName") or "").strip(), pricing)
+            rows[key] = {
+                "provider": "azure",
+                "service_id": "Virtual Machines",
+                "sku_id": size,
+                "description": f"{item.get('productName')} {item.get('skuName')}",
+                "resource_family": "Compute",
+                "resource_group": "GPU",
+                "usage_type": pricing,
+                "region": key[1],
+                "gpu_model": gpus[size],
+                "usage_unit": "h",
+                "currency": str(item.get("currencyCode") or "USD"),
+                "start_usage_amount": Decimal(0),
+                "unit_price": hourly.quantize(HOUR_PRICE),
+                "effective_time": _time(item.get("effectiveStartDate")),
+                "flag": None,
+                "source": "azure_prices",
+                "ingest_run_id": run_id,
+            }
+    return [rows[k] for k in sorted(rows)]
+
+
+def _time(value: Any) -> datetime:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def gpu_sizes() -> dict[str, str]:
+    """The Azure inventory's GPU sizes and their GPU model."""
+    table = reference.load_gpu_instance_types().to_pylist()
+    return {r["instance_type"]: r["gpu_model"] for r in table if r["provider"] == "azure" and r["accelerator"] == "gpu"}
+
+
+class AzurePrices:
+    meta = IngestorMeta(
+        name="azure_prices",
+        target_table="price_catalog",
+        key=("provider", "sku_id", "region", "usage_type", "start_usage_amount", "effective_time", "currency"),
+        slice_expr="provider || '|' || region",
+        source_column=None,
+        cursor=Cursor(remembers="digest of the last prices loaded", resume_item=None),
+        lookback=timedelta(0),
+        default_schedule="20 4 * * *",
+        options=AzurePricesOptions,
+        description="Azure Retail Prices API: Linux pay-as-you-go, Spot, Reservation (1 and 3 years, per hour) and "
+        "savings-plan prices of the GPU VM sizes in the configured regions",
+        time_range=False,
+        provider="azure",
+        extra=None,
+        freshness=Freshness(kind="prices", lag_hours=168.0),
+        doctor="gpufinops.interfaces.doctor_azure:azure_prices",
+        init=None,
+        transport=Transport(client="http", endpoint="endpoint", paged=True, unless=None),
+    )
+
+    def fetch(self, ctx: IngestContext) -> FetchResult:
+        sizes = gpu_sizes()
+        items = [item for region in ctx.options.regions for item in list_items(ctx, region)]
+        rows = catalog_rows(items, sizes, ctx.run_id)
+        if not rows:
+            raise IngestError(f"{ctx.source}: the Retail Prices API holds no GPU VM price in {ctx.options.regions}")
+        digest = hashlib.sha256(
+            json.dumps([{k: str(v) for k, v in r.items() if k != "ingest_run_id"} for r in rows]).encode()
+        ).hexdigest()
+        watermark = f"{len({r['sku_id'] for r in rows})} GPU sizes, {len(rows)} prices"
+        if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
+            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="prices unchanged")
+        data = pa.Table.from_pylist(rows, schema=schema.TABLES["price_catalog"].schema)
+        slices = sorted({f"azure|{region}" for region in ctx.options.regions})
+        batch = Batch("price_catalog", data, slices)
+        return FetchResult([batch], {"digest": digest, "watermark": watermark}, watermark=watermark)
+
+
+INGESTORS = [AzurePrices]

@@ -1,0 +1,38 @@
+"""``gpufinops doctor``'s reachability check of the Azure source types (interfaces/doctor.py runs it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpufinops.interfaces.doctor_sources import FAIL, OK, WARN, Result, options
+from gpufinops.jobs.config import SourceConfig
+
+
+def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    opts = options(source)
+    if opts.path:
+        root = Path(opts.path).expanduser()
+        root = root if root.is_absolute() else base_dir / root
+        if not root.is_dir():
+            return FAIL, f"path {root} is not a directory", f"point sources.{source.name}.path at the copied container"
+        found = list(root.rglob("manifest.json"))
+        return (
+            (OK, f"{root}: {len(found)} export run manifest(s)", None)
+            if found
+            else (WARN, f"{root}: no manifest.json yet", "copy the export's folders there (azcopy sync)")
+        )
+    from gpufinops.ingest.azure.azure_export_store import BlobStore
+
+    store = BlobStore.connect(source.name, opts)
+    pages = store.container.list_blobs(name_starts_with=store.prefix, results_per_page=1).by_page()
+    first: list[object] = list(next(iter(pages), []))
+    return OK, f"{store.url}: listing answers ({len(first)} object(s) on the first page)", None
+
+
+def azure_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+    import urllib.request
+
+    opts = options(source)
+    url = f"{opts.endpoint}?$filter=serviceName%20eq%20%27Virtual%20Machines%27&$top=1"
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return OK, f"{opts.endpoint} answers (HTTP {response.status})", None
