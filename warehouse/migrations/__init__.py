@@ -30,6 +30,7 @@ from gpufinops.warehouse.migrations import (
     v015_stored_fits,
     v016_run_freshness,
     v017_serving_costs,
+    v019_profiling_fields,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -50,6 +51,7 @@ _MODULES: tuple[ModuleType, ...] = (
     v015_stored_fits,
     v016_run_freshness,
     v017_serving_costs,
+    v019_profiling_fields,
 )
 
 
