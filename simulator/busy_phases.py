@@ -34,6 +34,7 @@ BUSY_FP32 = {"engine": 0.93, "sm": 0.88, "occupancy": 0.5, "tensor": 0.003, "fp1
 IDLE = {"engine": 0.0, "sm": 0.0, "occupancy": 0.0, "tensor": 0.0, "fp16": 0.0, "fp32": 0.0, "dram": 0.0}
 SERVING = {"engine": 0.85, "sm": 0.55, "occupancy": 0.12, "tensor": 0.1, "fp16": 0.05, "fp32": 0.03, "dram": 0.86}
 EVAL = {"engine": 0.7, "sm": 0.6, "occupancy": 0.3, "tensor": 0.22, "fp16": 0.12, "fp32": 0.12, "dram": 0.5}
+LIGHT = {"engine": 0.1, "sm": 0.08, "occupancy": 0.05, "tensor": 0.03, "fp16": 0.02, "fp32": 0.02, "dram": 0.06}
 NOTEBOOK = {"engine": 0.45, "sm": 0.4, "occupancy": 0.2, "tensor": 0.1, "fp16": 0.05, "fp32": 0.15, "dram": 0.2}
 
 PHASES = (
@@ -45,9 +46,11 @@ PHASES = (
     "notebook_active",
     "serving_memory_bound",
     "checkpoint_pause",
+    "fp32_checkpoint_pause",
     "eval_pass",
     "warmup",
     "optimizer_step",
+    "light_serving",
 )
 
 
@@ -68,7 +71,7 @@ def hour_minutes(phase: str, rng: random.Random, mem_gib: float, total_gib: floa
         else:
             rx = rng.uniform(80e6, 200e6)
         values["rx"], values["tx"] = rx, rx * rng.uniform(0.05, 0.2)
-        values["util"] = 100.0 * (1.0 if busy else 0.0) if phase != "notebook_active" else 100.0 * busy
+        values["util"] = 100.0 * values["engine"] if phase == "light_serving" else 100.0 * busy
         values["mem"] = mem_gib * GIB * rng.uniform(0.98, 1.0)
         values["free"] = total_gib * GIB - values["mem"]
         yield values
@@ -76,20 +79,18 @@ def hour_minutes(phase: str, rng: random.Random, mem_gib: float, total_gib: floa
 
 def _plan(phase: str, rng: random.Random) -> list[dict[str, float]]:
     """The 60 minutes' base values of a phase."""
-    if phase == "train_bf16":
-        return [BUSY_BF16] * 60
-    if phase == "train_fp32":
-        return [BUSY_FP32] * 60
-    if phase in ("stalled", "notebook_idle"):
-        return [IDLE] * 60
-    if phase == "serving_memory_bound":
-        return [SERVING] * 60
+    steady = {"train_bf16": BUSY_BF16, "train_fp32": BUSY_FP32, "stalled": IDLE, "notebook_idle": IDLE}
+    if phase in steady or phase == "serving_memory_bound":
+        return [steady.get(phase, SERVING)] * 60
+    if phase == "light_serving":  # a model server at low traffic: short kernels in most minutes, never long idle
+        return [LIGHT if rng.random() < 0.85 else IDLE for _ in range(60)]
     if phase == "eval_pass":
         return [EVAL] * 60
-    if phase == "checkpoint_pause":  # a healthy BF16 hour with one pause of 4-12 minutes to write a checkpoint
+    if phase in ("checkpoint_pause", "fp32_checkpoint_pause"):  # one pause of 4-12 minutes to write a checkpoint
+        work = BUSY_FP32 if phase == "fp32_checkpoint_pause" else BUSY_BF16
         pause = rng.randint(4, 12)
         at = rng.randint(5, 60 - pause - 1)
-        return [BUSY_BF16] * at + [IDLE] * pause + [BUSY_BF16] * (60 - at - pause)
+        return [work] * at + [IDLE] * pause + [work] * (60 - at - pause)
     if phase == "warmup":  # compile and load for 10-20 minutes, a few stops, then steady work
         ramp = rng.randint(10, 20)
         out = [IDLE if m % 5 == 4 else {**BUSY_BF16, "engine": 0.3, "tensor": 0.1} for m in range(ramp)]
