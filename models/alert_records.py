@@ -11,8 +11,15 @@ from typing import Any
 
 from gpufinops.models.budgets import Budget
 
-RULES = ("budget", "anomaly", "idle_burn", "stale_data")  # what [alerts] rules = [...] enables
-ALERT_RULES = ("budget", "budget_forecast", "anomaly", "idle_burn", "stale_data")  # what an alert's rule says
+RULES = ("budget", "anomaly", "idle_burn", "stale_data", "stalled_job")  # what [alerts] rules = [...] enables
+ALERT_RULES = (
+    "budget",
+    "budget_forecast",
+    "anomaly",
+    "idle_burn",
+    "stale_data",
+    "stalled_job",
+)  # what an alert's rule says
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("open", "resolved", "expired", "superseded")
 

@@ -37,7 +37,7 @@ PROFILING = (
 POD = ("resource_id", "namespace", "pod")
 LOOKBACK_DAYS = 30
 
-_HOURS_SQL = f"""
+_HOURS_SQL = """
 WITH alloc AS (
     SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, sum(cost_usd) AS cost_usd
     FROM gpu_allocation_hourly WHERE basis <> 'unallocated' AND pod IS NOT NULL GROUP BY ALL),
@@ -51,7 +51,7 @@ resources AS (
 SELECT g.hour, g.resource_id, g.gpu_uuid, g.mig_instance, g.gpu_model, g.namespace, g.pod, g.container,
        g.team, g.source, r.source_type, g.util_mean, g.mem_used_max_mib, g.mem_total_mib,
        coalesce(g.sm_active_mean, g.gr_active_mean) AS sm_active_mean, g.tensor_active_mean,
-       {", ".join(f"g.{c}" for c in PROFILING)}, g.samples, a.cost_usd,
+       {profiling}, g.samples, a.cost_usd,
        res.provider, res.instance_type, res.pricing_category
 FROM gpu_metrics_hourly g
 LEFT JOIN alloc a ON a.hour = g.hour AND a.resource_id = g.resource_id AND a.gpu_uuid = g.gpu_uuid
@@ -60,7 +60,7 @@ LEFT JOIN alloc a ON a.hour = g.hour AND a.resource_id = g.resource_id AND a.gpu
 LEFT JOIN runs r ON r.source = g.source
 LEFT JOIN resources res ON res.resource_id = g.resource_id
 WHERE g.resource_id IS NOT NULL
-  AND g.hour > (SELECT max(hour) FROM gpu_metrics_hourly) - INTERVAL {LOOKBACK_DAYS} DAY
+  AND g.hour > (SELECT max(hour) FROM gpu_metrics_hourly) - INTERVAL {hours} HOUR
 ORDER BY g.resource_id, g.namespace, g.pod, g.gpu_uuid, g.mig_instance, g.hour"""
 
 
@@ -80,9 +80,16 @@ def load(con: duckdb.DuckDBPyConnection, settings: None = None) -> BusyInputs:
     return run_reads.shared(con, "busy_inputs", None, lambda: _read(con))
 
 
+def read_hours(con: duckdb.DuckDBPyConnection, hours: int) -> pl.DataFrame:
+    """The pod-GPU-hours of the last ``hours`` hours before the newest measured one (``_HOURS_SQL``)."""
+    sql = _HOURS_SQL.format(hours=int(hours), profiling=", ".join(f"g.{c}" for c in PROFILING))
+    frame = pl.from_arrow(con.sql(sql).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
 def _read(con: duckdb.DuckDBPyConnection) -> BusyInputs:
-    hours = pl.from_arrow(con.sql(_HOURS_SQL).to_arrow_table())
-    assert isinstance(hours, pl.DataFrame)
+    hours = read_hours(con, LOOKBACK_DAYS * 24)
     specs = "SELECT gpu_model, fp16_tflops, fp32_tflops FROM gpu_specs WHERE fp32_tflops > 0 AND fp16_tflops > 0"
     ratio = {model: float(fp16) / float(fp32) for model, fp16, fp32 in con.execute(specs).fetchall()}
     pods = "SELECT DISTINCT namespace, pod FROM serving_metrics_hourly WHERE pod IS NOT NULL"

@@ -98,3 +98,18 @@ def test_the_healthy_bf16_trainer_gets_nothing(outcome):
     }
     for kind in kinds:
         assert set(_by_pod(found, kind)) == ({planted[kind]} if kind in planted else set())
+
+
+def test_the_stalled_job_alerts_its_owner_through_the_alert_pipeline(tmp_path):
+    from gpufinops.models import alerts
+    from gpufinops.models.alert_records import AlertSettings
+
+    with ExporterServer() as server:
+        server.bodies["/metrics"] = world.body()
+        world.load(tmp_path / "wh.duckdb", tmp_path, server.url("/metrics"))
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        (outcome,) = alerts.evaluate(con, AlertSettings(rules=("stalled_job",)))
+    (alert,) = outcome.alerts
+    assert alert.scope == "i-0busy/train/llm-finetune-7" and alert.teams == ("ml",)
+    assert alert.details["stalled_hours"] == 6
+    assert alert.value_usd == (PER_GPU_HOUR * 2).quantize(Decimal("0.01"))

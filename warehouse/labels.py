@@ -92,6 +92,7 @@ ALERT_RULES = {
     "budget_forecast": "Budget forecast",
     "anomaly": "Spend anomaly",
     "idle_burn": "Idle GPU spend",
+    "stalled_job": "Stalled job",
     "stale_data": "Stale data",
 }
 SEVERITIES = {"info": "Info", "warning": "Warning", "critical": "Critical"}
