@@ -89,3 +89,42 @@ def test_real_captures_get_no_busy_waste_finding(tmp_path, capture, host):
             assert result.status == "succeeded", result.error
     found = _analyse(tmp_path / "wh.duckdb")
     assert [(r.kind, r.workload) for r in found.recommendations if r.kind in BUSY] == []
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ('DCGM_FI_PROF_SM_OCCUPANCY{gpu="0",UUID="GPU-1"} NaN 1793577600000', "NaN"),
+        ('DCGM_FI_PROF_PCIE_RX_BYTES{gpu="0",UUID="GPU-1"} -5 1793577600000', "-5"),
+        ('DCGM_FI_PROF_PIPE_FP64_ACTIVE{gpu="0",UUID="GPU-1"} 1.5 1793577600000', "1.5"),
+        ('DCGM_FI_PROF_NVLINK_TX_BYTES{gpu="0",UUID="GPU-1"} +Inf 1793577600000', "inf"),
+    ],
+)
+def test_a_hostile_profiling_value_is_refused_naming_its_line(line, says):
+    from gpufinops.ingest.core.registry import IngestError
+    from gpufinops.ingest.metrics.dcgm_exposition import ExpositionParser
+
+    text = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1"} 50 1793577600000\n' + line + "\n"
+    with pytest.raises(IngestError) as raised:
+        ExpositionParser().parse(text, 1793577600000, "node", "http://127.0.0.1/metrics")
+    message = str(raised.value)
+    assert "http://127.0.0.1/metrics" in message and "line 2" in message and says.lower() in message.lower()
+
+
+def test_a_memory_bound_server_links_the_quantization_finding_and_prices_nothing_twice():
+    from gpufinops.jobs import eval_busy
+    from gpufinops.models import busy_kinds
+    from gpufinops.models.busy_profile import BusyInputs
+    from gpufinops.simulator.busy_fleet import fleet
+
+    servers = [p for p in fleet(101) if p.case == "memory-bound server"][:1]
+    hours = eval_busy.hours_of(eval_busy.samples(servers, 101))
+    pod = (servers[0].pod.namespace, servers[0].pod.pod)
+    resource = hours["resource_id"][0]
+    alone = busy_kinds.memory_bound_inference(BusyInputs(hours, {}, frozenset([pod]), {}))
+    linked = busy_kinds.memory_bound_inference(BusyInputs(hours, {}, frozenset([pod]), {resource: "quantization-1"}))
+    (own,), (other,) = alone.recommendations, linked.recommendations
+    assert own.monthly_savings_usd > 0 and own.evidence["quantization_finding"] is None
+    assert other.monthly_savings_usd == 0 and other.evidence["quantization_finding"] == "quantization-1"
+    not_serving = busy_kinds.memory_bound_inference(BusyInputs(hours, {}, frozenset([("x", "y")]), {}))
+    assert not_serving.recommendations == []
