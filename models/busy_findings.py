@@ -67,13 +67,14 @@ def withheld(kind: str, hours: pl.DataFrame, fields: dict[str, str]) -> list[Wit
 
 
 def profile(rows: pl.DataFrame) -> dict:
-    """The pod's last PROFILE_HOURS hours as a line of bars and a small table a person can read."""
+    """The pod's last PROFILE_HOURS hours as a line of bars (one per hour, the engine's activity) and a small
+    hourly table a person can read (the dashboard draws it over time: a list of records with an hour)."""
     last = rows.tail(PROFILE_HOURS)
     engine = [e for e in last["engine"].to_list()]
     bars = "".join(" " if e is None else SPARK[min(len(SPARK) - 1, int(e * len(SPARK)))] for e in engine)
     table = [
         {
-            "hour": r["hour"].strftime("%Y-%m-%d %H:00"),
+            "hour": r["hour"],
             "engine_pct": _pct(r["engine"]),
             "tensor_pct": _pct(r["tensor"]),
             "fp32_pct": _pct(r["fp32"]),
@@ -84,7 +85,7 @@ def profile(rows: pl.DataFrame) -> dict:
         }
         for r in last.iter_rows(named=True)
     ]
-    return {"engine_by_hour": bars, "hours": table}
+    return {"engine_by_hour": bars, "hourly_profile": table}
 
 
 def _pct(value: float | None) -> float | None:
@@ -169,7 +170,7 @@ def _recommendation(pattern: Pattern, rows: pl.DataFrame, hits: pl.DataFrame, sa
         "first_hour": first,
         "last_hour": last,
         **extra,
-        "profile": profile(rows),
+        **profile(rows),
     }
     confidence = round(min(1.0, hits.height / max(rows.height, 1) + 0.3) * min(1.0, float(window_days) / 1), 3)
     return Recommendation(

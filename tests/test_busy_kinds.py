@@ -56,7 +56,8 @@ def test_the_notebook_is_idle_held_priced_as_its_held_gpu_hours(outcome):
     assert rec.evidence["gpu_uuids"] == [world._uuid(1)]
     assert abs(rec.monthly_savings_usd - _monthly(20, 1, 24)) <= Decimal("0.05")
     assert rec.evidence["idle_held_minutes"] >= 20 * 59
-    assert len(rec.evidence["profile"]["engine_by_hour"]) == 24
+    assert len(rec.evidence["engine_by_hour"]) == 24
+    assert [h["idle_min"] for h in rec.evidence["hourly_profile"]].count(60) >= 20
 
 
 def test_the_stalled_job_is_priced_per_stalled_hour(outcome):
