@@ -253,7 +253,9 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
         default="open",
         help="list: alerts in this state (default: open)",
     )
-    alerts.add_argument("--rule", help="list: only this rule (budget, budget_forecast, anomaly, idle_burn, stale_data)")
+    alerts.add_argument(
+        "--rule", help="list: only this rule (budget, budget_forecast, anomaly, idle_burn, stale_data, stalled_job)"
+    )
     alerts.add_argument(
         "--format", choices=("table", "json", "csv"), default="table", help="list: table (default), json or csv"
     )

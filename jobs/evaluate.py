@@ -41,6 +41,7 @@ FLEETS = (
     {"name": "double fleet, 30 days", "seed": 7, "days": 30, "scale": 2},
 )
 INDEPENDENT_SEEDS, INDEPENDENT_DAYS = (1, 2, 3), 35
+BUSY_QUICK_SEEDS = (101,)  # --quick: one held-out seed of the busy-waste fleets (jobs/eval_busy.py)
 HELIOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "helios-sensetime"
 
 
@@ -160,6 +161,7 @@ def evaluate(
     others: bool = True,
     independent_seeds: tuple[int, ...] = INDEPENDENT_SEEDS,
     independent_days: int = INDEPENDENT_DAYS,
+    busy_seeds: tuple[int, ...] | None = None,
     step=None,
 ) -> dict[str, Any]:
     """Every figure, as plain data (printed by :func:`render`); ``step`` (a ``jobs.progress.Steps``)
@@ -208,6 +210,12 @@ def evaluate(
                     "real_ratios": real,
                 }
             )
+    if busy_seeds != ():
+        from gpufinops.jobs import eval_busy
+
+        show("busy-waste kinds on their job-phase fleets (tuning and held-out seeds)")
+        result["busy"] = eval_busy.evaluate(held_out=busy_seeds or eval_busy.HELD_OUT)
+        done()
     if helios:
         show("idle detection on the real Helios clusters")
         result["helios_idle"] = helios_idle()
@@ -228,8 +236,14 @@ def render(result: dict[str, Any], explain: str | None = None) -> str:
             out.write("\n".join(eval_choice.render(result["predictor_choice"])) + "\n")
         if result.get("calibration"):
             out.write("\n".join(eval_explain.render_calibration(result["calibration"])) + "\n")
-        if explain:
+        if explain and explain not in (result.get("busy") or {}).get("kinds", {}):
             out.write(eval_explain.render_explain(result["independent"], explain))
+    if result.get("busy"):
+        from gpufinops.jobs import eval_busy
+
+        out.write(eval_busy.render(result["busy"]))
+        if explain in result["busy"]["kinds"]:
+            out.write(eval_busy.render_explain(result["busy"], explain))
         print("\nDemo fleets (simulator/demo_fleet.py; truth from the demo's own price tables)", file=out)
     for fleet in result["fleets"]:
         print(f"\n{fleet['name']} (seed {fleet['seed']}, {fleet['days']} days, {fleet['machines']} machines)", file=out)

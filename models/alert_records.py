@@ -11,7 +11,14 @@ from typing import Any
 
 from gpufinops.models.budgets import Budget
 
-RULES = ("budget", "anomaly", "idle_burn", "stale_data", "budget_enforcement")  # what [alerts] rules = [...] enables
+RULES = (
+    "budget",
+    "anomaly",
+    "idle_burn",
+    "stale_data",
+    "budget_enforcement",
+    "stalled_job",
+)  # what [alerts] rules = [...] enables
 ALERT_RULES = (
     "budget",
     "budget_forecast",
@@ -19,6 +26,7 @@ ALERT_RULES = (
     "idle_burn",
     "stale_data",
     "budget_enforcement",
+    "stalled_job",
 )  # what an alert's rule says
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("open", "resolved", "expired", "superseded")

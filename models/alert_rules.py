@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import duckdb
 import polars as pl
 
-from gpufinops.models import forecast, outlook
+from gpufinops.models import alert_stalled, forecast, outlook
 from gpufinops.models.alert_records import Alert, AlertSettings, RuleOutcome
 from gpufinops.models.alert_rule_enforce import enforcement_rule
 from gpufinops.models.budgets import Budget, period_bounds
@@ -359,4 +359,5 @@ RULE_FUNCTIONS = {
     "anomaly": anomaly_rule,
     "idle_burn": idle_burn_rule,
     "stale_data": stale_data_rule,
+    "stalled_job": alert_stalled.stalled_job_rule,
 }

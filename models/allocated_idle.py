@@ -61,7 +61,7 @@ def idle_holds(hours: pl.DataFrame, params) -> pl.DataFrame:
     )
 
 
-def _unit() -> pl.Expr:
+def gpu_unit() -> pl.Expr:
     """The GPU unit of a pod-GPU-hour: ``UUID``, ``UUID:slice`` (MIG), plus ``@namespace/pod`` on a GPU
     whose hour allocation shares between pods (time-slicing, MPS)."""
     mig = pl.when(pl.col("mig_instance").is_not_null()).then(pl.lit(":") + pl.col("mig_instance")).otherwise(pl.lit(""))
@@ -88,7 +88,7 @@ def analyse(hours: pl.DataFrame, params, now: datetime | None = None) -> tuple[l
             pl.col("cost_usd").filter(pl.col("held_idle")).count().alias("priced_idle_rows"),
             pl.col("cost_usd").sum().alias("pod_cost"),
             pl.col("gpu_uuid").filter(pl.col("held_idle")).unique().sort().alias("gpu_uuids"),
-            _unit().filter(pl.col("held_idle")).unique().sort().alias("gpu_units"),
+            gpu_unit().filter(pl.col("held_idle")).unique().sort().alias("gpu_units"),
             pl.col("basis").filter(pl.col("held_idle")).drop_nulls().unique().sort().alias("gpu_bases"),
             pl.col("mig_instance").filter(pl.col("held_idle")).drop_nulls().unique().sort().alias("mig_instances"),
             pl.col("mem_used_max_mib").filter(pl.col("held_idle")).max().alias("mem_used_max_mib"),

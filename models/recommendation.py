@@ -95,6 +95,13 @@ class Recommendation:
 # Why a model made no finding on a resource it looked at, and what would let it: every withhold
 # names the missing fact and the source that provides it (docs/models.md, *Withheld findings*).
 WITHHOLD_REASONS = {
+    "no_profiling_fields": (
+        "DCGM's profiling fields (DCGM_FI_PROF_*: the detail names the ones the kind reads)",
+        "dcgm_exporter or prometheus over a DCGM exporter whose counters file (-f, e.g. "
+        "/etc/dcgm-exporter/dcp-metrics-included.csv) lists them; DCGM_FI_PROF_SM_ACTIVE, _SM_OCCUPANCY and "
+        "_PIPE_FP16/FP32/FP64_ACTIVE are commented out (off) in default-counters.csv; nvidia-smi and "
+        "CloudWatch cannot provide them",
+    ),
     "thin_evidence": (
         "GPU metrics for enough of the lookback (days measured, share of billed hours)",
         "a utilisation source (dcgm_exporter, prometheus, nvidia_smi_csv) attributed to the resource",

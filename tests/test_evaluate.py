@@ -76,7 +76,9 @@ def test_other_models_sections_are_included_when_present_and_reported_when_not(m
 
 @pytest.mark.slow
 def test_evaluate_prints_the_independent_figures_beside_their_baselines():
-    result = evaluate.evaluate(fleets=(), independent_seeds=(2,), independent_days=21, helios=False, others=False)
+    result = evaluate.evaluate(
+        fleets=(), independent_seeds=(2,), independent_days=21, helios=False, others=False, busy_seeds=()
+    )
     (fleet,) = result["independent"]
     assert fleet["seed"] == 2 and set(result["independent_summary"]) >= RIGHTSIZING
     text = evaluate.render(result)

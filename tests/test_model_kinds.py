@@ -39,6 +39,11 @@ SHOWN = (
     "storage_tier",
     "storage_orphan",
     "checkpoint_lifecycle",
+    "idle_held",
+    "stalled_job",
+    "input_bound",
+    "no_tensor_cores",
+    "memory_bound_inference",
 )
 # Readers that once named kinds by hand and now read a fact (ends_plan, export, predictor): no kind's
 # name may come back into them.

@@ -21,6 +21,7 @@ from typing import Any
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 MAX_GPU_MEMORY_MIB = 1024.0 * 1024  # 1 TiB on one GPU: ~3.5× today's largest (a B300's 288 GB)
 MAX_GPU_POWER_W = 5000.0
+MAX_LINK_BPS = 1e13  # 10 TB/s: ~5x an NVLink 5 GPU's 1.8 TB/s, ~80x PCIe 6 x16
 MAX_INT32 = 2**31 - 1
 MAX_GPUS = 1024  # GPUs behind one billed resource
 MAX_VOLUME_GIB = 1024.0 * 1024  # 1 PiB: 16× the largest EBS volume (64 TiB)
@@ -209,6 +210,13 @@ DOMAINS: dict[str, dict[str, Domain]] = {
         "tensor_active_mean": share(),
         "power_mean_w": amount(MAX_GPU_POWER_W, "W"),
         "samples": count(),
+        **{c: share() for c in ("gr_active_mean", "gr_active_p95", "sm_occupancy_mean", "fp16_active_mean")},
+        **{c: share() for c in ("fp32_active_mean", "fp64_active_mean", "dram_active_mean", "dram_active_p95")},
+        **{c: amount(MAX_LINK_BPS, "B/s") for c in ("pcie_tx_mean_bps", "pcie_rx_mean_bps", "pcie_rx_idle_bps")},
+        **{c: amount(MAX_LINK_BPS, "B/s") for c in ("nvlink_tx_mean_bps", "nvlink_rx_mean_bps")},
+        "held_idle_minutes": amount(60, "min"),
+        "idle_streak_minutes": amount(60, "min"),
+        "idle_dips": count(60),
         "gpu_model": label(),
         "host": label(),
         "team": label(),

@@ -32,7 +32,10 @@ INPUTS: dict[str, Input] = {
     i.name: i
     for i in (
         Input(
-            "bill", "billed GPU usage", ("cost_line_items",), ("aws_cur", "focus_files", "gcp_billing_export", "onprem")
+            "bill",
+            "billed GPU usage",
+            ("cost_line_items",),
+            ("aws_cur", "azure_cost_export", "focus_files", "gcp_billing_export", "onprem"),
         ),
         Input("utilisation", "GPU utilisation metrics", ("gpu_metrics_hourly",), _GPU_METRICS),
         Input("power", "GPU power measurements", ("gpu_metrics_hourly",), _GPU_METRICS),
@@ -46,7 +49,7 @@ INPUTS: dict[str, Input] = {
             "prices",
             "instance and spot prices",
             ("instance_types", "price_catalog", "price_history", "spot_interruption_bands", "spot_prices"),
-            ("aws_pricing", "aws_spot_advisor", "aws_spot_prices", "gcp_catalog", "gcp_price_history"),
+            ("aws_pricing", "aws_spot_advisor", "aws_spot_prices", "azure_prices", "gcp_catalog", "gcp_price_history"),
         ),
         Input("storage", "storage inventory", ("storage_volumes",), ("aws_storage", "gcp_storage")),
     )

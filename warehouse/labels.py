@@ -63,6 +63,11 @@ PATTERNS = {  # evidence["pattern"]
     "orphan_volume": "Unattached volume",
     "orphan_snapshot": "Snapshot past retention",
     "cold_checkpoints": "Cold checkpoints",
+    "idle_held": "Memory held, engine idle",
+    "stalled_job": "Stalled after busy work",
+    "input_bound": "Waiting for input",
+    "no_tensor_cores": "FP32, tensor cores idle",
+    "memory_bound_inference": "Memory-bound serving",
 }
 PRICING = {  # current / proposed pricing terms
     "on_demand": "On-demand",
@@ -89,6 +94,7 @@ ALERT_RULES = {
     "budget_forecast": "Budget forecast",
     "anomaly": "Spend anomaly",
     "idle_burn": "Idle GPU spend",
+    "stalled_job": "Stalled job",
     "stale_data": "Stale data",
     "budget_enforcement": "Budget enforcement",
 }
@@ -119,6 +125,7 @@ ROLES = {"finance": "Finance", "lead": "Team lead", "scheduler": "Scheduler"}
 PLANS = {"primary": "Primary", "step": "Step", "alternative": "Alternative"}
 WITHHOLD_REASONS = {
     "thin_evidence": "Thin evidence",
+    "no_profiling_fields": "No DCGM profiling fields",
     "unpriced": "No price",
     "unknown_gpu_count": "Unknown GPU count",
     "unknown_gpu_spec": "Unknown GPU spec",

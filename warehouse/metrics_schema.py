@@ -10,6 +10,26 @@ import pyarrow as pa
 
 from gpufinops.warehouse.column_types import UTC_TS
 
+# v19: (column, type) of the profiling means, p95s and the engine's minute-level shape in an hour
+PROFILING_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("gr_active_mean", pa.float64()),  # DCGM_FI_PROF_GR_ENGINE_ACTIVE (else SM_ACTIVE), 0-1
+    ("gr_active_p95", pa.float64()),
+    ("sm_occupancy_mean", pa.float64()),
+    ("fp16_active_mean", pa.float64()),
+    ("fp32_active_mean", pa.float64()),
+    ("fp64_active_mean", pa.float64()),
+    ("dram_active_mean", pa.float64()),
+    ("dram_active_p95", pa.float64()),
+    ("pcie_tx_mean_bps", pa.float64()),  # bytes per second, as DCGM reports them
+    ("pcie_rx_mean_bps", pa.float64()),
+    ("nvlink_tx_mean_bps", pa.float64()),
+    ("nvlink_rx_mean_bps", pa.float64()),
+    ("pcie_rx_idle_bps", pa.float64()),  # host-to-device rate while the engine was idle (input in the gaps)
+    ("held_idle_minutes", pa.float64()),  # minutes holding >= 1 GiB of memory with the engine idle
+    ("idle_streak_minutes", pa.float64()),  # the hour's longest run of engine-idle minutes
+    ("idle_dips", pa.int32()),  # times the engine dropped to idle and came back within the hour
+)
+
 GPU_METRICS_HOURLY = pa.schema(
     [
         ("hour", UTC_TS),
@@ -37,6 +57,9 @@ GPU_METRICS_HOURLY = pa.schema(
         ("namespace", pa.string()),
         ("pod", pa.string()),
         ("container", pa.string()),
+        # v19: DCGM's profiling fields (DCGM_FI_PROF_*), hourly, and the minute-level shape of the engine's
+        # activity the busy-waste kinds read (models/busy_*.py). NULL: the source does not export the field.
+        *PROFILING_COLUMNS,
     ]
 )
 GPU_METRICS_HINTS = ("resource_hint", "provider_id", "namespace", "pod", "container")

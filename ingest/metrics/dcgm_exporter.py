@@ -10,8 +10,11 @@ exposition replays its history); one without gets the time the scrape answered, 
 
 Fields: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` / ``_FB_FREE`` / ``_FB_RESERVED`` (MiB),
 ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, ``_SM_ACTIVE``,
-``_PIPE_TENSOR_ACTIVE``, ``_PIPE_FP16_ACTIVE``, ``_PIPE_FP32_ACTIVE``, ``_DRAM_ACTIVE`` (ratios
-0–1); other families are ignored. Labels: ``UUID``, ``gpu``, ``modelName``, ``Hostname`` (else the
+``_PIPE_TENSOR_ACTIVE``, ``_PIPE_FP16_ACTIVE``, ``_PIPE_FP32_ACTIVE``, ``_PIPE_FP64_ACTIVE``,
+``_SM_OCCUPANCY``, ``_DRAM_ACTIVE`` (ratios 0–1), ``_PCIE_TX_BYTES`` / ``_RX_BYTES`` and
+``_NVLINK_TX_BYTES`` / ``_RX_BYTES`` (bytes per second); other families are ignored. Besides their
+hourly means (and p95s of the engine and DRAM), each hour keeps the engine's minute-level shape
+(``ingest/metrics/rollup_shape.py``) that the busy-waste kinds read. Labels: ``UUID``, ``gpu``, ``modelName``, ``Hostname`` (else the
 ``instance`` label without its port, else the target's host), MIG ``GPU_I_PROFILE``/``GPU_I_ID``
 (``mig_instance`` = ``"<profile>/<id>"``: each slice is its own row), ``namespace``/``pod``/
 ``container`` (``exported_*`` first; see ``metrics_attribution.workload_labels``) and ``vgpu`` (set by

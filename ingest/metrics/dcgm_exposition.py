@@ -26,6 +26,12 @@ FIELDS = {  # DCGM field -> sample column
     "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "fp16_active",
     "DCGM_FI_PROF_PIPE_FP32_ACTIVE": "fp32_active",
     "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+    "DCGM_FI_PROF_SM_OCCUPANCY": "sm_occupancy",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": "fp64_active",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "pcie_tx_bps",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "pcie_rx_bps",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": "nvlink_tx_bps",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": "nvlink_rx_bps",
     "DCGM_FI_DEV_FB_USED": "mem_used_mib",
     "DCGM_FI_DEV_FB_FREE": "mem_free_mib",
     "DCGM_FI_DEV_FB_RESERVED": "mem_reserved_mib",
@@ -133,8 +139,8 @@ class ExpositionParser:
         if not known:
             return metrics_store.SAMPLE_SCHEMA.empty_table(), stamped
         index = pc.index_in(series, value_set=unique)
-        index, values, stamps = self._checked(where, index, known, lines, numbers, values, stamps)
-        return self._pivot(index, values, pc.fill_null(stamps, scrape_ms), known), stamped
+        index, values, stamps = self._checked(where, index, known, lines, numbers, values, stamps, len(parsed))
+        return self._pivot(index, values, pc.fill_null(stamps, scrape_ms), known, len(parsed)), stamped
 
     def _checked(
         self,
@@ -145,9 +151,11 @@ class ExpositionParser:
         numbers: pa.Array,
         values: pa.Array,
         stamps: pa.Array,
+        series: int,
     ) -> tuple[pa.Array, pa.Array, pa.Array]:
-        """The lines of GPU fields that pass the sample checks (ingest/core/validate_metrics.py)."""
-        column_of_series: list[int | None] = [None] * (max(i for i, _ in known) + 2)
+        """The lines of GPU fields that pass the sample checks (ingest/core/validate_metrics.py); ``series``:
+        how many distinct series the lines hold (an unread field's series may come after the last known one)."""
+        column_of_series: list[int | None] = [None] * (series + 1)
         for i, p in known:
             column_of_series[i] = VALUE_COLUMNS.index(p[0])
         columns = pc.take(pa.array(column_of_series, pa.int32()), pc.fill_null(index, len(column_of_series) - 1))
@@ -158,11 +166,13 @@ class ExpositionParser:
         )
 
     @staticmethod
-    def _pivot(index: pa.Array, values: pa.Array, stamps: pa.Array, known: list[tuple[int, tuple]]) -> pa.Table:
+    def _pivot(
+        index: pa.Array, values: pa.Array, stamps: pa.Array, known: list[tuple[int, tuple]], series: int
+    ) -> pa.Table:
         """One row per (time, GPU / slice) with a column per field, by Arrow's hash aggregation."""
         keys: dict[tuple, int] = {}
         key_attrs: list[tuple] = []
-        series_key: list[int | None] = [None] * (max(i for i, _ in known) + 1)
+        series_key: list[int | None] = [None] * series
         series_column: list[int | None] = [None] * len(series_key)
         for i, p in known:
             key = (p[1], p[2], *p[8:11])  # GPU, slice and workload: pods sharing a GPU keep a row each

@@ -18,6 +18,7 @@ from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, IngestContext
 from gpufinops.warehouse import attribution
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
+from gpufinops.warehouse.metrics_schema import PROFILING_COLUMNS
 
 
 def _values(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
@@ -119,8 +120,14 @@ SELECT a.hour, a.gpu_uuid, md.gpu_model, a.mig_instance, a.host, CAST(NULL AS VA
        a.util_mean, a.util_p95, a.util_max, a.mem_used_max_mib, a.mem_total_mib,
        a.sm_active_mean, a.tensor_active_mean, a.power_mean_w, CAST(a.samples AS INTEGER) AS samples,
        {sql_literal(source)} AS source, {sql_literal(run_id)} AS ingest_run_id,
-       a.resource_hint, a.provider_id, a.namespace, a.pod, a.container
+       a.resource_hint, a.provider_id, a.namespace, a.pod, a.container,
+       {", ".join(_profiling(name, kind) for name, kind in PROFILING_COLUMNS)}
 FROM hourly a LEFT JOIN models md ON {join}"""
+
+
+def _profiling(name: str, kind: object) -> str:
+    """A profiling column of the hourly rows (NULL where the source's rollup has none: not measured)."""
+    return f"CAST(a.{name} AS {'INTEGER' if str(kind) == 'int32' else 'DOUBLE'}) AS {name}"
 
 
 def rules_batches(

@@ -72,6 +72,13 @@ SAMPLE_SCHEMA = pa.schema(
         ("fp16_active", pa.float64()),
         ("fp32_active", pa.float64()),
         ("dram_active", pa.float64()),
+        # DCGM profiling fields (ratios 0-1; PCIe / NVLink in bytes per second)
+        ("sm_occupancy", pa.float64()),
+        ("fp64_active", pa.float64()),
+        ("pcie_tx_bps", pa.float64()),
+        ("pcie_rx_bps", pa.float64()),
+        ("nvlink_tx_bps", pa.float64()),
+        ("nvlink_rx_bps", pa.float64()),
         ("mem_used_mib", pa.float64()),
         ("mem_free_mib", pa.float64()),
         ("mem_reserved_mib", pa.float64()),

@@ -118,6 +118,14 @@ def _parse_file(
     return parsed, rejects
 
 
+# nvidia-smi reads no DCGM profiling field: NULL (not measured) in every hour it rolls up
+_NO_PROFILING = ", ".join(
+    f"CAST(NULL AS DOUBLE) AS {c}"
+    for c in ("fp16_active", "fp32_active", "dram_active", "sm_occupancy", "fp64_active")
+    + ("pcie_tx_bps", "pcie_rx_bps", "nvlink_tx_bps", "nvlink_rx_bps")
+)
+
+
 def rollup_sql(
     con: duckdb.DuckDBPyConnection, sample_files: list[str], days: list[str], source: str, run_id: str
 ) -> str:
@@ -131,7 +139,7 @@ def rollup_sql(
         f"(SELECT ts, gpu_uuid, {none} AS mig_instance, name, host, {none} AS resource_hint, "
         f"{none} AS provider_id, {none} AS namespace, {none} AS pod, {none} AS container, util, "
         f"CAST(NULL AS DOUBLE) AS gr_active, "
-        f"CAST(NULL AS DOUBLE) AS sm_active, CAST(NULL AS DOUBLE) AS tensor_active, mem_used_mib, "
+        f"CAST(NULL AS DOUBLE) AS sm_active, CAST(NULL AS DOUBLE) AS tensor_active, {_NO_PROFILING}, mem_used_mib, "
         f"CAST(NULL AS DOUBLE) AS mem_free_mib, CAST(NULL AS DOUBLE) AS mem_reserved_mib, mem_total_mib, "
         f"power_w FROM {parquet} WHERE CAST(date_trunc('day', ts) AS VARCHAR) IN ({day_list}))"
     )

@@ -69,7 +69,34 @@ COMPARED = (
 WORKLOADS_COMPARED = tuple(c for c in GPU_WORKLOADS_HOURLY.names if c not in ("source", "ingest_run_id"))
 
 
-HOURLY_FROM_PARTIALS = """
+# gpu_metrics_hourly's profiling columns from the partials (samples-weighted means; p95s: the largest series';
+# the minute-level shape is NULL: PromQL's hourly push-down does not keep it, so it is not measured here)
+_PROFILING = {
+    "gr_active_mean": "coalesce(gr_mean, sm_mean)",
+    "sm_occupancy_mean": "occupancy_mean",
+    "fp16_active_mean": "fp16_mean",
+    "fp32_active_mean": "fp32_mean",
+    "fp64_active_mean": "fp64_mean",
+    "dram_active_mean": "dram_mean",
+    "pcie_tx_mean_bps": "pcie_tx_mean",
+    "pcie_rx_mean_bps": "pcie_rx_mean",
+    "nvlink_tx_mean_bps": "nvlink_tx_mean",
+    "nvlink_rx_mean_bps": "nvlink_rx_mean",
+}
+_PROFILING_MEANS = ",\n         ".join(
+    [
+        *(
+            f"round(sum({f} * samples) / nullif(sum(samples) FILTER (WHERE {f} IS NOT NULL), 0), 9) AS {c}"
+            for c, f in _PROFILING.items()
+        ),
+        "max(gr_p95) AS gr_active_p95",
+        "max(dram_p95) AS dram_active_p95",
+        *(f"CAST(NULL AS DOUBLE) AS {c}" for c in ("pcie_rx_idle_bps", "held_idle_minutes", "idle_streak_minutes")),
+        "CAST(NULL AS INTEGER) AS idle_dips",
+    ]
+)
+
+HOURLY_FROM_PARTIALS = f"""
 hourly AS (
   SELECT CAST(hour AS TIMESTAMPTZ) AS hour, gpu_uuid, mig_instance, max(name) AS name, max(host) AS host,
          max(resource_hint) AS resource_hint, max(provider_id) AS provider_id,
@@ -81,7 +108,8 @@ hourly AS (
          round(sum(coalesce(sm_mean, gr_mean) * samples) / nullif(sum(samples) FILTER (WHERE coalesce(sm_mean, gr_mean) IS NOT NULL), 0), 9) AS sm_active_mean,
          round(sum(tensor_mean * samples) / nullif(sum(samples) FILTER (WHERE tensor_mean IS NOT NULL), 0), 9) AS tensor_active_mean,
          round(sum(power_mean * samples) / nullif(sum(samples) FILTER (WHERE power_mean IS NOT NULL), 0), 9) AS power_mean_w,
-         CAST(sum(samples) AS INTEGER) AS samples
+         CAST(sum(samples) AS INTEGER) AS samples,
+         {_PROFILING_MEANS}
   FROM _prometheus_partials GROUP BY 1, 2, 3
 )"""
 

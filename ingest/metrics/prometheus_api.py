@@ -38,7 +38,32 @@ DCGM_QUERIES = {
     "gr_mean": "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{m}[{r}])",
     "tensor_mean": "avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{m}[{r}])",
     "power_mean": "avg_over_time(DCGM_FI_DEV_POWER_USAGE{m}[{r}])",
+    # the profiling fields the busy-waste kinds read (the minute-level shape is the sample store's alone)
+    "gr_p95": "quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE{m}[{r}])",
+    "occupancy_mean": "avg_over_time(DCGM_FI_PROF_SM_OCCUPANCY{m}[{r}])",
+    "fp16_mean": "avg_over_time(DCGM_FI_PROF_PIPE_FP16_ACTIVE{m}[{r}])",
+    "fp32_mean": "avg_over_time(DCGM_FI_PROF_PIPE_FP32_ACTIVE{m}[{r}])",
+    "fp64_mean": "avg_over_time(DCGM_FI_PROF_PIPE_FP64_ACTIVE{m}[{r}])",
+    "dram_mean": "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE{m}[{r}])",
+    "dram_p95": "quantile_over_time(0.95, DCGM_FI_PROF_DRAM_ACTIVE{m}[{r}])",
+    "pcie_tx_mean": "avg_over_time(DCGM_FI_PROF_PCIE_TX_BYTES{m}[{r}])",
+    "pcie_rx_mean": "avg_over_time(DCGM_FI_PROF_PCIE_RX_BYTES{m}[{r}])",
+    "nvlink_tx_mean": "avg_over_time(DCGM_FI_PROF_NVLINK_TX_BYTES{m}[{r}])",
+    "nvlink_rx_mean": "avg_over_time(DCGM_FI_PROF_NVLINK_RX_BYTES{m}[{r}])",
 }
+PROFILING_FIGURES = (
+    "gr_p95",
+    "occupancy_mean",
+    "fp16_mean",
+    "fp32_mean",
+    "fp64_mean",
+    "dram_mean",
+    "dram_p95",
+    "pcie_tx_mean",
+    "pcie_rx_mean",
+    "nvlink_tx_mean",
+    "nvlink_rx_mean",
+)
 SMI_QUERIES = {
     "util_mean": "100 * avg_over_time(nvidia_smi_utilization_gpu_ratio{m}[{r}])",
     "util_p95": "100 * quantile_over_time(0.95, nvidia_smi_utilization_gpu_ratio{m}[{r}])",
@@ -62,6 +87,7 @@ FIGURES = (
     "gr_mean",
     "tensor_mean",
     "power_mean",
+    *PROFILING_FIGURES,
 )
 PARTIAL_SCHEMA = pa.schema(
     [

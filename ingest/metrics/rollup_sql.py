@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from gpufinops.ingest.metrics.metrics_attribution import attributed_sql, gpu_model_day_rows, gpu_model_rows
+from gpufinops.ingest.metrics.rollup_shape import SHAPE_COLUMNS, shape_sql
 
 _SAMPLE_EXPRS = {  # per-sample figure -> expression over SAMPLE_SCHEMA columns
     "util": "util",
@@ -18,7 +19,24 @@ _SAMPLE_EXPRS = {  # per-sample figure -> expression over SAMPLE_SCHEMA columns
     "mem_used": "mem_used_mib",
     "mem_total": "coalesce(mem_total_mib, mem_used_mib + mem_free_mib + coalesce(mem_reserved_mib, 0))",
     "power_w": "power_w",
+    "engine": "coalesce(gr_active, sm_active)",
+    **{f: f for f in ("sm_occupancy", "fp16_active", "fp32_active", "fp64_active", "dram_active")},
+    **{f: f for f in ("pcie_tx_bps", "pcie_rx_bps", "nvlink_tx_bps", "nvlink_rx_bps")},
 }
+# the profiling fields' hourly means: gpu_metrics_hourly column -> per-sample figure (metrics_schema.PROFILING_COLUMNS)
+_PROFILING_MEANS = {
+    "gr_active_mean": "engine",
+    "sm_occupancy_mean": "sm_occupancy",
+    "fp16_active_mean": "fp16_active",
+    "fp32_active_mean": "fp32_active",
+    "fp64_active_mean": "fp64_active",
+    "dram_active_mean": "dram_active",
+    "pcie_tx_mean_bps": "pcie_tx_bps",
+    "pcie_rx_mean_bps": "pcie_rx_bps",
+    "nvlink_tx_mean_bps": "nvlink_tx_bps",
+    "nvlink_rx_mean_bps": "nvlink_rx_bps",
+}
+_PROFILING_P95 = {"gr_active_p95": "engine", "dram_active_p95": "dram_active"}
 _ATTRS = ("name", "host", "resource_hint", "provider_id")  # the hour's largest value
 _LABELS = ("namespace", "pod", "container")  # the value most of the hour's samples carry
 # Means are rounded to 1e-9: a parallel float sum's last bits depend on the order rows arrive in,
@@ -78,7 +96,9 @@ def hourly_sql(samples: str, *, deduplicate: bool = True, workloads: str | None 
          max({col["util"]}) AS util_max, max({col["mem_used"]}) AS mem_used_max_mib, max({col["mem_total"]}) AS mem_total_mib,
          {MEAN.format(f"avg({col['sm_active']})")} AS sm_active_mean,
          {MEAN.format(f"avg({col['tensor_active']})")} AS tensor_active_mean,
-         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples"""
+         {MEAN.format(f"avg({col['power_w']})")} AS power_mean_w, count(*) AS samples,
+         {", ".join(f"{MEAN.format(f'avg({col[f]})')} AS {c}" for c, f in _PROFILING_MEANS.items())},
+         {", ".join(f"quantile_cont({col[f]}, 0.95) AS {c}" for c, f in _PROFILING_P95.items())}"""
     grouped = (
         f"""{hour_sql("_hour_n")} AS hour, gpu_uuid, mig_instance, {", ".join(f"max({a}) AS {a}" for a in _ATTRS)}"""
     )
@@ -138,6 +158,7 @@ def hourly_table(
     con.execute("SET enable_progress_bar = false")  # a long rollup must not draw on a job's terminal
     hourly = hourly_sql(samples, deduplicate=deduplicate, workloads=workloads).strip()
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {hourly} SELECT * FROM hourly")
+    _add_shape(con, table, samples)
     if con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE _mixed LIMIT 1)").fetchall()[0][0]:
         labels = ", ".join(f"{a} = x.{a}" for a in _LABELS)
         con.execute(
@@ -146,6 +167,17 @@ def hourly_table(
             f"AND t.mig_instance IS NOT DISTINCT FROM x.mig_instance"
         )
     return table
+
+
+def _add_shape(con: duckdb.DuckDBPyConnection, table: str, samples: str) -> None:
+    """The engine's minute-level shape of each hour (``rollup_shape``) joined onto the hourly table."""
+    shape = shape_sql(samples, hour_number_sql("ts"))
+    columns = ", ".join(f"s.{c}" for c in SHAPE_COLUMNS)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT h.*, {columns} FROM {table} h LEFT JOIN ({shape}) s "
+        f"ON s._hour_n = epoch_us(h.hour) // {HOUR_US} AND s.gpu_uuid = h.gpu_uuid "
+        f"AND s.mig_instance IS NOT DISTINCT FROM h.mig_instance"
+    )
 
 
 def merge_tables(con: duckdb.DuckDBPyConnection, tables: list[str]) -> str:

@@ -115,6 +115,8 @@ ACTIONS: dict[str, Action] = {
     "commit": _commit,
     "move_onprem": _move_onprem,
     **dict.fromkeys(STORAGE_ACTIONS, _no_capacity),
+    # a change inside the workload (loader workers, mixed precision, batching): its capacity stays as it is
+    "tune_workload": _no_capacity,
 }
 
 

@@ -30,7 +30,8 @@ from gpufinops.warehouse.migrations import (
     v015_stored_fits,
     v016_run_freshness,
     v017_serving_costs,
-    v020_provider_columns,
+    v018_provider_columns,
+    v019_profiling_fields,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -51,7 +52,8 @@ _MODULES: tuple[ModuleType, ...] = (
     v015_stored_fits,
     v016_run_freshness,
     v017_serving_costs,
-    v020_provider_columns,
+    v018_provider_columns,
+    v019_profiling_fields,
 )
 
 
