@@ -22,6 +22,8 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
             print(f"{r.source}: {r.rows} rows  ({r.rejected} rejected, see ingest_rejects)")
         if r.error:
             print(f"gpufinops: {r.error}", file=sys.stderr)
+    if any(r.config_error for r in results):
+        return 2  # a setting only the config can fix (e.g. a serving source's model)
     return 1 if any(not r.ok for r in results) else 0
 
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 from gpufinops.ingest.core import funnel
 from gpufinops.ingest.core.registry import (
     Batch,
+    ConfigProblem,
     FetchResult,
     IngestContext,
     IngestError,
@@ -52,6 +53,7 @@ class RunResult:
     watermark: str | None
     error: str | None
     rejected: int = 0  # rows quarantined into ingest_rejects (on_invalid = "skip_rows")
+    config_error: bool = False  # failed for a setting only the config can fix (registry.ConfigProblem): exit 2
 
     @property
     def ok(self) -> bool:
@@ -354,4 +356,5 @@ def run_source(
             if failure is not None and not isinstance(failure, IngestError):
                 raise failure from None  # e.g. a full disk: the cause, not the ledger's own failure
             raise
-    return RunResult(run_id, source, source_type, status, rows, watermark, error, rejected)
+    config_error = isinstance(failure, ConfigProblem)
+    return RunResult(run_id, source, source_type, status, rows, watermark, error, rejected, config_error)
