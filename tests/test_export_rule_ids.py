@@ -70,7 +70,9 @@ def test_one_prefix_in_two_plans_is_one_rule_and_a_clashing_id_is_made_unique():
     other_days["proposed"]["expire_days"] = 120  # the same prefix, another rule: its ID must differ
     rules = storage.document([first, other_days])["s3_lifecycle"]["ckpt-bucket"]["Rules"]
     ids = [r["ID"] for r in rules]
-    assert len(rules) == 1 + 2 * 3 and len(set(ids))  # the one transition rule is the same in both == len(ids) and max(map(len, ids)) <= 255
+    assert len(rules) == 1 + 2 * 3 and len(
+        set(ids)
+    )  # the one transition rule is the same in both == len(ids) and max(map(len, ids)) <= 255
 
 
 def test_gcs_rules_stay_within_cloud_storages_limits_with_the_rest_left_out():
