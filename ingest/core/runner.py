@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from gpufinops.ingest.core import funnel
+from gpufinops.ingest.core import scrub as scrub_module
 from gpufinops.ingest.core.registry import (
     Batch,
     ConfigProblem,
@@ -343,7 +344,12 @@ def run_source(
                 rows, rejected = _load(con, source, meta, result, run.allocation_settings)
                 status, error = "succeeded", None
         except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
-            status, error, rows, rejected = "failed", _scrub(_error_sentence(source, exc), secrets), 0, 0
+            status, error, rows, rejected = (
+                "failed",
+                scrub_module.brief(_scrub(_error_sentence(source, exc), secrets), None),
+                0,
+                0,
+            )
             failure = exc
             log.debug("ingest %s failed", source, exc_info=True)
         try:
