@@ -87,3 +87,17 @@ def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(tmp_path_
     assert is_error and len(text) <= 200 and "\r" not in text and "\x00" not in text, text[:300]
     assert "costs_daily" in text and "team" in text
     assert "Traceback" not in log and len(log) < 10_000, log[-2000:]
+
+
+def test_an_nvidia_smi_time_without_milliseconds_names_its_line(tmp_path, warehouse):
+    log = tmp_path / "node1.csv"
+    log.write_text(
+        "timestamp, uuid, utilization.gpu [%]\n"
+        "2026/11/02 10:00:00.000, GPU-1, 5 %\n\n"  # a blank line is not counted
+        "2026/11/02 10:00:01, GPU-1, 5 %\n"
+    )
+    registry = Registry()
+    registry.register(NvidiaSmiCsv)
+    failed = run_source(registry, warehouse, "smi", "nvidia_smi_csv", {"path": str(log)})
+    assert failed.status == "failed"
+    assert f"file {log}: line 3: column 'timestamp' has value '2026/11/02 10:00:01'" in failed.error
