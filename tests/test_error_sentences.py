@@ -101,3 +101,19 @@ def test_an_nvidia_smi_time_without_milliseconds_names_its_line(tmp_path, wareho
     failed = run_source(registry, warehouse, "smi", "nvidia_smi_csv", {"path": str(log)})
     assert failed.status == "failed"
     assert f"file {log}: line 3: column 'timestamp' has value '2026/11/02 10:00:01'" in failed.error
+
+
+def test_a_focus_row_without_its_billing_period_is_named(tmp_path, warehouse, focus_registry):
+    import csv
+
+    from tests.conftest import FOCUS_SAMPLE
+
+    with open(FOCUS_SAMPLE, newline="") as f:
+        rows = list(csv.reader(f))
+    rows[3][rows[0].index("BillingPeriodStart")] = ""  # the third data row
+    bill = tmp_path / "focus.csv"
+    with open(bill, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
+    assert failed.status == "failed"
+    assert f"file {bill}: row 3: column BillingPeriodStart is empty" in failed.error
