@@ -139,5 +139,5 @@ def report(exc: BaseException, *, verbose: int, cfg: Any = None) -> int:
     sentence, status = explain(exc, cfg)
     if verbose:
         log.error("traceback of the failure below", exc_info=exc)
-    print(f"gpufinops: {scrub(sentence)}", file=sys.stderr)
+    print(f"gpufinops: {scrubber.brief(sentence, None)}", file=sys.stderr)  # escaped, long values cut
     return status

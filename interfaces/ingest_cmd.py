@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from gpufinops.ingest.core import scrub
 from gpufinops.ingest.core.runner import RunResult
 from gpufinops.jobs import progress, tables
 from gpufinops.jobs.config import Config
@@ -21,7 +22,9 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
         if r.rejected:  # quarantined rows (on_invalid = "skip_rows"): where they are
             print(f"{r.source}: {r.rows} rows  ({r.rejected} rejected, see ingest_rejects)")
         if r.error:
-            print(f"gpufinops: {r.error}", file=sys.stderr)
+            print(f"gpufinops: {scrub.brief(r.error)}", file=sys.stderr)  # the ledger keeps every word
+    if any(r.config_error for r in results):
+        return 2  # a setting only the config can fix (e.g. a serving source's model)
     return 1 if any(not r.ok for r in results) else 0
 
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpufinops.ingest.core import scrub
 from gpufinops.interfaces import mcp_tools
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.warehouse.scope import Scope
@@ -193,12 +194,13 @@ def _tool(cfg: Config, spec: mcp_tools.ToolSpec, caller):
         try:
             with db.reader(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
                 return mcp_tools.call(spec, con, who, arguments)
-        except mcp_tools.ToolRefused as exc:
-            raise ToolError(str(exc)) from None
+        except mcp_tools.ToolRefused as exc:  # one short sentence: a 1 MB argument is cut, CR and NUL escaped
+            said = str(exc) if str(exc).startswith(f"{spec.name}: ") else f"{spec.name}: {exc}"
+            raise ToolError(scrub.brief(said)) from None
         except db.WarehouseBusy:
             raise ToolError("the warehouse is busy (a job is writing it): retry in a few seconds") from None
         except db.WarehouseError as exc:
-            raise ToolError(f"the warehouse is not available: {exc}") from None
+            raise ToolError(scrub.brief(f"{spec.name}: the warehouse is not available: {exc}")) from None
 
     # The SDK reads a tool's parameters from its signature: the query's own, after (con, scope).
     own = list(inspect.signature(spec.fn, eval_str=True).parameters.values())[2:]

@@ -167,3 +167,44 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(status)
 
     threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
+
+
+# Every error sentence the hostile suites produce passes through the one funnel (ingest.core.scrub.brief):
+# recorded here and checked as users see it, in one place, so a new hostile test is covered without code.
+HOSTILE_SUITES = ("hostile", "test_bad_input", "test_errors", "test_counters_once")
+SENTENCE_WHERE = r"^[^\s:][^:]{0,150}: \S"  # "source: file/call/object: …": a place before the reason
+
+
+def check_sentence(shown: str) -> list[str]:
+    """What is wrong with an error sentence as a user sees it (empty: nothing)."""
+    import re
+
+    problems = []
+    if len(shown) > 200:
+        problems.append(f"{len(shown)} characters")
+    if re.search(r"[\x00-\x1f\x7f]", shown):
+        problems.append("a raw control character")
+    if not re.match(SENTENCE_WHERE, shown):
+        problems.append("no source and place before the reason")
+    return problems
+
+
+@pytest.fixture(autouse=True)
+def error_sentences(request, monkeypatch):
+    """In the hostile suites: every sentence the funnel shapes, checked at the end of the test."""
+    if not any(name in request.node.module.__name__ for name in HOSTILE_SUITES):
+        yield []
+        return
+    from gpufinops.ingest.core import scrub
+
+    seen: list[str] = []
+    original = scrub.brief
+
+    def recording(text: str, limit: int | None = scrub.LONGEST_SENTENCE) -> str:
+        seen.append(original(text))  # the sentence as the CLI shows it
+        return original(text, limit)
+
+    monkeypatch.setattr(scrub, "brief", recording)
+    yield seen
+    bad = {s: check_sentence(s) for s in seen if check_sentence(s)}
+    assert not bad, f"error sentences that do not say where in 200 characters: {bad}"

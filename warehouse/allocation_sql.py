@@ -21,7 +21,9 @@ One statement turns a scope of (resource, UTC day) pairs into ``gpu_allocation_h
    over the resource-day's namespaces in proportion to their GPU-hours (``"spread"``: Koku).
 5. **Exact money**: each row's fraction of its resource-hour becomes an integer weight (1/7.2072e12) and
    the hour's cost, in units of 1e-15 USD (the ledger's scale), is divided by largest remainder: the
-   rows of a resource-hour sum exactly to its GPU cost.
+   rows of a resource-hour sum exactly to its GPU cost. The division never forms ``units · weight``
+   (up to 10^38 · 7.2e12, past HUGEINT's 1.7e38): it splits ``units`` by the hour's total weight first,
+   so every intermediate stays at most ``units`` (below 10^38 for a cost below the ledger's 10^23).
 
 A resource-day is allocated when any GPU of the resource carried a workload on that day (a pod,
 a namespace, or a process in nvidia-smi's compute-apps log); other resource-days keep their cost with
@@ -258,10 +260,11 @@ numbered AS (  -- rid: a row id for this statement; tiebreak: the row's content,
 weights AS (  -- the money step runs on narrow rows: a row id, its resource-hour, its integer weight
   SELECT rid, tiebreak, rh_id, CAST(round(greatest(fraction, 0) * {WEIGHT_SCALE}) AS HUGEINT) AS w FROM numbered),
 totals AS (SELECT rh_id, sum(w) AS wt FROM weights GROUP BY 1),
-quotients AS (
-  SELECT w.rid, w.tiebreak, w.rh_id, rh.units * w.w AS product, t.wt, (rh.units * w.w) // t.wt AS base
+quotients AS (  -- units · w / wt as (units // wt) · w + (units % wt) · w / wt: no product past HUGEINT
+  SELECT w.rid, w.tiebreak, w.rh_id, w.w, t.wt, rh.units // t.wt AS whole, rh.units % t.wt AS part
   FROM weights w JOIN totals t USING (rh_id) JOIN rh USING (rh_id)),
-based AS (SELECT rid, tiebreak, rh_id, base, product - base * wt AS remainder FROM quotients),
+based AS (
+  SELECT rid, tiebreak, rh_id, whole * w + (part * w) // wt AS base, (part * w) % wt AS remainder FROM quotients),
 leftover AS (SELECT b.rh_id, any_value(rh.units) - sum(b.base) AS leftover FROM based b JOIN rh USING (rh_id) GROUP BY 1),
 ranked AS (  -- largest remainder: the units integer division leaves go to the rows it shortchanged most
   SELECT rid, row_number() OVER (PARTITION BY rh_id ORDER BY remainder DESC, tiebreak) AS rank
@@ -281,6 +284,34 @@ def units_to_decimal(units: str) -> str:
     """SQL: an integer number of 1e-15 USD as DECIMAL(38, 15), exactly."""
     # the unscaled value of 1e-15 at scale 15 is 1: the product is the integer itself at scale 15 (no rounding)
     return f"CAST(CAST({units} AS DECIMAL(38, 0)) * CAST(0.000000000000001 AS DECIMAL(16, 15)) AS DECIMAL(38, 15))"
+
+
+def decimal_units_sql(cost: str) -> str:
+    """SQL: the absolute value of a DECIMAL(38, 15) amount as an integer number of 1e-15 USD (HUGEINT, exact)."""
+    whole = f"floor(abs({cost}))"
+    return f"(CAST({whole} AS HUGEINT) * {COST_SCALE} + CAST((abs({cost}) - {whole}) * {COST_SCALE} AS HUGEINT))"
+
+
+def decimal_share_sql(cost: str, share: str) -> str:
+    """SQL: a DECIMAL(38, 15) amount times a DOUBLE share in [0, 1] taken to 15 decimals (a DOUBLE's own
+    precision), rounded half away from zero to the ledger's 15, for any amount the ledger holds (below
+    10^23): the product is formed as ``units // 10^15 · k + (units % 10^15 · k) / 10^15``, every term at
+    most ``units``. DuckDB's ``DECIMAL(38, 15) × DECIMAL(18, 12)`` is a DECIMAL(38, 27) that overflowed from
+    about $1.7·10^11, and a share to 12 decimals was off by up to $0.5 on $10^12."""
+    units = decimal_units_sql(cost)
+    scale = 10**15
+    k = f"CAST(round({share} * {scale}) AS HUGEINT)"  # the share in units of 10^-15
+    scaled = f"(({units}) // {scale} * {k} + (({units}) % {scale} * {k} + {scale // 2}) // {scale})"
+    return f"(CASE WHEN {cost} < 0 THEN -1 ELSE 1 END * {units_to_decimal(scaled)})"
+
+
+def decimal_divide_sql(cost: str, count: str) -> str:
+    """SQL: a DECIMAL(38, 15) amount divided by a whole ``count`` ≥ 1, rounded half away from zero to the
+    ledger's 15 decimals, exactly (DuckDB divides a DECIMAL in DOUBLE: $10^12 / 2 came back
+    500000000000.000006643777536)."""
+    units = decimal_units_sql(cost)
+    n = f"CAST({count} AS HUGEINT)"
+    return f"(CASE WHEN {cost} < 0 THEN -1 ELSE 1 END * {units_to_decimal(f'(({units}) + {n} // 2) // {n}')})"
 
 
 def _spread_sql() -> str:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import duckdb
 
+from gpufinops.warehouse.allocation_sql import decimal_divide_sql, decimal_share_sql
 from gpufinops.warehouse.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import filters as _filters
@@ -154,7 +155,7 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
         GROUP BY ALL),
     whole AS (
         SELECT p.hour, p.resource_id, p.namespace, p.pod, rh.team,
-               CAST(rh.cost_usd / count(*) OVER (PARTITION BY p.hour, p.resource_id) AS DECIMAL(38, 15)) AS cost_usd,
+               {decimal_divide_sql("rh.cost_usd", "count(*) OVER (PARTITION BY p.hour, p.resource_id)")} AS cost_usd,
                1.0 / count(*) OVER (PARTITION BY p.hour, p.resource_id) AS fraction
         FROM placed p JOIN resource_hours rh ON rh.hour = p.hour AND rh.resource_id = p.resource_id),
     whole_carbon AS (  -- the energy of the resource-hours charged whole: carbon_hourly's rows of no pod
@@ -189,10 +190,8 @@ def _pod_hours_sql(carbon: str, input_weight: str, split: str) -> str:
     SELECT hour, server, model, namespace, pod, team, basis, i AS input_tokens, o AS output_tokens,
            r AS requests, p AS prefill_seconds, d AS decode_seconds,
            CASE WHEN model_share = 1 THEN pod_cost  -- the pod's only model: its cost as is, no DECIMAL product
-                ELSE CAST(pod_cost * CAST(round(model_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15)) END
-               AS gpu_cost_usd,
-           CAST(pod_cost * CAST(round(model_share * input_share, 12) AS DECIMAL(18, 12)) AS DECIMAL(38, 15))
-               AS input_cost_usd,
+                ELSE {decimal_share_sql("pod_cost", "model_share")} END AS gpu_cost_usd,
+           {decimal_share_sql("pod_cost", "model_share * input_share")} AS input_cost_usd,
            pod_kwh * model_share AS kwh, pod_kg * model_share AS kg_co2e
     FROM shared"""
 

@@ -145,15 +145,22 @@ def unit_costs(
         FROM kept GROUP BY ALL)
     SELECT day, team, namespace, model, gpu_cost_usd, CAST(round(input_tokens) AS BIGINT) AS input_tokens,
            CAST(round(output_tokens) AS BIGINT) AS output_tokens, CAST(round(requests) AS BIGINT) AS requests,
-           CAST(round(CAST(input_cost_usd AS DOUBLE) * 1e6 / nullif(input_tokens, 0), 6) AS DECIMAL(38, 6))
+           CAST(round(CAST(input_cost_usd AS DOUBLE) * 1e6 / {_shown("input_tokens")}, 6) AS DECIMAL(38, 6))
                AS usd_per_1m_input_tokens,
-           CAST(round(CAST(gpu_cost_usd - input_cost_usd AS DOUBLE) * 1e6 / nullif(output_tokens, 0), 6)
+           CAST(round(CAST(gpu_cost_usd - input_cost_usd AS DOUBLE) * 1e6 / {_shown("output_tokens")}, 6)
                AS DECIMAL(38, 6)) AS usd_per_1m_output_tokens,
-           CAST(round(CAST(gpu_cost_usd AS DOUBLE) * 1e3 / nullif(requests, 0), 6) AS DECIMAL(38, 6))
+           CAST(round(CAST(gpu_cost_usd AS DOUBLE) * 1e3 / {_shown("requests")}, 6) AS DECIMAL(38, 6))
                AS usd_per_1k_requests,
            kwh, kg_co2e, input_cost_usd, gpu_cost_usd - input_cost_usd AS output_cost_usd, cost_basis
     FROM days ORDER BY day, team NULLS LAST, namespace NULLS LAST, model NULLS LAST"""
     return _frame(con, sql, params + keep_params)
+
+
+def _shown(count: str) -> str:
+    """SQL: ``count`` as a rate's divisor where the count shown beside the rate (rounded to a whole
+    number) is at least 1, else NULL: $5 per 0.000001 tokens is $5·10^12 per million tokens, a rate that
+    is no figure beside a count shown as 0 (and would not fit the rate's DECIMAL(38, 6))."""
+    return f"CASE WHEN round({count}) >= 1 THEN {count} END"
 
 
 def carbon_note(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -181,7 +181,13 @@ def billing_periods(
         explained = validate.explain(con, source, [p], [[]], exc)
         raise IngestError(explained or file_checks.read_error(source, p.where(), exc)) from None
     if any(r[0] is None for r in rows) and not skip_rows:
-        raise IngestError(f"{source}: {p.where()}: column BillingPeriodStart is empty in some rows")
+        first = con.execute(
+            f'SELECT __row FROM {validate.numbered(p.relation)} WHERE "BillingPeriodStart" IS NULL ORDER BY __row LIMIT 1'
+        ).fetchall()
+        at = f"row {first[0][0]}: " if first else ""
+        raise IngestError(
+            f"{source}: {p.where()}: {at}column BillingPeriodStart is empty (a FOCUS line needs its period)"
+        )
     return sorted(r[0] for r in rows if r[0] is not None)
 
 

@@ -32,6 +32,11 @@ class IngestError(Exception):
     """Bad input or an unusable source: one sentence naming the source, file or setting at fault."""
 
 
+class ConfigProblem(IngestError):
+    """A setting the data shows is missing or wrong (e.g. ``model`` for a server that labels none): the
+    run fails like any other, and the command exits 2, as for a config error, since only the config fixes it."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cursor:
     """How a source resumes, read by the runner (like dlt's ``Incremental``): what its state remembers

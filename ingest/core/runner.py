@@ -21,8 +21,10 @@ import duckdb
 import pyarrow as pa
 
 from gpufinops.ingest.core import funnel, transport
+from gpufinops.ingest.core import scrub as scrub_module
 from gpufinops.ingest.core.registry import (
     Batch,
+    ConfigProblem,
     FetchResult,
     IngestContext,
     IngestError,
@@ -52,6 +54,7 @@ class RunResult:
     watermark: str | None
     error: str | None
     rejected: int = 0  # rows quarantined into ingest_rejects (on_invalid = "skip_rows")
+    config_error: bool = False  # failed for a setting only the config can fix (registry.ConfigProblem): exit 2
 
     @property
     def ok(self) -> bool:
@@ -342,7 +345,12 @@ def run_source(
                 rows, rejected = _load(con, source, meta, result, run.allocation_settings)
                 status, error = "succeeded", None
         except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
-            status, error, rows, rejected = "failed", _scrub(_error_sentence(source, exc), secrets), 0, 0
+            status, error, rows, rejected = (
+                "failed",
+                scrub_module.brief(_scrub(_error_sentence(source, exc), secrets), None),
+                0,
+                0,
+            )
             failure = exc
             log.debug("ingest %s failed", source, exc_info=True)
         try:
@@ -355,4 +363,5 @@ def run_source(
             if failure is not None and not isinstance(failure, IngestError):
                 raise failure from None  # e.g. a full disk: the cause, not the ledger's own failure
             raise
-    return RunResult(run_id, source, source_type, status, rows, watermark, error, rejected)
+    config_error = isinstance(failure, ConfigProblem)
+    return RunResult(run_id, source, source_type, status, rows, watermark, error, rejected, config_error)

@@ -79,6 +79,50 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return SECRET_PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{MASK}", text)
 
 
+LONGEST_SENTENCE = 200  # characters of an error sentence a user sees (docs/sources/loads.md, "Errors")
+LONG_QUOTED = 60  # a quoted value longer than this is cut in the sentence
+LONG_TOKEN = 90  # a path, URL or other word longer than this keeps its start and end
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ESCAPES = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\x00": "\\x00", "\x1b": "\\x1b"}
+# a quoted value: its opening quote after a space, =, (, [, comma or colon; its closing one before one or the end
+_QUOTED_VALUE = re.compile(
+    rf"(?:(?<=[\s=(\[,:])|^)(?:'[^']{{{LONG_QUOTED},}}'|\"[^\"]{{{LONG_QUOTED},}}\")(?=[\s,;:.)\]]|$)"
+)
+_LONG_WORD = re.compile(rf"\S{{{LONG_TOKEN},}}")
+
+
+def _escaped(text: str) -> str:
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
+def _cut_quoted(match: re.Match) -> str:
+    value = match.group()
+    return f"{value[: LONG_QUOTED - 20]}…{value[-1]} ({len(value) - 2:,} characters)"
+
+
+def _cut_word(match: re.Match) -> str:
+    word = match.group()
+    return f"{word[:30]}…{word[-(LONG_TOKEN - 40) :]}"
+
+
+def brief(text: str, limit: int | None = LONGEST_SENTENCE) -> str:
+    """An error sentence as users see it: scrubbed; control characters (CR, LF, NUL, ESC, …) written as
+    escapes (``\\r``, ``\\x00``) so nothing raw reaches a terminal, a log or a header; a long quoted value
+    (a 100 kB argument) cut to its start and length; a long path or URL to its start and end (where its
+    file name is); then, past ``limit`` characters, its middle (the source and place come first, the value
+    and the reason last: both are kept). ``limit`` None (the ledgers' error columns, which keep every
+    word for ``ingest list`` and the Data-health page) escapes and cuts long values only."""
+    text = _escaped(scrub(text))
+    text = _QUOTED_VALUE.sub(_cut_quoted, text)
+    if limit is None:  # the ledger's error column: whole words, escaped, long values cut
+        return text
+    text = _LONG_WORD.sub(_cut_word, text)
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 11 // 20  # the source, call or file and object come first; the value and reason last
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head) :]}"
+
+
 class ScrubbingFormatter(logging.Formatter):
     """Formats records (tracebacks included) and scrubs the result."""
 

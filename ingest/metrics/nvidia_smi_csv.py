@@ -67,11 +67,11 @@ log = logging.getLogger(__name__)
 
 
 def _diagnose(
-    con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]
+    con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict, int]]
 ) -> str | None:
-    """After a failed parse, the column and first value that is neither a number/time nor N/A."""
-    for csv_path, fields, cols in parts:
-        relation = relation_sql(csv_path, fields, cols)
+    """After a failed parse, the line, column and first value that is neither a number/time nor N/A."""
+    for csv_path, fields, cols, offset in parts:
+        relation = relation_sql(csv_path, fields, cols, offset)
         checks = {
             "ts": f"{value_sql(cols['ts'])} IS NOT NULL AND try_strptime({value_sql(cols['ts'])}, {TIMESTAMP_FORMAT}) IS NULL"
         }
@@ -81,10 +81,16 @@ def _diagnose(
             if role in cols
         }
         for role, bad in checks.items():
-            value = con.execute(f"SELECT any_value(trim(c{cols[role]})) FROM {relation} WHERE {bad}").fetchall()[0][0]
-            if value is not None:
+            found = con.execute(
+                f"SELECT __line, trim(c{cols[role]}) FROM {relation} WHERE {bad} ORDER BY __line LIMIT 1"
+            ).fetchall()
+            if found:
+                line, value = found[0]
                 kind = "a time (YYYY/MM/DD HH:MM:SS.mmm)" if role == "ts" else "a number or an N/A marker"
-                return f"{source}: file {path}: column {fields[cols[role]]!r} has value {value!r}, which is not {kind}"
+                return (
+                    f"{source}: file {path}: line {line}: column {fields[cols[role]]!r} has value {value!r}, "
+                    f"which is not {kind}"
+                )
     return None
 
 
@@ -111,7 +117,7 @@ def _parse_file(
             )
 
         labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", **NUMERIC})
-        read = SampleFile(path, samples, labels, lambda: _diagnose(con, source, path, [p[:3] for p in parts]))
+        read = SampleFile(path, samples, labels, lambda: _diagnose(con, source, path, parts))
         parsed, rows, rejects = write_samples(con, source, read, out_path, mode, run_id)
     if not rows:
         log.warning("%s: file %s holds a header but no samples yet", source, path)

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
+import duckdb
+
 from gpufinops.ingest.core import file_checks
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestError
@@ -95,6 +97,7 @@ def split_by_header(
     for names in fields:
         file_checks.check_unique_columns(source, f"file {path}", names)
     if len(headers) == 1:
+        check_field_counts(source, path, [(path, fields[0], 0)])
         return [(path, fields[0], 0)]
     log.info("%s: file %s changes its header %d times; reading it in parts", source, path, len(headers) - 1)
     segments: list[tuple[str, list[str], int]] = []
@@ -111,7 +114,36 @@ def split_by_header(
             out.write(line.rstrip(b"\r\n") + b"\n")
     if out is not None:
         out.close()
+    check_field_counts(source, path, segments)
     return segments
+
+
+def check_field_counts(source: str, path: str, segments: list[tuple[str, list[str], int]]) -> None:
+    """Refuses a line with more or fewer fields than its header (a value would land in the wrong column),
+    naming the log's line (blank lines not counted) and its start. Only the log's last line may be short:
+    nvidia-smi was writing it (it is skipped as partly written)."""
+    con = duckdb.connect()
+    try:
+        for number, (csv_path, fields, offset) in enumerate(segments):
+            lines = (
+                f"SELECT row_number() OVER () AS n, line, count(*) OVER () AS total FROM read_csv("
+                f"{sql_literal(csv_path)}, header = false, delim = '\x02', quote = '', escape = '', "
+                "auto_detect = false, columns = {'line': 'VARCHAR'}, strict_mode = false, nullstr = '\x01')"
+            )
+            count = "(length(line) - length(replace(line, ',', '')) + 1)"
+            last_may_be_short = f"(n = total AND {count} < {len(fields)})" if number == len(segments) - 1 else "false"
+            bad = con.execute(
+                f"SELECT n, line, {count} FROM ({lines}) WHERE {count} <> {len(fields)} AND NOT {last_may_be_short} "
+                "ORDER BY n LIMIT 1"
+            ).fetchall()
+            if bad:
+                line_no, text, found = bad[0]
+                raise IngestError(
+                    f"{source}: file {path}: line {int(line_no) + offset} has {found} fields where the header has "
+                    f"{len(fields)} ({text[:60]!r}): its values would land in the wrong columns"
+                )
+    finally:
+        con.close()
 
 
 def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:

@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from gpufinops.ingest.core.registry import ConfigProblem
+
 HOUR_S = 3600
 FIGURES = ("input_tokens", "output_tokens", "requests", "prefill_seconds", "decode_seconds")
 
@@ -104,6 +106,19 @@ def row_key(
     pod = labels.get("exported_pod") or labels.get("pod") or None
     host = labels.get("Hostname") or labels.get("instance", "").rsplit(":", 1)[0] or default_host
     return counter.server, model, namespace, pod, host
+
+
+def model_of(labels: Mapping[str, str], default_model: str | None, source: str, where: str, series: str) -> str:
+    """The model a series counts for: its ``model_name``/``model`` label, else the source's ``model`` option;
+    neither is a ConfigProblem naming the option (a TGI server labels no model: tokens of no model
+    cannot be priced per model, and NULL would merge every such server's tokens into one row)."""
+    model = labels.get("model_name") or labels.get("model") or default_model
+    if not model:
+        raise ConfigProblem(
+            f"sources.{source}.model: {where}: series {series} carries no model label (TGI labels none); "
+            "set the source's model option to the model this server serves"
+        )
+    return model
 
 
 def checked(value: object, series: str, when: float) -> float:

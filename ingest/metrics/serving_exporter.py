@@ -56,7 +56,11 @@ class ServingExporterOptions(ServingOptions):
 def parse(
     text: str, url: str, options: ServingExporterOptions, scrape_s: float
 ) -> list[tuple[str, str, dict[str, str], float, Any]]:
-    """(series id, shown name, labels, time, value) of every serving counter sample in one exposition."""
+    """(series id, shown name, labels, time, value) of every serving counter sample in one exposition.
+    A series twice at one time (untimestamped samples have the scrape's) with different values is refused,
+    as Prometheus refuses such a scrape: two replicas behind one target (a Service) would be read as one
+    counter that jumps. A repeated identical sample counts once; a recorded history (one series at many
+    timestamps) is read sample by sample."""
     pod_text = options.target_pods.get(url) or options.target_pods.get(display_url(url)) or ""
     namespace, _, pod = pod_text.rpartition("/")
     extra = {k: v for k, v in (("namespace", namespace), ("pod", pod)) if v}
@@ -65,6 +69,7 @@ def parse(
         families = list(text_string_to_metric_families(text))
     except ValueError as exc:
         raise IngestError(f"{display_url(url)}: not a Prometheus text exposition ({exc})") from None
+    seen: dict[tuple[str, float], str] = {}  # (series, time) -> its value as written (NaN equals NaN)
     for family in families:
         for sample in family.samples:
             if sample.name not in sc.COUNTERS:
@@ -73,8 +78,30 @@ def parse(
             stamp = float(sample.timestamp) if sample.timestamp is not None else scrape_s
             shown = series_name(sample.name, labels)
             ident = json.dumps([display_url(url), sample.name, sorted(labels.items())])
+            if seen.setdefault((ident, stamp), repr(sample.value)) != repr(sample.value):
+                raise IngestError(
+                    f"{display_url(url)}: series {shown} appears twice in one exposition at one time (Prometheus "
+                    "refuses such a scrape; two replicas behind one target? scrape each replica as its own target)"
+                )
             out.append((ident, shown, labels, stamp, sample.value))
     return out
+
+
+def pod_series(parsed: dict[str, list[tuple[str, str, dict[str, str], float, Any]]]) -> None:
+    """Refuses one pod's series reached through two targets (its pod IP and its Service, or two targets
+    that ``target_pods`` maps to the same pod): summed, its tokens would count twice. Series that name
+    no pod (no ``pod`` label, no ``target_pods`` entry) are distinct servers and are summed."""
+    first_target: dict[str, str] = {}
+    for url, samples in parsed.items():
+        for _ident, shown, labels, _stamp, _value in samples:
+            if not (labels.get("exported_pod") or labels.get("pod")):
+                continue
+            other = first_target.setdefault(shown, url)
+            if other != url:
+                raise IngestError(
+                    f"targets {display_url(other)} and {display_url(url)} both export {shown}: one pod "
+                    "reached through two targets would count twice; keep one target per pod"
+                )
 
 
 class ServingExporter:
@@ -106,14 +133,13 @@ class ServingExporter:
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         rejects: list[dict] = []
         rows: dict[tuple, sc.HourFigures] = {}
-        for url in targets:
+        parsed = {url: self._scrape(ctx.source, url, options) for url in targets}
+        pod_series(parsed)
+        for url, samples in parsed.items():
             where = display_url(url)
-            try:
-                text = fetch_text(url, timeout_s=options.timeout_s, retries=options.retries, bounds=options.bounds())
-            except (OSError, ValueError) as exc:
-                raise IngestError(f"{ctx.source}: {where}: {getattr(exc, 'reason', None) or exc}") from None
             host = urllib.parse.urlsplit(url).hostname if not url.startswith("file:") else None
-            for ident, shown, labels, stamp, value in parse(text, url, options, time.time()):
+            for ident, shown, labels, stamp, value in samples:
+                model = sc.model_of(labels, options.model, ctx.source, where, shown)
                 try:
                     number = sc.checked(value, shown, stamp)
                 except sc.CounterError as exc:
@@ -136,7 +162,7 @@ class ServingExporter:
                 if baseline is None:
                     continue  # the first sample of a series: its baseline only
                 for counter in sc.counters_of(shown.split("{")[0], labels):
-                    sc.add(rows, sc.row_key(counter, labels, options.model, host), counter.figure, hours)
+                    sc.add(rows, sc.row_key(counter, labels, model, host), counter.figure, hours)
         stored = self._with_stored(ctx, rows)
         hours = sorted(
             {datetime.fromtimestamp(key[0] * sc.HOUR_S, UTC).strftime(metrics_store.HOUR_FORMAT) for key in rows}
@@ -161,6 +187,19 @@ class ServingExporter:
         unchanged = not rows and not rejects and last == ctx.state.get("last", {})
         skipped = "no counter grew since the last scrape" if unchanged else None  # new baselines are saved
         return FetchResult(batches, state, watermark=f"{len(last)} series", skipped_reason=skipped)
+
+    @staticmethod
+    def _scrape(source: str, url: str, options: ServingExporterOptions) -> list:
+        """The serving samples of one target (an error names the source and target)."""
+        where = display_url(url)
+        try:
+            text = fetch_text(url, timeout_s=options.timeout_s, retries=options.retries, bounds=options.bounds())
+        except (OSError, ValueError) as exc:
+            raise IngestError(f"{source}: {where}: {getattr(exc, 'reason', None) or exc}") from None
+        try:
+            return parse(text, url, options, time.time())
+        except IngestError as exc:
+            raise IngestError(f"{source}: {exc}") from None
 
     @classmethod
     def _with_stored(cls, ctx: IngestContext, rows: dict[tuple, sc.HourFigures]) -> dict[tuple, sc.HourFigures]:

@@ -107,6 +107,7 @@ def hourly_rows(
     default_model: str | None,
     where: str,
     rejects: list[dict] | None,
+    source: str = "",
 ) -> pa.Table:
     """The hourly rows (serving_counters.ROW_SCHEMA) of the series' samples, hours before ``first_hour``
     only their baselines. A bad sample fails the run, or with ``rejects`` drops its series and is recorded."""
@@ -117,6 +118,7 @@ def hourly_rows(
         if not counters:
             continue
         shown = series_name(name, labels)
+        model = sc.model_of(labels, default_model, source, where, shown)
         try:
             samples = [(when, sc.checked(value, shown, when)) for when, value in values.items()]
         except sc.CounterError as exc:
@@ -126,7 +128,7 @@ def hourly_rows(
             continue
         hours, _ = sc.increases(samples)
         for counter in counters:
-            sc.add(rows, sc.row_key(counter, labels, default_model), counter.figure, hours, first_hour)
+            sc.add(rows, sc.row_key(counter, labels, model), counter.figure, hours, first_hour)
     return sc.table(rows)
 
 
@@ -193,7 +195,12 @@ class PrometheusServing:
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         series = fetch_samples(client, start, end, options.selector)
         rows = hourly_rows(
-            series, int(start.timestamp()) // sc.HOUR_S, options.model, where, rejects if skip_rows else None
+            series,
+            int(start.timestamp()) // sc.HOUR_S,
+            options.model,
+            where,
+            rejects if skip_rows else None,
+            ctx.source,
         )
         log.info("%s: %d serving series, %d rows from %s to %s", ctx.source, len(series), rows.num_rows, start, end)
         hours = [

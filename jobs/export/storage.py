@@ -17,6 +17,7 @@ storage action (its ``export``, a key of :data:`WRITERS`):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from typing import Any
@@ -25,11 +26,37 @@ from gpufinops.jobs.export import plan as plan_mod
 from gpufinops.models import plans, registry
 
 MAX_S3_RULES = 1000
-RULE_ID_CHARS = 255
+RULE_ID_CHARS = 255  # S3: "The value cannot be longer than 255 characters"; unique within the configuration
+MAX_GCS_RULES = 100  # Cloud Storage: lifecycle rules per bucket
+DIGEST_CHARS = 16
 
 
 def _rule_id(text: str) -> str:
-    return text[:RULE_ID_CHARS]
+    """``text`` as an S3 rule ID: whole when it fits 255 characters, else cut with a digest of the whole
+    text, so two long prefixes that share their first 238 characters still get distinct IDs."""
+    if len(text) <= RULE_ID_CHARS:
+        return text
+    return f"{text[: RULE_ID_CHARS - DIGEST_CHARS - 1]}-{_digest(text)}"
+
+
+def _unique(rules: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``new`` without rules the bucket's list already holds; a rule whose ID is taken by a different rule
+    gets a digest of its content (S3 refuses a configuration with one ID twice)."""
+    taken = {r["ID"]: r for r in rules}
+    out: list[dict[str, Any]] = []
+    for rule in new:
+        if taken.get(rule["ID"]) == rule:
+            continue
+        if rule["ID"] in taken:
+            content = json.dumps({k: v for k, v in rule.items() if k != "ID"}, sort_keys=True)
+            rule = {**rule, "ID": f"{rule['ID'][: RULE_ID_CHARS - DIGEST_CHARS - 1]}-{_digest(content)}"}
+        taken[rule["ID"]] = rule
+        out.append(rule)
+    return out
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
 def _s3_rules(p: dict[str, Any]) -> list[dict[str, Any]]:
@@ -128,10 +155,15 @@ def _orphan(o: dict[str, Any], out: dict[str, Any]) -> None:
 def _lifecycle(o: dict[str, Any], out: dict[str, Any]) -> None:
     p = o["proposed"]
     if o.get("provider") == "gcp":
-        out["gcs_lifecycle"].setdefault(p["bucket"], {"rule": []})["rule"].extend(_gcs_rules(p))
+        kept = out["gcs_lifecycle"].setdefault(p["bucket"], {"rule": []})["rule"]
+        new = [r for r in _gcs_rules(p) if r not in kept]
+        room = MAX_GCS_RULES - len(kept)
+        kept.extend(new[:room])
+        if len(new) > room:
+            out["left_out"].append(f"gs://{p['bucket']}: {len(new) - room} rule(s) past Cloud Storage's 100")
         return
     rules = out["s3_lifecycle"].setdefault(p["bucket"], {"Rules": []})["Rules"]
-    new = _s3_rules(p)
+    new = _unique(rules, _s3_rules(p))
     room = MAX_S3_RULES - len(rules)
     rules.extend(new[:room])
     if len(new) > room:
