@@ -94,7 +94,7 @@ def _page(state: Hostile, method: str, path: str, headers: Any, body: bytes) -> 
             f"{token}</NextMarker></EnumerationResults>"
         )
         return "application/xml", xml.encode(), {"x-ms-version": "2025-01-05"}
-    if "currencyCode=" in path:  # Azure Retail Prices: NextPageLink is the next page's whole URL
+    if "api-version=" in path and "currencyCode=" in path:  # Azure Retail Prices: NextPageLink, the next URL
         base = path.split("&$skip=", 1)[0]
         page = {"BillingCurrency": "USD", "Items": [], "NextPageLink": f"{state.url}{base}&$skip={token}", "Count": 0}
         return "application/json", json.dumps(page).encode(), {}
