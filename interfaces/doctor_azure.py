@@ -30,9 +30,16 @@ def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> R
 
 
 def azure_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
-    import urllib.request
+    import dataclasses
+
+    from gpufinops.ingest.core import transport
 
     opts = options(source)
     url = f"{opts.endpoint}?$filter=serviceName%20eq%20%27Virtual%20Machines%27&$top=1"
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return OK, f"{opts.endpoint} answers (HTTP {response.status})", None
+    bounds = dataclasses.replace(
+        opts.bounds(), timeout_s=timeout, connect_timeout_s=min(timeout, opts.connect_timeout_s)
+    )
+    answer = transport.request(source.name, f"GET {opts.endpoint}", "GET", url, bounds, {"Accept": "application/json"})
+    if answer.status != 200:
+        return FAIL, f"{opts.endpoint} answered HTTP {answer.status}", "check endpoint (or the proxy in front of it)"
+    return OK, f"{opts.endpoint} answers (HTTP {answer.status})", None

@@ -5,12 +5,14 @@ Each is a real server on 127.0.0.1 speaking HTTP/1.1; what it answers depends on
 - ``cycle`` (``period`` 1, 2 or 3): every answer is a page whose next token repeats with that period
   (A, A, …; A, B, A, …; A, B, C, A, …), in the wire format the request asked in: EC2 and query-protocol
   XML (an ``Action=`` form), S3's ListObjectsV2 XML, AWS JSON (``X-Amz-Target``), CloudWatch's
-  RPC v2 CBOR, or Google's REST JSON (``nextPageToken``, and BigQuery's ``pageToken``);
+  RPC v2 CBOR, Google's REST JSON (``nextPageToken``, and BigQuery's ``pageToken``), the Azure Retail Prices
+  API's JSON (``NextPageLink``, a URL back to this server) or Blob Storage's List Blobs XML (``NextMarker``);
 - ``endless``: 200 and headers, then a valid line every 0.5 s, never the end (no Content-Length);
 - ``stall``: 200 and headers (a Content-Length), then nothing;
 - ``huge``: 200, then 64 KiB chunks as fast as the client reads them (no Content-Length, 64 MiB in all);
 - ``flaky``: 503 to the first request (a load balancer's HTML page), then each request answered by ``upstream`` (a real loopback
-  server: forwarded) or from ``files`` (path → bytes).
+  server: forwarded) or from ``files`` (path → bytes; with ``container`` set, as Blob Storage answers List Blobs
+  and Get Blob for the files under ``/<container>/``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Hostile:
     mode: str
     period: int = 1
     upstream: str | None = None
+    container: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     url: str = ""
@@ -84,6 +87,17 @@ def _page(state: Hostile, method: str, path: str, headers: Any, body: bytes) -> 
             f"<IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken></ListBucketResult>"
         )
         return "application/xml", xml.encode(), {}
+    if "comp=list" in path and "restype=container" in path:  # Blob Storage List Blobs
+        xml = (
+            '<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint="http://127.0.0.1/" '
+            'ContainerName="c"><MaxResults>5000</MaxResults><Blobs /><NextMarker>'
+            f"{token}</NextMarker></EnumerationResults>"
+        )
+        return "application/xml", xml.encode(), {"x-ms-version": "2025-01-05"}
+    if "api-version=" in path and "currencyCode=" in path:  # Azure Retail Prices: NextPageLink, the next URL
+        base = path.split("&$skip=", 1)[0]
+        page = {"BillingCurrency": "USD", "Items": [], "NextPageLink": f"{state.url}{base}&$skip={token}", "Count": 0}
+        return "application/json", json.dumps(page).encode(), {}
     if headers.get("smithy-protocol") == "rpc-v2-cbor":
         return "application/cbor", cbor({"NextToken": token}), {"smithy-protocol": "rpc-v2-cbor"}
     if headers.get("X-Amz-Target"):
@@ -175,11 +189,50 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(503, "text/html", b"<html><body>503 Service Unavailable</body></html>", {"Retry-After": "0"})
         elif self.state.upstream:
             self._forward(body)
+        elif self.state.container:
+            self._blob()
         else:
             path = urllib.parse.urlsplit(self.path).path
             self._send(
                 *(200, "text/plain", self.state.files[path]) if path in self.state.files else (404, "text/plain", b"")
             )
+
+    def _blob(self) -> None:
+        """Blob Storage's answers (List Blobs, Get Blob with a range) for ``files`` under ``/<container>/``."""
+        parts = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(parts.query)
+        root = f"/{self.state.container}/"
+        if query.get("comp") == ["list"]:
+            prefix = query.get("prefix", [""])[0]
+            names = sorted(p[len(root) :] for p in self.state.files if p[len(root) :].startswith(prefix))
+            blobs = "".join(
+                f"<Blob><Name>{n}</Name><Properties><Last-Modified>Mon, 05 Oct 2026 06:00:00 GMT</Last-Modified>"
+                f'<Etag>"0x{i:X}"</Etag><Content-Length>{len(self.state.files[root + n])}</Content-Length>'
+                f"<BlobType>BlockBlob</BlobType></Properties></Blob>"
+                for i, n in enumerate(names)
+            )
+            xml = f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs>{blobs}</Blobs><NextMarker /></EnumerationResults>'
+            self._send(200, "application/xml", xml.encode(), {"x-ms-version": "2025-01-05"})
+            return
+        data = self.state.files.get(urllib.parse.unquote(parts.path))
+        if data is None:
+            self._send(
+                404, "application/xml", b"<Error><Code>BlobNotFound</Code></Error>", {"x-ms-error-code": "BlobNotFound"}
+            )
+            return
+        first, last = 0, len(data) - 1
+        wanted = self.headers.get("x-ms-range") or self.headers.get("Range") or ""
+        if wanted.startswith("bytes="):
+            low, _, high = wanted[6:].partition("-")
+            first, last = int(low), min(int(high or last), last)
+        headers = {
+            "Content-Range": f"bytes {first}-{last}/{len(data)}",
+            "ETag": '"0x1"',
+            "Last-Modified": "Mon, 05 Oct 2026 06:00:00 GMT",
+            "x-ms-blob-type": "BlockBlob",
+            "x-ms-version": "2025-01-05",
+        }
+        self._send(206, "application/octet-stream", data[first : last + 1], headers)
 
     def _forward(self, body: bytes) -> None:
         assert self.state.upstream

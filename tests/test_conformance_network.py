@@ -24,6 +24,7 @@ import pytest
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from tests.aws_loopback import DUMMY_CREDENTIALS
+from tests.azure_focuscost_data import FOLDER as AZURE_EXPORT_FOLDER
 from tests.conftest import query, table_digest
 from tests.hostile_servers import Hostile, serve
 from tests.test_conformance import FIXTURES, TYPES
@@ -38,7 +39,11 @@ ONE_TRY = {"max_attempts": 1, "retries": 1}  # a bound tripped is not tried agai
 NETWORK_MODE = {
     "aws_cur": {"bucket": "cur-bucket", "prefix": "cur"},
     "gcp_billing_export": {"project": "my-project", "dataset": "billing", "table": "gcp_billing_export_v1_0000"},
+    # a SAS token from the environment (a dummy: these servers check none), the export's root folder
+    "azure_cost_export": {"container": "billing", "prefix": AZURE_EXPORT_FOLDER, "sas_token_env": "GPUFINOPS_TEST_SAS"},
 }
+# The container a Blob Storage source's local copy is served as (``Hostile.container``), where its client is "azure".
+AZURE_CONTAINER = "billing"
 BOUNDED_S = 15.0  # every hostile run ends well inside this, whatever it tripped
 _LOADED: dict[str, tuple[dict, Path]] = {}
 
@@ -109,6 +114,8 @@ def dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SDKs sign with dummies: these tests never reach a cloud."""
     for name, value in DUMMY_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GPUFINOPS_TEST_SAS", "sv=2024-11-04&ss=b&srt=co&sp=rl&sig=dummy")
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)  # it would win over the SAS token
 
 
 def test_every_networked_source_is_driven():
@@ -151,11 +158,19 @@ def test_a_503_then_the_answer_is_retried_into_a_load(source_type, tmp_path):
     elif transport.client == "http":  # the input is local files: served over HTTP instead
         files = sorted(_local_files(fixture.get(transport.unless or transport.endpoint)))
         state.files = {f"/metrics{i}": path.read_bytes() for i, path in enumerate(files)}
+    elif transport.client == "azure" and transport.unless:  # a copy of a container: served as Blob Storage
+        folder = Path(fixture[transport.unless])
+        state.container = AZURE_CONTAINER
+        state.files = {
+            f"/{AZURE_CONTAINER}/{p.relative_to(folder).as_posix()}": p.read_bytes()
+            for p in folder.rglob("*")
+            if p.is_file()
+        }
     else:
         pytest.skip(f"{source_type}'s conformance input is a local copy and its API has no loopback server here")
     with serve(state) as server:
         options = network_options(source_type, fixture, server.url, {}, QUICK_RETRIES)  # default bounds: a real load
-        if state.files:
+        if state.files and not state.container:
             urls = [f"{server.url}{path}" for path in state.files]
             options[transport.endpoint] = urls if transport.endpoint == "targets" else urls[0]
         result = run_source(REGISTRY, tmp_path / "wh" / "gpufinops.duckdb", "conf", source_type, options)

@@ -48,8 +48,13 @@ def _config(tmp_path, source_type: str, key: str, prefix: str):
     options = REGISTRY.get(source_type).meta.options
     table: dict[str, object] = {f: "my-project" for f in options.required_keys()}
     table[key] = _value(source_type, key, prefix)
-    if "bucket" in {f.name for f in options.fields()}:
-        table["bucket"] = "my-bucket"  # a source reading one bucket: the prefix is inside it
+    declared = {f.name for f in options.fields()}
+    for one in (
+        "bucket",
+        "container",
+    ):  # a source reading one bucket (Blob Storage: container): the prefix is inside it
+        if one in declared:
+            table[one] = "my-bucket"
     lines = [f'[warehouse]\npath = "{tmp_path / "wh.duckdb"}"', f'[sources.s]\ntype = "{source_type}"']
     lines += [f"{k} = {_toml(v)}" for k, v in table.items()]
     path = tmp_path / "gpufinops.toml"
@@ -59,7 +64,7 @@ def _config(tmp_path, source_type: str, key: str, prefix: str):
 
 def test_the_storage_sources_name_prefixes():
     found = {t for t, _ in prefix_options()}
-    assert {"aws_storage", "gcp_storage"} <= found, found
+    assert {"aws_storage", "gcp_storage", "azure_cost_export"} <= found, found
 
 
 @pytest.mark.parametrize(("source_type", "key"), prefix_options())

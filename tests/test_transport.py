@@ -57,3 +57,14 @@ def test_the_session_an_sdk_is_given_carries_the_bounds():
         with pytest.raises(transport.BoundTripped, match=r"^az: GET http://127\.0\.0\.1:\d+/x did not finish"):
             session.get(f"{server.url}/x?sig=secret")
     assert time.monotonic() - started < 1.9
+
+
+def test_an_answer_from_the_session_streams_as_an_azure_download_reads_it():
+    """azure-core reads a download through ``iter_content`` (or ``raw``): the bounded answer must serve both."""
+    body = bytes(range(256)) * 40
+    with serve(Hostile("flaky", files={"/blob": body})) as server:
+        session = requests_session("az", QUICK)
+        assert session.get(f"{server.url}/blob").status_code == 503
+        streamed = session.get(f"{server.url}/blob", stream=True)
+        assert b"".join(streamed.iter_content(1000)) == body
+        assert session.get(f"{server.url}/blob", stream=True).raw.read() == body

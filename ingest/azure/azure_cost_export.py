@@ -36,14 +36,15 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
     Transport,
 )
-from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
-from gpufinops.warehouse import reference
+from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, TransportOptions, option
+from gpufinops.ingest.storage.options import WILDCARDS, unscoped
+from gpufinops.warehouse import ranges, reference
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
-class AzureCostExportOptions(OnInvalidOptions):
+class AzureCostExportOptions(OnInvalidOptions, TransportOptions):
     path: str | None = option(None, "local instead: a folder holding a copy of the container (e.g. made by azcopy)")
     account_url: str | None = option(None, "Blob Storage: the account's URL, https://<account>.blob.core.windows.net")
     container: str | None = option(None, "Blob Storage: the container the export writes to")
@@ -52,13 +53,21 @@ class AzureCostExportOptions(OnInvalidOptions):
         "AZURE_STORAGE_CONNECTION_STRING", "the environment variable holding a storage connection string, if any"
     )
     sas_token_env: str = option("AZURE_STORAGE_SAS_TOKEN", "the environment variable holding a SAS token, if any")
-    timeout_s: float = option(30.0, "seconds a Blob Storage call may wait to connect or read")
+    retries: int = option(
+        3, "Blob Storage: retries of a call answered 5xx or a failed connection", range=ranges.NON_NEGATIVE
+    )
+    initial_backoff_s: float = option(
+        15.0,
+        "Blob Storage: seconds before the first retry (then 3^n more each time, Azure's default)",
+        range=ranges.NON_NEGATIVE,
+    )
 
     def validate(self) -> None:
+        if any(c in self.prefix for c in WILDCARDS):  # List Blobs takes a literal prefix: a glob here is a mistake
+            why = unscoped(self.prefix) or "List Blobs asks for a literal prefix"
+            raise OptionProblem("prefix", f"the export's root folder is literal, without wildcards: {why}")
         if bool(self.path) == bool(self.container):
             raise OptionProblem("path", "set exactly one of container (Blob Storage) or path (a local copy of it)")
-        if not 0 < self.timeout_s <= 600:
-            raise OptionProblem("timeout_s", "must be more than 0 and at most 600 seconds")
 
 
 def open_store(ctx: IngestContext) -> LocalStore | BlobStore:

@@ -3,8 +3,12 @@ copy of one (``azcopy sync``), each listing objects relative to its root with a 
 
 Blob Storage is reached with ``azure-storage-blob`` (the ``azure`` extra): a connection string or a SAS token
 from the environment variables the options name, else ``azure-identity``'s default credential chain (managed
-identity, workload identity, the Azure CLI's login). Every listing is bounded (ingest/core/paging.py), every
-call has a connect and read timeout; no secret reaches a log or an error.
+identity, workload identity, the Azure CLI's login). Every request the SDK makes goes through the one bounded
+transport (azure-core's ``RequestsTransport`` on ``ingest.core.transport_sdk.requests_session``: a connect
+timeout, a total deadline, a body limit per request; the SDK downloads a blob in ranged requests of at most
+32 MiB), List Blobs' ``NextMarker`` paging through ``ingest.core.paging`` (pages, listing time, a marker
+answered before at any distance); 5xx and connection errors are retried by the SDK's ``ExponentialRetry``
+(``retries``, ``initial_backoff_s``); no secret reaches a log or an error.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, StoredObject
-from gpufinops.ingest.core import extras, paging
+from gpufinops.ingest.core import extras, paging, transport_sdk
 from gpufinops.ingest.core.registry import IngestError
 
 __all__ = ["BlobStore", "LocalStore", "StoredObject"]
@@ -35,7 +39,7 @@ class BlobStore:
             raise IngestError(
                 f"{source}: azure-storage-blob is not installed (pip install 'gpufinops[azure]')"
             ) from None
-        timeouts = {"connection_timeout": options.timeout_s, "read_timeout": options.timeout_s}
+        timeouts = _bounded(source, options)
         connection = os.environ.get(options.connection_string_env or "")
         sas = os.environ.get(options.sas_token_env or "")
         if connection:
@@ -61,13 +65,12 @@ class BlobStore:
         pager = self.container.list_blobs(name_starts_with=self.prefix, results_per_page=5000).by_page()
         out = []
         try:
-            for page in pager:  # each page counted, and its continuation token checked for a cycle
+            # each page counted, and its NextMarker checked against every marker this listing answered before
+            for page in pages.each(pager, token_of=lambda _: getattr(pager, "continuation_token", None)):
                 for blob in page:
                     key = blob.name[len(self.prefix) :]
                     modified = blob.last_modified.timestamp() if blob.last_modified else 0.0
                     out.append(StoredObject(key, int(blob.size or 0), str(blob.etag), modified))
-                if pages.follow(getattr(pager, "continuation_token", None)) is None:
-                    break
         except IngestError:
             raise
         except Exception as exc:  # azure.core.exceptions.*: one sentence, never the credential
@@ -94,6 +97,20 @@ class BlobStore:
         except Exception as exc:
             raise IngestError(f"{self.source}: object {self.name(key)} can not be read: {_first_line(exc)}") from None
         return target
+
+
+def _bounded(source: str, options: Any) -> dict[str, Any]:
+    """The client's keyword arguments: its requests through the source's bounds, its retries as configured."""
+    from azure.core.pipeline.transport import RequestsTransport
+    from azure.storage.blob import ExponentialRetry
+
+    session = transport_sdk.requests_session(source, options.bounds())
+    retry = ExponentialRetry(
+        initial_backoff=options.initial_backoff_s,
+        retry_total=options.retries,
+        random_jitter_range=min(3.0, options.initial_backoff_s),
+    )
+    return {"transport": RequestsTransport(session=session), "retry_policy": retry}
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,8 +3,10 @@ pay-as-you-go, Spot, Reservation (1 and 3 years) and savings-plan hourly prices 
 GPU inventory, warehouse/data/azure_gpu_sizes.csv) in the configured regions, into ``price_catalog``.
 
 One OData ``$filter`` per region (``serviceName eq 'Virtual Machines'`` and the region), followed through
-``NextPageLink`` with every page bounded (ingest/core/paging.py: pages, time, a page link answered twice), a
-connect/read timeout and a body size limit. The API's traps, handled here:
+``NextPageLink`` through the one paging layer (ingest/core/paging.py: pages, listing time, a page link answered
+before at any distance), each page read through the one transport (ingest/core/transport.py: a connect timeout,
+a total deadline, a body size limit; docs/sources/loads.md#network-bounds) and retried on 429/5xx. The API's
+traps, handled here:
 
 * a Reservation row's ``retailPrice`` is the whole term although ``unitOfMeasure`` says "1 Hour": divided by
   the term's hours (8,760 for 1 year, 26,280 for 3 years);
@@ -22,9 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -32,7 +33,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core import paging
+from gpufinops.ingest.core import paging, transport
+from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import (
     Batch,
     Cursor,
@@ -43,8 +45,8 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
     Transport,
 )
-from gpufinops.ingest.core.spec import OptionProblem, SourceOptions, option
-from gpufinops.warehouse import reference, schema
+from gpufinops.ingest.core.spec import OptionProblem, TransportOptions, option
+from gpufinops.warehouse import ranges, reference, schema
 
 log = logging.getLogger(__name__)
 
@@ -52,25 +54,29 @@ API = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"  # the version that answers the savingsPlan array
 TERM_HOURS = {"1 Year": Decimal(8760), "3 Years": Decimal(26280)}
 TERM_CODE = {"1 Year": "1y", "3 Years": "3y"}
-MAX_BODY = 16 * 1024 * 1024
+RETRY_STATUS = (429, 500, 502, 503, 504)
 HOUR_PRICE = Decimal("0.000000000000001")
 
 
 @dataclass(frozen=True, kw_only=True)
-class AzurePricesOptions(SourceOptions):
+class AzurePricesOptions(TransportOptions):
     regions: list[str] = option(doc="the Azure regions (armRegionName: eastus, westeurope, …)")
     currency: str = option("USD", "the currency code the prices are asked in")
     endpoint: str = option(API, "the Retail Prices API's URL (a test server, or a proxy)")
-    timeout_s: float = option(30.0, "seconds a page may take to connect and read")
-    max_pages: int = option(200, "pages one region's listing may take before it is stopped")
+    timeout_s: float = option(
+        30.0, "seconds one page's request may take in all (connect, headers, body)", range=ranges.POSITIVE
+    )
+    max_body_mb: float = option(
+        16.0, "MiB one page's body may hold (a page of 1,000 items is ~1 MiB)", range=ranges.POSITIVE
+    )
+    max_pages: int = option(200, "pages one region's listing may read", range=ranges.POSITIVE)
+    retries: int = option(3, "retries of a page answered 429/5xx or a failed connection", range=ranges.NON_NEGATIVE)
 
     def validate(self) -> None:
         if not self.regions or not all(isinstance(r, str) and r.isalnum() for r in self.regions):
             raise OptionProblem("regions", "must be a non-empty list of region names (letters and digits)")
         if not (self.endpoint.startswith("https://") or self.endpoint.startswith("http://127.0.0.1")):
             raise OptionProblem("endpoint", "must be an https URL (or a loopback test server)")
-        if not 0 < self.timeout_s <= 300:
-            raise OptionProblem("timeout_s", "must be more than 0 and at most 300 seconds")
 
 
 def region_url(options: AzurePricesOptions, region: str) -> str:
@@ -82,23 +88,34 @@ def region_url(options: AzurePricesOptions, region: str) -> str:
     return f"{options.endpoint}?{query}"
 
 
-def _get(source: str, url: str, timeout_s: float) -> dict[str, Any]:
+def _get(source: str, url: str, bounds: Bounds, retries: int = 0) -> dict[str, Any]:
+    """One page within the source's bounds, retried on 429/5xx and connection errors; a bound is not retried."""
     shown = url.split("?", 1)[0]
-    try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, headers={"Accept": "application/json"}), timeout=timeout_s
-        ) as r:
-            body = r.read(MAX_BODY + 1)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(2000).decode("utf-8", "replace").strip().replace("\n", " ")
-        raise IngestError(f"{source}: {shown} answered HTTP {exc.code}: {detail[:300]}") from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise IngestError(f"{source}: {shown} did not answer: {getattr(exc, 'reason', exc)}") from None
-    if len(body) > MAX_BODY:
-        raise IngestError(f"{source}: {shown} answered a page over {MAX_BODY} bytes; stopped")
+    what = f"GET {shown}"
+    delay = 0.5
+    for attempt in range(retries + 1):
+        last = attempt == retries
+        try:
+            answer = transport.request(source, what, "GET", url, bounds, {"Accept": "application/json"})
+        except OSError as exc:
+            if last:
+                raise IngestError(f"{source}: {shown} did not answer: {getattr(exc, 'reason', None) or exc}") from None
+        else:
+            if answer.status == 200:
+                return _page(source, shown, answer.body)
+            if answer.status not in RETRY_STATUS or last:
+                detail = answer.body[:2000].decode("utf-8", "replace").strip().replace("\n", " ").replace("\r", " ")
+                raise IngestError(f"{source}: {shown} answered HTTP {answer.status}: {detail[:300]}")
+        log.info("%s: %s: attempt %d failed, retrying in %.1f s", source, what, attempt + 1, delay)
+        time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
+def _page(source: str, shown: str, body: bytes) -> dict[str, Any]:
     try:
         page = json.loads(body)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IngestError(f"{source}: {shown} answered a page that is not JSON: {exc}") from None
     if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
         raise IngestError(f"{source}: {shown} answered a page without an Items list")
@@ -107,11 +124,12 @@ def _get(source: str, url: str, timeout_s: float) -> dict[str, Any]:
 
 def list_items(ctx: IngestContext, region: str) -> list[dict[str, Any]]:
     """Every item of one region's listing, its NextPageLink followed within the bounds."""
-    pages = paging.Pages(ctx.source, f"Retail Prices of {region}", max_pages=ctx.options.max_pages)
+    bounds = ctx.options.bounds()
+    pages = paging.Pages(ctx.source, f"Retail Prices of {region}", bounds=bounds)
     url: str | None = region_url(ctx.options, region)
     items: list[dict[str, Any]] = []
     while url:
-        page = _get(ctx.source, url, ctx.options.timeout_s)
+        page = _get(ctx.source, url, bounds, ctx.options.retries)
         items += [i for i in page["Items"] if isinstance(i, dict)]
         url = pages.follow(page.get("NextPageLink") or None)
     return items

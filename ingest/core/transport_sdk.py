@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from gpufinops.ingest.core.transport import Bounds, request
@@ -95,6 +96,9 @@ def _adapter_class() -> Any:
             response.headers = CaseInsensitiveDict(answer.headers)
             response.encoding = get_encoding_from_headers(response.headers)
             response._content = answer.body
+            # read whole within the bounds: iter_content (an Azure SDK's download stream) and raw reads serve it
+            response._content_consumed = True
+            response.raw = io.BytesIO(answer.body)
             response.url = request.url
             response.request = request
             response.connection = self
