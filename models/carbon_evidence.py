@@ -15,7 +15,10 @@ kg CO2e, from ``carbon_hourly`` over the finding's window (``first_hour``/``last
 * another GPU type or count (``gpu_type``, ``quantization``, a ``gpu_count`` move to another model):
   the measured energy × (1 − proposed GPUs × TDP / current GPUs × TDP) — the new GPUs are not
   measured yet, so their draw is scaled by the spec sheets (``gpu_specs.tdp_w``); negative when the
-  move draws more.
+  move draws more;
+* a pod's own change on a shared node (any other kind whose finding names its pod and the GPU units it acts on,
+  ``evidence.gpu_units``: holding memory idle, a stalled job, an input-bound or FP32 trainer): the measured energy
+  of the pod's own rows × the share of the pod's cost the change saves (its GPU-hours are what the dollars price).
 
 Each figure carries ``kg_co2e_month_saved_basis`` saying which rule made it; a finding whose
 resource has no measured energy gets ``None`` and the basis says so.
@@ -91,7 +94,14 @@ def _figures(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
         SELECT b.i, coalesce(sum(c.kg_co2e), 0), coalesce(sum(c.gpu_kwh), 0) FROM {BATCH} b
         JOIN carbon_hourly c ON c.resource_id = b.resource_id AND c.hour BETWEEN b.first AND b.last
              AND c.energy_basis = 'measured' GROUP BY 1""").fetchall():
-        figures[i] = {"kg": float(kg), "gpu_kwh": float(kwh), "idle_kwh": 0.0, "pod_kg": 0.0, "gpus": []}
+        figures[i] = {
+            "kg": float(kg),
+            "gpu_kwh": float(kwh),
+            "idle_kwh": 0.0,
+            "pod_kg": 0.0,
+            "pod_all_kg": 0.0,
+            "gpus": [],
+        }
     for i, kwh in con.execute(f"""
         SELECT i, sum(power_w) / 1000.0 FROM (
           SELECT b.i, m.hour, b.threshold, sum(m.power_mean_w) AS power_w, max(m.util_max) AS util_max
@@ -109,6 +119,13 @@ def _figures(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
         WHERE b.pod IS NOT NULL AND m.util_max < b.threshold GROUP BY 1""").fetchall():
         if i in figures:
             figures[i]["pod_kg"] = float(kg or 0)
+    for i, kg in con.execute(f"""
+        SELECT b.i, sum(c.kg_co2e) FROM {BATCH} b
+        JOIN carbon_hourly c ON c.resource_id = b.resource_id AND c.hour BETWEEN b.first AND b.last
+             AND c.pod = b.pod AND c.namespace IS NOT DISTINCT FROM b.namespace AND c.energy_basis = 'measured'
+        WHERE b.pod IS NOT NULL GROUP BY 1""").fetchall():
+        if i in figures:
+            figures[i]["pod_all_kg"] = float(kg or 0)
     for i, _, kwh in con.execute(f"""
         SELECT b.i, m.gpu_uuid, sum(m.power_mean_w) / 1000.0 AS kwh FROM {BATCH} b
         JOIN gpu_metrics_hourly m ON m.resource_id = b.resource_id AND m.hour BETWEEN b.first AND b.last
@@ -132,6 +149,14 @@ def saved(
         removed, basis = figures["pod_kg"], "measured energy of the pod's idle GPU-hours"
     elif rec.kind == "idle_gpu":
         removed, basis = figures["idle_kwh"] * per_gpu_kwh, "measured energy of the idle hours"
+    elif rec.evidence.get("pod") and rec.evidence.get("gpu_units"):
+        share = _saved_share(rec)
+        if share is None:
+            return None, "no monthly cost of the pod to say what share of its GPU-hours the change saves"
+        removed, basis = (
+            figures["pod_all_kg"] * share,
+            f"measured energy of the pod's rows x the share saved {share:.3f}",
+        )
     else:
         c_count, p_count = int(cur.get("gpu_count") or 0), int(new.get("gpu_count") or 0)
         same_model = str(cur.get("gpu_model") or "").lower() == str(new.get("gpu_model") or "").lower()
@@ -147,6 +172,18 @@ def saved(
             ratio = (p_count * p_tdp) / (c_count * c_tdp)
             removed, basis = kg * (1 - ratio), f"measured energy x (1 - proposed/current GPU TDP {ratio:.3f})"
     return round(removed / days * DAYS_PER_MONTH, 3), basis
+
+
+def _saved_share(rec: Recommendation) -> float | None:
+    """The share of a pod's GPU-hours its change saves: the finding's savings over the pod's cost (both monthly)."""
+    cost = (rec.current or {}).get("monthly_cost_usd")
+    try:
+        cost_f = float(cost) if cost is not None else 0.0
+    except (TypeError, ValueError):
+        return None
+    if cost_f <= 0:
+        return None
+    return min(1.0, max(0.0, float(rec.monthly_savings_usd) / cost_f))
 
 
 def annotate(con: duckdb.DuckDBPyConnection, recs: list[Recommendation]) -> None:
