@@ -201,7 +201,7 @@ def error_sentences(request, monkeypatch):
     original = scrub.brief
 
     def recording(text: str, limit: int | None = scrub.LONGEST_SENTENCE) -> str:
-        seen.append(original(text))  # the sentence as the CLI shows it
+        seen.append(original(text))  # the sentence brought to 200 characters, as the MCP server shows it
         return original(text, limit)
 
     monkeypatch.setattr(scrub, "brief", recording)
