@@ -29,7 +29,10 @@ def finding(kind: str) -> Recommendation:
         "gpu_type": {**current, "gpu_model": "L4", "gpu_count": 2},
         "quantization": {**current, "gpu_model": "L4", "gpu_count": 1},
     }.get(kind, dict(current))
-    evidence = {"window_days": DAYS, "util_threshold_pct": 60.0}  # the fixture's GPUs peak at 50 %: idle
+    evidence: dict[str, object] = {
+        "window_days": DAYS,
+        "util_threshold_pct": 60.0,
+    }  # the fixture's GPUs peak at 50 %: idle
     if kind not in BUILT_IN:  # a pod-level kind (the busy ones): pod ml/p1 on GPU-A, saving 40 % of its cost
         current = {**current, "gpu_count": 1, "monthly_cost_usd": Decimal(100)}
         evidence.update(namespace="ml", pod="p1", gpu_units=["GPU-A"])
