@@ -43,6 +43,30 @@ def test_the_funnel_cuts_and_escapes_and_keeps_where_and_why(sentence):
         assert shown.endswith("is empty") and "focus.csv" in shown  # the reason and the file survive the cut
 
 
+@pytest.mark.parametrize(
+    ("sentence", "kept"),
+    [
+        (
+            "aws: object /tmp/pytest-of-root/pytest-266/popen-gw1/test_a_cur_cost_beyond_the_led0/bucket/cur2/data/"
+            "BILLING_PERIOD=2026-10/cur2-00001.snappy.parquet row 4: column line_item_unblended_cost value '-1e+300' "
+            "is not a finite number below 10^23 (the ledger's DECIMAL(38,15))",
+            ["cur2-00001.snappy.parquet row 4: column line_item_unblended_cost value '-1e+300'", "below 10^23"],
+        ),
+        (
+            "dcgm: 1 of 2 target(s) failed after retries (the others' samples are stored): file:///tmp/pytest-of-"
+            "root/pytest-266/popen-gw1/test_dcgm_exposition_file_faul0/prom/cut.prom: line 32: DCGM_FI_DEV_FB_FREE "
+            "value '78991' has a timestamp that is not a plausible time (before 2000 or more than a day in the future)",
+            ["cut.prom: line 32: DCGM_FI_DEV_FB_FREE value '78991'", "not a plausible time"],
+        ),
+    ],
+)
+def test_a_long_path_is_cut_before_the_row_column_value_or_reason(sentence, kept):
+    """Over 200 characters, the file's directories go first: its name, row, column, value and reason stay."""
+    shown = scrub.brief(sentence)
+    assert len(shown) <= 200 and check_sentence(shown) == [], shown
+    assert all(part in shown for part in kept), shown
+
+
 def test_the_check_fails_a_sentence_that_does_not_say_where():
     assert check_sentence("invalid value") == ["no source and place before the reason"]
     assert "a raw control character" in check_sentence("s: f: bad\r\n")

@@ -89,6 +89,10 @@ _QUOTED_VALUE = re.compile(
     rf"(?:(?<=[\s=(\[,:])|^)(?:'[^']{{{LONG_QUOTED},}}'|\"[^\"]{{{LONG_QUOTED},}}\")(?=[\s,;:.)\]]|$)"
 )
 _LONG_WORD = re.compile(rf"\S{{{LONG_TOKEN},}}")
+LONG_PATH = 40  # over the limit, a path or URL longer than this keeps its host and its last two parts
+_LONG_PATH = re.compile(rf"(?<![^\s=(\[,])(?!['\"])\S*/\S*/\S*(?<=\S{{{LONG_PATH}}})")
+_URL_HOST = re.compile(r"^[a-z][\w+.-]*://[^/\s]*")
+_TRAILING_ASIDE = re.compile(r" \([^()]*\)$")  # the reason's closing aside: "(more than 1 day; …)"
 
 
 def _escaped(text: str) -> str:
@@ -105,6 +109,14 @@ def _cut_word(match: re.Match) -> str:
     return f"{word[:30]}…{word[-(LONG_TOKEN - 40) :]}"
 
 
+def _cut_path(match: re.Match) -> str:
+    path = match.group()
+    host = _URL_HOST.match(path)
+    kept = "/".join(path.split("/")[-2:])
+    shortened = f"{host.group() if host else ''}/…/{kept}" if host else f"…/{kept}"
+    return shortened if len(shortened) < len(path) else path
+
+
 def brief(text: str, limit: int | None = LONGEST_SENTENCE) -> str:
     """An error sentence as users see it: scrubbed; control characters (CR, LF, NUL, ESC, …) written as
     escapes (``\\r``, ``\\x00``) so nothing raw reaches a terminal, a log or a header; a long quoted value
@@ -116,7 +128,11 @@ def brief(text: str, limit: int | None = LONGEST_SENTENCE) -> str:
     text = _QUOTED_VALUE.sub(_cut_quoted, text)
     if limit is None:  # the ledger's error column: whole words, escaped, long values cut
         return text
+    if len(text) > limit:  # the file's directories go first: its name, the row, column and value stay
+        text = _LONG_PATH.sub(_cut_path, text)
     text = _LONG_WORD.sub(_cut_word, text)
+    if len(text) > limit:  # then the reason's closing aside (the ledger keeps it)
+        text = _TRAILING_ASIDE.sub(" (…)", text)
     if len(text) <= limit:
         return text
     head = (limit - 1) * 11 // 20  # the source, call or file and object come first; the value and reason last
