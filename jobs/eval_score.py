@@ -42,7 +42,8 @@ def _cheapest(item: dict, region: str, fits) -> Decimal | None:
 
 
 def _idle_cost(item: dict, month: Decimal, _region: str) -> Decimal | None:
-    return Decimal(item["idle_cost_usd"]) * month
+    cost = item.get("idle_cost_usd")  # a truth written before shared nodes priced their pods names none
+    return None if cost is None else Decimal(cost) * month
 
 
 def _smaller_type(item: dict, month: Decimal, _region: str) -> Decimal | None:
@@ -104,19 +105,26 @@ def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str,
     """Per kind of ``kinds`` with ground truth: precision, recall and the savings error (each kind priced by
     its spec's truth rule, :func:`truth_rule`)."""
     regions = {m["resource_id"]: m for m in truth["machines"]}
-    items = truth["planted"] + truth.get("commitments", [])  # commitments: truth, though not waste
+    # commitments: truth, though not waste; a shared node's pods holding an idle GPU: planted, one per pod
+    items = truth["planted"] + truth.get("commitments", []) + _idle_pods(truth)
+    pod_nodes = {m["resource_id"] for m in truth["machines"] if m.get("idle_pod_hours")}
     out = {}
     for kind in sorted(kinds & {p["kind"] for p in items}):
         planted = {p["resource_id"]: p for p in items if p["kind"] == kind}
         members = {rid: p["resource_id"] for p in planted.values() for rid in p.get("resource_ids", [])}
         # a conditional finding (gpu_count's "pack other work onto it") claims no saving and is never in a
         # total: it is counted apart, not as a finding
-        found = {members.get(r.resource_id, r.resource_id): r for r in recs if r.kind == kind and not _conditional(r)}
+        found = {
+            members.get(_key(r, pod_nodes), _key(r, pod_nodes)): r
+            for r in recs
+            if r.kind == kind and not _conditional(r)
+        }
         hits = set(planted) & set(found)
         truth_usd, found_usd = Decimal(0), Decimal(0)
         priced = True
         for rid in hits:
-            t = truth_savings(planted[rid], truth["days"], planted[rid].get("region") or _region(regions[rid], truth))
+            machine = regions[planted[rid].get("node", rid)]
+            t = truth_savings(planted[rid], truth["days"], planted[rid].get("region") or _region(machine, truth))
             if t is None:
                 priced = False
                 continue
@@ -138,6 +146,28 @@ def score(recs: list[Recommendation], truth: dict, kinds: set[str]) -> dict[str,
             "extra": sorted(set(found) - hits, key=str),
         }
     return out
+
+
+def _idle_pods(truth: dict) -> list[dict]:
+    """A shared node's pods that held their GPU idle (``idle_pod_hours``), as planted idle_gpu findings keyed
+    ``"<node> <namespace>"`` and priced by the GPU-hours they held idle (``idle_pod_cost_usd``)."""
+    return [
+        {
+            "kind": "idle_gpu",
+            "resource_id": f"{m['resource_id']} {namespace}",
+            "node": m["resource_id"],
+            "idle_cost_usd": (m.get("idle_pod_cost_usd") or {}).get(namespace),
+        }
+        for m in truth["machines"]
+        for namespace, hours in (m.get("idle_pod_hours") or {}).items()
+        if hours
+    ]
+
+
+def _key(rec: Recommendation, pod_nodes: set[str]) -> str | None:
+    """What a finding is scored as: its resource, or on a shared node the pod's ``"<node> <namespace>"``."""
+    namespace = (rec.evidence or {}).get("namespace")
+    return f"{rec.resource_id} {namespace}" if rec.resource_id in pod_nodes and namespace else rec.resource_id
 
 
 def _conditional(rec) -> bool:

@@ -19,7 +19,7 @@ node moves none of the rest of the fleet's draws.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -120,6 +120,7 @@ class SharedNode:
     effective: dict[int, Decimal]  # hour index -> the node's EffectiveCost in that hour
     idle_hours: dict[str, int]  # namespace -> hours its pod held its GPU at 0 % (every sample of the hour)
     exposition: str
+    idle_cost: dict[str, Decimal] = field(default_factory=dict)  # namespace -> its GPU's share of those hours
 
 
 def generate(clock: Clock, seed: int) -> SharedNode:
@@ -132,7 +133,13 @@ def generate(clock: Clock, seed: int) -> SharedNode:
     lines = compute + daily_lines(m, clock, running, rng)
     hourly_idle = np.logical_not(busy.reshape(clock.hours, SAMPLES_PER_HOUR, len(PODS)).any(axis=1))
     idle = {p.namespace: int(hourly_idle[:, i].sum()) for i, p in enumerate(PODS) if p.pattern != "busy"}
-    return SharedNode(m, lines, effective, idle, exposition(m, clock, gpu, seed))
+    share = Decimal(len(PODS))  # one GPU of the node's: its quarter of each hour's EffectiveCost
+    idle_cost = {
+        p.namespace: sum((effective[h] / share for h in np.flatnonzero(hourly_idle[:, i]).tolist()), Decimal(0))
+        for i, p in enumerate(PODS)
+        if p.pattern != "busy"
+    }
+    return SharedNode(m, lines, effective, idle, exposition(m, clock, gpu, seed), idle_cost)
 
 
 def truth(node: SharedNode) -> dict:
@@ -145,6 +152,8 @@ def truth(node: SharedNode) -> dict:
             for i, p in enumerate(PODS)
         ],
         "idle_pod_hours": node.idle_hours,
+        # what each idle pod's GPU cost in its idle hours (evaluate prices a pod's finding by it)
+        "idle_pod_cost_usd": {ns: str(cost) for ns, cost in node.idle_cost.items()},
     }
 
 

@@ -137,17 +137,35 @@ def cloud_capacity(con, objects: list[dict], tag_keys: list[str]) -> dict[tuple[
             continue
         if (obj.get("evidence") or {}).get("conditional") or obj.get("resource_id") not in state:
             continue
-        new, entry = obj.get("proposed") or {}, state[obj["resource_id"]]
-        if obj["kind"] == "idle_gpu" and new.get("gpu_count") == 0:
-            entry[2] = 0
-        elif obj["kind"] in ("gpu_count", "gpu_type", "quantization") and new.get("gpu_count") is not None:
-            entry[1], entry[2] = new.get("gpu_model") or entry[1], int(new["gpu_count"])
-        elif obj["kind"] == "onprem_vs_cloud" and new.get("provider") == "onprem":
-            entry[2] = 0
+        _apply(obj, state[obj["resource_id"]])
     out: dict[tuple[str, str], int] = defaultdict(int)
     for name, model, gpus, _where in state.values():
         out[(name, slug(model))] += gpus
     return dict(out)
+
+
+def _apply(obj: dict, entry: list) -> None:
+    """One plan object's change to a resource's [cluster, model, GPUs, place]."""
+    new = obj.get("proposed") or {}
+    pod_gpus = _pod_whole_gpus(obj)
+    if pod_gpus is not None:  # a pod-level plan changes only the pod's GPUs; the node keeps the others
+        if new.get("gpu_count") is not None:
+            entry[2] = max(0, entry[2] - pod_gpus + int(new["gpu_count"]))
+    elif obj["kind"] == "idle_gpu" and new.get("gpu_count") == 0:
+        entry[2] = 0
+    elif obj["kind"] in ("gpu_count", "gpu_type", "quantization") and new.get("gpu_count") is not None:
+        entry[1], entry[2] = new.get("gpu_model") or entry[1], int(new["gpu_count"])
+    elif obj["kind"] == "onprem_vs_cloud" and new.get("provider") == "onprem":
+        entry[2] = 0
+
+
+def _pod_whole_gpus(obj: dict) -> int | None:
+    """The whole GPUs a pod-level finding names (``evidence.gpu_units``: GPU UUIDs ``GPU-…``; a MIG slice
+    ``GPU-…:<slice>`` or a time-sliced share ``…@…`` frees no whole GPU); None for a node-level finding."""
+    units = (obj.get("evidence") or {}).get("gpu_units")
+    if not isinstance(units, list) or not units:
+        return None
+    return sum(1 for u in set(map(str, units)) if u.startswith("GPU-") and ":" not in u and "@" not in u)
 
 
 def allowed_namespaces(con, config_namespaces: dict[str, Any] | None = None) -> dict[str, set[str]]:

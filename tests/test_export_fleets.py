@@ -17,6 +17,7 @@ from gpufinops.warehouse import db
 from tests.demo_cache import demo_copy
 from tests.export_checks import check_warehouse, documents
 
+SHARED_CLUSTER = "aws-us-east-1-004455667788"  # the cluster of the demo's shared node (simulator/demo_shared.py)
 BIG_NAMESPACES = {"vision": "vision", "nlp": ["nlp-train", "nlp-serve"], "research": "research"}
 
 
@@ -82,7 +83,15 @@ def test_the_demo_exports_pass_every_check(demo_home):
         if f["name"] == "onprem-a100-80gb"
     )
     assert 0 < a100 <= 16  # dc1's A100 group: 2 nodes x 8 GPUs
-    assert "unattributed" not in kueue and not [d for d in docs if d["kind"] == "LocalQueue"]
+    assert "unattributed" not in kueue
+    # LocalQueues only where the data names a team's namespace: the shared node's pods (namespace_teams of the
+    # metrics, simulator/demo_shared.py) on its cluster, for the teams with a ClusterQueue there
+    local = {
+        (d["metadata"]["labels"]["gpufinops.io/cluster"], d["metadata"]["namespace"], d["spec"]["clusterQueue"])
+        for d in docs
+        if d["kind"] == "LocalQueue"
+    }
+    assert local == {(SHARED_CLUSTER, "nlp", "gpufinops-nlp"), (SHARED_CLUSTER, "speech", "gpufinops-speech")}
     # the g5.48xlarge that only needs 4 GPUs: a g5.12xlarge NodePool limited to its 4 GPUs
     pools = {d["metadata"]["name"]: d["spec"] for d in documents(karpenter)}
     speech = pools["gpufinops-speech-a10g-on-demand"]
@@ -104,7 +113,10 @@ def test_a_bigger_fleet_with_configured_namespaces_passes_every_check(big_home):
         if d["kind"] == "LocalQueue"
     }
     assert ("dc1", "nlp-train") in local and ("dc1", "nlp-serve") in local and ("dc1", "research") in local
-    assert {ns for _, ns in local} <= {"vision", "nlp-train", "nlp-serve", "research"}
+    configured = {"vision", "nlp-train", "nlp-serve", "research"}
+    assert {ns for cluster, ns in local if cluster != SHARED_CLUSTER} <= configured
+    # on the shared node's cluster the data names nlp's and speech's namespaces, and the data wins over the config
+    assert {ns for cluster, ns in local if cluster == SHARED_CLUSTER} == {"nlp", "speech", "vision"}
     teams_without = {d["metadata"]["labels"]["gpufinops.io/team"] for d in docs if d["kind"] == "ClusterQueue"} - set(
         BIG_NAMESPACES
     )
