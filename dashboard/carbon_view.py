@@ -30,7 +30,7 @@ def render(
         )
     if frame.is_empty():
         st.info(
-            cover.sentence()
+            labels.config_words(cover.sentence())
             if cover is not None and cover.sentence()
             else "No energy figures in the window: they come from measured GPU power on billed resources."
         )
@@ -67,7 +67,7 @@ def _unknown(frame: pl.DataFrame, cover: Coverage | None) -> None:
     cols[0].metric("Emissions", "unknown", help="no billed GPU-hour in the window has a power measurement")
     cols[1].metric("GPU-hours without a power reading", f"{withheld:,.0f}")
     st.warning(
-        cover.sentence()
+        labels.config_words(cover.sentence())
         if cover is not None and cover.sentence()
         else f"Emissions: unknown for all {withheld:,.0f} GPU-hours: no GPU power measurement."
     )

@@ -8,12 +8,14 @@ configuration relabels and formats them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import polars as pl
 import streamlit as st
 
+from gpufinops.warehouse import inputs
 from gpufinops.warehouse.labels import NO_TEAM, labels_of, team_label
 from gpufinops.warehouse.labels import label as code_label
 
@@ -179,6 +181,20 @@ ACRONYMS = {
     "util": "utilisation",
     "mem": "memory",
 }
+
+
+# the source types a coverage sentence names as what would complete a figure (warehouse/inputs.py)
+_SOURCE_TYPES = re.compile(
+    r"\b("
+    + "|".join(sorted({t for i in inputs.INPUTS.values() for t in i.source_types}, key=len, reverse=True))
+    + r")\b"
+)
+
+
+def config_words(sentence: str) -> str:
+    """A coverage sentence (``warehouse/coverage.py``) as Markdown: each source type it names as a `code`
+    span, shown as the reader types it in ``type = "..."``, not as a label (the CLI prints it plain)."""
+    return _SOURCE_TYPES.sub(lambda m: f"`{m.group(1)}`", sentence)
 
 
 def label(field: str) -> str:

@@ -145,7 +145,8 @@ def _load_storage(cfg, seed: int) -> None:
         raise RuntimeError(result.error)
 
 
-def run(home: str | Path, *, days: int = 60, seed: int = 7, out=sys.stdout) -> int:
+def run(home: str | Path, *, days: int = 60, seed: int = 7, out=None) -> int:
+    out = out or sys.stdout  # the stream at call time (the CLI's scrubbed one), not the one at import
     from gpufinops.jobs import demo_summary, progress
     from gpufinops.simulator import demo_fleet
     from gpufinops.simulator.dcgm_export import write_dcgm_exports

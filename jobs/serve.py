@@ -252,8 +252,9 @@ def build_scheduler(cfg: Config, daemon: Daemon):
     return scheduler
 
 
-def serve(cfg: Config, *, out: IO[str] = sys.stdout) -> int:
+def serve(cfg: Config, *, out: IO[str] | None = None) -> int:
     """Run the daemon until SIGTERM/SIGINT; exit 1 when another daemon holds the lock."""
+    out = out or sys.stdout  # the stream at call time (the CLI's scrubbed one), not the one at import
     try:
         lock = acquire_lock(lock_path(cfg))
     except AlreadyRunning as exc:

@@ -148,11 +148,11 @@ def test_the_overview_and_team_pages_show_the_open_alerts_in_scope(monkeypatch, 
         any("fleet" in t for t in titles) and any("nlp" in t for t in titles) and any("vision-gpu" in t for t in titles)
     )
     assert any("open alert(s)" in w.value for w in finance.warning)
-    assert next(m.delta for m in finance.metric if m.label == "Spend this month").endswith(" under")  # short delta
+    assert next(m.delta for m in finance.metric if m.label == "Spend this month").endswith(" under budget")
     assert any(c.value == "budget $20,000.00" for c in finance.caption)  # the budget in its caption: never cut off
     lead = _page(_app(monkeypatch, alerted, "lead@example.com"), "overview")
     assert _shown_alerts(lead) and all("vision-gpu" in t for t in _shown_alerts(lead))
-    assert next(m.delta for m in lead.metric if m.label == "Spend this month").endswith(" under")  # short delta
+    assert next(m.delta for m in lead.metric if m.label == "Spend this month").endswith(" under budget")
     assert any(c.value == "budget $10,000.00" for c in lead.caption)  # the budget in its caption: never cut off
     team = _page(_app(monkeypatch, alerted, "cfo@example.com"), "team")
     assert team.subheader and any(s.value.startswith("Open alerts of") for s in team.subheader)

@@ -119,10 +119,16 @@ def week_spend(db_path: Path, week, team: str | None = None) -> Decimal:
     tz = ZoneInfo("UTC")
     sql = 'SELECT sum("EffectiveCost") FROM cost_line_items WHERE "ChargePeriodStart" >= ? AND "ChargePeriodStart" < ?'
     params = [week.start(tz), week.end(tz)]
-    if team:
-        sql += ' AND "x_Team" = ?'
-        params.append(team)
-    return Decimal(query(db_path, sql, params)[0][0] or 0)
+    if not team:
+        return Decimal(query(db_path, sql, params)[0][0] or 0)  # the allocation's moves add up to nothing here
+    # a team's spend: its tagged lines, plus the GPU cost the allocation gives it on other teams' (shared)
+    # nodes, minus what it moves off its own nodes to the pods of other teams
+    sql += ' AND "x_Team" = ?'
+    alloc = "SELECT sum(cost_usd) FROM gpu_allocation_hourly WHERE {} = ? AND hour >= ? AND hour < ?"
+    tagged = query(db_path, sql, [*params, team])[0][0] or 0
+    given = query(db_path, alloc.format("team"), [team, *params])[0][0] or 0
+    moved = query(db_path, alloc.format("owner_team"), [team, *params])[0][0] or 0
+    return Decimal(tagged) + Decimal(given) - Decimal(moved)
 
 
 def teams_in(db_path: Path) -> set[str]:

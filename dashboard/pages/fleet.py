@@ -98,7 +98,7 @@ def main() -> None:
     if unattributed is None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
     elif not util_cover.known:
-        st.info(cover["attribution"].sentence())
+        st.info(labels.config_words(cover["attribution"].sentence()))
     elif unattributed.is_empty():
         st.success("Every measured GPU-hour in the window is matched to a billed resource and a team.")
     else:
@@ -156,7 +156,7 @@ def _kpis(idle: pl.DataFrame, idle_cover: coverage.Coverage, util_cover: coverag
         if figure.detail():
             reasons.setdefault(figure.detail(), []).append(figure.label)
     for detail, names in reasons.items():
-        st.warning(f"{' and '.join(names)}: {detail}")
+        st.warning(labels.config_words(f"{' and '.join(names)}: {detail}"))
 
 
 main()

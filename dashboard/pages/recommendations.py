@@ -109,7 +109,7 @@ def decision_form(rec: dict, ctx) -> None:
 def unknown_list(blind: list[kind_coverage.KindsUnknown]) -> None:
     """The kinds whose inputs are missing: unknown, why, and the source that would complete them."""
     for group in blind:
-        st.warning(f"Unknown findings: {group.line()}")
+        st.warning(labels.config_words(f"Unknown findings: {group.line()}"))
 
 
 def withheld_list(con, ctx) -> None:

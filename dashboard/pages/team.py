@@ -62,7 +62,7 @@ def main() -> None:
     unit_costs_view.render(serving, carbon_note, empty=serving_empty)
     st.subheader("GPU fleet")
     if fleet.is_empty():
-        st.info(cover["utilisation"].sentence() or "No GPU metrics for this team in the window.")
+        st.info(labels.config_words(cover["utilisation"].sentence()) or "No GPU metrics for this team in the window.")
     else:
         charts.draw(
             st,
@@ -80,7 +80,7 @@ def main() -> None:
         )
     st.subheader("Recommendations")
     for group in blind:
-        st.warning(f"Unknown findings: {group.line()}")
+        st.warning(labels.config_words(f"Unknown findings: {group.line()}"))
     if recs.is_empty():
         if blind:  # kinds that could not look found nothing: that is not "no waste"
             st.info("No recommendations for this team where the models could see the data.")
@@ -101,7 +101,9 @@ def render_shared(shared, idle_nodes, cover: coverage.Coverage) -> None:
     """Shared GPUs: what the team's workloads were charged on shared nodes, and the idle capacity it carries."""
     st.subheader("Shared GPUs")
     if shared.is_empty() and idle_nodes.is_empty() and not cover.known:
-        st.info(cover.sentence())  # no metrics: which workloads held the GPUs is unknown, not "none"
+        st.info(
+            labels.config_words(cover.sentence())
+        )  # no metrics: which workloads held the GPUs is unknown, not "none"
         return
     if shared.is_empty() and idle_nodes.is_empty():
         st.info(

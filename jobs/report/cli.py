@@ -43,8 +43,9 @@ def write_report(cfg: Config, week: Week, scope: Scope, out: Path) -> list[Path]
 
 
 def weekly(
-    cfg: Config, *, week: str | None, team: str | None, out: str | None, send: bool, stdout: IO[str] = sys.stdout
+    cfg: Config, *, week: str | None, team: str | None, out: str | None, send: bool, stdout: IO[str] | None = None
 ) -> int:
+    stdout = stdout or sys.stdout  # the stream at call time (the CLI's scrubbed one, a test's capture), not at import
     try:
         chosen = parse_week(week) if week else default_week(cfg)
     except ValueError as exc:
