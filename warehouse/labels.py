@@ -183,8 +183,26 @@ UNITS = {  # what a number is counted in
     "tokens": "tokens",
     "requests": "requests",
 }
-# the provider codes (warehouse/providers.py) as people name the providers: never "aws" in a table or a report
-PROVIDER_NAMES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "oci": "OCI", "onprem": "On-prem"}
+
+
+class _ProviderLabels(Mapping[str, str]):
+    """The provider codes as people name them, read from each provider's spec (warehouse/providers.py) at the
+    call: one label per provider on every path, with or without ``field="provider"``, a registered one too."""
+
+    def __getitem__(self, code: str) -> str:
+        found = providers.spec(code)
+        if found is None:
+            raise KeyError(code)
+        return found.label
+
+    def __iter__(self):
+        return (p.code for p in providers.registered())
+
+    def __len__(self) -> int:
+        return len(providers.registered())
+
+
+PROVIDER_NAMES: Mapping[str, str] = _ProviderLabels()
 
 TABLES: dict[str, Mapping[str, str]] = {
     "kind": KINDS,
