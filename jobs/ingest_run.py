@@ -9,11 +9,11 @@ import logging
 import time
 from datetime import datetime
 
+from gpufinops.derived import allocation, carbon, serving_costs
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import RunResult, run_source
 from gpufinops.jobs import progress
 from gpufinops.jobs.config import Config, ConfigError
-from gpufinops.warehouse import allocation, carbon, serving_costs
 
 log = logging.getLogger("gpufinops.ingest")
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpufinops.derived import carbon_data
 from gpufinops.jobs.export import clusters, inventory, labels, settings, skypilot
 from gpufinops.jobs.export.placement import Placement
 from gpufinops.models.recommendation import Withheld
-from gpufinops.warehouse import carbon_data, db, providers, reference
+from gpufinops.warehouse import db, providers, reference
 from gpufinops.warehouse import labels as warehouse_labels
 from gpufinops.warehouse.provider_spec import ProviderSpec
 from tests.dummy_provider import ZETA
@@ -115,6 +116,6 @@ def test_the_recipe_lists_every_fact_and_at_most_four_files_beside_the_ingest_fo
         "warehouse/reference.py",
         "jobs/export/labels.py",
         "jobs/export/skypilot.py",
-        "warehouse/carbon_data.py",
+        "derived/carbon_data.py",
     ):
         assert f"`{module}`" in recipe, module

@@ -157,7 +157,7 @@ METHODS = {  # gpu_allocation_hourly.method: how a row's share of its GPU (or sl
     "unmeasured": "No metrics",
     "spread": "Spread over namespaces",
 }
-COST_BASES = {  # unit costs: how a serving pod-hour was charged (warehouse/unit_costs.py)
+COST_BASES = {  # unit costs: how a serving pod-hour was charged (derived/unit_costs.py)
     "allocation": "Allocated GPU share",
     "whole_resource": "Whole resource",
 }

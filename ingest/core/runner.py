@@ -20,6 +20,7 @@ from typing import Any, TypedDict, Unpack
 import duckdb
 import pyarrow as pa
 
+from gpufinops.derived import allocation, attribution, rollups, serving_costs
 from gpufinops.ingest.core import funnel, transport
 from gpufinops.ingest.core import scrub as scrub_module
 from gpufinops.ingest.core.registry import (
@@ -34,7 +35,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.scrub import scrub
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
-from gpufinops.warehouse import allocation, attribution, db, domains, rollups, schema, serving_costs
+from gpufinops.warehouse import db, domains, schema
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ sample of every hour has a predecessor; every hour of the window is a slice repl
 Incremental by time like ``prometheus``: ``[cursor − lookback_hours, last complete hour)``, the first run
 ``backfill_days`` back, ``--since``/``--until`` override both. Rows are per hour, server, model, namespace,
 pod and host; the GPU resources and cost they are charged with are found when unit costs are read
-(``warehouse.unit_costs``), so the answer does not depend on whether metrics or the bill came first.
+(``derived.unit_costs``), so the answer does not depend on whether metrics or the bill came first.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Each serving pod-hour's GPU cost, tokens and energy per model: ``serving_costs_hourly``, what unit costs sum.
 
-:func:`rows_sql` is the one definition of a row (warehouse/unit_costs.py says the rules: the pod's GPU cost
+:func:`rows_sql` is the one definition of a row (derived/unit_costs.py says the rules: the pod's GPU cost
 from its allocation rows, else its resource's whole cost; split over its models by weighted tokens; the
 input share by prefill time or the ``input_weight`` rule; energy from ``carbon_hourly``). Every row is a
 function of its hour's inputs alone, so the table is kept **per UTC day**, in the transaction of the load
@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.warehouse.allocation_sql import decimal_divide_sql, decimal_share_sql
+from gpufinops.derived.allocation_sql import decimal_divide_sql, decimal_share_sql
 from gpufinops.warehouse.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import filters as _filters
