@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from typing import Any
 
-from gpufinops.derived import allocation, carbon, serving_costs
+from gpufinops.derived import registry as derived
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import RunResult, run_source
 from gpufinops.jobs import progress
@@ -40,11 +41,8 @@ def run_configured(
         )
     chosen = names or [n for n, s in cfg.sources.items() if s.enabled]
     registry = default_registry()
-    # a changed [unit_costs] recomputes the stored serving costs (first: the steps below then use it)
-    serving_costs.configure(cfg.warehouse_path, cfg.unit_costs, memory_limit=cfg.memory_limit)
-    if cfg.allocation is not None:  # a changed [allocation] reallocates now, whether or not a source has news
-        allocation.configure(cfg.warehouse_path, cfg.allocation, memory_limit=cfg.memory_limit)
-    carbon.configure(cfg.warehouse_path, cfg.carbon, memory_limit=cfg.memory_limit)  # likewise a changed [carbon]
+    # a changed config section re-applies the derived tables that declared it, whether or not a source has news
+    derived.configure(derived_sections(cfg), cfg.warehouse_path, memory_limit=cfg.memory_limit)
     results = []
     for name in chosen:
         source = cfg.sources[name]
@@ -65,7 +63,6 @@ def run_configured(
                 base_dir=str(cfg.base_dir),
                 memory_limit=cfg.memory_limit,
                 secrets=cfg.secrets(),
-                allocation_settings=cfg.allocation,
             )
         )
         if seconds is not None:
@@ -75,6 +72,11 @@ def run_configured(
     if store_results and (any(r.status == "succeeded" for r in results) or page_results_stale(cfg)):
         store_page_results(cfg)
     return results
+
+
+def derived_sections(cfg: Config) -> dict[str, Any]:
+    """The config sections the derived tables declared, each as the loader parsed it."""
+    return {s.section: getattr(cfg, s.section) for s in derived.specs() if s.section and hasattr(cfg, s.section)}
 
 
 def page_results_stale(cfg: Config) -> bool:
