@@ -10,6 +10,8 @@ alone: the runner, the job and the warehouse's own code are untouched by it.
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,3 +173,42 @@ def test_a_changed_section_re_applies_only_the_table_that_declared_it(dummy, tmp
     assert applied == []  # the dummy's rows were not recomputed for a section it did not declare
     assert query(warehouse, "SELECT count(*) FROM gpu_allocation_hourly") == allocated
     assert DUMMY.fingerprint(DummySettings(30)) != DUMMY.fingerprint(DummySettings(0))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _section(title: str) -> str:
+    text = ARCHITECTURE.read_text()
+    start = text.index(f"\n## {title}\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def _derived_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpufinops.derived"):
+            found |= {f"{node.module}.{a.name}".removeprefix("gpufinops.derived.") for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {
+                a.name.removeprefix("gpufinops.derived.") for a in node.names if a.name.startswith("gpufinops.derived")
+            }
+    return {name.split(".")[0] for name in found}
+
+
+@pytest.mark.parametrize("path", ["ingest/core/runner.py", "jobs/ingest_run.py"])
+def test_the_runner_and_the_ingest_job_name_no_derived_table(path):
+    """They reach every derived table through the registry (and its spec classes), never by its module."""
+    assert _derived_imports(ROOT / path) <= {"registry", "spec"}
+
+
+def test_the_architecture_page_lists_the_registry_and_its_recipe_files_exist():
+    listed = _section("Derived tables")
+    assert [spec.name for spec in derived.BUILT_IN] == [
+        name for name in re.findall(r"`([a-z_]+)` \(", listed) if name in {s.name for s in derived.BUILT_IN}
+    ]
+    recipe = _section("Add a derived table")
+    named = {p for p in re.findall(r"`((?:derived|warehouse|jobs|tests)/[a-z_/]+\.py)`", recipe)}
+    assert {"derived/registry.py", "warehouse/schema.py", "jobs/config.py"} <= named
+    assert [p for p in sorted(named) if not (ROOT / p).is_file()] == []
