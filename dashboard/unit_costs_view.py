@@ -14,8 +14,8 @@ import streamlit as st
 
 from gpufinops.dashboard import labels
 from gpufinops.derived import unit_costs, unit_costs_empty
+from gpufinops.kernel.labels import labels_of
 from gpufinops.warehouse import windows
-from gpufinops.warehouse.labels import labels_of
 from gpufinops.warehouse.queries.fragments import filters
 from gpufinops.warehouse.windows import Window
 

@@ -33,7 +33,7 @@ import duckdb
 from gpufinops.derived import attribution, batching, carbon, gpu_lines
 from gpufinops.derived.allocation_sql import US_PER_DAY, US_PER_HOUR, compute_sql
 from gpufinops.derived.attribution import HOUR_SLICE
-from gpufinops.warehouse.options import Settings, option
+from gpufinops.kernel.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def _mps_hosts(value: Any, key: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class AllocationSettings(Settings):
-    """The ``[allocation]`` config section (``warehouse.options``: each key declared once)."""
+    """The ``[allocation]`` config section (``kernel.options``: each key declared once)."""
 
     unallocated: Literal["show", "spread"] = option(
         "show", "show: the resource's team carries its idle share; spread: Koku's rule"

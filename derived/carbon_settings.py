@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from gpufinops.derived import carbon_data
-from gpufinops.warehouse.options import Check, Settings, option
+from gpufinops.kernel.options import Check, Settings, option
 
 DEFAULT_NODE_FRACTION = 0.3
 

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import duckdb
 
 from gpufinops.derived.allocation_sql import decimal_divide_sql, decimal_share_sql
-from gpufinops.warehouse.options import Settings, option
+from gpufinops.kernel.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import filters as _filters
 
@@ -68,7 +68,7 @@ def _input_weight(value: Any, key: str) -> float:
 
 @dataclass(frozen=True)
 class UnitCostSettings(Settings):
-    """The ``[unit_costs]`` config section (``warehouse.options``: each key declared once)."""
+    """The ``[unit_costs]`` config section (``kernel.options``: each key declared once)."""
 
     split: Literal["compute", "weight"] = option("compute", "how a server's GPU cost is split among its models")
     input_weight: float = option(0.25, "an input token's cost as a share of an output token's", check=_input_weight)

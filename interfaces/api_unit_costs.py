@@ -76,7 +76,7 @@ def rows(
 
 
 def _plain(frame: Any) -> list[dict[str, Any]]:
-    from gpufinops.warehouse.labels import labels_of
+    from gpufinops.kernel.labels import labels_of
 
     out = []
     for row in frame.iter_rows(named=True):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufinops.interfaces.mcp_args import MAX_ROWS, ToolRefused, day, limited, one_of, teams_for, window
-from gpufinops.warehouse.labels import team_label
+from gpufinops.kernel.labels import team_label
 from gpufinops.warehouse.scope import Scope
 
 

@@ -30,7 +30,7 @@ from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
 from gpufinops.jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
 from gpufinops.jobs.config_checks import ConfigSection, validate_cron
-from gpufinops.warehouse.options import Section, option
+from gpufinops.kernel.options import Section, option
 
 if TYPE_CHECKING:  # the types of the sections (the loader imports none of them: SECTION_MODULES)
     from gpufinops.dashboard.settings import DashboardSettings

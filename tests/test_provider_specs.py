@@ -1,4 +1,4 @@
-"""The provider spec (warehouse/providers.py): every built-in provider declares every fact, a dummy provider
+"""The provider spec (kernel/providers.py): every built-in provider declares every fact, a dummy provider
 declared in one module reaches every reader, and the architecture page's recipe names the files it touches."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 from gpufinops.derived import carbon_data
 from gpufinops.jobs.export import clusters, inventory, labels, settings, skypilot
 from gpufinops.jobs.export.placement import Placement
+from gpufinops.kernel import labels as warehouse_labels
+from gpufinops.kernel import providers
+from gpufinops.kernel.provider_spec import ProviderSpec
 from gpufinops.models.recommendation import Withheld
-from gpufinops.warehouse import db, providers, reference
-from gpufinops.warehouse import labels as warehouse_labels
-from gpufinops.warehouse.provider_spec import ProviderSpec
+from gpufinops.warehouse import db, reference
 from tests.dummy_provider import ZETA
 
 ROOT = Path(__file__).resolve().parents[1]

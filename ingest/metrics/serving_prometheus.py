@@ -39,7 +39,7 @@ from gpufinops.ingest.metrics import metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient
 from gpufinops.ingest.metrics.scrape import display_url
-from gpufinops.warehouse import ranges
+from gpufinops.kernel import ranges
 from gpufinops.warehouse.metrics_schema import SERVING_METRICS_HOURLY
 
 log = logging.getLogger(__name__)

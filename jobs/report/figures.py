@@ -19,9 +19,9 @@ import polars as pl
 
 from gpufinops.derived import unit_costs
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
+from gpufinops.kernel.labels import NO_TEAM, label
 from gpufinops.models import kind_coverage, plans
 from gpufinops.warehouse import allocation_queries, coverage, freshness, queries
-from gpufinops.warehouse.labels import NO_TEAM, label
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8

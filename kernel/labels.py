@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufinops.warehouse import providers
+from gpufinops.kernel import providers
 
 # Spend (or GPU-hours) that no team can be charged for: one name on every surface.
 NO_TEAM = "(unattributed)"
@@ -186,7 +186,7 @@ UNITS = {  # what a number is counted in
 
 
 class _ProviderLabels(Mapping[str, str]):
-    """The provider codes as people name them, read from each provider's spec (warehouse/providers.py) at the
+    """The provider codes as people name them, read from each provider's spec (kernel/providers.py) at the
     call: one label per provider on every path, with or without ``field="provider"``, a registered one too."""
 
     def __getitem__(self, code: str) -> str:
