@@ -360,10 +360,13 @@ def apply(
     return written
 
 
-def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str | None = None) -> bool:
+def configure(warehouse_path, settings: AllocationSettings | None, *, memory_limit: str | None = None) -> bool:
     """Store the configured settings; when they changed, reallocate everything in one transaction
     (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
     from gpufinops.warehouse import db
+
+    if settings is None:  # no section: the loads allocate with the settings the warehouse holds
+        return False
 
     with db.transaction(warehouse_path, memory_limit=memory_limit) as con:
         stored = stored_settings(con)

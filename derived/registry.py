@@ -61,16 +61,8 @@ def _allocation_apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     return allocation.apply(con, _attribution(touched))  # the [allocation] settings the warehouse stores
 
 
-def _allocation_configure(path: str | os.PathLike, settings: Any, memory_limit: str | None) -> bool:
-    return settings is not None and allocation.configure(path, settings, memory_limit=memory_limit)
-
-
 def _carbon_apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     return 0  # rebuilt by the allocation's apply, for the same resource-days (carbon.recompute)
-
-
-def _carbon_configure(path: str | os.PathLike, settings: Any, memory_limit: str | None) -> bool:
-    return carbon.configure(path, settings, memory_limit=memory_limit)
 
 
 # ---- each serving pod-hour's cost and energy per model (serving_costs_hourly) ---------------------------
@@ -83,10 +75,6 @@ def _serving_capture(con: duckdb.DuckDBPyConnection, change: Change, touched: To
 
 def _serving_apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     return serving_costs.apply(con)  # the days the allocation did not redo
-
-
-def _serving_configure(path: str | os.PathLike, settings: Any, memory_limit: str | None) -> bool:
-    return serving_costs.configure(path, settings, memory_limit=memory_limit)
 
 
 BUILT_IN: tuple[DerivedSpec, ...] = (
@@ -109,7 +97,7 @@ BUILT_IN: tuple[DerivedSpec, ...] = (
         capture=_allocation_capture,
         apply=_allocation_apply,
         section="allocation",
-        configure=_allocation_configure,
+        configure=allocation.configure,
         doc="each shared GPU resource-hour's cost divided among what ran on it",
     ),
     DerivedSpec(
@@ -117,7 +105,7 @@ BUILT_IN: tuple[DerivedSpec, ...] = (
         follows=("gpu_allocation_hourly",),
         apply=_carbon_apply,
         section="carbon",
-        configure=_carbon_configure,
+        configure=carbon.configure,
         doc="energy and emissions per allocated GPU-hour",
     ),
     DerivedSpec(
@@ -126,7 +114,7 @@ BUILT_IN: tuple[DerivedSpec, ...] = (
         capture=_serving_capture,
         apply=_serving_apply,
         section="unit_costs",
-        configure=_serving_configure,
+        configure=serving_costs.configure,
         doc="each serving pod-hour's GPU cost, tokens and energy per model",
     ),
 )
@@ -158,6 +146,6 @@ def configure(sections: dict[str, Any], path: str | os.PathLike, memory_limit: s
     reapplied = []
     for spec in reversed(_specs):
         if spec.section is not None and spec.configure is not None and spec.section in sections:
-            if spec.configure(path, sections[spec.section], memory_limit):
+            if spec.configure(path, sections[spec.section], memory_limit=memory_limit):
                 reapplied.append(spec.name)
     return reapplied

@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
@@ -55,7 +55,14 @@ class Touched:
 
 Capture = Callable[[duckdb.DuckDBPyConnection, Change, Touched], None]
 Apply = Callable[[duckdb.DuckDBPyConnection, Touched], int]
-Configure = Callable[[str | os.PathLike, Any, str | None], bool]
+
+
+class Configure(Protocol):
+    """Store the section's settings; when they changed, re-apply the whole table (True: it did)."""
+
+    def __call__(
+        self, warehouse_path: str | os.PathLike, settings: Any, *, memory_limit: str | None = None
+    ) -> bool: ...
 
 
 def _nothing_to_capture(con: duckdb.DuckDBPyConnection, change: Change, touched: Touched) -> None:

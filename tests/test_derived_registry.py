@@ -82,7 +82,7 @@ def _apply(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
     return int(written)
 
 
-def _configure(path, settings: DummySettings, memory_limit: str | None) -> bool:
+def _configure(path, settings: DummySettings, *, memory_limit: str | None = None) -> bool:
     with db.transaction(path, memory_limit=memory_limit) as con:
         if _minimum(con) == settings.minimum_hours:
             return False
