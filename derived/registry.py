@@ -9,9 +9,6 @@ same resource-days), the serving pod-hours' costs last.
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import duckdb
 
 from gpufinops.derived import allocation, attribution, carbon, rollups, serving_costs
@@ -139,13 +136,7 @@ def unregister(name: str) -> None:
     _specs[:] = [s for s in _specs if s.name != name]
 
 
-def configure(sections: dict[str, Any], path: str | os.PathLike, memory_limit: str | None = None) -> list[str]:
-    """Store each table's config section (``sections``: section name -> its settings) and re-apply the tables
-    whose settings' fingerprint changed, before any load; returns their names. The tables read by others come
-    last, so that a re-applied table's followers (re-applied with it) already hold their new settings."""
-    reapplied = []
-    for spec in reversed(_specs):
-        if spec.section is not None and spec.configure is not None and spec.section in sections:
-            if spec.configure(path, sections[spec.section], memory_limit=memory_limit):
-                reapplied.append(spec.name)
-    return reapplied
+def configured() -> tuple[DerivedSpec, ...]:
+    """The tables that declared a config section, in the order their settings are stored: the tables read by
+    others last, so that a re-applied table's followers (re-applied with it) already hold their new settings."""
+    return tuple(spec for spec in reversed(_specs) if spec.section is not None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from gpufinops.derived import registry as derived
@@ -41,8 +42,7 @@ def run_configured(
         )
     chosen = names or [n for n, s in cfg.sources.items() if s.enabled]
     registry = default_registry()
-    # a changed config section re-applies the derived tables that declared it, whether or not a source has news
-    derived.configure(derived_sections(cfg), cfg.warehouse_path, memory_limit=cfg.memory_limit)
+    configure_derived(derived_sections(cfg), cfg.warehouse_path, memory_limit=cfg.memory_limit)
     results = []
     for name in chosen:
         source = cfg.sources[name]
@@ -72,6 +72,18 @@ def run_configured(
     if store_results and (any(r.status == "succeeded" for r in results) or page_results_stale(cfg)):
         store_page_results(cfg)
     return results
+
+
+def configure_derived(sections: dict[str, Any], path: Path, *, memory_limit: str | None = None) -> list[str]:
+    """Store each derived table's config section (``sections``: section name -> its settings) and re-apply the
+    tables whose settings changed, whether or not a source has news; returns their names. A table that did not
+    declare a changed section is not touched."""
+    reapplied = []
+    for spec in derived.configured():
+        if spec.configure is not None and spec.section in sections:
+            if spec.configure(path, sections[spec.section], memory_limit=memory_limit):
+                reapplied.append(spec.name)
+    return reapplied
 
 
 def derived_sections(cfg: Config) -> dict[str, Any]:

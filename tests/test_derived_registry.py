@@ -24,6 +24,7 @@ from gpufinops.derived.carbon_settings import CarbonSettings
 from gpufinops.derived.spec import Change, DerivedSpec, Touched
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
+from gpufinops.jobs.ingest_run import configure_derived
 from gpufinops.warehouse import db
 from tests import order_fleet as of
 from tests.conftest import query
@@ -157,17 +158,17 @@ def test_a_changed_section_re_applies_only_the_table_that_declared_it(dummy, tmp
     warehouse = _warehouse(tmp_path / "w.duckdb")
     _feed(warehouse, ("bill", "metrics"), tmp_path)
     built_in = {"allocation": AllocationSettings(), "carbon": CarbonSettings(), "unit_costs": None}
-    derived.configure({**built_in, "dummy": DummySettings()}, warehouse)  # the settings every table starts with
-    assert derived.configure({**built_in, "dummy": DummySettings()}, warehouse) == []
+    configure_derived({**built_in, "dummy": DummySettings()}, warehouse)  # the settings every table starts with
+    assert configure_derived({**built_in, "dummy": DummySettings()}, warehouse) == []
     before = _rows(warehouse)
 
-    assert derived.configure({**built_in, "dummy": DummySettings(minimum_hours=30)}, warehouse) == [DUMMY.name]
+    assert configure_derived({**built_in, "dummy": DummySettings(minimum_hours=30)}, warehouse) == [DUMMY.name]
     assert _rows(warehouse) == [row for row in before if row[2] >= 30] != before
     allocated = query(warehouse, "SELECT count(*) FROM gpu_allocation_hourly")
 
     applied.clear()
     changed = {**built_in, "allocation": AllocationSettings(unallocated="spread")}
-    assert derived.configure({**changed, "dummy": DummySettings(minimum_hours=30)}, warehouse) == [
+    assert configure_derived({**changed, "dummy": DummySettings(minimum_hours=30)}, warehouse) == [
         "gpu_allocation_hourly"
     ]
     assert applied == []  # the dummy's rows were not recomputed for a section it did not declare
