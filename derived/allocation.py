@@ -33,6 +33,8 @@ import duckdb
 from gpufinops.derived import attribution, batching, carbon, gpu_lines
 from gpufinops.derived.allocation_sql import US_PER_DAY, US_PER_HOUR, compute_sql
 from gpufinops.derived.attribution import HOUR_SLICE
+from gpufinops.derived.spec import Change
+from gpufinops.derived.spec import Touched as Load
 from gpufinops.kernel.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 
@@ -386,3 +388,13 @@ def reallocate_all(con: duckdb.DuckDBPyConnection, settings: AllocationSettings 
     written = recompute(con, settings)
     con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
     return written
+
+
+def capture_change(con: duckdb.DuckDBPyConnection, change: Change, touched: Load) -> None:
+    """The registry's capture: the metrics' resource-hours are read after attribution resolved them (apply)."""
+    if change.where is not None and (not change.inserted or change.table == "cost_line_items"):
+        capture(con, change.table, change.where, change.params)  # what the rows pay for / measure
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Load) -> int:
+    return apply(con, attribution.notes(touched))  # with the [allocation] settings the warehouse stores

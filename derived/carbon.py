@@ -30,6 +30,7 @@ import duckdb
 from gpufinops.derived import batching, carbon_data, gpu_lines, serving_costs
 from gpufinops.derived.allocation_sql import US_PER_DAY, US_PER_HOUR
 from gpufinops.derived.carbon_settings import CarbonSettings, store, stored
+from gpufinops.derived.spec import Touched
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, provider_code
 
 log = logging.getLogger(__name__)
@@ -254,3 +255,7 @@ def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
     """Anything to compute from (a warehouse upgraded to this version computes its history at once)."""
     sql = "SELECT count(*) FROM (SELECT 1 FROM gpu_metrics_hourly UNION ALL SELECT 1 FROM carbon_hourly LIMIT 1)"
     return bool(con.execute(sql).fetchall()[0][0])
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
+    return 0  # the registry's apply: rebuilt by the allocation's, for the same resource-days (recompute)

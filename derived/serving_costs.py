@@ -32,6 +32,7 @@ from typing import Any, Literal
 import duckdb
 
 from gpufinops.derived.allocation_sql import decimal_divide_sql, decimal_share_sql
+from gpufinops.derived.spec import Change, Touched
 from gpufinops.kernel.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import filters as _filters
@@ -338,3 +339,13 @@ def configure(
         if changed:
             recompute_all(con, settings)
     return changed
+
+
+def capture_change(con: duckdb.DuckDBPyConnection, change: Change, touched: Touched) -> None:
+    """The registry's capture: the days a batch of serving counters replaced and holds now."""
+    if change.where is not None:
+        capture(con, change.table, change.where, change.params)
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
+    return apply(con)  # the days the allocation did not redo
