@@ -38,7 +38,8 @@ DATA_END = datetime(2026, 8, 1, tzinfo=UTC) + timedelta(days=bench_dashboard.DAY
 
 def generate(line_items: int, gpus: int) -> Path:
     """The dashboard bench's line items plus tags, a spike and ``gpus`` GPUs of metrics; cached."""
-    from gpufinops.warehouse import db, rollups
+    from gpufinops.derived import rollups
+    from gpufinops.warehouse import db
 
     home = CACHE_DIR / f"v{GENERATOR_VERSION}-{line_items}-{gpus}gpus"
     path, done = home / "gpufinops.duckdb", home / ".generated"

@@ -76,7 +76,8 @@ def _fill_sql(nodes: int, hours: int) -> list[str]:
 
 
 def generate(nodes: int, hours: int) -> Path:
-    from gpufinops.warehouse import db, rollups
+    from gpufinops.derived import rollups
+    from gpufinops.warehouse import db
 
     home = _home(nodes, hours)
     done = home / ".generated"
@@ -104,7 +105,8 @@ def _copy(home: Path, name: str) -> Path:
 
 def allocate_month(path: str) -> dict[str, Any]:
     """Every resource-day recomputed (runs in the measured child process)."""
-    from gpufinops.warehouse import allocation, db
+    from gpufinops.derived import allocation
+    from gpufinops.warehouse import db
 
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("SET enable_progress_bar = false")
@@ -157,7 +159,8 @@ def group_by_floor(path: str) -> dict[str, Any]:
 
 def allocate_one_hour(path: str, hours: int) -> dict[str, Any]:
     """What a one-hour metrics load of the whole fleet re-allocates: its resource-days."""
-    from gpufinops.warehouse import allocation, attribution, db
+    from gpufinops.derived import allocation, attribution
+    from gpufinops.warehouse import db
 
     hour = int(START.timestamp() // 3600) + hours - 1
     slice_value = datetime.fromtimestamp(hour * 3600, UTC).strftime("%Y-%m-%dT%H")

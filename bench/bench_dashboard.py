@@ -31,7 +31,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench.harness import REPO_ROOT
-from gpufinops.warehouse import db, queries, rollups
+from gpufinops.derived import rollups
+from gpufinops.warehouse import db, queries
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "dashboard"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"

@@ -112,7 +112,8 @@ def _day(hour: int) -> str:
 
 def generate(gpus: int) -> Path:
     """The cached warehouse, allocated, with its sample store and the source's state (not timed)."""
-    from gpufinops.warehouse import allocation, db, rollups
+    from gpufinops.derived import allocation, rollups
+    from gpufinops.warehouse import db
 
     home = _home(gpus)
     if (home / ".generated").exists():

@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from bench import month_data as data
 from bench.harness import Target, format_line, measure_in_subprocess, report
+from gpufinops.derived import allocation, attribution, carbon
 
 # Imported here, not in the measured calls (as bench_rollup does): a stage's figure is its work, not the
 # interpreter's imports, which its floor (DuckDB alone) does not pay either. default_registry() imports
@@ -56,7 +57,7 @@ from bench.harness import Target, format_line, measure_in_subprocess, report
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.models.run import analyse
-from gpufinops.warehouse import allocation, attribution, carbon, db
+from gpufinops.warehouse import db
 
 default_registry()
 # pyarrow imports pandas, where it is installed, on the first array it builds from Python objects (a
@@ -199,7 +200,7 @@ def floor_carbon_write(db_path: str, memory_limit: str = MEMORY_LIMIT) -> dict[s
 
 def floor_allocation_least(db_path: str, memory_limit: str = MEMORY_LIMIT) -> dict[str, Any]:
     """The least any allocation of the month does: the bill's GPU usage lines of the shared resources read
-    once (as ``warehouse/gpu_lines.py`` does), each workload row joined with its GPU-hour and that hour's
+    once (as ``derived/gpu_lines.py`` does), each workload row joined with its GPU-hour and that hour's
     GPU cost (its share: its samples over the GPU-hour's), one grouping for each GPU-hour's idle rest, and
     the rows written. No MIG units, time-slicing, spread rule or exact largest-remainder cents: what the
     product adds to this is its own cost, measured against this floor."""
@@ -354,7 +355,7 @@ def _summary(
 ) -> None:
     """Each stage beside its floor from this run: the CUR load (less the attribution and allocation it
     does) against the CTAS, the rollup + attribution against the GROUP BY, the allocation against
-    writing its rows and the carbon rows it rebuilds (warehouse/carbon.py, inside the allocation's step)
+    writing its rows and the carbon rows it rebuilds (derived/carbon.py, inside the allocation's step)
     against writing theirs; the whole month against the sum of the floors."""
     fw = {k: floors[k]["seconds"] for k in floors}
     fc = {k: floors[k]["cpu_seconds"] for k in floors}

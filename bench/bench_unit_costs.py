@@ -10,7 +10,7 @@ runs too. Then, each in a fresh process so that its peak RSS is its own:
 
 1. **DuckDB's floor**: one ``GROUP BY`` joining the same allocation and serving rows per day, namespace and
    model (cost, tokens, requests): what reading and joining those rows costs at all;
-2. the stored serving costs (``serving_costs_hourly``, warehouse/serving_costs.py) filled for the whole
+2. the stored serving costs (``serving_costs_hourly``, derived/serving_costs.py) filled for the whole
    month, as the first load after an upgrade or a ``[unit_costs]`` change does, and recomputed for one
    day, as a load of that day's data does (on a copy of the warehouse, so the inputs stay unfilled);
 3. ``unit_costs()`` per day and model (what ``gpufinops unit-costs`` prints) reading the stored rows, and
@@ -121,7 +121,8 @@ def _connect(path: str) -> Any:
 
 def run_fill(path: str) -> dict[str, Any]:
     """The whole month's stored serving costs, in one transaction (runs in the measured child process)."""
-    from gpufinops.warehouse import db, serving_costs
+    from gpufinops.derived import serving_costs
+    from gpufinops.warehouse import db
 
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
         con.execute("BEGIN TRANSACTION")
@@ -132,7 +133,8 @@ def run_fill(path: str) -> dict[str, Any]:
 
 def run_one_day(path: str, day: int) -> dict[str, Any]:
     """One day's stored serving costs recomputed, as a load of that day does (its carbon step's days)."""
-    from gpufinops.warehouse import db, serving_costs
+    from gpufinops.derived import serving_costs
+    from gpufinops.warehouse import db
 
     day_n = int(START.timestamp()) // 86_400 + day
     with db.writer(path, memory_limit=MEMORY_LIMIT) as con:
@@ -146,7 +148,7 @@ def run_one_day(path: str, day: int) -> dict[str, Any]:
 def run_unit_costs(path: str, live: bool = False) -> dict[str, Any]:
     """``unit_costs()`` per day and model (runs in the measured child process); ``live``: with settings
     other than the stored ones, so the rows are computed on the read."""
-    from gpufinops.warehouse.unit_costs import UnitCostSettings, unit_costs
+    from gpufinops.derived.unit_costs import UnitCostSettings, unit_costs
 
     with _connect(path) as con:
         frame = unit_costs(con, settings=UnitCostSettings("weight", 0.3) if live else None)

@@ -8,9 +8,9 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
+from gpufinops.kernel.labels import label as code_label
+from gpufinops.kernel.labels import period_text
 from gpufinops.warehouse import alerts_queries
-from gpufinops.warehouse.labels import label as code_label
-from gpufinops.warehouse.labels import period_text
 
 SHOWN = ("severity", "title", "summary", "rule", "period", "value_usd", "limit_usd", "opened_at")
 

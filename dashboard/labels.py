@@ -15,9 +15,9 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from gpufinops.kernel.labels import NO_TEAM, labels_of, team_label
+from gpufinops.kernel.labels import label as code_label
 from gpufinops.warehouse import inputs
-from gpufinops.warehouse.labels import NO_TEAM, labels_of, team_label
-from gpufinops.warehouse.labels import label as code_label
 
 MISSING = "—"
 ISO_TEXT = r"\b(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(?::\d\d(?:\.\d+)?)?(?:Z|[+-]00:?00)?"
@@ -244,7 +244,7 @@ def column(field: str, dtype: pl.DataType, *, dates: Iterable[str] = ()) -> Any:
     return st.column_config.TextColumn(name)
 
 
-# Columns whose values are codes, and the table of warehouse/labels.py that names them.
+# Columns whose values are codes, and the table of kernel/labels.py that names them.
 CODE_COLUMNS = {
     "kind": "kind",
     "pattern": "pattern",
@@ -304,7 +304,7 @@ def coded(frame: pl.DataFrame) -> pl.DataFrame:
 
 def view(frame: pl.DataFrame, *, dates: Iterable[str] = ()) -> pl.DataFrame:
     """The frame as shown: DECIMAL money as floats (display only), day columns as dates, code columns
-    by their labels (warehouse/labels.py), no team as NO_TEAM, missing text as a dash."""
+    by their labels (kernel/labels.py), no team as NO_TEAM, missing text as a dash."""
     dates = set(dates)
     exprs = []
     for name, dtype in frame.schema.items():

@@ -122,7 +122,8 @@ def warm_pages(con) -> None:
     page's first render finds them in Streamlit's cache."""
     from gpufinops.dashboard import common, period, spend, unit_costs_view
     from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
-    from gpufinops.warehouse import allocation_queries, unit_costs
+    from gpufinops.derived import unit_costs
+    from gpufinops.warehouse import allocation_queries
     from gpufinops.warehouse.queries import carbon as carbon_queries
 
     cached_call, cached_query = common.cached_call, common.cached_query

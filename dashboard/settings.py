@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpufinops.warehouse.options import Settings, option
-from gpufinops.warehouse.ranges import NON_NEGATIVE
+from gpufinops.kernel.options import Settings, option
+from gpufinops.kernel.ranges import NON_NEGATIVE
 
 AUTH_MODES = ("none", "oidc", "header")
 DASHBOARD_ROLES = ("finance", "lead")  # finance: every team; lead: its teams

@@ -19,9 +19,9 @@ import streamlit as st
 from gpufinops.dashboard import charts, labels, precomputed, spend_charts
 from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total
 from gpufinops.dashboard.recommendation_list import short_resource
+from gpufinops.kernel.labels import NO_TEAM
 from gpufinops.models import plans
 from gpufinops.warehouse import allocation_queries, queries
-from gpufinops.warehouse.labels import NO_TEAM
 
 SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
 

@@ -1,6 +1,6 @@
 """Unit costs of serving on the dashboard: the Team page's section and the "Unit costs" page.
 
-The figures are ``warehouse.unit_costs.unit_costs`` (the builder the CLI, API and report call), scoped to the
+The figures are ``derived.unit_costs.unit_costs`` (the builder the CLI, API and report call), scoped to the
 viewer's teams; money and rates are cast to DOUBLE for display only.
 """
 
@@ -13,8 +13,9 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.warehouse import unit_costs, unit_costs_empty, windows
-from gpufinops.warehouse.labels import labels_of
+from gpufinops.derived import unit_costs, unit_costs_empty
+from gpufinops.kernel.labels import labels_of
+from gpufinops.warehouse import windows
 from gpufinops.warehouse.queries.fragments import filters
 from gpufinops.warehouse.windows import Window
 
@@ -30,7 +31,7 @@ def load(
     end: datetime | None = None,
 ) -> tuple[pl.DataFrame, str | None, str | None]:
     """(the unit-cost rows of ``teams`` in [start, end), why kWh / CO2e are empty or None, why there are no rows
-    or None: the filter that matched nothing, or the missing source, ``warehouse/unit_costs_empty.py``)."""
+    or None: the filter that matched nothing, or the missing source, ``derived/unit_costs_empty.py``)."""
     frame = unit_costs.unit_costs(con, by=by, team=teams, start=start, end=end)
     if teams is not None:
         frame = frame.filter(pl.col("team").is_not_null())

@@ -1,5 +1,5 @@
 """gpufinops: interfaces (the command line, the HTTP API, the MCP server)."""
 
 # The recommendation kinds' labels are their specs' facts: importing the registry hands them to
-# warehouse.labels, which every surface here labels codes through (docs/architecture.md, *Add a model kind*).
+# kernel.labels, which every surface here labels codes through (docs/architecture.md, *Add a model kind*).
 from gpufinops.models import registry as _registry  # noqa: F401

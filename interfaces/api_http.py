@@ -99,9 +99,9 @@ def reader_of(cfg: Config, read_retry_s: float) -> Callable[[Callable[[Any], Any
 
 
 def labelled(payload: Any) -> Any:
-    """Every object of a response with a ``*_label`` beside each code it holds (warehouse/labels.py;
+    """Every object of a response with a ``*_label`` beside each code it holds (kernel/labels.py;
     additive: the codes stay as they are)."""
-    from gpufinops.warehouse.labels import with_labels
+    from gpufinops.kernel.labels import with_labels
 
     if isinstance(payload, list):
         return [labelled(item) for item in payload]

@@ -2,7 +2,7 @@
 
 A ``finance`` token sees every team, a ``lead`` token its teams (a team outside them is 403; rows of no team
 are outside every lead's scope), a ``scheduler`` token none (403). Rows are
-``warehouse.unit_costs.unit_costs`` (the one builder), money and rates as numbers, ``to`` inclusive;
+``derived.unit_costs.unit_costs`` (the one builder), money and rates as numbers, ``to`` inclusive;
 ``carbon_note`` says why ``kwh`` / ``kg_co2e`` are null when they are, ``empty_reason`` why there are no rows
 (the filter that matched nothing, or the missing source).
 """
@@ -35,7 +35,7 @@ def register(app: FastAPI, routes: Routes) -> None:
         to: str | None = None,
         scope: Any = Depends(routes.caller),
     ) -> Response:
-        from gpufinops.warehouse.unit_costs import GROUPINGS, PERIODS
+        from gpufinops.derived.unit_costs import GROUPINGS, PERIODS
 
         if not scope.sees_costs:
             raise HTTPException(403, detail="a scheduler token may not read costs")
@@ -61,7 +61,7 @@ def rows(
     """The response body: ``rows`` (plain numbers and ISO days; ``day`` is the period's first),
     ``totals`` (one row per period over every row in scope), ``carbon_note`` and ``empty_reason`` (why there
     are no rows: the filter that matched nothing or the missing source; null when there are rows)."""
-    from gpufinops.warehouse import unit_costs, unit_costs_empty
+    from gpufinops.derived import unit_costs, unit_costs_empty
 
     begin = datetime.combine(start, time(), UTC) if start else None
     stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
@@ -76,7 +76,7 @@ def rows(
 
 
 def _plain(frame: Any) -> list[dict[str, Any]]:
-    from gpufinops.warehouse.labels import labels_of
+    from gpufinops.kernel.labels import labels_of
 
     out = []
     for row in frame.iter_rows(named=True):

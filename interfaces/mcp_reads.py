@@ -2,7 +2,7 @@
 withheld findings (interfaces/mcp_tools.py registers them beside the others).
 
 Each answers with the builder its CLI command and API route call (``warehouse.spend_by``,
-``warehouse.unit_costs``, ``warehouse.queries.carbon``, ``jobs.export.objects``, ``warehouse.queries``),
+``derived.unit_costs``, ``warehouse.queries.carbon``, ``jobs.export.objects``, ``warehouse.queries``),
 scoped like them: a lead's token sees its teams only. Money is a number everywhere (``mcp_tools.plain``).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufinops.interfaces.mcp_args import MAX_ROWS, ToolRefused, day, limited, one_of, teams_for, window
-from gpufinops.warehouse.labels import team_label
+from gpufinops.kernel.labels import team_label
 from gpufinops.warehouse.scope import Scope
 
 
@@ -54,8 +54,8 @@ def unit_costs(
     """$ per 1M input / output tokens and per 1,000 requests of the serving pods per UTC day, ISO week or
     calendar month (period), one row per model (or team, namespace) and one total row per period
     (the rows of `gpufinops unit-costs` and GET /v1/unit-costs)."""
+    from gpufinops.derived import unit_costs as builder
     from gpufinops.interfaces.api_unit_costs import rows
-    from gpufinops.warehouse import unit_costs as builder
 
     one_of(by, tuple(builder.GROUPINGS), "by")
     one_of(period, builder.PERIODS, "period")

@@ -28,7 +28,7 @@ from gpufinops.interfaces.mcp_args import (
     window,
 )
 from gpufinops.interfaces.mcp_reads import READS
-from gpufinops.warehouse.labels import NO_TEAM, team_label
+from gpufinops.kernel.labels import NO_TEAM, team_label
 from gpufinops.warehouse.scope import Scope
 
 # ---- the tools ----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``gpufinops unit-costs``: $ per 1M input / output tokens and per 1,000 requests of the serving pods.
 
-The figures are ``warehouse.unit_costs.unit_costs`` (the one builder the API, dashboard and report call);
+The figures are ``derived.unit_costs.unit_costs`` (the one builder the API, dashboard and report call);
 this module only parses the arguments and renders them as a table, CSV or JSON (to stdout, or ``--out``
 through the one file writer, ``jobs.files``). Why kWh / kg CO2e are empty, when they are, goes to stderr.
 """
@@ -44,8 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(cfg: Any, args: argparse.Namespace) -> int:
     import polars as pl
 
+    from gpufinops.derived import unit_costs, unit_costs_empty
     from gpufinops.jobs import files, output
-    from gpufinops.warehouse import db, unit_costs, unit_costs_empty
+    from gpufinops.warehouse import db
 
     end = args.to_date + timedelta(days=1) if args.to_date is not None else None
     with db.reader(cfg.warehouse_path) as con:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection, env_name, is_number, name_list
-from gpufinops.warehouse.options import Check, Section, option
+from gpufinops.kernel.options import Check, Section, option
 
 TOKEN_ROLES = ("finance", "lead", "scheduler")
 

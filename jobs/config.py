@@ -30,10 +30,13 @@ from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
 from gpufinops.jobs.config_checks import ConfigError as ConfigError  # re-exported: the loader's error type
 from gpufinops.jobs.config_checks import ConfigSection, validate_cron
-from gpufinops.warehouse.options import Section, option
+from gpufinops.kernel.options import Section, option
 
 if TYPE_CHECKING:  # the types of the sections (the loader imports none of them: SECTION_MODULES)
     from gpufinops.dashboard.settings import DashboardSettings
+    from gpufinops.derived.allocation import AllocationSettings
+    from gpufinops.derived.carbon_settings import CarbonSettings
+    from gpufinops.derived.unit_costs import UnitCostSettings
     from gpufinops.jobs.alerts.settings import AlertConfig
     from gpufinops.jobs.api_settings import ApiSettings
     from gpufinops.jobs.enforce.settings import EnforceSettings
@@ -41,9 +44,6 @@ if TYPE_CHECKING:  # the types of the sections (the loader imports none of them:
     from gpufinops.jobs.report.settings import ReportSettings
     from gpufinops.jobs.serve_settings import JobSettings
     from gpufinops.models.features import ModelSettings
-    from gpufinops.warehouse.allocation import AllocationSettings
-    from gpufinops.warehouse.carbon_settings import CarbonSettings
-    from gpufinops.warehouse.unit_costs import UnitCostSettings
 
 DEFAULT_WAREHOUSE = "data/gpufinops.duckdb"
 DEFAULT_TAG_KEYS = ("team", "user:team", "user_team", "k8s_label_team")
@@ -137,9 +137,9 @@ def _models(section: Any) -> ModelSettings | None:
 def _owned_sections() -> tuple[Section, ...]:
     """The sections of the packages downstream (they cannot import jobs): their ValueError worded as every
     other section's ConfigError. [models] declares its keys on each model's settings (models.registry)."""
-    from gpufinops.warehouse.allocation import AllocationSettings
-    from gpufinops.warehouse.carbon_settings import CarbonSettings
-    from gpufinops.warehouse.unit_costs import UnitCostSettings
+    from gpufinops.derived.allocation import AllocationSettings
+    from gpufinops.derived.carbon_settings import CarbonSettings
+    from gpufinops.derived.unit_costs import UnitCostSettings
 
     return (
         Section("allocation", _owned(AllocationSettings.from_config, "allocation"), (AllocationSettings,)),

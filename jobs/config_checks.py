@@ -1,6 +1,6 @@
 """``ConfigError`` and the value checks the config sections share.
 
-A leaf module (it imports nothing of gpufinops but the leaf ``warehouse.options``), so every section's
+A leaf module (it imports nothing of gpufinops but the leaf ``kernel.options``), so every section's
 settings module can raise the one error type and reuse the checks without importing the loader
 (``jobs.config``). A section is a frozen dataclass of :class:`ConfigSection` whose fields are declared with
 ``option()`` (type, default, description, range, check): the idiom of the source options and the
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpufinops.warehouse.options import Settings
+from gpufinops.kernel.options import Settings
 
 
 class ConfigError(ValueError):
@@ -38,7 +38,7 @@ def validate_cron(expression: Any, key: str) -> None:
 
 @dataclass(frozen=True)
 class ConfigSection(Settings):
-    """Base of a config section's settings (``warehouse.options.Settings``): parsed from its TOML table by its
+    """Base of a config section's settings (``kernel.options.Settings``): parsed from its TOML table by its
     declarations, every problem a :class:`ConfigError` naming ``section.key``."""
 
     error = ConfigError

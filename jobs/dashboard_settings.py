@@ -8,7 +8,7 @@ from typing import Any
 
 from gpufinops.dashboard.settings import DashboardSettings, DashboardUser
 from gpufinops.jobs.config_checks import ConfigError
-from gpufinops.warehouse.options import Section
+from gpufinops.kernel.options import Section
 
 
 def parse(section: Any) -> DashboardSettings:

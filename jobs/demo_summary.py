@@ -16,7 +16,7 @@ from rich.text import Text
 from gpufinops.ingest.core import extras
 from gpufinops.jobs import cells, output, tables
 from gpufinops.jobs.cells import ID, MONEY, PCT, RATIO, TEXT, WRAP, Col
-from gpufinops.warehouse import labels
+from gpufinops.kernel import labels
 
 SPEND_COLUMNS = (
     Col("provider", "Provider", TEXT, no_wrap=True),

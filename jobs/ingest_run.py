@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
+from gpufinops.derived import registry as derived
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import RunResult, run_source
 from gpufinops.jobs import progress
 from gpufinops.jobs.config import Config, ConfigError
-from gpufinops.warehouse import allocation, carbon, serving_costs
 
 log = logging.getLogger("gpufinops.ingest")
 
@@ -40,11 +42,7 @@ def run_configured(
         )
     chosen = names or [n for n, s in cfg.sources.items() if s.enabled]
     registry = default_registry()
-    # a changed [unit_costs] recomputes the stored serving costs (first: the steps below then use it)
-    serving_costs.configure(cfg.warehouse_path, cfg.unit_costs, memory_limit=cfg.memory_limit)
-    if cfg.allocation is not None:  # a changed [allocation] reallocates now, whether or not a source has news
-        allocation.configure(cfg.warehouse_path, cfg.allocation, memory_limit=cfg.memory_limit)
-    carbon.configure(cfg.warehouse_path, cfg.carbon, memory_limit=cfg.memory_limit)  # likewise a changed [carbon]
+    configure_derived(derived_sections(cfg), cfg.warehouse_path, memory_limit=cfg.memory_limit)
     results = []
     for name in chosen:
         source = cfg.sources[name]
@@ -65,7 +63,6 @@ def run_configured(
                 base_dir=str(cfg.base_dir),
                 memory_limit=cfg.memory_limit,
                 secrets=cfg.secrets(),
-                allocation_settings=cfg.allocation,
             )
         )
         if seconds is not None:
@@ -75,6 +72,23 @@ def run_configured(
     if store_results and (any(r.status == "succeeded" for r in results) or page_results_stale(cfg)):
         store_page_results(cfg)
     return results
+
+
+def configure_derived(sections: dict[str, Any], path: Path, *, memory_limit: str | None = None) -> list[str]:
+    """Store each derived table's config section (``sections``: section name -> its settings) and re-apply the
+    tables whose settings changed, whether or not a source has news; returns their names. A table that did not
+    declare a changed section is not touched."""
+    reapplied = []
+    for spec in derived.configured():
+        if spec.configure is not None and spec.section in sections:
+            if spec.configure(path, sections[spec.section], memory_limit=memory_limit):
+                reapplied.append(spec.name)
+    return reapplied
+
+
+def derived_sections(cfg: Config) -> dict[str, Any]:
+    """The config sections the derived tables declared, each as the loader parsed it."""
+    return {s.section: getattr(cfg, s.section) for s in derived.specs() if s.section and hasattr(cfg, s.section)}
 
 
 def page_results_stale(cfg: Config) -> bool:

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from gpufinops.jobs import cells, output
 from gpufinops.jobs.cells import ID, RIGHT_ALIGNED, TEXT, TIME, WRAP, Col
-from gpufinops.warehouse import labels
+from gpufinops.kernel import labels
 
 PADDING = 3  # a space either side of a one-space rule between columns
 WORD_MAX = 40  # a longer word (a URL, a hash) does not make a table: the record layout shows it whole

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection, validate_cron
-from gpufinops.warehouse.options import Check, Section, option
-from gpufinops.warehouse.ranges import NON_NEGATIVE, at_least
+from gpufinops.kernel.options import Check, Section, option
+from gpufinops.kernel.ranges import NON_NEGATIVE, at_least
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger

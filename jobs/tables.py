@@ -12,8 +12,8 @@ from typing import IO, Any
 
 from gpufinops.jobs import cells, output
 from gpufinops.jobs.cells import ID, INT, MONEY, RATIO, TEXT, TIME, WRAP, Col
+from gpufinops.kernel import labels
 from gpufinops.models.recommendation import flat_row
-from gpufinops.warehouse import labels
 
 RECOMMENDATION_COLUMNS = (
     Col("monthly_savings_usd", "Savings/mo", MONEY),

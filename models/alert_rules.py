@@ -17,12 +17,12 @@ from decimal import ROUND_HALF_UP, Decimal
 import duckdb
 import polars as pl
 
+from gpufinops.kernel.labels import team_label
 from gpufinops.models import alert_stalled, forecast, outlook
 from gpufinops.models.alert_records import Alert, AlertSettings, RuleOutcome
 from gpufinops.models.alert_rule_enforce import enforcement_rule
 from gpufinops.models.budgets import Budget, period_bounds
 from gpufinops.warehouse import alerts_queries as aq
-from gpufinops.warehouse.labels import team_label
 
 CENT = Decimal("0.01")
 

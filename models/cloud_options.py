@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
+from gpufinops.kernel import labels
 from gpufinops.models.onprem_cost import as_decimal as _d
-from gpufinops.warehouse import labels
 
 PAY_PER_USE = ("on_demand", "spot")
 NOT_INTERRUPTIBLE = {"online_inference", "notebook", "interactive"}

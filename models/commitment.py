@@ -30,13 +30,14 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from gpufinops.kernel import providers
+from gpufinops.kernel.labels import team_label
+from gpufinops.kernel.ranges import PERCENT
 from gpufinops.models import features, run_reads, spot_mix
 from gpufinops.models.features import setting
 from gpufinops.models.frames import as_datetime, as_float, provider_codes
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
-from gpufinops.warehouse import gpu_charges, providers, queries
-from gpufinops.warehouse.labels import team_label
-from gpufinops.warehouse.ranges import PERCENT
+from gpufinops.warehouse import gpu_charges, queries
 
 HOURS_PER_MONTH = 730.5
 GROUP = ["provider", "region", "instance_type", "team"]

@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 import duckdb
 import polars as pl
 
+from gpufinops.kernel import ranges
+from gpufinops.kernel.options import option
 from gpufinops.models import frames, run_reads
 from gpufinops.models.recommendation import money
-from gpufinops.warehouse import gpu_charges, queries, ranges
-from gpufinops.warehouse.options import option
+from gpufinops.warehouse import gpu_charges, queries
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ DAYS_PER_MONTH = Decimal("30.4375")
 
 
 def setting(default: Any, range: ranges.Range = ranges.NON_NEGATIVE, doc: str = "") -> Any:
-    """A numeric ``[models]`` setting: ``warehouse.options.option`` with the range its values must fall in."""
+    """A numeric ``[models]`` setting: ``kernel.options.option`` with the range its values must fall in."""
     return option(default, doc, range=range)
 
 
@@ -97,7 +98,7 @@ class RightsizingSettings:
 
 def parse_settings(cls: Any, section: dict[str, Any] | None) -> dict[str, Any]:
     """The values of a settings dataclass's own keys found in the ``[models]`` section, checked by their
-    declarations (``warehouse.options.option``): a ``check`` where declared, numbers within their range
+    declarations (``kernel.options.option``): a ``check`` where declared, numbers within their range
     (else non-negative), lists lists of strings (lower-cased). Keys of other models are theirs."""
     declared = {f.name: f for f in fields(cls)}
     values: dict[str, Any] = {}

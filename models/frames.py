@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from gpufinops.warehouse.providers import provider_code
+from gpufinops.kernel.providers import provider_code
 
 
 def as_datetime(value: Any) -> datetime:

@@ -21,6 +21,7 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
+from gpufinops.kernel import providers
 from gpufinops.models import features, peers
 from gpufinops.models.features import RightsizingSettings
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
@@ -40,7 +41,6 @@ from gpufinops.models.throughput import (
     observations,
     select_predictor,
 )
-from gpufinops.warehouse import providers
 
 # the throughput model's names, read through gpu_type by its users (evaluate, quantization, tests)
 __all__ = [

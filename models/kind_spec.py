@@ -69,7 +69,7 @@ class ModelSpec(Generic[S, In]):
     load: Callable[[duckdb.DuckDBPyConnection, S], In]  # reads the warehouse
     recommend: Callable[[In, S], Findings]  # pure: no connection
     summary: str
-    label: str  # its human name on every surface (models.registry hands it to warehouse.labels)
+    label: str  # its human name on every surface (models.registry hands it to kernel.labels)
     family: str  # one of FAMILIES: its place in a resource's plan (models.plans)
     ends_plan: tuple[str, ...]  # evidence patterns whose action releases the resource: nothing follows it
     # Providers on which its resource is shared by teams (an on-prem node group): each team's (workload's)

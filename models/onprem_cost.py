@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from gpufinops.kernel.ranges import SHARE
 from gpufinops.models.features import parse_settings, setting
-from gpufinops.warehouse.ranges import SHARE
 
 HOURS_PER_MONTH = 730
 

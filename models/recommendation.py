@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from gpufinops.warehouse import providers
-from gpufinops.warehouse.providers import provider_code  # re-exported: the models' one mapping
+from gpufinops.kernel import providers
+from gpufinops.kernel.providers import provider_code  # re-exported: the models' one mapping
 
 
 def stable_id(kind: str, *parts: str | None) -> str:

@@ -2,7 +2,7 @@
 
 A kind's spec (:class:`ModelSpec`, ``models/kind_spec.py``) holds every fact the product knows of it. The
 registry finds every module under ``models/`` that declares ``MODEL_KINDS`` at its top level
-(``warehouse.declared``, the discovery the ingest registry uses for ``INGESTORS``; the built-in kinds'
+(``kernel.declared``, the discovery the ingest registry uses for ``INGESTORS``; the built-in kinds'
 spec modules are ``models/kinds/<kind>.py``), imports it and orders the specs by their ``order`` fact:
 ``MODELS`` is that tuple, idle_gpu, gpu_count, gpu_type, quantization, onprem_vs_cloud, spot_mix,
 commitment, storage_tier, storage_orphan and checkpoint_lifecycle today. There is no list to add a kind to.
@@ -12,7 +12,7 @@ commitment, storage_tier, storage_orphan and checkpoint_lifecycle today. There i
 * how it runs: its typed ``[models]`` ``settings`` class (or None), a ``load`` step that reads the
   warehouse and a pure ``recommend`` step; the built-in ones are :class:`Ref` (imported on first use, so
   reading a kind's facts costs no model library: a spec module imports none at its top);
-* ``label``: its human name on every surface: the registry hands the labels to ``warehouse.labels``,
+* ``label``: its human name on every surface: the registry hands the labels to ``kernel.labels``,
   which sits below the models and holds none of its own;
 * ``family`` and ``ends_plan``: its place in a resource's plan (``models.plans``);
 * ``export``: what the scheduler exports do with it (``jobs.export.placement.ACTIONS``; the storage export
@@ -33,6 +33,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from gpufinops.kernel import labels
+from gpufinops.kernel.declared import modules_declaring
 from gpufinops.models.kind_spec import (
     CARBON,
     FAMILIES,
@@ -44,8 +46,6 @@ from gpufinops.models.kind_spec import (
     Ref,
     Scored,
 )
-from gpufinops.warehouse import labels
-from gpufinops.warehouse.declared import modules_declaring
 
 __all__ = ["CARBON", "FAMILIES", "GPU_HOURS", "PRICING_ONLY", "SELECTED", "ModelSpec", "NotScored", "Ref", "Scored"]
 
@@ -53,7 +53,7 @@ MODELS_ROOT = Path(__file__).resolve().parent  # the models package's folder
 
 
 def spec_modules(root: Path = MODELS_ROOT, package: str = "gpufinops.models") -> tuple[str, ...]:
-    """The modules under ``root`` that declare ``MODEL_KINDS`` (read as text: ``warehouse.declared``)."""
+    """The modules under ``root`` that declare ``MODEL_KINDS`` (read as text: ``kernel.declared``)."""
     return modules_declaring("MODEL_KINDS", root, package)
 
 

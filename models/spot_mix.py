@@ -35,6 +35,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from gpufinops.kernel import providers
+from gpufinops.kernel.ranges import SHARE
 from gpufinops.models import features, run_reads, spot_forecast
 from gpufinops.models.features import setting, tag
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
@@ -47,8 +49,7 @@ from gpufinops.models.spot_prices import (
     rework_fraction,
     spot_prices,
 )
-from gpufinops.warehouse import gpu_charges, providers, queries
-from gpufinops.warehouse.ranges import SHARE
+from gpufinops.warehouse import gpu_charges, queries
 
 # the spot prices' names, read through spot_mix by its users (the evaluation's baselines, tests)
 __all__ = [

@@ -1,7 +1,7 @@
 """A GPU-type or quantization move in $ per 1M tokens: the evidence of findings on resources that serve tokens.
 
 For each ``gpu_type`` / ``quantization`` finding whose resource served tokens (``serving_metrics_hourly``,
-charged to the resource as ``warehouse.unit_costs`` charges them), the evidence gains the tokens served per
+charged to the resource as ``derived.unit_costs`` charges them), the evidence gains the tokens served per
 month (the window's tokens, over the finding's ``window_days`` ending at the last serving hour, scaled to a
 month) and the GPU cost per 1M tokens now and after the move, the same tokens served on the proposed
 configuration (the move's own rules keep the throughput): ``usd_per_1m_tokens_current``,
@@ -15,8 +15,8 @@ from decimal import Decimal
 
 import duckdb
 
+from gpufinops.derived import unit_costs
 from gpufinops.models.recommendation import Recommendation
-from gpufinops.warehouse import unit_costs
 
 KINDS = ("gpu_type", "quantization")
 DAYS_PER_MONTH = 30.4375

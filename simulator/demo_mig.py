@@ -10,7 +10,7 @@ series, as dcgm-exporter does on a MIG GPU: ``GPU_I_PROFILE`` / ``GPU_I_ID``, th
 is not supported on MIG instances), the instance's ``DCGM_FI_DEV_FB_USED`` / ``_FB_FREE``, and the GPU's
 ``DCGM_FI_DEV_POWER_USAGE`` repeated on each instance.
 
-The shared-GPU allocation (``warehouse/allocation.py``) charges each pod its slice's share of the VM's
+The shared-GPU allocation (``derived/allocation.py``) charges each pod its slice's share of the VM's
 GPU-hour (3/7 for ``3g.20gb`` under ``mig_weight = "compute"``), the empty slices' share stays unallocated,
 and ``gpufinops unit-costs`` prices the 3B model's tokens from its slice's allocated cost, not the whole GPU's.
 The VM is billed on demand and busy every hour, so, like the fleet's steady machines, it is a commitment truth

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from gpufinops.warehouse import db, rollups
+from gpufinops.derived import rollups
+from gpufinops.warehouse import db
 
 AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gpufinops.warehouse import allocation, carbon
-from gpufinops.warehouse.carbon_settings import CarbonSettings, store
+from gpufinops.derived import allocation, carbon
+from gpufinops.derived.carbon_settings import CarbonSettings, store
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.warehouse.provider_spec import NodeLabels, ProviderSpec, SkyPilot
+from gpufinops.kernel.provider_spec import NodeLabels, ProviderSpec, SkyPilot
 
 ZETA = ProviderSpec(
     code="zeta",

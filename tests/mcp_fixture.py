@@ -39,9 +39,10 @@ TEAMS = {team for team, *_ in FLEET}
 def build_home(home: Path, feed_template: Path) -> Path:
     """A config and warehouse: the feed fleet, vision's node i-0vision0001 shared with an nlp pod (its
     idle share unallocated), the cost rollup refreshed, budgets configured and their alerts raised."""
+    from gpufinops.derived import rollups
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs.alerts import run as alerts_run
-    from gpufinops.warehouse import db, rollups
+    from gpufinops.warehouse import db
 
     warehouse = home / "gpufinops.duckdb"
     shutil.copyfile(feed_template, warehouse)

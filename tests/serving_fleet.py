@@ -13,7 +13,8 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from gpufinops.warehouse import allocation, db, metrics_schema
+from gpufinops.derived import allocation
+from gpufinops.warehouse import db, metrics_schema
 from tests.allocation_fleet import START, Fleet, GpuHour, Line, Work
 
 H100_HOUR = Decimal("4.00")

@@ -11,7 +11,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from gpufinops.warehouse import allocation, db
+from gpufinops.derived import allocation
+from gpufinops.warehouse import db
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
 from tests.conftest import DATA
 

@@ -2,8 +2,8 @@
 
 ``allocation.recompute`` allocates resource-days in batches (memory stays bounded by a batch), only the
 resource-days a workload ran on and the bill has a GPU line in, and ``carbon.recompute`` writes the carbon
-rows that follow in batches too (warehouse/batching.py); the bill's GPU lines of the whole scope are read
-from ``cost_line_items`` once (warehouse/gpu_lines.py) for every batch of both, because a bill is not
+rows that follow in batches too (derived/batching.py); the bill's GPU lines of the whole scope are read
+from ``cost_line_items`` once (derived/gpu_lines.py) for every batch of both, because a bill is not
 ordered by time and each scan of it reads every row group.
 """
 
@@ -15,7 +15,8 @@ from decimal import Decimal
 
 import pytest
 
-from gpufinops.warehouse import allocation, carbon, db
+from gpufinops.derived import allocation, carbon
+from gpufinops.warehouse import db
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
 from tests.test_allocation import random_fleet
 

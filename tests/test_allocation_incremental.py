@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpufinops.derived import allocation, attribution
 from gpufinops.ingest.metrics.metrics_store import HOUR_SLICE_SQL
-from gpufinops.warehouse import allocation, attribution, db
+from gpufinops.warehouse import db
 
 NODES, GPUS, HOURS, PODS = 3, 2, 48, 3
 START = "TIMESTAMPTZ '2026-10-01 00:00:00+00'"

@@ -1,7 +1,7 @@
 """Order does not matter: bills, restated bills, DCGM scrapes with pods and nvidia-smi logs with processes,
 loaded through their ingestors in any order, end with the same ``gpu_allocation_hourly``.
 
-Each load recomputes the resource-days it touches inside its own transaction (warehouse/allocation.py);
+Each load recomputes the resource-days it touches inside its own transaction (derived/allocation.py);
 these tests drive real loads (``focus_files``, ``dcgm_exporter``, ``nvidia_smi_csv``) and compare the
 whole table, row for row.
 """
@@ -15,12 +15,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpufinops.derived import allocation
 from gpufinops.ingest.core.focus_files import FocusFiles
 from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.metrics.dcgm_exporter import DcgmExporter
 from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
-from gpufinops.warehouse import allocation, db, schema
+from gpufinops.warehouse import db, schema
 from tests.allocation_fleet import START, Line, exposition, write_focus_csv
 from tests.conftest import query, table_digest
 
@@ -171,7 +172,7 @@ def test_every_order_gives_the_same_allocation(outcomes):
 
 
 def test_every_order_gives_the_same_carbon_rows(outcomes):
-    """carbon_hourly is rebuilt with the allocation (warehouse/carbon.py): the same rows in every order."""
+    """carbon_hourly is rebuilt with the allocation (derived/carbon.py): the same rows in every order."""
     digests = {name: table_digest(path, "carbon_hourly") for name, path in outcomes.items()}
     assert len(set(digests.values())) == 1, digests
     assert digests["bill first"][0] > 0

@@ -193,7 +193,7 @@ def test_recommend_prints_no_python_warning_and_names_what_it_withheld(tmp_path)
     )
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
-    from gpufinops.warehouse.labels import label
+    from gpufinops.kernel.labels import label
 
     assert label("gpu_count", "kind") in run.stdout and of.SPARE.resource_id in run.stdout  # the table speaks labels
     assert "withheld:" in run.stdout and "--show-withheld" in run.stdout

@@ -2,8 +2,8 @@
 
 import duckdb
 
+from gpufinops.derived import attribution
 from gpufinops.ingest.metrics import metrics_store
-from gpufinops.warehouse import attribution
 
 
 def test_hour_slices_match_the_same_rows_as_the_formatted_hour() -> None:

@@ -3,9 +3,9 @@ shape Azure's inventory offers, Kueue flavors with AKS's Spot label, the AKS clu
 
 from __future__ import annotations
 
+from gpufinops.derived import carbon_data
 from gpufinops.jobs.export import clusters, inventory, labels, settings, skypilot
 from gpufinops.jobs.export.placement import Placement
-from gpufinops.warehouse import carbon_data
 
 
 def _fleet() -> inventory.Inventory:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufinops.warehouse import providers, reference
+from gpufinops.kernel import providers
+from gpufinops.warehouse import reference
 
 PAGES = Path(__file__).parent / "data" / "azure" / "compute-docs-gpu-sizes" / "azure_gpu_vm_sizes.csv"
 INVENTORY = Path(reference.__file__).parent / "data" / "azure_gpu_sizes.csv"

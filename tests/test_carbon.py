@@ -1,7 +1,7 @@
 """carbon_hourly: measured GPU energy × node model × PUE × grid intensity, to the gram.
 
 Each expected figure is recomputed here from the fixture's known power, the published PUE and the
-vendored codecarbon files read directly (not through warehouse/carbon_data.py).
+vendored codecarbon files read directly (not through derived/carbon_data.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import math
 
 import pytest
 
-from gpufinops.warehouse import allocation, carbon, carbon_data, db, domains
-from gpufinops.warehouse.carbon_settings import CarbonSettings, store
+from gpufinops.derived import allocation, carbon, carbon_data
+from gpufinops.derived.carbon_settings import CarbonSettings, store
+from gpufinops.warehouse import db, domains
 from tests.carbon_fleet import build, gpu, line, pod
 
 DATA = carbon_data.DATA

@@ -14,7 +14,7 @@ import pytest
 
 from gpufinops.interfaces import cli
 from gpufinops.jobs import layouts, output
-from gpufinops.warehouse import labels
+from gpufinops.kernel import labels
 
 WIDTHS = (80, 120, 200)
 RUN_ID = "13859f1361d74ae2b9497f17b24fbc64"

@@ -1,4 +1,4 @@
-"""Every numeric setting declares its range (warehouse/ranges.py) and is refused outside it at start-up:
+"""Every numeric setting declares its range (kernel/ranges.py) and is refused outside it at start-up:
 each registered source's options and each model's ``[models]`` settings, found by iterating the
 declarations, so a new setting is covered. Unreadable config files are exit 2 naming the file; dates
 outside the supported window are exit 2."""
@@ -19,7 +19,7 @@ from gpufinops.ingest.core.spec import MISSING, OptionError, default_of, is_nume
 from gpufinops.interfaces import cli, dates
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config import ConfigError
-from gpufinops.warehouse import ranges
+from gpufinops.kernel import ranges
 
 REGISTRY = default_registry()
 

@@ -14,8 +14,9 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from gpufinops.derived import unit_costs
 from gpufinops.interfaces import cli
-from gpufinops.warehouse import db, unit_costs, windows
+from gpufinops.warehouse import db, windows
 from gpufinops.warehouse.queries import carbon as carbon_queries
 from tests import serving_fleet as sf
 from tests.carbon_fleet import build as build_carbon
@@ -25,7 +26,7 @@ from tests.test_api import FINANCE, SCHEDULER, TOKENS, VISION, Served, make_conf
 @pytest.fixture
 def feed_warehouse(feed_warehouse):
     """The feed fleet with its ``cost_daily`` rollup, as every cost load leaves it."""
-    from gpufinops.warehouse import rollups
+    from gpufinops.derived import rollups
 
     with db.writer(feed_warehouse) as con:
         rollups.refresh_cost_daily(con)

@@ -19,7 +19,8 @@ import pytest
 from gpufinops.dashboard import spend_table
 from gpufinops.dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds, window_start
 from gpufinops.ingest.core.runner import run_source
-from gpufinops.warehouse import db, freshness, labels, queries
+from gpufinops.kernel import labels
+from gpufinops.warehouse import db, freshness, queries
 from tests.conftest import FOCUS_SAMPLE, query
 from tests.demo_cache import demo_copy
 

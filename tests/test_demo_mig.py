@@ -14,12 +14,13 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
+from gpufinops.derived import unit_costs
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.ingest_run import run_configured
 from gpufinops.simulator import demo_mig, demo_serving, gcp_export
 from gpufinops.simulator.demo_fleet import DEMO_END
 from gpufinops.simulator.demo_profiles import Clock
-from gpufinops.warehouse import db, unit_costs
+from gpufinops.warehouse import db
 
 CENT = Decimal("0.01")
 DAYS = 1

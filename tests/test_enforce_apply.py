@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from gpufinops.derived import rollups
 from gpufinops.interfaces.cli import main
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.enforce import apply as apply_mod
 from gpufinops.jobs.enforce.kube import object_path
-from gpufinops.warehouse import db, rollups
+from gpufinops.warehouse import db
 from tests.feed_fleet import AWS_EAST
 from tests.k8s_crds import crd_schemas, validate
 from tests.k8s_loopback import K8sLoopback

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import yaml
 
+from gpufinops.derived import rollups
 from gpufinops.jobs.enforce import build
 from gpufinops.jobs.export.settings import ExportSettings
 from gpufinops.models.budgets import Budget, BudgetScope
-from gpufinops.warehouse import db, rollups
+from gpufinops.warehouse import db
 from tests import export_checks
 from tests.k8s_crds import crd_schemas, validate
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpufinops.derived import allocation
 from gpufinops.interfaces.cli import main as cli
 from gpufinops.jobs.export import focus, focus13
-from gpufinops.warehouse import allocation, db, schema
+from gpufinops.warehouse import db, schema
 from tests import focus_rules, focus_rules_13
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
 from tests.demo_cache import demo_copy

@@ -1,4 +1,4 @@
-"""The one label table (warehouse/labels.py): every code a registry or an enum can produce has its own
+"""The one label table (kernel/labels.py): every code a registry or an enum can produce has its own
 human label (the registries are iterated, so a new kind, rule, role or pattern fails here until it is
 named), codes found in real findings too, and the API's `*_label` fields are additive."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufinops.warehouse import labels
+from gpufinops.kernel import labels
 
 
 def registered_codes() -> dict[str, set[str]]:
@@ -65,7 +65,7 @@ def test_every_code_has_its_own_label(source: str) -> None:
     codes = registered_codes() if source == "registries" else finding_codes()
     missing = {field: sorted(c for c in values if c not in labels.TABLES[field]) for field, values in codes.items()}
     missing = {k: v for k, v in missing.items() if v}
-    assert not missing, f"codes without a label in warehouse/labels.py: {missing}"
+    assert not missing, f"codes without a label in kernel/labels.py: {missing}"
     for field, values in codes.items():
         for code in values:
             text = labels.label(code, field)
@@ -122,7 +122,9 @@ def sql_codes(column: str) -> set[str]:
     import re
     from pathlib import Path
 
-    sql = (Path(labels.__file__).parent / "allocation_sql.py").read_text()
+    from gpufinops.derived import allocation_sql
+
+    sql = Path(allocation_sql.__file__).read_text()
     cases = re.findall(rf"CASE((?:(?!CASE).)*?)END AS {column}\b", sql, flags=re.DOTALL)
     return {code for case in cases for code in re.findall(r"'(\w+)'", case)} | set(
         re.findall(rf"'(\w+)' AS {column}\b", sql)

@@ -13,7 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpufinops.warehouse import column_types, db, reference, rollups, schema
+from gpufinops.derived import rollups
+from gpufinops.warehouse import column_types, db, reference, schema
 
 OLD = Path(__file__).parent / "data" / "old_warehouses"
 OLD_FILES = sorted(OLD.glob("v*.duckdb.gz"))

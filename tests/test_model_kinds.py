@@ -20,9 +20,9 @@ from gpufinops.jobs import eval_score
 from gpufinops.jobs.export import placement
 from gpufinops.jobs.export import plan as export_plan
 from gpufinops.jobs.export import storage as export_storage
+from gpufinops.kernel import labels, providers
 from gpufinops.models import carbon_evidence, plans, registry
 from gpufinops.models.registry import SELECTED, ModelSpec, NotScored, Ref, Scored
-from gpufinops.warehouse import labels, providers
 from tests import dummy_kind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_the_registry_is_what_discovery_finds_in_each_spec_s_order() -> None:
 
 
 def test_the_lower_layers_tables_are_the_registrys_exactly() -> None:
-    """warehouse/labels.py sits below the models (it cannot import them) and holds no kind's label: the
+    """kernel/labels.py sits below the models (it cannot import them) and holds no kind's label: the
     registry hands them down. The storage export and the carbon evidence carry exactly the kinds whose
     specs say so."""
     assert labels.KINDS == {s.kind: s.label for s in registry.MODELS}
@@ -106,7 +106,7 @@ def test_the_lower_layers_tables_are_the_registrys_exactly() -> None:
 
 def test_the_label_table_has_no_kind_until_the_registry_names_them() -> None:
     code = (
-        "from gpufinops.warehouse import labels\n"
+        "from gpufinops.kernel import labels\n"
         "assert labels.KINDS == {}\n"
         "for call in (lambda: labels.label('idle_gpu', 'kind'), lambda: labels.label('open')):\n"
         "    try:\n"
@@ -179,7 +179,7 @@ def test_a_kind_the_registry_does_not_hold_is_refused_by_every_reader() -> None:
 
 def test_reading_the_facts_imports_no_model_library() -> None:
     code = (
-        "import sys; from gpufinops.models import plans, registry; from gpufinops.warehouse import labels; "
+        "import sys; from gpufinops.models import plans, registry; from gpufinops.kernel import labels; "
         "assert 'polars' not in sys.modules and 'gpufinops.models.gpu_type' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -14,8 +14,9 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import pytest
 
-from gpufinops.warehouse import allocation, carbon, db, domains, serving_costs, unit_costs
-from gpufinops.warehouse.allocation_sql import WEIGHT_SCALE
+from gpufinops.derived import allocation, carbon, serving_costs, unit_costs
+from gpufinops.derived.allocation_sql import WEIGHT_SCALE
+from gpufinops.warehouse import db, domains
 from tests import serving_fleet as sf
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work
 from tests.test_allocation import allocate

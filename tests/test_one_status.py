@@ -182,7 +182,7 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
     totals["dashboard recommendations"] = dollars(metrics(at)["Monthly savings shown"].removesuffix("/month")[1:])
     at.multiselect(key="recs_status").set_value(["open", "accepted", "dismissed", "applied"]).run()
     table = at.dataframe[0].value
-    from gpufinops.warehouse.labels import label
+    from gpufinops.kernel.labels import label
 
     code_of = {label(c, "status"): c for c in ("open", "accepted", "dismissed", "applied")}  # the page shows labels
     shown["dashboard"] = {

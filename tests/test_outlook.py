@@ -11,13 +11,13 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from gpufinops.kernel.labels import NO_TEAM
 from gpufinops.models import alert_rules
 from gpufinops.models.alerts import AlertSettings
 from gpufinops.models.budgets import Budget, BudgetScope
 from gpufinops.models.forecast import cost_forecast
 from gpufinops.models.outlook import month_outlook, period_outlook
 from gpufinops.warehouse import db
-from gpufinops.warehouse.labels import NO_TEAM
 from tests.alert_fleet import Resource, spend_lines
 
 SEP, OCT, NOV = date(2026, 9, 1), date(2026, 10, 1), date(2026, 11, 1)

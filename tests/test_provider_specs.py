@@ -1,4 +1,4 @@
-"""The provider spec (warehouse/providers.py): every built-in provider declares every fact, a dummy provider
+"""The provider spec (kernel/providers.py): every built-in provider declares every fact, a dummy provider
 declared in one module reaches every reader, and the architecture page's recipe names the files it touches."""
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpufinops.derived import carbon_data
 from gpufinops.jobs.export import clusters, inventory, labels, settings, skypilot
 from gpufinops.jobs.export.placement import Placement
+from gpufinops.kernel import labels as warehouse_labels
+from gpufinops.kernel import providers
+from gpufinops.kernel.provider_spec import ProviderSpec
 from gpufinops.models.recommendation import Withheld
-from gpufinops.warehouse import carbon_data, db, providers, reference
-from gpufinops.warehouse import labels as warehouse_labels
-from gpufinops.warehouse.provider_spec import ProviderSpec
+from gpufinops.warehouse import db, reference
 from tests.dummy_provider import ZETA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +117,6 @@ def test_the_recipe_lists_every_fact_and_at_most_four_files_beside_the_ingest_fo
         "warehouse/reference.py",
         "jobs/export/labels.py",
         "jobs/export/skypilot.py",
-        "warehouse/carbon_data.py",
+        "derived/carbon_data.py",
     ):
         assert f"`{module}`" in recipe, module

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from gpufinops.derived import attribution
 from gpufinops.ingest.metrics import metrics_store, workloads
-from gpufinops.warehouse import attribution
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 

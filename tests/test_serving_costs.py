@@ -1,4 +1,4 @@
-"""The stored serving costs (``serving_costs_hourly``, warehouse/serving_costs.py) are the live rows, always.
+"""The stored serving costs (``serving_costs_hourly``, derived/serving_costs.py) are the live rows, always.
 
 Unit costs read stored rows; these tests hold that store to the rows its one SQL definition computes from
 the inputs as they are now, whatever loaded them in whatever order: bills (``focus_files``, restated),
@@ -18,10 +18,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from gpufinops.derived import serving_costs, unit_costs
+from gpufinops.derived.serving_costs import UnitCostSettings
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.metrics.serving_exporter import ServingExporter
-from gpufinops.warehouse import db, queries, serving_costs, unit_costs
-from gpufinops.warehouse.serving_costs import UnitCostSettings
+from gpufinops.warehouse import db, queries
 from tests import serving_fleet as sf
 from tests.allocation_fleet import START, Line, write_focus_csv
 from tests.demo_cache import demo_copy

@@ -1,4 +1,4 @@
-"""Every config section is declared in the one idiom (warehouse/options.py, docs/config.md "How settings are
+"""Every config section is declared in the one idiom (kernel/options.py, docs/config.md "How settings are
 declared"), found by walking the sections the loader reads: each option has a type, a default or is required,
 and a description; every section fills a ``Config`` attribute; and no module but the loader reads the TOML
 mapping (the typed settings are what the readers get)."""
@@ -14,7 +14,7 @@ import pytest
 
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection
-from gpufinops.warehouse.options import MISSING, Settings, default_of, option, required
+from gpufinops.kernel.options import MISSING, Settings, default_of, option, required
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = config_mod.sections()

@@ -13,10 +13,11 @@ from decimal import Decimal
 
 import pytest
 
+from gpufinops.derived import allocation
 from gpufinops.models import plans
 from gpufinops.models import run as models_run
 from gpufinops.models.recommendation import Recommendation, money
-from gpufinops.warehouse import allocation, db
+from gpufinops.warehouse import db
 from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
 
 NODE = "i-shared"

@@ -41,7 +41,8 @@ from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.core.spec import SourceOptions, TransportOptions
 from gpufinops.interfaces import cli_parser, doctor_sources, init_choices, init_cmd, init_render
 from gpufinops.jobs.config import parse_source
-from gpufinops.warehouse import freshness, providers, reference, schema
+from gpufinops.kernel import providers
+from gpufinops.warehouse import freshness, reference, schema
 from tests import dummy_source
 
 ROOT = Path(__file__).resolve().parents[1]

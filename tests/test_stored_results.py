@@ -12,9 +12,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpufinops.dashboard import precomputed
+from gpufinops.derived import rollups
 from gpufinops.jobs import config, ingest_run
 from gpufinops.models.outlook import month_outlook
-from gpufinops.warehouse import db, queries, rollups, stored_results
+from gpufinops.warehouse import db, queries, stored_results
 from tests.alert_fleet import Resource, add_spend, spend_lines
 from tests.conftest import FOCUS_SAMPLE
 

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ingest", "warehouse", "models", "dashboard", "jobs", "interfaces", "simulator")
+PACKAGES = ("kernel", "ingest", "warehouse", "derived", "models", "dashboard", "jobs", "interfaces", "simulator")
 MAX_LINES = 400
 
 
@@ -107,13 +107,17 @@ def test_no_import_cycle_between_product_modules():
 
 
 # Who may not import whom (docs/architecture.md, the flow): data moves simulator -> ingest -> warehouse -> models ->
-# dashboard / jobs, and the interfaces (CLI, API, MCP) sit on top, calling everything below them. Nothing
+# dashboard / jobs, and the interfaces (CLI, API, MCP) sit on top, calling everything below them. The derived
+# tables (derived/) sit on the warehouse and under everything that reads them: the store imports none of them. The
+# kernel (kernel/: declared settings, provider specs, labels) is under every room and imports none. Nothing
 # imports a room downstream of it: no job imports an interface, and the dashboard never imports ingest
 # (nor, lazily or not, a cloud SDK: tests/test_dashboard.py checks that).
 FORBIDDEN = {
+    "kernel": {"simulator", "ingest", "warehouse", "derived", "models", "dashboard", "jobs", "interfaces"},
     "simulator": {"models", "dashboard", "jobs", "interfaces"},
     "ingest": {"models", "dashboard", "jobs", "interfaces", "simulator"},
-    "warehouse": {"models", "dashboard", "jobs", "interfaces", "simulator"},
+    "derived": {"ingest", "models", "dashboard", "jobs", "interfaces", "simulator"},
+    "warehouse": {"derived", "ingest", "models", "dashboard", "jobs", "interfaces", "simulator"},
     "models": {"ingest", "dashboard", "jobs", "interfaces", "simulator"},
     "dashboard": {"ingest", "jobs", "interfaces", "simulator"},
     "jobs": {"interfaces"},

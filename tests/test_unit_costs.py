@@ -19,7 +19,8 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufinops.warehouse import db, serving_costs, unit_costs
+from gpufinops.derived import serving_costs, unit_costs
+from gpufinops.warehouse import db
 from tests import serving_fleet as sf
 from tests.test_api import API_TOML, TOKENS, make_config
 
@@ -129,7 +130,7 @@ def test_kwh_and_co2e_come_from_carbon_hourly_and_say_why_when_no_power_was_meas
         before = unit_costs.unit_costs(con)
         assert unit_costs.carbon_note(con) == unit_costs.NO_CARBON
     assert before["kwh"].null_count() == before.height
-    with db.writer(fleet) as con:  # warehouse/carbon.py's rows, set here: one per allocation row, or resource-hour
+    with db.writer(fleet) as con:  # derived/carbon.py's rows, set here: one per allocation row, or resource-hour
         con.execute("DELETE FROM carbon_hourly")
         con.execute(
             "INSERT INTO carbon_hourly BY NAME SELECT hour, resource_id, gpu_uuid, mig_instance, namespace, pod, "

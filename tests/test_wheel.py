@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment (~1 min)
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("ingest", "warehouse", "models", "dashboard", "jobs", "interfaces", "simulator")
+FOLDERS = ("kernel", "ingest", "warehouse", "derived", "models", "dashboard", "jobs", "interfaces", "simulator")
 
 
 def test_pyproject_lists_every_package_folder():

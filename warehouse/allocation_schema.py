@@ -1,7 +1,7 @@
 """Who used the GPUs and what it cost and emitted: the attribution rules, the GPU cost divided among
 what ran on it, the energy and emissions on top of that division, and the settings each load computes them with.
 
-Written by every load (``warehouse/attribution.py``, ``warehouse/allocation.py``, ``warehouse/carbon.py``).
+Written by every load (``derived/attribution.py``, ``derived/allocation.py``, ``derived/carbon.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ ATTRIBUTION_RULES = pa.schema(
     ]
 )
 
-# v10: the GPU part of each billed resource-hour divided among what ran on it (warehouse/allocation.py);
+# v10: the GPU part of each billed resource-hour divided among what ran on it (derived/allocation.py);
 # the rows of a (resource_id, hour) sum exactly to the EffectiveCost of its GPU usage lines.
 GPU_ALLOCATION_HOURLY = pa.schema(
     [
@@ -52,7 +52,7 @@ GPU_ALLOCATION_HOURLY = pa.schema(
 # v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
 ALLOCATION_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
-# v13: energy and emissions per allocated GPU-hour (warehouse/carbon.py; docs/carbon.md). The rows of a
+# v13: energy and emissions per allocated GPU-hour (derived/carbon.py; docs/carbon.md). The rows of a
 # (resource_id, hour) sum to the resource's measured energy; hours without a power measurement are
 # rows with energy_basis = 'withheld' and NULL energy, never a guess.
 CARBON_HOURLY = pa.schema(
@@ -85,7 +85,7 @@ CARBON_HOURLY = pa.schema(
 # v13: the [carbon] settings every load computes carbon_hourly with.
 CARBON_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
 
-# v17: each serving pod-hour's GPU cost, tokens and energy per model (warehouse/serving_costs.py), what the
+# v17: each serving pod-hour's GPU cost, tokens and energy per model (derived/serving_costs.py), what the
 # unit costs sum; kept in step with the allocation and the serving counters by every load, for the
 # ``[unit_costs]`` settings stored beside it.
 SERVING_COSTS_HOURLY = pa.schema(

@@ -1,7 +1,7 @@
 """The bill's columns: FOCUS 1.2 cost line items with the product's x_ extensions, and their daily rollup.
 
 Written by every cost ingestor (``ingest/aws``, ``ingest/gcp``, ``ingest/onprem``, FOCUS files) and kept in
-step by ``warehouse/rollups.py``; ``warehouse/schema.py`` lists these tables with the others.
+step by ``derived/rollups.py``; ``warehouse/schema.py`` lists these tables with the others.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ COST_LINE_ITEMS = pa.schema(
 )
 
 # Daily cost per source, provider, team and service, kept in step with cost_line_items by every cost
-# load (warehouse/rollups.py): the dashboard's spend pages read days, not millions of line items.
+# load (derived/rollups.py): the dashboard's spend pages read days, not millions of line items.
 COST_DAILY = pa.schema(
     [
         ("day", UTC_TS),

@@ -51,7 +51,7 @@ GPU_METRICS_HOURLY = pa.schema(
         ("source", pa.string()),
         ("ingest_run_id", pa.string()),
         # v6: the exporter's own hints, kept so that a bill arriving later (or restated) can always be
-        # matched: resource_id / team are derived from them (warehouse/attribution.py).
+        # matched: resource_id / team are derived from them (derived/attribution.py).
         ("resource_hint", pa.string()),
         ("provider_id", pa.string()),
         ("namespace", pa.string()),

@@ -1,7 +1,7 @@
 """Reference tables shipped with gpufinops, kept in step with their bundled CSVs.
 
 ``gpu_specs`` holds GPU datasheet figures (``data/gpu_specs.csv``); ``gpu_instance_reference`` holds
-what each instance type carries, from every registered provider's ``inventory`` file (warehouse/providers.py:
+what each instance type carries, from every registered provider's ``inventory`` file (kernel/providers.py:
 AWS and Google Cloud in ``data/gpu_instance_types.csv``, sources in ``data/GPU_INSTANCE_TYPES_SOURCES.md``;
 Azure in ``data/azure_gpu_sizes.csv``, sources in docs/sources/azure.md), so a bill without GPU attributes and a first day
 without pricing credentials still resolve GPU model, count and memory. Each table is replaced in one
@@ -20,7 +20,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from gpufinops.warehouse import providers, reference_schema
+from gpufinops.kernel import providers
+from gpufinops.warehouse import reference_schema
 from gpufinops.warehouse.gpu_models import CANONICAL_GPU_MODELS, GPU_SPECS_PATH, load_gpu_specs
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
+from gpufinops.kernel.labels import NO_TEAM
 from gpufinops.warehouse import allocation_queries, windows
-from gpufinops.warehouse.labels import NO_TEAM
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
 from gpufinops.warehouse.windows import Window
 

@@ -14,8 +14,8 @@ import streamlit as st
 
 from gpufinops.dashboard import labels
 from gpufinops.dashboard.common import cached_query, connection, page_header
+from gpufinops.kernel.labels import age
 from gpufinops.warehouse import freshness, queries, stored_results
-from gpufinops.warehouse.labels import age
 
 
 def with_run_health(status: pl.DataFrame, now: datetime, stale_after_hours: float) -> pl.DataFrame:

@@ -9,9 +9,9 @@ import streamlit as st
 
 from gpufinops.dashboard import charts, labels, spend_charts
 from gpufinops.dashboard.common import connection, money_frame, page_header
+from gpufinops.kernel.labels import PRICING
+from gpufinops.kernel.labels import label as code_label
 from gpufinops.warehouse import queries
-from gpufinops.warehouse.labels import PRICING
-from gpufinops.warehouse.labels import label as code_label
 
 PATTERNS = {
     "keep_onprem": "keep on-prem",

@@ -15,10 +15,10 @@ import streamlit as st
 from gpufinops.dashboard import evidence, labels
 from gpufinops.dashboard.common import cached_call, connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
+from gpufinops.kernel.labels import NO_TEAM, team_label
+from gpufinops.kernel.labels import label as code_label
 from gpufinops.models import kind_coverage, plans
 from gpufinops.warehouse import db, queries, recommendation_store
-from gpufinops.warehouse.labels import NO_TEAM, team_label
-from gpufinops.warehouse.labels import label as code_label
 
 TABLE_COLUMNS = (
     "monthly_savings_usd",

@@ -13,8 +13,8 @@ import streamlit as st
 from gpufinops.dashboard import charts, labels, price_charts
 from gpufinops.dashboard.common import connection, money, page_header
 from gpufinops.dashboard.evidence import spot_until, spot_view
+from gpufinops.kernel.labels import age
 from gpufinops.warehouse import queries
-from gpufinops.warehouse.labels import age
 
 STALE_AFTER = timedelta(days=2)  # spot prices change daily or faster: two days without one is stale
 

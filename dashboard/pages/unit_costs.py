@@ -6,7 +6,7 @@ import streamlit as st
 
 from gpufinops.dashboard import period, unit_costs_view
 from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
-from gpufinops.warehouse import unit_costs
+from gpufinops.derived import unit_costs
 
 
 def main() -> None:

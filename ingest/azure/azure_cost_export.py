@@ -38,7 +38,8 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, TransportOptions, option
 from gpufinops.ingest.storage.options import WILDCARDS, unscoped
-from gpufinops.warehouse import ranges, reference
+from gpufinops.kernel import ranges
+from gpufinops.warehouse import reference
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,8 @@ from gpufinops.ingest.core.registry import (
     Transport,
 )
 from gpufinops.ingest.core.spec import OptionProblem, TransportOptions, option
-from gpufinops.warehouse import ranges, reference, schema
+from gpufinops.kernel import ranges
+from gpufinops.warehouse import reference, schema
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from gpufinops.ingest.core.spec import SourceOptions
-from gpufinops.warehouse.declared import modules_declaring
+from gpufinops.kernel.declared import modules_declaring
 from gpufinops.warehouse.freshness import Freshness  # re-exported: a spec module imports its facts from here
 
 
@@ -116,7 +116,7 @@ class IngestorMeta:
     options: type[SourceOptions]  # the config keys: their types, defaults and descriptions
     description: str  # what it reads, for the docs' source table (docs/sources/index.md)
     time_range: bool  # honours --since/--until (others load incrementally regardless)
-    # The provider code of what it reads (warehouse/providers.py PROVIDERS), None: any provider's
+    # The provider code of what it reads (kernel/providers.py PROVIDERS), None: any provider's
     # data, which names its own (FOCUS files, GPU metrics of any machine).
     provider: str | None
     extra: Extra | None  # the pip extra its API calls need (None: it reads files or plain HTTP)
@@ -255,7 +255,7 @@ INGEST_ROOT = Path(__file__).resolve().parents[1]  # the ingest package's folder
 
 def builtin_modules(root: Path = INGEST_ROOT, package: str = "gpufinops.ingest") -> tuple[str, ...]:
     """The modules under ``root`` that declare ``INGESTORS`` (a line starting ``INGESTORS``): a new
-    source's module is found where it lies, no list to add it to (``warehouse.declared``, the discovery
+    source's module is found where it lies, no list to add it to (``kernel.declared``, the discovery
     the model registry uses too). Read as text, imported only by ``default_registry``."""
     return modules_declaring("INGESTORS", root, package)
 

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -20,6 +20,8 @@ from typing import Any, TypedDict, Unpack
 import duckdb
 import pyarrow as pa
 
+from gpufinops.derived import registry as derived
+from gpufinops.derived.spec import Change, Touched
 from gpufinops.ingest.core import funnel, transport
 from gpufinops.ingest.core import scrub as scrub_module
 from gpufinops.ingest.core.registry import (
@@ -34,7 +36,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.scrub import scrub
 from gpufinops.ingest.core.spec import OptionError, SourceOptions
-from gpufinops.warehouse import allocation, attribution, db, domains, rollups, schema, serving_costs
+from gpufinops.warehouse import db, domains, schema
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ def _insert_batch(
     source: str,
     source_column: str,
     slice_expr: str,
-    touched: attribution.Touched,
+    touched: Touched,
     key: tuple[str, ...] = (),
 ) -> int:
     table = schema.TABLES[batch.table]
@@ -148,34 +150,21 @@ def _insert_batch(
     owner = f'"{source_column}" = ? AND ' if source_column else ""  # reference tables have no source column
     in_slices = f"{owner}({slice_expr}) IN ({placeholders})"
     slice_params = ([source] if source_column else []) + list(batch.slices)
-    if table.name == "cost_line_items":  # the resources whose GPU-hours this load may re-attribute
-        touched.cost_sources.add(source)
-        if batch.slices:
-            attribution.capture_cost_ids(con, in_slices, slice_params)
-    elif table.name == "attribution_rules":
-        attribution.capture_rule_hosts(con, source, touched)
+    followers = [spec for spec in derived.specs() if spec.captures(table.name)]
+    touched.tables.add(table.name)
+    change = Change(table.name, source, in_slices, slice_params, slice_expr, tuple(batch.slices), inserted=False)
     if batch.slices:
-        allocation.capture(con, table.name, in_slices, slice_params)  # what the old rows paid for / measured
-        serving_costs.capture(con, table.name, in_slices, slice_params)  # and the days they served in
+        for spec in followers:  # what the old rows paid for, measured or served, before they go
+            spec.capture(con, change, touched)
         con.execute(f"DELETE FROM {table.name} WHERE {in_slices}", slice_params)
     inserted = _insert_rows(con, batch, table, key)
-    if source_column:
+    if source_column:  # the rows the source holds there now
         owned = (in_slices, slice_params) if batch.slices else (f'"{source_column}" = ?', [source])
-        serving_costs.capture(con, table.name, *owned)
-    if table.name == "cost_line_items":
-        attribution.capture_cost_ids(
-            con, in_slices if batch.slices else f'"{source_column}" = ?', slice_params if batch.slices else [source]
-        )
-        allocation.capture(
-            con,
-            table.name,
-            in_slices if batch.slices else f'"{source_column}" = ?',
-            slice_params if batch.slices else [source],
-        )
-    elif table.name == "attribution_rules":
-        attribution.capture_rule_hosts(con, source, touched)
-    elif table.name in attribution.ATTRIBUTED_TABLES:
-        touched.metric_slices.append((table.name, source, slice_expr, list(batch.slices)))
+        change = replace(change, where=owned[0], params=owned[1], inserted=True)
+    else:
+        change = replace(change, where=in_slices if batch.slices else None, inserted=True)
+    for spec in followers:
+        spec.capture(con, change, touched)
     return inserted
 
 
@@ -211,18 +200,12 @@ def _check_arrow_schema(data: pa.Table, table: schema.Table) -> None:
             raise IngestError(f"column {f.name!r} has type {f.type}, table {table.name} needs {expected[f.name]}")
 
 
-def _load(
-    con: duckdb.DuckDBPyConnection,
-    source: str,
-    meta,
-    result: FetchResult,
-    allocation_settings: allocation.AllocationSettings | None = None,
-) -> tuple[int, int]:
+def _load(con: duckdb.DuckDBPyConnection, source: str, meta, result: FetchResult) -> tuple[int, int]:
     """Replace the batches' slices and save the source's state, all in one transaction;
     returns (rows loaded, rows quarantined)."""
     rows = rejected = 0
     failed_batch = None
-    touched = attribution.Touched()
+    touched = Touched(source)
     log.info("%s: loading %d batch(es) into the warehouse", source, len(result.batches))
     con.execute("BEGIN TRANSACTION")
     try:
@@ -235,11 +218,8 @@ def _load(
             elif batch.table not in UNCOUNTED_TABLES and batch.counted:
                 rows += inserted
         failed_batch = None
-        if any(batch.table == "cost_line_items" for batch in result.batches):
-            rollups.refresh_cost_daily(con, source)  # the daily rollup moves with the line items
-        attribution.apply(con, touched)  # GPU-hours follow whichever side arrived: same transaction
-        allocation.apply(con, touched, allocation_settings)  # and so does the shared-GPU chargeback
-        serving_costs.apply(con)  # and each serving pod-hour's cost (the days the allocation did not redo)
+        for spec in derived.specs():  # the derived tables follow whichever side arrived: same transaction
+            spec.apply(con, touched)
         con.execute("DELETE FROM ingest_state WHERE source = ?", [source])
         con.execute(
             "INSERT INTO ingest_state VALUES (?, ?, ?)", [source, json.dumps(result.state, sort_keys=True), _now()]
@@ -275,7 +255,6 @@ class RunSettings(TypedDict, total=False):
     base_dir: str | None
     memory_limit: str
     secrets: list[str] | None
-    allocation_settings: allocation.AllocationSettings | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,7 +268,6 @@ class RunOptions:
     base_dir: str | None = None  # relative paths in the options are relative to this
     memory_limit: str = db.DEFAULT_MEMORY_LIMIT
     secrets: list[str] | None = None  # values scrubbed from the error recorded
-    allocation_settings: allocation.AllocationSettings | None = None  # [allocation]
 
 
 def run_source(
@@ -342,7 +320,7 @@ def run_source(
                 status, error = "skipped", None
                 log.info("%s: skipped, %s", source, result.skipped_reason)
             else:
-                rows, rejected = _load(con, source, meta, result, run.allocation_settings)
+                rows, rejected = _load(con, source, meta, result)
                 status, error = "succeeded", None
         except Exception as exc:  # recorded in the ledger and reported; the warehouse is unchanged
             status, error, rows, rejected = (

@@ -17,17 +17,17 @@ from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from gpufinops.ingest.core import bounds as net
-from gpufinops.warehouse import ranges
+from gpufinops.kernel import ranges
 
-# the one way a setting is declared (warehouse/options.py), re-exported for the ingestors
-from gpufinops.warehouse.options import MISSING as MISSING
-from gpufinops.warehouse.options import conforms as conforms
-from gpufinops.warehouse.options import default_of as default_of
-from gpufinops.warehouse.options import describe as describe
-from gpufinops.warehouse.options import is_numeric as is_numeric
-from gpufinops.warehouse.options import option as option
-from gpufinops.warehouse.options import required as _required
-from gpufinops.warehouse.options import unknown_key
+# the one way a setting is declared (kernel/options.py), re-exported for the ingestors
+from gpufinops.kernel.options import MISSING as MISSING
+from gpufinops.kernel.options import conforms as conforms
+from gpufinops.kernel.options import default_of as default_of
+from gpufinops.kernel.options import describe as describe
+from gpufinops.kernel.options import is_numeric as is_numeric
+from gpufinops.kernel.options import option as option
+from gpufinops.kernel.options import required as _required
+from gpufinops.kernel.options import unknown_key
 
 T = TypeVar("T", bound="SourceOptions")
 

@@ -2,7 +2,7 @@
 
 Shared by the utilisation ingestors. ``attributed_sql`` turns hourly rows into ``gpu_metrics_hourly``
 rows carrying the hints (resource label, host, Kubernetes providerID, workload labels) that
-``warehouse.attribution`` resolves to a billed ``ResourceId`` and team inside the load's transaction,
+``derived.attribution`` resolves to a billed ``ResourceId`` and team inside the load's transaction,
 whichever of the bill and the metrics arrived first. ``rules_batches`` replaces the source's
 ``resource_map`` / ``namespace_teams`` rules in ``attribution_rules`` when they changed.
 """
@@ -14,9 +14,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from gpufinops.derived import attribution
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import Batch, IngestContext
-from gpufinops.warehouse import attribution
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 from gpufinops.warehouse.metrics_schema import PROFILING_COLUMNS
 
@@ -79,7 +79,7 @@ def workload_labels(labels: dict[str, str]) -> tuple[str | None, str | None, str
 
 def provider_id_resource(provider_id: str | None) -> str | None:
     """A Kubernetes node providerID as the ResourceId its cloud bills under (None when unknown).
-    The SQL twin that attribution runs is ``warehouse.attribution.provider_resource_sql``."""
+    The SQL twin that attribution runs is ``derived.attribution.provider_resource_sql``."""
     if not provider_id:
         return None
     if provider_id.startswith("aws://"):
@@ -102,7 +102,7 @@ def attributed_sql(
     """gpu_metrics_hourly rows from ``hourly_ctes`` (a WITH body defining ``hourly``) with their hints.
 
     ``resource_id`` and ``team`` are left NULL here: the runner resolves them from the hints inside
-    the load's transaction (``warehouse.attribution``), as every later cost load does again, so the
+    the load's transaction (``derived.attribution``), as every later cost load does again, so the
     answer never depends on whether the bill or the metrics arrived first. ``day_models`` (UTC day
     number, name, model; ``gpu_model_day_rows``), when given, names each day's GPU models instead of
     ``models``: the rows of several days rolled up together keep each day's.

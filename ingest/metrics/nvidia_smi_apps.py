@@ -10,7 +10,7 @@ samples at ``<warehouse dir>/samples/<source>/compute-apps/<sha1 of the log's pa
 Those samples roll up into ``gpu_processes_hourly``: one row per hour, host, GPU, pid and process
 name with the largest and mean used memory (MiB) and the number of samples the process was seen in
 (a sample logged twice counts once; the mean leaves out ``[N/A]`` readings). Rows are attributed to
-a billed resource and team exactly as the host's GPU rows are (``warehouse.attribution``).
+a billed resource and team exactly as the host's GPU rows are (``derived.attribution``).
 A log holding only its header (no process was running) is valid and adds no rows. The same samples
 give each process's presence per GPU-hour (``gpu_workloads_hourly``, :mod:`ingest.metrics.workloads`), the
 time-slicing input of the shared-GPU chargeback.

@@ -10,7 +10,7 @@ sample of every hour has a predecessor; every hour of the window is a slice repl
 Incremental by time like ``prometheus``: ``[cursor − lookback_hours, last complete hour)``, the first run
 ``backfill_days`` back, ``--since``/``--until`` override both. Rows are per hour, server, model, namespace,
 pod and host; the GPU resources and cost they are charged with are found when unit costs are read
-(``warehouse.unit_costs``), so the answer does not depend on whether metrics or the bill came first.
+(``derived.unit_costs``), so the answer does not depend on whether metrics or the bill came first.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from gpufinops.ingest.metrics import metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient
 from gpufinops.ingest.metrics.scrape import display_url
-from gpufinops.warehouse import ranges
+from gpufinops.kernel import ranges
 from gpufinops.warehouse.metrics_schema import SERVING_METRICS_HOURLY
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """What ran on each GPU in each hour: ``gpu_workloads_hourly`` rows, written with the hourly rollup.
 
-The shared-GPU chargeback (``warehouse/allocation.py``) divides a GPU-hour's cost among its
+The shared-GPU chargeback (``derived/allocation.py``) divides a GPU-hour's cost among its
 workloads by *measured presence*: how many of the hour's sample times each workload was seen on
 the GPU (or MIG slice). Every metrics ingestor that knows workloads writes one row per (hour,
 GPU, slice, workload) in the same load, over the same slices, as its ``gpu_metrics_hourly`` rows:

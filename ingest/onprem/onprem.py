@@ -38,6 +38,7 @@ from typing import Any
 
 import duckdb
 
+from gpufinops.derived import attribution
 from gpufinops.ingest.core.registry import (
     Batch,
     Cursor,
@@ -51,7 +52,6 @@ from gpufinops.ingest.core.spec import SourceOptions, option
 from gpufinops.ingest.metrics import metrics_attribution
 from gpufinops.ingest.onprem.onprem_cost import Cluster, OnpremConfigError, parse_cluster, specs_from_rows
 from gpufinops.ingest.onprem.onprem_lines import build_lines
-from gpufinops.warehouse import attribution
 
 log = logging.getLogger(__name__)
 

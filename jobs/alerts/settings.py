@@ -19,11 +19,11 @@ from urllib.parse import urlsplit
 from gpufinops.dashboard.settings import DashboardSettings
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection, env_name, validate_cron
 from gpufinops.jobs.report.headers import refuse_unsafe
+from gpufinops.kernel.options import Check, Section, option, unknown_key
 from gpufinops.models import budgets as budgets_mod
 from gpufinops.models.alerts import RULES, AlertSettings
 from gpufinops.models.budget_quota import POLICIES
 from gpufinops.models.budgets import Budget, BudgetScope
-from gpufinops.warehouse.options import Check, Section, option, unknown_key
 
 SCOPE_KEYS = {"teams", "providers", "gpu_models", "tags"}
 DEFAULT_SCHEDULE = "*/30 * * * *"

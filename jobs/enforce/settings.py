@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection
-from gpufinops.warehouse.options import Section, option
+from gpufinops.kernel.options import Section, option
 
 
 def _flag(value: Any, key: str) -> bool:

@@ -25,8 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpufinops.jobs.export.names import slug
+from gpufinops.kernel import providers
 from gpufinops.models.recommendation import provider_code
-from gpufinops.warehouse import providers
 
 CLUSTER_LABEL = "gpufinops.io/cluster"
 PROVIDER_LABEL = "gpufinops.io/provider"

@@ -24,8 +24,8 @@ The split (docs: *FOCUS 1.3*):
 
 from __future__ import annotations
 
+from gpufinops.derived.allocation_sql import COST_SCALE, US_PER_HOUR, units_to_decimal
 from gpufinops.warehouse import cost_schema
-from gpufinops.warehouse.allocation_sql import COST_SCALE, US_PER_HOUR, units_to_decimal
 from gpufinops.warehouse.focus_spec import FOCUS_13_ADDED, FOCUS_13_COLUMNS
 from gpufinops.warehouse.queries.fragments import gpu_usage
 

@@ -1,7 +1,7 @@
 """What each cloud offers: instance types with their GPUs, and the accelerator shapes SkyPilot knows.
 
 Read from the shipped inventory (table ``gpu_instance_reference``, loaded from every provider spec's inventory
-file, warehouse/providers.py; the files themselves when the table is empty). Only whole-GPU types
+file, kernel/providers.py; the files themselves when the table is empty). Only whole-GPU types
 count (``gpu_fraction`` 1), and only NVIDIA ones: a fractional g6f/g4 slice is no ``nvidia.com/gpu`` device a NodePool limit or
 a SkyPilot ``accelerators`` count can be built on.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gpufinops.warehouse import providers
+from gpufinops.kernel import providers
 
 # gpufinops' canonical GPU model -> SkyPilot's accelerator name (the rest keep their name)
 SKYPILOT_NAME = {"V100-16GB": "V100", "A100-40GB": "A100", "H100-SXM": "H100", "H100-PCIe": "H100"}

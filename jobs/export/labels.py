@@ -1,5 +1,5 @@
 """Node labels per provider for the GPU models the warehouse knows: each provider spec's ``node_labels``
-(warehouse/providers.py; the label tables in warehouse/node_labels.py).
+(kernel/providers.py; the label tables in kernel/node_labels.py).
 
 Each scheduler selects GPU nodes by the labels its platform sets: Karpenter on AWS
 (``karpenter.sh/capacity-type``, ``karpenter.k8s.aws/instance-gpu-name``), GKE
@@ -11,8 +11,8 @@ table falls back to a slug of its name.
 
 from __future__ import annotations
 
-from gpufinops.warehouse import providers
-from gpufinops.warehouse.node_labels import (  # re-exported: the exports' names for them
+from gpufinops.kernel import providers
+from gpufinops.kernel.node_labels import (  # re-exported: the exports' names for them
     CAPACITY_TYPE,
     GFD_PRODUCT,
     GKE_ACCELERATOR,

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection
-from gpufinops.warehouse import providers
-from gpufinops.warehouse.options import Section, option
+from gpufinops.kernel import providers
+from gpufinops.kernel.options import Section, option
 
 # Tags / labels that name the Kubernetes cluster a node belongs to, as the bills carry them: each provider
-# spec's `cluster_tag_keys` (warehouse/providers.py: EKS's, GKE's, AKS's), then a user's own `cluster` tag.
+# spec's `cluster_tag_keys` (kernel/providers.py: EKS's, GKE's, AKS's), then a user's own `cluster` tag.
 USER_CLUSTER_TAG_KEYS = ("cluster", "user:cluster", "user_cluster")
 
 

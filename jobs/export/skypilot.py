@@ -25,8 +25,8 @@ from typing import Any
 from gpufinops.jobs.export.inventory import Inventory, skypilot_name
 from gpufinops.jobs.export.names import UniqueNames
 from gpufinops.jobs.export.plan import FleetPlan, Placement, ResourcePlan
-from gpufinops.warehouse import providers
-from gpufinops.warehouse.provider_spec import SkyPilot
+from gpufinops.kernel import providers
+from gpufinops.kernel.provider_spec import SkyPilot
 
 KUBERNETES = "k8s"  # SkyPilot's infra for a Kubernetes cluster: a task's GPUs must fit on one node
 

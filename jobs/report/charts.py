@@ -11,7 +11,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from gpufinops.warehouse.labels import NO_TEAM
+from gpufinops.kernel.labels import NO_TEAM
 
 WIDTH = 600
 SCALE = 2  # sharp on high-density screens; the <img> tag shows it at WIDTH

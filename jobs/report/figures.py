@@ -17,10 +17,11 @@ from zoneinfo import ZoneInfo
 import duckdb
 import polars as pl
 
+from gpufinops.derived import unit_costs
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
+from gpufinops.kernel.labels import NO_TEAM, label
 from gpufinops.models import kind_coverage, plans
-from gpufinops.warehouse import allocation_queries, coverage, freshness, queries, unit_costs
-from gpufinops.warehouse.labels import NO_TEAM, label
+from gpufinops.warehouse import allocation_queries, coverage, freshness, queries
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -220,7 +221,7 @@ def _carbon(
 def _unit_costs(
     con: duckdb.DuckDBPyConnection, teams: list[str] | None, start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
-    """The week's unit costs per team, namespace and model (warehouse.unit_costs, the one builder)."""
+    """The week's unit costs per team, namespace and model (derived.unit_costs, the one builder)."""
     frame = unit_costs.unit_costs(con, team=teams, start=start, end=end, period=unit_costs.WHOLE)
     rows = frame.filter(pl.col("team").is_not_null()) if teams is not None else frame
     return rows.sort("gpu_cost_usd", descending=True, nulls_last=True).to_dicts()

@@ -22,7 +22,7 @@ import jinja2
 from gpufinops.jobs.report import charts
 from gpufinops.jobs.report.figures import WeekFigures, collect
 from gpufinops.jobs.report.weeks import Week
-from gpufinops.warehouse import labels
+from gpufinops.kernel import labels
 from gpufinops.warehouse.scope import Scope
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

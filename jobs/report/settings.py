@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpufinops.jobs.config_checks import ConfigError, ConfigSection, entries
 from gpufinops.jobs.report.headers import refuse_unsafe
-from gpufinops.warehouse.options import Check, Section, option
-from gpufinops.warehouse.ranges import NON_NEGATIVE, POSITIVE, Range, at_least
+from gpufinops.kernel.options import Check, Section, option
+from gpufinops.kernel.ranges import NON_NEGATIVE, POSITIVE, Range, at_least
 from gpufinops.warehouse.scope import Scope
 
 REPORT_ROLES = ("finance", "lead")

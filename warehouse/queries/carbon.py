@@ -12,7 +12,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from gpufinops.warehouse.labels import NO_TEAM
+from gpufinops.kernel.labels import NO_TEAM
 from gpufinops.warehouse.queries.fragments import filters, frame
 
 BY = ("team", "resource", "month")

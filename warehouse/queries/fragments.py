@@ -2,7 +2,7 @@
 
 ``GPU_USAGE`` is what makes a cost line a GPU line (a GPU count, or a GPU model, on the bill);
 ``provider_code`` maps a bill's ProviderName ("Amazon Web Services", "AWS", "Google Cloud", "Microsoft")
-to the provider codes the catalogues use (aws, gcp, azure: ``warehouse.providers``, the one mapping). ``frame`` runs a query into polars through Arrow;
+to the provider codes the catalogues use (aws, gcp, azure: ``kernel.providers``, the one mapping). ``frame`` runs a query into polars through Arrow;
 ``filters`` builds the team / time WHERE clause with bound parameters (no caller's text in SQL).
 """
 
@@ -13,7 +13,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from gpufinops.warehouse import providers
+from gpufinops.kernel import providers
 
 
 def gpu_usage(alias: str | None = "c") -> str:
@@ -27,7 +27,7 @@ GPU_USAGE = gpu_usage("c")
 
 
 def provider_code(lowered: str) -> str:
-    """The provider code of a lower-cased ProviderName expression (warehouse/providers.py, the one mapping)."""
+    """The provider code of a lower-cased ProviderName expression (kernel/providers.py, the one mapping)."""
     return providers.provider_sql(lowered)
 
 

@@ -2,9 +2,9 @@
 
 A GPU-hour's cost is divided among what ran on it (Kubernetes pods and namespaces, MIG slices,
 time-sliced or MPS workloads, processes) with the unallocated remainder shown (docs/sources/shared-gpus.md
-GPUs*; the SQL and its conventions are in :mod:`warehouse.allocation_sql`).
+GPUs*; the SQL and its conventions are in :mod:`derived.allocation_sql`).
 
-Like attribution (:mod:`warehouse.attribution`), the table is a pure function of the warehouse:
+Like attribution (:mod:`derived.attribution`), the table is a pure function of the warehouse:
 every load that can change it recomputes the (resource, UTC day)s it touches inside its own
 transaction, after attribution has resolved the GPU-hours:
 
@@ -30,10 +30,12 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.warehouse import attribution, batching, carbon, gpu_lines
-from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR, compute_sql
-from gpufinops.warehouse.attribution import HOUR_SLICE
-from gpufinops.warehouse.options import Settings, option
+from gpufinops.derived import attribution, batching, carbon, gpu_lines
+from gpufinops.derived.allocation_sql import US_PER_DAY, US_PER_HOUR, compute_sql
+from gpufinops.derived.attribution import HOUR_SLICE
+from gpufinops.derived.spec import Change
+from gpufinops.derived.spec import Touched as Load
+from gpufinops.kernel.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ SCOPE = "_gpufinops_allocation_scope"  # the resource-hours a load touched
 DAYS, HOURS = "_gpufinops_allocation_days", "_gpufinops_allocation_hours"  # what is recomputed: whole days, hours
 CARBON_DAYS = "_gpufinops_carbon_days"  # the resource-days whose carbon rows follow (warehouse/carbon.recompute)
 KEPT, WORKED = "_gpufinops_allocation_kept", "_gpufinops_allocation_worked"  # (the planning's steps)
-BATCH_TABLES = "_gpufinops_allocation"  # the batches' temp tables are named after it (warehouse/batching.py)
+BATCH_TABLES = "_gpufinops_allocation"  # the batches' temp tables are named after it (derived/batching.py)
 BATCH_RESOURCE_DAYS = 2000  # resource-days allocated per statement (a 1,000-node fleet: two days)
 UNALLOCATED_CHOICES = ("show", "spread")
 MIG_WEIGHTS = ("compute", "memory", "max")
@@ -62,7 +64,7 @@ def _mps_hosts(value: Any, key: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class AllocationSettings(Settings):
-    """The ``[allocation]`` config section (``warehouse.options``: each key declared once)."""
+    """The ``[allocation]`` config section (``kernel.options``: each key declared once)."""
 
     unallocated: Literal["show", "spread"] = option(
         "show", "show: the resource's team carries its idle share; spread: Koku's rule"
@@ -275,7 +277,7 @@ def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> i
                 f"SELECT 1 FROM {table} s WHERE s.resource_id = a.resource_id AND s.{grain_n} = epoch_us(a.hour) // {per})"
             )
     # The carbon rows follow a superset of the allocation's resource-days: the bill's GPU lines of those
-    # are read once, for every batch of the allocation and for the carbon rows (warehouse/gpu_lines.py).
+    # are read once, for every batch of the allocation and for the carbon rows (derived/gpu_lines.py).
     _carbon_days(con)
     lines = gpu_lines.capture(con, CARBON_DAYS)
     # Row order means nothing to the allocation (its ids are internal, its ties break on content): keeping
@@ -296,7 +298,7 @@ def recompute(con: duckdb.DuckDBPyConnection, settings: AllocationSettings) -> i
 
 
 def _carbon_days(con: duckdb.DuckDBPyConnection) -> None:
-    """Energy and emissions (warehouse/carbon.py) follow every resource-day whose allocation was rebuilt or
+    """Energy and emissions (derived/carbon.py) follow every resource-day whose allocation was rebuilt or
     whose hours a load touched (a day without workloads has carbon rows too, from its metrics alone)."""
     days = [f"SELECT resource_id, day_n FROM {DAYS}", f"SELECT resource_id, hour_n // 24 FROM {HOURS}"]
     if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [SCOPE]).fetchall()[0][0]:
@@ -360,10 +362,13 @@ def apply(
     return written
 
 
-def configure(warehouse_path, settings: AllocationSettings, *, memory_limit: str | None = None) -> bool:
+def configure(warehouse_path, settings: AllocationSettings | None, *, memory_limit: str | None = None) -> bool:
     """Store the configured settings; when they changed, reallocate everything in one transaction
     (run before a job's loads, so a changed ``[allocation]`` applies even when no source has new data)."""
     from gpufinops.warehouse import db
+
+    if settings is None:  # no section: the loads allocate with the settings the warehouse holds
+        return False
 
     with db.transaction(warehouse_path, memory_limit=memory_limit) as con:
         stored = stored_settings(con)
@@ -383,3 +388,13 @@ def reallocate_all(con: duckdb.DuckDBPyConnection, settings: AllocationSettings 
     written = recompute(con, settings)
     con.execute(f"DROP TABLE IF EXISTS {SCOPE}")
     return written
+
+
+def capture_change(con: duckdb.DuckDBPyConnection, change: Change, touched: Load) -> None:
+    """The registry's capture: the metrics' resource-hours are read after attribution resolved them (apply)."""
+    if change.where is not None and (not change.inserted or change.table == "cost_line_items"):
+        capture(con, change.table, change.where, change.params)  # what the rows pay for / measure
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Load) -> int:
+    return apply(con, attribution.notes(touched))  # with the [allocation] settings the warehouse stores

@@ -23,13 +23,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpufinops.warehouse import providers
+from gpufinops.kernel import providers
 
 CODECARBON_VERSION = "3.3.2"
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "warehouse" / "data"  # the vendored files stay with the store's data
 LBS_PER_MWH_TO_G_PER_KWH = 0.45359237  # 1 lb = 453.59237 g; 1 MWh = 1000 kWh
 
-# A cloud's published fleet-wide PUE is its provider spec's `pue` (warehouse/providers.py; docs/carbon.md cites
+# A cloud's published fleet-wide PUE is its provider spec's `pue` (kernel/providers.py; docs/carbon.md cites
 # each); on-prem lines carry their own.
 DEFAULT_PUE = (1.56, "Uptime Institute Global Data Center Survey 2024 average PUE")
 

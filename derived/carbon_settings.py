@@ -2,7 +2,7 @@
 
 Like ``[allocation]``, the settings a load computes ``carbon_hourly`` with are stored beside it, so a
 load started without the config computes as the last configured run did, and a change of them (or of
-the vendored codecarbon version) recomputes the table (warehouse/carbon.py).
+the vendored codecarbon version) recomputes the table (derived/carbon.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.warehouse import carbon_data
-from gpufinops.warehouse.options import Check, Settings, option
+from gpufinops.derived import carbon_data
+from gpufinops.kernel.options import Check, Settings, option
 
 DEFAULT_NODE_FRACTION = 0.3
 

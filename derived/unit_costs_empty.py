@@ -11,7 +11,7 @@ from datetime import datetime
 
 import duckdb
 
-from gpufinops.warehouse import unit_costs
+from gpufinops.derived import unit_costs
 from gpufinops.warehouse.inputs import INPUTS
 
 LISTED = 12  # names listed in a sentence before "and N more"

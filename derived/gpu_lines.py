@@ -1,7 +1,7 @@
 """The GPU usage lines of a recompute's resource-days, read from the bill once.
 
-The allocation (:mod:`warehouse.allocation`, in batches of resource-days) and the carbon rows that follow
-it (:mod:`warehouse.carbon`) each need the bill's GPU usage lines of the resource-days they rebuild.
+The allocation (:mod:`derived.allocation`, in batches of resource-days) and the carbon rows that follow
+it (:mod:`derived.carbon`) each need the bill's GPU usage lines of the resource-days they rebuild.
 ``cost_line_items`` is not ordered by time: a CUR's files are cut however the provider cut them (by
 account, by resource, by size), so a scan bounded by a day range still reads nearly every row group,
 and each batch and each carbon statement scanning the bill paid one full scan of it (a 10,000-GPU month:
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import duckdb
 
-from gpufinops.warehouse.allocation_sql import US_PER_DAY
+from gpufinops.derived.allocation_sql import US_PER_DAY
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 
 LINES = "_gpufinops_gpu_lines"
-# what the allocation and the carbon rows read of a line (warehouse/allocation_sql.py, warehouse/carbon.py)
+# what the allocation and the carbon rows read of a line (derived/allocation_sql.py, derived/carbon.py)
 COLUMNS = (
     "ResourceId",
     "ChargePeriodStart",

@@ -1,6 +1,6 @@
 """Each serving pod-hour's GPU cost, tokens and energy per model: ``serving_costs_hourly``, what unit costs sum.
 
-:func:`rows_sql` is the one definition of a row (warehouse/unit_costs.py says the rules: the pod's GPU cost
+:func:`rows_sql` is the one definition of a row (derived/unit_costs.py says the rules: the pod's GPU cost
 from its allocation rows, else its resource's whole cost; split over its models by weighted tokens; the
 input share by prefill time or the ``input_weight`` rule; energy from ``carbon_hourly``). Every row is a
 function of its hour's inputs alone, so the table is kept **per UTC day**, in the transaction of the load
@@ -31,8 +31,9 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.warehouse.allocation_sql import decimal_divide_sql, decimal_share_sql
-from gpufinops.warehouse.options import Settings, option
+from gpufinops.derived.allocation_sql import decimal_divide_sql, decimal_share_sql
+from gpufinops.derived.spec import Change, Touched
+from gpufinops.kernel.options import Settings, option
 from gpufinops.warehouse.queries.fragments import GPU_USAGE
 from gpufinops.warehouse.queries.fragments import filters as _filters
 
@@ -68,7 +69,7 @@ def _input_weight(value: Any, key: str) -> float:
 
 @dataclass(frozen=True)
 class UnitCostSettings(Settings):
-    """The ``[unit_costs]`` config section (``warehouse.options``: each key declared once)."""
+    """The ``[unit_costs]`` config section (``kernel.options``: each key declared once)."""
 
     split: Literal["compute", "weight"] = option("compute", "how a server's GPU cost is split among its models")
     input_weight: float = option(0.25, "an input token's cost as a share of an output token's", check=_input_weight)
@@ -338,3 +339,13 @@ def configure(
         if changed:
             recompute_all(con, settings)
     return changed
+
+
+def capture_change(con: duckdb.DuckDBPyConnection, change: Change, touched: Touched) -> None:
+    """The registry's capture: the days a batch of serving counters replaced and holds now."""
+    if change.where is not None:
+        capture(con, change.table, change.where, change.params)
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
+    return apply(con)  # the days the allocation did not redo

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufinops.warehouse import providers
+from gpufinops.kernel import providers
 
 # Spend (or GPU-hours) that no team can be charged for: one name on every surface.
 NO_TEAM = "(unattributed)"
@@ -157,7 +157,7 @@ METHODS = {  # gpu_allocation_hourly.method: how a row's share of its GPU (or sl
     "unmeasured": "No metrics",
     "spread": "Spread over namespaces",
 }
-COST_BASES = {  # unit costs: how a serving pod-hour was charged (warehouse/unit_costs.py)
+COST_BASES = {  # unit costs: how a serving pod-hour was charged (derived/unit_costs.py)
     "allocation": "Allocated GPU share",
     "whole_resource": "Whole resource",
 }
@@ -186,7 +186,7 @@ UNITS = {  # what a number is counted in
 
 
 class _ProviderLabels(Mapping[str, str]):
-    """The provider codes as people name them, read from each provider's spec (warehouse/providers.py) at the
+    """The provider codes as people name them, read from each provider's spec (kernel/providers.py) at the
     call: one label per provider on every path, with or without ``field="provider"``, a registered one too."""
 
     def __getitem__(self, code: str) -> str:

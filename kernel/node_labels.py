@@ -1,5 +1,5 @@
 """The Kubernetes node labels that select a provider's GPU nodes, as the provider specs declare them
-(warehouse/providers.py; docs/architecture.md, *Add a provider*).
+(kernel/providers.py; docs/architecture.md, *Add a provider*).
 
 Each platform labels its GPU nodes its own way: Karpenter on AWS (``karpenter.sh/capacity-type``,
 ``karpenter.k8s.aws/instance-gpu-name``), GKE (``cloud.google.com/gke-spot``, ``cloud.google.com/gke-provisioning``,

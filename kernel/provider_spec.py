@@ -1,6 +1,6 @@
 """What one provider is: its spec, ``ProviderSpec``, holding every fact the product knows of it.
 
-The declarations and the registry are in ``warehouse/providers.py`` (docs/architecture.md, *Add a provider*);
+The declarations and the registry are in ``kernel/providers.py`` (docs/architecture.md, *Add a provider*);
 the spec classes live here, apart from them, so a declaration imports nothing that imports it back. No fact
 has a default: a spec missing one does not construct.
 """

@@ -3,7 +3,7 @@
 The one discovery both registries use (docs/architecture.md, *Add a source* and *Add a model kind*): the
 ingest registry finds every module declaring ``INGESTORS``, the model registry every module declaring
 ``MODEL_KINDS``, so a new source or kind is found where it lies, with no list to add it to. It lives in this
-room because it is the lowest both ingest and models may import (like ``warehouse/options.py``, the option
+room because it is the lowest both ingest and models may import (like ``kernel/options.py``, the option
 specs both declare their settings with). Files are read as text, never imported here: the registry
 imports what it finds.
 """

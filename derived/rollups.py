@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import duckdb
 
+from gpufinops.derived.spec import Touched
 from gpufinops.warehouse.queries.fragments import gpu_usage
 
 GPU_USAGE = gpu_usage(None)  # cost_line_items unaliased
@@ -47,3 +48,10 @@ def refresh_cost_daily(con: duckdb.DuckDBPyConnection, source: str | None = None
         return
     con.execute("DELETE FROM cost_daily WHERE source IS NOT DISTINCT FROM ?", [source])
     con.execute(cost_daily_insert_sql(), [source])
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
+    """The registry's apply: a load of line items rebuilds its source's days (derived/registry.py)."""
+    if "cost_line_items" in touched.tables:
+        refresh_cost_daily(con, touched.source)  # the daily rollup moves with the line items
+    return 0

@@ -1,4 +1,4 @@
-"""The range a numeric setting may take, declared on the setting itself (``warehouse.options.option``:
+"""The range a numeric setting may take, declared on the setting itself (``kernel.options.option``:
 a source option, a config section's key, a ``[models]`` setting): one mechanism every
 numeric setting is checked through at start-up. A leaf module: it imports nothing of gpufinops, so
 every package may use it. A number without a declared range must be non-negative."""

@@ -1,4 +1,4 @@
-"""The SQL of the shared-GPU chargeback (``warehouse/allocation.py`` runs it; docs/sources/shared-gpus.md).
+"""The SQL of the shared-GPU chargeback (``derived/allocation.py`` runs it; docs/sources/shared-gpus.md).
 
 One statement turns a scope of (resource, UTC day) pairs into ``gpu_allocation_hourly`` rows:
 
@@ -104,7 +104,7 @@ def compute_sql(
     day_n) pairs, each resource-day allocated when a workload ran on it; ``"hour"``, (resource_id,
     hour_n) pairs of resource-days the caller knows to be allocated (the hours a load changed on a
     resource-day whose other hours stand). ``lines``: a table of the scope's GPU usage lines, read from the
-    bill once for every batch (:func:`warehouse.gpu_lines.capture`). ``days`` (first, last day number)
+    bill once for every batch (:func:`derived.gpu_lines.capture`). ``days`` (first, last day number)
     bounds the scans so that the tables' zone maps skip other days.
 
     The string keys (resource, GPU, slice, source) are joined once; every later step joins and groups

@@ -4,7 +4,7 @@ For each resource-hour the GPUs' measured draw (``gpu_metrics_hourly.power_mean_
 ``POWER_USAGE``, nvidia-smi ``power.draw``, CloudWatch) is the GPU energy; the node's non-GPU draw is
 added by a stated model (on-prem: the source's ``host_power_w``; ``[carbon.node_watts]`` per instance
 type; else ``node_fraction`` of the GPU energy); facility energy is that × PUE (on-prem: the source's
-``pue``; clouds: the published figure, warehouse/carbon_data.py); emissions are facility energy × the
+``pue``; clouds: the published figure, derived/carbon_data.py); emissions are facility energy × the
 grid intensity of the bill's region (codecarbon's tables).
 
 Rows: one per ``gpu_allocation_hourly`` row where the resource-hour is allocated (a GPU's energy split
@@ -27,15 +27,16 @@ import os
 
 import duckdb
 
-from gpufinops.warehouse import batching, carbon_data, gpu_lines, serving_costs
-from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR
-from gpufinops.warehouse.carbon_settings import CarbonSettings, store, stored
+from gpufinops.derived import batching, carbon_data, gpu_lines, serving_costs
+from gpufinops.derived.allocation_sql import US_PER_DAY, US_PER_HOUR
+from gpufinops.derived.carbon_settings import CarbonSettings, store, stored
+from gpufinops.derived.spec import Touched
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, provider_code
 
 log = logging.getLogger(__name__)
 
 LOOKUP, NODE_WATTS, SCOPE = "_gpufinops_carbon_lookup", "_gpufinops_carbon_node_watts", "_gpufinops_carbon_scope"
-BATCH_TABLES = "_gpufinops_carbon"  # the batches' temp tables are named after it (warehouse/batching.py)
+BATCH_TABLES = "_gpufinops_carbon"  # the batches' temp tables are named after it (derived/batching.py)
 # resource-days a statement: one statement over a 10,000-GPU month's 97,500 resource-days took 38.2 CPU s for
 # its 6.84M rows, twenty batches of 5,000 took 15.9 (bench_month's warehouse, the same rows)
 BATCH_RESOURCE_DAYS = 5000
@@ -57,7 +58,7 @@ def _within(column: str, days: tuple[int, int] | None) -> str:
 
 def _lines_sql(scope: str, lines: str, days: tuple[int, int] | None = None) -> str:
     """Per billed GPU resource-hour: provider, region, team, instance type, GPU count, on-prem energy model
-    (``lines``: the scope's GPU usage lines, :func:`warehouse.gpu_lines.capture`)."""
+    (``lines``: the scope's GPU usage lines, :func:`derived.gpu_lines.capture`)."""
     return f"""
   SELECT c."ResourceId" AS resource_id, epoch_us(c."ChargePeriodStart") // {US_PER_HOUR} AS hour_n,
          any_value(c."ProviderName") AS provider, arg_max(c."RegionId", abs(c."EffectiveCost")) AS region,
@@ -203,7 +204,7 @@ def recompute(con: duckdb.DuckDBPyConnection, scope: str, *, lines: str | None =
     ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     con.execute("SET preserve_insertion_order = false")  # row order means nothing here (as for the allocation)
     written = 0
-    try:  # a resource-day's rows are its own: in batches, as the allocation (warehouse/batching.py)
+    try:  # a resource-day's rows are its own: in batches, as the allocation (derived/batching.py)
         for part, part_days in batching.batches(con, scope, "day_n", BATCH_RESOURCE_DAYS, name=BATCH_TABLES):
             sql = rows_sql(part, lines, settings, part_days)
             written += int(con.execute(f"INSERT INTO carbon_hourly BY NAME {sql}").fetchall()[0][0])
@@ -254,3 +255,7 @@ def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
     """Anything to compute from (a warehouse upgraded to this version computes its history at once)."""
     sql = "SELECT count(*) FROM (SELECT 1 FROM gpu_metrics_hourly UNION ALL SELECT 1 FROM carbon_hourly LIMIT 1)"
     return bool(con.execute(sql).fetchall()[0][0])
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Touched) -> int:
+    return 0  # the registry's apply: rebuilt by the allocation's, for the same resource-days (recompute)

@@ -40,6 +40,8 @@ from datetime import UTC, datetime
 import duckdb
 import pyarrow as pa
 
+from gpufinops.derived.spec import Change
+from gpufinops.derived.spec import Touched as Load
 from gpufinops.warehouse import allocation_schema
 
 log = logging.getLogger(__name__)
@@ -312,3 +314,24 @@ def reattribute_all(con: duckdb.DuckDBPyConnection) -> int:
 
 def sources_with_rules(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
     return [s for (s,) in con.execute("SELECT DISTINCT source FROM attribution_rules ORDER BY 1").fetchall()]
+
+
+def notes(touched: Load) -> Touched:
+    """This load's attribution notes (the allocation reads them after us)."""
+    return touched.note("attribution", Touched)
+
+
+def capture_change(con: duckdb.DuckDBPyConnection, change: Change, touched: Load) -> None:
+    """The registry's capture (derived/registry.py): what a batch of a followed table changed."""
+    mine = notes(touched)
+    if change.table == "cost_line_items" and change.where is not None:
+        mine.cost_sources.add(change.source)  # the resources whose GPU-hours this load may re-attribute
+        capture_cost_ids(con, change.where, change.params)
+    elif change.table == "attribution_rules":
+        capture_rule_hosts(con, change.source, mine)
+    elif change.table in ATTRIBUTED_TABLES and change.inserted:
+        mine.metric_slices.append((change.table, change.source, change.slice_expr, list(change.slices)))
+
+
+def apply_load(con: duckdb.DuckDBPyConnection, touched: Load) -> int:
+    return apply(con, notes(touched))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import duckdb
 
-from gpufinops.warehouse.allocation_sql import US_PER_DAY, US_PER_HOUR
+from gpufinops.derived.allocation_sql import US_PER_DAY, US_PER_HOUR
 
 
 def batches(

@@ -23,7 +23,7 @@ pod's counters grew by) and the GPU cost the pod was charged with:
    power measurement (withheld there too).
 
 Steps 1 to 4 give one row per pod-hour and model; they are computed when the data lands and stored in
-``serving_costs_hourly`` (warehouse/serving_costs.py, which holds their SQL and keeps the table in step
+``serving_costs_hourly`` (derived/serving_costs.py, which holds their SQL and keeps the table in step
 with every load), so a read here is one aggregation of stored rows. Money stays DECIMAL(38, 15) to the
 group's ``gpu_cost_usd``; the rates are DECIMAL(38, 6).
 """
@@ -35,13 +35,13 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from gpufinops.warehouse import serving_costs
+from gpufinops.derived import serving_costs
+from gpufinops.derived.serving_costs import NO_CARBON as NO_CARBON
+from gpufinops.derived.serving_costs import US_PER_DAY
+from gpufinops.derived.serving_costs import UnitCostSettings as UnitCostSettings
+from gpufinops.derived.serving_costs import carbon_relation as carbon_relation
 from gpufinops.warehouse.queries.fragments import filters as _filters
 from gpufinops.warehouse.queries.fragments import frame as _frame
-from gpufinops.warehouse.serving_costs import NO_CARBON as NO_CARBON
-from gpufinops.warehouse.serving_costs import US_PER_DAY
-from gpufinops.warehouse.serving_costs import UnitCostSettings as UnitCostSettings
-from gpufinops.warehouse.serving_costs import carbon_relation as carbon_relation
 
 SPLITS = ("compute", "weight")
 GROUPINGS = {"model": ("team", "namespace", "model"), "team": ("team",), "namespace": ("team", "namespace")}
@@ -116,7 +116,7 @@ def unit_costs(
     ``WHOLE``: over the whole window, ``day`` NULL) and ``by`` (model: team, namespace and model; namespace: team and namespace; team):
     COLUMNS, plus ``input_cost_usd``, ``output_cost_usd`` and ``cost_basis``. ``team`` / ``model`` filter.
     The rows summed are ``serving_costs_hourly``'s where it holds them for ``settings`` (None: the stored
-    ones), else the same rows computed live (warehouse/serving_costs.py)."""
+    ones), else the same rows computed live (derived/serving_costs.py)."""
     if by not in GROUPINGS and by != TOTAL:
         raise ValueError(f"unit costs by {by!r}: must be one of {', '.join(GROUPINGS)}")
     inner, params = serving_costs.relation(con, settings, start, end)

@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 
-from gpufinops.warehouse import node_labels as nl
-from gpufinops.warehouse.provider_spec import NodeLabels, ProviderSpec, SkyPilot
+from gpufinops.kernel import node_labels as nl
+from gpufinops.kernel.provider_spec import NodeLabels, ProviderSpec, SkyPilot
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "warehouse" / "data"  # the vendored files stay with the store's data
 
 
 BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (

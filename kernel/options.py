@@ -3,12 +3,12 @@
 One idiom for the source options (``ingest.core.spec.SourceOptions``), the config sections
 (``jobs.config_checks.ConfigSection``: ``[report]``, ``[jobs]``, ``[api]``, …) and the ``[models]``
 settings: a field's annotation is its type, ``option()`` gives its default (none: required), a
-one-line description, its numeric range (``warehouse.ranges``) and, where a type cannot say it, a
+one-line description, its numeric range (``kernel.ranges``) and, where a type cannot say it, a
 ``check`` (``check(value, key) -> value``, raising with the section's own words). :class:`Settings`
 parses a TOML table into an instance from those declarations alone: the allowed keys (a typo is
 named, with a "did you mean"), the types, the ranges; a rule across fields is its ``validated()``.
 
-A leaf module (it imports nothing of gpufinops but the leaf ``warehouse.ranges``): every package may
+A leaf module (it imports nothing of gpufinops but the leaf ``kernel.ranges``): every package may
 declare settings with it (docs/config.md, "How settings are declared").
 """
 
@@ -21,8 +21,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
-from gpufinops.warehouse import ranges
-from gpufinops.warehouse.ranges import Range
+from gpufinops.kernel import ranges
+from gpufinops.kernel.ranges import Range
 
 MISSING: Any = dataclasses.MISSING
 S = TypeVar("S", bound="Settings")
@@ -39,7 +39,7 @@ def option(
 ) -> Any:
     """A declared option: ``default`` (none: required), a one-line ``doc``; ``secret`` keeps it out of reprs;
     ``range``: the values a number may take (default: non-negative, unless a ``check`` has the last word;
-    ``warehouse.ranges``); ``check``: the value's own rule where the type does not say it all (it returns
+    ``kernel.ranges``); ``check``: the value's own rule where the type does not say it all (it returns
     the value to keep, converted).
 
     A list or table default is given as a tuple / mapping and copied per instance.
