@@ -28,7 +28,6 @@ import pyarrow as pa
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
     FetchResult,
     Freshness,
     IngestContext,
@@ -37,7 +36,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
+from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient, fetch_partials
 from gpufinops.ingest.metrics.scrape import display_url
 from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
@@ -133,16 +132,12 @@ class PrometheusOptions(ExporterOptions):
 
 class Prometheus:
     meta = IngestorMeta(
+        **hourly_source.QUERIED_BY_THE_HOUR,
         name="prometheus",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
-        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
-        lookback=timedelta(hours=3),
         default_schedule="7 * * * *",
         options=PrometheusOptions,
-        time_range=True,
         description="a Prometheus server's `/api/v1/query_range`, hourly aggregation pushed down; DCGM "
         "(`DCGM_FI_*`) and nvidia_gpu_exporter (`nvidia_smi_*`) metrics",
         provider=None,
@@ -159,12 +154,7 @@ class Prometheus:
         start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
         if end <= start:
-            return FetchResult(
-                [],
-                {**ctx.state, **state},
-                watermark=ctx.state.get("cursor"),
-                skipped_reason="no complete hour since the last run",
-            )
+            return hourly_source.no_complete_hour(ctx, state, [])
         client = PrometheusClient(options.url, options.timeout_s, options.retries, options.bounds())
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         rejects: list[dict] = []

@@ -25,7 +25,6 @@ import pyarrow as pa
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
     FetchResult,
     Freshness,
     IngestContext,
@@ -35,7 +34,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, TransportOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics import hourly_source, metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient
 from gpufinops.ingest.metrics.scrape import display_url
@@ -158,16 +157,12 @@ def unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime)
 
 class PrometheusServing:
     meta = IngestorMeta(
+        **hourly_source.QUERIED_BY_THE_HOUR,
         name="prometheus_serving",
         target_table="serving_metrics_hourly",
         key=SERVING_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
-        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
-        lookback=timedelta(hours=3),
         default_schedule="9 * * * *",
         options=PrometheusServingOptions,
-        time_range=True,
         description="a Prometheus server's raw samples of vLLM, TGI, Triton (TensorRT-LLM) and SGLang token "
         "and request counters, hourly increases with counter resets",
         provider=None,
@@ -183,12 +178,7 @@ class PrometheusServing:
         start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
         if end <= start:
-            return FetchResult(
-                [],
-                {**ctx.state, **state},
-                watermark=ctx.state.get("cursor"),
-                skipped_reason="no complete hour since the last run",
-            )
+            return hourly_source.no_complete_hour(ctx, state, [])
         client = PrometheusClient(options.url, options.timeout_s, options.retries, options.bounds())
         where = f"Prometheus at {client.url}"
         rejects: list[dict] = []
