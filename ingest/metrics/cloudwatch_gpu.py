@@ -256,7 +256,9 @@ class CloudWatchGpu:
             (start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
             for h in range(int((end - start) / timedelta(hours=1)))
         ]
-        if not ctx.window.full_refresh and self._unchanged(ctx, new, start, end):
+        if not ctx.window.full_refresh and hourly_source.hours_unchanged(
+            ctx.con, ctx.source, new, (start, end), "gpu_metrics_hourly", COMPARED
+        ):
             return FetchResult(rules, state, watermark=end.isoformat(), skipped_reason="no new or changed hours")
         return FetchResult(
             rules
@@ -264,21 +266,6 @@ class CloudWatchGpu:
             state,
             watermark=end.isoformat(),
         )
-
-    @staticmethod
-    def _unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
-        cols = ", ".join(f'"{c}"' for c in COMPARED)
-        ctx.con.register("_cloudwatch_new", new)
-        try:
-            stored = f"SELECT {cols} FROM gpu_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
-            diff = ctx.con.execute(
-                f"SELECT count(*) FROM ((SELECT {cols} FROM _cloudwatch_new EXCEPT ALL {stored}) "
-                f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _cloudwatch_new))",
-                [ctx.source, start, end, ctx.source, start, end],
-            ).fetchall()[0][0]
-        finally:
-            ctx.con.unregister("_cloudwatch_new")
-        return diff == 0
 
 
 INGESTORS = [CloudWatchGpu]

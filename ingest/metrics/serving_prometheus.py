@@ -59,16 +59,8 @@ class ServingOptions(OnInvalidOptions, TransportOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrometheusServingOptions(ServingOptions):
-    url: str = option(
-        doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)", secret=True
-    )
-    selector: str | None = option(None, 'PromQL label matchers every series must carry, e.g. cluster="prod"')
-    lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late samples)")
-    backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
-
-    def window_lookback(self, declared: timedelta) -> timedelta:
-        return timedelta(hours=self.lookback_hours)
+class PrometheusServingOptions(hourly_source.PrometheusQueryOptions, ServingOptions):
+    """A Prometheus server's serving counters: the serving options and the query's."""
 
 
 def series_name(name: str, labels: dict[str, str]) -> str:
@@ -139,20 +131,8 @@ def serving_table(rows: pa.Table, source: str, run_id: str) -> pa.Table:
     return full.select(SERVING_METRICS_HOURLY.names).cast(SERVING_METRICS_HOURLY)
 
 
-def unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
-    """Whether the source's stored rows of [start, end) are ``new`` (the run id aside)."""
-    cols = ", ".join(f'"{c}"' for c in SERVING_METRICS_HOURLY.names if c != "ingest_run_id")
-    stored = f"SELECT {cols} FROM serving_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
-    ctx.con.register("_serving_new", new)
-    try:
-        diff = ctx.con.execute(
-            f"SELECT count(*) FROM ((SELECT {cols} FROM _serving_new EXCEPT ALL {stored}) "
-            f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _serving_new))",
-            [ctx.source, start, end, ctx.source, start, end],
-        ).fetchall()[0][0]
-    finally:
-        ctx.con.unregister("_serving_new")
-    return bool(diff == 0)
+# the stored rows a re-read compares with: the table, every column but the run id
+_STORED = ("serving_metrics_hourly", tuple(c for c in SERVING_METRICS_HOURLY.names if c != "ingest_run_id"))
 
 
 class PrometheusServing:
@@ -198,7 +178,11 @@ class PrometheusServing:
             for h in range(int((end - start) / timedelta(hours=1)))
         ]
         new = serving_table(rows, ctx.source, ctx.run_id)
-        if not ctx.window.full_refresh and not rejects and unchanged(ctx, new, start, end):
+        if (
+            not ctx.window.full_refresh
+            and not rejects
+            and hourly_source.hours_unchanged(ctx.con, ctx.source, new, (start, end), *_STORED)
+        ):
             return FetchResult(
                 [], {**ctx.state, **state}, watermark=end.isoformat(), skipped_reason="no new or changed hours"
             )
