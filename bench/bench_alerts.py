@@ -18,7 +18,6 @@ metrics by resource-hour).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bench_dashboard
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "alerts"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -43,9 +42,8 @@ def generate(line_items: int, gpus: int) -> Path:
 
     home = CACHE_DIR / f"v{GENERATOR_VERSION}-{line_items}-{gpus}gpus"
     path, done = home / "gpufinops.duckdb", home / ".generated"
-    if done.exists():
+    if reuse_or_clear(home):
         return path
-    shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     bench_dashboard.generate(path, line_items)
     per_hour = max(1, line_items // (bench_dashboard.DAYS * 24))

@@ -23,14 +23,13 @@ tests) unless a run fails or the allocation does not sum to the bill.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+from bench.harness import REPO_ROOT, Target, fill_warehouse, measure_in_subprocess, report, reuse_or_clear, sized_main
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "allocation"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -77,21 +76,11 @@ def _fill_sql(nodes: int, hours: int) -> list[str]:
 
 def generate(nodes: int, hours: int) -> Path:
     from gpufinops.derived import rollups
-    from gpufinops.warehouse import db
 
     home = _home(nodes, hours)
-    done = home / ".generated"
-    if done.exists():
-        return home
-    shutil.rmtree(home, ignore_errors=True)
-    with db.writer(home / "gpufinops.duckdb", memory_limit=MEMORY_LIMIT) as con:
-        con.execute("SET enable_progress_bar = false")
-        for statement in _fill_sql(nodes, hours):
-            con.execute(statement)
-            print(f"  generated {statement.split()[2]}", file=sys.stderr, flush=True)
-        rollups.refresh_cost_daily(con)
-        con.execute("CHECKPOINT")
-    done.write_text("ok\n")
+    if not reuse_or_clear(home):
+        fill_warehouse(home / "gpufinops.duckdb", _fill_sql(nodes, hours), MEMORY_LIMIT, rollups.refresh_cost_daily)
+        (home / ".generated").write_text("ok\n")
     return home
 
 
@@ -220,14 +209,8 @@ def run(nodes: int, hours: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="50 nodes × 48 hours (a smoke run)")
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--hours", type=int, default=730)
-    args = parser.parse_args(argv)
-    nodes, hours = (50, 48) if args.quick else (args.nodes, args.hours)
-    print(f"shared-GPU allocation: {nodes} nodes x {GPUS} GPUs x {hours} hours", flush=True)
-    return run(nodes, hours)
+    title = f"shared-GPU allocation: {{}} nodes x {GPUS} GPUs x {{}} hours"
+    return sized_main(argv, __doc__, run, {"nodes": 1000, "hours": 730}, quick=(50, 48), title=title)
 
 
 if __name__ == "__main__":

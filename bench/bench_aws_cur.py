@@ -17,9 +17,7 @@ target prints FAIL with exit status 0 (figures, not tests); a failed or duplicat
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import sys
 import uuid
 from datetime import datetime, timedelta
@@ -30,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.harness import Target, format_line, measure_in_subprocess, report
+from bench.harness import Target, format_line, measure_in_subprocess, report, reuse_or_clear, rows_main
 
 CACHE_DIR = Path(__file__).resolve().parent / ".cache"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -127,9 +125,8 @@ def generate(root: Path, rows: int, seed: int = 11) -> Path:
     from gpufinops.ingest.aws.aws_cur2_format import write_delivery
 
     done = root / "COMPLETE"
-    if done.exists():
+    if reuse_or_clear(root, done.name):
         return root
-    shutil.rmtree(root, ignore_errors=True)
     rng = np.random.default_rng(seed)
     tables = (_chunk(rng, min(FILE_ROWS, rows - offset), offset) for offset in range(0, rows, FILE_ROWS))
     write_delivery(root, EXPORT, PERIOD, tables, execution_id=str(uuid.uuid4()))  # one 1M-row file at a time
@@ -211,11 +208,7 @@ def run(rows: int, results_file: Path | None = RESULTS_FILE) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, help=f"line items (default {DEFAULT_ROWS:,d})")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS:,d} rows")
-    args = parser.parse_args(argv)
-    return run(args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS))
+    return rows_main(argv, __doc__, run, DEFAULT_ROWS, QUICK_ROWS)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "hour"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -116,9 +116,8 @@ def generate(gpus: int) -> Path:
     from gpufinops.warehouse import db
 
     home = _home(gpus)
-    if (home / ".generated").exists():
+    if reuse_or_clear(home):
         return home
-    shutil.rmtree(home, ignore_errors=True)
     nodes = gpus // GPUS_PER_NODE
     path = home / "base" / "gpufinops.duckdb"
     store = path.parent / "samples" / SOURCE

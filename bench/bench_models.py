@@ -13,14 +13,12 @@ on big GPUs, FP32 serving. Then, in a fresh process so its peak RSS is its own, 
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear, sized_main
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "models"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -72,9 +70,8 @@ def generate(gpus: int, days: int) -> Path:
 
     home = CACHE_DIR / f"{gpus}gpus-{days}d"
     done, path = home / ".generated", home / "gpufinops.duckdb"
-    if done.exists():
+    if reuse_or_clear(home):
         return path
-    shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     res = _resources(gpus)
     names = ("r", "instance_type", "gpu_model", "gpu_count", "usd", "mem_mib", "region", "profile")
@@ -177,14 +174,8 @@ def run(gpus: int, days: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="500 GPUs × 15 days (a smoke run)")
-    parser.add_argument("--gpus", type=int, default=10_000)
-    parser.add_argument("--days", type=int, default=30)
-    args = parser.parse_args(argv)
-    gpus, days = (500, 15) if args.quick else (args.gpus, args.days)
-    print(f"recommendation models: {gpus} GPUs x {days} days of hourly rollups", flush=True)
-    return run(gpus, days)
+    title = "recommendation models: {} GPUs x {} days of hourly rollups"
+    return sized_main(argv, __doc__, run, {"gpus": 10_000, "days": 30}, quick=(500, 15), title=title)
 
 
 if __name__ == "__main__":

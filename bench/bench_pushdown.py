@@ -18,7 +18,6 @@ instance-hour has one compute line and five data-transfer lines (usage types ``D
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import uuid
@@ -27,7 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.harness import format_line, measure_in_subprocess, report
+from bench import bench_aws_cur
+from bench.harness import format_line, measure_in_subprocess, report, rows_main
 
 CACHE_DIR = Path(__file__).resolve().parent / ".cache"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -42,15 +42,8 @@ TRANSFER = (
     "USE1-APN1-AWS-Out-Bytes",
     "USE1-CloudFront-Out-Bytes",
 )
-TYPES = [
-    ("p4d.24xlarge", 21.957642, 8),
-    ("p5.48xlarge", 55.04, 8),
-    ("g5.xlarge", 1.006, 1),
-    ("g5.12xlarge", 5.672, 4),
-    ("g6.xlarge", 0.8048, 1),
-    ("g4dn.xlarge", 0.526, 1),
-]
-TEAMS = ["research", "vision", "nlp", "platform", "ml-prod"]
+TYPES = [t for t in bench_aws_cur.TYPES if t[2] is not None]  # the CUR bench's GPU types and their rates
+TEAMS = bench_aws_cur.TEAMS
 TAGS = ("team", "user_team")
 
 
@@ -248,11 +241,7 @@ def run(rows: int, results_file: Path | None = RESULTS_FILE) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, help=f"line items (default {DEFAULT_ROWS:,d})")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS:,d} rows")
-    args = parser.parse_args(argv)
-    return run(args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS))
+    return rows_main(argv, __doc__, run, DEFAULT_ROWS, QUICK_ROWS)
 
 
 if __name__ == "__main__":

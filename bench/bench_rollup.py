@@ -20,14 +20,13 @@ yields the wrong number of rows is an error (exit 1).
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report
+from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear, sized_main
 from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.runner import run_source
 
@@ -76,9 +75,8 @@ def generate(gpus: int, days: int) -> Path:
     home = _home(gpus, days)
     store = home / "samples" / SOURCE
     done = home / ".generated"
-    if done.exists():
+    if reuse_or_clear(home):
         return home
-    shutil.rmtree(home, ignore_errors=True)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET memory_limit = '2GB'")
@@ -170,14 +168,8 @@ def run(gpus: int, days: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="120 GPUs × 3 days (a smoke run)")
-    parser.add_argument("--gpus", type=int, default=1200)
-    parser.add_argument("--days", type=int, default=30)
-    args = parser.parse_args(argv)
-    gpus, days = (120, 3) if args.quick else (args.gpus, args.days)
-    print(f"hourly GPU rollup: {gpus} GPUs x {days} days of one-minute samples", flush=True)
-    return run(gpus, days)
+    title = "hourly GPU rollup: {} GPUs x {} days of one-minute samples"
+    return sized_main(argv, __doc__, run, {"gpus": 1200, "days": 30}, quick=(120, 3), title=title)
 
 
 if __name__ == "__main__":

@@ -27,14 +27,13 @@ targets are met (figures, not tests); 1 when a run fails or unit costs do not su
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, measure_in_subprocess, report
+from bench.harness import REPO_ROOT, fill_warehouse, measure_in_subprocess, report, reuse_or_clear, sized_main
 
 GENERATOR = "v2"  # v2: written at schema v17 (the stored serving costs' table, left empty)
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "unit_costs"
@@ -94,20 +93,10 @@ def _fill_sql(pods: int, hours: int) -> list[str]:
 
 
 def generate(pods: int, days: int) -> Path:
-    from gpufinops.warehouse import db
-
     home = _home(pods, days)
-    done = home / ".generated"
-    if done.exists():
-        return home
-    shutil.rmtree(home, ignore_errors=True)
-    with db.writer(home / "gpufinops.duckdb", memory_limit=MEMORY_LIMIT) as con:
-        con.execute("SET enable_progress_bar = false")
-        for statement in _fill_sql(pods, days * 24):
-            con.execute(statement)
-            print(f"  generated {statement.split()[2]}", file=sys.stderr, flush=True)
-        con.execute("CHECKPOINT")
-    done.write_text("ok\n")
+    if not reuse_or_clear(home):
+        fill_warehouse(home / "gpufinops.duckdb", _fill_sql(pods, days * 24), MEMORY_LIMIT)
+        (home / ".generated").write_text("ok\n")
     return home
 
 
@@ -226,14 +215,8 @@ def run(pods: int, days: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100 pods × 2 days (a smoke run)")
-    parser.add_argument("--pods", type=int, default=2000)
-    parser.add_argument("--days", type=int, default=30)
-    args = parser.parse_args(argv)
-    pods, days = (100, 2) if args.quick else (args.pods, args.days)
-    print(f"unit costs and carbon: {pods} serving pods x {days} days", flush=True)
-    return run(pods, days)
+    title = "unit costs and carbon: {} serving pods x {} days"
+    return sized_main(argv, __doc__, run, {"pods": 2000, "days": 30}, quick=(100, 2), title=title)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -218,6 +219,61 @@ def report(
         Path(results_file).parent.mkdir(parents=True, exist_ok=True)
         with open(results_file, "a", encoding="utf-8") as out:
             out.write(json.dumps(figure, sort_keys=True, default=str) + "\n")
+
+
+def reuse_or_clear(home: Path, marker: str = ".generated") -> bool:
+    """Whether ``home`` holds a finished generation (its ``marker`` file, written last); if not, whatever a
+    generation cut short left there is removed, for a new one."""
+    if (home / marker).exists():
+        return True
+    shutil.rmtree(home, ignore_errors=True)
+    return False
+
+
+def fill_warehouse(
+    path: Path, statements: Iterable[str], memory_limit: str, then: Callable[[Any], Any] | None = None
+) -> None:
+    """A bench warehouse at ``path`` from ``statements`` (SQL on its schema, each named as it finishes),
+    ``then`` called on the connection (a derived table refreshed), checkpointed."""
+    from gpufinops.warehouse import db
+
+    with db.writer(path, memory_limit=memory_limit) as con:
+        con.execute("SET enable_progress_bar = false")
+        for statement in statements:
+            con.execute(statement)
+            print(f"  generated {statement.split()[2]}", file=sys.stderr, flush=True)
+        if then is not None:
+            then(con)
+        con.execute("CHECKPOINT")
+
+
+def sized_main(
+    argv: list[str] | None,
+    doc: str,
+    run: Callable[..., int],
+    sizes: dict[str, int],
+    quick: tuple[int, ...],
+    title: str,
+) -> int:
+    """A bench's command line: ``--quick`` (the ``quick`` sizes, a smoke run) or one ``--<size>`` per
+    ``sizes`` entry (its default); prints ``title`` formatted with the sizes, then ``run(*sizes)``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"{title.format(*quick)} (a smoke run)")
+    for name, default in sizes.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = parser.parse_args(argv)
+    chosen = quick if args.quick else tuple(getattr(args, name) for name in sizes)
+    print(title.format(*chosen), flush=True)
+    return run(*chosen)
+
+
+def rows_main(argv: list[str] | None, doc: str, run: Callable[[int], int], default: int, quick: int) -> int:
+    """A bench's command line that takes a number of line items: ``--rows`` or ``--quick``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, help=f"line items (default {default:,d})")
+    parser.add_argument("--quick", action="store_true", help=f"{quick:,d} rows")
+    args = parser.parse_args(argv)
+    return run(args.rows or (quick if args.quick else default))
 
 
 def _resolve(target: str) -> Callable[..., Any]:

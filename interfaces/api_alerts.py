@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, etag_response, teams_for
+from gpufinops.interfaces.api_http import Routes, etag_response, refuse_scheduler, teams_for
 from gpufinops.warehouse.scope import Scope
 
 
@@ -25,8 +25,7 @@ def register(app: FastAPI, routes: Routes) -> None:
         from gpufinops.models.alerts import ALERT_RULES, STATUSES
         from gpufinops.warehouse import alerts_queries
 
-        if not scope.sees_costs:
-            raise HTTPException(403, detail="a scheduler token may not read alerts")
+        refuse_scheduler(scope, "alerts")
         if status not in (*STATUSES, "all"):
             raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(STATUSES)}, all)")
         if rule is not None and rule not in ALERT_RULES:

@@ -6,12 +6,10 @@ inclusive (the whole day). The rows are the one read model's (``warehouse.querie
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
-
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
+from gpufinops.interfaces.api_http import Routes, days, etag_response, refuse_scheduler, teams_for, utc_bounds
 from gpufinops.warehouse.scope import Scope
 
 
@@ -31,16 +29,14 @@ def register(app: FastAPI, routes: Routes) -> None:
     ) -> Response:
         from gpufinops.warehouse.queries import carbon as carbon_queries
 
-        if not scope.sees_costs:
-            raise HTTPException(403, detail="a scheduler token may not read carbon figures")
+        refuse_scheduler(scope, "carbon figures")
         if by not in carbon_queries.BY:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(carbon_queries.BY)}")
         if period not in carbon_queries.PERIODS:
             raise HTTPException(400, detail=f"period: must be one of {', '.join(carbon_queries.PERIODS)}")
         teams = teams_for(scope, team)
         start, end = days(from_, to)
-        begin = datetime.combine(start, time(), UTC) if start else None
-        stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+        begin, stop = utc_bounds(start, end)
         frame = read(
             lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop, period=period)
         )

@@ -3,13 +3,13 @@ reads no costs, a lead's its teams only, ``to`` is inclusive."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
+from gpufinops.interfaces.api_http import Routes, cost_teams, days, etag_response, utc_bounds
 from gpufinops.warehouse.scope import Scope
 
 COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost", "unallocated_gpu_cost", "tagged_cost")
@@ -26,9 +26,7 @@ def register(app: FastAPI, routes: Routes) -> None:
         to: str | None = None,
         scope: Scope = Depends(routes.caller),
     ) -> Response:
-        if not scope.sees_costs:
-            raise HTTPException(403, detail="a scheduler token may not read costs")
-        teams = teams_for(scope, team)
+        teams = cost_teams(scope, team, "costs")
         start, end = days(from_, to)
         return etag_response(request, read(lambda con: cost_rows(con, teams, start, end)))
 
@@ -47,9 +45,7 @@ def register_totals(app: FastAPI, routes: Routes) -> None:
         team: str | None = None,
         scope: Scope = Depends(routes.caller),
     ) -> Response:
-        if not scope.sees_costs:
-            raise HTTPException(403, detail="a scheduler token may not read costs")
-        teams = teams_for(scope, team)
+        teams = cost_teams(scope, team, "costs")
         start, end = days(from_, to)
         return etag_response(request, routes.read(lambda con: costs_by(con, by, month, start, end, cost, teams)))
 
@@ -70,8 +66,7 @@ def cost_rows(con, teams: list[str] | None, start: date | None, end: date | None
     ``to`` is inclusive (the whole day), money as numbers."""
     from gpufinops.warehouse import allocation_queries
 
-    begin = datetime.combine(start, time(), UTC) if start else None
-    stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+    begin, stop = utc_bounds(start, end)
     frame = allocation_queries.report_team_spend_daily(con, team=teams, start=begin, end=stop, tz="UTC")
     rows = []
     for row in frame.iter_rows(named=True):

@@ -9,12 +9,10 @@ A figure the API returns elsewhere as a number is only as known as this says.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
-
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
+from gpufinops.interfaces.api_http import Routes, cost_teams, days, etag_response, utc_bounds
 from gpufinops.warehouse.scope import Scope
 
 
@@ -32,10 +30,7 @@ def register(app: FastAPI, routes: Routes) -> None:
     ) -> Response:
         from gpufinops.models import kind_coverage
 
-        if not scope.sees_costs:
-            raise HTTPException(403, detail="a scheduler token may not read coverage (it names billed GPU-hours)")
-        teams = teams_for(scope, team)
+        teams = cost_teams(scope, team, "coverage (it names billed GPU-hours)")
         start, end = days(from_, to)
-        begin = datetime.combine(start, time(), UTC) if start else None
-        stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+        begin, stop = utc_bounds(start, end)
         return etag_response(request, read(lambda con: kind_coverage.report(con, team=teams, start=begin, end=stop)))

@@ -14,7 +14,7 @@ import hmac
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request
@@ -148,3 +148,22 @@ def teams_for(scope: Scope, team: str | None) -> list[str] | None:
             raise HTTPException(403, detail=f"this token may not see team {team!r}")
         return [team]
     return scope.team_filter
+
+
+def refuse_scheduler(scope: Scope, what: str) -> None:
+    """403 for a token that may not see costs (a scheduler's) on a route that reads ``what``."""
+    if not scope.sees_costs:
+        raise HTTPException(403, detail=f"a scheduler token may not read {what}")
+
+
+def cost_teams(scope: Scope, team: str | None, what: str) -> list[str] | None:
+    """The team filter of a route that reads ``what``: ``refuse_scheduler``, then ``teams_for``."""
+    refuse_scheduler(scope, what)
+    return teams_for(scope, team)
+
+
+def utc_bounds(start: date | None, end: date | None) -> tuple[datetime | None, datetime | None]:
+    """Days as [begin, stop) UTC times: ``end`` inclusive (the whole day), None left open."""
+    begin = datetime.combine(start, time(), UTC) if start else None
+    stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+    return begin, stop

@@ -9,14 +9,14 @@ are outside every lead's scope), a ``scheduler`` token none (403). Rows are
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, days, etag_response, teams_for
+from gpufinops.interfaces.api_http import Routes, days, etag_response, refuse_scheduler, teams_for, utc_bounds
 
 
 def register(app: FastAPI, routes: Routes) -> None:
@@ -37,8 +37,7 @@ def register(app: FastAPI, routes: Routes) -> None:
     ) -> Response:
         from gpufinops.derived.unit_costs import GROUPINGS, PERIODS
 
-        if not scope.sees_costs:
-            raise HTTPException(403, detail="a scheduler token may not read costs")
+        refuse_scheduler(scope, "costs")
         if by not in GROUPINGS:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(GROUPINGS)}, not {by[:40]!r}")
         if period not in PERIODS:
@@ -63,8 +62,7 @@ def rows(
     are no rows: the filter that matched nothing or the missing source; null when there are rows)."""
     from gpufinops.derived import unit_costs, unit_costs_empty
 
-    begin = datetime.combine(start, time(), UTC) if start else None
-    stop = datetime.combine(end + timedelta(days=1), time(), UTC) if end else None
+    begin, stop = utc_bounds(start, end)
     asked = dict(team=teams, model=model, start=begin, end=stop, settings=settings, period=period)
     frame = unit_costs.unit_costs(con, by=by, **asked)
     if teams is not None:  # a lead's scope never holds the rows of no team

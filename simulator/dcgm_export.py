@@ -3,7 +3,9 @@ nvidia-smi log (the same values), as a recorded history a ``dcgm_exporter`` sour
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 # The demo's exporter runs with a counters file (dcgm-exporter -f) of the fields the models read;
 # help texts as dcgm-exporter's default-counters.csv words them. (field, help, nvidia-smi column)
@@ -93,3 +95,28 @@ def _same_bytes(a: Path, b: Path) -> bool:
             if chunk != fb.read(1 << 22):
                 return False
     return True
+
+
+def gauge_exposition(families: Sequence[tuple[str, str, Any, str]], labels: list[str], stamps: list[int]) -> str:
+    """The ``/metrics`` text of gauge ``families`` (name, help, values as [sample][series], value format):
+    one series per label set in ``labels``, one sample per millisecond stamp."""
+    lines = []
+    for name, help_text, values, fmt in families:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        rows = values.tolist()
+        for i, ms in enumerate(stamps):
+            lines += [f"{name}{{{labels[k]}}} {fmt.format(rows[i][k])} {ms}" for k in range(len(labels))]
+    return "\n".join(lines) + "\n"
+
+
+def write_host_exposition(out_dir: Path, host: str, exposition: str) -> Path:
+    """``out_dir/<host>.prom`` (rewritten only when its bytes change); stale files of other hosts removed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{host}.prom"
+    data = exposition.encode()
+    if not path.exists() or path.read_bytes() != data:
+        path.write_bytes(data)
+    for stale in out_dir.glob("*.prom"):
+        if stale != path:
+            stale.unlink()
+    return path

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpufinops.simulator.dcgm_export import gauge_exposition, write_host_exposition
 from gpufinops.simulator.demo_billing import Machine, compute_lines, daily_lines, gcp_resource_id, machine_truth
 from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples
 from gpufinops.simulator.demo_serving import SERVERS, load_curve
@@ -139,13 +140,7 @@ def exposition(m: Machine, clock: Clock, samples: MigSamples, seed: int) -> str:
         ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", _free(samples.used_mib), "{}"),
         ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", np.repeat(samples.power[:, None], len(SLICES), 1), "{:.2f}"),
     )
-    lines = []
-    for name, help_text, values, fmt in families:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-        rows = values.tolist()
-        for i, ms in enumerate(stamps):
-            lines += [f"{name}{{{labels[k]}}} {fmt.format(rows[i][k])} {ms}" for k in range(len(SLICES))]
-    return "\n".join(lines) + "\n"
+    return gauge_exposition(families, labels, stamps)
 
 
 def _free(used: np.ndarray) -> np.ndarray:
@@ -184,12 +179,4 @@ def truth(m: Machine) -> dict:
 
 def write_exposition(out_dir: Path, fleet: MigFleet) -> Path:
     """``out_dir/<host>.prom`` (rewritten only when its bytes change); stale files of other hosts removed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{fleet.machine.host}.prom"
-    data = fleet.exposition.encode()
-    if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)
-    for stale in out_dir.glob("*.prom"):
-        if stale != path:
-            stale.unlink()
-    return path
+    return write_host_exposition(out_dir, fleet.machine.host, fleet.exposition)

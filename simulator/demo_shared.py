@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpufinops.simulator.dcgm_export import gauge_exposition, write_host_exposition
 from gpufinops.simulator.demo_billing import Machine, compute_lines, daily_lines, machine_truth
 from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples
 from gpufinops.simulator.demo_smi import bus_ids, gpu_uuid
@@ -104,13 +105,7 @@ def exposition(m: Machine, clock: Clock, gpu: Samples, seed: int) -> str:
         ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", hw.memory_total_mib - gpu.mem_used, "{}"),
         ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", gpu.power, "{:.2f}"),
     )
-    lines = []
-    for name, help_text, values, fmt in families:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-        rows = values.tolist()
-        for i, ms in enumerate(stamps):
-            lines += [f"{name}{{{labels[k]}}} {fmt.format(rows[i][k])} {ms}" for k in range(len(PODS))]
-    return "\n".join(lines) + "\n"
+    return gauge_exposition(families, labels, stamps)
 
 
 @dataclass(frozen=True)
@@ -159,12 +154,4 @@ def truth(node: SharedNode) -> dict:
 
 def write_exposition(out_dir: Path, node: SharedNode) -> Path:
     """``out_dir/<host>.prom`` (rewritten only when its bytes change); stale files of other hosts removed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{node.machine.host}.prom"
-    data = node.exposition.encode()
-    if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)
-    for stale in out_dir.glob("*.prom"):
-        if stale != path:
-            stale.unlink()
-    return path
+    return write_host_exposition(out_dir, node.machine.host, node.exposition)

@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -24,17 +24,13 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
-from gpufinops.ingest.core import paging
+from gpufinops.ingest.core import paging, spec_facts
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
-    Extra,
     FetchResult,
-    Freshness,
     IngestContext,
     IngestError,
     IngestorMeta,
-    Transport,
 )
 from gpufinops.warehouse import reference, reference_schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
@@ -155,22 +151,15 @@ class AwsPricingOptions(AwsRegionsOptions):
 
 class AwsPricing:
     meta = IngestorMeta(
+        **spec_facts.AWS_API,
+        **spec_facts.PRICE_CATALOGUE,
         name="aws_pricing",
         target_table="instance_types",
         key=("provider", "region", "instance_type"),
-        slice_expr="provider || '|' || region",
-        source_column=None,  # instance_types has no source column: a run replaces its regions' rows
-        cursor=Cursor(remembers="digest of the last catalogue loaded", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="0 3 * * *",
         options=AwsPricingOptions,
         description="EC2 `DescribeInstanceTypes` (GPU types) + Pricing `GetProducts` (Linux, shared tenancy, "
         "on-demand)",
-        time_range=False,
-        provider="aws",
-        extra=Extra(name="aws", unless=None),
-        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
-        freshness=Freshness(kind="prices", lag_hours=168.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_pricing",
         init=("aws_cur_bucket", "aws_cur_path"),
     )

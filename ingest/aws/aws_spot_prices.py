@@ -19,18 +19,16 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
-from gpufinops.ingest.core import paging
+from gpufinops.ingest.core import paging, spec_facts
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import (
     Batch,
     Cursor,
-    Extra,
     FetchResult,
     Freshness,
     IngestContext,
     IngestError,
     IngestorMeta,
-    Transport,
 )
 from gpufinops.ingest.core.spec import option
 from gpufinops.warehouse import reference_schema
@@ -133,6 +131,7 @@ def _point_keys(data: pa.Table) -> list[str]:
 
 class AwsSpotPrices:
     meta = IngestorMeta(
+        **spec_facts.AWS_API,
         name="aws_spot_prices",
         target_table="spot_prices",
         key=("provider", "region", "zone", "instance_type", "product", "ts"),
@@ -145,9 +144,6 @@ class AwsSpotPrices:
         time_range=True,
         description="EC2 `DescribeSpotPriceHistory` (Linux/UNIX) of every GPU type `DescribeInstanceTypes` "
         "reports with `GpuInfo`",
-        provider="aws",
-        extra=Extra(name="aws", unless=None),
-        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_spot_prices",
         init=("aws_cur_bucket", "aws_cur_path"),

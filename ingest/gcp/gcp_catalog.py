@@ -26,19 +26,17 @@ import itertools
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core import paging
+from gpufinops.ingest.core import paging, spec_facts
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
     Extra,
     FetchResult,
-    Freshness,
     IngestContext,
     IngestError,
     IngestorMeta,
@@ -186,22 +184,17 @@ def insert_new(ctx: IngestContext, table: str, rows: list[dict], template: str) 
 
 class GcpCatalog:
     meta = IngestorMeta(
+        **spec_facts.PRICE_CATALOGUE,
         name="gcp_catalog",
         target_table="price_catalog",
         key=("provider", "sku_id", "region", "usage_type", "start_usage_amount", "effective_time", "currency"),
-        slice_expr="provider || '|' || region",
-        source_column=None,  # reference tables: a run replaces its regions' catalogue rows
-        cursor=Cursor(remembers="digest of the last catalogue loaded", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="0 4 * * *",
         options=GcpCatalogOptions,
         description="Cloud Billing Catalog API, Compute Engine GPU SKUs and the vCPU/RAM SKUs of a2, a3, g2 "
         "(also `instance_types`, `spot_prices`, `price_history`)",
-        time_range=False,
         provider="gcp",
         extra=Extra(name="gcp", unless=None),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
-        freshness=Freshness(kind="prices", lag_hours=168.0),
         doctor="gpufinops.interfaces.doctor_sources:gcp_catalog",
         init=("bigquery_table", "gcp_billing_path"),
     )

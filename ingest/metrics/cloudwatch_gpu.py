@@ -26,20 +26,17 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
-from gpufinops.ingest.core import paging
+from gpufinops.ingest.core import paging, spec_facts
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
-    Extra,
     FetchResult,
     Freshness,
     IngestContext,
     IngestError,
     IngestorMeta,
-    Transport,
 )
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store
+from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store
 from gpufinops.warehouse import domains
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY
@@ -227,21 +224,15 @@ def hourly_table(values: dict[tuple, dict[str, float]], source: str, run_id: str
 
 class CloudWatchGpu:
     meta = IngestorMeta(
+        **spec_facts.AWS_API,
+        **hourly_source.QUERIED_BY_THE_HOUR,
         name="cloudwatch_gpu",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
-        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
-        lookback=timedelta(hours=3),
         default_schedule="17 * * * *",
         options=CloudWatchGpuOptions,
-        time_range=True,
         description="the CloudWatch agent's NVIDIA GPU metrics (`nvidia_smi_*` in `CWAgent`) through "
         "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
-        provider="aws",
-        extra=Extra(name="aws", unless=None),
-        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=2.0),
         doctor="gpufinops.interfaces.doctor_sources:cloudwatch_gpu",
         init=None,
@@ -255,12 +246,7 @@ class CloudWatchGpu:
         state = {"cursor": end.isoformat()}
         rules = metrics_attribution.rules_batches(ctx, resource_map)
         if end <= start:
-            return FetchResult(
-                rules,
-                {**ctx.state, **state},
-                watermark=ctx.state.get("cursor"),
-                skipped_reason="no complete hour since the last run",
-            )
+            return hourly_source.no_complete_hour(ctx, state, rules)
         cw = aws_common.client("cloudwatch", ctx.source, options)
         gpus = list_gpus(cw, ctx.source, namespace, set(instance_ids) if instance_ids else None)
         values = fetch_hourly(cw, ctx.source, gpus, namespace, start, end) if gpus else {}
@@ -270,7 +256,9 @@ class CloudWatchGpu:
             (start + timedelta(hours=h)).strftime(metrics_store.HOUR_FORMAT)
             for h in range(int((end - start) / timedelta(hours=1)))
         ]
-        if not ctx.window.full_refresh and self._unchanged(ctx, new, start, end):
+        if not ctx.window.full_refresh and hourly_source.hours_unchanged(
+            ctx.con, ctx.source, new, (start, end), "gpu_metrics_hourly", COMPARED
+        ):
             return FetchResult(rules, state, watermark=end.isoformat(), skipped_reason="no new or changed hours")
         return FetchResult(
             rules
@@ -278,21 +266,6 @@ class CloudWatchGpu:
             state,
             watermark=end.isoformat(),
         )
-
-    @staticmethod
-    def _unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
-        cols = ", ".join(f'"{c}"' for c in COMPARED)
-        ctx.con.register("_cloudwatch_new", new)
-        try:
-            stored = f"SELECT {cols} FROM gpu_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
-            diff = ctx.con.execute(
-                f"SELECT count(*) FROM ((SELECT {cols} FROM _cloudwatch_new EXCEPT ALL {stored}) "
-                f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _cloudwatch_new))",
-                [ctx.source, start, end, ctx.source, start, end],
-            ).fetchall()[0][0]
-        finally:
-            ctx.con.unregister("_cloudwatch_new")
-        return diff == 0
 
 
 INGESTORS = [CloudWatchGpu]

@@ -37,7 +37,6 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
 
 import duckdb
 import pyarrow as pa
@@ -52,11 +51,10 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
-    Transport,
 )
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
+from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.dcgm_exposition import ExpositionParser
 from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_bytes
 
@@ -103,21 +101,15 @@ class DcgmExporterOptions(ExporterOptions):
 
 class DcgmExporter:
     meta = IngestorMeta(
+        **hourly_source.SCRAPED,
         name="dcgm_exporter",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
         cursor=Cursor(remembers="files of the sample store's day partitions", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="* * * * *",
         options=DcgmExporterOptions,
         description="DCGM exporter `/metrics` (Prometheus text format): URLs, `file://` URLs or local "
         "paths/globs, scraped into a sample store and rolled up hourly",
-        time_range=False,
-        provider=None,
-        extra=None,
-        transport=Transport(client="http", endpoint="targets", paged=False, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=1.0),
         doctor="gpufinops.interfaces.doctor_sources:dcgm_exporter",
         init=("dcgm_target",),

@@ -22,22 +22,18 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import duckdb
-import pyarrow as pa
-
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
     FetchResult,
     Freshness,
     IngestContext,
     IngestorMeta,
     Transport,
 )
-from gpufinops.ingest.core.spec import ExporterOptions, option
+from gpufinops.ingest.core.spec import ExporterOptions
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
+from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient, fetch_partials
 from gpufinops.ingest.metrics.scrape import display_url
 from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
@@ -119,30 +115,18 @@ def _hour(value: datetime) -> datetime:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrometheusOptions(ExporterOptions):
-    url: str = option(
-        doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)", secret=True
-    )
-    selector: str | None = option(None, 'PromQL label matchers every series must carry, e.g. cluster="prod"')
-    lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late samples)")
-    backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
-
-    def window_lookback(self, declared: timedelta) -> timedelta:
-        return timedelta(hours=self.lookback_hours)
+class PrometheusOptions(hourly_source.PrometheusQueryOptions, ExporterOptions):
+    """A Prometheus server's GPU metrics: the exporter options and the query's."""
 
 
 class Prometheus:
     meta = IngestorMeta(
+        **hourly_source.QUERIED_BY_THE_HOUR,
         name="prometheus",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
-        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
-        lookback=timedelta(hours=3),
         default_schedule="7 * * * *",
         options=PrometheusOptions,
-        time_range=True,
         description="a Prometheus server's `/api/v1/query_range`, hourly aggregation pushed down; DCGM "
         "(`DCGM_FI_*`) and nvidia_gpu_exporter (`nvidia_smi_*`) metrics",
         provider=None,
@@ -159,12 +143,7 @@ class Prometheus:
         start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
         if end <= start:
-            return FetchResult(
-                [],
-                {**ctx.state, **state},
-                watermark=ctx.state.get("cursor"),
-                skipped_reason="no complete hour since the last run",
-            )
+            return hourly_source.no_complete_hour(ctx, state, [])
         client = PrometheusClient(options.url, options.timeout_s, options.retries, options.bounds())
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         rejects: list[dict] = []
@@ -198,8 +177,10 @@ class Prometheus:
         if (
             not ctx.window.full_refresh
             and not refused
-            and self._unchanged(con, ctx.source, new, start, end)
-            and self._unchanged(con, ctx.source, running, start, end, "gpu_workloads_hourly", WORKLOADS_COMPARED)
+            and hourly_source.hours_unchanged(con, ctx.source, new, (start, end), "gpu_metrics_hourly", COMPARED)
+            and hourly_source.hours_unchanged(
+                con, ctx.source, running, (start, end), "gpu_workloads_hourly", WORKLOADS_COMPARED
+            )
         ):
             return FetchResult(rules, state, watermark=watermark, skipped_reason="no new or changed hours")
         where = f"query_range of {display_url(options.url)}"
@@ -213,29 +194,6 @@ class Prometheus:
             state,
             watermark=watermark,
         )
-
-    @staticmethod
-    def _unchanged(
-        con: duckdb.DuckDBPyConnection,
-        source: str,
-        new: pa.Table,
-        start: datetime,
-        end: datetime,
-        table: str = "gpu_metrics_hourly",
-        compared: tuple[str, ...] = COMPARED,
-    ) -> bool:
-        cols = ", ".join(f'"{c}"' for c in compared)
-        con.register("_prometheus_new", new)
-        try:
-            stored = f"SELECT {cols} FROM {table} WHERE source = ? AND hour >= ? AND hour < ?"
-            diff = con.execute(
-                f"SELECT count(*) FROM ((SELECT {cols} FROM _prometheus_new EXCEPT ALL {stored}) "
-                f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _prometheus_new))",
-                [source, start, end, source, start, end],
-            ).fetchall()[0][0]
-        finally:
-            con.unregister("_prometheus_new")
-        return diff == 0
 
 
 INGESTORS = [Prometheus]

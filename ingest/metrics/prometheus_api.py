@@ -219,34 +219,11 @@ class _Partials:
 
     def table(self) -> pa.Table:
         data: dict[str, list] = {name: [] for name in PARTIAL_SCHEMA.names}
-        for (
-            hour,
-            uuid,
-            mig,
-            name,
-            host,
-            hint,
-            provider,
-            namespace,
-            pod,
-            container,
-            vgpu,
-        ), figures in self.rows.items():
+        for key, figures in self.rows.items():
             if figures.get("_rejected"):
                 continue
-            labels = (
-                hour,
-                uuid,
-                mig,
-                name or self.names.get(uuid),
-                host,
-                hint,
-                provider,
-                namespace,
-                pod,
-                container,
-                vgpu,
-            )
+            hour, uuid, mig, name, *rest = key  # rest: host, hint, provider, namespace, pod, container, vgpu
+            labels = (hour, uuid, mig, name or self.names.get(uuid), *rest)
             for column, value in zip(PARTIAL_SCHEMA.names[:11], labels):
                 data[column].append(value)
             for figure in FIGURES:

@@ -21,7 +21,7 @@ import logging
 import time
 import urllib.parse
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -35,11 +35,10 @@ from gpufinops.ingest.core.registry import (
     IngestContext,
     IngestError,
     IngestorMeta,
-    Transport,
 )
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics import hourly_source, metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_text
 from gpufinops.ingest.metrics.serving_prometheus import SERVING_KEY, ServingOptions, series_name, serving_table
@@ -106,21 +105,15 @@ def pod_series(parsed: dict[str, list[tuple[str, str, dict[str, str], float, Any
 
 class ServingExporter:
     meta = IngestorMeta(
+        **hourly_source.SCRAPED,
         name="serving_exporter",
         target_table="serving_metrics_hourly",
         key=SERVING_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
         cursor=Cursor(remembers="the last sample of every counter series", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="*/5 * * * *",
         options=ServingExporterOptions,
         description="scrapes vLLM, TGI, Triton (TensorRT-LLM) and SGLang `/metrics`: hourly token and request "
         "increases with counter resets",
-        time_range=False,
-        provider=None,
-        extra=None,
-        transport=Transport(client="http", endpoint="targets", paged=False, unless=None),
         freshness=Freshness(kind="other", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_serving:serving_exporter",
         init=None,

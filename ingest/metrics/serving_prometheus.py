@@ -25,7 +25,6 @@ import pyarrow as pa
 from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
     FetchResult,
     Freshness,
     IngestContext,
@@ -35,7 +34,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, TransportOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics import hourly_source, metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient
 from gpufinops.ingest.metrics.scrape import display_url
@@ -60,16 +59,8 @@ class ServingOptions(OnInvalidOptions, TransportOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrometheusServingOptions(ServingOptions):
-    url: str = option(
-        doc="the Prometheus server's base URL (user:password@ in it is sent as Basic auth, never shown)", secret=True
-    )
-    selector: str | None = option(None, 'PromQL label matchers every series must carry, e.g. cluster="prod"')
-    lookback_hours: float = option(3.0, "complete hours re-read before the cursor on every run (late samples)")
-    backfill_days: float = option(7.0, "how far back the first run (or --full-refresh) reads")
-
-    def window_lookback(self, declared: timedelta) -> timedelta:
-        return timedelta(hours=self.lookback_hours)
+class PrometheusServingOptions(hourly_source.PrometheusQueryOptions, ServingOptions):
+    """A Prometheus server's serving counters: the serving options and the query's."""
 
 
 def series_name(name: str, labels: dict[str, str]) -> str:
@@ -140,34 +131,18 @@ def serving_table(rows: pa.Table, source: str, run_id: str) -> pa.Table:
     return full.select(SERVING_METRICS_HOURLY.names).cast(SERVING_METRICS_HOURLY)
 
 
-def unchanged(ctx: IngestContext, new: pa.Table, start: datetime, end: datetime) -> bool:
-    """Whether the source's stored rows of [start, end) are ``new`` (the run id aside)."""
-    cols = ", ".join(f'"{c}"' for c in SERVING_METRICS_HOURLY.names if c != "ingest_run_id")
-    stored = f"SELECT {cols} FROM serving_metrics_hourly WHERE source = ? AND hour >= ? AND hour < ?"
-    ctx.con.register("_serving_new", new)
-    try:
-        diff = ctx.con.execute(
-            f"SELECT count(*) FROM ((SELECT {cols} FROM _serving_new EXCEPT ALL {stored}) "
-            f"UNION ALL ({stored} EXCEPT ALL SELECT {cols} FROM _serving_new))",
-            [ctx.source, start, end, ctx.source, start, end],
-        ).fetchall()[0][0]
-    finally:
-        ctx.con.unregister("_serving_new")
-    return bool(diff == 0)
+# the stored rows a re-read compares with: the table, every column but the run id
+_STORED = ("serving_metrics_hourly", tuple(c for c in SERVING_METRICS_HOURLY.names if c != "ingest_run_id"))
 
 
 class PrometheusServing:
     meta = IngestorMeta(
+        **hourly_source.QUERIED_BY_THE_HOUR,
         name="prometheus_serving",
         target_table="serving_metrics_hourly",
         key=SERVING_KEY,
-        slice_expr=metrics_store.HOUR_SLICE_SQL,
-        source_column="source",
-        cursor=Cursor(remembers="hour (last complete hour loaded)", resume_item="cursor"),
-        lookback=timedelta(hours=3),
         default_schedule="9 * * * *",
         options=PrometheusServingOptions,
-        time_range=True,
         description="a Prometheus server's raw samples of vLLM, TGI, Triton (TensorRT-LLM) and SGLang token "
         "and request counters, hourly increases with counter resets",
         provider=None,
@@ -183,12 +158,7 @@ class PrometheusServing:
         start, end = ctx.window.whole_hours(datetime.now(UTC), timedelta(days=options.backfill_days))
         state = {"cursor": end.isoformat()}
         if end <= start:
-            return FetchResult(
-                [],
-                {**ctx.state, **state},
-                watermark=ctx.state.get("cursor"),
-                skipped_reason="no complete hour since the last run",
-            )
+            return hourly_source.no_complete_hour(ctx, state, [])
         client = PrometheusClient(options.url, options.timeout_s, options.retries, options.bounds())
         where = f"Prometheus at {client.url}"
         rejects: list[dict] = []
@@ -208,7 +178,11 @@ class PrometheusServing:
             for h in range(int((end - start) / timedelta(hours=1)))
         ]
         new = serving_table(rows, ctx.source, ctx.run_id)
-        if not ctx.window.full_refresh and not rejects and unchanged(ctx, new, start, end):
+        if (
+            not ctx.window.full_refresh
+            and not rejects
+            and hourly_source.hours_unchanged(ctx.con, ctx.source, new, (start, end), *_STORED)
+        ):
             return FetchResult(
                 [], {**ctx.state, **state}, watermark=end.isoformat(), skipped_reason="no new or changed hours"
             )

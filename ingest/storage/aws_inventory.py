@@ -18,6 +18,7 @@ from typing import Any
 
 from gpufinops.ingest.core.paging import Pages
 from gpufinops.ingest.storage.options import PrefixRule, StorageOptions
+from gpufinops.ingest.storage.prefix_groups import PrefixGroups
 
 IOPS_TYPES = ("io1", "io2")  # provisioned-IOPS volumes: the ones whose measured operations are read
 EBS_METRICS = ("VolumeReadOps", "VolumeWriteOps", "VolumeReadBytes", "VolumeWriteBytes")
@@ -157,40 +158,20 @@ def _num(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _group_key(rule: PrefixRule, root: str, key: str) -> tuple[str, str]:
-    """(run, checkpoint) of ``key`` under ``root``: the first two path segments below the prefix."""
-    rest = key[len(root) :].lstrip("/").split("/")
-    if len(rest) == 1:
-        return "", rest[0]
-    return rest[0], rest[1] + "/" if len(rest) > 2 else rest[1]  # a folder ends with "/"
-
-
 def prefix_objects(
     source: str, s3: Any, rule: PrefixRule, options: StorageOptions, now: datetime, inv: Inventory
 ) -> None:
     """Fold the objects under one configured prefix into (root, run, checkpoint, class) groups."""
-    groups: dict[tuple[str, str, str, str], list] = {}
+    folded = PrefixGroups(rule)
     pages = Pages(source, f"s3 ListObjectsV2 s3://{rule.bucket}/{rule.literal}", bounds=options.bounds())
-    seen, access = 0, "ok"
+    access = "ok"
     try:
         for page in _paged(pages, s3.get_paginator("list_objects_v2"), Bucket=rule.bucket, Prefix=rule.literal):
             for obj in page.get("Contents", []):
-                key = obj["Key"]
-                root = rule.root(key)
-                if root is None:
-                    continue
-                seen += 1
-                run, checkpoint = _group_key(rule, root, key)
-                group = groups.setdefault(
-                    (root, run, checkpoint, obj.get("StorageClass") or "STANDARD"), [0, 0, None, None]
-                )
-                modified = _utc(obj.get("LastModified"))
-                group[0] += 1
-                group[1] += int(obj.get("Size") or 0)
-                group[2] = modified if group[2] is None or modified < group[2] else group[2]
-                group[3] = modified if group[3] is None or modified > group[3] else group[3]
-            if seen >= options.max_objects_per_prefix:
-                access = f"partial: listing stopped at {seen} objects (max_objects_per_prefix)"
+                if folded.holds(obj["Key"]):
+                    folded.add(obj["Key"], obj.get("StorageClass"), obj.get("Size"), _utc(obj.get("LastModified")))
+            if folded.seen >= options.max_objects_per_prefix:
+                access = f"partial: listing stopped at {folded.seen} objects (max_objects_per_prefix)"
                 break
     except Exception as exc:  # noqa: BLE001  # a prefix without access is named, the others still listed
         from gpufinops.ingest.aws.aws_common import describe_error, is_client_error
@@ -198,45 +179,9 @@ def prefix_objects(
         if not is_client_error(exc):
             raise
         access = str(describe_error(source, f"listing s3://{rule.bucket}/{rule.literal}", exc))
-        groups = {}
+        folded.groups = {}
     inv.calls["ListObjectsV2"] = inv.calls.get("ListObjectsV2", 0) + pages.pages
-    base = {
-        "source": source,
-        "provider": "aws",
-        "bucket": rule.bucket,
-        "purpose": rule.purpose,
-        "team": rule.team,
-        "access": access,
-        "observed_at": now,
-    }
-    if not groups:  # the prefix is recorded even when empty or refused: a finding names it
-        inv.objects.append(
-            {
-                **base,
-                "prefix": rule.literal,
-                "run": None,
-                "checkpoint": None,
-                "storage_class": None,
-                "objects": 0,
-                "bytes": 0,
-                "oldest_at": None,
-                "newest_at": None,
-            }
-        )
-    for (root, run, checkpoint, storage_class), (count, size, oldest, newest) in groups.items():
-        inv.objects.append(
-            {
-                **base,
-                "prefix": root,
-                "run": run,
-                "checkpoint": checkpoint,
-                "storage_class": storage_class,
-                "objects": count,
-                "bytes": size,
-                "oldest_at": oldest,
-                "newest_at": newest,
-            }
-        )
+    inv.objects.extend(folded.rows(source, "aws", access, now))
 
 
 def _metric_rows(

@@ -13,22 +13,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from gpufinops.ingest.core import spec_facts
 from gpufinops.ingest.core.registry import (
     Batch,
-    Cursor,
-    Extra,
     FetchResult,
-    Freshness,
     IngestContext,
     IngestError,
     IngestorMeta,
-    Transport,
 )
 from gpufinops.ingest.storage import aws_inventory
 from gpufinops.ingest.storage.options import StorageOptions
@@ -111,24 +108,32 @@ def fingerprint(inv: aws_inventory.Inventory) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def inventory_hour() -> datetime:
+    """The whole UTC hour an inventory is taken at (a second run within it over the same account is skipped)."""
+    return clock().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def loaded(ctx: IngestContext, inv: aws_inventory.Inventory, prefixes: int, now: datetime) -> FetchResult:
+    """The inventory's batches, or nothing when it is the one the last run loaded."""
+    digest, watermark = fingerprint(inv), summary(inv, prefixes)
+    if digest == ctx.state.get("digest"):
+        return FetchResult([], ctx.state, watermark=watermark, skipped_reason="the inventory is unchanged this hour")
+    return FetchResult(
+        batches(ctx.source, inv, ctx.run_id, "the storage inventory"),
+        {"digest": digest, "observed_at": now.isoformat()},
+        watermark=watermark,
+    )
+
+
 class AwsStorage:
     meta = IngestorMeta(
+        **spec_facts.AWS_API,
+        **spec_facts.STORAGE_INVENTORY,
         name="aws_storage",
-        target_table="storage_volumes",
-        key=("source", "volume_id"),
-        slice_expr="source",
-        source_column="source",
-        cursor=Cursor(remembers="digest of the last inventory", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="30 5 * * *",
         options=StorageOptions,
         description="AWS storage inventory: EBS volumes and snapshots, objects under configured S3 prefixes, "
         "CloudWatch operations of provisioned-IOPS volumes and GETs of a prefix",
-        time_range=False,
-        provider="aws",
-        extra=Extra(name="aws", unless=None),
-        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
-        freshness=Freshness(kind="inventory", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:aws_storage",
         init=("aws_storage_prefix",),
     )
@@ -140,7 +145,7 @@ class AwsStorage:
         source = ctx.source
         if not options.regions:
             raise IngestError(f"sources.{source}.regions: name at least one region")
-        now = clock().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        now = inventory_hour()
         clients = aws_inventory.Clients(
             ec2=lambda region: aws_common.client("ec2", source, options, region),
             cloudwatch=lambda region: aws_common.client("cloudwatch", source, options, region),
@@ -152,13 +157,7 @@ class AwsStorage:
             if not aws_common.is_client_error(exc):
                 raise
             raise aws_common.describe_error(source, "the storage inventory", exc) from None
-        digest, watermark = fingerprint(inv), summary(inv, len(options.rules))
-        state = {"digest": digest, "observed_at": now.isoformat()}
-        if digest == ctx.state.get("digest"):
-            return FetchResult(
-                [], ctx.state, watermark=watermark, skipped_reason="the inventory is unchanged this hour"
-            )
-        return FetchResult(batches(source, inv, ctx.run_id, "the storage inventory"), state, watermark=watermark)
+        return loaded(ctx, inv, len(options.rules), now)
 
 
 INGESTORS = [AwsStorage]

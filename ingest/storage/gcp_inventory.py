@@ -18,8 +18,9 @@ from typing import Any
 from gpufinops.ingest.core.paging import Pages
 from gpufinops.ingest.core.transport import DEFAULT, Bounds
 from gpufinops.ingest.core.transport_sdk import bound_google
-from gpufinops.ingest.storage.aws_inventory import Inventory, _group_key
+from gpufinops.ingest.storage.aws_inventory import Inventory
 from gpufinops.ingest.storage.options import PrefixRule
+from gpufinops.ingest.storage.prefix_groups import PrefixGroups
 
 
 @dataclass(frozen=True)
@@ -168,66 +169,24 @@ def collect(
 def _prefix(
     source: str, c: GcpClients, rule: PrefixRule, options: GcpStorageOptions, now: datetime, inv: Inventory
 ) -> None:
-    groups: dict[tuple[str, str, str, str], list] = {}
-    access, seen = "ok", 0
+    folded = PrefixGroups(rule)
+    access = "ok"
     pages = Pages(source, f"storage objects.list gs://{rule.bucket}/{rule.literal}", bounds=options.bounds)
     try:
         blobs = c.storage.list_blobs(rule.bucket, prefix=rule.literal)
         for page in pages.each(blobs.pages, lambda _page: blobs.next_page_token):
             for blob in page:
-                root = rule.root(blob.name)
-                if root is None:
-                    continue
-                seen += 1
-                run, checkpoint = _group_key(rule, root, blob.name)
-                g = groups.setdefault((root, run, checkpoint, blob.storage_class or "STANDARD"), [0, 0, None, None])
-                at = (blob.updated or blob.time_created).astimezone(UTC)
-                g[0], g[1] = g[0] + 1, g[1] + int(blob.size or 0)
-                g[2] = at if g[2] is None or at < g[2] else g[2]
-                g[3] = at if g[3] is None or at > g[3] else g[3]
-            if seen >= options.max_objects_per_prefix:
-                access = f"partial: listing stopped at {seen} objects (max_objects_per_prefix)"
+                if folded.holds(blob.name):
+                    at = (blob.updated or blob.time_created).astimezone(UTC)
+                    folded.add(blob.name, blob.storage_class, blob.size, at)
+            if folded.seen >= options.max_objects_per_prefix:
+                access = f"partial: listing stopped at {folded.seen} objects (max_objects_per_prefix)"
                 break
     except Exception as exc:  # noqa: BLE001  # a prefix without access is named; the others are still listed
         from google.api_core import exceptions as gexc
 
         if not isinstance(exc, gexc.GoogleAPICallError):
             raise
-        access, groups = f"{source}: listing gs://{rule.bucket}/{rule.literal} failed: {exc.code} {exc.message}", {}
-    base = {
-        "source": source,
-        "provider": "gcp",
-        "bucket": rule.bucket,
-        "purpose": rule.purpose,
-        "team": rule.team,
-        "access": access,
-        "observed_at": now,
-    }
-    if not groups:
-        inv.objects.append(
-            {
-                **base,
-                "prefix": rule.literal,
-                "run": None,
-                "checkpoint": None,
-                "storage_class": None,
-                "objects": 0,
-                "bytes": 0,
-                "oldest_at": None,
-                "newest_at": None,
-            }
-        )
-    for (root, run, checkpoint, storage_class), (count, size, oldest, newest) in groups.items():
-        inv.objects.append(
-            {
-                **base,
-                "prefix": root,
-                "run": run,
-                "checkpoint": checkpoint,
-                "storage_class": storage_class,
-                "objects": count,
-                "bytes": size,
-                "oldest_at": oldest,
-                "newest_at": newest,
-            }
-        )
+        access = f"{source}: listing gs://{rule.bucket}/{rule.literal} failed: {exc.code} {exc.message}"
+        folded.groups = {}
+    inv.objects.extend(folded.rows(source, "gcp", access, now))

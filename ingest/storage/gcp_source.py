@@ -9,48 +9,34 @@ configured GCS prefixes only (the ``[gcp-storage]`` extra); disk operations are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, timedelta
 
-from gpufinops.ingest.core.registry import Cursor, Extra, FetchResult, Freshness, IngestContext, IngestorMeta, Transport
+from gpufinops.ingest.core import spec_facts
+from gpufinops.ingest.core.registry import Extra, FetchResult, IngestContext, IngestorMeta, Transport
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
 from gpufinops.ingest.storage import aws_source, gcp_inventory
-from gpufinops.ingest.storage.options import PrefixRule
+from gpufinops.ingest.storage.options import PrefixRules
 
 
 @dataclass(frozen=True, kw_only=True)
-class GcpStorageSourceOptions(GcpClientOptions):
+class GcpStorageSourceOptions(PrefixRules, GcpClientOptions):
     project: str = option(doc="the project whose disks, snapshots and buckets are listed")
     prefixes: list[dict] = option([], "bucket prefixes to inventory: [{bucket, prefix, purpose, team}]")
     team_label_keys: list[str] = option(["team"], "labels that name a disk's or snapshot's team")
     max_objects_per_prefix: int = option(10_000_000, "objects listed under one prefix before it is recorded as partial")
 
-    @property
-    def rules(self) -> list[PrefixRule]:
-        return [PrefixRule.parse(t, f"prefixes[{i}]") for i, t in enumerate(self.prefixes)]
-
-    def validate(self) -> None:
-        self.rules  # noqa: B018  # parsing is the check
-
 
 class GcpStorage:
     meta = IngestorMeta(
+        **spec_facts.STORAGE_INVENTORY,
         name="gcp_storage",
-        target_table="storage_volumes",
-        key=("source", "volume_id"),
-        slice_expr="source",
-        source_column="source",
-        cursor=Cursor(remembers="digest of the last inventory", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="40 5 * * *",
         options=GcpStorageSourceOptions,
         description="Google Cloud storage inventory: Persistent Disks, snapshots and objects under configured "
         "GCS prefixes",
-        time_range=False,
         provider="gcp",
         extra=Extra(name="gcp-storage", unless=None),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
-        freshness=Freshness(kind="inventory", lag_hours=24.0),
         doctor="gpufinops.interfaces.doctor_sources:gcp_storage",
         init=None,
     )
@@ -59,7 +45,7 @@ class GcpStorage:
         from gpufinops.ingest.gcp import gcp_common
 
         options: GcpStorageSourceOptions = ctx.options
-        now = aws_source.clock().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        now = aws_source.inventory_hour()
         listing = gcp_inventory.GcpStorageOptions(
             project=options.project,
             rules=tuple(options.rules),
@@ -77,16 +63,7 @@ class GcpStorage:
             if gcp_common.status_of(exc) is None:
                 raise
             raise gcp_common.describe_error(ctx.source, "the storage inventory", exc) from None
-        digest, watermark = aws_source.fingerprint(inv), aws_source.summary(inv, len(listing.rules))
-        if digest == ctx.state.get("digest"):
-            return FetchResult(
-                [], ctx.state, watermark=watermark, skipped_reason="the inventory is unchanged this hour"
-            )
-        return FetchResult(
-            aws_source.batches(ctx.source, inv, ctx.run_id, "the storage inventory"),
-            {"digest": digest, "observed_at": now.isoformat()},
-            watermark=watermark,
-        )
+        return aws_source.loaded(ctx, inv, len(listing.rules), now)
 
 
 INGESTORS = [GcpStorage]

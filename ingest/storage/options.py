@@ -86,13 +86,10 @@ class PrefixRule:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
-class StorageOptions(AwsClientOptions):
-    regions: list[str] = option(["us-east-1"], "the regions whose volumes and snapshots are listed")
-    prefixes: list[dict] = option([], "bucket prefixes to inventory: [{bucket, prefix, purpose, team, read_filter}]")
-    team_tag_keys: list[str] = option(["team"], "tags that name a volume's or snapshot's team")
-    metrics_days: int = option(14, "days of CloudWatch AWS/EBS operations read per provisioned-IOPS volume")
-    max_objects_per_prefix: int = option(10_000_000, "objects listed under one prefix before it is recorded as partial")
+class PrefixRules:
+    """The ``prefixes`` option of a storage source's options, parsed into rules (the parsing is its check)."""
+
+    prefixes: list[dict]
 
     @property
     def rules(self) -> list[PrefixRule]:
@@ -100,6 +97,15 @@ class StorageOptions(AwsClientOptions):
 
     def validate(self) -> None:
         self.rules  # noqa: B018  # parsing is the check
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageOptions(PrefixRules, AwsClientOptions):
+    regions: list[str] = option(["us-east-1"], "the regions whose volumes and snapshots are listed")
+    prefixes: list[dict] = option([], "bucket prefixes to inventory: [{bucket, prefix, purpose, team, read_filter}]")
+    team_tag_keys: list[str] = option(["team"], "tags that name a volume's or snapshot's team")
+    metrics_days: int = option(14, "days of CloudWatch AWS/EBS operations read per provisioned-IOPS volume")
+    max_objects_per_prefix: int = option(10_000_000, "objects listed under one prefix before it is recorded as partial")
 
     @classmethod
     def of(cls, **values: Any) -> StorageOptions:

@@ -9,15 +9,14 @@ nothing holds the warehouse while a mail server or a webhook answers.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpufinops.jobs import run_lock
 from gpufinops.jobs.alerts import deliver
 from gpufinops.jobs.config import Config
 from gpufinops.models import alerts as alert_model
@@ -37,26 +36,6 @@ class RunOutcome:
         """No notification left unsent: failed, unknown (a send that timed out in DATA) or interrupted."""
         d = self.delivered
         return not d.failed and not d.unknown and not d.interrupted
-
-
-@contextlib.contextmanager
-def _run_lock(cfg: Config, timeout_s: float = 600.0) -> Iterator[None]:
-    path = cfg.warehouse_path.parent / f"{cfg.warehouse_path.name}.alerts.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"another alerts run holds {path}") from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _group_of(rule: str, scope: str, period: str, teams: tuple[str, ...]) -> str:
@@ -92,7 +71,7 @@ def run(
         raise FileNotFoundError(
             f"warehouse {cfg.warehouse_path} does not exist yet: run `gpufinops ingest` or `gpufinops demo` first"
         )
-    with _run_lock(cfg):
+    with run_lock.waiting_lock(cfg, "alerts", "alerts run"):
         _migrate(cfg)
         outcomes, changes, seconds = evaluate_and_record(cfg, now)
         result = RunOutcome(now, outcomes, changes, evaluate_seconds=round(seconds, 3))

@@ -68,11 +68,7 @@ def render(con, fmt: str, budgets, settings: ExportSettings, *, cluster: str | N
                 docs = [(d, k) for d, k in found if (c.label, d["kind"], d["metadata"]["name"]) not in seen]
                 seen |= {(c.label, d["kind"], d["metadata"]["name"]) for d, _k in docs if d["kind"] == "ResourceFlavor"}
                 banner = [f"==== cluster: {c.name} ({c.kind}; label {CLUSTER_LABEL}={c.label})"] + notes
-                if not docs:
-                    body.append("".join(f"# {line}\n" for line in banner + ["nothing to apply here"]))
-                    continue
-                first, comments = docs[0]
-                body.append(yamlout.dump_all([(first, banner + comments)] + docs[1:]))
+                body.append(yamlout.section(banner, docs, "nothing to apply here"))
     return "".join(f"# {line}\n" for line in head) + "".join(body)
 
 

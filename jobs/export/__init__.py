@@ -164,11 +164,7 @@ def render(
             continue
         docs, notes = _section(fmt, c, fleet, settings)
         head = [f"==== cluster: {c.name} ({c.kind}; label {clusters_mod.CLUSTER_LABEL}={c.label})"] + notes
-        if not docs:
-            out.append("".join(f"# {line}\n" for line in head + ["nothing to export for this cluster"]))
-            continue
-        first, comments = docs[0]
-        out.append(yamlout.dump_all([(first, head + comments)] + docs[1:]))
+        out.append(yamlout.section(head, docs, "nothing to export for this cluster"))
     for p in fleet.plan.unplaced():
         out.append(f"# not placed: {', '.join(p.ids)}: {p.problem}\n")
     return "".join(f"# {line}\n" for line in _header(fmt, fleet, team, shown)) + "".join(out)

@@ -84,3 +84,12 @@ def dump_all(documents: Iterable[tuple[Any, Iterable[str]] | Any]) -> str:
         doc, comments = item if isinstance(item, tuple) else (item, ())
         parts.append("---\n" + dump(doc, comments))
     return "".join(parts)
+
+
+def section(banner: list[str], documents: list[tuple[Any, list[str]]], nothing: str) -> str:
+    """One part of a multi-document stream (a cluster's): ``banner`` as comments above its first document,
+    or, with no documents, the banner and ``nothing`` as comments only."""
+    if not documents:
+        return "".join(f"# {line}\n" for line in banner + [nothing])
+    first, comments = documents[0]
+    return dump_all([(first, banner + comments)] + documents[1:])

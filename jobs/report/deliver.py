@@ -15,18 +15,16 @@ environment variables the config names; AUTH without TLS is refused unless
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import smtplib
 import ssl
 import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gpufinops.ingest.core.scrub import scrub
+from gpufinops.jobs import run_lock
 from gpufinops.jobs.config import Config, ConfigError
 from gpufinops.jobs.report import mime
 from gpufinops.jobs.report.render import Report, render
@@ -55,27 +53,6 @@ class SendFailed(RuntimeError):
 
 class StateUnknown(RuntimeError):
     """The connection ended while the server was taking the message: not retried."""
-
-
-@contextlib.contextmanager
-def _delivery_lock(cfg: Config, timeout_s: float = 600.0) -> Iterator[None]:
-    """One delivery at a time per warehouse (the daemon and a `report weekly --send` by hand)."""
-    path = cfg.warehouse_path.parent / f"{cfg.warehouse_path.name}.report.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"another report delivery holds {path}") from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _now() -> datetime:
@@ -238,7 +215,7 @@ def send_weekly(
     outcome = Outcome(week)
     if not cfg.warehouse_path.exists():
         raise db.missing(cfg.warehouse_path)
-    with _delivery_lock(cfg):
+    with run_lock.waiting_lock(cfg, "report", "report delivery"):  # the daemon and a `report weekly --send` by hand
         done = ledger(cfg, week)
         pending = []
         stale_before = _now() - timedelta(minutes=settings.sending_timeout_minutes)
