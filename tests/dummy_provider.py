@@ -23,5 +23,6 @@ ZETA = ProviderSpec(
         gpu=lambda model: {"zeta.example/gpu": model.lower()},
     ),
     skypilot=SkyPilot(cloud="zeta", family_names={"z1.h100x2": "H100-Z"}),
+    karpenter=None,
     pue=(1.23, "Zeta's published PUE (a test's)"),
 )

@@ -19,20 +19,25 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.models.run import analyse
 from gpufinops.warehouse import db
 from tests import azure_focuscost_data as az
+from tests import export_checks
 from tests.azure_prices_loopback import A100_PRICES, H100, PRICES, RetailPrices, linux_on_demand
+from tests.k8s_crds import AKSNODECLASS_CRD, crd_schemas, validate
 
 REGISTRY = default_registry()
+AZURE_INVENTORY = Path(db.__file__).parent / "data" / "azure_gpu_sizes.csv"
 DAYS = 16  # a commitment needs 14 days of history
 CENT, MICRO = Decimal("0.01"), Decimal("0.000001")
 EASTUS = linux_on_demand("eastus")  # the Karpenter table's real Linux pay-as-you-go prices
 A100_TRAIN = az.A100_VM.replace("a100-spot-01", "a100-train-01")
 H100_INFER = az.H100_VM.replace("h100-train-01", "h100-infer-01")
+AKS = "aks-gpu"
 
 
 def _bill(tmp: Path) -> None:
@@ -47,6 +52,8 @@ def _bill(tmp: Path) -> None:
         rows.append(
             az.vm_day("1.0r2", d, H100_INFER, "Standard_NC40ads_H100_v5", Decimal(EASTUS["Standard_NC40ads_H100_v5"]))
         )
+    for row in rows:  # every VM a node of one AKS cluster (AKS tags its node pools' scale sets so)
+        row["Tags"] = json.dumps({**json.loads(row["Tags"]), "aks-managed-cluster-name": AKS})
     az.write_run(tmp / "container", "2026-10", rows)
 
 
@@ -72,7 +79,7 @@ def _dcgm(folder: Path, host: str, model: str, gpus: int, busy: int, busy_util: 
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def analysed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("azure_models")
     warehouse = tmp / "wh.duckdb"
     _bill(tmp)
@@ -95,7 +102,12 @@ def run(tmp_path_factory):
     metrics = {"targets": [str(tmp / "dcgm" / "*.prom")], "resource_map": hosts}
     assert run_source(REGISTRY, warehouse, "gpus", "dcgm_exporter", metrics).status == "succeeded"
     with db.writer(warehouse) as con:
-        return analyse(con)
+        return analyse(con), warehouse
+
+
+@pytest.fixture(scope="module")
+def run(analysed):
+    return analysed[0]
 
 
 def _one(run, kind: str, resource: str) -> dict:
@@ -167,3 +179,51 @@ def test_gpu_type_offers_an_azure_size_of_a_cheaper_gpu_at_its_price(run):
     monthly = Decimal(EASTUS["Standard_NC40ads_H100_v5"]) * 24 * Decimal("30.4375")
     proposed = monthly * Decimal(A100_PRICES["linux"]) / Decimal(EASTUS["Standard_NC40ads_H100_v5"])
     assert Decimal(str(finding["proposed"]["monthly_cost_usd"])) == proposed.quantize(CENT)
+
+
+def _karpenter(analysed) -> list[dict]:
+    from gpufinops.jobs.export import render
+
+    with db.writer(analysed[1]) as con:
+        return [d for d in yaml.safe_load_all(render(con, "karpenter")) if d]
+
+
+def test_karpenter_on_aks_writes_nodepools_by_sku_name_valid_against_the_crd(analysed):
+    """AKS node auto-provisioning (Karpenter's Azure provider): per team, GPU model and capacity type a NodePool
+    selecting Azure VM sizes by karpenter.azure.com/sku-name (the sizes the plan leaves the GPUs on), the
+    capacity type spot / on-demand, and a reference to the AKSNodeClass written first."""
+    docs = _karpenter(analysed)
+    assert [d["kind"] for d in docs][0] == "AKSNodeClass"
+    node_class = docs[0]
+    assert node_class["apiVersion"] == "karpenter.azure.com/v1beta1"
+    pools = {d["metadata"]["name"]: d for d in docs if d["kind"] == "NodePool"}
+    schemas = crd_schemas()
+    for pool in pools.values():
+        validate(pool, schemas)
+        ref = pool["spec"]["template"]["spec"]["nodeClassRef"]
+        assert ref == {"group": "karpenter.azure.com", "kind": "AKSNodeClass", "name": node_class["metadata"]["name"]}
+    requirements = {
+        name: {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+        for name, pool in pools.items()
+    }
+    # the gpu_count plan's 2 H100 NVL on demand; the spot_mix plan's A100 on spot (NC24ads_A100_v4: 1 GPU)
+    assert requirements["gpufinops-research-h100-pcie-on-demand"] == {
+        "karpenter.sh/capacity-type": ["on-demand"],
+        "karpenter.azure.com/sku-name": ["Standard_NC80adis_H100_v5"],
+    }
+    assert requirements["gpufinops-vision-a100-80gb-spot"] == {
+        "karpenter.sh/capacity-type": ["spot"],
+        "karpenter.azure.com/sku-name": ["Standard_NC24ads_A100_v4"],
+    }
+    types = export_checks.inventory(AZURE_INVENTORY)
+    assert export_checks.check_nodepools(list(pools.values()), types) == []  # whole nodes of Azure sizes
+
+
+def test_the_aksnodeclass_validates_against_its_crd(analysed):
+    if not AKSNODECLASS_CRD.is_file():
+        pytest.skip(
+            f"{AKSNODECLASS_CRD.name} is not vendored: Azure/karpenter-provider-azure @ 352646f, pkg/apis/crds/ "
+            "(Apache-2.0), into tests/data/k8s-crds/"
+        )
+    node_class = _karpenter(analysed)[0]
+    validate(node_class, crd_schemas())
