@@ -8,11 +8,14 @@ days (rightsizing and spot).
 * an ND96isr_H100_v5 keeping 2 of its 8 H100s busy: gpu_count (an NC80adis_H100_v5, 2 H100 NVL, at Azure's price)
   and commitment (1- and 3-year Reservations, 1- and 3-year savings plans);
 * an NC24ads_A100_v4 on demand that checkpoints: spot_mix at Azure's Spot price;
-* an NC40ads_H100_v5 keeping its H100 NVL barely busy: gpu_type (an NC24ads_A100_v4 at Azure's price).
+* an NC40ads_H100_v5 keeping its H100 NVL barely busy: gpu_type (an NC24ads_A100_v4 at Azure's price);
+* the three on one AKS cluster: Karpenter NodePools for AKS node auto-provisioning; carbon with the region's grid
+  figure and Microsoft's PUE.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -24,10 +27,17 @@ import yaml
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.models.run import analyse
-from gpufinops.warehouse import db
+from gpufinops.warehouse import carbon_data, db
 from tests import azure_focuscost_data as az
 from tests import export_checks
-from tests.azure_prices_loopback import A100_PRICES, H100, PRICES, RetailPrices, linux_on_demand
+from tests.azure_prices_loopback import (
+    A100_PRICES,
+    H100,
+    KARPENTER_PRICES,
+    PRICES,
+    RetailPrices,
+    linux_on_demand,
+)
 from tests.k8s_crds import AKSNODECLASS_CRD, crd_schemas, validate
 
 REGISTRY = default_registry()
@@ -227,3 +237,37 @@ def test_the_aksnodeclass_validates_against_its_crd(analysed):
         )
     node_class = _karpenter(analysed)[0]
     validate(node_class, crd_schemas())
+
+
+def test_carbon_on_azure_rows_is_computed_with_the_region_s_grid_and_microsoft_s_pue(analysed):
+    """The VMs' measured draw (DCGM) × (1 + the node share) × Microsoft's PUE × eastus's grid (Virginia's eGRID rate)."""
+    with db.writer(analysed[1]) as con:
+        rows = con.execute(
+            "SELECT energy_basis, pue, pue_source, intensity_source, grid_g_co2e_per_kwh, sum(kwh), sum(kg_co2e), "
+            "count(*) FROM carbon_hourly WHERE resource_id = ? GROUP BY ALL",
+            [az.H100_VM],
+        ).fetchall()
+    assert len(rows) == 1, rows
+    basis, pue, pue_source, source, grid, kwh, kg, hours = rows[0]
+    assert (basis, pue, hours) == ("measured", 1.18, DAYS * 24)
+    assert "datacenters.microsoft.com" in pue_source and "virginia (azure eastus)" in source
+    assert grid == carbon_data.us_states()["virginia"] and kg == pytest.approx(kwh * grid / 1000)
+
+
+def test_every_region_azure_prices_a_gpu_size_in_has_its_own_grid_figure():
+    """Azure's Karpenter provider's price table names 52 regions with GPU sizes: each resolves to its place (a US
+    state's eGRID rate, else its country's energy mix), never the world-average default."""
+    with KARPENTER_PRICES.open(encoding="utf-8", newline="") as fh:
+        regions = sorted({row["region"] for row in csv.DictReader(fh)})
+    assert len(regions) == 52
+    unplaced = [r for r in regions if "world average" in carbon_data.intensity("azure", r, {}).source]
+    assert unplaced == []
+    # by hand, from Microsoft's regions list: a state, and countries outside the first regions listed
+    expected = {
+        "westcentralus": carbon_data.us_states()["wyoming"],
+        "japanwest": carbon_data.countries()["JPN"][0],
+        "eastasia": carbon_data.countries()["HKG"][0],
+        "southafricanorth": carbon_data.countries()["ZAF"][0],
+        "norwayeast": carbon_data.countries()["NOR"][0],
+    }
+    assert {r: carbon_data.intensity("azure", r, {}).g_co2e_per_kwh for r in expected} == expected

@@ -95,7 +95,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
             node_class_kind="AKSNodeClass",
             node_class_spec={"imageFamily": "Ubuntu"},
         ),
-        pue=(1.18, "Microsoft global facility average PUE (docs/carbon.md)"),
+        pue=(1.18, "Microsoft worldwide operating PUE (datacenters.microsoft.com/sustainability/efficiency)"),
     ),
     ProviderSpec(
         code="oci",
