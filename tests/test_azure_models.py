@@ -271,3 +271,31 @@ def test_every_region_azure_prices_a_gpu_size_in_has_its_own_grid_figure():
         "norwayeast": carbon_data.countries()["NOR"][0],
     }
     assert {r: carbon_data.intensity("azure", r, {}).g_co2e_per_kwh for r in expected} == expected
+
+
+def test_budget_quotas_on_aks_are_nodepools_by_sku_name_valid_against_the_crd(analysed):
+    """``export budgets --format karpenter`` on the AKS cluster: the team's quota as NodePools of Azure VM sizes,
+    rounded down to whole nodes, after the AKSNodeClass they reference."""
+    from gpufinops.jobs.enforce import build
+    from gpufinops.jobs.export.settings import ExportSettings
+    from gpufinops.models.budgets import Budget, BudgetScope
+    from gpufinops.warehouse import rollups
+
+    budget = Budget("research-gpu", Decimal("10000000"), scope=BudgetScope(teams=("research",)), enforce="cap")
+    with db.writer(analysed[1]) as con:
+        rollups.refresh_cost_daily(con)
+        text = build.render(con, "karpenter", (budget,), ExportSettings())
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert docs and docs[0]["kind"] == "AKSNodeClass", text[:2000]
+    pools = [d for d in docs if d["kind"] == "NodePool"]
+    schemas = crd_schemas()
+    for pool in pools:
+        validate(pool, schemas)
+        keys = {r["key"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+        assert keys == {"karpenter.sh/capacity-type", "karpenter.azure.com/sku-name"}
+        assert pool["spec"]["template"]["spec"]["nodeClassRef"]["kind"] == "AKSNodeClass"
+    assert pools and export_checks.check_nodepools(pools, export_checks.inventory(AZURE_INVENTORY)) == []
+    from gpufinops.jobs.enforce import kube
+
+    # what `enforce` applies it through: the AKSNodeClass's own API path (karpenter.azure.com, cluster-scoped)
+    assert kube.object_path(docs[0]) == "/apis/karpenter.azure.com/v1beta1/aksnodeclasses/default"
