@@ -138,3 +138,19 @@ def test_an_http_400_names_the_call_and_the_api_s_message(tmp_path, api):
             url.replace("armRegionName", "priceType%20eq%20%27OnDemand%27%20and%20armRegionName"),
             azure_prices.AzurePricesOptions(regions=["eastus"]).bounds(),
         )
+
+
+def test_an_hourly_price_no_vm_has_is_refused_in_one_sentence_and_changes_nothing(tmp_path, api, monkeypatch):
+    from tests.azure_prices_loopback import PRICES
+
+    warehouse = tmp_path / "wh.duckdb"
+    monkeypatch.setitem(PRICES, "linux", "123456789012.5")
+    result = run_source(REGISTRY, warehouse, "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": api.url})
+    assert result.status == "failed"
+    assert result.error == (
+        "azprices: the Retail Prices API's on_demand price of Standard_ND96isr_H100_v5 in eastus is 123456789012.5 "
+        "USD an hour: not a VM's price (at most 10,000,000,000 an hour)"
+    )
+    with db.writer(warehouse) as con:
+        for table in ("price_catalog", "instance_types", "price_history"):
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table

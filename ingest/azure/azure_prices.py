@@ -60,6 +60,7 @@ TERM_CODE = {"1 Year": "1y", "3 Years": "3y"}
 RETRY_STATUS = (429, 500, 502, 503, 504)
 HOUR_PRICE = Decimal("0.000000000000001")
 OUTPUTS = ("price_catalog", "instance_types", "price_history")
+MAX_HOURLY = Decimal(10) ** 10  # price_history and instance_types hold $/h as DECIMAL(18, 8)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +251,13 @@ class AzurePrices:
         rows = catalog_rows(items, {size: r["gpu_model"] for size, r in inventory.items()}, ctx.run_id)
         if not rows:
             raise IngestError(f"{ctx.source}: the Retail Prices API holds no GPU VM price in {ctx.options.regions}")
+        huge = next((r for r in rows if r["unit_price"] >= MAX_HOURLY), None)
+        if huge is not None:
+            raise IngestError(
+                f"{ctx.source}: the Retail Prices API's {huge['usage_type']} price of {huge['sku_id']} in "
+                f"{huge['region']} is {huge['unit_price'].normalize():f} USD an hour: not a VM's price (at most "
+                f"{MAX_HOURLY:,} an hour)"
+            )
         digest = hashlib.sha256(
             json.dumps([{k: str(v) for k, v in r.items() if k != "ingest_run_id"} for r in rows]).encode()
         ).hexdigest()
