@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,20 @@ class SkyPilot:
 
 
 @dataclass(frozen=True)
+class Karpenter:
+    """How a Karpenter provider for this cloud provisions its nodes: the NodePool requirement that names the
+    instance types, and the NodeClass the NodePools reference (its API group, version and kind); ``node_class_spec``
+    is the NodeClass written beside the NodePools, None where it is the user's own (an EC2NodeClass needs the
+    cluster's IAM role and subnets)."""
+
+    instance_type_key: str
+    node_class_group: str
+    node_class_version: str
+    node_class_kind: str
+    node_class_spec: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
 class ProviderSpec:
     """Every fact of one provider. No fact has a default: a declaration missing one does not construct."""
 
@@ -49,4 +64,5 @@ class ProviderSpec:
     cluster_kind: str  # what its Kubernetes clusters are called (EKS, GKE, AKS)
     node_labels: NodeLabels
     skypilot: SkyPilot | None  # None: SkyPilot has no catalogue for it
+    karpenter: Karpenter | None  # None: no Karpenter provider provisions its nodes
     pue: tuple[float, str] | None  # its published fleet PUE and where it is published; None: lines carry their own

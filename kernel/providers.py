@@ -8,7 +8,7 @@ name contains decides, in registration order; a name none contains is its own co
 spec's ``provider`` fact (ingest/core/registry.py) is one of ``PROVIDERS``.
 
 The readers (price hints, the GPU inventory, the carbon PUE, the scheduler exports' node labels, SkyPilot's
-cloud, the cluster tags, the display labels) iterate ``registered()`` and read a spec's facts; none names a
+cloud, Karpenter's NodePools, the cluster tags, the display labels) iterate ``registered()`` and read a spec's facts; none names a
 provider (docs/architecture.md, *Add a provider*). The built-in declarations are
 ``BUILTIN_PROVIDERS`` (below); ``registered_for_test`` adds one for a test and takes it away after.
 """
@@ -21,7 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from gpufinops.kernel import node_labels as nl
-from gpufinops.kernel.provider_spec import NodeLabels, ProviderSpec, SkyPilot
+from gpufinops.kernel.provider_spec import Karpenter, NodeLabels, ProviderSpec, SkyPilot
 
 DATA = Path(__file__).parents[1] / "warehouse" / "data"  # the vendored files stay with the store's data
 
@@ -43,6 +43,13 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
             spot={nl.CAPACITY_TYPE: "spot"}, on_demand={nl.CAPACITY_TYPE: "on-demand"}, gpu=nl.karpenter_aws_gpu
         ),
         skypilot=SkyPilot(cloud="aws", family_names={"g5g.": "T4g"}),
+        karpenter=Karpenter(
+            instance_type_key="node.kubernetes.io/instance-type",
+            node_class_group="karpenter.k8s.aws",
+            node_class_version="v1",
+            node_class_kind="EC2NodeClass",
+            node_class_spec=None,  # the cluster's own: its IAM role, subnets and security groups
+        ),
         pue=(1.15, "AWS global PUE 2024 (aws.amazon.com/sustainability/data-centers)"),
     ),
     ProviderSpec(
@@ -61,6 +68,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
             gpu=nl.gke_gpu,
         ),
         skypilot=SkyPilot(cloud="gcp", family_names={"a3-megagpu-": "H100-MEGA", "g4-standard-": "RTXPRO6000"}),
+        karpenter=None,
         pue=(1.09, "Google fleet trailing-twelve-month PUE 2024 (google.com/about/datacenters/efficiency)"),
     ),
     ProviderSpec(
@@ -77,7 +85,17 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         # pools carry none, and the taint keeps the on-demand flavor's pods off Spot nodes
         node_labels=NodeLabels(spot={nl.AKS_SPOT: "spot"}, on_demand={}, gpu=nl.gfd_gpu),
         skypilot=SkyPilot(cloud="azure", family_names={}),
-        pue=(1.18, "Microsoft global facility average PUE (docs/carbon.md)"),
+        # AKS node auto-provisioning (Azure/karpenter-provider-azure): a NodePool selects VM sizes by
+        # karpenter.azure.com/sku-name and references an AKSNodeClass (karpenter.azure.com/v1beta1, every field
+        # defaulted; the image family written is the CRD's default, so applying it over NAP's own changes nothing)
+        karpenter=Karpenter(
+            instance_type_key="karpenter.azure.com/sku-name",
+            node_class_group="karpenter.azure.com",
+            node_class_version="v1beta1",
+            node_class_kind="AKSNodeClass",
+            node_class_spec={"imageFamily": "Ubuntu"},
+        ),
+        pue=(1.18, "Microsoft worldwide operating PUE (datacenters.microsoft.com/sustainability/efficiency)"),
     ),
     ProviderSpec(
         code="oci",
@@ -91,6 +109,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         cluster_kind="OKE",
         node_labels=NodeLabels(spot={nl.CAPACITY_TYPE: "spot"}, on_demand={}, gpu=nl.gfd_gpu),
         skypilot=None,
+        karpenter=None,
         pue=None,
     ),
     ProviderSpec(
@@ -105,6 +124,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         cluster_kind="on-prem Kubernetes",
         node_labels=NodeLabels(spot={nl.CAPACITY_TYPE: "spot"}, on_demand={}, gpu=nl.gfd_gpu),
         skypilot=SkyPilot(cloud="k8s", family_names={}),
+        karpenter=None,
         pue=None,  # each onprem line carries its own
     ),
 )

@@ -8,7 +8,8 @@ series; its low percentile (default p10, rounded down to whole machines) is the 
 commitment covers. Workloads that spot_mix moves to spot are left out (spot beats a commitment).
 
 Prices, never invented: the commitment's $/h is the catalogue's (``price_history`` commit_1y /
-commit_3y, e.g. the GCP CUD prices loaded by ``gcp_price_history`` / ``gcp_catalog``); where the
+commit_3y, e.g. the GCP CUD prices loaded by ``gcp_price_history`` / ``gcp_catalog``, Azure's Reservations by
+``azure_prices``, whose savings-plan rates, savings_plan_1y / _3y, the evidence prices too); where the
 catalogue has none, the rate the fleet's own commitments on the same machine type and region pay
 against list (``cost_line_items`` PricingCategory = 'Committed', e.g. an AWS Reserved Instance or
 Savings Plan). With neither, the group is withheld as unpriced. The saving over the lookback is
@@ -198,9 +199,11 @@ def _commit_price(group: dict, on_demand_rate: float, catalogue: dict, fleet: di
     if cat and cat["commit_1y_usd"] and cat["on_demand_usd"]:
         ratio_1y = cat["commit_1y_usd"] / cat["on_demand_usd"]
         ratio_3y = cat["commit_3y_usd"] / cat["on_demand_usd"] if cat["commit_3y_usd"] else None
+        plans = {term: cat.get(f"savings_plan_{term}_usd") for term in ("1y", "3y")}
         return {
             "ratio_1y": ratio_1y,
             "ratio_3y": ratio_3y,
+            "savings_plan_ratios": {t: usd / cat["on_demand_usd"] for t, usd in plans.items() if usd},
             "source": f"catalogue price_history ({cat['source']})",
             "catalogue": True,
         }
@@ -292,6 +295,12 @@ def _assess(
         evidence["commit_3y_usd_per_hour"] = round(rate_3y, 6)
         evidence["monthly_savings_3y_usd"] = money(savings_over_window(usage, covered, on_demand_rate, rate_3y) * scale)
         evidence["break_even_utilisation_3y"] = round(price["ratio_3y"], 4)
+    for term, ratio in price.get("savings_plan_ratios", {}).items():  # the same baseline under a savings plan
+        rate = on_demand_rate * ratio
+        evidence[f"savings_plan_{term}_usd_per_hour"] = round(rate, 6)
+        evidence[f"monthly_savings_savings_plan_{term}_usd"] = money(
+            savings_over_window(usage, covered, on_demand_rate, rate) * scale
+        )
     risk = (
         f"A 1-year commitment is paid every hour whether used or not: it pays off while the covered "
         f"{covered} machine(s) run at least {price['ratio_1y']:.0%} of the time. Resolve rightsizing "

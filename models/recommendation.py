@@ -108,7 +108,7 @@ WITHHOLD_REASONS = {
     ),
     "unpriced": (
         "a price for the resource's type and region",
-        "aws_pricing / aws_spot_prices (AWS), gcp_catalog / gcp_price_history (Google Cloud)",
+        "aws_pricing / aws_spot_prices (AWS), gcp_catalog / gcp_price_history (Google Cloud), azure_prices (Azure)",
     ),
     "unknown_gpu_count": (
         "the number of GPUs of the resource's instance type",

@@ -4,12 +4,17 @@ prices.azure.com, Apache-2.0) and GPU-size pages built from them.
 No public recording of a GPU size's Retail Prices page exists, so the GPU items are the recorded D2s v3 items
 with their size, names and prices replaced (every other field, the page's envelope and ``NextPageLink`` paging
 as recorded). The server splits a region's items over two pages linked by ``NextPageLink`` ($skip), as the API
-does at 1,000 items.
+does at 1,000 items. Linux pay-as-you-go prices are real: the Retail Prices API's own figures as Azure's Karpenter
+provider generated them (tests/data/azure/karpenter-azure-prices-skus, Apache-2.0); no Spot, Reservation or
+savings-plan price of a GPU size was ever published in a file, so those of the ND96isr_H100_v5 and the
+NC24ads_A100_v4 below are generated (each of every kind the recorded pages show); the inventory's other sizes the
+table prices in the region get their Linux pay-as-you-go row only.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import threading
 import urllib.parse
@@ -21,8 +26,16 @@ RECORDED = Path(__file__).parent / "data" / "azure" / "retail-prices-finfocus" /
 CONSUMPTION = RECORDED / "eastus_standard_d2s_v3_pricetype_consumption_or_reservation_preview.json"
 RESERVATION = RECORDED / "eastus_standard_d2als_v7_pricetype_consumption_or_reservation_preview.json"
 DEVTEST = RECORDED / "eastus_standard_d2s_v3_pricetype_devtestconsumption.json"
+KARPENTER_PRICES = (
+    Path(__file__).parent
+    / "data"
+    / "azure"
+    / "karpenter-azure-prices-skus"
+    / "azure_ondemand_linux_prices_gpu_nseries_karpenter.csv"
+)
 H100 = "Standard_ND96isr_H100_v5"
-# (size, meter) -> price of each recorded row kind; reservations are the whole term's price, as the API gives them
+A100 = "Standard_NC24ads_A100_v4"
+# price of each recorded row kind; reservations are the whole term's price, as the API gives them
 PRICES = {
     "linux": "98.32",
     "windows": "102.736",
@@ -35,6 +48,25 @@ PRICES = {
     "reservation_3y": "1100000",
     "devtest": "88.1",
 }
+A100_PRICES = {
+    "linux": "3.673",  # real: the Karpenter table's eastus price
+    "windows": "4.409",
+    "spot": "1.1019",
+    "windows_spot": "1.8369",
+    "low_priority": "0.7346",
+    "savings_1y": "2.75475",
+    "savings_3y": "1.76304",
+    "reservation_1y": "19307.24",
+    "reservation_3y": "41490",
+    "devtest": "3.305",
+}
+SIZE_PRICES = {H100: PRICES, A100: A100_PRICES}
+
+
+def linux_on_demand(region: str) -> dict[str, str]:
+    """The Karpenter table's Linux pay-as-you-go prices of one region: size -> $/h (as published, 6 decimals)."""
+    with KARPENTER_PRICES.open(encoding="utf-8", newline="") as fh:
+        return {r["arm_sku_name"]: r["usd_per_hour"] for r in csv.DictReader(fh) if r["region"] == region}
 
 
 def _items(path: Path) -> list[dict[str, Any]]:
@@ -46,49 +78,54 @@ def _gpu(item: dict[str, Any], size: str, price: str, region: str) -> dict[str, 
     meter = size.removeprefix("Standard_").replace("_", " ")
     for key in ("skuName", "meterName"):
         out[key] = out[key].replace("D2s v3", meter).replace("D2als v7", meter)
-    out["productName"] = (
-        out["productName"].replace("DSv3 Series", "NDisrH100v5 Series").replace("Dalsv7 Series", "NDisrH100v5 Series")
-    )
+    series = size.removeprefix("Standard_").split("_", 1)[-1].replace("_", "") + " Series"
+    out["productName"] = out["productName"].replace("DSv3 Series", series).replace("Dalsv7 Series", series)
     out.update(armSkuName=size, armRegionName=region, retailPrice=float(price), unitPrice=float(price))
     return out
 
 
-def gpu_items(region: str = "eastus") -> list[dict[str, Any]]:
-    """The ND96isr_H100_v5's rows of every kind the recorded pages show, and two traps."""
+def _kind(item: dict[str, Any]) -> str:
+    windows, sku = item["productName"].endswith(" Windows"), item["skuName"]
+    if sku.endswith(" Spot"):
+        return "windows_spot" if windows else "spot"
+    if sku.endswith(" Low Priority"):
+        return "low_priority"
+    return "windows" if windows else "linux"
+
+
+def size_items(size: str, prices: dict[str, str], region: str) -> list[dict[str, Any]]:
+    """One size's rows of every kind the recorded pages show."""
     items = []
     for item in _items(CONSUMPTION):
-        windows, sku = item["productName"].endswith(" Windows"), item["skuName"]
-        kind = (
-            ("windows_spot" if windows else "spot")
-            if sku.endswith(" Spot")
-            else "low_priority"
-            if sku.endswith(" Low Priority")
-            else ("windows" if windows else "linux")
-        )
-        gpu = _gpu(item, H100, PRICES[kind], region)
+        gpu = _gpu(item, size, prices[_kind(item)], region)
         if gpu.get("savingsPlan"):  # "3 Years" then "1 Year", as recorded
             gpu["savingsPlan"] = [
-                {
-                    "unitPrice": float(PRICES["savings_3y"]),
-                    "retailPrice": float(PRICES["savings_3y"]),
-                    "term": "3 Years",
-                },
-                {
-                    "unitPrice": float(PRICES["savings_1y"]),
-                    "retailPrice": float(PRICES["savings_1y"]),
-                    "term": "1 Year",
-                },
+                {"unitPrice": float(prices[t]), "retailPrice": float(prices[t]), "term": term}
+                for t, term in (("savings_3y", "3 Years"), ("savings_1y", "1 Year"))
             ]
         items.append(gpu)
     for item in _items(RESERVATION):
         if item["type"] == "Reservation":
             term = "reservation_1y" if item["reservationTerm"] == "1 Year" else "reservation_3y"
-            items.append(_gpu(item, H100, PRICES[term], region))
-    items.append(_gpu(_items(DEVTEST)[0], H100, PRICES["devtest"], region))
-    trailing = _gpu(_items(CONSUMPTION)[-2], "Standard_NC24ads_A100_v4", "3.673", region)
-    trailing["armSkuName"] = "Standard_NC24ads_A100_v4  "  # the API's trailing spaces
-    fpga = _gpu(_items(CONSUMPTION)[-2], "Standard_NP10s", "1.65", region)  # "Standard_N", but an FPGA size
-    return items + [trailing, fpga] + _items(CONSUMPTION)
+            items.append(_gpu(item, size, prices[term], region))
+    items.append(_gpu(_items(DEVTEST)[0], size, prices["devtest"], region))
+    return items
+
+
+def gpu_items(region: str = "eastus") -> list[dict[str, Any]]:
+    """The rows of every kind of the ND96isr_H100_v5 and the NC24ads_A100_v4, the Linux pay-as-you-go row of the
+    table's other sizes in the region, and two traps."""
+    from gpufinops.ingest.azure.azure_prices import gpu_inventory
+
+    items = [item for size, prices in SIZE_PRICES.items() for item in size_items(size, prices, region)]
+    for item in items:
+        if item["armSkuName"] == A100:
+            item["armSkuName"] = A100 + "  "  # the API's trailing spaces
+    linux = next(i for i in _items(CONSUMPTION) if _kind(i) == "linux")
+    others = sorted(set(linux_on_demand(region)) & set(gpu_inventory()) - set(SIZE_PRICES))
+    items += [_gpu(linux, size, linux_on_demand(region)[size], region) for size in others]
+    fpga = _gpu(linux, "Standard_NP10s", "1.65", region)  # "Standard_N", but an FPGA size
+    return items + [fpga] + _items(CONSUMPTION)
 
 
 class RetailPrices:
@@ -143,4 +180,6 @@ def conformance_input(tmp: Path) -> tuple[dict, Any]:
     from datetime import UTC, datetime
 
     server = RetailPrices()
-    return {"regions": ["eastus"], "endpoint": server.url}, datetime(2000, 1, 1, tzinfo=UTC)
+    return {"regions": ["eastus"], "endpoint": server.url, "outputs": ["price_catalog"]}, datetime(
+        2000, 1, 1, tzinfo=UTC
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.kernel.provider_spec import NodeLabels, ProviderSpec, SkyPilot
+from gpufinops.kernel.provider_spec import Karpenter, NodeLabels, ProviderSpec, SkyPilot
 
 ZETA = ProviderSpec(
     code="zeta",
@@ -23,5 +23,12 @@ ZETA = ProviderSpec(
         gpu=lambda model: {"zeta.example/gpu": model.lower()},
     ),
     skypilot=SkyPilot(cloud="zeta", family_names={"z1.h100x2": "H100-Z"}),
+    karpenter=Karpenter(
+        instance_type_key="zeta.example/instance-type",
+        node_class_group="zeta.example",
+        node_class_version="v1",
+        node_class_kind="ZetaNodeClass",
+        node_class_spec={"image": "gpu"},
+    ),
     pue=(1.23, "Zeta's published PUE (a test's)"),
 )

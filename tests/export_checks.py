@@ -206,6 +206,11 @@ def check_names(docs: list[dict]) -> list[str]:
     return problems
 
 
+# the label each Karpenter provider's NodePools name instance types by (Karpenter's AWS docs; AKS node
+# auto-provisioning's docs: karpenter.azure.com/sku-name)
+KARPENTER_TYPE_KEYS = {"aws": "node.kubernetes.io/instance-type", "azure": "karpenter.azure.com/sku-name"}
+
+
 def _reachable(limit: int, sizes: set[int]) -> bool:
     """Whether ``limit`` GPUs is a sum of whole nodes of the given GPU counts."""
     can = [True] + [False] * limit
@@ -218,17 +223,17 @@ def check_nodepools(docs: list[dict], types: dict[tuple[str, str], tuple[str, in
     problems = []
     for doc in (d for d in docs if d.get("kind") == "NodePool"):
         name, (_, _, provider) = doc["metadata"]["name"], _cluster(doc)
-        if provider != "aws":
-            problems.append(f"NodePool {name}: in a {provider} cluster (Karpenter provisions AWS only)")
+        if provider not in KARPENTER_TYPE_KEYS:
+            problems.append(f"NodePool {name}: in a {provider} cluster (Karpenter provisions AWS and Azure only)")
         spec = doc["spec"]
         reqs = {r["key"]: r for r in spec["template"]["spec"]["requirements"]}
         model = spec["template"]["metadata"]["labels"].get(GPU_MODEL)
-        listed = reqs.get("node.kubernetes.io/instance-type", {}).get("values") or []
+        listed = reqs.get(KARPENTER_TYPE_KEYS.get(provider or "", ""), {}).get("values") or []
         if not listed:
             problems.append(f"NodePool {name}: no instance types to check the limit against")
         sizes = set()
         for itype in listed:
-            fact = types.get(("aws", itype))
+            fact = types.get((provider or "", itype))
             if fact is None:
                 problems.append(f"NodePool {name}: instance type {itype} has no whole NVIDIA GPU in the inventory")
             elif slug(fact[0]) != model:

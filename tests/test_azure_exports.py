@@ -51,4 +51,7 @@ def test_kueue_flavors_select_aks_spot_and_the_gpu_product():
 def test_aks_clusters_are_named_by_their_tag_and_carbon_uses_microsoft_s_pue():
     assert "aks-managed-cluster-name" in settings.DEFAULT_CLUSTER_TAG_KEYS
     assert _placement(8, "x").cluster.kind == "AKS"
-    assert carbon_data.pue("azure", {}) == (1.18, "Microsoft global facility average PUE (docs/carbon.md)")
+    assert carbon_data.pue("azure", {}) == (
+        1.18,
+        "Microsoft worldwide operating PUE (datacenters.microsoft.com/sustainability/efficiency)",
+    )

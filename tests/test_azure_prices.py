@@ -12,7 +12,7 @@ from gpufinops.ingest.azure import azure_prices
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import db
-from tests.azure_prices_loopback import RetailPrices
+from tests.azure_prices_loopback import RetailPrices, linux_on_demand
 
 REGISTRY = default_registry()
 # by hand: 516,178.08 / 8,760 and 1,100,000 / 26,280, to the catalogue's 15 decimals
@@ -23,6 +23,15 @@ EXPECTED = {
     "reservation_3y": Decimal("41.856925418569254"),
     "savings_plan_1y": Decimal("72.756800000000000"),
     "savings_plan_3y": Decimal("46.210400000000000"),
+}
+# by hand: 19,307.24 / 8,760 and 41,490 / 26,280
+A100_EXPECTED = {
+    "on_demand": Decimal("3.673000000000000"),
+    "spot": Decimal("1.101900000000000"),
+    "reservation_1y": Decimal("2.204022831050228"),
+    "reservation_3y": Decimal("1.578767123287671"),
+    "savings_plan_1y": Decimal("2.754750000000000"),
+    "savings_plan_3y": Decimal("1.763040000000000"),
 }
 
 
@@ -45,8 +54,48 @@ def test_gpu_prices_of_every_kind_match_the_hand_converted_figures(tmp_path, api
     h100 = {usage: price for sku, usage, price, _, _ in rows if sku == "Standard_ND96isr_H100_v5"}
     assert h100 == EXPECTED  # no Windows, Low Priority or DevTest price became on-demand
     # the trailing-space size is found; the FPGA "Standard_NP10s" and the recorded D2s v3 are not GPU sizes
-    assert {sku for sku, *_ in rows} == {"Standard_ND96isr_H100_v5", "Standard_NC24ads_A100_v4"}
-    assert {(gpu, region) for _, _, _, gpu, region in rows} == {("H100-SXM", "eastus"), ("A100-80GB", "eastus")}
+    inventory = azure_prices.gpu_inventory()
+    priced = set(linux_on_demand("eastus")) & set(inventory)
+    assert {sku for sku, *_ in rows} == priced and "Standard_NC24ads_A100_v4" in priced
+    assert {(sku, gpu, region) for sku, _, _, gpu, region in rows} == {
+        (sku, inventory[sku]["gpu_model"], "eastus") for sku in priced
+    }
+    a100 = {usage: price for sku, usage, price, _, _ in rows if sku == "Standard_NC24ads_A100_v4"}
+    assert a100 == A100_EXPECTED
+
+
+def test_the_models_price_tables_hold_azure_s_prices_per_hour(tmp_path, api):
+    """What spot_mix, commitment and the rightsizing kinds read: instance_types' on-demand price with the
+    inventory's GPUs, and price_history's points (a reservation as commit_1y / commit_3y), to its 8 decimals."""
+    warehouse = tmp_path / "wh.duckdb"
+    result = run_source(REGISTRY, warehouse, "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": api.url})
+    assert result.status == "succeeded", result.error
+    with db.writer(warehouse) as con:
+        types = con.execute(
+            "SELECT instance_type, gpu_model, gpu_count, vcpus, memory_gib, on_demand_usd_per_hour FROM instance_types "
+            "WHERE provider = 'azure' AND region = 'eastus' ORDER BY 1"
+        ).fetchall()
+        history = con.execute(
+            "SELECT instance_type, pricing, price FROM price_history WHERE provider = 'azure' ORDER BY 1, 2"
+        ).fetchall()
+    by_type = {t[0]: t[1:] for t in types}
+    assert by_type["Standard_ND96isr_H100_v5"] == ("H100-SXM", 8, 96, 1900.0, Decimal("98.32"))
+    assert by_type["Standard_NC24ads_A100_v4"] == ("A100-80GB", 1, 24, 220.0, Decimal("3.673"))
+    assert "Standard_NV6ads_A10_v5" not in by_type  # a sixth of an A10: not offered as a whole GPU
+    eight = Decimal("1E-8")
+    h100 = {pricing: price for size, pricing, price in history if size == "Standard_ND96isr_H100_v5"}
+    assert h100 == {
+        "on_demand": Decimal("98.32"),
+        "spot": Decimal("19.664"),
+        "commit_1y": (Decimal("516178.08") / 8760).quantize(eight),  # 58.92443836
+        "commit_3y": (Decimal("1100000") / 26280).quantize(eight),  # 41.85692542
+        "savings_plan_1y": Decimal("72.7568"),
+        "savings_plan_3y": Decimal("46.2104"),
+    }
+    again = run_source(REGISTRY, warehouse, "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": api.url})
+    assert again.status in ("succeeded", "skipped"), again.error
+    with db.writer(warehouse) as con:
+        assert con.execute("SELECT count(*) FROM price_history WHERE provider = 'azure'").fetchone()[0] == len(history)
 
 
 def test_the_recorded_pages_classify_as_the_api_documents(tmp_path):
@@ -89,3 +138,19 @@ def test_an_http_400_names_the_call_and_the_api_s_message(tmp_path, api):
             url.replace("armRegionName", "priceType%20eq%20%27OnDemand%27%20and%20armRegionName"),
             azure_prices.AzurePricesOptions(regions=["eastus"]).bounds(),
         )
+
+
+def test_an_hourly_price_no_vm_has_is_refused_in_one_sentence_and_changes_nothing(tmp_path, api, monkeypatch):
+    from tests.azure_prices_loopback import PRICES
+
+    warehouse = tmp_path / "wh.duckdb"
+    monkeypatch.setitem(PRICES, "linux", "123456789012.5")
+    result = run_source(REGISTRY, warehouse, "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": api.url})
+    assert result.status == "failed"
+    assert result.error == (
+        "azprices: the Retail Prices API's on_demand price of Standard_ND96isr_H100_v5 in eastus is 123456789012.5 "
+        "USD an hour: not a VM's price (at most 10,000,000,000 an hour)"
+    )
+    with db.writer(warehouse) as con:
+        for table in ("price_catalog", "instance_types", "price_history"):
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from gpufinops.derived import carbon_data
-from gpufinops.jobs.export import clusters, inventory, labels, settings, skypilot
+from gpufinops.jobs.export import clusters, inventory, karpenter, labels, settings, skypilot
 from gpufinops.jobs.export.placement import Placement
 from gpufinops.kernel import labels as warehouse_labels
 from gpufinops.kernel import providers
@@ -85,6 +85,14 @@ def test_a_dummy_provider_reaches_every_reader_from_its_spec_alone(tmp_path: Pat
         }
         assert labels.flavor_labels("zeta", "H100-SXM", spot=False)["zeta.example/capacity"] == "standard"
         assert _placement("zeta", 8, "z1.h100x8").cluster.kind == "ZKS"
+        # Karpenter: its NodePools' instance-type requirement and the NodeClass written beside them
+        zks = _placement("zeta", 8, "z1.h100x8").cluster
+        assert karpenter.provisioner("zeta") == ZETA.karpenter
+        node_class = karpenter.node_class_document(zks, ZETA.karpenter, "gpu")
+        assert node_class is not None and (node_class["apiVersion"], node_class["kind"]) == (
+            "zeta.example/v1",
+            "ZetaNodeClass",
+        )
         assert "zeta:cluster" in settings.default_cluster_tag_keys()
         # carbon: its published PUE
         assert carbon_data.pue("zeta", {}) == ZETA.pue
@@ -97,6 +105,7 @@ def test_a_dummy_provider_reaches_every_reader_from_its_spec_alone(tmp_path: Pat
     assert all(r["provider"] != "zeta" for r in reference.load_gpu_instance_types().to_pylist())
     assert carbon_data.pue("zeta", {}) == carbon_data.DEFAULT_PUE
     assert skypilot.accelerators(_placement("zeta", 8, "z1.h100x8"), inventory.Inventory())[0] is None
+    assert karpenter.provisioner("zeta") is None
 
 
 def _recipe() -> str:

@@ -1,6 +1,7 @@
 """``azure_prices``: the public Azure Retail Prices API (``prices.azure.com/api/retail/prices``): Linux
 pay-as-you-go, Spot, Reservation (1 and 3 years) and savings-plan hourly prices of the GPU VM sizes (the Azure
-GPU inventory, warehouse/data/azure_gpu_sizes.csv) in the configured regions, into ``price_catalog``.
+GPU inventory, warehouse/data/azure_gpu_sizes.csv) in the configured regions, into ``price_catalog``, and into
+the tables the models price from (``instance_types``, ``price_history``: ingest/azure/azure_price_tables.py).
 
 One OData ``$filter`` per region (``serviceName eq 'Virtual Machines'`` and the region), followed through
 ``NextPageLink`` through the one paging layer (ingest/core/paging.py: pages, listing time, a page link answered
@@ -33,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from gpufinops.ingest.azure import azure_price_tables as tables
 from gpufinops.ingest.core import paging, transport
 from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import (
@@ -45,7 +47,8 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
     Transport,
 )
-from gpufinops.ingest.core.spec import OptionProblem, TransportOptions, option
+from gpufinops.ingest.core.spec import OptionProblem, TransportOptions, choices_problem, option
+from gpufinops.ingest.gcp.gcp_catalog import NEW_HISTORY, insert_new
 from gpufinops.kernel import ranges
 from gpufinops.warehouse import reference, schema
 
@@ -57,6 +60,8 @@ TERM_HOURS = {"1 Year": Decimal(8760), "3 Years": Decimal(26280)}
 TERM_CODE = {"1 Year": "1y", "3 Years": "3y"}
 RETRY_STATUS = (429, 500, 502, 503, 504)
 HOUR_PRICE = Decimal("0.000000000000001")
+OUTPUTS = ("price_catalog", "instance_types", "price_history")
+MAX_HOURLY = Decimal(10) ** 10  # price_history and instance_types hold $/h as DECIMAL(18, 8)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,8 +77,15 @@ class AzurePricesOptions(TransportOptions):
     )
     max_pages: int = option(200, "pages one region's listing may read", range=ranges.POSITIVE)
     retries: int = option(3, "retries of a page answered 429/5xx or a failed connection", range=ranges.NON_NEGATIVE)
+    outputs: str | list[str] = option(list(OUTPUTS), f"the tables to fill, some of {', '.join(OUTPUTS)}")
+
+    def output_tables(self) -> tuple[str, ...]:
+        return (self.outputs,) if isinstance(self.outputs, str) else tuple(self.outputs)
 
     def validate(self) -> None:
+        problem = choices_problem("outputs", self.outputs, OUTPUTS)
+        if problem:
+            raise problem
         if not self.regions or not all(isinstance(r, str) and r.isalnum() for r in self.regions):
             raise OptionProblem("regions", "must be a non-empty list of region names (letters and digits)")
         if not (self.endpoint.startswith("https://") or self.endpoint.startswith("http://127.0.0.1")):
@@ -206,10 +218,10 @@ def _time(value: Any) -> datetime:
         return datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def gpu_sizes() -> dict[str, str]:
-    """The Azure inventory's GPU sizes and their GPU model."""
+def gpu_inventory() -> dict[str, dict[str, Any]]:
+    """The Azure inventory's GPU sizes and what each holds (GPU model, count, fraction, memory, vCPUs)."""
     table = reference.load_gpu_instance_types().to_pylist()
-    return {r["instance_type"]: r["gpu_model"] for r in table if r["provider"] == "azure" and r["accelerator"] == "gpu"}
+    return {r["instance_type"]: r for r in table if r["provider"] == "azure" and r["accelerator"] == "gpu"}
 
 
 class AzurePrices:
@@ -224,7 +236,7 @@ class AzurePrices:
         default_schedule="20 4 * * *",
         options=AzurePricesOptions,
         description="Azure Retail Prices API: Linux pay-as-you-go, Spot, Reservation (1 and 3 years, per hour) and "
-        "savings-plan prices of the GPU VM sizes in the configured regions",
+        "savings-plan prices of the GPU VM sizes in the configured regions (also `instance_types`, `price_history`)",
         time_range=False,
         provider="azure",
         extra=None,
@@ -235,21 +247,45 @@ class AzurePrices:
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
-        sizes = gpu_sizes()
+        inventory = gpu_inventory()
         items = [item for region in ctx.options.regions for item in list_items(ctx, region)]
-        rows = catalog_rows(items, sizes, ctx.run_id)
+        rows = catalog_rows(items, {size: r["gpu_model"] for size, r in inventory.items()}, ctx.run_id)
         if not rows:
             raise IngestError(f"{ctx.source}: the Retail Prices API holds no GPU VM price in {ctx.options.regions}")
+        huge = next((r for r in rows if r["unit_price"] >= MAX_HOURLY), None)
+        if huge is not None:
+            raise IngestError(
+                f"{ctx.source}: the Retail Prices API's {huge['usage_type']} price of {huge['sku_id']} in "
+                f"{huge['region']} is {huge['unit_price'].normalize():f} USD an hour: not a VM's price (at most "
+                f"{MAX_HOURLY:,} an hour)"
+            )
         digest = hashlib.sha256(
             json.dumps([{k: str(v) for k, v in r.items() if k != "ingest_run_id"} for r in rows]).encode()
         ).hexdigest()
         watermark = f"{len({r['sku_id'] for r in rows})} GPU sizes, {len(rows)} prices"
+        outputs = ctx.options.output_tables()
+        # price points accumulate (a point stored before is never stored twice, another source's too)
+        history = (
+            insert_new(ctx, "price_history", tables.history_rows(rows, ctx.run_id), NEW_HISTORY)
+            if "price_history" in outputs
+            else None
+        )
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="prices unchanged")
-        data = pa.Table.from_pylist(rows, schema=schema.TABLES["price_catalog"].schema)
+            if history is None:
+                return FetchResult(
+                    [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="prices unchanged"
+                )
+            return FetchResult([history], ctx.state, watermark=ctx.state.get("watermark"))
         slices = sorted({f"azure|{region}" for region in ctx.options.regions})
-        batch = Batch("price_catalog", data, slices)
-        return FetchResult([batch], {"digest": digest, "watermark": watermark}, watermark=watermark)
+        tables_of = {
+            "price_catalog": lambda: pa.Table.from_pylist(rows, schema=schema.TABLES["price_catalog"].schema),
+            "instance_types": lambda: pa.Table.from_pylist(
+                tables.instance_rows(rows, inventory), schema=schema.TABLES["instance_types"].schema
+            ),
+        }
+        batches = [Batch(name, build(), slices) for name, build in tables_of.items() if name in outputs]
+        batches += [history] if history is not None else []
+        return FetchResult(batches, {"digest": digest, "watermark": watermark}, watermark=watermark)
 
 
 INGESTORS = [AzurePrices]

@@ -32,6 +32,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
     "NodePool": ("/apis/karpenter.sh/v1", "nodepools", False),
+    "AKSNodeClass": ("/apis/karpenter.azure.com/v1beta1", "aksnodeclasses", False),  # AKS's NodePools' class
     "ResourceQuota": ("/api/v1", "resourcequotas", True),
 }
 

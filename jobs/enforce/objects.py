@@ -4,8 +4,8 @@
   the two merge) and the ``ClusterQueue`` ``gpufinops-<team>``: ``nominalQuota`` per flavor, spot first,
   ``borrowingLimit: 0`` (borrowing would spend money the budget does not have) and ``stopPolicy`` under
   ``hold`` / ``drain`` once the money is gone.
-* **karpenter**: per team, GPU model and capacity on an EKS cluster the NodePool ``export karpenter``
-  writes, its ``spec.limits`` ``nvidia.com/gpu`` the quota rounded *down* to whole nodes of the smallest
+* **karpenter**: per team, GPU model and capacity on an EKS or AKS cluster the NodePool ``export karpenter``
+  writes (on AKS after the ``AKSNodeClass`` it references), its ``spec.limits`` ``nvidia.com/gpu`` the quota rounded *down* to whole nodes of the smallest
   instance type (a limit rounded up would buy GPUs the money does not cover; the comment says so).
 * **resourcequota**: a ``ResourceQuota`` ``gpufinops-budget`` (``requests.nvidia.com/gpu``) in each of the
   team's namespaces on the cluster, for clusters without Kueue (several namespaces share the quota).
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from gpufinops.jobs.export import karpenter
 from gpufinops.jobs.export.clusters import Cluster, ClusterMap
 from gpufinops.jobs.export.inventory import Inventory
 from gpufinops.jobs.export.kueue import API_VERSION as KUEUE_API
@@ -95,9 +96,12 @@ def kueue_documents(e: Enforced, cq: ClusterQuota, cluster: Cluster) -> list[Doc
 def karpenter_documents(e: Enforced, cq: ClusterQuota, cluster: Cluster, inv: Inventory, node_class: str) -> list[Doc]:
     i = e.quota.inputs
     docs: list[Doc] = []
+    provisioner = karpenter.provisioner(cluster.provider)
+    if provisioner is None:
+        return docs
     for fq in cq.flavors:
         f = fq.flavor
-        types = inv.of_model("aws", f.gpu_model)
+        types = inv.of_model(cluster.provider, f.gpu_model)
         if f.capacity not in ("spot", "on-demand") or not types:
             continue
         step = types[0].gpus
@@ -114,11 +118,15 @@ def karpenter_documents(e: Enforced, cq: ClusterQuota, cluster: Cluster, inv: In
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
-                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+                        "nodeClassRef": {
+                            "group": provisioner.node_class_group,
+                            "kind": provisioner.node_class_kind,
+                            "name": node_class,
+                        },
                         "requirements": [
                             {"key": CAPACITY_TYPE, "operator": "In", "values": [f.capacity]},
                             {
-                                "key": "node.kubernetes.io/instance-type",
+                                "key": provisioner.instance_type_key,
                                 "operator": "In",
                                 "values": [t.name for t in types],
                             },
@@ -132,6 +140,9 @@ def karpenter_documents(e: Enforced, cq: ClusterQuota, cluster: Cluster, inv: In
         if limit != fq.gpus:
             comments.append(f"limit {limit}: {fq.gpus} rounded down to whole {types[0].name} nodes ({step} GPUs each)")
         docs.append((pool, comments))
+    node_class_doc = karpenter.node_class_document(cluster, provisioner, node_class) if docs else None
+    if node_class_doc is not None:
+        docs.insert(0, (node_class_doc, [f"the {node_class_doc['kind']} the NodePools below reference"]))
     return docs
 
 
@@ -195,9 +206,9 @@ def documents(
         if fmt == "kueue":
             docs = kueue_documents(e, cq, cluster)
         elif fmt == "karpenter":
-            docs = karpenter_documents(e, cq, cluster, inv, settings.node_class) if cluster.provider == "aws" else []
-            if cluster.provider != "aws":
-                notes.append(f"{cluster.name} ({cluster.kind}): no NodePools, Karpenter provisions AWS (EKS) only")
+            docs = karpenter_documents(e, cq, cluster, inv, settings.node_class)
+            if karpenter.provisioner(cluster.provider) is None:
+                notes.append(f"{cluster.name} ({cluster.kind}): no NodePools, Karpenter provisions EKS and AKS only")
         elif fmt == "resourcequota":
             namespaces, _origin = cmap.team_namespaces(cluster, e.quota.inputs.team, settings.namespaces)
             docs = resourcequota_documents(e, cq, namespaces)

@@ -21,6 +21,7 @@ from gpufinops.jobs.export import inventory as inventory_mod
 from gpufinops.jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
 from gpufinops.jobs.export import settings as export_settings
 from gpufinops.jobs.export.settings import ExportSettings
+from gpufinops.kernel import providers
 from gpufinops.models import plans
 
 FORMATS = ("json", "kueue", "karpenter", "skypilot", "storage")
@@ -159,8 +160,9 @@ def render(
         return _render_skypilot(fleet, team, shown)
     out = []
     for c in shown:
-        if fmt == "karpenter" and c.provider != "aws":
-            out.append(f"# ==== cluster: {c.name} ({c.kind}): no NodePools, Karpenter provisions AWS (EKS) only\n")
+        if fmt == "karpenter" and karpenter.provisioner(c.provider) is None:
+            kinds = " and ".join(s.cluster_kind for s in providers.registered() if s.karpenter is not None)
+            out.append(f"# ==== cluster: {c.name} ({c.kind}): no NodePools, Karpenter provisions {kinds} only\n")
             continue
         docs, notes = _section(fmt, c, fleet, settings)
         head = [f"==== cluster: {c.name} ({c.kind}; label {clusters_mod.CLUSTER_LABEL}={c.label})"] + notes

@@ -64,7 +64,7 @@ def _tag_keys(value: Any, key: str) -> tuple[str, ...]:
 
 def _node_class(value: Any, key: str) -> str:
     if not isinstance(value, str) or not DNS_LABEL.match(value):
-        raise ConfigError(f"{key}: {value!r} is not an EC2NodeClass name")
+        raise ConfigError(f"{key}: {value!r} is not a NodeClass name")
     return value
 
 
@@ -78,7 +78,9 @@ class ExportSettings(ConfigSection):
     cluster_tag_keys: tuple[str, ...] = option(
         DEFAULT_CLUSTER_TAG_KEYS, "the tags that name a node's cluster, the first found wins", check=_tag_keys
     )
-    node_class: str = option("default", "the Karpenter EC2NodeClass of the NodePools", check=_node_class)
+    node_class: str = option(
+        "default", "the Karpenter NodeClass of the NodePools (EKS: EC2NodeClass; AKS: AKSNodeClass)", check=_node_class
+    )
 
 
 def parse(table: dict[str, Any] | None) -> ExportSettings:

@@ -166,8 +166,8 @@ def spot_bands(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 
 def commitment_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """The latest catalogue price per (provider, region, instance type) for on-demand and 1-/3-year
-    commitments, $/h (`price_history`; commitments are stored per hour)."""
+    """The latest catalogue price per (provider, region, instance type) for on-demand, 1-/3-year
+    commitments (a reservation or CUD) and 1-/3-year savings plans, $/h (`price_history`; stored per hour)."""
     return frame(
         con,
         """
@@ -175,8 +175,14 @@ def commitment_prices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'on_demand') AS DOUBLE) AS on_demand_usd,
                CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'commit_1y') AS DOUBLE) AS commit_1y_usd,
                CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'commit_3y') AS DOUBLE) AS commit_3y_usd,
+               CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'savings_plan_1y') AS DOUBLE)
+                   AS savings_plan_1y_usd,
+               CAST(arg_max(price, effective_from) FILTER (WHERE pricing = 'savings_plan_3y') AS DOUBLE)
+                   AS savings_plan_3y_usd,
                any_value(source) AS source
-        FROM price_history WHERE pricing IN ('on_demand', 'commit_1y', 'commit_3y') AND price IS NOT NULL
+        FROM price_history
+        WHERE pricing IN ('on_demand', 'commit_1y', 'commit_3y', 'savings_plan_1y', 'savings_plan_3y')
+          AND price IS NOT NULL
         GROUP BY ALL ORDER BY ALL""",
     )
 
