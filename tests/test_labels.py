@@ -14,7 +14,6 @@ def registered_codes() -> dict[str, set[str]]:
     from gpufinops.dashboard.settings import DASHBOARD_ROLES
     from gpufinops.ingest.gcp.gcp_price_history import PRICINGS
     from gpufinops.jobs.api_settings import TOKEN_ROLES
-    from gpufinops.jobs.export.objects import STATUSES as RECOMMENDATION_STATUSES
     from gpufinops.jobs.report.settings import REPORT_ROLES
     from gpufinops.models import idle, onprem_vs_cloud, plans
     from gpufinops.models.alert_records import ALERT_RULES, RULES, SEVERITIES, STATUSES
@@ -22,6 +21,7 @@ def registered_codes() -> dict[str, set[str]]:
     from gpufinops.models.recommendation import WITHHOLD_REASONS
     from gpufinops.models.registry import KINDS
     from gpufinops.simulator.demo_workloads import FLEET
+    from gpufinops.warehouse.recommendation_read import STATUSES as RECOMMENDATION_STATUSES
 
     return {
         "kind": set(KINDS),
