@@ -37,6 +37,7 @@ from gpufinops.models.kind_spec import (
     CARBON,
     FAMILIES,
     GPU_HOURS,
+    IDLE_HOURS,
     PRICING_ONLY,
     SELECTED,
     ModelSpec,
@@ -47,7 +48,18 @@ from gpufinops.models.kind_spec import (
 from gpufinops.warehouse import labels
 from gpufinops.warehouse.declared import modules_declaring
 
-__all__ = ["CARBON", "FAMILIES", "GPU_HOURS", "PRICING_ONLY", "SELECTED", "ModelSpec", "NotScored", "Ref", "Scored"]
+__all__ = [
+    "CARBON",
+    "FAMILIES",
+    "GPU_HOURS",
+    "IDLE_HOURS",
+    "PRICING_ONLY",
+    "SELECTED",
+    "ModelSpec",
+    "NotScored",
+    "Ref",
+    "Scored",
+]
 
 MODELS_ROOT = Path(__file__).resolve().parent  # the models package's folder
 

@@ -47,7 +47,16 @@ SHOWN = (
 )
 # Readers that once named kinds by hand and now read a fact (ends_plan, export, predictor): no kind's
 # name may come back into them.
-READERS = ("models/plans.py", "jobs/export/storage.py", "jobs/eval_choice.py", "jobs/eval_independent.py")
+READERS = (
+    "models/plans.py",
+    "jobs/export/storage.py",
+    "jobs/eval_choice.py",
+    "jobs/eval_independent.py",
+    "jobs/eval_baselines.py",
+    "jobs/demo_summary.py",
+    "models/carbon_evidence.py",
+    "models/token_costs.py",
+)
 
 
 def test_no_fact_has_a_silent_default() -> None:
@@ -99,7 +108,7 @@ def test_the_lower_layers_tables_are_the_registrys_exactly() -> None:
     specs say so."""
     assert labels.KINDS == {s.kind: s.label for s in registry.MODELS}
     assert set(export_storage.WRITERS) == set(placement.STORAGE_ACTIONS)
-    assert carbon_evidence.REMOVES_GPU_HOURS == {s.kind for s in registry.MODELS if s.carbon == "gpu_hours"}
+    assert carbon_evidence.REMOVES_GPU_HOURS == {s.kind for s in registry.MODELS if s.carbon != "pricing_only"}
     assert carbon_evidence.PRICING_ONLY == {s.kind for s in registry.MODELS if s.carbon == "pricing_only"}
     assert set(registry.KINDS) == {s.kind for s in registry.MODELS} and len(registry.KINDS) == len(registry.MODELS)
 
@@ -282,3 +291,25 @@ def test_a_registered_kind_runs_and_is_stored_with_the_others(dummy, tmp_path) -
         stored = con.execute("SELECT kind, model_version, plan FROM recommendations").fetchall()
     assert [r.kind for r in found.recommendations] == [dummy.KIND]
     assert stored == [(dummy.KIND, f"{dummy.KIND}/1", "primary")]
+
+
+def test_the_baselines_and_demo_summary_read_a_registered_kind_s_facts(dummy, tmp_path) -> None:
+    """No reader keeps its own list of kinds: the evaluation scores a kind beside its action's baseline (the
+    dummy commits, so the commitment baseline), and the demo summary's idle GPUs are the kinds whose change
+    frees idle hours."""
+    from gpufinops.jobs import demo_summary, eval_baselines
+    from gpufinops.warehouse import db
+
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        baselines = eval_baselines.all_baselines(con)
+    assert list(baselines[dummy.KIND]) == [eval_baselines.BY_ACTION[dummy.SPEC.export][0]]
+    assert set(baselines) == set(registry.scored_kinds())  # every scored kind has a baseline, none other
+    assert demo_summary.frees_idle_hours() == {s.kind for s in registry.MODELS if s.carbon == registry.IDLE_HOURS}
+    idle_like = dataclasses.replace(
+        dummy.SPEC, kind="dummy_idle", version="dummy_idle/1", order=1001, carbon="idle_hours"
+    )
+    registry.register(idle_like)
+    try:
+        assert "dummy_idle" in demo_summary.frees_idle_hours()
+    finally:
+        registry.unregister("dummy_idle")
