@@ -27,24 +27,6 @@ from tests import dummy_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = tuple(f.name for f in dataclasses.fields(ModelSpec))
-# The order people read the kinds in (the run order, the CLI's --kind): each spec's `order`.
-SHOWN = (
-    "idle_gpu",
-    "gpu_count",
-    "gpu_type",
-    "quantization",
-    "onprem_vs_cloud",
-    "spot_mix",
-    "commitment",
-    "storage_tier",
-    "storage_orphan",
-    "checkpoint_lifecycle",
-    "idle_held",
-    "stalled_job",
-    "input_bound",
-    "no_tensor_cores",
-    "memory_bound_inference",
-)
 # Readers that once named kinds by hand and now read a fact (ends_plan, export, predictor): no kind's
 # name may come back into them.
 READERS = (
@@ -91,9 +73,11 @@ def test_every_registered_kind_declares_every_fact_and_each_is_known(spec: Model
 def test_the_registry_is_what_discovery_finds_in_each_spec_s_order() -> None:
     """No list of kinds: the built-in ones are the modules under models/ declaring MODEL_KINDS, one spec
     module per kind, ordered by their `order` (distinct), which is the order people read them in."""
-    assert registry.spec_modules() == tuple(f"gpufinops.models.kinds.{kind}" for kind in sorted(SHOWN))
+    files = sorted(p.stem for p in (ROOT / "models" / "kinds").glob("*.py") if p.stem != "__init__")
+    assert registry.spec_modules() == tuple(f"gpufinops.models.kinds.{stem}" for stem in files)
+    assert sorted(s.kind for s in registry.BUILTIN) == files  # one spec module per kind, named for it
     assert registry.BUILTIN == registry.MODELS == registry.discover()
-    assert registry.KINDS == SHOWN
+    assert registry.KINDS == tuple(s.kind for s in sorted(registry.BUILTIN, key=lambda s: s.order))  # read order
     assert len({s.order for s in registry.MODELS}) == len(registry.MODELS)
     assert registry.predictor_kinds() == ("gpu_type", "quantization")
     twice = dataclasses.replace(dummy_kind.SPEC, order=registry.spec("gpu_type").order)
@@ -217,7 +201,10 @@ def dummy():
 def test_a_kind_declared_in_one_module_is_planned_exported_evaluated_and_labelled(dummy) -> None:
     from tests.test_plans import rec
 
-    assert registry.KINDS == (*SHOWN, dummy.KIND) and registry.VERSIONS[dummy.KIND] == f"{dummy.KIND}/1"
+    assert (
+        registry.KINDS == (*(s.kind for s in registry.BUILTIN), dummy.KIND)
+        and registry.VERSIONS[dummy.KIND] == f"{dummy.KIND}/1"
+    )
     # plans: a purchase after a rightsize is a step priced on what the rightsize leaves
     out = {
         r.kind: r
