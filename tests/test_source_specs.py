@@ -133,6 +133,12 @@ def _doctor_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem
         if meta.extra is not None or option_names & NETWORK_OPTIONS:
             return [("doctor", "is None, but the source reaches the network (an extra, or a URL / endpoint option)")]
         return []
+    if callable(meta.doctor):  # a built-in's: defined in the source's own room (its doctor.py, or its spec module)
+        module = meta.doctor.__module__
+        room = meta.options.__module__.rpartition(".")[0]
+        if not module.startswith(f"{room}.") and module != "gpufinops.ingest.core.doctor":
+            return [("doctor", f"{meta.doctor.__qualname__} is defined in {module}, outside {room}")]
+        return []
     module, _, function = meta.doctor.partition(":")
     try:
         found = getattr(importlib.import_module(module), function, None)

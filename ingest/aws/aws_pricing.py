@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.aws import aws_common, doctor
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
 from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.registry import (
@@ -171,7 +171,7 @@ class AwsPricing:
         extra=Extra(name="aws", unless=None),
         transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.interfaces.doctor_sources:aws_pricing",
+        doctor=doctor.aws_pricing,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.aws import aws_common, doctor
 from gpufinops.ingest.core import paging
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import (
@@ -149,7 +149,7 @@ class AwsSpotPrices:
         extra=Extra(name="aws", unless=None),
         transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_sources:aws_spot_prices",
+        doctor=doctor.aws_spot_prices,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

@@ -45,7 +45,7 @@ from gpufinops.ingest.core.registry import (
     Transport,
 )
 from gpufinops.ingest.core.spec import choices_problem, option
-from gpufinops.ingest.gcp import gcp_common
+from gpufinops.ingest.gcp import doctor, gcp_common
 from gpufinops.ingest.gcp.gcp_catalog_parse import (
     COMPUTE_SERVICE,
     catalog_rows,
@@ -202,7 +202,7 @@ class GcpCatalog:
         extra=Extra(name="gcp", unless=None),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
         freshness=Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.interfaces.doctor_sources:gcp_catalog",
+        doctor=doctor.gcp_catalog,
         init=("bigquery_table", "gcp_billing_path"),
     )
 

@@ -39,7 +39,7 @@ from gpufinops.ingest.core.registry import (
     Transport,
 )
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store
+from gpufinops.ingest.metrics import doctor, metrics_attribution, metrics_store
 from gpufinops.warehouse import domains
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY
@@ -243,7 +243,7 @@ class CloudWatchGpu:
         extra=Extra(name="aws", unless=None),
         transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=2.0),
-        doctor="gpufinops.interfaces.doctor_sources:cloudwatch_gpu",
+        doctor=doctor.cloudwatch_gpu,
         init=None,
     )
 

@@ -56,7 +56,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store, workloads
+from gpufinops.ingest.metrics import doctor, metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.dcgm_exposition import ExpositionParser
 from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_bytes
 
@@ -119,7 +119,7 @@ class DcgmExporter:
         extra=None,
         transport=Transport(client="http", endpoint="targets", paged=False, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=1.0),
-        doctor="gpufinops.interfaces.doctor_sources:dcgm_exporter",
+        doctor=doctor.dcgm_exporter,
         init=("dcgm_target",),
     )
 

@@ -30,7 +30,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
     Transport,
 )
-from gpufinops.ingest.storage import aws_inventory
+from gpufinops.ingest.storage import aws_inventory, doctor
 from gpufinops.ingest.storage.options import StorageOptions
 from gpufinops.warehouse.storage_schema import STORAGE_TABLES
 
@@ -129,7 +129,7 @@ class AwsStorage:
         extra=Extra(name="aws", unless=None),
         transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
         freshness=Freshness(kind="inventory", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_sources:aws_storage",
+        doctor=doctor.aws_storage,
         init=("aws_storage_prefix",),
     )
 

@@ -14,7 +14,7 @@ from datetime import UTC, timedelta
 from gpufinops.ingest.core.registry import Cursor, Extra, FetchResult, Freshness, IngestContext, IngestorMeta, Transport
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
-from gpufinops.ingest.storage import aws_source, gcp_inventory
+from gpufinops.ingest.storage import aws_source, doctor, gcp_inventory
 from gpufinops.ingest.storage.options import PrefixRule
 
 
@@ -51,7 +51,7 @@ class GcpStorage:
         extra=Extra(name="gcp-storage", unless=None),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
         freshness=Freshness(kind="inventory", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_sources:gcp_storage",
+        doctor=doctor.gcp_storage,
         init=None,
     )
 
