@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.interfaces.doctor_sources import (
+from gpufinops.ingest.core.doctor import (
     FAIL,
     OK,
     WARN,

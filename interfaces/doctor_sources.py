@@ -12,18 +12,14 @@ from __future__ import annotations
 import functools
 import importlib
 
-from gpufinops.ingest.core.doctor import (  # the statuses and helpers every check module shares
+from gpufinops.ingest.core.doctor import (  # the statuses every check module shares
     FAIL,
     OK,
     SKIP,
     WARN,
     Check,
     Result,
-    _get,
-    _paths,
-    http_get,
     options,
-    series_count,
 )
 from gpufinops.ingest.core.registry import IngestorMeta, Registry, default_registry
 from gpufinops.jobs.config import SourceConfig
@@ -35,13 +31,9 @@ __all__ = [
     "WARN",
     "Check",
     "Result",
-    "_get",
-    "_paths",
     "check_of",
-    "http_get",
     "needs_extra",
     "options",
-    "series_count",
 ]
 
 

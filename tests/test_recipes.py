@@ -157,26 +157,13 @@ def test_a_built_in_kind_touches_exactly_its_recipe_s_files(copy):
     assert f"| `{kind}` | Dummy reservation |" in (copy / "docs" / "models.md").read_text()
 
 
-PROVIDER = """
-    ProviderSpec(
-        code="zeta",
-        name="Zeta Cloud (a recipe test's provider)",
-        label="Zeta",
-        needles=("zeta",),
-        cloud=True,
-        price_sources="the zeta_prices source (a test's)",
-        inventory=DATA / "zeta_gpu_sizes.csv",
-        cluster_tag_keys=("zeta:cluster",),
-        cluster_kind="ZKS",
-        node_labels=NodeLabels(
-            spot={"zeta.example/capacity": "spot"},
-            on_demand={"zeta.example/capacity": "standard"},
-            gpu=lambda model: {"zeta.example/gpu": model.lower()},
-        ),
-        skypilot=SkyPilot(cloud="zeta", family_names={}),
-        pue=(1.23, "Zeta's published PUE (a test's)"),
-    ),
-"""
+def provider_declaration() -> str:
+    """tests/dummy_provider.py's ``ProviderSpec(...)``, its inventory the built-in data file the recipe names."""
+    text = (ROOT / "tests" / "dummy_provider.py").read_text()
+    block = text[text.index("ZETA = ProviderSpec(") + len("ZETA = ") :]
+    block = block[: block.index("\n)\n") + 3]
+    block = re.sub(r"inventory=.*\n", 'inventory=DATA / "zeta_gpu_sizes.csv",\n', block)
+    return textwrap.indent(block.rstrip("\n") + ",\n", "    ")
 
 
 def test_a_built_in_provider_touches_exactly_its_recipe_s_files(copy):
@@ -186,7 +173,7 @@ def test_a_built_in_provider_touches_exactly_its_recipe_s_files(copy):
     text = (copy / declaration).read_text()
     start = text.index("BUILTIN_PROVIDERS")
     end = text.index("\n)\n", start)  # the tuple's closing line
-    (copy / declaration).write_text(text[:end] + textwrap.indent(textwrap.dedent(PROVIDER), "    ") + text[end:])
+    (copy / declaration).write_text(text[:end] + "\n" + provider_declaration() + text[end:])
     inventory = next(p for p in declared if p.endswith(".csv"))
     shutil.copy2(ROOT / "tests" / "data" / "dummy_provider" / "inventory.csv", copy / inventory)
     (copy / "tests" / "test_zeta_inventory.py").write_text('"""Zeta\'s inventory (a recipe test\'s provider)."""\n')
