@@ -39,7 +39,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import metrics_store
+from gpufinops.ingest.metrics import doctor, metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_text
 from gpufinops.ingest.metrics.serving_prometheus import SERVING_KEY, ServingOptions, series_name, serving_table
@@ -122,7 +122,7 @@ class ServingExporter:
         extra=None,
         transport=Transport(client="http", endpoint="targets", paged=False, unless=None),
         freshness=Freshness(kind="other", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_serving:serving_exporter",
+        doctor=doctor.serving_exporter,
         init=None,
     )
 
