@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOME_DIR ?= demo
 
-.PHONY: install demo test test-fast check docs bench bench-quick dashboard clean
+.PHONY: install demo test test-fast check docs docs-tables bench bench-quick dashboard clean
 
 # pip's output (the build backend's among it) goes to $(PIP_LOG), its tail shown only when an install
 # fails: `make demo` prints one line per install step, then the demo. `$(PIP) ARGS` runs `pip install ARGS`.
@@ -95,6 +95,11 @@ $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed
 docs: $(VENV)/.installed-docs
 	$(MKDOCS_BUILD)
 	@echo "built the documentation into site/: open site/index.html"
+
+# The docs' tables generated from the specs (sources, their freshness, the recommendation kinds): run after adding
+# a source or a kind (docs/architecture.md's recipes); tests/test_docs.py fails while a page drifts.
+docs-tables: $(VENV)/.installed
+	$(BIN)/python -m gpufinops.jobs.docs_tables --write
 
 # What the benchmarks need: the dashboard, and the browser bench's playwright and httpx (it reads the page
 # table and the render wait of tests/test_dashboard_browser.py, so a new page is measured with no new code).

@@ -24,10 +24,12 @@ class DecisionIn(BaseModel):
 
 
 def _check_status(status: str | None) -> None:
-    from gpufinops.jobs.export import objects
+    from gpufinops.warehouse import recommendation_read
 
-    if status is not None and status not in objects.STATUSES:
-        raise HTTPException(400, detail=f"status: unknown status {status!r} (known: {', '.join(objects.STATUSES)})")
+    if status is not None and status not in recommendation_read.STATUSES:
+        raise HTTPException(
+            400, detail=f"status: unknown status {status!r} (known: {', '.join(recommendation_read.STATUSES)})"
+        )
 
 
 def register(app: FastAPI, routes: Routes) -> None:
@@ -41,13 +43,15 @@ def register(app: FastAPI, routes: Routes) -> None:
         status: str | None = None,
         scope: Scope = Depends(caller),
     ) -> Response:
-        from gpufinops.jobs.export import objects
+        from gpufinops.warehouse import recommendation_read
 
         if kind is not None and kind not in KINDS:
             raise HTTPException(400, detail=f"kind: unknown kind {kind!r} (known: {', '.join(KINDS)})")
         _check_status(status)
         teams = teams_for(scope, team)
-        return etag_response(request, read(lambda con: objects.load(con, team=teams, kind=kind, status=status)))
+        return etag_response(
+            request, read(lambda con: recommendation_read.load(con, team=teams, kind=kind, status=status))
+        )
 
     @app.get("/v1/savings")
     def savings(
@@ -57,15 +61,15 @@ def register(app: FastAPI, routes: Routes) -> None:
         objects of each resource's plan, open or accepted (``status`` asks for one status's figure);
         alternatives are counted apart and never added, and ``left_out_by_decision`` counts the
         dismissed and applied findings the total leaves out."""
-        from gpufinops.jobs.export import objects
         from gpufinops.models import plans
+        from gpufinops.warehouse import recommendation_read
 
         _check_status(status)
         teams = teams_for(scope, team)
         statuses = (status,) if status else plans.OUTSTANDING
 
         def figures(con):
-            recs = objects.load(con, team=teams)
+            recs = recommendation_read.load(con, team=teams)
             chosen = [r for r in recs if r["status"] in statuses]
             counted = [r for r in chosen if plans.counted(r, statuses)]
             return {
@@ -92,8 +96,7 @@ def _register_decision(app: FastAPI, routes: Routes) -> None:
 
     @app.post("/v1/recommendations/{recommendation_id}/decision")
     def decide(recommendation_id: str, body: DecisionIn, scope: Scope = Depends(routes.caller)) -> JSONResponse:
-        from gpufinops.jobs.export import objects
-        from gpufinops.warehouse import db, queries, recommendation_store
+        from gpufinops.warehouse import db, queries, recommendation_read, recommendation_store
 
         if scope.role == "scheduler":
             raise HTTPException(403, detail="a scheduler token reads recommendations only")
@@ -106,7 +109,7 @@ def _register_decision(app: FastAPI, routes: Routes) -> None:
                 recommendation_store.record_decision(
                     con, recommendation_id, body.decision, body.reason, scope.actor, teams=scope.team_filter
                 )
-                rec = objects.from_frame(queries.recommendation_by_id(con, recommendation_id))[0]
+                rec = recommendation_read.objects(queries.recommendation_by_id(con, recommendation_id))[0]
         except recommendation_store.UnknownRecommendation:
             raise HTTPException(404, detail=f"no recommendation {recommendation_id!r}") from None
         except (db.WarehouseBusy, recommendation_store.WriteConflict) as exc:  # never a 500 for a busy warehouse

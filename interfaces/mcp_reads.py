@@ -2,7 +2,7 @@
 withheld findings (interfaces/mcp_tools.py registers them beside the others).
 
 Each answers with the builder its CLI command and API route call (``warehouse.spend_by``,
-``derived.unit_costs``, ``warehouse.queries.carbon``, ``jobs.export.objects``, ``warehouse.queries``),
+``derived.unit_costs``, ``warehouse.queries.carbon``, ``warehouse.recommendation_read``, ``warehouse.queries``),
 scoped like them: a lead's token sees its teams only. Money is a number everywhere (``mcp_tools.plain``).
 """
 
@@ -96,12 +96,12 @@ def storage_findings(
 ) -> dict[str, Any]:
     """The storage recommendations (kinds of the storage family: cold tiers, orphaned volumes and
     snapshots, checkpoint lifecycles), largest monthly saving first, with the savings total."""
-    from gpufinops.jobs.export import objects
     from gpufinops.models import plans, registry
+    from gpufinops.warehouse import recommendation_read
 
-    one_of(status, objects.STATUSES, "status")
+    one_of(status, recommendation_read.STATUSES, "status")
     kinds = [k for k in registry.KINDS if registry.spec(k).family == "storage"]
-    recs = [r for r in objects.load(con, team=teams_for(scope, team), status=status) if r["kind"] in kinds]
+    recs = [r for r in recommendation_read.load(con, team=teams_for(scope, team), status=status) if r["kind"] in kinds]
     for rec in recs:
         rec["team"] = team_label(rec.get("team"))
     return {**limited(recs, limit), "monthly_savings_usd": plans.total(recs), "kinds": kinds}

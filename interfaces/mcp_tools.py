@@ -2,7 +2,7 @@
 
 Each tool is ``(con, scope, **arguments) -> JSON object`` over a read-only connection, built on the
 queries the HTTP API and the dashboard read (``warehouse.allocation_queries``, ``warehouse.queries``,
-``jobs.export.objects``, ``warehouse.alerts_queries``), so an answer here is the figure the API and the
+``warehouse.recommendation_read``, ``warehouse.alerts_queries``), so an answer here is the figure the API and the
 dashboard show. :data:`TOOLS` is the one registry: the server (interfaces/mcp_server.py) serves each entry
 through one guard that checks the caller's role before any query runs (a ``scheduler`` token reads
 recommendations and plans only, never money spent) and turns every value into plain JSON. A ``lead``
@@ -89,14 +89,13 @@ def recommendations(
 ) -> dict[str, Any]:
     """Stored recommendations, largest monthly saving first, each with its status and its latest
     decision (who accepted or dismissed it, when, why)."""
-    from gpufinops.jobs.export import objects
     from gpufinops.models.registry import KINDS
-    from gpufinops.warehouse import queries
+    from gpufinops.warehouse import queries, recommendation_read
 
     one_of(kind, KINDS, "kind")
-    one_of(status, objects.STATUSES, "status")
+    one_of(status, recommendation_read.STATUSES, "status")
     teams = teams_for(scope, team)
-    recs = objects.load(con, team=teams, kind=kind, status=status)
+    recs = recommendation_read.load(con, team=teams, kind=kind, status=status)
     latest: dict[str, dict[str, Any]] = {}
     for row in queries.decisions_log(con, team=teams).to_dicts():  # newest first
         latest.setdefault(row["recommendation_id"], row)
@@ -111,11 +110,11 @@ def recommendations(
 def plans(con, scope: Scope, team: str | None = None, status: str | None = "open", limit: int = 50) -> dict[str, Any]:
     """One plan per resource (models.plans): its actions in order, its alternatives apart, and the one
     savings total (primary and step objects only, as every other surface counts it)."""
-    from gpufinops.jobs.export import objects
     from gpufinops.models import plans as plans_mod
+    from gpufinops.warehouse import recommendation_read
 
-    one_of(status, objects.STATUSES, "status")
-    recs = objects.load(con, team=teams_for(scope, team), status=status)
+    one_of(status, recommendation_read.STATUSES, "status")
+    recs = recommendation_read.load(con, team=teams_for(scope, team), status=status)
     grouped: dict[str, list[dict[str, Any]]] = {}
     for rec in recs:
         grouped.setdefault(rec["plan_id"] or rec["id"], []).append(rec)

@@ -1,7 +1,7 @@
 """`gpufinops recommend`: run the models, store their findings, and print them as the store holds them.
 
-What is printed (table, JSON, CSV) and totalled is the one read model (``jobs.export.objects.of_run``
-over ``warehouse.queries.RECOMMENDATION_VIEW``): each finding with its stored status and latest
+What is printed (table, JSON, CSV) and totalled is the one read model (``jobs.export.recommendation_read.of_run``
+over ``warehouse.recommendation_read.VIEW``): each finding with its stored status and latest
 decision, so a finding dismissed through the API or the dashboard reads ``dismissed`` here too and is
 left out of the total (``models.plans.total``), which says how many findings decisions left out.
 """
@@ -18,11 +18,10 @@ from gpufinops.jobs import config as config_mod
 
 def run(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     from gpufinops.jobs import output, progress
-    from gpufinops.jobs.export import objects
     from gpufinops.models.kind_coverage import unknown_kinds
     from gpufinops.models.registry import MODELS
     from gpufinops.models.run import analyse
-    from gpufinops.warehouse import db
+    from gpufinops.warehouse import db, recommendation_read
 
     with (
         progress.steps(len(MODELS), "recommend") as step,
@@ -34,7 +33,7 @@ def run(cfg: config_mod.Config, args: argparse.Namespace) -> int:
             settings=cfg.models,  # every model runs
             on_model=lambda kind, done: step.done() if done else step.start(f"model {kind}"),
         )
-        recs = objects.of_run(con, found.recommendations)
+        recs = recommendation_read.of_run(con, found.recommendations)
         blind = unknown_kinds(con, [args.kind] if args.kind else None, team=args.team or None)
     withheld = found.withheld
     if args.team:

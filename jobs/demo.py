@@ -174,9 +174,9 @@ def run(home: str | Path, *, days: int = 60, seed: int = 7, out=None) -> int:
         _load_storage(cfg, seed)
         with db.writer(cfg.warehouse_path, memory_limit=cfg.memory_limit) as con:
             run = analyse(con, on_model=lambda kind, done: None if done else step.start(f"model {kind}"))
-            from gpufinops.jobs.export import objects  # what the store holds: status and decision included
+            from gpufinops.warehouse import recommendation_read  # what the store holds: status and decision included
 
-            recs = [Recommendation.from_object(o) for o in objects.of_run(con, run.recommendations)]
+            recs = [Recommendation.from_object(o) for o in recommendation_read.of_run(con, run.recommendations)]
             comparison = run.comparison
             totals = queries.cost_totals(con)
             stale = freshness.stale_sources(con)

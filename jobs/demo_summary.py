@@ -156,7 +156,8 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
     dropped = plans.left_out(recs)
     if dropped:  # the warehouse's decisions (a re-run keeps them)
         p(f"  left out of the total because of decisions: {len(dropped)} finding(s) dismissed or applied")
-    others, idle = [r for r in recs if r.kind != "idle_gpu"], [r for r in recs if r.kind == "idle_gpu"]
+    idle_kinds = frees_idle_hours()
+    others, idle = [r for r in recs if r.kind not in idle_kinds], [r for r in recs if r.kind in idle_kinds]
     p(f"\nIdle GPUs: {len(idle)} finding(s), {cells.money(plans.total(idle))}/month")
     output.print_table(
         [
@@ -173,8 +174,8 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
         out=out,
         width=width,
     )
-    onprem = list(comparison) + [r for r in others if r.kind == "onprem_vs_cloud" and r.provider != "onprem"]
-    listed = [r for r in others if not (r.kind == "onprem_vs_cloud" and r.provider != "onprem")]
+    onprem = list(comparison) + [r for r in others if _moves_onprem(r)]
+    listed = [r for r in others if not _moves_onprem(r)]
     if others:
         below = " (on-prem vs cloud below)" if onprem else ""
         p(f"\nOther findings: {len(others)}, {cells.money(plans.total(others))}/month counted{below}")
@@ -196,7 +197,8 @@ def print_summary(out: IO[str], outcome: DemoOutcome) -> None:
 
 
 def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
-    report = [row for row in report if row["kind"] == "idle_gpu"]
+    idle_kinds = frees_idle_hours()
+    report = [row for row in report if row["kind"] in idle_kinds]
     found = sum(1 for row in report if row["found"])
     planted_ids = {row["resource_id"] for row in report}
     pods = idle_pods(fleet)
@@ -222,9 +224,23 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
         out=out,
         width=width,
     )
-    later = sorted({p["kind"] for p in planted} - {"idle_gpu"} - {r.kind for r in others})
+    later = sorted({p["kind"] for p in planted} - idle_kinds - {r.kind for r in others})
     if later:
         print(f"  also planted, for the models still to come: {', '.join(later)}", file=out)
+
+
+def frees_idle_hours() -> set[str]:
+    """The kinds whose change frees a resource's idle hours (their spec's ``carbon``): the summary's idle GPUs."""
+    from gpufinops.models import registry
+
+    return {s.kind for s in registry.MODELS if s.carbon == registry.IDLE_HOURS}
+
+
+def _moves_onprem(rec: Any) -> bool:
+    """A cloud finding whose action moves its workload on-prem (its kind's ``export``): the on-prem comparison."""
+    from gpufinops.models import registry
+
+    return registry.spec(rec.kind).export == "move_onprem" and rec.provider != "onprem"
 
 
 def idle_pods(fleet) -> set[tuple[str, str]]:

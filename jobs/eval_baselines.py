@@ -1,14 +1,15 @@
-"""Simple baselines each model is scored beside in ``gpufinops evaluate`` (on the same warehouse, the same truth).
+"""Simple baselines each model is scored beside in ``gpufinops evaluate`` (on the same warehouse, the same truth),
+chosen by the kind's spec: its throughput ``predictor``, else its ``export`` action (``BY_ACTION``):
 
-* ``idle_gpu`` — *p95 < 5 % over the whole window*: a resource whose hourly p95 utilisation has a
+* ``release_or_schedule`` (``idle_gpu``) — *p95 < 5 % over the whole window*: a resource whose hourly p95 utilisation has a
   95th percentile under 5 % is idle, and all of its cost is the saving.
-* ``gpu_count`` — *any GPU with p95 < 10 % is spare* (no memory check), priced per GPU.
-* ``gpu_type`` / ``quantization`` — the model's own rules with each throughput predictor forced:
+* ``resize`` without a predictor (``gpu_count``) — *any GPU with p95 < 10 % is spare* (no memory check), priced per GPU.
+* a ``predictor`` (``gpu_type`` / ``quantization``) — the model's own rules with each throughput predictor forced:
   the spec-ratio scaling, "no change", and the fleet regression, each for every step (quantization's
   ``quantization_predictor`` forced to it too); :mod:`jobs.eval_choice` picks quantization's from these.
-* ``spot_mix`` — *every on-demand, non-notebook resource to spot* at the best spot price evidence
+* ``spot_share`` (``spot_mix``) — *every on-demand, non-notebook resource to spot* at the best spot price evidence
   (no rules, no rework).
-* ``commitment`` — *commit every machine billed on-demand in ≥ 95 % of the last 30 days' hours* at the
+* ``commit`` (``commitment``) — *commit every machine billed on-demand in ≥ 95 % of the last 30 days' hours* at the
   catalogue's 1-year price.
 
 A baseline finding is a :class:`Finding` (what :func:`jobs.evaluate.score` reads of a recommendation).
@@ -17,6 +18,7 @@ A baseline finding is a :class:`Finding` (what :func:`jobs.evaluate.score` reads
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -44,7 +46,7 @@ def _monthly(cost, hours: int) -> Decimal:
     return Decimal(str(cost)) / (Decimal(hours) / 24) * DAYS_PER_MONTH
 
 
-def idle_p95(con: duckdb.DuckDBPyConnection) -> list[Finding]:
+def idle_p95(con: duckdb.DuckDBPyConnection, kind: str) -> list[Finding]:
     hours = queries.gpu_resource_hours(con)
     per = (
         hours.filter(pl.col("util_p95").is_not_null())
@@ -56,13 +58,10 @@ def idle_p95(con: duckdb.DuckDBPyConnection) -> list[Finding]:
         ((pl.col("hour").max() - pl.col("hour").min()).dt.total_hours() + 1).alias("hours"),
     )
     rows = per.filter(pl.col("p95") < 5).join(cost, on="resource_id")
-    return [
-        Finding("idle_gpu", r["resource_id"], money(_monthly(r["cost"], r["hours"])))
-        for r in rows.iter_rows(named=True)
-    ]
+    return [Finding(kind, r["resource_id"], money(_monthly(r["cost"], r["hours"]))) for r in rows.iter_rows(named=True)]
 
 
-def gpu_count_low_gpus(con: duckdb.DuckDBPyConnection) -> list[Finding]:
+def gpu_count_low_gpus(con: duckdb.DuckDBPyConnection, kind: str) -> list[Finding]:
     s = features.RightsizingSettings()
     res = features.resources(con, s)
     start = features.window_start(con, s.lookback_days)
@@ -79,8 +78,8 @@ def gpu_count_low_gpus(con: duckdb.DuckDBPyConnection) -> list[Finding]:
         .filter((pl.col("spare") > 0) & (pl.col("spare") < pl.col("gpus")) & (pl.col("gpu_count") > 1))
         .iter_rows(named=True)
     ):
-        monthly = features.monthly(r["cost_usd"], r["window_days"])
-        out.append(Finding("gpu_count", r["resource_id"], money(monthly * r["spare"] / r["gpu_count"])))
+        spare_monthly = features.monthly(r["cost_usd"], r["window_days"]) * r["spare"] / r["gpu_count"]
+        out.append(Finding(kind, r["resource_id"], money(spare_monthly)))
     return out
 
 
@@ -105,7 +104,7 @@ def with_predictors(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
     return out
 
 
-def spot_everything(con: duckdb.DuckDBPyConnection) -> list[Finding]:
+def spot_everything(con: duckdb.DuckDBPyConnection, kind: str) -> list[Finding]:
     s = spot_mix.SpotMixSettings()
     last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()[
         0
@@ -124,7 +123,7 @@ def spot_everything(con: duckdb.DuckDBPyConnection) -> list[Finding]:
         hours = (r["last_hour"] - r["first_hour"]).total_seconds() / 3600 + 1
         out.append(
             Finding(
-                "spot_mix",
+                kind,
                 r["resource_id"],
                 money(_monthly(r["cost_usd"], int(hours)) * Decimal(str(1 - price["ratio"]))),
             )
@@ -132,7 +131,7 @@ def spot_everything(con: duckdb.DuckDBPyConnection) -> list[Finding]:
     return out
 
 
-def commit_always_on(con: duckdb.DuckDBPyConnection) -> list[Finding]:
+def commit_always_on(con: duckdb.DuckDBPyConnection, kind: str) -> list[Finding]:
     last = con.execute(f'SELECT max("ChargePeriodStart") FROM cost_line_items c WHERE {queries.GPU_USAGE}').fetchall()[
         0
     ][0]
@@ -162,7 +161,7 @@ def commit_always_on(con: duckdb.DuckDBPyConnection) -> list[Finding]:
             )
     return [
         Finding(
-            "commitment",
+            kind,
             min(m["resource_id"] for m in members),
             money(sum(Decimal(str(float(m["rate"]) * (1 - m["ratio"]) * 730.5)) for m in members)),
         )
@@ -170,15 +169,26 @@ def commit_always_on(con: duckdb.DuckDBPyConnection) -> list[Finding]:
     ]
 
 
+# The simple rule each action is scored beside, by what a scored kind's spec says its finding does (its `export`
+# action), never by its name: a kind added with one of these actions is scored beside that action's baseline.
+BY_ACTION: dict[str, tuple[str, Callable[[duckdb.DuckDBPyConnection, str], list[Finding]]]] = {
+    "release_or_schedule": ("p95 < 5 % over the window", idle_p95),
+    "resize": ("any GPU p95 < 10 % is spare", gpu_count_low_gpus),
+    "spot_share": ("every on-demand non-notebook to spot", spot_everything),
+    "commit": ("commit every machine on ≥ 95 % of hours", commit_always_on),
+}
+
+
 def all_baselines(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list]]:
-    """kind -> baseline name -> findings."""
+    """kind -> baseline name -> findings: each scored kind without a throughput predictor beside its action's
+    baseline (``BY_ACTION``), then each kind with one forced to every throughput predictor, in run order."""
+    scored = [s for s in registry.MODELS if isinstance(s.truth, registry.Scored)]
+    out = {}
+    for spec in scored:
+        if spec.predictor is None and spec.export in BY_ACTION:
+            name, baseline = BY_ACTION[spec.export]
+            out[spec.kind] = {name: baseline(con, spec.kind)}
     predictors = with_predictors(con)
-    out = {
-        "idle_gpu": {"p95 < 5 % over the window": idle_p95(con)},
-        "gpu_count": {"any GPU p95 < 10 % is spare": gpu_count_low_gpus(con)},
-        "spot_mix": {"every on-demand non-notebook to spot": spot_everything(con)},
-        "commitment": {"commit every machine on ≥ 95 % of hours": commit_always_on(con)},
-    }
-    for kind in registry.predictor_kinds():  # each forced to every throughput predictor
+    for kind in registry.predictor_kinds():
         out[kind] = {f"predictor {p}": [r for r in recs if r.kind == kind] for p, recs in predictors.items()}
     return out

@@ -194,8 +194,7 @@ def push_new_recommendations(
 ) -> int:
     """Send every configured webhook the recommendations it has not received; returns how many
     recommendations were delivered (summed over webhooks). Raises ConfigError for a missing secret."""
-    from gpufinops.jobs.export import objects
-    from gpufinops.warehouse import db, queries
+    from gpufinops.warehouse import db, queries, recommendation_read
 
     env: Mapping[str, str] = os.environ if environ is None else environ
     delivered = 0
@@ -204,7 +203,7 @@ def push_new_recommendations(
         if not secret:
             raise ConfigError(f"api.webhooks[{i}].secret_env: environment variable {hook.secret_env} is not set")
         with db.reader(cfg.warehouse_path) as con:
-            pending = objects.from_frame(
+            pending = recommendation_read.objects(
                 queries.undelivered_recommendations(
                     con,
                     hook.url,

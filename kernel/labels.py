@@ -253,6 +253,11 @@ def _provider_label(code: str) -> str | None:
     return spec.label if spec is not None else None
 
 
+def _table(name: str) -> Mapping[str, str]:
+    """One label table; the kinds' is the one the registry handed down (KindsNotLoaded before it did)."""
+    return _kinds() if name == "kind" else TABLES[name]
+
+
 def label(code: str | None, field: str | None = None) -> str:
     """The human name of ``code``: from ``field``'s table (``kind``, ``pattern``, …) when given, else
     from the first table that knows it, else its words. None reads as a dash."""
@@ -262,12 +267,13 @@ def label(code: str | None, field: str | None = None) -> str:
     if field == "provider":
         return _provider_label(text) or text
     if field is not None and field in TABLES:
-        found = (_kinds() if field == "kind" else TABLES[field]).get(text)
+        found = _table(field).get(text)
         if found is not None:
             return found
-    for name, table in TABLES.items():
-        if text in (_kinds() if name == "kind" else table):
-            return table[text]
+    for name in TABLES:
+        found = _table(name).get(text)  # the table the check reads is the one the label comes from
+        if found is not None:
+            return found
     return words(text) if SNAKE.match(text) else text
 
 

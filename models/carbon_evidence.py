@@ -1,16 +1,17 @@
 """``evidence.kg_co2e_month_saved``: the emissions a finding's change removes, from measured energy.
 
 One function, :func:`annotate`, runs over every reconciled recommendation (``models.run.analyse``)
-and fills the figure for each kind whose spec says its change removes GPU-hours (``carbon="gpu_hours"``
-in its spec module, models/kinds/<kind>.py: ``REMOVES_GPU_HOURS``); the ``"pricing_only"`` kinds (``PRICING_ONLY``) change
-what an hour costs, or storage, not how many GPU-hours run, and get none. The figure is per month (30.4375 days), in
-kg CO2e, from ``carbon_hourly`` over the finding's window (``first_hour``/``last_hour``, else the
+and fills the figure for each kind whose spec says its change frees GPU-hours (``carbon="idle_hours"`` or
+``"gpu_hours"`` in its spec module, models/kinds/<kind>.py: ``REMOVES_GPU_HOURS``); the ``"pricing_only"`` kinds
+(``PRICING_ONLY``) change what an hour costs, or storage, not how many GPU-hours run, and get none. The rule is
+chosen by that fact, never by the kind's name. The figure is per month (30.4375 days), in kg CO2e, from ``carbon_hourly`` over the finding's window (``first_hour``/``last_hour``, else the
 ``window_days`` up to the resource's last measured hour):
 
-* idle GPUs (``idle_gpu``): the measured energy of the idle hours the change stops — the resource's
+* the idle hours (``carbon="idle_hours"``: the change releases the resource or schedules its GPUs off when idle,
+  ``idle_gpu``): the measured energy of the idle hours the change stops — the resource's
   hours whose busiest GPU stayed below ``util_threshold_pct``; for a pod holding an idle GPU, the
   pod's own rows in those hours;
-* fewer GPUs of the same model (``gpu_count``): the measured energy of the GPUs given up (the least
+* for ``carbon="gpu_hours"``, what the finding proposes. Fewer GPUs of the same model (``gpu_count``): the measured energy of the GPUs given up (the least
   used ones, by their measured energy in the window);
 * another GPU type or count (``gpu_type``, ``quantization``, a ``gpu_count`` move to another model):
   the measured energy × (1 − proposed GPUs × TDP / current GPUs × TDP) — the new GPUs are not
@@ -36,7 +37,7 @@ from gpufinops.models.recommendation import Recommendation
 
 # the built-in kinds of each side (a kind registered later is read from its spec by `annotate`); the storage
 # kinds change volumes, snapshots and object classes, whose energy nothing measures
-REMOVES_GPU_HOURS = frozenset(s.kind for s in registry.MODELS if s.carbon == registry.GPU_HOURS)
+REMOVES_GPU_HOURS = frozenset(s.kind for s in registry.MODELS if s.carbon != registry.PRICING_ONLY)
 PRICING_ONLY = frozenset(s.kind for s in registry.MODELS if s.carbon == registry.PRICING_ONLY)
 DAYS_PER_MONTH = 30.4375
 
@@ -145,9 +146,10 @@ def saved(
     kg = figures["kg"]
     per_gpu_kwh = kg / figures["gpu_kwh"]  # node model, PUE and grid intensity of the resource's rows
     cur, new = rec.current or {}, rec.proposed or {}
-    if rec.kind == "idle_gpu" and rec.evidence.get("pod"):
+    frees_idle_hours = registry.spec(rec.kind).carbon == registry.IDLE_HOURS
+    if frees_idle_hours and rec.evidence.get("pod"):
         removed, basis = figures["pod_kg"], "measured energy of the pod's idle GPU-hours"
-    elif rec.kind == "idle_gpu":
+    elif frees_idle_hours:
         removed, basis = figures["idle_kwh"] * per_gpu_kwh, "measured energy of the idle hours"
     elif rec.evidence.get("pod") and rec.evidence.get("gpu_units"):
         share = _saved_share(rec)
@@ -188,7 +190,7 @@ def _saved_share(rec: Recommendation) -> float | None:
 
 def annotate(con: duckdb.DuckDBPyConnection, recs: list[Recommendation]) -> None:
     """Add ``kg_co2e_month_saved`` (and its basis) to the evidence of every finding that removes GPU-hours."""
-    chosen = [r for r in recs if registry.spec(r.kind).carbon == registry.GPU_HOURS]
+    chosen = [r for r in recs if registry.spec(r.kind).carbon != registry.PRICING_ONLY]
     if not chosen:
         return
     windows = _windows(con, chosen)

@@ -25,8 +25,11 @@ S = TypeVar("S")  # the settings class
 In = TypeVar("In")  # what the load step hands the recommend step
 
 FAMILIES = ("usage", "rightsize", "purchase", "storage")  # models.plans applies them in this order
-CARBON = ("gpu_hours", "pricing_only")
-GPU_HOURS, PRICING_ONLY = CARBON
+# What GPU-hours a kind's change frees, so models.carbon_evidence knows which measured energy it removes:
+# the resource's idle hours (it releases the resource or schedules its GPUs off when idle), the GPUs it gives
+# up or swaps (a count, a type; or a pod's own share on a shared node), or none (it changes a price or storage).
+CARBON = ("idle_hours", "gpu_hours", "pricing_only")
+IDLE_HOURS, GPU_HOURS, PRICING_ONLY = CARBON
 SELECTED = "selected"  # a `predictor`: the kind picks its throughput predictor per fleet itself
 
 

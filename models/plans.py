@@ -40,7 +40,7 @@ GPU-hour twice:
 objects whose stored status is still to act on (``open`` or ``accepted``): a dismissed or applied finding
 is never in a total (:func:`left_out` lists those a decision took out). The CLI, the demo, the dashboard,
 the weekly report, the API and the exports all call it (or its SQL twin ``COUNTED_SQL`` over the stored
-recommendations), on objects read through the one read model (``warehouse.queries.RECOMMENDATION_VIEW``).
+recommendations), on objects read through the one read model (``warehouse.recommendation_read.VIEW``).
 """
 
 from __future__ import annotations

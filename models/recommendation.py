@@ -11,6 +11,7 @@ from typing import Any
 
 from gpufinops.kernel import providers
 from gpufinops.kernel.providers import provider_code  # re-exported: the models' one mapping
+from gpufinops.warehouse import recommendation_read
 
 
 def stable_id(kind: str, *parts: str | None) -> str:
@@ -68,28 +69,23 @@ class Recommendation:
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> Recommendation:
-        """A stored finding's object (``jobs.export.objects``: the read model) as a record, status and
+        """A stored finding's object (``warehouse.recommendation_read``: the read model) as a record, status and
         decision included; money back to exact cents."""
-        created = obj.get("created_at")
-        return cls(
-            id=str(obj["id"]),
-            kind=str(obj["kind"]),
-            team=obj.get("team"),
-            provider=obj.get("provider"),
-            resource_id=obj.get("resource_id"),
-            workload=obj.get("workload"),
-            plan=obj.get("plan"),
-            plan_id=obj.get("plan_id"),
-            decision=obj.get("decision"),
-            current=dict(obj.get("current") or {}),
-            proposed=dict(obj.get("proposed") or {}),
-            evidence=dict(obj.get("evidence") or {}),
-            monthly_savings_usd=money(Decimal(str(obj.get("monthly_savings_usd") or 0))),
-            confidence=float(obj.get("confidence") or 0.0),
-            risk=obj.get("risk") or "",
+        values: dict[str, Any] = {name: obj.get(name) for name in recommendation_read.FIELDS}  # the read model's
+        created = values["created_at"]
+        values.update(
+            id=str(values["id"]),
+            kind=str(values["kind"]),
+            current=dict(values["current"] or {}),
+            proposed=dict(values["proposed"] or {}),
+            evidence=dict(values["evidence"] or {}),
+            monthly_savings_usd=money(Decimal(str(values["monthly_savings_usd"] or 0))),
+            confidence=float(values["confidence"] or 0.0),
+            risk=values["risk"] or "",
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else created or datetime.now(UTC),
-            status=obj.get("status") or "open",
+            status=values["status"] or "open",
         )
+        return cls(**values)
 
 
 # Why a model made no finding on a resource it looked at, and what would let it: every withhold

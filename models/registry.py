@@ -39,6 +39,7 @@ from gpufinops.models.kind_spec import (
     CARBON,
     FAMILIES,
     GPU_HOURS,
+    IDLE_HOURS,
     PRICING_ONLY,
     SELECTED,
     ModelSpec,
@@ -47,7 +48,18 @@ from gpufinops.models.kind_spec import (
     Scored,
 )
 
-__all__ = ["CARBON", "FAMILIES", "GPU_HOURS", "PRICING_ONLY", "SELECTED", "ModelSpec", "NotScored", "Ref", "Scored"]
+__all__ = [
+    "CARBON",
+    "FAMILIES",
+    "GPU_HOURS",
+    "IDLE_HOURS",
+    "PRICING_ONLY",
+    "SELECTED",
+    "ModelSpec",
+    "NotScored",
+    "Ref",
+    "Scored",
+]
 
 MODELS_ROOT = Path(__file__).resolve().parent  # the models package's folder
 

@@ -1,6 +1,7 @@
 """A GPU-type or quantization move in $ per 1M tokens: the evidence of findings on resources that serve tokens.
 
-For each ``gpu_type`` / ``quantization`` finding whose resource served tokens (``serving_metrics_hourly``,
+For each finding of a kind whose throughput is kept by a predictor (its spec's ``predictor``: ``gpu_type``,
+``quantization``) whose resource served tokens (``serving_metrics_hourly``,
 charged to the resource as ``derived.unit_costs`` charges them), the evidence gains the tokens served per
 month (the window's tokens, over the finding's ``window_days`` ending at the last serving hour, scaled to a
 month) and the GPU cost per 1M tokens now and after the move, the same tokens served on the proposed
@@ -16,9 +17,9 @@ from decimal import Decimal
 import duckdb
 
 from gpufinops.derived import unit_costs
+from gpufinops.models import registry
 from gpufinops.models.recommendation import Recommendation
 
-KINDS = ("gpu_type", "quantization")
 DAYS_PER_MONTH = 30.4375
 
 
@@ -30,7 +31,8 @@ def _per_million(monthly_cost: object, tokens_per_month: float) -> float | None:
 
 def annotate(con: duckdb.DuckDBPyConnection, recommendations: list[Recommendation]) -> list[Recommendation]:
     """``recommendations`` with the $ per 1M tokens of each move on a serving resource in its evidence."""
-    wanted = [r for r in recommendations if r.kind in KINDS and r.resource_id]
+    moves = set(registry.predictor_kinds())  # the same tokens served on the proposed configuration
+    wanted = [r for r in recommendations if r.kind in moves and r.resource_id]
     if not wanted:
         return recommendations
     last = con.execute("SELECT max(hour) FROM serving_metrics_hourly").fetchall()[0][0]

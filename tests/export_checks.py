@@ -423,9 +423,8 @@ def nodepool_limits(docs: list[dict]) -> dict[tuple[str | None, str, str], int]:
 def check_warehouse(db_path: Path, config_path: Path | None = None) -> dict[str, list[str]]:
     """Render the three scheduler exports of a warehouse and run every check on them."""
     import gpufinops.jobs.export as export
-    from gpufinops.jobs.export import objects
     from gpufinops.jobs.export.settings import parse
-    from gpufinops.warehouse import db
+    from gpufinops.warehouse import db, recommendation_read
 
     table = tomllib.loads(config_path.read_text()).get("export", {}) if config_path else {}
     settings = parse(table)
@@ -433,7 +432,7 @@ def check_warehouse(db_path: Path, config_path: Path | None = None) -> dict[str,
     with db.reader(db_path) as con:
         texts = {fmt: export.render(con, fmt, settings=settings) for fmt in ("kueue", "karpenter", "skypilot")}
         onprem, per_node = onprem_facts(con)
-        cloud = cloud_capacity(con, objects.load(con), list(settings.cluster_tag_keys))
+        cloud = cloud_capacity(con, recommendation_read.load(con), list(settings.cluster_tag_keys))
         allowed = allowed_namespaces(con, table.get("namespaces"))
     kueue, karpenter, sky = (documents(texts[f]) for f in ("kueue", "karpenter", "skypilot"))
     return {

@@ -20,6 +20,7 @@ import uvicorn
 
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config import ConfigError
+from gpufinops.warehouse import recommendation_read
 from tests.conftest import query
 from tests.feed_fleet import FLEET, HOURS, START, realistic_recommendations
 
@@ -135,25 +136,7 @@ def test_recommendation_objects_follow_the_contract(api):
     for obj in httpx.get(f"{url}/v1/recommendations", headers=FINANCE).json():
         rec = stored[obj["id"]]
         assert obj["kind_label"] and obj["status_label"] == "Open"  # labels beside the codes (additive)
-        assert [k for k in obj if not k.endswith("_label")] == [
-            "id",
-            "kind",
-            "team",
-            "provider",
-            "resource_id",
-            "workload",
-            "current",
-            "proposed",
-            "monthly_savings_usd",
-            "confidence",
-            "risk",
-            "evidence",
-            "created_at",
-            "status",
-            "plan",
-            "plan_id",
-            "decision",
-        ]  # additions: one resource's plan; the latest decision (null until someone decides)
+        assert [k for k in obj if not k.endswith("_label")] == list(recommendation_read.FIELDS)  # the read model's
         assert isinstance(obj["monthly_savings_usd"], float)  # money as a JSON number
         assert Decimal(str(obj["monthly_savings_usd"])) == rec.monthly_savings_usd
         assert obj["current"] == rec.to_dict()["current"] and obj["proposed"] == rec.to_dict()["proposed"]

@@ -3,14 +3,16 @@ measured energy the change removes, recomputed here from the fixture's known pow
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import pytest
 
-from gpufinops.models import carbon_evidence
+from gpufinops.models import carbon_evidence, registry
 from gpufinops.models.recommendation import Recommendation
 from gpufinops.models.registry import KINDS
 from gpufinops.warehouse import db
+from tests import dummy_kind
 from tests.carbon_fleet import START, build
 
 DAYS = 2 / 24  # the fixture's two measured hours
@@ -85,3 +87,30 @@ def test_a_finding_without_measured_energy_says_so(warehouse):
         carbon_evidence.annotate(con, [rec])
     assert rec.evidence["kg_co2e_month_saved"] is None
     assert "no measured energy" in rec.evidence["kg_co2e_month_saved_basis"]
+
+
+def test_a_kind_that_frees_idle_hours_is_measured_by_its_spec_fact_not_its_name(warehouse):
+    """A kind other than idle_gpu that schedules GPUs off when idle (same GPUs proposed, no pod) is given the
+    idle hours' measured energy because its spec says ``carbon="idle_hours"``, never "0.0 kg saved"."""
+    spec = dataclasses.replace(
+        dummy_kind.SPEC,
+        kind="dummy_scheduled_off",
+        version="dummy_scheduled_off/1",
+        label="Dummy scheduled off",
+        family="usage",
+        export="release_or_schedule",
+        carbon=registry.IDLE_HOURS,
+    )
+    registry.register(spec)
+    try:
+        with db.writer(warehouse) as con:
+            rows = build(con)
+            rec = finding("idle_gpu")
+            rec.kind, rec.proposed = spec.kind, dict(rec.current)  # the same GPUs, off while idle
+            carbon_evidence.annotate(con, [rec])
+    finally:
+        registry.unregister(spec.kind)
+    kg = sum(r["kg_co2e"] for r in rows if r["resource_id"] == "i-aws")  # every fixture hour is idle
+    assert rec.evidence["kg_co2e_month_saved"] == pytest.approx(kg * 30.4375 / DAYS, abs=1e-3)
+    assert rec.evidence["kg_co2e_month_saved"] > 0
+    assert rec.evidence["kg_co2e_month_saved_basis"] == "measured energy of the idle hours"

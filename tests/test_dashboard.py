@@ -498,10 +498,10 @@ def test_every_total_of_the_demo_is_the_same_number(monkeypatch, demo_warehouse,
     from gpufinops.interfaces import cli
     from gpufinops.interfaces.api import create_app
     from gpufinops.jobs.config import load as load_config
-    from gpufinops.jobs.export import objects
     from gpufinops.jobs.report.figures import collect
     from gpufinops.jobs.report.weeks import week_of
     from gpufinops.models import plans
+    from gpufinops.warehouse import recommendation_read
     from gpufinops.warehouse.scope import Scope
 
     def dollars(text: str) -> Decimal:
@@ -509,7 +509,7 @@ def test_every_total_of_the_demo_is_the_same_number(monkeypatch, demo_warehouse,
 
     printed = (demo_warehouse.parent.parent / "summary.txt").read_text()
     with db.reader(demo_warehouse) as con:  # the demo's own run, before anything else touched it
-        as_demo_stored = plans.total(objects.load(con, status="open"))
+        as_demo_stored = plans.total(recommendation_read.load(con, status="open"))
     assert dollars(re.search(r"Savings: \$([\d,.]+)/month", printed).group(1)) == as_demo_stored
     assert cli.main(["--db", str(writable_warehouse), "recommend"]) == 0
     footer = re.search(r"total: \$([\d,.]+)/month", capsys.readouterr().out)
@@ -517,7 +517,7 @@ def test_every_total_of_the_demo_is_the_same_number(monkeypatch, demo_warehouse,
     at = open_page(make_app(monkeypatch, writable_warehouse), "overview")
     figures["dashboard"] = dollars(metrics(at)["Savings identified per month"].lstrip("$"))
     with db.reader(writable_warehouse) as con:
-        stored = objects.load(con, status="open")
+        stored = recommendation_read.load(con, status="open")
         as_of = queries.latest_charge_day(con)
         report = collect(con, week_of(as_of), Scope("finance", actor="test"), "UTC")
     figures["weekly report"] = report.open_savings

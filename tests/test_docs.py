@@ -14,6 +14,7 @@ import pytest
 
 from gpufinops.ingest.core import docs
 from gpufinops.ingest.core.registry import default_registry
+from gpufinops.jobs import docs_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -34,6 +35,54 @@ def test_the_source_table_is_the_one_the_specs_generate():
         "docs/sources/index.md's source table drifted from the ingestor specs: run "
         "`.venv/bin/python -m gpufinops.ingest.core.docs --write docs/sources/index.md` and commit the result"
     )
+
+
+@pytest.mark.parametrize("table", docs_tables.TABLES, ids=lambda t: t.name)
+def test_every_generated_table_is_the_one_the_specs_generate(table):
+    assert table.block((ROOT / table.page).read_text()) == table.render(), (
+        f"{table.page}'s {table.name} drifted from the specs: run `make docs-tables` and commit the result"
+    )
+
+
+def test_the_generated_tables_hold_every_registered_source_and_kind():
+    from gpufinops.models import registry
+
+    freshness = docs_tables.freshness_table()
+    for name in default_registry().names():
+        assert freshness.count(f"`{name}`") == 1, name
+    kinds = docs_tables.kind_table()
+    assert [line.split("|")[1].strip() for line in kinds.splitlines()[2:]] == [f"`{k}`" for k in registry.KINDS]
+
+
+def test_every_kind_is_described_in_detail_on_the_site():
+    """Beside the generated facts, each kind's rules in prose: the models page's detail table, or the storage
+    page for the storage family."""
+    from gpufinops.models import registry
+
+    models_page, storage_page = (DOCS / "models.md").read_text(), (DOCS / "storage.md").read_text()
+    detail = models_page.split("What each finds, in detail", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        s.kind
+        for s in registry.MODELS
+        if f"| `{s.kind}` |" not in detail and not (s.family == "storage" and f"`{s.kind}`" in storage_page)
+    ]
+    assert missing == []
+
+
+def test_a_drifted_generated_table_is_caught_and_rewritten(tmp_path):
+    for table in docs_tables.TABLES:
+        page = tmp_path / table.page
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"# x\n\n{table.begin}\n| an old hand-copied table |\n{table.end}\n\nafter\n")
+    assert docs_tables.drifted(tmp_path) == list(docs_tables.TABLES)
+    check = [sys.executable, "-m", "gpufinops.jobs.docs_tables", "--check", "--root", str(tmp_path)]
+    assert subprocess.run(check, capture_output=True, cwd=ROOT).returncode == 1
+    subprocess.run([*check[:3], "--write", "--root", str(tmp_path)], check=True, cwd=ROOT, capture_output=True)
+    assert docs_tables.drifted(tmp_path) == []
+    assert subprocess.run(check, capture_output=True, cwd=ROOT).returncode == 0
+    for table in docs_tables.TABLES:
+        text = (tmp_path / table.page).read_text()
+        assert text.startswith("# x\n") and text.endswith("after\n")
 
 
 def test_the_table_lists_every_source_type_with_its_keys():
@@ -100,28 +149,6 @@ def test_the_daemon_table_gives_the_code_s_default_schedules():
     rows = {cells[0].strip("`"): cells[1] for cells in _table_after("| job | default schedule |", DOCS / "serve.md")}
     for job, cron in (("recommend", DEFAULT_RECOMMEND), ("report", DEFAULT_REPORT), ("feed", DEFAULT_FEED)):
         assert rows[job].startswith(f"`{cron}`"), (job, rows[job])
-
-
-def test_the_freshness_table_gives_the_code_s_expected_lags():
-    import re
-
-    from gpufinops.ingest.core.registry import default_registry
-
-    documented: dict[str, float] = {}
-    for types, lag in _table_after("| source types | expected lag |", DOCS / "dashboard.md"):
-        # "`aws_spot_prices` | 24 h; `aws_pricing`, `gcp_catalog` 7 days": each name takes the next figure
-        text = f"{types} {lag}"
-        pending: list[str] = []
-        for token in re.finditer(r"`(\w+)`|(\d+) (h|days?)\b", text):
-            if token.group(1):
-                pending.append(token.group(1))
-            else:
-                hours = float(token.group(2)) * (24 if token.group(3).startswith("day") else 1)
-                documented |= {name: hours for name in pending}
-                pending = []
-    declared = {cls.meta.name: cls.meta.freshness for cls in default_registry()}
-    # the table lists the kinds whose age the page explains; "other" (serving counters) is its last run
-    assert documented == {name: f.lag_hours for name, f in declared.items() if f.kind != "other"}
 
 
 SHELL_FENCES = ("sh", "bash", "shell", "console", "")

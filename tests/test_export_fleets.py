@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpufinops.jobs import demo
-from gpufinops.jobs.export import objects
 from gpufinops.models import plans
-from gpufinops.warehouse import db
+from gpufinops.warehouse import db, recommendation_read
 from tests.demo_cache import demo_copy
 from tests.export_checks import check_warehouse, documents
 
@@ -65,7 +64,7 @@ def test_the_demo_exports_pass_every_check(demo_home):
     # one number: the header's plan total is the demo summary's and models.plans.total over the objects
     [printed] = re.findall(r"Savings: (\$[\d,.]+)/month", summary)
     with db.reader(db_path) as con:
-        total = plans.total(objects.load(con))
+        total = plans.total(recommendation_read.load(con))
     for text in (kueue, karpenter, sky):
         assert f"# plan total: {printed}/month" in text and printed == f"${float(total):,.2f}"
     docs = documents(kueue)

@@ -14,7 +14,6 @@ def registered_codes() -> dict[str, set[str]]:
     from gpufinops.dashboard.settings import DASHBOARD_ROLES
     from gpufinops.ingest.gcp.gcp_price_history import PRICINGS
     from gpufinops.jobs.api_settings import TOKEN_ROLES
-    from gpufinops.jobs.export.objects import STATUSES as RECOMMENDATION_STATUSES
     from gpufinops.jobs.report.settings import REPORT_ROLES
     from gpufinops.models import idle, onprem_vs_cloud, plans
     from gpufinops.models.alert_records import ALERT_RULES, RULES, SEVERITIES, STATUSES
@@ -22,6 +21,7 @@ def registered_codes() -> dict[str, set[str]]:
     from gpufinops.models.recommendation import WITHHOLD_REASONS
     from gpufinops.models.registry import KINDS
     from gpufinops.simulator.demo_workloads import FLEET
+    from gpufinops.warehouse.recommendation_read import STATUSES as RECOMMENDATION_STATUSES
 
     return {
         "kind": set(KINDS),
@@ -160,3 +160,13 @@ def test_energy_columns_read_in_their_units_on_the_dashboard(tmp_path) -> None:
         text = page_labels.label(column)
         assert column in page_labels.LABELS or column in ("team", "month"), column
         assert not any(bad in text for bad in ("Kg", "kwh", "co2e", "GPU hour ")), (column, text)
+
+
+def test_a_kind_is_labelled_from_the_table_its_check_read(monkeypatch):
+    """``label(code)`` without a field finds a kind among the kinds the registry handed down, and must take the
+    label from that same table: a kind only the handed-down table holds (not the one TABLES was built with) was
+    found there and then looked up in the other, a KeyError."""
+    handed_down = {**labels.KINDS, "dummy_plugin_kind": "Dummy plug-in kind"}
+    monkeypatch.setattr(labels, "KINDS", handed_down)
+    assert labels.label("dummy_plugin_kind") == "Dummy plug-in kind"
+    assert labels.label("dummy_plugin_kind", "kind") == "Dummy plug-in kind"

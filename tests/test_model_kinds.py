@@ -27,27 +27,18 @@ from tests import dummy_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = tuple(f.name for f in dataclasses.fields(ModelSpec))
-# The order people read the kinds in (the run order, the CLI's --kind): each spec's `order`.
-SHOWN = (
-    "idle_gpu",
-    "gpu_count",
-    "gpu_type",
-    "quantization",
-    "onprem_vs_cloud",
-    "spot_mix",
-    "commitment",
-    "storage_tier",
-    "storage_orphan",
-    "checkpoint_lifecycle",
-    "idle_held",
-    "stalled_job",
-    "input_bound",
-    "no_tensor_cores",
-    "memory_bound_inference",
-)
 # Readers that once named kinds by hand and now read a fact (ends_plan, export, predictor): no kind's
 # name may come back into them.
-READERS = ("models/plans.py", "jobs/export/storage.py", "jobs/eval_choice.py", "jobs/eval_independent.py")
+READERS = (
+    "models/plans.py",
+    "jobs/export/storage.py",
+    "jobs/eval_choice.py",
+    "jobs/eval_independent.py",
+    "jobs/eval_baselines.py",
+    "jobs/demo_summary.py",
+    "models/carbon_evidence.py",
+    "models/token_costs.py",
+)
 
 
 def test_no_fact_has_a_silent_default() -> None:
@@ -82,9 +73,11 @@ def test_every_registered_kind_declares_every_fact_and_each_is_known(spec: Model
 def test_the_registry_is_what_discovery_finds_in_each_spec_s_order() -> None:
     """No list of kinds: the built-in ones are the modules under models/ declaring MODEL_KINDS, one spec
     module per kind, ordered by their `order` (distinct), which is the order people read them in."""
-    assert registry.spec_modules() == tuple(f"gpufinops.models.kinds.{kind}" for kind in sorted(SHOWN))
+    files = sorted(p.stem for p in (ROOT / "models" / "kinds").glob("*.py") if p.stem != "__init__")
+    assert registry.spec_modules() == tuple(f"gpufinops.models.kinds.{stem}" for stem in files)
+    assert sorted(s.kind for s in registry.BUILTIN) == files  # one spec module per kind, named for it
     assert registry.BUILTIN == registry.MODELS == registry.discover()
-    assert registry.KINDS == SHOWN
+    assert registry.KINDS == tuple(s.kind for s in sorted(registry.BUILTIN, key=lambda s: s.order))  # read order
     assert len({s.order for s in registry.MODELS}) == len(registry.MODELS)
     assert registry.predictor_kinds() == ("gpu_type", "quantization")
     twice = dataclasses.replace(dummy_kind.SPEC, order=registry.spec("gpu_type").order)
@@ -99,7 +92,7 @@ def test_the_lower_layers_tables_are_the_registrys_exactly() -> None:
     specs say so."""
     assert labels.KINDS == {s.kind: s.label for s in registry.MODELS}
     assert set(export_storage.WRITERS) == set(placement.STORAGE_ACTIONS)
-    assert carbon_evidence.REMOVES_GPU_HOURS == {s.kind for s in registry.MODELS if s.carbon == "gpu_hours"}
+    assert carbon_evidence.REMOVES_GPU_HOURS == {s.kind for s in registry.MODELS if s.carbon != "pricing_only"}
     assert carbon_evidence.PRICING_ONLY == {s.kind for s in registry.MODELS if s.carbon == "pricing_only"}
     assert set(registry.KINDS) == {s.kind for s in registry.MODELS} and len(registry.KINDS) == len(registry.MODELS)
 
@@ -208,7 +201,10 @@ def dummy():
 def test_a_kind_declared_in_one_module_is_planned_exported_evaluated_and_labelled(dummy) -> None:
     from tests.test_plans import rec
 
-    assert registry.KINDS == (*SHOWN, dummy.KIND) and registry.VERSIONS[dummy.KIND] == f"{dummy.KIND}/1"
+    assert (
+        registry.KINDS == (*(s.kind for s in registry.BUILTIN), dummy.KIND)
+        and registry.VERSIONS[dummy.KIND] == f"{dummy.KIND}/1"
+    )
     # plans: a purchase after a rightsize is a step priced on what the rightsize leaves
     out = {
         r.kind: r
@@ -282,3 +278,25 @@ def test_a_registered_kind_runs_and_is_stored_with_the_others(dummy, tmp_path) -
         stored = con.execute("SELECT kind, model_version, plan FROM recommendations").fetchall()
     assert [r.kind for r in found.recommendations] == [dummy.KIND]
     assert stored == [(dummy.KIND, f"{dummy.KIND}/1", "primary")]
+
+
+def test_the_baselines_and_demo_summary_read_a_registered_kind_s_facts(dummy, tmp_path) -> None:
+    """No reader keeps its own list of kinds: the evaluation scores a kind beside its action's baseline (the
+    dummy commits, so the commitment baseline), and the demo summary's idle GPUs are the kinds whose change
+    frees idle hours."""
+    from gpufinops.jobs import demo_summary, eval_baselines
+    from gpufinops.warehouse import db
+
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        baselines = eval_baselines.all_baselines(con)
+    assert list(baselines[dummy.KIND]) == [eval_baselines.BY_ACTION[dummy.SPEC.export][0]]
+    assert set(baselines) == set(registry.scored_kinds())  # every scored kind has a baseline, none other
+    assert demo_summary.frees_idle_hours() == {s.kind for s in registry.MODELS if s.carbon == registry.IDLE_HOURS}
+    idle_like = dataclasses.replace(
+        dummy.SPEC, kind="dummy_idle", version="dummy_idle/1", order=1001, carbon="idle_hours"
+    )
+    registry.register(idle_like)
+    try:
+        assert "dummy_idle" in demo_summary.frees_idle_hours()
+    finally:
+        registry.unregister("dummy_idle")

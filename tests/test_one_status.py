@@ -97,17 +97,16 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
     from gpufinops.jobs import config as config_mod
     from gpufinops.jobs import demo
     from gpufinops.jobs import export as export_mod
-    from gpufinops.jobs.export import objects
     from gpufinops.jobs.report.figures import collect
     from gpufinops.jobs.report.weeks import week_of
-    from gpufinops.warehouse import queries
+    from gpufinops.warehouse import queries, recommendation_read
     from gpufinops.warehouse.scope import Scope
 
     config = str(demo_home / "gpufinops.toml")
     warehouse = demo_home / "data" / "gpufinops.duckdb"
     monkeypatch.setenv("COLUMNS", "400")  # every table column, the ids included
     with db.reader(warehouse) as con:
-        before = objects.load(con)
+        before = recommendation_read.load(con)
     total_before = plans.total(before)
     primaries = [o for o in before if o["plan"] == "primary" and o["monthly_savings_usd"] > 0]
     assert len(primaries) >= 3, "the demo must find at least three plans"
@@ -127,7 +126,7 @@ def test_every_surface_shows_the_stored_status_and_one_total(demo_home, monkeypa
             recommendation_store.record_decision(con, applied["id"], "apply", "done", "test")
 
         with db.reader(warehouse) as con:
-            stored = objects.load(con)
+            stored = recommendation_read.load(con)
         truth = states_of(stored)
         assert truth[dismissed["id"]] == ("dismissed", "dismiss")
         assert truth[accepted["id"]] == ("accepted", "accept")

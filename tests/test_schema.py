@@ -8,7 +8,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from gpufinops.warehouse import column_types, cost_schema, db, schema
+from gpufinops.warehouse import column_types, cost_schema, db, recommendation_read, schema
 from tests.conftest import FOCUS_SPEC_COLUMNS
 
 SPEC_TO_DUCKDB = {"String": "VARCHAR", "Decimal": "DECIMAL", "Date/Time": "TIMESTAMP WITH TIME ZONE", "JSON": "JSON"}
@@ -123,25 +123,7 @@ def test_money_is_exact_decimal(warehouse):
         ),
         ("decisions", ["recommendation_id", "decision", "reason", "actor", "decided_at"]),
         ("ingest_runs", ["run_id", "source", "started_at", "finished_at", "status", "rows", "watermark", "error"]),
-        (
-            "recommendations",
-            [
-                "id",
-                "kind",
-                "team",
-                "provider",
-                "resource_id",
-                "workload",
-                "current",
-                "proposed",
-                "monthly_savings_usd",
-                "confidence",
-                "risk",
-                "evidence",
-                "created_at",
-                "status",
-            ],
-        ),
+        ("recommendations", list(recommendation_read.STORED_COLUMNS)),  # the one read model's
     ],
 )
 def test_contract_tables_have_their_columns(warehouse, table, columns):

@@ -166,7 +166,7 @@ def test_recorded_vllm_and_sglang_bodies_then_growth_and_a_restart(warehouse, ex
 
 
 def test_doctor_checks_a_serving_exporter_target(exporter, tmp_path):
-    from gpufinops.interfaces import doctor_serving
+    from gpufinops.ingest.metrics import doctor as doctor_serving
     from gpufinops.jobs.config import parse_source
 
     exporter.bodies["/vllm"] = (SAMPLES / "vllm-aibrix-docs.prom").read_text()
@@ -287,7 +287,7 @@ def test_prometheus_raw_samples_give_exact_hourly_increases_across_a_restart(tmp
         )
         assert bad.status == "failed" and 'vllm:prompt_tokens_total{model_name="x",pod="bad"}' in (bad.error or "")
         assert "NaN" in (bad.error or "")
-        from gpufinops.interfaces import doctor_serving
+        from gpufinops.ingest.metrics import doctor as doctor_serving
         from gpufinops.jobs.config import parse_source
 
         # the demo's history is years old: Prometheus holds no serving series "in the last day"

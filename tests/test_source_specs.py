@@ -134,6 +134,12 @@ def _doctor_problems(meta: IngestorMeta, option_names: set[str]) -> list[Problem
         if meta.extra is not None or option_names & NETWORK_OPTIONS:
             return [("doctor", "is None, but the source reaches the network (an extra, or a URL / endpoint option)")]
         return []
+    if callable(meta.doctor):  # a built-in's: defined in the source's own room (its doctor.py, or its spec module)
+        module = meta.doctor.__module__
+        room = meta.options.__module__.rpartition(".")[0]
+        if not module.startswith(f"{room}.") and module != "gpufinops.ingest.core.doctor":
+            return [("doctor", f"{meta.doctor.__qualname__} is defined in {module}, outside {room}")]
+        return []
     module, _, function = meta.doctor.partition(":")
     try:
         found = getattr(importlib.import_module(module), function, None)
@@ -333,7 +339,8 @@ def test_doctor_takes_the_dummy_s_check_and_extra_from_its_spec(registry, tmp_pa
 
 def test_init_asks_and_writes_the_dummy_s_question(registry, tmp_path):
     asked = init_choices.questions(registry)
-    assert [q.type for q in asked] == ["dummy_bands"]
+    builtin = [q.type for q in init_choices.questions(default_registry())]  # whatever the built-ins ask
+    assert [q.type for q in asked] == [*builtin, "dummy_bands"]
     parser = argparse.ArgumentParser()
     init_cmd.add_parser(parser.add_subparsers(dest="command"), asked=asked)
     out = tmp_path / "gpufinops.toml"

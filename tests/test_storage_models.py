@@ -166,11 +166,12 @@ def _config(tmp_path, warehouse, endpoint: str, prefix: str = "llm/*/") -> objec
 def test_the_exports_apply_as_they_are_in_moto(account):
     """The lifecycle configuration goes to S3 as exported and reads back the same; each ModifyVolume request
     changes its volume to what the finding proposed."""
-    from gpufinops.jobs.export import objects, storage
+    from gpufinops.jobs.export import storage
+    from gpufinops.warehouse import recommendation_read
 
     path, ids, _inv, _run, endpoint = account
     with db.reader(path) as con:
-        document = json.loads(storage.render(objects.load(con)))
+        document = json.loads(storage.render(recommendation_read.load(con)))
     c = acct.clients(endpoint)
     s3, ec2 = c.s3, c.ec2(acct.REGION)
     assert set(document["s3_lifecycle"]) == {"ml-ckpt"}

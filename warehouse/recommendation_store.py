@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from gpufinops.warehouse.db import rollback
+from gpufinops.warehouse.recommendation_read import JSON_FIELDS, STORED_COLUMNS
 
 
 def evidence_fingerprint(rec: dict[str, Any]) -> str:
@@ -27,28 +28,6 @@ def evidence_fingerprint(rec: dict[str, Any]) -> str:
         [rec.get("kind"), rec.get("resource_id"), rec.get("workload"), proposed, bucket], sort_keys=True, default=str
     )
     return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
-_COLUMNS = (
-    "id",
-    "kind",
-    "team",
-    "provider",
-    "resource_id",
-    "workload",
-    "current",
-    "proposed",
-    "monthly_savings_usd",
-    "confidence",
-    "risk",
-    "evidence",
-    "created_at",
-    "status",
-    "model_version",
-    "evidence_hash",
-    "plan",
-    "plan_id",
-)
 
 
 def store_recommendations(
@@ -126,33 +105,21 @@ def store_recommendations(
                 )
                 continue
             con.execute(
-                f"INSERT INTO recommendations ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                [
-                    row["id"],
-                    row["kind"],
-                    row["team"],
-                    row["provider"],
-                    row["resource_id"],
-                    row["workload"],
-                    json.dumps(row["current"]),
-                    json.dumps(row["proposed"]),
-                    row["monthly_savings_usd"],
-                    row["confidence"],
-                    row["risk"],
-                    json.dumps(row["evidence"]),
-                    row["created_at"],
-                    "open",
-                    versions.get(row["kind"]),
-                    fingerprint,
-                    row.get("plan"),
-                    row.get("plan_id"),
-                ],
+                f"INSERT INTO recommendations ({', '.join(STORED_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(STORED_COLUMNS))})",
+                _stored_values(row, status="open", model_version=versions.get(row["kind"]), evidence_hash=fingerprint),
             )
         con.execute("COMMIT")
     except BaseException:
         rollback(con)
         raise
     return len(rows)
+
+
+def _stored_values(row: dict[str, Any], **bookkeeping: Any) -> list[Any]:
+    """A finding's row as the table's columns (the read model's ``STORED_COLUMNS``), its JSON parts as text."""
+    stored = {**row, **bookkeeping}
+    return [json.dumps(stored[c]) if c in JSON_FIELDS else stored.get(c) for c in STORED_COLUMNS]
 
 
 def _store_comparison(con: duckdb.DuckDBPyConnection, comparison: Iterable[Any], version: str | None) -> None:

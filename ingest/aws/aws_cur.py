@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from gpufinops.ingest.aws import aws_common, cur_columns, cur_mapping, cur_values
+from gpufinops.ingest.aws import aws_common, cur_columns, cur_mapping, cur_values, doctor
 from gpufinops.ingest.aws.aws_cur2_format import period_start
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject, from_export_folder
 from gpufinops.ingest.core import bucket_url, file_checks, focus_files, validate
@@ -299,7 +299,7 @@ class AwsCur:
         extra=Extra(name="aws", unless="path"),
         transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless="path"),
         freshness=Freshness(kind="cost", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_sources:aws_cur",
+        doctor=doctor.aws_cur,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.aws import aws_common, doctor
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
 from gpufinops.ingest.core import paging, spec_facts
 from gpufinops.ingest.core.registry import (
@@ -160,7 +160,7 @@ class AwsPricing:
         options=AwsPricingOptions,
         description="EC2 `DescribeInstanceTypes` (GPU types) + Pricing `GetProducts` (Linux, shared tenancy, "
         "on-demand)",
-        doctor="gpufinops.interfaces.doctor_sources:aws_pricing",
+        doctor=doctor.aws_pricing,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

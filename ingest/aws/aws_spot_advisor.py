@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core import transport
+from gpufinops.ingest.core import doctor, transport
 from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import (
     Batch,
@@ -40,6 +40,16 @@ from gpufinops.warehouse import reference_schema
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+
+
+def check(source: doctor.ConfiguredSource, base_dir: Path, timeout: float) -> doctor.Result:
+    """``gpufinops doctor``'s check: its file matches, or the advisor's JSON answers (here, beside its URL)."""
+    opts = doctor.options(source)
+    if opts.path:
+        return doctor.files(source, base_dir)
+    return doctor.http_get(opts.url or DEFAULT_URL, timeout, expect=None)
+
+
 ATTEMPTS = 4
 RETRY_STATUS = (429, 500, 502, 503, 504)
 
@@ -129,7 +139,7 @@ class AwsSpotAdvisor:
         extra=None,
         transport=Transport(client="http", endpoint="url", paged=False, unless="path"),
         freshness=Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.interfaces.doctor_sources:aws_spot_advisor",
+        doctor=check,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

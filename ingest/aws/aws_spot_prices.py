@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.aws import aws_common
+from gpufinops.ingest.aws import aws_common, doctor
 from gpufinops.ingest.core import paging, spec_facts
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import (
@@ -145,7 +145,7 @@ class AwsSpotPrices:
         description="EC2 `DescribeSpotPriceHistory` (Linux/UNIX) of every GPU type `DescribeInstanceTypes` "
         "reports with `GpuInfo`",
         freshness=Freshness(kind="prices", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_sources:aws_spot_prices",
+        doctor=doctor.aws_spot_prices,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import file_checks, validate
+from gpufinops.ingest.core import doctor, file_checks, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import (
     Batch,
@@ -221,7 +221,7 @@ class FocusFiles:
         extra=None,
         transport=None,
         freshness=Freshness(kind="cost", lag_hours=48.0),
-        doctor="gpufinops.interfaces.doctor_sources:focus_files",
+        doctor=doctor.path_files,
         init=("focus_path",),
     )
 

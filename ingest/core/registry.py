@@ -124,9 +124,10 @@ class IngestorMeta:
     # declared one through loopback servers that misbehave). None: it reads local files only, no network.
     transport: Transport | None
     freshness: Freshness  # the kind of data it holds and how late it normally is (warehouse/freshness.py)
-    # ``gpufinops doctor``'s reachability check, "module:function" (an interfaces module: ingest does not
-    # import interfaces), called with (SourceConfig, base_dir, timeout). None: the source reaches nothing.
-    doctor: str | None
+    # ``gpufinops doctor``'s reachability check, called with (SourceConfig, base_dir, timeout): a built-in's is
+    # defined in its room's ``doctor.py`` (ingest/core/doctor.py), a plug-in may name it "module:function".
+    # None: the source reaches nothing.
+    doctor: Callable[..., Any] | str | None  # ingest.core.doctor.Check (not imported: its helpers import this)
     # What ``gpufinops init`` offers: a question it asks and writes generically, the flags of
     # init's own section that writes this type (interfaces/init_render.py), or None: init does not offer it.
     init: InitQuestion | tuple[str, ...] | None

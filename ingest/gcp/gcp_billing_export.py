@@ -41,7 +41,7 @@ from gpufinops.ingest.core.registry import (
     Transport,
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
-from gpufinops.ingest.gcp import gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdown
+from gpufinops.ingest.gcp import doctor, gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdown
 from gpufinops.ingest.gcp.gcp_export_mapping import conform_select, focus_select
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class GcpBillingExport:
         extra=Extra(name="gcp", unless="path"),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless="path"),
         freshness=Freshness(kind="cost", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_sources:gcp_billing_export",
+        doctor=doctor.gcp_billing_export,
         init=("bigquery_table", "gcp_billing_path"),
     )
 

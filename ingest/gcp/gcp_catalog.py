@@ -43,7 +43,7 @@ from gpufinops.ingest.core.registry import (
     Transport,
 )
 from gpufinops.ingest.core.spec import choices_problem, option
-from gpufinops.ingest.gcp import gcp_common
+from gpufinops.ingest.gcp import doctor, gcp_common
 from gpufinops.ingest.gcp.gcp_catalog_parse import (
     COMPUTE_SERVICE,
     catalog_rows,
@@ -195,7 +195,7 @@ class GcpCatalog:
         provider="gcp",
         extra=Extra(name="gcp", unless=None),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
-        doctor="gpufinops.interfaces.doctor_sources:gcp_catalog",
+        doctor=doctor.gcp_catalog,
         init=("bigquery_table", "gcp_billing_path"),
     )
 

@@ -38,6 +38,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import SourceOptions, choices_problem, option
+from gpufinops.ingest.gcp import doctor
 from gpufinops.warehouse import reference_schema
 
 log = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ class GcpPriceHistory:
         extra=None,
         transport=None,
         freshness=Freshness(kind="prices", lag_hours=720.0),
-        doctor="gpufinops.interfaces.doctor_sources:gcp_price_history",
+        doctor=doctor.gcp_price_history,
         init=None,
     )
 

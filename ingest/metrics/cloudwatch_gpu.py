@@ -36,7 +36,7 @@ from gpufinops.ingest.core.registry import (
     IngestorMeta,
 )
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
-from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store
+from gpufinops.ingest.metrics import doctor, hourly_source, metrics_attribution, metrics_store
 from gpufinops.warehouse import domains
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY
@@ -234,7 +234,7 @@ class CloudWatchGpu:
         description="the CloudWatch agent's NVIDIA GPU metrics (`nvidia_smi_*` in `CWAgent`) through "
         "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
         freshness=Freshness(kind="metrics", lag_hours=2.0),
-        doctor="gpufinops.interfaces.doctor_sources:cloudwatch_gpu",
+        doctor=doctor.cloudwatch_gpu,
         init=None,
     )
 

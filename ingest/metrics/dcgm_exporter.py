@@ -54,7 +54,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store, workloads
+from gpufinops.ingest.metrics import doctor, hourly_source, metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.dcgm_exposition import ExpositionParser
 from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_bytes
 
@@ -111,7 +111,7 @@ class DcgmExporter:
         description="DCGM exporter `/metrics` (Prometheus text format): URLs, `file://` URLs or local "
         "paths/globs, scraped into a sample store and rolled up hourly",
         freshness=Freshness(kind="metrics", lag_hours=1.0),
-        doctor="gpufinops.interfaces.doctor_sources:dcgm_exporter",
+        doctor=doctor.dcgm_exporter,
         init=("dcgm_target",),
     )
 

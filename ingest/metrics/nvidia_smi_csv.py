@@ -48,7 +48,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, ResourceMapOptions, option
 from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
-from gpufinops.ingest.metrics import metrics_attribution, metrics_store
+from gpufinops.ingest.metrics import doctor, metrics_attribution, metrics_store
 from gpufinops.ingest.metrics import nvidia_smi_apps as apps
 from gpufinops.ingest.metrics.nvidia_smi_format import (
     NUMERIC,
@@ -188,7 +188,7 @@ class NvidiaSmiCsv:
         extra=None,
         transport=None,
         freshness=Freshness(kind="metrics", lag_hours=1.0),
-        doctor="gpufinops.interfaces.doctor_sources:nvidia_smi_csv",
+        doctor=doctor.nvidia_smi_csv,
         init=("nvidia_smi_path",),
     )
 

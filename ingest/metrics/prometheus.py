@@ -33,7 +33,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import ExporterOptions
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import hourly_source, metrics_attribution, metrics_store, workloads
+from gpufinops.ingest.metrics import doctor, hourly_source, metrics_attribution, metrics_store, workloads
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient, fetch_partials
 from gpufinops.ingest.metrics.scrape import display_url
 from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY, GPU_WORKLOADS_HOURLY
@@ -133,7 +133,7 @@ class Prometheus:
         extra=None,
         transport=Transport(client="http", endpoint="url", paged=False, unless=None),
         freshness=Freshness(kind="metrics", lag_hours=2.0),
-        doctor="gpufinops.interfaces.doctor_sources:prometheus",
+        doctor=doctor.prometheus,
         init=("prometheus_url",),
     )
 

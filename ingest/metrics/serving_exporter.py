@@ -38,7 +38,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import hourly_source, metrics_store
+from gpufinops.ingest.metrics import doctor, hourly_source, metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.scrape import display_url, expand_targets, fetch_text
 from gpufinops.ingest.metrics.serving_prometheus import SERVING_KEY, ServingOptions, series_name, serving_table
@@ -115,7 +115,7 @@ class ServingExporter:
         description="scrapes vLLM, TGI, Triton (TensorRT-LLM) and SGLang `/metrics`: hourly token and request "
         "increases with counter resets",
         freshness=Freshness(kind="other", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_serving:serving_exporter",
+        doctor=doctor.serving_exporter,
         init=None,
     )
 

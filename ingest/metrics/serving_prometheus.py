@@ -34,7 +34,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import OnInvalidOptions, TransportOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
-from gpufinops.ingest.metrics import hourly_source, metrics_store
+from gpufinops.ingest.metrics import doctor, hourly_source, metrics_store
 from gpufinops.ingest.metrics import serving_counters as sc
 from gpufinops.ingest.metrics.prometheus_api import PrometheusClient
 from gpufinops.ingest.metrics.scrape import display_url
@@ -149,7 +149,7 @@ class PrometheusServing:
         extra=None,
         transport=Transport(client="http", endpoint="url", paged=False, unless=None),
         freshness=Freshness(kind="other", lag_hours=24.0),
-        doctor="gpufinops.interfaces.doctor_serving:prometheus_serving",
+        doctor=doctor.prometheus_serving,
         init=None,
     )
 

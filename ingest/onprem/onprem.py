@@ -50,6 +50,7 @@ from gpufinops.ingest.core.registry import (
 )
 from gpufinops.ingest.core.spec import SourceOptions, option
 from gpufinops.ingest.metrics import metrics_attribution
+from gpufinops.ingest.onprem import doctor
 from gpufinops.ingest.onprem.onprem_cost import Cluster, OnpremConfigError, parse_cluster, specs_from_rows
 from gpufinops.ingest.onprem.onprem_lines import build_lines
 
@@ -212,7 +213,7 @@ class Onprem:
         extra=None,
         transport=None,
         freshness=Freshness(kind="cost", lag_hours=3.0),
-        doctor="gpufinops.interfaces.doctor_sources:onprem",
+        doctor=doctor.onprem,
         init=("onprem_group",),
     )
 

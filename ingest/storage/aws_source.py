@@ -27,7 +27,7 @@ from gpufinops.ingest.core.registry import (
     IngestError,
     IngestorMeta,
 )
-from gpufinops.ingest.storage import aws_inventory
+from gpufinops.ingest.storage import aws_inventory, doctor
 from gpufinops.ingest.storage.options import StorageOptions
 from gpufinops.warehouse.storage_schema import STORAGE_TABLES
 
@@ -134,7 +134,7 @@ class AwsStorage:
         options=StorageOptions,
         description="AWS storage inventory: EBS volumes and snapshots, objects under configured S3 prefixes, "
         "CloudWatch operations of provisioned-IOPS volumes and GETs of a prefix",
-        doctor="gpufinops.interfaces.doctor_sources:aws_storage",
+        doctor=doctor.aws_storage,
         init=("aws_storage_prefix",),
     )
 

@@ -14,7 +14,7 @@ from gpufinops.ingest.core import spec_facts
 from gpufinops.ingest.core.registry import Extra, FetchResult, IngestContext, IngestorMeta, Transport
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
-from gpufinops.ingest.storage import aws_source, gcp_inventory
+from gpufinops.ingest.storage import aws_source, doctor, gcp_inventory
 from gpufinops.ingest.storage.options import PrefixRules
 
 
@@ -37,7 +37,7 @@ class GcpStorage:
         provider="gcp",
         extra=Extra(name="gcp-storage", unless=None),
         transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
-        doctor="gpufinops.interfaces.doctor_sources:gcp_storage",
+        doctor=doctor.gcp_storage,
         init=None,
     )
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from gpufinops.jobs import files
 from gpufinops.jobs.export import clusters as clusters_mod
 from gpufinops.jobs.export import inventory as inventory_mod
-from gpufinops.jobs.export import karpenter, kueue, objects, plan, skypilot, yamlout
+from gpufinops.jobs.export import karpenter, kueue, plan, skypilot, yamlout
 from gpufinops.jobs.export import settings as export_settings
 from gpufinops.jobs.export.settings import ExportSettings
 from gpufinops.kernel import providers
 from gpufinops.models import plans
+from gpufinops.warehouse import recommendation_read
 
 FORMATS = ("json", "kueue", "karpenter", "skypilot", "storage")
 WINDOW_DAYS = 14
@@ -47,7 +48,7 @@ def load(con, *, team: str | None = None, settings: ExportSettings | None = None
     from gpufinops.warehouse import queries
 
     settings = settings or ExportSettings()
-    recs = objects.load(con)
+    recs = recommendation_read.load(con)
     tag_keys = settings.cluster_tag_keys
     if tag_keys == export_settings.DEFAULT_CLUSTER_TAG_KEYS:  # not configured: every registered provider's keys
         tag_keys = export_settings.default_cluster_tag_keys()
@@ -147,13 +148,13 @@ def render(
     if fmt == "json":
         if cluster is not None:
             raise ExportError("--cluster applies to the kueue, karpenter and skypilot formats")
-        return json.dumps(objects.load(con, team=team), indent=2) + "\n"
+        return json.dumps(recommendation_read.load(con, team=team), indent=2) + "\n"
     if fmt == "storage":
         if cluster is not None:
             raise ExportError("--cluster applies to the kueue, karpenter and skypilot formats")
         from gpufinops.jobs.export import storage
 
-        return storage.render(objects.load(con, team=team))
+        return storage.render(recommendation_read.load(con, team=team))
     fleet = load(con, team=team, settings=settings)
     shown = _clusters(fleet, cluster)
     if fmt == "skypilot":

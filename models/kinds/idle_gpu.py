@@ -6,7 +6,7 @@ Its spec (docs/architecture.md, *Add a model kind*): ``models.registry`` finds `
 
 from __future__ import annotations
 
-from gpufinops.models.kind_spec import GPU_HOURS, ModelSpec, Ref, Scored
+from gpufinops.models.kind_spec import IDLE_HOURS, ModelSpec, Ref, Scored
 
 _M = "gpufinops.models."
 
@@ -26,7 +26,7 @@ MODEL_KINDS = (
         export="release_or_schedule",
         truth=Scored("idle_cost"),
         predictor=None,
-        carbon=GPU_HOURS,
+        carbon=IDLE_HOURS,
         needs=("bill", "utilisation"),
     ),
 )

@@ -22,7 +22,6 @@ from gpufinops.warehouse.queries.findings import (
     decisions_log,
     onprem_comparison,
     recommendation_by_id,
-    recommendations,
     savings_by_status,
     undelivered_recommendations,
     withheld_counts,
@@ -79,6 +78,7 @@ from gpufinops.warehouse.queries.spend import (
     report_spend_daily,
     spend_daily,
 )
+from gpufinops.warehouse.recommendation_read import frame as recommendations  # the one read model's frame
 
 # The helpers' names before the split (``from gpufinops.warehouse.queries import _frame``), for code not yet moved to fragments.
 _frame, _filters = fragments.frame, fragments.filters

@@ -5,51 +5,13 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from gpufinops.warehouse import recommendation_read
 from gpufinops.warehouse.queries.fragments import filters, frame
 
-# The one read model of a recommendation: the stored row (its status is the store's, which a decision
-# sets and a model run keeps) joined with the latest decision recorded on it (``decision``,
-# ``decision_reason``, ``decided_by``, ``decided_at``; NULL when nobody decided). Every query below that
-# hands recommendations to a surface reads this view, never the bare table.
-RECOMMENDATION_VIEW = """(
-    SELECT r.*, d.decision, d.reason AS decision_reason, d.actor AS decided_by, d.decided_at
-    FROM recommendations r
-    LEFT JOIN (
-        SELECT recommendation_id, decision, reason, actor, decided_at,
-               row_number() OVER (PARTITION BY recommendation_id ORDER BY decided_at DESC, decision) AS newest
-        FROM decisions) d ON d.recommendation_id = r.id AND d.newest = 1
-)"""
-
-
-def recommendations(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    kind: str | None = None,
-    team: str | list[str] | None = None,
-    status: str | None = None,
-    ids: list[str] | None = None,
-) -> pl.DataFrame:
-    """Stored recommendations through :data:`RECOMMENDATION_VIEW` (status and latest decision), largest
-    savings first; ``ids`` keeps only those (e.g. the findings one model run produced)."""
-    clauses: list[str] = ["TRUE"]
-    params: list[object] = []
-    if kind:
-        clauses.append("kind = ?")
-        params.append(kind)
-    if status:
-        clauses.append("status = ?")
-        params.append(status)
-    if ids is not None:
-        clauses.append("id IN (SELECT unnest(?::VARCHAR[]))")
-        params.append(list(ids))
-    where_team, team_params = filters(team, None, None, team_col="team")
-    return frame(
-        con,
-        f"""
-        SELECT * FROM {RECOMMENDATION_VIEW} WHERE {" AND ".join(clauses)} AND {where_team}
-        ORDER BY monthly_savings_usd DESC, id""",
-        params + team_params,
-    )
+# Every query below that hands recommendations to a surface reads the one read model's view
+# (warehouse/recommendation_read.py: the stored row with its latest decision), never the bare table; the
+# plain list of stored recommendations is that module's ``frame`` (``queries.recommendations``).
+RECOMMENDATION_VIEW = recommendation_read.VIEW
 
 
 def withheld_findings(
