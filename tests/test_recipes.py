@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = ("ingest", "warehouse", "models", "dashboard", "jobs", "interfaces", "simulator")
+ROOMS = ("ingest", "kernel", "warehouse", "derived", "models", "dashboard", "jobs", "interfaces", "simulator")
 LEFT_OUT = ("tests/data/", "docs/screenshots/")  # large, and no recipe reads them
 
 
