@@ -216,6 +216,7 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
             f"plans (one per workload's GPUs), {cells.money(plans.total(on_pods))}/month",
             file=out,
         )
+    _print_azure(out, idle, planted)
     output.print_table(
         [{**row, "found": "found" if row["found"] else Text("MISSED", style="bold red")} for row in report],
         TRUTH_COLUMNS,
@@ -225,6 +226,34 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
     later = sorted({p["kind"] for p in planted} - {"idle_gpu"} - {r.kind for r in others})
     if later:
         print(f"  also planted, for the models still to come: {', '.join(later)}", file=out)
+
+
+def _print_azure(out, idle, planted) -> None:
+    """The Azure subscription's planted idle GPUs (simulator/demo_azure.py): what the idle model found on each,
+    its size, GPUs and model as the product read them (the bill names the size; the Azure inventory the GPUs)."""
+    from gpufinops.models import plans
+
+    azure = [p for p in planted if p["kind"] == "idle_gpu" and p["provider"] == "azure"]
+    if not azure:
+        return
+    found = {r.resource_id: r for r in idle if r.provider == "azure"}
+    hits = [found[p["resource_id"]] for p in azure if p["resource_id"] in found]
+    print(
+        f"  Azure: {len(hits)}/{len(azure)} planted idle GPUs found, {cells.money(plans.total(hits))}/month",
+        file=out,
+    )
+    for item in azure:
+        rec = found.get(item["resource_id"])
+        if rec is None:
+            print(f"    MISSED  {item['host']} ({item['instance_type']})", file=out)
+            continue
+        current = rec.current or {}
+        print(
+            f"    {item['host']}: {current.get('instance_type')}, {current.get('gpu_count')} × "
+            f"{current.get('gpu_model')}, idle {rec.evidence['idle_hours']:,} h costing "
+            f"{cells.money(rec.evidence.get('idle_cost_usd'))} on its own bill lines",
+            file=out,
+        )
 
 
 def idle_pods(fleet) -> set[tuple[str, str]]:
