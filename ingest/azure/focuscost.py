@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpufinops.ingest.core.files import sql_literal
+from gpufinops.ingest.core.focus_values import SUBCATEGORIES
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,29 @@ def vmss_instance_sql(layout: Layout, columns: list[str]) -> str | None:
     )
 
 
+def subcategory_sql() -> str:
+    """SQL: a 1.0 / 1.0r2 row's ServiceSubcategory (those versions have none): its ServiceName where that name is
+    one of FOCUS 1.2's subcategories of the row's ServiceCategory ("Virtual Machines" under Compute, as the 1.2
+    exports name it), else the spec's catch-all ``Other (<category>)``; so a ServiceName keeps one subcategory in
+    a warehouse holding runs of both versions (ServiceName-C-008-C)."""
+    pairs = " ".join(
+        f"WHEN {sql_literal(category)} THEN list_contains([{', '.join(sql_literal(n) for n in names)}], name)"
+        for category, names in SUBCATEGORIES.items()
+    )
+    category = 'CAST("ServiceCategory" AS VARCHAR)'
+    return (
+        f"(SELECT CASE WHEN (CASE {category} {pairs} ELSE false END) THEN name "
+        f"ELSE 'Other (' || {category} || ')' END FROM (SELECT CAST(\"ServiceName\" AS VARCHAR) AS name))"
+    )
+
+
 def relation(source_relation: str, layout: Layout, columns: list[str]) -> tuple[str, list[str]]:
     """(the file's rows with the FOCUS 1.2 names, the VM size as ``x_InstanceType`` and the ``x_`` columns as
     ``x_ProviderColumns``, the columns that relation has)."""
     present = set(columns)
     added = {new: f"{_q(old)} AS {_q(new)}" for new, old in RENAMED.items() if new not in present and old in present}
+    if "ServiceSubcategory" not in present and {"ServiceName", "ServiceCategory"} <= present:
+        added["ServiceSubcategory"] = f'{subcategory_sql()} AS "ServiceSubcategory"'
     extra = [
         *added.values(),
         f"{vm_size_sql(layout, columns)} AS x_InstanceType",
