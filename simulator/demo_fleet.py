@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpufinops.simulator import (
+    azure_export,
     cur2_export,
     demo_azure,
     demo_mig,
@@ -274,7 +275,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
-    export_dirs["azure"] = demo_azure.write_export(home / "exports" / "azure" / "cost", azure.rows)
+    export_dirs["azure"] = azure_export.write_export(home / "exports" / "azure" / "cost", azure.rows)
     served = [*machines, mig.machine, shared.machine, *azure.machines]
     demo_serving.write_serving_exports(home / "metrics" / "serving", served, clock.start, end, seed)
     _write_price_references(home, clock)

@@ -269,3 +269,22 @@ def test_the_real_validator_agrees_rule_by_rule(exports, case):
         and not (rid in STRICTER_HERE and (ours[rid].status, status) == ("fail", "pass"))
     }
     assert not differ, differ
+
+
+def test_azure_rows_pass_the_focus_13_requirements_too(exports, tmp_path):
+    """The Azure and AWS rows exported as FOCUS 1.3 (the validator has no 1.3 rules model: the requirements
+    model of tests/focus_rules_13.py judges the 1.3 file, and the 1.2 rules still hold on it)."""
+    from tests import focus_rules_13
+    from tests.test_focus_13 import _export
+
+    warehouse = exports["azure_cost_export and aws_cur"].parent / "wh" / "gpufinops.duckdb"
+    out = tmp_path / "focus13.parquet"
+    assert _export(warehouse, out) == 998
+    with duckdb.connect() as con:
+        con.execute(f"CREATE VIEW focus AS SELECT * FROM read_parquet('{out.as_posix()}')")
+        report = focus_rules_13.validate(con, "focus", model=focus_rules_13.Model13())
+        old = focus_rules.validate(con, "focus", model=MODEL, exceptions=EXCEPTIONS)
+    assert not report.failed() and report.count("pass") >= 20, report.summary()
+    assert not old.failed(), old.failed()
+    assert duckdb.sql(f"""SELECT count(*) FROM '{out.as_posix()}' WHERE "HostProviderName" = 'Microsoft'
+                          AND "x_ProviderColumns" IS NOT NULL""").fetchall() == [(960,)]
