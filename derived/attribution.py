@@ -23,7 +23,8 @@ Resolution, in order (docs/sources/utilisation.md, *Attribution*):
 
 * ``resource_id``: the ``resource_hint`` when it is a billed ResourceId; else the host when it is
   one; else the source's ``resource_map[host]``; else the node's provider id (``aws:///zone/i-…`` →
-  ``i-…``, ``gce://project/zone/name`` → the Compute Engine resource path) when billed.
+  ``i-…``, ``gce://project/zone/name`` → the Compute Engine resource path, ``azure:///subscriptions/…`` → the
+  ARM id lower-cased: an AKS node's scale-set instance) when billed.
 * ``team``: the source's ``namespace_teams[namespace]`` (the scheduler's label); else the host's
   on-prem team (``node_teams``, else its node group's ``team``: exactly what the on-prem cost lines
   use); else the billed resource's latest ``x_Team`` (ties broken by the larger name, so the answer
@@ -59,6 +60,9 @@ def provider_resource_sql(col: str) -> str:
         f"WHEN starts_with({col}, 'aws://') THEN nullif(regexp_extract(rtrim({col}, '/'), '[^/]*$'), '') "
         f"WHEN starts_with({col}, 'gce://') AND len({parts}) = 3 THEN "
         f"'//compute.googleapis.com/projects/' || {parts}[1] || '/zones/' || {parts}[2] || '/instances/' || {parts}[3] "
+        # Azure: the ARM id, lower-cased (ARM ids compare case-insensitively; azure_cost_export lower-cases the
+        # scale-set instance ids it builds)
+        f"WHEN starts_with({col}, 'azure://') THEN nullif(rtrim(lower(substr({col}, 9)), '/'), '') "
         f"ELSE {col} END"
     )
 

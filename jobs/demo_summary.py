@@ -218,6 +218,7 @@ def _print_truth(out, width, fleet, idle, others, report, planted) -> None:
             f"plans (one per workload's GPUs), {cells.money(plans.total(on_pods))}/month",
             file=out,
         )
+    _print_azure(out, idle, planted)
     output.print_table(
         [{**row, "found": "found" if row["found"] else Text("MISSED", style="bold red")} for row in report],
         TRUTH_COLUMNS,
@@ -241,6 +242,34 @@ def _moves_onprem(rec: Any) -> bool:
     from gpufinops.models import registry
 
     return registry.spec(rec.kind).export == "move_onprem" and rec.provider != "onprem"
+
+
+def _print_azure(out, idle, planted) -> None:
+    """The Azure subscription's planted idle GPUs (simulator/demo_azure.py): what the idle model found on each,
+    its size, GPUs and model as the product read them (the bill names the size; the Azure inventory the GPUs)."""
+    from gpufinops.models import plans
+
+    azure = [p for p in planted if p["kind"] in frees_idle_hours() and p["provider"] == "azure"]
+    if not azure:
+        return
+    found = {r.resource_id: r for r in idle if r.provider == "azure"}
+    hits = [found[p["resource_id"]] for p in azure if p["resource_id"] in found]
+    print(
+        f"  Azure: {len(hits)}/{len(azure)} planted idle GPUs found, {cells.money(plans.total(hits))}/month",
+        file=out,
+    )
+    for item in azure:
+        rec = found.get(item["resource_id"])
+        if rec is None:
+            print(f"    MISSED  {item['host']} ({item['instance_type']})", file=out)
+            continue
+        current = rec.current or {}
+        print(
+            f"    {item['host']}: {current.get('instance_type')}, {current.get('gpu_count')} × "
+            f"{current.get('gpu_model')}, idle {rec.evidence['idle_hours']:,} h costing "
+            f"{cells.money(rec.evidence.get('idle_cost_usd'))} on its own bill lines",
+            file=out,
+        )
 
 
 def idle_pods(fleet) -> set[tuple[str, str]]:

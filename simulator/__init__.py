@@ -10,7 +10,8 @@ and ``gpufinops evaluate`` (:mod:`jobs.evaluate`) run them; the warehouse sees o
   profiles; :mod:`~simulator.demo_smi`: their nvidia-smi logs).
 * :mod:`simulator.eval_fleet`: a second fleet with laws of its own (published throughput, moving
   prices, a restated month), that the models were never tuned on.
-* :mod:`simulator.cur2_export`, :mod:`simulator.gcp_export`: the bills in the providers' formats.
+* :mod:`simulator.cur2_export`, :mod:`simulator.gcp_export`, :mod:`simulator.azure_export`: the bills in the
+  providers' formats (the Azure subscription itself, an AKS pool and two VMs: :mod:`simulator.demo_azure`).
 
 Imports go one way: this package may use the ingest-side file formats (``ingest.aws.aws_cur2_format``,
 the ``onprem`` cost function) and the warehouse's schema and reference data; it never imports

@@ -12,6 +12,9 @@ fleet ending at :data:`DEMO_END` (fixed, so a seed gives the same numbers on any
     home/metrics/dcgm-shared/<host>.prom           the shared node's DCGM exporter history, with its pods
                                                    (simulator/demo_shared.py)
     home/metrics/serving/<pod>.prom                the inference servers' counters (simulator/demo_serving.py)
+    home/exports/azure/cost/gpufinops/…            the Azure subscription's Cost Management FocusCost export runs
+                                                   (manifest.json + CSV per month, simulator/demo_azure.py)
+    home/metrics/dcgm-azure/<host>.prom            its VMs' and AKS nodes' DCGM exporter histories
     home/ground_truth.json                         what was planted, with exact quantities
 
 Prices are hard-coded (the demo runs from a fresh clone without ``shared/``); each table names
@@ -40,7 +43,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gpufinops.simulator import cur2_export, demo_mig, demo_serving, demo_shared, demo_storage, gcp_export
+from gpufinops.simulator import (
+    azure_export,
+    cur2_export,
+    demo_azure,
+    demo_mig,
+    demo_serving,
+    demo_shared,
+    demo_storage,
+    gcp_export,
+)
 from gpufinops.simulator.cur2_export import aws_reserved_instance
 from gpufinops.simulator.demo_billing import (
     Machine,
@@ -82,6 +94,8 @@ class FleetSummary:
     onprem_hosts: frozenset[str] = frozenset()  # the private cluster's hosts (the rest are cloud machines)
     mig_hosts: frozenset[str] = frozenset()  # hosts whose GPUs run MIG: a DCGM history, no nvidia-smi log
     shared_hosts: frozenset[str] = frozenset()  # shared Kubernetes nodes: a DCGM history with pods, no nvidia-smi log
+    azure_hosts: frozenset[str] = frozenset()  # the Azure subscription's VMs and AKS nodes: a DCGM history each
+    aks_hosts: frozenset[str] = frozenset()  # of those, the AKS nodes (attributed by their providerID)
 
 
 def _toml_value(value: object) -> str:
@@ -255,11 +269,14 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
     rows["aws"] += shared.lines
     demo_shared.write_exposition(home / "metrics" / "dcgm-shared", shared)
     rows["aws"] += demo_storage.bill_rows(machines, end)  # the storage GPU work leaves (simulator/demo_storage.py)
+    azure = demo_azure.generate(clock, seed)  # the Azure subscription (simulator/demo_azure.py): its own stream
+    demo_azure.write_expositions(home / "metrics" / "dcgm-azure", azure, clock, seed)
     for provider_rows in rows.values():
         provider_rows.sort(key=lambda r: (r["ChargePeriodStart"], r["ResourceId"], r["ServiceCategory"]))
     onprem_rows = rows.pop("onprem")  # not exported: the `onprem` source costs the cluster from its config
     export_dirs = _write_exports(home, rows)
-    served = [*machines, mig.machine, shared.machine]
+    export_dirs["azure"] = azure_export.write_export(home / "exports" / "azure" / "cost", azure.rows)
+    served = [*machines, mig.machine, shared.machine, *azure.machines]
     demo_serving.write_serving_exports(home / "metrics" / "serving", served, clock.start, end, seed)
     _write_price_references(home, clock)
     commitments = commitment_truth(steady)  # opportunities on healthy machines, not planted waste
@@ -267,6 +284,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         p: sum((r["EffectiveCost"] for r in provider_rows), Decimal(0))
         for p, provider_rows in {**rows, "onprem": onprem_rows}.items()
     }
+    totals["azure"] = azure.total
     resource_map = {m.host: m.resource_id for m in served}
     truth = {
         "generator": "gpufinops.simulator.demo_fleet",
@@ -289,8 +307,9 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         "cost_by_provider_usd": {p: str(v) for p, v in totals.items()},
         "resource_map": resource_map,
         "machines": [machine_truth(m, m.spec.plant[0] if m.spec.plant else None) for m in machines]
-        + [demo_mig.truth(mig.machine), demo_shared.truth(shared)],
-        "planted": planted,
+        + [demo_mig.truth(mig.machine), demo_shared.truth(shared)]
+        + demo_azure.truth(azure),
+        "planted": planted + azure.planted,
         "commitments": commitments,
     }
     truth_path = home / "ground_truth.json"
@@ -303,11 +322,13 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         resource_map=resource_map,
         machines=len(served),
         gpus=sum(m.gpu_count for m in served),
-        line_items=sum(len(r) for r in rows.values()),
+        line_items=sum(len(r) for r in rows.values()) + len(azure.rows),
         metric_rows=metric_rows,
         cost_by_provider=totals,
-        planted=planted,
+        planted=planted + azure.planted,
         onprem_hosts=frozenset(m.host for m in machines if m.spec.provider == "onprem"),
         mig_hosts=frozenset([mig.machine.host]),
         shared_hosts=frozenset([shared.machine.host]),
+        azure_hosts=frozenset(n.host for n in azure.nodes),
+        aks_hosts=frozenset(n.host for n in azure.nodes if n.provider_id),
     )

@@ -94,6 +94,7 @@ def vm_day(
         "ResourceType": "Virtual machine",
         "ServiceCategory": "Compute",
         "ServiceName": "Virtual Machines",
+        "ServiceSubcategory": "Virtual Machines",  # 1.2-preview and 1.2 only (the schema has it from 1.2-preview)
         "SkuId": "DZH318Z0BQPS",
         "SkuPriceId": f"DZH318Z0BQPS/{'0015' if spot else '000G'}",
         "SubAccountId": f"/subscriptions/{SUBSCRIPTION}",
@@ -209,3 +210,30 @@ def conformance_input(tmp: Path) -> tuple[dict, datetime]:
     """tests/test_conformance.py's input: one 1.0r2 run of October 2026 in a copied container."""
     write_run(tmp, "2026-10", fleet_rows("1.0r2"))
     return {"path": str(tmp)}, datetime(2026, 10, 1, tzinfo=UTC)
+
+
+AKS_VMSS = (
+    f"/subscriptions/{SUBSCRIPTION}/resourcegroups/mc_ml-rg_gpu-aks_eastus/providers/microsoft.compute/"
+    "virtualmachinescalesets/aks-gpupool-12345678-vmss"
+)
+AKS_HOURLY = Decimal("7.346")  # Standard_NC48ads_A100_v4, eastus pay-as-you-go (the Karpenter price table)
+
+
+def aks_rows(version: str, month: str = "2026-10", days: int = 8, instances: int = 2) -> list[dict[str, str]]:
+    """An AKS node pool's scale-set instances, ``days`` days each: billed to the scale set (ResourceId), the
+    instance in x_SkuDetails' VMName (``aks-gpupool-12345678-vmss_0``) and AKS's tags on the scale set, as Cost
+    Management bills Virtual Machine Scale Set instances (Microsoft's real EA rows, tests/data/azure/
+    finops-toolkit-focuscost/SOURCE.txt: VMName ``aks-agentpool-42850074-vmss_1``)."""
+    rows = []
+    for instance in range(instances):
+        for day in month_days(month, days):
+            row = vm_day(version, day, AKS_VMSS, "Standard_NC48ads_A100_v4", AKS_HOURLY, team="recsys")
+            if "x_SkuDetails" in row:
+                details = json.loads(row["x_SkuDetails"])
+                details.update(VMName=f"aks-gpupool-12345678-vmss_{instance}", VCPUs=48)
+                details["VMProperties"] = "Microsoft.AKS.Compute.AKS.Linux.Billing"
+                row["x_SkuDetails"] = json.dumps(details)
+            tags = {"team": "recsys", "aks-managed-cluster-name": "gpu-aks", "aks-managed-poolName": "gpupool"}
+            row["Tags"] = json.dumps(tags)
+            rows.append(row)
+    return rows

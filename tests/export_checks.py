@@ -51,8 +51,11 @@ SKY_FAMILIES = {"g5g": "T4g", "a3-megagpu": "H100-MEGA", "g4-standard": "RTXPRO6
 PROVIDER_LABEL_PREFIXES = {
     "aws": ("karpenter.sh/", "karpenter.k8s.aws/"),
     "gcp": ("cloud.google.com/",),
-    "onprem": ("nvidia.com/gpu.",),
+    "azure": ("kubernetes.azure.com/",),
 }
+# GPU Feature Discovery's labels (nvidia.com/gpu.product): what selects the GPU where the platform labels none
+GFD_PREFIX, GFD_PROVIDERS = "nvidia.com/gpu.", {"azure", "onprem"}
+BILL_PROVIDERS = {"AWS": "aws", "Google Cloud": "gcp", "Microsoft": "azure"}  # the bills' ProviderName
 
 
 def slug(text: str) -> str:
@@ -123,7 +126,7 @@ def cloud_capacity(con, objects: list[dict], tag_keys: list[str]) -> dict[tuple[
     state: dict[str, list] = {}
     places: dict[str, set[str]] = defaultdict(set)
     for rid, provider, region, account, model, gpus, tags in rows:
-        code = "aws" if provider == "AWS" else "gcp" if provider == "Google Cloud" else provider.lower()
+        code = BILL_PROVIDERS.get(provider, provider.lower())
         tag_map = json.loads(tags) if tags else {}
         named = next((tag_map[k] for k in tag_keys if tag_map.get(k)), None)
         where = f"{code}/{region}/{account}"
@@ -261,8 +264,10 @@ def _kueue_flavors(docs: list[dict], problems: list[str]) -> dict[tuple[str | No
     for doc in (d for d in docs if d.get("kind") == "ResourceFlavor"):
         label, name, provider = _cluster(doc)
         flavors[(label, doc["metadata"]["name"])] = doc
-        found = _flavor_provider(doc["spec"].get("nodeLabels") or {})
-        if found != {provider}:
+        labels = doc["spec"].get("nodeLabels") or {}
+        found = _flavor_provider(labels)
+        gfd = provider in GFD_PROVIDERS and any(key.startswith(GFD_PREFIX) for key in labels)
+        if found - {provider} or not (found or gfd):
             problems.append(
                 f"ResourceFlavor {doc['metadata']['name']} on {name}: node labels of {sorted(found)} "
                 f"in a {provider} cluster"

@@ -18,6 +18,7 @@ from gpufinops.jobs.export import focus
 from gpufinops.warehouse import db
 from tests import aws_conformance, gcp_loopback, onprem_data
 from tests import aws_cur_data as cur
+from tests import azure_focuscost_data as azure
 from tests.conftest import FOCUS_SAMPLE
 
 REGISTRY = default_registry()
@@ -72,12 +73,26 @@ def onprem(tmp: Path, db_path: Path) -> int:
     return _run(db_path, "dc", "onprem", onprem_data.cluster_options())
 
 
+def azure_and_aws(tmp: Path, db_path: Path) -> int:
+    """Azure Cost Management FocusCost runs (September as 1.2 Parquet, October as 1.0r2 CSV: an ND96isr_H100_v5,
+    a Spot NC24ads_A100_v4 and an AKS pool's scale-set instances; tests/azure_focuscost_data.py) beside the CUR
+    2.0 deliveries, in one warehouse: Microsoft's x_ columns ride along in x_ProviderColumns."""
+    container = tmp / "azure"
+    azure.write_run(container, "2026-09", azure.fleet_rows("1.2", "2026-09", 4), version="1.2", fmt="parquet")
+    october = azure.fleet_rows("1.0r2") + azure.aks_rows("1.0r2")
+    azure.write_run(container, "2026-10", october, version="1.0r2", run_id="7f2e5c1a-3b4d-4e6f-8a9b-0c1d2e3f4a5c")
+    rows = _run(db_path, "azure", "azure_cost_export", {"path": str(container)})
+    (tmp / "aws").mkdir()
+    return rows + cur2(tmp / "aws", db_path)
+
+
 FIXTURES: dict[str, Callable[[Path, Path], int]] = {
     "focus_files": focus_sample,
     "aws_cur CUR 2.0": cur2,
     "aws_cur legacy CUR": legacy_cur,
     "gcp_billing_export": gcp_export,
     "onprem": onprem,
+    "azure_cost_export and aws_cur": azure_and_aws,
 }
 
 

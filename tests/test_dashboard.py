@@ -131,7 +131,7 @@ def test_health_and_overview_call_the_demo_data_stale(monkeypatch, demo_warehous
     with db.reader(demo_warehouse) as con:
         fresh = freshness.source_freshness(con)
     stale = set(fresh.filter(fresh["stale"])["source"].to_list())
-    assert stale == {"aws_cur", "gcp_billing", "gpu_metrics", "onprem"}
+    assert stale == {"aws_cur", "azure_cost", "gcp_billing", "gpu_metrics", "onprem"}
     at = open_page(make_app(monkeypatch, demo_warehouse), "health")
     assert all(f"**{s}**" in at.error[0].value for s in stale)
     table = at.dataframe[0].value

@@ -29,7 +29,7 @@ def test_demo_finds_every_planted_idle_gpu_at_its_true_cost(demo_home):
     home, printed = demo_home
     db_path = home / "data" / "gpufinops.duckdb"
     truth = [p for p in json.loads((home / "ground_truth.json").read_text())["planted"] if p["kind"] == "idle_gpu"]
-    assert len(truth) == 4
+    assert len(truth) == 6  # 2 on AWS, 2 on GCP, 2 on Azure (simulator/demo_azure.py)
     recs = {
         r[0]: r
         for r in query(db_path, "SELECT resource_id, evidence FROM recommendations WHERE kind = 'idle_gpu'")
@@ -40,7 +40,7 @@ def test_demo_finds_every_planted_idle_gpu_at_its_true_cost(demo_home):
         evidence = json.loads(recs[item["resource_id"]][1])
         assert evidence["pattern"] == item["variant"]
         assert Decimal(str(evidence["idle_cost_usd"])) == Decimal(item["idle_cost_usd"]).quantize(Decimal("0.01"))
-    assert "4/4 planted idle GPUs found" in printed
+    assert "6/6 planted idle GPUs found" in printed
 
 
 def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
@@ -50,6 +50,7 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
     assert statuses == [
         ("aws_cur", "succeeded"),
         ("aws_spot_advisor", "succeeded"),
+        ("azure_cost", "succeeded"),
         ("demo_storage", "succeeded"),  # the simulated storage listing, loaded as an aws_storage source
         ("gcp_billing", "succeeded"),
         ("gcp_prices", "succeeded"),
@@ -59,7 +60,7 @@ def test_demo_ingests_every_source_and_totals_match_the_simulation(demo_home):
     ]
     truth = json.loads((home / "ground_truth.json").read_text())["cost_by_provider_usd"]
     got = dict(query(db_path, 'SELECT "ProviderName", sum("EffectiveCost") FROM cost_line_items GROUP BY 1'))
-    names = {"aws": "AWS", "gcp": "Google Cloud", "onprem": "onprem"}
+    names = {"aws": "AWS", "gcp": "Google Cloud", "onprem": "onprem", "azure": "Microsoft"}
     assert {names[k]: Decimal(v) for k, v in truth.items()} == got
     unattributed = query(db_path, "SELECT count(*) FROM gpu_metrics_hourly WHERE resource_id IS NULL")[0][0]
     assert unattributed == 0
@@ -170,3 +171,38 @@ def test_demo_shared_node_is_two_primary_plans_one_per_team(demo_home):
     assert both == sum(Decimal(str(r["monthly_savings_usd"])) for r in recs)
     assert "2/2 pods holding an idle GPU found, 2 of them primary plans" in printed
     assert f"{both:,.2f}/month" in printed.split("shared node:")[1].splitlines()[0]
+
+
+def test_demo_azure_idle_gpus_are_found_from_their_own_bill_and_the_inventory(demo_home):
+    """The idle ND96isr_H100_v5: 8 x H100 from the Azure inventory (the bill names only its size), dollars from its
+    own FocusCost lines; the AKS pool's idle node attributed by its providerID (the config maps no AKS host), its
+    bill lines the scale-set instance's; both in the demo's summary."""
+    home, printed = demo_home
+    db_path = home / "data" / "gpufinops.duckdb"
+    truth = json.loads((home / "ground_truth.json").read_text())
+    machines = {m["host"]: m for m in truth["machines"]}
+    aks = [h for h, m in machines.items() if m["provider"] == "azure" and m["provider_id"]]
+    config = (home / "gpufinops.toml").read_text()
+    assert aks and not any(h in config for h in aks) and "nlp-nd-h100-01" in config
+    for item in (p for p in truth["planted"] if p["provider"] == "azure"):
+        rid = machines[item["host"]]["resource_id"]
+        (current, evidence), *others = query(
+            db_path, "SELECT current, evidence FROM recommendations WHERE kind = 'idle_gpu' AND resource_id = ?", [rid]
+        )
+        current, evidence = json.loads(current), json.loads(evidence)
+        assert not others and evidence["pattern"] == "always_idle"
+        billed = query(
+            db_path,
+            'SELECT any_value("x_GpuCount"), any_value("x_GpuModel"), sum("EffectiveCost") FROM cost_line_items '
+            'WHERE "ResourceId" = ? AND "ServiceCategory" = \'Compute\'',
+            [rid],
+        )[0]
+        assert (current["gpu_count"], current["gpu_model"]) == billed[:2] == (item["gpu_count"], item["gpu_model"])
+        assert Decimal(str(evidence["idle_cost_usd"])) == billed[2].quantize(Decimal("0.01"))
+        line = f"    {item['host']}: {item['instance_type']}, {item['gpu_count']} × {item['gpu_model']}, idle"
+        assert line in printed
+        hosts = query(db_path, "SELECT DISTINCT host FROM gpu_metrics_hourly WHERE resource_id = ?", [rid])
+        assert hosts == [(item["host"],)]
+    nd = next(p for p in truth["planted"] if p["host"] == "nlp-nd-h100-01")
+    assert (nd["gpu_count"], nd["gpu_model"]) == (8, "H100-SXM")
+    assert "  Azure: 2/2 planted idle GPUs found" in printed

@@ -20,6 +20,7 @@ import pytest
 
 from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
 from gpufinops.ingest.gcp.gcp_machines import GPU_MACHINE_TYPES
+from gpufinops.simulator import demo_azure
 from gpufinops.simulator.demo_fleet import DEMO_END, generate
 from gpufinops.simulator.gcp_export import EXPORT_TABLE
 
@@ -203,15 +204,17 @@ def test_layout_counts_and_totals(home, summary, costs):
     ]
     assert not (home / "exports/onprem").exists()  # the `onprem` source costs the cluster from its config
     assert summary.export_dirs["aws"] == home / "exports/aws/cur"
-    assert 25 <= summary.machines <= 35 and 80 <= summary.gpus <= 120
+    assert 25 <= summary.machines <= 40 and 80 <= summary.gpus <= 140  # 5 Azure VMs and 15 GPUs of those
     logs = sorted(summary.metrics_dir.glob("*.csv"))
-    dcgm_only = summary.mig_hosts | summary.shared_hosts  # a DCGM history each, no nvidia-smi log
-    assert len(logs) == summary.machines - len(dcgm_only) == len(summary.resource_map) - 2
+    # a DCGM history each, no nvidia-smi log (the Azure subscription's: tests/test_demo_azure.py)
+    dcgm_only = summary.mig_hosts | summary.shared_hosts | summary.azure_hosts
+    assert len(logs) == summary.machines - len(dcgm_only) == len(summary.resource_map) - len(dcgm_only)
     assert {p.stem for p in logs} == set(summary.resource_map) - dcgm_only
     assert [p.stem for p in (home / "metrics/dcgm-mig").glob("*.prom")] == sorted(summary.mig_hosts)
     assert [p.stem for p in (home / "metrics/dcgm-shared").glob("*.prom")] == sorted(summary.shared_hosts)
     assert summary.metric_rows == sum(len(p.read_text().splitlines()) - 1 for p in logs)
-    assert summary.line_items == costs.execute("SELECT count(*) FROM costs").fetchone()[0]
+    azure_rows = sum(json.loads(p.read_text())["dataRowCount"] for p in (home / "exports/azure").rglob("manifest.json"))
+    assert summary.line_items == costs.execute("SELECT count(*) FROM costs").fetchone()[0] + azure_rows
     totals = dict(costs.execute("SELECT ProviderName, sum(effective) FROM costs GROUP BY 1").fetchall())
     assert totals == {"AWS": summary.cost_by_provider["aws"], "Google Cloud": summary.cost_by_provider["gcp"]}
     for host, rid in summary.resource_map.items():
@@ -219,6 +222,8 @@ def test_layout_counts_and_totals(home, summary, costs):
             assert re.fullmatch(r"i-0[0-9a-f]{16}", rid)
         elif host.startswith("gpu-node-"):
             assert rid == host
+        elif host in summary.azure_hosts:
+            assert rid.startswith(f"/subscriptions/{demo_azure.SUBSCRIPTION}/resourcegroups/")
         else:
             assert rid == re.sub(r"[^/]+$", host, rid) and rid.startswith("//compute.googleapis.com/projects/")
     assert costs.execute("SELECT count(product_gpu) FROM costs").fetchone()[0] == 0  # no GPU attribute billed
@@ -229,17 +234,19 @@ def test_layout_counts_and_totals(home, summary, costs):
 
 
 def test_every_planted_item_is_billed_and_logged(summary, truth, costs):
-    planted = truth["planted"]
-    assert planted == summary.planted
-    kinds = sorted((p["kind"], p["variant"], p["provider"]) for p in planted)
+    assert truth["planted"] == summary.planted
+    planted = [p for p in truth["planted"] if p["provider"] != "azure"]  # tests/test_demo_azure.py
+    kinds = sorted((p["kind"], p["variant"], p["provider"]) for p in truth["planted"])
     assert [k for k in kinds if k[0] == "idle_gpu"] == [
         ("idle_gpu", "always_idle", "aws"),
+        ("idle_gpu", "always_idle", "azure"),
+        ("idle_gpu", "always_idle", "azure"),
         ("idle_gpu", "always_idle", "gcp"),
         ("idle_gpu", "idle_off_hours", "aws"),
         ("idle_gpu", "idle_off_hours", "gcp"),
     ]
     assert {k[0] for k in kinds} == {"idle_gpu", "gpu_count", "gpu_type", "quantization", "spot_mix"}
-    assert len(planted) < summary.machines / 3, "most of the fleet must be free of waste"
+    assert len(truth["planted"]) < summary.machines / 3, "most of the fleet must be free of waste"
     for item in planted:
         assert item["hosts"] == [item["host"]] and summary.resource_map[item["host"]] == item["resource_id"]
         assert (summary.metrics_dir / f"{item['host']}.csv").exists()
@@ -249,7 +256,7 @@ def test_every_planted_item_is_billed_and_logged(summary, truth, costs):
 
 
 def test_idle_cost_equals_a_recomputation_from_the_files(summary, truth, costs):
-    for item in (p for p in truth["planted"] if p["kind"] == "idle_gpu"):
+    for item in (p for p in truth["planted"] if p["kind"] == "idle_gpu" and p["provider"] != "azure"):
         logged, idle = idle_hours_from_log(summary.metrics_dir / f"{item['host']}.csv")
         billed = compute_lines(costs, item["resource_id"])
         assert logged == set(billed), "metrics exist exactly for the billed hours"
@@ -265,7 +272,7 @@ def test_idle_cost_equals_a_recomputation_from_the_files(summary, truth, costs):
 
 def test_machines_without_planted_waste_are_never_idle(summary, truth):
     planted_hosts = {p["host"] for p in truth["planted"] if p["kind"] == "idle_gpu"}
-    for host in set(summary.resource_map) - summary.mig_hosts - summary.shared_hosts:
+    for host in set(summary.resource_map) - summary.mig_hosts - summary.shared_hosts - summary.azure_hosts:
         if host not in planted_hosts:
             _, idle = idle_hours_from_log(summary.metrics_dir / f"{host}.csv")
             assert not idle, f"{host} has idle hours but nothing was planted there"
@@ -291,7 +298,7 @@ def test_planted_patterns_show_in_the_data(summary, truth, costs):
 def test_one_row_per_gpu_per_quarter_hour_while_running(summary, truth, costs):
     machines = {m["host"]: m for m in truth["machines"]}
     for host, rid in summary.resource_map.items():
-        if host in summary.mig_hosts | summary.shared_hosts:
+        if host in summary.mig_hosts | summary.shared_hosts | summary.azure_hosts:
             continue
         rows = read_smi(summary.metrics_dir / f"{host}.csv")
         per_stamp: dict[datetime, list[int]] = defaultdict(list)

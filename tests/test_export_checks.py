@@ -130,6 +130,10 @@ def test_kueue_across_clusters_or_beyond_capacity_fails(exported):
     flavor = _one(docs, "ResourceFlavor", "aws-l4-spot", AWS_EAST)
     flavor["spec"]["nodeLabels"]["cloud.google.com/gke-spot"] = "true"
     assert any("node labels of ['aws', 'gcp'] in a aws cluster" in p for p in _kueue(exported, docs))
+    flavor["spec"]["nodeLabels"] = {"kubernetes.azure.com/scalesetpriority": "spot", "nvidia.com/gpu.product": "L4"}
+    assert any("node labels of ['azure'] in a aws cluster" in p for p in _kueue(exported, docs))
+    flavor["spec"]["nodeLabels"] = {"nvidia.com/gpu.product": "NVIDIA-L4"}  # GFD's label: AKS and on-prem only
+    assert any("node labels of [] in a aws cluster" in p for p in _kueue(exported, docs))
 
     docs = copy.deepcopy(exported["kueue"])
     search = _one(docs, "ClusterQueue", "gpufinops-search", "dc1")

@@ -20,6 +20,7 @@ import pytest
 
 from gpufinops.interfaces.cli import main as cli
 from gpufinops.warehouse import schema
+from tests import azure_focuscost_data as azure_data
 from tests import focus_fixtures, focus_rules
 from tests.conftest import query
 from tests.demo_cache import demo_copy
@@ -99,6 +100,13 @@ def test_exceptions_are_confined_to_the_rows_they_name(exports):
         "aws_cur legacy CUR": {"BilledCost-C-005-C", "InvoiceId-C-004-C", "InvoiceId-C-005-C"},
         "gcp_billing_export": {"InvoiceId-C-004-C"},
         "onprem": {"InvoiceId-C-004-C"},
+        # the CUR 2.0 rules, and Microsoft's rows carry no InvoiceId before the invoice (x_InvoiceId empty)
+        "azure_cost_export and aws_cur": {
+            "BilledCost-C-005-C",
+            "EffectiveCost-C-005-C",
+            "InvoiceId-C-004-C",
+            "InvoiceId-C-005-C",
+        },
         "focus_files": {
             "BilledCost-C-005-C",
             "ContractedCost-C-003-M",
@@ -127,7 +135,32 @@ def test_invoice_id_is_all_or_nothing_per_invoice_scope(exports):
         duckdb.sql(f"""SELECT "ProviderName", count(*) FILTER (WHERE "InvoiceId" IS NOT NULL) / count(*)
                              FROM '{exports["demo (parquet)"].as_posix()}' GROUP BY 1""").fetchall()
     )
-    assert ids == {"AWS": 1, "Google Cloud": 1, "onprem": 1}  # bill_invoice_id, invoice.month, the statement
+    # bill_invoice_id, invoice.month, the statement; the Azure run of 1 November precedes October's invoice
+    assert ids == {"AWS": 1, "Google Cloud": 1, "onprem": 1, "Microsoft": 0}
+
+
+def test_azure_rows_keep_microsofts_columns_as_extensions(exports):
+    """Azure's FocusCost rows exported beside AWS's: FOCUS 1.2 columns by the spec, Microsoft's x_ columns kept
+    (x_ProviderColumns, one JSON object per row, as the export delivered them), each VM's size and the inventory's
+    GPUs in gpufinops' own extensions, a scale-set instance under its own ResourceId."""
+    path = exports["azure_cost_export and aws_cur"].as_posix()
+    rows = duckdb.sql(f"""SELECT "ProviderName", count(*), count("x_ProviderColumns"),
+        count(*) FILTER (WHERE json_extract_string("x_ProviderColumns", '$.x_SkuMeterCategory') = 'Virtual Machines'),
+        count(DISTINCT "ServiceSubcategory") FROM '{path}' GROUP BY 1 ORDER BY 1""").fetchall()
+    assert [r[0] for r in rows] == ["AWS", "Microsoft"]
+    aws, microsoft = rows
+    assert aws[2] == 0 and microsoft[1] == microsoft[2] == microsoft[3] > 0 and microsoft[4] == 1
+    gpus = dict(
+        duckdb.sql(f"""SELECT "x_InstanceType", any_value("x_GpuCount") FROM '{path}'
+                       WHERE "ProviderName" = 'Microsoft' GROUP BY 1""").fetchall()
+    )
+    assert gpus == {"Standard_ND96isr_H100_v5": 8, "Standard_NC24ads_A100_v4": 1, "Standard_NC48ads_A100_v4": 2}
+    instances = duckdb.sql(f"""SELECT DISTINCT "ResourceId" FROM '{path}'
+                               WHERE "ResourceId" LIKE '%/virtualmachinescalesets/%'""").fetchall()
+    assert sorted(r for (r,) in instances) == [f"{azure_data.AKS_VMSS}/virtualmachines/{i}" for i in (0, 1)]
+    names = [c for (c,) in duckdb.sql(f"SELECT column_name FROM (DESCRIBE SELECT * FROM '{path}')").fetchall()]
+    assert names[: len(schema.FOCUS_12_COLUMNS)] == [n for n, _, _ in schema.FOCUS_12_COLUMNS]
+    assert all(n.startswith("x_") for n in names[len(schema.FOCUS_12_COLUMNS) :])
 
 
 def test_the_rules_catch_what_the_issue_found(exports, tmp_path):
@@ -204,7 +237,9 @@ REAL_VALIDATOR = Path(
     not REAL_VALIDATOR.exists(),
     reason=f"no {REAL_VALIDATOR} (make .venv-focus builds it where a Python >= 3.12 interpreter exists)",
 )
-@pytest.mark.parametrize("case", ["demo (parquet)", "aws_cur legacy CUR", "focus_files"])
+@pytest.mark.parametrize(
+    "case", ["demo (parquet)", "aws_cur legacy CUR", "focus_files", "azure_cost_export and aws_cur"]
+)
 def test_the_real_validator_agrees_rule_by_rule(exports, case):
     """Every rule the FinOps Foundation's validator evaluates gets the same verdict here (exceptions
     not applied). This runner is stricter in two ways: it evaluates a few rules the validator skips
@@ -234,3 +269,22 @@ def test_the_real_validator_agrees_rule_by_rule(exports, case):
         and not (rid in STRICTER_HERE and (ours[rid].status, status) == ("fail", "pass"))
     }
     assert not differ, differ
+
+
+def test_azure_rows_pass_the_focus_13_requirements_too(exports, tmp_path):
+    """The Azure and AWS rows exported as FOCUS 1.3 (the validator has no 1.3 rules model: the requirements
+    model of tests/focus_rules_13.py judges the 1.3 file, and the 1.2 rules still hold on it)."""
+    from tests import focus_rules_13
+    from tests.test_focus_13 import _export
+
+    warehouse = exports["azure_cost_export and aws_cur"].parent / "wh" / "gpufinops.duckdb"
+    out = tmp_path / "focus13.parquet"
+    assert _export(warehouse, out) == 998
+    with duckdb.connect() as con:
+        con.execute(f"CREATE VIEW focus AS SELECT * FROM read_parquet('{out.as_posix()}')")
+        report = focus_rules_13.validate(con, "focus", model=focus_rules_13.Model13())
+        old = focus_rules.validate(con, "focus", model=MODEL, exceptions=EXCEPTIONS)
+    assert not report.failed() and report.count("pass") >= 20, report.summary()
+    assert not old.failed(), old.failed()
+    assert duckdb.sql(f"""SELECT count(*) FROM '{out.as_posix()}' WHERE "HostProviderName" = 'Microsoft'
+                          AND "x_ProviderColumns" IS NOT NULL""").fetchall() == [(960,)]

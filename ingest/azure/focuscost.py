@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpufinops.ingest.core.files import sql_literal
+from gpufinops.ingest.core.focus_values import SUBCATEGORIES
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,47 @@ def provider_columns_sql(columns: list[str]) -> str:
     return f"CAST(json_object({pairs}) AS VARCHAR)"
 
 
+def vmss_instance_sql(layout: Layout, columns: list[str]) -> str | None:
+    """SQL: a scale-set instance's ResourceId, ``<scale set>/virtualmachines/<instance id>`` (lower-cased, as a
+    Kubernetes providerID is compared), for a row billed to a Virtual Machine Scale Set whose SKU details name the
+    instance (``VMName`` ``<scale set name>_<instance id>``: AKS node pools); the row's own ResourceId otherwise.
+    None when the layout has no SKU details (1.2): its rows keep the scale set's id."""
+    if not layout.details or layout.details not in columns or "ResourceId" not in columns:
+        return None
+    details = f"CAST({_q(layout.details)} AS VARCHAR)"
+    vm = f"CASE WHEN json_valid({details}) THEN json_extract_string({details}, '$.VMName') END"
+    rid = "rtrim(lower(CAST(\"ResourceId\" AS VARCHAR)), '/')"
+    scale_set = f"regexp_extract({rid}, '/providers/microsoft\\.compute/virtualmachinescalesets/([^/]+)$', 1)"
+    instance = f"regexp_extract(lower({vm}), '^(.+)_([0-9]+)$', ['set', 'id'])"
+    return (
+        f"CASE WHEN {scale_set} <> '' AND {instance}.set = {scale_set} "
+        f"THEN {rid} || '/virtualmachines/' || {instance}.id ELSE \"ResourceId\" END"
+    )
+
+
+def subcategory_sql() -> str:
+    """SQL: a 1.0 / 1.0r2 row's ServiceSubcategory (those versions have none): its ServiceName where that name is
+    one of FOCUS 1.2's subcategories of the row's ServiceCategory ("Virtual Machines" under Compute, as the 1.2
+    exports name it), else the spec's catch-all ``Other (<category>)``; so a ServiceName keeps one subcategory in
+    a warehouse holding runs of both versions (ServiceName-C-008-C)."""
+    pairs = " ".join(
+        f"WHEN {sql_literal(category)} THEN list_contains([{', '.join(sql_literal(n) for n in names)}], name)"
+        for category, names in SUBCATEGORIES.items()
+    )
+    category = 'CAST("ServiceCategory" AS VARCHAR)'
+    return (
+        f"(SELECT CASE WHEN (CASE {category} {pairs} ELSE false END) THEN name "
+        f"ELSE 'Other (' || {category} || ')' END FROM (SELECT CAST(\"ServiceName\" AS VARCHAR) AS name))"
+    )
+
+
 def relation(source_relation: str, layout: Layout, columns: list[str]) -> tuple[str, list[str]]:
     """(the file's rows with the FOCUS 1.2 names, the VM size as ``x_InstanceType`` and the ``x_`` columns as
     ``x_ProviderColumns``, the columns that relation has)."""
     present = set(columns)
     added = {new: f"{_q(old)} AS {_q(new)}" for new, old in RENAMED.items() if new not in present and old in present}
+    if "ServiceSubcategory" not in present and {"ServiceName", "ServiceCategory"} <= present:
+        added["ServiceSubcategory"] = f'{subcategory_sql()} AS "ServiceSubcategory"'
     extra = [
         *added.values(),
         f"{vm_size_sql(layout, columns)} AS x_InstanceType",
@@ -75,6 +112,8 @@ def relation(source_relation: str, layout: Layout, columns: list[str]) -> tuple[
     ]
     dropped = [c for c in ("x_InstanceType", "x_ProviderColumns") if c in present]
     star = f"* EXCLUDE ({', '.join(_q(c) for c in dropped)})" if dropped else "*"
+    instance = vmss_instance_sql(layout, columns)
+    star += f' REPLACE ({instance} AS "ResourceId")' if instance else ""
     sql = f"(SELECT {star}, {', '.join(extra)} FROM {source_relation})"
     return sql, [c for c in columns if c not in dropped] + [*added, "x_InstanceType", "x_ProviderColumns"]
 

@@ -88,6 +88,8 @@ def provider_id_resource(provider_id: str | None) -> str | None:
         parts = provider_id[len("gce://") :].strip("/").split("/")
         if len(parts) == 3:
             return f"//compute.googleapis.com/projects/{parts[0]}/zones/{parts[1]}/instances/{parts[2]}"
+    if provider_id.startswith("azure://"):  # the ARM id, compared lower-cased
+        return provider_id[len("azure://") :].lower().rstrip("/") or None
     return provider_id
 
 
