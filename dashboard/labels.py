@@ -153,6 +153,10 @@ LABELS = {
     "kg_co2e_per_gpu_hour": "kg CO₂e per GPU-hour",
     "embodied_kg_co2e": "Embodied kg CO₂e",
     "withheld_gpu_hours": "GPU-hours without a power reading",
+    "withheld_resources": "Resources without a power reading",
+    "withheld_days": "Days without a power reading",
+    "period_label": "Period",
+    "emissions_coverage": "Emissions coverage",
     "cost_basis": "Costed by",
     # shared-GPU allocation (warehouse/allocation_queries.py)
     "namespace": "Namespace",

@@ -234,3 +234,22 @@ def measure(
     """Each figure's coverage over the scope (team filter, window [start, end))."""
     hours = gpu_hours(con, team=team, start=start, end=end)
     return {name: of(hours, name) for name in figures}
+
+
+def of_row(figure: str, total: float, unmeasured: float, resources: int, days: int) -> Coverage:
+    """The coverage of one row of a figure of one hourly input (a carbon row: its GPU-hours, those without
+    a power reading, the resources and days they fall on)."""
+    spec = FIGURES[figure]
+    needs = tuple(INPUTS[n] for n in spec.needs)
+    missing = tuple((i, float(unmeasured)) for i in needs) if unmeasured > 0 else ()
+    return Coverage(
+        figure=figure,
+        label=spec.label,
+        needs=needs,
+        unit="GPU-hours",
+        covered=float(total) - float(unmeasured),
+        total=float(total),
+        missing=missing,
+        resources=int(resources),
+        days=int(days),
+    )

@@ -53,7 +53,13 @@ def main() -> None:
     st.caption(f"Every figure on this page covers {window.label}, in UTC days (forecast and savings: per month).")
     budget = monthly_budget_for(ctx.settings.budgets, [team]) if period.is_data_month(window, as_of) else None
     shown = period.spend_in(data, window)
-    spend.render_kpis(shown, float(budget) if budget is not None else None, period.kpi_period(window, as_of))
+    spend.render_kpis(
+        shown,
+        float(budget) if budget is not None else None,
+        period.kpi_period(window, as_of),
+        allocation=cover["allocation"],
+        blind=blind,
+    )
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
     spend.render_charts(shown, by_team=False)
     spend.render_forecast(data)
