@@ -56,6 +56,8 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
         print(f"{cover.sentence()}; withheld, not estimated", file=out) if cover.sentence() else None
         return 0
     frame = _unknown_where_unmeasured(frame)
+    per = args.period if args.by == "month" else f"{args.period} and {args.by}"
+    print(f"Energy and emissions per {per}, {windows.days(args.start, args.end).label} (UTC)", file=out)
     cols = [
         cells.Col(
             "period_label",

@@ -130,4 +130,9 @@ def period_label(period: str, first: str | date, window: Window) -> str:
     end = min(whole.end, window.end) if window.end is not None else whole.end
     if (start, end) == (whole.start, whole.end):
         return text
-    return f"{text} ({start:%d} – {end - timedelta(days=1):%d %b})"
+    last = end - timedelta(days=1)
+    if last.date() == start.date():
+        return f"{text} ({start:%d %b} only)"
+    return (
+        f"{text} ({start:%d} – {last:%d %b})" if start.month == last.month else f"{text} ({start:%d %b} – {last:%d %b})"
+    )
