@@ -42,6 +42,7 @@ LABELS = {
     "change": "Change",
     "pattern": "Pattern",
     "confidence": "Confidence",
+    "confidence_raw": "Confidence before calibration",
     "model_version": "Model version",
     "created_at": "Found at",
     "monthly_savings_usd": "Savings per month",
@@ -224,7 +225,7 @@ def _is_percent_points(field: str) -> bool:  # 0–100
 
 
 def _is_fraction(field: str) -> bool:  # 0–1
-    return field.endswith("_share") or field in ("confidence", "metric_coverage")
+    return field.endswith("_share") or field in ("confidence", "confidence_raw", "metric_coverage")
 
 
 def column(field: str, dtype: pl.DataType, *, dates: Iterable[str] = ()) -> Any:
@@ -265,6 +266,7 @@ CODE_COLUMNS = {
     "basis": "basis",
     "role": "role",
     "provider": "provider",
+    "direction": "direction",
 }
 TEAM_COLUMNS = ("team",)
 # Columns that list several codes of one table, comma-separated (an allocation row's methods).

@@ -75,7 +75,7 @@ def _table(columns: Sequence[Col], cells: list[list[str]], widths: list[int]) ->
     return table
 
 
-def _records(columns: Sequence[Col], cells: list[list[str]], width: int) -> list[Any]:
+def records(columns: Sequence[Col], cells: list[list[str]], width: int) -> list[Any]:
     """One block per row: a rule naming the row, then ``column  value`` lines (values wrap, whole)."""
     key_width = min(max(len(c.title) for c in columns), max(8, width // 3))
     blocks: list[Any] = []
@@ -102,7 +102,7 @@ def frame_text(frame: pl.DataFrame, width: int) -> str:
     if widths is not None:
         output.emit(target, _table(columns, cells, widths))
     else:
-        for block in _records(columns, cells, width):
+        for block in records(columns, cells, width):
             output.emit(target, block)
     text = target.file.getvalue()  # a StringIO
     rows = frame.height

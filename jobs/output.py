@@ -194,7 +194,44 @@ def print_table(
     width: int | None = None,
 ) -> None:
     target = console(out, width=width)
-    emit(target, build_table(data, columns, title=title, caption=caption, width=target.width))
+    rows = list(_rows(data))
+    shown = shown_columns(columns, target.width)
+    cells = [[_cell(row.get(col.key), col) for col in shown] for row in rows]
+    if shown and cells and _narrowest(shown, cells) > target.width:  # a table would cut words: one block a row
+        from gpufinops.jobs import layouts
+
+        if title:
+            target.file.write(f"{title}\n")
+        plain = [[_plain(c) for c in row] for row in cells]
+        for block in layouts.records(shown, plain, target.width):
+            emit(target, block)
+        if caption:
+            target.file.write(f"{caption}\n")
+        return
+    emit(target, build_table(rows, columns, title=title, caption=caption, width=target.width))
+
+
+BREAKABLE_WORD = 20  # a longer "word" is a path or URL (s3://bucket/prefix/): it may fold inside a cell
+
+
+def _narrowest(columns: Sequence[Col], cells: list[list[Any]]) -> int:
+    """The narrowest the table can be with whole headers, whole numbers, ids elided and text wrapped
+    between words only (a path or URL longer than BREAKABLE_WORD may fold)."""
+    need = 3 * (len(columns) - 1)
+    for i, col in enumerate(columns):
+        natural = max([len(col.title)] + [_natural_width(row[i]) for row in cells])
+        if col.no_wrap or col.kind in RIGHT_ALIGNED or col.kind == TIME:
+            need += natural
+        elif col.kind == ID:
+            need += min(natural, max(len(col.title), FLEXIBLE_MIN[ID]))
+        else:
+            words = max(len(w) for row in cells for w in [*_plain(row[i]).split(), ""])
+            need += min(natural, max(len(col.title), min(words, BREAKABLE_WORD)))
+    return need
+
+
+def _plain(cell: Any) -> str:
+    return cell.text if isinstance(cell, MiddleElided) else cell.plain if isinstance(cell, Text) else str(cell)
 
 
 def emit(target: Console, renderable: Any) -> None:

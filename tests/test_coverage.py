@@ -277,3 +277,30 @@ def test_carbon_rows_say_why_emissions_are_unknown(homes, only, capsys, tmp_path
             assert row["kg_co2e"] is None and "unknown for all" in row["emissions_coverage"], row
     if any(r["gpu_hours"] == r["withheld_gpu_hours"] for r in rows):
         assert "unknown" in table and "dcgm_exporter" in table, table
+
+
+WORD = re.compile(r"[A-Za-z][\w.:/@()-]{7,}")
+
+
+@pytest.mark.parametrize("width", ("60", "100"))
+@pytest.mark.parametrize(
+    "command",
+    (("costs", "--by", "resource"), ("carbon", "--by", "resource"), ("recommend",), ("unit-costs",)),
+)
+def test_no_cli_table_splits_a_word_across_lines(homes, command, width, capsys, monkeypatch) -> None:
+    """Every word of every text value the command's JSON holds appears whole in its table at 60 and 100
+    columns: a table wraps between words or reads as records, never cuts a name or sentence mid-word."""
+    monkeypatch.setenv("COLUMNS", width)
+    for only in ONLY:
+        capsys.readouterr()
+        if cli.main(["--config", str(homes[only]), *command]) != 0:  # costs without a bill: a usage error
+            continue
+        table = capsys.readouterr().out
+        raw = _run(capsys, homes[only], *command, "--format", "json")
+        start = raw.find("[") if raw.lstrip().startswith("[") or "{" not in raw else raw.find("{")
+        data = json.loads(raw[start : raw.rfind("]" if raw[start] == "[" else "}") + 1])
+        rows = data if isinstance(data, list) else data.get("rows", data.get("recommendations", []))
+        words = {w for row in rows for v in row.values() if isinstance(v, str) for w in WORD.findall(v)}
+        # a word the table does not hold whole though both its halves are there: cut by a column's edge
+        cut = sorted(w for w in words if w not in table and w[: len(w) // 2] in table and w[len(w) // 2 :] in table)
+        assert not cut, f"{command} at {width} columns split {cut[:5]}:\n{table}"
