@@ -63,10 +63,11 @@ class Coverage:
 
     def scope(self) -> str:
         """ "1,872 GPU-hours on 24 resources over 14 days" (a figure of whole-scope inputs: "14 days")."""
+        days = f"{self.days:,} day{'s' if self.days != 1 else ''}"
         if self.unit == "days":
-            return f"{self.days:,} days"
+            return days
         plural = "s" if self.resources != 1 else ""
-        return f"{self.total:,.0f} {self.unit} on {self.resources:,} resource{plural} over {self.days:,} days"
+        return f"{self.total:,.0f} {self.unit} on {self.resources:,} resource{plural} over {days}"
 
     def detail(self) -> str:
         """The sentence without the figure's label: "unknown for all …: no … (…)", or "measured for 420 of …"."""
