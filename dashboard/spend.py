@@ -152,9 +152,8 @@ def render_kpis(
     blind: Sequence[KindsUnknown] = (),
 ) -> None:
     """The KPIs of ``spend`` (cut to the page's window: ``dashboard.period.spend_in``); ``period`` names
-    that window in their titles ("this month", or "last 30 days", "September 2026"). ``allocation`` (the
-    shared-GPU allocation's coverage) and ``blind`` (the kinds that could not see their inputs): a figure
-    their missing inputs make unknown reads *unknown* and why, never $0 (warehouse/coverage.py)."""
+    that window in their titles ("this month", "September 2026"). ``allocation`` (its coverage) and ``blind``
+    (kinds that could not look): what their missing inputs hide reads *unknown* and why, never $0."""
     cols = st.columns(4)
     delta = None
     if budget:
@@ -207,18 +206,13 @@ def render_kpis(
 
 
 def _savings_identified(col, amount: Decimal, blind: Sequence[KindsUnknown]) -> None:
-    """The open recommendations' monthly savings; where kinds could not see their inputs, what they would have
-    found is unknown: none found reads *unknown* (not $0), some found reads "at least"; the caption says why."""
+    """Open savings per month; with blind kinds, none found reads *unknown* (not $0), some "at least"."""
     unseen = [kind for group in blind for kind in group.kinds]
     shown = money(amount) if amount or not unseen else "unknown"
     col.metric("Savings identified per month", shown, help="open recommendations")
+    why = "; ".join(group.line() for group in blind)
     if unseen:
-        col.caption(
-            labels.config_words(
-                f"{'at least: ' if amount else ''}{len(unseen)} kinds could not look: "
-                + "; ".join(group.line() for group in blind)
-            )
-        )
+        col.caption(labels.config_words(f"{'at least: ' if amount else ''}{len(unseen)} kinds could not look: {why}"))
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:
