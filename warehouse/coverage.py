@@ -233,7 +233,11 @@ def measure(
     end: datetime | None = None,
 ) -> dict[str, Coverage]:
     """Each figure's coverage over the scope (team filter, window [start, end))."""
-    hours = gpu_hours(con, team=team, start=start, end=end)
+    return figures_of(gpu_hours(con, team=team, start=start, end=end), figures)
+
+
+def figures_of(hours: GpuHours, figures: tuple[str, ...] = tuple(FIGURES)) -> dict[str, Coverage]:
+    """Each figure's coverage over a scope already read (a page reads ``gpu_hours`` once, cached)."""
     return {name: of(hours, name) for name in figures}
 
 

@@ -32,10 +32,9 @@ def main() -> None:
             alerts = alerts_view.open_alerts(con, ctx.teams)
             by_team = spend_table.cached(con, ctx.teams, window)
             start, end = window.start, period.query_end(window, as_of)
-            allocation = cached_call(
-                con, coverage.measure, figures=("allocation",), team=ctx.teams, start=start, end=end
-            )
-            blind = cached_call(con, kind_coverage.unknown_kinds, team=ctx.teams, start=start, end=end)
+            hours = cached_call(con, coverage.gpu_hours, team=ctx.teams, start=start, end=end)  # one scan, cached
+            allocation = coverage.figures_of(hours, ("allocation",))
+            blind = kind_coverage.unknown_kinds_of(hours)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return

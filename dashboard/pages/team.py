@@ -44,8 +44,8 @@ def main() -> None:
             serving, carbon_note, serving_empty = cached_call(
                 con, unit_costs_view.load, teams=[team], start=start, end=end
             )
-            cover = cached_call(con, coverage.measure, team=[team], start=start, end=end)
-            blind = cached_call(con, kind_coverage.unknown_kinds, team=[team], start=start, end=end)
+            hours = cached_call(con, coverage.gpu_hours, team=[team], start=start, end=end)  # one scan, cached
+            cover, blind = coverage.figures_of(hours), kind_coverage.unknown_kinds_of(hours)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
