@@ -24,6 +24,7 @@ def render(
     ``window``: the page's period; a month it covers only in part says which days (``2026-10 (02 – 31 Oct)``).
     ``cover`` (the emissions' coverage, warehouse/coverage.py) says why where no GPU-hour has a power reading."""
     st.subheader(heading)
+    frame = frame.drop("withheld_resources", "withheld_days", strict=False)  # the coverage sentence says them
     if window is not None and "month" in frame.columns:
         frame = frame.with_columns(
             pl.col("month").map_elements(lambda m: period.month_label(m, window), return_dtype=pl.Utf8)

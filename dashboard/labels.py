@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -41,6 +42,7 @@ LABELS = {
     "change": "Change",
     "pattern": "Pattern",
     "confidence": "Confidence",
+    "confidence_raw": "Confidence before calibration",
     "model_version": "Model version",
     "created_at": "Found at",
     "monthly_savings_usd": "Savings per month",
@@ -153,6 +155,10 @@ LABELS = {
     "kg_co2e_per_gpu_hour": "kg CO₂e per GPU-hour",
     "embodied_kg_co2e": "Embodied kg CO₂e",
     "withheld_gpu_hours": "GPU-hours without a power reading",
+    "withheld_resources": "Resources without a power reading",
+    "withheld_days": "Days without a power reading",
+    "period_label": "Period",
+    "emissions_coverage": "Emissions coverage",
     "cost_basis": "Costed by",
     # shared-GPU allocation (warehouse/allocation_queries.py)
     "namespace": "Namespace",
@@ -219,7 +225,7 @@ def _is_percent_points(field: str) -> bool:  # 0–100
 
 
 def _is_fraction(field: str) -> bool:  # 0–1
-    return field.endswith("_share") or field in ("confidence", "metric_coverage")
+    return field.endswith("_share") or field in ("confidence", "confidence_raw", "metric_coverage")
 
 
 def column(field: str, dtype: pl.DataType, *, dates: Iterable[str] = ()) -> Any:
@@ -259,6 +265,8 @@ CODE_COLUMNS = {
     "reason": "reason",
     "basis": "basis",
     "role": "role",
+    "provider": "provider",
+    "direction": "direction",
 }
 TEAM_COLUMNS = ("team",)
 # Columns that list several codes of one table, comma-separated (an allocation row's methods).
@@ -324,6 +332,46 @@ def config(frame: pl.DataFrame, *, dates: Iterable[str] = (), overrides: dict[st
     return out
 
 
+TABLE_WIDTH_PX = 700  # a table's width at a 1440 px window (the main column, sidebar open)
+CHAR_PX, CELL_PADDING_PX, TEXT_COLUMN_MAX_PX = 7.2, 24, 320  # the grid's 14 px font; its cell padding; autosize cap
+
+
+def _cell_text_chars(field: str, dtype: pl.DataType, value: Any) -> int:
+    """How many characters the grid draws for ``value`` in the format ``column`` gives the field."""
+    if value is None:
+        return 1
+    if dtype.is_temporal():
+        return 16 if isinstance(value, datetime) else 10
+    if dtype.is_numeric() and isinstance(value, (int, float)):
+        if _is_money(field):
+            return len(f"${value:,.2f}")
+        if _is_percent_points(field) or _is_fraction(field):
+            return len(f"{value * (100 if _is_fraction(field) else 1):.1f}%")
+        return len(f"{value:,}") if isinstance(value, int) else len(f"{value:,.2f}")
+    return len(str(value))
+
+
+def column_px(frame: pl.DataFrame, field: str) -> float:
+    """The width the grid gives ``field`` (its header or its widest cell, whichever is wider)."""
+    dtype = frame.schema[field]
+    widest = max((_cell_text_chars(field, dtype, v) for v in frame[field].head(200).to_list()), default=1)
+    px = max(len(label(field)), widest) * CHAR_PX + CELL_PADDING_PX
+    return min(px, TEXT_COLUMN_MAX_PX) if dtype == pl.Utf8 else px
+
+
+def fitting(frame: pl.DataFrame, order: list[str], width_px: float = TABLE_WIDTH_PX) -> list[str]:
+    """The leading columns of ``order`` that fit ``width_px`` whole (at least the first two): a column past
+    the table's edge reads as cut."""
+    kept: list[str] = []
+    used = 0.0
+    for field in order:
+        used += column_px(frame, field)
+        if used > width_px and len(kept) >= 2:
+            break
+        kept.append(field)
+    return kept
+
+
 def table(
     container: Any,
     frame: pl.DataFrame,
@@ -334,10 +382,14 @@ def table(
     **kwargs: Any,
 ) -> Any:
     """``st.dataframe`` with human labels and formats for every column (``hide``: kept in the frame,
-    not shown)."""
+    not shown). The columns shown are those that fit the page's table width whole (``fitting``); the others
+    stay in the table's column menu and its CSV download, and a caption names them."""
     shown = view(frame, dates=dates)
     hidden = set(hide)
-    order = [c for c in shown.columns if c not in hidden]
+    order = fitting(shown, [c for c in shown.columns if c not in hidden])
+    more = [label(c) for c in shown.columns if c not in hidden and c not in order]
+    if more:
+        container.caption(f"More columns in the table's column menu (the eye icon): {', '.join(more)}.")
     return container.dataframe(
         shown,
         hide_index=True,

@@ -105,13 +105,7 @@ def spend_in(spend, window: Window):
 
 def month_label(month: str, window: Window) -> str:
     """A ``YYYY-MM`` row label, with the part of the month ``window`` covers when it is not all of it."""
-    whole = windows.month(month)
-    assert whole.start is not None and whole.end is not None  # a month is bounded
-    start = max(whole.start, window.start) if window.start is not None else whole.start
-    end = min(whole.end, window.end) if window.end is not None else whole.end
-    if (start, end) == (whole.start, whole.end):
-        return month
-    return f"{month} ({start:%d} – {end - timedelta(days=1):%d %b})"
+    return windows.period_label("month", month, window)
 
 
 def kpi_period(window: Window, as_of: datetime) -> str:

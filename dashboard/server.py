@@ -106,6 +106,7 @@ def warm_cache(wait_s: float = 120.0) -> None:
 def warm_overview(con) -> None:
     """The Overview's reads at its default period (the newest data's month) for a viewer of every team."""
     from gpufinops.dashboard import common, period, spend, spend_table
+    from gpufinops.warehouse import coverage
 
     as_of = common.cached_query(con, "latest_charge_day", team=None)
     if as_of is None:
@@ -114,6 +115,8 @@ def warm_overview(con) -> None:
     common.cached_call(con, period.months_with_data, teams=None)
     spend.load_current(con, None, period.days_back(window, as_of))
     spend_table.cached(con, None, window)
+    # the coverage of its KPIs (one scan of the bill and the metrics: seconds on a large fleet)
+    common.cached_call(con, coverage.gpu_hours, team=None, start=window.start, end=period.query_end(window, as_of))
 
 
 def warm_pages(con) -> None:
@@ -123,7 +126,7 @@ def warm_pages(con) -> None:
     from gpufinops.dashboard import common, period, spend, unit_costs_view
     from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
     from gpufinops.derived import unit_costs
-    from gpufinops.warehouse import allocation_queries
+    from gpufinops.warehouse import allocation_queries, coverage
     from gpufinops.warehouse.queries import carbon as carbon_queries
 
     cached_call, cached_query = common.cached_call, common.cached_query
@@ -140,8 +143,13 @@ def warm_pages(con) -> None:
     cached_query(con, "idle_gpu_cost", team=None, idle_util_pct=IDLE_UTIL_PCT, **span)
     cached_query(con, "unattributed_gpu_hours", **span)
     cached_query(con, "gpu_hours_attribution", **span)
+    cached_call(con, coverage.gpu_hours, team=None, start=start, end=end)
     cached_call(con, carbon_queries.carbon_summary, by="team", team=None, start=start, end=end)
     cached_call(con, carbon_queries.sources, team=None, start=start, end=end)
+    # Recommendations (dashboard/pages/recommendations.py): the kinds that could not look
+    from gpufinops.models import kind_coverage
+
+    cached_call(con, kind_coverage.unknown_kinds, team=None)
     # Data health (dashboard/pages/health.py)
     cached_query(con, "gpu_count_disagreements")
     # Unit costs (dashboard/pages/unit_costs.py), per the first grouping
@@ -165,6 +173,7 @@ def warm_pages(con) -> None:
     cached_call(con, carbon_queries.carbon_summary, by="resource", team=team, start=start, end=end)
     cached_call(con, carbon_queries.sources, team=team, start=start, end=end)
     cached_call(con, unit_costs_view.load, teams=team, start=start, end=end)
+    cached_call(con, coverage.gpu_hours, team=team, start=start, end=end)
 
 
 def main(argv: list[str] | None = None) -> int:

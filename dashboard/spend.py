@@ -7,6 +7,7 @@ queries' own results, formatted, so a test can compare one with the other.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -21,7 +22,9 @@ from gpufinops.dashboard.common import data_version, db_path, money, money_frame
 from gpufinops.dashboard.recommendation_list import short_resource
 from gpufinops.kernel.labels import NO_TEAM
 from gpufinops.models import plans
+from gpufinops.models.kind_coverage import KindsUnknown
 from gpufinops.warehouse import allocation_queries, queries
+from gpufinops.warehouse.coverage import Coverage
 
 SAVINGS_STATUS = {"identified": "open", "accepted": "accepted", "realised": "applied"}
 
@@ -140,9 +143,17 @@ def forecast_month_end(spend: Spend) -> tuple[str, Decimal, Decimal, Decimal] | 
     return f"{o.period_start:%B %Y}", o.forecast_usd, o.lower_usd, o.upper_usd
 
 
-def render_kpis(spend: Spend, budget: float | None, period: str = "this month") -> None:
+def render_kpis(
+    spend: Spend,
+    budget: float | None,
+    period: str = "this month",
+    *,
+    allocation: Coverage | None = None,
+    blind: Sequence[KindsUnknown] = (),
+) -> None:
     """The KPIs of ``spend`` (cut to the page's window: ``dashboard.period.spend_in``); ``period`` names
-    that window in their titles ("this month", or "last 30 days", "September 2026")."""
+    that window in their titles ("this month", "September 2026"). ``allocation`` (its coverage) and ``blind``
+    (kinds that could not look): what their missing inputs hide reads *unknown* and why, never $0."""
     cols = st.columns(4)
     delta = None
     if budget:
@@ -168,28 +179,40 @@ def render_kpis(spend: Spend, budget: float | None, period: str = "this month") 
     share = (spend.gpu_month_to_date / spend.month_to_date) if spend.month_to_date else Decimal(0)
     cols[2].metric(f"GPU spend {period}", money(spend.gpu_month_to_date))
     cols[2].caption(f"{float(share):.1%} of spend")
-    cols[3].metric(
-        "Savings identified per month", money(savings_figure(spend, "identified")), help="open recommendations"
-    )
+    _savings_identified(cols[3], savings_figure(spend, "identified"), blind)
     cols = st.columns(4)
     cols[0].metric("Savings accepted per month", money(savings_figure(spend, "accepted")))
     cols[1].metric(
         "Savings realised per month", money(savings_figure(spend, "realised")), help="recommendations marked applied"
     )
+    none_shared = not spend.allocated_gpu_month_to_date and not spend.unallocated_gpu_month_to_date
+    unknown = allocation is not None and not allocation.known and none_shared  # no metrics: who held them?
     cols[2].metric(
         f"Shared GPUs: allocated {period}",
-        money(spend.allocated_gpu_month_to_date),
+        "unknown" if unknown else money(spend.allocated_gpu_month_to_date),
         help="GPU cost of shared nodes charged to the workloads that ran on them (pods, MIG slices, "
         "time-sliced and MPS workloads), by measured presence",
     )
     cols[3].metric(
         f"Shared GPUs: unallocated {period}",
-        money(spend.unallocated_gpu_month_to_date),
+        "unknown" if unknown else money(spend.unallocated_gpu_month_to_date),
         help="idle capacity of shared GPUs (no workload on them), carried by the nodes' teams "
         '(or spread over their users: [allocation] unallocated = "spread")',
     )
-    if not spend.allocated_gpu_month_to_date and not spend.unallocated_gpu_month_to_date:
+    if allocation is not None and allocation.sentence():
+        cols[2].caption(labels.config_words(allocation.sentence()))
+    elif none_shared:
         cols[2].caption(f"no shared GPUs in this scope {period} (no pods, MIG slices or time-sliced work)")
+
+
+def _savings_identified(col, amount: Decimal, blind: Sequence[KindsUnknown]) -> None:
+    """Open savings per month; with blind kinds, none found reads *unknown* (not $0), some "at least"."""
+    unseen = [kind for group in blind for kind in group.kinds]
+    shown = money(amount) if amount or not unseen else "unknown"
+    col.metric("Savings identified per month", shown, help="open recommendations")
+    why = "; ".join(group.line() for group in blind)
+    if unseen:
+        col.caption(labels.config_words(f"{'at least: ' if amount else ''}{len(unseen)} kinds could not look: {why}"))
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:

@@ -27,6 +27,7 @@ def register(app: FastAPI, routes: Routes) -> None:
         to: str | None = None,
         scope: Scope = Depends(routes.caller),
     ) -> Response:
+        from gpufinops.warehouse import windows
         from gpufinops.warehouse.queries import carbon as carbon_queries
 
         refuse_scheduler(scope, "carbon figures")
@@ -40,4 +41,7 @@ def register(app: FastAPI, routes: Routes) -> None:
         frame = read(
             lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop, period=period)
         )
-        return etag_response(request, frame.to_dicts())
+        # each row names its period (and the days of it the window covers) and, where GPU-hours had no
+        # power reading, why its emissions are unknown or partial (warehouse/coverage.py)
+        rows = carbon_queries.described(frame, period, windows.days(start, end))
+        return etag_response(request, rows.to_dicts())

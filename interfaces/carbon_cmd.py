@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
     from gpufinops.jobs import cells, output
-    from gpufinops.warehouse import db
+    from gpufinops.warehouse import db, windows
     from gpufinops.warehouse.queries import carbon as carbon_queries
 
     out = out or sys.stdout
@@ -46,15 +46,24 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
             con, by=args.by, team=args.team, start=args.start, end=end, period=args.period
         )
         sources = carbon_queries.sources(con, team=args.team, start=args.start, end=end)
+        cover = carbon_queries.emissions_coverage(con, team=args.team, start=args.start, end=end)
+    frame = carbon_queries.described(frame, args.period, windows.days(args.start, args.end))
     if args.format != "table":
         output.write(output.render(frame, args.format), out)
         return 0
     if frame.is_empty():
         print("no carbon rows (carbon_hourly is filled by loads of bills and GPU metrics)", file=out)
+        print(f"{cover.sentence()}; withheld, not estimated", file=out) if cover.sentence() else None
         return 0
+    frame = _unknown_where_unmeasured(frame)
+    per = args.period if args.by == "month" else f"{args.period} and {args.by}"
+    print(f"Energy and emissions per {per}, {windows.days(args.start, args.end).label} (UTC)", file=out)
     cols = [
         cells.Col(
-            args.period, {"month": "Month", "week": "Week of", "day": "Day"}[args.period], cells.TEXT, no_wrap=True
+            "period_label",
+            {"month": "Month", "week": "Week of", "day": "Day"}[args.period],
+            cells.TEXT,
+            no_wrap=True,
         )
     ]
     if args.by != "month":
@@ -69,9 +78,8 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
         cells.Col("kg_co2e_per_gpu_hour", "kg/GPU-h", cells.NUMBER, hide_below=100),
     ]
     output.print_table(frame, cols, out=out, width=output.terminal_width(out))
-    withheld = float(frame["withheld_gpu_hours"].sum() or 0)
-    if withheld:
-        print(f"{withheld:,.1f} GPU-hours had no power measurement: withheld, not estimated", file=out)
+    if cover.sentence():  # how many GPU-hours had no power reading, and which source would measure them
+        print(f"{cover.sentence()}; withheld, not estimated", file=out)
     for row in sources.head(5).iter_rows(named=True):
         print(
             f"  {row['grid_g_co2e_per_kwh']:.0f} gCO2e/kWh: {row['intensity_source']}; PUE {row['pue']:g} "
@@ -79,3 +87,20 @@ def run(cfg: Config, args: argparse.Namespace, out=None) -> int:
             file=out,
         )
     return 0
+
+
+def _unknown_where_unmeasured(frame):
+    """The energy columns as text: ``unknown`` in a row none of whose GPU-hours had a power reading (its
+    emissions are not zero, they were not measured; the sentence below the table says which source would)."""
+    import polars as pl
+
+    from gpufinops.jobs import cells
+
+    blind = (pl.col("gpu_hours") - pl.col("withheld_gpu_hours")) <= 0
+    return frame.with_columns(
+        pl.when(blind)
+        .then(pl.lit("unknown"))
+        .otherwise(pl.col(c).map_elements(cells.number, return_dtype=pl.Utf8))
+        .alias(c)
+        for c in ("kwh", "kg_co2e", "kg_co2e_per_gpu_hour")
+    )

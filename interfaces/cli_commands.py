@@ -43,7 +43,7 @@ def cmd_evaluate(cfg: config_mod.Config, args: argparse.Namespace) -> int:
     fleets = evaluate.FLEETS[:1] if args.quick else evaluate.FLEETS
     seeds = evaluate.INDEPENDENT_SEEDS[:1] if args.quick else evaluate.INDEPENDENT_SEEDS
     busy = evaluate.BUSY_QUICK_SEEDS if args.quick else None
-    with progress.steps(len(seeds) + len(fleets) + 2, "evaluate") as step:
+    with progress.steps_or_lines(len(seeds) + len(fleets) + 2, "evaluate") as step:
         result = evaluate.evaluate(fleets=fleets, independent_seeds=seeds, busy_seeds=busy, step=step)
     print(
         json.dumps(result, indent=2, default=str)

@@ -80,6 +80,7 @@ def carbon(
     """Energy (kWh) and emissions (kg CO2e) from measured GPU power per UTC day, ISO week or calendar month
     (period) and team, resource, or the period alone (by=month); GPU-hours without a power measurement
     are counted as withheld, never given emissions (GET /v1/carbon's rows)."""
+    from gpufinops.warehouse import windows
     from gpufinops.warehouse.queries import carbon as carbon_queries
 
     one_of(by, carbon_queries.BY, "by")
@@ -88,7 +89,13 @@ def carbon(
     begin, stop = window(start, end)
     frame = carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop, period=period)
     totals = carbon_queries.carbon_summary(con, by="month", team=teams, start=begin, end=stop, period=period)
-    return {**limited(frame.to_dicts(), limit), "totals": totals.to_dicts()}
+    cut = windows.Window(begin, stop, "")
+    cover = carbon_queries.emissions_coverage(con, team=teams, start=begin, end=stop)
+    return {
+        **limited(carbon_queries.described(frame, period, cut).to_dicts(), limit),
+        "totals": carbon_queries.described(totals, period, cut).to_dicts(),
+        "coverage": cover.sentence() or None,
+    }
 
 
 def storage_findings(

@@ -46,7 +46,7 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
 
     from gpufinops.derived import unit_costs, unit_costs_empty
     from gpufinops.jobs import files, output
-    from gpufinops.warehouse import db
+    from gpufinops.warehouse import db, windows
 
     end = args.to_date + timedelta(days=1) if args.to_date is not None else None
     with db.reader(cfg.warehouse_path) as con:
@@ -63,7 +63,13 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
         from gpufinops.jobs import layouts
 
         shown = pl.concat([frame, totals.with_columns(pl.lit("Total", pl.Utf8).alias("team"))]).sort("day")
-        text = layouts.frame_text(readable(shown, args.period), output.terminal_width()) if frame.height else str(empty)
+        cut = windows.days(args.from_date, args.to_date)
+        heading = f"Unit costs per {args.by} and {args.period}, {cut.label} (UTC)\n"
+        text = (
+            heading + layouts.frame_text(readable(shown, args.period, cut), output.terminal_width())
+            if frame.height
+            else str(empty)
+        )
     else:
         text = output.render(frame, args.format)
     if empty and args.format != "table":  # the records stay parseable; why they are none goes to stderr
@@ -77,18 +83,27 @@ def run(cfg: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def readable(frame: Any, period: str) -> Any:
+def readable(frame: Any, period: str, window: Any = None) -> Any:
     """The table's columns: money rounded to the cent, rates to a hundredth of a cent (the exact
-    figures are the CSV / JSON's), the period named, no column of only blanks."""
+    figures are the CSV / JSON's), the period named (a month ``2026-10``; one the ``window`` cuts with the
+    days it covers, ``2026-10 (05 – 31 Oct)``), no column of only blanks."""
     import polars as pl
 
     from gpufinops.jobs import cells
+    from gpufinops.warehouse import windows
+
+    cut = window if window is not None else windows.days(None, None)
+
+    def label(day: Any) -> str:
+        return windows.period_label(period, f"{day:%Y-%m}" if period == "month" else day, cut)
 
     def dollars(col: str, places: int) -> pl.Expr:
         return pl.col(col).map_elements(lambda v: cells.money(v, places=places), return_dtype=pl.Utf8)
 
     shown = frame.select(
-        pl.col("day").cast(pl.Utf8).alias({"day": "day", "week": "week of", "month": "month of"}[period]),
+        pl.col("day")
+        .map_elements(label, return_dtype=pl.Utf8)
+        .alias({"day": "day", "week": "week of", "month": "month"}[period]),
         "team",
         "namespace",
         "model",

@@ -75,22 +75,6 @@ def _table(columns: Sequence[Col], cells: list[list[str]], widths: list[int]) ->
     return table
 
 
-def _records(columns: Sequence[Col], cells: list[list[str]], width: int) -> list[Any]:
-    """One block per row: a rule naming the row, then ``column  value`` lines (values wrap, whole)."""
-    key_width = min(max(len(c.title) for c in columns), max(8, width // 3))
-    blocks: list[Any] = []
-    for n, row in enumerate(cells, 1):
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(width=key_width, no_wrap=False, overflow="fold", style="bold")
-        grid.add_column(overflow="fold")
-        for col, value in zip(columns, row):
-            grid.add_row(Text(col.title, overflow="fold"), Text(value, overflow="fold"))
-        heading = f"── row {n} of {len(cells)} "
-        blocks.append(Text(heading + "─" * max(0, min(width, 60) - len(heading))))
-        blocks.append(grid)
-    return blocks
-
-
 def frame_text(frame: pl.DataFrame, width: int) -> str:
     """Any frame in ``width`` columns: a table when it fits whole, else one block per row."""
     columns = output.frame_columns(frame)
@@ -102,7 +86,7 @@ def frame_text(frame: pl.DataFrame, width: int) -> str:
     if widths is not None:
         output.emit(target, _table(columns, cells, widths))
     else:
-        for block in _records(columns, cells, width):
+        for block in output.records(columns, cells, width):
             output.emit(target, block)
     text = target.file.getvalue()  # a StringIO
     rows = frame.height

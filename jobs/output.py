@@ -194,7 +194,58 @@ def print_table(
     width: int | None = None,
 ) -> None:
     target = console(out, width=width)
-    emit(target, build_table(data, columns, title=title, caption=caption, width=target.width))
+    rows = list(_rows(data))
+    shown = shown_columns(columns, target.width)
+    cells = [[_cell(row.get(col.key), col) for col in shown] for row in rows]
+    if shown and cells and _narrowest(shown, cells) > target.width:  # a table would cut words: one block a row
+        if title:
+            target.file.write(f"{title}\n")
+        plain = [[_plain(c) for c in row] for row in cells]
+        for block in records(shown, plain, target.width):
+            emit(target, block)
+        if caption:
+            target.file.write(f"{caption}\n")
+        return
+    emit(target, build_table(rows, columns, title=title, caption=caption, width=target.width))
+
+
+def records(columns: Sequence[Col], cells: list[list[str]], width: int) -> list[Any]:
+    """One block per row: a rule naming the row, then ``column  value`` lines (values wrap, whole)."""
+    key_width = min(max(len(c.title) for c in columns), max(8, width // 3))
+    blocks: list[Any] = []
+    for n, row in enumerate(cells, 1):
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(width=key_width, no_wrap=False, overflow="fold", style="bold")
+        grid.add_column(overflow="fold")
+        for col, value in zip(columns, row):
+            grid.add_row(Text(col.title, overflow="fold"), Text(value, overflow="fold"))
+        heading = f"── row {n} of {len(cells)} "
+        blocks.append(Text(heading + "─" * max(0, min(width, 60) - len(heading))))
+        blocks.append(grid)
+    return blocks
+
+
+BREAKABLE_WORD = 20  # a longer "word" is a path or URL (s3://bucket/prefix/): it may fold inside a cell
+
+
+def _narrowest(columns: Sequence[Col], cells: list[list[Any]]) -> int:
+    """The narrowest the table can be with whole headers, whole numbers, ids elided and text wrapped
+    between words only (a path or URL longer than BREAKABLE_WORD may fold)."""
+    need = 3 * (len(columns) - 1)
+    for i, col in enumerate(columns):
+        natural = max([len(col.title)] + [_natural_width(row[i]) for row in cells])
+        if col.no_wrap or col.kind in RIGHT_ALIGNED or col.kind == TIME:
+            need += natural
+        elif col.kind == ID:
+            need += min(natural, max(len(col.title), FLEXIBLE_MIN[ID]))
+        else:
+            words = max(len(w) for row in cells for w in [*_plain(row[i]).split(), ""])
+            need += min(natural, max(len(col.title), min(words, BREAKABLE_WORD)))
+    return need
+
+
+def _plain(cell: Any) -> str:
+    return cell.text if isinstance(cell, MiddleElided) else cell.plain if isinstance(cell, Text) else str(cell)
 
 
 def emit(target: Console, renderable: Any) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import IO
 
@@ -85,3 +86,33 @@ def steps(total: int, label: str, *, stderr: IO[str] | None = None, stdout: IO[s
     )  # both are this terminal: lines printed meanwhile go above the bar
     with bar:
         yield Steps(bar, total, label)
+
+
+class LineSteps(Steps):
+    """Steps as plain lines on a stream that is no terminal (a long run's log: ``evaluate 2> eval.log``): one
+    line as each step starts, with its number and the time since the run began."""
+
+    def __init__(self, total: int, label: str, stream: IO[str]) -> None:
+        super().__init__(None, total, label)
+        self.total, self.stream, self.n = total, stream, 0
+        self.began = time.monotonic()
+
+    def start(self, description: str) -> None:
+        self.n += 1
+        elapsed = time.monotonic() - self.began
+        print(f"gpufinops {self.label}: [{self.n}/{self.total}] {description} ({elapsed:.0f} s)", file=self.stream)
+        self.stream.flush()
+
+    def grow(self, steps: int) -> None:
+        self.total += steps
+
+
+@contextlib.contextmanager
+def steps_or_lines(total: int, label: str) -> Iterator[Steps]:
+    """The bar on a terminal, else one line a step on stderr (unless ``GPUFINOPS_NO_PROGRESS`` is set): for
+    runs long enough that silence reads as a hang."""
+    if enabled() or os.environ.get("GPUFINOPS_NO_PROGRESS"):
+        with steps(total, label) as step:
+            yield step
+        return
+    yield LineSteps(total, label, sys.stderr)

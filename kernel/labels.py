@@ -167,6 +167,7 @@ SERVERS = {  # serving_metrics_hourly.server
     "triton": "NVIDIA Triton",
     "sglang": "SGLang",
 }
+DIRECTIONS = {"spike": "Above the expected range", "drop": "Below the expected range"}  # a cost anomaly's
 PERIODS = {"month": "Month", "quarter": "Quarter", "year": "Year", "week": "Week", "day": "Day"}
 UNITS = {  # what a number is counted in
     "usd": "USD",
@@ -223,6 +224,7 @@ TABLES: dict[str, Mapping[str, str]] = {
     "period": PERIODS,
     "unit": UNITS,
     "provider": PROVIDER_NAMES,
+    "direction": DIRECTIONS,
 }
 ACRONYMS = {
     "gpu": "GPU",

@@ -50,7 +50,11 @@ def unknown_kinds(
     end: datetime | None = None,
 ) -> list[KindsUnknown]:
     """The kinds (all, or ``kinds``) whose inputs do not cover their scope, grouped by the same reason."""
-    hours = coverage.gpu_hours(con, team=team, start=start, end=end)
+    return unknown_kinds_of(coverage.gpu_hours(con, team=team, start=start, end=end), kinds)
+
+
+def unknown_kinds_of(hours: coverage.GpuHours, kinds: list[str] | None = None) -> list[KindsUnknown]:
+    """``unknown_kinds`` over a scope already read (a page reads ``coverage.gpu_hours`` once, cached)."""
     groups: dict[tuple[str, ...], list[tuple[str, str, coverage.Coverage]]] = {}
     for spec in registry.MODELS:
         if kinds is not None and spec.kind not in kinds:

@@ -92,3 +92,25 @@ def test_weekly_report_shows_energy_and_emissions_per_team_in_scope(carbon_wareh
     assert "Energy and emissions" in everyone.html and "Energy and emissions" in everyone.text
     assert "withheld" in everyone.text and everyone.figures.carbon_withheld_gpu_hours == 8
     assert [c["team"] for c in lead.figures.carbon] == ["vision"]
+
+
+def test_a_period_the_window_cuts_is_labelled_with_the_days_it_covers(carbon_warehouse, capsys, tmp_path):
+    """--from/--to inside a month (or a week): the row says which of its days it covers, in the table, the
+    JSON and the API; a window that holds the whole period leaves its label alone."""
+    from gpufinops.interfaces.api import create_app
+
+    def table(*args: str) -> str:
+        assert cli.main(["--db", str(carbon_warehouse), "carbon", "--by", "month", *args]) == 0
+        return capsys.readouterr().out
+
+    assert "2026-11 (02 – 03 Nov)" in table("--from", "2026-11-02", "--to", "2026-11-03")
+    assert "2026-11 (01 – 02 Nov)" in table("--to", "2026-11-02")
+    whole = table("--from", "2026-11-01", "--to", "2026-11-30")
+    assert "2026-11 " in whole and "2026-11 (" not in whole
+    assert "2026-11-02 (02 Nov only)" in table("--period", "week", "--from", "2026-10-30", "--to", "2026-11-02")
+    assert cli.main(["--db", str(carbon_warehouse), "carbon", "--from", "2026-11-02", "--format", "json"]) == 0
+    assert {r["period_label"] for r in json.loads(capsys.readouterr().out)} == {"2026-11 (02 – 30 Nov)"}
+    cfg = make_config(tmp_path, carbon_warehouse)
+    with Served(create_app(cfg, environ=TOKENS)) as served:
+        rows = httpx.get(f"{served.url}/v1/carbon", params={"to": "2026-11-05"}, headers=FINANCE).json()
+    assert {r["period_label"] for r in rows} == {"2026-11 (01 – 05 Nov)"}

@@ -220,10 +220,10 @@ def _page_text(at) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.parametrize("page", ("fleet", "recommendations", "unit_costs", "team"))
+@pytest.mark.parametrize("page", ("overview", "fleet", "recommendations", "unit_costs", "team"))
 def test_bill_alone_pages_say_unknown(monkeypatch, homes, page, capsys) -> None:
     _run(capsys, homes["bill"], "recommend")  # the models ran and withheld: "none yet" would be wrong
-    at = _page(monkeypatch, _warehouse(homes["bill"]), page)
+    at = _page(monkeypatch, _warehouse(homes["bill"]), page) if page != "overview" else _overview(monkeypatch, homes)
     text = _page_text(at)
     _no_good_news(page, text)
     assert "unknown" in text
@@ -232,3 +232,75 @@ def test_bill_alone_pages_say_unknown(monkeypatch, homes, page, capsys) -> None:
         assert kpis["Idle GPU cost"] == "unknown" and kpis["Idle GPU-hours"] == "unknown"
         assert kpis["Emissions"] == "unknown"
         assert kpis["GPU-hours measured"].startswith("0 of ")
+
+    if page in ("overview", "team"):  # the spend KPIs: what no metrics can say reads unknown, with why
+        kpis = {m.label.split(" this month")[0].split(" in ")[0]: m.value for m in at.metric}
+        assert kpis["Shared GPUs: allocated"] == "unknown" and kpis["Shared GPUs: unallocated"] == "unknown"
+        assert kpis["Savings identified per month"] != "$0.00"
+        captions = " ".join(str(c.value) for c in at.caption)
+        assert "Shared-GPU allocation: unknown for all" in captions and "dcgm_exporter" in captions, captions
+        assert "could not look" in captions and "Idle GPU" in captions, captions
+
+
+def _overview(monkeypatch, homes):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("GPUFINOPS_DB", str(_warehouse(homes["bill"])))
+    monkeypatch.setenv("GPUFINOPS_DASHBOARD", "{}")
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("only", ONLY)
+def test_carbon_rows_say_why_emissions_are_unknown(homes, only, capsys, tmp_path) -> None:
+    """`carbon` (table and JSON) and `GET /v1/carbon`: a row none of whose GPU-hours had a power reading reads
+    unknown with the source that would measure it, never 0, None or an empty cell; a measured row says nothing."""
+    from gpufinops.interfaces.api import create_app
+
+    table = _run(capsys, homes[only], "carbon")
+    _no_good_news("carbon", table)
+    rows = json.loads(_run(capsys, homes[only], "carbon", "--format", "json"))
+    cfg = make_config(tmp_path, _warehouse(homes[only]))
+    with Served(create_app(cfg, environ=TOKENS)) as served:
+        api = httpx.get(f"{served.url}/v1/carbon", headers=FINANCE, timeout=30).json()
+    assert [r["emissions_coverage"] for r in api] == [r["emissions_coverage"] for r in rows]
+    for row in rows:
+        if row["withheld_gpu_hours"]:
+            note = row["emissions_coverage"]
+            assert note and "dcgm_exporter" in note and f"{row['withheld_gpu_hours']:,.0f} GPU-hours" in note, row
+            assert row["withheld_resources"] > 0 and row["withheld_days"] > 0, row
+        else:
+            assert row["emissions_coverage"] is None and row["kg_co2e"] is not None, row
+        if row["gpu_hours"] == row["withheld_gpu_hours"]:
+            assert row["kg_co2e"] is None and "unknown for all" in row["emissions_coverage"], row
+    if any(r["gpu_hours"] == r["withheld_gpu_hours"] for r in rows):
+        assert "unknown" in table and "dcgm_exporter" in table, table
+
+
+WORD = re.compile(r"[A-Za-z][\w.:/@()-]{7,}")
+
+
+@pytest.mark.parametrize("width", ("60", "100"))
+@pytest.mark.parametrize(
+    "command",
+    (("costs", "--by", "resource"), ("carbon", "--by", "resource"), ("recommend",), ("unit-costs",)),
+)
+def test_no_cli_table_splits_a_word_across_lines(homes, command, width, capsys, monkeypatch) -> None:
+    """Every word of every text value the command's JSON holds appears whole in its table at 60 and 100
+    columns: a table wraps between words or reads as records, never cuts a name or sentence mid-word."""
+    monkeypatch.setenv("COLUMNS", width)
+    for only in ONLY:
+        capsys.readouterr()
+        if cli.main(["--config", str(homes[only]), *command]) != 0:  # costs without a bill: a usage error
+            continue
+        table = capsys.readouterr().out
+        raw = _run(capsys, homes[only], *command, "--format", "json")
+        start = raw.find("[") if raw.lstrip().startswith("[") or "{" not in raw else raw.find("{")
+        data = json.loads(raw[start : raw.rfind("]" if raw[start] == "[" else "}") + 1])
+        rows = data if isinstance(data, list) else data.get("rows", data.get("recommendations", []))
+        words = {w for row in rows for v in row.values() if isinstance(v, str) for w in WORD.findall(v)}
+        # a word the table does not hold whole though both its halves are there: cut by a column's edge
+        cut = sorted(w for w in words if w not in table and w[: len(w) // 2] in table and w[len(w) // 2 :] in table)
+        assert not cut, f"{command} at {width} columns split {cut[:5]}:\n{table}"

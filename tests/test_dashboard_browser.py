@@ -317,3 +317,95 @@ def test_raw_code_detector_can_fail():
     assert raw_codes("Kind idle_gpu · id idle_gpu-bce76a05 · Idle GPU", set()) == {"idle_gpu"}
     assert raw_codes("source aws_cur (always_idle)", {"aws_cur"}) == {"always_idle"}
     assert ISO_TIME.findall("newest 2026-09-02T00:00:00+00:00")
+
+
+# What a reader at 1440 px must never meet (issue: cut values, placeholders, provider codes). In the DOM: an
+# element whose text overflows its box (``scrollWidth > clientWidth``) with no title or tooltip to read it
+# whole. In a table (a canvas grid; its accessible table holds the cells the grid draws): a column past the
+# grid's right edge (fewer header cells rendered than the grid has columns: the reader must scroll to see
+# it), or a cell whose whole text is a placeholder or a provider's code.
+CUT_AND_PLACEHOLDERS = """() => {
+    const bad = [];
+    const main = document.querySelector('[data-testid="stMain"]');
+    for (const el of main.querySelectorAll('*')) {
+        if (el.closest('code, pre, [data-testid="stDataFrame"], [data-testid="stVegaLiteChart"], svg, canvas'))
+            continue;
+        if (!el.offsetParent || !el.textContent.trim() || el.children.length) continue;   // a leaf with text
+        const style = getComputedStyle(el);
+        const clips = style.overflowX !== 'visible' || style.textOverflow === 'ellipsis';
+        const titled = el.closest('[title], [data-testid="stTooltipHoverTarget"]');
+        if (clips && el.scrollWidth > el.clientWidth + 1 && !titled) bad.push(`cut: ${el.textContent.trim()}`);
+    }
+    return bad;
+}"""
+GRID_PROBLEMS = """(grid) => {
+    const bad = [];
+    {
+        const table = grid.querySelector('table[role="grid"]');
+        const columns = Number(table.getAttribute('aria-colcount'));
+        const heads = [...table.querySelectorAll('th')].map(th => th.textContent.trim());
+        if (heads.length < columns) bad.push(`columns past the edge: ${columns - heads.length} after ${heads.join(' | ')}`);
+        const head = {};
+        for (const th of table.querySelectorAll('th')) head[th.getAttribute('aria-colindex')] = th.textContent.trim();
+        for (const td of table.querySelectorAll('td')) {
+            const text = td.textContent.trim(), column = head[td.getAttribute('aria-colindex')];
+            if (/^(None|NaN|nan|null)$/.test(text)) bad.push(`cell: ${text} in ${column}`);
+            // a provider's code; a source's name or type is the reader's config word, shown as written
+            if (/^(aws|gcp|azure|onprem)$/.test(text) && !['Source', 'Type'].includes(column))
+                bad.push(`provider code: ${text} in ${column}`);
+        }
+    }
+    return bad;
+}"""
+PLACEHOLDER = re.compile(r"\b(None|NaN|null)\b")
+
+
+def test_no_value_is_cut_or_a_placeholder_at_1440_px(demo_home, browser, tmp_path):
+    """Every page at 1440 px: nothing cut without a tooltip, no columns past a table's edge, no None / NaN /
+    null and no provider code as a value. The grids are waited for (mounted, their header cells drawn)."""
+    found: dict[str, list[str]] = {}
+    with dashboard_server(demo_home / "gpufinops.toml", tmp_path) as url:
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        page = context.new_page()
+        for name, (path, _) in PAGES.items():
+            load(page, f"{url}/{path}", name)
+            page.wait_for_timeout(500)
+            problems = page.evaluate(CUT_AND_PLACEHOLDERS)
+            grids = page.locator('[data-testid="stDataFrame"]')
+            for i in range(grids.count()):
+                grid = grids.nth(i)
+                if not grid.is_visible():
+                    continue
+                grid.scroll_into_view_if_needed()  # the grid mounts its cells when it is in view: wait for them
+                grid.locator('table[role="grid"] th').first.wait_for(state="attached", timeout=60_000)
+                problems += grid.evaluate(GRID_PROBLEMS)
+            problems += [f"text: {m}" for m in PLACEHOLDER.findall(page.evaluate(VISIBLE_TEXT))]
+            if problems:
+                found[name] = problems
+        context.close()
+    assert not found, f"cut values, placeholders or provider codes at 1440 px: {found}"
+
+
+def test_the_cut_and_placeholder_checks_can_fail(browser):
+    """The checks above on a page built to fail them: a clipped text without a title, a grid with a column
+    past its edge, a provider code and a None as cells (a source's own name as written is allowed)."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_content(
+        """<div data-testid="stMain">
+             <p style="width: 40px; overflow: hidden; white-space: nowrap">a value far wider than its box</p>
+             <p style="width: 40px; overflow: hidden; white-space: nowrap" title="whole">read whole on hover</p>
+             <div data-testid="stDataFrame"><table role="grid" aria-colcount="4">
+               <thead><tr><th aria-colindex="1">Provider</th><th aria-colindex="2">Source</th>
+                          <th aria-colindex="3">Cost</th></tr></thead>
+               <tbody><tr><td aria-colindex="1">gcp</td><td aria-colindex="2">onprem</td>
+                          <td aria-colindex="3">None</td></tr></tbody></table></div>
+           </div>"""
+    )
+    assert page.evaluate(CUT_AND_PLACEHOLDERS) == ["cut: a value far wider than its box"]
+    grid = page.evaluate(GRID_PROBLEMS, page.query_selector('[data-testid="stDataFrame"]'))
+    assert grid == [
+        "columns past the edge: 1 after Provider | Source | Cost",
+        "provider code: gcp in Provider",
+        "cell: None in Cost",
+    ], grid
+    page.close()

@@ -170,3 +170,19 @@ def test_a_kind_is_labelled_from_the_table_its_check_read(monkeypatch):
     monkeypatch.setattr(labels, "KINDS", handed_down)
     assert labels.label("dummy_plugin_kind") == "Dummy plug-in kind"
     assert labels.label("dummy_plugin_kind", "kind") == "Dummy plug-in kind"
+
+
+def test_a_table_shows_the_columns_that_fit_whole_and_names_the_rest():
+    """A wide frame: the leading columns that fit the table's width are shown, the rest are named; a frame
+    that fits keeps every column; the first two columns always stay."""
+    import polars as pl
+
+    from gpufinops.dashboard import labels as page_labels
+
+    wide = pl.DataFrame({f"usd_per_1m_output_tokens_{i}": [123456.78] for i in range(12)})
+    kept = page_labels.fitting(wide, wide.columns)
+    assert 2 <= len(kept) < 12 and kept == wide.columns[: len(kept)]
+    assert sum(page_labels.column_px(wide, c) for c in kept) <= page_labels.TABLE_WIDTH_PX
+    narrow = pl.DataFrame({"team": ["nlp"], "gpu_cost": [1.0]})
+    assert page_labels.fitting(narrow, narrow.columns) == narrow.columns
+    assert page_labels.fitting(wide, wide.columns, width_px=10) == wide.columns[:2]

@@ -59,3 +59,24 @@ def test_the_demo_summary_finding_table_reads_labels_never_split_codes() -> None
     for spec in registry.MODELS:
         if spec.kind in kinds:  # each label's words stay whole (a wrap may put them on two lines)
             assert all(word in text for word in spec.label.split()), spec.label
+
+
+def test_evaluate_says_each_step_on_stderr_and_ends_in_a_table(monkeypatch, capsys) -> None:
+    """`evaluate` off a terminal (a log file): one progress line a step on stderr, the figures as text on
+    stdout; --format json the raw structure. The measurement itself (minutes of simulated fleets) is replaced
+    by one that reports two steps and returns a small result: what is tested is the command's output."""
+
+    def measured(*, step=None, **_kwargs):
+        for name in ("fleet A", "fleet B"):
+            step.start(f"simulating {name}")
+            step.done()
+        return {"fleets": [], "others": {"storage": {"volume_findings": 3}}}
+
+    monkeypatch.setattr(evaluate, "evaluate", measured)
+    monkeypatch.delenv("GPUFINOPS_NO_PROGRESS", raising=False)
+    assert cli.main(["evaluate", "--quick"]) == 0
+    captured = capsys.readouterr()
+    assert "gpufinops evaluate: [1/" in captured.err and "simulating fleet B" in captured.err, captured.err
+    assert "volume findings: 3" in captured.out and "{" not in captured.out
+    assert cli.main(["evaluate", "--quick", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["others"]["storage"]["volume_findings"] == 3

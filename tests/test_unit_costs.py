@@ -307,3 +307,13 @@ def test_a_gpu_type_move_shows_its_effect_in_dollars_per_million_tokens(fleet):
     assert cents(recs[1].evidence["usd_per_1m_tokens_saved"]) == cents(Decimal(1460) * 10**6 / tokens_l4)
     assert "usd_per_1m_tokens_current" not in recs[2].evidence  # not a move of GPU type or precision
     assert "usd_per_1m_tokens_current" not in recs[3].evidence  # serves no tokens
+
+
+def test_a_month_the_window_cuts_is_labelled_with_its_days(fleet, capsys):
+    """`unit-costs --period month` names the month, and where --from/--to cut it the days it covers: a row
+    of 2026-11-02 alone is not November's unit cost."""
+    cut = _cli(fleet, "--period", "month", "--by", "team", "--from", "2026-11-02", "--to", "2026-11-02", capsys=capsys)
+    assert cut.returncode == 0, cut.stderr
+    assert "2026-11 (02 Nov only)" in cut.stdout and "2026-11-01" not in cut.stdout, cut.stdout
+    whole = _cli(fleet, "--period", "month", "--by", "team", capsys=capsys)
+    assert "2026-11 " in whole.stdout and "2026-11 (" not in whole.stdout, whole.stdout

@@ -63,10 +63,11 @@ class Coverage:
 
     def scope(self) -> str:
         """ "1,872 GPU-hours on 24 resources over 14 days" (a figure of whole-scope inputs: "14 days")."""
+        days = f"{self.days:,} day{'s' if self.days != 1 else ''}"
         if self.unit == "days":
-            return f"{self.days:,} days"
+            return days
         plural = "s" if self.resources != 1 else ""
-        return f"{self.total:,.0f} {self.unit} on {self.resources:,} resource{plural} over {self.days:,} days"
+        return f"{self.total:,.0f} {self.unit} on {self.resources:,} resource{plural} over {days}"
 
     def detail(self) -> str:
         """The sentence without the figure's label: "unknown for all …: no … (…)", or "measured for 420 of …"."""
@@ -232,5 +233,28 @@ def measure(
     end: datetime | None = None,
 ) -> dict[str, Coverage]:
     """Each figure's coverage over the scope (team filter, window [start, end))."""
-    hours = gpu_hours(con, team=team, start=start, end=end)
+    return figures_of(gpu_hours(con, team=team, start=start, end=end), figures)
+
+
+def figures_of(hours: GpuHours, figures: tuple[str, ...] = tuple(FIGURES)) -> dict[str, Coverage]:
+    """Each figure's coverage over a scope already read (a page reads ``gpu_hours`` once, cached)."""
     return {name: of(hours, name) for name in figures}
+
+
+def of_row(figure: str, total: float, unmeasured: float, resources: int, days: int) -> Coverage:
+    """The coverage of one row of a figure of one hourly input (a carbon row: its GPU-hours, those without
+    a power reading, the resources and days they fall on)."""
+    spec = FIGURES[figure]
+    needs = tuple(INPUTS[n] for n in spec.needs)
+    missing = tuple((i, float(unmeasured)) for i in needs) if unmeasured > 0 else ()
+    return Coverage(
+        figure=figure,
+        label=spec.label,
+        needs=needs,
+        unit="GPU-hours",
+        covered=float(total) - float(unmeasured),
+        total=float(total),
+        missing=missing,
+        resources=int(resources),
+        days=int(days),
+    )

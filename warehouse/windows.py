@@ -114,3 +114,25 @@ def partial_days(window: Window, first_hour: datetime | None, last_hour: datetim
         if last_hour + timedelta(hours=1) < end_of_day:
             notes.append(f"{last_hour:%Y-%m-%d} to {last_hour + timedelta(hours=1):%H:%M} UTC")
     return notes
+
+
+def period_label(period: str, first: str | date, window: Window) -> str:
+    """A row's period as every surface labels it: ``2026-10`` (a month), a week's Monday or a day, with the
+    part of it ``window`` covers where that is not all of it: ``2026-10 (03 – 05 Oct)``."""
+    if period == "month":
+        whole = month(str(first))
+    else:
+        day = first if isinstance(first, date) else date.fromisoformat(str(first))
+        whole = Window(midnight(day), midnight(day) + timedelta(days=7 if period == "week" else 1), "")
+    text = str(first)
+    assert whole.start is not None and whole.end is not None  # a period is bounded
+    start = max(whole.start, window.start) if window.start is not None else whole.start
+    end = min(whole.end, window.end) if window.end is not None else whole.end
+    if (start, end) == (whole.start, whole.end):
+        return text
+    last = end - timedelta(days=1)
+    if last.date() == start.date():
+        return f"{text} ({start:%d %b} only)"
+    return (
+        f"{text} ({start:%d} – {last:%d %b})" if start.month == last.month else f"{text} ({start:%d %b} – {last:%d %b})"
+    )

@@ -39,7 +39,7 @@ def main() -> None:
             attribution = cached_query(con, "gpu_hours_attribution", **span(start, end)) if ctx.teams is None else None
             emissions = cached_call(con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start, end=end)
             emission_sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start, end=end)
-            cover = cached_call(con, coverage.measure, team=ctx.teams, start=start, end=end)
+            cover = coverage.figures_of(cached_call(con, coverage.gpu_hours, team=ctx.teams, start=start, end=end))
     except FileNotFoundError as exc:
         st.error(str(exc))
         return

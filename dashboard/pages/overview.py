@@ -6,8 +6,9 @@ import streamlit as st
 
 from gpufinops.dashboard import alerts_view, period, spend, spend_table
 from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
+from gpufinops.models import kind_coverage
 from gpufinops.models.budgets import monthly_budget_for
-from gpufinops.warehouse import freshness
+from gpufinops.warehouse import coverage, freshness
 
 
 def budget_for(ctx) -> float | None:
@@ -30,6 +31,10 @@ def main() -> None:
             stale = freshness.stale_sources(con)
             alerts = alerts_view.open_alerts(con, ctx.teams)
             by_team = spend_table.cached(con, ctx.teams, window)
+            start, end = window.start, period.query_end(window, as_of)
+            hours = cached_call(con, coverage.gpu_hours, team=ctx.teams, start=start, end=end)  # one scan, cached
+            allocation = coverage.figures_of(hours, ("allocation",))
+            blind = kind_coverage.unknown_kinds_of(hours)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -48,7 +53,7 @@ def main() -> None:
     )
     shown = period.spend_in(data, window)
     budget = budget_for(ctx) if period.is_data_month(window, as_of) else None
-    spend.render_kpis(shown, budget, period.kpi_period(window, as_of))
+    spend.render_kpis(shown, budget, period.kpi_period(window, as_of), allocation=allocation["allocation"], blind=blind)
     spend_table.render(by_team, window)
     alerts_view.render(alerts)
     spend.render_charts(shown)

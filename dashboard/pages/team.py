@@ -44,8 +44,8 @@ def main() -> None:
             serving, carbon_note, serving_empty = cached_call(
                 con, unit_costs_view.load, teams=[team], start=start, end=end
             )
-            cover = cached_call(con, coverage.measure, team=[team], start=start, end=end)
-            blind = cached_call(con, kind_coverage.unknown_kinds, team=[team], start=start, end=end)
+            hours = cached_call(con, coverage.gpu_hours, team=[team], start=start, end=end)  # one scan, cached
+            cover, blind = coverage.figures_of(hours), kind_coverage.unknown_kinds_of(hours)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
@@ -53,7 +53,13 @@ def main() -> None:
     st.caption(f"Every figure on this page covers {window.label}, in UTC days (forecast and savings: per month).")
     budget = monthly_budget_for(ctx.settings.budgets, [team]) if period.is_data_month(window, as_of) else None
     shown = period.spend_in(data, window)
-    spend.render_kpis(shown, float(budget) if budget is not None else None, period.kpi_period(window, as_of))
+    spend.render_kpis(
+        shown,
+        float(budget) if budget is not None else None,
+        period.kpi_period(window, as_of),
+        allocation=cover["allocation"],
+        blind=blind,
+    )
     alerts_view.render(alerts, heading=f"Open alerts of {team}")
     spend.render_charts(shown, by_team=False)
     spend.render_forecast(data)

@@ -13,6 +13,7 @@ import duckdb
 import polars as pl
 
 from gpufinops.kernel.labels import NO_TEAM
+from gpufinops.warehouse import coverage, windows
 from gpufinops.warehouse.queries.fragments import filters, frame
 
 BY = ("team", "resource", "month")
@@ -65,10 +66,58 @@ def carbon_summary(
                sum(gpu_kwh) AS gpu_kwh, sum(node_kwh) AS node_kwh, sum(kwh) AS kwh, sum(kg_co2e) AS kg_co2e,
                sum(kg_co2e) / nullif(sum(gpu_hours) FILTER (WHERE energy_basis = 'measured'), 0)
                    AS kg_co2e_per_gpu_hour,
-               sum(embodied_kg_co2e) AS embodied_kg_co2e
+               sum(embodied_kg_co2e) AS embodied_kg_co2e,
+               count(DISTINCT resource_id) FILTER (WHERE energy_basis = 'withheld') AS withheld_resources,
+               count(DISTINCT CAST(hour AT TIME ZONE 'UTC' AS DATE)) FILTER (WHERE energy_basis = 'withheld')
+                   AS withheld_days
         FROM carbon_hourly WHERE {where}
         GROUP BY {group} ORDER BY {", ".join(str(i + 1) for i in range(len(keys)))}"""
     return frame(con, sql, params)
+
+
+def described(frame: pl.DataFrame, period: str, window: windows.Window) -> pl.DataFrame:
+    """``carbon_summary``'s rows as a reader is given them (CLI, API, MCP): ``period_label`` names the row's
+    period and, where the window cuts it, the days it covers (``2026-10 (03 – 05 Oct)``); ``emissions_coverage``
+    says, where some of the row's GPU-hours had no power reading, that its emissions are unknown or partial,
+    for how many GPU-hours, resources and days, and which source types would measure them (null: all measured)."""
+    if frame.is_empty():
+        return frame.with_columns(
+            pl.lit(None, pl.Utf8).alias("period_label"), pl.lit(None, pl.Utf8).alias("emissions_coverage")
+        )
+    labels = [windows.period_label(period, value, window) for value in frame[period]]
+    notes = [
+        coverage.of_row(
+            "emissions",
+            row["gpu_hours"] or 0,
+            row["withheld_gpu_hours"] or 0,
+            row["withheld_resources"] or 0,
+            row["withheld_days"] or 0,
+        ).sentence()
+        or None
+        for row in frame.iter_rows(named=True)
+    ]
+    return frame.with_columns(
+        pl.Series("period_label", labels, pl.Utf8), pl.Series("emissions_coverage", notes, pl.Utf8)
+    )
+
+
+def emissions_coverage(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    team: str | list[str] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> coverage.Coverage:
+    """The emissions' coverage over the same GPU-hours the rows count (``carbon_hourly`` in the window)."""
+    where, params = filters(team, start, end, team_col="team", time_col="hour")
+    sql = f"""
+        SELECT coalesce(sum(gpu_hours), 0),
+               coalesce(sum(gpu_hours) FILTER (WHERE energy_basis = 'withheld'), 0),
+               count(DISTINCT resource_id) FILTER (WHERE energy_basis = 'withheld'),
+               count(DISTINCT CAST(hour AT TIME ZONE 'UTC' AS DATE)) FILTER (WHERE energy_basis = 'withheld')
+        FROM carbon_hourly WHERE {where}"""
+    total, withheld, resources, days = con.execute(sql, params).fetchall()[0]
+    return coverage.of_row("emissions", float(total), float(withheld), int(resources), int(days))
 
 
 def sources(
