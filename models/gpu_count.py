@@ -22,22 +22,14 @@ import polars as pl
 
 from gpufinops.models import features
 from gpufinops.models.features import RightsizingSettings
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, from_warehouse, money, stable_id
 from gpufinops.warehouse import queries
-
-
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
-) -> list[Recommendation]:
-    return analyse(con, settings)[0]
 
 
 def analyse(
     con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
 ) -> tuple[list[Recommendation], list[Withheld]]:
-    s = features.settings_of(settings)
-    found = findings(load(con, s), s)
-    return found.recommendations, found.withheld
+    return from_warehouse(con, settings, RightsizingSettings, load, findings)
 
 
 @dataclass(frozen=True)

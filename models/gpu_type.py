@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 
 import duckdb
 import polars as pl
 
 from gpufinops.models import features, peers
 from gpufinops.models.features import RightsizingSettings
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, from_warehouse, money, stable_id
 from gpufinops.models.throughput import (
     DECISION_KEYS,
     MAE_KEYS,
@@ -75,21 +76,13 @@ __all__ = [
 USABLE_MEMORY = 0.93  # share of a GPU's memory a process gets (driver, ECC, context)
 
 
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None, *, recommend_fn=None
-) -> list[Recommendation]:
-    """Load the fleet, fit the throughput model on it and recommend (``recommend_fn``: quantization's
-    rules over the same inputs; default gpu_type's)."""
-    return analyse(con, settings, recommend_fn=recommend_fn)[0]
-
-
 def analyse(
     con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None, *, recommend_fn=None
 ) -> tuple[list[Recommendation], list[Withheld]]:
-    """(recommendations, withheld) over the warehouse (see :func:`recommend_from_warehouse`)."""
-    s = features.settings_of(settings)
-    found = findings(load(con, s), s, recommend_fn=recommend_fn)
-    return found.recommendations, found.withheld
+    """Load the fleet, fit the throughput model on it and recommend: (recommendations, withheld)
+    (``recommend_fn``: quantization's rules over the same inputs; default gpu_type's)."""
+    find = partial(findings, recommend_fn=recommend_fn)
+    return from_warehouse(con, settings, RightsizingSettings, load, find)
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,6 @@ FEWER_GPUS = "none_same_gpu_type"  # a fewer-GPUs step is priced by the bytes fa
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
 
 
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
-) -> list[Recommendation]:
-    return analyse(con, settings)[0]
-
-
 def analyse(
     con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
 ) -> tuple[list[Recommendation], list[Withheld]]:

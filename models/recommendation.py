@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -229,6 +230,16 @@ class Findings:
     recommendations: list[Recommendation] = field(default_factory=list)
     withheld: list[Withheld] = field(default_factory=list)
     comparison: list[Recommendation] = field(default_factory=list)
+
+
+def from_warehouse(
+    con: Any, settings: Any, settings_class: Any, load: Callable[[Any, Any], Any], find: Callable[[Any, Any], Findings]
+) -> tuple[list[Recommendation], list[Withheld]]:
+    """(recommendations, withheld) of one model over the warehouse: its settings (``settings_class``'s own,
+    or a `[models]` section to parse), what its ``load`` step reads, then its ``find`` step (no connection)."""
+    s = settings if isinstance(settings, settings_class) else settings_class.from_config(settings)
+    found = find(load(con, s), s)
+    return found.recommendations, found.withheld
 
 
 # The flat view of a recommendation: the CLI's `recommend --format csv` and the dashboard's CSV
