@@ -24,6 +24,8 @@ from typing import Any
 
 import duckdb
 
+from gpufinops.models.recommendation import Recommendation, stable_id
+
 GP3_BASELINE_IOPS = 3000.0
 GP3_BASELINE_MIBPS = 125.0
 AWS_STORAGE_METER = {
@@ -192,6 +194,20 @@ def load(con: duckdb.DuckDBPyConnection, _settings: Any = None) -> StorageInputs
         ).fetchall()
     }
     return inputs
+
+
+def finding(kind: str, provider: str, resource_id: str, team: str | None, **what: Any) -> Recommendation:
+    """A storage finding on one volume or snapshot (no workload), its id from the kind, provider and
+    resource; ``what``: its current, proposed, monthly_savings_usd, confidence, risk and evidence."""
+    return Recommendation(
+        id=stable_id(kind, provider, resource_id),
+        kind=kind,
+        team=team,
+        provider=provider,
+        resource_id=resource_id,
+        workload=None,
+        **what,
+    )
 
 
 def gpu_resource(inputs: StorageInputs, volume: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -124,6 +124,18 @@ def koku_flat_rows(name: str) -> list[dict]:
     ]
 
 
+# koku's flattened GCP billing exports the BigQuery tests load (tests/data/gcp)
+KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
+
+
+def koku_rows() -> list[dict]:
+    """Every row of the :data:`KOKU` files, less those that end before they start."""
+    rows = []
+    for name in KOKU:
+        rows += koku_flat_rows(name)
+    return rows
+
+
 def copy_consistent_csv(name: str, target: Path) -> None:
     """koku's flattened CSV ``name`` without the rows :func:`ends_before_it_starts` finds."""
     import csv

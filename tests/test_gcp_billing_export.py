@@ -24,10 +24,9 @@ from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
 from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv, to_jsonl
 from tests.bq_emulator import DATASET, PROJECT, bq_row
 from tests.conftest import query
-from tests.gcp_loopback import GCP_DATA, ends_before_it_starts, koku_flat_rows
+from tests.gcp_loopback import GCP_DATA, KOKU, ends_before_it_starts, koku_flat_rows, koku_rows
 from tests.relay_proxy import RelayProxy
 
-KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
 TEAM_KEYS = ("team", "vm_key_proj2")
 
 
@@ -36,13 +35,6 @@ def registry() -> Registry:
     r = Registry()
     r.register(GcpBillingExport)
     return r
-
-
-def koku_rows() -> list[dict]:
-    rows = []
-    for name in KOKU:
-        rows += koku_flat_rows(name)  # less koku's rows that end before they start (tests/gcp_loopback.py)
-    return rows
 
 
 def expected_totals() -> dict[tuple[str, str], tuple[Decimal, Decimal, int]]:
