@@ -232,6 +232,36 @@ class Findings:
     comparison: list[Recommendation] = field(default_factory=list)
 
 
+def on_resource(
+    kind: str,
+    row: dict[str, Any],
+    id_parts: tuple[str | None, ...],
+    workload: str | None,
+    created_at: datetime | None = None,
+    **what: Any,
+) -> Recommendation:
+    """A finding on the resource of ``row`` (its provider name, resource_id and team), its id from the kind,
+    the provider, the resource and ``id_parts``, made at ``created_at`` (default: now); ``what``: current,
+    proposed, monthly_savings_usd, confidence, risk, evidence."""
+    rec = Recommendation(
+        id=stable_id(kind, row["provider"], row["resource_id"], *id_parts),
+        kind=kind,
+        team=row["team"],
+        provider=provider_code(row["provider"]),
+        resource_id=row["resource_id"],
+        workload=workload,
+        **what,
+    )
+    if created_at is not None:
+        rec.created_at = created_at
+    return rec
+
+
+def pod_workload(row: dict[str, Any]) -> str:
+    """A pod's workload name: namespace/pod (the pod alone outside a namespace)."""
+    return f"{row['namespace']}/{row['pod']}" if row["namespace"] else row["pod"]
+
+
 def from_warehouse(
     con: Any, settings: Any, settings_class: Any, load: Callable[[Any, Any], Any], find: Callable[[Any, Any], Findings]
 ) -> tuple[list[Recommendation], list[Withheld]]:
