@@ -4,8 +4,10 @@ protocol's handler."""
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from tests.conftest import free_port
 
@@ -28,3 +30,20 @@ class LoopbackHttp:
         assert self._server is not None
         self._server.shutdown()
         self._server.server_close()
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet request handler whose answers are JSON (``content_type`` its Content-Type)."""
+
+    content_type = "application/json"
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _json(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
