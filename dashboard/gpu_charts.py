@@ -62,6 +62,20 @@ def heatmap(
     )
 
 
+def utilisation_heatmap(frame: pl.DataFrame, title: str) -> Spec:
+    """Mean GPU utilisation per team and GPU model: the fleet's and a team's page."""
+    return heatmap(
+        frame,
+        x="gpu_model",
+        y="team",
+        value="util_mean",
+        x_title="GPU model",
+        y_title="Team",
+        value_title="Mean utilisation %",
+        title=title,
+    )
+
+
 def utilisation(frame: pl.DataFrame, title: str | None = None) -> Spec:
     """Mean and peak GPU utilisation (%) of one resource per hour."""
     long = (

@@ -16,6 +16,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from gpufinops.dashboard.common import cached_call, cached_query
 from gpufinops.dashboard.precomputed import WINDOW_CHOICES
 from gpufinops.warehouse import windows
 from gpufinops.warehouse.queries.fragments import filters
@@ -36,6 +37,15 @@ def months_with_data(con: duckdb.DuckDBPyConnection, teams: list[str] | None) ->
         params + alloc_params,
     ).fetchall()
     return [windows.midnight(r[0]) for r in rows if r[0] is not None]
+
+
+def of_page(con: duckdb.DuckDBPyConnection, key: str, teams: list[str] | None) -> tuple[datetime, Window] | None:
+    """A page's newest cost day in ``teams``' scope and the period picked in its sidebar (widget ``key``);
+    None: no cost data in scope."""
+    as_of = cached_query(con, "latest_charge_day", team=teams)
+    if as_of is None:
+        return None
+    return as_of, picker(key, cached_call(con, months_with_data, teams=teams), as_of)
 
 
 def choices(months: list[datetime], as_of: datetime) -> dict[str, Window]:

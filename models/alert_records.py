@@ -6,10 +6,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+import duckdb
+
 from gpufinops.models.budgets import Budget
+from gpufinops.warehouse import alerts_queries
 
 RULES = (
     "budget",
@@ -87,3 +91,11 @@ class RuleOutcome:
     live: Callable[[str, str, str], bool] | None = None  # (rule, scope, period) still in the window?
     context: dict[str, str] = field(default_factory=dict)  # scope -> where it stands now
     seconds: float = 0.0
+
+    def data_edge(self, con: duckdb.DuckDBPyConnection, now: datetime, missing: str) -> datetime | None:
+        """The newest cost data's edge; None without any, the rule then incomplete and ``missing`` noted."""
+        edge = alerts_queries.data_edge(con, now=now)
+        if edge is None:
+            self.complete = False
+            self.notes.append(missing)
+        return edge

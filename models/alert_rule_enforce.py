@@ -20,7 +20,6 @@ from gpufinops.models.alert_records import Alert, AlertSettings, RuleOutcome
 from gpufinops.models.budget_quota import STOP_POLICIES
 from gpufinops.models.budget_spend import budget_spend, hours_left, runs_out_at
 from gpufinops.models.budgets import Budget
-from gpufinops.warehouse import alerts_queries as aq
 from gpufinops.warehouse.queries import enforcement as eq
 
 
@@ -34,10 +33,8 @@ def enforcement_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, no
     if not enforced:
         outcome.live = lambda rule, scope, period: False
         return outcome
-    edge = aq.data_edge(con, now=now)
+    edge = outcome.data_edge(con, now, "budget_enforcement: no cost data yet")
     if edge is None:
-        outcome.complete = False
-        outcome.notes.append("budget_enforcement: no cost data yet")
         return outcome
     usage = eq.flavor_usage(con).to_dicts()
     current: dict[str, str] = {}

@@ -59,10 +59,8 @@ def budget_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: da
         outcome.notes.append("budget: no [[budgets]] configured")
         outcome.live = lambda rule, scope, period: False  # a removed budget's alerts expire, silently
         return outcome
-    edge = aq.data_edge(con, now=now)
+    edge = outcome.data_edge(con, now, "budget: no cost data yet, nothing to compare with the budgets")
     if edge is None:
-        outcome.complete = False
-        outcome.notes.append("budget: no cost data yet, nothing to compare with the budgets")
         return outcome
     names = aq.provider_names(con)
     current = {}
@@ -179,10 +177,8 @@ def anomaly_rule(con: duckdb.DuckDBPyConnection, settings: AlertSettings, now: d
     """Days among the last ``anomaly_days`` complete days whose cost left the forecast model's band,
     per (team, provider), with the line items that moved."""
     outcome = RuleOutcome("anomaly", ("anomaly",))
-    edge = aq.data_edge(con, now=now)
+    edge = outcome.data_edge(con, now, "anomaly: no cost data yet")
     if edge is None:
-        outcome.complete = False
-        outcome.notes.append("anomaly: no cost data yet")
         return outcome
     last_day = edge.astimezone(UTC).date() - timedelta(days=1)  # the forecast drops a partial last day
     first_day = last_day - timedelta(days=settings.anomaly_days - 1)

@@ -22,7 +22,7 @@ from decimal import Decimal
 
 import polars as pl
 
-from gpufinops.models.recommendation import Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.recommendation import Recommendation, Withheld, money, on_resource, pod_workload
 
 DAYS_PER_MONTH = Decimal("30.4375")
 SHARED_BASES = ("timeslice", "mps")  # allocation splits such a GPU-hour between its pods: each pod's share is its own
@@ -180,13 +180,12 @@ def _recommendation(row: dict, params, now: datetime | None) -> Recommendation |
         "last_hour": row["last_hour"],
     }
     confidence = round(0.9 * min(1.0, float(window_days) / 14) * min(1.0, row["idle_hours"] / row["present_hours"]), 3)
-    rec = Recommendation(
-        id=stable_id("idle_gpu", row["provider"], row["resource_id"], "allocated_idle", row["namespace"], row["pod"]),
-        kind="idle_gpu",
-        team=row["team"],
-        provider=provider_code(row["provider"]),
-        resource_id=row["resource_id"],
-        workload=f"{row['namespace']}/{row['pod']}" if row["namespace"] else row["pod"],
+    return on_resource(
+        "idle_gpu",
+        row,
+        ("allocated_idle", row["namespace"], row["pod"]),
+        pod_workload(row),
+        now,
         current=current,
         proposed=proposed,
         monthly_savings_usd=monthly_savings,
@@ -194,6 +193,3 @@ def _recommendation(row: dict, params, now: datetime | None) -> Recommendation |
         risk=RISK,
         evidence=evidence,
     )
-    if now is not None:
-        rec.created_at = now
-    return rec

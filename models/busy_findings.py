@@ -16,7 +16,7 @@ import polars as pl
 
 from gpufinops.models import busy_rules as rules
 from gpufinops.models.busy_profile import BusyInputs
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.recommendation import Findings, Withheld, money, on_resource, pod_workload
 
 DAYS_PER_MONTH = Decimal("30.4375")
 PROFILE_HOURS = 24  # the evidence's hourly profile: the pod's last day
@@ -175,13 +175,11 @@ def _recommendation(pattern: Pattern, rows: pl.DataFrame, hits: pl.DataFrame, sa
         **profile(rows),
     }
     confidence = round(min(1.0, hits.height / max(rows.height, 1) + 0.3) * min(1.0, float(window_days) / 1), 3)
-    return Recommendation(
-        id=stable_id(pattern.kind, row["provider"], row["resource_id"], row["namespace"], row["pod"]),
-        kind=pattern.kind,
-        team=row["team"],
-        provider=provider_code(row["provider"]),
-        resource_id=row["resource_id"],
-        workload=f"{row['namespace']}/{row['pod']}" if row["namespace"] else row["pod"],
+    return on_resource(
+        pattern.kind,
+        row,
+        (row["namespace"], row["pod"]),
+        pod_workload(row),
         current=current,
         proposed=proposed,
         monthly_savings_usd=monthly_savings,

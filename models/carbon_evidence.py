@@ -54,6 +54,11 @@ def _when(value: Any) -> datetime | None:
 
 
 BATCH = "_gpufinops_carbon_findings"
+# each finding's pod's measured kg over its window (a WHERE and GROUP BY to follow)
+POD_KG = f"""
+        SELECT b.i, sum(c.kg_co2e) FROM {BATCH} b
+        JOIN carbon_hourly c ON c.resource_id = b.resource_id AND c.hour BETWEEN b.first AND b.last
+             AND c.pod = b.pod AND c.namespace IS NOT DISTINCT FROM b.namespace AND c.energy_basis = 'measured'"""
 
 
 def _tdp(tdps: dict[str, float], model: Any) -> float | None:
@@ -103,30 +108,22 @@ def _figures(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
             "pod_all_kg": 0.0,
             "gpus": [],
         }
-    for i, kwh in con.execute(f"""
+    _add(
+        figures,
+        "idle_kwh",
+        con.execute(f"""
         SELECT i, sum(power_w) / 1000.0 FROM (
           SELECT b.i, m.hour, b.threshold, sum(m.power_mean_w) AS power_w, max(m.util_max) AS util_max
           FROM {BATCH} b JOIN gpu_metrics_hourly m ON m.resource_id = b.resource_id
                AND m.hour BETWEEN b.first AND b.last AND m.mig_instance IS NULL
-          GROUP BY 1, 2, 3) WHERE util_max < threshold GROUP BY 1""").fetchall():
-        if i in figures:
-            figures[i]["idle_kwh"] = float(kwh or 0)
-    for i, kg in con.execute(f"""
-        SELECT b.i, sum(c.kg_co2e) FROM {BATCH} b
-        JOIN carbon_hourly c ON c.resource_id = b.resource_id AND c.hour BETWEEN b.first AND b.last
-             AND c.pod = b.pod AND c.namespace IS NOT DISTINCT FROM b.namespace AND c.energy_basis = 'measured'
+          GROUP BY 1, 2, 3) WHERE util_max < threshold GROUP BY 1""").fetchall(),
+    )
+    idle_hours = """
         JOIN (SELECT resource_id, hour, gpu_uuid, max(util_max) AS util_max FROM gpu_metrics_hourly GROUP BY 1, 2, 3) m
              ON m.resource_id = c.resource_id AND m.hour = c.hour AND m.gpu_uuid = c.gpu_uuid
-        WHERE b.pod IS NOT NULL AND m.util_max < b.threshold GROUP BY 1""").fetchall():
-        if i in figures:
-            figures[i]["pod_kg"] = float(kg or 0)
-    for i, kg in con.execute(f"""
-        SELECT b.i, sum(c.kg_co2e) FROM {BATCH} b
-        JOIN carbon_hourly c ON c.resource_id = b.resource_id AND c.hour BETWEEN b.first AND b.last
-             AND c.pod = b.pod AND c.namespace IS NOT DISTINCT FROM b.namespace AND c.energy_basis = 'measured'
-        WHERE b.pod IS NOT NULL GROUP BY 1""").fetchall():
-        if i in figures:
-            figures[i]["pod_all_kg"] = float(kg or 0)
+        WHERE b.pod IS NOT NULL AND m.util_max < b.threshold GROUP BY 1"""
+    _add(figures, "pod_kg", con.execute(POD_KG + idle_hours).fetchall())
+    _add(figures, "pod_all_kg", con.execute(POD_KG + " WHERE b.pod IS NOT NULL GROUP BY 1").fetchall())
     for i, _, kwh in con.execute(f"""
         SELECT b.i, m.gpu_uuid, sum(m.power_mean_w) / 1000.0 AS kwh FROM {BATCH} b
         JOIN gpu_metrics_hourly m ON m.resource_id = b.resource_id AND m.hour BETWEEN b.first AND b.last
@@ -135,6 +132,13 @@ def _figures(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
         if i in figures:
             figures[i]["gpus"].append(float(kwh))
     return figures
+
+
+def _add(figures: dict[int, dict[str, Any]], key: str, rows: list[tuple]) -> None:
+    """Each (finding, figure) row's figure under ``key``, for the findings the first statement found."""
+    for i, value in rows:
+        if i in figures:
+            figures[i][key] = float(value or 0)
 
 
 def saved(

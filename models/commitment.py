@@ -34,7 +34,7 @@ import polars as pl
 from gpufinops.kernel import providers
 from gpufinops.kernel.labels import team_label
 from gpufinops.kernel.ranges import PERCENT
-from gpufinops.models import features, run_reads, spot_mix
+from gpufinops.models import features, recommendation, run_reads, spot_mix
 from gpufinops.models.features import setting
 from gpufinops.models.frames import as_datetime, as_float, provider_codes
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
@@ -86,20 +86,13 @@ def savings_over_window(usage: np.ndarray, covered: int, on_demand_rate: float, 
     return float(np.minimum(usage, covered).sum()) * on_demand_rate - covered * len(usage) * commit_rate
 
 
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection,
-    settings: dict | CommitmentSettings | None = None,
-) -> list[Recommendation]:
-    return recommend(con, settings)[0]
-
-
 def recommend(
     con: duckdb.DuckDBPyConnection, settings: dict | CommitmentSettings | None = None, now: datetime | None = None
 ) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every group with a steady on-demand baseline."""
-    s = settings if isinstance(settings, CommitmentSettings) else CommitmentSettings.from_config(settings)
-    found = findings(load(con, s), s, now)
-    return found.recommendations, found.withheld
+    return recommendation.from_warehouse(
+        con, settings, CommitmentSettings, load, lambda inputs, s: findings(inputs, s, now)
+    )
 
 
 @dataclass(frozen=True)

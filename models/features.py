@@ -21,7 +21,7 @@ import polars as pl
 from gpufinops.kernel import ranges
 from gpufinops.kernel.options import option
 from gpufinops.models import frames, run_reads
-from gpufinops.models.recommendation import money
+from gpufinops.models.recommendation import Recommendation, money, stable_id
 from gpufinops.warehouse import gpu_charges, queries
 
 T = TypeVar("T")
@@ -256,6 +256,34 @@ def confidence(row: dict, settings: RightsizingSettings, base: float) -> float:
     """Base confidence scaled by how much of the lookback the metrics cover."""
     days = min(1.0, (row["measured_hours"] or 0) / 24 / settings.lookback_days)
     return round(base * min(1.0, row["coverage"] or 0) * days, 3)
+
+
+def finding(
+    kind: str,
+    row: dict,
+    current: dict,
+    proposed: dict,
+    savings: Decimal,
+    *,
+    confidence: float,
+    risk: str,
+    evidence: dict,
+) -> Recommendation:
+    """A rightsizing model's finding on one resource row; its id from the kind, the provider and the resource."""
+    return Recommendation(
+        id=stable_id(kind, row["provider"], row["resource_id"]),
+        kind=kind,
+        team=row["team"],
+        provider=row["provider_code"],
+        resource_id=row["resource_id"],
+        workload=row["workload"],
+        current=current,
+        proposed=proposed,
+        monthly_savings_usd=savings,
+        confidence=confidence,
+        risk=risk,
+        evidence=evidence,
+    )
 
 
 def monthly(cost_usd: Decimal | float, window_days: float) -> Decimal:

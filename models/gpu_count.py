@@ -22,22 +22,14 @@ import polars as pl
 
 from gpufinops.models import features
 from gpufinops.models.features import RightsizingSettings
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, from_warehouse, money
 from gpufinops.warehouse import queries
-
-
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
-) -> list[Recommendation]:
-    return analyse(con, settings)[0]
 
 
 def analyse(
     con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
 ) -> tuple[list[Recommendation], list[Withheld]]:
-    s = features.settings_of(settings)
-    found = findings(load(con, s), s)
-    return found.recommendations, found.withheld
+    return from_warehouse(con, settings, RightsizingSettings, load, findings)
 
 
 @dataclass(frozen=True)
@@ -260,17 +252,7 @@ def _recommendation(row: dict, needed: int, offers: pl.DataFrame, s: Rightsizing
         "target_usd_per_hour": float(target["on_demand_usd_per_hour"]) if target else None,
         "target_price_source": target["origin"] if target else None,
     }
-    return Recommendation(
-        id=stable_id("gpu_count", row["provider"], row["resource_id"]),
-        kind="gpu_count",
-        team=row["team"],
-        provider=row["provider_code"],
-        resource_id=row["resource_id"],
-        workload=row["workload"],
-        current=current,
-        proposed=proposed,
-        monthly_savings_usd=savings,
-        confidence=features.confidence(row, s, base * (0.6 if conditional else 1.0)),
-        risk=risk,
-        evidence=evidence,
+    confidence = features.confidence(row, s, base * (0.6 if conditional else 1.0))
+    return features.finding(
+        "gpu_count", row, current, proposed, savings, confidence=confidence, risk=risk, evidence=evidence
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 
 import duckdb
 import polars as pl
@@ -24,7 +25,7 @@ import polars as pl
 from gpufinops.kernel import providers
 from gpufinops.models import features, peers
 from gpufinops.models.features import RightsizingSettings
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, from_warehouse, money
 from gpufinops.models.throughput import (
     DECISION_KEYS,
     MAE_KEYS,
@@ -75,21 +76,13 @@ __all__ = [
 USABLE_MEMORY = 0.93  # share of a GPU's memory a process gets (driver, ECC, context)
 
 
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None, *, recommend_fn=None
-) -> list[Recommendation]:
-    """Load the fleet, fit the throughput model on it and recommend (``recommend_fn``: quantization's
-    rules over the same inputs; default gpu_type's)."""
-    return analyse(con, settings, recommend_fn=recommend_fn)[0]
-
-
 def analyse(
     con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None, *, recommend_fn=None
 ) -> tuple[list[Recommendation], list[Withheld]]:
-    """(recommendations, withheld) over the warehouse (see :func:`recommend_from_warehouse`)."""
-    s = features.settings_of(settings)
-    found = findings(load(con, s), s, recommend_fn=recommend_fn)
-    return found.recommendations, found.withheld
+    """Load the fleet, fit the throughput model on it and recommend: (recommendations, withheld)
+    (``recommend_fn``: quantization's rules over the same inputs; default gpu_type's)."""
+    find = partial(findings, recommend_fn=recommend_fn)
+    return from_warehouse(con, settings, RightsizingSettings, load, find)
 
 
 @dataclass(frozen=True)
@@ -152,16 +145,9 @@ def recommend(
             if row["util_p95"] < s.underused_util_pct:
                 withheld.append(nothing_fits("gpu_type", row, refused, s))
             continue
-        if choice.get("unpriced"):
-            withheld.append(Withheld.from_detail("gpu_type", row, choice["unpriced"]))
-            continue
-        problem = features.evidence_problem(row, s)
-        if problem:
-            withheld.append(features.thin("gpu_type", row, problem, s))
-            continue
-        ramp = features.ramping(row)
-        if ramp:
-            withheld.append(Withheld.of("gpu_type", row, "ramping", ramp))
+        held = held_back("gpu_type", row, choice, s)
+        if held is not None:
+            withheld.append(held)
             continue
         rec = _recommendation(row, choice, model, s)
         if rec is not None:
@@ -174,6 +160,18 @@ def nothing_fits(kind: str, row: dict, refused: list[str], s: RightsizingSetting
     considered and why each was refused."""
     lead = lead or f"p95 {row['util_p95']:.0f} % (< {s.underused_util_pct:g} %)"
     return Withheld.of(kind, row, "no_fitting_target", f"{lead}, but no cheaper type fits: " + "; ".join(refused[:6]))
+
+
+def held_back(kind: str, row: dict, choice: dict, s: RightsizingSettings) -> Withheld | None:
+    """Why a resource with a cheaper target is withheld anyway: its configuration unpriced, its evidence
+    too thin, or its workload ramping up; None: recommend it."""
+    if "unpriced" in choice:
+        return Withheld.from_detail(kind, row, choice["unpriced"])
+    problem = features.evidence_problem(row, s)
+    if problem:
+        return features.thin(kind, row, problem, s)
+    ramp = features.ramping(row)
+    return Withheld.of(kind, row, "ramping", ramp) if ramp else None
 
 
 def unknown_count(kind: str, row: dict) -> Withheld:
@@ -326,17 +324,7 @@ def _recommendation(row: dict, choice: dict, model: ThroughputModel, s: Rightsiz
         f"(latency at peak, batch size) before moving; peak memory {evidence['mem_max_gib']} GiB leaves "
         f"{evidence['target_usable_memory_gib'] - evidence['mem_needed_gib']:.1f} GiB beyond the headroom."
     )
-    return Recommendation(
-        id=stable_id("gpu_type", row["provider"], row["resource_id"]),
-        kind="gpu_type",
-        team=row["team"],
-        provider=row["provider_code"],
-        resource_id=row["resource_id"],
-        workload=row["workload"],
-        current=current,
-        proposed=proposed,
-        monthly_savings_usd=savings,
-        confidence=features.confidence(row, s, base * (0.8 + 0.2 * max(0.0, headroom))),
-        risk=risk,
-        evidence=evidence,
+    confidence = features.confidence(row, s, base * (0.8 + 0.2 * max(0.0, headroom)))
+    return features.finding(
+        "gpu_type", row, current, proposed, savings, confidence=confidence, risk=risk, evidence=evidence
     )

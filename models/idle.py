@@ -23,7 +23,7 @@ import polars as pl
 
 from gpufinops.models import allocated_idle, run_reads
 from gpufinops.models.frames import as_datetime
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, on_resource
 from gpufinops.warehouse import allocation_queries
 
 DAYS_PER_MONTH = Decimal("30.4375")
@@ -303,13 +303,12 @@ def _recommendation(row: dict, params: IdleParams, now: datetime | None) -> Reco
         "first_hour": row["first_hour"],
         "last_hour": row["last_hour"],
     }
-    rec = Recommendation(
-        id=stable_id("idle_gpu", row["provider"], row["resource_id"], pattern),
-        kind="idle_gpu",
-        team=row["team"],
-        provider=provider_code(row["provider"]),
-        resource_id=row["resource_id"],
-        workload=None,
+    return on_resource(
+        "idle_gpu",
+        row,
+        (pattern,),
+        None,
+        now,
         current=current,
         proposed=proposed,
         monthly_savings_usd=monthly_savings,
@@ -317,9 +316,6 @@ def _recommendation(row: dict, params: IdleParams, now: datetime | None) -> Reco
         risk=risk,
         evidence=evidence,
     )
-    if now is not None:
-        rec.created_at = now
-    return rec
 
 
 def _pricing(category: str | None) -> str:

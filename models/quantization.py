@@ -31,7 +31,7 @@ import polars as pl
 from gpufinops.models import features, gpu_type
 from gpufinops.models.features import RightsizingSettings
 from gpufinops.models.gpu_type import ThroughputModel
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money
 
 # chosen from `gpufinops evaluate` on the training seeds (tests/test_quantization_choice.py re-derives it)
 PREDICTOR: str = RightsizingSettings.quantization_predictor
@@ -39,12 +39,6 @@ TRAINING_SEEDS, HELD_OUT_SEEDS = (1, 2), (3,)
 FEWER_GPUS = "none_same_gpu_type"  # a fewer-GPUs step is priced by the bytes factor, not a predictor
 
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "fp8": 8}
-
-
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection, settings: RightsizingSettings | dict | None = None
-) -> list[Recommendation]:
-    return analyse(con, settings)[0]
 
 
 def analyse(
@@ -110,16 +104,9 @@ def recommend(
                 lead = f"{precision.upper()} inference at p95 {row['util_p95']:.0f} %"
                 withheld.append(gpu_type.nothing_fits("quantization", row, refused, s, lead))
             continue
-        if "unpriced" in best:
-            withheld.append(Withheld.from_detail("quantization", row, best["unpriced"]))
-            continue
-        problem = features.evidence_problem(row, s)
-        if problem:
-            withheld.append(features.thin("quantization", row, problem, s))
-            continue
-        ramp = features.ramping(row)
-        if ramp:
-            withheld.append(Withheld.of("quantization", row, "ramping", ramp))
+        held = gpu_type.held_back("quantization", row, best, s)
+        if held is not None:
+            withheld.append(held)
             continue
         recs.append(_recommendation(row, best, precision, source, priced, s, why))
     return sorted(recs, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld
@@ -246,17 +233,7 @@ def _recommendation(
     if BITS[best["step"]] == 8:
         risk += " INT8/FP8 needs calibration and can be slower than FP16 on GPUs without fast INT8 kernels."
     base = (0.6 if source == "tag" else 0.4) * (0.85 if model.measured else 0.7)
-    return Recommendation(
-        id=stable_id("quantization", row["provider"], row["resource_id"]),
-        kind="quantization",
-        team=row["team"],
-        provider=row["provider_code"],
-        resource_id=row["resource_id"],
-        workload=row["workload"],
-        current=current,
-        proposed=proposed,
-        monthly_savings_usd=best["savings"],
-        confidence=features.confidence(row, s, base),
-        risk=risk,
-        evidence=evidence,
+    confidence = features.confidence(row, s, base)
+    return features.finding(
+        "quantization", row, current, proposed, best["savings"], confidence=confidence, risk=risk, evidence=evidence
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -225,6 +226,46 @@ class Findings:
     recommendations: list[Recommendation] = field(default_factory=list)
     withheld: list[Withheld] = field(default_factory=list)
     comparison: list[Recommendation] = field(default_factory=list)
+
+
+def on_resource(
+    kind: str,
+    row: dict[str, Any],
+    id_parts: tuple[str | None, ...],
+    workload: str | None,
+    created_at: datetime | None = None,
+    **what: Any,
+) -> Recommendation:
+    """A finding on the resource of ``row`` (its provider name, resource_id and team), its id from the kind,
+    the provider, the resource and ``id_parts``, made at ``created_at`` (default: now); ``what``: current,
+    proposed, monthly_savings_usd, confidence, risk, evidence."""
+    rec = Recommendation(
+        id=stable_id(kind, row["provider"], row["resource_id"], *id_parts),
+        kind=kind,
+        team=row["team"],
+        provider=provider_code(row["provider"]),
+        resource_id=row["resource_id"],
+        workload=workload,
+        **what,
+    )
+    if created_at is not None:
+        rec.created_at = created_at
+    return rec
+
+
+def pod_workload(row: dict[str, Any]) -> str:
+    """A pod's workload name: namespace/pod (the pod alone outside a namespace)."""
+    return f"{row['namespace']}/{row['pod']}" if row["namespace"] else row["pod"]
+
+
+def from_warehouse(
+    con: Any, settings: Any, settings_class: Any, load: Callable[[Any, Any], Any], find: Callable[[Any, Any], Findings]
+) -> tuple[list[Recommendation], list[Withheld]]:
+    """(recommendations, withheld) of one model over the warehouse: its settings (``settings_class``'s own,
+    or a `[models]` section to parse), what its ``load`` step reads, then its ``find`` step (no connection)."""
+    s = settings if isinstance(settings, settings_class) else settings_class.from_config(settings)
+    found = find(load(con, s), s)
+    return found.recommendations, found.withheld
 
 
 # The flat view of a recommendation: the CLI's `recommend --format csv` and the dashboard's CSV

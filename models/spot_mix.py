@@ -37,7 +37,7 @@ import polars as pl
 
 from gpufinops.kernel import providers
 from gpufinops.kernel.ranges import SHARE
-from gpufinops.models import features, run_reads, spot_forecast
+from gpufinops.models import features, recommendation, run_reads, spot_forecast
 from gpufinops.models.features import setting, tag
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
 from gpufinops.models.spot_prices import (
@@ -64,7 +64,6 @@ __all__ = [
     "load",
     "price_evidence",
     "recommend",
-    "recommend_from_warehouse",
     "rework_fraction",
     "spot_prices",
 ]
@@ -156,20 +155,13 @@ def _number(value: str | None, default: float) -> float:
 # ---- recommendations ----------------------------------------------------------------------------
 
 
-def recommend_from_warehouse(
-    con: duckdb.DuckDBPyConnection,
-    settings: dict | SpotMixSettings | None = None,
-) -> list[Recommendation]:
-    return recommend(con, settings)[0]
-
-
 def recommend(
     con: duckdb.DuckDBPyConnection, settings: dict | SpotMixSettings | None = None, now: datetime | None = None
 ) -> tuple[list[Recommendation], list[Withheld]]:
     """(recommendations, withheld) for every GPU workload billed only on-demand over the lookback."""
-    s = settings if isinstance(settings, SpotMixSettings) else SpotMixSettings.from_config(settings)
-    found = findings(load(con, s), s, now)
-    return found.recommendations, found.withheld
+    return recommendation.from_warehouse(
+        con, settings, SpotMixSettings, load, lambda inputs, s: findings(inputs, s, now)
+    )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from typing import Any
 
 import duckdb
 
+from gpufinops.models.recommendation import Recommendation, stable_id
+
 GP3_BASELINE_IOPS = 3000.0
 GP3_BASELINE_MIBPS = 125.0
 AWS_STORAGE_METER = {
@@ -132,6 +134,16 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+def _billed(con: duckdb.DuckDBPyConnection, column: str, resources: str) -> dict[str, Any]:
+    """A cost-line column's value (any one) per resource the ``resources`` query lists, where the bill has one."""
+    return dict(
+        con.execute(
+            f"SELECT ResourceId, any_value({column}) FROM cost_line_items WHERE {column} IS NOT NULL AND "
+            f"ResourceId IN ({resources}) GROUP BY 1"
+        ).fetchall()
+    )
+
+
 def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     found = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()
     return bool(found and found[0])
@@ -161,13 +173,7 @@ def load(con: duckdb.DuckDBPyConnection, _settings: Any = None) -> StorageInputs
         ).fetchall()
         if r[0]
     }
-    inputs.instance_teams = {
-        r[0]: r[1]
-        for r in con.execute(
-            "SELECT ResourceId, any_value(x_Team) FROM cost_line_items WHERE x_Team IS NOT NULL AND "
-            "ResourceId IN (SELECT last_instance_id FROM storage_volumes) GROUP BY 1"
-        ).fetchall()
-    }
+    inputs.instance_teams = _billed(con, "x_Team", "SELECT last_instance_id FROM storage_volumes")
     inputs.volumes = _rows(con, "SELECT * FROM storage_volumes ORDER BY volume_id")
     inputs.snapshots = _rows(con, "SELECT * FROM storage_snapshots ORDER BY snapshot_id")
     inputs.objects = _rows(con, "SELECT * FROM storage_objects ORDER BY bucket, prefix, run, checkpoint")
@@ -184,14 +190,22 @@ def load(con: duckdb.DuckDBPyConnection, _settings: Any = None) -> StorageInputs
         inputs.snapshot_bills[row["ResourceId"]] = inputs.snapshot_bills.get(row["ResourceId"], Decimal(0)) + Decimal(
             row["cost"] or 0
         )
-    inputs.bucket_regions = {
-        r[0]: r[1]
-        for r in con.execute(
-            "SELECT ResourceId, any_value(RegionId) FROM cost_line_items WHERE RegionId IS NOT NULL AND "
-            "ResourceId IN (SELECT bucket FROM storage_objects) GROUP BY 1"
-        ).fetchall()
-    }
+    inputs.bucket_regions = _billed(con, "RegionId", "SELECT bucket FROM storage_objects")
     return inputs
+
+
+def finding(kind: str, provider: str, resource_id: str, team: str | None, **what: Any) -> Recommendation:
+    """A storage finding on one volume or snapshot (no workload), its id from the kind, provider and
+    resource; ``what``: its current, proposed, monthly_savings_usd, confidence, risk and evidence."""
+    return Recommendation(
+        id=stable_id(kind, provider, resource_id),
+        kind=kind,
+        team=team,
+        provider=provider,
+        resource_id=resource_id,
+        workload=None,
+        **what,
+    )
 
 
 def gpu_resource(inputs: StorageInputs, volume: dict[str, Any]) -> tuple[str | None, str | None]:

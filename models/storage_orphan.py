@@ -14,11 +14,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Withheld, money
 from gpufinops.models.storage_common import (
     GCP_SNAPSHOT_METER,
     SNAPSHOT_METER,
     StorageInputs,
+    finding,
     gpu_resource,
     load,
     volume_monthly_cost,
@@ -79,13 +80,11 @@ def _volume_finding(inputs: StorageInputs, settings: StorageSettings, v: dict[st
         else f"snapshot {v['volume_id']}, then delete it"
     ) + f" (last attached to GPU resource {gpu}, {gpu_type})"
     out.recommendations.append(
-        Recommendation(
-            id=stable_id(KIND, v["provider"], v["volume_id"]),
-            kind=KIND,
-            team=row["team"],
-            provider=v["provider"],
-            resource_id=v["volume_id"],
-            workload=None,
+        finding(
+            KIND,
+            v["provider"],
+            v["volume_id"],
+            row["team"],
             current={
                 "state": "unattached",
                 "volume_type": v["volume_type"],
@@ -140,13 +139,11 @@ def _snapshot_finding(
     if saving < Decimal(str(settings.storage_min_monthly_savings_usd)):
         return
     out.recommendations.append(
-        Recommendation(
-            id=stable_id(KIND, s["provider"], s["snapshot_id"]),
-            kind=KIND,
-            team=s["team"],
-            provider=s["provider"],
-            resource_id=s["snapshot_id"],
-            workload=None,
+        finding(
+            KIND,
+            s["provider"],
+            s["snapshot_id"],
+            s["team"],
             current={
                 "state": "kept",
                 "size_gib": s["size_gib"],

@@ -16,11 +16,12 @@ from decimal import Decimal
 from typing import Any
 
 from gpufinops.models import features
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
+from gpufinops.models.recommendation import Findings, Withheld, money
 from gpufinops.models.storage_common import (
     GP3_BASELINE_IOPS,
     GP3_BASELINE_MIBPS,
     StorageInputs,
+    finding,
     gpu_resource,
     load,
     volume_monthly_cost,
@@ -133,13 +134,11 @@ def findings(inputs: StorageInputs, settings: StorageSettings) -> Findings:
             action += f" at {target['iops']:.0f} IOPS and {target['throughput_mibps']:.0f} MiB/s"
         action += f" (volume of GPU resource {gpu}, {gpu_type})"
         out.recommendations.append(
-            Recommendation(
-                id=stable_id(KIND, v["provider"], v["volume_id"]),
-                kind=KIND,
-                team=row["team"],
-                provider=v["provider"],
-                resource_id=v["volume_id"],
-                workload=None,
+            finding(
+                KIND,
+                v["provider"],
+                v["volume_id"],
+                row["team"],
                 current={
                     "volume_type": v["volume_type"],
                     "size_gib": v["size_gib"],

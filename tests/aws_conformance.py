@@ -6,7 +6,6 @@ server (started once, on first use) serving recorded real responses, reached wit
 
 from __future__ import annotations
 
-import os
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,15 +16,14 @@ import pyarrow.parquet as pq
 
 from tests import aws_cur_data as data
 from tests import storage_conformance
-from tests.aws_loopback import DUMMY_CREDENTIALS, AwsApiServer
+from tests.aws_loopback import AwsApiServer, dummy_credentials_for_the_session
 
 _SERVER: AwsApiServer | None = None
 
 
 def _api_url() -> str:
     global _SERVER
-    for name, value in DUMMY_CREDENTIALS.items():
-        os.environ[name] = value  # dummies only: these tests never reach AWS
+    dummy_credentials_for_the_session()
     if _SERVER is None:
         _SERVER = AwsApiServer().__enter__()  # a daemon thread, ends with the test session
     return _SERVER.url
@@ -79,8 +77,7 @@ def cloudwatch_gpu_input(tmp: Path) -> tuple[dict, datetime]:
     from tests.cloudwatch_loopback import cloudwatch
     from tests.test_cloudwatch_gpu import put_agent_metrics
 
-    for name, value in DUMMY_CREDENTIALS.items():
-        os.environ[name] = value
+    dummy_credentials_for_the_session()
     servers = cloudwatch()
     front, _ = servers.__enter__()
 

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
+import os
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
+import pytest
+
 from tests.conftest import free_port
+from tests.http_loopback import LoopbackHttp
 
 FIXTURES = Path(__file__).parent / "data" / "aws" / "ec2-instance-selector"
 DUMMY_CREDENTIALS = {
@@ -29,6 +32,12 @@ DUMMY_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+def dummy_credentials_for_the_session() -> None:
+    """The dummy credentials in the environment for the rest of the process (conformance inputs built
+    outside any one test); dummies only: these tests never reach AWS."""
+    os.environ.update(DUMMY_CREDENTIALS)
 
 
 def use_dummy_credentials(monkeypatch) -> None:
@@ -56,6 +65,20 @@ def moto_s3() -> Iterator[str]:
     finally:
         reset_moto(endpoint)
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Iterator[str]:
+    """A moto S3 server for the test module (a fixture: tests/conftest.py lists this module as a plugin)."""
+    with moto_s3() as endpoint:
+        yield endpoint
+
+
+def empty_s3(endpoint: str, monkeypatch) -> str:
+    """The moto server at ``endpoint`` emptied, with the dummy credentials set: each test's S3 starts bare."""
+    use_dummy_credentials(monkeypatch)
+    reset_moto(endpoint)
+    return endpoint
 
 
 def reset_moto(endpoint: str) -> None:
@@ -112,7 +135,7 @@ def _load(name: str) -> dict:
     return json.loads((FIXTURES / name).read_text())
 
 
-class AwsApiServer:
+class AwsApiServer(LoopbackHttp):
     """EC2 DescribeInstanceTypes / DescribeSpotPriceHistory and Pricing GetProducts on loopback."""
 
     def __init__(self, page_size: int = 100) -> None:
@@ -124,12 +147,6 @@ class AwsApiServer:
         self.instance_types = types + _load("DescribeInstanceTypes/g2_2xlarge.json")["InstanceTypes"]
         self.spot_history = _load("DescribeSpotPriceHistory/m5_large.json")["SpotPriceHistory"]
         self.products = [_load("GetProducts/m5_large.json")]
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> AwsApiServer:
         api = self
@@ -156,16 +173,19 @@ class AwsApiServer:
                     params = {k: v for k, v in parse_qs(body).items()}
                     api._ec2(self, model, params)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.serve(Handler)
         return self
 
-    def __exit__(self, *exc) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _refuse(self, handler, action: str, protocol: str) -> bool:
+    def _refuse(self, handler, protocol: str, action: str, params: Any) -> bool:
+        """Record the request; True where it was answered with a throttle or an outage instead."""
+        self.requests.append(
+            {
+                "protocol": protocol,
+                "action": action,
+                "params": params,
+                "authorization": handler.headers.get("Authorization", ""),
+            }
+        )
         if action in self.unavailable:
             handler._send(503, "Service Unavailable", "text/plain")
             return True
@@ -194,15 +214,7 @@ class AwsApiServer:
 
     def _ec2(self, handler, model, params: dict[str, list[str]]) -> None:
         action = params.get("Action", [""])[0]
-        self.requests.append(
-            {
-                "protocol": "ec2",
-                "action": action,
-                "params": params,
-                "authorization": handler.headers.get("Authorization", ""),
-            }
-        )
-        if self._refuse(handler, action, "ec2"):
+        if self._refuse(handler, "ec2", action, params):
             return
         token = params.get("NextToken", [None])[0]
         if action == "DescribeInstanceTypes":
@@ -231,15 +243,7 @@ class AwsApiServer:
         handler._send(200, xml, "text/xml;charset=UTF-8")
 
     def _pricing(self, handler, action: str, body: dict) -> None:
-        self.requests.append(
-            {
-                "protocol": "json",
-                "action": action,
-                "params": body,
-                "authorization": handler.headers.get("Authorization", ""),
-            }
-        )
-        if self._refuse(handler, action, "json"):
+        if self._refuse(handler, "json", action, body):
             return
         if action != "GetProducts":
             handler._send(

@@ -18,9 +18,11 @@ import csv
 import json
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.http_loopback import JsonHandler
 
 RECORDED = Path(__file__).parent / "data" / "azure" / "retail-prices-finfocus" / "retail" / "savingsplan"
 CONSUMPTION = RECORDED / "eastus_standard_d2s_v3_pricetype_consumption_or_reservation_preview.json"
@@ -136,19 +138,13 @@ class RetailPrices:
         self.loop = loop
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
+            content_type = "application/json; charset=utf-8"
+
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 server.requests.append(self.path)
                 body, status = server.answer(self.path)
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                self._json(status, body)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/api/retail/prices"

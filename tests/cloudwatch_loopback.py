@@ -22,17 +22,16 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import threading
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from tests.aws_loopback import moto_s3
-from tests.conftest import free_port
+from tests.http_loopback import LoopbackHttp
 
 JSON = "application/x-amz-json-1.0"
 LOOP_TOKEN = "the-same-token-again"
@@ -44,7 +43,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-class CloudWatchFront:
+class CloudWatchFront(LoopbackHttp):
     def __init__(self, moto_url: str, page_size: int = 1000) -> None:
         self.moto_url = moto_url
         self.page_size = page_size
@@ -56,12 +55,6 @@ class CloudWatchFront:
         self.tamper: Callable[[list[dict]], None] | None = None
         self.loop_token = False
         self._pages: dict[str, list[dict]] = {}
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> CloudWatchFront:
         front = self
@@ -81,14 +74,8 @@ class CloudWatchFront:
                 self.end_headers()
                 self.wfile.write(answer)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.serve(Handler)
         return self
-
-    def __exit__(self, *exc) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
 
     # ---- protocol --------------------------------------------------------------------------------
 

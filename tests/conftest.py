@@ -24,7 +24,10 @@ DATA = Path(__file__).parent / "data"
 FOCUS_SAMPLE = DATA / "focus-sample" / "focus_sample.csv"
 FOCUS_SPEC_COLUMNS = DATA / "focus-spec" / "focus_columns_v1.0-v1.2.csv"
 
-pytest_plugins = ["tests.bq_emulator"]  # the `bq_emulator` fixture (the bqemulator BigQuery API server)
+pytest_plugins = [
+    "tests.bq_emulator",  # the `bq_emulator` fixture (the bqemulator BigQuery API server)
+    "tests.aws_loopback",  # the `moto_endpoint` fixture (a moto S3 server per test module)
+]
 
 # A test that uses one of these fixtures or parameters runs an emulator (marked `emulator` for it).
 EMULATOR_FIXTURES = {"bq_emulator"}

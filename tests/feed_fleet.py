@@ -80,6 +80,23 @@ def insert_cost_lines(con) -> None:
         )
 
 
+# the current shape of two on-demand instances, as the models write a finding's `current`
+P4D = {
+    "instance_type": "p4d.24xlarge",
+    "gpu_model": "A100-40GB",
+    "gpu_count": 8,
+    "pricing": "on_demand",
+    "monthly_cost_usd": 16030.80,
+}
+L4 = {
+    "instance_type": "g6.xlarge",
+    "gpu_model": "L4",
+    "gpu_count": 1,
+    "pricing": "on_demand",
+    "monthly_cost_usd": 587.50,
+}
+
+
 class Subject(NamedTuple):
     """What a finding is about: the team, the provider code, the resource and the workload (None: not one)."""
 
@@ -97,10 +114,13 @@ def _rec(
     savings: str,
     evidence: dict,
     risk: str = "low",
+    *,
+    id_parts: tuple[str, ...] = (),
 ) -> Recommendation:
+    """A finding as the models write it; ``id_parts``: what else tells it from another on the same subject."""
     team, provider, resource, workload = subject
     return Recommendation(
-        id=stable_id(kind, provider, resource, workload),
+        id=stable_id(kind, provider, resource, workload, *id_parts),
         kind=kind,
         team=team,
         provider=provider,
@@ -118,20 +138,7 @@ def _rec(
 
 def realistic_recommendations() -> list[Recommendation]:
     """One finding of every kind, shaped as the models write them (current/proposed/evidence)."""
-    p4d = {
-        "instance_type": "p4d.24xlarge",
-        "gpu_model": "A100-40GB",
-        "gpu_count": 8,
-        "pricing": "on_demand",
-        "monthly_cost_usd": 16030.80,
-    }
-    l4 = {
-        "instance_type": "g6.xlarge",
-        "gpu_model": "L4",
-        "gpu_count": 1,
-        "pricing": "on_demand",
-        "monthly_cost_usd": 587.50,
-    }
+    p4d, l4 = P4D, L4
     return [
         _rec(
             "idle_gpu",

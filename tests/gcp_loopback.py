@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
+
+from tests.http_loopback import JsonHandler
 
 GCP_DATA = Path(__file__).parent / "data" / "gcp"
 PRICE_CHANGES = Path(__file__).parent / "data" / "gcp-pricing-cyclenerd" / "gcp_gpu_machine_price_changes.csv"
@@ -42,25 +44,14 @@ class CatalogServer:
 
 
 def _handler(state: CatalogServer):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:  # keep test output clean
-            pass
-
-        def _send(self, status: int, body: dict) -> None:
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             parsed = urlparse(self.path)
             query = parse_qs(parsed.query)
             state.requests.append((parsed.path, query))
             if state.failures:
                 status = state.failures.pop(0)
-                self._send(
+                self._json(
                     status,
                     {
                         "error": {
@@ -72,15 +63,15 @@ def _handler(state: CatalogServer):
                 )
                 return
             if parsed.path != SKUS_PATH:
-                self._send(
+                self._json(
                     404, {"error": {"code": 404, "message": f"no such path {parsed.path}", "status": "NOT_FOUND"}}
                 )
                 return
             token = query.get("pageToken", [""])[0]
             if token not in state.pages:
-                self._send(400, {"error": {"code": 400, "message": "bad page token", "status": "INVALID_ARGUMENT"}})
+                self._json(400, {"error": {"code": 400, "message": "bad page token", "status": "INVALID_ARGUMENT"}})
                 return
-            self._send(200, state.pages[token])
+            self._json(200, state.pages[token])
 
     return Handler
 
@@ -122,6 +113,18 @@ def koku_flat_rows(name: str) -> list[dict]:
         for r in read_flat_csv("test", str(GCP_DATA / name)).to_pylist()
         if not ends_before_it_starts({k: str(v) for k, v in r.items() if k.startswith("usage_")})
     ]
+
+
+# koku's flattened GCP billing exports the BigQuery tests load (tests/data/gcp)
+KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
+
+
+def koku_rows() -> list[dict]:
+    """Every row of the :data:`KOKU` files, less those that end before they start."""
+    rows = []
+    for name in KOKU:
+        rows += koku_flat_rows(name)
+    return rows
 
 
 def copy_consistent_csv(name: str, target: Path) -> None:

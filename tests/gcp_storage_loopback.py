@@ -6,12 +6,13 @@ between inventories (a VM deleted, its disk left). Every request is recorded."""
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.http_loopback import JsonHandler
 
 PAGE = 2  # objects (and aggregated zones' items) per page: every listing pages
 
@@ -32,18 +33,7 @@ class Server:
 def serve() -> Iterator[tuple[str, Server]]:
     server = Server()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _json(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:  # noqa: N802
             url = urlparse(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}

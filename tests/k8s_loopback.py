@@ -11,16 +11,16 @@ validate the objects against the CRDs separately)."""
 from __future__ import annotations
 
 import copy
-import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
 from gpufinops.jobs.enforce.kube import RESOURCES
+from tests.http_loopback import JsonHandler
 
 COLLECTIONS = {(prefix, plural): kind for kind, (prefix, plural, _ns) in RESOURCES.items()}
 
@@ -77,23 +77,12 @@ def _split(path: str) -> tuple[str, str | None, str, str | None]:
     return prefix, namespace, rest[0], rest[1] if len(rest) > 1 else None
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     state: State
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def _status(self, code: int, reason: str, message: str) -> None:
         self._json(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
                           "message": message, "code": code})  # fmt: skip
-
-    def _json(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _begin(self) -> tuple[str, dict[str, str]] | None:
         url = urlsplit(self.path)

@@ -5,12 +5,11 @@ volume, a snapshot, and checkpoint objects under one configured prefix."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests import storage_account as acct
-from tests.aws_loopback import DUMMY_CREDENTIALS, reset_moto
+from tests.aws_loopback import dummy_credentials_for_the_session, reset_moto
 from tests.conftest import free_port
 
 _ENDPOINT: str | None = None
@@ -18,8 +17,7 @@ _ENDPOINT: str | None = None
 
 def _endpoint() -> str:
     global _ENDPOINT
-    for name, value in DUMMY_CREDENTIALS.items():
-        os.environ[name] = value  # dummies only: these tests never reach AWS
+    dummy_credentials_for_the_session()
     if _ENDPOINT is None:
         from moto.server import ThreadedMotoServer
 

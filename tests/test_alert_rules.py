@@ -60,6 +60,21 @@ def budget_alerts(con, *budgets: Budget, now: datetime = ts(date(2026, 10, 13), 
     return alert_rules.budget_rule(con, AlertSettings(budgets=budgets), now)
 
 
+def stored_open(alerts: list[Alert]) -> list[dict]:
+    """The rows the alert store holds for these alerts while they are open (what ``plan`` reads)."""
+    return [
+        {
+            "alert_id": a.id,
+            "rule": a.rule,
+            "scope": a.scope,
+            "period": a.period,
+            "threshold": a.threshold,
+            "status": "open",
+        }
+        for a in alerts
+    ]
+
+
 def test_a_budgets_forecast_is_the_forecast_models_own_number(spend):
     with db.reader(spend) as con:
         out = budget_alerts(
@@ -104,17 +119,7 @@ def test_the_forecast_alerts_before_the_actual_and_is_superseded_when_spend_arri
     assert by_threshold == {"0.25": "budget", "0.5": "budget_forecast"}
     forecast_alert = next(a for a in first.alerts if a.rule == "budget_forecast")
     assert "forecast" in forecast_alert.summary and forecast_alert.teams == ("vision",)
-    rows = [
-        {
-            "alert_id": a.id,
-            "rule": a.rule,
-            "scope": a.scope,
-            "period": a.period,
-            "threshold": a.threshold,
-            "status": "open",
-        }
-        for a in first.alerts
-    ]
+    rows = stored_open(first.alerts)
     with db.writer(spend) as con:
         spend_lines(con, "vision", date(2026, 10, 13), 12, 900.0, source="aws-v2")  # actual passes 50 %
     with db.reader(spend) as con:
@@ -159,17 +164,7 @@ def test_a_finished_period_expires_silently_and_short_history_withholds_the_fore
         october = budget_alerts(con, budget, now=ts(date(2026, 11, 1), 2))
     assert any("forecast withheld: 3 day(s) of cost history" in n for n in october.notes)
     assert {a.threshold for a in october.alerts} == {"0.5", "0.75", "0.9", "1"}
-    rows = [
-        {
-            "alert_id": a.id,
-            "rule": a.rule,
-            "scope": a.scope,
-            "period": a.period,
-            "threshold": a.threshold,
-            "status": "open",
-        }
-        for a in october.alerts
-    ]
+    rows = stored_open(october.alerts)
     with db.writer(warehouse) as con:
         spend_lines(con, "vision", date(2026, 11, 1), 1, 100.0, source="nov")
     with db.reader(warehouse) as con:
@@ -255,19 +250,7 @@ def test_idle_hours_the_bill_does_not_hold_yet_are_priced_at_the_recent_rate_in_
         billed = idle_alerts(con)
     [b] = billed.alerts
     assert b.id == a.id and b.details["unbilled_hours"] == 0 and b.value_usd == Decimal("125.00")
-    change = plan(
-        [
-            {
-                "alert_id": a.id,
-                "rule": a.rule,
-                "scope": a.scope,
-                "period": a.period,
-                "threshold": a.threshold,
-                "status": "open",
-            }
-        ],
-        [billed],
-    )
+    change = plan(stored_open([a]), [billed])
     assert change.opened == [] and [x.id for x in change.refreshed] == [a.id]
 
 

@@ -4,9 +4,7 @@ pages show the open alerts the viewer may see (Streamlit AppTest)."""
 
 from __future__ import annotations
 
-import json
 from datetime import date
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,8 +13,8 @@ from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.alerts import run as alerts_run
 from tests.alert_fleet import add_spend, at, write_config
 from tests.test_api import API_TOML, TOKENS, Served
+from tests.test_dashboard import make_app, open_page
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 BUDGETS = """
 [[budgets]]
 name = "vision-gpu"
@@ -110,9 +108,7 @@ def test_alert_objects_filters_and_etag(api):
     assert httpx.get(f"{api}/v1/alerts", params={"rule": "weather"}, headers=finance).status_code == 400
 
 
-def _app(monkeypatch, cfg: config_mod.Config, email: str | None):
-    from streamlit.testing.v1 import AppTest
-
+def _app(monkeypatch, cfg: config_mod.Config, email: str):
     section = {
         "auth": "oidc",
         "users": [
@@ -121,19 +117,7 @@ def _app(monkeypatch, cfg: config_mod.Config, email: str | None):
         ],
         "budgets": [b.to_dict() for b in cfg.alerts.settings.budgets],
     }
-    monkeypatch.setenv("GPUFINOPS_DB", str(cfg.warehouse_path))
-    monkeypatch.setenv("GPUFINOPS_DASHBOARD", json.dumps(section))
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.user = {"is_logged_in": True, "email": email}
-    return at
-
-
-def _page(at, page: str):
-    at.run()
-    at.switch_page(f"pages/{page}.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return make_app(monkeypatch, cfg.warehouse_path, section, email)
 
 
 def _shown_alerts(at) -> list[str]:
@@ -142,7 +126,7 @@ def _shown_alerts(at) -> list[str]:
 
 
 def test_the_overview_and_team_pages_show_the_open_alerts_in_scope(monkeypatch, alerted):
-    finance = _page(_app(monkeypatch, alerted, "cfo@example.com"), "overview")
+    finance = open_page(_app(monkeypatch, alerted, "cfo@example.com"), "overview")
     titles = _shown_alerts(finance)
     assert (
         any("fleet" in t for t in titles) and any("nlp" in t for t in titles) and any("vision-gpu" in t for t in titles)
@@ -150,10 +134,10 @@ def test_the_overview_and_team_pages_show_the_open_alerts_in_scope(monkeypatch, 
     assert any("open alert(s)" in w.value for w in finance.warning)
     assert next(m.delta for m in finance.metric if m.label == "Spend this month").endswith(" under budget")
     assert any(c.value == "budget $20,000.00" for c in finance.caption)  # the budget in its caption: never cut off
-    lead = _page(_app(monkeypatch, alerted, "lead@example.com"), "overview")
+    lead = open_page(_app(monkeypatch, alerted, "lead@example.com"), "overview")
     assert _shown_alerts(lead) and all("vision-gpu" in t for t in _shown_alerts(lead))
     assert next(m.delta for m in lead.metric if m.label == "Spend this month").endswith(" under budget")
     assert any(c.value == "budget $10,000.00" for c in lead.caption)  # the budget in its caption: never cut off
-    team = _page(_app(monkeypatch, alerted, "cfo@example.com"), "team")
+    team = open_page(_app(monkeypatch, alerted, "cfo@example.com"), "team")
     assert team.subheader and any(s.value.startswith("Open alerts of") for s in team.subheader)
     assert _shown_alerts(team) and all(t.startswith("Budget nlp") for t in _shown_alerts(team))  # the first team

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -19,9 +17,8 @@ from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.config import ConfigError
 from gpufinops.models.budgets import BudgetScope
 from gpufinops.warehouse import db, schema
+from tests import cli_process
 from tests.alert_fleet import add_spend, write_config
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def load(tmp_path: Path, text: str) -> config_mod.Config:
@@ -70,13 +67,7 @@ def test_bad_alert_config_names_the_key(tmp_path, text, key):
 def test_a_bad_budget_is_exit_2_naming_the_key(tmp_path):
     path = tmp_path / "gpufinops.toml"
     path.write_text('[[budgets]]\nname = "gpu"\namount = "lots"\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(path), "alerts", "run"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = cli_process.run("--config", str(path), "alerts", "run")
     assert result.returncode == 2 and "budgets[0].amount" in result.stderr
 
 
@@ -126,59 +117,11 @@ def test_alerts_list_shows_the_open_ones_scoped_to_a_team(tmp_path):
     )
     db_path = config_mod.load(config).warehouse_path
     add_spend(db_path, "vision", date(2026, 10, 1), 3, 400.0)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--config",
-            str(config),
-            "alerts",
-            "run",
-            "--now",
-            "2026-10-04T06:00",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = cli_process.run("--config", str(config), "alerts", "run", "--now", "2026-10-04T06:00")
     assert run.returncode == 0 and "opened 8" in run.stdout, run.stdout + run.stderr
-    listed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--config",
-            str(config),
-            "alerts",
-            "list",
-            "--format",
-            "json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    listed = cli_process.run("--config", str(config), "alerts", "list", "--format", "json")
     alerts = json.loads(listed.stdout)
     assert len(alerts) == 8 and {a["scope"] for a in alerts} == {"v", "all"} and alerts[0]["severity"] == "critical"
     assert all(isinstance(a["value_usd"], float) and a["status"] == "open" for a in alerts)
-    team = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--config",
-            str(config),
-            "alerts",
-            "list",
-            "--team",
-            "vision",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    team = cli_process.run("--config", str(config), "alerts", "list", "--team", "vision")
     assert team.returncode == 0 and team.stdout.count("Budget v:") == 4 and "Budget all" not in team.stdout

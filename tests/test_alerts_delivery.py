@@ -6,10 +6,7 @@ the generic webhook is signed (verified with jobs.webhook.verify_signature)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import threading
 from datetime import date
 from pathlib import Path
@@ -20,12 +17,12 @@ import pytest
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs import webhook
 from gpufinops.jobs.alerts import run as alerts_run
+from tests import cli_process
 from tests.alert_fleet import FINANCE, RESEARCH, VISION, add_spend, at, write_config
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
 from tests.test_webhook import Receiver
 
-ROOT = Path(__file__).resolve().parent.parent
 OCT = date(2026, 10, 1)
 BUDGETS = """
 [[budgets]]
@@ -46,13 +43,7 @@ amount = 1000000
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return cli_process.run("--config", str(config), *args, timeout=300)
 
 
 def subjects(recorder: Recorder, address: str) -> list[str]:
@@ -129,26 +120,8 @@ def test_a_kill_during_delivery_neither_loses_nor_duplicates(fleet):
     recorder = Recorder(stall={FINANCE, VISION})
     with Server(recorder) as port:
         config = write_config(tmp_path, smtp_port=port, budgets=BUDGETS)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpufinops.interfaces.cli",
-                "--config",
-                str(config),
-                "alerts",
-                "run",
-                "--now",
-                "2026-10-15T06:00",
-            ],
-            cwd=ROOT,
-            env={**os.environ},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert recorder.stalled.wait(120), proc.communicate(timeout=5)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc = cli_process.start("--config", str(config), "alerts", "run", "--now", "2026-10-15T06:00")
+        cli_process.kill_when(recorder.stalled, proc)
         killed_at = recorder.received[-1].rcpt_tos[0]
         recorder.release.set()
         rerun = cli(config, "alerts", "run", "--now", "2026-10-15T07:00")
@@ -297,26 +270,8 @@ def test_a_webhook_killed_mid_post_is_resent_with_the_same_delivery_id(fleet, mo
                 'teams = ["vision"]\ntimeout_s = 60'
             ),
         )
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpufinops.interfaces.cli",
-                "--config",
-                str(config),
-                "alerts",
-                "run",
-                "--now",
-                "2026-10-15T06:00",
-            ],
-            cwd=ROOT,
-            env={**os.environ},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert hook.stalled.wait(120), proc.communicate(timeout=5)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc = cli_process.start("--config", str(config), "alerts", "run", "--now", "2026-10-15T06:00")
+        cli_process.kill_when(hook.stalled, proc)
         hook.release.set()
         assert query(db_path, "SELECT DISTINCT status FROM alert_deliveries") == [("sending",)]
         rerun = cli(config, "alerts", "run", "--now", "2026-10-15T07:00")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import pytest
@@ -54,18 +55,20 @@ def make_config(tmp_path: Path, warehouse: Path, text: str = API_TOML) -> config
 
 
 class Served:
-    """The app under uvicorn in a thread, on a socket bound to a free loopback port."""
+    """The app under uvicorn in a thread, on a socket bound to a free loopback port; ``url`` ends in
+    ``path``; ``lifespan`` "on" runs the app's startup and shutdown (the MCP app's session manager)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, *, path: str = "", lifespan: Literal["on", "off"] = "off", start_s: float = 30) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}{path}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.start_s = start_s
 
     def __enter__(self) -> Served:
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.start_s
         while not self.server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.02)

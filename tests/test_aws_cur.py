@@ -14,7 +14,7 @@ import pytest
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from tests import aws_cur_data as data
-from tests.aws_loopback import DUMMY_CREDENTIALS, moto_s3, reset_moto, upload_tree, use_dummy_credentials
+from tests.aws_loopback import DUMMY_CREDENTIALS, empty_s3, upload_tree
 from tests.conftest import query, table_digest
 
 REGISTRY = default_registry()
@@ -22,17 +22,9 @@ TAGS = ("team", "user:team", "user_team", "k8s_label_team")
 CENT = Decimal("0.01")
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    with moto_s3() as endpoint:
-        yield endpoint
-
-
 @pytest.fixture
 def s3(moto_endpoint, monkeypatch):
-    use_dummy_credentials(monkeypatch)
-    reset_moto(moto_endpoint)  # every test starts with an empty S3
-    yield moto_endpoint
+    yield empty_s3(moto_endpoint, monkeypatch)
 
 
 def deliveries(scale: Decimal = Decimal(1)) -> dict[str, list[data.Line]]:

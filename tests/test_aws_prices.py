@@ -7,6 +7,7 @@ import json
 import logging
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import partial
 
 import pytest
 
@@ -153,14 +154,10 @@ def test_pricing_describes_gpu_types_and_prices_them(api, warehouse):
 
 
 def test_pricing_falls_back_to_the_offline_catalogue_when_the_api_is_down(api, warehouse):
+    options = {"regions": ["us-east-1"], "endpoint_url": api.url, "max_attempts": 2}
+    run_prices = partial(run_source, REGISTRY, warehouse, "prices", "aws_pricing", options)
     api.unavailable.add("GetProducts")
-    result = run_source(
-        REGISTRY,
-        warehouse,
-        "prices",
-        "aws_pricing",
-        {"regions": ["us-east-1"], "endpoint_url": api.url, "max_attempts": 2},
-    )
+    result = run_prices()
     assert result.status == "succeeded"
     rows = query(warehouse, "SELECT instance_type, on_demand_usd_per_hour, source FROM instance_types ORDER BY 1")
     assert rows == [
@@ -169,13 +166,7 @@ def test_pricing_falls_back_to_the_offline_catalogue_when_the_api_is_down(api, w
     ]
     assert "priced offline" in result.watermark
     api.unavailable.add("DescribeInstanceTypes")
-    failed = run_source(
-        REGISTRY,
-        warehouse,
-        "prices",
-        "aws_pricing",
-        {"regions": ["us-east-1"], "endpoint_url": api.url, "max_attempts": 2},
-    )
+    failed = run_prices()
     assert failed.status == "failed" and "DescribeInstanceTypes in us-east-1 failed" in failed.error
 
 

@@ -11,8 +11,6 @@ Cloud project and an on-prem cluster, so the export reads them exactly as it rea
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -21,7 +19,7 @@ import yaml
 
 from gpufinops.models import plans
 from gpufinops.warehouse import db, recommendation_store
-from tests import export_checks
+from tests import cli_process, export_checks
 from tests.feed_fleet import (
     AWS_EAST,
     AWS_WEST,
@@ -283,24 +281,7 @@ def test_dismissed_and_alternative_findings_leave_the_manifests(feed_warehouse):
 
 def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehouse, tmp_path):
     out = tmp_path / "kueue.yaml"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--db",
-            str(feed_warehouse),
-            "export",
-            "kueue",
-            "--team",
-            "search",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = cli_process.run("--db", str(feed_warehouse), "export", "kueue", "--team", "search", "--out", str(out))
     assert result.returncode == 0, result.stderr
     schemas = crd_schemas()
     docs = docs_of(out.read_text())
@@ -308,62 +289,14 @@ def test_export_command_writes_a_file_picks_a_cluster_and_validates(feed_warehou
     for doc in docs:
         validate(doc, schemas)
     assert set(by_cluster(docs)) == {AWS_EAST, "dc1"}
-    one = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--db",
-            str(feed_warehouse),
-            "export",
-            "kueue",
-            "--cluster",
-            "dc1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    one = cli_process.run("--db", str(feed_warehouse), "export", "kueue", "--cluster", "dc1")
     assert one.returncode == 0, one.stderr
     assert set(by_cluster(docs_of(one.stdout))) == {"dc1"} and "# cluster dc1 (on-prem Kubernetes)" in one.stdout
-    label = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--db",
-            str(feed_warehouse),
-            "export",
-            "karpenter",
-            "--cluster",
-            "aws-us-west-2-111122223333",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    label = cli_process.run(
+        "--db", str(feed_warehouse), "export", "karpenter", "--cluster", "aws-us-west-2-111122223333"
     )
     assert label.returncode == 0 and set(by_cluster(docs_of(label.stdout))) == {AWS_WEST}
-    unknown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--db",
-            str(feed_warehouse),
-            "export",
-            "kueue",
-            "--cluster",
-            "prod-eks",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    unknown = cli_process.run("--db", str(feed_warehouse), "export", "kueue", "--cluster", "prod-eks")
     assert unknown.returncode == 2 and "prod-eks" in unknown.stderr and AWS_EAST in unknown.stderr
-    bad = subprocess.run(
-        [sys.executable, "-m", "gpufinops.interfaces.cli", "--db", str(feed_warehouse), "export", "slurm"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = cli_process.run("--db", str(feed_warehouse), "export", "slurm")
     assert bad.returncode == 2 and "slurm" in bad.stderr

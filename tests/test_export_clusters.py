@@ -7,11 +7,9 @@ warehouse, as the ingestors and `recommend` write them; every export passes test
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -19,10 +17,10 @@ import pytest
 from gpufinops.jobs.config import ConfigError
 from gpufinops.jobs.export import settings as export_settings
 from gpufinops.models import plans
-from gpufinops.models.recommendation import Recommendation, stable_id
+from gpufinops.models.recommendation import Recommendation
 from gpufinops.models.registry import KINDS
 from gpufinops.warehouse import db, recommendation_store
-from tests import export_checks
+from tests import cli_process, export_checks, feed_fleet
 from tests.feed_fleet import Subject
 from tests.k8s_crds import crd_schemas, validate
 from tests.test_export import docs_of
@@ -149,22 +147,10 @@ def _lines(con) -> None:
 def _rec(
     kind: str, subject: Subject, current: dict, proposed: dict, savings: str, evidence: dict | None = None
 ) -> Recommendation:
-    team, provider, resource, workload = subject
-    return Recommendation(
-        id=stable_id(kind, provider, resource, workload, json.dumps(proposed, sort_keys=True)),
-        kind=kind,
-        team=team,
-        provider=provider,
-        resource_id=resource,
-        workload=workload,
-        current=current,
-        proposed=proposed,
-        monthly_savings_usd=Decimal(savings),
-        confidence=0.8,
-        risk="low",
-        evidence=evidence or {},
-        created_at=START + timedelta(hours=HOURS),
-    )
+    """A finding told from the others on its subject by what it proposes, made when the fleet's window ends."""
+    id_parts = (json.dumps(proposed, sort_keys=True),)
+    found = feed_fleet._rec(kind, subject, current, proposed, savings, evidence or {}, id_parts=id_parts)
+    return dataclasses.replace(found, created_at=START + timedelta(hours=HOURS))
 
 
 def recommendations() -> list[Recommendation]:
@@ -175,20 +161,7 @@ def recommendations() -> list[Recommendation]:
         "pricing": "on_demand",
         "monthly_cost_usd": 11890.24,
     }
-    p4d = {
-        "instance_type": "p4d.24xlarge",
-        "gpu_model": "A100-40GB",
-        "gpu_count": 8,
-        "pricing": "on_demand",
-        "monthly_cost_usd": 16030.80,
-    }
-    l4 = {
-        "instance_type": "g6.xlarge",
-        "gpu_model": "L4",
-        "gpu_count": 1,
-        "pricing": "on_demand",
-        "monthly_cost_usd": 587.5,
-    }
+    p4d, l4 = feed_fleet.P4D, feed_fleet.L4
     return [
         # an old-style finding: 2 of the g5.48xlarge's 8 GPUs, on the same type (no 2-GPU A10G type exists)
         _rec("gpu_count", Subject("vision", "aws", "i-eks-east", "training"), g5, {**g5, "gpu_count": 2}, "5000.00"),
@@ -389,40 +362,15 @@ def test_cluster_tag_keys_and_namespaces_come_from_the_config(fleet, tmp_path):
     config.write_text(
         f'[warehouse]\npath = "{fleet}"\n[export]\nnamespaces = {{nlp = ["nlp-a", "nlp-b"]}}\nnode_class = "gpu"\n'
     )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--config",
-            str(config),
-            "export",
-            "kueue",
-            "--cluster",
-            "dc1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = cli_process.run("--config", str(config), "export", "kueue", "--cluster", "dc1")
     assert run.returncode == 0, run.stderr
     local = [d for d in docs_of(run.stdout) if d["kind"] == "LocalQueue"]
     assert {(d["metadata"]["namespace"], d["spec"]["clusterQueue"]) for d in local} == {
         ("nlp-a", "gpufinops-nlp"),
         ("nlp-b", "gpufinops-nlp"),
     }
-    karpenter = subprocess.run(
-        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "export", "karpenter"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    karpenter = cli_process.run("--config", str(config), "export", "karpenter")
     assert {d["spec"]["template"]["spec"]["nodeClassRef"]["name"] for d in docs_of(karpenter.stdout)} == {"gpu"}
     config.write_text(f'[warehouse]\npath = "{fleet}"\n[export]\nnamespaces = {{nlp = 3}}\n')
-    bad = subprocess.run(
-        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), "export", "kueue"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = cli_process.run("--config", str(config), "export", "kueue")
     assert bad.returncode == 2 and "export.namespaces.nlp" in bad.stderr

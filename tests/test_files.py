@@ -14,7 +14,6 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from gpufinops.interfaces import cli
 from gpufinops.jobs import files
+from tests import cli_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,21 +170,9 @@ def big_warehouse(feed_template, tmp_path_factory) -> Path:
 def _export_until_temp(tmp_path: Path, warehouse: Path, out: Path) -> tuple[subprocess.Popen, Path]:
     config = tmp_path / "gpufinops.toml"
     config.write_text(f'[warehouse]\npath = "{warehouse}"\n')
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpufinops.interfaces.cli",
-            "--config",
-            str(config),
-            "export",
-            "focus",
-            "--out",
-            str(out),
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = cli_process.start(
+        "--config", str(config), "export", "focus", "--out", str(out), env=env, stdout=subprocess.DEVNULL
     )
     temp = out.with_name(f".{out.name}.{proc.pid}.tmp")
     deadline = time.monotonic() + 60

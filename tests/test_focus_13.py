@@ -122,13 +122,19 @@ def _mig_day(fleet: Fleet, pod: str = "train-0") -> None:
     fleet.lines.append(Line("i-cpu", 0, Decimal("5"), team="web", gpu_count=None, gpu_model=None))
 
 
-def test_each_allocation_row_is_an_allocated_row_and_the_unallocated_share_its_own(warehouse, tmp_path):
+@pytest.fixture
+def mig_export(warehouse: Path, tmp_path: Path) -> Path:
+    """The MIG day (:func:`_mig_day`) built and exported as FOCUS 1.3 Parquet."""
     fleet = Fleet()
     _mig_day(fleet)
     _build(warehouse, fleet)
     out = tmp_path / "focus.parquet"
     _export(warehouse, out)
-    rows = _rows(out)
+    return out
+
+
+def test_each_allocation_row_is_an_allocated_row_and_the_unallocated_share_its_own(warehouse, mig_export):
+    rows = _rows(mig_export)
     assert _check_split(warehouse, rows) == 24
     with db.reader(warehouse) as con:
         allocated = con.execute("""SELECT epoch_us(hour) // 3600000000, coalesce(pod, ''),
@@ -159,13 +165,8 @@ def test_each_allocation_row_is_an_allocated_row_and_the_unallocated_share_its_o
     assert len(cpu) == 1 and cpu[0]["AllocatedMethodId"] is None and cpu[0]["HostProviderName"] == "AWS"
 
 
-def test_the_columns_are_focus_13s_in_order_and_the_model_requires_the_added_ones(warehouse, tmp_path):
-    fleet = Fleet()
-    _mig_day(fleet)
-    _build(warehouse, fleet)
-    out = tmp_path / "focus.parquet"
-    _export(warehouse, out)
-    names = [d[0] for d in duckdb.sql(f"DESCRIBE SELECT * FROM '{out.as_posix()}'").fetchall()]
+def test_the_columns_are_focus_13s_in_order_and_the_model_requires_the_added_ones(warehouse, mig_export):
+    names = [d[0] for d in duckdb.sql(f"DESCRIBE SELECT * FROM '{mig_export.as_posix()}'").fetchall()]
     assert names == list(focus13.EXPORT_COLUMNS) and len(focus13.FOCUS_COLUMNS) == 65
     assert focus13.FOCUS_COLUMNS == tuple(sorted(focus13.FOCUS_COLUMNS))
     present = {

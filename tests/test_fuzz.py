@@ -233,13 +233,18 @@ CUR2_MUTATIONS: dict[str, tuple[Callable[[dict], None], str]] = {
 }
 
 
+def cur2_after_a_good_month(home: Path) -> tuple[Path, Path, list]:
+    """A CUR 2.0 bucket whose September loaded cleanly, its config, and October's lines to spoil."""
+    root = home / "bucket"
+    aws_cur_data.write_cur2(root, {"2026-09": aws_cur_data.lines("111122223333", "2026-09")})
+    config = write_config(home, f'[sources.aws]\ntype = "aws_cur"\npath = "{root}"')
+    good_run(config)
+    return root, config, aws_cur_data.lines("111122223333", "2026-10")
+
+
 @pytest.mark.parametrize("case", list(CUR2_MUTATIONS))
 def test_cur2_refuses_a_bad_line(tmp_path, case):
-    root = tmp_path / "bucket"
-    aws_cur_data.write_cur2(root, {"2026-09": aws_cur_data.lines("111122223333", "2026-09")})
-    config = write_config(tmp_path, f'[sources.aws]\ntype = "aws_cur"\npath = "{root}"')
-    good_run(config)
-    bad = aws_cur_data.lines("111122223333", "2026-10")
+    root, config, bad = cur2_after_a_good_month(tmp_path)
     at = random.Random(f"{SEED}-{case}").randrange(len(bad))
     mutate, reason = CUR2_MUTATIONS[case]
     mutate(bad[at].columns)

@@ -9,7 +9,7 @@ import pytest
 
 from tests import aws_cur_data
 from tests.fuzz_harness import assert_refused, good_run, report_outcomes, write_config
-from tests.test_fuzz import focus_rows, write_focus
+from tests.test_fuzz import cur2_after_a_good_month, focus_rows, write_focus
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,11 +85,7 @@ def test_focus_files_engine_errors_name_the_file(tmp_path, case):
 
 @pytest.mark.parametrize("cost", [1e300, -1e300, 5e23])
 def test_a_cur_cost_beyond_the_ledger_names_the_object(tmp_path, cost):
-    root = tmp_path / "bucket"
-    aws_cur_data.write_cur2(root, {"2026-09": aws_cur_data.lines("111122223333", "2026-09")})
-    config = write_config(tmp_path, f'[sources.aws]\ntype = "aws_cur"\npath = "{root}"')
-    good_run(config)
-    bad = aws_cur_data.lines("111122223333", "2026-10")
+    root, config, bad = cur2_after_a_good_month(tmp_path)
     bad[3].columns.update(line_item_unblended_cost=cost)
     aws_cur_data.write_cur2(root, {"2026-10": bad})
     assert_refused(

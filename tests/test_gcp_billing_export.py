@@ -24,10 +24,9 @@ from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
 from gpufinops.ingest.gcp.gcp_export_files import read_flat_csv, to_jsonl
 from tests.bq_emulator import DATASET, PROJECT, bq_row
 from tests.conftest import query
-from tests.gcp_loopback import GCP_DATA, ends_before_it_starts, koku_flat_rows
+from tests.gcp_loopback import GCP_DATA, KOKU, ends_before_it_starts, koku_flat_rows, koku_rows
 from tests.relay_proxy import RelayProxy
 
-KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
 TEAM_KEYS = ("team", "vm_key_proj2")
 
 
@@ -36,13 +35,6 @@ def registry() -> Registry:
     r = Registry()
     r.register(GcpBillingExport)
     return r
-
-
-def koku_rows() -> list[dict]:
-    rows = []
-    for name in KOKU:
-        rows += koku_flat_rows(name)  # less koku's rows that end before they start (tests/gcp_loopback.py)
-    return rows
 
 
 def expected_totals() -> dict[tuple[str, str], tuple[Decimal, Decimal, int]]:
@@ -80,6 +72,19 @@ def bq_options(emulator, table: str, **extra) -> dict:
     return {"project": PROJECT, "dataset": DATASET, "table": table, "endpoint": emulator.endpoint, **extra}
 
 
+def run_bq(registry: Registry, warehouse: Path, emulator, table: str):
+    """One run of the source "gcp" over the emulator's export ``table``."""
+    return run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(emulator, table))
+
+
+def example_table(emulator, table: str) -> tuple[str, list[dict]]:
+    """A new export ``table`` holding koku's tmp_example.csv rows: (its name, the rows)."""
+    emulator.create_export_table(table)
+    rows = koku_flat_rows("tmp_example.csv")
+    emulator.insert(table, rows)
+    return table, rows
+
+
 def test_bigquery_export_totals_equal_the_source_rows_per_project_and_day(bq_emulator, registry, warehouse):
     table = "gcp_billing_export_resource_v1_0000_TOTALS"
     bq_emulator.create_export_table(table)
@@ -95,16 +100,13 @@ def test_bigquery_export_totals_equal_the_source_rows_per_project_and_day(bq_emu
     assert query(warehouse, """SELECT count(*) FROM cost_line_items WHERE "ResourceId" = 'instance-1'""")[0][0] > 0
     teams = query(warehouse, """SELECT DISTINCT "x_Team" FROM cost_line_items WHERE "x_Team" IS NOT NULL""")
     assert ("vm_label_proj2",) in teams
-    again = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
+    again = run_bq(registry, warehouse, bq_emulator, table)
     assert again.status == "skipped"
 
 
 def test_late_credits_restate_only_their_day(bq_emulator, registry, warehouse):
-    table = "gcp_billing_export_v1_0000_LATE"
-    bq_emulator.create_export_table(table)
-    rows = koku_flat_rows("tmp_example.csv")
-    bq_emulator.insert(table, rows)
-    first = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
+    table, rows = example_table(bq_emulator, "gcp_billing_export_v1_0000_LATE")
+    first = run_bq(registry, warehouse, bq_emulator, table)
     assert first.status == "succeeded", first.error
     before = loaded_totals(warehouse)
     runs_before = dict(
@@ -133,7 +135,7 @@ def test_late_credits_restate_only_their_day(bq_emulator, registry, warehouse):
         ],
     )
     bq_emulator.insert(table, [late])
-    second = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
+    second = run_bq(registry, warehouse, bq_emulator, table)
     assert second.status == "succeeded", second.error
     after = loaded_totals(warehouse)
     key = ("test-project-id", "2020-10-02")
@@ -156,15 +158,12 @@ def test_late_credits_restate_only_their_day(bq_emulator, registry, warehouse):
 
 
 def test_a_row_exported_before_the_watermark_is_read_within_the_lookback(bq_emulator, registry, warehouse):
-    table = "gcp_billing_export_v1_0000_LOOKBACK"
-    bq_emulator.create_export_table(table)
-    rows = koku_flat_rows("tmp_example.csv")
-    bq_emulator.insert(table, rows)
-    assert run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table)).ok
+    table, rows = example_table(bq_emulator, "gcp_billing_export_v1_0000_LOOKBACK")
+    assert run_bq(registry, warehouse, bq_emulator, table).ok
     straggler = json.loads(json.dumps(rows[0]))
     straggler.update(cost="1.5", export_time="2020-10-30 08:00:00+00:00")  # older than the newest export_time
     bq_emulator.insert(table, [straggler])
-    result = run_source(registry, warehouse, "gcp", "gcp_billing_export", bq_options(bq_emulator, table))
+    result = run_bq(registry, warehouse, bq_emulator, table)
     assert result.status == "succeeded" and result.rows > 0
     expected = _normal(expected_totals_for([*rows, straggler]))
     assert loaded_totals(warehouse) == expected

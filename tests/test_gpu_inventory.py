@@ -125,6 +125,16 @@ def _available(path: Path) -> Path:
     return path
 
 
+def _copy(files: dict[str, Path], where: str) -> Path:
+    """The copy of a public file the test reads (``where`` "shared": skipped where it is absent)."""
+    return _available(files[where]) if where == "shared" else files[where]
+
+
+def _csv_rows(files: dict[str, Path], where: str, delimiter: str = ",") -> list[dict[str, str]]:
+    with _copy(files, where).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter=delimiter))
+
+
 def _family(instance_type: str) -> str:
     return instance_type.split(".")[0]
 
@@ -200,10 +210,7 @@ def _gcp_gpu_machines(path: Path) -> dict[str, dict]:
 
 @pytest.mark.parametrize("where", sorted(GCP_MACHINE_FILES))
 def test_gcp_machine_types_match_pricing_yml(inventory: dict, where: str) -> None:
-    path = GCP_MACHINE_FILES[where]
-    if where == "shared":
-        _available(path)
-    machines = _gcp_gpu_machines(path)
+    machines = _gcp_gpu_machines(_copy(GCP_MACHINE_FILES, where))
     assert {"a2-megagpu-16g", "a3-megagpu-8g", "g2-standard-96", "g4-standard-6"} <= set(machines)
     for name, attrs in machines.items():
         (gpu_key,) = set(attrs) - GCP_NON_GPU_KEYS
@@ -224,11 +231,7 @@ def test_gcp_subset_is_a_mechanical_extraction_of_pricing_yml() -> None:
 
 @pytest.mark.parametrize("where", sorted(GCP_ACCELERATOR_FILES))
 def test_n1_rows_cover_every_attachable_gpu(inventory: dict, where: str) -> None:
-    path = GCP_ACCELERATOR_FILES[where]
-    if where == "shared":
-        _available(path)
-    with path.open(newline="", encoding="utf-8") as handle:
-        names = {row["NAME"] for row in csv.DictReader(handle, delimiter=";")}
+    names = {row["NAME"] for row in _csv_rows(GCP_ACCELERATOR_FILES, where, delimiter=";")}
     # N1 takes the nvidia-tesla-* GPUs; the -vws variants are the same GPU with a workstation licence.
     attachable = {n for n in names if n.startswith("nvidia-tesla-") and not n.endswith("-vws")} - {"nvidia-tesla-a100"}
     n1 = {key[1]: row for key, row in inventory.items() if key[1].startswith(reference.N1_PREFIX)}
@@ -243,11 +246,7 @@ def test_n1_rows_cover_every_attachable_gpu(inventory: dict, where: str) -> None
 
 @pytest.mark.parametrize("where", sorted(KARPENTER_PRICE_LISTS))
 def test_every_karpenter_priced_accelerated_type_is_present(inventory: dict, where: str) -> None:
-    path = KARPENTER_PRICE_LISTS[where]
-    if where == "shared":
-        _available(path)
-    with path.open(newline="", encoding="utf-8") as handle:
-        types = {row["instance_type"] for row in csv.DictReader(handle)}
+    types = {row["instance_type"] for row in _csv_rows(KARPENTER_PRICE_LISTS, where)}
     accelerated = {t for t in types if ACCELERATED_FAMILY.match(t)}
     assert len(accelerated) == 92
     absent = {t for t in accelerated if ("aws", t) not in inventory}

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from gpufinops.models import features, gpu_type
+from gpufinops.models.recommendation import stable_id
 from tests.rightsizing_fleet import Machine, build, offer
 
 GCP = "Google Cloud"
@@ -42,13 +43,15 @@ def peers() -> list[Machine]:
     ]
 
 
-def run(path, machines, offers=OFFERS, settings=None):
+def run(path, machines, offers=OFFERS, settings=None, recommend=gpu_type.recommend):
+    """(recommendations, withheld, the fitted model, the GPU specs) of ``recommend`` (gpu_type's rules, or
+    quantization's) over ``machines`` with the model fitted on them."""
     build(path, machines, offers)
     with duckdb.connect(str(path), read_only=True) as con:
         s = features.settings_of(settings)
         res, spec = features.resources(con, s), features.specs(con)
         model = gpu_type.fit(gpu_type.observations(res, spec, s.idle_util_pct))
-        recs, withheld = gpu_type.recommend(res, features.catalogue(con), spec, model, s)
+        recs, withheld = recommend(res, features.catalogue(con), spec, model, s)
         return recs, withheld, model, spec
 
 
@@ -65,7 +68,7 @@ def test_small_model_on_a100_80gb_moves_to_l4_in_its_region(warehouse):
     assert ev["predicted_target_util_p95"] <= 60 and ev["throughput_model"] == model.name
     maes = ev["throughput_predictor_mae_pct"]  # the predictor used is named beside all three errors
     assert set(maes) == set(gpu_type.PREDICTORS) and maes[model.name] == min(maes.values())
-    assert rec.id == gpu_type.stable_id("gpu_type", GCP, "llm7b")
+    assert rec.id == stable_id("gpu_type", GCP, "llm7b")
 
 
 def test_memory_that_does_not_fit_is_never_moved(warehouse):
@@ -116,25 +119,8 @@ def test_thin_evidence_is_withheld(warehouse):
 def test_regression_learns_the_fleet_scaling_and_beats_the_baseline():
     """Observations made with a known law (y = x · r_flops^0.3 · r_bw^0.2) on GPU pairs: the fitted model
     predicts a pair it never saw far better than the fixed spec-ratio scaling."""
-    rng = random.Random(3)
-    rows = []
-    for pair in range(8):
-        lf, lb = rng.uniform(-1.2, 1.5), rng.uniform(-1.5, 1.8)
-        for x in (5, 10, 20, 30, 40, 50):
-            y = x * math.exp(0.3 * lf + 0.2 * lb) * rng.uniform(0.97, 1.03)
-            rows.append(
-                {
-                    "x": float(x),
-                    "y": y,
-                    "lf": lf,
-                    "lb": lb,
-                    "sm": None,
-                    "tensor": None,
-                    "group": f"pair{pair}",
-                    "workload": "w",
-                }
-            )
-    model = gpu_type.fit(pl.DataFrame(rows))
+    noise = random.Random(3)
+    model = gpu_type.fit(_pairs(lambda x, lf, lb: x * math.exp(0.3 * lf + 0.2 * lb) * noise.uniform(0.97, 1.03), 3))
     q = model.quality
     assert model.name == "fleet_regression" and q["regression_mae_pct"] < q["spec_ratio_mae_pct"] / 2
     assert q["regression_mae_pct"] < q["no_change_mae_pct"] and q["predictor"] == "fleet_regression"

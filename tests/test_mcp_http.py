@@ -5,10 +5,7 @@ Every wait is bounded (``anyio.fail_after``, client and thread timeouts)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,7 @@ from tests.mcp_fixture import (
     every_tool,
     teams_in,
 )
-from tests.test_api import TOKENS
+from tests.test_api import TOKENS, Served
 
 pytest.importorskip("mcp", reason="the mcp extra (`.venv/bin/pip install -e '.[mcp]'`)")
 
@@ -42,38 +39,16 @@ def home(tmp_path_factory, feed_template) -> Path:
     return build_home(tmp_path_factory.mktemp("mcp"), feed_template)
 
 
-class Served:
-    """The HTTP app under uvicorn in a thread on a free loopback port (its lifespan runs the SDK's
-    session manager)."""
-
-    def __init__(self, app) -> None:
-        import uvicorn
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/mcp"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        deadline = time.monotonic() + WAIT_S
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
+def serve_mcp(app) -> Served:
+    """The HTTP app under uvicorn on a loopback port (its lifespan runs the SDK's session manager)."""
+    return Served(app, path="/mcp", lifespan="on", start_s=WAIT_S)
 
 
 @pytest.fixture(scope="module")
 def http(home):
     from gpufinops.interfaces import mcp_server
 
-    with Served(mcp_server.http_app(config_of(home), environ=TOKENS)) as served:
+    with serve_mcp(mcp_server.http_app(config_of(home), environ=TOKENS)) as served:
         yield served.url
 
 
@@ -138,7 +113,7 @@ def test_http_refuses_to_start_without_tokens_unless_insecure_demo(tmp_path, hom
         timeout=WAIT_S,
     )
     assert run.returncode == 2 and "no [[api.tokens]] configured" in run.stderr
-    with Served(mcp_server.http_app(config_of(bare), insecure_demo=True, environ={})) as served:
+    with serve_mcp(mcp_server.http_app(config_of(bare), insecure_demo=True, environ={})) as served:
         answer = anyio.run(over_http, served.url, None, lambda s: call(s, "costs_daily", {"team": "search"}))
     assert not answer[0] and teams_in(answer[1]) == {"search"}
 

@@ -26,28 +26,15 @@ from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
 from gpufinops.ingest.metrics.nvidia_smi_format import file_host
 from gpufinops.warehouse import db
+from gpufinops.warehouse.metrics_schema import GPU_METRICS_HOURLY
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 CAPTURES = sorted(DATA.glob("*__query-gpu.csv"))
 H100_LOAD = DATA / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01__load__query-gpu.csv"
 NA_MARKERS = ("[N/A]", "N/A", "[Not Supported]", "[Requested functionality has been deprecated]")
 MODEL_BY_FILE = {"h100": "H100-SXM", "h200": "H200", "l40s": "L40S"}
-METRIC_COLUMNS = (
-    "hour",
-    "gpu_uuid",
-    "gpu_model",
-    "mig_instance",
-    "host",
-    "resource_id",
-    "team",
-    "util_mean",
-    "util_p95",
-    "util_max",
-    "mem_used_max_mib",
-    "mem_total_mib",
-    "power_mean_w",
-    "samples",
-)
+# what a snapshot compares: the table's keys and figures, up to the sample count (not run ids nor hints)
+METRIC_COLUMNS = tuple(GPU_METRICS_HOURLY.names[: GPU_METRICS_HOURLY.names.index("samples") + 1])
 
 
 # ---------- helpers -------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
 from tests import aws_cur_data as data
 from tests.athena_loopback import AthenaProxy, queue_results, set_execution_polls
-from tests.aws_loopback import moto_s3, reset_moto, use_dummy_credentials
+from tests.aws_loopback import empty_s3, use_dummy_credentials
 from tests.conftest import query
 
 REGISTRY = default_registry()
@@ -150,17 +150,9 @@ def test_unknown_dialect_is_refused():
         pushdown.to_dialect("SELECT 1", "oracle")
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    with moto_s3() as endpoint:
-        yield endpoint
-
-
 @pytest.fixture
 def athena(moto_endpoint, monkeypatch):
-    use_dummy_credentials(monkeypatch)
-    reset_moto(moto_endpoint)
-    with AthenaProxy(moto_endpoint, page_size=7) as proxy:
+    with AthenaProxy(empty_s3(moto_endpoint, monkeypatch), page_size=7) as proxy:
         yield moto_endpoint, proxy
     set_execution_polls(moto_endpoint, None)
 

@@ -27,6 +27,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -43,10 +44,9 @@ from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
 from gpufinops.ingest.gcp.gcp_export_mapping import CANONICAL
 from tests.bq_emulator import DATASET, PROJECT, bq_field
 from tests.conftest import query
-from tests.gcp_loopback import koku_flat_rows
+from tests.gcp_loopback import koku_rows
 from tests.relay_proxy import RelayProxy
 
-KOKU = ("202011_30c31bca571d9b7f3b2c8459dd8bc34a_2020-11-08_2020-11-11.csv", "2022-08-01_5.csv", "tmp_example.csv")
 TEAM_KEYS = ("team", "vm_key_proj2")
 KEYS = ", ".join(f'"{k}"' for k in pushdown.ROLLUP_KEYS)
 SUMS = ", ".join(f'sum("{c}")' for c in pushdown.ROLLUP_SUMS)
@@ -69,13 +69,6 @@ def demo_rows(tmp_path_factory) -> list[dict]:
     rows = []
     for path in sorted((home / "exports" / "gcp" / "billing").glob("*.json")):
         rows += [json.loads(line) for line in path.read_text().splitlines()]
-    return rows
-
-
-def koku_rows() -> list[dict]:
-    rows = []
-    for name in KOKU:
-        rows += koku_flat_rows(name)  # less koku's rows that end before they start (tests/gcp_loopback.py)
     return rows
 
 
@@ -295,17 +288,18 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
     bq_emulator.client().insert_rows_json(f"{PROJECT}.{DATASET}.{table}", [bq_record(r) for r in rows])
     with _BilledProxy(bq_emulator.endpoint) as proxy:
         options = {"project": PROJECT, "dataset": DATASET, "table": table, "endpoint": proxy.url}
-        rows_run = run_source(registry, warehouse, "gcp_rows", "gcp_billing_export", options, team_tag_keys=TEAM_KEYS)
+        # the same export read twice: row by row (gcp_rows), and rolled up in BigQuery (gcp_push)
+        run_row_path = partial(
+            run_source, registry, warehouse, "gcp_rows", "gcp_billing_export", options, team_tag_keys=TEAM_KEYS
+        )
+        push_options = {**options, "push_down": True}
+        run_push_down = partial(
+            run_source, registry, warehouse, "gcp_push", "gcp_billing_export", push_options, team_tag_keys=TEAM_KEYS
+        )
+        rows_run = run_row_path()
         assert rows_run.status == "succeeded", rows_run.error
         proxy.queries.clear()
-        push = run_source(
-            registry,
-            warehouse,
-            "gcp_push",
-            "gcp_billing_export",
-            {**options, "push_down": True},
-            team_tag_keys=TEAM_KEYS,
-        )
+        push = run_push_down()
         assert push.status == "succeeded", push.error
 
         # the same money per project and day — and the same rollup, key by key — as the row path
@@ -354,14 +348,7 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
         }
         bq_emulator.client().insert_rows_json(f"{PROJECT}.{DATASET}.{table}", [late])
         proxy.queries.clear()
-        again = run_source(
-            registry,
-            warehouse,
-            "gcp_push",
-            "gcp_billing_export",
-            {**options, "push_down": True},
-            team_tag_keys=TEAM_KEYS,
-        )
+        again = run_push_down()
         assert again.status == "succeeded", again.error
         assert re.findall(r"'(\d{4}-\d{2}-\d{2})' AS DATE", proxy.queries[-1]) == ["2020-10-02"]
         after_runs = day_runs(warehouse, "gcp_push")
@@ -369,24 +356,14 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
         assert {d: r for d, r in after_runs.items() if d != "2020-10-02"} == {
             d: r for d, r in before_runs.items() if d != "2020-10-02"
         }
-        assert (
-            run_source(registry, warehouse, "gcp_rows", "gcp_billing_export", options, team_tag_keys=TEAM_KEYS).status
-            == "succeeded"
-        )
+        assert run_row_path().status == "succeeded"
         assert per_project_day(warehouse, "gcp_push") == per_project_day(warehouse, "gcp_rows")
         key = ("test-project-id", "2020-10-02")
         effective = per_project_day(warehouse, "gcp_push")[key][1]
         assert effective == per_project_day(warehouse, "gcp_rows")[key][1] and effective != 0
 
         # nothing new: skipped, and the ledger still says what the fingerprint query cost
-        idle = run_source(
-            registry,
-            warehouse,
-            "gcp_push",
-            "gcp_billing_export",
-            {**options, "push_down": True},
-            team_tag_keys=TEAM_KEYS,
-        )
+        idle = run_push_down()
         assert idle.status == "skipped" and f"1 jobs, {BYTES_BILLED:,} bytes billed" in idle.watermark
 
         # a rollup job BigQuery refuses fails the run, names the job, and leaves the warehouse as it was
@@ -396,14 +373,7 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
             [{**late, "export_time": (_timestamp(exported) + timedelta(hours=1)).isoformat()}],
         )
         proxy.fail_rollup = True
-        failed = run_source(
-            registry,
-            warehouse,
-            "gcp_push",
-            "gcp_billing_export",
-            {**options, "push_down": True},
-            team_tag_keys=TEAM_KEYS,
-        )
+        failed = run_push_down()
         assert failed.status == "failed" and "BigQuery rollup" in failed.error and "Resources exceeded" in failed.error
         assert query(warehouse, 'SELECT count(*), sum("BilledCost") FROM cost_line_items') == before
 

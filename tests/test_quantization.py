@@ -3,21 +3,17 @@ workloads that already fit left alone, the validation warning always present, th
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from gpufinops.models import features, gpu_type, quantization
-from tests.rightsizing_fleet import Machine, build, offer
+from tests.rightsizing_fleet import Machine, offer
 from tests.test_gpu_type import OFFERS, peers, vm
+from tests.test_gpu_type import run as gpu_type_run
 
 
 def run(path, machines, offers=OFFERS, settings=None):
-    build(path, machines, offers)
-    with duckdb.connect(str(path), read_only=True) as con:
-        s = features.settings_of(settings)
-        res, spec = features.resources(con, s), features.specs(con)
-        model = gpu_type.fit(gpu_type.observations(res, spec, s.idle_util_pct))
-        return quantization.recommend(res, features.catalogue(con), spec, model, s)
+    recs, withheld, _, _ = gpu_type_run(path, machines, offers, settings, recommend=quantization.recommend)
+    return recs, withheld
 
 
 def ranker(rid="ranker", precision="fp32", workload="online_inference", mem=31, **kw) -> Machine:

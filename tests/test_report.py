@@ -14,9 +14,7 @@ import io
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -31,11 +29,11 @@ from gpufinops.jobs.report.cli import default_week, write_report
 from gpufinops.jobs.report.render import usd
 from gpufinops.jobs.report.weeks import parse_week
 from gpufinops.warehouse.scope import Scope
+from tests import cli_process
 from tests.conftest import query
 from tests.demo_cache import demo_copy
 from tests.smtp_loopback import Recorder, Server
 
-ROOT = Path(__file__).resolve().parent.parent
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
 USER, PASSWORD = "reporter", "s3cret-pass-word"
 
@@ -142,14 +140,7 @@ def csv_rows(data) -> list[dict]:
 
 def cli(config: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "TEST_SMTP_USER": USER, "TEST_SMTP_PASSWORD": PASSWORD}
-    return subprocess.run(
-        [sys.executable, "-m", "gpufinops.interfaces.cli", "--config", str(config), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return cli_process.run("--config", str(config), *args, env=env, timeout=timeout)
 
 
 @pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")  # a loopback relay, on purpose
@@ -237,28 +228,8 @@ def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp
     with Server(recorder) as port:
         config = make_config(report_demo, tmp_path, port)
         week = str(default_week(config_mod.load(config)))
-        env = {**os.environ}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpufinops.interfaces.cli",
-                "--config",
-                str(config),
-                "report",
-                "weekly",
-                "--week",
-                week,
-                "--send",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert recorder.stalled.wait(120), proc.communicate(timeout=5)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc = cli_process.start("--config", str(config), "report", "weekly", "--week", week, "--send")
+        cli_process.kill_when(recorder.stalled, proc)
         recorder.release.set()
         rerun = cli(config, "report", "weekly", "--week", week, "--send")
         rerun_again = cli(config, "report", "weekly", "--week", week, "--send")

@@ -9,17 +9,16 @@ import pytest
 
 from gpufinops.models import features, gpu_count, gpu_type, quantization
 from gpufinops.warehouse import queries
+from tests import test_gpu_type as gpu_type_tests
 from tests.rightsizing_fleet import Machine, build, offer
+from tests.test_gpu_type import GCP, SERVE
 
-GCP = "Google Cloud"
+# gpu_type's three one-GPU offers in us-central1, and two multi-GPU A100-40GB types beside them
 OFFERS = [
-    offer("a2-ultragpu-1g", "A100-80GB", 1, "5.0688", "us-central1", "gcp"),
-    offer("a2-highgpu-1g", "A100-40GB", 1, "3.6734", "us-central1", "gcp"),
-    offer("g2-standard-4", "L4", 1, "0.7068", "us-central1", "gcp"),
+    *gpu_type_tests.OFFERS[:3],
     offer("a2-highgpu-8g", "A100-40GB", 8, "29.3871", "us-central1", "gcp"),
     offer("a2-highgpu-2g", "A100-40GB", 2, "7.3468", "us-central1", "gcp"),
 ]
-SERVE = {"workload": "online_inference", "precision": "fp16"}
 
 
 def vm(rid: str, util: float, mem: float, it="a2-ultragpu-1g", model="A100-80GB", usd="5.0688", **kw) -> Machine:

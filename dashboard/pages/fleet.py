@@ -24,11 +24,11 @@ def main() -> None:
     ctx = page_header("GPU fleet")
     try:
         with connection() as con:
-            as_of = cached_query(con, "latest_charge_day", team=ctx.teams)
-            if as_of is None:
+            found = period.of_page(con, "fleet_period", ctx.teams)
+            if found is None:
                 st.info("No GPU usage in your scope yet.")
                 return
-            window = period.picker("fleet_period", cached_call(con, period.months_with_data, teams=ctx.teams), as_of)
+            as_of, window = found
             start, end = window.start, period.query_end(window, as_of)
             util = cached_query(con, "fleet_utilisation", team=ctx.teams, **span(start, end))
             idle = cached_query(con, "idle_gpu_cost", team=ctx.teams, idle_util_pct=IDLE_UTIL_PCT, **span(start, end))
@@ -51,15 +51,9 @@ def main() -> None:
     _kpis(idle, idle_cover, util_cover)
     charts.draw(
         st,
-        gpu_charts.heatmap(
+        gpu_charts.utilisation_heatmap(
             util,
-            x="gpu_model",
-            y="team",
-            value="util_mean",
-            x_title="GPU model",
-            y_title="Team",
-            value_title="Mean utilisation %",
-            title="Mean GPU utilisation % (team × GPU model)",
+            "Mean GPU utilisation % (team × GPU model)",
         ),
     )
     st.subheader("Idle GPUs and their cost")

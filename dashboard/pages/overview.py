@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from gpufinops.dashboard import alerts_view, period, spend, spend_table
-from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
+from gpufinops.dashboard.common import cached_call, connection, page_header
 from gpufinops.models import kind_coverage
 from gpufinops.models.budgets import monthly_budget_for
 from gpufinops.warehouse import coverage, freshness
@@ -22,11 +22,11 @@ def main() -> None:
     ctx = page_header("Overview: GPU spend")
     try:
         with connection() as con:
-            as_of = cached_query(con, "latest_charge_day", team=ctx.teams)
-            if as_of is None:
+            found = period.of_page(con, "overview_period", ctx.teams)
+            if found is None:
                 st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
                 return
-            window = period.picker("overview_period", cached_call(con, period.months_with_data, teams=ctx.teams), as_of)
+            as_of, window = found
             data = spend.load_current(con, ctx.teams, period.days_back(window, as_of))
             stale = freshness.stale_sources(con)
             alerts = alerts_view.open_alerts(con, ctx.teams)

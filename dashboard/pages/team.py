@@ -25,11 +25,11 @@ def main() -> None:
             if not ctx.scope.allows(team):  # the options are scoped already; never trust a widget
                 st.error("Access denied.")
                 return
-            as_of = cached_query(con, "latest_charge_day", team=[team])
-            if as_of is None:  # listed for its cost lines, which a reload removed since
+            found = period.of_page(con, "team_period", [team])
+            if found is None:  # listed for its cost lines, which a reload removed since
                 st.info(f"No cost data for {team} yet.")
                 return
-            window = period.picker("team_period", cached_call(con, period.months_with_data, teams=[team]), as_of)
+            as_of, window = found
             data = spend.load_current(con, [team], period.days_back(window, as_of))
             start, end = window.start, period.query_end(window, as_of)
             fleet = cached_query(con, "fleet_utilisation", team=[team], start=start, end=end)
@@ -72,16 +72,9 @@ def main() -> None:
     else:
         charts.draw(
             st,
-            gpu_charts.heatmap(
+            gpu_charts.utilisation_heatmap(
                 fleet,
-                x="gpu_model",
-                y="team",
-                value="util_mean",
-                x_title="GPU model",
-                y_title="Team",
-                value_title="Mean utilisation %",
-                title="Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; "
-                "every team on the GPU fleet page)",
+                "Mean GPU utilisation % per GPU model (p95 and GPU-hours on hover; every team on the GPU fleet page)",
             ),
         )
     st.subheader("Recommendations")
