@@ -47,6 +47,8 @@ def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
     from botocore.exceptions import EndpointConnectionError
 
     service = client.meta.service_model
+    answers: dict[str, bytes] = {}
+    client.meta.gpufinops_answers = answers
 
     def send(request: Any, event_name: str = "", **_: Any) -> Any:
         operation = event_name.rsplit(".", 1)[-1]
@@ -55,15 +57,22 @@ def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
                 return None  # botocore's sender streams it, bounded per read
         except Exception:  # noqa: BLE001  # an event name without an operation: botocore sends it
             return None
-        what = f"{service.service_name} {operation}"
+        host = request.url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+        what = f"{service.service_name} {operation} at {host}"  # a bound's sentence names the server
         try:
             answer = request_once(source, what, request, bounds)
         except OSError as exc:
             raise EndpointConnectionError(endpoint_url=request.url, error=exc) from None
+        answers[operation] = answer.body  # an answer botocore can not parse is quoted from (last_answer)
         return AWSResponse(request.url, answer.status, dict(answer.headers), _Raw(answer.body))
 
     client.meta.events.register("before-send", send)
     return client
+
+
+def last_answer(client: Any, operation: str) -> bytes | None:
+    """The body of ``operation``'s last answer through :func:`bound_boto3` (None: none, or not bounded)."""
+    return getattr(client.meta, "gpufinops_answers", {}).get(operation)
 
 
 def request_once(source: str, what: str, prepared: Any, bounds: Bounds) -> Any:

@@ -17,6 +17,13 @@ from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
 from gpufinops.ingest.storage import aws_source, gcp_inventory
 from gpufinops.ingest.storage.options import PrefixRule
 
+# table -> the call its rows come from (an error names it, with its server and the row)
+GCP_CALLS = {
+    "storage_volumes": "compute disks.aggregatedList",
+    "storage_snapshots": "compute snapshots.list",
+    "storage_objects": "storage objects.list",
+}
+
 
 @dataclass(frozen=True, kw_only=True)
 class GcpStorageSourceOptions(GcpClientOptions):
@@ -66,6 +73,9 @@ class GcpStorage:
             team_label_keys=tuple(options.team_label_keys),
             max_objects_per_prefix=options.max_objects_per_prefix,
             bounds=options.bounds(),
+            endpoint=options.endpoint,
+            max_attempts=options.max_attempts,
+            initial_backoff_s=options.initial_backoff_s,
         )
         credentials = gcp_common._credentials(ctx.source, options)
         clients = gcp_inventory.clients(options.endpoint, credentials, options.project, ctx.source, options.bounds())
@@ -83,7 +93,7 @@ class GcpStorage:
                 [], ctx.state, watermark=watermark, skipped_reason="the inventory is unchanged this hour"
             )
         return FetchResult(
-            aws_source.batches(ctx.source, inv, ctx.run_id, "the storage inventory"),
+            aws_source.batches(ctx.source, inv, ctx.run_id, aws_source.calls_at(GCP_CALLS, options.endpoint, "Google")),
             {"digest": digest, "observed_at": now.isoformat()},
             watermark=watermark,
         )
