@@ -141,3 +141,46 @@ def test_a_focus_row_without_its_billing_period_is_named(tmp_path, warehouse, fo
     failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
     assert failed.status == "failed"
     assert f"file {bill}: row 3: column BillingPeriodStart is empty" in failed.error
+
+
+def _focus_rows() -> list[list[str]]:
+    import csv
+
+    from tests.conftest import FOCUS_SAMPLE
+
+    with open(FOCUS_SAMPLE, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_a_focus_row_with_tags_that_are_not_json_is_named(tmp_path, warehouse, focus_registry):
+    import csv
+
+    rows = _focus_rows()
+    rows[2][rows[0].index("Tags")] = "{not json"  # the second data row
+    bill = tmp_path / "focus.csv"
+    with open(bill, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
+    assert failed.status == "failed"
+    assert f"file {bill} row 2: column Tags value '{{not json' is not valid JSON" in failed.error, failed.error
+
+
+def test_a_latin_1_byte_says_the_file_is_not_utf_8(tmp_path, warehouse, focus_registry):
+    from tests.conftest import FOCUS_SAMPLE
+
+    bill = tmp_path / "focus.csv"
+    bill.write_bytes(open(FOCUS_SAMPLE, "rb").read().replace(b"Compute", b"C\xf3mpute", 1))  # 'ó' in latin-1
+    failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
+    assert failed.status == "failed"
+    assert f"file {bill} line " in failed.error and "not UTF-8 (the file must be UTF-8 encoded)" in failed.error
+    assert "DESCRIBE" not in failed.error, failed.error  # the engine's query is not the reason
+
+
+def test_a_gcp_export_with_a_garbage_line_names_the_line(tmp_path, warehouse):
+    from gpufinops.ingest.core.registry import default_registry
+
+    export = tmp_path / "billing.jsonl"
+    export.write_text('{"cost": 1.0, "usage_start_time": "2026-11-01T00:00:00Z"}\n{garbage\n')
+    failed = run_source(default_registry(), warehouse, "gcp", "gcp_billing_export", {"path": str(export)})
+    assert failed.status == "failed"
+    assert f"file {export} line 2: not valid JSON (" in failed.error and "'{garbage'" in failed.error, failed.error

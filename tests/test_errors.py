@@ -212,3 +212,30 @@ def test_a_transaction_commits_its_block_or_leaves_nothing_and_keeps_the_error(t
             raise ZeroDivisionError("mid-recompute")
     assert query(target, "SELECT list(n) FROM kept")[0][0] == [1]
     assert query(target, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'lost'")[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["recommend", "--team", "x" * 100_000], "argument --team: a name of 100,000 characters (at most 256): 'xxx"),
+        (["report", "weekly", "--team", "x" * 100_000], "argument --team: a name of 100,000 characters"),
+        (
+            ["report", "weekly", "--team", "vi\rsion\x1b[31m"],
+            "a value holding a control character: 'vi\\rsion\\x1b[31m'",
+        ),
+        (["recommend", "--kind", "y" * 5_000], "argument --kind: invalid choice: 'yyy"),
+    ],
+)
+def test_a_hostile_argument_is_a_usage_error_cut_and_escaped(tmp_path, args, said):
+    """A 100 kB --team (it was echoed whole and the command exited 0), a CR and ESC in an argument (echoed raw
+    into stderr), argparse's own invalid-choice echo: exit 2, one line of at most 200 characters, escaped."""
+    done = gpufinops(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-300:]
+    error = [ln for ln in done.stderr.splitlines() if ": error: " in ln]
+    assert len(error) == 1 and said in error[0], done.stderr[-500:]
+    message = error[0].split(": error: ", 1)[1]
+    assert len(message) <= 200 or "(choose from " in message, message  # the choices (the remedy) kept whole
+    assert (
+        "\r" not in done.stderr and "\x1b" not in done.stderr and "(5,000 characters)" in message or "team" in message
+    )
+    assert len(done.stderr) < 1_000 and "Traceback" not in done.stderr
