@@ -238,3 +238,32 @@ def test_a_hostile_argument_is_a_usage_error_cut_and_escaped(tmp_path, args, sai
     assert "\r" not in done.stderr and "\x1b" not in done.stderr, done.stderr
     assert "characters)" in message or "control character" in message, message  # a long value is cut
     assert len(done.stderr) < 1_000 and "Traceback" not in done.stderr
+
+
+def test_an_ingest_error_line_is_cut_to_200_characters_keeping_file_row_and_value(tmp_path):
+    """The CLI's ingest line had no cut (a deep path and a long value printed whole): now the funnel's."""
+    import csv
+
+    deep = tmp_path / ("d" * 120) / ("e" * 120)
+    deep.mkdir(parents=True)
+    config = focus_config(deep, tmp_path / "gpufinops.duckdb")
+    bill = deep / "export" / "focus.csv"
+    with open(bill, newline="") as f:
+        rows = list(csv.reader(f))
+    rows[2][rows[0].index("Tags")] = "{" + "n" * 500  # the second data row: no JSON, a long value
+    with open(bill, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    done = gpufinops("--config", str(config), "ingest", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-500:]
+    line = one_sentence(done.stderr)
+    assert len(line) <= len("gpufinops: ") + 200, line
+    assert "focus.csv row 2: column Tags value '{nnn" in line and line.endswith("is not valid JSON"), line
+
+
+def test_the_cli_keeps_the_products_remedy_whole_after_the_cut():
+    from gpufinops.ingest.core import extras, scrub
+
+    remedy = extras.install_hint("aws")
+    sentence = f"cur: file /tmp/{'d' * 300}/x.csv: reading s3 needs boto3, which is not installed: {remedy}"
+    shown = scrub.brief_keeping_remedy(sentence)
+    assert shown.endswith(remedy) and "x.csv: reading s3 needs boto3" in shown and "d" * 100 not in shown, shown
