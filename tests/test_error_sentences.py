@@ -84,7 +84,20 @@ def test_the_ledger_keeps_every_word_escaped_with_a_huge_value_cut(tmp_path, war
     assert failed.error.startswith("smi: ") and "100," in failed.error  # the value's length is told
 
 
-def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(tmp_path_factory, feed_template):
+MCP_HOSTILE = [
+    ("costs_daily", {"team": "n" * 1_000_000 + "\r\n\x00"}),
+    ("costs_daily", {"team": "vision\r\nBcc: x\x00\x1b[31m"}),
+    ("costs_daily", {"start": "NaN", "end": "inf"}),
+    ("costs_daily", {"detail": {"a": ["b"] * 10_000}}),
+    ("recommendations", {"limit": float("inf")}),
+    ("recommendations", {"limit": "x" * 100_000}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), MCP_HOSTILE)
+def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(
+    tmp_path_factory, feed_template, tool, arguments
+):
     pytest.importorskip("mcp", reason="the mcp extra (`.venv/bin/pip install -e '.[mcp]'`)")
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
@@ -96,20 +109,19 @@ def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(tmp_path_
     home = build_home(tmp_path_factory.mktemp("mcp-hostile"), feed_template)
     lead = next(name for name in TOKENS if "VISION" in name)
     params = stdio(home, lead, env={lead: TOKENS[lead]})
-    huge = "n" * 1_000_000 + "\r\n\x00"
 
     async def work(errlog) -> tuple[bool, str]:
         with anyio.fail_after(WAIT_S):
             async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
-                return await call(session, "costs_daily", {"team": huge})
+                return await call(session, tool, arguments)
 
     with tempfile.TemporaryFile("w+") as errlog:
         is_error, text = anyio.run(work, errlog)
         errlog.seek(0)
         log = errlog.read()
     assert is_error and len(text) <= 200 and "\r" not in text and "\x00" not in text, text[:300]
-    assert "costs_daily" in text and "team" in text
+    assert tool in text and any(name in text for name in arguments), text
     assert "Traceback" not in log and len(log) < 10_000, log[-2000:]
 
 
