@@ -165,7 +165,8 @@ def _short_validation(tool: Any, name: str) -> None:
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
-            first = (exc.__cause__.errors() or [{}])[0]
+            errors: list[Any] = list(exc.__cause__.errors())
+            first: dict[str, Any] = dict(errors[0]) if errors else {}
             argument = ".".join(str(part) for part in first.get("loc", ())) or "arguments"
             value = arguments.get(argument) if isinstance(arguments, dict) else None
             said = f"{name}: {argument}: {first.get('msg', 'invalid')} (got {value!r})"
