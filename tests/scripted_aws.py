@@ -62,7 +62,9 @@ class Script:
 
 
 @contextlib.contextmanager
-def serve(script: Script) -> Iterator[Script]:
+def serve(script: Script, tls: tuple[str, str] | None = None) -> Iterator[Script]:
+    """The server on 127.0.0.1; ``tls`` (certificate file, key file): over HTTPS."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -97,9 +99,15 @@ def serve(script: Script) -> Iterator[Script]:
             )
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    script.url = f"http://127.0.0.1:{server.server_address[1]}"
+    script.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     try:
         yield script
     finally:

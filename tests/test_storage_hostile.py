@@ -106,3 +106,28 @@ def test_gcp_storage_names_the_call_server_object_and_value(case, tmp_path):
     assert failed.status == "failed", failed
     assert failed.error.startswith("gstore: ") and all(part in failed.error for part in said), failed.error
     assert query(warehouse, "SELECT count(*) FROM storage_volumes") == [(0,)]
+
+
+def test_aws_ca_bundle_is_honoured_through_the_transport(tmp_path, monkeypatch):
+    """An HTTPS endpoint signed by a private CA (a corporate proxy's, an emulator's): botocore honours
+    AWS_CA_BUNDLE, and so must the bounded transport that sends its requests; without it the run is
+    refused as unverified. The certificate is made here with the system's openssl."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "ca.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    with aws.serve(aws.Script(), tls=(str(cert), str(key))) as script:
+        options = {"endpoint_url": script.url, "regions": ["us-east-1"], "max_attempts": 1}
+        refused = run_source(REGISTRY, tmp_path / "a.duckdb", "store", "aws_storage", options)
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+        loaded = run_source(REGISTRY, tmp_path / "b.duckdb", "store", "aws_storage", options)
+    assert refused.status == "failed" and "DescribeVolumes at 127.0.0.1:" in refused.error, refused.error
+    assert loaded.status == "succeeded", loaded.error
+    assert "DescribeVolumes" in script.requests

@@ -49,6 +49,7 @@ def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
     service = client.meta.service_model
     answers: dict[str, bytes] = {}
     client.meta.gpufinops_answers = answers
+    tls = boto3_tls(client)  # AWS_CA_BUNDLE and the client's verify, as botocore's own sender honours them
 
     def send(request: Any, event_name: str = "", **_: Any) -> Any:
         operation = event_name.rsplit(".", 1)[-1]
@@ -60,7 +61,7 @@ def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
         host = request.url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
         what = f"{service.service_name} {operation} at {host}"  # a bound's sentence names the server
         try:
-            answer = request_once(source, what, request, bounds)
+            answer = request_once(source, what, request, bounds, tls)
         except OSError as exc:
             raise EndpointConnectionError(endpoint_url=request.url, error=exc) from None
         answers[operation] = answer.body  # an answer botocore can not parse is quoted from (last_answer)
@@ -75,9 +76,22 @@ def last_answer(client: Any, operation: str) -> bytes | None:
     return getattr(client.meta, "gpufinops_answers", {}).get(operation)
 
 
-def request_once(source: str, what: str, prepared: Any, bounds: Bounds) -> Any:
+def request_once(source: str, what: str, prepared: Any, bounds: Bounds, tls: Any = None) -> Any:
     headers = {str(k): v.decode() if isinstance(v, bytes) else str(v) for k, v in dict(prepared.headers).items()}
-    return request(source, what, prepared.method, prepared.url, bounds, headers, _body(prepared.body))
+    return request(source, what, prepared.method, prepared.url, bounds, headers, _body(prepared.body), tls)
+
+
+def boto3_tls(client: Any) -> Any:
+    """The certificate check botocore would make (``AWS_CA_BUNDLE``, ``ca_bundle`` in the AWS config, a
+    client's ``verify``) as an ``ssl`` context for the transport; None: the system's default."""
+    import ssl
+
+    verify = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_verify", True)
+    if verify is False:
+        return ssl._create_unverified_context()  # noqa: S323  # the user's own verify=False
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return None
 
 
 def _adapter_class() -> Any:
