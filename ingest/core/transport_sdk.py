@@ -150,3 +150,25 @@ def bound_google(client: Any, source: str, bounds: Bounds) -> Any:
         session = client._http  # BigQuery and Storage: an AuthorizedSession made on first use
     requests_session(source, bounds, session)
     return client
+
+
+def bounded_stream(source: str, what: str, body: Any, sink: Any, bounds: Bounds, chunk: int = 1 << 20) -> int:
+    """Copy a streamed body (botocore's ``StreamingBody`` of an S3 ``GetObject``) into ``sink`` within
+    ``bounds``: at most ``max_body_mb`` and ``timeout_s`` in all (each read is bounded by the client's own
+    read timeout); the bytes copied. Tripping a bound is :class:`BoundTripped`, naming the call."""
+    import time
+
+    from gpufinops.ingest.core.transport import BoundTripped, body_sentence, deadline_sentence
+
+    started, size = time.monotonic(), 0
+    try:
+        while data := body.read(chunk):
+            size += len(data)
+            if size > bounds.max_body_bytes:
+                raise BoundTripped(body_sentence(source, what, bounds), "max_body_mb")
+            if time.monotonic() - started > bounds.timeout_s:
+                raise BoundTripped(deadline_sentence(source, what, bounds), "timeout_s")
+            sink.write(data)
+    finally:
+        body.close()
+    return size
