@@ -25,6 +25,7 @@ from gpufinops.interfaces import (
     api_costs,
     api_coverage,
     api_enforcement,
+    api_errors,
     api_recommendations,
     api_unit_costs,
 )
@@ -88,6 +89,7 @@ def create_app(
     routes = Routes(cfg, caller_of(tokens, open_scope), reader_of(cfg, read_retry_s), write_retry_s)
     for register in ROUTE_GROUPS:
         register(app, routes)
+    api_errors.register(app)  # hostile arguments: a short sentence, no traceback
     return app
 
 

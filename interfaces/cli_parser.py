@@ -6,8 +6,9 @@ interfaces/cli.py parses with :func:`build_parser` and runs the command interfac
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpufinops.interfaces import dates
 
@@ -43,6 +44,38 @@ class ModelKinds:
         return iter(self.kinds())
 
 
+LONGEST_NAME = 256  # a team (an AWS tag value holds 256 characters; a Kubernetes label value 63)
+NAMES = ("team",)  # arguments naming a team: a value longer than LONGEST_NAME is no team
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the one error funnel: its usage error (an invalid choice echoing a 100 kB value, a
+    CR or NUL) is escaped with the value cut to its start and length (``scrub.brief``), and a value holding a control
+    character, or a team name longer than any team's, is a usage error (exit 2) before a command runs."""
+
+    def error(self, message: str) -> NoReturn:
+        from gpufinops.ingest.core import scrub
+
+        self.print_usage(sys.stderr)
+        # escaped, a long value cut to its start and length; the remedy (the choices to choose from) kept whole
+        self.exit(2, f"{self.prog}: error: {scrub.brief(message, None)}\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        for dest, value in vars(parsed).items():
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str):
+                    self._refuse_hostile(dest, text)
+        return parsed, extras
+
+    def _refuse_hostile(self, dest: str, text: str) -> None:
+        flag = "--" + dest.replace("_", "-")
+        if any(ord(c) < 32 or ord(c) == 127 for c in text):
+            self.error(f"argument {flag}: a value holding a control character: {text!r}")
+        if dest in NAMES and len(text) > LONGEST_NAME:
+            self.error(f"argument {flag}: a name of {len(text):,} characters (at most {LONGEST_NAME}): {text!r}")
+
+
 def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv``, the command line about to be parsed (None: any). ``init``'s flags for
     the questions the source specs declare come from the ingest registry (``registry``, default the
@@ -50,7 +83,7 @@ def build_parser(argv: Sequence[str] | None = None, registry: Registry | None = 
     when ``argv`` names ``init`` (or is None): no other command's start-up builds it."""
     from gpufinops.interfaces import carbon_cmd, costs_cmd, init_choices, init_cmd, mcp_server, unit_costs_cmd
 
-    p = argparse.ArgumentParser(prog="gpufinops", description="FinOps for GPU fleets.")
+    p = Parser(prog="gpufinops", description="FinOps for GPU fleets.")
     p.add_argument("--version", action="version", version=_version(), help="print the version and exit")
     p.add_argument("--config", metavar="PATH", help="config file (else $GPUFINOPS_CONFIG, else ./gpufinops.toml)")
     p.add_argument("--db", metavar="PATH", help="warehouse path (overrides the config)")

@@ -22,9 +22,9 @@ def run(cfg: Config, names: list[str], **kwargs) -> int:
         if r.rejected:  # quarantined rows (on_invalid = "skip_rows"): where they are
             print(f"{r.source}: {r.rows} rows  ({r.rejected} rejected, see ingest_rejects)")
         if r.error:
-            # escaped, long values and paths cut; the product's own remedy (an install command, the credential
-            # chain) is never cut from the middle, as on the main error line (interfaces/errors.py)
-            print(f"gpufinops: {scrub.brief(r.error, None)}", file=sys.stderr)
+            # the where and why cut to 200 characters (long paths and values first); the product's own remedy
+            # (an install command, the credential chain) kept whole, as on the main error line (interfaces/errors.py)
+            print(f"gpufinops: {scrub.brief_keeping_remedy(r.error)}", file=sys.stderr)
     if any(r.config_error for r in results):
         return 2  # a setting only the config can fix (e.g. a serving source's model)
     return 1 if any(not r.ok for r in results) else 0

@@ -146,7 +146,33 @@ def build(cfg: Config, *, scope: Scope | None = None, known: list[Principal] | N
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
     for spec in mcp_tools.registry(cfg.alerts.settings.budgets).values():
         server.add_tool(_tool(cfg, spec, caller), name=spec.name, description=spec.description, annotations=read_only)
+        _short_validation(server._tool_manager.get_tool(spec.name), spec.name)
     return server
+
+
+def _short_validation(tool: Any, name: str) -> None:
+    """The SDK's refusal of arguments its schema does not take (a string for an integer, an object for a
+    boolean) as one short sentence: the tool, the argument, the reason, the value cut (pydantic's own text
+    spans lines and a link, 250-350 characters)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    original = tool.run
+
+    async def run(arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await original(arguments, context, convert_result)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            errors: list[Any] = list(exc.__cause__.errors())
+            first: dict[str, Any] = dict(errors[0]) if errors else {}
+            argument = ".".join(str(part) for part in first.get("loc", ())) or "arguments"
+            value = arguments.get(argument) if isinstance(arguments, dict) else None
+            said = f"{name}: {argument}: {first.get('msg', 'invalid')} (got {value!r})"
+            raise ToolError(scrub.brief(said)) from None
+
+    object.__setattr__(tool, "run", run)
 
 
 def _verifier(known: list[Principal]):

@@ -174,7 +174,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # Every error sentence the hostile suites produce passes through the one funnel (ingest.core.scrub.brief):
 # recorded here and checked as users see it, in one place, so a new hostile test is covered without code.
-HOSTILE_SUITES = ("hostile", "test_bad_input", "test_errors", "test_counters_once")
+HOSTILE_SUITES = (
+    "hostile",  # test_conformance_hostile, the storage, Prometheus, CloudWatch and alert servers that misbehave
+    "test_conformance_network",  # every networked source through servers that cycle, stall, trickle, 503
+    "test_error_sentences",
+    "test_bad_input",
+    "test_errors",
+    "test_counters_once",
+)
 SENTENCE_WHERE = r"^[^\s:][^:]{0,150}: \S"  # "source: file/call/object: …": a place before the reason
 
 

@@ -27,6 +27,9 @@ class Server:
     def __init__(self) -> None:
         self.state: dict[str, Any] = {"instances": {}, "disks": {}, "snapshots": [], "buckets": {}}
         self.requests: list[str] = []
+        # a path fragment (``/aggregated/disks``, ``/snapshots``) -> the answer every such request gets
+        # instead (a 503, a page whose nextPageToken never changes): what a hostile server answers
+        self.answers: dict[str, tuple[int, dict]] = {}
 
 
 @contextlib.contextmanager
@@ -40,6 +43,9 @@ def serve() -> Iterator[tuple[str, Server]]:
             server.requests.append(self.path)
             parts = url.path.strip("/").split("/")
             token = query.get("pageToken")
+            planted = next((a for fragment, a in server.answers.items() if fragment in url.path), None)
+            if planted is not None:
+                return self._json(*planted)
             if parts[:2] == ["compute", "v1"] and parts[4:5] == ["aggregated"]:
                 what = parts[5]
                 zones = sorted(server.state[what])

@@ -270,3 +270,22 @@ def test_local_directory_mode_needs_no_boto3(tmp_path, warehouse, monkeypatch):
     assert run_source(REGISTRY, warehouse, "cur", "aws_cur", {"path": str(root)}).status == "skipped"
     wrong = run_source(REGISTRY, warehouse, "cur2", "aws_cur", {"path": str(root), "format": "focus"})
     assert wrong.status == "failed" and "format = 'focus'" in wrong.error
+
+
+def test_a_manifest_larger_than_the_body_bound_is_cut_not_read_whole(s3, tmp_path, warehouse):
+    """S3 GetObject bodies were read whole (bounded only per read): a manifest padded past ``max_body_mb``
+    now stops at the bound, named, with nothing loaded. moto's S3 server on loopback."""
+    publish(tmp_path, s3, deliveries())
+    manifests = sorted((tmp_path / "bucket").rglob("*Manifest.json"))
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    for manifest in manifests:  # the same JSON, with 2 MiB of whitespace after it
+        key = "exports/" + manifest.relative_to(tmp_path / "bucket").as_posix()
+        client.put_object(Bucket="billing", Key=key, Body=manifest.read_bytes() + b" " * (2 * 2**20))
+    result = run(warehouse, s3, max_body_mb=0.5)
+    assert result.status == "failed", result
+    assert "S3 GetObject of s3://billing/exports/" in result.error, result.error
+    assert "answered a body over 0.5 MiB (max_body_mb); stopped" in result.error, result.error
+    assert query(warehouse, "SELECT count(*) FROM cost_line_items") == [(0,)]
+    assert run(warehouse, s3).status == "succeeded"  # the default bound reads it

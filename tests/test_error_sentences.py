@@ -84,7 +84,20 @@ def test_the_ledger_keeps_every_word_escaped_with_a_huge_value_cut(tmp_path, war
     assert failed.error.startswith("smi: ") and "100," in failed.error  # the value's length is told
 
 
-def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(tmp_path_factory, feed_template):
+MCP_HOSTILE = [
+    ("costs_daily", {"team": "n" * 1_000_000 + "\r\n\x00"}),
+    ("costs_daily", {"team": "vision\r\nBcc: x\x00\x1b[31m"}),
+    ("costs_daily", {"start": "NaN", "end": "inf"}),
+    ("costs_daily", {"detail": {"a": ["b"] * 10_000}}),
+    ("recommendations", {"limit": float("inf")}),
+    ("recommendations", {"limit": "x" * 100_000}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), MCP_HOSTILE)
+def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(
+    tmp_path_factory, feed_template, tool, arguments
+):
     pytest.importorskip("mcp", reason="the mcp extra (`.venv/bin/pip install -e '.[mcp]'`)")
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
@@ -96,20 +109,19 @@ def test_an_mcp_argument_of_1_mb_gets_a_short_refusal_and_no_traceback(tmp_path_
     home = build_home(tmp_path_factory.mktemp("mcp-hostile"), feed_template)
     lead = next(name for name in TOKENS if "VISION" in name)
     params = stdio(home, lead, env={lead: TOKENS[lead]})
-    huge = "n" * 1_000_000 + "\r\n\x00"
 
     async def work(errlog) -> tuple[bool, str]:
         with anyio.fail_after(WAIT_S):
             async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
-                return await call(session, "costs_daily", {"team": huge})
+                return await call(session, tool, arguments)
 
     with tempfile.TemporaryFile("w+") as errlog:
         is_error, text = anyio.run(work, errlog)
         errlog.seek(0)
         log = errlog.read()
     assert is_error and len(text) <= 200 and "\r" not in text and "\x00" not in text, text[:300]
-    assert "costs_daily" in text and "team" in text
+    assert tool in text and any(name in text for name in arguments), text
     assert "Traceback" not in log and len(log) < 10_000, log[-2000:]
 
 
@@ -141,3 +153,46 @@ def test_a_focus_row_without_its_billing_period_is_named(tmp_path, warehouse, fo
     failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
     assert failed.status == "failed"
     assert f"file {bill}: row 3: column BillingPeriodStart is empty" in failed.error
+
+
+def _focus_rows() -> list[list[str]]:
+    import csv
+
+    from tests.conftest import FOCUS_SAMPLE
+
+    with open(FOCUS_SAMPLE, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_a_focus_row_with_tags_that_are_not_json_is_named(tmp_path, warehouse, focus_registry):
+    import csv
+
+    rows = _focus_rows()
+    rows[2][rows[0].index("Tags")] = "{not json"  # the second data row
+    bill = tmp_path / "focus.csv"
+    with open(bill, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
+    assert failed.status == "failed"
+    assert f"file {bill} row 2: column Tags value '{{not json' is not valid JSON" in failed.error, failed.error
+
+
+def test_a_latin_1_byte_says_the_file_is_not_utf_8(tmp_path, warehouse, focus_registry):
+    from tests.conftest import FOCUS_SAMPLE
+
+    bill = tmp_path / "focus.csv"
+    bill.write_bytes(open(FOCUS_SAMPLE, "rb").read().replace(b"Compute", b"C\xf3mpute", 1))  # 'ó' in latin-1
+    failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
+    assert failed.status == "failed"
+    assert f"file {bill} line " in failed.error and "not UTF-8 (the file must be UTF-8 encoded)" in failed.error
+    assert "DESCRIBE" not in failed.error, failed.error  # the engine's query is not the reason
+
+
+def test_a_gcp_export_with_a_garbage_line_names_the_line(tmp_path, warehouse):
+    from gpufinops.ingest.core.registry import default_registry
+
+    export = tmp_path / "billing.jsonl"
+    export.write_text('{"cost": 1.0, "usage_start_time": "2026-11-01T00:00:00Z"}\n{garbage\n')
+    failed = run_source(default_registry(), warehouse, "gcp", "gcp_billing_export", {"path": str(export)})
+    assert failed.status == "failed"
+    assert f"file {export} line 2: not valid JSON (" in failed.error and "'{garbage'" in failed.error, failed.error

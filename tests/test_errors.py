@@ -212,3 +212,58 @@ def test_a_transaction_commits_its_block_or_leaves_nothing_and_keeps_the_error(t
             raise ZeroDivisionError("mid-recompute")
     assert query(target, "SELECT list(n) FROM kept")[0][0] == [1]
     assert query(target, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'lost'")[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["recommend", "--team", "x" * 100_000], "argument --team: a name of 100,000 characters (at most 256): 'xxx"),
+        (["report", "weekly", "--team", "x" * 100_000], "argument --team: a name of 100,000 characters"),
+        (
+            ["report", "weekly", "--team", "vi\rsion\x1b[31m"],
+            "a value holding a control character: 'vi\\rsion\\x1b[31m'",
+        ),
+        (["recommend", "--kind", "y" * 5_000], "argument --kind: invalid choice: 'yyy"),
+    ],
+)
+def test_a_hostile_argument_is_a_usage_error_cut_and_escaped(tmp_path, args, said):
+    """A 100 kB --team (it was echoed whole and the command exited 0), a CR and ESC in an argument (echoed raw
+    into stderr), argparse's own invalid-choice echo: exit 2, one line of at most 200 characters, escaped."""
+    done = gpufinops(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-300:]
+    error = [ln for ln in done.stderr.splitlines() if ": error: " in ln]
+    assert len(error) == 1 and said in error[0], done.stderr[-500:]
+    message = error[0].split(": error: ", 1)[1]
+    assert len(message) <= 200 or "(choose from " in message, message  # the choices (the remedy) kept whole
+    assert "\r" not in done.stderr and "\x1b" not in done.stderr, done.stderr
+    assert "characters)" in message or "control character" in message, message  # a long value is cut
+    assert len(done.stderr) < 1_000 and "Traceback" not in done.stderr
+
+
+def test_an_ingest_error_line_is_cut_to_200_characters_keeping_file_row_and_value(tmp_path):
+    """The CLI's ingest line had no cut (a deep path and a long value printed whole): now the funnel's."""
+    import csv
+
+    deep = tmp_path / ("d" * 120) / ("e" * 120)
+    deep.mkdir(parents=True)
+    config = focus_config(deep, tmp_path / "gpufinops.duckdb")
+    bill = deep / "export" / "focus.csv"
+    with open(bill, newline="") as f:
+        rows = list(csv.reader(f))
+    rows[2][rows[0].index("Tags")] = "{" + "n" * 500  # the second data row: no JSON, a long value
+    with open(bill, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    done = gpufinops("--config", str(config), "ingest", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-500:]
+    line = one_sentence(done.stderr)
+    assert len(line) <= len("gpufinops: ") + 200, line
+    assert "focus.csv row 2: column Tags value '{nnn" in line and line.endswith("is not valid JSON"), line
+
+
+def test_the_cli_keeps_the_products_remedy_whole_after_the_cut():
+    from gpufinops.ingest.core import extras, scrub
+
+    remedy = extras.install_hint("aws")
+    sentence = f"cur: file /tmp/{'d' * 300}/x.csv: reading s3 needs boto3, which is not installed: {remedy}"
+    shown = scrub.brief_keeping_remedy(sentence)
+    assert shown.endswith(remedy) and "x.csv: reading s3 needs boto3" in shown and "d" * 100 not in shown, shown

@@ -55,7 +55,11 @@ CASES = {
         "field limit",
     ),
     "a CR inside a header name": (_cr_in_header, "bad.csv can not be read as csv: line 1", "control character"),
-    "malformed JSON tags": (_parquet_case("'{bad' AS \"Tags\""), "file ", "Malformed JSON"),
+    "malformed JSON tags": (
+        _parquet_case("'{bad' AS \"Tags\""),
+        "bad.parquet row 1: column Tags value '{bad'",
+        "not valid JSON",
+    ),
     "a 1e300 cost": (
         _parquet_case("CAST('1' || repeat('0', 300) AS DOUBLE) AS \"BilledCost\""),
         "bad.parquet row 1: column BilledCost value '1e+300'",

@@ -339,3 +339,27 @@ def test_version_and_a_help_text_on_every_option_of_every_command():
 
     walk(cli._parser(), "gpufinops")
     assert not missing, missing
+
+
+def test_doctor_aws_calls_go_through_the_bounded_transport(tmp_path, quiet_env, monkeypatch):
+    """A server that answers 200 and then a line every 0.5 s, never the end: botocore's per-read timeout
+    never trips (doctor's own clients waited for ever); through the transport the check's timeout is the
+    whole request's deadline. tests/hostile_servers.py's real loopback server."""
+    import time
+
+    from tests.aws_loopback import use_dummy_credentials
+    from tests.hostile_servers import Hostile, serve
+
+    use_dummy_credentials(monkeypatch)
+    with serve(Hostile("endless")) as server:
+        path = tmp_path / "gpufinops.toml"
+        path.write_text(
+            f'[warehouse]\npath = "{tmp_path / "wh.duckdb"}"\n\n[sources.storage]\ntype = "aws_storage"\n'
+            f'endpoint_url = "{server.url}"\n[[sources.storage.prefixes]]\nbucket = "ckpt"\nprefix = "runs/"\n'
+        )
+        started = time.monotonic()
+        status, lines = run_doctor(path, timeout=2.0)
+        elapsed = time.monotonic() - started
+    assert elapsed < 15, (elapsed, lines)
+    assert status == 1 and lines["source storage"].startswith("FAIL"), lines
+    assert "2 s deadline (timeout_s)" in lines["source storage"], lines

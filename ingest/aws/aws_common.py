@@ -67,6 +67,37 @@ def client(service: str, source: str, options: AwsClientOptions, region: str | N
     return bound_boto3(made, source, options.bounds())  # every call within the source's bounds
 
 
+def server(client: Any) -> str:
+    """The host a client calls (its ``endpoint_url``'s, else AWS's regional endpoint): an error names it."""
+    url = str(getattr(client.meta, "endpoint_url", "") or "")
+    return url.split("://", 1)[-1].split("/", 1)[0] or "AWS"
+
+
+def call_name(client: Any, operation: str, region: str | None = None) -> str:
+    """``ec2 DescribeVolumes at ec2.us-east-1.amazonaws.com``: the service, the call and the server."""
+    service = client.meta.service_model.service_name
+    return f"{service} {operation} at {server(client)}" + (f" ({region})" if region else "")
+
+
+def unreadable_answer(source: str, what: str, exc: BaseException, body: bytes | None) -> IngestError:
+    """One sentence for an answer botocore could not read (a size ``NaN``, a time ``yesterday``): the call,
+    the object the value belongs to (the nearest ``…Id`` element before it in the answer) and the value."""
+    import re
+
+    detail = " ".join(str(exc).split())
+    quoted = re.search(r"""['"]([^'"]{1,200})['"]""", detail)
+    text = (body or b"").decode("utf-8", "replace")
+    at = text.find(f">{quoted.group(1)}<") if quoted else -1
+    if quoted is None or at < 0:
+        return IngestError(f"{source}: {what}: an answer botocore can not read: {detail}")
+    element = re.search(r"<(\w+)$", text[:at])
+    item = text.rfind("<item>", 0, at)  # the object the value belongs to: its own first id element
+    ids = re.findall(r"<(\w*[Ii]d)>([^<]{1,200})</\1>", text[item:at] if item >= 0 else text[:at])
+    owner = f"{ids[0 if item >= 0 else -1][0]} {ids[0 if item >= 0 else -1][1]}: " if ids else ""
+    name = element.group(1) if element else "a value"
+    return IngestError(f"{source}: {what}: {owner}{name} {quoted.group(1)!r} is not readable ({detail})")
+
+
 def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
     """One sentence for a failed AWS call: the operation, the AWS error code and message."""
     code = message = None
@@ -80,6 +111,8 @@ def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
     if code is None and type(exc).__name__ == "ResponseParserError":
         code = "an unreadable response (the service may be unavailable)"
     text = f"{code}: {message}" if code and message else (code or f"{type(exc).__name__}: {exc}")
+    operation = getattr(exc, "operation_name", None)
+    what = what if not operation or operation in what else f"{what} ({operation})"
     return IngestError(f"{source}: {what} failed: {' '.join(str(text).split())}")
 
 

@@ -116,8 +116,16 @@ class S3Store:
         return sorted(out, key=lambda o: o.key)
 
     def read(self, key: str) -> bytes:
+        import io
+
+        from gpufinops.ingest.core import transport
+        from gpufinops.ingest.core.transport_sdk import bounded_stream
+
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
+            body = self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"]
+            into = io.BytesIO()  # read within the source's bounds: its size and its whole deadline
+            bounded_stream(self.source, f"S3 GetObject of {self.name(key)}", body, into, transport.current())
+            return into.getvalue()
         except Exception as exc:
             if aws_common.is_client_error(exc):
                 raise aws_common.describe_error(self.source, f"reading object {self.name(key)}", exc) from None

@@ -12,16 +12,25 @@ from gpufinops.ingest.core.doctor import FAIL, OK, WARN, ConfiguredSource, Resul
 
 def aws_client(service: str, source: ConfiguredSource, timeout: float, region: str | None = None) -> Any:
     boto3 = extras.require("boto3", "aws", f"sources.{source.name}")
+    import dataclasses
+
     from botocore.config import Config
+
+    from gpufinops.ingest.core.transport import DEFAULT
+    from gpufinops.ingest.core.transport_sdk import bound_boto3
 
     opts = options(source)
     config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"mode": "standard", "max_attempts": 1})
-    return boto3.session.Session().client(
+    made = boto3.session.Session().client(
         service,
         region_name=region or getattr(opts, "region", None) or "us-east-1",
         endpoint_url=opts.endpoint_url or None,
         config=config,
     )
+    # through the one transport, as the source's own calls: the check's timeout is the whole request's deadline
+    bounds = opts.bounds() if hasattr(opts, "bounds") else DEFAULT
+    bounds = dataclasses.replace(bounds, connect_timeout_s=min(bounds.connect_timeout_s, timeout), timeout_s=timeout)
+    return bound_boto3(made, source.name, bounds)
 
 
 def first_region(regions: str | list[str] | None) -> str:

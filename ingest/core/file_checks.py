@@ -24,10 +24,12 @@ def csv_error(text: str) -> tuple[str | None, str | None, str] | None:
     if not match:
         return None
     lines = text.splitlines()
+    encoding = [ln.strip() for ln in lines[1:] if "not utf-8 encoded" in ln.lower()]  # wherever the line ends
     reason = next(
         (ln.strip() for i, ln in enumerate(lines[3:], 3) if ln.strip() and not ln.startswith(("Possible", "  "))),
         "the CSV is malformed",
     )
+    reason = encoding[0] if encoding else reason
     if "Original Line" not in text:
         reason = next((ln.strip() for ln in lines[1:] if ln.strip()), reason)
     found = re.search(r"^\s+file = (.+)$", text, re.MULTILINE)
@@ -73,7 +75,32 @@ def read_error(source: str, where: str, exc: BaseException, path: str | None = N
         if "unicode" in reason.lower() or "utf-8" in reason.lower():
             reason = "a byte sequence that is not UTF-8 (the file must be UTF-8 encoded)"
         return f"{source}: {where} line {line}: {reason}"
+    malformed = re.search(r'Malformed JSON in file "([^"]+)", at byte (\d+) in line \d+: (.+?)\.?$', _first_line(exc))
+    if malformed and (bad := json_fault(malformed.group(1))) is not None:
+        return f"{source}: {where} line {bad[0]}: {bad[1]}"
     return f"{source}: {where} can not be read: {_first_line(exc)}"
+
+
+def json_fault(path: str) -> tuple[int, str] | None:
+    """(line, what) of the first line of a JSON-lines file that is not a JSON object (the slow path,
+    after a failed read: DuckDB's own line number counts from the start of its read buffer)."""
+    import json
+
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    json.loads(line)
+                except json.JSONDecodeError as exc:
+                    return number, f"not valid JSON ({exc.msg} at column {exc.colno}: {line.strip()[:40]!r})"
+    except UnicodeDecodeError as exc:
+        return 0, f"a byte sequence that is not UTF-8 at byte {exc.start} (the file must be UTF-8 encoded)"
+    except OSError:
+        return None
+    return None
 
 
 def csv_header(path: str) -> list[str]:

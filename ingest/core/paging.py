@@ -39,6 +39,11 @@ def page_token(page: Any) -> str | None:
     return getattr(page, "next_page_token", None) or None
 
 
+def _cut(token: str) -> str:
+    """A token as a sentence quotes it: a long one keeps its start and end."""
+    return token if len(token) <= 40 else f"{token[:24]}…{token[-12:]}"
+
+
 class Pages:
     def __init__(
         self,
@@ -81,7 +86,7 @@ class Pages:
             period = self.pages - self._seen[token]
             raise BoundTripped(
                 f"{self.source}: {self.what} answered a page token it answered {period} page(s) before "
-                f"(page {self.pages}): the listing loops; stopped",
+                f"({_cut(token)!r}, page {self.pages}): the listing loops; stopped",
                 "page token",
             )
         self._seen[token] = self.pages

@@ -139,6 +139,21 @@ def brief(text: str, limit: int | None = LONGEST_SENTENCE) -> str:
     return f"{text[:head]}…{text[len(text) - (limit - 1 - head) :]}"
 
 
+# where the product's own remedy starts in a sentence (ingest.core.extras.install_hint, credentials.hint):
+# the command line keeps it whole, after the sentence's where and why cut to the limit
+REMEDY_MARKERS = (": install the '", " (no credentials found: ")
+
+
+def brief_keeping_remedy(text: str, limit: int = LONGEST_SENTENCE) -> str:
+    """``brief(text, limit)`` for the command line: the source, the place, the value and the reason cut to
+    ``limit`` as everywhere (long paths and values first), then the product's remedy (an install command,
+    the credential chain the SDK searched) whole: a cut in its middle would leave a command that does not run."""
+    at = min((i for i in (text.find(m) for m in REMEDY_MARKERS) if i > 0), default=-1)
+    if at < 0:
+        return brief(text, limit)
+    return brief(text[:at], limit) + _escaped(scrub(text[at:]))
+
+
 class ScrubbingFormatter(logging.Formatter):
     """Formats records (tracebacks included) and scrubs the result."""
 

@@ -19,6 +19,7 @@ import contextvars
 import http.client
 import logging
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -119,8 +120,8 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, sockets: _Sockets) -> None:
-        super().__init__()
+    def __init__(self, sockets: _Sockets, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(context=tls)
         self._class = _connection(http.client.HTTPSConnection, sockets)
 
     def https_open(self, req: Any) -> Any:
@@ -145,11 +146,13 @@ def request(
     bounds: Bounds,
     headers: dict[str, str] | None = None,
     data: bytes | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Answer:
     """One request within ``bounds``: any status is answered (the caller decides what a 5xx means);
-    a connection failure raises ``OSError``; a bound raises :class:`BoundTripped`."""
+    a connection failure raises ``OSError``; a bound raises :class:`BoundTripped`. ``tls``: the SDK's own
+    certificate check (boto3's ``AWS_CA_BUNDLE`` / ``verify``); a proxy comes from ``HTTPS_PROXY``."""
     sockets = _Sockets()
-    opener = urllib.request.build_opener(_HTTPHandler(sockets), _HTTPSHandler(sockets))
+    opener = urllib.request.build_opener(_HTTPHandler(sockets), _HTTPSHandler(sockets, tls))
     req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     started = time.monotonic()
     watchdog = threading.Timer(bounds.timeout_s, sockets.shut_all)

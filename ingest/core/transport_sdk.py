@@ -47,6 +47,9 @@ def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
     from botocore.exceptions import EndpointConnectionError
 
     service = client.meta.service_model
+    answers: dict[str, bytes] = {}
+    client.meta.gpufinops_answers = answers
+    tls = boto3_tls(client)  # AWS_CA_BUNDLE and the client's verify, as botocore's own sender honours them
 
     def send(request: Any, event_name: str = "", **_: Any) -> Any:
         operation = event_name.rsplit(".", 1)[-1]
@@ -55,20 +58,40 @@ def bound_boto3(client: Any, source: str, bounds: Bounds) -> Any:
                 return None  # botocore's sender streams it, bounded per read
         except Exception:  # noqa: BLE001  # an event name without an operation: botocore sends it
             return None
-        what = f"{service.service_name} {operation}"
+        host = request.url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+        what = f"{service.service_name} {operation} at {host}"  # a bound's sentence names the server
         try:
-            answer = request_once(source, what, request, bounds)
+            answer = request_once(source, what, request, bounds, tls)
         except OSError as exc:
             raise EndpointConnectionError(endpoint_url=request.url, error=exc) from None
+        answers[operation] = answer.body  # an answer botocore can not parse is quoted from (last_answer)
         return AWSResponse(request.url, answer.status, dict(answer.headers), _Raw(answer.body))
 
     client.meta.events.register("before-send", send)
     return client
 
 
-def request_once(source: str, what: str, prepared: Any, bounds: Bounds) -> Any:
+def last_answer(client: Any, operation: str) -> bytes | None:
+    """The body of ``operation``'s last answer through :func:`bound_boto3` (None: none, or not bounded)."""
+    return getattr(client.meta, "gpufinops_answers", {}).get(operation)
+
+
+def request_once(source: str, what: str, prepared: Any, bounds: Bounds, tls: Any = None) -> Any:
     headers = {str(k): v.decode() if isinstance(v, bytes) else str(v) for k, v in dict(prepared.headers).items()}
-    return request(source, what, prepared.method, prepared.url, bounds, headers, _body(prepared.body))
+    return request(source, what, prepared.method, prepared.url, bounds, headers, _body(prepared.body), tls)
+
+
+def boto3_tls(client: Any) -> Any:
+    """The certificate check botocore would make (``AWS_CA_BUNDLE``, ``ca_bundle`` in the AWS config, a
+    client's ``verify``) as an ``ssl`` context for the transport; None: the system's default."""
+    import ssl
+
+    verify = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_verify", True)
+    if verify is False:
+        return ssl._create_unverified_context()  # noqa: S323  # the user's own verify=False
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return None
 
 
 def _adapter_class() -> Any:
@@ -127,3 +150,25 @@ def bound_google(client: Any, source: str, bounds: Bounds) -> Any:
         session = client._http  # BigQuery and Storage: an AuthorizedSession made on first use
     requests_session(source, bounds, session)
     return client
+
+
+def bounded_stream(source: str, what: str, body: Any, sink: Any, bounds: Bounds, chunk: int = 1 << 20) -> int:
+    """Copy a streamed body (botocore's ``StreamingBody`` of an S3 ``GetObject``) into ``sink`` within
+    ``bounds``: at most ``max_body_mb`` and ``timeout_s`` in all (each read is bounded by the client's own
+    read timeout); the bytes copied. Tripping a bound is :class:`BoundTripped`, naming the call."""
+    import time
+
+    from gpufinops.ingest.core.transport import BoundTripped, body_sentence, deadline_sentence
+
+    started, size = time.monotonic(), 0
+    try:
+        while data := body.read(chunk):
+            size += len(data)
+            if size > bounds.max_body_bytes:
+                raise BoundTripped(body_sentence(source, what, bounds), "max_body_mb")
+            if time.monotonic() - started > bounds.timeout_s:
+                raise BoundTripped(deadline_sentence(source, what, bounds), "timeout_s")
+            sink.write(data)
+    finally:
+        body.close()
+    return size

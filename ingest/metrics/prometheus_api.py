@@ -120,6 +120,14 @@ class SeriesOptions(Protocol):
     def provider_id_label(self) -> str: ...
 
 
+def _asked(params: dict[str, Any] | None) -> str:
+    """The query a request asked, as an error names it (a long one keeps its start and end)."""
+    query = str((params or {}).get("query") or "")
+    if not query:
+        return ""
+    return f" of {query if len(query) <= 80 else query[:50] + '…' + query[-20:]!r}"
+
+
 class PrometheusClient:
     def __init__(
         self,
@@ -149,9 +157,16 @@ class PrometheusClient:
             raise IngestError(
                 f"Prometheus at {self.url} is unreachable or answered badly: {getattr(exc, 'reason', None) or exc}"
             ) from None
-        if body.get("status") != "success":
-            raise IngestError(f"Prometheus at {self.url} refused {path}: {body.get('errorType')}: {body.get('error')}")
-        return body["data"]
+        if not isinstance(body, dict) or body.get("status") != "success":
+            said = body if not isinstance(body, dict) else f"{body.get('errorType')}: {body.get('error')}"
+            raise IngestError(f"Prometheus at {self.url} refused {path}{_asked(params)}: {said}")
+        data = body.get("data")
+        if not isinstance(data, dict) or ("result" not in data and path.endswith(("/query", "/query_range"))):
+            shown = json.dumps(data)[:60] if data is not None else "none"
+            raise IngestError(
+                f"Prometheus at {self.url}: GET {path}{_asked(params)} answered success without data ({shown})"
+            )
+        return data
 
     def range_inclusive(self) -> bool:
         """Prometheus 2 range selectors include their start; 3 and later exclude it."""

@@ -58,8 +58,31 @@ def _team(tags: dict[str, str], keys: list[str]) -> str | None:
     return next((tags[k] for k in keys if tags.get(k)), None)
 
 
-def _paged(pages: Pages, paginator: Any, **kwargs: Any) -> Iterator[dict]:
+def _paged(pages: Pages, client: Any, method: str, **kwargs: Any) -> Iterator[dict]:
+    """Every page of ``client.method``'s listing, bounded (``Pages``); a refusal or an answer botocore can
+    not read (a size ``NaN``, a time ``yesterday``) is one sentence naming the call, server and object."""
+    from gpufinops.ingest.aws.aws_common import describe_error, is_client_error, unreadable_answer
+    from gpufinops.ingest.core.transport_sdk import last_answer
+
+    try:
+        yield from pages.each(client.get_paginator(method).paginate(**kwargs))
+    except (ValueError, RuntimeError) as exc:  # botocore's parser: an integer or time it can not read
+        operation = client.meta.method_to_api_mapping.get(method, method)
+        raise unreadable_answer(pages.source, pages.what, exc, last_answer(client, operation)) from None
+    except Exception as exc:
+        if not is_client_error(exc):
+            raise
+        raise describe_error(pages.source, pages.what, exc) from None
+
+
+def _listing(pages: Pages, paginator: Any, **kwargs: Any) -> Iterator[dict]:
     yield from pages.each(paginator.paginate(**kwargs))
+
+
+def _call(client: Any, operation: str, region: str | None = None) -> str:
+    from gpufinops.ingest.aws.aws_common import call_name
+
+    return call_name(client, operation, region)
 
 
 def _instance_types(ec2: Any, ids: set[str], pages: Pages) -> dict[str, str]:
@@ -68,9 +91,7 @@ def _instance_types(ec2: Any, ids: set[str], pages: Pages) -> dict[str, str]:
     wanted = sorted(ids)
     for start in range(0, len(wanted), 200):
         chunk = wanted[start : start + 200]
-        for page in _paged(
-            pages, ec2.get_paginator("describe_instances"), Filters=[{"Name": "instance-id", "Values": chunk}]
-        ):
+        for page in _paged(pages, ec2, "describe_instances", Filters=[{"Name": "instance-id", "Values": chunk}]):
             for reservation in page.get("Reservations", []):
                 for inst in reservation.get("Instances", []):
                     out[inst["InstanceId"]] = inst.get("InstanceType")
@@ -86,9 +107,9 @@ def volumes(
     previous: dict[str, dict],
     inv: Inventory,
 ) -> None:
-    pages = Pages(source, f"ec2 DescribeVolumes ({region})", bounds=options.bounds())
+    pages = Pages(source, _call(ec2, "DescribeVolumes", region), bounds=options.bounds())
     rows = []
-    for page in _paged(pages, ec2.get_paginator("describe_volumes"), PaginationConfig={"PageSize": 500}):
+    for page in _paged(pages, ec2, "describe_volumes", PaginationConfig={"PageSize": 500}):
         for vol in page.get("Volumes", []):
             tags = _tags(vol.get("Tags"))
             attached = next(
@@ -122,7 +143,9 @@ def volumes(
                 row["last_attached_at"] = before.get("observed_at") or before.get("last_attached_at")
             rows.append(row)
     wanted = {r["attached_instance_id"] for r in rows if r["attached_instance_id"]}
-    types = _instance_types(ec2, wanted, Pages(source, f"ec2 DescribeInstances ({region})", bounds=options.bounds()))
+    types = _instance_types(
+        ec2, wanted, Pages(source, _call(ec2, "DescribeInstances", region), bounds=options.bounds())
+    )
     for row in rows:
         if row["attached_instance_id"]:
             row["last_instance_type"] = types.get(row["attached_instance_id"])
@@ -131,10 +154,8 @@ def volumes(
 
 
 def snapshots(source: str, ec2: Any, region: str, options: StorageOptions, now: datetime, inv: Inventory) -> None:
-    pages = Pages(source, f"ec2 DescribeSnapshots ({region})", bounds=options.bounds())
-    for page in _paged(
-        pages, ec2.get_paginator("describe_snapshots"), OwnerIds=["self"], PaginationConfig={"PageSize": 1000}
-    ):
+    pages = Pages(source, _call(ec2, "DescribeSnapshots", region), bounds=options.bounds())
+    for page in _paged(pages, ec2, "describe_snapshots", OwnerIds=["self"], PaginationConfig={"PageSize": 1000}):
         for snap in page.get("Snapshots", []):
             tags = _tags(snap.get("Tags"))
             inv.snapshots.append(
@@ -163,10 +184,10 @@ def prefix_objects(
 ) -> None:
     """Fold the objects under one configured prefix into (root, run, checkpoint, class) groups."""
     folded = PrefixGroups(rule)
-    pages = Pages(source, f"s3 ListObjectsV2 s3://{rule.bucket}/{rule.literal}", bounds=options.bounds())
+    pages = Pages(source, f"{_call(s3, 'ListObjectsV2')} s3://{rule.bucket}/{rule.literal}", bounds=options.bounds())
     access = "ok"
     try:
-        for page in _paged(pages, s3.get_paginator("list_objects_v2"), Bucket=rule.bucket, Prefix=rule.literal):
+        for page in _listing(pages, s3.get_paginator("list_objects_v2"), Bucket=rule.bucket, Prefix=rule.literal):
             for obj in page.get("Contents", []):
                 if folded.holds(obj["Key"]):
                     folded.add(obj["Key"], obj.get("StorageClass"), obj.get("Size"), _utc(obj.get("LastModified")))
@@ -190,10 +211,8 @@ def _metric_rows(
     """(query id, timestamp, value) of every datapoint of ``queries``, GetMetricData paged and batched."""
     for at in range(0, len(queries), QUERIES_PER_CALL):
         batch = queries[at : at + QUERIES_PER_CALL]
-        pages = Pages(source, f"cloudwatch GetMetricData ({what})", bounds=options.bounds())
-        for page in _paged(
-            pages, cw.get_paginator("get_metric_data"), MetricDataQueries=batch, StartTime=start, EndTime=end
-        ):
+        pages = Pages(source, f"{_call(cw, 'GetMetricData')} ({what})", bounds=options.bounds())
+        for page in _paged(pages, cw, "get_metric_data", MetricDataQueries=batch, StartTime=start, EndTime=end):
             for result in page.get("MetricDataResults", []):
                 for ts, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
                     yield result["Id"], ts.astimezone(UTC), float(value)

@@ -47,6 +47,22 @@ SLICES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+# table -> the call its rows come from: a value outside its domain names the call, its server and the row
+AWS_CALLS = {
+    "storage_volumes": "ec2 DescribeVolumes",
+    "storage_snapshots": "ec2 DescribeSnapshots",
+    "storage_objects": "s3 ListObjectsV2",
+    "storage_volume_ops_hourly": "cloudwatch GetMetricData (AWS/EBS)",
+    "storage_prefix_reads_daily": "cloudwatch GetMetricData (AWS/S3)",
+}
+
+
+def calls_at(calls: dict[str, str], endpoint: str | None, default: str) -> dict[str, str]:
+    """Each table's call at the server it asks (``endpoint``'s host, else ``default``)."""
+    host = (endpoint or "").split("://", 1)[-1].split("/", 1)[0] or default
+    return {table: f"{call} at {host}" for table, call in calls.items()}
+
+
 def tables(inv: aws_inventory.Inventory) -> dict[str, list[dict]]:
     return {
         "storage_volumes": inv.volumes,
@@ -72,8 +88,9 @@ def previous_volumes(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, d
     return {row[names.index("volume_id")]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
 
 
-def batches(source: str, inv: aws_inventory.Inventory, run_id: str, where: str) -> list[Batch]:
-    """The inventory as the runner's batches, one per storage table (the volumes counted as its rows)."""
+def batches(source: str, inv: aws_inventory.Inventory, run_id: str, where: str | dict[str, str]) -> list[Batch]:
+    """The inventory as the runner's batches, one per storage table (the volumes counted as its rows);
+    ``where``: what an error says the rows came from (per table: the call and its server)."""
     out = []
     for table, rows in tables(inv).items():
         slice_expr, key = SLICES[table]
@@ -85,7 +102,7 @@ def batches(source: str, inv: aws_inventory.Inventory, run_id: str, where: str) 
                 _slices(source, table, rows),
                 slice_expr=slice_expr,
                 source_column="source",
-                context=where,
+                context=where.get(table, "the storage inventory") if isinstance(where, dict) else where,
                 key=key,
                 counted=table == "storage_volumes",
             )
@@ -113,13 +130,16 @@ def inventory_hour() -> datetime:
     return clock().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def loaded(ctx: IngestContext, inv: aws_inventory.Inventory, prefixes: int, now: datetime) -> FetchResult:
-    """The inventory's batches, or nothing when it is the one the last run loaded."""
+def loaded(
+    ctx: IngestContext, inv: aws_inventory.Inventory, prefixes: int, now: datetime, where: dict[str, str]
+) -> FetchResult:
+    """The inventory's batches, or nothing when it is the one the last run loaded; ``where``: each table's call
+    at its server, what an error names."""
     digest, watermark = fingerprint(inv), summary(inv, prefixes)
     if digest == ctx.state.get("digest"):
         return FetchResult([], ctx.state, watermark=watermark, skipped_reason="the inventory is unchanged this hour")
     return FetchResult(
-        batches(ctx.source, inv, ctx.run_id, "the storage inventory"),
+        batches(ctx.source, inv, ctx.run_id, where),
         {"digest": digest, "observed_at": now.isoformat()},
         watermark=watermark,
     )
@@ -157,7 +177,7 @@ class AwsStorage:
             if not aws_common.is_client_error(exc):
                 raise
             raise aws_common.describe_error(source, "the storage inventory", exc) from None
-        return loaded(ctx, inv, len(options.rules), now)
+        return loaded(ctx, inv, len(options.rules), now, calls_at(AWS_CALLS, options.endpoint_url, "AWS"))
 
 
 INGESTORS = [AwsStorage]

@@ -11,9 +11,11 @@ Monitoring): a PD-SSD disk is withheld by storage_tier as unmeasured.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from gpufinops.ingest.core.paging import Pages
 from gpufinops.ingest.core.transport import DEFAULT, Bounds
@@ -21,6 +23,8 @@ from gpufinops.ingest.core.transport_sdk import bound_google
 from gpufinops.ingest.storage.aws_inventory import Inventory
 from gpufinops.ingest.storage.options import PrefixRule
 from gpufinops.ingest.storage.prefix_groups import PrefixGroups
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,21 @@ class GcpStorageOptions:
     team_label_keys: tuple[str, ...] = ("team",)
     max_objects_per_prefix: int = 10_000_000
     bounds: Bounds = DEFAULT
+    endpoint: str | None = None  # the server an error names (else Google's own API host)
+    max_attempts: int = 5  # a 503 is retried as the source's own calls are, not for the client's 600 s
+    initial_backoff_s: float = 1.0
+
+    def retry(self) -> Any:
+        """google-api-core's retry of a transient error (429, 5xx), within the attempts' backoff."""
+        from google.api_core import retry
+
+        waited = self.initial_backoff_s * (2 ** max(self.max_attempts - 1, 0) - 1)
+        return retry.Retry(predicate=retry.if_transient_error, initial=self.initial_backoff_s, timeout=waited)
+
+    def call(self, api: str, method: str) -> str:
+        """``compute disks.aggregatedList at compute.googleapis.com``: the call and the server it asks."""
+        host = (self.endpoint or "").split("://", 1)[-1].split("/", 1)[0] or f"{api}.googleapis.com"
+        return f"{api} {method} at {host}"
 
 
 @dataclass
@@ -80,8 +99,38 @@ def clients(
     )
 
 
-def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text).astimezone(UTC) if text else None
+def _time(text: str | None, where: str = "", name: str = "a timestamp") -> datetime | None:
+    """An RFC 3339 time of an answer; one that is not (``yesterday``) names ``where`` (call and object)."""
+    from gpufinops.ingest.core.registry import IngestError
+
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC) if text else None
+    except ValueError:
+        raise IngestError(f"{where}: {name} {text!r} is not an RFC 3339 time") from None
+
+
+def _guarded(source: str, what: str, items: Callable[[], Iterable[T]]) -> Iterator[T]:
+    """``items`` of one call; an answer the client can not read (a ``sizeGb`` of ``NaN``) or a refusal
+    after the retries (a 503) is one sentence naming the source, the call with its server, and the field."""
+    from gpufinops.ingest.core.registry import IngestError
+    from gpufinops.ingest.gcp.gcp_common import describe_error, status_of
+
+    try:
+        yield from items()  # the first page is asked when the call is made: inside the guard
+    except IngestError:
+        raise
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc  # a RetryError: the last refusal it retried
+        if status_of(cause) is not None:
+            raise describe_error(source, what, cause) from None
+        if type(exc).__name__ != "ParseError" and not isinstance(exc, ValueError):
+            raise
+        detail = " ".join(str(exc).split()).rstrip(".")
+        # protobuf's 'Failed to parse …: Couldn't parse non-integer string: "NaN" at Disk….disks[0].sizeGb'
+        found = re.search(r"([^:]+): (\S+) at \w+\.(\S+)$", detail)
+        if found:
+            detail = f"{found.group(3)}: value {found.group(2)} can not be read ({found.group(1).strip()})"
+        raise IngestError(f"{source}: {what}: {detail}") from None
 
 
 def _last(url: str | None) -> str | None:
@@ -101,7 +150,9 @@ def _path(url: str) -> str:
 def _listed(source: str, what: str, client: Any, options: GcpStorageOptions) -> Any:
     """(zone, scoped list) of every page of an aggregatedList, each page's token checked (``Pages``)."""
     pages = Pages(source, what, bounds=options.bounds)
-    for page in pages.each(client.aggregated_list(project=options.project).pages):
+    for page in _guarded(
+        source, what, lambda: pages.each(client.aggregated_list(project=options.project, retry=options.retry()).pages)
+    ):
         yield from page.items.items()
 
 
@@ -111,12 +162,14 @@ def collect(
     inv = Inventory()
     previous = previous or {}
     types: dict[str, str] = {}
-    for _zone, scoped in _listed(source, "compute instances.aggregatedList", c.instances, options):
+    for _zone, scoped in _listed(source, options.call("compute", "instances.aggregatedList"), c.instances, options):
         for inst in scoped.instances:
             types[_path(inst.self_link)] = _last(inst.machine_type) or ""
-    for zone, scoped in _listed(source, "compute disks.aggregatedList", c.disks, options):
+    disks = options.call("compute", "disks.aggregatedList")
+    for zone, scoped in _listed(source, disks, c.disks, options):
         for disk in scoped.disks:
             disk_id = _path(disk.self_link)
+            where = f"{source}: {disks}: disk {disk_id}"
             user = _path(disk.users[0]) if disk.users else None
             before = previous.get(disk_id, {})
             zone_name = _last(disk.zone) or zone.rsplit("/", 1)[-1]
@@ -135,35 +188,49 @@ def collect(
                     "attached_instance_id": user,
                     "last_instance_id": user or before.get("last_instance_id"),
                     "last_instance_type": types.get(user or "") if user else before.get("last_instance_type"),
-                    "last_attached_at": _time(disk.last_attach_timestamp) or before.get("last_attached_at"),
+                    "last_attached_at": _time(disk.last_attach_timestamp, where, "lastAttachTimestamp")
+                    or before.get("last_attached_at"),
                     "detached_at": None
                     if user
-                    else (_time(disk.last_detach_timestamp) or before.get("detached_at") or now),
-                    "created_at": _time(disk.creation_timestamp),
+                    else (
+                        _time(disk.last_detach_timestamp, where, "lastDetachTimestamp")
+                        or before.get("detached_at")
+                        or now
+                    ),
+                    "created_at": _time(disk.creation_timestamp, where, "creationTimestamp"),
                     "team": _team(disk.labels, options.team_label_keys),
                     "tags": json.dumps(dict(disk.labels), sort_keys=True) if disk.labels else None,
                     "observed_at": now,
                 }
             )
-    pages = Pages(source, "compute snapshots.list", bounds=options.bounds)
-    for snap in (s for page in pages.each(c.snapshots.list(project=options.project).pages) for s in page.items):
-        inv.snapshots.append(
-            {
-                "source": source,
-                "provider": "gcp",
-                "region": None,
-                "snapshot_id": _path(snap.self_link),
-                "volume_id": _path(snap.source_disk) if snap.source_disk else None,
-                "size_gib": float(snap.storage_bytes or 0) / 2**30 or float(snap.disk_size_gb or 0),
-                "started_at": _time(snap.creation_timestamp),
-                "team": _team(snap.labels, options.team_label_keys),
-                "tags": json.dumps(dict(snap.labels), sort_keys=True) if snap.labels else None,
-                "observed_at": now,
-            }
-        )
+    listing = options.call("compute", "snapshots.list")
+    pages = Pages(source, listing, bounds=options.bounds)
+    for page in _guarded(
+        source, listing, lambda: pages.each(c.snapshots.list(project=options.project, retry=options.retry()).pages)
+    ):
+        for snap in page.items:
+            _snapshot(source, listing, snap, options, now, inv)
     for rule in options.rules:
         _prefix(source, c, rule, options, now, inv)
     return inv
+
+
+def _snapshot(source: str, listing: str, snap: Any, options: GcpStorageOptions, now: datetime, inv: Inventory) -> None:
+    where = f"{source}: {listing}: snapshot {_path(snap.self_link)}"
+    inv.snapshots.append(
+        {
+            "source": source,
+            "provider": "gcp",
+            "region": None,
+            "snapshot_id": _path(snap.self_link),
+            "volume_id": _path(snap.source_disk) if snap.source_disk else None,
+            "size_gib": float(snap.storage_bytes or 0) / 2**30 or float(snap.disk_size_gb or 0),
+            "started_at": _time(snap.creation_timestamp, where, "creationTimestamp"),
+            "team": _team(snap.labels, options.team_label_keys),
+            "tags": json.dumps(dict(snap.labels), sort_keys=True) if snap.labels else None,
+            "observed_at": now,
+        }
+    )
 
 
 def _prefix(
@@ -171,7 +238,8 @@ def _prefix(
 ) -> None:
     folded = PrefixGroups(rule)
     access = "ok"
-    pages = Pages(source, f"storage objects.list gs://{rule.bucket}/{rule.literal}", bounds=options.bounds)
+    listing = f"{options.call('storage', 'objects.list')} gs://{rule.bucket}/{rule.literal}"
+    pages = Pages(source, listing, bounds=options.bounds)
     try:
         blobs = c.storage.list_blobs(rule.bucket, prefix=rule.literal)
         for page in pages.each(blobs.pages, lambda _page: blobs.next_page_token):

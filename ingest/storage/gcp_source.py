@@ -17,6 +17,13 @@ from gpufinops.ingest.gcp.gcp_common import GcpClientOptions
 from gpufinops.ingest.storage import aws_source, doctor, gcp_inventory
 from gpufinops.ingest.storage.options import PrefixRules
 
+# table -> the call its rows come from (an error names it, with its server and the row)
+GCP_CALLS = {
+    "storage_volumes": "compute disks.aggregatedList",
+    "storage_snapshots": "compute snapshots.list",
+    "storage_objects": "storage objects.list",
+}
+
 
 @dataclass(frozen=True, kw_only=True)
 class GcpStorageSourceOptions(PrefixRules, GcpClientOptions):
@@ -52,6 +59,9 @@ class GcpStorage:
             team_label_keys=tuple(options.team_label_keys),
             max_objects_per_prefix=options.max_objects_per_prefix,
             bounds=options.bounds(),
+            endpoint=options.endpoint,
+            max_attempts=options.max_attempts,
+            initial_backoff_s=options.initial_backoff_s,
         )
         credentials = gcp_common._credentials(ctx.source, options)
         clients = gcp_inventory.clients(options.endpoint, credentials, options.project, ctx.source, options.bounds())
@@ -63,7 +73,8 @@ class GcpStorage:
             if gcp_common.status_of(exc) is None:
                 raise
             raise gcp_common.describe_error(ctx.source, "the storage inventory", exc) from None
-        return aws_source.loaded(ctx, inv, len(listing.rules), now)
+        where = aws_source.calls_at(GCP_CALLS, options.endpoint, "Google")
+        return aws_source.loaded(ctx, inv, len(listing.rules), now, where)
 
 
 INGESTORS = [GcpStorage]
