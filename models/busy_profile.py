@@ -15,25 +15,10 @@ import duckdb
 import polars as pl
 
 from gpufinops.models import run_reads
+from gpufinops.warehouse.metrics_schema import PROFILING_COLUMNS
 
-PROFILING = (
-    "gr_active_mean",
-    "gr_active_p95",
-    "sm_occupancy_mean",
-    "fp16_active_mean",
-    "fp32_active_mean",
-    "fp64_active_mean",
-    "dram_active_mean",
-    "dram_active_p95",
-    "pcie_tx_mean_bps",
-    "pcie_rx_mean_bps",
-    "nvlink_tx_mean_bps",
-    "nvlink_rx_mean_bps",
-    "pcie_rx_idle_bps",
-    "held_idle_minutes",
-    "idle_streak_minutes",
-    "idle_dips",
-)
+# The profiling columns the warehouse declares for gpu_metrics_hourly (v19), read as they are declared
+PROFILING = tuple(name for name, _ in PROFILING_COLUMNS)
 POD = ("resource_id", "namespace", "pod")
 LOOKBACK_DAYS = 30
 

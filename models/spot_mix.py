@@ -39,7 +39,7 @@ from gpufinops.kernel import providers
 from gpufinops.kernel.ranges import SHARE
 from gpufinops.models import features, recommendation, run_reads, spot_forecast
 from gpufinops.models.features import setting, tag
-from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code, stable_id
+from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, provider_code
 from gpufinops.models.spot_prices import (
     DAYS_PER_MONTH,
     FORECAST_BEATS_LAST_VALUE,
@@ -319,13 +319,12 @@ def _assess(
         if not latency_critical
         else f"Keep {1 - share:.0%} of replicas on on-demand as the floor; spot replicas can vanish under load."
     )
-    rec = Recommendation(
-        id=stable_id("spot_mix", row["provider"], row["resource_id"]),
-        kind="spot_mix",
-        team=row["team"],
-        provider=row["provider"],
-        resource_id=row["resource_id"],
-        workload=workload,
+    rec = recommendation.on_resource(  # row["provider"] is a cloud's code already: on_resource keeps it
+        "spot_mix",
+        row,
+        (),
+        workload,
+        now,
         current=current,
         proposed=proposed,
         monthly_savings_usd=monthly_savings,
@@ -333,6 +332,4 @@ def _assess(
         risk=risk,
         evidence=evidence,
     )
-    if now is not None:
-        rec.created_at = now
     return rec, None

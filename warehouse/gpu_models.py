@@ -139,20 +139,21 @@ def _variant_model(text: str, memory_mib: float | None) -> str | None:
     if _has(r"\bh100\b", text):
         return "H100-PCIe" if _has(r"\b(pcie|nvl)\b", text) else "H100-SXM"
     if _has(r"\ba100\b", text):
-        if _has(r"\b80gb\b", text):
-            return "A100-80GB"
-        if _has(r"\b40gb\b", text):
-            return "A100-40GB"
-        big = memory_mib is not None and memory_mib >= _A100_80GB_MIN_MIB
-        return "A100-80GB" if big else "A100-40GB"
+        return _memory_variant(text, memory_mib, ("A100", "40GB", "80GB"), _A100_80GB_MIN_MIB)
     if _has(r"\bv100\b", text):
-        if _has(r"\b32gb\b", text):
-            return "V100-32GB"
-        if _has(r"\b16gb\b", text):
-            return "V100-16GB"
-        big = memory_mib is not None and memory_mib >= _V100_32GB_MIN_MIB
-        return "V100-32GB" if big else "V100-16GB"
+        return _memory_variant(text, memory_mib, ("V100", "16GB", "32GB"), _V100_32GB_MIN_MIB)
     return None
+
+
+def _memory_variant(text: str, memory_mib: float | None, sizes: tuple[str, str, str], big_min_mib: float) -> str:
+    """``sizes`` = (family, small, big): the size the name says, else the one ``memory_mib`` reaches (the
+    big one from ``big_min_mib``), else the small one."""
+    family, small, big = sizes
+    for size in (big, small):
+        if _has(rf"\b{size.lower()}\b", text):
+            return f"{family}-{size}"
+    reaches_big = memory_mib is not None and memory_mib >= big_min_mib
+    return f"{family}-{big if reaches_big else small}"
 
 
 def _blackwell_model(text: str) -> str | None:

@@ -4,12 +4,14 @@ Its spec (docs/architecture.md, *Add a model kind*): ``models.registry`` finds `
 
 from __future__ import annotations
 
-from gpufinops.models.kind_spec import PRICING_ONLY, ModelSpec, Ref, Scored
+from gpufinops.models import kind_facts
+from gpufinops.models.kind_spec import ModelSpec, Ref
 
 _M = "gpufinops.models."
 
 MODEL_KINDS = (
     ModelSpec(
+        **kind_facts.PRICE_MIX,
         kind="commitment",
         version="commitment/1",
         order=70,
@@ -18,13 +20,6 @@ MODEL_KINDS = (
         recommend=Ref(_M + "commitment:findings"),
         summary="Savings Plans / CUD coverage of the steady baseline",
         label="Commitment",
-        family="purchase",
-        ends_plan=(),
-        plan_per_team_on=(),
         export="commit",
-        truth=Scored("generator_priced"),
-        predictor=None,
-        carbon=PRICING_ONLY,
-        needs=("bill", "prices"),
     ),
 )

@@ -4,27 +4,22 @@ Its spec (docs/architecture.md, *Add a model kind*): ``models.registry`` finds `
 
 from __future__ import annotations
 
-from gpufinops.models.kind_spec import GPU_HOURS, ModelSpec, Ref, Scored
+from gpufinops.models import kind_facts
+from gpufinops.models.kind_spec import ModelSpec, Ref, Scored
 
 _M = "gpufinops.models."
 
 MODEL_KINDS = (
     ModelSpec(
+        **kind_facts.RIGHTSIZING,
         kind="gpu_count",
         version="gpu_count/2",
         order=20,
-        settings=Ref(_M + "features:RightsizingSettings"),
         load=Ref(_M + "gpu_count:load"),
         recommend=Ref(_M + "gpu_count:findings"),
         summary="resources holding more GPUs than they keep busy",
         label="Fewer GPUs",
-        family="rightsize",
-        ends_plan=(),
-        plan_per_team_on=(),
-        export="resize",
         truth=Scored("smaller_type"),
         predictor=None,
-        carbon=GPU_HOURS,
-        needs=("bill", "utilisation"),
     ),
 )

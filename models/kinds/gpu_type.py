@@ -4,27 +4,22 @@ Its spec (docs/architecture.md, *Add a model kind*): ``models.registry`` finds `
 
 from __future__ import annotations
 
-from gpufinops.models.kind_spec import GPU_HOURS, SELECTED, ModelSpec, Ref, Scored
+from gpufinops.models import kind_facts
+from gpufinops.models.kind_spec import SELECTED, ModelSpec, Ref, Scored
 
 _M = "gpufinops.models."
 
 MODEL_KINDS = (
     ModelSpec(
+        **kind_facts.RIGHTSIZING,
         kind="gpu_type",
         version="gpu_type/2",
         order=30,
-        settings=Ref(_M + "features:RightsizingSettings"),
         load=Ref(_M + "gpu_type:load"),
         recommend=Ref(_M + "gpu_type:findings"),
         summary="a cheaper GPU of the same count that carries the work",
         label="Cheaper GPU type",
-        family="rightsize",
-        ends_plan=(),
-        plan_per_team_on=(),
-        export="resize",
         truth=Scored("cheaper_gpu"),
         predictor=SELECTED,
-        carbon=GPU_HOURS,
-        needs=("bill", "utilisation"),
     ),
 )

@@ -5,27 +5,22 @@ Its spec (docs/architecture.md, *Add a model kind*): ``models.registry`` finds `
 
 from __future__ import annotations
 
-from gpufinops.models.kind_spec import GPU_HOURS, ModelSpec, Ref, Scored
+from gpufinops.models import kind_facts
+from gpufinops.models.kind_spec import ModelSpec, Ref, Scored
 
 _M = "gpufinops.models."
 
 MODEL_KINDS = (
     ModelSpec(
+        **kind_facts.RIGHTSIZING,
         kind="quantization",
         version="quantization/2",
         order=40,
-        settings=Ref(_M + "features:RightsizingSettings"),
         load=Ref(_M + "gpu_type:load"),
         recommend=Ref(_M + "quantization:findings"),
         summary="FP32 inference that fits fewer or cheaper GPUs at a lower precision",
         label="Quantization",
-        family="rightsize",
-        ends_plan=(),
-        plan_per_team_on=(),
-        export="resize",
         truth=Scored("lower_precision"),
         predictor="quantization_predictor",
-        carbon=GPU_HOURS,
-        needs=("bill", "utilisation"),
     ),
 )

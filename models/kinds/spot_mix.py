@@ -4,12 +4,14 @@ Its spec (docs/architecture.md, *Add a model kind*): ``models.registry`` finds `
 
 from __future__ import annotations
 
-from gpufinops.models.kind_spec import PRICING_ONLY, ModelSpec, Ref, Scored
+from gpufinops.models import kind_facts
+from gpufinops.models.kind_spec import ModelSpec, Ref
 
 _M = "gpufinops.models."
 
 MODEL_KINDS = (
     ModelSpec(
+        **kind_facts.PRICE_MIX,
         kind="spot_mix",
         version="spot_mix/1",
         order=60,
@@ -18,13 +20,6 @@ MODEL_KINDS = (
         recommend=Ref(_M + "spot_mix:findings"),
         summary="the share of an on-demand workload to run on spot",
         label="Spot mix",
-        family="purchase",
-        ends_plan=(),
-        plan_per_team_on=(),
         export="spot_share",
-        truth=Scored("generator_priced"),
-        predictor=None,
-        carbon=PRICING_ONLY,
-        needs=("bill", "prices"),
     ),
 )
