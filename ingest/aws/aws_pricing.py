@@ -24,14 +24,8 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common, doctor
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
-from gpufinops.ingest.core import paging, spec_facts
-from gpufinops.ingest.core.registry import (
-    Batch,
-    FetchResult,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import paging, registry, spec_facts
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.warehouse import reference, reference_schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 
@@ -150,7 +144,7 @@ class AwsPricingOptions(AwsRegionsOptions):
 
 
 class AwsPricing:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **spec_facts.AWS_API,
         **spec_facts.PRICE_CATALOGUE,
         name="aws_pricing",

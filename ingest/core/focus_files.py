@@ -17,17 +17,9 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import doctor, file_checks, validate
+from gpufinops.ingest.core import doctor, file_checks, registry, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
 from gpufinops.warehouse import column_types, cost_schema, reference, schema
 
@@ -197,7 +189,7 @@ class FocusFilesOptions(OnInvalidOptions):
 
 
 class FocusFiles:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="focus_files",
         target_table="cost_line_items",
         key=(
@@ -211,7 +203,7 @@ class FocusFiles:
         ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor=Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
+        cursor=registry.Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         options=FocusFilesOptions,
@@ -220,7 +212,7 @@ class FocusFiles:
         provider=None,
         extra=None,
         transport=None,
-        freshness=Freshness(kind="cost", lag_hours=48.0),
+        freshness=registry.Freshness(kind="cost", lag_hours=48.0),
         doctor=doctor.path_files,
         init=("focus_path",),
     )
