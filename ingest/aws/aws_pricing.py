@@ -188,9 +188,7 @@ class AwsPricing:
         offline_count = sum(1 for r in rows if r["source"] == OFFLINE_SOURCE)
         watermark = f"{len(rows)} types, {offline_count} priced offline"
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
-            return FetchResult(
-                [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
-            )
+            return FetchResult.unchanged(ctx.state, "catalogue unchanged")
         table = pa.Table.from_pylist(rows, schema=reference_schema.INSTANCE_TYPES)
         slices = sorted({f"aws|{r}" for r in options.region_names()})
         return FetchResult(

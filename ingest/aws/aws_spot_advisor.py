@@ -151,7 +151,7 @@ class AwsSpotAdvisor:
         regions = options.regions
         digest = hashlib.sha256(data + json.dumps(regions).encode()).hexdigest()
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="feed unchanged")
+            return FetchResult.unchanged(ctx.state, "feed unchanged")
         table = parse(ctx.source, name, data, regions, updated_at)
         slices = sorted({f"aws|{r}" for r in table.column("region").to_pylist()})
         watermark = updated_at.isoformat()

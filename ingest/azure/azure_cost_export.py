@@ -122,7 +122,7 @@ class AzureCostExport:
             if (window.ranged and _in_window(window, m)) or (not window.ranged and loaded.get(m) != _fingerprint(rs))
         }
         if not changed:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new export run")
+            return FetchResult.unchanged(ctx.state, "no new export run")
         scratch = Path(tempfile.mkdtemp(prefix="gpufinops-azure-export-"))
         try:
             return self._load(ctx, store, changed, loaded, scratch)

@@ -263,9 +263,7 @@ class AzurePrices:
         )
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
             if history is None:
-                return FetchResult(
-                    [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="prices unchanged"
-                )
+                return FetchResult.unchanged(ctx.state, "prices unchanged")
             return FetchResult([history], ctx.state, watermark=ctx.state.get("watermark"))
         slices = sorted({f"azure|{region}" for region in ctx.options.regions})
         tables_of = {

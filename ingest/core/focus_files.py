@@ -227,9 +227,7 @@ class FocusFiles:
         # --since/--until reloads the periods in range from every file, leaving the cursor alone
         changed, removed = (files, []) if ranged else changed_files(files, previous)
         if not changed and not removed:
-            return FetchResult(
-                [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new or changed files"
-            )
+            return FetchResult.unchanged(ctx.state, "no new or changed files")
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         columns: dict[str, dict[str, str]] = {}
         periods: dict[str, list[str]] = {}
@@ -247,12 +245,7 @@ class FocusFiles:
         if ranged:
             affected = {p for p in affected if window.holds_period(datetime.fromisoformat(p.replace("+00", "+00:00")))}
             if not affected:
-                return FetchResult(
-                    [],
-                    ctx.state,
-                    watermark=ctx.state.get("watermark"),
-                    skipped_reason="no billing period in the requested range",
-                )
+                return FetchResult.unchanged(ctx.state, "no billing period in the requested range")
         # Unchanged files that share an affected period are re-read so the slice is whole.
         for path in files:
             if path not in columns and affected & set(previous.get(path, {}).get("periods", [])):

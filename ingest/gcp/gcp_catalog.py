@@ -220,9 +220,7 @@ class GcpCatalog:
         if unchanged:  # only re-add price points another source's load removed (gcp_price_history)
             readded = [b for b in batches if b is not None]
             if not readded:
-                return FetchResult(
-                    [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
-                )
+                return FetchResult.unchanged(ctx.state, "catalogue unchanged")
             return FetchResult(readded, ctx.state, watermark=ctx.state.get("watermark"))
         loaded = [b for b in batches if b is not None]
         if "price_catalog" in outputs:

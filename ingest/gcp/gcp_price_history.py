@@ -160,7 +160,7 @@ class GcpPriceHistory:
         outputs = [options.outputs] if isinstance(options.outputs, str) else list(options.outputs)
         mark = hashlib.sha256(repr((str(path), fingerprint(str(path)), sorted(outputs))).encode()).hexdigest()
         if mark == ctx.state.get("file") and not ctx.window.full_refresh:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="file unchanged")
+            return FetchResult.unchanged(ctx.state, "file unchanged")
         try:
             history, spot = read_changes(str(path), ctx.run_id)
         except IngestError as exc:

@@ -199,9 +199,7 @@ class NvidiaSmiCsv:
         resource_map = dict(ctx.options.resource_map)
         rules = metrics_attribution.rules_batches(ctx, resource_map)
         if not changed and not removed:
-            return FetchResult(
-                rules, ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new or changed files"
-            )
+            return FetchResult.unchanged(ctx.state, "no new or changed files", rules)
         host_column = ctx.options.host_column
         entries = {path: previous[path] for path in files if path in previous}
         affected: dict[str, set[str]] = {GPU: set(), apps.KIND: set()}  # log kind -> days to roll up again

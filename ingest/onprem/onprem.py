@@ -232,12 +232,7 @@ class Onprem:
         else:
             todo = _days_to_cost(ctx.state, config, fps, first, last)
         if not todo:
-            return FetchResult(
-                rules,
-                ctx.state,
-                watermark=ctx.state.get("watermark"),
-                skipped_reason="no new GPU metrics and no change to the cluster's config",
-            )
+            return FetchResult.unchanged(ctx.state, "no new GPU metrics and no change to the cluster's config", rules)
         days = sorted(d for d in todo if d in fps)
         metrics = _gpu_metrics(ctx.con, cluster, days) if days else {}
         data = build_lines(cluster, days, first, last, metrics, ctx.run_id) if days else None
