@@ -33,19 +33,9 @@ import duckdb
 from gpufinops.ingest.aws import aws_common, cur_columns, cur_mapping, cur_values, doctor
 from gpufinops.ingest.aws.aws_cur2_format import period_start
 from gpufinops.ingest.aws.aws_cur_store import LocalStore, S3Store, StoredObject, from_export_folder
-from gpufinops.ingest.core import bucket_url, file_checks, focus_files, validate
+from gpufinops.ingest.core import bucket_url, file_checks, focus_files, registry, validate
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    Extra,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
 from gpufinops.warehouse import reference
 
@@ -264,7 +254,7 @@ class AwsCurOptions(aws_common.AwsClientOptions, OnInvalidOptions):
 
 
 class AwsCur:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="aws_cur",
         target_table="cost_line_items",
         key=(
@@ -284,7 +274,7 @@ class AwsCur:
         ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor=Cursor(
+        cursor=registry.Cursor(
             remembers="newest manifest per billing period (manifest and data object versions)", resume_item=None
         ),
         lookback=timedelta(0),
@@ -296,9 +286,9 @@ class AwsCur:
         "their manifests in S3 (`bucket`) or a local copy of the bucket (`path`); or rolled up in "
         'Athena (`engine = "athena"`, below)',
         provider="aws",
-        extra=Extra(name="aws", unless="path"),
-        transport=Transport(client="boto3", endpoint="endpoint_url", paged=True, unless="path"),
-        freshness=Freshness(kind="cost", lag_hours=24.0),
+        extra=registry.Extra(name="aws", unless="path"),
+        transport=registry.Transport(client="boto3", endpoint="endpoint_url", paged=True, unless="path"),
+        freshness=registry.Freshness(kind="cost", lag_hours=24.0),
         doctor=doctor.aws_cur,
         init=("aws_cur_bucket", "aws_cur_path"),
     )

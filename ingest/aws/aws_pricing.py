@@ -24,14 +24,8 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common, doctor
 from gpufinops.ingest.aws.aws_spot_prices import AwsRegionsOptions, gpu_instance_types
-from gpufinops.ingest.core import paging, spec_facts
-from gpufinops.ingest.core.registry import (
-    Batch,
-    FetchResult,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import paging, registry, spec_facts
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.warehouse import reference, reference_schema
 from gpufinops.warehouse.gpu_models import normalize_gpu_model
 
@@ -150,7 +144,7 @@ class AwsPricingOptions(AwsRegionsOptions):
 
 
 class AwsPricing:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **spec_facts.AWS_API,
         **spec_facts.PRICE_CATALOGUE,
         name="aws_pricing",
@@ -194,9 +188,7 @@ class AwsPricing:
         offline_count = sum(1 for r in rows if r["source"] == OFFLINE_SOURCE)
         watermark = f"{len(rows)} types, {offline_count} priced offline"
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
-            return FetchResult(
-                [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
-            )
+            return FetchResult.unchanged(ctx.state, "catalogue unchanged")
         table = pa.Table.from_pylist(rows, schema=reference_schema.INSTANCE_TYPES)
         slices = sorted({f"aws|{r}" for r in options.region_names()})
         return FetchResult(

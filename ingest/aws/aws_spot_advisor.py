@@ -22,18 +22,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core import doctor, transport
+from gpufinops.ingest.core import doctor, registry, transport
 from gpufinops.ingest.core.bounds import Bounds
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import TransportOptions, option
 from gpufinops.warehouse import reference_schema
 
@@ -122,13 +113,13 @@ class AwsSpotAdvisorOptions(TransportOptions):
 
 
 class AwsSpotAdvisor:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="aws_spot_advisor",
         target_table="spot_interruption_bands",
         key=("provider", "region", "os", "instance_type"),
         slice_expr="provider || '|' || region",
         source_column=None,  # reference data: a run replaces the regions it read
-        cursor=Cursor(remembers="digest of the last feed loaded", resume_item=None),
+        cursor=registry.Cursor(remembers="digest of the last feed loaded", resume_item=None),
         lookback=timedelta(0),
         default_schedule="0 4 * * *",
         options=AwsSpotAdvisorOptions,
@@ -137,8 +128,8 @@ class AwsSpotAdvisor:
         time_range=False,
         provider="aws",
         extra=None,
-        transport=Transport(client="http", endpoint="url", paged=False, unless="path"),
-        freshness=Freshness(kind="prices", lag_hours=168.0),
+        transport=registry.Transport(client="http", endpoint="url", paged=False, unless="path"),
+        freshness=registry.Freshness(kind="prices", lag_hours=168.0),
         doctor=check,
         init=("aws_cur_bucket", "aws_cur_path"),
     )
@@ -160,7 +151,7 @@ class AwsSpotAdvisor:
         regions = options.regions
         digest = hashlib.sha256(data + json.dumps(regions).encode()).hexdigest()
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="feed unchanged")
+            return FetchResult.unchanged(ctx.state, "feed unchanged")
         table = parse(ctx.source, name, data, regions, updated_at)
         slices = sorted({f"aws|{r}" for r in table.column("region").to_pylist()})
         watermark = updated_at.isoformat()

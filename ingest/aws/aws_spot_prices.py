@@ -19,17 +19,9 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common, doctor
-from gpufinops.ingest.core import paging, spec_facts
+from gpufinops.ingest.core import paging, registry, spec_facts
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import option
 from gpufinops.warehouse import reference_schema
 
@@ -130,21 +122,21 @@ def _point_keys(data: pa.Table) -> list[str]:
 
 
 class AwsSpotPrices:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **spec_facts.AWS_API,
         name="aws_spot_prices",
         target_table="spot_prices",
         key=("provider", "region", "zone", "instance_type", "product", "ts"),
         slice_expr="provider || '|' || zone || '|' || instance_type || '|' || product || '|' || CAST(epoch_us(ts) AS VARCHAR)",
         source_column=None,  # spot_prices has no source column: points are deduplicated on their key
-        cursor=Cursor(remembers="newest price timestamp per region", resume_item=None),
+        cursor=registry.Cursor(remembers="newest price timestamp per region", resume_item=None),
         lookback=LOOKBACK,
         default_schedule="0 * * * *",
         options=AwsSpotPricesOptions,
         time_range=True,
         description="EC2 `DescribeSpotPriceHistory` (Linux/UNIX) of every GPU type `DescribeInstanceTypes` "
         "reports with `GpuInfo`",
-        freshness=Freshness(kind="prices", lag_hours=24.0),
+        freshness=registry.Freshness(kind="prices", lag_hours=24.0),
         doctor=doctor.aws_spot_prices,
         init=("aws_cur_bucket", "aws_cur_path"),
     )

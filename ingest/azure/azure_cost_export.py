@@ -23,19 +23,9 @@ from typing import Any
 from gpufinops.ingest.azure import focuscost
 from gpufinops.ingest.azure import focuscost_manifest as manifests
 from gpufinops.ingest.azure.azure_export_store import BlobStore, LocalStore
-from gpufinops.ingest.core import focus_files, validate
+from gpufinops.ingest.core import focus_files, registry, validate
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    Extra,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, TransportOptions, option
 from gpufinops.ingest.storage.options import WILDCARDS, unscoped
 from gpufinops.kernel import ranges
@@ -85,13 +75,15 @@ def _fingerprint(runs: list[manifests.Run]) -> list[list[str]]:
 
 
 class AzureCostExport:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="azure_cost_export",
         target_table="cost_line_items",
         key=focus_files.FocusFiles.meta.key,
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor=Cursor(remembers="the newest export run per month (run id and manifest version)", resume_item=None),
+        cursor=registry.Cursor(
+            remembers="the newest export run per month (run id and manifest version)", resume_item=None
+        ),
         lookback=timedelta(0),
         default_schedule="45 */6 * * *",
         options=AzureCostExportOptions,
@@ -99,11 +91,11 @@ class AzureCostExport:
         description="Azure Cost Management FocusCost exports (FOCUS 1.0, 1.0r2, 1.2-preview, 1.2; CSV, CSV.gz, "
         "Parquet) found through their `manifest.json` in Blob Storage (`container`) or a local copy (`path`)",
         provider="azure",
-        extra=Extra(name="azure", unless="path"),
-        freshness=Freshness(kind="cost", lag_hours=48.0),
+        extra=registry.Extra(name="azure", unless="path"),
+        freshness=registry.Freshness(kind="cost", lag_hours=48.0),
         doctor="gpufinops.interfaces.doctor_azure:azure_cost_export",
         init=None,
-        transport=Transport(client="azure", endpoint="account_url", paged=True, unless="path"),
+        transport=registry.Transport(client="azure", endpoint="account_url", paged=True, unless="path"),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -130,7 +122,7 @@ class AzureCostExport:
             if (window.ranged and _in_window(window, m)) or (not window.ranged and loaded.get(m) != _fingerprint(rs))
         }
         if not changed:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new export run")
+            return FetchResult.unchanged(ctx.state, "no new export run")
         scratch = Path(tempfile.mkdtemp(prefix="gpufinops-azure-export-"))
         try:
             return self._load(ctx, store, changed, loaded, scratch)

@@ -35,18 +35,9 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.azure import azure_price_tables as tables
-from gpufinops.ingest.core import paging, transport
+from gpufinops.ingest.core import paging, registry, transport
 from gpufinops.ingest.core.bounds import Bounds
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OptionProblem, TransportOptions, choices_problem, option
 from gpufinops.ingest.gcp.gcp_catalog import NEW_HISTORY, insert_new
 from gpufinops.kernel import ranges
@@ -225,13 +216,13 @@ def gpu_inventory() -> dict[str, dict[str, Any]]:
 
 
 class AzurePrices:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="azure_prices",
         target_table="price_catalog",
         key=("provider", "sku_id", "region", "usage_type", "start_usage_amount", "effective_time", "currency"),
         slice_expr="provider || '|' || region",
         source_column=None,
-        cursor=Cursor(remembers="digest of the last prices loaded", resume_item=None),
+        cursor=registry.Cursor(remembers="digest of the last prices loaded", resume_item=None),
         lookback=timedelta(0),
         default_schedule="20 4 * * *",
         options=AzurePricesOptions,
@@ -240,10 +231,10 @@ class AzurePrices:
         time_range=False,
         provider="azure",
         extra=None,
-        freshness=Freshness(kind="prices", lag_hours=168.0),
+        freshness=registry.Freshness(kind="prices", lag_hours=168.0),
         doctor="gpufinops.interfaces.doctor_azure:azure_prices",
         init=None,
-        transport=Transport(client="http", endpoint="endpoint", paged=True, unless=None),
+        transport=registry.Transport(client="http", endpoint="endpoint", paged=True, unless=None),
     )
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
@@ -272,9 +263,7 @@ class AzurePrices:
         )
         if digest == ctx.state.get("digest") and not ctx.window.full_refresh:
             if history is None:
-                return FetchResult(
-                    [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="prices unchanged"
-                )
+                return FetchResult.unchanged(ctx.state, "prices unchanged")
             return FetchResult([history], ctx.state, watermark=ctx.state.get("watermark"))
         slices = sorted({f"azure|{region}" for region in ctx.options.regions})
         tables_of = {

@@ -17,17 +17,9 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import doctor, file_checks, validate
+from gpufinops.ingest.core import doctor, file_checks, registry, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
 from gpufinops.warehouse import column_types, cost_schema, reference, schema
 
@@ -197,7 +189,7 @@ class FocusFilesOptions(OnInvalidOptions):
 
 
 class FocusFiles:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="focus_files",
         target_table="cost_line_items",
         key=(
@@ -211,7 +203,7 @@ class FocusFiles:
         ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor=Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
+        cursor=registry.Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
         lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         options=FocusFilesOptions,
@@ -220,7 +212,7 @@ class FocusFiles:
         provider=None,
         extra=None,
         transport=None,
-        freshness=Freshness(kind="cost", lag_hours=48.0),
+        freshness=registry.Freshness(kind="cost", lag_hours=48.0),
         doctor=doctor.path_files,
         init=("focus_path",),
     )
@@ -235,9 +227,7 @@ class FocusFiles:
         # --since/--until reloads the periods in range from every file, leaving the cursor alone
         changed, removed = (files, []) if ranged else changed_files(files, previous)
         if not changed and not removed:
-            return FetchResult(
-                [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new or changed files"
-            )
+            return FetchResult.unchanged(ctx.state, "no new or changed files")
         skip_rows = validate.on_invalid(ctx) == validate.SKIP_ROWS
         columns: dict[str, dict[str, str]] = {}
         periods: dict[str, list[str]] = {}
@@ -255,12 +245,7 @@ class FocusFiles:
         if ranged:
             affected = {p for p in affected if window.holds_period(datetime.fromisoformat(p.replace("+00", "+00:00")))}
             if not affected:
-                return FetchResult(
-                    [],
-                    ctx.state,
-                    watermark=ctx.state.get("watermark"),
-                    skipped_reason="no billing period in the requested range",
-                )
+                return FetchResult.unchanged(ctx.state, "no billing period in the requested range")
         # Unchanged files that share an affected period are re-read so the slice is whole.
         for path in files:
             if path not in columns and affected & set(previous.get(path, {}).get("periods", [])):

@@ -205,6 +205,12 @@ class FetchResult:
     watermark: str | None = None  # human-readable progress mark for the ledger
     skipped_reason: str | None = None  # set when there was nothing new to load
 
+    @classmethod
+    def unchanged(cls, state: dict[str, Any], reason: str, batches: list[Batch] | None = None) -> FetchResult:
+        """A run that found nothing new (``reason``): the state and its watermark kept, no batch but ``batches``
+        (e.g. attribution rules a metrics source reloads every run)."""
+        return cls(batches or [], state, watermark=state.get("watermark"), skipped_reason=reason)
+
 
 @dataclass
 class IngestContext:

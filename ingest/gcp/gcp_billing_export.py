@@ -27,19 +27,9 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import paging, validate
+from gpufinops.ingest.core import paging, registry, validate
 from gpufinops.ingest.core.files import expand_paths, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    Extra,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, OptionProblem, option
 from gpufinops.ingest.gcp import doctor, gcp_common, gcp_export_files, gcp_export_mapping, gcp_pushdown
 from gpufinops.ingest.gcp.gcp_export_mapping import conform_select, focus_select
@@ -200,7 +190,7 @@ class _BigQuery:
 
 
 class GcpBillingExport:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="gcp_billing_export",
         target_table="cost_line_items",
         key=(
@@ -221,7 +211,7 @@ class GcpBillingExport:
         ),
         slice_expr="strftime(timezone('UTC', \"ChargePeriodStart\"), '%Y-%m-%d')",
         source_column="x_Source",
-        cursor=Cursor(
+        cursor=registry.Cursor(
             remembers="export_time (per usage day: row count, newest export_time, total cost)", resume_item="watermark"
         ),
         lookback=timedelta(days=DEFAULT_LOOKBACK_DAYS),
@@ -231,9 +221,9 @@ class GcpBillingExport:
         "its extracts (`path`: JSONL, Parquet, flattened CSV)",
         time_range=False,
         provider="gcp",
-        extra=Extra(name="gcp", unless="path"),
-        transport=Transport(client="google", endpoint="endpoint", paged=True, unless="path"),
-        freshness=Freshness(kind="cost", lag_hours=24.0),
+        extra=registry.Extra(name="gcp", unless="path"),
+        transport=registry.Transport(client="google", endpoint="endpoint", paged=True, unless="path"),
+        freshness=registry.Freshness(kind="cost", lag_hours=24.0),
         doctor=doctor.gcp_billing_export,
         init=("bigquery_table", "gcp_billing_path"),
     )

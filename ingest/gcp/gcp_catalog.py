@@ -32,16 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core import paging, spec_facts
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Extra,
-    FetchResult,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core import paging, registry, spec_facts
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import choices_problem, option
 from gpufinops.ingest.gcp import doctor, gcp_common
 from gpufinops.ingest.gcp.gcp_catalog_parse import (
@@ -183,7 +175,7 @@ def insert_new(ctx: IngestContext, table: str, rows: list[dict], template: str) 
 
 
 class GcpCatalog:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **spec_facts.PRICE_CATALOGUE,
         name="gcp_catalog",
         target_table="price_catalog",
@@ -193,8 +185,8 @@ class GcpCatalog:
         description="Cloud Billing Catalog API, Compute Engine GPU SKUs and the vCPU/RAM SKUs of a2, a3, g2 "
         "(also `instance_types`, `spot_prices`, `price_history`)",
         provider="gcp",
-        extra=Extra(name="gcp", unless=None),
-        transport=Transport(client="google", endpoint="endpoint", paged=True, unless=None),
+        extra=registry.Extra(name="gcp", unless=None),
+        transport=registry.Transport(client="google", endpoint="endpoint", paged=True, unless=None),
         doctor=doctor.gcp_catalog,
         init=("bigquery_table", "gcp_billing_path"),
     )
@@ -228,9 +220,7 @@ class GcpCatalog:
         if unchanged:  # only re-add price points another source's load removed (gcp_price_history)
             readded = [b for b in batches if b is not None]
             if not readded:
-                return FetchResult(
-                    [], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="catalogue unchanged"
-                )
+                return FetchResult.unchanged(ctx.state, "catalogue unchanged")
             return FetchResult(readded, ctx.state, watermark=ctx.state.get("watermark"))
         loaded = [b for b in batches if b is not None]
         if "price_catalog" in outputs:

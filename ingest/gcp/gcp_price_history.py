@@ -27,16 +27,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from gpufinops.ingest.core import registry
 from gpufinops.ingest.core.files import fingerprint
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import SourceOptions, choices_problem, option
 from gpufinops.ingest.gcp import doctor
 from gpufinops.warehouse import reference_schema
@@ -137,13 +130,13 @@ class GcpPriceHistoryOptions(SourceOptions):
 
 
 class GcpPriceHistory:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="gcp_price_history",
         target_table="price_history",
         key=("provider", "region", "instance_type", "pricing", "effective_from", "source"),
         slice_expr="provider || '|' || region || '|' || instance_type",
         source_column=None,  # reference tables: a load replaces the file's (gcp, region, machine type) slices
-        cursor=Cursor(remembers="the file's size and modification time", resume_item=None),
+        cursor=registry.Cursor(remembers="the file's size and modification time", resume_item=None),
         lookback=timedelta(0),
         default_schedule="0 5 * * 1",
         options=GcpPriceHistoryOptions,
@@ -152,7 +145,7 @@ class GcpPriceHistory:
         provider="gcp",
         extra=None,
         transport=None,
-        freshness=Freshness(kind="prices", lag_hours=720.0),
+        freshness=registry.Freshness(kind="prices", lag_hours=720.0),
         doctor=doctor.gcp_price_history,
         init=None,
     )
@@ -167,7 +160,7 @@ class GcpPriceHistory:
         outputs = [options.outputs] if isinstance(options.outputs, str) else list(options.outputs)
         mark = hashlib.sha256(repr((str(path), fingerprint(str(path)), sorted(outputs))).encode()).hexdigest()
         if mark == ctx.state.get("file") and not ctx.window.full_refresh:
-            return FetchResult([], ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="file unchanged")
+            return FetchResult.unchanged(ctx.state, "file unchanged")
         try:
             history, spot = read_changes(str(path), ctx.run_id)
         except IngestError as exc:

@@ -26,15 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.aws import aws_common
-from gpufinops.ingest.core import paging, spec_facts
-from gpufinops.ingest.core.registry import (
-    Batch,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import paging, registry, spec_facts
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import ResourceMapOptions, option
 from gpufinops.ingest.metrics import doctor, hourly_source, metrics_attribution, metrics_store
 from gpufinops.warehouse import domains
@@ -223,7 +216,7 @@ def hourly_table(values: dict[tuple, dict[str, float]], source: str, run_id: str
 
 
 class CloudWatchGpu:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **spec_facts.AWS_API,
         **hourly_source.QUERIED_BY_THE_HOUR,
         name="cloudwatch_gpu",
@@ -233,7 +226,7 @@ class CloudWatchGpu:
         options=CloudWatchGpuOptions,
         description="the CloudWatch agent's NVIDIA GPU metrics (`nvidia_smi_*` in `CWAgent`) through "
         "`ListMetrics` + `GetMetricData`, hourly statistics pushed down",
-        freshness=Freshness(kind="metrics", lag_hours=2.0),
+        freshness=registry.Freshness(kind="metrics", lag_hours=2.0),
         doctor=doctor.cloudwatch_gpu,
         init=None,
     )

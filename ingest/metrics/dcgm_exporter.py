@@ -42,16 +42,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import registry, validate
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import ExporterOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import doctor, hourly_source, metrics_attribution, metrics_store, workloads
@@ -100,17 +92,17 @@ class DcgmExporterOptions(ExporterOptions):
 
 
 class DcgmExporter:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **hourly_source.SCRAPED,
         name="dcgm_exporter",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
-        cursor=Cursor(remembers="files of the sample store's day partitions", resume_item=None),
+        cursor=registry.Cursor(remembers="files of the sample store's day partitions", resume_item=None),
         default_schedule="* * * * *",
         options=DcgmExporterOptions,
         description="DCGM exporter `/metrics` (Prometheus text format): URLs, `file://` URLs or local "
         "paths/globs, scraped into a sample store and rolled up hourly",
-        freshness=Freshness(kind="metrics", lag_hours=1.0),
+        freshness=registry.Freshness(kind="metrics", lag_hours=1.0),
         doctor=doctor.dcgm_exporter,
         init=("dcgm_target",),
     )

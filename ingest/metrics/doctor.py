@@ -22,6 +22,25 @@ from gpufinops.ingest.core.doctor import (
 )
 
 
+def target_results(source: ConfiguredSource, base_dir: Path, timeout: float, expect: tuple[str, ...]) -> list[Result]:
+    """One result per scraped target of the source (its ``targets`` option): a URL answers with one of the
+    ``expect`` series, a ``file://`` URL or a path/glob matches a file."""
+    targets = options(source).targets or []
+    results = []
+    for target in [targets] if isinstance(targets, str) else targets:
+        if target.startswith(("http://", "https://")):
+            results.append(http_get(target, timeout, expect=expect))
+            continue
+        path = target[len("file://") :] if target.startswith("file://") else target
+        found = _paths(path, base_dir)
+        results.append(
+            (OK, f"{len(found)} file(s) match {path!r}", None)
+            if found
+            else (FAIL, f"{path!r} matches no file", f"fix sources.{source.name}.targets")
+        )
+    return results
+
+
 def cloudwatch_gpu(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     cloudwatch = aws_client("cloudwatch", source, timeout, opts.region)
@@ -38,20 +57,7 @@ def cloudwatch_gpu(source: ConfiguredSource, base_dir: Path, timeout: float) -> 
 
 
 def dcgm_exporter(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
-    targets = options(source).targets or []
-    targets = [targets] if isinstance(targets, str) else targets
-    results = []
-    for target in targets:
-        if target.startswith(("http://", "https://")):
-            results.append(http_get(target, timeout))
-        else:
-            path = target[len("file://") :] if target.startswith("file://") else target
-            matched = _paths(path, base_dir)
-            results.append(
-                (OK, f"{len(matched)} file(s) match {path!r}", None)
-                if matched
-                else (FAIL, f"{path!r} matches no file", f"fix sources.{source.name}.targets")
-            )
+    results = target_results(source, base_dir, timeout, GPU_METRICS)
     failed = [r for r in results if r[0] == FAIL]
     worst = failed or [r for r in results if r[0] == WARN]
     if worst:
@@ -64,23 +70,25 @@ def dcgm_exporter(source: ConfiguredSource, base_dir: Path, timeout: float) -> R
 
 
 def prometheus(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
-    opts = options(source)
-    base = str(opts.url).rstrip("/")
+    selector = options(source).selector
+    wanted = {metric: f"{metric}{{{selector}}}" if selector else metric for metric in GPU_METRICS}
+    missing = f"{' / '.join(GPU_METRICS)} series in the last day" + (f" matching {selector}" if selector else "")
+    return last_day_series(source, timeout, wanted, missing, "scrape the DCGM exporters from it (or fix the selector)")
+
+
+def last_day_series(source: ConfiguredSource, timeout: float, wanted: dict[str, str], missing: str, fix: str) -> Result:
+    """OK with the count of the first ``wanted`` series (what it is called: its selector) that the source's
+    Prometheus saw in the last day (an instant query sees only the last 5 minutes); WARN naming what is
+    ``missing`` and how to ``fix`` it when it saw none; the FAIL of a server that does not answer."""
+    base = str(options(source).url).rstrip("/")
     url = _get(base)[1]
-    selector = opts.selector
-    for metric in GPU_METRICS:  # series seen in the last day (an instant query sees only the last 5 minutes)
-        series = f"{metric}{{{selector}}}" if selector else metric
+    for name, series in wanted.items():
         count, failed = series_count(base, f"count(last_over_time({series}[1d]))", timeout)
         if failed:
             return failed
         if count:
-            return OK, f"Prometheus {url}: {count:,} {metric} series in the last day", None
-    return (
-        WARN,
-        f"Prometheus {url} answers, but has no {' / '.join(GPU_METRICS)} series in the last day"
-        + (f" matching {selector}" if selector else ""),
-        "scrape the DCGM exporters from it (or fix the selector)",
-    )
+            return OK, f"Prometheus {url}: {count:,} {name} series in the last day", None
+    return WARN, f"Prometheus {url} answers, but has no {missing}", fix
 
 
 def nvidia_smi_csv(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
@@ -94,19 +102,7 @@ COUNTERS = ("vllm:", "tgi_request", "nv_inference_request_success", "nv_llm_", "
 
 
 def serving_exporter(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
-    targets = options(source).targets or []
-    results = []
-    for target in [targets] if isinstance(targets, str) else targets:
-        if target.startswith(("http://", "https://")):
-            results.append(http_get(target, timeout, expect=COUNTERS))
-            continue
-        path = target[len("file://") :] if target.startswith("file://") else target
-        found = _paths(path, base_dir)
-        results.append(
-            (OK, f"{len(found)} file(s) match {path!r}", None)
-            if found
-            else (FAIL, f"{path!r} matches no file", f"fix sources.{source.name}.targets")
-        )
+    results = target_results(source, base_dir, timeout, COUNTERS)
     worst = [r for r in results if r[0] == FAIL] or [r for r in results if r[0] == WARN]
     if worst:
         return worst[0]
@@ -116,18 +112,12 @@ def serving_exporter(source: ConfiguredSource, base_dir: Path, timeout: float) -
 def prometheus_serving(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     from gpufinops.ingest.metrics.serving_counters import SAMPLE_NAMES
 
-    opts = options(source)
-    base = str(opts.url).rstrip("/")
-    url = _get(base)[1]
-    selector = opts.selector
+    selector = options(source).selector
     matchers = f'__name__=~"{"|".join(SAMPLE_NAMES)}"' + (f",{selector}" if selector else "")
-    count, failed = series_count(base, f"count(last_over_time({{{matchers}}}[1d]))", timeout)
-    if failed:
-        return failed
-    if count:
-        return OK, f"Prometheus {url}: {count:,} serving counter series in the last day", None
-    return (
-        WARN,
-        f"Prometheus {url} answers, but has no serving counter series in the last day",
+    return last_day_series(
+        source,
+        timeout,
+        {"serving counter": f"{{{matchers}}}"},
+        "serving counter series in the last day",
         "scrape the inference servers' /metrics from it (or fix the selector)",
     )

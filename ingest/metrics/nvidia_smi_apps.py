@@ -38,6 +38,7 @@ from gpufinops.ingest.metrics.nvidia_smi_format import (
     header_fields,
     header_line,
     number_sql,
+    roles_found,
     sample_labels,
     split_by_header,
     typed_sql,
@@ -73,16 +74,7 @@ def is_apps_log(path: str) -> bool:
 
 
 def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
-    bases = base_names(fields)
-    cols = {
-        role: bases.index(found)
-        for role, names in COLUMNS.items()
-        if (found := next((name for name in names if name in bases), None)) is not None
-    }
-    if host_column:
-        if host_column not in bases:
-            raise IngestError(f"{source}: file {path} has no column {host_column!r} (the configured host_column)")
-        cols["host"] = bases.index(host_column)
+    cols = roles_found(source, path, base_names(fields), COLUMNS, host_column)
     missing = [names[0] for role, names in COLUMNS.items() if role in ("ts", "pid", "mem") and role not in cols]
     if missing:
         raise IngestError(

@@ -35,17 +35,9 @@ from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import validate
+from gpufinops.ingest.core import registry, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, fingerprint, sql_literal
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, ResourceMapOptions, option
 from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
 from gpufinops.ingest.metrics import doctor, metrics_attribution, metrics_store
@@ -171,13 +163,13 @@ class NvidiaSmiCsvOptions(ResourceMapOptions, OnInvalidOptions):
 
 
 class NvidiaSmiCsv:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="nvidia_smi_csv",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
         slice_expr="CAST(date_trunc('day', \"hour\") AS VARCHAR)",
         source_column="source",
-        cursor=Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
+        cursor=registry.Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
         lookback=timedelta(0),
         default_schedule="*/15 * * * *",
         options=NvidiaSmiCsvOptions,
@@ -187,7 +179,7 @@ class NvidiaSmiCsv:
         provider=None,
         extra=None,
         transport=None,
-        freshness=Freshness(kind="metrics", lag_hours=1.0),
+        freshness=registry.Freshness(kind="metrics", lag_hours=1.0),
         doctor=doctor.nvidia_smi_csv,
         init=("nvidia_smi_path",),
     )
@@ -207,9 +199,7 @@ class NvidiaSmiCsv:
         resource_map = dict(ctx.options.resource_map)
         rules = metrics_attribution.rules_batches(ctx, resource_map)
         if not changed and not removed:
-            return FetchResult(
-                rules, ctx.state, watermark=ctx.state.get("watermark"), skipped_reason="no new or changed files"
-            )
+            return FetchResult.unchanged(ctx.state, "no new or changed files", rules)
         host_column = ctx.options.host_column
         entries = {path: previous[path] for path in files if path in previous}
         affected: dict[str, set[str]] = {GPU: set(), apps.KIND: set()}  # log kind -> days to roll up again

@@ -9,6 +9,7 @@ import gzip
 import logging
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -146,18 +147,26 @@ def check_field_counts(source: str, path: str, segments: list[tuple[str, list[st
         con.close()
 
 
-def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
-    """Role -> position in the header; an error naming the file and the missing column."""
-    bases = base_names(fields)
-    cols: dict[str, int] = {}
-    for role, names in COLUMNS.items():
-        found = next((name for name in names if name in bases), None)
-        if found is not None:
-            cols[role] = bases.index(found)
+def roles_found(
+    source: str, path: str, bases: list[str], columns: Mapping[str, Sequence[str]], host_column: str | None
+) -> dict[str, int]:
+    """Role -> position in the header (``bases``) of the first of the role's names it holds, and ``host`` ->
+    the configured ``host_column``'s; an error naming the file when the header lacks the host column."""
+    cols = {
+        role: bases.index(found)
+        for role, names in columns.items()
+        if (found := next((name for name in names if name in bases), None)) is not None
+    }
     if host_column:
         if host_column not in bases:
             raise IngestError(f"{source}: file {path} has no column {host_column!r} (the configured host_column)")
         cols["host"] = bases.index(host_column)
+    return cols
+
+
+def column_map(source: str, path: str, fields: list[str], host_column: str | None) -> dict[str, int]:
+    """Role -> position in the header; an error naming the file and the missing column."""
+    cols = roles_found(source, path, base_names(fields), COLUMNS, host_column)
     for role, column in (("ts", "timestamp"), ("util", "utilization.gpu")):
         if role not in cols:
             raise IngestError(

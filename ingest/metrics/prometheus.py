@@ -22,15 +22,8 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import (
-    Batch,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core import registry, validate
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext
 from gpufinops.ingest.core.spec import ExporterOptions
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import doctor, hourly_source, metrics_attribution, metrics_store, workloads
@@ -120,7 +113,7 @@ class PrometheusOptions(hourly_source.PrometheusQueryOptions, ExporterOptions):
 
 
 class Prometheus:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **hourly_source.QUERIED_BY_THE_HOUR,
         name="prometheus",
         target_table="gpu_metrics_hourly",
@@ -131,8 +124,8 @@ class Prometheus:
         "(`DCGM_FI_*`) and nvidia_gpu_exporter (`nvidia_smi_*`) metrics",
         provider=None,
         extra=None,
-        transport=Transport(client="http", endpoint="url", paged=False, unless=None),
-        freshness=Freshness(kind="metrics", lag_hours=2.0),
+        transport=registry.Transport(client="http", endpoint="url", paged=False, unless=None),
+        freshness=registry.Freshness(kind="metrics", lag_hours=2.0),
         doctor=doctor.prometheus,
         init=("prometheus_url",),
     )

@@ -26,16 +26,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import registry, validate
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import doctor, hourly_source, metrics_store
@@ -104,17 +96,17 @@ def pod_series(parsed: dict[str, list[tuple[str, str, dict[str, str], float, Any
 
 
 class ServingExporter:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **hourly_source.SCRAPED,
         name="serving_exporter",
         target_table="serving_metrics_hourly",
         key=SERVING_KEY,
-        cursor=Cursor(remembers="the last sample of every counter series", resume_item=None),
+        cursor=registry.Cursor(remembers="the last sample of every counter series", resume_item=None),
         default_schedule="*/5 * * * *",
         options=ServingExporterOptions,
         description="scrapes vLLM, TGI, Triton (TensorRT-LLM) and SGLang `/metrics`: hourly token and request "
         "increases with counter resets",
-        freshness=Freshness(kind="other", lag_hours=24.0),
+        freshness=registry.Freshness(kind="other", lag_hours=24.0),
         doctor=doctor.serving_exporter,
         init=None,
     )

@@ -22,16 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpufinops.ingest.core import validate
-from gpufinops.ingest.core.registry import (
-    Batch,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-    Transport,
-)
+from gpufinops.ingest.core import registry, validate
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, TransportOptions, option
 from gpufinops.ingest.core.validate_metrics import rejects_table
 from gpufinops.ingest.metrics import doctor, hourly_source, metrics_store
@@ -136,7 +128,7 @@ _STORED = ("serving_metrics_hourly", tuple(c for c in SERVING_METRICS_HOURLY.nam
 
 
 class PrometheusServing:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **hourly_source.QUERIED_BY_THE_HOUR,
         name="prometheus_serving",
         target_table="serving_metrics_hourly",
@@ -147,8 +139,8 @@ class PrometheusServing:
         "and request counters, hourly increases with counter resets",
         provider=None,
         extra=None,
-        transport=Transport(client="http", endpoint="url", paged=False, unless=None),
-        freshness=Freshness(kind="other", lag_hours=24.0),
+        transport=registry.Transport(client="http", endpoint="url", paged=False, unless=None),
+        freshness=registry.Freshness(kind="other", lag_hours=24.0),
         doctor=doctor.prometheus_serving,
         init=None,
     )

@@ -39,15 +39,8 @@ from typing import Any
 import duckdb
 
 from gpufinops.derived import attribution
-from gpufinops.ingest.core.registry import (
-    Batch,
-    Cursor,
-    FetchResult,
-    Freshness,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import registry
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import SourceOptions, option
 from gpufinops.ingest.metrics import metrics_attribution
 from gpufinops.ingest.onprem import doctor
@@ -192,13 +185,13 @@ def label_rules_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
 
 
 class Onprem:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         name="onprem",
         target_table="cost_line_items",
         key=("x_Source", "ChargePeriodStart", "ResourceId", "ResourceName", "SkuId"),
         slice_expr=_DAY_SQL.format(col='"ChargePeriodStart"'),
         source_column="x_Source",
-        cursor=Cursor(
+        cursor=registry.Cursor(
             remembers="per-day fingerprints of the cluster's gpu_metrics_hourly rows, and the cluster config's",
             resume_item=None,
         ),
@@ -212,7 +205,7 @@ class Onprem:
         provider="onprem",
         extra=None,
         transport=None,
-        freshness=Freshness(kind="cost", lag_hours=3.0),
+        freshness=registry.Freshness(kind="cost", lag_hours=3.0),
         doctor=doctor.onprem,
         init=("onprem_group",),
     )
@@ -239,12 +232,7 @@ class Onprem:
         else:
             todo = _days_to_cost(ctx.state, config, fps, first, last)
         if not todo:
-            return FetchResult(
-                rules,
-                ctx.state,
-                watermark=ctx.state.get("watermark"),
-                skipped_reason="no new GPU metrics and no change to the cluster's config",
-            )
+            return FetchResult.unchanged(ctx.state, "no new GPU metrics and no change to the cluster's config", rules)
         days = sorted(d for d in todo if d in fps)
         metrics = _gpu_metrics(ctx.con, cluster, days) if days else {}
         data = build_lines(cluster, days, first, last, metrics, ctx.run_id) if days else None

@@ -19,14 +19,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from gpufinops.ingest.core import spec_facts
-from gpufinops.ingest.core.registry import (
-    Batch,
-    FetchResult,
-    IngestContext,
-    IngestError,
-    IngestorMeta,
-)
+from gpufinops.ingest.core import registry, spec_facts
+from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.storage import aws_inventory, doctor
 from gpufinops.ingest.storage.options import StorageOptions
 from gpufinops.warehouse.storage_schema import STORAGE_TABLES
@@ -146,7 +140,7 @@ def loaded(
 
 
 class AwsStorage:
-    meta = IngestorMeta(
+    meta = registry.IngestorMeta(
         **spec_facts.AWS_API,
         **spec_facts.STORAGE_INVENTORY,
         name="aws_storage",
