@@ -278,3 +278,24 @@ def test_a_bigquery_result_past_its_deadline_stops_naming_the_source_call_and_bo
     with pytest.raises(BoundTripped) as tripped:
         bounded_arrow("gcp", "BigQuery rows on `t`", job, Bounds(timeout_s=120), clock=lambda: next(ticks))
     assert "gcp: BigQuery rows on `t` did not finish within its 120 s deadline (timeout_s)" in str(tripped.value)
+
+
+@pytest.mark.parametrize(
+    "garbage", ("garbage,line", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,z,1,2,3,4,5,6,7,8")
+)
+def test_a_flat_csv_line_with_fewer_or_more_fields_than_the_header_is_refused_naming_it(
+    tmp_path, registry, warehouse, garbage
+):
+    """A garbage line (a truncated write, a stray comma) mid-file would load its values under the wrong columns
+    or as empty ones: the run fails naming the file and the line, and nothing is written."""
+    lines = (GCP_DATA / "2022-08-01_5.csv").read_text().splitlines(keepends=True)
+    width = len(next(csv.reader([lines[0]])))
+    if garbage.count(",") + 1 > width:
+        garbage += ",x" * width  # more fields than the header, whatever its width
+    (tmp_path / "export.csv").write_text("".join(lines[:4]) + garbage + "\n" + "".join(lines[4:]))
+    result = run_source(registry, warehouse, "gcp", "gcp_billing_export", {"path": str(tmp_path / "*.csv")})
+    assert result.status == "failed"
+    assert "export.csv" in result.error and "line 5" in result.error and f"header has {width}" in result.error, (
+        result.error
+    )
+    assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == 0
