@@ -1,14 +1,13 @@
-"""``gpufinops doctor``'s reachability check of the Azure source types (interfaces/doctor.py runs it)."""
+"""``gpufinops doctor``'s checks of the Azure source types (``ingest.core.doctor``: each spec carries its check)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.interfaces.doctor_sources import FAIL, OK, WARN, Result, options
-from gpufinops.jobs.config import SourceConfig
+from gpufinops.ingest.core.doctor import FAIL, OK, WARN, ConfiguredSource, Result, options
 
 
-def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+def azure_cost_export(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     if opts.path:
         root = Path(opts.path).expanduser()
@@ -29,7 +28,7 @@ def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> R
     return OK, f"{store.url}: listing answers ({len(first)} object(s) on the first page)", None
 
 
-def azure_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+def azure_prices(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     import dataclasses
 
     from gpufinops.ingest.core import transport
