@@ -38,7 +38,13 @@ def azure_prices(source: ConfiguredSource, base_dir: Path, timeout: float) -> Re
     bounds = dataclasses.replace(
         opts.bounds(), timeout_s=timeout, connect_timeout_s=min(timeout, opts.connect_timeout_s)
     )
-    answer = transport.request(source.name, f"GET {opts.endpoint}", "GET", url, bounds, {"Accept": "application/json"})
+    try:
+        answer = transport.request(
+            source.name, f"GET {opts.endpoint}", "GET", url, bounds, {"Accept": "application/json"}
+        )
+    except OSError as exc:  # refused, unresolvable, TLS: the endpoint and why, as the other providers' checks say
+        reason = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
+        return FAIL, f"{opts.endpoint} can not be reached: {reason}", "check endpoint (or the proxy in front of it)"
     if answer.status != 200:
         return FAIL, f"{opts.endpoint} answered HTTP {answer.status}", "check endpoint (or the proxy in front of it)"
     return OK, f"{opts.endpoint} answers (HTTP {answer.status})", None
