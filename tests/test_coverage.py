@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -356,3 +357,16 @@ def test_no_report_splits_a_word_across_a_column_or_line(homes, only, capsys) ->
 def _head_alone(word: str, shown: str) -> bool:
     """A head of ``word`` (three letters or more) stands in ``shown`` as a word of its own: cut there."""
     return any(re.search(rf"(?<![\w-]){re.escape(word[:k])}(?![\w])", shown) for k in range(3, len(word)))
+
+
+def test_savings_found_beside_blind_kinds_read_at_least(homes) -> None:
+    """The one rule every savings figure follows (the report's headline, team column and subject): with kinds
+    that could not look, savings found read "at least", none found "unknown"; with none blind, the amount."""
+    from gpufinops.jobs.report.render import savings
+    from gpufinops.models import kind_coverage
+
+    with db.reader(_warehouse(homes["bill"])) as con:
+        blind = kind_coverage.unknown_kinds(con)
+    assert blind and savings(Decimal("1234"), blind) == "at least $1,234"
+    assert savings(Decimal("0"), blind) == "unknown"
+    assert savings(Decimal("1234"), []) == "$1,234" and savings(Decimal("0"), []) == "$0"
