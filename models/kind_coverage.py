@@ -5,6 +5,7 @@ which kinds, why, and which source would complete them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,6 +27,12 @@ class KindsUnknown:
         """ "Idle GPU, GPU type: unknown for all 1,872 GPU-hours …: no GPU utilisation metrics (…)"."""
         return f"{', '.join(self.labels)}: {self.cover.detail()}"
 
+    def needs_line(self) -> str:
+        """ "Idle GPU, GPU type need GPU utilisation metrics (cloudwatch_gpu, dcgm_exporter, … or prometheus)"."""
+        inputs = [i for i, _ in self.cover.missing] or list(self.cover.needs)
+        wanted = " and ".join(f"{i.label} ({_one_of(i.source_types)})" for i in inputs)
+        return f"{', '.join(self.labels)} {'needs' if len(self.labels) == 1 else 'need'} {wanted}"
+
     def as_dict(self) -> dict[str, object]:
         c = self.cover
         return {
@@ -39,6 +46,29 @@ class KindsUnknown:
             "days": c.days,
             "sentence": self.line(),
         }
+
+
+def _one_of(names: Sequence[str]) -> str:
+    *head, last = names
+    return f"{', '.join(head)} or {last}" if head else last
+
+
+def could_not_look(groups: Sequence[KindsUnknown]) -> str:
+    """ "5 kinds could not look: Idle GPU, GPU type need GPU utilisation metrics (… or prometheus)"; empty
+    where every kind could see its scope."""
+    count = sum(len(group.kinds) for group in groups)
+    if not count:
+        return ""
+    needs = "; ".join(group.needs_line() for group in groups)
+    return f"{count} kind{'s' if count != 1 else ''} could not look: {needs}"
+
+
+def savings_value(amount: str, found: bool, groups: Sequence[KindsUnknown]) -> str:
+    """A savings figure beside the kinds that could not look: the amount where every kind could, "at least"
+    the amount where some found savings and others were blind, *unknown* (never $0) where none were found."""
+    if not any(group.kinds for group in groups):
+        return amount
+    return f"at least {amount}" if found else "unknown"
 
 
 def unknown_kinds(

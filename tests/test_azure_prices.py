@@ -154,3 +154,25 @@ def test_an_hourly_price_no_vm_has_is_refused_in_one_sentence_and_changes_nothin
     with db.writer(warehouse) as con:
         for table in ("price_catalog", "instance_types", "price_history"):
             assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
+def test_doctor_asks_the_retail_prices_api_through_the_spec_s_own_check(tmp_path, api):
+    """`gpufinops doctor`'s check of azure_prices comes from its spec (ingest/azure/doctor.py) and asks the
+    loopback Retail Prices API; a port nobody listens on is a FAIL naming the endpoint, not a traceback."""
+    from gpufinops.interfaces import doctor_sources
+    from gpufinops.jobs.config import parse_source
+    from tests.conftest import free_port
+
+    check = doctor_sources.check_of("azure_prices", REGISTRY)
+    assert check is not None and check.__module__ == "gpufinops.ingest.azure.doctor"
+    source = parse_source("azprices", {"type": "azure_prices", "regions": ["eastus"], "endpoint": api.url}, REGISTRY)
+    status, detail, _ = check(source, tmp_path, 5.0)
+    assert (status, api.url in detail) == ("ok", True), detail
+    port = free_port()
+    closed = f"http://127.0.0.1:{port}/api/retail/prices"
+    gone = parse_source("azprices", {"type": "azure_prices", "regions": ["eastus"], "endpoint": closed}, REGISTRY)
+    try:
+        status, detail, _ = check(gone, tmp_path, 2.0)
+    except Exception as exc:  # noqa: BLE001 (doctor.py turns a raised check into a FAIL line: the sentence counts)
+        status, detail = "FAIL", str(exc)
+    assert status == "FAIL" and f"127.0.0.1:{port}" in detail, detail

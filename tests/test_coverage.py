@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -158,9 +159,30 @@ def test_bill_alone_report_says_idle_and_emissions_are_unknown(homes, capsys) ->
     assert "unknown for all" in idle and "GPU-hours" in idle and "dcgm_exporter" in idle
     assert "Energy and emissions: unknown" in printed
     assert "Unknown findings:" in printed and "Idle GPU" in printed
+    _savings_say_unknown("report", printed)
     html = _tmp_out(homes["bill"], capsys)
     assert "Paid for idle GPUs" in html and "unknown" in html
     _no_good_news("report html", re.sub(r"<[^>]+>", " ", html))
+    _savings_say_unknown("report html", _html_text(html))
+
+
+def _html_text(html: str) -> str:
+    """The report's HTML as its reader sees it: one line per table row or block, cells apart."""
+    lines = re.sub(r"</(tr|div|p|h\d)>", "\n", html)
+    return re.sub(r"[ \t]+", " ", re.sub(r"<[^>]+>", " ", lines)).replace("&#39;", "'")
+
+
+def _savings_say_unknown(surface: str, text: str) -> None:
+    """Open savings, overall and per team, read unknown (or "at least") and name the blind kinds' sources: a
+    bill alone lets the idle and rightsizing kinds see nothing, so $0 would be good news nobody measured."""
+    at = text.index("Open savings")
+    headline = " ".join([line for line in text[at:].splitlines() if line.strip()][:3])  # label, value, note
+    assert re.search(r"\bunknown\b|at least \$", headline), f"{surface}: {headline}"
+    assert "could not look" in headline and "dcgm_exporter" in headline, f"{surface}: {headline}"
+    assert not re.search(r"Open savings:?\s+\$0\b", text), f"{surface}: {headline}"
+    table = text[text.index("Spend by team") :]
+    rows = [line.split() for line in table.splitlines()[1:] if "$" in line][:5]
+    assert rows and all(row[-1] != "$0" for row in rows), f"{surface} says a team saves $0:\n{table[:800]}"
 
 
 def _tmp_out(config: Path, capsys) -> str:
@@ -304,3 +326,47 @@ def test_no_cli_table_splits_a_word_across_lines(homes, command, width, capsys, 
         # a word the table does not hold whole though both its halves are there: cut by a column's edge
         cut = sorted(w for w in words if w not in table and w[: len(w) // 2] in table and w[len(w) // 2 :] in table)
         assert not cut, f"{command} at {width} columns split {cut[:5]}:\n{table}"
+
+
+@pytest.mark.parametrize("only", ONLY)
+def test_no_report_splits_a_word_across_a_column_or_line(homes, only, capsys) -> None:
+    """The weekly report's text and HTML hold whole every word of what they print for every scope: each team
+    (its row in the team table) and the sentences it prints of those saying which figures and kinds could not
+    see (``kind_coverage.report``). A word missing whole whose first half is there was cut by a column's edge or a
+    line's end (or cut short: a head of it ending where a word would go on)."""
+    from gpufinops.models import kind_coverage
+
+    capsys.readouterr()
+    if cli.main(["--config", str(homes[only]), "report", "weekly"]) != 0:  # no bill: nothing to report on
+        return
+    text = capsys.readouterr().out
+    html = _html_text(_tmp_out(homes[only], capsys))
+    with db.reader(_warehouse(homes[only])) as con:
+        said = kind_coverage.report(con)
+        teams = con.execute('SELECT DISTINCT "x_Team" FROM cost_line_items WHERE "x_Team" IS NOT NULL').fetchall()
+    sentences = [group["sentence"] for group in said["unknown_kinds"]]
+    sentences += [f["sentence"] for f in said["figures"].values() if f["sentence"]]
+    for surface, shown in (("text", text), ("html", html)):
+        # the sentences this report prints: their label and the head of what they say after it
+        printed = [s for s in sentences if all(" ".join(part.split()[:4]) in shown for part in s.split(": ", 1))]
+        words = {w.rstrip(":.,;)") for v in [team for (team,) in teams] + printed for w in WORD.findall(v)}
+        cut = sorted(w for w in words if w not in shown and _head_alone(w, shown))
+        assert not cut, f"the report's {surface} ({only} alone) cut {cut[:5]}:\n{shown[:2000]}"
+
+
+def _head_alone(word: str, shown: str) -> bool:
+    """A head of ``word`` (three letters or more) stands in ``shown`` as a word of its own: cut there."""
+    return any(re.search(rf"(?<![\w-]){re.escape(word[:k])}(?![\w])", shown) for k in range(3, len(word)))
+
+
+def test_savings_found_beside_blind_kinds_read_at_least(homes) -> None:
+    """The one rule every savings figure follows (the report's headline, team column and subject): with kinds
+    that could not look, savings found read "at least", none found "unknown"; with none blind, the amount."""
+    from gpufinops.jobs.report.render import savings
+    from gpufinops.models import kind_coverage
+
+    with db.reader(_warehouse(homes["bill"])) as con:
+        blind = kind_coverage.unknown_kinds(con)
+    assert blind and savings(Decimal("1234"), blind) == "at least $1,234"
+    assert savings(Decimal("0"), blind) == "unknown"
+    assert savings(Decimal("1234"), []) == "$1,234" and savings(Decimal("0"), []) == "$0"

@@ -246,3 +246,56 @@ def test_a_missing_table_fails_the_run_naming_it(bq_emulator, registry, warehous
     assert result.status == "failed"
     assert result.error.startswith("gcp: BigQuery") and "gcp_billing_export_v1_0000_MISSING" in result.error
     assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == 0
+
+
+def _rows_job(emulator, table: str):
+    """A real query job on the emulator, through a client without the transport's per-request bounds: what
+    remains to bound is the read as a whole (every page small, their sum too large or too slow)."""
+    example_table(emulator, table)
+    return emulator.client().query(f"SELECT * FROM `{PROJECT}.{DATASET}.{table}`")
+
+
+def test_a_bigquery_result_over_max_body_mb_stops_naming_the_source_call_and_bound(bq_emulator):
+    from gpufinops.ingest.core.transport import Bounds, BoundTripped
+    from gpufinops.ingest.gcp.gcp_common import bounded_arrow
+
+    job = _rows_job(bq_emulator, "gcp_billing_export_v1_0000_BIG")
+    whole = bounded_arrow("gcp", "BigQuery rows on `t`", job, Bounds())
+    assert whole.num_rows == len(koku_flat_rows("tmp_example.csv"))
+    limit = whole.nbytes / 2 / 2**20  # half of what the rows take in memory
+    with pytest.raises(BoundTripped) as tripped:
+        bounded_arrow("gcp", "BigQuery rows on `t`", job, Bounds(max_body_mb=limit))
+    assert str(tripped.value) == f"gcp: BigQuery rows on `t` read over {limit:g} MiB of rows (max_body_mb); stopped"
+
+
+def test_a_bigquery_result_past_its_deadline_stops_naming_the_source_call_and_bound(bq_emulator):
+    """The clock is the one thing replaced (a read that takes 121 s would make the test take as long)."""
+    from gpufinops.ingest.core.transport import Bounds, BoundTripped
+    from gpufinops.ingest.gcp.gcp_common import bounded_arrow
+
+    job = _rows_job(bq_emulator, "gcp_billing_export_v1_0000_SLOW")
+    ticks = iter([0.0, 121.0, 242.0, 363.0])
+    with pytest.raises(BoundTripped) as tripped:
+        bounded_arrow("gcp", "BigQuery rows on `t`", job, Bounds(timeout_s=120), clock=lambda: next(ticks))
+    assert "gcp: BigQuery rows on `t` did not finish within its 120 s deadline (timeout_s)" in str(tripped.value)
+
+
+@pytest.mark.parametrize(
+    "garbage", ("garbage,line", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,z,1,2,3,4,5,6,7,8")
+)
+def test_a_flat_csv_line_with_fewer_or_more_fields_than_the_header_is_refused_naming_it(
+    tmp_path, registry, warehouse, garbage
+):
+    """A garbage line (a truncated write, a stray comma) mid-file would load its values under the wrong columns
+    or as empty ones: the run fails naming the file and the line, and nothing is written."""
+    lines = (GCP_DATA / "2022-08-01_5.csv").read_text().splitlines(keepends=True)
+    width = len(next(csv.reader([lines[0]])))
+    if garbage.count(",") + 1 > width:
+        garbage += ",x" * width  # more fields than the header, whatever its width
+    (tmp_path / "export.csv").write_text("".join(lines[:4]) + garbage + "\n" + "".join(lines[4:]))
+    result = run_source(registry, warehouse, "gcp", "gcp_billing_export", {"path": str(tmp_path / "*.csv")})
+    assert result.status == "failed"
+    assert "export.csv" in result.error and "line 5" in result.error and f"header has {width}" in result.error, (
+        result.error
+    )
+    assert query(warehouse, "SELECT count(*) FROM cost_line_items")[0][0] == 0

@@ -4,6 +4,8 @@ status is an answer; the requests session an Azure or google-cloud client is giv
 
 from __future__ import annotations
 
+import socketserver
+import threading
 import time
 
 import pytest
@@ -68,3 +70,47 @@ def test_an_answer_from_the_session_streams_as_an_azure_download_reads_it():
         streamed = session.get(f"{server.url}/blob", stream=True)
         assert b"".join(streamed.iter_content(1000)) == body
         assert session.get(f"{server.url}/blob", stream=True).raw.read() == body
+
+
+class _RecordingProxy(socketserver.ThreadingTCPServer):
+    """A loopback forward proxy that records each request line it receives (a CONNECT for https, an absolute
+    GET for http) and answers 502: enough to prove which requests the bounded transport sent it."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                proxy.lines.append(self.rfile.readline().decode("latin-1").strip())
+                while self.rfile.readline().strip():  # the headers
+                    pass
+                self.wfile.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("scheme", ("https", "http"))
+def test_the_bounded_transport_goes_through_the_configured_proxy(monkeypatch, scheme):
+    """HTTPS_PROXY / HTTP_PROXY are honoured as by every HTTP client a user knows: an https request is a CONNECT
+    to the proxy (the tunnel it refuses here), an http one an absolute-URL GET it answers."""
+    proxy = _RecordingProxy()
+    try:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+        url = f"{scheme}://prices.example.invalid:8443/api?x=1"
+        try:
+            answer = transport.request("src", "GET prices", "GET", url, Bounds(timeout_s=10))
+            assert answer.status == 502
+        except OSError:
+            assert scheme == "https"  # the tunnel refused: the request never left for the origin
+        expected = "CONNECT prices.example.invalid:8443" if scheme == "https" else f"GET {url}"
+        assert [line.rsplit(" ", 1)[0] for line in proxy.lines] == [expected]  # less the HTTP version
+    finally:
+        proxy.shutdown()
+        proxy.server_close()

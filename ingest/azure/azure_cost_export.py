@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gpufinops.ingest.azure import focuscost
+from gpufinops.ingest.azure import doctor, focuscost
 from gpufinops.ingest.azure import focuscost_manifest as manifests
 from gpufinops.ingest.azure.azure_export_store import BlobStore, LocalStore
 from gpufinops.ingest.core import focus_files, registry, validate
@@ -93,7 +93,7 @@ class AzureCostExport:
         provider="azure",
         extra=registry.Extra(name="azure", unless="path"),
         freshness=registry.Freshness(kind="cost", lag_hours=48.0),
-        doctor="gpufinops.interfaces.doctor_azure:azure_cost_export",
+        doctor=doctor.azure_cost_export,
         init=None,
         transport=registry.Transport(client="azure", endpoint="account_url", paged=True, unless="path"),
     )

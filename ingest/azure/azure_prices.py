@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from gpufinops.ingest.azure import azure_price_tables as tables
+from gpufinops.ingest.azure import doctor
 from gpufinops.ingest.core import paging, registry, transport
 from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
@@ -232,7 +233,7 @@ class AzurePrices:
         provider="azure",
         extra=None,
         freshness=registry.Freshness(kind="prices", lag_hours=168.0),
-        doctor="gpufinops.interfaces.doctor_azure:azure_prices",
+        doctor=doctor.azure_prices,
         init=None,
         transport=registry.Transport(client="http", endpoint="endpoint", paged=True, unless=None),
     )

@@ -158,7 +158,8 @@ class _BigQuery:
         def call():
             job = self.client.query(sql, timeout=gcp_common.TIMEOUT_S)
             if arrow:
-                result = job.to_arrow(create_bqstorage_client=False)
+                what_on = f"BigQuery {what} on {self.table}"
+                result = gcp_common.bounded_arrow(self.ctx.source, what_on, job, self.ctx.options.bounds())
             else:
                 pages = paging.Pages(self.ctx.source, f"BigQuery {what} result pages on {self.table}")
                 rows = job.result(timeout=gcp_common.TIMEOUT_S)

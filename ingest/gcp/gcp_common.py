@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from gpufinops.ingest.core import extras
 from gpufinops.ingest.core.registry import IngestError
 from gpufinops.ingest.core.spec import option
-from gpufinops.ingest.core.transport import TransportOptions
+from gpufinops.ingest.core.transport import Bounds, BoundTripped, TransportOptions, deadline_sentence
 from gpufinops.ingest.core.transport_sdk import bound_google
 
 log = logging.getLogger(__name__)
@@ -155,3 +155,25 @@ def catalog_client(source: str, options: GcpClientOptions) -> Any:
         transport="rest", credentials=_credentials(source, options), client_options=client_options(options)
     )
     return bound_google(made, source, options.bounds())
+
+
+def bounded_arrow(source: str, what: str, job: Any, bounds: Bounds, clock: Callable[[], float] = time.monotonic) -> Any:
+    """A query job's whole result as one Arrow table, read page by page inside the source's bounds: every
+    page request is bounded by the transport, and the read as a whole stops (one sentence naming the source,
+    the call and the bound) when its Arrow outgrows ``max_body_mb`` or it passes ``timeout_s``, so a result
+    of many small pages can neither fill memory nor run for ever (``job.to_arrow`` reads it whole)."""
+    import pyarrow as pa
+
+    started = clock()
+    rows = job.result(timeout=min(TIMEOUT_S, bounds.timeout_s))
+    batches, size = [], 0
+    for batch in rows.to_arrow_iterable():
+        size += batch.nbytes
+        if size > bounds.max_body_bytes:
+            raise BoundTripped(
+                f"{source}: {what} read over {bounds.max_body_mb:g} MiB of rows (max_body_mb); stopped", "max_body_mb"
+            )
+        if clock() - started > bounds.timeout_s:
+            raise BoundTripped(deadline_sentence(source, what, bounds), "timeout_s")
+        batches.append(batch)
+    return pa.Table.from_batches(batches) if batches else job.to_arrow(create_bqstorage_client=False)

@@ -151,8 +151,24 @@ def _read_flat_csv(source: str, path: str) -> pa.Table:
             raise IngestError(
                 f"{source}: file {path} is not a BigQuery billing export: missing column(s) {', '.join(missing)}"
             )
-        rows = [_nest(row, source, path, i + 2) for i, row in enumerate(reader)]
+        rows = [
+            _nest(_aligned(row, source, path, reader.line_num, len(header)), source, path, i + 2)
+            for i, row in enumerate(reader)
+        ]
     return pa.Table.from_pylist(rows, schema=FLAT_SCHEMA)
+
+
+def _aligned(row: dict[str, str], source: str, path: str, line: int, width: int) -> dict[str, str]:
+    """A CSV row with as many fields as the header: a short or long line (a truncated write, a stray comma)
+    would load its values under the wrong columns, or as empty ones, so it is refused naming the line."""
+    fields: dict[Any, Any] = row  # csv.DictReader: a long line's rest under the key None, a short one's as None
+    count = width - sum(1 for k, v in fields.items() if k is not None and v is None) + len(fields.get(None) or [])
+    if count != width:
+        raise IngestError(
+            f"{source}: file {path}, line {line}: {count} field(s) where the header has {width}: "
+            f"{'a truncated or garbage line' if count < width else 'a stray delimiter or unquoted comma'}"
+        )
+    return row
 
 
 def relation(con: duckdb.DuckDBPyConnection, source: str, path: str) -> tuple[str, pa.Schema]:

@@ -40,6 +40,7 @@ class TeamLine:
     comparable: bool = True
     allocated_gpu: Decimal = ZERO  # its workloads' share of shared GPUs (in spend and gpu_spend)
     unallocated_gpu: Decimal = ZERO  # idle capacity of shared GPUs it carries (in spend and gpu_spend)
+    unknown_kinds: list[Any] = field(default_factory=list)  # kind_coverage.KindsUnknown over its GPU-hours
 
     @property
     def change_pct(self) -> float | None:
@@ -184,7 +185,19 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     figures.unit_costs = _unit_costs(con, teams, week.start(zone), week.end(zone))
     figures.coverage = coverage.measure(con, team=teams, start=week.start(zone), end=week.end(zone))
     figures.unknown_kinds = kind_coverage.unknown_kinds(con, team=teams, start=week.start(zone), end=week.end(zone))
+    _teams_blind(con, figures, week.start(zone), week.end(zone))
     return figures
+
+
+def _teams_blind(con: duckdb.DuckDBPyConnection, figures: WeekFigures, start: datetime, end: datetime) -> None:
+    """Each team's kinds that could not look over its own GPU-hours (a team with none had nothing to see);
+    the unattributed line carries the scope's, so its savings read unknown rather than $0 where kinds were blind."""
+    for line in figures.teams:
+        if line.team == NO_TEAM:
+            line.unknown_kinds = figures.unknown_kinds
+            continue
+        groups = kind_coverage.unknown_kinds(con, team=line.team, start=start, end=end)
+        line.unknown_kinds = [group for group in groups if group.cover.state != "empty"]
 
 
 def _carbon(

@@ -23,6 +23,7 @@ from gpufinops.jobs.report import charts
 from gpufinops.jobs.report.figures import WeekFigures, collect
 from gpufinops.jobs.report.weeks import Week
 from gpufinops.kernel import labels
+from gpufinops.models import kind_coverage
 from gpufinops.warehouse.scope import Scope
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -99,6 +100,12 @@ def pct(value: float | None) -> str:
     return "0.0%" if abs(value) < 0.05 else f"{value:+.1f}%"
 
 
+def savings(amount: Decimal, blind: list[kind_coverage.KindsUnknown]) -> str:
+    """Open savings beside the kinds that could not look: "$1,234", "at least $1,234" or "unknown", never a
+    $0 that only means the blind kinds found nothing."""
+    return kind_coverage.savings_value(usd(amount), bool(amount), blind)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -109,6 +116,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["usd"] = usd
     env.filters["pct"] = pct
+    env.filters["savings"] = savings
+    env.globals["could_not_look"] = kind_coverage.could_not_look
     return env
 
 
@@ -232,9 +241,9 @@ def render(
         "csv_name": f"open-recommendations-{week}.csv",
     }
     env = _environment()
-    subject = (
-        f"GPU spend {week} ({label}): {usd(figures.spend)}, {pct(figures.change_pct)} week on week; "
-        f"{usd(figures.open_savings)}/month to save"
+    to_save = savings(figures.open_savings, figures.unknown_kinds)
+    subject = f"GPU spend {week} ({label}): {usd(figures.spend)}, {pct(figures.change_pct)} week on week; " + (
+        "savings unknown (kinds could not look)" if to_save == "unknown" else f"{to_save}/month to save"
     )
     return Report(
         week=week,

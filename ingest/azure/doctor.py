@@ -1,14 +1,13 @@
-"""``gpufinops doctor``'s reachability check of the Azure source types (interfaces/doctor.py runs it)."""
+"""``gpufinops doctor``'s checks of the Azure source types (``ingest.core.doctor``: each spec carries its check)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.interfaces.doctor_sources import FAIL, OK, WARN, Result, options
-from gpufinops.jobs.config import SourceConfig
+from gpufinops.ingest.core.doctor import FAIL, OK, WARN, ConfiguredSource, Result, options
 
 
-def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+def azure_cost_export(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     if opts.path:
         root = Path(opts.path).expanduser()
@@ -29,7 +28,7 @@ def azure_cost_export(source: SourceConfig, base_dir: Path, timeout: float) -> R
     return OK, f"{store.url}: listing answers ({len(first)} object(s) on the first page)", None
 
 
-def azure_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result:
+def azure_prices(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     import dataclasses
 
     from gpufinops.ingest.core import transport
@@ -39,7 +38,13 @@ def azure_prices(source: SourceConfig, base_dir: Path, timeout: float) -> Result
     bounds = dataclasses.replace(
         opts.bounds(), timeout_s=timeout, connect_timeout_s=min(timeout, opts.connect_timeout_s)
     )
-    answer = transport.request(source.name, f"GET {opts.endpoint}", "GET", url, bounds, {"Accept": "application/json"})
+    try:
+        answer = transport.request(
+            source.name, f"GET {opts.endpoint}", "GET", url, bounds, {"Accept": "application/json"}
+        )
+    except OSError as exc:  # refused, unresolvable, TLS: the endpoint and why, as the other providers' checks say
+        reason = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
+        return FAIL, f"{opts.endpoint} can not be reached: {reason}", "check endpoint (or the proxy in front of it)"
     if answer.status != 200:
         return FAIL, f"{opts.endpoint} answered HTTP {answer.status}", "check endpoint (or the proxy in front of it)"
     return OK, f"{opts.endpoint} answers (HTTP {answer.status})", None
