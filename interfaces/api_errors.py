@@ -35,7 +35,9 @@ def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
 
 
 def _refused(request: Request, exc: HTTPException) -> JSONResponse:
-    detail = exc.detail if not isinstance(exc.detail, str) else scrub.brief(exc.detail)
+    # a route's own refusal: its where and why cut as every sentence is, the choices it lists whole (the values
+    # it quotes are already bounded by ``refuse_hostile_parameters``)
+    detail = exc.detail if not isinstance(exc.detail, str) else scrub.brief_keeping_remedy(exc.detail)
     return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
 

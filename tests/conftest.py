@@ -200,6 +200,14 @@ def check_sentence(shown: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
+def pipe_width(monkeypatch):
+    """Every test sees the width of a pipe (``jobs.output.FALLBACK_WIDTH``) unless it sets ``COLUMNS`` itself:
+    pytest-xdist's workers export ``COLUMNS=80``, a run without it has none, and a table's layout must not
+    depend on how the suite was started."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def error_sentences(request, monkeypatch):
     """In the hostile suites: every sentence the funnel shapes, checked at the end of the test."""
     if not any(name in request.node.module.__name__ for name in HOSTILE_SUITES):

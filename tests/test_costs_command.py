@@ -169,14 +169,15 @@ def test_the_api_gives_the_cli_figure_scoped_by_token(tmp_path, feed_warehouse, 
         assert [r["team"] for r in lead["rows"]] == ["vision"] and lead["total_usd"] == pytest.approx(vision)
         assert httpx.get(url, params={"team": "nlp"}, headers=VISION).status_code == 403
         assert httpx.get(url, headers=SCHEDULER).status_code == 403
-        for bad, text in (
-            ({"by": "pod"}, "by: must be one of"),
-            ({"month": "2026-13"}, "month: not a month"),
-            ({"month": "2026-11", "from": "2026-11-01"}, "not both"),
-            ({"cost": "x\r\n"}, "cost: must be one of"),
+        for bad, status, text in (
+            ({"by": "pod"}, 400, "by: must be one of"),
+            ({"month": "2026-13"}, 400, "month: not a month"),
+            ({"month": "2026-11", "from": "2026-11-01"}, 400, "not both"),
+            # a control character is refused before any route reads it, and named escaped
+            ({"cost": "x\r\n"}, 422, "cost: a value holding a control character: 'x\\r\\n'"),
         ):
             answer = httpx.get(url, params=bad, headers=FINANCE)
-            assert answer.status_code == 400 and text in answer.json()["detail"], (bad, answer.text)
+            assert answer.status_code == status and text in answer.json()["detail"], (bad, answer.text)
         days = httpx.get(f"{served.url}/v1/costs/daily", params={"from": "2026-11-01"}, headers=FINANCE).json()
         assert from_cli["total_usd"] == pytest.approx(sum(r["gpu_cost"] for r in days))  # the older endpoint stays
 
@@ -213,7 +214,7 @@ def test_unit_costs_per_month_have_one_row_per_model_and_a_total(warehouse, caps
     assert abs(rate - out_cost * 1_000_000 / int(totals["output_tokens"][0])) < Decimal("0.000001")
     assert cli.main(["--db", str(warehouse), "unit-costs", "--period", "month"]) == 0
     text = capsys.readouterr().out
-    assert "Total" in text and "month of" in text and "2026-11-01" in text
+    assert "Total" in text and "and month" in text and "2026-11" in text and "2026-11-01" not in text
     assert "0.000000000" not in text  # money rounded in the table
 
 

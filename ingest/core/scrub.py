@@ -141,7 +141,7 @@ def brief(text: str, limit: int | None = LONGEST_SENTENCE) -> str:
 
 # where the product's own remedy starts in a sentence (ingest.core.extras.install_hint, credentials.hint):
 # the command line keeps it whole, after the sentence's where and why cut to the limit
-REMEDY_MARKERS = (": install the '", " (no credentials found: ")
+REMEDY_MARKERS = (": install the '", " (no credentials found: ", " (known: ")  # the choices: what to type instead
 
 
 def brief_keeping_remedy(text: str, limit: int = LONGEST_SENTENCE) -> str:
