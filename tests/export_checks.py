@@ -69,6 +69,14 @@ def documents(text: str) -> list[dict]:
 # --- facts, read independently of the export code ---------------------------------------------
 
 
+def every_inventory() -> dict[tuple[str, str], tuple[str, int, str]]:
+    """``inventory`` of every registered provider's GPU inventory file (its spec's ``inventory``)."""
+    from gpufinops.kernel import providers
+
+    files = {spec.inventory for spec in providers.registered() if spec.inventory is not None}
+    return {key: fact for path in sorted(files) for key, fact in inventory(path).items()}
+
+
 def inventory(path: Path = INVENTORY_CSV) -> dict[tuple[str, str], tuple[str, int, str]]:
     """(provider, instance type) -> (GPU model, GPUs, SkyPilot accelerator name): whole NVIDIA GPUs only."""
     out = {}
@@ -433,7 +441,7 @@ def check_warehouse(db_path: Path, config_path: Path | None = None) -> dict[str,
 
     table = tomllib.loads(config_path.read_text()).get("export", {}) if config_path else {}
     settings = parse(table)
-    types = inventory()
+    types = every_inventory()
     with db.reader(db_path) as con:
         texts = {fmt: export.render(con, fmt, settings=settings) for fmt in ("kueue", "karpenter", "skypilot")}
         onprem, per_node = onprem_facts(con)
