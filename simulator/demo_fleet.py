@@ -65,8 +65,11 @@ from gpufinops.simulator.demo_billing import (
 from gpufinops.simulator.demo_prices import (
     AWS_SPOT_ADVISOR,
     GCP_PRICES,
+    GCP_PRICES_FILE,
+    GCP_PRICES_HEADER,
     HOURS_PER_MONTH,
     ONPREM_SOURCE,
+    SPOT_ADVISOR_FILE,
     SPOT_ADVISOR_RANGES,
 )
 from gpufinops.simulator.demo_profiles import Clock, gpu_samples, running_hours
@@ -189,29 +192,24 @@ def _write_exports(home: Path, rows_by_provider: dict[str, list[dict]]) -> dict[
 def _write_price_references(home: Path, clock: Clock) -> None:
     """The price reference files the demo's config loads: the spot advisor feed (AWS) and a one-revision
     GCP price file in Cyclenerd's format (the prices the demo bills at, effective from the window start)."""
-    aws = home / "reference" / "aws"
-    aws.mkdir(parents=True, exist_ok=True)
     advisor: dict = {}
     for (region, instance_type), (saving, band) in sorted(AWS_SPOT_ADVISOR.items()):
         advisor.setdefault(region, {"Linux": {}})["Linux"][instance_type] = {"s": saving, "r": band}
+    (home / SPOT_ADVISOR_FILE).parent.mkdir(parents=True, exist_ok=True)
     _write_if_changed(
-        aws / "spot-advisor-data.json",
+        home / SPOT_ADVISOR_FILE,
         json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}, indent=1).encode(),
     )
-    gcp = home / "reference" / "gcp"
-    gcp.mkdir(parents=True, exist_ok=True)
+    (home / GCP_PRICES_FILE).parent.mkdir(parents=True, exist_ok=True)
     stamp = clock.start.strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    lines = [
-        "commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
-        "month_1y_cud_usd,month_3y_cud_usd,change_kind"
-    ]
+    lines = [GCP_PRICES_HEADER]
     for (instance_type, region), (on_demand, spot, cud_month) in sorted(GCP_PRICES.items()):
         model, count = INSTANCE_GPUS[instance_type]
         lines.append(
             f"demo,{stamp},demo,{instance_type},{model.lower()},{count},{region},{on_demand},{spot},"
             f"{cud_month or ''},,first_seen"
         )
-    _write_if_changed(gcp / "gcp_gpu_machine_price_changes.csv", ("\n".join(lines) + "\n").encode())
+    _write_if_changed(home / GCP_PRICES_FILE, ("\n".join(lines) + "\n").encode())
 
 
 def _steady(m: Machine, running: np.ndarray) -> bool:
