@@ -23,6 +23,7 @@ from gpufinops.jobs.report.weeks import previous_week
 from gpufinops.warehouse import db as wdb
 from tests.conftest import FOCUS_SAMPLE
 from tests.smtp_loopback import Recorder, Server
+from tests.toml_config import recipient, smtp_report, warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 FINANCE, LEAD = "finance@example.com", "lead@example.com"
@@ -34,9 +35,7 @@ def write_config(tmp_path: Path, smtp_port: int, extra_jobs: str = "") -> Path:
     (broken / "bad.csv").write_text("a,b\n1,2\n")  # not FOCUS: every ingest of it fails
     path = tmp_path / "gpufinops.toml"
     path.write_text(f"""
-[warehouse]
-path = "{tmp_path / "wh" / "gpufinops.duckdb"}"
-
+{warehouse(tmp_path)}
 [sources.focus]
 type = "focus_files"
 path = "{FOCUS_SAMPLE}"
@@ -52,21 +51,7 @@ retry_backoff_seconds = 0.2
 misfire_grace_seconds = 30
 {extra_jobs}
 
-[report]
-sender = "gpufinops@example.com"
-smtp_host = "127.0.0.1"
-smtp_port = {smtp_port}
-smtp_starttls = false
-retry_backoff_seconds = 0.05
-
-[[report.recipients]]
-email = "{FINANCE}"
-role = "finance"
-
-[[report.recipients]]
-email = "{LEAD}"
-role = "lead"
-teams = ["vision"]
+{smtp_report(smtp_port, recipient(FINANCE, "finance"), recipient(LEAD, "lead", ["vision"]), retry_backoff_seconds=0.05)}
 """)
     return path
 
