@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gpufinops.derived import rollups
 from gpufinops.warehouse import db
-from tests.toml_config import recipient, smtp_report, warehouse
+from tests.toml_config import config_file, recipient, smtp_report
 
 AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
@@ -88,7 +88,6 @@ def metric_rows(
 def write_config(
     tmp_path: Path, *, smtp_port: int = 25, budgets: str = "", alerts: str = "", attempts: int = 3
 ) -> Path:
-    path = tmp_path / "gpufinops.toml"
     report = smtp_report(
         smtp_port,
         recipient(FINANCE, "finance"),
@@ -98,16 +97,17 @@ def write_config(
         retry_backoff_seconds=0.05,
         smtp_timeout_seconds=20,
     )
-    path.write_text(f"""
-{warehouse(tmp_path)}
+    return config_file(
+        tmp_path,
+        f"""
 {report}
 [alerts]
 rules = ["budget", "anomaly", "idle_burn"]
 {alerts}
 
 {budgets}
-""")
-    return path
+""",
+    )
 
 
 def at(day: date, hour: int = 6) -> datetime:

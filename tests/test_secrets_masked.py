@@ -20,7 +20,7 @@ import pytest
 from gpufinops.ingest.core import scrub as scrubber
 from gpufinops.interfaces import cli
 from tests.conftest import free_port
-from tests.toml_config import recipient, smtp_report, warehouse
+from tests.toml_config import config_file, recipient, smtp_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = {
@@ -62,9 +62,9 @@ def write_config(tmp_path: Path) -> Path:
         send_attempts=1,
         retry_backoff_seconds=0,
     )
-    path = tmp_path / "gpufinops.toml"
-    path.write_text(f"""
-{warehouse(tmp_path)}
+    return config_file(
+        tmp_path,
+        f"""
 [sources.prom]
 type = "prometheus"
 url = "http://admin:{prom}@127.0.0.1:9"
@@ -98,8 +98,8 @@ timeout_s = 1
 [[budgets]]
 name = "fleet"
 amount = 1
-""")
-    return path
+""",
+    )
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

@@ -4,7 +4,10 @@ scope; a report's SMTP port and recipients), so that a config in a test states o
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 
 def _value(value: object) -> str:
@@ -12,9 +15,11 @@ def _value(value: object) -> str:
     return json.dumps(value)
 
 
-def warehouse(tmp_path: Path) -> str:
-    """The `[warehouse]` table of a test home: the DuckDB file under ``tmp_path / "wh"``."""
-    return f"[warehouse]\npath = {_value(str(tmp_path / 'wh' / 'gpufinops.duckdb'))}\n"
+def config_file(tmp_path: Path, tables: str) -> Path:
+    """``tmp_path / "gpufinops.toml"``: the warehouse under ``tmp_path / "wh"``, then ``tables``."""
+    path = tmp_path / "gpufinops.toml"
+    path.write_text(f"[warehouse]\npath = {_value(str(tmp_path / 'wh' / 'gpufinops.duckdb'))}\n{tables}")
+    return path
 
 
 def budget(name: str, amount: int, teams: list[str] | None = None, **settings: object) -> str:
@@ -40,3 +45,14 @@ def smtp_report(port: int, *recipients: str, **settings: object) -> str:
     lines = ["[report]", 'sender = "gpufinops@example.com"', 'smtp_host = "127.0.0.1"', f"smtp_port = {port}"]
     lines += [f"{key} = {_value(value)}" for key, value in settings.items()]
     return "\n".join(lines) + "\n\n" + "\n".join(recipients)
+
+
+def assert_refused(tmp_path: Path, text: str, key: str) -> None:
+    """A config of ``text`` does not load: its one error starts with ``key`` (the option it names)."""
+    from gpufinops.jobs import config as config_mod
+    from gpufinops.jobs.config import ConfigError
+
+    path = tmp_path / "gpufinops.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="^" + re.escape(key) + ":"):
+        config_mod.load(path)
