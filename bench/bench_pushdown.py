@@ -55,51 +55,65 @@ def _sql_type(t: pa.DataType) -> str:
     return "DOUBLE" if pa.types.is_floating(t) else "VARCHAR"
 
 
-def _month_sql(first: int, last: int) -> str:
-    """Every line of the month for instances [first, last), in the CUR 2.0 schema, generated in DuckDB
-    (a numpy/Arrow generator took ~45 s per million rows here; this takes a few seconds)."""
+def sql_list(values: Any) -> str:
+    """A DuckDB list literal of ``values`` (strings quoted, numbers as written)."""
+    return "[" + ", ".join(f"'{v}'" if isinstance(v, str) else str(v) for v in values) + "]"
+
+
+def cur2_columns(exprs: dict[str, str]) -> str:
+    """The SELECT list of a synthetic month of EC2 line items in the CUR 2.0 schema, from rows with
+    ``inst`` (instance), ``h`` (hour of PERIOD), ``line``, ``compute``, ``gb`` and ``cost``: the columns
+    both benches' months share, then ``exprs`` (their own), every other column NULL."""
     from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
 
-    names = "[" + ", ".join(f"'{t[0]}'" for t in TYPES) + "]"
-    rates = "[" + ", ".join(str(t[1]) for t in TYPES) + "]"
-    gpus = "[" + ", ".join(f"'{t[2]}'" for t in TYPES) + "]"
-    transfer = "[" + ", ".join(f"'{t}'" for t in TRANSFER) + "]"
-    transfer_rate = "[0.09, 0.01, 0.02, 0.09, 0.085]"
-    teams = "[" + ", ".join(f"'{t}'" for t in TEAMS) + "]"
-    k = len(TYPES)
+    start = f"TIMESTAMP '{PERIOD}-01'"
     exprs = {
         "identity_line_item_id": "'li-' || inst || '-' || h || '-' || line",
         "bill_payer_account_id": "'012345678901'",
         "bill_billing_entity": "'AWS'",
-        "bill_billing_period_start_date": f"TIMESTAMP '{PERIOD}-01'",
-        "bill_billing_period_end_date": f"TIMESTAMP '{PERIOD}-01' + INTERVAL 1 MONTH",
-        "line_item_usage_account_id": "CASE WHEN inst % 2 = 0 THEN '023456789012' ELSE '004455667788' END",
+        "bill_billing_period_start_date": start,
+        "bill_billing_period_end_date": f"{start} + INTERVAL 1 MONTH",
         "line_item_line_item_type": "'Usage'",
         "line_item_product_code": "'AmazonEC2'",
-        "line_item_usage_type": (
-            f"CASE WHEN compute THEN (CASE WHEN spot THEN 'USE1-SpotUsage:' ELSE 'USE1-BoxUsage:' END)"
-            f" || {names}[type_idx + 1] ELSE {transfer}[line] END"
-        ),
-        "line_item_usage_start_date": f"TIMESTAMP '{PERIOD}-01' + h * INTERVAL 1 HOUR",
-        "line_item_usage_end_date": f"TIMESTAMP '{PERIOD}-01' + (h + 1) * INTERVAL 1 HOUR",
+        "line_item_usage_start_date": f"{start} + h * INTERVAL 1 HOUR",
+        "line_item_usage_end_date": f"{start} + (h + 1) * INTERVAL 1 HOUR",
         "line_item_resource_id": "'i-0' || lpad(lower(to_hex(inst)), 16, '0')",
         "line_item_usage_amount": "CASE WHEN compute THEN 1.0 ELSE gb END",
         "line_item_currency_code": "'USD'",
         "line_item_unblended_cost": "cost",
-        "line_item_unblended_rate": f"CASE WHEN compute THEN cost ELSE {transfer_rate}[line] END",
-        "pricing_public_on_demand_cost": "CASE WHEN compute THEN rate ELSE cost END",
         "pricing_unit": "CASE WHEN compute THEN 'Hrs' ELSE 'GB' END",
-        "pricing_term": "CASE WHEN compute AND spot THEN 'Spot' ELSE 'OnDemand' END",
         "product_region_code": "'us-east-1'",
         "product_product_family": "CASE WHEN compute THEN 'Compute Instance' ELSE 'Data Transfer' END",
-        "product": (
-            f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1', "
-            f"'instance_type': {names}[type_idx + 1], 'gpu': {gpus}[type_idx + 1]}} "
-            f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"
-        ),
-        "resource_tags": f"MAP {{'user_team': {teams}[inst % {len(TEAMS)} + 1]}}",
+        "resource_tags": f"MAP {{'user_team': {sql_list(TEAMS)}[inst % {len(TEAMS)} + 1]}}",
+        **exprs,
     }
-    columns = [f'CAST({exprs.get(f.name, "NULL")} AS {_sql_type(f.type)}) AS "{f.name}"' for f in CUR2_SCHEMA]
+    return ", ".join(f'CAST({exprs.get(f.name, "NULL")} AS {_sql_type(f.type)}) AS "{f.name}"' for f in CUR2_SCHEMA)
+
+
+def _month_sql(first: int, last: int) -> str:
+    """Every line of the month for instances [first, last), in the CUR 2.0 schema, generated in DuckDB
+    (a numpy/Arrow generator took ~45 s per million rows here; this takes a few seconds)."""
+    names, gpus, transfer = sql_list(t[0] for t in TYPES), sql_list(str(t[2]) for t in TYPES), sql_list(TRANSFER)
+    rates = sql_list(t[1] for t in TYPES)
+    transfer_rate = "[0.09, 0.01, 0.02, 0.09, 0.085]"
+    k = len(TYPES)
+    columns = cur2_columns(
+        {
+            "line_item_usage_account_id": "CASE WHEN inst % 2 = 0 THEN '023456789012' ELSE '004455667788' END",
+            "line_item_usage_type": (
+                f"CASE WHEN compute THEN (CASE WHEN spot THEN 'USE1-SpotUsage:' ELSE 'USE1-BoxUsage:' END)"
+                f" || {names}[type_idx + 1] ELSE {transfer}[line] END"
+            ),
+            "line_item_unblended_rate": f"CASE WHEN compute THEN cost ELSE {transfer_rate}[line] END",
+            "pricing_public_on_demand_cost": "CASE WHEN compute THEN rate ELSE cost END",
+            "pricing_term": "CASE WHEN compute AND spot THEN 'Spot' ELSE 'OnDemand' END",
+            "product": (
+                f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', "
+                f"'region': 'us-east-1', 'instance_type': {names}[type_idx + 1], 'gpu': {gpus}[type_idx + 1]}} "
+                f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"
+            ),
+        }
+    )
     return f"""
         WITH base AS (
             SELECT inst, h, line, inst % {k} AS type_idx, inst % 4 = 1 AS spot, line = 0 AS compute,
@@ -109,7 +123,7 @@ def _month_sql(first: int, last: int) -> str:
         priced AS (
             SELECT *, CASE WHEN compute THEN (CASE WHEN spot THEN round(rate * 0.35, 6) ELSE rate END)
                            ELSE round(gb * {transfer_rate}[line], 8) END AS cost FROM base)
-        SELECT {", ".join(columns)} FROM priced ORDER BY inst, h, line"""
+        SELECT {columns} FROM priced ORDER BY inst, h, line"""
 
 
 def generate(root: str, rows: int) -> int:

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear, sized_main
+from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear, sized_main, write_sample_day
 from gpufinops.ingest.core.registry import Registry
 from gpufinops.ingest.core.runner import run_source
 
@@ -82,11 +82,8 @@ def generate(gpus: int, days: int) -> Path:
     con.execute("SET memory_limit = '2GB'")
     for day in range(days):
         minutes = 1440 - (60 if day == days - 1 else 0)
-        folder = store / f"day={(START + timedelta(days=day)).strftime('%Y-%m-%d')}"
-        folder.mkdir(parents=True)
-        con.execute(
-            f"COPY ({_samples_sql(gpus, START + timedelta(days=day), minutes)}) TO "
-            f"'{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd)"
+        write_sample_day(
+            con, store, START + timedelta(days=day), _samples_sql(gpus, START + timedelta(days=day), minutes)
         )
         print(f"  generated day {day + 1}/{days}", file=sys.stderr, flush=True)
     con.close()

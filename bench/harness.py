@@ -230,6 +230,14 @@ def reuse_or_clear(home: Path, marker: str = ".generated") -> bool:
     return False
 
 
+def write_sample_day(con: Any, store: Path, day: Any, select: str, parquet_options: str = "") -> None:
+    """The rows of ``select`` (one day's samples) written as the store's partition of ``day`` (a date or
+    datetime): ``day=YYYY-MM-DD/base.parquet``, zstd-compressed (plus ``parquet_options``), then named."""
+    folder = store / f"day={day.strftime('%Y-%m-%d')}"
+    folder.mkdir(parents=True)
+    con.execute(f"COPY ({select}) TO '{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd{parquet_options})")
+
+
 def fill_warehouse(
     path: Path, statements: Iterable[str], memory_limit: str, then: Callable[[Any], Any] | None = None
 ) -> None:

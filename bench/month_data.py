@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT
+from bench.harness import REPO_ROOT, write_sample_day
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "month"
 SAMPLES_VERSION = 2  # bump when _samples_sql changes: the samples are regenerated, the CUR kept
@@ -56,8 +56,7 @@ def store_of(home: Path) -> Path:
 
 def _cur_sql(fleet_: list, first: int, last: int, hours: int) -> str:
     """CUR 2.0 line items of instances [first, last): GPU instances first, then CPU ones."""
-    from bench.bench_pushdown import _sql_type
-    from gpufinops.ingest.aws.aws_cur2_format import CUR2_SCHEMA
+    from bench.bench_pushdown import cur2_columns, sql_list
 
     bounds, types, rates = [], [], []
     for t, rate, _, count in fleet_:
@@ -66,47 +65,30 @@ def _cur_sql(fleet_: list, first: int, last: int, hours: int) -> str:
         rates.append(rate)
     cum = [sum(bounds[: i + 1]) for i in range(len(bounds))]
     type_case = " ".join(f"WHEN inst < {c} THEN {i}" for i, c in enumerate(cum))
-    names = "[" + ", ".join(f"'{t}'" for t in types + [CPU_TYPE[0]]) + "]"
-    rate_list = "[" + ", ".join(str(r) for r in rates + [CPU_TYPE[1]]) + "]"
-    teams = "[" + ", ".join(f"'{t}'" for t in TEAMS) + "]"
-    exprs = {
-        "identity_line_item_id": "'li-' || inst || '-' || h || '-' || line",
-        "bill_payer_account_id": "'012345678901'",
-        "bill_billing_entity": "'AWS'",
-        "bill_invoicing_entity": "'Amazon Web Services, Inc.'",
-        "bill_invoice_id": "'EUINUS26-1001'",
-        "bill_billing_period_start_date": f"TIMESTAMP '{PERIOD}-01'",
-        "bill_billing_period_end_date": f"TIMESTAMP '{PERIOD}-01' + INTERVAL 1 MONTH",
-        "line_item_usage_account_id": "'004455667788'",
-        "line_item_line_item_type": "'Usage'",
-        "line_item_product_code": "'AmazonEC2'",
-        "line_item_legal_entity": "'Amazon Web Services, Inc.'",
-        "line_item_usage_type": (
-            f"CASE WHEN compute THEN 'USE1-BoxUsage:' || {names}[type_idx + 1] ELSE 'USE1-DataTransfer-Out-Bytes' END"
-        ),
-        "line_item_usage_start_date": f"TIMESTAMP '{PERIOD}-01' + h * INTERVAL 1 HOUR",
-        "line_item_usage_end_date": f"TIMESTAMP '{PERIOD}-01' + (h + 1) * INTERVAL 1 HOUR",
-        "line_item_resource_id": "'i-0' || lpad(lower(to_hex(inst)), 16, '0')",
-        "line_item_usage_amount": "CASE WHEN compute THEN 1.0 ELSE gb END",
-        "line_item_currency_code": "'USD'",
-        "line_item_unblended_cost": "cost",
-        "line_item_unblended_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
-        "pricing_public_on_demand_cost": "cost",
-        "pricing_public_on_demand_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
-        "pricing_unit": "CASE WHEN compute THEN 'Hrs' ELSE 'GB' END",
-        "pricing_term": "'OnDemand'",
-        "product_region_code": "'us-east-1'",
-        "product_instance_type": f"CASE WHEN compute THEN {names}[type_idx + 1] END",
-        "product_product_family": "CASE WHEN compute THEN 'Compute Instance' ELSE 'Data Transfer' END",
-        # no `gpu` attribute in the product map: the inventory supplies the GPU counts
-        "product": (
-            f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1', "
-            f"'instance_type': {names}[type_idx + 1]}} "
-            f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"
-        ),
-        "resource_tags": f"MAP {{'user_team': {teams}[inst % {len(TEAMS)} + 1]}}",
-    }
-    columns = [f'CAST({exprs.get(f.name, "NULL")} AS {_sql_type(f.type)}) AS "{f.name}"' for f in CUR2_SCHEMA]
+    names, rate_list = sql_list(types + [CPU_TYPE[0]]), sql_list(rates + [CPU_TYPE[1]])
+    columns = cur2_columns(
+        {
+            "bill_invoicing_entity": "'Amazon Web Services, Inc.'",
+            "bill_invoice_id": "'EUINUS26-1001'",
+            "line_item_usage_account_id": "'004455667788'",
+            "line_item_legal_entity": "'Amazon Web Services, Inc.'",
+            "line_item_usage_type": (
+                f"CASE WHEN compute THEN 'USE1-BoxUsage:' || {names}[type_idx + 1] "
+                "ELSE 'USE1-DataTransfer-Out-Bytes' END"
+            ),
+            "line_item_unblended_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
+            "pricing_public_on_demand_cost": "cost",
+            "pricing_public_on_demand_rate": "CASE WHEN compute THEN rate ELSE 0.09 END",
+            "pricing_term": "'OnDemand'",
+            "product_instance_type": f"CASE WHEN compute THEN {names}[type_idx + 1] END",
+            # no `gpu` attribute in the product map: the inventory supplies the GPU counts
+            "product": (
+                f"CASE WHEN compute THEN MAP {{'product_name': 'Amazon Elastic Compute Cloud', "
+                f"'region': 'us-east-1', 'instance_type': {names}[type_idx + 1]}} "
+                f"ELSE MAP {{'product_name': 'Amazon Elastic Compute Cloud', 'region': 'us-east-1'}} END"
+            ),
+        }
+    )
     return f"""
         WITH base AS (
             SELECT inst, h, line, CASE {type_case} ELSE {len(types)} END AS type_idx, line = 0 AS compute,
@@ -115,7 +97,7 @@ def _cur_sql(fleet_: list, first: int, last: int, hours: int) -> str:
         priced AS (
             SELECT *, {rate_list}[type_idx + 1] AS rate,
                    CASE WHEN compute THEN {rate_list}[type_idx + 1] ELSE round(gb * 0.09, 8) END AS cost FROM base)
-        SELECT {", ".join(columns)} FROM priced ORDER BY inst, h, line"""
+        SELECT {columns} FROM priced ORDER BY inst, h, line"""
 
 
 def _samples_sql(gpu_rows: str, start: datetime, minutes: int) -> str:
@@ -208,12 +190,9 @@ def generate(gpus: int, days: int) -> dict[str, Any]:
         for old in home.glob("store-v*"):  # another generator's samples
             shutil.rmtree(old)
         for day in range(days):
-            folder = store / f"day={(START + timedelta(days=day)).strftime('%Y-%m-%d')}"
-            folder.mkdir(parents=True)
-            con.execute(
-                f"COPY ({_samples_sql(_gpu_rows(fleet_), START + timedelta(days=day), 1440)}) TO "
-                f"'{folder / 'base.parquet'}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 1000000)"
-            )
+            day_start = START + timedelta(days=day)
+            select = _samples_sql(_gpu_rows(fleet_), day_start, 1440)
+            write_sample_day(con, store, day_start, select, ", ROW_GROUP_SIZE 1000000")
             print(f"  generated samples of day {day + 1}/{days}", file=sys.stderr, flush=True)
         (store / "COMPLETE").write_text("ok\n")
     con.close()

@@ -39,11 +39,14 @@ def months_with_data(con: duckdb.DuckDBPyConnection, teams: list[str] | None) ->
     return [windows.midnight(r[0]) for r in rows if r[0] is not None]
 
 
-def of_page(con: duckdb.DuckDBPyConnection, key: str, teams: list[str] | None) -> tuple[datetime, Window] | None:
+def of_page(
+    con: duckdb.DuckDBPyConnection, key: str, teams: list[str] | None, empty: str
+) -> tuple[datetime, Window] | None:
     """A page's newest cost day in ``teams``' scope and the period picked in its sidebar (widget ``key``);
-    None: no cost data in scope."""
+    None: no cost data in scope, which the page says with ``empty``."""
     as_of = cached_query(con, "latest_charge_day", team=teams)
     if as_of is None:
+        st.info(empty)
         return None
     return as_of, picker(key, cached_call(con, months_with_data, teams=teams), as_of)
 

@@ -30,7 +30,7 @@ def _toml_string(value: str) -> str:
 
 
 def write_config(home: Path, resource_map: dict[str, str]) -> Path:
-    from gpufinops.simulator import demo_azure, demo_fleet, demo_shared
+    from gpufinops.simulator import demo_azure, demo_fleet, demo_prices, demo_shared
 
     # the AKS nodes are attributed by their providerID (their exporters' series carry it), not by a map
     resource_map = {h: r for h, r in resource_map.items() if h not in demo_azure.AKS_HOSTS}
@@ -79,14 +79,7 @@ def write_config(home: Path, resource_map: dict[str, str]) -> Path:
         'prefix = "gpufinops"   # the export\'s root folder',
         "",
         # price references the spot and commitment models read (written by demo_fleet from its price tables)
-        "[sources.aws_spot_advisor]",
-        'type = "aws_spot_advisor"',
-        'path = "reference/aws/spot-advisor-data.json"',
-        "",
-        "[sources.gcp_prices]",
-        'type = "gcp_price_history"',
-        'path = "reference/gcp/gcp_gpu_machine_price_changes.csv"',
-        "",
+        *demo_prices.PRICE_REFERENCE_CONFIG,
         # the on-prem cluster: an `onprem` cost model over the GPU metrics above (so it comes after them)
         *demo_fleet.onprem_config_lines(home),
         "",

@@ -20,6 +20,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Protocol
 
+from gpufinops.simulator.month_files import write_if_changed
+
 
 class Node(Protocol):
     """What a bill row reads of a VM (simulator/demo_azure.py's ``Node``)."""
@@ -185,12 +187,6 @@ def _csv(rows: list[dict[str, str]]) -> bytes:
     return out.getvalue().encode("utf-8")
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)
-
-
 def _uuid(*parts: object) -> str:
     h = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
@@ -249,9 +245,9 @@ def write_export(container: Path, rows: list[dict[str, str]]) -> Path:
         run_dir = f"{ROOT_FOLDER}/{EXPORT}/{span}/{submitted:%Y%m%d%H%M}/{_uuid(EXPORT, period, last_day)}"
         blob = f"{run_dir}/part_0_0001.csv"
         data = _csv(month_rows)
-        _write_if_changed(container / blob, data)
+        write_if_changed(container / blob, data)
         manifest = run_manifest(month, run_dir, blob, data, len(month_rows), submitted)
-        _write_if_changed(container / run_dir / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+        write_if_changed(container / run_dir / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
         wanted.add(container / run_dir)
     for stale in export_dir.glob("*/*/*"):  # <span>/<run time>/<run id>: another window's runs
         if stale not in wanted:

@@ -46,6 +46,7 @@ from gpufinops.simulator.demo_profiles import SAMPLES_PER_HOUR, Clock, Samples, 
 from gpufinops.simulator.demo_smi import gpu_uuid
 from gpufinops.simulator.demo_truth import planted_entry
 from gpufinops.simulator.demo_workloads import GPU_HARDWARE, GpuHardware, Spec
+from gpufinops.simulator.month_files import write_if_changed
 
 AZURE_STREAM = 0x415A52  # "AZR": the subscription's own random stream
 CLUSTER, POOL, VMSS = "ml-aks", "gpupool", "aks-gpupool-31415926-vmss"
@@ -293,14 +294,8 @@ def write_expositions(out_dir: Path, sub: Subscription, clock: Clock, seed: int)
     written = set()
     for node, m, samples in zip(sub.nodes, sub.machines, sub.samples, strict=True):
         path = out_dir / f"{node.host}.prom"
-        _write_if_changed(path, exposition(node, m, clock, samples, sub.running, seed))
+        write_if_changed(path, exposition(node, m, clock, samples, sub.running, seed))
         written.add(path)
     for stale in out_dir.glob("*.prom"):
         if stale not in written:
             stale.unlink()
-
-
-def _write_if_changed(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)

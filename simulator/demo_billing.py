@@ -314,48 +314,32 @@ def daily_lines(m: Machine, clock: Clock, running: np.ndarray, rng: np.random.Ge
             "ChargeDescription": f"Network Internet Data Transfer Out from {region_name}",
         }
     sku = _digest("storage", spec.provider, m.region).upper()[:16]
+    storage = {
+        **disk,
+        "ServiceCategory": "Storage",
+        "PricingCategory": "Standard",
+        "ConsumedUnit": "GB-Mo",
+        "PricingUnit": "GB-Mo",
+        "SkuId": sku,
+    }
+    traffic = {
+        **egress,
+        "ResourceId": m.resource_id,
+        "ServiceCategory": "Networking",
+        "ServiceSubcategory": "Network Traffic",
+        "PricingCategory": "Standard",
+        "ConsumedUnit": "GB",
+        "PricingUnit": "GB",
+        "SkuId": _digest("egress", spec.provider).upper()[:16],
+    }
     lines, base = [], _base_line(m)
     for day in days:
         start = clock.start + timedelta(days=day)
-        quantity = Decimal(size_gb * 24) / HOURS_PER_MONTH
-        rate = STORAGE_USD_PER_GB_MONTH[spec.provider]
-        lines.append(
-            _line(
-                base,
-                start,
-                timedelta(days=1),
-                {
-                    **disk,
-                    "ServiceCategory": "Storage",
-                    "PricingCategory": "Standard",
-                    "ConsumedUnit": "GB-Mo",
-                    "PricingUnit": "GB-Mo",
-                    "SkuId": sku,
-                    **_costs(rate, rate, rate, quantity),
-                },
-            )
-        )
+        charges = [(storage, STORAGE_USD_PER_GB_MONTH[spec.provider], Decimal(size_gb * 24) / HOURS_PER_MONTH)]
         if spec.workload == "online_inference":
-            gigabytes = Decimal(f"{rng.uniform(80, 600):.3f}")
-            rate = EGRESS_USD_PER_GB[spec.provider]
-            lines.append(
-                _line(
-                    base,
-                    start,
-                    timedelta(days=1),
-                    {
-                        **egress,
-                        "ResourceId": m.resource_id,
-                        "ServiceCategory": "Networking",
-                        "ServiceSubcategory": "Network Traffic",
-                        "PricingCategory": "Standard",
-                        "ConsumedUnit": "GB",
-                        "PricingUnit": "GB",
-                        "SkuId": _digest("egress", spec.provider).upper()[:16],
-                        **_costs(rate, rate, rate, gigabytes),
-                    },
-                )
-            )
+            charges.append((traffic, EGRESS_USD_PER_GB[spec.provider], Decimal(f"{rng.uniform(80, 600):.3f}")))
+        for fields, rate, quantity in charges:  # standard-priced: listed, contracted and billed at the rate
+            lines.append(_line(base, start, timedelta(days=1), {**fields, **_costs(rate, rate, rate, quantity)}))
     return lines
 
 

@@ -65,14 +65,18 @@ from gpufinops.simulator.demo_billing import (
 from gpufinops.simulator.demo_prices import (
     AWS_SPOT_ADVISOR,
     GCP_PRICES,
+    GCP_PRICES_FILE,
+    GCP_PRICES_HEADER,
     HOURS_PER_MONTH,
     ONPREM_SOURCE,
+    SPOT_ADVISOR_FILE,
     SPOT_ADVISOR_RANGES,
 )
 from gpufinops.simulator.demo_profiles import Clock, gpu_samples, running_hours
 from gpufinops.simulator.demo_smi import sample_stamps, smi_log
 from gpufinops.simulator.demo_truth import IDLE_UTIL_PCT, commitment_truth, planted_entry
 from gpufinops.simulator.demo_workloads import GPU_HARDWARE, INSTANCE_GPUS
+from gpufinops.simulator.month_files import write_if_changed, write_months
 from gpufinops.warehouse import cost_schema
 
 DEMO_END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -130,12 +134,6 @@ OUTPUT_SCHEMA = pa.schema(
 )
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
-    if path.exists() and path.read_bytes() == data:
-        return
-    path.write_bytes(data)
-
-
 @functools.lru_cache(maxsize=65536)
 def _csv_time(value: datetime) -> str:
     return '"' + value.strftime("%Y-%m-%dT%H:%M:%SZ") + '"'
@@ -169,49 +167,35 @@ def _write_exports(home: Path, rows_by_provider: dict[str, list[dict]]) -> dict[
         if provider == "gcp":
             dirs[provider] = gcp_export.write_billing_export(home / "exports" / "gcp" / "billing", rows)
             continue
-        folder = home / "exports" / provider / "focus"
-        suffix = "csv"
-        folder.mkdir(parents=True, exist_ok=True)
         by_month: dict[str, list[dict]] = {}
         for row in rows:
             by_month.setdefault(row["BillingPeriodStart"].strftime("%Y-%m"), []).append(row)
-        wanted = {f"focus-{month}.{suffix}" for month in by_month}
-        for stale in folder.glob(f"focus-*.{suffix}"):
-            if stale.name not in wanted:
-                stale.unlink()
-        for month, month_rows in sorted(by_month.items()):
-            data = _focus_csv(month_rows)
-            _write_if_changed(folder / f"focus-{month}.{suffix}", data)
-        dirs[provider] = folder
+        files = {f"focus-{month}.csv": _focus_csv(month_rows) for month, month_rows in by_month.items()}
+        dirs[provider] = write_months(home / "exports" / provider / "focus", "focus-*.csv", files)
     return dirs
 
 
 def _write_price_references(home: Path, clock: Clock) -> None:
     """The price reference files the demo's config loads: the spot advisor feed (AWS) and a one-revision
     GCP price file in Cyclenerd's format (the prices the demo bills at, effective from the window start)."""
-    aws = home / "reference" / "aws"
-    aws.mkdir(parents=True, exist_ok=True)
     advisor: dict = {}
     for (region, instance_type), (saving, band) in sorted(AWS_SPOT_ADVISOR.items()):
         advisor.setdefault(region, {"Linux": {}})["Linux"][instance_type] = {"s": saving, "r": band}
-    _write_if_changed(
-        aws / "spot-advisor-data.json",
+    (home / SPOT_ADVISOR_FILE).parent.mkdir(parents=True, exist_ok=True)
+    write_if_changed(
+        home / SPOT_ADVISOR_FILE,
         json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}, indent=1).encode(),
     )
-    gcp = home / "reference" / "gcp"
-    gcp.mkdir(parents=True, exist_ok=True)
+    (home / GCP_PRICES_FILE).parent.mkdir(parents=True, exist_ok=True)
     stamp = clock.start.strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    lines = [
-        "commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
-        "month_1y_cud_usd,month_3y_cud_usd,change_kind"
-    ]
+    lines = [GCP_PRICES_HEADER]
     for (instance_type, region), (on_demand, spot, cud_month) in sorted(GCP_PRICES.items()):
         model, count = INSTANCE_GPUS[instance_type]
         lines.append(
             f"demo,{stamp},demo,{instance_type},{model.lower()},{count},{region},{on_demand},{spot},"
             f"{cud_month or ''},,first_seen"
         )
-    _write_if_changed(gcp / "gcp_gpu_machine_price_changes.csv", ("\n".join(lines) + "\n").encode())
+    write_if_changed(home / GCP_PRICES_FILE, ("\n".join(lines) + "\n").encode())
 
 
 def _steady(m: Machine, running: np.ndarray) -> bool:
@@ -250,7 +234,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
             compute += aws_reserved_instance(m, clock, running, compute)
         rows[m.spec.provider] += compute + daily_lines(m, clock, running, rng)
         log, count = smi_log(m.spec.provider, m.host, m.gpu_model, m.gpu_count, running, samples, stamps, seed)
-        _write_if_changed(metrics_dir / f"{m.host}.csv", log)
+        write_if_changed(metrics_dir / f"{m.host}.csv", log)
         metric_rows += count
         hosts.add(f"{m.host}.csv")
         if m.spec.plant:
@@ -313,7 +297,7 @@ def generate(home: Path, *, days: int = 60, seed: int = 7, end: datetime = DEMO_
         "commitments": commitments,
     }
     truth_path = home / "ground_truth.json"
-    _write_if_changed(truth_path, (json.dumps(truth, indent=2) + "\n").encode())
+    write_if_changed(truth_path, (json.dumps(truth, indent=2) + "\n").encode())
     return FleetSummary(
         home=home,
         export_dirs=export_dirs,

@@ -133,3 +133,23 @@ ACCOUNTS = {  # provider -> (billing account id, name, {team: (sub-account id, n
 
 def money(value: Decimal) -> Decimal:
     return value.quantize(MONEY)
+
+
+# Where the demo and the evaluation write their price references (relative to the home), the header of
+# Cyclenerd's GCP price history, and the config sources that load both (the spot and commitment models read them).
+SPOT_ADVISOR_FILE = "reference/aws/spot-advisor-data.json"
+GCP_PRICES_FILE = "reference/gcp/gcp_gpu_machine_price_changes.csv"
+GCP_PRICES_HEADER = (
+    "commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
+    "month_1y_cud_usd,month_3y_cud_usd,change_kind"
+)
+PRICE_REFERENCE_CONFIG = [
+    "[sources.aws_spot_advisor]",
+    'type = "aws_spot_advisor"',
+    f'path = "{SPOT_ADVISOR_FILE}"',
+    "",
+    "[sources.gcp_prices]",
+    'type = "gcp_price_history"',
+    f'path = "{GCP_PRICES_FILE}"',
+    "",
+]

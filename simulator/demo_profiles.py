@@ -75,14 +75,19 @@ def running_hours(schedule: str, clock: Clock, rng: np.random.Generator) -> np.n
                 mask[begin : begin + int(rng.integers(1, 6))] = False
         return mask
     if schedule == "bursts":
-        mask = np.zeros(n, dtype=bool)
-        hour = int(rng.integers(0, 6))
-        while hour < n:
-            length = int(rng.integers(3, 11))
-            mask[hour : hour + length] = True
-            hour += length + int(rng.integers(2, 13))
-        return mask
+        return burst_hours(rng, n)
     raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def burst_hours(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Which of ``n`` hours an ad-hoc job runs in: bursts of 3-10 hours, 2-12 hours apart (from hour 0-5)."""
+    mask = np.zeros(n, dtype=bool)
+    hour = int(rng.integers(0, 6))
+    while hour < n:
+        length = int(rng.integers(3, 11))
+        mask[hour : hour + length] = True
+        hour += length + int(rng.integers(2, 13))
+    return mask
 
 
 @dataclass

@@ -22,7 +22,13 @@ import numpy as np
 from gpufinops.simulator import eval_laws as laws
 from gpufinops.simulator import gcp_export
 from gpufinops.simulator.dcgm_export import write_dcgm_exposition
-from gpufinops.simulator.demo_prices import SPOT_ADVISOR_RANGES
+from gpufinops.simulator.demo_prices import (
+    GCP_PRICES_FILE,
+    GCP_PRICES_HEADER,
+    PRICE_REFERENCE_CONFIG,
+    SPOT_ADVISOR_FILE,
+    SPOT_ADVISOR_RANGES,
+)
 from gpufinops.simulator.demo_smi import SMI_HEADER, bus_ids, gpu_uuid
 from gpufinops.simulator.eval_machines import Box, Machine
 
@@ -240,13 +246,9 @@ def write_references(home: Path, prices: dict, start: datetime) -> None:
             }
         }
     }
-    aws = home / "reference" / "aws"
-    aws.mkdir(parents=True, exist_ok=True)
-    (aws / "spot-advisor-data.json").write_text(json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}))
-    lines = [
-        "commit,commit_date,generated,machine_type,gpu_model,gpu_count,region,hour_ondemand_usd,hour_spot_usd,"
-        "month_1y_cud_usd,month_3y_cud_usd,change_kind"
-    ]
+    (home / SPOT_ADVISOR_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (home / SPOT_ADVISOR_FILE).write_text(json.dumps({"ranges": SPOT_ADVISOR_RANGES, "spot_advisor": advisor}))
+    lines = [GCP_PRICES_HEADER]
     for (provider, it), law in sorted(prices.items()):
         if provider != "gcp":
             continue
@@ -258,9 +260,8 @@ def write_references(home: Path, prices: dict, start: datetime) -> None:
                 f"{law.list_usd(hour)},{law.spot_usd(hour, 'gcp')},{cud * 730 if cud else ''},,"
                 f"{'first_seen' if n == 0 else 'price_change'}"
             )
-    gcp = home / "reference" / "gcp"
-    gcp.mkdir(parents=True, exist_ok=True)
-    (gcp / "gcp_gpu_machine_price_changes.csv").write_text("\n".join(lines) + "\n")
+    (home / GCP_PRICES_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (home / GCP_PRICES_FILE).write_text("\n".join(lines) + "\n")
 
 
 def write_config(home: Path, machines: list[Machine]) -> Path:
@@ -299,14 +300,7 @@ def write_config(home: Path, machines: list[Machine]) -> Path:
         'type = "gcp_billing_export"',
         'path = "exports/gcp/billing/*.json"',
         "",
-        "[sources.aws_spot_advisor]",
-        'type = "aws_spot_advisor"',
-        'path = "reference/aws/spot-advisor-data.json"',
-        "",
-        "[sources.gcp_prices]",
-        'type = "gcp_price_history"',
-        'path = "reference/gcp/gcp_gpu_machine_price_changes.csv"',
-        "",
+        *PRICE_REFERENCE_CONFIG,
     ]
     path = home / "gpufinops.toml"
     path.write_text("\n".join(lines))

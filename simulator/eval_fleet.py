@@ -33,6 +33,7 @@ import numpy as np
 
 from gpufinops.simulator import cur2_export, eval_truth
 from gpufinops.simulator import eval_laws as laws
+from gpufinops.simulator.demo_profiles import burst_hours
 from gpufinops.simulator.eval_exports import (
     bill_rows,
     first_delivery,
@@ -71,12 +72,7 @@ def _running(box: Box, hours: int, start: datetime, rng: np.random.Generator) ->
     elif kind == "workhours":
         mask = np.array([t.weekday() < 5 and 9 <= t.hour < 18 for t in stamps])
     elif kind == "bursts":
-        mask[:] = False
-        hour = int(rng.integers(0, 6))
-        while hour < hours:
-            length = int(rng.integers(3, 11))
-            mask[hour : hour + length] = True
-            hour += length + int(rng.integers(2, 13))
+        mask = burst_hours(rng, hours)
     return mask
 
 

@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from gpufinops.simulator.month_files import write_months
+
 EXPORT_TABLE = "gcp_billing_export_resource_v1_01A2B3_C4D5E6_F7A8B9"
 SERVICE_IDS = {"Compute Engine": "6F81-5844-456A", "Networking": "E505-1604-58F8"}
 COUNTRIES = {"us": "US", "europe": "NL"}
@@ -89,23 +91,14 @@ def export_row(row: dict) -> dict:
     }
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
-    if path.exists() and path.read_bytes() == data:
-        return
-    path.write_bytes(data)
-
-
 def write_billing_export(folder: Path, rows: list[dict]) -> Path:
     """One ``<table>-YYYYMM-000000000000.json`` per invoice month under ``folder``; returns folder."""
-    folder.mkdir(parents=True, exist_ok=True)
     by_month: dict[str, list[str]] = {}
     for row in rows:
         line = json.dumps(export_row(row), sort_keys=True, separators=(",", ":"))
         by_month.setdefault(row["BillingPeriodStart"].strftime("%Y%m"), []).append(line)
-    wanted = {f"{EXPORT_TABLE}-{month}-000000000000.json" for month in by_month}
-    for stale in folder.glob(f"{EXPORT_TABLE}-*.json"):
-        if stale.name not in wanted:
-            stale.unlink()
-    for month, lines in sorted(by_month.items()):
-        _write_if_changed(folder / f"{EXPORT_TABLE}-{month}-000000000000.json", ("\n".join(lines) + "\n").encode())
-    return folder
+    files = {
+        f"{EXPORT_TABLE}-{month}-000000000000.json": ("\n".join(lines) + "\n").encode()
+        for month, lines in by_month.items()
+    }
+    return write_months(folder, f"{EXPORT_TABLE}-*.json", files)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gpufinops.derived import rollups
 from gpufinops.warehouse import db
+from tests.toml_config import config_file, recipient, smtp_report
 
 AWS = "Amazon Web Services, Inc."
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
@@ -87,41 +88,26 @@ def metric_rows(
 def write_config(
     tmp_path: Path, *, smtp_port: int = 25, budgets: str = "", alerts: str = "", attempts: int = 3
 ) -> Path:
-    path = tmp_path / "gpufinops.toml"
-    path.write_text(f"""
-[warehouse]
-path = "{tmp_path / "wh" / "gpufinops.duckdb"}"
-
-[report]
-sender = "gpufinops@example.com"
-smtp_host = "127.0.0.1"
-smtp_port = {smtp_port}
-smtp_starttls = false
-send_attempts = {attempts}
-retry_backoff_seconds = 0.05
-smtp_timeout_seconds = 20
-
-[[report.recipients]]
-email = "{FINANCE}"
-role = "finance"
-
-[[report.recipients]]
-email = "{VISION}"
-role = "lead"
-teams = ["vision"]
-
-[[report.recipients]]
-email = "{RESEARCH}"
-role = "lead"
-teams = ["research"]
-
+    report = smtp_report(
+        smtp_port,
+        recipient(FINANCE, "finance"),
+        recipient(VISION, "lead", ["vision"]),
+        recipient(RESEARCH, "lead", ["research"]),
+        send_attempts=attempts,
+        retry_backoff_seconds=0.05,
+        smtp_timeout_seconds=20,
+    )
+    return config_file(
+        tmp_path,
+        f"""
+{report}
 [alerts]
 rules = ["budget", "anomaly", "idle_burn"]
 {alerts}
 
 {budgets}
-""")
-    return path
+""",
+    )
 
 
 def at(day: date, hour: int = 6) -> datetime:

@@ -14,11 +14,12 @@ import http.client
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from tests.conftest import free_port
+from tests.http_loopback import QuietHandler
 
 
 class AthenaProxy:
@@ -36,10 +37,7 @@ class AthenaProxy:
     def __enter__(self) -> AthenaProxy:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 target = self.headers.get("X-Amz-Target", "")

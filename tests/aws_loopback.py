@@ -15,7 +15,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -24,7 +23,7 @@ from xml.sax.saxutils import escape
 import pytest
 
 from tests.conftest import free_port
-from tests.http_loopback import LoopbackHttp
+from tests.http_loopback import LoopbackHttp, QuietHandler
 
 FIXTURES = Path(__file__).parent / "data" / "aws" / "ec2-instance-selector"
 DUMMY_CREDENTIALS = {
@@ -152,18 +151,7 @@ class AwsApiServer(LoopbackHttp):
         api = self
         model = _ec2_model()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output quiet
-                pass
-
-            def _send(self, status: int, body: str, content_type: str) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
                 target = self.headers.get("X-Amz-Target")

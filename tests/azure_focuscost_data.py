@@ -237,3 +237,27 @@ def aks_rows(version: str, month: str = "2026-10", days: int = 8, instances: int
             row["Tags"] = json.dumps(tags)
             rows.append(row)
     return rows
+
+
+def write_dcgm(
+    folder: Path, host: str, model: str, gpus: int, days: int, busy: tuple[int, float, float] = (0, 0.0, 0.0)
+) -> None:
+    """The DCGM exporter's exposition of ``host`` every 15 minutes for ``days`` from 2026-10-01: ``busy``
+    (how many GPUs, near what utilisation %, holding how many MiB) busy, the others idle (0-1 %, 300 MiB)."""
+    count, busy_util, busy_mib = busy
+    folder.mkdir(parents=True, exist_ok=True)
+    start, lines = datetime(2026, 10, 1, tzinfo=UTC), []
+    for step in range(days * 96):
+        ts = int(start.timestamp() * 1000) + step * 900_000
+        for gpu in range(gpus):
+            labels = f'{{gpu="{gpu}",UUID="GPU-{host}-{gpu}",modelName="{model}",Hostname="{host}"}}'
+            util = busy_util + step % 10 if gpu < count else float(step % 2)
+            used = busy_mib if gpu < count else 300.0
+            for metric, value in (
+                ("DCGM_FI_DEV_GPU_UTIL", util),
+                ("DCGM_FI_DEV_FB_USED", used),
+                ("DCGM_FI_DEV_FB_FREE", 80_000.0 - used),
+                ("DCGM_FI_DEV_POWER_USAGE", 70.0 + 4 * util),
+            ):
+                lines.append(f"{metric}{labels} {value!r} {ts}")
+    (folder / f"{host}.prom").write_text("\n".join(lines) + "\n")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli_process
+
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_BLOB = ROOT / ".azurite" / "node_modules" / ".bin" / "azurite-blob"
 ACCOUNT = "devstoreaccount1"
@@ -70,8 +72,4 @@ class Azurite:
         return count
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        cli_process.terminate(self.process, 10)

@@ -17,12 +17,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from gpufinops.ingest.gcp.gcp_export_mapping import CANONICAL
+from tests import cli_process
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,8 +69,16 @@ def bq_field(name: str, kind):
 EXPORT_SCHEMA_KINDS = {k: v for k, v in CANONICAL.items()}  # the detailed export (with resource, price)
 
 
-def bq_row(nested: dict) -> dict:
-    """A canonical row with text leaves (gcp_export_files.read_flat_csv) as insertAll JSON: FLOATs as numbers."""
+def bq_time(text: str) -> datetime:
+    """An export's time text (ISO, or BigQuery's "… UTC"), a naive one taken as UTC."""
+    value = datetime.fromisoformat(str(text).replace(" UTC", "+00:00").replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def bq_record(row: dict, *, arrow: bool = False) -> dict:
+    """An export row (text or JSON leaves) as BigQuery holds it: FLOAT money, TIMESTAMP times.
+
+    ``arrow``: timestamps as datetimes (for an Arrow table), else ISO text (for insertAll / JSONL)."""
 
     def convert(value, kind):
         if value is None:
@@ -76,14 +86,28 @@ def bq_row(nested: dict) -> dict:
         if isinstance(kind, tuple):
             return [convert(v, kind[1]) for v in value]
         if isinstance(kind, dict):
-            return {k: convert(value.get(k), v) for k, v in kind.items() if value.get(k) is not None}
+            return {k: convert(value.get(k), v) for k, v in kind.items()}
+        if kind == "kv":
+            return [{"key": e["key"], "value": e["value"]} for e in value]
         if kind in ("m", "f"):
             return float(Decimal(str(value)))
         if kind == "t":
-            return str(value).replace(" ", "T", 1)
-        return value
+            return bq_time(value) if arrow else bq_time(value).isoformat()
+        return str(value)
 
-    return {k: convert(nested.get(k), v) for k, v in CANONICAL.items() if nested.get(k) is not None}
+    return {k: convert(row.get(k), v) for k, v in CANONICAL.items()}
+
+
+def bq_row(nested: dict) -> dict:
+    """A canonical row with text leaves (gcp_export_files.read_flat_csv) as insertAll JSON and as the export's
+    JSONL files write it: ``bq_record``'s values, its nulls left out."""
+
+    def present(value):
+        if isinstance(value, dict):
+            return {k: present(v) for k, v in value.items() if v is not None}
+        return [present(v) for v in value] if isinstance(value, list) else value
+
+    return present(bq_record(nested))
 
 
 @dataclass
@@ -162,9 +186,4 @@ def bq_emulator(tmp_path_factory) -> Iterator[Emulator]:
         _wait_ready(endpoint, process, log_path)
         yield Emulator(endpoint, process, log_path)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        cli_process.terminate(process, 15)

@@ -1,5 +1,6 @@
 """The `gpufinops` command as a child process, as a user runs it: for the tests of its exit status and
-output, and of a process killed mid-run (a crash); the in-process runs use capsys in their own tests."""
+output, and of a process killed mid-run (a crash); the in-process runs use capsys in their own tests. Also
+how a test ends a server process it started (an emulator, Prometheus, Azurite)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,13 @@ def kill_when(stalled: threading.Event, proc: subprocess.Popen) -> None:
     assert stalled.wait(120), proc.communicate(timeout=5)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def terminate(process: subprocess.Popen, grace_s: float) -> None:
+    """``process`` asked to end (SIGTERM), killed if it has not within ``grace_s``, then reaped."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)

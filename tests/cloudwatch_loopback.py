@@ -28,10 +28,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 
 from tests.aws_loopback import moto_s3
-from tests.http_loopback import LoopbackHttp
+from tests.http_loopback import LoopbackHttp, QuietHandler
 
 JSON = "application/x-amz-json-1.0"
 LOOP_TOKEN = "the-same-token-again"
@@ -59,10 +58,7 @@ class CloudWatchFront(LoopbackHttp):
     def __enter__(self) -> CloudWatchFront:
         front = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 operation = (self.headers.get("X-Amz-Target") or "").rsplit(".", 1)[-1]

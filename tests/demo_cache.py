@@ -14,6 +14,7 @@ import fcntl
 import io
 import os
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -48,3 +49,17 @@ def demo_copy(tmp_path_factory: pytest.TempPathFactory, home: Path, *, days: int
     with duckdb.connect(str(home / "data" / "gpufinops.duckdb")) as con:
         con.execute("UPDATE ingest_state SET state = replace(CAST(state AS VARCHAR), ?, ?)", [built, str(home)])
     return (cache / "summary.txt").read_text().replace(built, str(home))
+
+
+def assert_findings_match_truth(home: Path, planted: dict[str, dict], sql: str) -> None:
+    """A demo's findings against its planted truth (``planted``: resource id -> entry with its
+    ``monthly_savings_usd``): 95% of the found are planted and 95% of the planted are found, and each hit's
+    saving (the second column ``sql`` selects after the resource id) is within 10% of the truth's."""
+    from tests.conftest import query
+
+    found = {r[0]: r for r in query(home / "data" / "gpufinops.duckdb", sql)}
+    hits = set(planted) & set(found)
+    assert planted and len(hits) / len(found) >= 0.95 and len(hits) / len(planted) >= 0.95
+    for rid in hits:
+        true = Decimal(planted[rid]["monthly_savings_usd"])
+        assert abs(found[rid][1] - true) <= Decimal("0.10") * true

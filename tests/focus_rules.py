@@ -121,22 +121,33 @@ COLUMN_VIOLATIONS: dict[str, Callable[[str | None], str]] = {
 }
 
 
-def _comparison_violation(fn: str, spec: dict, col: str | None) -> str:
-    """The value checks (of one column, two, or a product of two): true on a row that violates ``spec``."""
+def _value_check(fn: str, spec: dict, col: str | None, holds: bool) -> str | None:
+    """A value check of one column or two: the predicate true on a row where ``spec`` holds (``holds``)
+    or where it is violated; a NOT NULL guard where the validator has one; None: not a value check."""
     a = _q(spec["ColumnAName"]) if "ColumnAName" in spec else None
     b = _q(spec["ColumnBName"]) if "ColumnBName" in spec else None
     value = spec.get("Value")
-    if fn == "CheckValue":
-        return f"{col} IS NOT NULL" if value is None else f"{col} != {_lit(str(value))}"
-    if fn == "CheckNotValue":
-        return f"{col} IS NULL" if value is None else f"({col} IS NOT NULL AND {col} = {_lit(str(value))})"
-    if fn == "CheckSameValue":
-        return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} <> {b})"
-    if fn == "CheckNotSameValue":
-        return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} = {b})"
+    if fn in ("CheckValue", "CheckNotValue"):
+        equals = (fn == "CheckValue") == holds  # the predicate asks that the column is the value
+        if value is None:
+            return f"{col} IS NULL" if equals else f"{col} IS NOT NULL"
+        test = f"{col} {'=' if equals else '<>'} {_lit(str(value))}"
+        return f"({col} IS NOT NULL AND {test})" if fn == "CheckNotValue" else test
+    if fn in ("CheckSameValue", "CheckNotSameValue"):
+        equals = (fn == "CheckSameValue") == holds
+        return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} {'=' if equals else '<>'} {b})"
     if fn == "CheckGreaterOrEqualThanValue":
-        return f"({col} IS NOT NULL AND {col} < {_lit(value)})"
+        return f"({col} IS NOT NULL AND {col} {'>=' if holds else '<'} {_lit(value)})"
+    return None
+
+
+def _comparison_violation(fn: str, spec: dict, col: str | None) -> str:
+    """The value checks (of one column, two, or a product of two): true on a row that violates ``spec``."""
+    violated = _value_check(fn, spec, col, holds=False)
+    if violated is not None:
+        return violated
     if fn == "ColumnByColumnEqualsColumnValue":
+        a, b = _q(spec["ColumnAName"]), _q(spec["ColumnBName"])
         r = _q(spec["ResultColumnName"])
         return (
             f"({a} IS NOT NULL AND {b} IS NOT NULL AND {r} IS NOT NULL AND NOT "
@@ -225,21 +236,10 @@ class Model:
             if not parts:
                 return "TRUE" if fn == "AND" else "FALSE"
             return "(" + f" {fn} ".join(f"({p})" for p in parts) + ")"
-        col = _q(spec["ColumnName"]) if "ColumnName" in spec else None
-        a = _q(spec["ColumnAName"]) if "ColumnAName" in spec else None
-        b = _q(spec["ColumnBName"]) if "ColumnBName" in spec else None
-        value = spec.get("Value")
-        if fn == "CheckValue":
-            return f"{col} IS NULL" if value is None else f"{col} = {_lit(str(value))}"
-        if fn == "CheckNotValue":
-            return f"{col} IS NOT NULL" if value is None else f"({col} IS NOT NULL AND {col} <> {_lit(str(value))})"
-        if fn == "CheckSameValue":
-            return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} = {b})"
-        if fn == "CheckNotSameValue":
-            return f"({a} IS NOT NULL AND {b} IS NOT NULL AND {a} <> {b})"
-        if fn == "CheckGreaterOrEqualThanValue":
-            return f"({col} IS NOT NULL AND {col} >= {_lit(value)})"
-        raise NotImplementedError(f"check function {fn} as a condition")
+        condition = _value_check(fn, spec, _q(spec["ColumnName"]) if "ColumnName" in spec else None, holds=True)
+        if condition is None:
+            raise NotImplementedError(f"check function {fn} as a condition")
+        return condition
 
 
 class Run:

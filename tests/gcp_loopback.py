@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from tests.http_loopback import JsonHandler
+from tests.http_loopback import JsonHandler, serving
 
 GCP_DATA = Path(__file__).parent / "data" / "gcp"
 PRICE_CHANGES = Path(__file__).parent / "data" / "gcp-pricing-cyclenerd" / "gcp_gpu_machine_price_changes.csv"
@@ -80,15 +79,9 @@ def _handler(state: CatalogServer):
 def catalog_server(pages: dict[str, dict] | None = None, failures: list[int] | None = None) -> Iterator[CatalogServer]:
     state = CatalogServer(pages if pages is not None else sku_pages(), list(failures or []))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 # ---- koku's export rows ----------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,18 +34,38 @@ class LoopbackHttp:
         self._server.server_close()
 
 
-class JsonHandler(BaseHTTPRequestHandler):
-    """A quiet request handler whose answers are JSON (``content_type`` its Content-Type)."""
+@contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    """``server`` answering from a daemon thread for the length of the ``with`` block, then shut and joined."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
-    content_type = "application/json"
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing and answers a whole text body with its length."""
 
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
 
-    def _json(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
+    def _send(self, status: int, body: str, content_type: str) -> None:
+        data = body.encode()
         self.send_response(status)
-        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+class JsonHandler(QuietHandler):
+    """A quiet request handler whose answers are JSON (``content_type`` its Content-Type)."""
+
+    content_type = "application/json"
+
+    def _json(self, status: int, body: Any) -> None:
+        self._send(status, json.dumps(body), self.content_type)

@@ -14,25 +14,14 @@ from typing import Any
 
 from tests.feed_fleet import FLEET, HOURS, START
 from tests.test_api import API_TOML, TOKENS
+from tests.toml_config import budget
 
 FINANCE, VISION, SCHEDULER = TOKENS  # the variables' names
 GPUFINOPS = str(Path(sys.executable).parent / "gpufinops")
 WAIT_S = 180  # the longest any one exchange may take (a cold start took 60 s at load average 11 on 2 cores)
-BUDGETS_TOML = """
-[[budgets]]
-name = "vision-gpus"
-amount = 2000
-scope = { teams = ["vision"] }
-
-[[budgets]]
-name = "nlp-gpus"
-amount = 500
-scope = { teams = ["nlp"] }
-
-[[budgets]]
-name = "fleet"
-amount = 100000
-"""
+BUDGETS_TOML = "\n".join(
+    [budget("vision-gpus", 2000, ["vision"]), budget("nlp-gpus", 500, ["nlp"]), budget("fleet", 100000)]
+)
 TEAMS = {team for team, *_ in FLEET}
 
 

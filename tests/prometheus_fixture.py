@@ -14,12 +14,14 @@ import subprocess
 import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.conftest import free_port
+from tests.http_loopback import QuietHandler
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -39,7 +41,7 @@ class ExporterServer:
         self.requests: list[str] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # noqa: N802
                 outer.requests.append(self.path)
                 if outer.stall_s.get(self.path):
@@ -52,15 +54,7 @@ class ExporterServer:
                 if body is None:
                     self.send_error(404)
                     return
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
+                self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -148,10 +142,5 @@ class PrometheusServer:
         raise TimeoutError("prometheus did not scrape its targets")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        cli_process.terminate(self.process, 20)
         self.log.close()

@@ -7,11 +7,12 @@ an empty GetMetricData. Every request is recorded (action, form)."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs
+
+from tests.http_loopback import QuietHandler, serving
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
@@ -65,19 +66,11 @@ class Script:
 def serve(script: Script, tls: tuple[str, str] | None = None) -> Iterator[Script]:
     """The server on 127.0.0.1; ``tls`` (certificate file, key file): over HTTPS."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, *args: object) -> None:  # quiet
-            pass
-
         def _send(self, status: int, body: str, content_type: str = "text/xml") -> None:
-            data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            super()._send(status, body, content_type)
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
@@ -105,11 +98,6 @@ def serve(script: Script, tls: tuple[str, str] | None = None) -> Iterator[Script
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*tls)
         server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     script.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(server):
         yield script
-    finally:
-        server.shutdown()
-        server.server_close()

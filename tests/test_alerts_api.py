@@ -14,22 +14,9 @@ from gpufinops.jobs.alerts import run as alerts_run
 from tests.alert_fleet import add_spend, at, write_config
 from tests.test_api import API_TOML, TOKENS, Served
 from tests.test_dashboard import make_app, open_page
+from tests.toml_config import budget
 
-BUDGETS = """
-[[budgets]]
-name = "vision-gpu"
-amount = 10000
-scope = { teams = ["vision"] }
-
-[[budgets]]
-name = "nlp"
-amount = 5000
-scope = { teams = ["nlp"] }
-
-[[budgets]]
-name = "fleet"
-amount = 20000
-"""
+BUDGETS = "\n".join([budget("vision-gpu", 10000, ["vision"]), budget("nlp", 5000, ["nlp"]), budget("fleet", 20000)])
 
 
 @pytest.fixture(scope="module")

@@ -22,24 +22,16 @@ from tests.alert_fleet import FINANCE, RESEARCH, VISION, add_spend, at, write_co
 from tests.conftest import query
 from tests.smtp_loopback import Recorder, Server
 from tests.test_webhook import Receiver
+from tests.toml_config import budget
 
 OCT = date(2026, 10, 1)
-BUDGETS = """
-[[budgets]]
-name = "vision-gpu"
-amount = 10000
-scope = { teams = ["vision"] }
-thresholds = [0.5, 0.75, 0.9, 1.0]
-
-[[budgets]]
-name = "research"
-amount = 20000
-scope = { teams = ["research"] }
-
-[[budgets]]
-name = "fleet"
-amount = 1000000
-"""
+BUDGETS = "\n".join(
+    [
+        budget("vision-gpu", 10000, ["vision"], thresholds=[0.5, 0.75, 0.9, 1.0]),
+        budget("research", 20000, ["research"]),
+        budget("fleet", 1000000),
+    ]
+)
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, date, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import duckdb
 import pytest
@@ -22,6 +22,7 @@ from gpufinops.jobs.report.headers import header
 from gpufinops.warehouse import db
 from tests.alert_fleet import FINANCE, RESEARCH, VISION, Resource, add_spend, metric_rows, spend_lines, write_config
 from tests.conftest import query
+from tests.http_loopback import QuietHandler
 from tests.smtp_loopback import Recorder, Server
 from tests.test_alerts_delivery import BUDGETS, OCT
 
@@ -177,7 +178,7 @@ class Hostile:
         self.release = threading.Event()
         me = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 self.rfile.read(int(self.headers["Content-Length"]))
                 me.posts.append(self.path)
@@ -198,9 +199,6 @@ class Hostile:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

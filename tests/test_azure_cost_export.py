@@ -182,32 +182,13 @@ def test_an_export_in_blob_storage_loads_to_the_cent_and_its_restatement_replace
     assert failed.status == "failed" and "billing" in failed.error and "AccountKey" not in failed.error
 
 
-def _write_idle_dcgm(folder: Path, host: str, gpus: int, days: int) -> None:
-    """The DCGM exporter's exposition of ``gpus`` idle H100s on ``host`` (0-1 % busy, 300 MiB used), every 15 min."""
-    folder.mkdir(parents=True, exist_ok=True)
-    start, lines = datetime(2026, 10, 1, tzinfo=UTC), []
-    for step in range(days * 96):
-        ts = int(start.timestamp() * 1000) + step * 900_000
-        for gpu in range(gpus):
-            labels = f'{{gpu="{gpu}",UUID="GPU-0000000{gpu}-h100",modelName="NVIDIA H100 80GB HBM3",Hostname="{host}"}}'
-            util = float(step % 2)
-            for metric, value in (
-                ("DCGM_FI_DEV_GPU_UTIL", util),
-                ("DCGM_FI_DEV_FB_USED", 300.0),
-                ("DCGM_FI_DEV_FB_FREE", 80_000.0),
-                ("DCGM_FI_DEV_POWER_USAGE", 70.0 + util),
-            ):
-                lines.append(f"{metric}{labels} {value!r} {ts}")
-    (folder / f"{host}.prom").write_text("\n".join(lines) + "\n")
-
-
 def test_an_idle_nd96isr_h100_v5_is_found_with_its_own_bill_s_dollars_and_eight_h100s(tmp_path):
     from gpufinops.models.run import analyse
 
     rows, warehouse = az.fleet_rows("1.0r2", days=8), tmp_path / "wh.duckdb"
     az.write_run(tmp_path / "container", "2026-10", rows)
     assert _load(warehouse, {"path": str(tmp_path / "container")}).status == "succeeded"
-    _write_idle_dcgm(tmp_path / "dcgm", "h100-train-01", 8, 8)
+    az.write_dcgm(tmp_path / "dcgm", "h100-train-01", "NVIDIA H100 80GB HBM3", 8, days=8)  # all eight idle
     metrics = {"targets": [str(tmp_path / "dcgm" / "*.prom")], "resource_map": {"h100-train-01": az.H100_VM}}
     assert run_source(REGISTRY, warehouse, "gpus", "dcgm_exporter", metrics).status == "succeeded"
     with db.writer(warehouse) as con:

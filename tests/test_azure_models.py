@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -68,27 +67,6 @@ def _bill(tmp: Path) -> None:
     az.write_run(tmp / "container", "2026-10", rows)
 
 
-def _dcgm(folder: Path, host: str, model: str, gpus: int, busy: int, busy_util: float, busy_mib: float) -> None:
-    """The DCGM exporter's exposition of ``host``: ``busy`` GPUs near ``busy_util`` % holding ``busy_mib``, the
-    others idle (0-1 %, 300 MiB), every 15 minutes over the bill's days."""
-    folder.mkdir(parents=True, exist_ok=True)
-    start, lines = datetime(2026, 10, 1, tzinfo=UTC), []
-    for step in range(DAYS * 96):
-        ts = int(start.timestamp() * 1000) + step * 900_000
-        for gpu in range(gpus):
-            labels = f'{{gpu="{gpu}",UUID="GPU-{host}-{gpu}",modelName="{model}",Hostname="{host}"}}'
-            util = busy_util + step % 10 if gpu < busy else float(step % 2)
-            used = busy_mib if gpu < busy else 300.0
-            for metric, value in (
-                ("DCGM_FI_DEV_GPU_UTIL", util),
-                ("DCGM_FI_DEV_FB_USED", used),
-                ("DCGM_FI_DEV_FB_FREE", 80_000.0 - used),
-                ("DCGM_FI_DEV_POWER_USAGE", 70.0 + 4 * util),
-            ):
-                lines.append(f"{metric}{labels} {value!r} {ts}")
-    (folder / f"{host}.prom").write_text("\n".join(lines) + "\n")
-
-
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("azure_models")
@@ -106,9 +84,9 @@ def analysed(tmp_path_factory):
     finally:
         api.stop()
     assert prices.status == "succeeded", prices.error
-    _dcgm(tmp / "dcgm", "h100-train-01", "NVIDIA H100 80GB HBM3", 8, 2, 30.0, 30_000.0)
-    _dcgm(tmp / "dcgm", "a100-train-01", "NVIDIA A100 80GB PCIe", 1, 1, 55.0, 30_000.0)
-    _dcgm(tmp / "dcgm", "h100-infer-01", "NVIDIA H100 NVL", 1, 1, 10.0, 8_000.0)
+    az.write_dcgm(tmp / "dcgm", "h100-train-01", "NVIDIA H100 80GB HBM3", 8, DAYS, busy=(2, 30.0, 30_000.0))
+    az.write_dcgm(tmp / "dcgm", "a100-train-01", "NVIDIA A100 80GB PCIe", 1, DAYS, busy=(1, 55.0, 30_000.0))
+    az.write_dcgm(tmp / "dcgm", "h100-infer-01", "NVIDIA H100 NVL", 1, DAYS, busy=(1, 10.0, 8_000.0))
     hosts = {"h100-train-01": az.H100_VM, "a100-train-01": A100_TRAIN, "h100-infer-01": H100_INFER}
     metrics = {"targets": [str(tmp / "dcgm" / "*.prom")], "resource_map": hosts}
     assert run_source(REGISTRY, warehouse, "gpus", "dcgm_exporter", metrics).status == "succeeded"

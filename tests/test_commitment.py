@@ -4,16 +4,14 @@ break-even utilisation, and the demo's planted truth."""
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 
 import numpy as np
 import pytest
 
 from gpufinops.models import commitment
 from gpufinops.warehouse import db
-from tests.conftest import query
 from tests.cost_lines import AWS, GCP, START, Machine, Price, add_machine, add_metrics, add_price, workhours
-from tests.demo_cache import demo_copy
+from tests.demo_cache import assert_findings_match_truth, demo_copy
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)
@@ -172,19 +170,12 @@ def test_demo_commitments_match_the_planted_truth(demo_home):
     assert all(p["kind"] == "commitment" for p in planted.values())
     assert not [p for p in truth["planted"] if p["kind"] == "commitment"]  # not waste: its own list
     # the model's own saving (a plan step's monthly_savings_usd is re-priced after the steps before it)
-    found = {
-        r[0]: r
-        for r in query(
-            demo_home / "data" / "gpufinops.duckdb",
-            "SELECT resource_id, CAST(json_extract(evidence, '$.standalone_monthly_savings_usd') "
-            "AS DECIMAL(18, 2)) FROM recommendations WHERE kind = 'commitment'",
-        )
-    }
-    hits = set(planted) & set(found)
-    assert planted and len(hits) / len(found) >= 0.95 and len(hits) / len(planted) >= 0.95
-    for rid in hits:
-        true = Decimal(planted[rid]["monthly_savings_usd"])
-        assert abs(found[rid][1] - true) <= Decimal("0.10") * true
+    assert_findings_match_truth(
+        demo_home,
+        planted,
+        "SELECT resource_id, CAST(json_extract(evidence, '$.standalone_monthly_savings_usd') "
+        "AS DECIMAL(18, 2)) FROM recommendations WHERE kind = 'commitment'",
+    )
 
 
 def test_provider_codes_map_each_name_as_provider_code_does():

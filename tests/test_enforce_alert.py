@@ -10,23 +10,12 @@ from gpufinops.jobs import config as config_mod
 from gpufinops.jobs.alerts import run as alerts_run
 from tests.alert_fleet import RESEARCH, VISION, add_spend, at, write_config
 from tests.smtp_loopback import Recorder, Server
+from tests.toml_config import budget
 
 OCT = date(2026, 10, 1)
-BUDGETS = """
-[[budgets]]
-name = "research-gpu"
-amount = 20000
-scope = { teams = ["research"] }
-thresholds = [2.0]
-enforce = "hold"
-
-[[budgets]]
-name = "vision-gpu"
-amount = 100000
-scope = { teams = ["vision"] }
-thresholds = [2.0]
-enforce = "cap"
-"""
+BUDGETS = budget("research-gpu", 20000, ["research"], thresholds=[2.0], enforce="hold") + budget(
+    "vision-gpu", 100000, ["vision"], thresholds=[2.0], enforce="cap"
+)
 
 
 def _config(tmp_path, port: int):

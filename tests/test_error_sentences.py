@@ -9,6 +9,7 @@ error (escaped, long values cut, every word kept), an MCP tool's refusal. tests/
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 import anyio
 import pytest
@@ -139,39 +140,30 @@ def test_an_nvidia_smi_time_without_milliseconds_names_its_line(tmp_path, wareho
     assert f"file {log}: line 3: column 'timestamp' has value '2026/11/02 10:00:01'" in failed.error
 
 
-def test_a_focus_row_without_its_billing_period_is_named(tmp_path, warehouse, focus_registry):
+def _focus_bill_with(tmp_path, column: str, data_row: int, value: str) -> Path:
+    """The FOCUS sample with ``column`` of data row ``data_row`` (1-based) set to ``value``, as focus.csv."""
     import csv
 
     from tests.conftest import FOCUS_SAMPLE
 
     with open(FOCUS_SAMPLE, newline="") as f:
         rows = list(csv.reader(f))
-    rows[3][rows[0].index("BillingPeriodStart")] = ""  # the third data row
+    rows[data_row][rows[0].index(column)] = value
     bill = tmp_path / "focus.csv"
     with open(bill, "w", newline="") as f:
         csv.writer(f).writerows(rows)
+    return bill
+
+
+def test_a_focus_row_without_its_billing_period_is_named(tmp_path, warehouse, focus_registry):
+    bill = _focus_bill_with(tmp_path, "BillingPeriodStart", 3, "")
     failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
     assert failed.status == "failed"
     assert f"file {bill}: row 3: column BillingPeriodStart is empty" in failed.error
 
 
-def _focus_rows() -> list[list[str]]:
-    import csv
-
-    from tests.conftest import FOCUS_SAMPLE
-
-    with open(FOCUS_SAMPLE, newline="") as f:
-        return list(csv.reader(f))
-
-
 def test_a_focus_row_with_tags_that_are_not_json_is_named(tmp_path, warehouse, focus_registry):
-    import csv
-
-    rows = _focus_rows()
-    rows[2][rows[0].index("Tags")] = "{not json"  # the second data row
-    bill = tmp_path / "focus.csv"
-    with open(bill, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
+    bill = _focus_bill_with(tmp_path, "Tags", 2, "{not json")
     failed = run_source(focus_registry, warehouse, "focus", "focus_files", {"path": str(bill)})
     assert failed.status == "failed"
     assert f"file {bill} row 2: column Tags value '{{not json' is not valid JSON" in failed.error, failed.error

@@ -6,18 +6,17 @@ ingestors' cases are in tests/test_fuzz.py; the harness in tests/fuzz_harness.py
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from tests.conftest import query
 from tests.fuzz_harness import SEED, assert_refused, count, good_run, ingest, report_outcomes, write_config
+from tests.http_loopback import JsonHandler, QuietHandler, serving
 
 # ---- nvidia-smi logs (query-gpu and compute-apps) -------------------------------------------------
 
@@ -170,7 +169,7 @@ def test_dcgm_exposition_file_faults(tmp_path):
     assert_refused(tmp_path, config, "gpu_metrics_hourly", "dangling.prom is a symbolic link", "does not exist")
 
 
-class _Exporter(BaseHTTPRequestHandler):
+class _Exporter(QuietHandler):
     """A DCGM exporter's /metrics over loopback behind HTTP Basic auth (user:s3cret-passw0rd)."""
 
     body = exposition()
@@ -183,27 +182,13 @@ class _Exporter(BaseHTTPRequestHandler):
             self.send_response(401)
             self.end_headers()
             return
-        data = type(self).body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self._send(200, type(self).body, "text/plain; version=0.0.4")
 
 
 @contextlib.contextmanager
 def serve(handler):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
         yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_dcgm_scrape_credentials_authenticate_and_never_leak(tmp_path):
@@ -233,7 +218,7 @@ def test_dcgm_scrape_credentials_authenticate_and_never_leak(tmp_path):
 # ---- prometheus answers --------------------------------------------------------------------------
 
 
-class _Prometheus(BaseHTTPRequestHandler):
+class _Prometheus(JsonHandler):
     """Prometheus' HTTP API over loopback, answering DCGM_FI_DEV_GPU_UTIL queries with ``value``
     (a real Prometheus answers NaN/+Inf as these strings; loading such samples into one is slower
     than this whole suite, so the wire format is served here)."""
@@ -264,15 +249,7 @@ class _Prometheus(BaseHTTPRequestHandler):
                     {"metric": {"UUID": "GPU-P", "Hostname": "p1", "gpu": "0"}, "values": [[t, "60"] for t in stamps]}
                 ]
             payload = {"status": "success", "data": {"resultType": "matrix", "result": result}}
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self._json(200, payload)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.metrics.nvidia_smi_csv import NvidiaSmiCsv
 from gpufinops.warehouse import db
 from tests.conftest import table_digest
-from tests.test_nvidia_smi_csv import number, parse_ts, read_log  # the same independent log reading
+from tests.test_nvidia_smi_csv import CaptureLog, number, parse_ts, read_log  # the same independent log reading
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 # The compute-apps captures ship beside the query-gpu ones; until they are copied into tests/data,
@@ -67,29 +67,15 @@ def ts_text(ts: datetime) -> str:
     return ts.strftime("%Y/%m/%d %H:%M:%S.") + f"{ts.microsecond // 1000:03d}"
 
 
-class AppsLogBuilder:
+class AppsLogBuilder(CaptureLog):
     """Writes ``-l 1`` compute-apps logs in the real capture's format, from its header and first row."""
 
     def __init__(self, template: Path = H100_APPS):
-        lines = template.read_text().splitlines()
-        self.header_line = lines[0]
-        self.header = lines[0].split(", ")
-        self.template = lines[1].split(", ")
-        assert len(self.template) == len(self.header)
+        super().__init__(template)
 
     def line(self, ts: datetime, uuid: str, pid: int, name: str, mem: float | None) -> str:
-        values = list(self.template)
-        values[self.header.index("timestamp")] = ts_text(ts)
-        values[self.header.index("gpu_uuid")] = uuid
-        values[self.header.index("pid")] = str(pid)
-        values[self.header.index("process_name")] = name
-        values[self.header.index(MEMORY)] = "[N/A]" if mem is None else f"{mem:g} MiB"
-        return ", ".join(values)
-
-    def write(self, path: Path, lines: list[str]) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join([self.header_line, *lines]) + "\n")
-        return path
+        cells = {"timestamp": ts_text(ts), "gpu_uuid": uuid, "pid": str(pid), "process_name": name}
+        return self.filled(cells | {MEMORY: "[N/A]" if mem is None else f"{mem:g} MiB"})
 
 
 def process_samples(

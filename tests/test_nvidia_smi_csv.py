@@ -88,29 +88,43 @@ def metrics(warehouse: Path) -> list[tuple]:
     ]
 
 
-class LogBuilder:
-    """Writes ``-l 1`` style logs in the real capture's format, from its header and row as a template."""
+class CaptureLog:
+    """An ``-l 1`` capture as a template: its header, and its first row whose cells a line replaces."""
 
-    def __init__(self, template: Path = H100_LOAD):
+    def __init__(self, template: Path):
         lines = template.read_text().splitlines()
         self.header_line = lines[0]
         self.header = lines[0].split(", ")
         self.template = lines[1].split(", ")
         assert len(self.template) == len(self.header)
 
-    def line(self, ts: datetime, util: float | None, mem: float, power: float | None, uuid: str | None = None) -> str:
+    def filled(self, cells: dict[str, str]) -> str:
+        """The template row with ``cells`` (column -> text) in place of its own."""
         values = list(self.template)
-        values[self.header.index("timestamp")] = ts.strftime("%Y/%m/%d %H:%M:%S.") + f"{ts.microsecond // 1000:03d}"
-        values[self.header.index("utilization.gpu [%]")] = "[N/A]" if util is None else f"{util:g} %"
-        values[self.header.index("memory.used [MiB]")] = f"{mem:g} MiB"
-        values[self.header.index("power.draw [W]")] = "[N/A]" if power is None else f"{power:.2f} W"
-        if uuid:
-            values[self.header.index("uuid")] = uuid
+        for column, text in cells.items():
+            values[self.header.index(column)] = text
         return ", ".join(values)
 
     def write(self, path: Path, lines: list[str]) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join([self.header_line, *lines]) + "\n")
         return path
+
+
+class LogBuilder(CaptureLog):
+    """Writes ``-l 1`` style logs in the real capture's format, from its header and row as a template."""
+
+    def __init__(self, template: Path = H100_LOAD):
+        super().__init__(template)
+
+    def line(self, ts: datetime, util: float | None, mem: float, power: float | None, uuid: str | None = None) -> str:
+        cells = {
+            "timestamp": ts.strftime("%Y/%m/%d %H:%M:%S.") + f"{ts.microsecond // 1000:03d}",
+            "utilization.gpu [%]": "[N/A]" if util is None else f"{util:g} %",
+            "memory.used [MiB]": f"{mem:g} MiB",
+            "power.draw [W]": "[N/A]" if power is None else f"{power:.2f} W",
+        }
+        return self.filled(cells | ({"uuid": uuid} if uuid else {}))
 
 
 def samples(start: datetime, seconds: int, rng: random.Random) -> list[tuple[datetime, float, float, float | None]]:

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from gpufinops.ingest.core.runner import run_source
 from gpufinops.ingest.gcp import gcp_pushdown
 from gpufinops.ingest.gcp.gcp_billing_export import GcpBillingExport
 from gpufinops.ingest.gcp.gcp_export_mapping import CANONICAL
-from tests.bq_emulator import DATASET, PROJECT, bq_field
+from tests.bq_emulator import DATASET, PROJECT, bq_field, bq_record, bq_time
 from tests.conftest import query
 from tests.gcp_loopback import koku_rows
 from tests.relay_proxy import RelayProxy
@@ -72,40 +71,12 @@ def demo_rows(tmp_path_factory) -> list[dict]:
     return rows
 
 
-def _timestamp(text: str) -> datetime:
-    value = datetime.fromisoformat(str(text).replace(" UTC", "+00:00").replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def bq_record(row: dict, *, arrow: bool = False) -> dict:
-    """An export row (text or JSON leaves) as BigQuery holds it: FLOAT money, TIMESTAMP times.
-
-    ``arrow``: timestamps as datetimes (for an Arrow table), else ISO text (for insertAll / JSONL)."""
-
-    def convert(value, kind):
-        if value is None:
-            return None
-        if isinstance(kind, tuple):
-            return [convert(v, kind[1]) for v in value]
-        if isinstance(kind, dict):
-            return {k: convert(value.get(k), v) for k, v in kind.items()}
-        if kind == "kv":
-            return [{"key": e["key"], "value": e["value"]} for e in value]
-        if kind in ("m", "f"):
-            return float(Decimal(str(value)))
-        if kind == "t":
-            return _timestamp(value) if arrow else _timestamp(value).isoformat()
-        return str(value)
-
-    return {k: convert(row.get(k), v) for k, v in CANONICAL.items()}
-
-
 def export_fields() -> list:
     return [bq_field(name, kind) for name, kind in CANONICAL.items()]
 
 
 def usage_day(row: dict) -> str:
-    return _timestamp(row["usage_start_time"]).strftime("%Y-%m-%d")
+    return bq_time(row["usage_start_time"]).strftime("%Y-%m-%d")
 
 
 def warehouse_rollup(warehouse: Path, source: str | None = None) -> list[tuple]:
@@ -321,7 +292,7 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
             f"2 jobs, {2 * BYTES_BILLED:,} bytes billed, {2 * BYTES_PROCESSED:,} bytes processed, "
             f"{push.rows:,} rollup rows" in ledger
         )
-        assert ledger.startswith(max(_timestamp(r["export_time"]) for r in rows).isoformat() + " (bigquery: ")
+        assert ledger.startswith(max(bq_time(r["export_time"]) for r in rows).isoformat() + " (bigquery: ")
 
         # a late credit for one usage day: the next run re-rolls that day only and replaces its slice
         before_runs = day_runs(warehouse, "gcp_push")
@@ -330,7 +301,7 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
             for r in rows
             if r["project"]["id"] == "test-project-id" and str(r["usage_start_time"]).startswith("2020-10-02")
         )
-        exported = (max(_timestamp(r["export_time"]) for r in rows) + timedelta(hours=1)).isoformat()  # it came late
+        exported = (max(bq_time(r["export_time"]) for r in rows) + timedelta(hours=1)).isoformat()  # it came late
         late = {
             **bq_record(day_row),
             "cost": 0.0,
@@ -370,7 +341,7 @@ def test_push_down_against_the_emulator_equals_the_row_path_and_restates_changed
         before = query(warehouse, 'SELECT count(*), sum("BilledCost") FROM cost_line_items')
         bq_emulator.client().insert_rows_json(
             f"{PROJECT}.{DATASET}.{table}",
-            [{**late, "export_time": (_timestamp(exported) + timedelta(hours=1)).isoformat()}],
+            [{**late, "export_time": (bq_time(exported) + timedelta(hours=1)).isoformat()}],
         )
         proxy.fail_rollup = True
         failed = run_push_down()

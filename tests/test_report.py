@@ -15,6 +15,8 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -23,7 +25,6 @@ from typing import Any
 import pytest
 
 from gpufinops.jobs import config as config_mod
-from gpufinops.jobs.config import ConfigError
 from gpufinops.jobs.report import deliver
 from gpufinops.jobs.report.cli import default_week, write_report
 from gpufinops.jobs.report.render import usd
@@ -33,6 +34,7 @@ from tests import cli_process
 from tests.conftest import query
 from tests.demo_cache import demo_copy
 from tests.smtp_loopback import Recorder, Server
+from tests.toml_config import assert_refused
 
 FINANCE, VISION, RESEARCH = "finance@example.com", "vision-lead@example.com", "research-lead@example.com"
 USER, PASSWORD = "reporter", "s3cret-pass-word"
@@ -93,6 +95,19 @@ def make_config(
     return path
 
 
+@contextmanager
+def mailing(
+    report_demo, tmp_path: Path, recorder: Recorder, server: dict[str, Any] | None = None, **options: Any
+) -> Iterator[tuple[Path, Any, Any]]:
+    """The loopback SMTP server recording into ``recorder`` (``server``: its users, TLS context) for the
+    ``with`` block, and the config mailing through it (``options``: make_config's): (its path, the loaded
+    config, the week a send picks by default)."""
+    with Server(recorder, **(server or {})) as port:
+        config = make_config(report_demo, tmp_path, port, **options)
+        cfg = config_mod.load(config)
+        yield config, cfg, default_week(cfg)
+
+
 def parts(message) -> dict:
     """What a mail client shows: text, HTML, inline images by Content-ID, attachments by name."""
     found: dict[str, Any] = {"text": None, "html": None, "images": {}, "attachments": {}, "related": False}
@@ -148,9 +163,7 @@ def test_each_reader_gets_one_mail_with_only_their_teams(report_demo, tmp_path, 
     monkeypatch.setenv("TEST_SMTP_USER", USER)
     monkeypatch.setenv("TEST_SMTP_PASSWORD", PASSWORD)
     recorder = Recorder()
-    with Server(recorder, users={USER: PASSWORD}) as port:
-        cfg = config_mod.load(make_config(report_demo, tmp_path, port, auth=True))
-        week = default_week(cfg)
+    with mailing(report_demo, tmp_path, recorder, {"users": {USER: PASSWORD}}, auth=True) as (_, cfg, week):
         outcome = deliver.send_weekly(cfg, week)
     assert sorted(outcome.sent) == sorted([FINANCE, VISION, RESEARCH]) and not outcome.failed
     assert recorder.logins == [USER] * 3  # login from the environment
@@ -186,10 +199,7 @@ def test_each_reader_gets_one_mail_with_only_their_teams(report_demo, tmp_path, 
 
 def test_out_eml_is_exactly_what_is_mailed_and_html_previews_it(report_demo, tmp_path):
     recorder = Recorder()
-    with Server(recorder) as port:
-        config = make_config(report_demo, tmp_path, port)
-        cfg = config_mod.load(config)
-        week = default_week(cfg)
+    with mailing(report_demo, tmp_path, recorder) as (config, cfg, week):
         deliver.send_weekly(cfg, week)
         eml = tmp_path / "out" / "weekly.eml"
         result = cli(config, "report", "weekly", "--week", str(week), "--out", str(eml))
@@ -211,10 +221,7 @@ def test_out_eml_is_exactly_what_is_mailed_and_html_previews_it(report_demo, tmp
 
 def test_sent_once_across_a_rerun_and_a_restarted_process(report_demo, tmp_path):
     recorder = Recorder()
-    with Server(recorder) as port:
-        config = make_config(report_demo, tmp_path, port)
-        cfg = config_mod.load(config)
-        week = default_week(cfg)
+    with mailing(report_demo, tmp_path, recorder) as (config, cfg, week):
         first = deliver.send_weekly(cfg, week)
         again = deliver.send_weekly(cfg, week)  # the job re-runs
         restarted = cli(config, "report", "weekly", "--week", str(week), "--send")  # a new process
@@ -225,9 +232,8 @@ def test_sent_once_across_a_rerun_and_a_restarted_process(report_demo, tmp_path)
 
 def test_a_process_killed_mid_delivery_never_mails_anyone_twice(report_demo, tmp_path):
     recorder = Recorder(stall={VISION})  # the server takes VISION's message, then the client dies
-    with Server(recorder) as port:
-        config = make_config(report_demo, tmp_path, port)
-        week = str(default_week(config_mod.load(config)))
+    with mailing(report_demo, tmp_path, recorder) as (config, _, default):
+        week = str(default)
         proc = cli_process.start("--config", str(config), "report", "weekly", "--week", week, "--send")
         cli_process.kill_when(recorder.stalled, proc)
         recorder.release.set()
@@ -247,10 +253,8 @@ def test_a_refused_send_is_retried_and_recorded(report_demo, tmp_path):
     recorder = Recorder(
         refuse={VISION: ["451 4.3.0 try again later"] * 2, RESEARCH: ["554 5.7.1 rejected by policy"] * 3}
     )
-    with Server(recorder) as port:
-        config = make_config(report_demo, tmp_path, port, attempts=3)
-        cfg = config_mod.load(config)
-        week = str(default_week(cfg))
+    with mailing(report_demo, tmp_path, recorder, attempts=3) as (config, cfg, default):
+        week = str(default)
         result = cli(config, "report", "weekly", "--week", week, "--send")
         db_path = cfg.warehouse_path
         rows = {
@@ -297,10 +301,7 @@ def test_demo_writes_the_weekly_report_and_says_where(demo_run):
     ],
 )
 def test_bad_report_config_names_the_key(tmp_path, section, key):
-    path = tmp_path / "gpufinops.toml"
-    path.write_text(section + "\n")
-    with pytest.raises(ConfigError, match="^" + re.escape(key) + ":"):
-        config_mod.load(path)
+    assert_refused(tmp_path, section + "\n", key)
 
 
 def test_bad_week_is_a_usage_error(report_demo, tmp_path):
@@ -348,7 +349,7 @@ def test_starttls_and_login_from_the_environment(report_demo, tmp_path, tls_cert
     monkeypatch.setenv("TEST_SMTP_USER", USER)
     monkeypatch.setenv("TEST_SMTP_PASSWORD", PASSWORD)
     recorder = Recorder()
-    with Server(recorder, users={USER: PASSWORD}, tls_context=context) as port:
-        cfg = config_mod.load(make_config(report_demo, tmp_path, port, auth=True, starttls=True))
-        outcome = deliver.send_weekly(cfg, default_week(cfg))
+    server = {"users": {USER: PASSWORD}, "tls_context": context}
+    with mailing(report_demo, tmp_path, recorder, server, auth=True, starttls=True) as (_, cfg, week):
+        outcome = deliver.send_weekly(cfg, week)
     assert len(outcome.sent) == 3 and recorder.logins == [USER] * 3 and len(recorder.received) == 3

@@ -20,6 +20,7 @@ import pytest
 from gpufinops.ingest.core import scrub as scrubber
 from gpufinops.interfaces import cli
 from tests.conftest import free_port
+from tests.toml_config import config_file, recipient, smtp_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = {
@@ -52,11 +53,18 @@ def arguments(command: str, parser: argparse.ArgumentParser, tmp_path: Path) -> 
 
 def write_config(tmp_path: Path) -> Path:
     prom, dcgm = PLANTED["PROM_PASSWORD"], PLANTED["DCGM_PASSWORD"]
-    path = tmp_path / "gpufinops.toml"
-    path.write_text(f"""
-[warehouse]
-path = "{tmp_path / "wh" / "gpufinops.duckdb"}"
-
+    report = smtp_report(
+        9,
+        recipient("finance@example.com", "finance"),
+        smtp_user_env="GPUFINOPS_TEST_SMTP_USER",
+        smtp_password_env="GPUFINOPS_TEST_SMTP_PASSWORD",
+        smtp_starttls=True,
+        send_attempts=1,
+        retry_backoff_seconds=0,
+    )
+    return config_file(
+        tmp_path,
+        f"""
 [sources.prom]
 type = "prometheus"
 url = "http://admin:{prom}@127.0.0.1:9"
@@ -73,19 +81,7 @@ timeout_s = 1
 token_env = "GPUFINOPS_TEST_API_TOKEN"
 role = "finance"
 
-[report]
-sender = "gpufinops@example.com"
-smtp_host = "127.0.0.1"
-smtp_port = 9
-smtp_user_env = "GPUFINOPS_TEST_SMTP_USER"
-smtp_password_env = "GPUFINOPS_TEST_SMTP_PASSWORD"
-smtp_starttls = true
-send_attempts = 1
-retry_backoff_seconds = 0
-
-[[report.recipients]]
-email = "finance@example.com"
-role = "finance"
+{report}
 
 [alerts]
 [[alerts.webhooks]]
@@ -102,8 +98,8 @@ timeout_s = 1
 [[budgets]]
 name = "fleet"
 amount = 1
-""")
-    return path
+""",
+    )
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

@@ -18,11 +18,11 @@ import pytest
 
 from gpufinops.jobs import config as config_mod
 from gpufinops.jobs import serve, serve_settings
-from gpufinops.jobs.config import ConfigError
 from gpufinops.jobs.report.weeks import previous_week
 from gpufinops.warehouse import db as wdb
 from tests.conftest import FOCUS_SAMPLE
 from tests.smtp_loopback import Recorder, Server
+from tests.toml_config import assert_refused, config_file, recipient, smtp_report
 
 ROOT = Path(__file__).resolve().parent.parent
 FINANCE, LEAD = "finance@example.com", "lead@example.com"
@@ -32,11 +32,9 @@ def write_config(tmp_path: Path, smtp_port: int, extra_jobs: str = "") -> Path:
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "bad.csv").write_text("a,b\n1,2\n")  # not FOCUS: every ingest of it fails
-    path = tmp_path / "gpufinops.toml"
-    path.write_text(f"""
-[warehouse]
-path = "{tmp_path / "wh" / "gpufinops.duckdb"}"
-
+    return config_file(
+        tmp_path,
+        f"""
 [sources.focus]
 type = "focus_files"
 path = "{FOCUS_SAMPLE}"
@@ -52,23 +50,9 @@ retry_backoff_seconds = 0.2
 misfire_grace_seconds = 30
 {extra_jobs}
 
-[report]
-sender = "gpufinops@example.com"
-smtp_host = "127.0.0.1"
-smtp_port = {smtp_port}
-smtp_starttls = false
-retry_backoff_seconds = 0.05
-
-[[report.recipients]]
-email = "{FINANCE}"
-role = "finance"
-
-[[report.recipients]]
-email = "{LEAD}"
-role = "lead"
-teams = ["vision"]
-""")
-    return path
+{smtp_report(smtp_port, recipient(FINANCE, "finance"), recipient(LEAD, "lead", ["vision"]), retry_backoff_seconds=0.05)}
+""",
+    )
 
 
 def start(config: Path, tmp_path: Path, name: str) -> subprocess.Popen:
@@ -258,10 +242,7 @@ def test_schedules_come_from_the_registry_and_config(tmp_path):
     ],
 )
 def test_bad_jobs_config_names_the_key(tmp_path, jobs_section, key):
-    path = tmp_path / "gpufinops.toml"
-    path.write_text(f"[jobs]\n{jobs_section}\n")
-    with pytest.raises(ConfigError, match=f"^{key}:"):
-        config_mod.load(path)
+    assert_refused(tmp_path, f"[jobs]\n{jobs_section}\n", key)
 
 
 @pytest.mark.parametrize(

@@ -214,6 +214,16 @@ def _a100_day(fleet: Fleet, units: list[str | None], util: dict[str | None, floa
         fleet.work.append(Work(hour, "GPU-busy", "vision", "trainer-0", mem_mib=30000.0, util=85.0))
 
 
+def _two_primary_plans(warehouse, fleet: Fleet) -> dict[str, Recommendation]:
+    """The idle-pod findings of research and nlp sharing one GPU: a primary plan each, whose total is the
+    sum of their savings."""
+    found = _idle_pods(warehouse, fleet)
+    assert set(found) == {"research", "nlp"}
+    assert {r.plan for r in found.values()} == {"primary"}
+    assert plans.total(found.values()) == sum(r.monthly_savings_usd for r in found.values())
+    return found
+
+
 def test_two_teams_on_two_mig_slices_of_one_a100_are_two_plans_through_the_warehouse(warehouse):
     fleet = Fleet()
     slices = {"3g.20gb/1": "research", "3g.20gb/2": "nlp"}
@@ -223,13 +233,10 @@ def test_two_teams_on_two_mig_slices_of_one_a100_are_two_plans_through_the_wareh
         for mig, team in slices.items()
         for h in range(24)
     ]
-    found = _idle_pods(warehouse, fleet)
-    assert set(found) == {"research", "nlp"}
+    found = _two_primary_plans(warehouse, fleet)
     assert found["research"].evidence["gpu_units"] == ["GPU-a100:3g.20gb/1"]
     assert found["nlp"].evidence["gpu_units"] == ["GPU-a100:3g.20gb/2"]
-    assert {r.plan for r in found.values()} == {"primary"}
-    savings = [r.monthly_savings_usd for r in found.values()]
-    assert plans.total(found.values()) == sum(savings) and all(s > 0 for s in savings)
+    assert all(r.monthly_savings_usd > 0 for r in found.values())
 
 
 def test_two_teams_on_one_time_sliced_gpu_are_two_plans_through_the_warehouse(warehouse):
@@ -240,13 +247,10 @@ def test_two_teams_on_one_time_sliced_gpu_are_two_plans_through_the_warehouse(wa
         for team in ("research", "nlp")
         for h in range(24)
     ]
-    found = _idle_pods(warehouse, fleet)
-    assert set(found) == {"research", "nlp"}
+    found = _two_primary_plans(warehouse, fleet)
     assert found["research"].evidence["gpu_units"] == ["GPU-a100@research/research-0"]
     assert found["research"].evidence["gpu_sharing"] == ["timeslice"]
-    assert {r.plan for r in found.values()} == {"primary"}
     total = plans.total(found.values())
-    assert total == sum(r.monthly_savings_usd for r in found.values())
     # the two shares add up to the GPU's month, never more: allocation split each hour between the pods
     assert total <= money(Decimal("48") * Decimal("30.4375")) + Decimal("0.01")
 

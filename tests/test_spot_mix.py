@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-from decimal import Decimal
 
 import pytest
 
 from gpufinops.models import spot_backtest, spot_mix
 from gpufinops.warehouse import db
-from tests.conftest import query
 from tests.cost_lines import GCP, Machine, Price, add_band, add_machine
-from tests.demo_cache import demo_copy
+from tests.demo_cache import assert_findings_match_truth, demo_copy
 
 DAYS = 21
 ALWAYS = range(DAYS * 24)
@@ -198,18 +196,11 @@ def demo_home(tmp_path_factory):
 def test_demo_spot_mix_findings_match_the_planted_truth(demo_home):
     truth = json.loads((demo_home / "ground_truth.json").read_text())
     planted = {p["resource_id"]: p for p in truth["planted"] if p["kind"] == "spot_mix"}
-    found = {
-        r[0]: r
-        for r in query(
-            demo_home / "data" / "gpufinops.duckdb",
-            "SELECT resource_id, monthly_savings_usd FROM recommendations WHERE kind = 'spot_mix'",
-        )
-    }
-    hits = set(planted) & set(found)
-    assert planted and len(hits) / len(found) >= 0.95 and len(hits) / len(planted) >= 0.95
-    for rid in hits:
-        true = Decimal(planted[rid]["monthly_savings_usd"])
-        assert abs(found[rid][1] - true) <= Decimal("0.10") * true
+    assert_findings_match_truth(
+        demo_home,
+        planted,
+        "SELECT resource_id, monthly_savings_usd FROM recommendations WHERE kind = 'spot_mix'",
+    )
 
 
 def test_backtest_on_the_real_gcp_history_is_computed():

@@ -24,9 +24,8 @@ def main() -> None:
     ctx = page_header("GPU fleet")
     try:
         with connection() as con:
-            found = period.of_page(con, "fleet_period", ctx.teams)
+            found = period.of_page(con, "fleet_period", ctx.teams, "No GPU usage in your scope yet.")
             if found is None:
-                st.info("No GPU usage in your scope yet.")
                 return
             as_of, window = found
             start, end = window.start, period.query_end(window, as_of)

@@ -22,9 +22,10 @@ def main() -> None:
     ctx = page_header("Overview: GPU spend")
     try:
         with connection() as con:
-            found = period.of_page(con, "overview_period", ctx.teams)
+            found = period.of_page(
+                con, "overview_period", ctx.teams, "No cost data yet: run `gpufinops ingest` (or `gpufinops demo`)."
+            )
             if found is None:
-                st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
                 return
             as_of, window = found
             data = spend.load_current(con, ctx.teams, period.days_back(window, as_of))

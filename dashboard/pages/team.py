@@ -25,9 +25,8 @@ def main() -> None:
             if not ctx.scope.allows(team):  # the options are scoped already; never trust a widget
                 st.error("Access denied.")
                 return
-            found = period.of_page(con, "team_period", [team])
+            found = period.of_page(con, "team_period", [team], f"No cost data for {team} yet.")
             if found is None:  # listed for its cost lines, which a reload removed since
-                st.info(f"No cost data for {team} yet.")
                 return
             as_of, window = found
             data = spend.load_current(con, [team], period.days_back(window, as_of))
