@@ -200,14 +200,6 @@ def check_sentence(shown: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def pipe_width(monkeypatch):
-    """Every test sees the width of a pipe (``jobs.output.FALLBACK_WIDTH``) unless it sets ``COLUMNS`` itself:
-    pytest-xdist's workers export ``COLUMNS=80``, a run without it has none, and a table's layout must not
-    depend on how the suite was started."""
-    monkeypatch.delenv("COLUMNS", raising=False)
-
-
-@pytest.fixture(autouse=True)
 def error_sentences(request, monkeypatch):
     """In the hostile suites: every sentence the funnel shapes, checked at the end of the test."""
     if not any(name in request.node.module.__name__ for name in HOSTILE_SUITES):
@@ -226,3 +218,10 @@ def error_sentences(request, monkeypatch):
     yield seen
     bad = {s: check_sentence(s) for s in seen if check_sentence(s)}
     assert not bad, f"error sentences that do not say where in 200 characters: {bad}"
+
+
+def pytest_configure(config):
+    """Every test and fixture sees the width of a pipe (``jobs.output.FALLBACK_WIDTH``) unless it sets
+    ``COLUMNS`` itself: pytest-xdist's workers export ``COLUMNS=80``, a run without it has none, and a table's
+    layout (and a module fixture's output compared with a test's) must not depend on how the suite started."""
+    os.environ.pop("COLUMNS", None)
