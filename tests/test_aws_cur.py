@@ -289,3 +289,33 @@ def test_a_manifest_larger_than_the_body_bound_is_cut_not_read_whole(s3, tmp_pat
     assert "answered a body over 0.5 MiB (max_body_mb); stopped" in result.error, result.error
     assert query(warehouse, "SELECT count(*) FROM cost_line_items") == [(0,)]
     assert run(warehouse, s3).status == "succeeded"  # the default bound reads it
+
+
+def test_a_data_part_longer_than_its_listed_size_is_refused_naming_it(s3, tmp_path, warehouse, monkeypatch):
+    """A CUR data part was downloaded with only a per-read bound: one that answers more than the listing
+    said (here it grows by 256 KiB between the listing and the download) is now refused at its listed size,
+    named, with nothing loaded. moto's S3 server on loopback; the listing is the store's own, the growth a
+    real PutObject made after it."""
+    import boto3
+
+    from gpufinops.ingest.aws.aws_cur_store import S3Store
+
+    publish(tmp_path, s3, deliveries())
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    listing = S3Store.list
+    grown: list[str] = []
+
+    def list_then_grow(store):
+        objects = listing(store)
+        key = next(o.key for o in objects if o.key.endswith((".parquet", ".csv.gz")) and "/metadata/" not in o.key)
+        full = store._full(key)
+        body = client.get_object(Bucket="billing", Key=full)["Body"].read()
+        client.put_object(Bucket="billing", Key=full, Body=body + b"\0" * (256 * 1024))
+        grown.append(f"s3://billing/{full} answered a body longer than its listed size of {len(body)} bytes")
+        return objects
+
+    monkeypatch.setattr(S3Store, "list", list_then_grow)
+    result = run(warehouse, s3)
+    assert result.status == "failed", result
+    assert f"S3 GetObject of {grown[0]}; stopped" in result.error, result.error
+    assert query(warehouse, "SELECT count(*) FROM cost_line_items") == [(0,)]

@@ -182,6 +182,36 @@ def test_an_export_in_blob_storage_loads_to_the_cent_and_its_restatement_replace
     assert failed.status == "failed" and "billing" in failed.error and "AccountKey" not in failed.error
 
 
+def test_a_partition_longer_than_its_listed_size_is_refused_naming_it(tmp_path, azurite, monkeypatch):
+    """A partition was downloaded with no bound for the whole body: one that answers more than the listing said
+    (it grows by 256 KiB between the listing and the download, a real Put Blob to Azurite on loopback) is now
+    refused at its listed size, named, with nothing loaded."""
+    from azure.storage.blob import ContainerClient
+
+    from gpufinops.ingest.azure.azure_export_store import BlobStore
+
+    monkeypatch.setenv("GPUFINOPS_TEST_AZURE_CONN", azurite.connection_string)
+    options = {"container": "grown", "prefix": "exports", "connection_string_env": "GPUFINOPS_TEST_AZURE_CONN"}
+    az.write_run(tmp_path / "c1", "2026-10", az.fleet_rows("1.2-preview"), version="1.2-preview", fmt="parquet")
+    assert azurite.upload("grown", tmp_path / "c1") == 3
+    client = ContainerClient.from_connection_string(azurite.connection_string, "grown")
+    listing, grown = BlobStore.list, []
+
+    def list_then_grow(store):
+        objects = listing(store)
+        blob = next(o for o in objects if o.key.endswith(".parquet"))
+        body = client.download_blob(store.prefix + blob.key).readall()
+        client.upload_blob(store.prefix + blob.key, body + b"\0" * (256 * 1024), overwrite=True)
+        grown.append(f"{store.name(blob.key)} answered a body longer than its listed size of {len(body)} bytes")
+        return objects
+
+    monkeypatch.setattr(BlobStore, "list", list_then_grow)
+    result = _load(tmp_path / "wh.duckdb", options)
+    assert result.status == "failed", result
+    assert f"Blob Storage Get Blob of {grown[0]}; stopped" in result.error, result.error
+    assert _total(tmp_path / "wh.duckdb") is None  # nothing loaded
+
+
 def test_an_idle_nd96isr_h100_v5_is_found_with_its_own_bill_s_dollars_and_eight_h100s(tmp_path):
     from gpufinops.models.run import analyse
 

@@ -114,3 +114,47 @@ def test_the_bounded_transport_goes_through_the_configured_proxy(monkeypatch, sc
     finally:
         proxy.shutdown()
         proxy.server_close()
+
+
+class _Trickle:
+    """A streamed body (botocore's ``StreamingBody`` shape) that answers one byte every 10 ms, forever: each
+    read is quick, so only a deadline for the whole download ends it. A stand-in: no server here can be
+    made to trickle below the per-read timeout quickly and deterministically."""
+
+    def __init__(self) -> None:
+        self.reads, self.closed = 0, False
+
+    def read(self, _size: int) -> bytes:
+        self.reads += 1
+        time.sleep(0.01)
+        return b"x"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_download_that_trickles_is_cut_at_its_whole_deadline(tmp_path):
+    from gpufinops.ingest.core.transport_sdk import bounded_download
+
+    body, target = _Trickle(), tmp_path / "part-00001.snappy.parquet"
+    bounds = Bounds(timeout_s=0.1)
+    with pytest.raises(transport.BoundTripped) as tripped:
+        bounded_download("cur", "S3 GetObject of s3://billing/part-00001.snappy.parquet", body, target, bounds, 10)
+    assert tripped.value.bound == "timeout_s"
+    sentence = str(tripped.value)
+    assert sentence.startswith("cur: S3 GetObject of s3://billing/part-00001.snappy.parquet did not finish"), sentence
+    assert "(timeout_s 0.1 s plus 65546 bytes at 1 MiB/s); stopped" in sentence, sentence
+    assert 5 <= body.reads < 100 and body.closed
+    assert not target.exists()  # nothing half-written is left for a loader
+
+
+def test_a_download_is_read_whole_up_to_its_listed_size(tmp_path):
+    from gpufinops.ingest.core.transport_sdk import DOWNLOAD_SLACK_BYTES, bounded_download
+
+    target = tmp_path / "part"
+    written = bounded_download("cur", "GetObject", iter([b"a" * 1000, b"b" * 24]), target, Bounds(max_body_mb=0), 1024)
+    assert written == 1024 and target.read_bytes() == b"a" * 1000 + b"b" * 24
+    longer = iter([b"a" * (1024 + DOWNLOAD_SLACK_BYTES), b"!"])
+    with pytest.raises(transport.BoundTripped, match="longer than its listed size of 1024 bytes") as tripped:
+        bounded_download("cur", "GetObject", longer, target, Bounds(), 1024)
+    assert tripped.value.bound == "listed_size" and not target.exists()

@@ -84,6 +84,7 @@ class S3Store:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.client = aws_common.client("s3", source, options)
+        self.listed: dict[str, int] = {}  # full key -> the size the listing gave (a download's bound)
 
     def _full(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -101,6 +102,7 @@ class S3Store:
             ):
                 for item in page.get("Contents", []):
                     key = item["Key"][len(start) :]
+                    self.listed[item["Key"]] = int(item["Size"])
                     out.append(
                         StoredObject(
                             key,
@@ -134,8 +136,15 @@ class S3Store:
     def local_file(self, key: str, scratch: Path) -> Path:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         target = scratch / f"{digest}-{Path(key).name}"
+        from gpufinops.ingest.core import transport
+        from gpufinops.ingest.core.transport_sdk import bounded_download
+
         try:
-            self.client.download_file(self.bucket, self._full(key), str(target))
+            body = self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"]
+            # within the source's bounds: at most the listed size, and a deadline for the whole body
+            listed = self.listed.get(self._full(key))
+            what = f"S3 GetObject of {self.name(key)}"
+            bounded_download(self.source, what, body, target, transport.current(), listed)
         except Exception as exc:
             if aws_common.is_client_error(exc):
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code")

@@ -29,6 +29,7 @@ class BlobStore:
     def __init__(self, source: str, container: Any, url: str, prefix: str = "") -> None:
         self.source, self.container, self.url = source, container, url
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.listed: dict[str, int] = {}  # blob name -> the size the listing gave (a download's bound)
 
     @classmethod
     def connect(cls, source: str, options: Any) -> BlobStore:
@@ -69,6 +70,7 @@ class BlobStore:
             for page in pages.each(pager, token_of=lambda _: getattr(pager, "continuation_token", None)):
                 for blob in page:
                     key = blob.name[len(self.prefix) :]
+                    self.listed[blob.name] = int(blob.size or 0)
                     modified = blob.last_modified.timestamp() if blob.last_modified else 0.0
                     out.append(StoredObject(key, int(blob.size or 0), str(blob.etag), modified))
         except IngestError:
@@ -78,25 +80,52 @@ class BlobStore:
         return sorted(out, key=lambda o: o.key)
 
     def read(self, key: str) -> bytes:
+        import io
+
+        from gpufinops.ingest.core import transport
+
         try:
-            return bytes(self.container.download_blob(self.prefix + key).readall())
+            downloader = self.container.download_blob(self.prefix + key)
+            into = io.BytesIO()  # within the source's bounds: max_body_mb and the whole body's deadline
+            what = f"Blob Storage Get Blob of {self.name(key)}"
+            transport_sdk.bounded_stream(self.source, what, _Chunks(downloader.chunks()), into, transport.current())
+            return into.getvalue()
+        except IngestError:
+            raise
         except Exception as exc:
             raise IngestError(f"{self.source}: object {self.name(key)} can not be read: {_first_line(exc)}") from None
 
     def local_file(self, key: str, scratch: Path) -> Path:
+        from gpufinops.ingest.core import transport
+
         target = scratch / key
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             downloader = self.container.download_blob(self.prefix + key)
             if int(downloader.size or 0) > MAX_OBJECT_BYTES:
                 raise IngestError(f"{self.source}: object {self.name(key)} is over {MAX_OBJECT_BYTES} bytes")
-            with target.open("wb") as handle:
-                downloader.readinto(handle)
+            # at most the listed size (else the size the service answered), and a deadline for the whole body
+            listed = self.listed.get(self.prefix + key, int(downloader.size or 0))
+            what = f"Blob Storage Get Blob of {self.name(key)}"
+            transport_sdk.bounded_download(self.source, what, downloader.chunks(), target, transport.current(), listed)
         except IngestError:
             raise
         except Exception as exc:
             raise IngestError(f"{self.source}: object {self.name(key)} can not be read: {_first_line(exc)}") from None
         return target
+
+
+class _Chunks:
+    """An Azure downloader's ``chunks()`` as the ``read``/``close`` body :func:`bounded_stream` copies."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks = chunks
+
+    def read(self, _size: int) -> bytes:
+        return next(self._chunks, b"")
+
+    def close(self) -> None:
+        return None
 
 
 def _bounded(source: str, options: Any) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 - **boto3/botocore**: :func:`bound_boto3` registers a ``before-send`` handler on a client; it sends the
   signed request itself, within the source's bounds, and hands botocore the answer, so botocore's own
   retry mode still retries a 503 or a throttle. Calls whose output is a stream (S3 ``GetObject`` of a
-  CUR file) keep botocore's sender, bounded per read by its ``read_timeout`` (the source's ``timeout_s``).
+  CUR file) keep botocore's sender, bounded per read by its ``read_timeout`` (the source's ``timeout_s``),
+  and in all by the reader: :func:`bounded_stream` (into memory) or :func:`bounded_download` (to disk).
 - **google-cloud clients** (BigQuery, Cloud Billing, Compute, Storage: all speak REST through a
   ``requests`` session): :func:`bound_google` mounts :class:`BoundedAdapter` on the client's session.
 - **Azure SDKs**: azure-core's ``RequestsTransport(session=requests_session(source, bounds))`` takes
@@ -172,3 +173,64 @@ def bounded_stream(source: str, what: str, body: Any, sink: Any, bounds: Bounds,
     finally:
         body.close()
     return size
+
+
+DOWNLOAD_SLACK_BYTES = 65_536  # a body may run this far past its listed size (a listing is exact; this is margin)
+FLOOR_BYTES_PER_S = 2**20  # a download's deadline: timeout_s, plus its allowed size at 1 MiB/s
+
+
+def download_allowance(bounds: Bounds, listed_size: int | None) -> tuple[int, float]:
+    """What a data file's download may take: its listed size (plus a small slack) when the listing gave
+    one, else ``max_body_mb``; and ``timeout_s`` plus that many bytes at 1 MiB/s, so a large real part is
+    read whole while a body that trickles is cut."""
+    limit = max(listed_size, 0) + DOWNLOAD_SLACK_BYTES if listed_size is not None else bounds.max_body_bytes
+    return limit, bounds.timeout_s + limit / FLOOR_BYTES_PER_S
+
+
+def bounded_download(
+    source: str, what: str, body: Any, path: Any, bounds: Bounds, listed_size: int | None, chunk: int = 1 << 20
+) -> int:
+    """Write a streamed body (botocore's ``StreamingBody``, or an iterator of chunks: an Azure downloader's
+    ``chunks()``) into the file ``path`` within :func:`download_allowance`; the bytes written. Each read is
+    bounded by the client's own read timeout; the whole download by the deadline. Tripping a bound is
+    :class:`BoundTripped`, naming the source, the call and object, and the bound; the file is removed."""
+    import time
+    from pathlib import Path
+
+    from gpufinops.ingest.core.transport import BoundTripped
+
+    limit, deadline = download_allowance(bounds, listed_size)
+    named = f"{source}: " if source else ""
+    chunks = iter(lambda: body.read(chunk), b"") if hasattr(body, "read") else iter(body)
+    started, size, target = time.monotonic(), 0, Path(path)
+    try:
+        with target.open("wb") as sink:
+            for data in chunks:
+                size += len(data)
+                if size > limit:
+                    raise BoundTripped(_over_sentence(named, what, bounds, listed_size), _over_bound(listed_size))
+                if time.monotonic() - started > deadline:
+                    raise BoundTripped(
+                        f"{named}{what} did not finish within its {deadline:.6g} s deadline (timeout_s "
+                        f"{bounds.timeout_s:g} s plus {limit} bytes at 1 MiB/s); stopped after {size} bytes",
+                        "timeout_s",
+                    )
+                sink.write(data)
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+    return size
+
+
+def _over_sentence(named: str, what: str, bounds: Bounds, listed_size: int | None) -> str:
+    if listed_size is None:
+        return f"{named}{what} answered a body over {bounds.max_body_mb:g} MiB (max_body_mb); stopped"
+    return f"{named}{what} answered a body longer than its listed size of {listed_size} bytes; stopped"
+
+
+def _over_bound(listed_size: int | None) -> str:
+    return "max_body_mb" if listed_size is None else "listed_size"
