@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from gpufinops.warehouse.column_groups import LOADED_BY
 from gpufinops.warehouse.column_types import UTC_TS
 
 SPOT_PRICES = pa.schema(
@@ -113,8 +114,7 @@ PRICE_CATALOG = pa.schema(
         ("unit_price", pa.decimal128(38, 15)),
         ("effective_time", UTC_TS),
         ("flag", pa.string()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
     ]
 )
 
@@ -129,7 +129,6 @@ PRICE_HISTORY = pa.schema(
         ("effective_from", UTC_TS),
         ("price", pa.decimal128(18, 8)),
         ("currency", pa.string()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
     ]
 )

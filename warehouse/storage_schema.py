@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-UTC_TS = pa.timestamp("us", tz="UTC")
+from gpufinops.warehouse.column_types import UTC_TS
 
 # A block volume (EBS volume, Persistent Disk): its shape, whether it is attached and to what, and the
 # GPU resource it was last attached to (the instance's type says whether that was GPU work).
