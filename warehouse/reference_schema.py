@@ -12,6 +12,12 @@ import pyarrow as pa
 from gpufinops.warehouse.column_groups import LOADED_BY
 from gpufinops.warehouse.column_types import UTC_TS
 
+# Where a reference row was published (the source that refreshed it) and when it was refreshed.
+_PUBLISHED: tuple[pa.Field, ...] = (
+    pa.field("source", pa.string()),
+    pa.field("updated_at", UTC_TS),
+)
+
 SPOT_PRICES = pa.schema(
     [
         ("provider", pa.string()),
@@ -35,8 +41,7 @@ INSTANCE_TYPES = pa.schema(
         ("vcpus", pa.int32()),
         ("memory_gib", pa.float64()),
         ("on_demand_usd_per_hour", pa.decimal128(18, 8)),
-        ("source", pa.string()),
-        ("updated_at", UTC_TS),
+        *_PUBLISHED,
     ]
 )
 
@@ -89,8 +94,7 @@ SPOT_INTERRUPTION_BANDS = pa.schema(
         ("band_label", pa.string()),
         ("band_max_pct", pa.int32()),
         ("savings_pct", pa.int32()),
-        ("source", pa.string()),
-        ("updated_at", UTC_TS),
+        *_PUBLISHED,
     ]
 )
 

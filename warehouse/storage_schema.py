@@ -11,6 +11,12 @@ import pyarrow as pa
 
 from gpufinops.warehouse.column_types import UTC_TS
 
+# When the inventory saw the row, and the ingest run that did (the slice a re-load replaces).
+_OBSERVED: tuple[pa.Field, ...] = (
+    pa.field("observed_at", UTC_TS),
+    pa.field("ingest_run_id", pa.string()),
+)
+
 # A block volume (EBS volume, Persistent Disk): its shape, whether it is attached and to what, and the
 # GPU resource it was last attached to (the instance's type says whether that was GPU work).
 STORAGE_VOLUMES = pa.schema(
@@ -33,8 +39,7 @@ STORAGE_VOLUMES = pa.schema(
         ("created_at", UTC_TS),
         ("team", pa.string()),
         ("tags", pa.string()),
-        ("observed_at", UTC_TS),
-        ("ingest_run_id", pa.string()),
+        *_OBSERVED,
     ]
 )
 
@@ -50,8 +55,7 @@ STORAGE_SNAPSHOTS = pa.schema(
         ("started_at", UTC_TS),
         ("team", pa.string()),
         ("tags", pa.string()),
-        ("observed_at", UTC_TS),
-        ("ingest_run_id", pa.string()),
+        *_OBSERVED,
     ]
 )
 
@@ -74,8 +78,7 @@ STORAGE_OBJECTS = pa.schema(
         ("oldest_at", UTC_TS),
         ("newest_at", UTC_TS),
         ("access", pa.string()),
-        ("observed_at", UTC_TS),
-        ("ingest_run_id", pa.string()),
+        *_OBSERVED,
     ]
 )
 
