@@ -18,6 +18,12 @@ from gpufinops.warehouse.column_groups import (
 )
 from gpufinops.warehouse.column_types import UTC_TS
 
+# What a measured row was attributed to at load (derived/attribution.py): the billed resource and its team.
+_ATTRIBUTED: tuple[pa.Field, ...] = (
+    pa.field("resource_id", pa.string()),
+    pa.field("team", pa.string()),
+)
+
 # v19: (column, type) of the profiling means, p95s and the engine's minute-level shape in an hour
 PROFILING_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("gr_active_mean", pa.float64()),  # DCGM_FI_PROF_GR_ENGINE_ACTIVE (else SM_ACTIVE), 0-1
@@ -45,8 +51,7 @@ GPU_METRICS_HOURLY = pa.schema(
         ("gpu_model", pa.string()),
         ("mig_instance", pa.string()),
         ("host", pa.string()),
-        ("resource_id", pa.string()),
-        ("team", pa.string()),
+        *_ATTRIBUTED,
         ("util_mean", pa.float64()),
         ("util_p95", pa.float64()),
         ("util_max", pa.float64()),
@@ -78,8 +83,7 @@ GPU_PROCESSES_HOURLY = pa.schema(
         ("mem_used_max_mib", pa.float64()),
         ("mem_used_mean_mib", pa.float64()),
         ("samples", pa.int32()),
-        ("resource_id", pa.string()),
-        ("team", pa.string()),
+        *_ATTRIBUTED,
         *LOADED_BY,
     ]
 )
