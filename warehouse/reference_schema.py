@@ -12,6 +12,13 @@ import pyarrow as pa
 from gpufinops.warehouse.column_groups import LOADED_BY
 from gpufinops.warehouse.column_types import UTC_TS
 
+# An instance or machine type in one provider's region (what a price applies to).
+_REGIONAL_TYPE: tuple[pa.Field, ...] = (
+    pa.field("provider", pa.string()),
+    pa.field("region", pa.string()),
+    pa.field("instance_type", pa.string()),
+)
+
 # Where a reference row was published (the source that refreshed it) and when it was refreshed.
 _PUBLISHED: tuple[pa.Field, ...] = (
     pa.field("source", pa.string()),
@@ -32,9 +39,7 @@ SPOT_PRICES = pa.schema(
 
 INSTANCE_TYPES = pa.schema(
     [
-        ("provider", pa.string()),
-        ("region", pa.string()),
-        ("instance_type", pa.string()),
+        *_REGIONAL_TYPE,
         ("gpu_model", pa.string()),
         ("gpu_count", pa.int32()),
         ("gpu_memory_gib", pa.float64()),
@@ -126,9 +131,7 @@ PRICE_CATALOG = pa.schema(
 # on-demand, spot and commitment prices per provider, region and instance/machine type.
 PRICE_HISTORY = pa.schema(
     [
-        ("provider", pa.string()),
-        ("region", pa.string()),
-        ("instance_type", pa.string()),
+        *_REGIONAL_TYPE,
         ("pricing", pa.string()),  # on_demand | spot | commit_1y | commit_3y
         ("effective_from", UTC_TS),
         ("price", pa.decimal128(18, 8)),

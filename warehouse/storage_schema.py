@@ -11,6 +11,12 @@ import pyarrow as pa
 
 from gpufinops.warehouse.column_types import UTC_TS
 
+# An object-store prefix: the bucket and the key prefix under it (as configured).
+_PREFIX: tuple[pa.Field, ...] = (
+    pa.field("bucket", pa.string()),
+    pa.field("prefix", pa.string()),
+)
+
 # When the inventory saw the row, and the ingest run that did (the slice a re-load replaces).
 _OBSERVED: tuple[pa.Field, ...] = (
     pa.field("observed_at", UTC_TS),
@@ -66,8 +72,7 @@ STORAGE_OBJECTS = pa.schema(
     [
         ("source", pa.string()),
         ("provider", pa.string()),
-        ("bucket", pa.string()),
-        ("prefix", pa.string()),
+        *_PREFIX,
         ("purpose", pa.string()),  # checkpoint | dataset
         ("team", pa.string()),
         ("run", pa.string()),
@@ -99,8 +104,7 @@ STORAGE_VOLUME_OPS_HOURLY = pa.schema(
 STORAGE_PREFIX_READS_DAILY = pa.schema(
     [
         ("source", pa.string()),
-        ("bucket", pa.string()),
-        ("prefix", pa.string()),
+        *_PREFIX,
         ("day", UTC_TS),
         ("get_requests", pa.float64()),
         ("ingest_run_id", pa.string()),
