@@ -81,7 +81,7 @@ def scope_daily_series(
     complete_until: datetime | None = None,
 ) -> pl.DataFrame:
     """Daily EffectiveCost per (team, provider) of a budget's scope, in the columns of
-    ``queries.daily_cost_series`` (what ``models.forecast`` fits), for days before ``before``.
+    ``allocation_queries.team_cost_series`` (what ``models.forecast`` fits), for days before ``before``.
     Without tags it reads the ``cost_daily`` rollup (exact DECIMAL sums, cast once), with tags the
     line items. ``complete_until`` is the data's edge (``data_edge``), the same on every row."""
     line_items = bool(tags)

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from gpufinops.warehouse.column_groups import (
+    KUBERNETES_WORKLOAD,
+    POD,
+    SERVING_COUNTERS,
+    SERVING_KEY,
+    settings_schema,
+)
 from gpufinops.warehouse.column_types import DECIMAL, UTC_TS
 
 # v6: the attribution rules of each source (a metrics source's resource_map and namespace_teams, an
@@ -31,9 +38,7 @@ GPU_ALLOCATION_HOURLY = pa.schema(
         ("host", pa.string()),
         ("gpu_uuid", pa.string()),
         ("mig_instance", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
-        ("container", pa.string()),
+        *KUBERNETES_WORKLOAD,
         ("process", pa.string()),
         ("team", pa.string()),
         ("share", pa.float64()),  # GPU-hours: the fraction of one GPU for the hour
@@ -50,7 +55,7 @@ GPU_ALLOCATION_HOURLY = pa.schema(
 )
 
 # v10: the [allocation] settings every load allocates with (kept in the warehouse like attribution_rules).
-ALLOCATION_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
+ALLOCATION_SETTINGS = settings_schema()
 
 # v13: energy and emissions per allocated GPU-hour (derived/carbon.py; docs/carbon.md). The rows of a
 # (resource_id, hour) sum to the resource's measured energy; hours without a power measurement are
@@ -63,8 +68,7 @@ CARBON_HOURLY = pa.schema(
         ("region", pa.string()),
         ("gpu_uuid", pa.string()),
         ("mig_instance", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
+        *POD,
         ("team", pa.string()),
         ("gpu_hours", pa.float64()),  # GPU-hours the row covers (its allocation share)
         ("gpu_kwh", pa.float64()),
@@ -83,25 +87,17 @@ CARBON_HOURLY = pa.schema(
 )
 
 # v13: the [carbon] settings every load computes carbon_hourly with.
-CARBON_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
+CARBON_SETTINGS = settings_schema()
 
 # v17: each serving pod-hour's GPU cost, tokens and energy per model (derived/serving_costs.py), what the
 # unit costs sum; kept in step with the allocation and the serving counters by every load, for the
 # ``[unit_costs]`` settings stored beside it.
 SERVING_COSTS_HOURLY = pa.schema(
     [
-        ("hour", UTC_TS),
-        ("server", pa.string()),
-        ("model", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
+        *SERVING_KEY,
         ("team", pa.string()),
         ("basis", pa.string()),  # allocation | whole_resource | NULL (no GPU resource found)
-        ("input_tokens", pa.float64()),
-        ("output_tokens", pa.float64()),
-        ("requests", pa.float64()),
-        ("prefill_seconds", pa.float64()),
-        ("decode_seconds", pa.float64()),
+        *SERVING_COUNTERS,
         ("gpu_cost_usd", DECIMAL),
         ("input_cost_usd", DECIMAL),
         ("kwh", pa.float64()),
@@ -110,4 +106,4 @@ SERVING_COSTS_HOURLY = pa.schema(
 )
 
 # v17: the [unit_costs] settings (and formula version) serving_costs_hourly was computed with.
-UNIT_COST_SETTINGS = pa.schema([("key", pa.string()), ("value", pa.string())])
+UNIT_COST_SETTINGS = settings_schema()

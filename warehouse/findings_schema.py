@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from gpufinops.warehouse.column_groups import FINDING_CHANGE, MODEL_RUN_STAMP
 from gpufinops.warehouse.column_types import JSON_META, UTC_TS
 
 RECOMMENDATIONS = pa.schema(
@@ -18,10 +19,7 @@ RECOMMENDATIONS = pa.schema(
         ("provider", pa.string()),
         ("resource_id", pa.string()),
         ("workload", pa.string()),
-        pa.field("current", pa.string(), metadata=JSON_META),
-        pa.field("proposed", pa.string(), metadata=JSON_META),
-        ("monthly_savings_usd", pa.decimal128(18, 2)),
-        ("confidence", pa.float64()),
+        *FINDING_CHANGE,
         ("risk", pa.string()),
         pa.field("evidence", pa.string(), metadata=JSON_META),
         ("created_at", UTC_TS),
@@ -46,13 +44,9 @@ ONPREM_COMPARISON = pa.schema(
         ("workload", pa.string()),
         ("pattern", pa.string()),
         ("action", pa.string()),
-        pa.field("current", pa.string(), metadata=JSON_META),
-        pa.field("proposed", pa.string(), metadata=JSON_META),
-        ("monthly_savings_usd", pa.decimal128(18, 2)),
-        ("confidence", pa.float64()),
+        *FINDING_CHANGE,
         pa.field("evidence", pa.string(), metadata=JSON_META),
-        ("model_version", pa.string()),
-        ("created_at", UTC_TS),
+        *MODEL_RUN_STAMP,
     ]
 )
 
@@ -78,8 +72,7 @@ WITHHELD_FINDINGS = pa.schema(
         ("detail", pa.string()),
         ("missing", pa.string()),
         ("source_hint", pa.string()),
-        ("model_version", pa.string()),
-        ("created_at", UTC_TS),
+        *MODEL_RUN_STAMP,
     ]
 )
 

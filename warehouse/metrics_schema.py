@@ -8,7 +8,21 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from gpufinops.warehouse.column_groups import (
+    EXPORTER_HINTS,
+    KUBERNETES_WORKLOAD,
+    LOADED_BY,
+    SERVING_COUNTERS,
+    SERVING_KEY,
+    names,
+)
 from gpufinops.warehouse.column_types import UTC_TS
+
+# What a measured row was attributed to at load (derived/attribution.py): the billed resource and its team.
+_ATTRIBUTED: tuple[pa.Field, ...] = (
+    pa.field("resource_id", pa.string()),
+    pa.field("team", pa.string()),
+)
 
 # v19: (column, type) of the profiling means, p95s and the engine's minute-level shape in an hour
 PROFILING_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
@@ -37,8 +51,7 @@ GPU_METRICS_HOURLY = pa.schema(
         ("gpu_model", pa.string()),
         ("mig_instance", pa.string()),
         ("host", pa.string()),
-        ("resource_id", pa.string()),
-        ("team", pa.string()),
+        *_ATTRIBUTED,
         ("util_mean", pa.float64()),
         ("util_p95", pa.float64()),
         ("util_max", pa.float64()),
@@ -48,21 +61,16 @@ GPU_METRICS_HOURLY = pa.schema(
         ("tensor_active_mean", pa.float64()),
         ("power_mean_w", pa.float64()),
         ("samples", pa.int32()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
         # v6: the exporter's own hints, kept so that a bill arriving later (or restated) can always be
         # matched: resource_id / team are derived from them (derived/attribution.py).
-        ("resource_hint", pa.string()),
-        ("provider_id", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
-        ("container", pa.string()),
+        *EXPORTER_HINTS,
         # v19: DCGM's profiling fields (DCGM_FI_PROF_*), hourly, and the minute-level shape of the engine's
         # activity the busy-waste kinds read (models/busy_*.py). NULL: the source does not export the field.
         *PROFILING_COLUMNS,
     ]
 )
-GPU_METRICS_HINTS = ("resource_hint", "provider_id", "namespace", "pod", "container")
+GPU_METRICS_HINTS = names(EXPORTER_HINTS)
 
 # Per-process GPU memory (nvidia-smi --query-compute-apps), hourly per (host, gpu_uuid, pid, process_name).
 GPU_PROCESSES_HOURLY = pa.schema(
@@ -75,10 +83,8 @@ GPU_PROCESSES_HOURLY = pa.schema(
         ("mem_used_max_mib", pa.float64()),
         ("mem_used_mean_mib", pa.float64()),
         ("samples", pa.int32()),
-        ("resource_id", pa.string()),
-        ("team", pa.string()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *_ATTRIBUTED,
+        *LOADED_BY,
     ]
 )
 
@@ -91,9 +97,7 @@ GPU_WORKLOADS_HOURLY = pa.schema(
         ("gpu_uuid", pa.string()),
         ("mig_instance", pa.string()),
         ("host", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
-        ("container", pa.string()),
+        *KUBERNETES_WORKLOAD,
         ("pid", pa.int32()),
         ("process", pa.string()),
         ("samples", pa.int32()),  # sample times the workload was seen on the GPU / slice in the hour
@@ -102,8 +106,7 @@ GPU_WORKLOADS_HOURLY = pa.schema(
         ("util_mean", pa.float64()),
         ("sm_active_mean", pa.float64()),
         ("mem_used_max_mib", pa.float64()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
     ]
 )
 
@@ -111,20 +114,11 @@ GPU_WORKLOADS_HOURLY = pa.schema(
 # an increase between two samples belongs to the hour of the later one, a counter that fell restarted from zero.
 SERVING_METRICS_HOURLY = pa.schema(
     [
-        ("hour", UTC_TS),
-        ("server", pa.string()),  # vllm | tgi | triton | sglang
-        ("model", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
+        *SERVING_KEY,
         ("host", pa.string()),
-        ("input_tokens", pa.float64()),
-        ("output_tokens", pa.float64()),
-        ("requests", pa.float64()),
-        ("prefill_seconds", pa.float64()),
-        ("decode_seconds", pa.float64()),  # NULL: the server does not export them
+        *SERVING_COUNTERS,
         ("counter_resets", pa.int32()),  # counters seen restarting in the hour (a pod restart)
         ("samples", pa.int32()),  # counter samples that ended in the hour
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
     ]
 )

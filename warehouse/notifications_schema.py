@@ -8,6 +8,12 @@ import pyarrow as pa
 
 from gpufinops.warehouse.column_types import DECIMAL, JSON_META, UTC_TS
 
+# A delivery's state (pending | sending | sent | failed | cancelled) and the tries it took so far.
+_DELIVERY_STATE: tuple[pa.Field, ...] = (
+    pa.field("status", pa.string()),
+    pa.field("attempts", pa.int32()),
+)
+
 # v7: alerts (models/alerts.py rules, jobs/alerts delivery): one row per (rule, scope, period, threshold),
 # its state open | resolved | expired | superseded, and what it said when it opened and when it closed.
 ALERTS = pa.schema(
@@ -41,8 +47,7 @@ ALERT_DELIVERIES = pa.schema(
         ("event", pa.string()),  # opened | resolved
         ("channel", pa.string()),
         ("target", pa.string()),  # email + address | slack / webhook + a hash of the URL
-        ("status", pa.string()),  # pending | sending | sent | failed | cancelled
-        ("attempts", pa.int32()),
+        *_DELIVERY_STATE,
         ("message_id", pa.string()),
         ("http_status", pa.int32()),
         ("error", pa.string()),
@@ -58,8 +63,7 @@ REPORT_DELIVERIES = pa.schema(
         ("report", pa.string()),
         ("week", pa.string()),
         ("recipient", pa.string()),
-        ("status", pa.string()),
-        ("attempts", pa.int32()),
+        *_DELIVERY_STATE,
         ("message_id", pa.string()),
         ("sent_at", UTC_TS),
         ("error", pa.string()),
@@ -74,8 +78,7 @@ WEBHOOK_DELIVERIES = pa.schema(
         ("url", pa.string()),
         ("payload_sha256", pa.string()),
         ("recommendation_ids", pa.string()),
-        ("status", pa.string()),
-        ("attempts", pa.int32()),
+        *_DELIVERY_STATE,
         ("last_attempt_at", UTC_TS),
         ("http_status", pa.int32()),
         ("error", pa.string()),

@@ -9,7 +9,21 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from gpufinops.warehouse.column_groups import LOADED_BY
 from gpufinops.warehouse.column_types import UTC_TS
+
+# An instance or machine type in one provider's region (what a price applies to).
+_REGIONAL_TYPE: tuple[pa.Field, ...] = (
+    pa.field("provider", pa.string()),
+    pa.field("region", pa.string()),
+    pa.field("instance_type", pa.string()),
+)
+
+# Where a reference row was published (the source that refreshed it) and when it was refreshed.
+_PUBLISHED: tuple[pa.Field, ...] = (
+    pa.field("source", pa.string()),
+    pa.field("updated_at", UTC_TS),
+)
 
 SPOT_PRICES = pa.schema(
     [
@@ -25,17 +39,14 @@ SPOT_PRICES = pa.schema(
 
 INSTANCE_TYPES = pa.schema(
     [
-        ("provider", pa.string()),
-        ("region", pa.string()),
-        ("instance_type", pa.string()),
+        *_REGIONAL_TYPE,
         ("gpu_model", pa.string()),
         ("gpu_count", pa.int32()),
         ("gpu_memory_gib", pa.float64()),
         ("vcpus", pa.int32()),
         ("memory_gib", pa.float64()),
         ("on_demand_usd_per_hour", pa.decimal128(18, 8)),
-        ("source", pa.string()),
-        ("updated_at", UTC_TS),
+        *_PUBLISHED,
     ]
 )
 
@@ -88,8 +99,7 @@ SPOT_INTERRUPTION_BANDS = pa.schema(
         ("band_label", pa.string()),
         ("band_max_pct", pa.int32()),
         ("savings_pct", pa.int32()),
-        ("source", pa.string()),
-        ("updated_at", UTC_TS),
+        *_PUBLISHED,
     ]
 )
 
@@ -113,8 +123,7 @@ PRICE_CATALOG = pa.schema(
         ("unit_price", pa.decimal128(38, 15)),
         ("effective_time", UTC_TS),
         ("flag", pa.string()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
     ]
 )
 
@@ -122,14 +131,11 @@ PRICE_CATALOG = pa.schema(
 # on-demand, spot and commitment prices per provider, region and instance/machine type.
 PRICE_HISTORY = pa.schema(
     [
-        ("provider", pa.string()),
-        ("region", pa.string()),
-        ("instance_type", pa.string()),
+        *_REGIONAL_TYPE,
         ("pricing", pa.string()),  # on_demand | spot | commit_1y | commit_3y
         ("effective_from", UTC_TS),
         ("price", pa.decimal128(18, 8)),
         ("currency", pa.string()),
-        ("source", pa.string()),
-        ("ingest_run_id", pa.string()),
+        *LOADED_BY,
     ]
 )

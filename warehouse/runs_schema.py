@@ -12,14 +12,19 @@ from gpufinops.warehouse.column_types import JSON_META, UTC_TS
 
 RUN_STATUSES = ("running", "succeeded", "failed", "skipped")
 
+# When a run (an ingest or a job) started and finished, and its status (RUN_STATUSES).
+_RUN_SPAN: tuple[pa.Field, ...] = (
+    pa.field("started_at", UTC_TS),
+    pa.field("finished_at", UTC_TS),
+    pa.field("status", pa.string()),
+)
+
 INGEST_RUNS = pa.schema(
     [
         ("run_id", pa.string()),
         ("source", pa.string()),
         ("source_type", pa.string()),
-        ("started_at", UTC_TS),
-        ("finished_at", UTC_TS),
-        ("status", pa.string()),
+        *_RUN_SPAN,
         ("rows", pa.int64()),
         ("watermark", pa.string()),
         ("error", pa.string()),
@@ -59,9 +64,7 @@ JOB_RUNS = pa.schema(
     [
         ("run_id", pa.string()),
         ("job", pa.string()),
-        ("started_at", UTC_TS),
-        ("finished_at", UTC_TS),
-        ("status", pa.string()),
+        *_RUN_SPAN,
         ("error", pa.string()),
     ]
 )

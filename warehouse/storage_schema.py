@@ -9,7 +9,19 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-UTC_TS = pa.timestamp("us", tz="UTC")
+from gpufinops.warehouse.column_types import UTC_TS
+
+# An object-store prefix: the bucket and the key prefix under it (as configured).
+_PREFIX: tuple[pa.Field, ...] = (
+    pa.field("bucket", pa.string()),
+    pa.field("prefix", pa.string()),
+)
+
+# When the inventory saw the row, and the ingest run that did (the slice a re-load replaces).
+_OBSERVED: tuple[pa.Field, ...] = (
+    pa.field("observed_at", UTC_TS),
+    pa.field("ingest_run_id", pa.string()),
+)
 
 # A block volume (EBS volume, Persistent Disk): its shape, whether it is attached and to what, and the
 # GPU resource it was last attached to (the instance's type says whether that was GPU work).
@@ -33,8 +45,7 @@ STORAGE_VOLUMES = pa.schema(
         ("created_at", UTC_TS),
         ("team", pa.string()),
         ("tags", pa.string()),
-        ("observed_at", UTC_TS),
-        ("ingest_run_id", pa.string()),
+        *_OBSERVED,
     ]
 )
 
@@ -50,8 +61,7 @@ STORAGE_SNAPSHOTS = pa.schema(
         ("started_at", UTC_TS),
         ("team", pa.string()),
         ("tags", pa.string()),
-        ("observed_at", UTC_TS),
-        ("ingest_run_id", pa.string()),
+        *_OBSERVED,
     ]
 )
 
@@ -62,8 +72,7 @@ STORAGE_OBJECTS = pa.schema(
     [
         ("source", pa.string()),
         ("provider", pa.string()),
-        ("bucket", pa.string()),
-        ("prefix", pa.string()),
+        *_PREFIX,
         ("purpose", pa.string()),  # checkpoint | dataset
         ("team", pa.string()),
         ("run", pa.string()),
@@ -74,8 +83,7 @@ STORAGE_OBJECTS = pa.schema(
         ("oldest_at", UTC_TS),
         ("newest_at", UTC_TS),
         ("access", pa.string()),
-        ("observed_at", UTC_TS),
-        ("ingest_run_id", pa.string()),
+        *_OBSERVED,
     ]
 )
 
@@ -96,8 +104,7 @@ STORAGE_VOLUME_OPS_HOURLY = pa.schema(
 STORAGE_PREFIX_READS_DAILY = pa.schema(
     [
         ("source", pa.string()),
-        ("bucket", pa.string()),
-        ("prefix", pa.string()),
+        *_PREFIX,
         ("day", UTC_TS),
         ("get_requests", pa.float64()),
         ("ingest_run_id", pa.string()),

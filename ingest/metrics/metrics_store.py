@@ -47,6 +47,7 @@ from gpufinops.ingest.metrics.rollup_sql import hourly_sql as hourly_sql
 from gpufinops.ingest.metrics.rollup_sql import hourly_table as hourly_table
 from gpufinops.ingest.metrics.rollup_sql import merge_tables as merge_tables
 from gpufinops.ingest.metrics.rollup_sql import rollup_sql as rollup_sql
+from gpufinops.warehouse.column_groups import EXPORTER_HINTS, KUBERNETES_WORKLOAD, names
 from gpufinops.warehouse.column_types import UTC_TS, sql_type
 
 log = logging.getLogger(__name__)
@@ -60,11 +61,7 @@ SAMPLE_SCHEMA = pa.schema(
         ("gpu_index", pa.string()),
         ("name", pa.string()),
         ("host", pa.string()),
-        ("resource_hint", pa.string()),
-        ("provider_id", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
-        ("container", pa.string()),
+        *EXPORTER_HINTS,
         ("util", pa.float64()),
         ("gr_active", pa.float64()),
         ("sm_active", pa.float64()),
@@ -88,7 +85,7 @@ SAMPLE_SCHEMA = pa.schema(
         ("vgpu", pa.string()),
     ]
 )
-WORKLOAD_COLUMNS = ("namespace", "pod", "container")
+WORKLOAD_COLUMNS = names(KUBERNETES_WORKLOAD)
 # gpu_metrics_hourly as the hourly metrics sources load it: unique per (source, hour, GPU, MIG slice),
 # replaced one UTC hour at a time; HOUR_FORMAT writes an hour as HOUR_SLICE_SQL renders it.
 GPU_HOURLY_KEY = ("source", "hour", "gpu_uuid", "mig_instance")

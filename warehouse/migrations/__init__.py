@@ -2,58 +2,25 @@
 
 Each ``vNNN_<what>.py`` holds the statements its version ran when it shipped, as literal SQL (never
 generated from today's schemas), so an old warehouse is upgraded by exactly what a fresh one was built
-with. A schema change is a new module at the end of ``_MODULES``; a shipped one is never edited
-(tests/test_migrations.py: every old version, and real warehouse files made by old commits, migrated to
-head equal a fresh warehouse; a fresh warehouse has the columns warehouse/schema.py declares).
+with. A schema change is a new module numbered after the last (found by its file name, nothing else to
+edit); a shipped one is never edited (tests/test_migrations.py: every old version, and real warehouse
+files made by old commits, migrated to head equal a fresh warehouse; a fresh warehouse has the columns
+warehouse/schema.py declares).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 from collections.abc import Callable
 from types import ModuleType
 
-from gpufinops.warehouse.migrations import (
-    v001_foundation,
-    v002_spot_interruption_bands,
-    v003_gpu_processes,
-    v004_prices_deliveries_jobs,
-    v005_cost_daily,
-    v006_attribution_hints,
-    v007_alerts,
-    v008_plans_onprem_comparison,
-    v009_ingest_rejects,
-    v010_gpu_allocation,
-    v011_repair_v5_v6,
-    v012_serving_metrics,
-    v013_carbon,
-    v014_storage,
-    v015_stored_fits,
-    v016_run_freshness,
-    v017_serving_costs,
-    v018_provider_columns,
-    v019_profiling_fields,
-)
-
-_MODULES: tuple[ModuleType, ...] = (
-    v001_foundation,
-    v002_spot_interruption_bands,
-    v003_gpu_processes,
-    v004_prices_deliveries_jobs,
-    v005_cost_daily,
-    v006_attribution_hints,
-    v007_alerts,
-    v008_plans_onprem_comparison,
-    v009_ingest_rejects,
-    v010_gpu_allocation,
-    v011_repair_v5_v6,
-    v012_serving_metrics,
-    v013_carbon,
-    v014_storage,
-    v015_stored_fits,
-    v016_run_freshness,
-    v017_serving_costs,
-    v018_provider_columns,
-    v019_profiling_fields,
+# Every ``vNNN_<what>`` module of this package, in version order: a new one is found by its file name.
+_MODULES: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
+    if re.fullmatch(r"v\d{3}_\w+", info.name)
 )
 
 

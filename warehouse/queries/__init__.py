@@ -69,13 +69,10 @@ from gpufinops.warehouse.queries.rightsizing import (
     rightsizing_resources,
 )
 from gpufinops.warehouse.queries.spend import (
-    cost_daily,
     cost_teams,
     cost_totals,
     daily_cost_by_line_item,
-    daily_cost_series,
     latest_charge_day,
-    report_spend_daily,
     spend_daily,
 )
 from gpufinops.warehouse.recommendation_read import frame as recommendations  # the one read model's frame
@@ -87,12 +84,10 @@ __all__ = [
     "GPU_USAGE",
     "cloud_gpu_offers",
     "commitment_prices",
-    "cost_daily",
     "cost_data_version",
     "cost_teams",
     "cost_totals",
     "daily_cost_by_line_item",
-    "daily_cost_series",
     "dashboard_data_version",
     "dashboard_recommendation",
     "decisions_log",
@@ -119,7 +114,6 @@ __all__ = [
     "recommendations",
     "reference_prices_table",
     "report_delivery_status",
-    "report_spend_daily",
     "resource_utilisation",
     "rightsizing_catalogue",
     "rightsizing_gpus",

@@ -25,6 +25,18 @@ def gpu_usage(alias: str | None = "c") -> str:
 # The predicate on cost_line_items aliased ``c`` (the form nearly every query uses).
 GPU_USAGE = gpu_usage("c")
 
+# A billed resource's GPU usage line (what a GPU resource-hour sums), on cost_line_items aliased ``c``.
+GPU_RESOURCE_USAGE = f"""c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE}"""
+
+
+def resource_hour_columns(provider_as: str) -> str:
+    """The SELECT columns of a billed resource-hour on the line items aliased ``c``, grouped by the first two:
+    the resource and its hour, then its provider (named ``provider_as``), team, region, instance type and GPU model."""
+    return f"""c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
+                   any_value(c."ProviderName") AS {provider_as}, any_value(c."x_Team") AS team,
+                   any_value(c."RegionId") AS region, any_value(c."x_InstanceType") AS instance_type,
+                   any_value(c."x_GpuModel") AS gpu_model"""
+
 
 def provider_code(lowered: str) -> str:
     """The provider code of a lower-cased ProviderName expression (kernel/providers.py, the one mapping)."""

@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 from gpufinops.warehouse import reference
-from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
+from gpufinops.warehouse.queries.fragments import GPU_RESOURCE_USAGE, filters, frame, resource_hour_columns
 
 
 def gpu_resource_hours(
@@ -29,17 +29,14 @@ def gpu_resource_hours(
         con,
         f"""
         WITH cost AS (
-            SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
-                   any_value(c."ProviderName") AS provider, any_value(c."x_Team") AS team,
-                   any_value(c."RegionId") AS region, any_value(c."x_InstanceType") AS instance_type,
-                   any_value(c."x_GpuModel") AS gpu_model,
+            SELECT {resource_hour_columns("provider")},
                    -- an on-prem node bills one line set per GPU (ResourceName node/gpuN, x_GpuCount 1)
                    greatest(max(c."x_GpuCount"), count(DISTINCT c."ResourceName")
                             FILTER (WHERE c."ProviderName" = 'onprem')) AS gpu_count,
                    any_value(c."PricingCategory") AS pricing_category,
                    sum(c."EffectiveCost") AS effective_cost
             FROM cost_line_items c
-            WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} AND {where}
+            WHERE {GPU_RESOURCE_USAGE} AND {where}
             GROUP BY 1, 2),
         util AS (
             SELECT resource_id, hour, count(DISTINCT gpu_uuid) AS gpus_reporting,
@@ -113,7 +110,7 @@ def gpu_count_disagreements(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                    any_value(c."x_InstanceType") AS instance_type, max(c."x_GpuCount") AS bill_gpus,
                    count(DISTINCT c."ResourceName") FILTER (WHERE c."ProviderName" = 'onprem') AS onprem_gpus
             FROM cost_line_items c
-            WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} GROUP BY 1),
+            WHERE {GPU_RESOURCE_USAGE} GROUP BY 1),
         per_hour AS (
             SELECT resource_id, hour, count(DISTINCT gpu_uuid) AS gpus FROM gpu_metrics_hourly
             WHERE resource_id IS NOT NULL AND mig_instance IS NULL GROUP BY 1, 2),
@@ -208,7 +205,7 @@ def idle_gpu_cost(
                    epoch_us(c."ChargePeriodStart") // 3600000000 AS hour_n, c."x_GpuCount" AS gpu_count,
                    c."EffectiveCost" AS effective_cost
             FROM cost_line_items c
-            WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} AND {where}),
+            WHERE {GPU_RESOURCE_USAGE} AND {where}),
         totals AS (  -- from the daily rollup the cost loads keep: the window's GPU usage lines, summed
             SELECT d.team, d.gpu_model, sum(d.gpu_usage_cost) AS gpu_cost FROM cost_daily d
             WHERE {day_where} GROUP BY ALL HAVING sum(d.gpu_usage_lines) > 0),

@@ -7,7 +7,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
+from gpufinops.warehouse.queries.fragments import GPU_RESOURCE_USAGE, GPU_USAGE, filters, frame, resource_hour_columns
 
 
 def spot_series(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -106,14 +106,11 @@ def spot_mix_usage(con: duckdb.DuckDBPyConnection, *, start: datetime | None = N
         con,
         f"""
         WITH h AS (
-            SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
-                   any_value(c."ProviderName") AS provider_name, any_value(c."x_Team") AS team,
-                   any_value(c."RegionId") AS region, any_value(c."x_InstanceType") AS instance_type,
-                   any_value(c."x_GpuModel") AS gpu_model, max(c."x_GpuCount") AS gpu_count,
+            SELECT {resource_hour_columns("provider_name")}, max(c."x_GpuCount") AS gpu_count,
                    any_value(c."Tags") AS tags, bool_and(c."PricingCategory" = 'Standard') AS on_demand,
                    CAST(sum(c."EffectiveCost") AS DOUBLE) AS cost_usd, CAST(sum(c."ListCost") AS DOUBLE) AS list_cost_usd
             FROM cost_line_items c
-            WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} AND {where}
+            WHERE {GPU_RESOURCE_USAGE} AND {where}
             GROUP BY 1, 2),
         runs AS (
             SELECT resource_id, hour - to_hours(CAST(row_number() OVER (PARTITION BY resource_id ORDER BY hour) AS BIGINT))

@@ -8,17 +8,20 @@ import duckdb
 import polars as pl
 
 from gpufinops.warehouse import reference
-from gpufinops.warehouse.queries.fragments import GPU_USAGE, frame, provider_code
+from gpufinops.warehouse.queries.fragments import (
+    GPU_RESOURCE_USAGE,
+    GPU_USAGE,
+    frame,
+    provider_code,
+    resource_hour_columns,
+)
 
 _RIGHTSIZING_COST = f"""
-    SELECT c."ResourceId" AS resource_id, date_trunc('hour', c."ChargePeriodStart") AS hour,
-           any_value(c."ProviderName") AS provider, any_value(c."x_Team") AS team,
-           any_value(c."RegionId") AS region, any_value(c."x_InstanceType") AS instance_type,
-           any_value(c."x_GpuModel") AS gpu_model, max(c."x_GpuCount") AS gpu_count,
+    SELECT {resource_hour_columns("provider")}, max(c."x_GpuCount") AS gpu_count,
            any_value(c."PricingCategory") AS pricing_category, any_value(CAST(c."Tags" AS VARCHAR)) AS tags,
            sum(c."EffectiveCost") AS effective_cost
     FROM cost_line_items c
-    WHERE c."ChargeCategory" = 'Usage' AND c."ResourceId" IS NOT NULL AND {GPU_USAGE} AND c."ChargePeriodStart" >= ?
+    WHERE {GPU_RESOURCE_USAGE} AND c."ChargePeriodStart" >= ?
     GROUP BY 1, 2"""
 
 

@@ -10,28 +10,6 @@ import polars as pl
 from gpufinops.warehouse.queries.fragments import GPU_USAGE, filters, frame
 
 
-def cost_daily(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    team: str | list[str] | None = None,
-    start: datetime | None = None,
-    end: datetime | None = None,
-) -> pl.DataFrame:
-    """Daily cost by provider, team and service; `gpu_cost` is the GPU instances' share."""
-    where, params = filters(team, start, end)
-    return frame(
-        con,
-        f"""
-        SELECT date_trunc('day', c."ChargePeriodStart") AS day, c."ProviderName" AS provider,
-               c."x_Team" AS team, c."ServiceName" AS service,
-               sum(c."BilledCost") AS billed_cost, sum(c."EffectiveCost") AS effective_cost,
-               sum(c."EffectiveCost") FILTER (WHERE {GPU_USAGE}) AS gpu_cost
-        FROM cost_line_items c WHERE {where}
-        GROUP BY ALL ORDER BY day, provider, team, service""",
-        params,
-    )
-
-
 def cost_totals(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -102,29 +80,6 @@ def cost_teams(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None =
     return [r[0] for r in rows]
 
 
-def daily_cost_series(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    teams: list[str] | None = None,
-    start: datetime | None = None,
-    end: datetime | None = None,
-) -> pl.DataFrame:
-    """Daily EffectiveCost per (team, provider): the series the cost forecast and anomalies fit.
-    ``complete_until``: the latest end of any line of a day or less (the data's edge, same on every row)."""
-    where, params = filters(teams, start, end)
-    return frame(
-        con,
-        f"""
-        SELECT CAST(timezone('UTC', c."ChargePeriodStart") AS DATE) AS day, c."x_Team" AS team,
-               c."ProviderName" AS provider_name, CAST(sum(c."EffectiveCost") AS DOUBLE) AS cost_usd,
-               max(max(c."ChargePeriodEnd") FILTER (
-                   WHERE c."ChargePeriodEnd" - c."ChargePeriodStart" <= INTERVAL 1 DAY)) OVER () AS complete_until
-        FROM cost_line_items c WHERE {where}
-        GROUP BY ALL ORDER BY team, provider_name, day""",
-        params,
-    )
-
-
 def daily_cost_by_line_item(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -145,26 +100,4 @@ def daily_cost_by_line_item(
         FROM cost_line_items c WHERE {where}
         GROUP BY ALL ORDER BY team, provider_name, day""",
         params,
-    )
-
-
-def report_spend_daily(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    team: str | list[str] | None = None,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    tz: str = "UTC",
-) -> pl.DataFrame:
-    """Daily spend by provider and team, days counted in the report's time zone ``tz``."""
-    where, params = filters(team, start, end)
-    return frame(
-        con,
-        f"""
-        SELECT CAST(timezone(?, c."ChargePeriodStart") AS DATE) AS day, c."ProviderName" AS provider,
-               c."x_Team" AS team, sum(c."EffectiveCost") AS effective_cost,
-               coalesce(sum(c."EffectiveCost") FILTER (WHERE {GPU_USAGE}), 0) AS gpu_cost
-        FROM cost_line_items c WHERE {where}
-        GROUP BY ALL ORDER BY day, provider, team""",
-        [tz] + params,
     )
