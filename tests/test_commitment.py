@@ -3,15 +3,14 @@ break-even utilisation, and the demo's planted truth."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from gpufinops.models import commitment
 from gpufinops.warehouse import db
+from tests import demo_cache
 from tests.cost_lines import AWS, GCP, START, Machine, Price, add_machine, add_metrics, add_price, workhours
-from tests.demo_cache import assert_findings_match_truth, demo_copy
+from tests.demo_cache import assert_findings_match_truth
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)
@@ -159,13 +158,11 @@ def test_workloads_moving_to_spot_are_not_committed(con):
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("demo-commit")
-    demo_copy(tmp_path_factory, home, days=21, seed=7)
-    return home
+    return demo_cache.demo_home(tmp_path_factory, "demo-commit", days=21, seed=7)
 
 
 def test_demo_commitments_match_the_planted_truth(demo_home):
-    truth = json.loads((demo_home / "ground_truth.json").read_text())
+    truth = demo_cache.ground_truth(demo_home)
     planted = {p["resource_id"]: p for p in truth["commitments"]}
     assert all(p["kind"] == "commitment" for p in planted.values())
     assert not [p for p in truth["planted"] if p["kind"] == "commitment"]  # not waste: its own list

@@ -12,9 +12,11 @@ import csv
 import functools
 import io
 import json
+import re
 import subprocess
 import sys
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -25,21 +27,14 @@ from tests import serving_fleet as sf
 from tests.test_api import API_TOML, TOKENS, make_config
 
 CENT = Decimal("0.01")
-CSV_COLUMNS = [
-    "day",
-    "team",
-    "namespace",
-    "model",
-    "gpu_cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "requests",
-    "usd_per_1m_input_tokens",
-    "usd_per_1m_output_tokens",
-    "usd_per_1k_requests",
-    "kwh",
-    "kg_co2e",
-]
+DOCUMENTED = (Path(__file__).resolve().parents[1] / "docs" / "unit-costs.md").read_text()
+
+
+def documented_columns() -> list[str]:
+    """The CSV's columns as docs/unit-costs.md promises them to users, in order."""
+    listed = re.search(r"The CSV and JSON columns are `([^`]+)`", " ".join(DOCUMENTED.split()))
+    assert listed, "docs/unit-costs.md no longer lists the CSV columns"
+    return [name.strip() for name in listed.group(1).split(",")]
 
 
 def cents(value) -> Decimal:
@@ -187,7 +182,7 @@ def test_the_cli_formats(fleet, tmp_path, capsys):
     as_csv = cli(fleet, "--format", "csv", "--from", "2026-11-02", "--to", "2026-11-02")
     assert as_csv.returncode == 0, as_csv.stderr
     records = list(csv.DictReader(io.StringIO(as_csv.stdout)))
-    assert list(records[0])[: len(CSV_COLUMNS)] == CSV_COLUMNS
+    assert list(records[0]) == documented_columns()
     row = {r["model"]: r for r in records}["llama-3.1-8b"]
     assert (row["input_tokens"], row["requests"], cents(row["usd_per_1m_output_tokens"])) == (
         "4000000",
