@@ -269,22 +269,12 @@ def test_the_weekly_report_shows_each_scope_its_unit_costs(fleet):
 def test_a_gpu_type_move_shows_its_effect_in_dollars_per_million_tokens(fleet):
     from gpufinops.models import token_costs
     from gpufinops.models.recommendation import Recommendation
+    from tests.feed_fleet import Subject, _rec
 
     def finding(kind: str, resource: str) -> Recommendation:
-        return Recommendation(
-            id=f"{kind}-{resource}",
-            kind=kind,
-            team="search",
-            provider="aws",
-            resource_id=resource,
-            workload=None,
-            current={"monthly_cost_usd": 2920.0},
-            proposed={"monthly_cost_usd": 1460.0},
-            monthly_savings_usd=Decimal("1460"),
-            confidence=0.8,
-            risk="",
-            evidence={"window_days": 1},
-        )
+        """A finding halving the monthly cost of ``resource``, search's, over a one-day window."""
+        halved = ({"monthly_cost_usd": 2920.0}, {"monthly_cost_usd": 1460.0}, "1460")
+        return _rec(kind, Subject("search", "aws", resource, None), *halved, {"window_days": 1})
 
     recs = [
         finding("gpu_type", "i-h100"),
