@@ -113,22 +113,10 @@ def test_without_a_price_the_group_is_withheld_as_unpriced(con):
 
 
 def test_the_fleets_own_commitment_rate_prices_a_group_without_catalogue(con):
-    add_machine(
-        con,
-        "i-od",
-        hours=ALWAYS,
-        machine=Machine(provider=AWS, instance_type="g4dn.xlarge"),
-        team="platform",
-        price=Price(0.526),
-    )
-    add_machine(
-        con,
-        "i-ri",
-        hours=ALWAYS,
-        machine=Machine(provider=AWS, instance_type="g4dn.xlarge"),
-        team="platform",
-        price=Price(0.32612, list_rate=0.526, pricing="Committed"),
-    )
+    # two alike g4dn.xlarge of platform's: one on demand, one under the fleet's own commitment
+    for rid, price in (("i-od", Price(0.526)), ("i-ri", Price(0.32612, list_rate=0.526, pricing="Committed"))):
+        g4dn = Machine(provider=AWS, instance_type="g4dn.xlarge")
+        add_machine(con, rid, hours=ALWAYS, machine=g4dn, team="platform", price=price)
     r = commitment.recommend(con)[0][0]
     assert r.evidence["break_even_utilisation"] == pytest.approx(0.62)
     assert "fleet's own" in r.evidence["commitment_price_source"] and r.confidence < 0.9
