@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -121,18 +122,9 @@ def _lines(con) -> None:
                 START + timedelta(hours=HOURS),
             ],
         )
-    for node, team in DC1:
-        con.execute(
-            """INSERT INTO cost_line_items ("ProviderName", "RegionId", "SubAccountId", "ResourceId",
-            "ResourceName", "x_InstanceType", "x_GpuModel", "x_GpuCount", "PricingCategory", "ChargeCategory",
-            "ChargePeriodStart", "ChargePeriodEnd", "BilledCost", "EffectiveCost", "ListCost", "BillingCurrency",
-            "x_Team", "Tags")
-            SELECT 'onprem', 'dc1', 'dc1', ?, ? || '/gpu' || slot, 'onprem-a100x8', 'A100-80GB', 1, 'Committed', 'Usage',
-                   h, h + INTERVAL 1 HOUR, 0, 1, 1, 'USD', ?, '{"cluster": "dc1"}'
-            FROM (SELECT unnest(range(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, INTERVAL 1 HOUR)) AS h),
-                 (SELECT unnest(range(8)) AS slot)""",
-            [node, node, team, START, START + timedelta(hours=HOURS)],
-        )
+    tags = {"Tags": '{"cluster": "dc1"}'}
+    group = feed_fleet.NodeGroup("onprem-a100x8", "A100-80GB", 8)
+    feed_fleet.insert_onprem_slot_lines(con, DC1, group, Decimal(1), tags, START, HOURS)
     # vision's training pods run in namespace vision-train on the EKS node: the metrics source says so
     con.execute("INSERT INTO attribution_rules VALUES ('gpu_metrics', 'namespace_teams', 'vision-train', 'vision')")
     con.execute(
