@@ -145,6 +145,12 @@ def _rec(
     return dataclasses.replace(found, created_at=START + timedelta(hours=HOURS))
 
 
+def _all_to_spot(subject: Subject, current: dict, monthly_cost_usd: float, savings: str) -> Recommendation:
+    """A spot_mix finding that moves the whole of ``current`` to spot, costing ``monthly_cost_usd`` there."""
+    spot = {**current, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": monthly_cost_usd}
+    return _rec("spot_mix", subject, current, spot, savings)
+
+
 def recommendations() -> list[Recommendation]:
     g5 = {
         "instance_type": "g5.48xlarge",
@@ -174,13 +180,7 @@ def recommendations() -> list[Recommendation]:
             {"pattern": "repatriate"},
         ),
         # exclusive with the repatriation: an alternative, never carried out
-        _rec(
-            "spot_mix",
-            Subject("nlp", "aws", "i-eks-west", "training"),
-            p4d,
-            {**p4d, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": 7000.0},
-            "9030.80",
-        ),
+        _all_to_spot(Subject("nlp", "aws", "i-eks-west", "training"), p4d, 7000.0, "9030.80"),
         # a saving only if other work is packed onto spare GPUs: conditional, never carried out
         _rec(
             "gpu_count",
@@ -190,13 +190,7 @@ def recommendations() -> list[Recommendation]:
             "300.00",
             {"conditional": True},
         ),
-        _rec(
-            "spot_mix",
-            Subject("vision", "aws", "i-eks-east-l4", "serving"),
-            l4,
-            {**l4, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": 250.0},
-            "337.50",
-        ),
+        _all_to_spot(Subject("vision", "aws", "i-eks-east-l4", "serving"), l4, 250.0, "337.50"),
         # a finding on a resource whose bills are not in the window (terminated, or not delivered yet)
         _rec(
             "idle_gpu",
