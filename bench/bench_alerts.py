@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bench_dashboard
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear
+from bench.harness import REPO_ROOT, Target, cached_warehouse, measure_in_subprocess, report
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "alerts"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -37,14 +37,14 @@ DATA_END = datetime(2026, 8, 1, tzinfo=UTC) + timedelta(days=bench_dashboard.DAY
 
 def generate(line_items: int, gpus: int) -> Path:
     """The dashboard bench's line items plus tags, a spike and ``gpus`` GPUs of metrics; cached."""
+    home = CACHE_DIR / f"v{GENERATOR_VERSION}-{line_items}-{gpus}gpus"
+    return cached_warehouse(home, lambda path: _fill(path, line_items, gpus))
+
+
+def _fill(path: Path, line_items: int, gpus: int) -> None:
     from gpufinops.derived import rollups
     from gpufinops.warehouse import db
 
-    home = CACHE_DIR / f"v{GENERATOR_VERSION}-{line_items}-{gpus}gpus"
-    path, done = home / "gpufinops.duckdb", home / ".generated"
-    if reuse_or_clear(home):
-        return path
-    home.mkdir(parents=True)
     bench_dashboard.generate(path, line_items)
     per_hour = max(1, line_items // (bench_dashboard.DAYS * 24))
     counts = bench_dashboard._list([c for _, c, _ in bench_dashboard.GPUS])
@@ -83,8 +83,6 @@ def generate(line_items: int, gpus: int) -> Path:
                        'focus_files', now(), now(), 'succeeded', 0, NULL, NULL, 'cost', 48.0), ('bench-metrics',
                        'metrics', 'dcgm_exporter', now(), now(), 'succeeded', 0, NULL, NULL, 'metrics', 1.0)""")
         con.execute("CHECKPOINT")
-    done.write_text("ok\n")
-    return path
 
 
 def budgets() -> tuple:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, fill_warehouse, measure_in_subprocess, report, reuse_or_clear, sized_main
+from bench.harness import REPO_ROOT, Target, cached_warehouse, fill_warehouse, measure_in_subprocess, report, sized_main
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "allocation"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -77,11 +77,10 @@ def _fill_sql(nodes: int, hours: int) -> list[str]:
 def generate(nodes: int, hours: int) -> Path:
     from gpufinops.derived import rollups
 
-    home = _home(nodes, hours)
-    if not reuse_or_clear(home):
-        fill_warehouse(home / "gpufinops.duckdb", _fill_sql(nodes, hours), MEMORY_LIMIT, rollups.refresh_cost_daily)
-        (home / ".generated").write_text("ok\n")
-    return home
+    def fill(path: Path) -> None:
+        fill_warehouse(path, _fill_sql(nodes, hours), MEMORY_LIMIT, rollups.refresh_cost_daily)
+
+    return cached_warehouse(_home(nodes, hours), fill).parent
 
 
 def _copy(home: Path, name: str) -> Path:

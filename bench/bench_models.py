@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, Target, measure_in_subprocess, report, reuse_or_clear, sized_main
+from bench.harness import REPO_ROOT, Target, cached_warehouse, measure_in_subprocess, report, sized_main
 
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "models"
 RESULTS_FILE = CACHE_DIR / "results.jsonl"
@@ -63,16 +63,15 @@ def _resources(gpus: int) -> list[tuple]:
 
 def generate(gpus: int, days: int) -> Path:
     """The warehouse for ``gpus`` GPUs × ``days`` days, cached."""
+    return cached_warehouse(CACHE_DIR / f"{gpus}gpus-{days}d", lambda path: _fill(path, gpus, days))
+
+
+def _fill(path: Path, gpus: int, days: int) -> None:
     import pyarrow as pa
 
     from gpufinops.warehouse import db
     from gpufinops.warehouse.reference import refresh_gpu_specs
 
-    home = CACHE_DIR / f"{gpus}gpus-{days}d"
-    done, path = home / ".generated", home / "gpufinops.duckdb"
-    if reuse_or_clear(home):
-        return path
-    home.mkdir(parents=True)
     res = _resources(gpus)
     names = ("r", "instance_type", "gpu_model", "gpu_count", "usd", "mem_mib", "region", "profile")
     table = pa.table({n: [row[i] for row in res] for i, n in enumerate(names)})
@@ -120,8 +119,6 @@ def generate(gpus: int, days: int) -> Path:
                                                           + (hash(r, i, h) % 7) - 3)) END AS u
                   FROM g, range({hours}) t(h))""")
         con.execute("CHECKPOINT")
-    done.write_text("ok\n")
-    return path
 
 
 def models_run(db: str, gpu_hours: int) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO_ROOT, fill_warehouse, measure_in_subprocess, report, reuse_or_clear, sized_main
+from bench.harness import REPO_ROOT, cached_warehouse, fill_warehouse, measure_in_subprocess, report, sized_main
 
 GENERATOR = "v2"  # v2: written at schema v17 (the stored serving costs' table, left empty)
 CACHE_DIR = REPO_ROOT / "bench" / ".cache" / "unit_costs"
@@ -93,11 +93,10 @@ def _fill_sql(pods: int, hours: int) -> list[str]:
 
 
 def generate(pods: int, days: int) -> Path:
-    home = _home(pods, days)
-    if not reuse_or_clear(home):
-        fill_warehouse(home / "gpufinops.duckdb", _fill_sql(pods, days * 24), MEMORY_LIMIT)
-        (home / ".generated").write_text("ok\n")
-    return home
+    def fill(path: Path) -> None:
+        fill_warehouse(path, _fill_sql(pods, days * 24), MEMORY_LIMIT)
+
+    return cached_warehouse(_home(pods, days), fill).parent
 
 
 def _connect(path: str) -> Any:

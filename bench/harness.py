@@ -230,6 +230,17 @@ def reuse_or_clear(home: Path, marker: str = ".generated") -> bool:
     return False
 
 
+def cached_warehouse(home: Path, fill: Callable[[Path], None]) -> Path:
+    """``home``'s warehouse: the one a finished generation left there, or a new one ``fill`` writes into
+    a fresh ``home`` (its ``.generated`` marker written last, see :func:`reuse_or_clear`)."""
+    path = home / "gpufinops.duckdb"
+    if not reuse_or_clear(home):
+        home.mkdir(parents=True)
+        fill(path)
+        (home / ".generated").write_text("ok\n")
+    return path
+
+
 def write_sample_day(con: Any, store: Path, day: Any, select: str, parquet_options: str = "") -> None:
     """The rows of ``select`` (one day's samples) written as the store's partition of ``day`` (a date or
     datetime): ``day=YYYY-MM-DD/base.parquet``, zstd-compressed (plus ``parquet_options``), then named."""

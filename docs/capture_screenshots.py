@@ -27,17 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "screenshots"
 GPUFINOPS = str(Path(sys.executable).parent / "gpufinops")
-CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-dev-shm-usage",
-]
 WIDTH = 120
 sys.path.insert(0, str(REPO))
-from tests.test_dashboard_browser import CHARTS, PAGES, WAIT_FOR_RENDER  # noqa: E402
+from tests.test_dashboard_browser import BROWSER_ARGS, CHARTS, CHROMIUM, PAGES, WAIT_FOR_RENDER  # noqa: E402
 
 
 def run(*args: str, home: Path) -> str:
@@ -137,7 +129,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=BROWSER_ARGS)
         shutil.rmtree(home / "data", ignore_errors=True)  # a first run's summary (same seed: the same numbers)
         shutil.rmtree(home / "data", ignore_errors=True)  # a first run's summary (same seed: the same numbers)
         terminal_png("demo-summary", "make demo", run("demo", "--home", str(home), home=home))

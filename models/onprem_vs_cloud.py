@@ -50,7 +50,6 @@ __all__ = [
     "gpu_specs",
     "load",
     "price_options",
-    "recommend",
     "recommend_from_warehouse",
     "used_gpu_hours",
 ]
@@ -126,18 +125,6 @@ def analyse(
     recs = [r for r in comparison if r.monthly_savings_usd > 0]
     moves, withheld = repatriation.allocate(resource_hours, groups, specs, params, now)
     return sorted(recs + moves, key=lambda r: (-r.monthly_savings_usd, r.id)), withheld, comparison
-
-
-def recommend(
-    usage: pl.DataFrame,
-    offers: pl.DataFrame,
-    specs: dict[str, dict],
-    resource_hours: pl.DataFrame,
-    params: OnpremVsCloudParams = OnpremVsCloudParams(),
-    now: datetime | None = None,
-) -> list[Recommendation]:
-    """The findings that save money (see :func:`analyse`)."""
-    return analyse(usage, offers, specs, resource_hours, params, now)[0]
 
 
 def gpu_specs(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 import shutil
 from decimal import Decimal
@@ -49,6 +50,18 @@ def demo_copy(tmp_path_factory: pytest.TempPathFactory, home: Path, *, days: int
     with duckdb.connect(str(home / "data" / "gpufinops.duckdb")) as con:
         con.execute("UPDATE ingest_state SET state = replace(CAST(state AS VARCHAR), ?, ?)", [built, str(home)])
     return (cache / "summary.txt").read_text().replace(built, str(home))
+
+
+def demo_home(tmp_path_factory: pytest.TempPathFactory, name: str, *, days: int, seed: int) -> Path:
+    """A new home named after ``name`` holding the demo of ``days`` days and ``seed`` (see :func:`demo_copy`)."""
+    home = tmp_path_factory.mktemp(name)
+    demo_copy(tmp_path_factory, home, days=days, seed=seed)
+    return home
+
+
+def ground_truth(home: Path) -> dict:
+    """What the demo in ``home`` planted (its ``ground_truth.json``)."""
+    return json.loads((home / "ground_truth.json").read_text())
 
 
 def assert_findings_match_truth(home: Path, planted: dict[str, dict], sql: str) -> None:

@@ -5,6 +5,7 @@ and an on-prem cluster (:func:`insert_cost_lines`), and one realistic finding of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple
@@ -39,6 +40,14 @@ ONPREM = [("search", "h100-node-1"), ("nlp", "h100-node-2")]
 ONPREM_GROUP, ONPREM_GPUS_PER_NODE = "onprem-h100x8", 8
 
 
+class NodeGroup(NamedTuple):
+    """An on-prem node group: its name (the lines' instance type), its GPU model and GPUs per node."""
+
+    name: str
+    gpu_model: str
+    gpus_per_node: int
+
+
 def insert_cost_lines(con) -> None:
     """HOURS hourly usage lines per resource of FLEET (GPU instances, as an ingestor writes them) and per
     GPU slot of the on-prem nodes (as the onprem source writes them)."""
@@ -66,17 +75,38 @@ def insert_cost_lines(con) -> None:
                 START + timedelta(hours=HOURS),
             ],
         )
-    for team, node in ONPREM:
+    onprem = [(node, team) for team, node in ONPREM]
+    extra = {"SubAccountName": "dc1", "ServiceName": "On-prem GPU cluster"}
+    group = NodeGroup(ONPREM_GROUP, "H100-SXM", ONPREM_GPUS_PER_NODE)
+    insert_onprem_slot_lines(con, onprem, group, Decimal("1.1"), extra)
+
+
+def insert_onprem_slot_lines(
+    con,
+    nodes: Sequence[tuple[str, str | None]],
+    group: NodeGroup,
+    rate: Decimal,
+    extra: dict[str, str],
+    start: datetime = START,
+    hours: int = HOURS,
+) -> None:
+    """``hours`` hourly lines from ``start`` per GPU slot of each on-prem (node, team) of cluster dc1, as the
+    onprem source writes them: the node as resource, ``node/gpuN`` as name, its ``group``'s name as instance
+    type, one of the group's GPUs, Committed, billed 0 and ``rate`` effective and list per slot-hour;
+    ``extra``: more columns, each with its one value."""
+    columns = "".join(f', "{name}"' for name in extra)
+    window = [start, start + timedelta(hours=hours), group.gpus_per_node]
+    for node, team in nodes:
         con.execute(
-            """INSERT INTO cost_line_items ("ProviderName", "RegionId", "SubAccountId", "SubAccountName",
-            "ResourceId", "ResourceName", "x_InstanceType", "x_GpuModel", "x_GpuCount", "PricingCategory",
-            "ChargeCategory", "ServiceName", "ChargePeriodStart", "ChargePeriodEnd", "BilledCost", "EffectiveCost",
-            "ListCost", "BillingCurrency", "x_Team")
-            SELECT 'onprem', 'dc1', 'dc1', 'dc1', ?, ? || '/gpu' || slot, ?, 'H100-SXM', 1, 'Committed', 'Usage',
-                   'On-prem GPU cluster', h, h + INTERVAL 1 HOUR, 0, 1.1, 1.1, 'USD', ?
+            f"""INSERT INTO cost_line_items ("ProviderName", "RegionId", "SubAccountId", "ResourceId",
+            "ResourceName", "x_InstanceType", "x_GpuModel", "x_GpuCount", "PricingCategory", "ChargeCategory",
+            "ChargePeriodStart", "ChargePeriodEnd", "BilledCost", "EffectiveCost", "ListCost", "BillingCurrency",
+            "x_Team"{columns})
+            SELECT 'onprem', 'dc1', 'dc1', ?, ? || '/gpu' || slot, ?, ?, 1, 'Committed', 'Usage',
+                   h, h + INTERVAL 1 HOUR, 0, ?, ?, 'USD', ?{", ?" * len(extra)}
             FROM (SELECT unnest(range(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, INTERVAL 1 HOUR)) AS h),
                  (SELECT unnest(range(?)) AS slot)""",
-            [node, node, ONPREM_GROUP, team, START, START + timedelta(hours=HOURS), ONPREM_GPUS_PER_NODE],
+            [node, node, group.name, group.gpu_model, rate, rate, team, *extra.values(), *window],
         )
 
 

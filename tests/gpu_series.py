@@ -9,7 +9,7 @@ bill claims. Expected hourly figures are computed here with ``statistics`` and `
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -36,6 +36,15 @@ class Gpu:
         return f"{self.mig[0]}/{self.mig[1]}" if self.mig else None
 
 
+# the first of two MIG slices of one H100; the second (in GPUS) differs only in its pod and its slice
+MIG_TRAIN = Gpu(
+    "GPU-3c4d5e6f-0000-1111-2222-333344445555",
+    "NVIDIA H100 80GB HBM3",
+    "ip-10-0-0-9",
+    81559,
+    {"namespace": "ml-train", "pod": "trainer-0", "container": "main"},
+    mig=("1g.10gb", "9"),
+)
 GPUS = (
     Gpu(
         "GPU-1a2b3c4d-0000-1111-2222-333344445555",
@@ -45,22 +54,8 @@ GPUS = (
         {"instance_id": "i-0123456789abcdef0"},
     ),
     Gpu("GPU-2b3c4d5e-0000-1111-2222-333344445555", "NVIDIA L40S", "host-b", 46068, gap_hours=frozenset({2})),
-    Gpu(
-        "GPU-3c4d5e6f-0000-1111-2222-333344445555",
-        "NVIDIA H100 80GB HBM3",
-        "ip-10-0-0-9",
-        81559,
-        {"namespace": "ml-train", "pod": "trainer-0", "container": "main"},
-        mig=("1g.10gb", "9"),
-    ),
-    Gpu(
-        "GPU-3c4d5e6f-0000-1111-2222-333344445555",
-        "NVIDIA H100 80GB HBM3",
-        "ip-10-0-0-9",
-        81559,
-        {"namespace": "ml-serve", "pod": "server-1", "container": "main"},
-        mig=("3g.40gb", "2"),
-    ),
+    MIG_TRAIN,
+    replace(MIG_TRAIN, labels={"namespace": "ml-serve", "pod": "server-1", "container": "main"}, mig=("3g.40gb", "2")),
     Gpu(
         "GPU-4d5e6f70-0000-1111-2222-333344445555",
         "NVIDIA A100-SXM4-80GB",

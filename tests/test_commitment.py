@@ -3,15 +3,14 @@ break-even utilisation, and the demo's planted truth."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from gpufinops.models import commitment
 from gpufinops.warehouse import db
+from tests import demo_cache
 from tests.cost_lines import AWS, GCP, START, Machine, Price, add_machine, add_metrics, add_price, workhours
-from tests.demo_cache import assert_findings_match_truth, demo_copy
+from tests.demo_cache import assert_findings_match_truth
 
 DAYS = 28
 ALWAYS = range(DAYS * 24)
@@ -114,22 +113,10 @@ def test_without_a_price_the_group_is_withheld_as_unpriced(con):
 
 
 def test_the_fleets_own_commitment_rate_prices_a_group_without_catalogue(con):
-    add_machine(
-        con,
-        "i-od",
-        hours=ALWAYS,
-        machine=Machine(provider=AWS, instance_type="g4dn.xlarge"),
-        team="platform",
-        price=Price(0.526),
-    )
-    add_machine(
-        con,
-        "i-ri",
-        hours=ALWAYS,
-        machine=Machine(provider=AWS, instance_type="g4dn.xlarge"),
-        team="platform",
-        price=Price(0.32612, list_rate=0.526, pricing="Committed"),
-    )
+    # two alike g4dn.xlarge of platform's: one on demand, one under the fleet's own commitment
+    for rid, price in (("i-od", Price(0.526)), ("i-ri", Price(0.32612, list_rate=0.526, pricing="Committed"))):
+        g4dn = Machine(provider=AWS, instance_type="g4dn.xlarge")
+        add_machine(con, rid, hours=ALWAYS, machine=g4dn, team="platform", price=price)
     r = commitment.recommend(con)[0][0]
     assert r.evidence["break_even_utilisation"] == pytest.approx(0.62)
     assert "fleet's own" in r.evidence["commitment_price_source"] and r.confidence < 0.9
@@ -159,13 +146,11 @@ def test_workloads_moving_to_spot_are_not_committed(con):
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("demo-commit")
-    demo_copy(tmp_path_factory, home, days=21, seed=7)
-    return home
+    return demo_cache.demo_home(tmp_path_factory, "demo-commit", days=21, seed=7)
 
 
 def test_demo_commitments_match_the_planted_truth(demo_home):
-    truth = json.loads((demo_home / "ground_truth.json").read_text())
+    truth = demo_cache.ground_truth(demo_home)
     planted = {p["resource_id"]: p for p in truth["commitments"]}
     assert all(p["kind"] == "commitment" for p in planted.values())
     assert not [p for p in truth["planted"] if p["kind"] == "commitment"]  # not waste: its own list

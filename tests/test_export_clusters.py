@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -121,18 +122,9 @@ def _lines(con) -> None:
                 START + timedelta(hours=HOURS),
             ],
         )
-    for node, team in DC1:
-        con.execute(
-            """INSERT INTO cost_line_items ("ProviderName", "RegionId", "SubAccountId", "ResourceId",
-            "ResourceName", "x_InstanceType", "x_GpuModel", "x_GpuCount", "PricingCategory", "ChargeCategory",
-            "ChargePeriodStart", "ChargePeriodEnd", "BilledCost", "EffectiveCost", "ListCost", "BillingCurrency",
-            "x_Team", "Tags")
-            SELECT 'onprem', 'dc1', 'dc1', ?, ? || '/gpu' || slot, 'onprem-a100x8', 'A100-80GB', 1, 'Committed', 'Usage',
-                   h, h + INTERVAL 1 HOUR, 0, 1, 1, 'USD', ?, '{"cluster": "dc1"}'
-            FROM (SELECT unnest(range(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, INTERVAL 1 HOUR)) AS h),
-                 (SELECT unnest(range(8)) AS slot)""",
-            [node, node, team, START, START + timedelta(hours=HOURS)],
-        )
+    tags = {"Tags": '{"cluster": "dc1"}'}
+    group = feed_fleet.NodeGroup("onprem-a100x8", "A100-80GB", 8)
+    feed_fleet.insert_onprem_slot_lines(con, DC1, group, Decimal(1), tags, START, HOURS)
     # vision's training pods run in namespace vision-train on the EKS node: the metrics source says so
     con.execute("INSERT INTO attribution_rules VALUES ('gpu_metrics', 'namespace_teams', 'vision-train', 'vision')")
     con.execute(
@@ -151,6 +143,12 @@ def _rec(
     id_parts = (json.dumps(proposed, sort_keys=True),)
     found = feed_fleet._rec(kind, subject, current, proposed, savings, evidence or {}, id_parts=id_parts)
     return dataclasses.replace(found, created_at=START + timedelta(hours=HOURS))
+
+
+def _all_to_spot(subject: Subject, current: dict, monthly_cost_usd: float, savings: str) -> Recommendation:
+    """A spot_mix finding that moves the whole of ``current`` to spot, costing ``monthly_cost_usd`` there."""
+    spot = {**current, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": monthly_cost_usd}
+    return _rec("spot_mix", subject, current, spot, savings)
 
 
 def recommendations() -> list[Recommendation]:
@@ -182,13 +180,7 @@ def recommendations() -> list[Recommendation]:
             {"pattern": "repatriate"},
         ),
         # exclusive with the repatriation: an alternative, never carried out
-        _rec(
-            "spot_mix",
-            Subject("nlp", "aws", "i-eks-west", "training"),
-            p4d,
-            {**p4d, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": 7000.0},
-            "9030.80",
-        ),
+        _all_to_spot(Subject("nlp", "aws", "i-eks-west", "training"), p4d, 7000.0, "9030.80"),
         # a saving only if other work is packed onto spare GPUs: conditional, never carried out
         _rec(
             "gpu_count",
@@ -198,13 +190,7 @@ def recommendations() -> list[Recommendation]:
             "300.00",
             {"conditional": True},
         ),
-        _rec(
-            "spot_mix",
-            Subject("vision", "aws", "i-eks-east-l4", "serving"),
-            l4,
-            {**l4, "pricing": "spot", "spot_share": 1.0, "monthly_cost_usd": 250.0},
-            "337.50",
-        ),
+        _all_to_spot(Subject("vision", "aws", "i-eks-east-l4", "serving"), l4, 250.0, "337.50"),
         # a finding on a resource whose bills are not in the window (terminated, or not delivered yet)
         _rec(
             "idle_gpu",

@@ -274,7 +274,8 @@ def test_steady_cloud_load_is_repatriated_when_on_prem_is_cheaper(recs, warehous
     price, rows = _p3_rows()
     with db.reader(warehouse) as con:
         usage, offers, specs = queries.onprem_gpu_usage(con), queries.cloud_gpu_offers(con), ovc.gpu_specs(con)
-    found = {r.resource_id: r for r in ovc.recommend(usage, offers, specs, pl.DataFrame(rows)) if r.provider == "aws"}
+    saving = ovc.analyse(usage, offers, specs, pl.DataFrame(rows))[0]  # the findings that save money
+    found = {r.resource_id: r for r in saving if r.provider == "aws"}
     expect = closed_form("vchbv")  # the cheapest fitting on-prem group: both are V100 groups, same figures
     per_gpu_hour = Decimal(price["price"]) / 8
     u_star = expect["fixed"] / (per_gpu_hour - expect["variable"])

@@ -9,6 +9,7 @@ read are the ones the model writes.
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import pytest
@@ -22,25 +23,6 @@ from tests.allocation_fleet import Fleet, GpuHour, Line, Work, hourly_lines
 
 NODE = "i-shared"
 NODE_COST = Decimal("16028.08")  # a p4d.24xlarge for a month: $21.957642 × 24 × 30.4375, rounded
-
-
-def pod(
-    team: str, units: list[str], savings: str, kind: str = "idle_gpu", cost: str = "2003.51", name: str = ""
-) -> Recommendation:
-    return Recommendation(
-        id=f"{kind}-{team}-{name or '-'.join(units)}",
-        kind=kind,
-        team=team,
-        provider="aws",
-        resource_id=NODE,
-        workload=f"{team}/{name or 'pod'}",
-        current={"monthly_cost_usd": Decimal(cost), "gpu_count": len(units)},
-        proposed={"action": kind, "gpu_count": 0},
-        monthly_savings_usd=Decimal(savings),
-        confidence=0.8,
-        risk="",
-        evidence={"pattern": "allocated_idle" if kind == "idle_gpu" else "pod", "gpu_units": units},
-    )
 
 
 def node(kind: str, savings: str, pattern: str | None = None, team: str = "ml-platform") -> Recommendation:
@@ -57,6 +39,20 @@ def node(kind: str, savings: str, pattern: str | None = None, team: str = "ml-pl
         confidence=0.8,
         risk="",
         evidence={"pattern": pattern} if pattern else {},
+    )
+
+
+def pod(
+    team: str, units: list[str], savings: str, kind: str = "idle_gpu", cost: str = "2003.51", name: str = ""
+) -> Recommendation:
+    """A finding on one team's pod on the node: the node's finding narrowed to the pod's GPU units."""
+    return dataclasses.replace(
+        node(kind, savings, team=team),
+        id=f"{kind}-{team}-{name or '-'.join(units)}",
+        workload=f"{team}/{name or 'pod'}",
+        current={"monthly_cost_usd": Decimal(cost), "gpu_count": len(units)},
+        proposed={"action": kind, "gpu_count": 0},
+        evidence={"pattern": "allocated_idle" if kind == "idle_gpu" else "pod", "gpu_units": units},
     )
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
 
 from gpufinops.models import spot_backtest, spot_mix
 from gpufinops.warehouse import db
+from tests import demo_cache
 from tests.cost_lines import GCP, Machine, Price, add_band, add_machine
-from tests.demo_cache import assert_findings_match_truth, demo_copy
+from tests.demo_cache import assert_findings_match_truth
 
 DAYS = 21
 ALWAYS = range(DAYS * 24)
@@ -188,13 +188,11 @@ def test_serving_replicas_get_a_partial_share(con):
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("demo-spot")
-    demo_copy(tmp_path_factory, home, days=21, seed=11)
-    return home
+    return demo_cache.demo_home(tmp_path_factory, "demo-spot", days=21, seed=11)
 
 
 def test_demo_spot_mix_findings_match_the_planted_truth(demo_home):
-    truth = json.loads((demo_home / "ground_truth.json").read_text())
+    truth = demo_cache.ground_truth(demo_home)
     planted = {p["resource_id"]: p for p in truth["planted"] if p["kind"] == "spot_mix"}
     assert_findings_match_truth(
         demo_home,

@@ -9,27 +9,17 @@ import duckdb
 
 from gpufinops.models.recommendation import Recommendation
 from gpufinops.warehouse import column_types, db, recommendation_store, schema
+from tests.feed_fleet import Subject, _rec
 
 
 def rec(savings: str = "100.00", proposed_count: int = 4) -> Recommendation:
-    return Recommendation(
-        id="gpu_count-abc",
-        kind="gpu_count",
-        team="vision",
-        provider="aws",
-        resource_id="i-1",
-        workload="train",
-        current={"gpu_count": 8},
-        proposed={"gpu_count": proposed_count, "monthly_cost_usd": 50.0},
-        monthly_savings_usd=Decimal(savings),
-        confidence=0.9,
-        risk="low",
-        evidence={},
-    )
+    """vision's train workload on i-1: a finding to keep ``proposed_count`` of its 8 GPUs."""
+    proposed = {"gpu_count": proposed_count, "monthly_cost_usd": 50.0}
+    return _rec("gpu_count", Subject("vision", "aws", "i-1", "train"), {"gpu_count": 8}, proposed, savings, {})
 
 
 def status_of(con) -> tuple[str, str | None]:
-    return con.execute("SELECT status, model_version FROM recommendations WHERE id = 'gpu_count-abc'").fetchall()[0]
+    return con.execute("SELECT status, model_version FROM recommendations WHERE id = ?", [rec().id]).fetchall()[0]
 
 
 def test_dismissed_stays_dismissed_until_the_evidence_changes(warehouse):
@@ -94,21 +84,20 @@ def test_a_version_3_warehouse_upgrades_in_place(warehouse):
 def test_a_decision_is_recorded_with_who_and_why_and_scoped(warehouse):
     import pytest
 
+    rid = rec().id
     with db.writer(warehouse) as con:
         recommendation_store.store_recommendations(con, [rec()], ["gpu_count"])
         with pytest.raises(recommendation_store.UnknownRecommendation):  # outside the caller's teams: as if absent
-            recommendation_store.record_decision(con, "gpu_count-abc", "accept", "ok", "lead@x", teams=["nlp"])
+            recommendation_store.record_decision(con, rid, "accept", "ok", "lead@x", teams=["nlp"])
         with pytest.raises(recommendation_store.UnknownRecommendation):
             recommendation_store.record_decision(con, "nope", "accept", "ok", "lead@x")
         with pytest.raises(ValueError):
-            recommendation_store.record_decision(con, "gpu_count-abc", "maybe", "", "lead@x")
+            recommendation_store.record_decision(con, rid, "maybe", "", "lead@x")
         assert (
-            recommendation_store.record_decision(
-                con, "gpu_count-abc", "dismiss", "model retiring", "lead@x", teams=["vision"]
-            )
+            recommendation_store.record_decision(con, rid, "dismiss", "model retiring", "lead@x", teams=["vision"])
             == "dismissed"
         )
         assert status_of(con)[0] == "dismissed"
         assert con.execute("SELECT recommendation_id, decision, reason, actor FROM decisions").fetchall() == [
-            ("gpu_count-abc", "dismiss", "model retiring", "lead@x")
+            (rid, "dismiss", "model retiring", "lead@x")
         ]

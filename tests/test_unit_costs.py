@@ -12,9 +12,11 @@ import csv
 import functools
 import io
 import json
+import re
 import subprocess
 import sys
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -25,21 +27,14 @@ from tests import serving_fleet as sf
 from tests.test_api import API_TOML, TOKENS, make_config
 
 CENT = Decimal("0.01")
-CSV_COLUMNS = [
-    "day",
-    "team",
-    "namespace",
-    "model",
-    "gpu_cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "requests",
-    "usd_per_1m_input_tokens",
-    "usd_per_1m_output_tokens",
-    "usd_per_1k_requests",
-    "kwh",
-    "kg_co2e",
-]
+DOCUMENTED = (Path(__file__).resolve().parents[1] / "docs" / "unit-costs.md").read_text()
+
+
+def documented_columns() -> list[str]:
+    """The CSV's columns as docs/unit-costs.md promises them to users, in order."""
+    listed = re.search(r"The CSV and JSON columns are `([^`]+)`", " ".join(DOCUMENTED.split()))
+    assert listed, "docs/unit-costs.md no longer lists the CSV columns"
+    return [name.strip() for name in listed.group(1).split(",")]
 
 
 def cents(value) -> Decimal:
@@ -187,7 +182,7 @@ def test_the_cli_formats(fleet, tmp_path, capsys):
     as_csv = cli(fleet, "--format", "csv", "--from", "2026-11-02", "--to", "2026-11-02")
     assert as_csv.returncode == 0, as_csv.stderr
     records = list(csv.DictReader(io.StringIO(as_csv.stdout)))
-    assert list(records[0])[: len(CSV_COLUMNS)] == CSV_COLUMNS
+    assert list(records[0]) == documented_columns()
     row = {r["model"]: r for r in records}["llama-3.1-8b"]
     assert (row["input_tokens"], row["requests"], cents(row["usd_per_1m_output_tokens"])) == (
         "4000000",
@@ -274,22 +269,12 @@ def test_the_weekly_report_shows_each_scope_its_unit_costs(fleet):
 def test_a_gpu_type_move_shows_its_effect_in_dollars_per_million_tokens(fleet):
     from gpufinops.models import token_costs
     from gpufinops.models.recommendation import Recommendation
+    from tests.feed_fleet import Subject, _rec
 
     def finding(kind: str, resource: str) -> Recommendation:
-        return Recommendation(
-            id=f"{kind}-{resource}",
-            kind=kind,
-            team="search",
-            provider="aws",
-            resource_id=resource,
-            workload=None,
-            current={"monthly_cost_usd": 2920.0},
-            proposed={"monthly_cost_usd": 1460.0},
-            monthly_savings_usd=Decimal("1460"),
-            confidence=0.8,
-            risk="",
-            evidence={"window_days": 1},
-        )
+        """A finding halving the monthly cost of ``resource``, search's, over a one-day window."""
+        halved = ({"monthly_cost_usd": 2920.0}, {"monthly_cost_usd": 1460.0}, "1460")
+        return _rec(kind, Subject("search", "aws", resource, None), *halved, {"window_days": 1})
 
     recs = [
         finding("gpu_type", "i-h100"),
