@@ -21,7 +21,7 @@ from gpufinops.dashboard import charts, labels, precomputed, spend_charts
 from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total
 from gpufinops.dashboard.recommendation_list import short_resource
 from gpufinops.kernel.labels import NO_TEAM
-from gpufinops.models import plans
+from gpufinops.models import kind_coverage, plans
 from gpufinops.models.kind_coverage import KindsUnknown
 from gpufinops.warehouse import allocation_queries, queries
 from gpufinops.warehouse.coverage import Coverage
@@ -206,13 +206,13 @@ def render_kpis(
 
 
 def _savings_identified(col, amount: Decimal, blind: Sequence[KindsUnknown]) -> None:
-    """Open savings per month; with blind kinds, none found reads *unknown* (not $0), some "at least"."""
-    unseen = [kind for group in blind for kind in group.kinds]
-    shown = money(amount) if amount or not unseen else "unknown"
-    col.metric("Savings identified per month", shown, help="open recommendations")
-    why = "; ".join(group.line() for group in blind)
-    if unseen:
-        col.caption(labels.config_words(f"{'at least: ' if amount else ''}{len(unseen)} kinds could not look: {why}"))
+    """Open savings per month in the words the weekly report and ``recommend`` use (``models/kind_coverage``):
+    with blind kinds, none found reads *unknown* (not $0), some "at least"; each group's reason on hover."""
+    reasons = "\n\n".join(labels.config_words(group.line()) for group in blind)
+    shown = kind_coverage.savings_value(money(amount), bool(amount), blind)
+    col.metric("Savings identified per month", shown, help=f"open recommendations\n\n{reasons}".strip())
+    if blind:
+        col.caption(labels.config_words(kind_coverage.could_not_look(blind)))
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:

@@ -370,3 +370,22 @@ def test_savings_found_beside_blind_kinds_read_at_least(homes) -> None:
     assert blind and savings(Decimal("1234"), blind) == "at least $1,234"
     assert savings(Decimal("0"), blind) == "unknown"
     assert savings(Decimal("1234"), []) == "$1,234" and savings(Decimal("0"), []) == "$0"
+
+
+def test_overview_savings_read_as_the_report_and_recommend_say(monkeypatch, homes, capsys) -> None:
+    """One wording on every surface: a bill-only Overview's "Savings identified" KPI says what the weekly
+    report's Open savings line says (the same "unknown" or "at least", the same "N kinds could not look: …
+    need …" sentence) and gives, on hover, each kind group's reason exactly as `recommend` prints it."""
+    report = _run(capsys, homes["bill"], "report", "weekly")
+    recommend = " ".join(_run(capsys, homes["bill"], "recommend").split())
+    said = re.search(
+        r"^Open savings:\s+(unknown|at least \$[\d,.]+)\S*.*?(\d+ kinds? could not look: .*)$", report, re.M
+    )
+    assert said, report
+    at = _overview(monkeypatch, homes)
+    kpi = next(m for m in at.metric if m.label == "Savings identified per month")
+    assert kpi.value.split(" $")[0] == said.group(1).split(" $")[0], (kpi.value, said.group(0))
+    captions = [" ".join(str(c.value).replace("`", "").split()) for c in at.caption]
+    assert said.group(2) in captions, (said.group(2), captions)
+    reasons = [" ".join(r.replace("`", "").split()) for r in kpi.proto.help.split("\n\n")[1:]]
+    assert reasons and all(reason in recommend for reason in reasons), (reasons, recommend)
