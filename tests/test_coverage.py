@@ -411,3 +411,20 @@ def test_metrics_alone_report_the_week_their_data_covers(homes, capsys) -> None:
     assert "unknown" in spend and "aws_cur" in spend and "$" not in spend, spend
     idle = next(line for line in printed.splitlines() if line.startswith("Paid for idle GPUs"))
     assert re.search(r"unknown for all [\d,]+ GPU-hours", idle) and "no data in the window" not in idle, idle
+
+
+@pytest.mark.parametrize("page", ("overview", "fleet", "team"))
+def test_metrics_alone_pages_say_the_bill_is_missing(monkeypatch, homes, page) -> None:
+    """GPU metrics loaded, no bill: the spend pages say what the metrics cover and which source loads a bill,
+    not "no cost data yet: run ingest" (the user did) nor "no GPU usage" (a week of it is measured)."""
+    at = _page(monkeypatch, _warehouse(homes["metrics"]), page)
+    said = " ".join(str(i.value) for i in at.info)
+    assert re.search(r"No bill loaded yet: GPU metrics cover [\d,]+ GPU-hours on \d+ resources", said), said
+    assert "`aws_cur`" in said and "No GPU usage" not in said, said
+
+
+def test_metrics_alone_costs_say_the_bill_is_missing(homes, capsys) -> None:
+    capsys.readouterr()
+    assert cli.main(["--config", str(homes["metrics"]), "costs", "--by", "team"]) != 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "no bill loaded yet: GPU metrics cover" in said and "aws_cur" in said, said

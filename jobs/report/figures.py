@@ -117,7 +117,7 @@ class WeekFigures:
         if self.billed:
             return ""
         bill = inputs.INPUTS["bill"]
-        return f"unknown: no bill loaded yet ({bill.hint().removesuffix('them')}it)"
+        return f"unknown: no bill loaded yet ({bill.hint('one')})"
 
     @property
     def partial(self) -> bool:
