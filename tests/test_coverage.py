@@ -391,26 +391,26 @@ def test_overview_savings_read_as_the_report_and_recommend_say(monkeypatch, home
     assert reasons and all(reason in recommend for reason in reasons), (reasons, recommend)
 
 
-def test_metrics_alone_report_the_week_their_data_covers(homes, capsys) -> None:
-    """No bill yet, a week of GPU metrics: `report weekly` reports the week holding most of those metrics
-    (not today's empty week), says where its data ends, and reads spend unknown with the source to add."""
+@pytest.mark.parametrize(("only", "table"), [("metrics", "gpu_metrics_hourly"), ("serving", "serving_metrics_hourly")])
+def test_no_bill_report_the_week_their_data_covers(homes, capsys, only, table) -> None:
+    """No bill yet, a week of GPU metrics (or serving counters): `report weekly` reports the week holding most
+    of them (not today's empty week), says where its data ends, and reads spend unknown with the source to add."""
     from gpufinops.jobs.report.weeks import parse_week
 
-    printed = _run(capsys, homes["metrics"], "report", "weekly")
+    printed = _run(capsys, homes[only], "report", "weekly")
     _no_good_news("report", printed)
     header = re.search(r"^GPU spend, week (\S+)", printed, re.M)
     assert header, printed
     week = parse_week(header.group(1))
-    with db.reader(_warehouse(homes["metrics"])) as con:
-        hours = dict(
-            con.execute("SELECT strftime(hour, '%G-W%V'), count(*) FROM gpu_metrics_hourly GROUP BY 1").fetchall()
-        )
+    with db.reader(_warehouse(homes[only])) as con:
+        hours = dict(con.execute(f"SELECT strftime(hour, '%G-W%V'), count(*) FROM {table} GROUP BY 1").fetchall())
     assert hours.get(str(week)) == max(hours.values()), (week, hours)
     assert "NOTE: data only reaches" in printed
     spend = next(line for line in printed.splitlines() if line.startswith("Spend this week"))
     assert "unknown" in spend and "aws_cur" in spend and "$" not in spend, spend
     idle = next(line for line in printed.splitlines() if line.startswith("Paid for idle GPUs"))
-    assert re.search(r"unknown for all [\d,]+ GPU-hours", idle) and "no data in the window" not in idle, idle
+    if only == "metrics":
+        assert re.search(r"unknown for all [\d,]+ GPU-hours", idle) and "no data in the window" not in idle, idle
 
 
 @pytest.mark.parametrize("page", ("overview", "fleet", "team"))

@@ -201,11 +201,15 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
 
 
 def data_span(con: duckdb.DuckDBPyConnection) -> tuple[datetime | None, datetime | None]:
-    """When the warehouse's cost data starts and ends; without any, its GPU metrics' hours."""
+    """When the warehouse's cost data starts and ends; without any, its GPU metrics' and serving counters'
+    hours (an account whose first source is not its bill still has a week to report)."""
     totals = queries.cost_totals(con)
     if not totals.is_empty():  # first_charge, last_charge: TIMESTAMPTZ columns, so datetimes
         return cast(datetime, totals["first_charge"].min()), cast(datetime, totals["last_charge"].max())
-    first, end = con.execute("SELECT min(hour), max(hour) + INTERVAL 1 HOUR FROM gpu_metrics_hourly").fetchall()[0]
+    first, end = con.execute(
+        "SELECT min(hour), max(hour) + INTERVAL 1 HOUR FROM "
+        "(SELECT hour FROM gpu_metrics_hourly UNION ALL SELECT hour FROM serving_metrics_hourly)"
+    ).fetchall()[0]
     return first, end
 
 
