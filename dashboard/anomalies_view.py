@@ -21,11 +21,11 @@ ITEMS = pl.Schema(
     {
         "resource": pl.Utf8(),
         "service": pl.Utf8(),
-        "delta_usd": pl.Float64(),
+        "change_usd": pl.Float64(),  # its cost that day minus its usual day (its mean over the days before)
         "day": pl.Date(),
         "team": pl.Utf8(),
         "cost_usd": pl.Float64(),
-        "baseline_usd": pl.Float64(),
+        "usual_day_usd": pl.Float64(),
         "resource_id": pl.Utf8(),  # the whole id: in the column menu and the CSV download
     }
 )
@@ -69,7 +69,7 @@ def line_items(anomalies: pl.DataFrame) -> pl.DataFrame:
         for item in _items(anomaly["top_line_items"])
     ]
     frame = pl.DataFrame(rows, schema=ITEMS)
-    return frame.sort(["day", pl.col("delta_usd").abs()], descending=True, nulls_last=True)
+    return frame.sort(["day", pl.col("change_usd").abs()], descending=True, nulls_last=True)
 
 
 def _items(text: str | None) -> list[dict[str, Any]]:
@@ -86,11 +86,11 @@ def _item_row(anomaly: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
     return {
         "resource": _resource_name(resource_id) if resource_id else NO_RESOURCE,
         "service": _text(item.get("service")) or NO_SERVICE,
-        "delta_usd": _number(item.get("delta_usd")),
+        "change_usd": _number(item.get("delta_usd")),
         "day": anomaly["day"],
         "team": anomaly["team"],
         "cost_usd": _number(item.get("cost_usd")),
-        "baseline_usd": _number(item.get("baseline_usd")),
+        "usual_day_usd": _number(item.get("baseline_usd")),
         "resource_id": resource_id or NO_RESOURCE,
     }
 

@@ -84,8 +84,6 @@ LABELS = {
     "upper_usd": "Expected to",
     "direction": "Direction",
     "top_line_items": "Line items that moved",
-    "delta_usd": "Change",  # a line item's cost on an anomaly's day against its usual day
-    "baseline_usd": "Usual day",
     "ts": "From (UTC)",
     "price_usd": "Spot per hour",
     "on_demand_usd": "On-demand per hour",

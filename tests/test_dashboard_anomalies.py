@@ -16,7 +16,7 @@ from gpufinops.dashboard import anomalies_view, labels
 from tests.demo_cache import demo_copy
 from tests.test_dashboard import make_app, open_page
 
-WANTED = ["resource", "service", "delta_usd"]
+WANTED = ["resource", "service", "change_usd"]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_overview_anomalies_keep_their_line_item_columns(monkeypatch, demo_wareh
     at = open_page(make_app(monkeypatch, demo_warehouse), "overview")
     frames = {tuple(f.value.columns): f for f in at.dataframe}
     anomalies = next(f.value for cols, f in frames.items() if "expected_usd" in cols)
-    items = next((f for cols, f in frames.items() if "delta_usd" in cols), None)
+    items = next((f for cols, f in frames.items() if "change_usd" in cols), None)
     assert items is not None, f"no line-item table on the Overview: {list(frames)}"
     kept = list(items.proto.column_order)
     assert kept[:3] == WANTED and "day" in kept, kept
@@ -39,7 +39,7 @@ def test_overview_anomalies_keep_their_line_item_columns(monkeypatch, demo_wareh
     for row in rows.itertuples():
         assert row.resource and not row.resource.startswith(("//", "/subscriptions/")), row
         assert "\n" not in row.resource and row.service, row
-        assert math.isfinite(row.delta_usd) and row.delta_usd != 0, row
+        assert math.isfinite(row.change_usd) and row.change_usd != 0, row
     # every line item belongs to an anomaly the table above lists (its day and team)
     listed = {(str(d)[:10], t) for d, t in zip(anomalies["day"], anomalies["team"], strict=True)}
     assert {(str(d)[:10], t) for d, t in zip(rows["day"], rows["team"], strict=True)} <= listed
@@ -77,7 +77,7 @@ def test_hostile_line_items_read_whole_and_fit() -> None:
         "i-0abc evil",
         "vm-a100-7",
     ]
-    assert items["delta_usd"].to_list() == [-40.25, 12.5, None, None]
+    assert items["change_usd"].to_list() == [-40.25, 12.5, None, None]
     assert items["service"].to_list()[2] == "(no service)"
     assert items["resource_id"].to_list()[1:] == [gcp, "i-0abc evil", azure]
     shown = labels.view(items, dates=("day",))

@@ -360,7 +360,7 @@ GRID_PROBLEMS = """(grid) => {
 PLACEHOLDER = re.compile(r"\b(None|NaN|null)\b")
 GRID_HEADS = """(grid) => [...grid.querySelectorAll('table[role="grid"] th')].map(th => th.textContent.trim())"""
 # The Overview's anomaly line items: what moved each anomaly, in columns a 1440 px window shows whole
-ANOMALY_ITEM_HEADS = {"Resource", "Service", "Change"}
+ANOMALY_ITEM_HEADS = {"Resource", "Service", "Change (USD)"}
 
 
 def test_no_value_is_cut_or_a_placeholder_at_1440_px(demo_home, browser, tmp_path):
