@@ -16,9 +16,10 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from gpufinops.dashboard import labels
 from gpufinops.dashboard.common import cached_call, cached_query
 from gpufinops.dashboard.precomputed import WINDOW_CHOICES
-from gpufinops.warehouse import windows
+from gpufinops.warehouse import coverage, windows
 from gpufinops.warehouse.queries.fragments import filters
 from gpufinops.warehouse.windows import Window
 
@@ -46,9 +47,17 @@ def of_page(
     None: no cost data in scope, which the page says with ``empty``."""
     as_of = cached_query(con, "latest_charge_day", team=teams)
     if as_of is None:
-        st.info(empty)
+        say_empty(con, teams, empty)
         return None
     return as_of, picker(key, cached_call(con, months_with_data, teams=teams), as_of)
+
+
+def say_empty(con: duckdb.DuckDBPyConnection, teams: list[str] | None, empty: str) -> None:
+    """A page with no cost data in scope says so; where GPU metrics are loaded and no bill is, it says what
+    they cover and which source loads a bill instead (``warehouse.coverage.no_bill``), not "run ingest"."""
+    why = cached_call(con, coverage.no_bill, team=teams)
+    said = labels.config_words(why[:1].upper() + why[1:]).replace("gpufinops ingest", "`gpufinops ingest`")
+    st.info(said if why else empty)
 
 
 def choices(months: list[datetime], as_of: datetime) -> dict[str, Window]:

@@ -6,7 +6,6 @@ queries' own results, formatted, so a test can compare one with the other.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,11 +16,10 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import charts, labels, precomputed, spend_charts
+from gpufinops.dashboard import anomalies_view, charts, labels, precomputed, spend_charts
 from gpufinops.dashboard.common import data_version, db_path, money, money_frame, month_bounds, total
-from gpufinops.dashboard.recommendation_list import short_resource
 from gpufinops.kernel.labels import NO_TEAM
-from gpufinops.models import plans
+from gpufinops.models import kind_coverage, plans
 from gpufinops.models.kind_coverage import KindsUnknown
 from gpufinops.warehouse import allocation_queries, queries
 from gpufinops.warehouse.coverage import Coverage
@@ -206,13 +204,13 @@ def render_kpis(
 
 
 def _savings_identified(col, amount: Decimal, blind: Sequence[KindsUnknown]) -> None:
-    """Open savings per month; with blind kinds, none found reads *unknown* (not $0), some "at least"."""
-    unseen = [kind for group in blind for kind in group.kinds]
-    shown = money(amount) if amount or not unseen else "unknown"
-    col.metric("Savings identified per month", shown, help="open recommendations")
-    why = "; ".join(group.line() for group in blind)
-    if unseen:
-        col.caption(labels.config_words(f"{'at least: ' if amount else ''}{len(unseen)} kinds could not look: {why}"))
+    """Open savings per month in the words the weekly report and ``recommend`` use (``models/kind_coverage``):
+    with blind kinds, none found reads *unknown* (not $0), some "at least"; each group's reason on hover."""
+    reasons = "\n\n".join(labels.config_words(group.line()) for group in blind)
+    shown = kind_coverage.savings_value(money(amount), bool(amount), blind)
+    col.metric("Savings identified per month", shown, help=f"open recommendations\n\n{reasons}".strip())
+    if blind:
+        col.caption(labels.config_words(kind_coverage.could_not_look(blind)))
 
 
 def render_charts(spend: Spend, *, by_team: bool = True) -> None:
@@ -345,53 +343,6 @@ def render_forecast(spend: Spend) -> None:
     )
 
 
-ANOMALY_COLUMNS = (
-    "day",
-    "team",
-    "provider",
-    "direction",
-    "cost_usd",
-    "expected_usd",
-    "expected_range",
-    "top_line_items",
-)
-
-
 def render_anomalies(spend: Spend) -> None:
-    st.subheader("Anomalies")
-    if spend.anomalies is None:
-        st.info("forecast not available yet: anomaly detection comes with the forecast model.")
-        return
-    if spend.anomalies.is_empty():
-        st.success("No cost anomalies in the window.")
-        return
-    frame = spend.anomalies.with_columns(
-        pl.col("top_line_items").map_elements(_top_items_text, return_dtype=pl.Utf8),
-        pl.struct("lower_usd", "upper_usd")
-        .map_elements(lambda band: f"{money(band['lower_usd'])} – {money(band['upper_usd'])}", return_dtype=pl.Utf8)
-        .alias("expected_range"),
-    )
-    labels.table(
-        st,
-        frame.sort("day", descending=True).select([c for c in ANOMALY_COLUMNS if c in frame.columns]),
-        dates=("day",),
-    )
-
-
-def _top_items_text(text: str | None) -> str:
-    """The anomaly's top line items, one short line (the JSON is a list of objects)."""
-    try:
-        items = json.loads(text or "[]")
-    except json.JSONDecodeError:
-        return text or ""
-    if not isinstance(items, list):
-        return str(items)
-    parts = []
-    for item in items[:3]:
-        if isinstance(item, dict):
-            label = short_resource(item.get("resource_id")) or item.get("service") or item.get("sku") or "item"
-            amount = next((v for k, v in item.items() if "usd" in k or "cost" in k), None)
-            parts.append(f"{label} {money(amount)}" if amount is not None else str(label))
-        else:
-            parts.append(str(item))
-    return "; ".join(parts)
+    """The window's cost anomalies and the line items that moved them (``dashboard/anomalies_view.py``)."""
+    anomalies_view.render(spend.anomalies)

@@ -370,3 +370,61 @@ def test_savings_found_beside_blind_kinds_read_at_least(homes) -> None:
     assert blind and savings(Decimal("1234"), blind) == "at least $1,234"
     assert savings(Decimal("0"), blind) == "unknown"
     assert savings(Decimal("1234"), []) == "$1,234" and savings(Decimal("0"), []) == "$0"
+
+
+def test_overview_savings_read_as_the_report_and_recommend_say(monkeypatch, homes, capsys) -> None:
+    """One wording on every surface: a bill-only Overview's "Savings identified" KPI says what the weekly
+    report's Open savings line says (the same "unknown" or "at least", the same "N kinds could not look: …
+    need …" sentence) and gives, on hover, each kind group's reason exactly as `recommend` prints it."""
+    report = _run(capsys, homes["bill"], "report", "weekly")
+    recommend = " ".join(_run(capsys, homes["bill"], "recommend").split())
+    said = re.search(
+        r"^Open savings:\s+(unknown|at least \$[\d,.]+)\S*.*?(\d+ kinds? could not look: .*)$", report, re.M
+    )
+    assert said, report
+    at = _overview(monkeypatch, homes)
+    kpi = next(m for m in at.metric if m.label == "Savings identified per month")
+    assert kpi.value.split(" $")[0] == said.group(1).split(" $")[0], (kpi.value, said.group(0))
+    captions = [" ".join(str(c.value).replace("`", "").split()) for c in at.caption]
+    assert said.group(2) in captions, (said.group(2), captions)
+    reasons = [" ".join(r.replace("`", "").split()) for r in kpi.proto.help.split("\n\n")[1:]]
+    assert reasons and all(reason in recommend for reason in reasons), (reasons, recommend)
+
+
+@pytest.mark.parametrize(("only", "table"), [("metrics", "gpu_metrics_hourly"), ("serving", "serving_metrics_hourly")])
+def test_no_bill_report_the_week_their_data_covers(homes, capsys, only, table) -> None:
+    """No bill yet, a week of GPU metrics (or serving counters): `report weekly` reports the week holding most
+    of them (not today's empty week), says where its data ends, and reads spend unknown with the source to add."""
+    from gpufinops.jobs.report.weeks import parse_week
+
+    printed = _run(capsys, homes[only], "report", "weekly")
+    _no_good_news("report", printed)
+    header = re.search(r"^GPU spend, week (\S+)", printed, re.M)
+    assert header, printed
+    week = parse_week(header.group(1))
+    with db.reader(_warehouse(homes[only])) as con:
+        hours = dict(con.execute(f"SELECT strftime(hour, '%G-W%V'), count(*) FROM {table} GROUP BY 1").fetchall())
+    assert hours.get(str(week)) == max(hours.values()), (week, hours)
+    assert "NOTE: data only reaches" in printed
+    spend = next(line for line in printed.splitlines() if line.startswith("Spend this week"))
+    assert "unknown" in spend and "aws_cur" in spend and "$" not in spend, spend
+    idle = next(line for line in printed.splitlines() if line.startswith("Paid for idle GPUs"))
+    if only == "metrics":
+        assert re.search(r"unknown for all [\d,]+ GPU-hours", idle) and "no data in the window" not in idle, idle
+
+
+@pytest.mark.parametrize("page", ("overview", "fleet", "team"))
+def test_metrics_alone_pages_say_the_bill_is_missing(monkeypatch, homes, page) -> None:
+    """GPU metrics loaded, no bill: the spend pages say what the metrics cover and which source loads a bill,
+    not "no cost data yet: run ingest" (the user did) nor "no GPU usage" (a week of it is measured)."""
+    at = _page(monkeypatch, _warehouse(homes["metrics"]), page)
+    said = " ".join(str(i.value) for i in at.info)
+    assert re.search(r"No bill loaded yet: GPU metrics cover [\d,]+ GPU-hours on \d+ resources", said), said
+    assert "`aws_cur`" in said and "No GPU usage" not in said, said
+
+
+def test_metrics_alone_costs_say_the_bill_is_missing(homes, capsys) -> None:
+    capsys.readouterr()
+    assert cli.main(["--config", str(homes["metrics"]), "costs", "--by", "team"]) != 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "no bill loaded yet: GPU metrics cover" in said and "aws_cur" in said, said

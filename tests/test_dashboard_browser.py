@@ -358,12 +358,17 @@ GRID_PROBLEMS = """(grid) => {
     return bad;
 }"""
 PLACEHOLDER = re.compile(r"\b(None|NaN|null)\b")
+GRID_HEADS = """(grid) => [...grid.querySelectorAll('table[role="grid"] th')].map(th => th.textContent.trim())"""
+# The Overview's anomaly line items: what moved each anomaly, in columns a 1440 px window shows whole
+ANOMALY_ITEM_HEADS = {"Resource", "Service", "Change (USD)"}
 
 
 def test_no_value_is_cut_or_a_placeholder_at_1440_px(demo_home, browser, tmp_path):
     """Every page at 1440 px: nothing cut without a tooltip, no columns past a table's edge, no None / NaN /
-    null and no provider code as a value. The grids are waited for (mounted, their header cells drawn)."""
+    null and no provider code as a value. The grids are waited for (mounted, their header cells drawn). The
+    Overview's anomaly line items are among the columns drawn, not past the edge."""
     found: dict[str, list[str]] = {}
+    heads: dict[str, list[set[str]]] = {}
     with dashboard_server(demo_home / "gpufinops.toml", tmp_path) as url:
         context = browser.new_context(viewport={"width": 1440, "height": 1000})
         page = context.new_page()
@@ -379,11 +384,13 @@ def test_no_value_is_cut_or_a_placeholder_at_1440_px(demo_home, browser, tmp_pat
                 grid.scroll_into_view_if_needed()  # the grid mounts its cells when it is in view: wait for them
                 grid.locator('table[role="grid"] th').first.wait_for(state="attached", timeout=60_000)
                 problems += grid.evaluate(GRID_PROBLEMS)
+                heads.setdefault(name, []).append(set(grid.evaluate(GRID_HEADS)))
             problems += [f"text: {m}" for m in PLACEHOLDER.findall(page.evaluate(VISIBLE_TEXT))]
             if problems:
                 found[name] = problems
         context.close()
     assert not found, f"cut values, placeholders or provider codes at 1440 px: {found}"
+    assert any(ANOMALY_ITEM_HEADS <= drawn for drawn in heads.get("overview", [])), heads.get("overview")
 
 
 def test_the_cut_and_placeholder_checks_can_fail(browser):

@@ -241,6 +241,18 @@ def figures_of(hours: GpuHours, figures: tuple[str, ...] = tuple(FIGURES)) -> di
     return {name: of(hours, name) for name in figures}
 
 
+def no_bill(con: duckdb.DuckDBPyConnection, *, team: str | list[str] | None = None) -> str:
+    """Where GPU metrics are loaded and no bill is: what the metrics cover and which sources load a bill, in
+    a sentence for an empty spend page or command ("" where a bill is loaded, or nothing at all is)."""
+    idle = of(gpu_hours(con, team=team), "idle_cost")
+    if idle.state != "unknown" or INPUTS["bill"] not in (i for i, _ in idle.missing):
+        return ""
+    return (
+        f"no bill loaded yet: GPU metrics cover {idle.scope()}, but spend, idle cost and savings need a bill "
+        f"({INPUTS['bill'].hint('one')}: add it to the config and run gpufinops ingest)"
+    )
+
+
 def of_row(figure: str, total: float, unmeasured: float, resources: int, days: int) -> Coverage:
     """The coverage of one row of a figure of one hourly input (a carbon row: its GPU-hours, those without
     a power reading, the resources and days they fall on)."""

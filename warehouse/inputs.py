@@ -20,11 +20,11 @@ class Input:
     tables: tuple[str, ...]  # the warehouse tables its sources load
     source_types: tuple[str, ...]
 
-    def hint(self) -> str:
-        """Which sources would provide it, as a sentence fragment."""
+    def hint(self, them: str = "them") -> str:
+        """Which sources would provide it, as a sentence fragment ("… source provides them", or ``them``)."""
         *head, last = self.source_types
         names = f"{', '.join(head)} or {last}" if head else last
-        return f"{'an' if names[0] in 'aeiou' else 'a'} {names} source provides them"
+        return f"{'an' if names[0] in 'aeiou' else 'a'} {names} source provides {them}"
 
 
 _GPU_METRICS = ("cloudwatch_gpu", "dcgm_exporter", "nvidia_smi_csv", "prometheus")

@@ -59,8 +59,11 @@ def window_for(
         from gpufinops.warehouse import queries
 
         newest = queries.latest_charge_day(con, team=teams) or queries.latest_charge_day(con)
-        if newest is None:
-            raise windows.WindowError("no cost data yet (run gpufinops ingest, or gpufinops demo)")
+        if newest is None:  # GPU metrics alone: say what they cover and which source loads a bill
+            from gpufinops.warehouse import coverage
+
+            why = coverage.no_bill(con, team=teams) or "no cost data yet (run gpufinops ingest, or gpufinops demo)"
+            raise windows.WindowError(why)
         return windows.month_of(newest)
     return windows.pick(month, first, last)
 

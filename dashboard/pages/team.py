@@ -19,7 +19,7 @@ def main() -> None:
         with connection() as con:
             teams = cached_query(con, "cost_teams", team=ctx.teams)
             if not teams:
-                st.info("No team has cost data in your scope yet.")
+                period.say_empty(con, ctx.teams, "No team has cost data in your scope yet.")
                 return
             team = st.sidebar.selectbox("Team", teams, key="team_pick")
             if not ctx.scope.allows(team):  # the options are scoped already; never trust a widget

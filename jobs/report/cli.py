@@ -5,23 +5,23 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, cast
+from typing import IO
 
 from gpufinops.jobs.config import Config
 from gpufinops.jobs.report import deliver
+from gpufinops.jobs.report.figures import data_span
 from gpufinops.jobs.report.render import Report, render
 from gpufinops.jobs.report.weeks import Week, latest_complete_week, parse_week
-from gpufinops.warehouse import db, queries
+from gpufinops.warehouse import db
 from gpufinops.warehouse.scope import Scope
 
 
 def default_week(cfg: Config, now: datetime | None = None) -> Week:
-    """The last complete week, or the last one the warehouse's data fully covers."""
+    """The last complete week, or the last one the warehouse's data covers: its bill, or its GPU metrics
+    where no bill is loaded yet (a metrics-only account has a week to report, not the empty current one)."""
     with db.reader(cfg.warehouse_path) as con:
-        totals = queries.cost_totals(con)
-    # last_charge is a TIMESTAMPTZ column: its max is a datetime
-    data_end = cast(datetime | None, totals["last_charge"].max()) if not totals.is_empty() else None
-    return latest_complete_week(now or datetime.now(UTC), data_end, cfg.report.tz)
+        start, end = data_span(con)
+    return latest_complete_week(now or datetime.now(UTC), end, cfg.report.tz, start)
 
 
 def render_for(cfg: Config, week: Week, scope: Scope) -> Report:

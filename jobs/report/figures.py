@@ -21,7 +21,7 @@ from gpufinops.derived import unit_costs
 from gpufinops.jobs.report.weeks import Week, parse_week, week_of
 from gpufinops.kernel.labels import NO_TEAM, label
 from gpufinops.models import kind_coverage, plans
-from gpufinops.warehouse import allocation_queries, coverage, freshness, queries
+from gpufinops.warehouse import allocation_queries, coverage, freshness, inputs, queries
 from gpufinops.warehouse.scope import Scope
 
 TREND_WEEKS = 8
@@ -60,6 +60,7 @@ class WeekFigures:
     allocated_gpu: Decimal = ZERO  # shared GPUs: charged to the workloads that ran on them
     unallocated_gpu: Decimal = ZERO  # shared GPUs: idle capacity (its own line for finance)
     data_through: datetime | None = None
+    billed: bool = True  # False: no cost data in scope up to the week's end (spend is unknown, not $0)
     teams: list[TeamLine] = field(default_factory=list)
     providers: list[dict[str, Any]] = field(default_factory=list)
     open_recommendations: list[dict[str, Any]] = field(default_factory=list)
@@ -111,6 +112,14 @@ class WeekFigures:
         return saving[:TOP_RECOMMENDATIONS]
 
     @property
+    def no_bill(self) -> str:
+        """Why the week's spend is unknown ("" where a bill is loaded): never $0 for a bill nobody loaded."""
+        if self.billed:
+            return ""
+        bill = inputs.INPUTS["bill"]
+        return f"unknown: no bill loaded yet ({bill.hint('one')})"
+
+    @property
     def partial(self) -> bool:
         """The data ends before the week does: its figures are incomplete."""
         return self.data_through is not None and self.data_through < self.week.end(ZoneInfo(self.tz))
@@ -152,7 +161,9 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     figures.providers = _providers(daily, this, before)
     totals = queries.cost_totals(con, team=teams, end=week.end(zone))
     # last_charge and first_charge are TIMESTAMPTZ columns: their max and min are datetimes
-    figures.data_through = cast(datetime | None, totals["last_charge"].max()) if not totals.is_empty() else None
+    figures.billed = not totals.is_empty()
+    # without a bill, how far the GPU metrics reach (a metrics-only week says where its data ends)
+    figures.data_through = cast(datetime, totals["last_charge"].max()) if figures.billed else data_span(con)[1]
     if not totals.is_empty():  # a week the data only partly covers would read as a dip: leave it out
         first_day = cast(datetime, totals["first_charge"].min()).astimezone(zone).date()
         figures.previous_complete = week.shift(-1).monday >= first_day
@@ -187,6 +198,19 @@ def collect(con: duckdb.DuckDBPyConnection, week: Week, scope: Scope, tz: str) -
     figures.unknown_kinds = kind_coverage.unknown_kinds(con, team=teams, start=week.start(zone), end=week.end(zone))
     _teams_blind(con, figures, week.start(zone), week.end(zone))
     return figures
+
+
+def data_span(con: duckdb.DuckDBPyConnection) -> tuple[datetime | None, datetime | None]:
+    """When the warehouse's cost data starts and ends; without any, its GPU metrics' and serving counters'
+    hours (an account whose first source is not its bill still has a week to report)."""
+    totals = queries.cost_totals(con)
+    if not totals.is_empty():  # first_charge, last_charge: TIMESTAMPTZ columns, so datetimes
+        return cast(datetime, totals["first_charge"].min()), cast(datetime, totals["last_charge"].max())
+    first, end = con.execute(
+        "SELECT min(hour), max(hour) + INTERVAL 1 HOUR FROM "
+        "(SELECT hour FROM gpu_metrics_hourly UNION ALL SELECT hour FROM serving_metrics_hourly)"
+    ).fetchall()[0]
+    return first, end
 
 
 def _teams_blind(con: duckdb.DuckDBPyConnection, figures: WeekFigures, start: datetime, end: datetime) -> None:

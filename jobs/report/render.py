@@ -242,7 +242,8 @@ def render(
     }
     env = _environment()
     to_save = savings(figures.open_savings, figures.unknown_kinds)
-    subject = f"GPU spend {week} ({label}): {usd(figures.spend)}, {pct(figures.change_pct)} week on week; " + (
+    spent = "unknown (no bill loaded yet)" if figures.no_bill else f"{usd(figures.spend)}, {pct(figures.change_pct)}"
+    subject = f"GPU spend {week} ({label}): {spent} week on week; " + (
         "savings unknown (kinds could not look)" if to_save == "unknown" else f"{to_save}/month to save"
     )
     return Report(

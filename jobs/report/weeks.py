@@ -63,12 +63,24 @@ def previous_week(now: datetime, tz: tzinfo) -> Week:
     return week_of(now.astimezone(tz).date()).shift(-1)
 
 
-def latest_complete_week(now: datetime, data_end: datetime | None, tz: tzinfo) -> Week:
-    """The previous week, or the last week the data fully covers when the data ends earlier
-    (a demo warehouse, or billing that stopped arriving): a report on an empty week helps no one."""
+def latest_complete_week(
+    now: datetime, data_end: datetime | None, tz: tzinfo, data_start: datetime | None = None
+) -> Week:
+    """The previous week, or the last week the data fully covers when the data ends earlier (a demo
+    warehouse, or billing that stopped arriving): a report on an empty week helps no one. Where the data
+    (from ``data_start``) covers no week whole, the week that holds most of it; the report then says how far
+    its data reaches."""
     week = previous_week(now, tz)
     if data_end is None:
         return week
     while week.end(tz) > data_end and week.start(tz) > data_end - timedelta(days=365):
         week = week.shift(-1)
-    return week
+    if data_start is None or week.start(tz) >= data_start:
+        return week
+    newest = week.shift(1)
+    return newest if _held(newest, data_start, data_end, tz) > _held(week, data_start, data_end, tz) else week
+
+
+def _held(week: Week, start: datetime, end: datetime, tz: tzinfo) -> timedelta:
+    """How much of ``week`` the data from ``start`` to ``end`` covers."""
+    return max(min(end, week.end(tz)) - max(start, week.start(tz)), timedelta(0))
