@@ -21,6 +21,7 @@ from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import IngestError
 from gpufinops.ingest.core.validate_metrics import bad_figure
 from gpufinops.ingest.metrics import metrics_attribution
+from gpufinops.ingest.metrics.metrics_store import SERIES_LABELS
 from gpufinops.ingest.metrics.scrape import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
 
 HOUR_S = 3600
@@ -94,13 +95,7 @@ PARTIAL_SCHEMA = pa.schema(
         ("hour", pa.timestamp("s", tz="UTC")),
         ("gpu_uuid", pa.string()),
         ("mig_instance", pa.string()),
-        ("name", pa.string()),
-        ("host", pa.string()),
-        ("resource_hint", pa.string()),
-        ("provider_id", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
-        ("container", pa.string()),
+        *[(label, pa.string()) for label in SERIES_LABELS],
         ("vgpu", pa.string()),
     ]
     + [(f, pa.float64()) for f in FIGURES]
