@@ -51,10 +51,6 @@ from gpufinops.warehouse.column_types import UTC_TS, sql_type
 
 log = logging.getLogger(__name__)
 
-# What a GPU's series says of it, carried into its samples and its hours: its model's name, the machine and
-# the cloud resource it runs on, and the Kubernetes workload that holds it.
-SERIES_LABELS = ("name", "host", "resource_hint", "provider_id", "namespace", "pod", "container")
-
 # One row per GPU (or MIG slice) per sample time. Metric columns are NULL when not exported.
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -62,7 +58,13 @@ SAMPLE_SCHEMA = pa.schema(
         ("gpu_uuid", pa.string()),
         ("mig_instance", pa.string()),
         ("gpu_index", pa.string()),
-        *[(label, pa.string()) for label in SERIES_LABELS],
+        ("name", pa.string()),
+        ("host", pa.string()),
+        ("resource_hint", pa.string()),
+        ("provider_id", pa.string()),
+        ("namespace", pa.string()),
+        ("pod", pa.string()),
+        ("container", pa.string()),
         ("util", pa.float64()),
         ("gr_active", pa.float64()),
         ("sm_active", pa.float64()),

@@ -21,7 +21,6 @@ from gpufinops.ingest.core.bounds import Bounds
 from gpufinops.ingest.core.registry import IngestError
 from gpufinops.ingest.core.validate_metrics import bad_figure
 from gpufinops.ingest.metrics import metrics_attribution
-from gpufinops.ingest.metrics.metrics_store import SERIES_LABELS
 from gpufinops.ingest.metrics.scrape import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, display_url, fetch_text
 
 HOUR_S = 3600
@@ -90,6 +89,9 @@ FIGURES = (
     "power_mean",
     *PROFILING_FIGURES,
 )
+# What a GPU's series says of it, carried into its partial rows: its model's name, the machine and the cloud
+# resource it runs on, and the Kubernetes workload that holds it (the sample store's labels, in its order).
+SERIES_LABELS = ("name", "host", "resource_hint", "provider_id", "namespace", "pod", "container")
 PARTIAL_SCHEMA = pa.schema(
     [
         ("hour", pa.timestamp("s", tz="UTC")),
