@@ -6,11 +6,10 @@ inclusive (the whole day). The rows are the one read model's (``warehouse.querie
 
 from __future__ import annotations
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, days, etag_response, refuse_scheduler, teams_for, utc_bounds
-from gpufinops.warehouse.scope import Scope
+from gpufinops.interfaces.api_http import Asked, Routes, etag_response, refuse_scheduler, utc_bounds
 
 
 def register(app: FastAPI, routes: Routes) -> None:
@@ -19,24 +18,18 @@ def register(app: FastAPI, routes: Routes) -> None:
 
     @app.get("/v1/carbon")
     def carbon(
-        request: Request,
-        team: str | None = None,
-        by: str = "team",
-        period: str = "month",
-        from_: str | None = Query(None, alias="from"),
-        to: str | None = None,
-        scope: Scope = Depends(routes.caller),
+        request: Request, by: str = "team", period: str = "month", asked: Asked = Depends(routes.asked)
     ) -> Response:
         from gpufinops.warehouse import windows
         from gpufinops.warehouse.queries import carbon as carbon_queries
 
-        refuse_scheduler(scope, "carbon figures")
+        refuse_scheduler(asked.scope, "carbon figures")
         if by not in carbon_queries.BY:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(carbon_queries.BY)}")
         if period not in carbon_queries.PERIODS:
             raise HTTPException(400, detail=f"period: must be one of {', '.join(carbon_queries.PERIODS)}")
-        teams = teams_for(scope, team)
-        start, end = days(from_, to)
+        teams = asked.teams()
+        start, end = asked.days()
         begin, stop = utc_bounds(start, end)
         frame = read(
             lambda con: carbon_queries.carbon_summary(con, by=by, team=teams, start=begin, end=stop, period=period)

@@ -9,8 +9,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, cost_teams, days, etag_response, utc_bounds
-from gpufinops.warehouse.scope import Scope
+from gpufinops.interfaces.api_http import Asked, Routes, etag_response, utc_bounds
 
 COST_FIELDS = ("billed_cost", "effective_cost", "gpu_cost", "allocated_gpu_cost", "unallocated_gpu_cost", "tagged_cost")
 
@@ -19,15 +18,9 @@ def register(app: FastAPI, routes: Routes) -> None:
     read = routes.read
 
     @app.get("/v1/costs/daily")
-    def costs_daily(
-        request: Request,
-        team: str | None = None,
-        from_: str | None = Query(None, alias="from"),
-        to: str | None = None,
-        scope: Scope = Depends(routes.caller),
-    ) -> Response:
-        teams = cost_teams(scope, team, "costs")
-        start, end = days(from_, to)
+    def costs_daily(request: Request, asked: Asked = Depends(routes.asked)) -> Response:
+        teams = asked.cost_teams("costs")
+        start, end = asked.days()
         return etag_response(request, read(lambda con: cost_rows(con, teams, start, end)))
 
 
@@ -39,14 +32,11 @@ def register_totals(app: FastAPI, routes: Routes) -> None:
         request: Request,
         by: str = "team",
         month: str | None = Query(None, max_length=16),
-        from_: str | None = Query(None, alias="from"),
-        to: str | None = None,
         cost: str = "effective",
-        team: str | None = None,
-        scope: Scope = Depends(routes.caller),
+        asked: Asked = Depends(routes.asked),
     ) -> Response:
-        teams = cost_teams(scope, team, "costs")
-        start, end = days(from_, to)
+        teams = asked.cost_teams("costs")
+        start, end = asked.days()
         return etag_response(request, routes.read(lambda con: costs_by(con, by, month, start, end, cost, teams)))
 
 

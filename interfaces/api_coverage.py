@@ -9,11 +9,10 @@ A figure the API returns elsewhere as a number is only as known as this says.
 
 from __future__ import annotations
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, cost_teams, days, etag_response, utc_bounds
-from gpufinops.warehouse.scope import Scope
+from gpufinops.interfaces.api_http import Asked, Routes, etag_response, utc_bounds
 
 
 def register(app: FastAPI, routes: Routes) -> None:
@@ -21,16 +20,9 @@ def register(app: FastAPI, routes: Routes) -> None:
     read = routes.read
 
     @app.get("/v1/coverage")
-    def coverage_route(
-        request: Request,
-        team: str | None = None,
-        from_: str | None = Query(None, alias="from"),
-        to: str | None = None,
-        scope: Scope = Depends(routes.caller),
-    ) -> Response:
+    def coverage_route(request: Request, asked: Asked = Depends(routes.asked)) -> Response:
         from gpufinops.models import kind_coverage
 
-        teams = cost_teams(scope, team, "coverage (it names billed GPU-hours)")
-        start, end = days(from_, to)
-        begin, stop = utc_bounds(start, end)
+        teams = asked.cost_teams("coverage (it names billed GPU-hours)")
+        begin, stop = utc_bounds(*asked.days())
         return etag_response(request, read(lambda con: kind_coverage.report(con, team=teams, start=begin, end=stop)))

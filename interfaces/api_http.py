@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from gpufinops.warehouse.scope import Scope
@@ -37,13 +37,52 @@ class ApiToken:
 @dataclass(frozen=True)
 class Routes:
     """What a route module needs from the app: the config, the ``caller`` dependency (the request's
-    scope), ``read`` (runs a function on a read-only connection, 503 while the warehouse is busy or
+    scope) and ``asked`` (its scope with the team and days it asked for), ``read`` (runs a function on a read-only connection, 503 while the warehouse is busy or
     missing) and how long a decision waits for the warehouse."""
 
     cfg: Config
     caller: Callable[[Request], Scope]
     read: Callable[[Callable[[Any], Any]], Any]
     write_retry_s: float
+
+    @property
+    def asked(self) -> Callable[..., Asked]:
+        """The dependency of a route that reads a window of days for teams (``team``, ``from``, ``to``)."""
+        return asked_of(self.caller)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a caller asked of a route that reads a window of days for teams: its scope, ``team`` and the
+    ``from`` / ``to`` days as given (``days()`` parses them, after the route has checked the scope)."""
+
+    scope: Scope
+    team: str | None
+    from_: str | None
+    to: str | None
+
+    def teams(self) -> list[str] | None:
+        return teams_for(self.scope, self.team)
+
+    def cost_teams(self, what: str) -> list[str] | None:
+        return cost_teams(self.scope, self.team, what)
+
+    def days(self) -> tuple[date | None, date | None]:
+        return days(self.from_, self.to)
+
+
+def asked_of(caller: Callable[[Request], Scope]) -> Callable[..., Asked]:
+    """The dependency of a route that takes ``team``, ``from`` and ``to`` (with the caller's scope)."""
+
+    def asked(
+        team: str | None = None,
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        scope: Scope = Depends(caller),
+    ) -> Asked:
+        return Asked(scope, team, from_, to)
+
+    return asked
 
 
 def _match(tokens: list[ApiToken], presented: str) -> Scope | None:

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from gpufinops.interfaces.api_http import Routes, days, etag_response, refuse_scheduler, teams_for, utc_bounds
+from gpufinops.interfaces.api_http import Asked, Routes, etag_response, refuse_scheduler, utc_bounds
 
 
 def register(app: FastAPI, routes: Routes) -> None:
@@ -27,23 +27,20 @@ def register(app: FastAPI, routes: Routes) -> None:
     @app.get("/v1/unit-costs")
     def unit_costs_route(
         request: Request,
-        team: str | None = None,
         model: str | None = Query(None, max_length=256),
         by: str = "model",
         period: str = "day",
-        from_: str | None = Query(None, alias="from"),
-        to: str | None = None,
-        scope: Any = Depends(routes.caller),
+        asked: Asked = Depends(routes.asked),
     ) -> Response:
         from gpufinops.derived.unit_costs import GROUPINGS, PERIODS
 
-        refuse_scheduler(scope, "costs")
+        refuse_scheduler(asked.scope, "costs")
         if by not in GROUPINGS:
             raise HTTPException(400, detail=f"by: must be one of {', '.join(GROUPINGS)}, not {by[:40]!r}")
         if period not in PERIODS:
             raise HTTPException(400, detail=f"period: must be one of {', '.join(PERIODS)}, not {period[:40]!r}")
-        teams = teams_for(scope, team)
-        start, end = days(from_, to)
+        teams = asked.teams()
+        start, end = asked.days()
         return etag_response(request, read(lambda con: rows(con, teams, model, by, start, end, settings, period)))
 
 

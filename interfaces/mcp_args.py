@@ -66,11 +66,17 @@ def day(text: str | None, name: str) -> date | None:
     return parsed
 
 
-def window(start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
-    """``start``/``end`` as inclusive days → [begin, stop) UTC bounds."""
+def days(start: str | None, end: str | None) -> tuple[date | None, date | None]:
+    """``start``/``end`` as days (an ``end`` before ``start`` refused)."""
     first, last = day(start, "start"), day(end, "end")
     if first and last and last < first:
         raise ToolRefused(f"end: {last} is before start {first}")
+    return first, last
+
+
+def window(start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
+    """``start``/``end`` as inclusive days → [begin, stop) UTC bounds."""
+    first, last = days(start, end)
     begin = datetime.combine(first, time(), UTC) if first else None
     stop = datetime.combine(last + timedelta(days=1), time(), UTC) if last else None
     return begin, stop

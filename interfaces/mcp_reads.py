@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufinops.interfaces.mcp_args import MAX_ROWS, ToolRefused, day, limited, one_of, teams_for, window
+from gpufinops.interfaces.mcp_args import MAX_ROWS, ToolRefused, day, days, limited, one_of, teams_for, window
 from gpufinops.kernel.labels import team_label
 from gpufinops.warehouse.scope import Scope
 
@@ -60,9 +60,7 @@ def unit_costs(
     one_of(by, tuple(builder.GROUPINGS), "by")
     one_of(period, builder.PERIODS, "period")
     teams = teams_for(scope, team)
-    first, last = day(start, "start"), day(end, "end")
-    if first and last and last < first:
-        raise ToolRefused(f"end: {last} is before start {first}")
+    first, last = days(start, end)
     body = rows(con, teams, model, by, first, last, None, period)  # None: the settings the rows were stored with
     return {**limited(body["rows"], MAX_ROWS), "totals": body["totals"], "carbon_note": body["carbon_note"]}
 

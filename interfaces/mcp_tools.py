@@ -20,7 +20,7 @@ from gpufinops.interfaces.mcp_args import (
     MAX_ROWS,
     ToolRefused,
     ToolSpec,
-    day,
+    days,
     limited,
     one_of,
     plain,
@@ -42,9 +42,7 @@ def costs_daily(
     from gpufinops.interfaces.api_costs import COST_FIELDS, cost_rows
 
     teams = teams_for(scope, team)
-    first, last = day(start, "start"), day(end, "end")
-    if first and last and last < first:
-        raise ToolRefused(f"end: {last} is before start {first}")
+    first, last = days(start, end)
     rows = cost_rows(con, teams, first, last)
     if not detail:
         merged: dict[tuple[str, str | None], dict[str, Any]] = {}

@@ -339,3 +339,11 @@ def render(frame: pl.DataFrame, fmt: str) -> str:
 def write(text: str, out: IO[str] | None = None) -> None:
     """``text`` with exactly one trailing newline."""
     (out or sys.stdout).write(text if text.endswith("\n") else text + "\n")
+
+
+def delivery_lines(outcomes: Iterable[tuple[Iterable[str], str]], out: IO[str]) -> None:
+    """One line per delivery (a recipient, a notification), outcome by outcome: each outcome's ``template``
+    with the delivery's label at its ``{}`` (``"  sent     {}"``, ``"{:<40} failed (…)"``)."""
+    for labels, template in outcomes:
+        for label in labels:
+            print(template.format(label), file=out)

@@ -22,8 +22,7 @@ from gpufinops.ingest.aws.cur_values import (
     USAGE_TYPE_INSTANCE,
 )
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.focus_values import plain_name_sql, service_sql, unit_sql
-from gpufinops.warehouse import column_types, cost_schema
+from gpufinops.ingest.core.focus_values import cost_line_items_select, plain_name_sql, service_sql, unit_sql
 
 # CUR 2.0 Parquet holds money as double. A plain CAST to DECIMAL keeps the binary noise
 # (21.957642 → 21.957642000000002); this keeps the value's 15 significant digits — the decimal the
@@ -192,11 +191,6 @@ def cur_select(
         "x_GpuCount": "TRY_CAST(p_gpu AS INTEGER)",
         "x_Team": f"COALESCE({team})",
     }
-    items = []
-    for field in cost_schema.COST_LINE_ITEMS:
-        if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
-            continue
-        expr = outputs.get(field.name, "NULL")
-        items.append(f'CAST({expr} AS {column_types.sql_type(field)}) AS "{field.name}"')
+    items = cost_line_items_select(outputs, only)
     items += [quote_identifier(c) for c in carry]
     return f"SELECT {', '.join(items)} FROM (SELECT {', '.join(inner)} FROM {relation})"

@@ -45,6 +45,15 @@ def aws_error(exc: Exception) -> str:
     return f"{code}: {error.get('Message') or ''}".strip(": ") if code else f"{type(exc).__name__}: {exc}"
 
 
+def bucket_refusal(s3: Any, bucket: str) -> str | None:
+    """Why ``HeadBucket`` of ``bucket`` fails (404 NoSuchBucket, 403 AccessDenied, a timeout), or None."""
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except Exception as exc:  # botocore ClientError, or the transport's own error
+        return f"s3://{bucket}: {aws_error(exc)}"
+    return None
+
+
 def aws_cur(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     if opts.path:
@@ -64,14 +73,9 @@ def aws_cur(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
         return OK, f"Athena work group {opts.workgroup or 'primary'} answers", None
     bucket, prefix = opts.bucket, str(opts.prefix or "").strip("/")
     s3 = aws_client("s3", source, timeout)
-    try:
-        s3.head_bucket(Bucket=bucket)
-    except Exception as exc:  # botocore ClientError: 404 NoSuchBucket, 403 AccessDenied
-        return (
-            FAIL,
-            f"s3://{bucket}: {aws_error(exc)}",
-            f"check the bucket name and region, and grant s3:ListBucket on arn:aws:s3:::{bucket}",
-        )
+    refused = bucket_refusal(s3, bucket)
+    if refused:
+        return FAIL, refused, f"check the bucket name and region, and grant s3:ListBucket on arn:aws:s3:::{bucket}"
     listing = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1000)
     keys = [o["Key"] for o in listing.get("Contents", [])]
     manifests = [k for k in keys if k.endswith("Manifest.json")]

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import doctor, file_checks, registry, validate
+from gpufinops.ingest.core import doctor, file_checks, registry, spec_facts, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, file_format, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, option
@@ -190,6 +190,7 @@ class FocusFilesOptions(OnInvalidOptions):
 
 class FocusFiles:
     meta = registry.IngestorMeta(
+        **spec_facts.LOCAL_FILES,
         name="focus_files",
         target_table="cost_line_items",
         key=(
@@ -203,15 +204,10 @@ class FocusFiles:
         ),
         slice_expr='CAST("BillingPeriodStart" AS VARCHAR)',
         source_column="x_Source",
-        cursor=registry.Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="15 */6 * * *",
         options=FocusFilesOptions,
         time_range=True,
         description="FOCUS 1.0–1.2 CSV (`.csv`, `.csv.gz`) or Parquet exports (local paths and globs)",
-        provider=None,
-        extra=None,
-        transport=None,
         freshness=registry.Freshness(kind="cost", lag_hours=48.0),
         doctor=doctor.path_files,
         init=("focus_path",),

@@ -16,7 +16,10 @@ transpiles it to Trino and BigQuery unchanged (:mod:`ingest.core.pushdown`).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 from gpufinops.ingest.core.files import sql_literal
+from gpufinops.warehouse import column_types, cost_schema
 
 SUBCATEGORIES: dict[str, tuple[str, ...]] = {
     "AI and Machine Learning": (
@@ -193,3 +196,14 @@ def plain_name_sql(name: str) -> str:
     for sign in DECORATIVE_SIGNS:
         name = f"replace({name}, {sql_literal(sign)}, '')"
     return name
+
+
+def cost_line_items_select(outputs: Mapping[str, str], only: Collection[str] | None = None) -> list[str]:
+    """A provider mapping's SELECT items: ``CAST(<SQL> AS <type>) AS "<column>"`` for every cost_line_items
+    column, its SQL from ``outputs`` (NULL for a column it does not fill); the load's own ``x_Source`` and
+    ``x_IngestRunId`` left out, and with ``only`` every column not in it."""
+    return [
+        f'CAST({outputs.get(field.name, "NULL")} AS {column_types.sql_type(field)}) AS "{field.name}"'
+        for field in cost_schema.COST_LINE_ITEMS
+        if field.name not in ("x_Source", "x_IngestRunId") and (only is None or field.name in only)
+    ]

@@ -18,6 +18,16 @@ AWS_API: dict[str, Any] = {
     "transport": Transport(client="boto3", endpoint="endpoint_url", paged=True, unless=None),
 }
 
+# Reads local files (paths and globs) and remembers each one's fingerprint: a run reads the new and changed
+# files only, so no lookback; no SDK and no network transport, whatever provider wrote the files.
+LOCAL_FILES: dict[str, Any] = {
+    "cursor": Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
+    "lookback": timedelta(0),
+    "provider": None,
+    "extra": None,
+    "transport": None,
+}
+
 # A provider's price catalogue: a run replaces the rows of the regions it read when the catalogue's digest
 # changed (reference tables, no source column); providers revise list prices every few days at most.
 PRICE_CATALOGUE: dict[str, Any] = {

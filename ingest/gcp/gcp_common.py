@@ -131,13 +131,16 @@ def describe_error(source: str, what: str, exc: BaseException) -> IngestError:
     return IngestError(f"{source}: {what} failed: {prefix}{message or type(exc).__name__}")
 
 
-def bigquery_client(source: str, options: GcpClientOptions, project: str) -> Any:
+def _google_cloud(source: str, what: str, module: str) -> Any:
+    """``google.cloud.<module>``, or one sentence naming the source and the missing ``gcp`` extra."""
     try:
-        from google.cloud import bigquery
-    except ImportError:  # tests: test_extras.py hides google
-        raise IngestError(
-            f"{source}: " + extras.missing_message("reading BigQuery", "google.cloud.bigquery", "gcp")
-        ) from None
+        return extras.require(f"google.cloud.{module}", "gcp", what)
+    except ImportError as exc:  # tests: test_extras.py hides google
+        raise IngestError(f"{source}: {exc}") from None
+
+
+def bigquery_client(source: str, options: GcpClientOptions, project: str) -> Any:
+    bigquery = _google_cloud(source, "reading BigQuery", "bigquery")
     made = bigquery.Client(
         project=project, credentials=_credentials(source, options), client_options=client_options(options)
     )
@@ -145,12 +148,7 @@ def bigquery_client(source: str, options: GcpClientOptions, project: str) -> Any
 
 
 def catalog_client(source: str, options: GcpClientOptions) -> Any:
-    try:
-        from google.cloud import billing_v1
-    except ImportError:  # tests: test_extras.py hides google
-        raise IngestError(
-            f"{source}: " + extras.missing_message("the Cloud Billing Catalog", "google.cloud.billing_v1", "gcp")
-        ) from None
+    billing_v1 = _google_cloud(source, "the Cloud Billing Catalog", "billing_v1")
     made = billing_v1.CloudCatalogClient(
         transport="rest", credentials=_credentials(source, options), client_options=client_options(options)
     )

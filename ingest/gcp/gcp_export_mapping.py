@@ -26,9 +26,8 @@ import pyarrow as pa
 
 from gpufinops.ingest.aws.cur_mapping import DOUBLE_TO_DECIMAL
 from gpufinops.ingest.core.files import sql_literal
-from gpufinops.ingest.core.focus_values import service_sql, subcategory_of, unit_sql
+from gpufinops.ingest.core.focus_values import cost_line_items_select, service_sql, subcategory_of, unit_sql
 from gpufinops.ingest.gcp.gcp_machines import GPU_MACHINE_TYPES
-from gpufinops.warehouse import column_types, cost_schema
 
 KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
 MONEY = "DECIMAL(38,15)"
@@ -321,11 +320,7 @@ def focus_select(
         "x_GpuCount": "mt.gpu_count",
         "x_Team": f"COALESCE({team})",
     }
-    items = []
-    for field in cost_schema.COST_LINE_ITEMS:
-        if field.name in ("x_Source", "x_IngestRunId") or (only is not None and field.name not in only):
-            continue
-        items.append(f'CAST({outputs.get(field.name, "NULL")} AS {column_types.sql_type(field)}) AS "{field.name}"')
+    items = cost_line_items_select(outputs, only)
     items += [f"r.{_quote(c)}" for c in carry]
     return (
         f"SELECT {', '.join(items)} FROM ({inner}) r LEFT JOIN (VALUES {machine_type_values()}) "

@@ -19,28 +19,22 @@ time-slicing input of the shared-GPU chargeback.
 from __future__ import annotations
 
 import logging
-import tempfile
-from pathlib import Path
-from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestError
-from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
 from gpufinops.ingest.metrics import metrics_store, workloads
 from gpufinops.ingest.metrics.nvidia_smi_format import (
     TIMESTAMP_FORMAT,
+    LogKind,
+    Segment,
     base_names,
     data_rows,
-    file_host,
     header_fields,
     header_line,
     number_sql,
     roles_found,
-    sample_labels,
-    split_by_header,
     typed_sql,
     value_sql,
 )
@@ -115,11 +109,9 @@ def segment_select(
     return f"SELECT {', '.join(items)} FROM {data_rows(csv_path, fields, cols['pid'], line_offset)}"
 
 
-def _diagnose(
-    con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict]]
-) -> str | None:
+def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[Segment]) -> str | None:
     """After a failed parse, the column and first value that is not a time, pid or memory figure."""
-    for csv_path, fields, cols in parts:
+    for csv_path, fields, cols, _ in parts:
         relation = data_rows(csv_path, fields, cols["pid"])
         checks = {
             "ts": (
@@ -139,37 +131,22 @@ def _diagnose(
     return None
 
 
-def parse_file(
-    con: duckdb.DuckDBPyConnection,
-    source: str,
-    path: str,
-    out_path: Path,
-    host_column: str | None,
-    mode: str = validate.FAIL,
-    run_id: str = "",
-) -> tuple[dict[str, Any], str | None]:
-    """Write the compute-apps log's samples to ``out_path``; returns (the days (slice values) and last
-    time, the SELECT of its rejected rows under skip_rows)."""
+def _marker(path: str) -> bytes:
+    """The memory column a compute-apps log's header names (and no data line): it finds repeated headers."""
     header = header_line(path) or b""
-    marker = next(name.encode() for name in MEMORY_COLUMNS if name.encode() in header)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="nvsmi-apps-") as tmp_dir:
-        parts = [
-            (csv_path, fields, column_map(source, path, fields, host_column), offset)
-            for csv_path, fields, offset in split_by_header(source, path, tmp_dir, marker)
-        ]
+    return next(name.encode() for name in MEMORY_COLUMNS if name.encode() in header)
 
-        def samples(numbered: bool) -> str:
-            return " UNION ALL ".join(
-                segment_select(p, f, c, file_host(path), o if numbered else None) for p, f, c, o in parts
-            )
 
-        labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", "mem": "mem_used_mib", "pid": "pid"})
-        read = SampleFile(path, samples, labels, lambda: _diagnose(con, source, path, [p[:3] for p in parts]))
-        parsed, rows, rejects = write_samples(con, source, read, out_path, mode, run_id)
-    if not rows:
-        log.info("%s: file %s lists no GPU processes (idle)", source, path)
-    return parsed, rejects
+COMPUTE_APPS = LogKind(
+    tmp_prefix="nvsmi-apps-",
+    marker=_marker,
+    column_map=column_map,
+    segment_select=segment_select,
+    roles={"ts": "ts", "mem": "mem_used_mib", "pid": "pid"},
+    diagnose=_diagnose,
+    empty="lists no GPU processes (idle)",
+    empty_level=logging.INFO,
+)
 
 
 def rollup_sql(

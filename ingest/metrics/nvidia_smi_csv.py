@@ -27,40 +27,36 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from gpufinops.ingest.core import registry, validate
+from gpufinops.ingest.core import registry, spec_facts, validate
 from gpufinops.ingest.core.files import changed_files, expand_paths, fingerprint, sql_literal
 from gpufinops.ingest.core.registry import Batch, FetchResult, IngestContext, IngestError
 from gpufinops.ingest.core.spec import OnInvalidOptions, ResourceMapOptions, option
-from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
 from gpufinops.ingest.metrics import doctor, metrics_attribution, metrics_store
 from gpufinops.ingest.metrics import nvidia_smi_apps as apps
 from gpufinops.ingest.metrics.nvidia_smi_format import (
+    GPU_MARKER,
     NUMERIC,
     TIMESTAMP_FORMAT,
+    LogKind,
+    Segment,
     column_map,
-    file_host,
     number_sql,
+    parse_log,
     relation_sql,
-    sample_labels,
     segment_select,
-    split_by_header,
     value_sql,
 )
 
 log = logging.getLogger(__name__)
 
 
-def _diagnose(
-    con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[tuple[str, list[str], dict, int]]
-) -> str | None:
+def _diagnose(con: duckdb.DuckDBPyConnection, source: str, path: str, parts: list[Segment]) -> str | None:
     """After a failed parse, the line, column and first value that is neither a number/time nor N/A."""
     for csv_path, fields, cols, offset in parts:
         relation = relation_sql(csv_path, fields, cols, offset)
@@ -86,34 +82,16 @@ def _diagnose(
     return None
 
 
-def _parse_file(
-    con: duckdb.DuckDBPyConnection,
-    source: str,
-    path: str,
-    out_path: Path,
-    host_column: str | None,
-    mode: str = validate.FAIL,
-    run_id: str = "",
-) -> tuple[dict[str, Any], str | None]:
-    """Write the log's samples to ``out_path``; returns (the days (slice values) and last sample
-    time, the SELECT of its rejected rows under skip_rows)."""
-    with tempfile.TemporaryDirectory(prefix="nvsmi-") as tmp_dir:
-        parts = [
-            (csv_path, fields, column_map(source, path, fields, host_column), offset)
-            for csv_path, fields, offset in split_by_header(source, path, tmp_dir)
-        ]
-
-        def samples(numbered: bool) -> str:
-            return " UNION ALL ".join(
-                segment_select(p, f, c, file_host(path), o if numbered else None) for p, f, c, o in parts
-            )
-
-        labels = sample_labels(parts[0][1], parts[0][2], {"ts": "ts", **NUMERIC})
-        read = SampleFile(path, samples, labels, lambda: _diagnose(con, source, path, parts))
-        parsed, rows, rejects = write_samples(con, source, read, out_path, mode, run_id)
-    if not rows:
-        log.warning("%s: file %s holds a header but no samples yet", source, path)
-    return parsed, rejects
+QUERY_GPU = LogKind(
+    tmp_prefix="nvsmi-",
+    marker=lambda path: GPU_MARKER,
+    column_map=column_map,
+    segment_select=segment_select,
+    roles={"ts": "ts", **NUMERIC},
+    diagnose=_diagnose,
+    empty="holds a header but no samples yet",
+    empty_level=logging.WARNING,
+)
 
 
 # nvidia-smi reads no DCGM profiling field: NULL (not measured) in every hour it rolls up
@@ -164,21 +142,17 @@ class NvidiaSmiCsvOptions(ResourceMapOptions, OnInvalidOptions):
 
 class NvidiaSmiCsv:
     meta = registry.IngestorMeta(
+        **spec_facts.LOCAL_FILES,
         name="nvidia_smi_csv",
         target_table="gpu_metrics_hourly",
         key=metrics_store.GPU_HOURLY_KEY,
         slice_expr="CAST(date_trunc('day', \"hour\") AS VARCHAR)",
         source_column="source",
-        cursor=registry.Cursor(remembers="file fingerprints (size, mtime)", resume_item=None),
-        lookback=timedelta(0),
         default_schedule="*/15 * * * *",
         options=NvidiaSmiCsvOptions,
         description="`nvidia-smi --query-gpu … --format=csv` logs (units in headers and values, `[N/A]`), rolled up "
         "hourly per GPU; `--query-compute-apps` logs among them, hourly per process (`gpu_processes_hourly`)",
         time_range=False,
-        provider=None,
-        extra=None,
-        transport=None,
         freshness=registry.Freshness(kind="metrics", lag_hours=1.0),
         doctor=doctor.nvidia_smi_csv,
         init=("nvidia_smi_path",),
@@ -210,9 +184,9 @@ class NvidiaSmiCsv:
             old = previous.get(path, {})
             affected[_kind(old)] |= set(old.get("days", []))
             kind = apps.KIND if apps.is_apps_log(path) else GPU
-            parse = apps.parse_file if kind == apps.KIND else _parse_file
-            parsed, rejects = parse(
-                ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column, mode, ctx.run_id
+            reads = apps.COMPUTE_APPS if kind == apps.KIND else QUERY_GPU
+            parsed, rejects = parse_log(
+                ctx.con, ctx.source, path, _sample_path(folder, path, kind), host_column, reads, mode, ctx.run_id
             )
             rejected += [rejects] if rejects else []
             if kind != _kind(old):

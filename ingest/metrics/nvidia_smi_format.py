@@ -9,15 +9,18 @@ import gzip
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import duckdb
 
-from gpufinops.ingest.core import file_checks
+from gpufinops.ingest.core import file_checks, validate
 from gpufinops.ingest.core.files import sql_literal
 from gpufinops.ingest.core.registry import IngestError
+from gpufinops.ingest.core.validate_metrics import SampleFile, write_samples
 
 log = logging.getLogger(__name__)
 
@@ -262,3 +265,59 @@ def sample_labels(fields: list[str], cols: dict[str, int], roles: dict[str, str]
     """sample column -> the log's header for it (messages), ``__unparsed_*`` columns included."""
     labels = {column: fields[cols[role]] for role, column in roles.items() if role in cols}
     return {**labels, **{f"__unparsed_{column}": label for column, label in labels.items()}}
+
+
+# (the segment's CSV file, its header's fields, its header's role -> position, the log's lines before it)
+Segment = tuple[str, list[str], dict[str, int], int]
+
+
+@dataclass(frozen=True)
+class LogKind:
+    """How a kind of nvidia-smi log (``--query-gpu``, ``--query-compute-apps``) is read: the temporary
+    folder's prefix, the column its headers name (``marker(path)``, finding repeated headers), its
+    header's roles (``column_map``), a segment's samples (``segment_select``), the sample columns its
+    messages name by the log's header (role -> column), after a failed parse the first bad value
+    (``diagnose(con, source, path, segments)``), and what a log with no sample means (logged at
+    ``empty_level``)."""
+
+    tmp_prefix: str
+    marker: Callable[[str], bytes]
+    column_map: Callable[[str, str, list[str], str | None], dict[str, int]]
+    segment_select: Callable[..., str]
+    roles: dict[str, str]
+    diagnose: Callable[[duckdb.DuckDBPyConnection, str, str, list[Segment]], str | None]
+    empty: str
+    empty_level: int
+
+
+def parse_log(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    path: str,
+    out_path: Path,
+    host_column: str | None,
+    kind: LogKind,
+    mode: str = validate.FAIL,
+    run_id: str = "",
+) -> tuple[dict[str, Any], str | None]:
+    """Write the log's samples, each segment (one header) read as ``kind`` says, to ``out_path``; returns
+    (the days (slice values) and last sample time, the SELECT of its rejected rows under skip_rows)."""
+    marker = kind.marker(path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=kind.tmp_prefix) as tmp_dir:
+        parts: list[Segment] = [
+            (csv_path, fields, kind.column_map(source, path, fields, host_column), offset)
+            for csv_path, fields, offset in split_by_header(source, path, tmp_dir, marker)
+        ]
+
+        def samples(numbered: bool) -> str:
+            return " UNION ALL ".join(
+                kind.segment_select(p, f, c, file_host(path), o if numbered else None) for p, f, c, o in parts
+            )
+
+        labels = sample_labels(parts[0][1], parts[0][2], kind.roles)
+        read = SampleFile(path, samples, labels, lambda: kind.diagnose(con, source, path, parts))
+        parsed, rows, rejects = write_samples(con, source, read, out_path, mode, run_id)
+    if not rows:
+        log.log(kind.empty_level, "%s: file %s %s", source, path, kind.empty)
+    return parsed, rejects

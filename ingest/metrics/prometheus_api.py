@@ -89,18 +89,15 @@ FIGURES = (
     "power_mean",
     *PROFILING_FIGURES,
 )
+# What a GPU's series says of it, carried into its partial rows: its model's name, the machine and the cloud
+# resource it runs on, and the Kubernetes workload that holds it (the sample store's labels, in its order).
+SERIES_LABELS = ("name", "host", "resource_hint", "provider_id", "namespace", "pod", "container")
 PARTIAL_SCHEMA = pa.schema(
     [
         ("hour", pa.timestamp("s", tz="UTC")),
         ("gpu_uuid", pa.string()),
         ("mig_instance", pa.string()),
-        ("name", pa.string()),
-        ("host", pa.string()),
-        ("resource_hint", pa.string()),
-        ("provider_id", pa.string()),
-        ("namespace", pa.string()),
-        ("pod", pa.string()),
-        ("container", pa.string()),
+        *[(label, pa.string()) for label in SERIES_LABELS],
         ("vgpu", pa.string()),
     ]
     + [(f, pa.float64()) for f in FIGURES]

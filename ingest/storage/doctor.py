@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.ingest.aws.doctor import aws_client, aws_error, first_region
+from gpufinops.ingest.aws.doctor import aws_client, bucket_refusal, first_region
 from gpufinops.ingest.core.doctor import OK, WARN, ConfiguredSource, Result, options
 
 
@@ -15,14 +15,10 @@ def aws_storage(source: ConfiguredSource, base_dir: Path, timeout: float) -> Res
     s3 = aws_client("s3", source, timeout, region)
     buckets = sorted({rule.bucket for rule in opts.rules})
     for bucket in buckets:
-        try:
-            s3.head_bucket(Bucket=bucket)
-        except Exception as exc:  # botocore ClientError: 404 NoSuchBucket, 403 AccessDenied
-            return (
-                WARN,
-                f"s3://{bucket}: {aws_error(exc)} (its prefixes are recorded as not listed)",
-                f"check the bucket name, and grant s3:ListBucket on arn:aws:s3:::{bucket}",
-            )
+        refused = bucket_refusal(s3, bucket)
+        if refused:
+            why = f"{refused} (its prefixes are recorded as not listed)"
+            return WARN, why, f"check the bucket name, and grant s3:ListBucket on arn:aws:s3:::{bucket}"
     return OK, f"EC2 DescribeVolumes answers in {region}; {len(buckets)} bucket(s) reachable", None
 
 

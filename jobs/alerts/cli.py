@@ -45,16 +45,16 @@ def run(cfg: Config, *, now: datetime | None = None, send: bool = True, out=None
             + (f", cancelled {len(d.cancelled)}" if d.cancelled else ""),
             file=out,
         )
-        for label in d.sent:
-            print(f"  sent     {label}", file=out)
-        for label in d.failed:
-            print(f"  failed   {label} (retried by the next run)", file=out)
-        for label in d.unknown:
-            print(
-                f"  unknown  {label} (a send ended mid-delivery: resent with the same Message-ID / delivery id "
-                f"after {cfg.report.sending_timeout_minutes:g} min)",
-                file=out,
-            )
+        resent = f"after {cfg.report.sending_timeout_minutes:g} min"
+        unknown = "  unknown  {} (a send ended mid-delivery: resent with the same Message-ID / delivery id "
+        output.delivery_lines(
+            [
+                (d.sent, "  sent     {}"),
+                (d.failed, "  failed   {} (retried by the next run)"),
+                (d.unknown, unknown + resent + ")"),
+            ],
+            out,
+        )
     return 0 if result.ok else 1
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from gpufinops.jobs import output
 from gpufinops.jobs.config import Config
 from gpufinops.jobs.report import deliver
 from gpufinops.jobs.report.figures import data_span
@@ -76,18 +77,16 @@ def weekly(
 def _send(cfg: Config, chosen: Week, stdout: IO[str]) -> int:
     """`report weekly --send`: mail every recipient, one line each; 1 when one was not sent."""
     outcome = deliver.send_weekly(cfg, chosen)
-    for email in outcome.sent:
-        print(f"{email:<40} sent", file=stdout)
-    for email in outcome.already_sent:
-        print(f"{email:<40} already sent for {chosen}", file=stdout)
-    for email in outcome.unknown:
-        print(
-            f"{email:<40} unknown (a send ended mid-transaction; resent after "
-            f"{cfg.report.sending_timeout_minutes:g} min)",
-            file=stdout,
-        )
-    for email in outcome.failed:
-        print(f"{email:<40} failed (see report_deliveries; retried on the next run)", file=stdout)
+    resent = f"resent after {cfg.report.sending_timeout_minutes:g} min"
+    output.delivery_lines(
+        [
+            (outcome.sent, "{:<40} sent"),
+            (outcome.already_sent, f"{{:<40}} already sent for {chosen}"),
+            (outcome.unknown, "{:<40} unknown (a send ended mid-transaction; " + resent + ")"),
+            (outcome.failed, "{:<40} failed (see report_deliveries; retried on the next run)"),
+        ],
+        stdout,
+    )
     unsent = [f"{e} (failed)" for e in outcome.failed] + [f"{e} (unknown)" for e in outcome.unknown]
     if unsent or outcome.interrupted:
         print(
