@@ -156,6 +156,61 @@ def test_an_hourly_price_no_vm_has_is_refused_in_one_sentence_and_changes_nothin
             assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
 
 
+HOSTILE_PRICES = [
+    ("retailPrice", float("nan"), "NaN"),
+    ("retailPrice", float("inf"), "Infinity"),
+    ("retailPrice", float("-inf"), "-Infinity"),
+    ("retailPrice", -98.32, "-98.32"),
+    ("retailPrice", "98.32", '"98.32"'),
+    ("retailPrice", None, "null"),
+    ("savingsPlan[1 Year].retailPrice", float("nan"), "NaN"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), HOSTILE_PRICES)
+def test_a_gpu_row_whose_price_is_not_a_price_is_refused_naming_page_row_and_value(
+    tmp_path, api, monkeypatch, field, value, shown
+):
+    """A NaN, ±Infinity, negative, string or null price of the ND96isr_H100_v5's Linux pay-as-you-go row (as the
+    server's JSON writes it: NaN and Infinity are what Python's encoder answers) was dropped without a word,
+    leaving the size without an on-demand price; it is refused, the warehouse as it was."""
+    import tests.azure_prices_loopback as loopback
+
+    honest = run_source(
+        REGISTRY, tmp_path / "wh.duckdb", "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": api.url}
+    )
+    assert honest.status == "succeeded", honest.error
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        before = con.execute("SELECT * FROM price_catalog ORDER BY ALL").fetchall()
+    real = loopback.gpu_items
+
+    def tampered(region: str = "eastus") -> list:
+        items = real(region)
+        row = next(i for i in items if i["armSkuName"] == loopback.H100 and i.get("savingsPlan"))
+        if field == "retailPrice":
+            row["retailPrice"] = value
+        else:
+            next(p for p in row["savingsPlan"] if p["term"] == "1 Year")["retailPrice"] = value
+        return items
+
+    monkeypatch.setattr(loopback, "gpu_items", tampered)
+    result = run_source(
+        REGISTRY,
+        tmp_path / "wh.duckdb",
+        "azprices",
+        "azure_prices",
+        {"regions": ["eastus"], "endpoint": api.url},
+        full_refresh=True,
+    )
+    assert result.status == "failed"
+    assert result.error == (
+        f"azprices: the Retail Prices API's page 1 of eastus ({api.url}) row 'Standard_ND96isr_H100_v5' meter "
+        f"'ND96isr H100 v5': {field} is {shown}, not a price (a finite number, 0 or more)"
+    )
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        assert con.execute("SELECT * FROM price_catalog ORDER BY ALL").fetchall() == before
+
+
 def test_doctor_asks_the_retail_prices_api_through_the_spec_s_own_check(tmp_path, api):
     """`gpufinops doctor`'s check of azure_prices comes from its spec (ingest/azure/doctor.py) and asks the
     loopback Retail Prices API; a port nobody listens on is a FAIL naming the endpoint, not a traceback."""
