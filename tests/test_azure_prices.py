@@ -35,6 +35,11 @@ A100_EXPECTED = {
 }
 
 
+def _load(warehouse, url: str, **how):
+    """One run of azure_prices over eastus against the server at ``url``."""
+    return run_source(REGISTRY, warehouse, "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": url}, **how)
+
+
 @pytest.fixture
 def api():
     server = RetailPrices()
@@ -117,13 +122,7 @@ def test_the_recorded_pages_classify_as_the_api_documents(tmp_path):
 def test_a_page_link_that_cycles_is_stopped_in_one_sentence(tmp_path):
     server = RetailPrices(loop=True)
     try:
-        result = run_source(
-            REGISTRY,
-            tmp_path / "wh.duckdb",
-            "azprices",
-            "azure_prices",
-            {"regions": ["eastus"], "endpoint": server.url},
-        )
+        result = _load(tmp_path / "wh.duckdb", server.url)
     finally:
         server.stop()
     assert result.status == "failed"
@@ -176,9 +175,7 @@ def test_a_gpu_row_whose_price_is_not_a_price_is_refused_naming_page_row_and_val
     leaving the size without an on-demand price; it is refused, the warehouse as it was."""
     import tests.azure_prices_loopback as loopback
 
-    honest = run_source(
-        REGISTRY, tmp_path / "wh.duckdb", "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": api.url}
-    )
+    honest = _load(tmp_path / "wh.duckdb", api.url)
     assert honest.status == "succeeded", honest.error
     with db.writer(tmp_path / "wh.duckdb") as con:
         before = con.execute("SELECT * FROM price_catalog ORDER BY ALL").fetchall()
@@ -194,14 +191,7 @@ def test_a_gpu_row_whose_price_is_not_a_price_is_refused_naming_page_row_and_val
         return items
 
     monkeypatch.setattr(loopback, "gpu_items", tampered)
-    result = run_source(
-        REGISTRY,
-        tmp_path / "wh.duckdb",
-        "azprices",
-        "azure_prices",
-        {"regions": ["eastus"], "endpoint": api.url},
-        full_refresh=True,
-    )
+    result = _load(tmp_path / "wh.duckdb", api.url, full_refresh=True)
     assert result.status == "failed"
     assert result.error == (
         f"azprices: the Retail Prices API's page 1 of eastus ({api.url}) row 'Standard_ND96isr_H100_v5' meter "
