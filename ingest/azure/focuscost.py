@@ -84,7 +84,7 @@ def vmss_instance_sql(layout: Layout, columns: list[str]) -> str | None:
         cases.append(
             f"WHEN {scale_set} <> '' AND {instance}.set = {scale_set} THEN {rid} || '/virtualmachines/' || {instance}.id"
         )
-    return f"CASE {' '.join(cases)} ELSE \"ResourceId\" END"
+    return f'CASE {" ".join(cases)} ELSE "ResourceId" END'
 
 
 def subcategory_sql() -> str:
