@@ -404,3 +404,26 @@ def test_a_managed_disk_is_billed_at_its_tier_or_its_provisioned_capacity(disk_t
     if billed:
         assert facts.meter_key(billed[0]) == billed[0]
     assert facts.meter_key("NC24ads A100 v4") is None
+
+
+def test_an_unmeasured_premium_disk_and_an_unbilled_tier_are_withheld_naming_what_would_complete_them():
+    from gpufinops.models import storage_orphan, storage_tier
+    from gpufinops.models.storage_common import StorageInputs
+
+    now = datetime(2026, 10, 31, tzinfo=UTC)
+    inputs = StorageInputs(
+        now=now,
+        rates={("azure", "eastus", "LRS Snapshot"): SNAPSHOT_GIB_MONTH},  # no P40 LRS Disk line on the bill
+        gpu_types={H100},
+        volumes=[
+            _volume(DATA_DISK, az.H100_VM),
+            _volume(OLD_DISK, None, size_gib=2048.0, detached_at=now - timedelta(days=30)),
+        ],
+    )
+    settings = storage_tier.StorageSettings()
+    tier = storage_tier.findings(inputs, settings).withheld
+    assert [(w.resource_id, w.reason) for w in tier] == [(DATA_DISK, "no_iops_measurements")]
+    assert "Azure Monitor" in tier[0].source_hint
+    orphan = storage_orphan.findings(inputs, settings).withheld
+    assert [(w.resource_id, w.reason) for w in orphan] == [(OLD_DISK, "unpriced_storage")]
+    assert "P40 LRS Disk" in orphan[0].detail and "azure_cost_export" in orphan[0].source_hint
