@@ -3,12 +3,12 @@ containers in Blob Storage, priced from the customer's own FocusCost lines (load
 folder, the real ingest path) and exported by ``gpufinops export storage`` as ``az`` commands and a lifecycle
 management policy.
 
-No Azure storage inventory source exists yet, so the inventory rows (the shapes an ``az disk list`` answer gives:
-the disk's ARM id, ``sku.name``, ``diskSizeGB``, ``managedBy``) are written into the storage tables here, as the
-storage inventory writes them; the disks' operations and the container's reads likewise (Azure Monitor's
-``Composite Disk Read/Write Operations/sec`` and the account's GetBlob transactions). The FocusCost rows are
-generated in the export's exact documented shape (tests/azure_focuscost_data.py). Each expected dollar figure below
-is computed by hand from the bill's lines.
+The disks and snapshots are the ``azure_storage`` source's, listed from a loopback Azure Resource Manager speaking
+the documented List shapes (tests/azure_arm_loopback.py), twice: the VM's second disk attached, then detached. No
+source lists Blob containers or reads Azure Monitor yet, so the container's checkpoint groups, the disk's operations
+and the container's reads are written into their storage tables here, as the storage inventory writes them. The
+FocusCost rows are generated in the export's exact documented shape (tests/azure_focuscost_data.py). Each expected
+dollar figure below is computed by hand from the bill's lines.
 """
 
 from __future__ import annotations
@@ -25,19 +25,18 @@ import pytest
 
 from gpufinops.ingest.core.registry import default_registry
 from gpufinops.ingest.core.runner import run_source
+from gpufinops.ingest.storage import aws_source
 from gpufinops.jobs.export import storage
 from gpufinops.models.run import analyse
 from gpufinops.warehouse import db, recommendation_read
 from gpufinops.warehouse.storage_schema import STORAGE_TABLES
+from tests import azure_arm_loopback as arm
 from tests import azure_focuscost_data as az
+from tests.conftest import query
 
 REGISTRY = default_registry()
-SUB = az.SUBSCRIPTION
-GROUP = f"/subscriptions/{SUB}/resourceGroups/ml-rg/providers"
-OLD_DISK = f"{GROUP}/Microsoft.Compute/disks/h100-old-data"
-DATA_DISK = f"{GROUP}/Microsoft.Compute/disks/h100-data"
+SUB, GROUP, OLD_DISK, DATA_DISK, SNAPSHOT = arm.SUB, arm.GROUP, arm.OLD_DISK, arm.DATA_DISK, arm.SNAPSHOT
 V2_DISK = f"{GROUP}/Microsoft.Compute/disks/scratch-v2"
-SNAPSHOT = f"{GROUP}/Microsoft.Compute/snapshots/h100-data-weekly"
 ACCOUNT = f"{GROUP}/Microsoft.Storage/storageAccounts/mlckpt"
 H100 = "Standard_ND96isr_H100_v5"
 GIB = 2**30
@@ -109,12 +108,29 @@ def _volume(volume_id: str, attached: str | None, **extra) -> dict:
     }
 
 
+def _disks(warehouse, now: datetime, monkeypatch) -> None:
+    """Two inventories of the subscription: 31 days ago both disks on the VM, now the second one detached since
+    30 days (ARM's LastOwnershipUpdateTime)."""
+    monkeypatch.setenv(arm.TOKEN_ENV, arm.TOKEN)
+    server = arm.Arm(arm.initial_state(now))
+    options = {"subscription": SUB, "endpoint": server.url, "token_env": arm.TOKEN_ENV}
+    try:
+        for at in (now - timedelta(days=31), now):
+            if at == now:
+                old = next(d for d in server.state["disks"] if d["id"] == OLD_DISK)
+                old.pop("managedBy")
+                old["properties"].update(
+                    diskState="Unattached", LastOwnershipUpdateTime=arm._stamp(at - timedelta(days=30))
+                )
+            monkeypatch.setattr(aws_source, "clock", lambda at=at: at)
+            result = run_source(REGISTRY, warehouse, "azstorage", "azure_storage", options)
+            assert result.status == "succeeded", result.error
+    finally:
+        server.stop()
+
+
 def _inventory(con, now: datetime) -> None:
-    """The storage tables as the storage inventory writes them (module doc: no Azure inventory source yet)."""
-    volumes = [
-        _volume(OLD_DISK, None, last_attached_at=now - timedelta(days=31), detached_at=now - timedelta(days=30)),
-        _volume(DATA_DISK, az.H100_VM),
-    ]
+    """The container's checkpoint groups, the disk's operations and the container's reads (module doc)."""
     ages = {"step-100/": 100, "step-80/": 80, "step-60/": 60, "step-40/": 40, "step-10/": 10}
     objects = [
         {
@@ -161,7 +177,6 @@ def _inventory(con, now: datetime) -> None:
         for d in range(14)
     ]
     for table, rows in (
-        ("storage_volumes", volumes),
         ("storage_objects", objects),
         ("storage_volume_ops_hourly", ops),
         ("storage_prefix_reads_daily", reads),
@@ -183,6 +198,11 @@ def azure_account(tmp_path_factory):
     result = run_source(REGISTRY, warehouse, "azbill", "azure_cost_export", {"path": str(root / "export")})
     assert result.status == "succeeded", result.error
     now = datetime(2026, 10, 31, tzinfo=UTC)
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        _disks(warehouse, now, monkeypatch)
+    finally:
+        monkeypatch.undo()
     with db.writer(warehouse) as con:
         _inventory(con, now)
         run = analyse(con, kinds=["storage_tier", "storage_orphan", "checkpoint_lifecycle"])
@@ -427,3 +447,61 @@ def test_an_unmeasured_premium_disk_and_an_unbilled_tier_are_withheld_naming_wha
     orphan = storage_orphan.findings(inputs, settings).withheld
     assert [(w.resource_id, w.reason) for w in orphan] == [(OLD_DISK, "unpriced_storage")]
     assert "P40 LRS Disk" in orphan[0].detail and "azure_cost_export" in orphan[0].source_hint
+
+
+@pytest.fixture
+def arm_server(monkeypatch):
+    monkeypatch.setenv(arm.TOKEN_ENV, arm.TOKEN)
+    server = arm.Arm(arm.initial_state(datetime(2026, 10, 31, tzinfo=UTC)))
+    yield server
+    server.stop()
+
+
+def _list(warehouse, server, **options):
+    return run_source(
+        REGISTRY,
+        warehouse,
+        "azstorage",
+        "azure_storage",
+        {"subscription": SUB, "endpoint": server.url, "token_env": arm.TOKEN_ENV, **options},
+    )
+
+
+def test_the_inventory_pages_every_listing_and_knows_each_disk_s_vm_size(arm_server, tmp_path):
+    result = _list(tmp_path / "wh.duckdb", arm_server)
+    assert result.status == "succeeded", result.error
+    assert sum("skiptoken" in r for r in arm_server.requests) == 1  # the disks' second page, by nextLink
+    rows = query(
+        tmp_path / "wh.duckdb",
+        "SELECT volume_id, volume_type, size_gib, attached_instance_id, last_instance_type, team "
+        "FROM storage_volumes ORDER BY 1",
+    )
+    vm = az.H100_VM  # the bill's id: ARM's managedBy lower-cased
+    assert rows == [(d, "Premium_LRS", 1024.0, vm, H100, "research") for d in sorted((DATA_DISK, OLD_DISK))]
+    assert query(tmp_path / "wh.duckdb", "SELECT snapshot_id, volume_id, size_gib FROM storage_snapshots") == [
+        (SNAPSHOT, DATA_DISK, 1024.0)
+    ]
+
+
+@pytest.mark.parametrize("value", [float("nan"), -1, "1024"])
+def test_a_disk_size_that_is_not_one_is_refused_naming_the_disk_and_the_warehouse_kept(arm_server, tmp_path, value):
+    warehouse = tmp_path / "wh.duckdb"
+    assert _list(warehouse, arm_server).status == "succeeded"
+    before = query(warehouse, "SELECT * FROM storage_volumes ORDER BY ALL")
+    arm_server.state["disks"][1]["properties"]["diskSizeGB"] = value
+    arm_server.state["disks"][1]["properties"]["diskState"] = "Reserved"  # a new listing, not the last one's
+    result = _list(warehouse, arm_server)
+    assert result.status == "failed"
+    assert result.error.startswith("azstorage: ARM disks list: 'h100-old-data' (resource group ml-rg) diskSizeGB is ")
+    assert result.error.endswith("not a finite number of 0 or more")
+    assert query(warehouse, "SELECT * FROM storage_volumes ORDER BY ALL") == before
+
+
+def test_a_refused_token_and_a_missing_one_are_one_sentence_each(arm_server, tmp_path, monkeypatch):
+    monkeypatch.setenv(arm.TOKEN_ENV, "expired")
+    refused = _list(tmp_path / "wh.duckdb", arm_server)
+    assert refused.status == "failed" and "virtualMachines answered HTTP 401" in refused.error
+    assert "expired" not in refused.error and "AuthenticationFailed" in refused.error
+    monkeypatch.delenv(arm.TOKEN_ENV)
+    missing = _list(tmp_path / "wh.duckdb", arm_server)
+    assert missing.error == f"azstorage: the variable {arm.TOKEN_ENV} (token_env) is not set"
