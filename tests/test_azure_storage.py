@@ -505,3 +505,14 @@ def test_a_refused_token_and_a_missing_one_are_one_sentence_each(arm_server, tmp
     monkeypatch.delenv(arm.TOKEN_ENV)
     missing = _list(tmp_path / "wh.duckdb", arm_server)
     assert missing.error == f"azstorage: the variable {arm.TOKEN_ENV} (token_env) is not set"
+
+
+def test_doctor_lists_the_disks_through_the_spec_s_own_check(arm_server, tmp_path):
+    from gpufinops.interfaces import doctor_sources
+    from gpufinops.jobs.config import parse_source
+
+    check = doctor_sources.check_of("azure_storage", REGISTRY)
+    assert check is not None and check.__module__ == "gpufinops.ingest.storage.doctor"
+    table = {"type": "azure_storage", "subscription": SUB, "endpoint": arm_server.url, "token_env": arm.TOKEN_ENV}
+    status, detail, _ = check(parse_source("azstorage", table, REGISTRY), tmp_path, 5.0)
+    assert (status, detail) == ("ok", f"ARM Microsoft.Compute/disks list answers for subscription {SUB}: 2 disk(s)")
