@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufinops.kernel.storage_facts import StorageFacts
+
 
 @dataclass(frozen=True)
 class NodeLabels:
@@ -66,3 +68,4 @@ class ProviderSpec:
     skypilot: SkyPilot | None  # None: SkyPilot has no catalogue for it
     karpenter: Karpenter | None  # None: no Karpenter provider provisions its nodes
     pue: tuple[float, str] | None  # its published fleet PUE and where it is published; None: lines carry their own
+    storage: StorageFacts | None  # its disks', snapshots' and storage classes' bill meters; None: not examined

@@ -21,6 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from gpufinops.kernel import node_labels as nl
+from gpufinops.kernel import storage_facts
 from gpufinops.kernel.provider_spec import Karpenter, NodeLabels, ProviderSpec, SkyPilot
 
 DATA = Path(__file__).parents[1] / "warehouse" / "data"  # the vendored files stay with the store's data
@@ -51,6 +52,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
             node_class_spec=None,  # the cluster's own: its IAM role, subnets and security groups
         ),
         pue=(1.15, "AWS global PUE 2024 (aws.amazon.com/sustainability/data-centers)"),
+        storage=storage_facts.AWS,
     ),
     ProviderSpec(
         code="gcp",
@@ -70,6 +72,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         skypilot=SkyPilot(cloud="gcp", family_names={"a3-megagpu-": "H100-MEGA", "g4-standard-": "RTXPRO6000"}),
         karpenter=None,
         pue=(1.09, "Google fleet trailing-twelve-month PUE 2024 (google.com/about/datacenters/efficiency)"),
+        storage=storage_facts.GCP,
     ),
     ProviderSpec(
         code="azure",
@@ -96,6 +99,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
             node_class_spec={"imageFamily": "Ubuntu"},
         ),
         pue=(1.18, "Microsoft worldwide operating PUE (datacenters.microsoft.com/sustainability/efficiency)"),
+        storage=storage_facts.AZURE,
     ),
     ProviderSpec(
         code="oci",
@@ -111,6 +115,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         skypilot=None,
         karpenter=None,
         pue=None,
+        storage=None,
     ),
     ProviderSpec(
         code="onprem",
@@ -126,6 +131,7 @@ BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
         skypilot=SkyPilot(cloud="k8s", family_names={}),
         karpenter=None,
         pue=None,  # each onprem line carries its own
+        storage=None,
     ),
 )
 

@@ -4,7 +4,7 @@ Objects are grouped by run and checkpoint (the first two path segments under the
 S3 request-metrics filter measured, the prefix's GETs must be no more than the objects of the checkpoints a
 rule keeps (each run's newest ``lifecycle_keep_last`` and those younger than ``lifecycle_transition_days``):
 every read could then have gone to those, none to the old ones. The rule: objects move to Glacier Instant
-Retrieval (GCS: Coldline) after ``lifecycle_transition_days``; checkpoints outside each run's newest
+Retrieval (GCS: Coldline; Azure Blob Storage: Cool, its container written ``account/container``) after ``lifecycle_transition_days``; checkpoints outside each run's newest
 ``lifecycle_keep_last`` expire after ``lifecycle_expire_days``. Priced per checkpoint at the bill's own
 storage-class rates: each checkpoint's bytes as the rule would leave them today, against what they cost now.
 A prefix the inventory could not list, or without read measurements, is withheld and named.
@@ -17,27 +17,26 @@ from decimal import Decimal
 from typing import Any
 
 from gpufinops.models.recommendation import Findings, Recommendation, Withheld, money, stable_id
-from gpufinops.models.storage_common import (
-    GCS_CLASS_METER,
-    GIB_PER_BYTE,
-    S3_CLASS_METER,
-    StorageInputs,
-    load,
-)
+from gpufinops.models.storage_common import GIB_PER_BYTE, StorageInputs, load, storage_of
 from gpufinops.models.storage_tier import StorageSettings
 
 KIND = "checkpoint_lifecycle"
-COLD = {"aws": "GLACIER_IR", "gcp": "COLDLINE"}
 MAX_EXPIRE_RULES = 998  # S3 takes 1,000 rules in one configuration: one is the transition
 
 
 def _location(provider: str, bucket: str, prefix: str) -> str:
-    return f"{'gs' if provider == 'gcp' else 's3'}://{bucket}/{prefix}"
+    facts = storage_of(provider)
+    return facts.location(bucket, prefix) if facts else f"{provider}://{bucket}/{prefix}"
+
+
+def _cold(provider: str) -> str:
+    facts = storage_of(provider)
+    return facts.cold_class if facts else "cold"
 
 
 def _rate(inputs: StorageInputs, provider: str, region: str, storage_class: str) -> Decimal | None:
-    meter = (GCS_CLASS_METER if provider == "gcp" else S3_CLASS_METER).get(storage_class)
-    return inputs.rate(provider, region, meter)
+    facts = storage_of(provider)
+    return inputs.rate(provider, region, facts.class_meters.get(storage_class)) if facts else None
 
 
 def _plan(groups: list[dict[str, Any]], inputs: StorageInputs, settings: StorageSettings) -> list[dict[str, Any]]:
@@ -102,7 +101,7 @@ def _prefix_finding(
         )
         return
     region = inputs.bucket_regions.get(bucket, "")
-    cold = COLD.get(provider, "GLACIER_IR")
+    cold = _cold(provider)
     now_cost = new_cost = Decimal(0)
     for g in plan:
         rate_now = _rate(inputs, provider, region, g["storage_class"])
@@ -172,6 +171,7 @@ def _prefix_finding(
                 "region": region,
                 "rate_source": "the bill's own rates (last 30 days)",
                 "expire_rules_left_out": max(0, len(expiring) - len(paths)),
+                **({"account_resource_id": inputs.bucket_accounts[bucket]} if bucket in inputs.bucket_accounts else {}),
             },
         )
     )

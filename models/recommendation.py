@@ -132,20 +132,23 @@ WITHHOLD_REASONS = {
     ),
     "no_iops_measurements": (
         "the volume's read and write operations over enough days",
-        "CloudWatch AWS/EBS VolumeReadOps / VolumeWriteOps (the storage inventory reads them), or Cloud "
-        "Monitoring disk operations",
+        "CloudWatch AWS/EBS VolumeReadOps / VolumeWriteOps (the storage inventory reads them), Cloud "
+        "Monitoring disk operations, or Azure Monitor's Composite Disk Read / Write Operations/sec",
     ),
     "unpriced_storage": (
         "the bill's rate for the storage meter (usage type or SKU) in the volume's or bucket's region",
-        "a cost source carrying the account's storage lines (aws_cur, focus_files, gcp_billing_export)",
+        "a cost source carrying the account's storage lines (aws_cur, focus_files, gcp_billing_export, "
+        "azure_cost_export)",
     ),
     "no_prefix_access": (
         "a listing of the configured prefix",
-        "s3:ListBucket (GCS: storage.objects.list) on the bucket for the inventory's credentials",
+        "s3:ListBucket (GCS: storage.objects.list; Azure: Storage Blob Data Reader) on the bucket for the "
+        "inventory's credentials",
     ),
     "no_read_metrics": (
         "GET requests on the prefix over the lookback",
-        "an S3 request-metrics filter on the prefix, named in the prefix's read_filter",
+        "an S3 request-metrics filter on the prefix, named in the prefix's read_filter (Azure: the storage "
+        "account's GetBlob transactions in Azure Monitor)",
     ),
     "old_objects_read": (
         "nothing: the prefix is read more than its kept checkpoints explain",

@@ -16,7 +16,6 @@ out of scope: counted, never examined.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -24,41 +23,21 @@ from typing import Any
 
 import duckdb
 
+from gpufinops.kernel import providers, storage_facts
+from gpufinops.kernel.storage_facts import (  # noqa: F401  (the models' names for the meters)
+    AWS_STORAGE_METER,
+    GCP_DISK_METER,
+    GCP_SNAPSHOT_METER,
+    GCS_CLASS_METER,
+    S3_CLASS_METER,
+)
 from gpufinops.models.recommendation import Recommendation, stable_id
 
 GP3_BASELINE_IOPS = 3000.0
 GP3_BASELINE_MIBPS = 125.0
-AWS_STORAGE_METER = {
-    "gp2": "EBS:VolumeUsage.gp2",
-    "gp3": "EBS:VolumeUsage.gp3",
-    "io1": "EBS:VolumeUsage.piops",
-    "io2": "EBS:VolumeUsage.io2",
-    "st1": "EBS:VolumeUsage.st1",
-    "sc1": "EBS:VolumeUsage.sc1",
-    "standard": "EBS:VolumeUsage",
-}
 AWS_IOPS_METER = {"io1": "EBS:VolumeP-IOPS.piops", "io2": "EBS:VolumeP-IOPS.io2", "gp3": "EBS:VolumeP-IOPS.gp3"}
 GP3_THROUGHPUT_METER = "EBS:VolumeP-Throughput.gp3"
-SNAPSHOT_METER = "EBS:SnapshotUsage"
-GCP_DISK_METER = {
-    "pd-ssd": "SSD backed PD Capacity",
-    "pd-balanced": "Balanced PD Capacity",
-    "pd-standard": "Storage PD Capacity",
-}
-GCP_SNAPSHOT_METER = "Storage PD Snapshot"
-S3_CLASS_METER = {
-    "STANDARD": "TimedStorage-ByteHrs",
-    "GLACIER_IR": "TimedStorage-GIR-ByteHrs",
-    "STANDARD_IA": "TimedStorage-SIA-ByteHrs",
-    "INTELLIGENT_TIERING": "TimedStorage-INT-FA-ByteHrs",
-}
-GCS_CLASS_METER = {
-    "STANDARD": "Standard Storage",
-    "NEARLINE": "Nearline Storage",
-    "COLDLINE": "Coldline Storage",
-    "ARCHIVE": "Archive Storage",
-}
-_AWS_METER = re.compile(r"(EBS:[A-Za-z0-9.\-]+|TimedStorage-[A-Za-z0-9\-]+)$")
+SNAPSHOT_METER = storage_facts.AWS.snapshot_meter
 GIB_PER_BYTE = Decimal(1) / Decimal(2**30)
 
 RATES_SQL = """
@@ -68,7 +47,8 @@ WITH lines AS (
          EffectiveCost AS cost, PricingQuantity AS quantity, ChargePeriodStart AS t
   FROM cost_line_items
   WHERE ChargeCategory = 'Usage' AND PricingQuantity > 0
-    AND (COALESCE(SkuMeter, '') ~ '.*(EBS:|TimedStorage-).*' OR ChargeDescription ~ '.*(PD Capacity|PD Snapshot| Storage).*')
+    AND (COALESCE(SkuMeter, '') ~ '.*(EBS:|TimedStorage-| LRS Disk|Provisioned Capacity|Data Stored|LRS Snapshot).*'
+         OR ChargeDescription ~ '.*(PD Capacity|PD Snapshot| Storage).*')
 ), recent AS (SELECT * FROM lines WHERE t >= (SELECT max(t) FROM lines) - INTERVAL 30 DAY)
 SELECT provider_name, region, meter, sum(cost) AS cost, sum(quantity) AS quantity FROM recent GROUP BY ALL
 """
@@ -81,19 +61,28 @@ WHERE ChargeCategory = 'Usage' AND ResourceId IN (SELECT snapshot_id FROM storag
 GROUP BY ALL
 """
 
+# An Azure container is written 'account/container': its storage account's bill lines (ResourceId
+# .../providers/Microsoft.Storage/storageAccounts/<account>) say where it is and in which region it is billed
+ACCOUNT_SQL = """
+SELECT b.bucket, any_value(c.ResourceId), any_value(c.RegionId)
+FROM (SELECT DISTINCT bucket FROM storage_objects WHERE contains(bucket, '/')) b
+JOIN cost_line_items c
+  ON lower(rtrim(c.ResourceId, '/')) LIKE '%/providers/microsoft.storage/storageaccounts/' || lower(split_part(b.bucket, '/', 1))
+GROUP BY 1
+"""
+
 
 def meter_key(provider: str, meter: str | None) -> str | None:
-    """The usage type without its region prefix (AWS), the SKU description's leading words (GCP)."""
-    if not meter:
-        return None
-    if provider == "aws":
-        found = _AWS_METER.search(meter.split(":", 1)[-1] if meter.count(":") > 1 else meter)
-        found = found or _AWS_METER.search(meter)
-        return found.group(1) if found else None
-    for canonical in (*GCP_DISK_METER.values(), GCP_SNAPSHOT_METER, *GCS_CLASS_METER.values()):
-        if meter.startswith(canonical):
-            return canonical
-    return None
+    """A bill line's meter as its provider's storage facts name it (kernel/storage_facts.py): AWS's usage type
+    without its region prefix, a SKU description's or meter name's leading words; None: not a storage meter."""
+    facts = storage_of(provider)
+    return facts.meter_key(meter) if meter and facts else None
+
+
+def storage_of(provider: str | None) -> storage_facts.StorageFacts | None:
+    """The provider spec's storage facts (None: its storage is not examined)."""
+    spec = providers.spec(provider)
+    return spec.storage if spec else None
 
 
 def _provider(name: str | None) -> str:
@@ -120,6 +109,8 @@ class StorageInputs:
     read_days: dict[tuple[str, str], int] = field(default_factory=dict)
     snapshot_bills: dict[str, Decimal] = field(default_factory=dict)  # snapshot id -> its last 30 days' cost
     bucket_regions: dict[str, str] = field(default_factory=dict)  # bucket -> the region its bill lines name
+    # an Azure 'account/container' -> the bill's resource id of its storage account (its subscription, group)
+    bucket_accounts: dict[str, str] = field(default_factory=dict)
 
     def rate(self, provider: str, region: str | None, meter: str | None) -> Decimal | None:
         return self.rates.get((provider, region or "", meter or "")) if meter else None
@@ -191,6 +182,9 @@ def load(con: duckdb.DuckDBPyConnection, _settings: Any = None) -> StorageInputs
             row["cost"] or 0
         )
     inputs.bucket_regions = _billed(con, "RegionId", "SELECT bucket FROM storage_objects")
+    for bucket, resource_id, region in con.execute(ACCOUNT_SQL).fetchall():
+        inputs.bucket_accounts[bucket] = resource_id
+        inputs.bucket_regions.setdefault(bucket, region)
     return inputs
 
 
@@ -234,15 +228,12 @@ def volume_monthly_cost(
     size = Decimal(str(v["size_gib"] or 0))
     iops = v.get("iops") if iops is None else iops
     mibps = v.get("throughput_mibps") if mibps is None else mibps
-    if provider == "gcp":
-        meter = GCP_DISK_METER.get(kind or "")
-        rate = inputs.rate(provider, region, meter)
-        return (None, meter or f"disk type {kind}") if rate is None else (rate * size, "")
-    meter = AWS_STORAGE_METER.get(kind or "")
-    rate = inputs.rate(provider, region, meter)
-    if rate is None:
-        return None, meter or f"volume type {kind}"
-    cost = rate * size
+    facts = storage_of(provider)
+    billed = facts.disk_meter(kind or "", float(size)) if facts else None
+    rate = inputs.rate(provider, region, billed[0]) if billed else None
+    if billed is None or rate is None:
+        return None, billed[0] if billed else f"volume type {kind}"
+    cost = rate * Decimal(str(billed[1]))
     extra_iops = Decimal(str(iops or 0)) - (Decimal(str(GP3_BASELINE_IOPS)) if kind == "gp3" else 0)
     if kind in AWS_IOPS_METER and extra_iops > 0:
         iops_rate = inputs.rate(provider, region, AWS_IOPS_METER[kind])

@@ -16,12 +16,11 @@ from typing import Any
 
 from gpufinops.models.recommendation import Findings, Withheld, money
 from gpufinops.models.storage_common import (
-    GCP_SNAPSHOT_METER,
-    SNAPSHOT_METER,
     StorageInputs,
     finding,
     gpu_resource,
     load,
+    storage_of,
     volume_monthly_cost,
     volume_team,
 )
@@ -31,7 +30,8 @@ KIND = "storage_orphan"
 
 
 def _snapshot_meter(provider: str) -> str:
-    return GCP_SNAPSHOT_METER if provider == "gcp" else SNAPSHOT_METER
+    facts = storage_of(provider)
+    return facts.snapshot_meter if facts else "snapshot"
 
 
 def _volume_finding(inputs: StorageInputs, settings: StorageSettings, v: dict[str, Any], out: Findings) -> None:

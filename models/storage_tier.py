@@ -4,7 +4,9 @@ An io1/io2 volume attached now or last to a GPU resource, measured (CloudWatch `
 at least ``storage_min_measured_days`` days, whose busiest hour averaged fewer IOPS than gp3's 3,000
 baseline: change it to gp3 with the IOPS and throughput that busiest hour needed (×
 ``storage_headroom``, never under gp3's baseline 3,000 IOPS / 125 MiB/s). A PD-SSD disk moves to
-pd-balanced by the same rule against pd-balanced's performance at its size. Both sides priced at the
+pd-balanced by the same rule against pd-balanced's performance at its size. An Azure Premium SSD (``Premium_LRS``) or
+Ultra Disk (``UltraSSD_LRS``) whose busiest hour fits Premium SSD v2's included 3,000 IOPS and 125 MB/s moves to
+``PremiumV2_LRS`` at its size. Both sides priced at the
 bill's own rates (models/storage_common.py). No measurements: withheld, naming the metrics to enable.
 """
 
@@ -29,6 +31,7 @@ from gpufinops.models.storage_common import (
 )
 
 KIND = "storage_tier"
+AZURE_TIERED = ("Premium_LRS", "UltraSSD_LRS")  # Azure managed disks Premium SSD v2 can replace
 MIB = 1024.0 * 1024.0
 
 
@@ -75,6 +78,12 @@ def _balanced_limits(size_gib: float) -> tuple[float, float]:
 
 
 def _target(volume: dict[str, Any], iops: float, mibps: float, headroom: float) -> dict[str, Any] | None:
+    if volume["volume_type"] in AZURE_TIERED:
+        # Premium SSD v2 includes 3,000 IOPS and 125 MB/s at any size: a disk whose busiest hour fits them moves to
+        # it at its size, billed per GiB-hour (learn.microsoft.com/azure/virtual-machines/disks-types)
+        if iops * headroom > GP3_BASELINE_IOPS or mibps * headroom > GP3_BASELINE_MIBPS:
+            return None
+        return {"volume_type": "PremiumV2_LRS", "iops": None, "throughput_mibps": None}
     if volume["provider"] == "gcp":
         if volume["volume_type"] != "pd-ssd":
             return None
@@ -92,7 +101,9 @@ def _target(volume: dict[str, Any], iops: float, mibps: float, headroom: float) 
 def findings(inputs: StorageInputs, settings: StorageSettings) -> Findings:
     out = Findings()
     candidates = [
-        v for v in inputs.volumes if v["volume_type"] in ("io1", "io2", "pd-ssd") and v.get("attached_instance_id")
+        v
+        for v in inputs.volumes
+        if v["volume_type"] in ("io1", "io2", "pd-ssd", *AZURE_TIERED) and v.get("attached_instance_id")
     ]
     for v in candidates:
         gpu, gpu_type = gpu_resource(inputs, v)

@@ -117,6 +117,47 @@ def vm_day(
     return {name: values.get(name, "") for name in columns(version)}
 
 
+def meter_day(
+    version: str,
+    day: datetime,
+    resource_id: str,
+    meter: str,
+    *,
+    quantity: Decimal,
+    cost: Decimal,
+    unit: str,
+    category: str = "Storage",
+) -> dict[str, str]:
+    """One day of another meter of ``resource_id`` (a managed disk's tier, a storage account's data stored), as a
+    FocusCost row of ``version``: the VM row's columns with the meter's own name, unit, quantity and cost."""
+    row = vm_day(version, day, resource_id, "Standard_D2s_v3", Decimal(0))
+    values = {
+        "BilledCost": str(cost),
+        "ContractedCost": str(cost),
+        "EffectiveCost": str(cost),
+        "ListCost": str(cost),
+        "x_BilledCostInUsd": str(cost),
+        "x_EffectiveCostInUsd": str(cost),
+        "ContractedUnitPrice": str(cost / quantity),
+        "ListUnitPrice": str(cost / quantity),
+        "ChargeDescription": meter,
+        "ConsumedQuantity": str(quantity),
+        "ConsumedUnit": unit,
+        "PricingQuantity": str(quantity),
+        "PricingUnit": unit,
+        "ResourceType": category,
+        "ServiceCategory": category,
+        "ServiceName": category,
+        "ServiceSubcategory": category,
+        "x_SkuDetails": "{}",
+        "x_SkuMeterCategory": category,
+        "x_SkuMeterSubcategory": category,
+        "x_SkuMeterName": meter,
+        "SkuMeter": meter,
+    }
+    return {name: values.get(name, value) for name, value in row.items()}
+
+
 def month_days(month: str, days: int) -> list[datetime]:
     start = datetime.fromisoformat(f"{month}-01T00:00:00").replace(tzinfo=UTC)
     return [start + timedelta(days=d) for d in range(days)]

@@ -31,4 +31,5 @@ ZETA = ProviderSpec(
         node_class_spec={"image": "gpu"},
     ),
     pue=(1.23, "Zeta's published PUE (a test's)"),
+    storage=None,
 )

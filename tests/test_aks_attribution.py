@@ -6,7 +6,8 @@ Azure bills a scale set's instances under the scale set's ResourceId, the instan
 (``azure:///subscriptions/…/virtualMachineScaleSets/aks-gpupool-12345678-vmss/virtualMachines/1``, the label a
 Prometheus node role relabels onto them) and its name as ``Hostname`` (``aks-gpupool-12345678-vmss000001``).
 ``azure_cost_export`` gives the instance's lines the instance's ARM id, and attribution maps the providerID to
-it: no ``resource_map``. The FocusCost rows are generated in the export's documented shape
+it: no ``resource_map``. A FOCUS 1.2 run that bills the instance under its own ARM id (in Azure's mixed case)
+meets the node the same way. The FocusCost rows are generated in the export's documented shape
 (tests/azure_focuscost_data.py: no public FocusCost rows with GPU VMs exist).
 """
 
@@ -93,10 +94,24 @@ def _feed(warehouse: Path, container: Path, targets: list[str], order: tuple[str
         assert result.status == "succeeded", (step, result.error)
 
 
+def instance_rows(version: str) -> list[dict[str, str]]:
+    """The pool's rows as ``version`` bills them: 1.0r2 to the scale set, its instance in x_SkuDetails' VMName;
+    FOCUS 1.2 (no x_SkuDetails) to the instance's own ARM id, in Azure's case
+    (``…/virtualMachineScaleSets/aks-gpupool-12345678-vmss/virtualMachines/1``)."""
+    rows = azure.aks_rows(version, days=DAYS)
+    if version == "1.0r2":
+        return rows
+    for n, row in enumerate(rows):  # aks_rows writes instance 0's days, then instance 1's
+        row["ResourceId"] = provider_id(n // DAYS).removeprefix("azure://")
+        row["ResourceName"] = str(n // DAYS)
+    return rows
+
+
+@pytest.mark.parametrize("version", ["1.0r2", "1.2"])
 @pytest.mark.parametrize("order", [("metrics", "bill"), ("bill", "metrics")])
-def test_an_aks_node_and_its_scale_set_instance_bill_find_each_other(exporters, tmp_path, order):
+def test_an_aks_node_and_its_scale_set_instance_bill_find_each_other(exporters, tmp_path, order, version):
     container = tmp_path / "container"
-    azure.write_run(container, "2026-10", azure.aks_rows("1.0r2", days=DAYS), version="1.0r2")
+    azure.write_run(container, "2026-10", instance_rows(version), version=version)
     warehouse = tmp_path / "wh" / "gpufinops.duckdb"
     _feed(warehouse, container, exporters, order)
     instance = f"{azure.AKS_VMSS}/virtualmachines/{{}}"

@@ -35,6 +35,11 @@ A100_EXPECTED = {
 }
 
 
+def _load(warehouse, url: str, **how):
+    """One run of azure_prices over eastus against the server at ``url``."""
+    return run_source(REGISTRY, warehouse, "azprices", "azure_prices", {"regions": ["eastus"], "endpoint": url}, **how)
+
+
 @pytest.fixture
 def api():
     server = RetailPrices()
@@ -117,13 +122,7 @@ def test_the_recorded_pages_classify_as_the_api_documents(tmp_path):
 def test_a_page_link_that_cycles_is_stopped_in_one_sentence(tmp_path):
     server = RetailPrices(loop=True)
     try:
-        result = run_source(
-            REGISTRY,
-            tmp_path / "wh.duckdb",
-            "azprices",
-            "azure_prices",
-            {"regions": ["eastus"], "endpoint": server.url},
-        )
+        result = _load(tmp_path / "wh.duckdb", server.url)
     finally:
         server.stop()
     assert result.status == "failed"
@@ -154,6 +153,52 @@ def test_an_hourly_price_no_vm_has_is_refused_in_one_sentence_and_changes_nothin
     with db.writer(warehouse) as con:
         for table in ("price_catalog", "instance_types", "price_history"):
             assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
+HOSTILE_PRICES = [
+    ("retailPrice", float("nan"), "NaN"),
+    ("retailPrice", float("inf"), "Infinity"),
+    ("retailPrice", float("-inf"), "-Infinity"),
+    ("retailPrice", -98.32, "-98.32"),
+    ("retailPrice", "98.32", '"98.32"'),
+    ("retailPrice", None, "null"),
+    ("savingsPlan[1 Year].retailPrice", float("nan"), "NaN"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), HOSTILE_PRICES)
+def test_a_gpu_row_whose_price_is_not_a_price_is_refused_naming_page_row_and_value(
+    tmp_path, api, monkeypatch, field, value, shown
+):
+    """A NaN, ±Infinity, negative, string or null price of the ND96isr_H100_v5's Linux pay-as-you-go row (as the
+    server's JSON writes it: NaN and Infinity are what Python's encoder answers) was dropped without a word,
+    leaving the size without an on-demand price; it is refused, the warehouse as it was."""
+    import tests.azure_prices_loopback as loopback
+
+    honest = _load(tmp_path / "wh.duckdb", api.url)
+    assert honest.status == "succeeded", honest.error
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        before = con.execute("SELECT * FROM price_catalog ORDER BY ALL").fetchall()
+    real = loopback.gpu_items
+
+    def tampered(region: str = "eastus") -> list:
+        items = real(region)
+        row = next(i for i in items if i["armSkuName"] == loopback.H100 and i.get("savingsPlan"))
+        if field == "retailPrice":
+            row["retailPrice"] = value
+        else:
+            next(p for p in row["savingsPlan"] if p["term"] == "1 Year")["retailPrice"] = value
+        return items
+
+    monkeypatch.setattr(loopback, "gpu_items", tampered)
+    result = _load(tmp_path / "wh.duckdb", api.url, full_refresh=True)
+    assert result.status == "failed"
+    assert result.error == (
+        f"azprices: the Retail Prices API's page 1 of eastus ({api.url}) row 'Standard_ND96isr_H100_v5' meter "
+        f"'ND96isr H100 v5': {field} is {shown}, not a price (a finite number, 0 or more)"
+    )
+    with db.writer(tmp_path / "wh.duckdb") as con:
+        assert con.execute("SELECT * FROM price_catalog ORDER BY ALL").fetchall() == before
 
 
 def test_doctor_asks_the_retail_prices_api_through_the_spec_s_own_check(tmp_path, api):

@@ -20,6 +20,7 @@ from gpufinops.ingest.core.runner import run_source
 from gpufinops.warehouse import column_types, schema
 from tests import (
     aws_conformance,
+    azure_arm_loopback,
     azure_focuscost_data,
     azure_prices_loopback,
     conformance_serving,
@@ -55,6 +56,7 @@ FIXTURES: dict[str, Callable[[Path], tuple[dict, datetime]]] = {
     "onprem": onprem_data.conformance_input,
     "azure_cost_export": azure_focuscost_data.conformance_input,
     "azure_prices": azure_prices_loopback.conformance_input,
+    "azure_storage": azure_arm_loopback.conformance_input,
 }
 TYPES = REGISTRY.names()
 

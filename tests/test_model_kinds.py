@@ -222,6 +222,7 @@ def test_a_kind_declared_in_one_module_is_planned_exported_evaluated_and_labelle
     ) == {
         "s3_lifecycle": {},
         "gcs_lifecycle": {},
+        "azure_lifecycle": {},
         "modify_volume": [],
         "commands": [],
         "monthly_savings_usd": 0.0,

@@ -127,17 +127,45 @@ def _page(source: str, shown: str, body: bytes) -> dict[str, Any]:
     return page
 
 
-def list_items(ctx: IngestContext, region: str) -> list[dict[str, Any]]:
-    """Every item of one region's listing, its NextPageLink followed within the bounds."""
+def list_items(ctx: IngestContext, region: str, sizes: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Every item of one region's listing, its NextPageLink followed within the bounds; an item of one of
+    ``sizes`` (the inventory's GPU sizes) whose price is not one is refused naming its page and row."""
     bounds = ctx.options.bounds()
     pages = paging.Pages(ctx.source, f"Retail Prices of {region}", bounds=bounds)
     url: str | None = region_url(ctx.options, region)
     items: list[dict[str, Any]] = []
     while url:
         page = _get(ctx.source, url, bounds, ctx.options.retries)
-        items += [i for i in page["Items"] if isinstance(i, dict)]
+        listed = [i for i in page["Items"] if isinstance(i, dict)]
+        for item in listed:
+            if str(item.get("armSkuName") or "").strip() in sizes:
+                _refuse_hostile_price(ctx.source, f"page {pages.pages + 1} of {region} ({url.split('?', 1)[0]})", item)
+        items += listed
         url = pages.follow(page.get("NextPageLink") or None)
     return items
+
+
+def _prices_of(item: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(field, value as answered) of every price an item carries: its retailPrice and its savings plans'."""
+    plans = item.get("savingsPlan") or []
+    return [("retailPrice", item.get("retailPrice"))] + [
+        (f"savingsPlan[{plan.get('term')}].retailPrice", plan.get("retailPrice"))
+        for plan in (plans if isinstance(plans, list) else [])
+        if isinstance(plan, dict)
+    ]
+
+
+def _refuse_hostile_price(source: str, page: str, item: dict[str, Any]) -> None:
+    """A GPU size's row whose price is not a finite JSON number of 0 or more (NaN, ±Infinity, a negative, a
+    string, null) is refused in one sentence: dropping it would leave the size unpriced without a word."""
+    for field, value in _prices_of(item):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or _decimal(value) is None:
+            shown = json.dumps(value)[:80]
+            raise IngestError(
+                f"{source}: the Retail Prices API's {page} row {str(item.get('armSkuName')).strip()!r} meter "
+                f"{item.get('meterName')!r}: {field} is {shown}, not a price (a finite number, 0 or more)"
+            )
 
 
 def _decimal(value: Any) -> Decimal | None:
@@ -240,7 +268,8 @@ class AzurePrices:
 
     def fetch(self, ctx: IngestContext) -> FetchResult:
         inventory = gpu_inventory()
-        items = [item for region in ctx.options.regions for item in list_items(ctx, region)]
+        sizes = frozenset(inventory)
+        items = [item for region in ctx.options.regions for item in list_items(ctx, region, sizes)]
         rows = catalog_rows(items, {size: r["gpu_model"] for size, r in inventory.items()}, ctx.run_id)
         if not rows:
             raise IngestError(f"{ctx.source}: the Retail Prices API holds no GPU VM price in {ctx.options.regions}")

@@ -66,20 +66,25 @@ def provider_columns_sql(columns: list[str]) -> str:
 
 def vmss_instance_sql(layout: Layout, columns: list[str]) -> str | None:
     """SQL: a scale-set instance's ResourceId, ``<scale set>/virtualmachines/<instance id>`` (lower-cased, as a
-    Kubernetes providerID is compared), for a row billed to a Virtual Machine Scale Set whose SKU details name the
-    instance (``VMName`` ``<scale set name>_<instance id>``: AKS node pools); the row's own ResourceId otherwise.
-    None when the layout has no SKU details (1.2): its rows keep the scale set's id."""
-    if not layout.details or layout.details not in columns or "ResourceId" not in columns:
+    Kubernetes providerID is compared): a row billed to the instance itself (FOCUS 1.2 writes its ARM id,
+    ``…/virtualMachineScaleSets/<name>/virtualMachines/<n>``), or billed to a Virtual Machine Scale Set whose SKU
+    details name the instance (``VMName`` ``<scale set name>_<instance id>``: AKS node pools, 1.0 to 1.2-preview);
+    the row's own ResourceId otherwise (a scale-set row without SKU details keeps the scale set's id). None when
+    the file has no ResourceId."""
+    if "ResourceId" not in columns:
         return None
-    details = f"CAST({_q(layout.details)} AS VARCHAR)"
-    vm = f"CASE WHEN json_valid({details}) THEN json_extract_string({details}, '$.VMName') END"
     rid = "rtrim(lower(CAST(\"ResourceId\" AS VARCHAR)), '/')"
-    scale_set = f"regexp_extract({rid}, '/providers/microsoft\\.compute/virtualmachinescalesets/([^/]+)$', 1)"
-    instance = f"regexp_extract(lower({vm}), '^(.+)_([0-9]+)$', ['set', 'id'])"
-    return (
-        f"CASE WHEN {scale_set} <> '' AND {instance}.set = {scale_set} "
-        f"THEN {rid} || '/virtualmachines/' || {instance}.id ELSE \"ResourceId\" END"
-    )
+    scale_sets = "/providers/microsoft\\.compute/virtualmachinescalesets/"
+    cases = [f"WHEN regexp_matches({rid}, '{scale_sets}[^/]+/virtualmachines/[0-9]+$') THEN {rid}"]
+    if layout.details and layout.details in columns:
+        details = f"CAST({_q(layout.details)} AS VARCHAR)"
+        vm = f"CASE WHEN json_valid({details}) THEN json_extract_string({details}, '$.VMName') END"
+        scale_set = f"regexp_extract({rid}, '{scale_sets}([^/]+)$', 1)"
+        instance = f"regexp_extract(lower({vm}), '^(.+)_([0-9]+)$', ['set', 'id'])"
+        cases.append(
+            f"WHEN {scale_set} <> '' AND {instance}.set = {scale_set} THEN {rid} || '/virtualmachines/' || {instance}.id"
+        )
+    return f'CASE {" ".join(cases)} ELSE "ResourceId" END'
 
 
 def subcategory_sql() -> str:

@@ -30,3 +30,15 @@ def gcp_storage(source: ConfiguredSource, base_dir: Path, timeout: float) -> Res
     c = gcp_inventory.clients(opts.endpoint or None, None, project)
     c.disks.aggregated_list(request={"project": project, "max_results": 5}, timeout=timeout)
     return OK, f"Compute disks.aggregatedList answers for project {project}", None
+
+
+def azure_storage(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
+    from gpufinops.ingest.storage import azure_arm
+
+    opts = options(source)
+    disks = azure_arm.listing(source.name, opts, "disks", azure_arm.bearer_token(source.name, opts))
+    return (
+        OK,
+        f"ARM Microsoft.Compute/disks list answers for subscription {opts.subscription}: {len(disks)} disk(s)",
+        None,
+    )

@@ -10,8 +10,11 @@ storage action (its ``export``, a key of :data:`WRITERS`):
   at most 1,000: S3 replaces a bucket's whole configuration with this one);
 * ``gcs_lifecycle``: bucket -> the lifecycle configuration ``gcloud storage buckets update gs://B
   --lifecycle-file=F`` takes (SetStorageClass COLDLINE, Delete by ``matchesPrefix``);
+* ``azure_lifecycle``: storage account -> its subscription, resource group and the lifecycle management policy
+  ``az storage account management-policy create`` takes (jobs/export/storage_azure.py, Azure's half);
 * ``modify_volume``: the EC2 ``ModifyVolume`` requests (``aws ec2 modify-volume --cli-input-json``);
-* ``commands``: the deletions (a snapshot first where one is to be kept) and Persistent Disk moves, as
+* ``commands``: the deletions (a snapshot first where one is to be kept), Persistent Disk and managed disk moves
+  and the Azure policies' commands, as
   shell commands a person runs: deleting is never done by a configuration.
 """
 
@@ -23,6 +26,7 @@ import shlex
 from typing import Any
 
 from gpufinops.jobs.export import plan as plan_mod
+from gpufinops.jobs.export import storage_azure
 from gpufinops.models import plans, registry
 
 MAX_S3_RULES = 1000
@@ -101,6 +105,9 @@ def _gcs_rules(p: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _tier(o: dict[str, Any], out: dict[str, Any]) -> None:
     p, volume = o["proposed"], o["resource_id"]
+    if o.get("provider") == "azure":
+        storage_azure.tier(o, out)
+        return
     if o.get("provider") == "gcp":
         zone = (o.get("evidence") or {}).get("zone") or "ZONE"
         q, at = shlex.quote, _where(o)
@@ -128,6 +135,9 @@ def _where(o: dict[str, Any]) -> str:
 
 
 def _orphan(o: dict[str, Any], out: dict[str, Any]) -> None:
+    if o.get("provider") == "azure":
+        storage_azure.orphan(o, out)
+        return
     q, resource, p, at = shlex.quote, o["resource_id"], o["proposed"], _where(o)
     gcp = o.get("provider") == "gcp"
     if (o.get("evidence") or {}).get("pattern") == "orphan_snapshot":
@@ -154,6 +164,9 @@ def _orphan(o: dict[str, Any], out: dict[str, Any]) -> None:
 
 def _lifecycle(o: dict[str, Any], out: dict[str, Any]) -> None:
     p = o["proposed"]
+    if o.get("provider") == "azure":
+        storage_azure.lifecycle(o, out)
+        return
     if o.get("provider") == "gcp":
         kept = out["gcs_lifecycle"].setdefault(p["bucket"], {"rule": []})["rule"]
         new = [r for r in _gcs_rules(p) if r not in kept]
@@ -181,6 +194,7 @@ def document(objects: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "s3_lifecycle": {},
         "gcs_lifecycle": {},
+        "azure_lifecycle": {},
         "modify_volume": [],
         "commands": [],
         "monthly_savings_usd": float(plans.total(carried)),
@@ -188,6 +202,7 @@ def document(objects: list[dict[str, Any]]) -> dict[str, Any]:
     }
     for o in sorted(carried, key=lambda o: o["id"]):
         WRITERS[registry.spec(o["kind"]).export](o, out)
+    storage_azure.lifecycle_commands(out)
     return out
 
 
