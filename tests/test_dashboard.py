@@ -612,3 +612,23 @@ def test_the_streamlit_child_ends_with_gpufinops_dashboard(demo_warehouse, tmp_p
     while not _port_free(port):
         assert time.monotonic() < deadline, f"port {port} still held"
         time.sleep(0.2)
+
+
+def test_the_server_compiles_every_page_before_its_first_reader():
+    """The warm-up puts app.py and every page into Streamlit's own script cache (the same cache, keyed by
+    the paths app.py names), so no page's first reader waits for its magic rewrite and compile."""
+    from types import SimpleNamespace
+
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    from gpufinops.dashboard import server
+
+    cache = ScriptCache()
+    server.warm_page_scripts(SimpleNamespace(_script_cache=cache))
+    scripts = [APP, *sorted((APP.parent / "pages").glob("*.py"))]
+    assert {Path(p).name for p in cache._cache} >= {"app.py", *(f"{page}.py" for page in PAGES)}
+    for script in scripts:  # a later run finds the compiled code (the cache's fast path), not a recompile
+        code = cache._cache[os.path.abspath(script)]
+        assert code.co_filename == os.path.abspath(script)
+        assert cache.get_bytecode(str(script)) is code
+    server.warm_page_scripts(SimpleNamespace())  # a Streamlit without the cache: nothing to do, no error
