@@ -124,7 +124,7 @@ def warm_page_scripts(runtime) -> None:
 def warm_overview(con) -> None:
     """The Overview's reads at its default period (the newest data's month) for a viewer of every team."""
     from gpufinops.dashboard import common, period, spend, spend_table
-    from gpufinops.warehouse import coverage
+    from gpufinops.warehouse import coverage, freshness
 
     as_of = common.cached_query(con, "latest_charge_day", team=None)
     if as_of is None:
@@ -135,6 +135,7 @@ def warm_overview(con) -> None:
     spend_table.cached(con, None, window)
     # the coverage of its KPIs (one scan of the bill and the metrics: seconds on a large fleet)
     common.cached_call(con, coverage.gpu_hours, team=None, start=window.start, end=period.query_end(window, as_of))
+    common.cached_call(con, freshness.newest_by_source)  # its stale-data warning's newest rows (Data health's too)
 
 
 def warm_pages(con) -> None:

@@ -140,6 +140,26 @@ def test_health_and_overview_call_the_demo_data_stale(monkeypatch, demo_warehous
     assert any(w.value.startswith("Stale data") for w in overview.warning)
 
 
+def test_freshness_from_newest_rows_read_once_is_judged_against_each_render_s_now(demo_warehouse):
+    """The pages keep each source's newest rows per load (the scan) and judge them against the clock on every
+    render: the same table as a fresh read, and a later now makes the same rows older, then stale."""
+    from datetime import timedelta
+
+    with db.reader(demo_warehouse) as con:
+        newest = freshness.newest_by_source(con)
+        data_end = max(r["newest_data_at"] for r in freshness.source_freshness(con).iter_rows(named=True))
+        just_after = data_end + timedelta(minutes=30)
+        assert freshness.source_freshness(con, just_after, newest_rows=newest).equals(
+            freshness.source_freshness(con, just_after)
+        )
+        later = freshness.source_freshness(con, just_after + timedelta(days=30), newest_rows=newest)
+    now = freshness.source_freshness(con, just_after, newest_rows=newest)  # the connection is closed: rows suffice
+    assert (later["age_hours"].drop_nulls() > now["age_hours"].drop_nulls()).all()
+    assert set(freshness.stale_sources(con, just_after, newest_rows=newest)["source"]) < set(
+        later.filter("stale")["source"]
+    )
+
+
 def test_overview_figures_are_the_warehouse_queries(monkeypatch, demo_warehouse):
     from gpufinops.models.outlook import month_outlook
 
