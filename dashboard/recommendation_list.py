@@ -50,6 +50,20 @@ def listed(con: duckdb.DuckDBPyConnection, *, team: list[str] | None) -> pl.Data
     return recommendation_list(queries.recommendations(con, team=team))
 
 
+DEFAULT_STATUSES = ("open", "accepted")  # the Recommendations page's status filter until a reader changes it
+
+
+def in_list_order(recs: pl.DataFrame) -> pl.DataFrame:
+    """The order the Recommendations page lists (and offers for its detail): most savings first."""
+    return recs.sort(["monthly_savings_usd", "id"], descending=[True, False])
+
+
+def first_shown(recs: pl.DataFrame) -> dict | None:
+    """The finding the Recommendations page details by default (the top of its default filters), or None."""
+    shown = in_list_order(recs.filter(pl.col("status").is_in(DEFAULT_STATUSES)))
+    return None if shown.is_empty() else shown.row(0, named=True)
+
+
 def csv_bytes(recs: pl.DataFrame) -> bytes:
     """The rows as the CLI's ``recommend --format csv`` writes them (flat columns)."""
     return flat_csv(recs.to_dicts()).encode()

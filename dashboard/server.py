@@ -142,7 +142,7 @@ def warm_pages(con) -> None:
     """The cached reads of the other pages at their defaults for a viewer of every team (the Team page's
     first team, the default window): the same calls with the same arguments as the pages make, so a
     page's first render finds them in Streamlit's cache."""
-    from gpufinops.dashboard import common, period, spend, unit_costs_view
+    from gpufinops.dashboard import common, period, recommendation_list, spend, unit_costs_view
     from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
     from gpufinops.derived import unit_costs
     from gpufinops.warehouse import allocation_queries, coverage
@@ -169,6 +169,7 @@ def warm_pages(con) -> None:
     from gpufinops.models import kind_coverage
 
     cached_call(con, kind_coverage.unknown_kinds, team=None)
+    warm_recommendations(con)
     # Data health (dashboard/pages/health.py)
     cached_query(con, "gpu_count_disagreements")
     # Unit costs (dashboard/pages/unit_costs.py), per the first grouping
@@ -193,6 +194,23 @@ def warm_pages(con) -> None:
     cached_call(con, carbon_queries.sources, team=team, start=start, end=end)
     cached_call(con, unit_costs_view.load, teams=team, start=start, end=end)
     cached_call(con, coverage.gpu_hours, team=team, start=start, end=end)
+    cached_call(con, recommendation_list.listed, team=team)
+
+
+def warm_recommendations(con) -> None:
+    """The Recommendations page's reads for a viewer of every team: the list, the withheld findings, and the
+    finding it details by default with its utilisation scan and its decisions."""
+    from gpufinops.dashboard import common, recommendation_list
+
+    recs = common.cached_call(con, recommendation_list.listed, team=None)
+    common.cached_query(con, "withheld_findings", team=None)
+    first = recommendation_list.first_shown(recs)
+    if first is None:
+        return
+    common.cached_query(con, "dashboard_recommendation", recommendation_id=first["id"], team=None)
+    common.cached_query(con, "decisions_log", team=None, recommendation_id=first["id"])
+    if first["resource_id"]:
+        common.cached_query(con, "resource_utilisation", resource_id=first["resource_id"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -652,3 +652,39 @@ def test_the_server_compiles_every_page_before_its_first_reader():
         assert code.co_filename == os.path.abspath(script)
         assert cache.get_bytecode(str(script)) is code
     server.warm_page_scripts(SimpleNamespace())  # a Streamlit without the cache: nothing to do, no error
+
+
+def test_the_warm_up_reads_what_the_recommendations_and_team_pages_read(monkeypatch, demo_warehouse):
+    """After the server's warm-up, the first render of the Recommendations page (its list, withheld findings,
+    the finding it details by default, that resource's utilisation, its decisions) and of the Team page (its
+    list) reads none of them from the warehouse again: the warm-up asks with the pages' own arguments."""
+    import streamlit as st
+
+    from gpufinops.dashboard import common, server
+
+    st.cache_data.clear()
+    names = (
+        "recommendations",
+        "withheld_findings",
+        "dashboard_recommendation",
+        "decisions_log",
+        "resource_utilisation",
+    )
+    calls: list[str] = []
+    for name in names:
+
+        def counted(*args, _read=getattr(queries, name), _name=name, **kwargs):
+            calls.append(_name)
+            return _read(*args, **kwargs)
+
+        monkeypatch.setattr(queries, name, counted)
+    monkeypatch.setenv("GPUFINOPS_DB", str(demo_warehouse))
+    with db.reader(demo_warehouse) as con:
+        server.warm_pages(con)
+    assert set(calls) == set(names), calls  # the demo's top finding has a resource and a utilisation series
+    calls.clear()
+    for page in ("recommendations", "team"):
+        at = open_page(make_app(monkeypatch, demo_warehouse), page)
+        assert at.dataframe, page
+    assert calls == [], calls
+    assert common.db_path() == demo_warehouse

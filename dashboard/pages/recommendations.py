@@ -14,7 +14,7 @@ import streamlit as st
 
 from gpufinops.dashboard import evidence, labels
 from gpufinops.dashboard.common import cached_call, cached_query, connection, db_path, money, page_header
-from gpufinops.dashboard.recommendation_list import csv_bytes, listed
+from gpufinops.dashboard.recommendation_list import DEFAULT_STATUSES, csv_bytes, in_list_order, listed
 from gpufinops.kernel.labels import NO_TEAM, team_label
 from gpufinops.kernel.labels import label as code_label
 from gpufinops.models import kind_coverage, plans
@@ -58,7 +58,7 @@ def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     """The sidebar filters applied; choices come from the scoped frame itself."""
     side = st.sidebar
     picks = {}
-    for col, default in (("kind", None), ("status", ["open", "accepted"]), ("team", None), ("provider", None)):
+    for col, default in (("kind", None), ("status", DEFAULT_STATUSES), ("team", None), ("provider", None)):
         options = sorted(recs[col].fill_null(NONE).unique().to_list())
         chosen_default = [d for d in (default or options) if d in options]
         picks[col] = side.multiselect(
@@ -71,7 +71,7 @@ def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     out = recs
     for col, chosen in picks.items():
         out = out.filter(pl.col(col).fill_null(NONE).is_in(chosen))
-    return out.sort(["monthly_savings_usd", "id"], descending=[True, False])
+    return in_list_order(out)
 
 
 def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
