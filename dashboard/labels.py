@@ -2,8 +2,7 @@
 understand (``Idle cost``, not ``idle_cost``), money reads ``$1,234.57``, utilisation ``87.0%``, a
 day ``2026-10-31`` (never ``00:00:00``), a time to the minute, and an unknown value is a dash.
 
-The frame keeps its field names (tests and downloads read them); only Streamlit's column
-configuration relabels and formats them.
+The frame keeps its field names (tests, downloads read them); only the column config relabels and formats them.
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 import streamlit as st
 
+from gpufinops.dashboard.arrow_frames import arrow_table
 from gpufinops.kernel.labels import NO_TEAM, labels_of, team_label
 from gpufinops.kernel.labels import label as code_label
 from gpufinops.warehouse import inputs
@@ -371,22 +370,6 @@ def fitting(frame: pl.DataFrame, order: list[str], width_px: float = TABLE_WIDTH
             break
         kept.append(field)
     return kept
-
-
-def arrow_table(frame: pl.DataFrame) -> pa.Table:
-    """``frame`` as the Arrow table Streamlit makes of a polars frame by way of pandas (the same column types:
-    a day as a millisecond timestamp, whole numbers with a gap as floats), without that copy: through pandas,
-    a 2,000-row list took 150 ms of every render."""
-    table = frame.to_arrow(compat_level=pl.CompatLevel.oldest())
-
-    def as_pandas_makes_it(column: pa.ChunkedArray, field: pa.Field) -> pa.Field:
-        if pa.types.is_date32(field.type):
-            return pa.field(field.name, pa.timestamp("ms"))
-        if pa.types.is_integer(field.type) and column.null_count:
-            return pa.field(field.name, pa.float64())
-        return field
-
-    return table.cast(pa.schema([as_pandas_makes_it(c, f) for c, f in zip(table.columns, table.schema)]))
 
 
 def table(

@@ -198,6 +198,7 @@ def test_a_table_sends_the_arrow_streamlit_would_make_through_pandas():
     import polars as pl
     from streamlit import dataframe_util
 
+    from gpufinops.dashboard import arrow_frames
     from gpufinops.dashboard import labels as page_labels
 
     frame = pl.DataFrame(
@@ -215,7 +216,7 @@ def test_a_table_sends_the_arrow_streamlit_would_make_through_pandas():
     through_pandas = dataframe_util.convert_pandas_df_to_arrow_table(
         dataframe_util.convert_anything_to_pandas_df(shown)
     )
-    direct = page_labels.arrow_table(shown)
+    direct = arrow_frames.arrow_table(shown)
     assert direct.schema.names == through_pandas.schema.names
     for name in direct.schema.names:
         assert direct.schema.field(name).type == through_pandas.schema.field(name).type, name
