@@ -18,8 +18,7 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import charts, gpu_charts, labels, price_charts
-from gpufinops.dashboard.common import money
-from gpufinops.warehouse import queries
+from gpufinops.dashboard.common import cached_query, money
 
 ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|\+00:00)$")
 TIME_KEYS = ("ts", "hour", "day", "date", "month", "time", "timestamp")
@@ -180,7 +179,7 @@ def _capacities(
     con: duckdb.DuckDBPyConnection, current: dict[str, Any], proposed: dict[str, Any], measured_gib: float | None
 ) -> pl.DataFrame:
     models = {label: side.get("gpu_model") for label, side in (("current", current), ("proposed", proposed))}
-    specs = queries.gpu_memory_gib(con, [m for m in models.values() if m])
+    specs = cached_query(con, "gpu_memory_gib", gpu_models=[m for m in models.values() if m])
     memory = dict(zip(specs["gpu_model"].to_list(), specs["memory_gib"].to_list()))
     rows = [(f"{label}: {model}", memory[model]) for label, model in models.items() if model in memory]
     if not rows and measured_gib:
@@ -201,7 +200,7 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
     right.markdown("**Evidence**")
     right.table(scalar_evidence(evidence).rename({"evidence": "Evidence", "value": "Value"}), hide_index=True)
     if rec.get("resource_id"):
-        util = queries.resource_utilisation(con, rec["resource_id"])
+        util = cached_query(con, "resource_utilisation", resource_id=rec["resource_id"])  # one scan per data version
         if not util.is_empty():
             shown, hours = downsample(util)
             per = "per hour" if hours == 1 else f"per {hours} hours"
@@ -212,7 +211,7 @@ def render(con: duckdb.DuckDBPyConnection, rec: dict[str, Any]) -> None:
             charts.draw(right, gpu_charts.memory(shown, caps, title=f"Peak memory per GPU vs capacity, {per}"))
     instance_type = current.get("instance_type") or evidence.get("instance_type")
     if instance_type and rec.get("provider"):
-        prices = queries.spot_price_history(con, rec["provider"], instance_type)
+        prices = cached_query(con, "spot_price_history", provider=rec["provider"], instance_type=instance_type)
         if not prices.is_empty():
             view = spot_view(prices)
             charts.draw(

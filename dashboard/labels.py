@@ -2,8 +2,7 @@
 understand (``Idle cost``, not ``idle_cost``), money reads ``$1,234.57``, utilisation ``87.0%``, a
 day ``2026-10-31`` (never ``00:00:00``), a time to the minute, and an unknown value is a dash.
 
-The frame keeps its field names (tests and downloads read them); only Streamlit's column
-configuration relabels and formats them.
+The frame keeps its field names (tests, downloads read them); only the column config relabels and formats them.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from gpufinops.dashboard.arrow_frames import arrow_table
 from gpufinops.kernel.labels import NO_TEAM, labels_of, team_label
 from gpufinops.kernel.labels import label as code_label
 from gpufinops.warehouse import inputs
@@ -391,7 +391,7 @@ def table(
     if more:
         container.caption(f"More columns in the table's column menu (the eye icon): {', '.join(more)}.")
     return container.dataframe(
-        shown,
+        arrow_table(shown),
         hide_index=True,
         width="stretch",
         column_order=order,

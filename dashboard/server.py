@@ -31,6 +31,7 @@ import logging
 import sys
 import threading
 import time
+from pathlib import Path
 
 # Imported before serving: what every page's first run would otherwise import (dashboard.common
 # pulls streamlit, polars, DuckDB and the warehouse queries; spend the forecast model and numpy).
@@ -83,6 +84,7 @@ def warm_cache(wait_s: float = 120.0) -> None:
     # this thread is no script run: Streamlit's "missing ScriptRunContext" warning does not apply
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     started = time.monotonic()
+    warm_page_scripts(Runtime.instance())
     try:
         common.prepared(str(common.db_path()))  # what the app's first render would do first
         with db.reader(common.db_path(), retry_seconds=0) as con:
@@ -103,10 +105,26 @@ def warm_cache(wait_s: float = 120.0) -> None:
     )
 
 
+def warm_page_scripts(runtime) -> None:
+    """Every page's script compiled into the runtime's script cache (Streamlit's magic rewrite of its
+    syntax tree, then ``compile``: 30-40 ms a page on the demo host, paid by each page's first reader
+    otherwise). A Streamlit without that cache skips this; a page that does not compile is left for its
+    own first run to report."""
+    here = Path(__file__).resolve().parent  # app.py and pages/, as app.py names them (importing it runs it)
+    cache = getattr(runtime, "_script_cache", None)
+    if cache is None or not hasattr(cache, "get_bytecode"):
+        return
+    for script in [here / "app.py", *sorted((here / "pages").glob("*.py"))]:
+        try:
+            cache.get_bytecode(str(script))
+        except Exception:  # a syntax error is the page's own to show
+            log.debug("page %s not compiled ahead", script, exc_info=True)
+
+
 def warm_overview(con) -> None:
     """The Overview's reads at its default period (the newest data's month) for a viewer of every team."""
     from gpufinops.dashboard import common, period, spend, spend_table
-    from gpufinops.warehouse import coverage
+    from gpufinops.warehouse import coverage, freshness
 
     as_of = common.cached_query(con, "latest_charge_day", team=None)
     if as_of is None:
@@ -117,13 +135,14 @@ def warm_overview(con) -> None:
     spend_table.cached(con, None, window)
     # the coverage of its KPIs (one scan of the bill and the metrics: seconds on a large fleet)
     common.cached_call(con, coverage.gpu_hours, team=None, start=window.start, end=period.query_end(window, as_of))
+    common.cached_call(con, freshness.newest_by_source)  # its stale-data warning's newest rows (Data health's too)
 
 
 def warm_pages(con) -> None:
     """The cached reads of the other pages at their defaults for a viewer of every team (the Team page's
     first team, the default window): the same calls with the same arguments as the pages make, so a
     page's first render finds them in Streamlit's cache."""
-    from gpufinops.dashboard import common, period, spend, unit_costs_view
+    from gpufinops.dashboard import common, period, recommendation_list, spend, unit_costs_view
     from gpufinops.dashboard.precomputed import IDLE_UTIL_PCT
     from gpufinops.derived import unit_costs
     from gpufinops.warehouse import allocation_queries, coverage
@@ -150,6 +169,7 @@ def warm_pages(con) -> None:
     from gpufinops.models import kind_coverage
 
     cached_call(con, kind_coverage.unknown_kinds, team=None)
+    warm_recommendations(con)
     # Data health (dashboard/pages/health.py)
     cached_query(con, "gpu_count_disagreements")
     # Unit costs (dashboard/pages/unit_costs.py), per the first grouping
@@ -174,6 +194,23 @@ def warm_pages(con) -> None:
     cached_call(con, carbon_queries.sources, team=team, start=start, end=end)
     cached_call(con, unit_costs_view.load, teams=team, start=start, end=end)
     cached_call(con, coverage.gpu_hours, team=team, start=start, end=end)
+    cached_call(con, recommendation_list.listed, team=team)
+
+
+def warm_recommendations(con) -> None:
+    """The Recommendations page's reads for a viewer of every team: the list, the withheld findings, and the
+    finding it details by default with its utilisation scan and its decisions."""
+    from gpufinops.dashboard import common, recommendation_list
+
+    recs = common.cached_call(con, recommendation_list.listed, team=None)
+    common.cached_query(con, "withheld_findings", team=None)
+    first = recommendation_list.first_shown(recs)
+    if first is None:
+        return
+    common.cached_query(con, "dashboard_recommendation", recommendation_id=first["id"], team=None)
+    common.cached_query(con, "decisions_log", team=None, recommendation_id=first["id"])
+    if first["resource_id"]:
+        common.cached_query(con, "resource_utilisation", resource_id=first["resource_id"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -140,6 +140,26 @@ def test_health_and_overview_call_the_demo_data_stale(monkeypatch, demo_warehous
     assert any(w.value.startswith("Stale data") for w in overview.warning)
 
 
+def test_freshness_from_newest_rows_read_once_is_judged_against_each_render_s_now(demo_warehouse):
+    """The pages keep each source's newest rows per load (the scan) and judge them against the clock on every
+    render: the same table as a fresh read, and a later now makes the same rows older, then stale."""
+    from datetime import timedelta
+
+    with db.reader(demo_warehouse) as con:
+        newest = freshness.newest_by_source(con)
+        data_end = max(r["newest_data_at"] for r in freshness.source_freshness(con).iter_rows(named=True))
+        just_after = data_end + timedelta(minutes=30)
+        assert freshness.source_freshness(con, just_after, newest_rows=newest).equals(
+            freshness.source_freshness(con, just_after)
+        )
+        later = freshness.source_freshness(con, just_after + timedelta(days=30), newest_rows=newest)
+    now = freshness.source_freshness(con, just_after, newest_rows=newest)  # the connection is closed: rows suffice
+    assert (later["age_hours"].drop_nulls() > now["age_hours"].drop_nulls()).all()
+    assert set(freshness.stale_sources(con, just_after, newest_rows=newest)["source"]) < set(
+        later.filter("stale")["source"]
+    )
+
+
 def test_overview_figures_are_the_warehouse_queries(monkeypatch, demo_warehouse):
     from gpufinops.models.outlook import month_outlook
 
@@ -612,3 +632,59 @@ def test_the_streamlit_child_ends_with_gpufinops_dashboard(demo_warehouse, tmp_p
     while not _port_free(port):
         assert time.monotonic() < deadline, f"port {port} still held"
         time.sleep(0.2)
+
+
+def test_the_server_compiles_every_page_before_its_first_reader():
+    """The warm-up puts app.py and every page into Streamlit's own script cache (the same cache, keyed by
+    the paths app.py names), so no page's first reader waits for its magic rewrite and compile."""
+    from types import SimpleNamespace
+
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    from gpufinops.dashboard import server
+
+    cache = ScriptCache()
+    server.warm_page_scripts(SimpleNamespace(_script_cache=cache))
+    scripts = [APP, *sorted((APP.parent / "pages").glob("*.py"))]
+    assert {Path(p).name for p in cache._cache} >= {"app.py", *(f"{page}.py" for page in PAGES)}
+    for script in scripts:  # a later run finds the compiled code (the cache's fast path), not a recompile
+        code = cache._cache[os.path.abspath(script)]
+        assert code.co_filename == os.path.abspath(script)
+        assert cache.get_bytecode(str(script)) is code
+    server.warm_page_scripts(SimpleNamespace())  # a Streamlit without the cache: nothing to do, no error
+
+
+def test_the_warm_up_reads_what_the_recommendations_and_team_pages_read(monkeypatch, demo_warehouse):
+    """After the server's warm-up, the first render of the Recommendations page (its list, withheld findings,
+    the finding it details by default, that resource's utilisation, its decisions) and of the Team page (its
+    list) reads none of them from the warehouse again: the warm-up asks with the pages' own arguments."""
+    import streamlit as st
+
+    from gpufinops.dashboard import common, server
+
+    st.cache_data.clear()
+    names = (
+        "recommendations",
+        "withheld_findings",
+        "dashboard_recommendation",
+        "decisions_log",
+        "resource_utilisation",
+    )
+    calls: list[str] = []
+    for name in names:
+
+        def counted(*args, _read=getattr(queries, name), _name=name, **kwargs):
+            calls.append(_name)
+            return _read(*args, **kwargs)
+
+        monkeypatch.setattr(queries, name, counted)
+    monkeypatch.setenv("GPUFINOPS_DB", str(demo_warehouse))
+    with db.reader(demo_warehouse) as con:
+        server.warm_pages(con)
+    assert set(calls) == set(names), calls  # the demo's top finding has a resource and a utilisation series
+    calls.clear()
+    for page in ("recommendations", "team"):
+        at = open_page(make_app(monkeypatch, demo_warehouse), page)
+        assert at.dataframe, page
+    assert calls == [], calls
+    assert common.db_path() == demo_warehouse

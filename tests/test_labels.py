@@ -186,3 +186,38 @@ def test_a_table_shows_the_columns_that_fit_whole_and_names_the_rest():
     narrow = pl.DataFrame({"team": ["nlp"], "gpu_cost": [1.0]})
     assert page_labels.fitting(narrow, narrow.columns) == narrow.columns
     assert page_labels.fitting(wide, wide.columns, width_px=10) == wide.columns[:2]
+
+
+def test_a_table_sends_the_arrow_streamlit_would_make_through_pandas():
+    """labels.table hands Streamlit an Arrow table made straight from the polars frame (no pandas copy on
+    every render); the grid gets the same column types and values Streamlit's own pandas path makes of
+    the frame, hostile values included (null ints, ±inf, a day, an instant, CR/LF in a name)."""
+    from datetime import UTC, date, datetime
+    from decimal import Decimal
+
+    import polars as pl
+    from streamlit import dataframe_util
+
+    from gpufinops.dashboard import arrow_frames
+    from gpufinops.dashboard import labels as page_labels
+
+    frame = pl.DataFrame(
+        {
+            "team": ["nlp\r\nx", None, "vision"],
+            "gpu_hours": [1, None, 3],
+            "idle_cost": [Decimal("1.10"), None, Decimal("-2.50")],
+            "util_mean": [float("inf"), float("-inf"), None],
+            "day": [date(2026, 10, 1), None, date(2026, 10, 31)],
+            "opened_at": [datetime(2026, 10, 1, 5, tzinfo=UTC), None, datetime(2026, 10, 31, 23, tzinfo=UTC)],
+            "stale": [True, None, False],
+        }
+    )
+    shown = page_labels.view(frame, dates=("day",))
+    through_pandas = dataframe_util.convert_pandas_df_to_arrow_table(
+        dataframe_util.convert_anything_to_pandas_df(shown)
+    )
+    direct = arrow_frames.arrow_table(shown)
+    assert direct.schema.names == through_pandas.schema.names
+    for name in direct.schema.names:
+        assert direct.schema.field(name).type == through_pandas.schema.field(name).type, name
+        assert direct.column(name).to_pylist() == through_pandas.column(name).to_pylist(), name

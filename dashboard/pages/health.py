@@ -13,7 +13,7 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import labels
-from gpufinops.dashboard.common import cached_query, connection, page_header
+from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
 from gpufinops.kernel.labels import age
 from gpufinops.warehouse import freshness, queries, stored_results
 
@@ -41,7 +41,7 @@ def main() -> None:
     try:
         with connection() as con:
             sources = queries.ingest_status(con)
-            fresh = freshness.source_freshness(con, now)
+            fresh = freshness.source_freshness(con, now, newest_rows=cached_call(con, freshness.newest_by_source))
             counts = cached_query(con, "gpu_count_disagreements")  # every GPU-hour: stored by the load job
             jobs = queries.job_status(con)
             stored = stored_results.computed(con), stored_results.data_version(con)

@@ -29,7 +29,8 @@ def main() -> None:
                 return
             as_of, window = found
             data = spend.load_current(con, ctx.teams, period.days_back(window, as_of))
-            stale = freshness.stale_sources(con)
+            # the newest data per source, read once per load (a scan of every line item); stale against now
+            stale = freshness.stale_sources(con, newest_rows=cached_call(con, freshness.newest_by_source))
             alerts = alerts_view.open_alerts(con, ctx.teams)
             by_team = spend_table.cached(con, ctx.teams, window)
             start, end = window.start, period.query_end(window, as_of)

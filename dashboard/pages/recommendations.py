@@ -13,12 +13,12 @@ import polars as pl
 import streamlit as st
 
 from gpufinops.dashboard import evidence, labels
-from gpufinops.dashboard.common import cached_call, connection, db_path, money, page_header
-from gpufinops.dashboard.recommendation_list import csv_bytes, recommendation_list
+from gpufinops.dashboard.common import cached_call, cached_query, connection, db_path, money, page_header
+from gpufinops.dashboard.recommendation_list import DEFAULT_STATUSES, csv_bytes, in_list_order, listed
 from gpufinops.kernel.labels import NO_TEAM, team_label
 from gpufinops.kernel.labels import label as code_label
 from gpufinops.models import kind_coverage, plans
-from gpufinops.warehouse import db, queries, recommendation_store
+from gpufinops.warehouse import db, recommendation_store
 
 TABLE_COLUMNS = (
     "monthly_savings_usd",
@@ -58,7 +58,7 @@ def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     """The sidebar filters applied; choices come from the scoped frame itself."""
     side = st.sidebar
     picks = {}
-    for col, default in (("kind", None), ("status", ["open", "accepted"]), ("team", None), ("provider", None)):
+    for col, default in (("kind", None), ("status", DEFAULT_STATUSES), ("team", None), ("provider", None)):
         options = sorted(recs[col].fill_null(NONE).unique().to_list())
         chosen_default = [d for d in (default or options) if d in options]
         picks[col] = side.multiselect(
@@ -71,7 +71,7 @@ def filtered(recs: pl.DataFrame) -> pl.DataFrame:
     out = recs
     for col, chosen in picks.items():
         out = out.filter(pl.col(col).fill_null(NONE).is_in(chosen))
-    return out.sort(["monthly_savings_usd", "id"], descending=[True, False])
+    return in_list_order(out)
 
 
 def decide(rec_id: str, decision: str, reason: str, ctx) -> None:
@@ -114,7 +114,7 @@ def unknown_list(blind: list[kind_coverage.KindsUnknown]) -> None:
 
 def withheld_list(con, ctx) -> None:
     """What the models examined and did not recommend: the reason, the missing fact, its source."""
-    withheld = queries.withheld_findings(con, team=ctx.teams)
+    withheld = cached_query(con, "withheld_findings", team=ctx.teams)
     if withheld.is_empty():
         return
     counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
@@ -165,10 +165,10 @@ def main() -> None:
 def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
     """The list, its filters and totals, the withheld findings and the chosen finding's detail; (the
     chosen finding, its decisions), or (None, None) when none is shown."""
-    recs = queries.recommendations(con, team=ctx.teams)
+    recs = cached_call(con, listed, team=ctx.teams)  # the list's text built once per data version
     blind = cached_call(con, kind_coverage.unknown_kinds, team=ctx.teams)
     if recs.is_empty():
-        withheld = queries.withheld_findings(con, team=ctx.teams).height
+        withheld = cached_query(con, "withheld_findings", team=ctx.teams).height
         if withheld or blind:  # the models ran (or could not look): "none yet" would read as "no waste"
             st.info(
                 "No recommendations where the models could see the data"
@@ -180,7 +180,7 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
         withheld_list(con, ctx)
         return None, None
     unknown_list(blind)
-    shown = filtered(recommendation_list(recs))
+    shown = filtered(recs)
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")
     cols[1].metric(
@@ -191,7 +191,7 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
     )
     cols[2].download_button(
         "Download CSV",
-        csv_bytes(shown),
+        lambda: csv_bytes(shown),  # written when clicked, not on every render
         file_name="recommendations.csv",
         mime="text/csv",
         help="the columns of `gpufinops recommend --format csv`",
@@ -212,7 +212,7 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
     labels_by_id = detail_labels(shown)
     by_label = {text: rid for rid, text in labels_by_id.items()}
     chosen = by_label[st.selectbox("Detail", list(by_label), key="recs_detail")]
-    found = queries.dashboard_recommendation(con, chosen, team=ctx.teams)
+    found = cached_query(con, "dashboard_recommendation", recommendation_id=chosen, team=ctx.teams)
     if found.is_empty():
         st.error("That recommendation is gone.")
         return None, None
@@ -223,7 +223,7 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
         f"resource {rec['resource_id'] or '—'} · id {rec['id']}"
     )
     evidence.render(con, rec)
-    return rec, queries.decisions_log(con, team=ctx.teams, recommendation_id=chosen)
+    return rec, cached_query(con, "decisions_log", team=ctx.teams, recommendation_id=chosen)
 
 
 main()

@@ -6,10 +6,10 @@ import streamlit as st
 
 from gpufinops.dashboard import alerts_view, carbon_view, charts, gpu_charts, labels, period, spend, unit_costs_view
 from gpufinops.dashboard.common import cached_call, cached_query, connection, page_header
-from gpufinops.dashboard.recommendation_list import recommendation_list
+from gpufinops.dashboard.recommendation_list import listed
 from gpufinops.models import kind_coverage
 from gpufinops.models.budgets import monthly_budget_for
-from gpufinops.warehouse import allocation_queries, coverage, queries
+from gpufinops.warehouse import allocation_queries, coverage
 from gpufinops.warehouse.queries import carbon as carbon_queries
 
 
@@ -34,7 +34,7 @@ def main() -> None:
             fleet = cached_query(con, "fleet_utilisation", team=[team], start=start, end=end)
             shared = cached_call(con, allocation_queries.allocation_by_workload, team=[team], start=start, end=end)
             idle_nodes = cached_call(con, allocation_queries.unallocated_by_node, team=[team], start=start, end=end)
-            recs = queries.recommendations(con, team=[team])
+            recs = cached_call(con, listed, team=[team])
             alerts = alerts_view.open_alerts(con, [team])
             emissions = cached_call(
                 con, carbon_queries.carbon_summary, by="resource", team=[team], start=start, end=end
@@ -87,9 +87,7 @@ def main() -> None:
     else:
         labels.table(
             st,
-            recommendation_list(recs).select(
-                "monthly_savings_usd", "kind", "resource", "action", "confidence", "status", "resource_id"
-            ),
+            recs.select("monthly_savings_usd", "kind", "resource", "action", "confidence", "status", "resource_id"),
             hide=("resource_id",),
         )
         st.caption("Accept or dismiss them on the Recommendations page.")

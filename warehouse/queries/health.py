@@ -36,19 +36,24 @@ def dashboard_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
     the derived tables were computed with; not the fact tables): when it is unchanged, a result computed
     from the warehouse is still current."""
     present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    settings = [
-        f"(SELECT string_agg(key || '=' || value, ';' ORDER BY key) FROM {table})"
+    parts = [
+        "SELECT max(coalesce(finished_at, started_at)) FROM ingest_runs",
+        "SELECT count(*) FROM ingest_runs",
+        "SELECT max(coalesce(finished_at, started_at)) FROM job_runs",
+        "SELECT count(*) FROM recommendations",
+        "SELECT max(created_at) FROM recommendations",
+        "SELECT count(*) FROM decisions",
+        "SELECT max(decided_at) FROM decisions",
+    ] + [
+        f"SELECT string_agg(key || '=' || value, ';' ORDER BY key) FROM {table}"
         for table in SETTINGS_TABLES
         if table in present  # a warehouse opened read-only before its upgrade lacks the newer ones
     ]
-    rows = con.execute(f"""
-        SELECT (SELECT max(coalesce(finished_at, started_at)) FROM ingest_runs),
-               (SELECT count(*) FROM ingest_runs),
-               (SELECT max(coalesce(finished_at, started_at)) FROM job_runs),
-               (SELECT count(*) FROM recommendations), (SELECT max(created_at) FROM recommendations),
-               (SELECT count(*) FROM decisions), (SELECT max(decided_at) FROM decisions)
-               {"".join(", " + sql for sql in settings)}""").fetchall()
-    return tuple(str(v) for v in rows[0])
+    # one row per part, not one row of scalar subqueries: DuckDB plans ten subqueries in one projection
+    # (the ordered string_agg among them) in 50-80 ms, the same parts as a union in ~10 ms (every render)
+    union = " UNION ALL ".join(f"SELECT {i} AS part, CAST(({sql}) AS VARCHAR) AS v" for i, sql in enumerate(parts))
+    rows = con.execute(f"SELECT v FROM ({union}) ORDER BY part").fetchall()
+    return tuple(str(row[0]) for row in rows)
 
 
 def cost_data_version(con: duckdb.DuckDBPyConnection) -> tuple:
