@@ -6,7 +6,8 @@ Each is a real server on 127.0.0.1 speaking HTTP/1.1; what it answers depends on
   (A, A, …; A, B, A, …; A, B, C, A, …), in the wire format the request asked in: EC2 and query-protocol
   XML (an ``Action=`` form), S3's ListObjectsV2 XML, AWS JSON (``X-Amz-Target``), CloudWatch's
   RPC v2 CBOR, Google's REST JSON (``nextPageToken``, and BigQuery's ``pageToken``), the Azure Retail Prices
-  API's JSON (``NextPageLink``, a URL back to this server) or Blob Storage's List Blobs XML (``NextMarker``);
+  API's JSON (``NextPageLink``, a URL back to this server), Azure Resource Manager's JSON (``nextLink``, likewise)
+  or Blob Storage's List Blobs XML (``NextMarker``);
 - ``endless``: 200 and headers, then a valid line every 0.5 s, never the end (no Content-Length);
 - ``stall``: 200 and headers (a Content-Length), then nothing;
 - ``huge``: 200, then 64 KiB chunks as fast as the client reads them (no Content-Length, 64 MiB in all);
@@ -97,6 +98,10 @@ def _page(state: Hostile, method: str, path: str, headers: Any, body: bytes) -> 
     if "api-version=" in path and "currencyCode=" in path:  # Azure Retail Prices: NextPageLink, the next URL
         base = path.split("&$skip=", 1)[0]
         page = {"BillingCurrency": "USD", "Items": [], "NextPageLink": f"{state.url}{base}&$skip={token}", "Count": 0}
+        return "application/json", json.dumps(page).encode(), {}
+    if "/subscriptions/" in path and "api-version=" in path:  # Azure Resource Manager: nextLink, the next URL
+        base = path.split("&$skipToken=", 1)[0]
+        page = {"value": [], "nextLink": f"{state.url}{base}&$skipToken={token}"}
         return "application/json", json.dumps(page).encode(), {}
     if headers.get("smithy-protocol") == "rpc-v2-cbor":
         return "application/cbor", cbor({"NextToken": token}), {"smithy-protocol": "rpc-v2-cbor"}

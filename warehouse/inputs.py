@@ -51,7 +51,7 @@ INPUTS: dict[str, Input] = {
             ("instance_types", "price_catalog", "price_history", "spot_interruption_bands", "spot_prices"),
             ("aws_pricing", "aws_spot_advisor", "aws_spot_prices", "azure_prices", "gcp_catalog", "gcp_price_history"),
         ),
-        Input("storage", "storage inventory", ("storage_volumes",), ("aws_storage", "gcp_storage")),
+        Input("storage", "storage inventory", ("storage_volumes",), ("aws_storage", "azure_storage", "gcp_storage")),
     )
 }
 # The inputs measured per billed (or measured) GPU-hour; the others are present or absent as a whole.

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 import urllib.parse
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,7 +49,6 @@ API = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"  # the version that answers the savingsPlan array
 TERM_HOURS = {"1 Year": Decimal(8760), "3 Years": Decimal(26280)}
 TERM_CODE = {"1 Year": "1y", "3 Years": "3y"}
-RETRY_STATUS = (429, 500, 502, 503, 504)
 HOUR_PRICE = Decimal("0.000000000000001")
 OUTPUTS = ("price_catalog", "instance_types", "price_history")
 MAX_HOURLY = Decimal(10) ** 10  # price_history and instance_types hold $/h as DECIMAL(18, 8)
@@ -95,26 +93,8 @@ def region_url(options: AzurePricesOptions, region: str) -> str:
 
 def _get(source: str, url: str, bounds: Bounds, retries: int = 0) -> dict[str, Any]:
     """One page within the source's bounds, retried on 429/5xx and connection errors; a bound is not retried."""
-    shown = url.split("?", 1)[0]
-    what = f"GET {shown}"
-    delay = 0.5
-    for attempt in range(retries + 1):
-        last = attempt == retries
-        try:
-            answer = transport.request(source, what, "GET", url, bounds, {"Accept": "application/json"})
-        except OSError as exc:
-            if last:
-                raise IngestError(f"{source}: {shown} did not answer: {getattr(exc, 'reason', None) or exc}") from None
-        else:
-            if answer.status == 200:
-                return _page(source, shown, answer.body)
-            if answer.status not in RETRY_STATUS or last:
-                detail = answer.body[:2000].decode("utf-8", "replace").strip().replace("\n", " ").replace("\r", " ")
-                raise IngestError(f"{source}: {shown} answered HTTP {answer.status}: {detail[:300]}")
-        log.info("%s: %s: attempt %d failed, retrying in %.1f s", source, what, attempt + 1, delay)
-        time.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
+    answer = transport.get_retried(source, url, bounds, {"Accept": "application/json"}, retries)
+    return _page(source, url.split("?", 1)[0], answer.body)
 
 
 def _page(source: str, shown: str, body: bytes) -> dict[str, Any]:

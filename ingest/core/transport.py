@@ -175,6 +175,34 @@ def request(
         watchdog.cancel()
 
 
+RETRY_STATUS = (429, 500, 502, 503, 504)
+
+
+def get_retried(source: str, url: str, bounds: Bounds, headers: dict[str, str], retries: int) -> Answer:
+    """A 2xx answer to one GET within ``bounds``, retried ``retries`` times on 429/5xx and failed connections
+    (waiting 0.5 s, then twice as long each time); a bound tripped is not retried. Anything else ends the run
+    in one sentence naming the URL without its query (where a SAS token or a key would be)."""
+    shown = url.split("?", 1)[0]
+    delay = 0.5
+    for attempt in range(retries + 1):
+        last = attempt == retries
+        try:
+            answer = request(source, f"GET {shown}", "GET", url, bounds, headers)
+        except OSError as exc:
+            if last:
+                raise IngestError(f"{source}: {shown} did not answer: {getattr(exc, 'reason', None) or exc}") from None
+        else:
+            if 200 <= answer.status < 300:
+                return answer
+            if answer.status not in RETRY_STATUS or last:
+                detail = answer.body[:2000].decode("utf-8", "replace").strip().replace("\n", " ").replace("\r", " ")
+                raise IngestError(f"{source}: {shown} answered HTTP {answer.status}: {detail[:300]}")
+        log.info("%s: GET %s: attempt %d failed, retrying in %.1f s", source, shown, attempt + 1, delay)
+        time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
 def _read(source: str, what: str, response: Any, bounds: Bounds, sockets: _Sockets, started: float) -> Answer:
     status = int(getattr(response, "status", None) or response.code)
     headers = list(response.headers.items())

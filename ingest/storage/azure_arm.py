@@ -12,6 +12,7 @@ from typing import Any
 from gpufinops.ingest.core import extras, paging, transport
 from gpufinops.ingest.core.registry import IngestError
 from gpufinops.ingest.core.spec import OptionProblem, TransportOptions, option
+from gpufinops.kernel import ranges
 
 ARM = "https://management.azure.com"
 LISTINGS = {  # what -> (ARM path under the subscription, api-version)
@@ -27,6 +28,7 @@ class AzureStorageOptions(TransportOptions):
     endpoint: str = option(ARM, "Azure Resource Manager's URL (a sovereign cloud's, or a test server)")
     token_env: str | None = option(None, "the variable holding an ARM bearer token (else the default chain)")
     team_tag_keys: list[str] = option(["team"], "tags that name a disk's or snapshot's team")
+    retries: int = option(3, "retries of a page answered 429/5xx or a failed connection", range=ranges.NON_NEGATIVE)
 
     def validate(self) -> None:
         if not self.subscription or not all(c.isalnum() or c == "-" for c in self.subscription):
@@ -55,10 +57,7 @@ def listing(source: str, options: AzureStorageOptions, what: str, token: str) ->
     items: list[dict[str, Any]] = []
     while url:
         shown = url.split("?", 1)[0]
-        answer = transport.request(source, f"GET {shown}", "GET", url, bounds, headers)
-        if answer.status != 200:
-            detail = answer.body[:600].decode("utf-8", "replace").replace("\n", " ").replace("\r", " ")
-            raise IngestError(f"{source}: {shown} answered HTTP {answer.status}: {detail[:300]}")
+        answer = transport.get_retried(source, url, bounds, headers, options.retries)
         try:
             page = json.loads(answer.body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
