@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from tests.test_dashboard_browser import BROWSER_ARGS, CHARTS, CHROMIUM, PAGES, WAIT_FOR_RENDER  # noqa: E402
 
 
-def run(*args: str, home: Path) -> str:
+def run(*args: str, home: Path, shown: str | None = None) -> str:
     env = {
         **os.environ,
         "COLUMNS": str(WIDTH),
@@ -41,7 +41,10 @@ def run(*args: str, home: Path) -> str:
         "NO_GCE_CHECK": "True",
     }
     done = subprocess.run([GPUFINOPS, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    return done.stdout + done.stderr
+    # the home as the command shown names it (``demo``, or ``.``), not where this machine keeps it
+    if shown is None:
+        shown = os.path.relpath(home, REPO) if home.is_relative_to(REPO) else home.name
+    return (done.stdout + done.stderr).replace(str(home), shown)
 
 
 def terminal_png(name: str, command: str, text: str) -> None:
@@ -169,7 +172,7 @@ def main() -> int:
             terminal_png(
                 "doctor-new-config",
                 "gpufinops --config gpufinops.toml doctor   # just after init, no credentials",
-                run("--config", str(fresh), "doctor", "--timeout", "3", home=home),
+                run("--config", str(fresh), "doctor", "--timeout", "3", home=Path(tmp), shown="."),
             )
         dashboard_pngs(home, browser)
         browser.close()
