@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -42,28 +41,13 @@ def check(source: doctor.ConfiguredSource, base_dir: Path, timeout: float) -> do
 
 
 ATTEMPTS = 4
-RETRY_STATUS = (429, 500, 502, 503, 504)
 
 
 def _download(source: str, url: str, bounds: Bounds, attempts: int = ATTEMPTS) -> tuple[bytes, datetime | None]:
     """The feed within the source's bounds (``ingest.core.transport``), retried on 429/5xx and connection errors."""
-    delay = 0.5
-    for attempt in range(1, attempts + 1):
-        try:
-            answer = transport.request(source, f"GET {url}", "GET", url, bounds, {"User-Agent": "gpufinops"})
-        except OSError as exc:
-            if attempt == attempts:
-                raise IngestError(f"{source}: GET {url} failed: {getattr(exc, 'reason', None) or exc}") from None
-        else:
-            if 200 <= answer.status < 300:
-                modified = dict((k.lower(), v) for k, v in answer.headers).get("last-modified")
-                return answer.body, parsedate_to_datetime(modified).astimezone(UTC) if modified else None
-            if answer.status not in RETRY_STATUS or attempt == attempts:
-                raise IngestError(f"{source}: GET {url} failed: HTTP {answer.status}")
-        log.info("%s: GET %s: attempt %d failed, retrying in %.1f s", source, url, attempt, delay)
-        time.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
+    answer = transport.get_retried(source, url, bounds, {"User-Agent": "gpufinops"}, attempts - 1)
+    modified = dict((k.lower(), v) for k, v in answer.headers).get("last-modified")
+    return answer.body, parsedate_to_datetime(modified).astimezone(UTC) if modified else None
 
 
 def parse(source: str, name: str, data: bytes, regions: list[str] | None, updated_at: datetime) -> pa.Table:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from gpufinops.ingest.core import extras
-from gpufinops.ingest.core.doctor import FAIL, OK, WARN, ConfiguredSource, Result, options
+from gpufinops.ingest.core.doctor import FAIL, OK, WARN, ConfiguredSource, Result, export_folder, options
 
 
 def aws_client(service: str, source: ConfiguredSource, timeout: float, region: str | None = None) -> Any:
@@ -57,16 +56,8 @@ def bucket_refusal(s3: Any, bucket: str) -> str | None:
 def aws_cur(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     if opts.path:
-        root = Path(os.path.expanduser(opts.path))
-        root = root if root.is_absolute() else base_dir / root
-        if not root.is_dir():
-            return FAIL, f"path {root} is not a directory", f"point sources.{source.name}.path at the synced export"
-        manifests = list(root.rglob("*Manifest.json"))
-        return (
-            (OK, f"{root}: {len(manifests)} manifest(s)", None)
-            if manifests
-            else (WARN, f"{root}: no *-Manifest.json yet", "sync the export's metadata/ and data/ folders there")
-        )
+        fill = "sync the export's metadata/ and data/ folders there"
+        return export_folder(source, opts.path, base_dir, "*Manifest.json", "manifest(s)", fill)
     if opts.engine == "athena":
         athena = aws_client("athena", source, timeout)
         athena.get_work_group(WorkGroup=opts.workgroup or "primary")

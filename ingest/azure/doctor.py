@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufinops.ingest.core.doctor import FAIL, OK, WARN, ConfiguredSource, Result, options
+from gpufinops.ingest.core.doctor import FAIL, OK, ConfiguredSource, Result, export_folder, options
 
 
 def azure_cost_export(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     opts = options(source)
     if opts.path:
-        root = Path(opts.path).expanduser()
-        root = root if root.is_absolute() else base_dir / root
-        if not root.is_dir():
-            return FAIL, f"path {root} is not a directory", f"point sources.{source.name}.path at the copied container"
-        found = list(root.rglob("manifest.json"))
-        return (
-            (OK, f"{root}: {len(found)} export run manifest(s)", None)
-            if found
-            else (WARN, f"{root}: no manifest.json yet", "copy the export's folders there (azcopy sync)")
-        )
+        fill = "copy the export's folders there (azcopy sync)"
+        return export_folder(source, opts.path, base_dir, "manifest.json", "export run manifest(s)", fill)
     from gpufinops.ingest.azure.azure_export_store import BlobStore
 
     store = BlobStore.connect(source.name, opts)

@@ -63,6 +63,19 @@ def files(source: ConfiguredSource, base_dir: Path, key: str = "path") -> Result
     return OK, f"{len(matched)} file(s) match {pattern!r}", None
 
 
+def export_folder(source: ConfiguredSource, path: str, base_dir: Path, manifest: str, found: str, fill: str) -> Result:
+    """The check of an export synced to a local folder: ``path`` (relative to the config's folder) is a
+    directory, and how many ``manifest`` files stand anywhere below it (none yet: a warning, with ``fill``)."""
+    root = Path(os.path.expanduser(path))
+    root = root if root.is_absolute() else base_dir / root
+    if not root.is_dir():
+        return FAIL, f"path {root} is not a directory", f"point sources.{source.name}.path at the synced export"
+    manifests = list(root.rglob(manifest))
+    if not manifests:
+        return WARN, f"{root}: no {manifest} yet", fill
+    return OK, f"{root}: {len(manifests)} {found}", None
+
+
 def path_files(source: ConfiguredSource, base_dir: Path, timeout: float) -> Result:
     """The check of a source that reads local files only: its ``path`` matches some."""
     return files(source, base_dir)
