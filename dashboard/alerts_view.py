@@ -20,20 +20,27 @@ def open_alerts(con: duckdb.DuckDBPyConnection, teams: list[str] | None) -> pl.D
     return alerts_queries.alerts(con, teams=teams, status="open")
 
 
-def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
-    st.subheader(heading)
+def summary(frame: pl.DataFrame) -> None:
+    """One line above a page's views: how many alerts are open, by severity (the Alerts view lists them)."""
     if frame.is_empty():
-        st.success("No open alerts.")
         return
     counts = frame.group_by("severity").len()
-    summary = ", ".join(
+    said = ", ".join(
         f"{n} {code_label(s, 'severity').lower()}"
         for s, n in sorted(counts.iter_rows(), key=lambda r: ("critical", "warning", "info").index(r[0]))
     )
     st.warning(
-        f"{frame.height} open alert(s): {summary}. `gpufinops alerts list` lists them; "
-        "they resolve on their own when the condition no longer holds."
+        f"{frame.height} open alert(s): {said} (the Alerts view lists them). `gpufinops alerts list` lists "
+        "them too; they resolve on their own when the condition no longer holds."
     )
+
+
+def render(frame: pl.DataFrame, *, heading: str = "Open alerts") -> None:
+    """The open alerts, one row each."""
+    st.subheader(heading)
+    if frame.is_empty():
+        st.success("No open alerts.")
+        return
     view = frame.select(*SHOWN).with_columns(pl.col("value_usd").cast(pl.Float64), pl.col("limit_usd").cast(pl.Float64))
     if "period" in view.columns:  # 2026-10, or the day an idle stretch began: never an ISO timestamp
         view = view.with_columns(pl.col("period").map_elements(period_text, return_dtype=pl.Utf8))

@@ -113,8 +113,8 @@ def _shown_alerts(at) -> list[str]:
 
 
 def test_the_overview_and_team_pages_show_the_open_alerts_in_scope(monkeypatch, alerted):
-    finance = open_page(_app(monkeypatch, alerted, "cfo@example.com"), "overview")
-    titles = _shown_alerts(finance)
+    finance = open_page(_app(monkeypatch, alerted, "cfo@example.com"), "overview")  # the KPIs and the alerts line
+    titles = _shown_alerts(open_page(_app(monkeypatch, alerted, "cfo@example.com"), "overview", "Alerts"))
     assert (
         any("fleet" in t for t in titles) and any("nlp" in t for t in titles) and any("vision-gpu" in t for t in titles)
     )
@@ -122,9 +122,10 @@ def test_the_overview_and_team_pages_show_the_open_alerts_in_scope(monkeypatch, 
     assert next(m.delta for m in finance.metric if m.label == "Spend this month").endswith(" under budget")
     assert any(c.value == "budget $20,000.00" for c in finance.caption)  # the budget in its caption: never cut off
     lead = open_page(_app(monkeypatch, alerted, "lead@example.com"), "overview")
-    assert _shown_alerts(lead) and all("vision-gpu" in t for t in _shown_alerts(lead))
+    listed = _shown_alerts(open_page(_app(monkeypatch, alerted, "lead@example.com"), "overview", "Alerts"))
+    assert listed and all("vision-gpu" in t for t in listed)
     assert next(m.delta for m in lead.metric if m.label == "Spend this month").endswith(" under budget")
     assert any(c.value == "budget $10,000.00" for c in lead.caption)  # the budget in its caption: never cut off
-    team = open_page(_app(monkeypatch, alerted, "cfo@example.com"), "team")
+    team = open_page(_app(monkeypatch, alerted, "cfo@example.com"), "team", "Alerts")
     assert team.subheader and any(s.value.startswith("Open alerts of") for s in team.subheader)
     assert _shown_alerts(team) and all(t.startswith("Budget nlp") for t in _shown_alerts(team))  # the first team

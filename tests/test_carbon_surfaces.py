@@ -71,7 +71,7 @@ def test_carbon_api_is_scoped(tmp_path, carbon_warehouse):
 def test_dashboard_pages_show_energy_and_emissions(monkeypatch, carbon_warehouse, page, heading):
     from tests.test_dashboard import make_app, open_page
 
-    at = open_page(make_app(monkeypatch, carbon_warehouse), page)
+    at = open_page(make_app(monkeypatch, carbon_warehouse), page, "Energy and emissions")  # the page's view of them
     assert heading in [s.value for s in at.subheader]
     shown = {m.label: m.value for m in at.metric}
     assert shown["Emissions"].endswith("kg CO₂e") and shown["GPU-hours withheld"] == "8"

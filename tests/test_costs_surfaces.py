@@ -127,10 +127,11 @@ def test_october_carbon_per_team_is_one_figure_on_every_surface(demo_home, tmp_p
     assert {(r["month"], r["team"]): r["kg_co2e"] for r in mcp["rows"]} == pytest.approx(rows)
 
 
-def page(monkeypatch, warehouse: Path, name: str, pick: tuple[str, str] | None = None):
+def page(monkeypatch, warehouse: Path, name: str, pick: tuple[str, str] | None = None, view: str | None = None):
+    """Page ``name`` (its ``view``: dashboard/views.py), with a sidebar ``pick`` (widget key, option) made."""
     from tests.test_dashboard import make_app, open_page
 
-    at = open_page(make_app(monkeypatch, warehouse), name)
+    at = open_page(make_app(monkeypatch, warehouse), name, view)
     if pick is not None:
         at.selectbox(key=pick[0]).set_value(pick[1]).run()
         assert not at.exception, [e.value for e in at.exception]
@@ -149,18 +150,18 @@ def test_the_fleet_page_s_carbon_row_is_the_calendar_month_or_says_which_days(de
         == 0
     )
     october = {r["team"]: r["kg_co2e"] for r in json.loads(capsys.readouterr().out)}
-    at = page(monkeypatch, demo_home, "fleet")  # opens on the newest data's month
+    at = page(monkeypatch, demo_home, "fleet", view="Energy and emissions")  # opens on the newest data's month
     assert any(c.value.startswith("Every figure on this page covers October 2026") for c in at.caption)
     shown = carbon_rows(at)
     assert {t: kg for (m, t), kg in shown.items()} == pytest.approx(october) and {m for m, _ in shown} == {MONTH}
-    last30 = carbon_rows(page(monkeypatch, demo_home, "fleet", ("fleet_period", "Last 30 days")))
+    last30 = carbon_rows(page(monkeypatch, demo_home, "fleet", ("fleet_period", "Last 30 days"), "Energy and emissions"))
     assert {m for m, _ in last30} == {"2026-10 (02 – 31 Oct)"}  # not labelled as the whole month
     assert last30[("2026-10 (02 – 31 Oct)", "vision")] < october["vision"]
 
 
 def test_the_team_page_s_kpis_and_tables_share_its_period(demo_home, monkeypatch):
     for pick, kpi in ((None, "this month"), (("team_period", "Last 30 days"), "in last 30 days")):
-        at = page(monkeypatch, demo_home, "team", pick)
+        at = page(monkeypatch, demo_home, "team", pick, "Shared GPUs")
         shared = next(d.value for d in at.dataframe if {"workload", "cost_usd"} <= set(d.value.columns))
         shown = {m.label: m.value for m in at.metric}
         assert shown[f"Shared GPUs: allocated {kpi}"] == money(Decimal(str(shared["cost_usd"].sum()))), pick
@@ -209,5 +210,6 @@ def test_another_month_on_the_overview_is_that_month_everywhere(demo_home, tmp_p
         **{r["team"]: money(r["cost_usd"]) for r in september["rows"]},
         "Total": money(september["total_usd"]),
     }
+    at = page(monkeypatch, demo_home, "overview", ("overview_period", "September 2026"), "Anomalies")
     anomalies = next((d.value for d in at.dataframe if "expected_range" in d.value.columns), None)
     assert anomalies is None or all(str(day)[:7] == "2026-09" for day in anomalies["day"])

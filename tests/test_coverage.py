@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gpufinops.dashboard import views
 from gpufinops.interfaces import cli
 from gpufinops.models import registry
 from gpufinops.simulator import demo_fleet
@@ -220,17 +221,26 @@ def test_the_api_returns_coverage_and_an_empty_unit_cost_reason(homes, tmp_path)
     assert units["rows"] == [] and "serving_exporter" in units["empty_reason"]
 
 
-def _page(monkeypatch, warehouse: Path, page: str):
+def _page(monkeypatch, warehouse: Path, page: str, view: str | None = None):
+    """``page`` in AppTest: its first view, or ``view`` (dashboard/views.py) as its link opens it."""
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("GPUFINOPS_DB", str(warehouse))
     monkeypatch.setenv("GPUFINOPS_DASHBOARD", "{}")
     at = AppTest.from_file(str(APP), default_timeout=120)
-    at.run()
+    if view is None:
+        at.run()
+    else:
+        at.query_params[views.KEY] = view
     at.switch_page(f"pages/{page}.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def _every_view(monkeypatch, warehouse: Path, page: str) -> list:
+    """``page`` once per view (one run where it has none): what it says is read from all of them."""
+    return [_page(monkeypatch, warehouse, page, view) for view in views.PAGES.get(page, (None,))]
 
 
 def _page_text(at) -> str:
@@ -245,21 +255,21 @@ def _page_text(at) -> str:
 @pytest.mark.parametrize("page", ("overview", "fleet", "recommendations", "unit_costs", "team"))
 def test_bill_alone_pages_say_unknown(monkeypatch, homes, page, capsys) -> None:
     _run(capsys, homes["bill"], "recommend")  # the models ran and withheld: "none yet" would be wrong
-    at = _page(monkeypatch, _warehouse(homes["bill"]), page) if page != "overview" else _overview(monkeypatch, homes)
-    text = _page_text(at)
+    shown = _every_view(monkeypatch, _warehouse(homes["bill"]), page)
+    text = "\n".join(_page_text(at) for at in shown)
     _no_good_news(page, text)
     assert "unknown" in text
     if page == "fleet":
-        kpis = {m.label: m.value for m in at.metric}
+        kpis = {m.label: m.value for at in shown for m in at.metric}
         assert kpis["Idle GPU cost"] == "unknown" and kpis["Idle GPU-hours"] == "unknown"
         assert kpis["Emissions"] == "unknown"
         assert kpis["GPU-hours measured"].startswith("0 of ")
 
     if page in ("overview", "team"):  # the spend KPIs: what no metrics can say reads unknown, with why
-        kpis = {m.label.split(" this month")[0].split(" in ")[0]: m.value for m in at.metric}
+        kpis = {m.label.split(" this month")[0].split(" in ")[0]: m.value for at in shown for m in at.metric}
         assert kpis["Shared GPUs: allocated"] == "unknown" and kpis["Shared GPUs: unallocated"] == "unknown"
         assert kpis["Savings identified per month"] != "$0.00"
-        captions = " ".join(str(c.value) for c in at.caption)
+        captions = " ".join(str(c.value) for at in shown for c in at.caption)
         assert "Shared-GPU allocation: unknown for all" in captions and "dcgm_exporter" in captions, captions
         assert "could not look" in captions and "Idle GPU" in captions, captions
 

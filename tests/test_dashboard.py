@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from gpufinops.dashboard import spend_table
+from gpufinops.dashboard import spend_table, views
 from gpufinops.dashboard.common import DEFAULT_WINDOW_DAYS, money, month_bounds, window_start
 from gpufinops.ingest.core.runner import run_source
 from gpufinops.kernel import labels
@@ -78,9 +78,14 @@ def make_app(monkeypatch, warehouse: Path, settings: dict | None = None, email: 
     return at
 
 
-def open_page(at, page: str):
-    at.run()
-    at.switch_page(f"pages/{page}.py")
+def open_page(at, page: str, view: str | None = None):
+    """``page`` (its first view, or ``view``: dashboard/views.py, as a link's ?view=… opens it)."""
+    if view is None:
+        at.run()
+        at.switch_page(f"pages/{page}.py")
+    else:  # a link to the view, opened as the browser's first request
+        at.switch_page(f"pages/{page}.py")
+        at.query_params[views.KEY] = view
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -248,9 +253,13 @@ def test_dashboard_shows_spend_of_a_focus_sample(monkeypatch, focus_registry, wa
 # --- roles -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page):
-    at = open_page(make_app(monkeypatch, demo_warehouse, AUTH, "lead@example.com"), page)
+# every page, and each other view of a page (dashboard/views.py) by its ?view=…
+SCREENS = [(page, None) for page in PAGES] + [(p, v) for p, names in views.PAGES.items() for v in names[1:]]
+
+
+@pytest.mark.parametrize("page, view", SCREENS, ids=[f"{p}-{v}" if v else p for p, v in SCREENS])
+def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page, view):
+    at = open_page(make_app(monkeypatch, demo_warehouse, AUTH, "lead@example.com"), page, view)
     assert not at.warning or "No authentication" not in at.warning[0].value
     assert "lead@example.com (lead)" in at.caption[0].value
     for table in chart_tables(at):
@@ -260,7 +269,7 @@ def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page):
         value = frame.value
         if "team" in value.columns:  # the Overview's spend-by-team table ends with its total row
             assert set(value["team"]) - {spend_table.TOTAL} <= {LEAD_TEAM}, page
-    if page == "overview":
+    if page == "overview" and view is None:
         with db.reader(demo_warehouse) as con:
             expected = scoped(con, [LEAD_TEAM])
             everyone = scoped(con, None)
@@ -268,11 +277,22 @@ def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page):
         assert metrics(at)["Savings identified per month"] == money(expected["identified"])
     if page == "team":
         assert at.selectbox(key="team_pick").options == [LEAD_TEAM]
-    if page == "fleet":
+    if (page, view) == ("fleet", "Unattributed"):
         assert "finance sees them" in " ".join(c.value for c in at.caption)
     if page == "recommendations":
         table = at.dataframe[0].value
         assert len(table) >= 1 and set(table["team"]) == {LEAD_TEAM}
+
+
+def test_a_view_opened_by_its_link_and_left_for_another_page_opens_that_page_s_first_view(
+    monkeypatch, demo_warehouse
+):
+    at = open_page(make_app(monkeypatch, demo_warehouse), "team", "Forecast")
+    assert [s.value for s in at.subheader] == ["Forecast"]  # the link's view, and only it, is drawn
+    at.query_params.clear()  # the sidebar's link to another page carries no ?view=
+    at.switch_page("pages/overview.py").run()
+    assert "Forecast" not in [s.value for s in at.subheader]  # the Team page's open view is not the Overview's
+    assert any(s.value.startswith("Spend by team") for s in at.subheader)
 
 
 def test_finance_sees_every_team(monkeypatch, demo_warehouse):
@@ -683,8 +703,8 @@ def test_the_warm_up_reads_what_the_recommendations_and_team_pages_read(monkeypa
         server.warm_pages(con)
     assert set(calls) == set(names), calls  # the demo's top finding has a resource and a utilisation series
     calls.clear()
-    for page in ("recommendations", "team"):
-        at = open_page(make_app(monkeypatch, demo_warehouse), page)
+    for page, view in (("recommendations", None), ("team", "Recommendations")):
+        at = open_page(make_app(monkeypatch, demo_warehouse), page, view)
         assert at.dataframe, page
     assert calls == [], calls
     assert common.db_path() == demo_warehouse

@@ -27,7 +27,7 @@ def demo_warehouse(tmp_path_factory) -> Path:
 
 
 def test_overview_anomalies_keep_their_line_item_columns(monkeypatch, demo_warehouse) -> None:
-    at = open_page(make_app(monkeypatch, demo_warehouse), "overview")
+    at = open_page(make_app(monkeypatch, demo_warehouse), "overview", "Anomalies")
     frames = {tuple(f.value.columns): f for f in at.dataframe}
     anomalies = next(f.value for cols, f in frames.items() if "expected_usd" in cols)
     items = next((f for cols, f in frames.items() if "change_usd" in cols), None)

@@ -73,10 +73,7 @@ def test_the_api_reports_allocated_and_unallocated_fields(shared_warehouse, tmp_
 
 
 def test_the_team_page_shows_allocated_and_unallocated_cost(monkeypatch, shared_warehouse):
-    at = make_app(monkeypatch, shared_warehouse)
-    at.run()
-    at.switch_page("pages/team.py")
-    at.run()
+    at = open_page(make_app(monkeypatch, shared_warehouse), "team", "Shared GPUs")
     at.selectbox(key="team_pick").set_value("vision").run()
     assert not at.exception, [e.value for e in at.exception]
     shown = metrics(at)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import carbon_view, charts, gpu_charts, labels, period, spend_charts
+from gpufinops.dashboard import carbon_view, charts, gpu_charts, labels, period, spend_charts, views
 from gpufinops.dashboard.common import (
     cached_call,
     cached_query,
@@ -31,30 +31,37 @@ def main() -> None:
             start, end = window.start, period.query_end(window, as_of)
             util = cached_query(con, "fleet_utilisation", team=ctx.teams, **span(start, end))
             idle = cached_query(con, "idle_gpu_cost", team=ctx.teams, idle_util_pct=IDLE_UTIL_PCT, **span(start, end))
-            # hours nobody's bill claims belong to no team: only a viewer of every team sees them
-            unattributed = (
-                cached_query(con, "unattributed_gpu_hours", **span(start, end)) if ctx.teams is None else None
-            )
-            attribution = cached_query(con, "gpu_hours_attribution", **span(start, end)) if ctx.teams is None else None
-            emissions = cached_call(con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start, end=end)
-            emission_sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start, end=end)
             cover = coverage.figures_of(cached_call(con, coverage.gpu_hours, team=ctx.teams, start=start, end=end))
+            st.caption(f"Every figure on this page covers {window.label}, in UTC days.")
+            if util.is_empty() and idle.is_empty():
+                st.info(f"No GPU usage in your scope in {window.label}.")
+                return
+            _kpis(idle, cover["idle_cost"], cover["utilisation"])
+            view, tab = views.open_view("fleet")
+            with tab:  # only the open view is read and drawn
+                if view == "Utilisation":
+                    charts.draw(st, gpu_charts.utilisation_heatmap(util, "Mean GPU utilisation % (team × GPU model)"))
+                elif view == "Idle GPUs":
+                    render_idle(idle, cover["idle_cost"])
+                elif view == "Energy and emissions":
+                    emissions = cached_call(
+                        con, carbon_queries.carbon_summary, by="team", team=ctx.teams, start=start, end=end
+                    )
+                    sources = cached_call(con, carbon_queries.sources, team=ctx.teams, start=start, end=end)
+                    carbon_view.render(
+                        emissions,
+                        sources,
+                        heading="Energy and emissions per team",
+                        window=window,
+                        cover=cover["emissions"],
+                    )
+                else:
+                    render_unattributed(con, ctx, start, end, cover)
     except FileNotFoundError as exc:
         st.error(str(exc))
-        return
-    st.caption(f"Every figure on this page covers {window.label}, in UTC days.")
-    if util.is_empty() and idle.is_empty():
-        st.info(f"No GPU usage in your scope in {window.label}.")
-        return
-    idle_cover, util_cover = cover["idle_cost"], cover["utilisation"]
-    _kpis(idle, idle_cover, util_cover)
-    charts.draw(
-        st,
-        gpu_charts.utilisation_heatmap(
-            util,
-            "Mean GPU utilisation % (team × GPU model)",
-        ),
-    )
+
+
+def render_idle(idle: pl.DataFrame, idle_cover: coverage.Coverage) -> None:
     st.subheader("Idle GPUs and their cost")
     idle_view = money_frame(idle, "idle_cost", "gpu_cost").with_columns(pl.col("idle_gpu_hours").cast(pl.Int64))
     if not idle_cover.known:  # no idle figure is measured: the columns would read 0, which is not what is known
@@ -80,17 +87,17 @@ def main() -> None:
             ),
         )
     labels.table(st, idle_view)
-    carbon_view.render(
-        emissions,
-        emission_sources,
-        heading="Energy and emissions per team",
-        window=window,
-        cover=cover["emissions"],
-    )
+
+
+def render_unattributed(con, ctx, start, end, cover: dict[str, coverage.Coverage]) -> None:
+    """GPU-hours nobody's bill claims belong to no team: only a viewer of every team sees them."""
     st.subheader("Unattributed GPU-hours")
-    if unattributed is None:
+    if ctx.teams is not None:
         st.caption("Unattributed GPU-hours belong to no team: finance sees them.")
-    elif not util_cover.known:
+        return
+    unattributed = cached_query(con, "unattributed_gpu_hours", **span(start, end))
+    attribution = cached_query(con, "gpu_hours_attribution", **span(start, end))
+    if not cover["utilisation"].known:
         st.info(labels.config_words(cover["attribution"].sentence()))
     elif unattributed.is_empty():
         st.success("Every measured GPU-hour in the window is matched to a billed resource and a team.")
@@ -99,11 +106,11 @@ def main() -> None:
         no_team = int(unattributed.filter(pl.col("missing") == "team")["gpu_hours"].sum())
         st.warning(
             f'{no_bill + no_team:,} GPU-hours in the window belong to no team (the "(unattributed)" row '
-            f"above): {no_bill:,} on hosts no bill claims (map them in the source's `resource_map`, or "
+            f"of the Utilisation view): {no_bill:,} on hosts no bill claims (map them in the source's `resource_map`, or "
             f"the bill has not arrived yet), {no_team:,} on billed resources without a team tag."
         )
         labels.table(st, unattributed)
-    if attribution is not None and not attribution.is_empty():  # the same hours as the sentence above, by source
+    if not attribution.is_empty():  # the same hours as the sentence above, by source
         teamless = pl.col("gpu_hours") - pl.col("team_gpu_hours")
         labels.table(
             st,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpufinops.dashboard import alerts_view, period, spend, spend_table
+from gpufinops.dashboard import alerts_view, period, spend, spend_table, views
 from gpufinops.dashboard.common import cached_call, connection, page_header
 from gpufinops.models import kind_coverage
 from gpufinops.models.budgets import monthly_budget_for
@@ -29,20 +29,34 @@ def main() -> None:
                 return
             as_of, window = found
             data = spend.load_current(con, ctx.teams, period.days_back(window, as_of))
+            if data.as_of is None:
+                st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
+                return
             # the newest data per source, read once per load (a scan of every line item); stale against now
             stale = freshness.stale_sources(con, newest_rows=cached_call(con, freshness.newest_by_source))
             alerts = alerts_view.open_alerts(con, ctx.teams)
-            by_team = spend_table.cached(con, ctx.teams, window)
             start, end = window.start, period.query_end(window, as_of)
             hours = cached_call(con, coverage.gpu_hours, team=ctx.teams, start=start, end=end)  # one scan, cached
-            allocation = coverage.figures_of(hours, ("allocation",))
-            blind = kind_coverage.unknown_kinds_of(hours)
+            shown = period.spend_in(data, window)
+            head(ctx, data, shown, window, as_of, stale, hours)
+            alerts_view.summary(alerts)
+            view, tab = views.open_view("overview")
+            with tab:  # only the open view is read and drawn
+                if view == "Spend":
+                    spend_table.render(spend_table.cached(con, ctx.teams, window), window)
+                    spend.render_charts(shown)
+                elif view == "Forecast":
+                    spend.render_forecast(data)
+                elif view == "Anomalies":
+                    spend.render_anomalies(shown)
+                else:
+                    alerts_view.render(alerts)
     except FileNotFoundError as exc:
         st.error(str(exc))
-        return
-    if data.as_of is None:
-        st.info("No cost data yet: run `gpufinops ingest` (or `gpufinops demo`).")
-        return
+
+
+def head(ctx, data, shown, window, as_of, stale, hours) -> None:
+    """What the whole page covers, above its views: staleness, the window, the KPIs."""
     if not stale.is_empty():
         st.warning(
             f"Stale data — the figures below describe {window.label}, up to the newest day the "
@@ -53,14 +67,10 @@ def main() -> None:
         f"Data up to {data.as_of:%Y-%m-%d}; the newest month with data is {data.month_start:%B %Y}. "
         f"Every figure below covers {window.label}, in UTC days (forecast and savings: per month)."
     )
-    shown = period.spend_in(data, window)
+    allocation = coverage.figures_of(hours, ("allocation",))
+    blind = kind_coverage.unknown_kinds_of(hours)
     budget = budget_for(ctx) if period.is_data_month(window, as_of) else None
     spend.render_kpis(shown, budget, period.kpi_period(window, as_of), allocation=allocation["allocation"], blind=blind)
-    spend_table.render(by_team, window)
-    alerts_view.render(alerts)
-    spend.render_charts(shown)
-    spend.render_forecast(data)
-    spend.render_anomalies(shown)
 
 
 main()

@@ -119,7 +119,15 @@ def withheld_list(con, ctx) -> None:
         return
     counts = withheld.group_by("reason").len().sort("len", "reason", descending=[True, False])
     summary = ", ".join(f"{n} {code_label(reason, 'reason').lower()}" for reason, n in counts.iter_rows())
-    with st.expander(f"Withheld: {withheld.height} finding(s) the models could not price or prove ({summary})"):
+    # read and drawn only when opened (a rerun): most loads never open it
+    box = st.expander(
+        f"Withheld: {withheld.height} finding(s) the models could not price or prove ({summary})",
+        key="recs_withheld",
+        on_change="rerun",
+    )
+    if not box.open:
+        return
+    with box:
         labels.table(
             st,
             withheld.select("kind", "team", "resource_id", "reason", "detail", "missing", "source_hint"),
