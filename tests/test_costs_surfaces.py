@@ -154,7 +154,9 @@ def test_the_fleet_page_s_carbon_row_is_the_calendar_month_or_says_which_days(de
     assert any(c.value.startswith("Every figure on this page covers October 2026") for c in at.caption)
     shown = carbon_rows(at)
     assert {t: kg for (m, t), kg in shown.items()} == pytest.approx(october) and {m for m, _ in shown} == {MONTH}
-    last30 = carbon_rows(page(monkeypatch, demo_home, "fleet", ("fleet_period", "Last 30 days"), "Energy and emissions"))
+    last30 = carbon_rows(
+        page(monkeypatch, demo_home, "fleet", ("fleet_period", "Last 30 days"), "Energy and emissions")
+    )
     assert {m for m, _ in last30} == {"2026-10 (02 – 31 Oct)"}  # not labelled as the whole month
     assert last30[("2026-10 (02 – 31 Oct)", "vision")] < october["vision"]
 

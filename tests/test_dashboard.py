@@ -284,9 +284,7 @@ def test_a_lead_never_sees_another_team(monkeypatch, demo_warehouse, page, view)
         assert len(table) >= 1 and set(table["team"]) == {LEAD_TEAM}
 
 
-def test_a_view_opened_by_its_link_and_left_for_another_page_opens_that_page_s_first_view(
-    monkeypatch, demo_warehouse
-):
+def test_a_view_opened_by_its_link_and_left_for_another_page_opens_that_page_s_first_view(monkeypatch, demo_warehouse):
     at = open_page(make_app(monkeypatch, demo_warehouse), "team", "Forecast")
     assert [s.value for s in at.subheader] == ["Forecast"]  # the link's view, and only it, is drawn
     at.query_params.clear()  # the sidebar's link to another page carries no ?view=
