@@ -52,6 +52,21 @@ def of_page(
     return as_of, picker(key, cached_call(con, months_with_data, teams=teams), as_of)
 
 
+def of_metrics(con: duckdb.DuckDBPyConnection, key: str, teams: list[str] | None) -> tuple[datetime, Window] | None:
+    """Where no bill is loaded: the GPU metrics' newest day in scope and the period picked over the months
+    they cover (utilisation needs no bill); None without GPU metrics in scope either."""
+    where, params = filters(teams, None, None, team_col="team", time_col="hour")
+    rows = con.execute(
+        f"SELECT DISTINCT date_trunc('month', hour AT TIME ZONE 'UTC'), max(hour) OVER () FROM gpu_metrics_hourly "
+        f"WHERE {where} ORDER BY 1 DESC",
+        params,
+    ).fetchall()
+    if not rows or rows[0][1] is None:
+        return None
+    as_of = windows.midnight(rows[0][1])
+    return as_of, picker(key, [windows.midnight(r[0]) for r in rows], as_of)
+
+
 def say_empty(con: duckdb.DuckDBPyConnection, teams: list[str] | None, empty: str) -> None:
     """A page with no cost data in scope says so; where GPU metrics are loaded and no bill is, it says what
     they cover and which source loads a bill instead (``warehouse.coverage.no_bill``), not "run ingest"."""

@@ -426,11 +426,17 @@ def test_no_bill_report_the_week_their_data_covers(homes, capsys, only, table) -
 @pytest.mark.parametrize("page", ("overview", "fleet", "team"))
 def test_metrics_alone_pages_say_the_bill_is_missing(monkeypatch, homes, page) -> None:
     """GPU metrics loaded, no bill: the spend pages say what the metrics cover and which source loads a bill,
-    not "no cost data yet: run ingest" (the user did) nor "no GPU usage" (a week of it is measured)."""
+    not "no cost data yet: run ingest" (the user did) nor "no GPU usage" (a week of it is measured); the GPU
+    fleet page still draws the utilisation the metrics measured, idle cost unknown beside it."""
     at = _page(monkeypatch, _warehouse(homes["metrics"]), page)
     said = " ".join(str(i.value) for i in at.info)
     assert re.search(r"No bill loaded yet: GPU metrics cover [\d,]+ GPU-hours on \d+ resources", said), said
     assert "`aws_cur`" in said and "No GPU usage" not in said, said
+    if page == "fleet":  # utilisation needs no bill: the metrics' own heatmap, over the month they cover
+        assert at.get("vega_lite_chart"), "no utilisation chart on a metrics-only fleet page"
+        kpis = {m.label: m.value for m in at.metric}
+        assert kpis["Idle GPU cost"] == "unknown" and kpis["GPU-hours measured"].split(" of ")[0] != "0", kpis
+        assert any("no billed GPU usage" in w.value for w in at.warning)  # why idle is unknown, and the source
 
 
 def test_metrics_alone_costs_say_the_bill_is_missing(homes, capsys) -> None:

@@ -25,6 +25,8 @@ def main() -> None:
     try:
         with connection() as con:
             found = period.of_page(con, "fleet_period", ctx.teams, "No GPU usage in your scope yet.")
+            # no bill (said above): the GPU metrics' utilisation is still what they measured
+            found = found or period.of_metrics(con, "fleet_period", ctx.teams)
             if found is None:
                 return
             as_of, window = found
