@@ -30,6 +30,7 @@ PAGES: dict[str, tuple[str, ...]] = {
         "Alerts",
     ),
     "fleet": ("Utilisation", "Idle GPUs", "Energy and emissions", "Unattributed"),
+    "recommendations": ("List", "Detail"),
 }
 
 

@@ -29,6 +29,7 @@ OUT = REPO / "docs" / "screenshots"
 GPUFINOPS = str(Path(sys.executable).parent / "gpufinops")
 WIDTH = 120
 sys.path.insert(0, str(REPO))
+from gpufinops.dashboard import views  # noqa: E402
 from tests.test_dashboard_browser import BROWSER_ARGS, CHARTS, CHROMIUM, PAGES, WAIT_FOR_RENDER  # noqa: E402
 
 
@@ -108,10 +109,10 @@ def dashboard_pngs(home: Path, browser) -> None:
             page.goto(f"{url}/{path}")
             page.wait_for_function(WAIT_FOR_RENDER, arg=[title, CHARTS[name]], timeout=90_000)
             full_page(page, OUT / f"dashboard-{name}.png")
-        page.goto(f"{url}/recommendations")
-        page.wait_for_function(WAIT_FOR_RENDER, arg=["Recommendations", CHARTS["recommendations"]], timeout=90_000)
+        page.goto(f"{url}/{views.link('recommendations', 'Detail')}")
+        page.wait_for_function(WAIT_FOR_RENDER, arg=["Recommendations", 2], timeout=90_000)
         for kind in ("gpu_count", "spot_mix", "gpu_type", "onprem_vs_cloud"):
-            page.locator('[data-testid="stSelectbox"]').filter(has_text="Detail").click()
+            page.locator('[data-testid="stSelectbox"]').filter(has_text="Finding").click()
             option = page.get_by_role("option").filter(has_text=f"· {kind} ·")
             if option.count() == 0:  # the demo has none of this kind now
                 page.keyboard.press("Escape")

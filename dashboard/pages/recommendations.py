@@ -12,7 +12,7 @@ from collections.abc import Callable
 import polars as pl
 import streamlit as st
 
-from gpufinops.dashboard import evidence, labels
+from gpufinops.dashboard import evidence, labels, views
 from gpufinops.dashboard.common import cached_call, cached_query, connection, db_path, money, page_header
 from gpufinops.dashboard.recommendation_list import DEFAULT_STATUSES, csv_bytes, in_list_order, listed
 from gpufinops.kernel.labels import NO_TEAM, team_label
@@ -158,21 +158,24 @@ def main() -> None:
         # one read-only connection for the whole render (each open reads the catalog: 20-60 ms), closed
         # before the decision form, whose writer it would otherwise block
         with connection() as con:
-            rec, log = listing(con, ctx)
+            found = listing(con, ctx)
     except FileNotFoundError as exc:
         st.error(str(exc))
         return
-    if rec is None:
+    if found is None:
         return
-    decision_form(rec, ctx)
-    if log is not None and not log.is_empty():
-        st.markdown("**Decisions**")
-        labels.table(st, log)
+    tab, rec, log = found
+    with tab:
+        decision_form(rec, ctx)
+        if log is not None and not log.is_empty():
+            st.markdown("**Decisions**")
+            labels.table(st, log)
 
 
-def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
-    """The list, its filters and totals, the withheld findings and the chosen finding's detail; (the
-    chosen finding, its decisions), or (None, None) when none is shown."""
+def listing(con, ctx) -> tuple[object, dict, pl.DataFrame] | None:
+    """The filters and totals above the views; the List view (the findings, what was withheld) or the
+    Detail view (one finding's evidence). (the Detail view's tab, the finding it shows, its decisions),
+    or None where no finding is detailed."""
     recs = cached_call(con, listed, team=ctx.teams)  # the list's text built once per data version
     blind = cached_call(con, kind_coverage.unknown_kinds, team=ctx.teams)
     if recs.is_empty():
@@ -186,9 +189,20 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
             st.info("No recommendations yet: run `gpufinops recommend`.")
         unknown_list(blind)
         withheld_list(con, ctx)
-        return None, None
+        return None
     unknown_list(blind)
     shown = filtered(recs)
+    totals(shown, recs)
+    view, tab = views.open_view("recommendations")
+    with tab:  # only the open view is read and drawn
+        if view == "List":
+            findings(shown)
+            withheld_list(con, ctx)  # after the list, so what was found comes first
+            return None
+        return detail(con, ctx, shown, tab)
+
+
+def totals(shown: pl.DataFrame, recs: pl.DataFrame) -> None:
     cols = st.columns(3)
     cols[0].metric("Shown", f"{shown.height} of {recs.height}")
     cols[1].metric(
@@ -204,6 +218,9 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
         mime="text/csv",
         help="the columns of `gpufinops recommend --format csv`",
     )
+
+
+def findings(shown: pl.DataFrame) -> None:
     labels.table(
         st,
         shown.select(TABLE_COLUMNS),
@@ -214,16 +231,22 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
             "resource": st.column_config.TextColumn("Resource", width="medium"),
         },
     )
-    withheld_list(con, ctx)  # after the list, so what was found comes first
+    if not shown.is_empty():
+        st.caption("A finding's evidence, and the decision on it: the Detail view.")
+
+
+def detail(con, ctx, shown: pl.DataFrame, tab) -> tuple[object, dict, pl.DataFrame] | None:
+    """One finding of the list (the largest by default): its evidence and charts."""
     if shown.is_empty():
-        return None, None
+        st.info("No finding matches the filters in the sidebar.")
+        return None
     labels_by_id = detail_labels(shown)
     by_label = {text: rid for rid, text in labels_by_id.items()}
-    chosen = by_label[st.selectbox("Detail", list(by_label), key="recs_detail")]
+    chosen = by_label[st.selectbox("Finding", list(by_label), key="recs_detail")]
     found = cached_query(con, "dashboard_recommendation", recommendation_id=chosen, team=ctx.teams)
     if found.is_empty():
         st.error("That recommendation is gone.")
-        return None, None
+        return None
     rec = found.row(0, named=True)
     st.subheader(labels_by_id[chosen])
     st.caption(
@@ -231,7 +254,7 @@ def listing(con, ctx) -> tuple[dict | None, pl.DataFrame | None]:
         f"resource {rec['resource_id'] or '—'} · id {rec['id']}"
     )
     evidence.render(con, rec)
-    return rec, cached_query(con, "decisions_log", team=ctx.teams, recommendation_id=chosen)
+    return tab, rec, cached_query(con, "decisions_log", team=ctx.teams, recommendation_id=chosen)
 
 
 main()
