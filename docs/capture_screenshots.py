@@ -135,7 +135,6 @@ def main() -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=BROWSER_ARGS)
         shutil.rmtree(home / "data", ignore_errors=True)  # a first run's summary (same seed: the same numbers)
-        shutil.rmtree(home / "data", ignore_errors=True)  # a first run's summary (same seed: the same numbers)
         terminal_png("demo-summary", "make demo", run("demo", "--home", str(home), home=home))
         terminal_png(
             "recommend",

@@ -76,8 +76,8 @@ def render(result: Any, fmt: str, out: IO[str]) -> None:
         return
     cost_title = {"effective": "Effective cost", "billed": "Billed cost", "gpu": "GPU cost"}[result.cost]
     print(f"{cost_title} by {result.by.replace('_', ' ')}, {result.window.label} (UTC)", file=out)
-    if result.rows.is_empty():
-        print("no spend in this window", file=out)
+    if result.rows.is_empty():  # no bill at all reads unknown and why, never "no spend"
+        print(f"unknown: {result.unknown}" if result.unknown else "no spend in this window", file=out)
         return
     shown = [r | {"share": None if r["share"] is None else 100 * r["share"]} for r in result.rows.to_dicts()]
     shown.append({result.by: "Total", "cost_usd": result.total_usd, "share": 100.0})

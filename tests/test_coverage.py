@@ -444,3 +444,11 @@ def test_metrics_alone_costs_say_the_bill_is_missing(homes, capsys) -> None:
     assert cli.main(["--config", str(homes["metrics"]), "costs", "--by", "team"]) != 0
     said = " ".join(capsys.readouterr().err.split())
     assert "no bill loaded yet: GPU metrics cover" in said and "aws_cur" in said, said
+    # a month asked for by name: not "no spend in this window" (nothing billed is not nothing spent)
+    assert cli.main(["--config", str(homes["metrics"]), "costs", "--month", "2026-10"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "unknown: no bill loaded yet: GPU metrics cover" in said and "no spend" not in said, said
+    args = ["costs", "--from", "2026-10-01", "--to", "2026-10-31", "--format", "json"]
+    assert cli.main(["--config", str(homes["metrics"]), *args]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["total_usd"] is None and body["covers"].startswith("no bill loaded yet"), body

@@ -44,6 +44,7 @@ class SpendBy:
     rows: pl.DataFrame  # <by> (text), cost_usd (DECIMAL), share (of the total), largest first
     total_usd: Decimal
     covers: str | None  # what the figure covers, where that is less than all spend of the window
+    unknown: str | None = None  # why an empty result is unknown rather than no spend (no bill loaded)
 
 
 def window_for(
@@ -96,7 +97,12 @@ def spend_by(
     total = sum((Decimal(str(v)) for v in rows["cost_usd"] if v is not None), Decimal(0))
     share = [float(Decimal(str(v)) / total) if total and v is not None else None for v in rows["cost_usd"]]
     rows = rows.with_columns(pl.Series("share", share, dtype=pl.Float64))
-    return SpendBy(by, cost, window, rows, total, covers)
+    unknown = None
+    if rows.is_empty():  # nothing found: with GPU metrics and no bill, that is unknown, not "no spend"
+        from gpufinops.warehouse import coverage
+
+        unknown = coverage.no_bill(con, team=teams) or None
+    return SpendBy(by, cost, window, rows, total, covers, unknown)
 
 
 def _group(daily: pl.DataFrame, by: str, column: str) -> pl.DataFrame:
@@ -157,5 +163,5 @@ def as_json(result: SpendBy) -> dict:
             for r in result.rows.iter_rows(named=True)
         ],
         "total_usd": float(result.total_usd) if result.rows.height else None,  # nothing found is not $0
-        "covers": result.covers if result.rows.height else f"no spend in {result.window.label}",
+        "covers": result.unknown or (result.covers if result.rows.height else f"no spend in {result.window.label}"),
     }
