@@ -1,8 +1,9 @@
 """Benchmark: every dashboard page in a real browser (Chromium), on the demo and on a 10,000-GPU warehouse.
 
-For each page: its **first render** (the page's first full load on a fresh server, by its URL, in a
-browser that holds Streamlit's static files: a returning reader), its **reload** (the same URL again)
-and its **query time** (what the page reads from the warehouse on one render, in this process, a new
+For each page and each other view of a page (``dashboard/views.py``, opened by its ``?view=`` link): its
+**first render** (the page's first full load on a fresh server, by its URL, in a browser that holds
+Streamlit's static files: a returning reader), its **reload** (the same URL again, the median of five)
+and its **query time** (what a page's first view reads from the warehouse on one render, in this process, a new
 read-only connection each time: p50 of five). Medians over ``--runs`` fresh servers, beside a bare
 Streamlit app measured the same way (Streamlit's floor), and the 1-minute load average.
 

@@ -186,7 +186,11 @@ ACRONYMS = {
     "tdp": "TDP",
     "util": "utilisation",
     "mem": "memory",
+    "co2e": "CO₂e",
+    "kwh": "kWh",
+    "1m": "1M",
 }
+UNITS_FIRST = ("kg ", "kWh", "$")  # a label that starts with a unit keeps the unit's case
 
 
 # the source types a coverage sentence names as what would complete a figure (warehouse/inputs.py)
@@ -207,9 +211,15 @@ def label(field: str) -> str:
     """A column's human name: the table above, else its words (``gpu_hours_x`` → ``GPU hours x``)."""
     if field in LABELS:
         return LABELS[field]
-    words = [ACRONYMS.get(w, w) for w in field.split("_") if w]
+    parts = [w for w in field.split("_") if w]
+    words = [
+        "$" if w == "usd" and parts[i + 1 : i + 2] == ["per"] else ACRONYMS.get(w, w)  # usd_per_1m: "$ per 1M"
+        for i, w in enumerate(parts)
+    ]
     text = " ".join(words)
-    return text[:1].upper() + text[1:] if text else field
+    if not text:
+        return field
+    return text if text.startswith(UNITS_FIRST) else text[:1].upper() + text[1:]  # "kg CO₂e …", never "Kg co2e"
 
 
 def _is_money(field: str) -> bool:

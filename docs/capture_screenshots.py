@@ -29,7 +29,9 @@ OUT = REPO / "docs" / "screenshots"
 GPUFINOPS = str(Path(sys.executable).parent / "gpufinops")
 WIDTH = 120
 sys.path.insert(0, str(REPO))
+import gpufinops.models.registry  # noqa: E402,F401  (the kinds' labels)
 from gpufinops.dashboard import views  # noqa: E402
+from gpufinops.kernel.labels import label as kind_label  # noqa: E402
 from tests.test_dashboard_browser import BROWSER_ARGS, CHARTS, CHROMIUM, PAGES, WAIT_FOR_RENDER  # noqa: E402
 
 
@@ -113,7 +115,7 @@ def dashboard_pngs(home: Path, browser) -> None:
         page.wait_for_function(WAIT_FOR_RENDER, arg=["Recommendations", 2], timeout=90_000)
         for kind in ("gpu_count", "spot_mix", "gpu_type", "onprem_vs_cloud"):
             page.locator('[data-testid="stSelectbox"]').filter(has_text="Finding").click()
-            option = page.get_by_role("option").filter(has_text=f"· {kind} ·")
+            option = page.get_by_role("option").filter(has_text=f"· {kind_label(kind, 'kind')} ·")  # by its label
             if option.count() == 0:  # the demo has none of this kind now
                 page.keyboard.press("Escape")
                 continue

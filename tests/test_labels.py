@@ -221,3 +221,20 @@ def test_a_table_sends_the_arrow_streamlit_would_make_through_pandas():
     for name in direct.schema.names:
         assert direct.schema.field(name).type == through_pandas.schema.field(name).type, name
         assert direct.column(name).to_pylist() == through_pandas.column(name).to_pylist(), name
+
+
+@pytest.mark.parametrize(
+    ("field", "shown"),
+    [
+        ("usd_per_1m_tokens_current", "$ per 1M tokens current"),  # an evidence key: was "(USD) per 1m tokens …"
+        ("kg_co2e_month_saved", "kg CO₂e month saved"),  # was "Kg co2e month saved"
+        ("node_kwh_estimated", "Node kWh estimated"),
+        ("gpu_hours_x", "GPU hours x"),
+        ("cost_usd_x", "Cost (USD) x"),  # USD not followed by "per" stays the unit in brackets
+    ],
+)
+def test_a_field_without_a_label_reads_its_units_as_written(field: str, shown: str) -> None:
+    from gpufinops.dashboard import labels as page_labels
+
+    assert field not in page_labels.LABELS
+    assert page_labels.label(field) == shown
