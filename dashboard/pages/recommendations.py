@@ -8,6 +8,7 @@ viewer's teams, with the viewer as the actor.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 import streamlit as st
@@ -172,7 +173,7 @@ def main() -> None:
             labels.table(st, log)
 
 
-def listing(con, ctx) -> tuple[object, dict, pl.DataFrame] | None:
+def listing(con, ctx) -> tuple[Any, dict, pl.DataFrame] | None:
     """The filters and totals above the views; the List view (the findings, what was withheld) or the
     Detail view (one finding's evidence). (the Detail view's tab, the finding it shows, its decisions),
     or None where no finding is detailed."""
@@ -235,7 +236,7 @@ def findings(shown: pl.DataFrame) -> None:
         st.caption("A finding's evidence, and the decision on it: the Detail view.")
 
 
-def detail(con, ctx, shown: pl.DataFrame, tab) -> tuple[object, dict, pl.DataFrame] | None:
+def detail(con, ctx, shown: pl.DataFrame, tab) -> tuple[Any, dict, pl.DataFrame] | None:
     """One finding of the list (the largest by default): its evidence and charts."""
     if shown.is_empty():
         st.info("No finding matches the filters in the sidebar.")
