@@ -272,11 +272,13 @@ def _recommendations(con) -> None:
         queries.decisions_log(con, team=None, recommendation_id=top["id"])
 
 
-def _spot(con) -> None:
+def _spot(con) -> None:  # its first view (Prices): the first series' history
     from gpufinops.warehouse import queries
 
-    queries.spot_series(con)
-    queries.spot_interruption(con)
+    series = queries.spot_series(con)
+    if not series.is_empty():
+        first = series.row(0, named=True)
+        queries.spot_price_history(con, first["provider"], first["instance_type"])
 
 
 def _onprem(con) -> None:

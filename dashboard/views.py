@@ -31,6 +31,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     ),
     "fleet": ("Utilisation", "Idle GPUs", "Energy and emissions", "Unattributed"),
     "recommendations": ("List", "Detail"),
+    "spot": ("Prices", "Interruption frequency"),
 }
 
 

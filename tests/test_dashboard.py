@@ -221,6 +221,8 @@ def test_spot_page_shows_spot_against_on_demand(monkeypatch, demo_warehouse):
     assert metrics(at)["Latest spot price"] == f"{money(latest['price_usd'])}/h"
     assert metrics(at)["On-demand"] == "$32.77/h"
     assert any("price_usd" in t.column_names for t in chart_tables(at))
+    bands = open_page(make_app(monkeypatch, demo_warehouse), "spot", "Interruption frequency")
+    assert [s.value for s in bands.subheader] == ["Interruption frequency"] and chart_tables(bands)
 
 
 def test_health_page_flags_a_failed_source(monkeypatch, writable_warehouse):

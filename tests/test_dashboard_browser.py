@@ -53,21 +53,21 @@ NAV_LABELS = {
     "health": "Data health",
 }
 # The charts each page's first view draws on the demo: spend by provider, by team, by service, the GPU
-# share; the Team page without a by-team chart; the fleet heatmap; spot prices and interruption bands;
-# on-prem vs cloud cost per used GPU-hour.
+# share; the Team page without a by-team chart; the fleet heatmap; spot prices; on-prem vs cloud cost per
+# used GPU-hour.
 CHARTS = {
     "overview": 4,
     "team": 3,
     "fleet": 1,
     "unit_costs": 0,
     "recommendations": 0,
-    "spot": 2,
+    "spot": 1,
     "onprem": 1,
     "health": 0,
 }
 # The other views of a page (dashboard/views.py), each a screen of its own by its URL (?view=…), and the
 # charts each draws: the month forecast, the team's fleet heatmap, idle GPU cost per team and GPU model,
-# the top finding's utilisation and memory.
+# the top finding's utilisation and memory, spot interruption bands.
 VIEW_CHARTS = {
     ("overview", "Forecast"): 1,
     ("team", "Forecast"): 1,
