@@ -52,19 +52,26 @@ def of_page(
     return as_of, picker(key, cached_call(con, months_with_data, teams=teams), as_of)
 
 
-def of_metrics(con: duckdb.DuckDBPyConnection, key: str, teams: list[str] | None) -> tuple[datetime, Window] | None:
-    """Where no bill is loaded: the GPU metrics' newest day in scope and the period picked over the months
-    they cover (utilisation needs no bill); None without GPU metrics in scope either."""
+def metrics_months(con: duckdb.DuckDBPyConnection, teams: list[str] | None) -> tuple[list[datetime], datetime | None]:
+    """The first day (UTC) of every month with GPU metrics in scope, newest first, and the newest metric hour."""
     where, params = filters(teams, None, None, team_col="team", time_col="hour")
     rows = con.execute(
         f"SELECT DISTINCT date_trunc('month', hour AT TIME ZONE 'UTC'), max(hour) OVER () FROM gpu_metrics_hourly "
         f"WHERE {where} ORDER BY 1 DESC",
         params,
     ).fetchall()
-    if not rows or rows[0][1] is None:
+    return [windows.midnight(r[0]) for r in rows], rows[0][1] if rows else None
+
+
+def of_metrics(con: duckdb.DuckDBPyConnection, key: str, teams: list[str] | None) -> tuple[datetime, Window] | None:
+    """Where no bill is loaded: the GPU metrics' newest day in scope and the period picked over the months
+    they cover (utilisation needs no bill); None without GPU metrics in scope either. The months are read
+    once per data version (a scan of the hourly metrics), as ``months_with_data`` is."""
+    months, newest = cached_call(con, metrics_months, teams=teams)
+    if newest is None:
         return None
-    as_of = windows.midnight(rows[0][1])
-    return as_of, picker(key, [windows.midnight(r[0]) for r in rows], as_of)
+    as_of = windows.midnight(newest)
+    return as_of, picker(key, months, as_of)
 
 
 def say_empty(con: duckdb.DuckDBPyConnection, teams: list[str] | None, empty: str) -> None:
